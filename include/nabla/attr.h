@@ -1,0 +1,72 @@
+/* nabla/attr.h: typed operator attributes.
+ *
+ * An op definition declares its attributes (name, type, default); an op
+ * instance carries values for them. Users pass attributes as nb_attr pairs,
+ * built with the NB_ATTR_* macros:
+ *
+ *     nb_attr a[] = { NB_ATTR_BOOL("transpose_y", true), NB_ATTR_INTS("axes", 0, 1) };
+ */
+#ifndef NABLA_ATTR_H
+#define NABLA_ATTR_H
+
+#include <stdint.h>
+#include <stdbool.h>
+
+typedef enum nb_attr_type {
+    NB_ATTR_NONE = 0,
+    NB_ATTR_BOOL,
+    NB_ATTR_INT,
+    NB_ATTR_FLOAT,
+    NB_ATTR_STRING,
+    NB_ATTR_INTS,
+    NB_ATTR_FLOATS,
+    NB_ATTR_BLOCK /* index of a block of the same program */
+} nb_attr_type;
+
+typedef struct nb_attr_value {
+    nb_attr_type type;
+    int n; /* element count of INTS and FLOATS */
+    union {
+        bool b;
+        int64_t i;
+        double f;
+        const char *s;
+        const int64_t *ints;
+        const double *floats;
+        int block;
+    };
+} nb_attr_value;
+
+/* A named attribute value, as passed to nb_emit() and nb_op_run(). */
+typedef struct nb_attr {
+    const char *name;
+    nb_attr_value value;
+} nb_attr;
+
+#define NB_ATTR_BOOL(nm, v)   ((nb_attr){(nm), {.type = NB_ATTR_BOOL, .b = (v)}})
+#define NB_ATTR_INT(nm, v)    ((nb_attr){(nm), {.type = NB_ATTR_INT, .i = (v)}})
+#define NB_ATTR_FLOAT(nm, v)  ((nb_attr){(nm), {.type = NB_ATTR_FLOAT, .f = (v)}})
+#define NB_ATTR_STRING(nm, v) ((nb_attr){(nm), {.type = NB_ATTR_STRING, .s = (v)}})
+#define NB_ATTR_BLOCK(nm, v)  ((nb_attr){(nm), {.type = NB_ATTR_BLOCK, .block = (v)}})
+/* Non-empty literal lists: NB_ATTR_INTS("axes", 0, 2). */
+#define NB_ATTR_INTS(nm, ...)                                                   \
+    ((nb_attr){(nm), {.type = NB_ATTR_INTS,                                     \
+                      .n = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), \
+                      .ints = (const int64_t[]){__VA_ARGS__}}})
+#define NB_ATTR_FLOATS(nm, ...)                                                 \
+    ((nb_attr){(nm), {.type = NB_ATTR_FLOATS,                                   \
+                      .n = (int)(sizeof((double[]){__VA_ARGS__}) / sizeof(double)), \
+                      .floats = (const double[]){__VA_ARGS__}}})
+/* Lists from an array (possibly empty). */
+#define NB_ATTR_INTS_N(nm, count, ptr)   ((nb_attr){(nm), {.type = NB_ATTR_INTS, .n = (count), .ints = (ptr)}})
+#define NB_ATTR_FLOATS_N(nm, count, ptr) ((nb_attr){(nm), {.type = NB_ATTR_FLOATS, .n = (count), .floats = (ptr)}})
+
+const char *nb_attr_type_name(nb_attr_type t);
+
+/* Deep copy (strings and lists are duplicated) and its release. */
+int nb_attr_value_copy(nb_attr_value *dst, const nb_attr_value *src);
+void nb_attr_value_free(nb_attr_value *v);
+/* Writes a readable form ("3", "[0, 2]", "\"relu\"") into buf. */
+char *nb_attr_value_str(char *buf, unsigned long size, const nb_attr_value *v);
+
+#endif

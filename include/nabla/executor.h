@@ -1,0 +1,52 @@
+/* nabla/executor.h: running a program, many times, fast.
+ *
+ * Preparing a program checks it, resolves every var name to a slot, infers
+ * shapes and plans memory by liveness, so that temporaries whose lifetimes do
+ * not overlap share buffers. A run then binds feeds, runs the ops in order and
+ * hands out fetches; when the feed shapes are those of the last run it
+ * allocates nothing.
+ *
+ * Persistable vars are read from and written to the scope given to the run.
+ * A fetched tensor is a reference you own; if you still hold it when the
+ * program runs again, that run writes to a fresh buffer instead of yours. */
+#ifndef NABLA_EXECUTOR_H
+#define NABLA_EXECUTOR_H
+
+#include "nabla/program.h"
+#include "nabla/scope.h"
+
+typedef struct nb_feed {
+    const char *name;
+    nb_tensor *tensor;
+} nb_feed;
+
+typedef struct nb_prepared nb_prepared;
+
+/* Prepares block `block_idx` of `p` for runs with the named feeds and
+ * fetches. The program must not change while the prepared form is used. */
+nb_status nb_prepare(nb_prepared **out, nb_program *p, int block_idx,
+                     int n_feed, const char *const *feed_names,
+                     int n_fetch, const char *const *fetch_names);
+void nb_prepared_free(nb_prepared *pp);
+/* Runs it: feeds[i] binds feed_names[i]; fetched[i] receives fetch_names[i]
+ * (a new reference each). */
+nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope,
+                          nb_tensor *const *feeds, nb_tensor **fetched);
+/* Bytes of temporary buffers it holds, and how many it allocated over its
+ * life (to show that steady-state runs allocate nothing). */
+size_t nb_prepared_buffer_bytes(const nb_prepared *pp);
+uint64_t nb_prepared_alloc_count(const nb_prepared *pp);
+
+/* An executor caches prepared programs, keyed on the program, its version
+ * and the feed and fetch names, so that calling nb_executor_run in a loop
+ * prepares once. */
+typedef struct nb_executor nb_executor;
+
+nb_status nb_executor_new(nb_executor **out);
+void nb_executor_free(nb_executor *e);
+nb_status nb_executor_run(nb_executor *e, nb_program *p, nb_scope *scope,
+                          int n_feed, const nb_feed *feeds,
+                          int n_fetch, const char *const *fetch_names,
+                          nb_tensor **fetched);
+
+#endif

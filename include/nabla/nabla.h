@@ -1,0 +1,21 @@
+/* nabla/nabla.h: everything. */
+#ifndef NABLA_H
+#define NABLA_H
+
+#include "nabla/status.h"
+#include "nabla/dtype.h"
+#include "nabla/tensor.h"
+#include "nabla/rng.h"
+#include "nabla/attr.h"
+#include "nabla/op.h"
+#include "nabla/program.h"
+#include "nabla/builder.h"
+#include "nabla/scope.h"
+#include "nabla/executor.h"
+
+#define NABLA_VERSION_MAJOR 0
+#define NABLA_VERSION_MINOR 1
+#define NABLA_VERSION_PATCH 0
+#define NABLA_VERSION "0.1.0"
+
+#endif

@@ -1,0 +1,165 @@
+/* nabla/op.h: operator definitions and the op registry.
+ *
+ * An nb_op_def is the one place that knows an operator: its input and output
+ * slots, its attributes and their defaults, how to infer output shapes and
+ * dtypes, its CPU kernel, which forward values its gradient reads, and its
+ * VJP and JVP rules. Static programs, the eager tape and the functional
+ * transforms all go through the same definitions.
+ *
+ * Kernels and shape inference see an op through an nb_op_ctx. Inputs and
+ * outputs are flat arrays; slot k owns indices [in_begin[k], in_begin[k+1]),
+ * so a variadic slot holds several values and an absent optional slot none.
+ * Kernels may assume their inputs are contiguous; outputs arrive allocated,
+ * contiguous, with the shapes `infer` gave them. An output may be the very
+ * tensor of an input (in-place ops such as increment or an optimiser's
+ * ParamOut), so kernels read an element before writing it. */
+#ifndef NABLA_OP_H
+#define NABLA_OP_H
+
+#include "nabla/attr.h"
+#include "nabla/rng.h"
+#include "nabla/tensor.h"
+
+#define NB_MAX_SLOTS 8
+#define NB_MAX_ATTRS 16
+
+/* Slot flags. */
+enum {
+    NB_SLOT_VARIADIC = 1 << 0, /* takes any number of values (at most one such slot per side) */
+    NB_SLOT_OPTIONAL = 1 << 1, /* may be absent */
+    NB_SLOT_NO_GRAD = 1 << 2   /* never takes a gradient (labels, indices, conditions) */
+};
+
+/* Op flags. */
+enum {
+    NB_OP_NOT_DIFFERENTIABLE = 1 << 0, /* comparisons, argmax, initialisers: no gradient */
+    NB_OP_RANDOM = 1 << 1,             /* draws from ctx->rng */
+    NB_OP_STATEFUL = 1 << 2            /* writes an input in place (increment, optimisers) */
+};
+
+typedef struct nb_slot_def {
+    const char *name;
+    unsigned flags;
+} nb_slot_def;
+
+typedef struct nb_attr_def {
+    const char *name;
+    nb_attr_type type;
+    bool required;     /* no default: the caller must give it */
+    nb_attr_value def; /* the default (its type matches `type`) */
+} nb_attr_def;
+
+/* Attribute declarations for op tables. */
+#define NB_ADEF_BOOL(nm, v)   {(nm), NB_ATTR_BOOL, false, {.type = NB_ATTR_BOOL, .b = (v)}}
+#define NB_ADEF_INT(nm, v)    {(nm), NB_ATTR_INT, false, {.type = NB_ATTR_INT, .i = (v)}}
+#define NB_ADEF_FLOAT(nm, v)  {(nm), NB_ATTR_FLOAT, false, {.type = NB_ATTR_FLOAT, .f = (v)}}
+#define NB_ADEF_STRING(nm, v) {(nm), NB_ATTR_STRING, false, {.type = NB_ATTR_STRING, .s = (v)}}
+#define NB_ADEF_INTS(nm, ...) {(nm), NB_ATTR_INTS, false, {.type = NB_ATTR_INTS, \
+        .n = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), .ints = (const int64_t[]){__VA_ARGS__}}}
+#define NB_ADEF_INTS_EMPTY(nm)   {(nm), NB_ATTR_INTS, false, {.type = NB_ATTR_INTS, .n = 0, .ints = 0}}
+#define NB_ADEF_FLOATS_EMPTY(nm) {(nm), NB_ATTR_FLOATS, false, {.type = NB_ATTR_FLOATS, .n = 0, .floats = 0}}
+#define NB_ADEF_REQUIRED(nm, t) {(nm), (t), true, {.type = (t)}}
+
+/* Dtype and shape of a value; at build time a dimension may be -1 (unknown). */
+typedef struct nb_var_info {
+    nb_dtype dtype;
+    int ndim;
+    int64_t shape[NB_MAX_DIMS];
+} nb_var_info;
+
+struct nb_op_def;
+
+typedef struct nb_op_ctx {
+    const struct nb_op_def *def;
+    const char *label;          /* names the op in errors, e.g. "matmul (fc_0.tmp_0)" */
+    const nb_attr_value *attrs; /* in the def's order, defaults filled in */
+    int in_begin[NB_MAX_SLOTS + 1];
+    int out_begin[NB_MAX_SLOTS + 1];
+    const nb_var_info *in_info; /* infer and kernels: shapes of the inputs */
+    nb_var_info *out_info;      /* infer writes these */
+    nb_tensor *const *in;       /* kernels only */
+    nb_tensor *const *out;      /* kernels only */
+    nb_rng *rng;                /* kernels of NB_OP_RANDOM ops */
+} nb_op_ctx;
+
+/* Shape/dtype inference: fill ctx->out_info from ctx->in_info and attrs, and
+ * validate everything (dtypes, ranks, attribute values). At build time
+ * unknown dims are -1 and must be carried, not rejected; at run time all are
+ * known. On failure, return nb_error(...) naming ctx->label and the shapes. */
+typedef nb_status (*nb_infer_fn)(nb_op_ctx *ctx);
+/* Computes outputs from inputs. */
+typedef nb_status (*nb_kernel_fn)(nb_op_ctx *ctx);
+
+/* Gradient rules emit ops through a builder; see nabla/autodiff.h. */
+struct nb_builder;
+struct nb_grad_ctx;
+typedef nb_status (*nb_vjp_fn)(struct nb_builder *b, struct nb_grad_ctx *g);
+typedef nb_status (*nb_jvp_fn)(struct nb_builder *b, struct nb_grad_ctx *g);
+
+typedef struct nb_op_def {
+    const char *name;
+    const char *doc;                     /* one line */
+    nb_slot_def inputs[NB_MAX_SLOTS];    /* ends at the first NULL name */
+    nb_slot_def outputs[NB_MAX_SLOTS];
+    nb_attr_def attrs[NB_MAX_ATTRS];
+    nb_infer_fn infer;
+    nb_kernel_fn cpu;                    /* dispatches on dtype itself */
+    unsigned flags;
+    /* Which forward values the gradient rule reads: bit k of grad_uses_inputs
+     * is input slot k, bit k of grad_uses_outputs is output slot k. Eager mode
+     * saves only these; the executor keeps only these alive. */
+    unsigned grad_uses_inputs;
+    unsigned grad_uses_outputs;
+    nb_vjp_fn vjp; /* NULL: no rule yet (or NB_OP_NOT_DIFFERENTIABLE) */
+    nb_jvp_fn jvp;
+} nb_op_def;
+
+/* ---- context accessors for infer functions and kernels ------------------ */
+
+static inline int nb_in_count(const nb_op_ctx *c, int slot) { return c->in_begin[slot + 1] - c->in_begin[slot]; }
+static inline int nb_out_count(const nb_op_ctx *c, int slot) { return c->out_begin[slot + 1] - c->out_begin[slot]; }
+static inline bool nb_has_in(const nb_op_ctx *c, int slot) { return nb_in_count(c, slot) > 0; }
+static inline const nb_var_info *nb_in_info(const nb_op_ctx *c, int slot, int k) { return &c->in_info[c->in_begin[slot] + k]; }
+static inline nb_var_info *nb_out_info(const nb_op_ctx *c, int slot, int k) { return &c->out_info[c->out_begin[slot] + k]; }
+static inline nb_tensor *nb_in(const nb_op_ctx *c, int slot, int k) { return c->in[c->in_begin[slot] + k]; }
+static inline nb_tensor *nb_out(const nb_op_ctx *c, int slot, int k) { return c->out[c->out_begin[slot] + k]; }
+
+/* Attribute values by name (the def must declare the name). */
+const nb_attr_value *nb_attr_get(const nb_op_ctx *c, const char *name);
+bool nb_attr_bool(const nb_op_ctx *c, const char *name);
+int64_t nb_attr_int(const nb_op_ctx *c, const char *name);
+double nb_attr_float(const nb_op_ctx *c, const char *name);
+const char *nb_attr_string(const nb_op_ctx *c, const char *name);
+
+/* ---- the registry ---------------------------------------------------------- */
+
+const nb_op_def *nb_op_find(const char *name);
+int nb_op_count(void);
+const nb_op_def *nb_op_at(int i); /* sorted by name */
+/* Adds a user-defined op. `def` must stay valid for the process's lifetime.
+ * NB_ERR_ARG if the name is taken or the definition is malformed. */
+nb_status nb_op_register(const nb_op_def *def);
+
+/* Index of a slot or attribute by name, or -1. */
+int nb_op_input_index(const nb_op_def *def, const char *slot);
+int nb_op_output_index(const nb_op_def *def, const char *slot);
+int nb_op_attr_index(const nb_op_def *def, const char *attr);
+int nb_op_num_inputs(const nb_op_def *def);  /* declared slots */
+int nb_op_num_outputs(const nb_op_def *def);
+
+/* ---- running one op on tensors --------------------------------------------- */
+
+/* Runs op `type` once on tensors, as eager mode does: checks, infers shapes,
+ * allocates outputs and calls the kernel.
+ *
+ * `in` lists the inputs in slot order: one per plain slot (NULL for an absent
+ * optional one), and for the variadic slot, if any, all that remain. `out`
+ * likewise; a NULL entry receives a new tensor (one reference, yours), a
+ * non-NULL one is written in place and must have the inferred shape and
+ * dtype. `rng` may be NULL (a generator seeded from the op's "seed"
+ * attribute, or 0, is used). */
+nb_status nb_op_run(const char *type, int n_in, nb_tensor *const *in,
+                    int n_attrs, const nb_attr *attrs,
+                    int n_out, nb_tensor **out, nb_rng *rng);
+
+#endif

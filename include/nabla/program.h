@@ -1,0 +1,140 @@
+/* nabla/program.h: static programs, as in PaddlePaddle Fluid.
+ *
+ * A program is a list of blocks; block 0 is the global block, and a block
+ * made for a while/cond/recurrent op names its parent. A block holds its ops
+ * in execution order and a table of the vars they read and write. An op
+ * (OpDesc) names its type, the var names in each input and output slot, and
+ * its attribute values. A var (VarDesc) is a name with a dtype and a shape
+ * (-1 for a size not known until run time) and flags.
+ *
+ * The structs are readable by anyone (they are the documentation of a
+ * program); change them only through these functions, which keep the var
+ * tables and the program version consistent. */
+#ifndef NABLA_PROGRAM_H
+#define NABLA_PROGRAM_H
+
+#include <stdio.h>
+#include "nabla/op.h"
+
+typedef struct nb_program nb_program;
+typedef struct nb_block nb_block;
+
+/* Which part of a training program an op belongs to (as Fluid's op_role). */
+typedef enum nb_op_role {
+    NB_ROLE_FORWARD = 0,
+    NB_ROLE_BACKWARD,
+    NB_ROLE_OPTIMIZE,
+    NB_ROLE_LOSS, /* the loss op and the op seeding loss@GRAD */
+    NB_ROLE_STARTUP
+} nb_op_role;
+
+typedef struct nb_var {
+    char *name;
+    nb_dtype dtype;
+    int ndim;
+    int64_t shape[NB_MAX_DIMS];
+    bool persistable;   /* lives in the scope across runs (parameters, optimiser state) */
+    bool stop_gradient; /* no gradient flows into or through it */
+    bool is_parameter;  /* a model parameter (drawn as a double circle) */
+    bool trainable;     /* a parameter the optimiser updates */
+    bool is_data;       /* fed by the user at run time */
+} nb_var;
+
+typedef struct nb_op {
+    const nb_op_def *def;
+    char **inputs;  /* var names, flat; slot k is [in_begin[k], in_begin[k+1]) */
+    char **outputs;
+    int in_begin[NB_MAX_SLOTS + 1];
+    int out_begin[NB_MAX_SLOTS + 1];
+    nb_attr_value attrs[NB_MAX_ATTRS]; /* in the def's order, defaults filled in */
+    nb_op_role role;
+    char *role_var[2]; /* for an op producing a parameter's gradient: (param, grad) */
+    int id;            /* unique within the program, in creation order */
+} nb_op;
+
+struct nb_block {
+    nb_program *program;
+    int idx;
+    int parent_idx; /* -1 for block 0 */
+    int forward_block_idx; /* for a grad block, the block it differentiates; else -1 */
+    nb_op **ops;
+    int n_ops, cap_ops;
+    nb_var **vars;
+    int n_vars, cap_vars;
+    void *var_index; /* name -> var, private */
+};
+
+struct nb_program {
+    nb_block **blocks;
+    int n_blocks, cap_blocks;
+    uint64_t random_seed; /* seeds every random op without its own seed */
+    uint64_t version;     /* bumped on every change; executors re-prepare on change */
+    int next_op_id;
+    void *names; /* unique-name counters, private */
+};
+
+/* ---- programs and blocks ------------------------------------------------ */
+
+nb_status nb_program_new(nb_program **out);
+void nb_program_free(nb_program *p);
+nb_block *nb_program_block(nb_program *p, int idx); /* NULL if out of range */
+nb_block *nb_program_global_block(nb_program *p);
+/* Appends a new empty block whose parent is `parent_idx`. */
+nb_status nb_program_add_block(nb_program *p, int parent_idx, nb_block **out);
+/* A deep copy of the whole program. */
+nb_status nb_program_clone(nb_program **out, const nb_program *p);
+/* "fc" -> "fc_0", "fc_1", ...: a name not yet given out by this program. */
+nb_status nb_program_unique_name(nb_program *p, const char *prefix, char *buf, size_t size);
+void nb_program_set_seed(nb_program *p, uint64_t seed);
+
+/* ---- vars -------------------------------------------------------------- */
+
+/* Creates var `name` in block `b`; NB_ERR_ARG if the block already has one of
+ * that name with a different dtype or rank. */
+nb_status nb_block_create_var(nb_block *b, const char *name, nb_dtype dtype,
+                              int ndim, const int64_t *shape, nb_var **out);
+/* Looks up a var in `b` only; NULL if absent. */
+nb_var *nb_block_find_var(const nb_block *b, const char *name);
+/* Looks up a var in `b` and then its ancestors. */
+nb_var *nb_block_find_var_recursive(const nb_block *b, const char *name);
+/* Updates a var's dtype and shape (shape inference of later passes). */
+void nb_var_set_shape(nb_var *v, nb_dtype dtype, int ndim, const int64_t *shape);
+nb_var_info nb_var_info_of(const nb_var *v);
+
+/* ---- ops --------------------------------------------------------------- */
+
+/* Appends (or, with nb_block_insert_op, inserts at position `pos`) an op
+ * after checking it against its definition: known type, slot counts, attr
+ * names and types (defaults filled in), every input var present in the
+ * block or an ancestor. Output vars that do not exist are created, and
+ * shapes and dtypes of all outputs are inferred. */
+nb_status nb_block_append_op(nb_block *b, const char *type,
+                             int n_in, const char *const *in,
+                             int n_out, const char *const *out,
+                             int n_attrs, const nb_attr *attrs, nb_op **op_out);
+nb_status nb_block_insert_op(nb_block *b, int pos, const char *type,
+                             int n_in, const char *const *in,
+                             int n_out, const char *const *out,
+                             int n_attrs, const nb_attr *attrs, nb_op **op_out);
+/* Removes op at `pos` (its vars stay). */
+nb_status nb_block_remove_op(nb_block *b, int pos);
+
+/* Var names of slot `slot`, and their count. */
+static inline int nb_op_in_count(const nb_op *op, int slot) { return op->in_begin[slot + 1] - op->in_begin[slot]; }
+static inline int nb_op_out_count(const nb_op *op, int slot) { return op->out_begin[slot + 1] - op->out_begin[slot]; }
+static inline const char *nb_op_in_name(const nb_op *op, int slot, int k) { return op->inputs[op->in_begin[slot] + k]; }
+static inline const char *nb_op_out_name(const nb_op *op, int slot, int k) { return op->outputs[op->out_begin[slot] + k]; }
+static inline int nb_op_n_inputs(const nb_op *op) { return op->in_begin[NB_MAX_SLOTS]; }
+static inline int nb_op_n_outputs(const nb_op *op) { return op->out_begin[NB_MAX_SLOTS]; }
+const nb_attr_value *nb_op_attr(const nb_op *op, const char *name);
+/* "matmul (fc_0.tmp_0)": the op's type and first output, for messages. */
+const char *nb_op_label(const nb_op *op, char *buf, size_t size);
+/* Re-runs shape inference on one op, updating its output vars. */
+nb_status nb_block_infer_op(nb_block *b, nb_op *op);
+
+/* ---- reading a program ------------------------------------------------- */
+
+/* Prints every block, var and op in a readable text form. */
+nb_status nb_program_print(const nb_program *p, FILE *f);
+
+#endif

@@ -1,0 +1,123 @@
+/* Attribute values: copying, printing, resolving against a definition, and
+ * reading them from kernels. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "op_internal.h"
+
+const char *nb_attr_type_name(nb_attr_type t)
+{
+    static const char *names[] = {"none", "bool", "int", "float", "string", "int list", "float list", "block"};
+    return t >= NB_ATTR_NONE && t <= NB_ATTR_BLOCK ? names[t] : "invalid";
+}
+
+int nb_attr_value_copy(nb_attr_value *dst, const nb_attr_value *src)
+{
+    *dst = *src;
+    if (src->type == NB_ATTR_STRING && src->s) {
+        if (!(dst->s = strdup(src->s))) return -1;
+    } else if (src->type == NB_ATTR_INTS || src->type == NB_ATTR_FLOATS) {
+        size_t sz = src->type == NB_ATTR_INTS ? sizeof(int64_t) : sizeof(double);
+        const void *from = src->type == NB_ATTR_INTS ? (const void *)src->ints : (const void *)src->floats;
+        void *p = malloc(src->n ? (size_t)src->n * sz : 1);
+        if (!p) return -1;
+        if (src->n) memcpy(p, from, (size_t)src->n * sz);
+        if (src->type == NB_ATTR_INTS) dst->ints = p;
+        else dst->floats = p;
+    }
+    return 0;
+}
+
+void nb_attr_value_free(nb_attr_value *v)
+{
+    if (v->type == NB_ATTR_STRING) free((void *)v->s);
+    else if (v->type == NB_ATTR_INTS) free((void *)v->ints);
+    else if (v->type == NB_ATTR_FLOATS) free((void *)v->floats);
+    memset(v, 0, sizeof *v);
+}
+
+char *nb_attr_value_str(char *buf, unsigned long size, const nb_attr_value *v)
+{
+    size_t u = 0;
+    switch (v->type) {
+    case NB_ATTR_BOOL: snprintf(buf, size, "%s", v->b ? "true" : "false"); break;
+    case NB_ATTR_INT: snprintf(buf, size, "%lld", (long long)v->i); break;
+    case NB_ATTR_FLOAT: snprintf(buf, size, "%g", v->f); break;
+    case NB_ATTR_STRING: snprintf(buf, size, "\"%s\"", v->s ? v->s : ""); break;
+    case NB_ATTR_BLOCK: snprintf(buf, size, "block %d", v->block); break;
+    case NB_ATTR_INTS:
+    case NB_ATTR_FLOATS:
+        u = (size_t)snprintf(buf, size, "[");
+        for (int i = 0; i < v->n && u < size; i++) {
+            if (v->type == NB_ATTR_INTS) u += (size_t)snprintf(buf + u, size - u, i ? ", %lld" : "%lld", (long long)v->ints[i]);
+            else u += (size_t)snprintf(buf + u, size - u, i ? ", %g" : "%g", v->floats[i]);
+        }
+        if (u < size) snprintf(buf + u, size - u, "]");
+        break;
+    default: snprintf(buf, size, "(none)"); break;
+    }
+    return buf;
+}
+
+nb_status nb_resolve_attrs(const nb_op_def *def, int n, const nb_attr *attrs,
+                           nb_attr_value out[NB_MAX_ATTRS], const char *label)
+{
+    bool given[NB_MAX_ATTRS] = {false};
+    for (int i = 0; i < NB_MAX_ATTRS; i++) out[i] = def->attrs[i].def;
+    for (int k = 0; k < n; k++) {
+        const nb_attr *a = &attrs[k];
+        int i = a->name ? nb_op_attr_index(def, a->name) : -1;
+        if (i < 0) {
+            char names[512] = "";
+            size_t u = 0;
+            for (int j = 0; j < NB_MAX_ATTRS && def->attrs[j].name && u < sizeof names; j++)
+                u += (size_t)snprintf(names + u, sizeof names - u, "%s%s", j ? ", " : "", def->attrs[j].name);
+            return nb_error(NB_ERR_ARG, "%s: unknown attribute '%s' (it takes: %s)", label,
+                            a->name ? a->name : "(null)", u ? names : "none");
+        }
+        nb_attr_type want = def->attrs[i].type, got = a->value.type;
+        nb_attr_value v = a->value;
+        if (want == NB_ATTR_FLOAT && got == NB_ATTR_INT) {
+            v.type = NB_ATTR_FLOAT;
+            v.f = (double)a->value.i;
+        } else if (want == NB_ATTR_BOOL && got == NB_ATTR_INT && (a->value.i == 0 || a->value.i == 1)) {
+            v.type = NB_ATTR_BOOL;
+            v.b = a->value.i != 0;
+        } else if (want != got) {
+            return nb_error(NB_ERR_ARG, "%s: attribute '%s' must be of type %s, got %s", label, a->name,
+                            nb_attr_type_name(want), nb_attr_type_name(got));
+        }
+        if ((v.type == NB_ATTR_INTS || v.type == NB_ATTR_FLOATS) && v.n < 0)
+            return nb_error(NB_ERR_ARG, "%s: attribute '%s' has a negative length", label, a->name);
+        if (v.type == NB_ATTR_INTS && v.n > 0 && !v.ints)
+            return nb_error(NB_ERR_ARG, "%s: attribute '%s' has no values", label, a->name);
+        if (v.type == NB_ATTR_FLOATS && v.n > 0 && !v.floats)
+            return nb_error(NB_ERR_ARG, "%s: attribute '%s' has no values", label, a->name);
+        if (v.type == NB_ATTR_STRING && !v.s) v.s = "";
+        out[i] = v;
+        given[i] = true;
+    }
+    for (int i = 0; i < NB_MAX_ATTRS && def->attrs[i].name; i++)
+        if (def->attrs[i].required && !given[i])
+            return nb_error(NB_ERR_ARG, "%s: missing required attribute '%s' (%s)", label, def->attrs[i].name,
+                            nb_attr_type_name(def->attrs[i].type));
+    return NB_OK;
+}
+
+static const nb_attr_value none_value;
+
+const nb_attr_value *nb_attr_get(const nb_op_ctx *c, const char *name)
+{
+    int i = nb_op_attr_index(c->def, name);
+    return i >= 0 ? &c->attrs[i] : &none_value;
+}
+
+bool nb_attr_bool(const nb_op_ctx *c, const char *name) { return nb_attr_get(c, name)->b; }
+int64_t nb_attr_int(const nb_op_ctx *c, const char *name) { return nb_attr_get(c, name)->i; }
+double nb_attr_float(const nb_op_ctx *c, const char *name) { return nb_attr_get(c, name)->f; }
+
+const char *nb_attr_string(const nb_op_ctx *c, const char *name)
+{
+    const char *s = nb_attr_get(c, name)->s;
+    return s ? s : "";
+}

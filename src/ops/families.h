@@ -1,0 +1,18 @@
+/* The op families that make up the built-in registry. Each family file
+ * defines a NULL-terminated table of its ops; registry.c lists the tables. */
+#ifndef NABLA_FAMILIES_H
+#define NABLA_FAMILIES_H
+
+#include "nabla/op.h"
+
+extern const nb_op_def *const nb_ops_elementwise[]; /* elementwise.c: arithmetic, math, activations */
+extern const nb_op_def *const nb_ops_compare[];     /* compare.c: comparisons, logic, where */
+extern const nb_op_def *const nb_ops_reduce[];      /* reduce.c: reductions, arg-reductions, variadic sum */
+extern const nb_op_def *const nb_ops_linalg[];      /* linalg.c: matmul, fc */
+extern const nb_op_def *const nb_ops_shape[];       /* shape.c: reshape, concat, gather, ... */
+extern const nb_op_def *const nb_ops_nn[];          /* nn.c: softmax, losses, dropout, embedding, accuracy */
+extern const nb_op_def *const nb_ops_conv[];        /* conv.c: conv2d, pool2d */
+extern const nb_op_def *const nb_ops_norm[];        /* norm.c: batch_norm, layer_norm */
+extern const nb_op_def *const nb_ops_creation[];    /* creation.c: fill, random, assign, increment */
+
+#endif

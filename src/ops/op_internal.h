@@ -1,0 +1,26 @@
+/* Private machinery shared by the registry, programs, builders and the executor. */
+#ifndef NABLA_OP_INTERNAL_H
+#define NABLA_OP_INTERNAL_H
+
+#include "nabla/op.h"
+
+/* Fills `out` with the def's defaults, then the given attrs, checking names
+ * and types. Values are shallow: they point into `attrs` and the def. */
+nb_status nb_resolve_attrs(const nb_op_def *def, int n, const nb_attr *attrs,
+                           nb_attr_value out[NB_MAX_ATTRS], const char *label);
+
+/* Maps a flat list of n values onto the def's input (or output) slots.
+ * present[i] says whether value i is given (an absent optional slot is not).
+ * Writes the compacted slot ranges to begin[] (only present values count)
+ * and, for each compacted position, the index of its value in `order`
+ * (which must hold n entries). */
+nb_status nb_assign_slots(const nb_op_def *def, bool inputs, int n, const bool *present,
+                          int begin[NB_MAX_SLOTS + 1], int *order, const char *label);
+
+/* Runs `infer` and checks what it produced (valid dtypes, ranks). */
+nb_status nb_run_infer(nb_op_ctx *ctx);
+
+/* "name(X, Y) -> (Out)": a def's slots, for messages and `nabla ops`. */
+char *nb_op_signature(const nb_op_def *def, char *buf, size_t size);
+
+#endif

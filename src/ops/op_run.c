@@ -1,0 +1,151 @@
+/* Mapping values onto slots, running shape inference, and running one op on
+ * tensors (the path of eager mode and of op tests). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "op_internal.h"
+
+nb_status nb_assign_slots(const nb_op_def *def, bool inputs, int n, const bool *present,
+                          int begin[NB_MAX_SLOTS + 1], int *order, const char *label)
+{
+    const nb_slot_def *slots = inputs ? def->inputs : def->outputs;
+    const char *side = inputs ? "input" : "output";
+    int nslots = 0, variadic = -1;
+    while (nslots < NB_MAX_SLOTS && slots[nslots].name) {
+        if (slots[nslots].flags & NB_SLOT_VARIADIC) variadic = nslots;
+        nslots++;
+    }
+    int count[NB_MAX_SLOTS] = {0}, first[NB_MAX_SLOTS] = {0};
+    if (variadic < 0) {
+        if (n > nslots)
+            return nb_error(NB_ERR_ARG, "%s: %d %ss given but it has %d %s slot%s", label, n, side, nslots, side,
+                            nslots == 1 ? "" : "s");
+        for (int s = 0; s < nslots; s++) {
+            first[s] = s;
+            count[s] = s < n && present[s];
+        }
+    } else {
+        int fixed = nslots - 1;
+        int min = fixed + ((slots[variadic].flags & NB_SLOT_OPTIONAL) ? 0 : 1);
+        if (n < min)
+            return nb_error(NB_ERR_ARG, "%s: %d %ss given but it needs at least %d", label, n, side, min);
+        for (int s = 0; s < variadic; s++) first[s] = s, count[s] = present[s];
+        first[variadic] = variadic;
+        count[variadic] = n - fixed;
+        for (int s = variadic + 1; s < nslots; s++) {
+            first[s] = n - (nslots - s);
+            count[s] = present[first[s]];
+        }
+        for (int k = 0; k < count[variadic]; k++)
+            if (!present[variadic + k])
+                return nb_error(NB_ERR_ARG, "%s: %s %d of variadic slot %s is missing", label, side, k,
+                                slots[variadic].name);
+    }
+    int pos = 0;
+    for (int s = 0; s < NB_MAX_SLOTS; s++) {
+        begin[s] = pos;
+        if (s >= nslots) continue;
+        if (!count[s] && !(slots[s].flags & NB_SLOT_OPTIONAL))
+            return nb_error(NB_ERR_ARG, "%s: missing %s '%s'", label, side, slots[s].name);
+        for (int k = 0; k < count[s]; k++) order[pos++] = first[s] + k;
+    }
+    begin[NB_MAX_SLOTS] = pos;
+    return NB_OK;
+}
+
+nb_status nb_run_infer(nb_op_ctx *ctx)
+{
+    int n_out = ctx->out_begin[NB_MAX_SLOTS];
+    for (int i = 0; i < n_out; i++) ctx->out_info[i] = (nb_var_info){.dtype = NB_DTYPE_COUNT, .ndim = -1};
+    nb_status st = ctx->def->infer(ctx);
+    if (st) return st;
+    for (int i = 0; i < n_out; i++) {
+        const nb_var_info *o = &ctx->out_info[i];
+        if (!nb_dtype_valid(o->dtype) || o->ndim < 0 || o->ndim > NB_MAX_DIMS)
+            return nb_error(NB_ERR_STATE, "%s: shape inference left output %d undefined (a bug in the op)",
+                            ctx->label, i);
+    }
+    return NB_OK;
+}
+
+static nb_var_info info_of(const nb_tensor *t)
+{
+    nb_var_info v = {.dtype = t->dtype, .ndim = t->ndim};
+    memcpy(v.shape, t->shape, sizeof v.shape);
+    return v;
+}
+
+nb_status nb_op_run(const char *type, int n_in, nb_tensor *const *in, int n_attrs, const nb_attr *attrs,
+                    int n_out, nb_tensor **out, nb_rng *rng)
+{
+    const nb_op_def *def = nb_op_find(type);
+    if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type ? type : "(null)");
+    if (n_in < 0 || n_out < 0 || (n_in && !in) || (n_out && !out) || (n_attrs && !attrs))
+        return nb_error(NB_ERR_ARG, "%s: bad argument counts or NULL arrays", type);
+    const char *label = def->name;
+    nb_attr_value av[NB_MAX_ATTRS];
+    nb_status st = nb_resolve_attrs(def, n_attrs, attrs, av, label);
+    if (st) return st;
+
+    bool *present = calloc((size_t)(n_in + n_out + 1), sizeof *present);
+    int *order = calloc((size_t)(n_in + n_out + 1), sizeof *order);
+    nb_tensor **ins = calloc((size_t)n_in + 1, sizeof *ins), **outs = calloc((size_t)n_out + 1, sizeof *outs);
+    nb_var_info *in_info = calloc((size_t)n_in + 1, sizeof *in_info);
+    nb_var_info *out_info = calloc((size_t)n_out + 1, sizeof *out_info);
+    nb_op_ctx ctx = {.def = def, .label = label, .attrs = av, .in_info = in_info, .out_info = out_info};
+    nb_rng local_rng;
+    int n_compact = 0;
+    if (!present || !order || !ins || !outs || !in_info || !out_info) {
+        st = nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
+        goto done;
+    }
+    for (int i = 0; i < n_in; i++) present[i] = in[i] != NULL;
+    if ((st = nb_assign_slots(def, true, n_in, present, ctx.in_begin, order, label))) goto done;
+    n_compact = ctx.in_begin[NB_MAX_SLOTS];
+    for (int i = 0; i < n_compact; i++) {
+        /* Kernels take contiguous inputs; views are copied here. */
+        if ((st = nb_tensor_contiguous(&ins[i], in[order[i]]))) goto done;
+        in_info[i] = info_of(ins[i]);
+    }
+    for (int i = 0; i < n_out; i++) present[i] = true;
+    if ((st = nb_assign_slots(def, false, n_out, present, ctx.out_begin, order, label))) goto done;
+    if ((st = nb_run_infer(&ctx))) goto done;
+    for (int i = 0; i < n_out; i++) {
+        const nb_var_info *o = &out_info[i];
+        char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
+        if (out[i]) {
+            if (out[i]->dtype != o->dtype || !nb_shape_equal(out[i]->ndim, out[i]->shape, o->ndim, o->shape) ||
+                !nb_tensor_is_contiguous(out[i])) {
+                st = nb_error(NB_ERR_SHAPE, "%s: output %d given as %s %s but the op makes %s %s", label, i,
+                              nb_dtype_name(out[i]->dtype), nb_shape_str(a, sizeof a, out[i]->ndim, out[i]->shape),
+                              nb_dtype_name(o->dtype), nb_shape_str(b, sizeof b, o->ndim, o->shape));
+                goto done;
+            }
+            outs[i] = nb_tensor_retain(out[i]);
+        } else if ((st = nb_tensor_new(&outs[i], o->dtype, o->ndim, o->shape))) {
+            goto done;
+        }
+    }
+    if (!rng) {
+        const nb_attr_value *seed = nb_attr_get(&ctx, "seed");
+        nb_rng_seed(&local_rng, seed->type == NB_ATTR_INT ? (uint64_t)seed->i : 0);
+        rng = &local_rng;
+    }
+    ctx.in = ins;
+    ctx.out = outs;
+    ctx.rng = rng;
+    st = def->cpu(&ctx);
+    if (!st)
+        for (int i = 0; i < n_out; i++)
+            if (!out[i]) out[i] = nb_tensor_retain(outs[i]);
+done:
+    for (int i = 0; i < n_compact; i++) nb_tensor_release(ins[i]);
+    for (int i = 0; i < n_out; i++) nb_tensor_release(outs ? outs[i] : NULL);
+    free(present);
+    free(order);
+    free(ins);
+    free(outs);
+    free(in_info);
+    free(out_info);
+    return st;
+}

@@ -1,0 +1,153 @@
+/* The op registry: the built-in families plus ops that users register. It is
+ * built once, on first use, and sorted by name. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "families.h"
+#include "op_internal.h"
+#include "../core/strmap.h"
+
+static const nb_op_def *const *const families[] = {
+    nb_ops_elementwise, nb_ops_compare, nb_ops_reduce, nb_ops_linalg,
+    nb_ops_shape, nb_ops_nn, nb_ops_conv, nb_ops_norm, nb_ops_creation,
+};
+
+static struct {
+    nb_strmap by_name;
+    const nb_op_def **sorted;
+    int n, cap;
+} reg;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int by_name_cmp(const void *a, const void *b)
+{
+    return strcmp((*(const nb_op_def *const *)a)->name, (*(const nb_op_def *const *)b)->name);
+}
+
+static nb_status add(const nb_op_def *def)
+{
+    if (reg.n == reg.cap) {
+        int cap = reg.cap ? 2 * reg.cap : 256;
+        const nb_op_def **s = realloc(reg.sorted, (size_t)cap * sizeof *s);
+        if (!s) return NB_ERR_NOMEM;
+        reg.sorted = s;
+        reg.cap = cap;
+    }
+    if (nb_strmap_put(&reg.by_name, def->name, (void *)def)) return NB_ERR_NOMEM;
+    reg.sorted[reg.n++] = def;
+    return NB_OK;
+}
+
+static void init(void)
+{
+    nb_strmap_init(&reg.by_name);
+    for (size_t f = 0; f < sizeof families / sizeof *families; f++)
+        for (const nb_op_def *const *d = families[f]; *d; d++) add(*d);
+    qsort(reg.sorted, (size_t)reg.n, sizeof *reg.sorted, by_name_cmp);
+}
+
+const nb_op_def *nb_op_find(const char *name)
+{
+    pthread_once(&once, init);
+    return name ? nb_strmap_get(&reg.by_name, name, NULL) : NULL;
+}
+
+int nb_op_count(void)
+{
+    pthread_once(&once, init);
+    return reg.n;
+}
+
+const nb_op_def *nb_op_at(int i)
+{
+    pthread_once(&once, init);
+    return i >= 0 && i < reg.n ? reg.sorted[i] : NULL;
+}
+
+static nb_status check_def(const nb_op_def *def)
+{
+    if (!def || !def->name || !*def->name) return nb_error(NB_ERR_ARG, "register: op has no name");
+    if (!def->infer) return nb_error(NB_ERR_ARG, "register %s: no infer function", def->name);
+    if (!def->cpu) return nb_error(NB_ERR_ARG, "register %s: no CPU kernel", def->name);
+    for (int side = 0; side < 2; side++) {
+        const nb_slot_def *slots = side ? def->outputs : def->inputs;
+        int variadic = 0;
+        for (int i = 0; i < NB_MAX_SLOTS && slots[i].name; i++)
+            variadic += (slots[i].flags & NB_SLOT_VARIADIC) != 0;
+        if (variadic > 1)
+            return nb_error(NB_ERR_ARG, "register %s: more than one variadic %s slot", def->name,
+                            side ? "output" : "input");
+    }
+    for (int i = 0; i < NB_MAX_ATTRS && def->attrs[i].name; i++)
+        if (!def->attrs[i].required && def->attrs[i].def.type != def->attrs[i].type)
+            return nb_error(NB_ERR_ARG, "register %s: default of attribute '%s' has the wrong type",
+                            def->name, def->attrs[i].name);
+    return NB_OK;
+}
+
+nb_status nb_op_register(const nb_op_def *def)
+{
+    pthread_once(&once, init);
+    nb_status st = check_def(def);
+    if (st) return st;
+    pthread_mutex_lock(&lock);
+    if (nb_strmap_get(&reg.by_name, def->name, NULL)) {
+        pthread_mutex_unlock(&lock);
+        return nb_error(NB_ERR_ARG, "register: an op named '%s' already exists", def->name);
+    }
+    st = add(def);
+    if (!st) {
+        /* Keep the list sorted: move the new entry down into place. */
+        for (int i = reg.n - 1; i > 0 && strcmp(reg.sorted[i - 1]->name, def->name) > 0; i--) {
+            const nb_op_def *t = reg.sorted[i];
+            reg.sorted[i] = reg.sorted[i - 1];
+            reg.sorted[i - 1] = t;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return st ? nb_error(st, "register %s: out of memory", def->name) : NB_OK;
+}
+
+static int slot_index(const nb_slot_def *slots, const char *name)
+{
+    for (int i = 0; i < NB_MAX_SLOTS && slots[i].name; i++)
+        if (!strcmp(slots[i].name, name)) return i;
+    return -1;
+}
+
+int nb_op_input_index(const nb_op_def *def, const char *slot) { return slot_index(def->inputs, slot); }
+int nb_op_output_index(const nb_op_def *def, const char *slot) { return slot_index(def->outputs, slot); }
+
+int nb_op_attr_index(const nb_op_def *def, const char *attr)
+{
+    for (int i = 0; i < NB_MAX_ATTRS && def->attrs[i].name; i++)
+        if (!strcmp(def->attrs[i].name, attr)) return i;
+    return -1;
+}
+
+static int count_slots(const nb_slot_def *slots)
+{
+    int n = 0;
+    while (n < NB_MAX_SLOTS && slots[n].name) n++;
+    return n;
+}
+
+int nb_op_num_inputs(const nb_op_def *def) { return count_slots(def->inputs); }
+int nb_op_num_outputs(const nb_op_def *def) { return count_slots(def->outputs); }
+
+char *nb_op_signature(const nb_op_def *def, char *buf, size_t size)
+{
+    size_t u = (size_t)snprintf(buf, size, "%s(", def->name);
+    for (int side = 0; side < 2; side++) {
+        const nb_slot_def *s = side ? def->outputs : def->inputs;
+        for (int i = 0; i < NB_MAX_SLOTS && s[i].name && u < size; i++)
+            u += (size_t)snprintf(buf + u, size - u, "%s%s%s%s", i ? ", " : "", s[i].name,
+                                  s[i].flags & NB_SLOT_VARIADIC ? "..." : "",
+                                  s[i].flags & NB_SLOT_OPTIONAL ? "?" : "");
+        if (!side && u < size) u += (size_t)snprintf(buf + u, size - u, ") -> (");
+    }
+    if (u < size) snprintf(buf + u, size - u, ")");
+    return buf;
+}
