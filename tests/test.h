@@ -86,6 +86,8 @@ void check_tensor_(const char *file, int line, const nb_tensor *t, int ndim, con
 /* CHECK_TENSOR(t, S(2, 2), 1e-6, 1, 2, 3, 4): shape and values (relative tol). */
 #define CHECK_TENSOR(t, shape, tol, ...) \
     check_tensor_(__FILE__, __LINE__, (t), NDIM_OF(shape), (shape), (const double[]){__VA_ARGS__}, (tol))
+/* CHECK_SCALAR(t, 3.5, 1e-6): a 0-d tensor holding this value. */
+#define CHECK_SCALAR(t, v, tol) check_tensor_(__FILE__, __LINE__, (t), 0, NULL, (const double[]){(v)}, (tol))
 /* Runs a single-output op; returns its output or NULL (the failure is counted). */
 nb_tensor *run1_(const char *file, int line, const char *type, int n_in, nb_tensor *const *in,
                  int n_attrs, const nb_attr *attrs);

@@ -45,7 +45,7 @@ static void init(void)
     nb_strmap_init(&reg.by_name);
     for (size_t f = 0; f < sizeof families / sizeof *families; f++)
         for (const nb_op_def *const *d = families[f]; *d; d++) add(*d);
-    qsort(reg.sorted, (size_t)reg.n, sizeof *reg.sorted, by_name_cmp);
+    if (reg.n) qsort(reg.sorted, (size_t)reg.n, sizeof *reg.sorted, by_name_cmp);
 }
 
 const nb_op_def *nb_op_find(const char *name)

@@ -1,0 +1,508 @@
+/* Preparing and running a block.
+ *
+ * Every var the block touches becomes a value slot of one of three kinds:
+ * fed by the caller, living in the scope (persistable vars, and vars read
+ * before any op writes them), or a temporary owned by the prepared program.
+ * Temporaries get buffers planned by liveness: a buffer freed after the last
+ * op that touches one temporary is given to the next temporary defined, and
+ * grows to the largest size it is asked for, so steady-state runs allocate
+ * nothing. Fetched temporaries keep buffers of their own. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nabla/executor.h"
+#include "../core/strmap.h"
+#include "../core/tensor_internal.h"
+#include "../ops/op_internal.h"
+#include "../program/program_internal.h"
+
+typedef enum { V_TEMP, V_SCOPE, V_FEED } value_kind;
+
+typedef struct value {
+    const char *name;
+    value_kind kind;
+    const nb_var *var; /* NULL for a name with no VarDesc */
+    int buffer;        /* temporaries: planned buffer, -1 for fetched ones */
+    int last_use;      /* index of the last step touching it */
+    bool fetched, written;
+    nb_tensor *t;   /* bound during a run (owned by the slot for temporaries) */
+} value;
+
+typedef struct buffer {
+    nb_storage *storage;
+    size_t cap;
+} buffer;
+
+typedef struct step {
+    const nb_op *op;
+    char label[200];
+    int *in, *out; /* value indices */
+    int n_in, n_out;
+    nb_op_ctx ctx;
+    nb_var_info *in_info, *out_info;
+    nb_tensor **in_t, **out_t;
+    bool *out_is_input; /* output k is also an input of this op (in place) */
+    bool inferred;
+    nb_rng rng;
+} step;
+
+struct nb_prepared {
+    nb_program *program;
+    int block_idx;
+    value *values;
+    int n_values, cap_values;
+    nb_strmap index; /* name -> value index + 1 */
+    buffer *buffers;
+    int n_buffers;
+    step *steps;
+    int n_steps;
+    int *feed_values, n_feed;
+    int *fetch_values, n_fetch;
+    nb_tensor **feed_copies;
+    uint64_t allocs;
+};
+
+/* ---- preparing ------------------------------------------------------------ */
+
+static int value_index(nb_prepared *pp, const char *name)
+{
+    return (int)(uintptr_t)nb_strmap_get(&pp->index, name, NULL) - 1;
+}
+
+static int add_value(nb_prepared *pp, const char *name, value_kind kind, const nb_var *var)
+{
+    if (pp->n_values == pp->cap_values) {
+        int cap = pp->cap_values ? 2 * pp->cap_values : 64;
+        value *v = realloc(pp->values, (size_t)cap * sizeof *v);
+        if (!v) return -1;
+        pp->values = v;
+        pp->cap_values = cap;
+    }
+    int i = pp->n_values;
+    if (nb_strmap_put(&pp->index, name, (void *)(uintptr_t)(i + 1))) return -1;
+    pp->values[i] = (value){.name = name, .kind = kind, .var = var, .buffer = -1, .last_use = -1};
+    pp->n_values++;
+    return i;
+}
+
+/* Finds or creates the slot for a name read (reading=true) or written by
+ * step s. */
+static int slot_for(nb_prepared *pp, const nb_block *b, const char *name, bool reading, int s)
+{
+    int i = value_index(pp, name);
+    if (i < 0) {
+        const nb_var *var = nb_block_find_var_recursive(b, name);
+        value_kind kind = (var && var->persistable) || reading ? V_SCOPE : V_TEMP;
+        if ((i = add_value(pp, name, kind, var)) < 0) return -1;
+    }
+    if (!reading) pp->values[i].written = true;
+    pp->values[i].last_use = s;
+    return i;
+}
+
+static uint64_t mix_seed(uint64_t a, uint64_t b)
+{
+    uint64_t z = a * 0x9e3779b97f4a7c15ULL + b + 0x632be59bd9b4e019ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    return z ^ (z >> 27);
+}
+
+static nb_status prepare_step(nb_prepared *pp, const nb_block *b, int s)
+{
+    step *st = &pp->steps[s];
+    const nb_op *op = b->ops[s];
+    st->op = op;
+    nb_op_label(op, st->label, sizeof st->label);
+    st->n_in = nb_op_n_inputs(op);
+    st->n_out = nb_op_n_outputs(op);
+    st->in = calloc((size_t)st->n_in + 1, sizeof *st->in);
+    st->out = calloc((size_t)st->n_out + 1, sizeof *st->out);
+    st->in_info = calloc((size_t)st->n_in + 1, sizeof *st->in_info);
+    st->out_info = calloc((size_t)st->n_out + 1, sizeof *st->out_info);
+    st->in_t = calloc((size_t)st->n_in + 1, sizeof *st->in_t);
+    st->out_t = calloc((size_t)st->n_out + 1, sizeof *st->out_t);
+    st->out_is_input = calloc((size_t)st->n_out + 1, sizeof *st->out_is_input);
+    if (!st->in || !st->out || !st->in_info || !st->out_info || !st->in_t || !st->out_t || !st->out_is_input)
+        return nb_error(NB_ERR_NOMEM, "prepare: out of memory");
+    if (!op->def->cpu)
+        return nb_error(NB_ERR_UNSUPPORTED, "%s: op has no CPU kernel", st->label);
+    for (int k = 0; k < st->n_in; k++)
+        if ((st->in[k] = slot_for(pp, b, op->inputs[k], true, s)) < 0) return nb_error(NB_ERR_NOMEM, "prepare: out of memory");
+    for (int k = 0; k < st->n_out; k++) {
+        if ((st->out[k] = slot_for(pp, b, op->outputs[k], false, s)) < 0)
+            return nb_error(NB_ERR_NOMEM, "prepare: out of memory");
+        for (int j = 0; j < st->n_in; j++) st->out_is_input[k] |= st->in[j] == st->out[k];
+    }
+    st->ctx = (nb_op_ctx){.def = op->def, .label = st->label, .attrs = op->attrs, .in_info = st->in_info,
+                          .out_info = st->out_info, .in = st->in_t, .out = st->out_t, .rng = &st->rng};
+    memcpy(st->ctx.in_begin, op->in_begin, sizeof st->ctx.in_begin);
+    memcpy(st->ctx.out_begin, op->out_begin, sizeof st->ctx.out_begin);
+    const nb_attr_value *seed = nb_op_attr(op, "seed");
+    uint64_t sd = seed && seed->type == NB_ATTR_INT && seed->i != 0 ? (uint64_t)seed->i
+                                                                    : mix_seed(pp->program->random_seed, (uint64_t)op->id);
+    nb_rng_seed(&st->rng, sd);
+    return NB_OK;
+}
+
+/* Gives each temporary a buffer, reusing those of temporaries already dead. */
+static nb_status plan_buffers(nb_prepared *pp)
+{
+    int *free_list = malloc(((size_t)pp->n_values + 1) * sizeof *free_list);
+    bool *released = calloc((size_t)pp->n_values + 1, sizeof *released);
+    if (!free_list || !released) {
+        free(free_list);
+        free(released);
+        return nb_error(NB_ERR_NOMEM, "prepare: out of memory");
+    }
+    int n_free = 0;
+    for (int s = 0; s < pp->n_steps; s++) {
+        step *st = &pp->steps[s];
+        for (int k = 0; k < st->n_out; k++) {
+            value *v = &pp->values[st->out[k]];
+            if (v->kind != V_TEMP || v->fetched || v->buffer >= 0) continue;
+            v->buffer = n_free ? free_list[--n_free] : pp->n_buffers++;
+        }
+        /* Free after the op, so that no output shares a buffer with an input. */
+        for (int side = 0; side < 2; side++) {
+            int n = side ? st->n_out : st->n_in, *ids = side ? st->out : st->in;
+            for (int k = 0; k < n; k++) {
+                value *v = &pp->values[ids[k]];
+                if (v->kind == V_TEMP && v->buffer >= 0 && v->last_use == s && !released[ids[k]]) {
+                    released[ids[k]] = true;
+                    free_list[n_free++] = v->buffer;
+                }
+            }
+        }
+    }
+    free(free_list);
+    free(released);
+    pp->buffers = calloc((size_t)pp->n_buffers + 1, sizeof *pp->buffers);
+    return pp->buffers ? NB_OK : nb_error(NB_ERR_NOMEM, "prepare: out of memory");
+}
+
+nb_status nb_prepare(nb_prepared **out, nb_program *p, int block_idx, int n_feed, const char *const *feed_names,
+                     int n_fetch, const char *const *fetch_names)
+{
+    *out = NULL;
+    const nb_block *b = nb_program_block(p, block_idx);
+    if (!b) return nb_error(NB_ERR_ARG, "prepare: the program has no block %d", block_idx);
+    if (n_feed < 0 || n_fetch < 0 || (n_feed && !feed_names) || (n_fetch && !fetch_names))
+        return nb_error(NB_ERR_ARG, "prepare: bad feed or fetch lists");
+    nb_prepared *pp = calloc(1, sizeof *pp);
+    if (!pp) return nb_error(NB_ERR_NOMEM, "prepare: out of memory");
+    nb_strmap_init(&pp->index);
+    pp->program = p;
+    pp->block_idx = block_idx;
+    nb_status st = NB_OK;
+    pp->feed_values = calloc((size_t)n_feed + 1, sizeof *pp->feed_values);
+    pp->fetch_values = calloc((size_t)n_fetch + 1, sizeof *pp->fetch_values);
+    pp->feed_copies = calloc((size_t)n_feed + 1, sizeof *pp->feed_copies);
+    pp->steps = calloc((size_t)b->n_ops + 1, sizeof *pp->steps);
+    if (!pp->feed_values || !pp->fetch_values || !pp->feed_copies || !pp->steps) goto nomem;
+    pp->n_feed = n_feed;
+    pp->n_fetch = n_fetch;
+    for (int i = 0; i < n_feed; i++) {
+        if (!feed_names[i]) {
+            st = nb_error(NB_ERR_ARG, "prepare: feed %d has no name", i);
+            goto fail;
+        }
+        if (value_index(pp, feed_names[i]) >= 0) {
+            st = nb_error(NB_ERR_ARG, "prepare: '%s' is fed twice", feed_names[i]);
+            goto fail;
+        }
+        if ((pp->feed_values[i] = add_value(pp, feed_names[i], V_FEED, nb_block_find_var_recursive(b, feed_names[i]))) < 0)
+            goto nomem;
+    }
+    pp->n_steps = b->n_ops;
+    for (int s = 0; s < b->n_ops; s++)
+        if ((st = prepare_step(pp, b, s))) goto fail;
+    for (int s = 0; s < b->n_ops; s++)
+        for (int k = 0; k < pp->steps[s].n_out; k++) {
+            const value *v = &pp->values[pp->steps[s].out[k]];
+            if (v->kind == V_FEED) {
+                st = nb_error(NB_ERR_ARG, "%s writes '%s', which is fed: feeds are read-only", pp->steps[s].label, v->name);
+                goto fail;
+            }
+        }
+    for (int i = 0; i < n_fetch; i++) {
+        const char *name = fetch_names[i];
+        int v = name ? value_index(pp, name) : -1;
+        if (v < 0) {
+            /* A var no op touches: fetch it from the scope. */
+            if (!name || !nb_block_find_var_recursive(b, name)) {
+                st = nb_error(NB_ERR_NOT_FOUND, "prepare: fetch '%s' is not a var of block %d", name ? name : "(null)",
+                              block_idx);
+                goto fail;
+            }
+            if ((v = add_value(pp, name, V_SCOPE, nb_block_find_var_recursive(b, name))) < 0) goto nomem;
+        }
+        pp->values[v].fetched = true;
+        pp->fetch_values[i] = v;
+    }
+    if ((st = plan_buffers(pp))) goto fail;
+    *out = pp;
+    return NB_OK;
+nomem:
+    st = nb_error(NB_ERR_NOMEM, "prepare: out of memory");
+fail:
+    nb_prepared_free(pp);
+    return st;
+}
+
+void nb_prepared_free(nb_prepared *pp)
+{
+    if (!pp) return;
+    for (int s = 0; s < pp->n_steps; s++) {
+        step *st = &pp->steps[s];
+        free(st->in);
+        free(st->out);
+        free(st->in_info);
+        free(st->out_info);
+        free(st->in_t);
+        free(st->out_t);
+        free(st->out_is_input);
+    }
+    for (int i = 0; i < pp->n_values; i++)
+        if (pp->values[i].kind == V_TEMP) nb_tensor_release(pp->values[i].t);
+    for (int i = 0; i < pp->n_buffers; i++) {
+        nb_storage *s = pp->buffers[i].storage;
+        if (s && --s->refcount == 0) {
+            free(s->data);
+            free(s);
+        }
+    }
+    free(pp->buffers);
+    free(pp->steps);
+    free(pp->values);
+    free(pp->feed_values);
+    free(pp->fetch_values);
+    free(pp->feed_copies);
+    nb_strmap_free(&pp->index);
+    free(pp);
+}
+
+size_t nb_prepared_buffer_bytes(const nb_prepared *pp)
+{
+    size_t n = 0;
+    for (int i = 0; i < pp->n_buffers; i++) n += pp->buffers[i].cap;
+    return n;
+}
+
+uint64_t nb_prepared_alloc_count(const nb_prepared *pp) { return pp->allocs; }
+
+/* ---- running ---------------------------------------------------------------- */
+
+static nb_storage *storage_alloc(nb_prepared *pp, size_t nbytes)
+{
+    nb_storage *s = calloc(1, sizeof *s);
+    size_t padded = ((nbytes + 63) & ~(size_t)63) + 64;
+    if (!s || !(s->data = aligned_alloc(64, padded))) {
+        free(s);
+        return NULL;
+    }
+    s->nbytes = nbytes;
+    s->refcount = 1;
+    pp->allocs++;
+    return s;
+}
+
+static void storage_drop(nb_storage *s)
+{
+    if (s && --s->refcount == 0) {
+        if (!s->borrowed) free(s->data);
+        free(s);
+    }
+}
+
+/* Makes v->t a contiguous tensor of `info`'s dtype and shape backed by its
+ * buffer (or, for fetched values, by storage of its own). */
+static nb_status bind_temp(nb_prepared *pp, value *v, const nb_var_info *info, bool in_place, const char *label)
+{
+    size_t nbytes = (size_t)nb_shape_numel(info->ndim, info->shape) * nb_dtype_size(info->dtype);
+    nb_tensor *held = NULL;
+    /* The caller still holds the tensor fetched last run: leave it to them
+     * (an in-place op still needs its values, so keep them for a copy). */
+    if (v->t && v->t->refcount > 1) {
+        held = v->t;
+        v->t = NULL;
+    }
+    if (!v->t) {
+        if (!(v->t = calloc(1, sizeof *v->t))) {
+            nb_tensor_release(held);
+            return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
+        }
+        v->t->refcount = 1;
+        pp->allocs++;
+    }
+    nb_storage *want;
+    if (v->buffer >= 0) {
+        buffer *buf = &pp->buffers[v->buffer];
+        if (!buf->storage || buf->cap < nbytes) {
+            nb_storage *s = storage_alloc(pp, nbytes);
+            if (!s) return nb_error(NB_ERR_NOMEM, "%s: out of memory allocating %zu bytes", label, nbytes);
+            storage_drop(buf->storage);
+            buf->storage = s;
+            buf->cap = nbytes;
+        }
+        want = buf->storage;
+    } else {
+        want = v->t->storage;
+        if (!want || want->nbytes < nbytes) {
+            if (!(want = storage_alloc(pp, nbytes))) return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
+            storage_drop(v->t->storage);
+            v->t->storage = want;
+        }
+    }
+    if (v->t->storage != want) {
+        want->refcount++;
+        storage_drop(v->t->storage);
+        v->t->storage = want;
+    }
+    nb_tensor *t = v->t;
+    t->dtype = info->dtype;
+    t->ndim = info->ndim;
+    memcpy(t->shape, info->shape, sizeof t->shape);
+    nb_contiguous_strides(t->ndim, t->shape, t->strides);
+    t->offset = 0;
+    if (held) {
+        if (in_place) memcpy(nb_tensor_data(t), nb_tensor_data(held), nbytes);
+        nb_tensor_release(held);
+    }
+    return NB_OK;
+}
+
+/* Binds a value living in the scope that op output `info` writes. */
+static nb_status bind_scope_output(nb_prepared *pp, nb_scope *scope, value *v, const nb_var_info *info, bool in_place,
+                                   const char *label)
+{
+    nb_tensor *t = nb_scope_find(scope, v->name);
+    if (t && t->dtype == info->dtype && nb_shape_equal(t->ndim, t->shape, info->ndim, info->shape) &&
+        nb_tensor_is_contiguous(t)) {
+        v->t = t;
+        return NB_OK;
+    }
+    if (t && in_place) {
+        char a[NB_SHAPE_STR_MAX], c[NB_SHAPE_STR_MAX];
+        return nb_error(NB_ERR_SHAPE, "%s: writes %s in place as %s %s, but it holds %s %s", label, v->name,
+                        nb_dtype_name(info->dtype), nb_shape_str(a, sizeof a, info->ndim, info->shape),
+                        nb_dtype_name(t->dtype), nb_shape_str(c, sizeof c, t->ndim, t->shape));
+    }
+    nb_status st = nb_tensor_new(&t, info->dtype, info->ndim, info->shape);
+    if (st) return st;
+    pp->allocs++;
+    st = nb_scope_set(scope, v->name, t);
+    nb_tensor_release(t);
+    v->t = st ? NULL : t;
+    return st;
+}
+
+static nb_status missing_input(const nb_prepared *pp, const step *st, const value *v)
+{
+    if (v->var && v->var->is_data)
+        return nb_error(NB_ERR_NOT_FOUND, "%s: data var '%s' was not fed", st->label, v->name);
+    if (v->var && v->var->persistable)
+        return nb_error(NB_ERR_NOT_FOUND, "%s: persistable var '%s' is not in the scope (was the startup program run?)",
+                        st->label, v->name);
+    return nb_error(NB_ERR_NOT_FOUND, "%s: var '%s' has no value: it is not fed, not in the scope, and no earlier op writes it",
+                    st->label, v->name);
+}
+
+static nb_status bind_feeds(nb_prepared *pp, nb_tensor *const *feeds)
+{
+    char a[NB_SHAPE_STR_MAX], c[NB_SHAPE_STR_MAX];
+    for (int i = 0; i < pp->n_feed; i++) {
+        value *v = &pp->values[pp->feed_values[i]];
+        nb_tensor *t = feeds ? feeds[i] : NULL;
+        if (!t) return nb_error(NB_ERR_ARG, "run: feed '%s' is NULL", v->name);
+        if (v->var) {
+            bool ok = t->dtype == v->var->dtype && t->ndim == v->var->ndim;
+            for (int d = 0; ok && d < t->ndim; d++) ok = v->var->shape[d] == -1 || v->var->shape[d] == t->shape[d];
+            if (!ok)
+                return nb_error(t->dtype != v->var->dtype ? NB_ERR_DTYPE : NB_ERR_SHAPE,
+                                "run: feed '%s' is %s %s but the var is declared %s %s", v->name,
+                                nb_dtype_name(t->dtype), nb_shape_str(a, sizeof a, t->ndim, t->shape),
+                                nb_dtype_name(v->var->dtype), nb_shape_str(c, sizeof c, v->var->ndim, v->var->shape));
+        }
+        if (!nb_tensor_is_contiguous(t)) {
+            nb_status st = nb_tensor_contiguous(&pp->feed_copies[i], t);
+            if (st) return st;
+            pp->allocs++;
+            t = pp->feed_copies[i];
+        }
+        v->t = t;
+    }
+    return NB_OK;
+}
+
+static nb_status run_step(nb_prepared *pp, nb_scope *scope, step *st)
+{
+    bool same = st->inferred;
+    for (int k = 0; k < st->n_in; k++) {
+        value *v = &pp->values[st->in[k]];
+        if (!v->t) return missing_input(pp, st, v);
+        nb_tensor *t = v->t;
+        st->in_t[k] = t;
+        nb_var_info *inf = &st->in_info[k];
+        if (same && (inf->dtype != t->dtype || !nb_shape_equal(inf->ndim, inf->shape, t->ndim, t->shape))) same = false;
+        if (!same) {
+            inf->dtype = t->dtype;
+            inf->ndim = t->ndim;
+            memcpy(inf->shape, t->shape, sizeof inf->shape);
+        }
+    }
+    if (!same) {
+        nb_status s = nb_run_infer(&st->ctx);
+        if (s) return s;
+        st->inferred = true;
+    }
+    for (int k = 0; k < st->n_out; k++) {
+        value *v = &pp->values[st->out[k]];
+        const nb_var_info *info = &st->out_info[k];
+        nb_status s = v->kind == V_TEMP ? bind_temp(pp, v, info, st->out_is_input[k], st->label)
+                                        : bind_scope_output(pp, scope, v, info, st->out_is_input[k], st->label);
+        if (s) return s;
+        st->out_t[k] = v->t;
+        /* Kernels may count on zeroed outputs, except in place. */
+        if (!st->out_is_input[k])
+            memset(nb_tensor_data(v->t), 0, (size_t)nb_tensor_numel(v->t) * nb_dtype_size(v->t->dtype));
+    }
+    return st->op->def->cpu(&st->ctx);
+}
+
+nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope, nb_tensor *const *feeds, nb_tensor **fetched)
+{
+    if (!pp || !scope) return nb_error(NB_ERR_ARG, "run: NULL prepared program or scope");
+    if (pp->n_fetch && !fetched) return nb_error(NB_ERR_ARG, "run: no array for the fetches");
+    for (int i = 0; i < pp->n_fetch; i++) fetched[i] = NULL;
+    nb_status st = bind_feeds(pp, feeds);
+    for (int i = 0; !st && i < pp->n_values; i++) {
+        value *v = &pp->values[i];
+        if (v->kind == V_SCOPE) v->t = nb_scope_find(scope, v->name);
+    }
+    for (int s = 0; !st && s < pp->n_steps; s++) st = run_step(pp, scope, &pp->steps[s]);
+    for (int i = 0; !st && i < pp->n_fetch; i++) {
+        value *v = &pp->values[pp->fetch_values[i]];
+        if (!v->t) {
+            st = nb_error(NB_ERR_NOT_FOUND, "run: fetch '%s' has no value (not fed, not in the scope, not written)", v->name);
+        } else if (v->kind == V_SCOPE) {
+            /* Scope values change under later runs: hand out a copy. */
+            st = nb_tensor_clone(&fetched[i], v->t);
+            pp->allocs++;
+        } else {
+            fetched[i] = nb_tensor_retain(v->t);
+        }
+    }
+    if (st)
+        for (int i = 0; i < pp->n_fetch; i++) {
+            nb_tensor_release(fetched[i]);
+            fetched[i] = NULL;
+        }
+    for (int i = 0; i < pp->n_feed; i++) {
+        pp->values[pp->feed_values[i]].t = NULL;
+        nb_tensor_release(pp->feed_copies[i]);
+        pp->feed_copies[i] = NULL;
+    }
+    for (int i = 0; i < pp->n_values; i++)
+        if (pp->values[i].kind == V_SCOPE) pp->values[i].t = NULL;
+    return st;
+}

@@ -1,0 +1,95 @@
+/* The backend-independent half of the builder: first-error bookkeeping and
+ * nb_emit's checks. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "builder_internal.h"
+
+nb_status nb_builder_init(nb_builder **out, const nb_builder_backend *backend)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out) return nb_error(NB_ERR_NOMEM, "builder: out of memory");
+    (*out)->backend = backend;
+    return NB_OK;
+}
+
+void nb_builder_free(nb_builder *b)
+{
+    if (!b) return;
+    if (b->backend->destroy) b->backend->destroy(b);
+    free(b);
+}
+
+nb_status nb_builder_record_error(nb_builder *b, nb_status st)
+{
+    if (st && !b->status) {
+        b->status = st;
+        snprintf(b->error, sizeof b->error, "%s", nb_last_error());
+    }
+    return b->status;
+}
+
+nb_status nb_builder_status(const nb_builder *b) { return b ? b->status : NB_ERR_ARG; }
+const char *nb_builder_error(const nb_builder *b) { return b ? b->error : "builder is NULL"; }
+
+void nb_builder_clear_error(nb_builder *b)
+{
+    b->status = NB_OK;
+    b->error[0] = '\0';
+}
+
+nb_status nb_builder_fail(nb_builder *b, nb_status s, const char *fmt, ...)
+{
+    if (b->status) return b->status;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    nb_error(s, "%s", msg);
+    return nb_builder_record_error(b, s);
+}
+
+bool nb_builder_is_eager(const nb_builder *b) { return b->program == NULL; }
+nb_program *nb_builder_program(nb_builder *b) { return b->program; }
+nb_program *nb_builder_startup(nb_builder *b) { return b->startup; }
+nb_block *nb_builder_block(nb_builder *b) { return b->block; }
+void nb_builder_set_block(nb_builder *b, nb_block *block) { b->block = block; }
+void nb_builder_set_role(nb_builder *b, nb_op_role role) { b->role = role; }
+nb_op_role nb_builder_role(const nb_builder *b) { return b->role; }
+
+nb_status nb_emit(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs, const nb_attr *attrs,
+                  int n_out, nb_value *out)
+{
+    for (int i = 0; i < n_out && out; i++) out[i] = NB_NONE;
+    if (!b) return nb_error(NB_ERR_ARG, "emit %s: builder is NULL", type ? type : "?");
+    if (b->status) return b->status;
+    const nb_op_def *def = nb_op_find(type);
+    if (!def) return nb_builder_record_error(b, nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type ? type : "(null)"));
+    if (n_in < 0 || n_out < 1 || (n_in && !in) || !out || (n_attrs && !attrs))
+        return nb_builder_record_error(b, nb_error(NB_ERR_ARG, "emit %s: bad argument counts or NULL arrays", type));
+    return nb_builder_record_error(b, b->backend->emit(b, def, n_in, in, n_attrs, attrs, n_out, out));
+}
+
+nb_value nb_emit1(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs, const nb_attr *attrs)
+{
+    const nb_op_def *def = nb_op_find(type);
+    int n_out = 1;
+    if (def) {
+        /* Give every declared output a value so multi-output ops run whole. */
+        n_out = nb_op_num_outputs(def);
+        if (n_out < 1) n_out = 1;
+        for (int i = 0; i < NB_MAX_SLOTS && def->outputs[i].name; i++)
+            if (def->outputs[i].flags & NB_SLOT_VARIADIC) n_out = nb_op_num_outputs(def);
+    }
+    nb_value outs[NB_MAX_SLOTS];
+    if (nb_emit(b, type, n_in, in, n_attrs, attrs, n_out, outs)) return NB_NONE;
+    return outs[0];
+}
+
+nb_var_info nb_value_info(const nb_builder *b, nb_value v)
+{
+    if (!b || nb_is_none(v)) return (nb_var_info){.dtype = NB_F32, .ndim = 0};
+    return b->backend->info(b, v);
+}

@@ -1,0 +1,160 @@
+/* The record backend: emitting an op appends an OpDesc to the current block
+ * (after validation and shape inference); values are the block's vars. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "builder_internal.h"
+#include "program_internal.h"
+
+#define NAME_MAX_LEN 256
+
+static nb_status record_emit(nb_builder *b, const nb_op_def *def, int n_in, const nb_value *in, int n_attrs,
+                             const nb_attr *attrs, int n_out, nb_value *out)
+{
+    const char **in_names = calloc((size_t)n_in + 1, sizeof *in_names);
+    char (*out_names)[NAME_MAX_LEN] = calloc((size_t)n_out, sizeof *out_names);
+    const char **out_ptrs = calloc((size_t)n_out + 1, sizeof *out_ptrs);
+    nb_status st = NB_OK;
+    if (!in_names || !out_names || !out_ptrs) {
+        st = nb_error(NB_ERR_NOMEM, "%s: out of memory", def->name);
+        goto done;
+    }
+    for (int i = 0; i < n_in; i++) in_names[i] = nb_is_none(in[i]) ? NULL : ((nb_var *)in[i].p)->name;
+    char prefix[NAME_MAX_LEN - 32];
+    if ((st = nb_program_unique_name(b->program, def->name, prefix, sizeof prefix))) goto done;
+    for (int i = 0; i < n_out; i++) {
+        snprintf(out_names[i], NAME_MAX_LEN, "%s.tmp_%d", prefix, i);
+        out_ptrs[i] = out_names[i];
+    }
+    nb_op *op;
+    if ((st = nb_block_append_op(b->block, def->name, n_in, in_names, n_out, out_ptrs, n_attrs, attrs, &op)))
+        goto done;
+    op->role = b->role;
+    for (int i = 0; i < n_out; i++) out[i].p = nb_block_find_var(b->block, out_names[i]);
+done:
+    free(in_names);
+    free(out_names);
+    free(out_ptrs);
+    return st;
+}
+
+static nb_var_info record_info(const nb_builder *b, nb_value v) { return nb_var_info_of(v.p); }
+
+const nb_builder_backend nb_record_backend = {
+    .name = "record",
+    .emit = record_emit,
+    .info = record_info,
+};
+
+nb_status nb_builder_new_record(nb_builder **out, nb_program *main, nb_program *startup)
+{
+    *out = NULL;
+    if (!main) return nb_error(NB_ERR_ARG, "builder: main program is NULL");
+    nb_status st = nb_builder_init(out, &nb_record_backend);
+    if (st) return st;
+    (*out)->program = main;
+    (*out)->startup = startup;
+    (*out)->block = nb_program_global_block(main);
+    return NB_OK;
+}
+
+nb_value nb_value_from_var(nb_var *v) { return (nb_value){v}; }
+nb_var *nb_value_var(nb_value v) { return v.p; }
+const char *nb_value_name(nb_value v) { return v.p ? ((nb_var *)v.p)->name : NULL; }
+
+nb_value nb_value_by_name(nb_builder *b, const char *name)
+{
+    if (b->status) return NB_NONE;
+    nb_var *v = b->block ? nb_block_find_var_recursive(b->block, name) : NULL;
+    if (!v) {
+        nb_builder_fail(b, NB_ERR_NOT_FOUND, "no var named '%s' in block %d or its parents", name ? name : "(null)",
+                        b->block ? b->block->idx : -1);
+        return NB_NONE;
+    }
+    return (nb_value){v};
+}
+
+nb_value nb_data(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape)
+{
+    if (b->status) return NB_NONE;
+    if (!b->program) {
+        nb_builder_fail(b, NB_ERR_STATE, "data %s: eager builders take tensors, not data vars", name);
+        return NB_NONE;
+    }
+    if (nb_block_find_var_recursive(b->block, name)) {
+        nb_builder_fail(b, NB_ERR_ARG, "data %s: a var of that name already exists", name);
+        return NB_NONE;
+    }
+    nb_var *v;
+    if (nb_builder_record_error(b, nb_block_create_var(b->block, name, dtype, ndim, shape, &v))) return NB_NONE;
+    v->is_data = true;
+    v->stop_gradient = true;
+    return (nb_value){v};
+}
+
+/* Adds shape and dtype attributes to an initialiser's attrs when its def
+ * takes them and the caller left them out. */
+static int init_attrs(const nb_op_def *def, int n, const nb_attr *attrs, nb_dtype dtype, int ndim,
+                      const int64_t *shape, nb_attr *out)
+{
+    int m = 0;
+    bool has_shape = false, has_dtype = false;
+    for (int i = 0; i < n; i++) {
+        has_shape |= !strcmp(attrs[i].name, "shape");
+        has_dtype |= !strcmp(attrs[i].name, "dtype");
+        out[m++] = attrs[i];
+    }
+    if (!has_shape && nb_op_attr_index(def, "shape") >= 0) out[m++] = NB_ATTR_INTS_N("shape", ndim, shape);
+    if (!has_dtype && nb_op_attr_index(def, "dtype") >= 0) out[m++] = NB_ATTR_INT("dtype", dtype);
+    return m;
+}
+
+nb_value nb_create_parameter(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape,
+                             const char *init_type, int n_attrs, const nb_attr *attrs)
+{
+    if (b->status) return NB_NONE;
+    if (!b->program) {
+        nb_builder_fail(b, NB_ERR_STATE, "parameter %s: eager mode creates parameters as tensors", name);
+        return NB_NONE;
+    }
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0) {
+            nb_builder_fail(b, NB_ERR_SHAPE, "parameter %s: dimension %d is %lld; parameters need known sizes", name, i,
+                            (long long)shape[i]);
+            return NB_NONE;
+        }
+    nb_block *global = nb_program_global_block(b->program);
+    if (nb_block_find_var(global, name)) {
+        nb_builder_fail(b, NB_ERR_ARG, "parameter %s: a var of that name already exists", name);
+        return NB_NONE;
+    }
+    nb_var *v;
+    if (nb_builder_record_error(b, nb_block_create_var(global, name, dtype, ndim, shape, &v))) return NB_NONE;
+    v->persistable = v->is_parameter = v->trainable = true;
+
+    const nb_op_def *def = nb_op_find(init_type);
+    if (!def) {
+        nb_builder_fail(b, NB_ERR_NOT_FOUND, "parameter %s: unknown initialiser op '%s'", name, init_type);
+        return NB_NONE;
+    }
+    nb_attr *all = calloc((size_t)n_attrs + 2, sizeof *all);
+    if (!all) {
+        nb_builder_fail(b, NB_ERR_NOMEM, "parameter %s: out of memory", name);
+        return NB_NONE;
+    }
+    int m = init_attrs(def, n_attrs, attrs, dtype, ndim, shape, all);
+    nb_program *target = b->startup ? b->startup : b->program;
+    nb_block *tb = nb_program_global_block(target);
+    nb_var *sv;
+    nb_status st = nb_block_create_var(tb, name, dtype, ndim, shape, &sv);
+    nb_op *op = NULL;
+    if (!st) {
+        sv->persistable = sv->is_parameter = sv->trainable = true;
+        const char *outs[1] = {name};
+        st = nb_block_append_op(tb, init_type, 0, NULL, 1, outs, m, all, &op);
+    }
+    free(all);
+    if (nb_builder_record_error(b, st)) return NB_NONE;
+    op->role = NB_ROLE_STARTUP;
+    return (nb_value){v};
+}
