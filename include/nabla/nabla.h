@@ -12,6 +12,7 @@
 #include "nabla/builder.h"
 #include "nabla/scope.h"
 #include "nabla/executor.h"
+#include "nabla/ops.h"
 
 #define NABLA_VERSION_MAJOR 0
 #define NABLA_VERSION_MINOR 1

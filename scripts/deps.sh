@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Checks for what nabla needs to build and installs what is missing (Debian's
+# packages, through apt-get). Required: a C compiler, make, CMake, zlib.
+# Optional ones are only reported: the build detects them and works without.
+set -euo pipefail
+
+missing=()
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+have_cmd cc || have_cmd gcc || missing+=(gcc)
+have_cmd make || missing+=(make)
+have_cmd cmake || missing+=(cmake)
+have_cmd pkg-config || missing+=(pkg-config)
+[ -f /usr/include/zlib.h ] || have_pkg zlib1g-dev || missing+=(zlib1g-dev)
+
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "deps: installing required packages: ${missing[*]}"
+    if [ "$(id -u)" -eq 0 ]; then sudo=""; elif have_cmd sudo; then sudo="sudo"; else
+        echo "deps: need root (or sudo) to run: apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Optional: what each one turns on.
+report() { # name, test, what it enables, package
+    if eval "$2"; then printf 'deps: %-12s found     (%s)\n' "$1" "$3"
+    else printf 'deps: %-12s not found (%s; apt-get install %s)\n' "$1" "$3" "$4"; fi
+}
+if [ "${NABLA_DEPS_QUIET:-0}" != 1 ]; then
+    report openblas "ls /usr/lib/*/libopenblas.so /usr/lib/*/openblas*/libopenblas.so >/dev/null 2>&1" "BLAS matrix products" libopenblas-dev
+    report graphviz "have_cmd dot" "rendering program drawings" graphviz
+    report gnuplot "have_cmd gnuplot" "training curve plots" gnuplot
+    report mpi "have_cmd mpicc" "data-parallel training" libopenmpi-dev
+    report torch "python3 -c 'import torch' 2>/dev/null" "side-by-side benchmarks" python3-torch
+fi

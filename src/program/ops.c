@@ -1,0 +1,262 @@
+/* The typed op calls of nabla/ops.h: each packs its arguments for nb_emit. */
+#include "nabla/ops.h"
+
+#define IN(...) (int)(sizeof((nb_value[]){__VA_ARGS__}) / sizeof(nb_value)), (nb_value[]){__VA_ARGS__}
+#define ATTRS(...) (int)(sizeof((nb_attr[]){__VA_ARGS__}) / sizeof(nb_attr)), (nb_attr[]){__VA_ARGS__}
+#define NO_ATTRS 0, NULL
+
+#define UNARY(fn, op) \
+    nb_value fn(nb_builder *b, nb_value x) { return nb_emit1(b, op, IN(x), NO_ATTRS); }
+#define BINARY(fn, op) \
+    nb_value fn(nb_builder *b, nb_value x, nb_value y) { return nb_emit1(b, op, IN(x, y), NO_ATTRS); }
+#define REDUCE(fn, op)                                                                              \
+    nb_value fn(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, bool keepdim)          \
+    {                                                                                               \
+        return nb_emit1(b, op, IN(x), ATTRS(NB_ATTR_INTS_N("axes", n_axes, axes), NB_ATTR_BOOL("keepdim", keepdim))); \
+    }
+
+BINARY(nb_add, "add")
+BINARY(nb_sub, "sub")
+BINARY(nb_mul, "mul")
+BINARY(nb_div, "div")
+BINARY(nb_pow, "pow")
+BINARY(nb_maximum, "maximum")
+BINARY(nb_minimum, "minimum")
+UNARY(nb_neg, "neg")
+UNARY(nb_abs, "abs")
+UNARY(nb_sign, "sign")
+UNARY(nb_square, "square")
+UNARY(nb_sqrt, "sqrt")
+UNARY(nb_rsqrt, "rsqrt")
+UNARY(nb_exp, "exp")
+UNARY(nb_log, "log")
+UNARY(nb_log1p, "log1p")
+UNARY(nb_sin, "sin")
+UNARY(nb_cos, "cos")
+UNARY(nb_tan, "tan")
+UNARY(nb_tanh, "tanh")
+UNARY(nb_sigmoid, "sigmoid")
+UNARY(nb_relu, "relu")
+UNARY(nb_silu, "silu")
+
+nb_value nb_leaky_relu(nb_builder *b, nb_value x, double alpha)
+{
+    return nb_emit1(b, "leaky_relu", IN(x), ATTRS(NB_ATTR_FLOAT("alpha", alpha)));
+}
+
+nb_value nb_elu(nb_builder *b, nb_value x, double alpha)
+{
+    return nb_emit1(b, "elu", IN(x), ATTRS(NB_ATTR_FLOAT("alpha", alpha)));
+}
+
+nb_value nb_gelu(nb_builder *b, nb_value x, bool approximate)
+{
+    return nb_emit1(b, "gelu", IN(x), ATTRS(NB_ATTR_BOOL("approximate", approximate)));
+}
+
+nb_value nb_softplus(nb_builder *b, nb_value x, double beta, double threshold)
+{
+    return nb_emit1(b, "softplus", IN(x), ATTRS(NB_ATTR_FLOAT("beta", beta), NB_ATTR_FLOAT("threshold", threshold)));
+}
+
+nb_value nb_clip(nb_builder *b, nb_value x, double min, double max)
+{
+    return nb_emit1(b, "clip", IN(x), ATTRS(NB_ATTR_FLOAT("min", min), NB_ATTR_FLOAT("max", max)));
+}
+
+nb_value nb_scale(nb_builder *b, nb_value x, double scale, double bias)
+{
+    return nb_emit1(b, "scale", IN(x), ATTRS(NB_ATTR_FLOAT("scale", scale), NB_ATTR_FLOAT("bias", bias)));
+}
+
+nb_value nb_cast(nb_builder *b, nb_value x, nb_dtype dtype)
+{
+    return nb_emit1(b, "cast", IN(x), ATTRS(NB_ATTR_INT("dtype", dtype)));
+}
+
+BINARY(nb_equal, "equal")
+BINARY(nb_not_equal, "not_equal")
+BINARY(nb_less, "less")
+BINARY(nb_less_equal, "less_equal")
+BINARY(nb_greater, "greater")
+BINARY(nb_greater_equal, "greater_equal")
+BINARY(nb_logical_and, "logical_and")
+BINARY(nb_logical_or, "logical_or")
+UNARY(nb_logical_not, "logical_not")
+
+nb_value nb_where(nb_builder *b, nb_value cond, nb_value x, nb_value y)
+{
+    return nb_emit1(b, "where", IN(cond, x, y), NO_ATTRS);
+}
+
+REDUCE(nb_reduce_sum, "reduce_sum")
+REDUCE(nb_reduce_mean, "reduce_mean")
+REDUCE(nb_reduce_max, "reduce_max")
+REDUCE(nb_reduce_min, "reduce_min")
+REDUCE(nb_reduce_prod, "reduce_prod")
+REDUCE(nb_logsumexp, "logsumexp")
+
+nb_value nb_argmax(nb_builder *b, nb_value x, int axis, bool keepdim)
+{
+    return nb_emit1(b, "argmax", IN(x), ATTRS(NB_ATTR_INT("axis", axis), NB_ATTR_BOOL("keepdim", keepdim)));
+}
+
+nb_value nb_argmin(nb_builder *b, nb_value x, int axis, bool keepdim)
+{
+    return nb_emit1(b, "argmin", IN(x), ATTRS(NB_ATTR_INT("axis", axis), NB_ATTR_BOOL("keepdim", keepdim)));
+}
+
+nb_value nb_sum(nb_builder *b, int n, const nb_value *xs) { return nb_emit1(b, "sum", n, xs, NO_ATTRS); }
+BINARY(nb_sum_to, "sum_to")
+
+nb_value nb_matmul(nb_builder *b, nb_value x, nb_value y, bool transpose_x, bool transpose_y)
+{
+    return nb_emit1(b, "matmul", IN(x, y),
+                    ATTRS(NB_ATTR_BOOL("transpose_x", transpose_x), NB_ATTR_BOOL("transpose_y", transpose_y)));
+}
+
+nb_value nb_fc(nb_builder *b, nb_value input, nb_value w, nb_value bias, int in_num_col_dims)
+{
+    return nb_emit1(b, "fc", IN(input, w, bias), ATTRS(NB_ATTR_INT("in_num_col_dims", in_num_col_dims)));
+}
+
+nb_value nb_reshape(nb_builder *b, nb_value x, int ndim, const int64_t *shape)
+{
+    return nb_emit1(b, "reshape", IN(x), ATTRS(NB_ATTR_INTS_N("shape", ndim, shape)));
+}
+
+nb_value nb_flatten(nb_builder *b, nb_value x, int start_axis, int stop_axis)
+{
+    return nb_emit1(b, "flatten", IN(x), ATTRS(NB_ATTR_INT("start_axis", start_axis), NB_ATTR_INT("stop_axis", stop_axis)));
+}
+
+nb_value nb_transpose(nb_builder *b, nb_value x, int ndim, const int64_t *perm)
+{
+    return nb_emit1(b, "transpose", IN(x), ATTRS(NB_ATTR_INTS_N("perm", ndim, perm)));
+}
+
+nb_value nb_squeeze(nb_builder *b, nb_value x, int n_axes, const int64_t *axes)
+{
+    return nb_emit1(b, "squeeze", IN(x), ATTRS(NB_ATTR_INTS_N("axes", n_axes, axes)));
+}
+
+nb_value nb_unsqueeze(nb_builder *b, nb_value x, int n_axes, const int64_t *axes)
+{
+    return nb_emit1(b, "unsqueeze", IN(x), ATTRS(NB_ATTR_INTS_N("axes", n_axes, axes)));
+}
+
+nb_value nb_expand(nb_builder *b, nb_value x, int ndim, const int64_t *shape)
+{
+    return nb_emit1(b, "expand", IN(x), ATTRS(NB_ATTR_INTS_N("shape", ndim, shape)));
+}
+
+BINARY(nb_expand_as, "expand_as")
+
+nb_value nb_concat(nb_builder *b, int n, const nb_value *xs, int axis)
+{
+    return nb_emit1(b, "concat", n, xs, ATTRS(NB_ATTR_INT("axis", axis)));
+}
+
+nb_value nb_stack(nb_builder *b, int n, const nb_value *xs, int axis)
+{
+    return nb_emit1(b, "stack", n, xs, ATTRS(NB_ATTR_INT("axis", axis)));
+}
+
+nb_status nb_split(nb_builder *b, nb_value x, int axis, int n_out, nb_value *outs)
+{
+    return nb_emit(b, "split", IN(x), ATTRS(NB_ATTR_INT("axis", axis)), n_out, outs);
+}
+
+nb_value nb_slice(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, const int64_t *starts, const int64_t *ends)
+{
+    return nb_emit1(b, "slice", IN(x),
+                    ATTRS(NB_ATTR_INTS_N("axes", n_axes, axes), NB_ATTR_INTS_N("starts", n_axes, starts),
+                          NB_ATTR_INTS_N("ends", n_axes, ends)));
+}
+
+nb_value nb_gather(nb_builder *b, nb_value x, nb_value index, int axis)
+{
+    return nb_emit1(b, "gather", IN(x, index), ATTRS(NB_ATTR_INT("axis", axis)));
+}
+
+nb_value nb_scatter_add(nb_builder *b, nb_value x, nb_value index, nb_value updates, int axis)
+{
+    return nb_emit1(b, "scatter_add", IN(x, index, updates), ATTRS(NB_ATTR_INT("axis", axis)));
+}
+
+nb_value nb_one_hot(nb_builder *b, nb_value x, int64_t depth)
+{
+    return nb_emit1(b, "one_hot", IN(x), ATTRS(NB_ATTR_INT("depth", depth)));
+}
+
+nb_value nb_softmax(nb_builder *b, nb_value x, int axis)
+{
+    return nb_emit1(b, "softmax", IN(x), ATTRS(NB_ATTR_INT("axis", axis)));
+}
+
+nb_value nb_log_softmax(nb_builder *b, nb_value x, int axis)
+{
+    return nb_emit1(b, "log_softmax", IN(x), ATTRS(NB_ATTR_INT("axis", axis)));
+}
+
+nb_value nb_softmax_with_cross_entropy(nb_builder *b, nb_value logits, nb_value label, nb_value *softmax_out)
+{
+    nb_value outs[2];
+    if (nb_emit(b, "softmax_with_cross_entropy", IN(logits, label), NO_ATTRS, 2, outs)) return NB_NONE;
+    if (softmax_out) *softmax_out = outs[0];
+    return outs[1];
+}
+
+BINARY(nb_cross_entropy, "cross_entropy")
+
+nb_value nb_mse_loss(nb_builder *b, nb_value x, nb_value label, const char *reduction)
+{
+    return nb_emit1(b, "mse_loss", IN(x, label), ATTRS(NB_ATTR_STRING("reduction", reduction ? reduction : "mean")));
+}
+
+nb_value nb_bce_with_logits(nb_builder *b, nb_value x, nb_value label, const char *reduction)
+{
+    return nb_emit1(b, "bce_with_logits", IN(x, label), ATTRS(NB_ATTR_STRING("reduction", reduction ? reduction : "mean")));
+}
+
+nb_value nb_dropout(nb_builder *b, nb_value x, double p, bool is_test, uint64_t seed)
+{
+    return nb_emit1(b, "dropout", IN(x),
+                    ATTRS(NB_ATTR_FLOAT("dropout_prob", p), NB_ATTR_BOOL("is_test", is_test), NB_ATTR_INT("seed", (int64_t)seed)));
+}
+
+nb_value nb_embedding(nb_builder *b, nb_value w, nb_value ids, int64_t padding_idx)
+{
+    return nb_emit1(b, "embedding", IN(w, ids), ATTRS(NB_ATTR_INT("padding_idx", padding_idx)));
+}
+
+nb_value nb_accuracy(nb_builder *b, nb_value scores, nb_value label, int k)
+{
+    return nb_emit1(b, "accuracy", IN(scores, label), ATTRS(NB_ATTR_INT("k", k)));
+}
+
+nb_value nb_fill_constant(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double value)
+{
+    return nb_emit1(b, "fill_constant", 0, NULL,
+                    ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("value", value)));
+}
+
+UNARY(nb_fill_zeros_like, "fill_zeros_like")
+UNARY(nb_ones_like, "ones_like")
+UNARY(nb_assign, "assign")
+
+nb_value nb_uniform_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double min, double max,
+                           uint64_t seed)
+{
+    return nb_emit1(b, "uniform_random", 0, NULL,
+                    ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("min", min),
+                          NB_ATTR_FLOAT("max", max), NB_ATTR_INT("seed", (int64_t)seed)));
+}
+
+nb_value nb_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double mean, double std,
+                            uint64_t seed)
+{
+    return nb_emit1(b, "gaussian_random", 0, NULL,
+                    ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("mean", mean),
+                          NB_ATTR_FLOAT("std", std), NB_ATTR_INT("seed", (int64_t)seed)));
+}

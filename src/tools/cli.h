@@ -1,0 +1,7 @@
+/* The `nabla` command-line tool: one file per subcommand. */
+#ifndef NABLA_CLI_H
+#define NABLA_CLI_H
+
+int cmd_ops(int argc, char **argv);
+
+#endif

@@ -1,0 +1,37 @@
+/* nabla: the command-line tool. */
+#include <stdio.h>
+#include <string.h>
+#include "nabla/nabla.h"
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} commands[] = {
+    {"ops", cmd_ops, "list every registered op: slots, attributes, gradient rules"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "nabla %s: differentiable computation in C\n\nusage: nabla COMMAND [ARGS]\n\ncommands:\n", NABLA_VERSION);
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("nabla %s\n", NABLA_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "nabla: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
