@@ -13,6 +13,7 @@
 #include "nabla/scope.h"
 #include "nabla/executor.h"
 #include "nabla/ops.h"
+#include "nabla/autodiff.h"
 
 #define NABLA_VERSION_MAJOR 0
 #define NABLA_VERSION_MINOR 1

@@ -97,6 +97,10 @@ nb_status nb_block_create_var(nb_block *b, const char *name, nb_dtype dtype,
 nb_var *nb_block_find_var(const nb_block *b, const char *name);
 /* Looks up a var in `b` and then its ancestors. */
 nb_var *nb_block_find_var_recursive(const nb_block *b, const char *name);
+/* Renames a var of block `b` and every reference to it in b's ops. The var
+ * keeps its identity (values pointing at it stay valid). NB_ERR_ARG if
+ * `new_name` is taken in b or an ancestor. */
+nb_status nb_block_rename_var(nb_block *b, const char *old_name, const char *new_name);
 /* Updates a var's dtype and shape (shape inference of later passes). */
 void nb_var_set_shape(nb_var *v, nb_dtype dtype, int ndim, const int64_t *shape);
 nb_var_info nb_var_info_of(const nb_var *v);

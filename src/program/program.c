@@ -237,3 +237,40 @@ fail:
     *out = NULL;
     return st;
 }
+
+nb_status nb_block_rename_var(nb_block *b, const char *old_name, const char *new_name)
+{
+    nb_var *v = nb_block_find_var(b, old_name);
+    if (!v) return nb_error(NB_ERR_NOT_FOUND, "rename: block %d has no var '%s'", b->idx, old_name);
+    if (nb_block_find_var_recursive(b, new_name))
+        return nb_error(NB_ERR_ARG, "rename %s: a var named '%s' already exists", old_name, new_name);
+    char *nn = strdup(new_name);
+    if (!nn || nb_strmap_put(b->var_index, new_name, v)) {
+        free(nn);
+        return nb_error(NB_ERR_NOMEM, "rename: out of memory");
+    }
+    nb_strmap_remove(b->var_index, old_name);
+    for (int i = 0; i < b->n_ops; i++) {
+        nb_op *op = b->ops[i];
+        for (int side = 0; side < 2; side++) {
+            int n = side ? nb_op_n_outputs(op) : nb_op_n_inputs(op);
+            char **names = side ? op->outputs : op->inputs;
+            for (int k = 0; k < n; k++)
+                if (!strcmp(names[k], old_name)) {
+                    char *c = strdup(new_name);
+                    if (!c) return nb_error(NB_ERR_NOMEM, "rename: out of memory");
+                    free(names[k]);
+                    names[k] = c;
+                }
+        }
+        for (int r = 0; r < 2; r++)
+            if (op->role_var[r] && !strcmp(op->role_var[r], old_name)) {
+                free(op->role_var[r]);
+                op->role_var[r] = strdup(new_name);
+            }
+    }
+    free(v->name);
+    v->name = nn;
+    b->program->version++;
+    return NB_OK;
+}

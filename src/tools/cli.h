@@ -3,5 +3,6 @@
 #define NABLA_CLI_H
 
 int cmd_ops(int argc, char **argv);
+int cmd_gradcheck(int argc, char **argv);
 
 #endif

@@ -10,6 +10,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"ops", cmd_ops, "list every registered op: slots, attributes, gradient rules"},
+    {"gradcheck", cmd_gradcheck, "check every gradient rule against finite differences"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,115 @@
+/* nabla/autodiff.h: gradients of static programs, and the gradient-rule
+ * interface every op's VJP and JVP rules are written against.
+ *
+ * A VJP rule sees the forward op through an nb_grad_ctx: its attributes, its
+ * input and output values (x, y), the gradients of its outputs (dy) and
+ * which input gradients are wanted. It emits ops through the builder it is
+ * given and stores each input gradient it makes with nb_grad_set_dx(). The
+ * same rule serves every backend: recorded, it becomes grad OpDescs in a
+ * program; run eagerly, it computes gradients at once, and because a rule is
+ * made of differentiable ops, gradients of gradients come for free.
+ *
+ * Rules may assume:
+ *  - x and y hold the forward values the op declared in grad_uses_inputs and
+ *    grad_uses_outputs (others may be NB_NONE in eager mode);
+ *  - dy of an output that received no gradient is NB_NONE; a rule that needs
+ *    it anyway calls nb_grad_dy_or_zeros(), which inserts fill_zeros_like;
+ *  - dx of an input nobody wants need not be made (nb_grad_wants_dx). */
+#ifndef NABLA_AUTODIFF_H
+#define NABLA_AUTODIFF_H
+
+#include "nabla/builder.h"
+
+typedef struct nb_grad_ctx {
+    const nb_op_def *def;
+    const nb_attr_value *attrs; /* the forward op's, in def order */
+    int in_begin[NB_MAX_SLOTS + 1];
+    int out_begin[NB_MAX_SLOTS + 1];
+    const nb_value *x;  /* forward inputs, flat as in nb_op_ctx */
+    const nb_value *y;  /* forward outputs */
+    const nb_value *dy; /* gradients of the outputs (NB_NONE: zero) */
+    nb_value *dx;       /* the rule's results, one per input */
+    const bool *want_dx;
+    /* Forward-mode rules (JVP) read tangents of the inputs and write
+     * tangents of the outputs through the same context: */
+    const nb_value *tx; /* input tangents (NB_NONE: zero) */
+    nb_value *ty;       /* output tangents */
+} nb_grad_ctx;
+
+static inline nb_value nb_grad_x(const nb_grad_ctx *g, int slot, int k) { return g->x[g->in_begin[slot] + k]; }
+static inline nb_value nb_grad_y(const nb_grad_ctx *g, int slot, int k) { return g->y[g->out_begin[slot] + k]; }
+static inline nb_value nb_grad_dy(const nb_grad_ctx *g, int slot, int k) { return g->dy[g->out_begin[slot] + k]; }
+static inline int nb_grad_in_count(const nb_grad_ctx *g, int slot) { return g->in_begin[slot + 1] - g->in_begin[slot]; }
+static inline int nb_grad_out_count(const nb_grad_ctx *g, int slot) { return g->out_begin[slot + 1] - g->out_begin[slot]; }
+static inline bool nb_grad_wants_dx(const nb_grad_ctx *g, int slot, int k)
+{
+    return k < nb_grad_in_count(g, slot) && g->want_dx[g->in_begin[slot] + k];
+}
+static inline void nb_grad_set_dx(nb_grad_ctx *g, int slot, int k, nb_value v)
+{
+    if (nb_grad_wants_dx(g, slot, k)) g->dx[g->in_begin[slot] + k] = v;
+}
+static inline nb_value nb_grad_tx(const nb_grad_ctx *g, int slot, int k) { return g->tx[g->in_begin[slot] + k]; }
+static inline void nb_grad_set_ty(nb_grad_ctx *g, int slot, int k, nb_value v) { g->ty[g->out_begin[slot] + k] = v; }
+
+/* dy of output (slot, k), or zeros shaped like the output if none arrived. */
+nb_value nb_grad_dy_or_zeros(nb_builder *b, const nb_grad_ctx *g, int slot, int k);
+/* The forward op's attributes, by name. */
+const nb_attr_value *nb_grad_attr(const nb_grad_ctx *g, const char *name);
+/* Sums v down to the shape of `like` when the two may differ (the gradient
+ * of a broadcast); returns v itself when their shapes are known equal. */
+nb_value nb_grad_unbroadcast(nb_builder *b, nb_value v, nb_value like);
+
+/* ---- static programs ------------------------------------------------------ */
+
+/* Where the gradient of a forward var lives (Fluid's grad_info_map). */
+typedef struct nb_grad_info {
+    const char *var;  /* forward var */
+    const char *grad; /* its gradient var */
+    int block;        /* the block holding the gradient var */
+} nb_grad_info;
+
+typedef struct nb_param_grad {
+    const char *param;
+    const char *grad;
+} nb_param_grad;
+
+/* What nb_append_backward and nb_gradients return. Free with
+ * nb_backward_result_free(). Names point into the result. */
+typedef struct nb_backward_result {
+    nb_param_grad *pairs; /* (parameter, gradient), in parameter order */
+    int n_pairs;
+    nb_grad_info *info;   /* every forward var that received a gradient */
+    int n_info;
+    const char **grads;   /* nb_gradients: the gradient of each input, or NULL */
+    int n_grads;
+} nb_backward_result;
+
+void nb_backward_result_free(nb_backward_result *r);
+/* The gradient var of forward var `var`, or NULL. */
+const char *nb_backward_grad_of(const nb_backward_result *r, const char *var);
+
+/* Appends the gradient part of block 0 of `p` for the scalar `loss`, as
+ * PaddlePaddle Fluid's append_backward: seeds loss@GRAD with ones; keeps only
+ * the ops on a path from the parameters (all trainable ones when n_params is
+ * 0) to the loss; honours stop_gradient vars and the no-grad set; emits each
+ * op's VJP rule in reverse order; renames a gradient written by several ops
+ * to x@GRAD@RENAME@k and adds them with one `sum` op; inserts
+ * fill_zeros_like where a gradient is needed but never produced; removes
+ * grad ops nothing needs; marks roles and (param, grad) pairs. An op on the
+ * path without a rule is an error that names it. */
+nb_status nb_append_backward(nb_program *p, const char *loss, int n_params, const char *const *params,
+                             int n_no_grad, const char *const *no_grad, nb_backward_result *out);
+
+/* Gradients of `targets` with respect to `inputs` (any vars of block 0),
+ * with the given output gradients (target_grads may be NULL, or hold NULL
+ * entries, for ones). out->grads[i] is the gradient var of inputs[i], or
+ * NULL if inputs[i] does not affect the targets (an error instead when
+ * `allow_unused` is false). Called again on a program that already holds
+ * gradient ops, it differentiates them too: second and higher derivatives,
+ * with names that never collide. */
+nb_status nb_gradients(nb_program *p, int n_targets, const char *const *targets, const char *const *target_grads,
+                       int n_inputs, const char *const *inputs, int n_no_grad, const char *const *no_grad,
+                       bool allow_unused, nb_backward_result *out);
+
+#endif

@@ -1,0 +1,64 @@
+/* nabla/gradcheck.h: checking gradients against finite differences.
+ *
+ * nb_gradcheck_program() checks the gradients nabla builds for a scalar loss
+ * of any program; nb_gradcheck_op() checks one op's VJP rule (first order)
+ * or the gradient of its gradient (second order) on a described case. Both
+ * work in float64 with central differences. `nabla gradcheck` runs the
+ * built-in cases of every op; users check their own ops the same way. */
+#ifndef NABLA_GRADCHECK_H
+#define NABLA_GRADCHECK_H
+
+#include "nabla/executor.h"
+
+typedef struct nb_gradcheck_opts {
+    double eps;  /* finite-difference step (default 1e-6) */
+    double rtol; /* allowed |analytic - numeric| <= atol + rtol * |numeric| */
+    double atol;
+    int max_elements; /* per var: check at most this many elements (0: all) */
+} nb_gradcheck_opts;
+
+typedef struct nb_gradcheck_report {
+    int checked;         /* elements compared */
+    int failed;          /* elements out of tolerance */
+    double max_abs_err;
+    char worst[256];     /* where the largest error is, e.g. "X[3]: analytic 0.5 numeric 0.51" */
+} nb_gradcheck_report;
+
+/* Checks d(loss)/d(v) for each v in `wrt` (vars of block 0 of `fwd` that are
+ * fed, or found in `scope`), at the values given. `fwd` is not changed: the
+ * gradient part is built on a clone. NB_OK means the check ran; look at
+ * report->failed for its verdict. */
+nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, int n_wrt, const char *const *wrt, nb_scope *scope,
+                               int n_feed, const nb_feed *feeds, const nb_gradcheck_opts *opts,
+                               nb_gradcheck_report *report);
+
+/* How to fill one input of an op under test. */
+typedef enum { NB_GC_UNIFORM = 0, NB_GC_INTS, NB_GC_VALUES } nb_gc_fill;
+
+typedef struct nb_gc_input {
+    nb_dtype dtype;      /* default (0) float32 is promoted to float64 for float inputs */
+    int ndim;
+    int64_t shape[NB_MAX_DIMS];
+    nb_gc_fill fill;
+    double lo, hi;       /* UNIFORM: real range; INTS: integer range [lo, hi] (both 0: [-1, 1]) */
+    const double *values; /* VALUES: exactly these */
+    bool absent;          /* an optional input left out */
+} nb_gc_input;
+
+typedef struct nb_gradcheck_case {
+    const char *op;
+    const char *name; /* what this case covers, e.g. "broadcast [2,3] + [3]" */
+    int n_in;
+    nb_gc_input in[NB_MAX_SLOTS];
+    int n_out;        /* outputs to request (0: one per declared slot) */
+    int n_attrs;
+    nb_attr attrs[NB_MAX_ATTRS];
+    bool skip_second_order; /* the rule's own gradient is not expected (e.g. fused grad ops without rules) */
+    double rtol;            /* 0: the default */
+} nb_gradcheck_case;
+
+/* Runs one case: order 1 checks the VJP rule, order 2 the gradient of the
+ * gradient. The loss is a random weighted sum of the op's float outputs. */
+nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, nb_gradcheck_report *report);
+
+#endif

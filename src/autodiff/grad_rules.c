@@ -1,0 +1,26 @@
+/* Helpers that gradient rules call. */
+#include "nabla/autodiff.h"
+#include "nabla/ops.h"
+
+nb_value nb_grad_dy_or_zeros(nb_builder *b, const nb_grad_ctx *g, int slot, int k)
+{
+    nb_value dy = nb_grad_dy(g, slot, k);
+    return nb_is_none(dy) ? nb_fill_zeros_like(b, nb_grad_y(g, slot, k)) : dy;
+}
+
+const nb_attr_value *nb_grad_attr(const nb_grad_ctx *g, const char *name)
+{
+    static const nb_attr_value none;
+    int i = nb_op_attr_index(g->def, name);
+    return i >= 0 ? &g->attrs[i] : &none;
+}
+
+nb_value nb_grad_unbroadcast(nb_builder *b, nb_value v, nb_value like)
+{
+    if (nb_is_none(v)) return v;
+    nb_var_info a = nb_value_info(b, v), l = nb_value_info(b, like);
+    bool known = true;
+    for (int i = 0; i < a.ndim; i++) known &= a.shape[i] >= 0;
+    if (known && nb_shape_equal(a.ndim, a.shape, l.ndim, l.shape)) return v;
+    return nb_sum_to(b, v, like);
+}

@@ -1,0 +1,103 @@
+/* nabla gradcheck [--second] [--verbose] [OP...]: checks every op that has a
+ * VJP rule (or the named ones) against central finite differences in
+ * float64; with --second, the gradient of the gradient. Prints a line per op
+ * and ends with "N passed, M failed". */
+#include <stdio.h>
+#include <string.h>
+#include "nabla/nabla.h"
+#include "nabla/gradcheck.h"
+#include "cli.h"
+#include "gradcheck/cases.h"
+
+static const nb_gradcheck_case *const tables[] = {
+    nb_gc_elementwise, nb_gc_compare, nb_gc_reduce, nb_gc_linalg, nb_gc_shape,
+    nb_gc_nn, nb_gc_conv, nb_gc_norm, nb_gc_creation,
+};
+
+static bool wanted(const char *op, int argc, char **argv)
+{
+    bool any = false;
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] == '-') continue;
+        any = true;
+        if (!strcmp(argv[i], op)) return true;
+    }
+    return !any;
+}
+
+/* Runs every case of one op; returns true if all pass. */
+static bool check_op(const nb_op_def *def, int order, bool verbose)
+{
+    int cases = 0, elements = 0, failed = 0, skipped = 0;
+    double worst = 0;
+    char where[300] = "";
+    for (size_t t = 0; t < sizeof tables / sizeof *tables; t++)
+        for (const nb_gradcheck_case *c = tables[t]; c->op; c++) {
+            if (strcmp(c->op, def->name)) continue;
+            if (order == 2 && c->skip_second_order) {
+                skipped++;
+                continue;
+            }
+            cases++;
+            nb_gradcheck_report rep;
+            nb_status st = nb_gradcheck_op(c, order, 1234 + (uint64_t)cases, &rep);
+            if (st) {
+                failed++;
+                snprintf(where, sizeof where, "case '%s': %s", c->name ? c->name : "", nb_last_error());
+                continue;
+            }
+            elements += rep.checked;
+            if (rep.failed) {
+                failed++;
+                snprintf(where, sizeof where, "case '%s': %s", c->name ? c->name : "", rep.worst);
+            }
+            if (rep.max_abs_err > worst) worst = rep.max_abs_err;
+            if (verbose) printf("       %-28s %s: %d elements, max error %.2e\n", def->name, c->name ? c->name : "",
+                                rep.checked, rep.max_abs_err);
+        }
+    if (cases == 0 && skipped) {
+        printf("skip %-28s (its rule emits ops without rules of their own)\n", def->name);
+        return true;
+    }
+    if (cases == 0) {
+        printf("FAIL %-28s no gradcheck case for an op with a VJP rule\n", def->name);
+        return false;
+    }
+    if (failed) {
+        printf("FAIL %-28s %d/%d cases failed; %s\n", def->name, failed, cases, where);
+        return false;
+    }
+    printf("ok   %-28s %d case%s, %d elements, max error %.1e\n", def->name, cases, cases == 1 ? "" : "s", elements, worst);
+    return true;
+}
+
+int cmd_gradcheck(int argc, char **argv)
+{
+    int order = 1;
+    bool verbose = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--second")) order = 2;
+        else if (!strcmp(argv[i], "--verbose") || !strcmp(argv[i], "-v")) verbose = true;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: nabla gradcheck [--second] [--verbose] [OP...]\n\n"
+                   "Checks the gradient rule of every op (or the named ones) against central\n"
+                   "finite differences in float64; --second checks the gradient of the gradient.\n");
+            return 0;
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "nabla gradcheck: unknown option %s\n", argv[i]);
+            return 2;
+        } else if (!nb_op_find(argv[i])) {
+            fprintf(stderr, "nabla gradcheck: no op named '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    int passed = 0, failed = 0;
+    for (int i = 0; i < nb_op_count(); i++) {
+        const nb_op_def *def = nb_op_at(i);
+        if (!def->vjp || !wanted(def->name, argc, argv)) continue;
+        if (check_op(def, order, verbose)) passed++;
+        else failed++;
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
