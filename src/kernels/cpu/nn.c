@@ -1,0 +1,231 @@
+/* Dropout, embedding lookup and its gradient, top-k accuracy, and the label
+ * checks the loss kernels share. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include "nn.h"
+
+/* ---- shared helpers ------------------------------------------------------------ */
+
+char *nb_nn_index_str(char *buf, size_t size, int ndim, const int64_t *shape, int64_t i)
+{
+    int64_t idx[NB_MAX_DIMS];
+    for (int d = ndim - 1; d >= 0; d--) {
+        idx[d] = shape[d] ? i % shape[d] : 0;
+        i = shape[d] ? i / shape[d] : 0;
+    }
+    size_t u = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < ndim && u < size; d++)
+        u += (size_t)snprintf(buf + u, size - u, d ? ", %" PRId64 : "%" PRId64, idx[d]);
+    if (u < size) snprintf(buf + u, size - u, "]");
+    return buf;
+}
+
+nb_status nb_nn_check_labels(const nb_op_ctx *ctx, const nb_tensor *label, int64_t C, const int64_t *ignore_index)
+{
+    const void *p = nb_tensor_data(label);
+    int64_t n = nb_tensor_numel(label);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t l = nb_nn_index_at(p, label->dtype, i);
+        if ((l >= 0 && l < C) || (ignore_index && l == *ignore_index)) continue;
+        char pos[NB_SHAPE_STR_MAX], ign[64] = "";
+        if (ignore_index) snprintf(ign, sizeof ign, " or equal ignore_index (%" PRId64 ")", *ignore_index);
+        return nb_error(NB_ERR_ARG, "%s: Label value %" PRId64 " at position %s is out of range: labels must be in "
+                        "[0, %" PRId64 ")%s", ctx->label, l,
+                        nb_nn_index_str(pos, sizeof pos, label->ndim, label->shape, i), C, ign);
+    }
+    return NB_OK;
+}
+
+/* ---- dropout ------------------------------------------------------------------- */
+
+/* Element i takes the i-th draw of the stream. The generator is counter
+ * based, so that draw is computed directly from a copy of the generator
+ * with its counter advanced by i: the threads need no shared state and the
+ * result is the same as drawing one by one, whatever the thread count. */
+#define DEFINE_DROPOUT(T, SUF)                                                             \
+    static void dropout_##SUF(const T *x, T *out, uint8_t *mask, int64_t n, double p,      \
+                              T scale, const nb_rng *rng)                                  \
+    {                                                                                      \
+        const bool par = n >= NB_NN_PAR_MIN;                                               \
+        (void)par;                                                                         \
+        NB_NN_PARALLEL_FOR                                                                 \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            nb_rng r = *rng;                                                               \
+            r.counter += (uint64_t)i;                                                      \
+            uint8_t keep = nb_rng_uniform(&r) >= p;                                        \
+            mask[i] = keep;                                                                \
+            out[i] = x[i] * (T)keep * scale;                                               \
+        }                                                                                  \
+    }                                                                                      \
+    static void scale_##SUF(const T *x, T *out, uint8_t *mask, int64_t n, T scale)         \
+    {                                                                                      \
+        const bool par = n >= NB_NN_PAR_MIN;                                               \
+        (void)par;                                                                         \
+        NB_NN_PARALLEL_FOR                                                                 \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+            out[i] = x[i] * scale;                                                         \
+            mask[i] = 1;                                                                   \
+        }                                                                                  \
+    }
+
+DEFINE_DROPOUT(float, f32)
+DEFINE_DROPOUT(double, f64)
+
+nb_status nb_cpu_dropout(nb_op_ctx *ctx)
+{
+    nb_tensor *x = nb_in(ctx, 0, 0), *out = nb_out(ctx, 0, 0), *mask = nb_out(ctx, 1, 0);
+    double p = nb_attr_float(ctx, "dropout_prob");
+    bool test = nb_attr_bool(ctx, "is_test");
+    bool upscale = !strcmp(nb_attr_string(ctx, "mode"), "upscale_in_train");
+    int64_t n = nb_tensor_numel(x);
+    if (x->dtype != NB_F32 && x->dtype != NB_F64)
+        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", ctx->label, nb_dtype_name(x->dtype));
+    if (!(p >= 0 && p < 1)) return nb_error(NB_ERR_ARG, "%s: dropout_prob must be in [0, 1), got %g", ctx->label, p);
+    /* Upscaling in training and downgrading in inference keep the expected
+     * value of Out equal to X's, in whichever phase carries the factor. */
+    double scale = test ? (upscale ? 1.0 : 1.0 - p) : (upscale ? 1.0 / (1.0 - p) : 1.0);
+    void *xd = nb_tensor_data(x), *od = nb_tensor_data(out);
+    uint8_t *md = nb_tensor_data(mask);
+    if (!test && !ctx->rng) return nb_error(NB_ERR_STATE, "%s: no random generator was given", ctx->label);
+    if (test) {
+        if (x->dtype == NB_F32) scale_f32(xd, od, md, n, (float)scale);
+        else scale_f64(xd, od, md, n, scale);
+        return NB_OK;
+    }
+    if (x->dtype == NB_F32) dropout_f32(xd, od, md, n, p, (float)scale, ctx->rng);
+    else dropout_f64(xd, od, md, n, p, scale, ctx->rng);
+    ctx->rng->counter += (uint64_t)n;
+    return NB_OK;
+}
+
+/* ---- embedding ------------------------------------------------------------------- */
+
+static nb_status check_ids(const nb_op_ctx *ctx, const nb_tensor *ids, int64_t V)
+{
+    const void *p = nb_tensor_data(ids);
+    int64_t n = nb_tensor_numel(ids);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t id = nb_nn_index_at(p, ids->dtype, i);
+        if (id >= 0 && id < V) continue;
+        char pos[NB_SHAPE_STR_MAX];
+        return nb_error(NB_ERR_ARG, "%s: Ids value %" PRId64 " at position %s is out of range: W has V = %" PRId64
+                        " rows", ctx->label, id, nb_nn_index_str(pos, sizeof pos, ids->ndim, ids->shape, i), V);
+    }
+    return NB_OK;
+}
+
+/* Rows are copied as bytes, so any dtype of W works. */
+nb_status nb_cpu_embedding(nb_op_ctx *ctx)
+{
+    nb_tensor *w = nb_in(ctx, 0, 0), *ids = nb_in(ctx, 1, 0), *out = nb_out(ctx, 0, 0);
+    int64_t V = w->shape[0], n = nb_tensor_numel(ids), pad = nb_attr_int(ctx, "padding_idx");
+    size_t row = (size_t)w->shape[1] * nb_dtype_size(w->dtype);
+    nb_status st;
+    if ((st = check_ids(ctx, ids, V))) return st;
+    const char *wd = nb_tensor_data(w);
+    char *od = nb_tensor_data(out);
+    const void *idp = nb_tensor_data(ids);
+    const nb_dtype idt = ids->dtype;
+    const bool par = (int64_t)row * n >= 8 * NB_NN_PAR_MIN;
+    (void)par;
+    NB_NN_PARALLEL_FOR
+    for (int64_t i = 0; i < n; i++) {
+        int64_t id = nb_nn_index_at(idp, idt, i);
+        if (id == pad) memset(od + (size_t)i * row, 0, row);
+        else memcpy(od + (size_t)i * row, wd + (size_t)id * row, row);
+    }
+    return NB_OK;
+}
+
+/* Repeated ids add into the same row, so threads split the columns rather
+ * than the ids: each owns a band of columns of every row, and every element
+ * receives its terms in the order of the ids, whatever the thread count. */
+#define BAND 64
+#define DEFINE_EMBEDDING_GRAD(T, SUF)                                                          \
+    static void embedding_grad_##SUF(const void *idp, nb_dtype idt, int64_t n, const T *dout, \
+                                     T *dw, int64_t D, int64_t pad)                            \
+    {                                                                                          \
+        const int64_t nband = (D + BAND - 1) / BAND;                                           \
+        const bool par = n * D >= NB_NN_PAR_MIN;                                               \
+        (void)par;                                                                             \
+        NB_NN_PARALLEL_FOR                                                                     \
+        for (int64_t b = 0; b < nband; b++) {                                                  \
+            const int64_t j0 = b * BAND, j1 = j0 + BAND < D ? j0 + BAND : D;                   \
+            for (int64_t i = 0; i < n; i++) {                                                  \
+                int64_t id = nb_nn_index_at(idp, idt, i);                                      \
+                if (id == pad) continue;                                                       \
+                T *dst = dw + id * D;                                                          \
+                const T *src = dout + i * D;                                                   \
+                for (int64_t j = j0; j < j1; j++) dst[j] += src[j];                            \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+DEFINE_EMBEDDING_GRAD(float, f32)
+DEFINE_EMBEDDING_GRAD(double, f64)
+
+nb_status nb_cpu_embedding_grad(nb_op_ctx *ctx)
+{
+    nb_tensor *ids = nb_in(ctx, 0, 0), *dout = nb_in(ctx, 1, 0), *w = nb_in(ctx, 2, 0), *dw = nb_out(ctx, 0, 0);
+    int64_t V = w->shape[0], D = w->shape[1], n = nb_tensor_numel(ids), pad = nb_attr_int(ctx, "padding_idx");
+    nb_status st;
+    if (dw->dtype != NB_F32 && dw->dtype != NB_F64)
+        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", ctx->label, nb_dtype_name(dw->dtype));
+    if ((st = check_ids(ctx, ids, V))) return st;
+    /* DW may be a caller's buffer, not a fresh zeroed one. */
+    memset(nb_tensor_data(dw), 0, (size_t)nb_tensor_numel(dw) * nb_dtype_size(dw->dtype));
+    if (dw->dtype == NB_F32)
+        embedding_grad_f32(nb_tensor_data(ids), ids->dtype, n, nb_tensor_data(dout), nb_tensor_data(dw), D, pad);
+    else
+        embedding_grad_f64(nb_tensor_data(ids), ids->dtype, n, nb_tensor_data(dout), nb_tensor_data(dw), D, pad);
+    return NB_OK;
+}
+
+/* ---- accuracy ------------------------------------------------------------------------ */
+
+/* A row is correct when fewer than k classes beat its label. A class beats
+ * it with a higher score, or an equal one and a lower index, which is the
+ * order a stable top-k picks and makes ties deterministic. */
+#define DEFINE_ACCURACY(T, SUF)                                                               \
+    static int64_t correct_##SUF(const T *x, const void *lab, nb_dtype ldt, int64_t N,        \
+                                 int64_t C, int64_t k)                                        \
+    {                                                                                         \
+        int64_t correct = 0;                                                                  \
+        ACCURACY_PARALLEL                                                                     \
+        for (int64_t r = 0; r < N; r++) {                                                     \
+            const T *xr = x + r * C;                                                          \
+            int64_t l = nb_nn_index_at(lab, ldt, r), above = 0;                               \
+            T s = xr[l];                                                                      \
+            for (int64_t c = 0; c < C && above < k; c++)                                      \
+                above += xr[c] > s || (xr[c] == s && c < l);                                  \
+            correct += above < k;                                                             \
+        }                                                                                     \
+        return correct;                                                                       \
+    }
+
+#ifdef NABLA_HAVE_OPENMP
+#define ACCURACY_PARALLEL _Pragma("omp parallel for schedule(static) reduction(+ : correct) if (N * C >= NB_NN_PAR_MIN)")
+#else
+#define ACCURACY_PARALLEL
+#endif
+
+DEFINE_ACCURACY(float, f32)
+DEFINE_ACCURACY(double, f64)
+
+nb_status nb_cpu_accuracy(nb_op_ctx *ctx)
+{
+    nb_tensor *x = nb_in(ctx, 0, 0), *lab = nb_in(ctx, 1, 0);
+    int64_t N = x->shape[0], C = x->shape[1], k = nb_attr_int(ctx, "k"), correct;
+    nb_status st;
+    if ((st = nb_nn_check_labels(ctx, lab, C, NULL))) return st;
+    switch (x->dtype) {
+    case NB_F32: correct = correct_f32(nb_tensor_data(x), nb_tensor_data(lab), lab->dtype, N, C, k); break;
+    case NB_F64: correct = correct_f64(nb_tensor_data(x), nb_tensor_data(lab), lab->dtype, N, C, k); break;
+    default: return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", ctx->label, nb_dtype_name(x->dtype));
+    }
+    *(float *)nb_tensor_data(nb_out(ctx, 0, 0)) = N ? (float)((double)correct / (double)N) : 0.0f;
+    *(int64_t *)nb_tensor_data(nb_out(ctx, 1, 0)) = correct;
+    *(int64_t *)nb_tensor_data(nb_out(ctx, 2, 0)) = N;
+    return NB_OK;
+}

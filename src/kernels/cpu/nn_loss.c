@@ -1,0 +1,132 @@
+/* Losses on probabilities and pointwise losses: cross_entropy, mse_loss,
+ * bce_with_logits. Reductions add in double over a fixed split of the
+ * elements, so "mean" and "sum" give the same bits whatever the number of
+ * threads. */
+#include <math.h>
+#include <stdint.h>
+#include "nn.h"
+
+/* cross_entropy takes -log of a probability; clamping it here keeps a zero
+ * probability from giving inf (Paddle clamps at the same 1e-20). */
+#define PROB_EPS 1e-20
+
+/* ---- cross_entropy ------------------------------------------------------------ */
+
+#define DEFINE_CE(T, SUF, LOG)                                                              \
+    static void ce_##SUF(const T *x, const void *lab, nb_dtype ldt, bool soft, int64_t ignore, \
+                         T *y, int64_t rows, int64_t C)                                     \
+    {                                                                                       \
+        const bool par = rows * C >= NB_NN_PAR_MIN;                                         \
+        (void)par;                                                                          \
+        NB_NN_PARALLEL_FOR                                                                  \
+        for (int64_t r = 0; r < rows; r++) {                                                \
+            const T *xr = x + r * C;                                                        \
+            if (soft) {                                                                     \
+                const T *lr = (const T *)lab + r * C;                                       \
+                double acc = 0;                                                             \
+                for (int64_t c = 0; c < C; c++)                                             \
+                    acc -= (double)lr[c] * LOG(xr[c] > (T)PROB_EPS ? xr[c] : (T)PROB_EPS);  \
+                y[r] = (T)acc;                                                              \
+            } else {                                                                        \
+                int64_t l = nb_nn_index_at(lab, ldt, r);                                    \
+                y[r] = l == ignore ? 0 : -LOG(xr[l] > (T)PROB_EPS ? xr[l] : (T)PROB_EPS);   \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+DEFINE_CE(float, f32, logf)
+DEFINE_CE(double, f64, log)
+
+nb_status nb_cpu_cross_entropy(nb_op_ctx *ctx)
+{
+    nb_tensor *x = nb_in(ctx, 0, 0), *lab = nb_in(ctx, 1, 0), *y = nb_out(ctx, 0, 0);
+    bool soft = nb_attr_bool(ctx, "soft_label");
+    int64_t ignore = nb_attr_int(ctx, "ignore_index");
+    int64_t C = x->shape[x->ndim - 1], rows = nb_tensor_numel(y);
+    nb_status st;
+    if (!soft && (st = nb_nn_check_labels(ctx, lab, C, &ignore))) return st;
+    switch (x->dtype) {
+    case NB_F32:
+        ce_f32(nb_tensor_data(x), nb_tensor_data(lab), lab->dtype, soft, ignore, nb_tensor_data(y), rows, C);
+        return NB_OK;
+    case NB_F64:
+        ce_f64(nb_tensor_data(x), nb_tensor_data(lab), lab->dtype, soft, ignore, nb_tensor_data(y), rows, C);
+        return NB_OK;
+    default:
+        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", ctx->label, nb_dtype_name(x->dtype));
+    }
+}
+
+/* ---- pointwise losses ------------------------------------------------------------- */
+
+/* The fixed split of a reduction: always NCHUNK parts, whatever the thread
+ * count, so the order of the additions depends only on n. */
+#define NCHUNK 64
+
+/* Writes to `out` the sum over i < n of EXPR (which uses i), in double. */
+#define CHUNKED_SUM(n, i, EXPR, out)                                              \
+    do {                                                                          \
+        double part_[NCHUNK];                                                     \
+        const int64_t n_ = (n), per_ = (n_ + NCHUNK - 1) / NCHUNK;                \
+        const bool par = n_ >= NB_NN_PAR_MIN;                                     \
+        (void)par;                                                                \
+        NB_NN_PARALLEL_FOR                                                        \
+        for (int k_ = 0; k_ < NCHUNK; k_++) {                                     \
+            int64_t lo_ = k_ * per_, hi_ = lo_ + per_ < n_ ? lo_ + per_ : n_;     \
+            double a_ = 0;                                                        \
+            for (int64_t i = lo_; i < hi_; i++) a_ += (EXPR);                     \
+            part_[k_] = a_;                                                       \
+        }                                                                         \
+        double t_ = 0;                                                            \
+        for (int k_ = 0; k_ < NCHUNK; k_++) t_ += part_[k_];                      \
+        (out) = t_;                                                               \
+    } while (0)
+
+/* A pointwise loss f(x, y) with its reductions; Out may share memory with X
+ * (reduction "none"), which is fine as each element is read before it is
+ * written. */
+#define DEFINE_POINTWISE(NAME, T, SUF, F)                                               \
+    static void NAME##_##SUF(const T *x, const T *y, T *out, int64_t n, nb_nn_reduction r) \
+    {                                                                                   \
+        if (r == NB_RED_NONE) {                                                         \
+            const bool par = n >= NB_NN_PAR_MIN;                                        \
+            (void)par;                                                                  \
+            NB_NN_PARALLEL_FOR                                                          \
+            for (int64_t i = 0; i < n; i++) out[i] = F(x[i], y[i]);                     \
+            return;                                                                     \
+        }                                                                               \
+        double s;                                                                       \
+        CHUNKED_SUM(n, i, (double)F(x[i], y[i]), s);                                    \
+        out[0] = (T)(r == NB_RED_MEAN ? s / (double)n : s);                             \
+    }
+
+#define SQ_DIFF(a, b) (((a) - (b)) * ((a) - (b)))
+DEFINE_POINTWISE(mse, float, f32, SQ_DIFF)
+DEFINE_POINTWISE(mse, double, f64, SQ_DIFF)
+
+/* The stable form of -(y log sigmoid(x) + (1-y) log(1 - sigmoid(x))): no
+ * exp of a positive number, and log1p keeps precision for large |x|. */
+static inline float bce_f(float x, float y) { return fmaxf(x, 0) - x * y + log1pf(expf(-fabsf(x))); }
+static inline double bce_d(double x, double y) { return fmax(x, 0) - x * y + log1p(exp(-fabs(x))); }
+DEFINE_POINTWISE(bce, float, f32, bce_f)
+DEFINE_POINTWISE(bce, double, f64, bce_d)
+
+typedef void (*pointwise_f32)(const float *, const float *, float *, int64_t, nb_nn_reduction);
+typedef void (*pointwise_f64)(const double *, const double *, double *, int64_t, nb_nn_reduction);
+
+static nb_status run_pointwise(nb_op_ctx *ctx, pointwise_f32 f32, pointwise_f64 f64)
+{
+    nb_tensor *x = nb_in(ctx, 0, 0), *y = nb_in(ctx, 1, 0), *out = nb_out(ctx, 0, 0);
+    nb_nn_reduction r = nb_nn_parse_reduction(nb_attr_string(ctx, "reduction"));
+    if (r == NB_RED_BAD)
+        return nb_error(NB_ERR_ARG, "%s: bad reduction \"%s\"", ctx->label, nb_attr_string(ctx, "reduction"));
+    int64_t n = nb_tensor_numel(x);
+    switch (x->dtype) {
+    case NB_F32: f32(nb_tensor_data(x), nb_tensor_data(y), nb_tensor_data(out), n, r); return NB_OK;
+    case NB_F64: f64(nb_tensor_data(x), nb_tensor_data(y), nb_tensor_data(out), n, r); return NB_OK;
+    default: return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", ctx->label, nb_dtype_name(x->dtype));
+    }
+}
+
+nb_status nb_cpu_mse_loss(nb_op_ctx *ctx) { return run_pointwise(ctx, mse_f32, mse_f64); }
+nb_status nb_cpu_bce_with_logits(nb_op_ctx *ctx) { return run_pointwise(ctx, bce_f32, bce_f64); }
