@@ -1,0 +1,37 @@
+/* Private to the shape family, whose ops live in two files: shape.c (layout
+ * ops and the family table) and index.c (slice, pad and the index ops). */
+#ifndef NABLA_OPS_SHAPE_INTERNAL_H
+#define NABLA_OPS_SHAPE_INTERNAL_H
+
+#include "nabla/op.h"
+
+/* Defined in index.c, listed in shape.c's table. */
+extern const nb_op_def nb_op_slice, nb_op_pad, nb_op_gather, nb_op_index_select, nb_op_scatter_add,
+    nb_op_one_hot;
+
+#define SHAPE_STR(buf, info) nb_shape_str((buf), sizeof(buf), (info)->ndim, (info)->shape)
+
+/* Maps `axis` (negative counts from the end) into [0, rank). On failure the
+ * error names the op, the attribute and the slot's shape. `rank` may exceed
+ * the rank of x where the axis counts in an output with new dims (stack,
+ * unsqueeze). */
+nb_status nb_shape_axis(const nb_op_ctx *c, const char *attr, int64_t axis, int rank, const char *slot,
+                        const nb_var_info *x, int *out);
+
+/* Whether the bytes of two tensors' elements intersect. */
+bool nb_shape_overlap(const nb_tensor *a, const nb_tensor *b);
+
+/* Kernels that move elements around cannot write into memory they still
+ * read, and an output may be an input's own tensor. nb_shape_out_begin gives
+ * the place to write: the output itself, or, when it overlaps any input,
+ * a scratch buffer that nb_shape_out_end copies into it afterwards. */
+typedef struct nb_out_buf {
+    nb_tensor *t;
+    void *data;
+    void *scratch;
+} nb_out_buf;
+
+nb_status nb_shape_out_begin(const nb_op_ctx *c, nb_tensor *out, nb_out_buf *b);
+void nb_shape_out_end(nb_out_buf *b);
+
+#endif
