@@ -337,6 +337,28 @@ static void test_one_hot_infer_errors(void)
     release_all(x, neg, f, NULL);
 }
 
+/* Outputs given as an input's own tensor: the kernels must not read what
+ * they have already overwritten. */
+static void test_in_place_outputs(void)
+{
+    nb_tensor *x = IOTA(NB_F32, S(3, 2)), *idx = T(NB_I64, S(3), 2, 1, 0), *in[] = {x, idx};
+    CHECK_OK(nb_op_run("gather", 2, in, 0, NULL, 1, &x, NULL));
+    CHECK_TENSOR(x, S(3, 2), 0, 4, 5, 2, 3, 0, 1);
+    nb_attr none[] = {NB_ATTR_INTS("paddings", 0, 0, 0, 0)};
+    CHECK_OK(nb_op_run("pad", 1, &x, 1, none, 1, &x, NULL));
+    CHECK_TENSOR(x, S(3, 2), 0, 4, 5, 2, 3, 0, 1);
+    nb_attr rev[] = {NB_ATTR_INTS("axes", 0), NB_ATTR_INTS("starts", 0), NB_ATTR_INTS("ends", 3)};
+    CHECK_OK(nb_op_run("slice", 1, &x, 3, rev, 1, &x, NULL));
+    CHECK_TENSOR(x, S(3, 2), 0, 4, 5, 2, 3, 0, 1);
+    /* scatter_add writing over its Updates. */
+    nb_tensor *b = T(NB_F64, S(3), 1, 2, 3), *u = T(NB_F64, S(3), 10, 20, 30), *j = T(NB_I32, S(3), 2, 2, 0);
+    nb_tensor *sin[] = {b, j, u};
+    CHECK_OK(nb_op_run("scatter_add", 3, sin, 0, NULL, 1, &u, NULL));
+    CHECK_TENSOR(u, S(3), 0, 31, 2, 33);
+    CHECK_TENSOR(b, S(3), 0, 1, 2, 3);
+    release_all(x, idx, b, u, j, NULL);
+}
+
 static void test_definitions(void)
 {
     static const struct { const char *name; unsigned uses; } ops[] = {
@@ -368,6 +390,7 @@ int main(void)
     RUN(test_scatter_add_infer_errors);
     RUN(test_one_hot);
     RUN(test_one_hot_infer_errors);
+    RUN(test_in_place_outputs);
     RUN(test_definitions);
     return test_report();
 }

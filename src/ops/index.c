@@ -1,4 +1,4 @@
-/* The shape family, part two: ops that pick elements by position (slice,
+/* The shape family, part three: ops that pick elements by position (slice,
  * pad) or through an index tensor (gather, index_select, scatter_add,
  * one_hot). The family table in shape.c lists them.
  *
@@ -10,13 +10,6 @@
 #include "kernels/cpu/index.h"
 #include "kernels/cpu/shape.h"
 #include "shape_internal.h"
-
-static int64_t dims_product(const int64_t *shape, int from, int to)
-{
-    int64_t p = 1;
-    for (int d = from; d < to; d++) p *= shape[d];
-    return p;
-}
 
 /* ---- slice -------------------------------------------------------------------- */
 
@@ -112,7 +105,7 @@ static nb_status pad_infer(nb_op_ctx *c)
     const nb_var_info *x = nb_in_info(c, 0, 0);
     const nb_attr_value *p = nb_attr_get(c, "paddings");
     char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
-    nb_pad_mode mode;
+    nb_pad_mode mode = NB_PAD_CONSTANT;
     nb_status st = pad_mode(c, &mode);
     if (st) return st;
     if (p->n != 2 * x->ndim)
@@ -144,7 +137,7 @@ static nb_status pad_infer(nb_op_ctx *c)
 static nb_status pad_kernel(nb_op_ctx *c)
 {
     nb_tensor *x = nb_in(c, 0, 0), *o = nb_out(c, 0, 0);
-    nb_pad_mode mode;
+    nb_pad_mode mode = NB_PAD_CONSTANT;
     nb_status st = pad_mode(c, &mode);
     if (st) return st;
     union { double f; int64_t i; unsigned char bytes[8]; } fill; /* aligned for any dtype */
@@ -218,7 +211,7 @@ static nb_status gather_kernel_with(nb_op_ctx *c, const char *attr)
     nb_out_buf ob;
     if ((st = nb_shape_out_begin(c, o, &ob))) return st;
     nb_cpu_gather(ob.data, nb_tensor_data(x), nb_tensor_data(idx), idx->dtype == NB_I64, nb_tensor_numel(idx),
-                  dims_product(x->shape, 0, axis), x->shape[axis], dims_product(x->shape, axis + 1, x->ndim),
+                  nb_shape_product(x->shape, 0, axis), x->shape[axis], nb_shape_product(x->shape, axis + 1, x->ndim),
                   nb_dtype_size(x->dtype));
     nb_shape_out_end(&ob);
     return NB_OK;
@@ -275,8 +268,8 @@ static nb_status scatter_add_kernel(nb_op_ctx *c)
     }
     if (dst != xd && bytes) memcpy(dst, xd, bytes);
     if (!nb_cpu_scatter_add(o->dtype, dst, nb_tensor_data(upd), nb_tensor_data(idx), idx->dtype == NB_I64,
-                            nb_tensor_numel(idx), dims_product(x->shape, 0, axis), x->shape[axis],
-                            dims_product(x->shape, axis + 1, x->ndim))) {
+                            nb_tensor_numel(idx), nb_shape_product(x->shape, 0, axis), x->shape[axis],
+                            nb_shape_product(x->shape, axis + 1, x->ndim))) {
         free(scratch);
         return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", c->label, nb_dtype_name(o->dtype));
     }

@@ -1,13 +1,26 @@
-/* Private to the shape family, whose ops live in two files: shape.c (layout
- * ops and the family table) and index.c (slice, pad and the index ops). */
+/* Private to the shape family, whose ops live in three files: shape.c
+ * (layout ops, shared helpers and the family table), join.c (concat, stack,
+ * split) and index.c (slice, pad and the index ops). */
 #ifndef NABLA_OPS_SHAPE_INTERNAL_H
 #define NABLA_OPS_SHAPE_INTERNAL_H
 
 #include "nabla/op.h"
 
-/* Defined in index.c, listed in shape.c's table. */
+/* Defined in join.c and index.c, listed in shape.c's table. */
+extern const nb_op_def nb_op_concat, nb_op_split, nb_op_stack;
 extern const nb_op_def nb_op_slice, nb_op_pad, nb_op_gather, nb_op_index_select, nb_op_scatter_add,
     nb_op_one_hot;
+
+/* Product of shape[from..to), -1 if any of those dims is unknown. */
+static inline int64_t nb_shape_product(const int64_t *shape, int from, int to)
+{
+    int64_t p = 1;
+    for (int d = from; d < to; d++) {
+        if (shape[d] < 0) return -1;
+        p *= shape[d];
+    }
+    return p;
+}
 
 #define SHAPE_STR(buf, info) nb_shape_str((buf), sizeof(buf), (info)->ndim, (info)->shape)
 

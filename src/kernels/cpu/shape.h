@@ -16,13 +16,14 @@
 #define NB_SHAPE_PARALLEL_MIN 32768
 #define NB_SHAPE_PARALLEL_BYTES (NB_SHAPE_PARALLEL_MIN * 4)
 
-/* `#pragma omp parallel for` when built with OpenMP, nothing otherwise (an
- * unknown pragma would trip -Werror). */
+/* `#pragma omp parallel for if(cond)` before a for loop when built with
+ * OpenMP. Without it the pragma would trip -Werror as unknown, so the
+ * condition becomes a discarded statement (keeping its variables used). */
 #ifdef NABLA_HAVE_OPENMP
 #define NB_SHAPE_PRAGMA_(x) _Pragma(#x)
 #define NB_SHAPE_PARALLEL_FOR(cond) NB_SHAPE_PRAGMA_(omp parallel for schedule(static) if(cond))
 #else
-#define NB_SHAPE_PARALLEL_FOR(cond)
+#define NB_SHAPE_PARALLEL_FOR(cond) (void)(cond);
 #endif
 
 /* dst (contiguous, shape `shape`) receives the view of src whose element at
