@@ -45,7 +45,7 @@ static nb_status slice_plan(const nb_op_ctx *c, const nb_var_info *x, int64_t *f
     bool seen[NB_MAX_DIMS] = {false};
     for (int k = 0; k < axes->n; k++) {
         int d;
-        nb_status st = nb_shape_axis(c, "axes entry", axes->ints[k], x->ndim, "Input", x, &d);
+        nb_status st = nb_shapeop_axis(c, "axes entry", axes->ints[k], x->ndim, "Input", x, &d);
         if (st) return st;
         if (seen[d]) return nb_error(NB_ERR_ARG, "%s: axes names dim %d twice", c->label, d);
         seen[d] = true;
@@ -80,11 +80,11 @@ static nb_status slice_kernel(nb_op_ctx *c)
         off += first[d] * xs[d];
         xs[d] *= step[d];
     }
-    nb_out_buf ob;
-    if ((st = nb_shape_out_begin(c, o, &ob))) return st;
+    nb_shapeop_out ob;
+    if ((st = nb_shapeop_out_begin(c, o, &ob))) return st;
     size_t el = nb_dtype_size(x->dtype);
     nb_cpu_strided_copy(ob.data, (const char *)nb_tensor_data(x) + (size_t)off * el, o->ndim, o->shape, xs, el);
-    nb_shape_out_end(&ob);
+    nb_shapeop_out_end(&ob);
     return NB_OK;
 }
 
@@ -142,15 +142,15 @@ static nb_status pad_kernel(nb_op_ctx *c)
     if (st) return st;
     union { double f; int64_t i; unsigned char bytes[8]; } fill; /* aligned for any dtype */
     nb_store(x->dtype, &fill, 0, nb_attr_float(c, "pad_value"));
-    nb_out_buf ob;
-    if ((st = nb_shape_out_begin(c, o, &ob))) return st;
+    nb_shapeop_out ob;
+    if ((st = nb_shapeop_out_begin(c, o, &ob))) return st;
     st = nb_cpu_pad(ob.data, nb_tensor_data(x), x->ndim, x->shape, nb_attr_get(c, "paddings")->ints, mode,
                     fill.bytes, nb_dtype_size(x->dtype));
     if (st) {
         free(ob.scratch);
         return nb_error(st, "%s: out of memory", c->label);
     }
-    nb_shape_out_end(&ob);
+    nb_shapeop_out_end(&ob);
     return NB_OK;
 }
 
@@ -173,7 +173,7 @@ static nb_status indexed_axis(const nb_op_ctx *c, const char *attr, int *axis)
     const nb_var_info *x = nb_in_info(c, 0, 0);
     if (x->ndim == 0)
         return nb_error(NB_ERR_SHAPE, "%s: X is a scalar (shape []); it needs a dim to index", c->label);
-    return nb_shape_axis(c, attr, nb_attr_int(c, attr), x->ndim, "X", x, axis);
+    return nb_shapeop_axis(c, attr, nb_attr_int(c, attr), x->ndim, "X", x, axis);
 }
 
 /* Checks every index of the Index tensor (slot `slot`) against dim `axis`
@@ -208,12 +208,12 @@ static nb_status gather_kernel_with(nb_op_ctx *c, const char *attr)
     int axis;
     nb_status st = indexed_axis(c, attr, &axis);
     if (st || (st = check_indices(c, 1, axis))) return st;
-    nb_out_buf ob;
-    if ((st = nb_shape_out_begin(c, o, &ob))) return st;
+    nb_shapeop_out ob;
+    if ((st = nb_shapeop_out_begin(c, o, &ob))) return st;
     nb_cpu_gather(ob.data, nb_tensor_data(x), nb_tensor_data(idx), idx->dtype == NB_I64, nb_tensor_numel(idx),
-                  nb_shape_product(x->shape, 0, axis), x->shape[axis], nb_shape_product(x->shape, axis + 1, x->ndim),
+                  nb_shapeop_product(x->shape, 0, axis), x->shape[axis], nb_shapeop_product(x->shape, axis + 1, x->ndim),
                   nb_dtype_size(x->dtype));
-    nb_shape_out_end(&ob);
+    nb_shapeop_out_end(&ob);
     return NB_OK;
 }
 
@@ -261,15 +261,15 @@ static nb_status scatter_add_kernel(nb_op_ctx *c)
     size_t bytes = (size_t)nb_tensor_numel(o) * nb_dtype_size(o->dtype);
     void *xd = nb_tensor_data(x), *dst = nb_tensor_data(o), *scratch = NULL;
     bool in_place = dst == xd;
-    if (nb_shape_overlap(o, idx) || nb_shape_overlap(o, upd) || (!in_place && nb_shape_overlap(o, x))) {
+    if (nb_shapeop_overlap(o, idx) || nb_shapeop_overlap(o, upd) || (!in_place && nb_shapeop_overlap(o, x))) {
         if (!(scratch = malloc(bytes ? bytes : 1)))
             return nb_error(NB_ERR_NOMEM, "%s: out of memory for a scratch copy of the output", c->label);
         dst = scratch;
     }
     if (dst != xd && bytes) memcpy(dst, xd, bytes);
     if (!nb_cpu_scatter_add(o->dtype, dst, nb_tensor_data(upd), nb_tensor_data(idx), idx->dtype == NB_I64,
-                            nb_tensor_numel(idx), nb_shape_product(x->shape, 0, axis), x->shape[axis],
-                            nb_shape_product(x->shape, axis + 1, x->ndim))) {
+                            nb_tensor_numel(idx), nb_shapeop_product(x->shape, 0, axis), x->shape[axis],
+                            nb_shapeop_product(x->shape, axis + 1, x->ndim))) {
         free(scratch);
         return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", c->label, nb_dtype_name(o->dtype));
     }
@@ -314,11 +314,11 @@ static nb_status one_hot_kernel(nb_op_ctx *c)
                         c->label, (long long)pos, (long long)val, nb_shape_str(a, sizeof a, x->ndim, x->shape),
                         (long long)depth, (long long)depth);
     }
-    nb_out_buf ob;
-    nb_status st = nb_shape_out_begin(c, o, &ob);
+    nb_shapeop_out ob;
+    nb_status st = nb_shapeop_out_begin(c, o, &ob);
     if (st) return st;
     nb_cpu_one_hot(o->dtype, ob.data, nb_tensor_data(x), idx64, count, depth);
-    nb_shape_out_end(&ob);
+    nb_shapeop_out_end(&ob);
     return NB_OK;
 }
 

@@ -39,7 +39,7 @@ static nb_status concat_axis(nb_op_ctx *c, int *axis)
     if (x0->ndim == 0)
         return nb_error(NB_ERR_SHAPE, "%s: X[0] is a scalar (shape []); concat joins tensors of rank >= 1",
                         c->label);
-    return nb_shape_axis(c, "axis", nb_attr_int(c, "axis"), x0->ndim, "X[0]", x0, axis);
+    return nb_shapeop_axis(c, "axis", nb_attr_int(c, "axis"), x0->ndim, "X[0]", x0, axis);
 }
 
 static nb_status concat_infer(nb_op_ctx *c)
@@ -72,18 +72,18 @@ static nb_status join_kernel(nb_op_ctx *c, int axis)
     size_t el = nb_dtype_size(o->dtype);
     const void **src = malloc((size_t)n * sizeof *src);
     size_t *row_bytes = malloc((size_t)n * sizeof *row_bytes);
-    nb_out_buf ob;
+    nb_shapeop_out ob;
     nb_status st = !src || !row_bytes ? nb_error(NB_ERR_NOMEM, "%s: out of memory", c->label)
-                                      : nb_shape_out_begin(c, o, &ob);
+                                      : nb_shapeop_out_begin(c, o, &ob);
     if (!st) {
-        int64_t outer = nb_shape_product(x0->shape, 0, axis);
+        int64_t outer = nb_shapeop_product(x0->shape, 0, axis);
         for (int k = 0; k < n; k++) {
             nb_tensor *x = nb_in(c, 0, k);
             src[k] = nb_tensor_data(x);
-            row_bytes[k] = (size_t)nb_shape_product(x->shape, axis, x->ndim) * el;
+            row_bytes[k] = (size_t)nb_shapeop_product(x->shape, axis, x->ndim) * el;
         }
         nb_cpu_concat(ob.data, n, src, row_bytes, outer);
-        nb_shape_out_end(&ob);
+        nb_shapeop_out_end(&ob);
     }
     free(src);
     free(row_bytes);
@@ -105,7 +105,7 @@ static nb_status stack_infer(nb_op_ctx *c)
     if (x0->ndim + 1 > NB_MAX_DIMS)
         return nb_error(NB_ERR_ARG, "%s: stacking X of shape %s gives more than %d dims", c->label,
                         SHAPE_STR(a, x0), NB_MAX_DIMS);
-    nb_status st = nb_shape_axis(c, "axis", nb_attr_int(c, "axis"), x0->ndim + 1, "X[0]", x0, &axis);
+    nb_status st = nb_shapeop_axis(c, "axis", nb_attr_int(c, "axis"), x0->ndim + 1, "X[0]", x0, &axis);
     if (st) return st;
     int64_t shape[NB_MAX_DIMS];
     memcpy(shape, x0->shape, sizeof shape);
@@ -130,7 +130,7 @@ static nb_status split_axis(nb_op_ctx *c, int *axis)
     const nb_var_info *x = nb_in_info(c, 0, 0);
     if (x->ndim == 0)
         return nb_error(NB_ERR_SHAPE, "%s: X is a scalar (shape []); split cuts tensors of rank >= 1", c->label);
-    return nb_shape_axis(c, "axis", nb_attr_int(c, "axis"), x->ndim, "X", x, axis);
+    return nb_shapeop_axis(c, "axis", nb_attr_int(c, "axis"), x->ndim, "X", x, axis);
 }
 
 static nb_status split_infer(nb_op_ctx *c)
@@ -184,19 +184,19 @@ static nb_status split_kernel(nb_op_ctx *c)
     size_t el = nb_dtype_size(x->dtype);
     void **dst = malloc((size_t)n * sizeof *dst);
     size_t *row_bytes = malloc((size_t)n * sizeof *row_bytes);
-    nb_out_buf *ob = calloc((size_t)n, sizeof *ob);
+    nb_shapeop_out *ob = calloc((size_t)n, sizeof *ob);
     if (!dst || !row_bytes || !ob) st = nb_error(NB_ERR_NOMEM, "%s: out of memory", c->label);
     for (; !st && k < n; k++) {
         nb_tensor *o = nb_out(c, 0, k);
-        if ((st = nb_shape_out_begin(c, o, &ob[k]))) break;
+        if ((st = nb_shapeop_out_begin(c, o, &ob[k]))) break;
         dst[k] = ob[k].data;
-        row_bytes[k] = (size_t)nb_shape_product(o->shape, axis, o->ndim) * el;
+        row_bytes[k] = (size_t)nb_shapeop_product(o->shape, axis, o->ndim) * el;
     }
-    if (!st) nb_cpu_split(dst, n, nb_tensor_data(x), row_bytes, nb_shape_product(x->shape, 0, axis));
+    if (!st) nb_cpu_split(dst, n, nb_tensor_data(x), row_bytes, nb_shapeop_product(x->shape, 0, axis));
     /* Scratch copies go back only once the source has been read in full. */
     for (int j = 0; j < k; j++) {
         if (st) free(ob[j].scratch);
-        else nb_shape_out_end(&ob[j]);
+        else nb_shapeop_out_end(&ob[j]);
     }
     free(dst);
     free(row_bytes);

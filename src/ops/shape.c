@@ -16,7 +16,7 @@
 
 /* ---- helpers shared with join.c and index.c ---------------------------------------- */
 
-nb_status nb_shape_axis(const nb_op_ctx *c, const char *attr, int64_t axis, int rank, const char *slot,
+nb_status nb_shapeop_axis(const nb_op_ctx *c, const char *attr, int64_t axis, int rank, const char *slot,
                         const nb_var_info *x, int *out)
 {
     if (axis < -rank || axis >= rank) {
@@ -36,19 +36,19 @@ static size_t tensor_bytes(const nb_tensor *t)
     return (size_t)nb_tensor_numel(t) * nb_dtype_size(t->dtype);
 }
 
-bool nb_shape_overlap(const nb_tensor *a, const nb_tensor *b)
+bool nb_shapeop_overlap(const nb_tensor *a, const nb_tensor *b)
 {
     const char *pa = nb_tensor_data(a), *pb = nb_tensor_data(b);
     size_t na = tensor_bytes(a), nbytes = tensor_bytes(b);
     return na && nbytes && pa < pb + nbytes && pb < pa + na;
 }
 
-nb_status nb_shape_out_begin(const nb_op_ctx *c, nb_tensor *out, nb_out_buf *b)
+nb_status nb_shapeop_out_begin(const nb_op_ctx *c, nb_tensor *out, nb_shapeop_out *b)
 {
-    *b = (nb_out_buf){.t = out, .data = nb_tensor_data(out)};
+    *b = (nb_shapeop_out){.t = out, .data = nb_tensor_data(out)};
     int n = c->in_begin[NB_MAX_SLOTS];
     for (int i = 0; i < n; i++) {
-        if (!c->in[i] || !nb_shape_overlap(out, c->in[i])) continue;
+        if (!c->in[i] || !nb_shapeop_overlap(out, c->in[i])) continue;
         if (!(b->scratch = malloc(tensor_bytes(out))))
             return nb_error(NB_ERR_NOMEM, "%s: out of memory for a scratch copy of the output", c->label);
         b->data = b->scratch;
@@ -57,7 +57,7 @@ nb_status nb_shape_out_begin(const nb_op_ctx *c, nb_tensor *out, nb_out_buf *b)
     return NB_OK;
 }
 
-void nb_shape_out_end(nb_out_buf *b)
+void nb_shapeop_out_end(nb_shapeop_out *b)
 {
     if (!b->scratch) return;
     memcpy(nb_tensor_data(b->t), b->scratch, tensor_bytes(b->t));
@@ -148,8 +148,8 @@ static nb_status flatten_infer(nb_op_ctx *c)
     const nb_var_info *x = nb_in_info(c, 0, 0);
     int rank = x->ndim ? x->ndim : 1, s, e;
     nb_status st;
-    if ((st = nb_shape_axis(c, "start_axis", nb_attr_int(c, "start_axis"), rank, "X", x, &s)) ||
-        (st = nb_shape_axis(c, "stop_axis", nb_attr_int(c, "stop_axis"), rank, "X", x, &e)))
+    if ((st = nb_shapeop_axis(c, "start_axis", nb_attr_int(c, "start_axis"), rank, "X", x, &s)) ||
+        (st = nb_shapeop_axis(c, "stop_axis", nb_attr_int(c, "stop_axis"), rank, "X", x, &e)))
         return st;
     if (s > e) {
         char a[NB_SHAPE_STR_MAX];
@@ -164,7 +164,7 @@ static nb_status flatten_infer(nb_op_ctx *c)
     }
     int k = 0;
     for (int d = 0; d < s; d++) o->shape[k++] = x->shape[d];
-    o->shape[k++] = nb_shape_product(x->shape, s, e + 1);
+    o->shape[k++] = nb_shapeop_product(x->shape, s, e + 1);
     for (int d = e + 1; d < x->ndim; d++) o->shape[k++] = x->shape[d];
     o->ndim = k;
     return NB_OK;
@@ -178,7 +178,7 @@ static nb_status squeeze_infer(nb_op_ctx *c)
     for (int d = 0; d < x->ndim && !axes->n; d++) drop[d] = x->shape[d] == 1;
     for (int i = 0; i < axes->n; i++) {
         int d;
-        nb_status st = nb_shape_axis(c, "axes entry", axes->ints[i], x->ndim, "X", x, &d);
+        nb_status st = nb_shapeop_axis(c, "axes entry", axes->ints[i], x->ndim, "X", x, &d);
         if (st) return st;
         /* A named dim of unknown size is taken to be 1: naming it says so. At
          * run time a dim that is not 1 stays, as in torch.squeeze. */
@@ -203,7 +203,7 @@ static nb_status unsqueeze_infer(nb_op_ctx *c)
     bool inserted[NB_MAX_DIMS] = {false};
     for (int i = 0; i < axes->n; i++) {
         int d;
-        nb_status st = nb_shape_axis(c, "axes entry", axes->ints[i], rank, "X", x, &d);
+        nb_status st = nb_shapeop_axis(c, "axes entry", axes->ints[i], rank, "X", x, &d);
         if (st) return st;
         if (inserted[d])
             return nb_error(NB_ERR_ARG, "%s: axes names output dim %d twice", c->label, d);
@@ -253,11 +253,11 @@ static nb_status transpose_kernel(nb_op_ctx *c)
     int64_t xs[NB_MAX_DIMS], st[NB_MAX_DIMS];
     nb_contiguous_strides(x->ndim, x->shape, xs);
     for (int i = 0; i < x->ndim; i++) st[i] = xs[perm_at(c, i, x->ndim)];
-    nb_out_buf ob;
-    nb_status s = nb_shape_out_begin(c, o, &ob);
+    nb_shapeop_out ob;
+    nb_status s = nb_shapeop_out_begin(c, o, &ob);
     if (s) return s;
     nb_cpu_strided_copy(ob.data, nb_tensor_data(x), o->ndim, o->shape, st, nb_dtype_size(x->dtype));
-    nb_shape_out_end(&ob);
+    nb_shapeop_out_end(&ob);
     return NB_OK;
 }
 
@@ -316,11 +316,11 @@ static nb_status expand_kernel(nb_op_ctx *c)
     nb_contiguous_strides(x->ndim, x->shape, xs);
     int lead = o->ndim - x->ndim;
     for (int i = 0; i < o->ndim; i++) st[i] = i < lead || x->shape[i - lead] == 1 ? 0 : xs[i - lead];
-    nb_out_buf ob;
-    nb_status s = nb_shape_out_begin(c, o, &ob);
+    nb_shapeop_out ob;
+    nb_status s = nb_shapeop_out_begin(c, o, &ob);
     if (s) return s;
     nb_cpu_strided_copy(ob.data, nb_tensor_data(x), o->ndim, o->shape, st, nb_dtype_size(x->dtype));
-    nb_shape_out_end(&ob);
+    nb_shapeop_out_end(&ob);
     return NB_OK;
 }
 
