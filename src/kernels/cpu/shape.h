@@ -1,0 +1,52 @@
+/* CPU kernels that move elements without looking at their values: strided
+ * copies (transpose, expand, slice), concatenation and its inverse, and
+ * padding. They work on raw bytes, so every dtype goes through the same code;
+ * `elsize` is the size of one element in bytes. Destinations are contiguous
+ * and must not overlap the sources (the op layer routes aliased outputs
+ * through a scratch buffer). */
+#ifndef NABLA_KERNELS_CPU_SHAPE_H
+#define NABLA_KERNELS_CPU_SHAPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "nabla/status.h"
+
+/* Below this many elements a kernel runs on one thread: starting a parallel
+ * region costs more than the copy. */
+#define NB_SHAPE_PARALLEL_MIN 32768
+#define NB_SHAPE_PARALLEL_BYTES (NB_SHAPE_PARALLEL_MIN * 4)
+
+/* `#pragma omp parallel for if(cond)` before a for loop when built with
+ * OpenMP. Without it the pragma would trip -Werror as unknown, so the
+ * condition becomes a discarded statement (keeping its variables used). */
+#ifdef NABLA_HAVE_OPENMP
+#define NB_SHAPE_PRAGMA_(x) _Pragma(#x)
+#define NB_SHAPE_PARALLEL_FOR(cond) NB_SHAPE_PRAGMA_(omp parallel for schedule(static) if(cond))
+#else
+#define NB_SHAPE_PARALLEL_FOR(cond) (void)(cond);
+#endif
+
+/* dst (contiguous, shape `shape`) receives the view of src whose element at
+ * multi-index (i_0, ..., i_{n-1}) lies at src + sum(i_k * strides[k])
+ * elements. Strides are >= 0; a stride of 0 repeats an element (expand). */
+void nb_cpu_strided_copy(void *dst, const void *src, int ndim, const int64_t *shape,
+                         const int64_t *strides, size_t elsize);
+
+/* Concatenation of `n` blocks viewed as [outer, row_bytes[i]] byte matrices
+ * along their rows: row o of dst is row o of src[0], then of src[1], ... */
+void nb_cpu_concat(void *dst, int n, const void *const *src, const size_t *row_bytes, int64_t outer);
+/* The inverse: row o of src is cut into pieces of row_bytes[i] for dst[i]. */
+void nb_cpu_split(void *const *dst, int n, const void *src, const size_t *row_bytes, int64_t outer);
+
+typedef enum nb_pad_mode { NB_PAD_CONSTANT, NB_PAD_REFLECT, NB_PAD_EDGE } nb_pad_mode;
+
+/* Pads src (shape in_shape) by pads[2d] elements before and pads[2d+1] after
+ * dimension d. Constant mode writes the element `fill` (elsize bytes) in the
+ * border; reflect mirrors without repeating the edge (pads < dim size);
+ * edge repeats the edge element (dim size > 0 where a pad is non-zero). The
+ * caller validates those conditions. Fails only for lack of memory, with
+ * NB_ERR_NOMEM and no error text: the caller reports it under its name. */
+nb_status nb_cpu_pad(void *dst, const void *src, int ndim, const int64_t *in_shape, const int64_t *pads,
+                     nb_pad_mode mode, const void *fill, size_t elsize);
+
+#endif

@@ -1,0 +1,393 @@
+/* The shape family, part three: ops that pick elements by position (slice,
+ * pad) or through an index tensor (gather, index_select, scatter_add,
+ * one_hot). The family table in shape.c lists them.
+ *
+ * Index tensors come from data, so every index is checked when the kernel
+ * runs, before anything is read or written through it. */
+#include <stdlib.h>
+#include <string.h>
+#include "core/tensor_internal.h"
+#include "kernels/cpu/index.h"
+#include "kernels/cpu/shape.h"
+#include "shape_internal.h"
+
+/* ---- slice -------------------------------------------------------------------- */
+
+/* Python's rule for a positive step: negative bounds count from the end,
+ * then both are clamped to [0, n]. */
+static void slice_range(int64_t n, int64_t start, int64_t end, int64_t step, int64_t *first, int64_t *count)
+{
+    if (start < 0) start += n;
+    if (end < 0) end += n;
+    start = start < 0 ? 0 : start > n ? n : start;
+    end = end < 0 ? 0 : end > n ? n : end;
+    *first = start;
+    *count = end > start ? 1 + (end - start - 1) / step : 0;
+}
+
+/* Validates the attributes against Input and works out, for every dim of
+ * Input, the first element taken, the step and the output size (-1 where
+ * Input's dim is unknown). Dims not in axes are taken whole. */
+static nb_status slice_plan(const nb_op_ctx *c, const nb_var_info *x, int64_t *first, int64_t *step,
+                            int64_t *out_shape)
+{
+    const nb_attr_value *axes = nb_attr_get(c, "axes"), *starts = nb_attr_get(c, "starts"),
+                        *ends = nb_attr_get(c, "ends"), *strides = nb_attr_get(c, "strides");
+    if (starts->n != axes->n || ends->n != axes->n || (strides->n && strides->n != axes->n))
+        return nb_error(NB_ERR_ARG,
+                        "%s: axes, starts, ends (and strides, if given) need the same length; got %d, %d, %d, %d",
+                        c->label, axes->n, starts->n, ends->n, strides->n);
+    for (int d = 0; d < x->ndim; d++) {
+        first[d] = 0;
+        step[d] = 1;
+        out_shape[d] = x->shape[d];
+    }
+    bool seen[NB_MAX_DIMS] = {false};
+    for (int k = 0; k < axes->n; k++) {
+        int d;
+        nb_status st = nb_shapeop_axis(c, "axes entry", axes->ints[k], x->ndim, "Input", x, &d);
+        if (st) return st;
+        if (seen[d]) return nb_error(NB_ERR_ARG, "%s: axes names dim %d twice", c->label, d);
+        seen[d] = true;
+        int64_t s = strides->n ? strides->ints[k] : 1;
+        if (s <= 0)
+            return nb_error(NB_ERR_ARG, "%s: strides[%d] = %lld must be positive", c->label, k, (long long)s);
+        step[d] = s;
+        if (x->shape[d] < 0) out_shape[d] = -1;
+        else slice_range(x->shape[d], starts->ints[k], ends->ints[k], s, &first[d], &out_shape[d]);
+    }
+    return NB_OK;
+}
+
+static nb_status slice_infer(nb_op_ctx *c)
+{
+    const nb_var_info *x = nb_in_info(c, 0, 0);
+    int64_t first[NB_MAX_DIMS], step[NB_MAX_DIMS];
+    nb_var_info *o = nb_out_info(c, 0, 0);
+    *o = *x;
+    return slice_plan(c, x, first, step, o->shape);
+}
+
+static nb_status slice_kernel(nb_op_ctx *c)
+{
+    nb_tensor *x = nb_in(c, 0, 0), *o = nb_out(c, 0, 0);
+    int64_t first[NB_MAX_DIMS], step[NB_MAX_DIMS], shape[NB_MAX_DIMS], xs[NB_MAX_DIMS];
+    nb_status st = slice_plan(c, nb_in_info(c, 0, 0), first, step, shape);
+    if (st || nb_tensor_numel(o) == 0) return st;
+    nb_contiguous_strides(x->ndim, x->shape, xs);
+    int64_t off = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        off += first[d] * xs[d];
+        xs[d] *= step[d];
+    }
+    nb_shapeop_out ob;
+    if ((st = nb_shapeop_out_begin(c, o, &ob))) return st;
+    size_t el = nb_dtype_size(x->dtype);
+    nb_cpu_strided_copy(ob.data, (const char *)nb_tensor_data(x) + (size_t)off * el, o->ndim, o->shape, xs, el);
+    nb_shapeop_out_end(&ob);
+    return NB_OK;
+}
+
+/* ---- pad ------------------------------------------------------------------------ */
+
+static nb_status pad_mode(const nb_op_ctx *c, nb_pad_mode *mode)
+{
+    const char *m = nb_attr_string(c, "mode");
+    if (!strcmp(m, "constant")) *mode = NB_PAD_CONSTANT;
+    else if (!strcmp(m, "reflect")) *mode = NB_PAD_REFLECT;
+    else if (!strcmp(m, "edge")) *mode = NB_PAD_EDGE;
+    else return nb_error(NB_ERR_ARG, "%s: mode \"%s\" is not one of constant, reflect, edge", c->label, m);
+    return NB_OK;
+}
+
+static nb_status pad_infer(nb_op_ctx *c)
+{
+    const nb_var_info *x = nb_in_info(c, 0, 0);
+    const nb_attr_value *p = nb_attr_get(c, "paddings");
+    char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
+    nb_pad_mode mode = NB_PAD_CONSTANT;
+    nb_status st = pad_mode(c, &mode);
+    if (st) return st;
+    if (p->n != 2 * x->ndim)
+        return nb_error(NB_ERR_ARG, "%s: paddings %s has %d entries but X of shape %s needs %d (before and after each dim)",
+                        c->label, nb_attr_value_str(b, sizeof b, p), p->n, SHAPE_STR(a, x), 2 * x->ndim);
+    nb_var_info *o = nb_out_info(c, 0, 0);
+    *o = *x;
+    for (int d = 0; d < x->ndim; d++) {
+        int64_t before = p->ints[2 * d], after = p->ints[2 * d + 1], n = x->shape[d];
+        if (before < 0 || after < 0 || before > INT64_MAX / 4 || after > INT64_MAX / 4)
+            return nb_error(NB_ERR_ARG, "%s: paddings %s for dim %d must be >= 0 (and not absurdly large)",
+                            c->label, nb_attr_value_str(b, sizeof b, p), d);
+        if (n < 0) {
+            o->shape[d] = -1;
+            continue;
+        }
+        if (mode == NB_PAD_REFLECT && ((before && before >= n) || (after && after >= n)))
+            return nb_error(NB_ERR_SHAPE,
+                            "%s: reflect padding (%lld, %lld) of dim %d needs pads smaller than its size %lld (X has shape %s)",
+                            c->label, (long long)before, (long long)after, d, (long long)n, SHAPE_STR(a, x));
+        if (mode == NB_PAD_EDGE && (before || after) && n == 0)
+            return nb_error(NB_ERR_SHAPE, "%s: edge padding of dim %d has no edge to repeat (X has shape %s)", c->label,
+                            d, SHAPE_STR(a, x));
+        o->shape[d] = n + before + after;
+    }
+    return NB_OK;
+}
+
+static nb_status pad_kernel(nb_op_ctx *c)
+{
+    nb_tensor *x = nb_in(c, 0, 0), *o = nb_out(c, 0, 0);
+    nb_pad_mode mode = NB_PAD_CONSTANT;
+    nb_status st = pad_mode(c, &mode);
+    if (st) return st;
+    union { double f; int64_t i; unsigned char bytes[8]; } fill; /* aligned for any dtype */
+    nb_store(x->dtype, &fill, 0, nb_attr_float(c, "pad_value"));
+    nb_shapeop_out ob;
+    if ((st = nb_shapeop_out_begin(c, o, &ob))) return st;
+    st = nb_cpu_pad(ob.data, nb_tensor_data(x), x->ndim, x->shape, nb_attr_get(c, "paddings")->ints, mode,
+                    fill.bytes, nb_dtype_size(x->dtype));
+    if (st) {
+        free(ob.scratch);
+        return nb_error(st, "%s: out of memory", c->label);
+    }
+    nb_shapeop_out_end(&ob);
+    return NB_OK;
+}
+
+/* ---- gather, index_select ------------------------------------------------------- */
+
+static nb_status check_index_info(const nb_op_ctx *c, const nb_var_info *idx, const char *slot)
+{
+    char a[NB_SHAPE_STR_MAX];
+    if (idx->dtype != NB_I32 && idx->dtype != NB_I64)
+        return nb_error(NB_ERR_DTYPE, "%s: %s must be int32 or int64, got %s", c->label, slot,
+                        nb_dtype_name(idx->dtype));
+    if (idx->ndim != 1)
+        return nb_error(NB_ERR_SHAPE, "%s: %s must be 1-D, got shape %s", c->label, slot, SHAPE_STR(a, idx));
+    return NB_OK;
+}
+
+/* The indexed axis of X, read from attribute `attr` ("axis" or "dim"). */
+static nb_status indexed_axis(const nb_op_ctx *c, const char *attr, int *axis)
+{
+    const nb_var_info *x = nb_in_info(c, 0, 0);
+    if (x->ndim == 0)
+        return nb_error(NB_ERR_SHAPE, "%s: X is a scalar (shape []); it needs a dim to index", c->label);
+    return nb_shapeop_axis(c, attr, nb_attr_int(c, attr), x->ndim, "X", x, axis);
+}
+
+/* Checks every index of the Index tensor (slot `slot`) against dim `axis`
+ * of X, naming the first bad one. */
+static nb_status check_indices(const nb_op_ctx *c, int slot, int axis)
+{
+    nb_tensor *x = nb_in(c, 0, 0), *idx = nb_in(c, slot, 0);
+    int64_t pos, val, n = x->shape[axis];
+    if (nb_cpu_index_check(nb_tensor_data(idx), idx->dtype == NB_I64, nb_tensor_numel(idx), n, &pos, &val))
+        return NB_OK;
+    char a[NB_SHAPE_STR_MAX];
+    return nb_error(NB_ERR_ARG, "%s: Index[%lld] = %lld is out of range [0, %lld) for dim %d of X (shape %s)",
+                    c->label, (long long)pos, (long long)val, (long long)n, axis,
+                    nb_shape_str(a, sizeof a, x->ndim, x->shape));
+}
+
+static nb_status gather_infer_with(nb_op_ctx *c, const char *attr)
+{
+    const nb_var_info *x = nb_in_info(c, 0, 0), *idx = nb_in_info(c, 1, 0);
+    int axis;
+    nb_status st = check_index_info(c, idx, "Index");
+    if (st || (st = indexed_axis(c, attr, &axis))) return st;
+    nb_var_info *o = nb_out_info(c, 0, 0);
+    *o = *x;
+    o->shape[axis] = idx->shape[0];
+    return NB_OK;
+}
+
+static nb_status gather_kernel_with(nb_op_ctx *c, const char *attr)
+{
+    nb_tensor *x = nb_in(c, 0, 0), *idx = nb_in(c, 1, 0), *o = nb_out(c, 0, 0);
+    int axis;
+    nb_status st = indexed_axis(c, attr, &axis);
+    if (st || (st = check_indices(c, 1, axis))) return st;
+    nb_shapeop_out ob;
+    if ((st = nb_shapeop_out_begin(c, o, &ob))) return st;
+    nb_cpu_gather(ob.data, nb_tensor_data(x), nb_tensor_data(idx), idx->dtype == NB_I64, nb_tensor_numel(idx),
+                  nb_shapeop_product(x->shape, 0, axis), x->shape[axis], nb_shapeop_product(x->shape, axis + 1, x->ndim),
+                  nb_dtype_size(x->dtype));
+    nb_shapeop_out_end(&ob);
+    return NB_OK;
+}
+
+static nb_status gather_infer(nb_op_ctx *c) { return gather_infer_with(c, "axis"); }
+static nb_status gather_kernel(nb_op_ctx *c) { return gather_kernel_with(c, "axis"); }
+static nb_status index_select_infer(nb_op_ctx *c) { return gather_infer_with(c, "dim"); }
+static nb_status index_select_kernel(nb_op_ctx *c) { return gather_kernel_with(c, "dim"); }
+
+/* ---- scatter_add ------------------------------------------------------------------ */
+
+static nb_status scatter_add_infer(nb_op_ctx *c)
+{
+    const nb_var_info *x = nb_in_info(c, 0, 0), *idx = nb_in_info(c, 1, 0), *upd = nb_in_info(c, 2, 0);
+    char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX], i[NB_SHAPE_STR_MAX];
+    int axis;
+    nb_status st = check_index_info(c, idx, "Index");
+    if (st || (st = indexed_axis(c, "axis", &axis))) return st;
+    if (x->dtype != NB_F32 && x->dtype != NB_F64 && x->dtype != NB_I32 && x->dtype != NB_I64)
+        return nb_error(NB_ERR_DTYPE, "%s: X is %s; scatter_add takes float32, float64, int32 or int64", c->label,
+                        nb_dtype_name(x->dtype));
+    if (upd->dtype != x->dtype)
+        return nb_error(NB_ERR_DTYPE, "%s: Updates is %s but X is %s", c->label, nb_dtype_name(upd->dtype),
+                        nb_dtype_name(x->dtype));
+    bool ok = upd->ndim == x->ndim;
+    for (int d = 0; d < x->ndim && ok; d++) {
+        int64_t want = d == axis ? idx->shape[0] : x->shape[d], got = upd->shape[d];
+        ok = want < 0 || got < 0 || want == got;
+    }
+    if (!ok)
+        return nb_error(NB_ERR_SHAPE,
+                        "%s: Updates has shape %s but X has shape %s and Index %s: Updates must be X's shape with dim %d = len(Index)",
+                        c->label, SHAPE_STR(a, upd), SHAPE_STR(b, x), SHAPE_STR(i, idx), axis);
+    *nb_out_info(c, 0, 0) = *x;
+    return NB_OK;
+}
+
+static nb_status scatter_add_kernel(nb_op_ctx *c)
+{
+    nb_tensor *x = nb_in(c, 0, 0), *idx = nb_in(c, 1, 0), *upd = nb_in(c, 2, 0), *o = nb_out(c, 0, 0);
+    int axis;
+    nb_status st = indexed_axis(c, "axis", &axis);
+    if (st || (st = check_indices(c, 1, axis))) return st;
+    /* Out = X in place is the usual case and needs no copy; any other
+     * overlap with an input goes through a scratch buffer. */
+    size_t bytes = (size_t)nb_tensor_numel(o) * nb_dtype_size(o->dtype);
+    void *xd = nb_tensor_data(x), *dst = nb_tensor_data(o), *scratch = NULL;
+    bool in_place = dst == xd;
+    if (nb_shapeop_overlap(o, idx) || nb_shapeop_overlap(o, upd) || (!in_place && nb_shapeop_overlap(o, x))) {
+        if (!(scratch = malloc(bytes ? bytes : 1)))
+            return nb_error(NB_ERR_NOMEM, "%s: out of memory for a scratch copy of the output", c->label);
+        dst = scratch;
+    }
+    if (dst != xd && bytes) memcpy(dst, xd, bytes);
+    if (!nb_cpu_scatter_add(o->dtype, dst, nb_tensor_data(upd), nb_tensor_data(idx), idx->dtype == NB_I64,
+                            nb_tensor_numel(idx), nb_shapeop_product(x->shape, 0, axis), x->shape[axis],
+                            nb_shapeop_product(x->shape, axis + 1, x->ndim))) {
+        free(scratch);
+        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", c->label, nb_dtype_name(o->dtype));
+    }
+    if (scratch) {
+        memcpy(nb_tensor_data(o), scratch, bytes);
+        free(scratch);
+    }
+    return NB_OK;
+}
+
+/* ---- one_hot ------------------------------------------------------------------------ */
+
+static nb_status one_hot_infer(nb_op_ctx *c)
+{
+    const nb_var_info *x = nb_in_info(c, 0, 0);
+    int64_t depth = nb_attr_int(c, "depth"), dt = nb_attr_int(c, "dtype");
+    char a[NB_SHAPE_STR_MAX];
+    if (x->dtype != NB_I32 && x->dtype != NB_I64)
+        return nb_error(NB_ERR_DTYPE, "%s: X must be int32 or int64, got %s", c->label, nb_dtype_name(x->dtype));
+    if (depth <= 0)
+        return nb_error(NB_ERR_ARG, "%s: depth must be positive, got %lld", c->label, (long long)depth);
+    if (dt < 0 || dt > INT32_MAX || !nb_dtype_valid((int)dt))
+        return nb_error(NB_ERR_ARG, "%s: dtype %lld is not a valid nb_dtype", c->label, (long long)dt);
+    if (x->ndim + 1 > NB_MAX_DIMS)
+        return nb_error(NB_ERR_ARG, "%s: X of shape %s has no room for one more dim (at most %d)", c->label,
+                        SHAPE_STR(a, x), NB_MAX_DIMS);
+    nb_var_info *o = nb_out_info(c, 0, 0);
+    *o = *x;
+    o->dtype = (nb_dtype)dt;
+    o->shape[o->ndim++] = depth;
+    return NB_OK;
+}
+
+static nb_status one_hot_kernel(nb_op_ctx *c)
+{
+    nb_tensor *x = nb_in(c, 0, 0), *o = nb_out(c, 0, 0);
+    int64_t depth = nb_attr_int(c, "depth"), pos, val, count = nb_tensor_numel(x);
+    bool idx64 = x->dtype == NB_I64;
+    if (!nb_cpu_index_check(nb_tensor_data(x), idx64, count, depth, &pos, &val)) {
+        char a[NB_SHAPE_STR_MAX];
+        return nb_error(NB_ERR_ARG, "%s: X[%lld] = %lld (flat index into X of shape %s) is out of range [0, %lld) for depth %lld",
+                        c->label, (long long)pos, (long long)val, nb_shape_str(a, sizeof a, x->ndim, x->shape),
+                        (long long)depth, (long long)depth);
+    }
+    nb_shapeop_out ob;
+    nb_status st = nb_shapeop_out_begin(c, o, &ob);
+    if (st) return st;
+    nb_cpu_one_hot(o->dtype, ob.data, nb_tensor_data(x), idx64, count, depth);
+    nb_shapeop_out_end(&ob);
+    return NB_OK;
+}
+
+/* ---- definitions ------------------------------------------------------------------ */
+
+const nb_op_def nb_op_slice = {
+    .name = "slice",
+    .doc = "Input[starts:ends:strides] along axes (Python rules: negative bounds count from the end, clamped)",
+    .inputs = {{"Input", 0}},
+    .outputs = {{"Out", 0}},
+    .attrs = {NB_ADEF_REQUIRED("axes", NB_ATTR_INTS), NB_ADEF_REQUIRED("starts", NB_ATTR_INTS),
+              NB_ADEF_REQUIRED("ends", NB_ATTR_INTS), NB_ADEF_INTS_EMPTY("strides")},
+    .infer = slice_infer,
+    .cpu = slice_kernel,
+    .grad_uses_inputs = 1u << 0,
+};
+
+const nb_op_def nb_op_pad = {
+    .name = "pad",
+    .doc = "Pads every dim of X by paddings (before, after pairs) with pad_value, or by reflecting or repeating the edge",
+    .inputs = {{"X", 0}},
+    .outputs = {{"Out", 0}},
+    .attrs = {NB_ADEF_REQUIRED("paddings", NB_ATTR_INTS), NB_ADEF_FLOAT("pad_value", 0.0),
+              NB_ADEF_STRING("mode", "constant")},
+    .infer = pad_infer,
+    .cpu = pad_kernel,
+    .grad_uses_inputs = 1u << 0,
+};
+
+const nb_op_def nb_op_gather = {
+    .name = "gather",
+    .doc = "Takes the slices X[..., Index[i], ...] along axis (Index 1-D): dim axis of Out has len(Index)",
+    .inputs = {{"X", 0}, {"Index", NB_SLOT_NO_GRAD}},
+    .outputs = {{"Out", 0}},
+    .attrs = {NB_ADEF_INT("axis", 0)},
+    .infer = gather_infer,
+    .cpu = gather_kernel,
+    .grad_uses_inputs = (1u << 0) | (1u << 1),
+};
+
+const nb_op_def nb_op_index_select = {
+    .name = "index_select",
+    .doc = "gather under its torch name: the slices of X at Index (1-D) along dim",
+    .inputs = {{"X", 0}, {"Index", NB_SLOT_NO_GRAD}},
+    .outputs = {{"Out", 0}},
+    .attrs = {NB_ADEF_INT("dim", 0)},
+    .infer = index_select_infer,
+    .cpu = index_select_kernel,
+    .grad_uses_inputs = (1u << 0) | (1u << 1),
+};
+
+const nb_op_def nb_op_scatter_add = {
+    .name = "scatter_add",
+    .doc = "Out = X, then Out[..., Index[i], ...] += Updates[..., i, ...] along axis (the gradient of gather)",
+    .inputs = {{"X", 0}, {"Index", NB_SLOT_NO_GRAD}, {"Updates", 0}},
+    .outputs = {{"Out", 0}},
+    .attrs = {NB_ADEF_INT("axis", 0)},
+    .infer = scatter_add_infer,
+    .cpu = scatter_add_kernel,
+    .grad_uses_inputs = 1u << 1,
+};
+
+const nb_op_def nb_op_one_hot = {
+    .name = "one_hot",
+    .doc = "Out[..., k] = 1 where k = X[...], else 0; Out has X's shape plus a last dim of size depth",
+    .inputs = {{"X", NB_SLOT_NO_GRAD}},
+    .outputs = {{"Out", 0}},
+    .attrs = {NB_ADEF_REQUIRED("depth", NB_ATTR_INT), NB_ADEF_INT("dtype", NB_F32)},
+    .infer = one_hot_infer,
+    .cpu = one_hot_kernel,
+    .flags = NB_OP_NOT_DIFFERENTIABLE,
+};

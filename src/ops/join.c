@@ -1,0 +1,238 @@
+/* The shape family, part two: ops that join tensors (concat, stack) or cut
+ * one apart (split). The family table in shape.c lists them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels/cpu/shape.h"
+#include "shape_internal.h"
+
+/* Checks that input k has the dtype and rank of input 0 and, except along
+ * `skip` (-1: none), the dims seen so far in `shape`, which it refines where
+ * earlier inputs left a dim unknown; from[d] is the input that fixed dim d. */
+static nb_status merge_input(nb_op_ctx *c, int k, int skip, int64_t *shape, int *from, const char *rule)
+{
+    const nb_var_info *x0 = nb_in_info(c, 0, 0), *xk = nb_in_info(c, 0, k);
+    char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
+    if (xk->dtype != x0->dtype)
+        return nb_error(NB_ERR_DTYPE, "%s: X[%d] is %s but X[0] is %s", c->label, k, nb_dtype_name(xk->dtype),
+                        nb_dtype_name(x0->dtype));
+    if (xk->ndim != x0->ndim)
+        return nb_error(NB_ERR_SHAPE, "%s: X[%d] has shape %s but X[0] has shape %s: %s", c->label, k,
+                        SHAPE_STR(a, xk), SHAPE_STR(b, x0), rule);
+    for (int d = 0; d < xk->ndim; d++) {
+        if (d == skip || xk->shape[d] < 0) continue;
+        if (shape[d] < 0) {
+            shape[d] = xk->shape[d];
+            from[d] = k;
+        } else if (shape[d] != xk->shape[d]) {
+            const nb_var_info *xj = nb_in_info(c, 0, from[d]);
+            return nb_error(NB_ERR_SHAPE, "%s: X[%d] has shape %s but X[%d] has shape %s: %s", c->label, k,
+                            SHAPE_STR(a, xk), from[d], SHAPE_STR(b, xj), rule);
+        }
+    }
+    return NB_OK;
+}
+
+static nb_status concat_axis(nb_op_ctx *c, int *axis)
+{
+    const nb_var_info *x0 = nb_in_info(c, 0, 0);
+    if (x0->ndim == 0)
+        return nb_error(NB_ERR_SHAPE, "%s: X[0] is a scalar (shape []); concat joins tensors of rank >= 1",
+                        c->label);
+    return nb_shapeop_axis(c, "axis", nb_attr_int(c, "axis"), x0->ndim, "X[0]", x0, axis);
+}
+
+static nb_status concat_infer(nb_op_ctx *c)
+{
+    int axis, n = nb_in_count(c, 0), from[NB_MAX_DIMS] = {0};
+    nb_status st = concat_axis(c, &axis);
+    if (st) return st;
+    const nb_var_info *x0 = nb_in_info(c, 0, 0);
+    nb_var_info *o = nb_out_info(c, 0, 0);
+    *o = *x0;
+    char rule[64];
+    snprintf(rule, sizeof rule, "all dims but axis %d must match", axis);
+    int64_t total = 0;
+    for (int k = 0; k < n; k++) {
+        if ((st = merge_input(c, k, axis, o->shape, from, rule))) return st;
+        int64_t len = nb_in_info(c, 0, k)->shape[axis];
+        total = total < 0 || len < 0 ? -1 : total + len;
+    }
+    o->shape[axis] = total;
+    return NB_OK;
+}
+
+/* Views every input as [outer, its rows], the dims before `axis` against
+ * the rest, and joins the rows. Stack is the case where each input brings a
+ * new dim of size 1 at axis. */
+static nb_status join_kernel(nb_op_ctx *c, int axis)
+{
+    int n = nb_in_count(c, 0);
+    nb_tensor *o = nb_out(c, 0, 0), *x0 = nb_in(c, 0, 0);
+    size_t el = nb_dtype_size(o->dtype);
+    const void **src = malloc((size_t)n * sizeof *src);
+    size_t *row_bytes = malloc((size_t)n * sizeof *row_bytes);
+    nb_shapeop_out ob;
+    nb_status st = !src || !row_bytes ? nb_error(NB_ERR_NOMEM, "%s: out of memory", c->label)
+                                      : nb_shapeop_out_begin(c, o, &ob);
+    if (!st) {
+        int64_t outer = nb_shapeop_product(x0->shape, 0, axis);
+        for (int k = 0; k < n; k++) {
+            nb_tensor *x = nb_in(c, 0, k);
+            src[k] = nb_tensor_data(x);
+            row_bytes[k] = (size_t)nb_shapeop_product(x->shape, axis, x->ndim) * el;
+        }
+        nb_cpu_concat(ob.data, n, src, row_bytes, outer);
+        nb_shapeop_out_end(&ob);
+    }
+    free(src);
+    free(row_bytes);
+    return st;
+}
+
+static nb_status concat_kernel(nb_op_ctx *c)
+{
+    int axis;
+    nb_status st = concat_axis(c, &axis);
+    return st ? st : join_kernel(c, axis);
+}
+
+static nb_status stack_infer(nb_op_ctx *c)
+{
+    const nb_var_info *x0 = nb_in_info(c, 0, 0);
+    int n = nb_in_count(c, 0), axis, from[NB_MAX_DIMS] = {0};
+    char a[NB_SHAPE_STR_MAX];
+    if (x0->ndim + 1 > NB_MAX_DIMS)
+        return nb_error(NB_ERR_ARG, "%s: stacking X of shape %s gives more than %d dims", c->label,
+                        SHAPE_STR(a, x0), NB_MAX_DIMS);
+    nb_status st = nb_shapeop_axis(c, "axis", nb_attr_int(c, "axis"), x0->ndim + 1, "X[0]", x0, &axis);
+    if (st) return st;
+    int64_t shape[NB_MAX_DIMS];
+    memcpy(shape, x0->shape, sizeof shape);
+    for (int k = 0; k < n; k++)
+        if ((st = merge_input(c, k, -1, shape, from, "stack needs equal shapes"))) return st;
+    nb_var_info *o = nb_out_info(c, 0, 0);
+    o->dtype = x0->dtype;
+    o->ndim = x0->ndim + 1;
+    for (int d = 0, k = 0; d < o->ndim; d++) o->shape[d] = d == axis ? n : shape[k++];
+    return NB_OK;
+}
+
+static nb_status stack_kernel(nb_op_ctx *c)
+{
+    int64_t axis = nb_attr_int(c, "axis");
+    int rank = nb_in(c, 0, 0)->ndim + 1;
+    return join_kernel(c, (int)(axis < 0 ? axis + rank : axis));
+}
+
+static nb_status split_axis(nb_op_ctx *c, int *axis)
+{
+    const nb_var_info *x = nb_in_info(c, 0, 0);
+    if (x->ndim == 0)
+        return nb_error(NB_ERR_SHAPE, "%s: X is a scalar (shape []); split cuts tensors of rank >= 1", c->label);
+    return nb_shapeop_axis(c, "axis", nb_attr_int(c, "axis"), x->ndim, "X", x, axis);
+}
+
+static nb_status split_infer(nb_op_ctx *c)
+{
+    const nb_var_info *x = nb_in_info(c, 0, 0);
+    const nb_attr_value *sec = nb_attr_get(c, "sections");
+    int n = nb_out_count(c, 0), axis;
+    char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
+    nb_status st = split_axis(c, &axis);
+    if (st) return st;
+    int64_t len = x->shape[axis];
+    for (int k = 0; k < n; k++) {
+        nb_var_info *o = nb_out_info(c, 0, k);
+        *o = *x;
+    }
+    if (!sec->n) {
+        if (len >= 0 && len % n)
+            return nb_error(NB_ERR_SHAPE, "%s: dim %d of X (shape %s) has size %lld, which does not split into %d equal parts",
+                            c->label, axis, SHAPE_STR(a, x), (long long)len, n);
+        for (int k = 0; k < n; k++) nb_out_info(c, 0, k)->shape[axis] = len < 0 ? -1 : len / n;
+        return NB_OK;
+    }
+    if (sec->n != n)
+        return nb_error(NB_ERR_ARG, "%s: sections %s has %d entries but %d outputs were given", c->label,
+                        nb_attr_value_str(b, sizeof b, sec), sec->n, n);
+    int infer_at = -1;
+    int64_t sum = 0;
+    for (int k = 0; k < n; k++) {
+        int64_t s = sec->ints[k];
+        if (s < -1 || (s == -1 && infer_at >= 0))
+            return nb_error(NB_ERR_ARG, "%s: sections %s: sizes must be >= 0, with at most one -1 to infer", c->label,
+                            nb_attr_value_str(b, sizeof b, sec));
+        if (s == -1) infer_at = k;
+        else sum += s;
+        nb_out_info(c, 0, k)->shape[axis] = s;
+    }
+    if (len < 0) return NB_OK;
+    if (infer_at >= 0 ? sum > len : sum != len)
+        return nb_error(NB_ERR_SHAPE, "%s: sections %s do not add up to %lld, the size of dim %d of X (shape %s)",
+                        c->label, nb_attr_value_str(b, sizeof b, sec), (long long)len, axis, SHAPE_STR(a, x));
+    if (infer_at >= 0) nb_out_info(c, 0, infer_at)->shape[axis] = len - sum;
+    return NB_OK;
+}
+
+static nb_status split_kernel(nb_op_ctx *c)
+{
+    int n = nb_out_count(c, 0), axis, k = 0;
+    nb_status st = split_axis(c, &axis);
+    if (st) return st;
+    nb_tensor *x = nb_in(c, 0, 0);
+    size_t el = nb_dtype_size(x->dtype);
+    void **dst = malloc((size_t)n * sizeof *dst);
+    size_t *row_bytes = malloc((size_t)n * sizeof *row_bytes);
+    nb_shapeop_out *ob = calloc((size_t)n, sizeof *ob);
+    if (!dst || !row_bytes || !ob) st = nb_error(NB_ERR_NOMEM, "%s: out of memory", c->label);
+    for (; !st && k < n; k++) {
+        nb_tensor *o = nb_out(c, 0, k);
+        if ((st = nb_shapeop_out_begin(c, o, &ob[k]))) break;
+        dst[k] = ob[k].data;
+        row_bytes[k] = (size_t)nb_shapeop_product(o->shape, axis, o->ndim) * el;
+    }
+    if (!st) nb_cpu_split(dst, n, nb_tensor_data(x), row_bytes, nb_shapeop_product(x->shape, 0, axis));
+    /* Scratch copies go back only once the source has been read in full. */
+    for (int j = 0; j < k; j++) {
+        if (st) free(ob[j].scratch);
+        else nb_shapeop_out_end(&ob[j]);
+    }
+    free(dst);
+    free(row_bytes);
+    free(ob);
+    return st;
+}
+
+/* ---- definitions ------------------------------------------------------------------ */
+
+const nb_op_def nb_op_concat = {
+    .name = "concat",
+    .doc = "Joins the tensors X along an existing axis; all other dims must match",
+    .inputs = {{"X", NB_SLOT_VARIADIC}},
+    .outputs = {{"Out", 0}},
+    .attrs = {NB_ADEF_INT("axis", 0)},
+    .infer = concat_infer,
+    .cpu = concat_kernel,
+    .grad_uses_inputs = 1u << 0,
+};
+
+const nb_op_def nb_op_split = {
+    .name = "split",
+    .doc = "Cuts X along axis into the given outputs: sizes from sections, or equal parts",
+    .inputs = {{"X", 0}},
+    .outputs = {{"Out", NB_SLOT_VARIADIC}},
+    .attrs = {NB_ADEF_INT("axis", 0), NB_ADEF_INTS_EMPTY("sections")},
+    .infer = split_infer,
+    .cpu = split_kernel,
+};
+
+const nb_op_def nb_op_stack = {
+    .name = "stack",
+    .doc = "Joins equally shaped tensors X along a new dim at axis",
+    .inputs = {{"X", NB_SLOT_VARIADIC}},
+    .outputs = {{"Out", 0}},
+    .attrs = {NB_ADEF_INT("axis", 0)},
+    .infer = stack_infer,
+    .cpu = stack_kernel,
+};
