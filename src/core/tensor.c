@@ -285,6 +285,7 @@ nb_status nb_tensor_reshape(nb_tensor **out, nb_tensor *t, int ndim, const int64
     int64_t full[NB_MAX_DIMS];
     char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
     if (ndim < 0 || ndim > NB_MAX_DIMS) return nb_error(NB_ERR_SHAPE, "reshape: %d dimensions", ndim);
+    if (ndim > 0 && !shape) return nb_error(NB_ERR_ARG, "reshape: shape is NULL");
     int infer = -1;
     int64_t known = 1;
     for (int i = 0; i < ndim; i++) {
@@ -295,6 +296,8 @@ nb_status nb_tensor_reshape(nb_tensor **out, nb_tensor *t, int ndim, const int64
         } else if (shape[i] < 0) {
             return nb_error(NB_ERR_SHAPE, "reshape: negative size in %s", nb_shape_str(a, sizeof a, ndim, shape));
         } else {
+            if (shape[i] && known > INT64_MAX / shape[i])
+                return nb_error(NB_ERR_SHAPE, "reshape: shape %s is too large", nb_shape_str(a, sizeof a, ndim, shape));
             known *= shape[i];
         }
     }
@@ -325,6 +328,7 @@ nb_status nb_tensor_permute(nb_tensor **out, nb_tensor *t, const int *perm)
 {
     *out = NULL;
     bool seen[NB_MAX_DIMS] = {false};
+    if (t->ndim > 0 && !perm) return nb_error(NB_ERR_ARG, "permute: perm is NULL");
     for (int i = 0; i < t->ndim; i++) {
         if (perm[i] < 0 || perm[i] >= t->ndim || seen[perm[i]])
             return nb_error(NB_ERR_ARG, "permute: not a permutation of %d dimensions", t->ndim);
@@ -369,8 +373,10 @@ nb_status nb_tensor_slice(nb_tensor **out, nb_tensor *t, int dim, int64_t start,
     nb_tensor *v = view_of(t);
     if (!v) return nb_error(NB_ERR_NOMEM, "slice: out of memory");
     v->offset += start * t->strides[dim];
-    v->shape[dim] = (stop - start + step - 1) / step;
-    v->strides[dim] *= step;
+    /* Written so that a huge step cannot overflow; a stride that is never
+     * stepped over (at most one element) keeps its value for the same reason. */
+    v->shape[dim] = stop > start ? (stop - start - 1) / step + 1 : 0;
+    if (v->shape[dim] > 1) v->strides[dim] *= step;
     *out = v;
     return NB_OK;
 }
@@ -399,8 +405,11 @@ nb_status nb_tensor_expand(nb_tensor **out, nb_tensor *t, int ndim, const int64_
 {
     *out = NULL;
     char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
+    if (ndim > 0 && !shape) return nb_error(NB_ERR_ARG, "expand: shape is NULL");
     if (ndim < t->ndim || ndim > NB_MAX_DIMS)
         goto bad;
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0) goto bad;
     nb_tensor *v = view_of(t);
     if (!v) return nb_error(NB_ERR_NOMEM, "expand: out of memory");
     int lead = ndim - t->ndim;
@@ -445,8 +454,15 @@ nb_status nb_tensor_copy_into(nb_tensor *dst, const nb_tensor *src)
     } else {
         /* Walk both views with an odometer over the logical index. */
         int64_t idx[NB_MAX_DIMS] = {0}, so = src->offset, doff = dst->offset;
+        size_t es = nb_dtype_size(dst->dtype);
+        bool same = src->dtype == dst->dtype;
         for (int64_t i = 0; i < n; i++) {
-            nb_store(dst->dtype, dst->storage->data, doff, nb_load(src->dtype, src->storage->data, so));
+            /* Same dtype: copy the bytes, as int64 does not survive double. */
+            if (same)
+                memcpy((char *)dst->storage->data + doff * (int64_t)es,
+                       (const char *)src->storage->data + so * (int64_t)es, es);
+            else
+                nb_store(dst->dtype, dst->storage->data, doff, nb_load(src->dtype, src->storage->data, so));
             for (int d = dst->ndim - 1; d >= 0; d--) {
                 if (++idx[d] < dst->shape[d]) {
                     so += src->strides[d];
@@ -494,7 +510,8 @@ bool nb_tensor_allclose(const nb_tensor *a, const nb_tensor *b, double rtol, dou
         double x = nb_tensor_get(a, i), y = nb_tensor_get(b, i);
         if (isnan(x) && isnan(y)) continue;
         if (x == y) continue; /* equal infinities */
-        if (!(fabs(x - y) <= atol + rtol * fabs(y))) return false;
+        /* An infinity is close only to itself (rtol * inf would admit anything). */
+        if (isinf(x) || isinf(y) || !(fabs(x - y) <= atol + rtol * fabs(y))) return false;
     }
     return true;
 }
