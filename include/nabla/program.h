@@ -141,4 +141,10 @@ nb_status nb_block_infer_op(nb_block *b, nb_op *op);
 /* Prints every block, var and op in a readable text form. */
 nb_status nb_program_print(const nb_program *p, FILE *f);
 
+/* Writes the program as a Graphviz graph: ops as boxes coloured by role
+ * (forward, loss, backward, optimize), vars as ellipses, parameters as double
+ * circles, gradients shaded, and each sub-block as a cluster. Render with
+ * `dot -Tpng`. */
+nb_status nb_program_to_dot(const nb_program *p, FILE *f);
+
 #endif

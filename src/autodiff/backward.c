@@ -377,6 +377,7 @@ nb_status nb_gradients(nb_program *p, int n_targets, const char *const *targets,
                        int n_inputs, const char *const *inputs, int n_no_grad, const char *const *no_grad,
                        bool allow_unused, nb_backward_result *out)
 {
+    if (out) memset(out, 0, sizeof *out);
     if (!p || !out || n_targets < 1 || !targets || n_inputs < 1 || !inputs || n_no_grad < 0 || (n_no_grad && !no_grad))
         return nb_error(NB_ERR_ARG, "gradients: need a program, at least one target and one input");
     return build_backward(p, n_targets, targets, target_grads, n_inputs, inputs, n_no_grad, no_grad, allow_unused,
@@ -386,6 +387,7 @@ nb_status nb_gradients(nb_program *p, int n_targets, const char *const *targets,
 nb_status nb_append_backward(nb_program *p, const char *loss, int n_params, const char *const *params, int n_no_grad,
                              const char *const *no_grad, nb_backward_result *out)
 {
+    if (out) memset(out, 0, sizeof *out);
     if (!p || !loss || !out || n_params < 0 || (n_params && !params))
         return nb_error(NB_ERR_ARG, "append_backward: need a program, a loss and a result");
     nb_block *b = nb_program_global_block(p);

@@ -4,5 +4,6 @@
 
 int cmd_ops(int argc, char **argv);
 int cmd_gradcheck(int argc, char **argv);
+int cmd_dot(int argc, char **argv);
 
 #endif

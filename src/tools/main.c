@@ -11,6 +11,7 @@ static const struct {
 } commands[] = {
     {"ops", cmd_ops, "list every registered op: slots, attributes, gradient rules"},
     {"gradcheck", cmd_gradcheck, "check every gradient rule against finite differences"},
+    {"dot", cmd_dot, "draw a program with its backward part as Graphviz DOT"},
 };
 
 static void usage(FILE *f)
