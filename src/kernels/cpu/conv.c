@@ -1,0 +1,111 @@
+/* 2-D convolution on the CPU: im2col + GEMM per image and group.
+ *
+ * The typed code lives in conv_impl.h, included once per dtype. The batch is
+ * split across OpenMP threads, each with its own column buffer; nested
+ * parallelism is off by default, so the GEMMs inside then run serially,
+ * while a single image leaves the GEMM free to use every thread. */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include "conv.h"
+#include "gemm.h"
+#ifdef NABLA_HAVE_OPENMP
+#include <omp.h>
+#define NB_PRAGMA(x) _Pragma(#x)
+#define OMP_FOR_IF(cond) NB_PRAGMA(omp parallel for schedule(static) if(cond))
+#define OMP_FOR_NT(nt) NB_PRAGMA(omp parallel for schedule(static) num_threads(nt) if((nt) > 1))
+#define THREAD_ID() omp_get_thread_num()
+#else
+#define OMP_FOR_IF(cond) (void)(cond);
+#define OMP_FOR_NT(nt) (void)(nt);
+#define THREAD_ID() 0
+#endif
+
+/* Below this many multiply-adds a call stays on one thread. */
+#define PAR_MIN_WORK 32768.0
+/* Per-thread column buffers together stay under this; beyond it fewer
+ * threads share the batch. */
+#define COL_BUDGET_BYTES ((size_t)256 << 20)
+
+/* Output positions o in [lo, hi) whose input index o * stride + off lies in
+ * [0, size): the part of a row of the column matrix that is not padding. */
+static void valid_range(int64_t off, int64_t stride, int64_t size, int64_t n_out, int64_t *lo, int64_t *hi)
+{
+    int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    int64_t h = size - 1 - off < 0 ? 0 : (size - 1 - off) / stride + 1;
+    if (h > n_out) h = n_out;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* How many threads share the batch: one when the work is small, when we are
+ * already inside a parallel region, or when there is a single image. */
+static int batch_threads(int64_t n, double work, size_t col_bytes)
+{
+#ifdef NABLA_HAVE_OPENMP
+    if (n < 2 || work < PAR_MIN_WORK || omp_in_parallel()) return 1;
+    int64_t nt = omp_get_max_threads();
+    if (nt > n) nt = n;
+    if (col_bytes) {
+        int64_t cap = (int64_t)(COL_BUDGET_BYTES / col_bytes);
+        if (cap < 1) cap = 1;
+        if (nt > cap) nt = cap;
+    }
+    return nt < 1 ? 1 : (int)nt;
+#else
+    (void)n, (void)work, (void)col_bytes;
+    return 1;
+#endif
+}
+
+/* A 1x1 kernel with unit stride and no padding reads the image as its own
+ * column matrix. */
+static bool is_pointwise(const nb_conv2d_geom *g)
+{
+    return g->kh == 1 && g->kw == 1 && g->stride_h == 1 && g->stride_w == 1 && g->pad_top == 0 &&
+           g->pad_left == 0 && g->ho == g->h && g->wo == g->w;
+}
+
+static void *alloc_buf(size_t count, size_t elem)
+{
+    return malloc(count ? count * elem : 1);
+}
+
+#define T float
+#define SFX f32
+#define GEMM nb_gemm_f32
+#include "conv_impl.h"
+#undef T
+#undef SFX
+#undef GEMM
+
+#define T double
+#define SFX f64
+#define GEMM nb_gemm_f64
+#include "conv_impl.h"
+#undef T
+#undef SFX
+#undef GEMM
+
+nb_status nb_cpu_conv2d(const char *label, nb_dtype dt, const nb_conv2d_geom *g, const void *x, const void *w,
+                        const void *bias, void *y)
+{
+    switch (dt) {
+    case NB_F32: return conv2d_f32(label, g, x, w, bias, y);
+    case NB_F64: return conv2d_f64(label, g, x, w, bias, y);
+    default: return nb_error(NB_ERR_DTYPE, "%s: no CPU kernel for %s (float32 and float64 only)", label,
+                             nb_dtype_name(dt));
+    }
+}
+
+nb_status nb_cpu_conv2d_grad(const char *label, nb_dtype dt, const nb_conv2d_geom *g, const void *x,
+                             const void *w, const void *dy, void *dx, void *dw, void *db)
+{
+    switch (dt) {
+    case NB_F32: return conv2d_grad_f32(label, g, x, w, dy, dx, dw, db);
+    case NB_F64: return conv2d_grad_f64(label, g, x, w, dy, dx, dw, db);
+    default: return nb_error(NB_ERR_DTYPE, "%s: no CPU kernel for %s (float32 and float64 only)", label,
+                             nb_dtype_name(dt));
+    }
+}

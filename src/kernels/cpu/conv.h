@@ -1,0 +1,30 @@
+/* CPU kernels of 2-D convolution (NCHW): im2col + GEMM forward and the fused
+ * backward pass (col2im for the input gradient). Private to the library. */
+#ifndef NABLA_KERNELS_CPU_CONV_H
+#define NABLA_KERNELS_CPU_CONV_H
+
+#include "nabla/tensor.h"
+
+/* Everything a convolution kernel needs to know about its shapes; the op
+ * layer fills it after validating. Only the top and left paddings appear:
+ * the bottom and right ones have already decided ho and wo. */
+typedef struct nb_conv2d_geom {
+    int64_t n, c, h, w;   /* Input [n, c, h, w] */
+    int64_t m, kh, kw;    /* Filter [m, c / groups, kh, kw] */
+    int64_t ho, wo;       /* Output [n, m, ho, wo] */
+    int64_t stride_h, stride_w;
+    int64_t pad_top, pad_left;
+    int64_t dil_h, dil_w;
+    int64_t groups;
+} nb_conv2d_geom;
+
+/* y = conv(x, w) (+ bias per output channel when bias is not NULL). */
+nb_status nb_cpu_conv2d(const char *label, nb_dtype dt, const nb_conv2d_geom *g, const void *x,
+                        const void *w, const void *bias, void *y);
+
+/* Gradients of conv2d given dy; each of dx, dw, db may be NULL (not wanted).
+ * db is the sum of dy over the batch and both spatial dimensions. */
+nb_status nb_cpu_conv2d_grad(const char *label, nb_dtype dt, const nb_conv2d_geom *g, const void *x,
+                             const void *w, const void *dy, void *dx, void *dw, void *db);
+
+#endif

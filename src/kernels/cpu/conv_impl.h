@@ -1,0 +1,199 @@
+/* Typed body of the convolution kernels; conv.c includes it once per dtype
+ * with T (the element type), SFX (a name suffix) and GEMM defined. */
+#define CONV_CAT_(a, b) a##_##b
+#define CONV_CAT(a, b) CONV_CAT_(a, b)
+#define FN(name) CONV_CAT(name, SFX)
+
+/* Unfolds the cg channels of one image-group x ([cg, h, w]) into col
+ * ([cg * kh * kw, ho * wo]); padding becomes zeros. */
+static void FN(im2col)(const nb_conv2d_geom *g, int64_t cg, const T *x, T *col, bool par)
+{
+    const int64_t H = g->h, W = g->w, Ho = g->ho, Wo = g->wo, kh = g->kh, kw = g->kw;
+    const int64_t sh = g->stride_h, sw = g->stride_w;
+    OMP_FOR_IF(par)
+    for (int64_t c = 0; c < cg; c++) {
+        const T *xc = x + c * H * W;
+        for (int64_t ki = 0; ki < kh; ki++) {
+            int64_t offh = ki * g->dil_h - g->pad_top, oh_lo, oh_hi;
+            valid_range(offh, sh, H, Ho, &oh_lo, &oh_hi);
+            for (int64_t kj = 0; kj < kw; kj++) {
+                int64_t offw = kj * g->dil_w - g->pad_left, ow_lo, ow_hi;
+                valid_range(offw, sw, W, Wo, &ow_lo, &ow_hi);
+                T *row = col + ((c * kh + ki) * kw + kj) * Ho * Wo;
+                memset(row, 0, (size_t)(oh_lo * Wo) * sizeof(T));
+                for (int64_t oh = oh_lo; oh < oh_hi; oh++) {
+                    T *dst = row + oh * Wo;
+                    const int64_t base = (oh * sh + offh) * W + offw;
+                    for (int64_t ow = 0; ow < ow_lo; ow++) dst[ow] = 0;
+                    if (sw == 1) {
+                        if (ow_hi > ow_lo)
+                            memcpy(dst + ow_lo, xc + base + ow_lo, (size_t)(ow_hi - ow_lo) * sizeof(T));
+                    } else {
+                        for (int64_t ow = ow_lo; ow < ow_hi; ow++) dst[ow] = xc[base + ow * sw];
+                    }
+                    for (int64_t ow = ow_hi; ow < Wo; ow++) dst[ow] = 0;
+                }
+                memset(row + oh_hi * Wo, 0, (size_t)((Ho - oh_hi) * Wo) * sizeof(T));
+            }
+        }
+    }
+}
+
+/* The adjoint of im2col: adds each column entry back onto the input pixel it
+ * came from (dx must be zeroed first). Channels are independent, so they can
+ * run in parallel. */
+static void FN(col2im)(const nb_conv2d_geom *g, int64_t cg, const T *col, T *dx, bool par)
+{
+    const int64_t H = g->h, W = g->w, Ho = g->ho, Wo = g->wo, kh = g->kh, kw = g->kw;
+    const int64_t sh = g->stride_h, sw = g->stride_w;
+    OMP_FOR_IF(par)
+    for (int64_t c = 0; c < cg; c++) {
+        T *xc = dx + c * H * W;
+        for (int64_t ki = 0; ki < kh; ki++) {
+            int64_t offh = ki * g->dil_h - g->pad_top, oh_lo, oh_hi;
+            valid_range(offh, sh, H, Ho, &oh_lo, &oh_hi);
+            for (int64_t kj = 0; kj < kw; kj++) {
+                int64_t offw = kj * g->dil_w - g->pad_left, ow_lo, ow_hi;
+                valid_range(offw, sw, W, Wo, &ow_lo, &ow_hi);
+                const T *row = col + ((c * kh + ki) * kw + kj) * Ho * Wo;
+                for (int64_t oh = oh_lo; oh < oh_hi; oh++) {
+                    const T *src = row + oh * Wo;
+                    const int64_t base = (oh * sh + offh) * W + offw;
+                    for (int64_t ow = ow_lo; ow < ow_hi; ow++) xc[base + ow * sw] += src[ow];
+                }
+            }
+        }
+    }
+}
+
+static nb_status FN(conv2d)(const char *label, const nb_conv2d_geom *g, const T *x, const T *w, const T *bias,
+                            T *y)
+{
+    const int64_t G = g->groups, cg = g->c / G, mg = g->m / G;
+    const int64_t K = cg * g->kh * g->kw, P = g->ho * g->wo, HW = g->h * g->w;
+    const bool direct = is_pointwise(g);
+    const size_t col_elems = direct ? 0 : (size_t)(K * P);
+    const double work = (double)g->n * (double)g->m * (double)P * (double)K;
+    const int nt = batch_threads(g->n, work, col_elems * sizeof(T));
+    T *cols = NULL;
+    if (!direct && !(cols = alloc_buf((size_t)nt * col_elems, sizeof(T))))
+        return nb_error(NB_ERR_NOMEM, "%s: out of memory for a %lld x %lld column buffer", label, (long long)K,
+                        (long long)P);
+    /* A lone image leaves the threads to im2col and the GEMM. */
+    const bool inner_par = nt == 1 && work >= PAR_MIN_WORK;
+    OMP_FOR_NT(nt)
+    for (int64_t n = 0; n < g->n; n++) {
+        T *col = cols ? cols + (size_t)THREAD_ID() * col_elems : NULL;
+        for (int64_t gi = 0; gi < G; gi++) {
+            const T *xg = x + (n * g->c + gi * cg) * HW;
+            const T *wg = w + gi * mg * K;
+            T *yg = y + (n * g->m + gi * mg) * P;
+            const T *colp = xg;
+            if (!direct) {
+                FN(im2col)(g, cg, xg, col, inner_par);
+                colp = col;
+            }
+            T beta = 0;
+            if (bias) {
+                /* Start from the bias and let the GEMM add onto it. */
+                for (int64_t j = 0; j < mg; j++) {
+                    T b = bias[gi * mg + j], *yr = yg + j * P;
+                    for (int64_t p = 0; p < P; p++) yr[p] = b;
+                }
+                beta = 1;
+            }
+            GEMM(false, false, mg, P, K, 1, wg, K, colp, P, beta, yg, P);
+        }
+    }
+    free(cols);
+    return NB_OK;
+}
+
+static nb_status FN(conv2d_grad)(const char *label, const nb_conv2d_geom *g, const T *x, const T *w, const T *dy,
+                                 T *dx, T *dw, T *db)
+{
+    const int64_t G = g->groups, cg = g->c / G, mg = g->m / G;
+    const int64_t K = cg * g->kh * g->kw, P = g->ho * g->wo, HW = g->h * g->w;
+    const int64_t wsize = g->m * K;
+
+    if (db) {
+        OMP_FOR_IF((double)g->n * (double)g->m * (double)P >= PAR_MIN_WORK)
+        for (int64_t m = 0; m < g->m; m++) {
+            double acc = 0;
+            for (int64_t n = 0; n < g->n; n++) {
+                const T *d = dy + (n * g->m + m) * P;
+                for (int64_t p = 0; p < P; p++) acc += d[p];
+            }
+            db[m] = (T)acc;
+        }
+    }
+    if (!dx && !dw) return NB_OK;
+
+    const bool direct = is_pointwise(g);
+    const size_t col_elems = direct ? 0 : (size_t)(K * P);
+    const double work = (double)g->n * (double)g->m * (double)P * (double)K * ((dx ? 1 : 0) + (dw ? 1 : 0));
+    const int nt = batch_threads(g->n, work, col_elems * sizeof(T));
+    T *cols = NULL, *dw_part = NULL;
+    if (!direct && !(cols = alloc_buf((size_t)nt * col_elems, sizeof(T))))
+        return nb_error(NB_ERR_NOMEM, "%s: out of memory for a %lld x %lld column buffer", label, (long long)K,
+                        (long long)P);
+    if (dw) {
+        /* Images add onto the same filter gradient, so with several threads
+         * each sums into its own copy and the copies are added at the end. */
+        if (nt > 1) {
+            if (!(dw_part = calloc((size_t)nt * (size_t)wsize, sizeof(T)))) {
+                free(cols);
+                return nb_error(NB_ERR_NOMEM, "%s: out of memory for filter gradient buffers", label);
+            }
+        } else {
+            memset(dw, 0, (size_t)wsize * sizeof(T));
+        }
+    }
+    const bool inner_par = nt == 1 && work >= PAR_MIN_WORK;
+    OMP_FOR_NT(nt)
+    for (int64_t n = 0; n < g->n; n++) {
+        const int tid = THREAD_ID();
+        T *col = cols ? cols + (size_t)tid * col_elems : NULL;
+        T *dw_acc = dw_part ? dw_part + (size_t)tid * (size_t)wsize : dw;
+        if (dx && !direct) memset(dx + n * g->c * HW, 0, (size_t)(g->c * HW) * sizeof(T));
+        for (int64_t gi = 0; gi < G; gi++) {
+            const T *xg = x + (n * g->c + gi * cg) * HW;
+            const T *wg = w + gi * mg * K;
+            const T *dyg = dy + (n * g->m + gi * mg) * P;
+            if (dw) {
+                const T *colp = xg;
+                if (!direct) {
+                    FN(im2col)(g, cg, xg, col, inner_par);
+                    colp = col;
+                }
+                /* dW_g += dY_g [mg, P] * col^T [P, K] */
+                GEMM(false, true, mg, K, P, 1, dyg, P, colp, P, 1, dw_acc + gi * mg * K, K);
+            }
+            if (dx) {
+                T *dxg = dx + (n * g->c + gi * cg) * HW;
+                /* dcol [K, P] = W_g^T [K, mg] * dY_g [mg, P] */
+                if (direct) {
+                    GEMM(true, false, K, P, mg, 1, wg, K, dyg, P, 0, dxg, P);
+                } else {
+                    GEMM(true, false, K, P, mg, 1, wg, K, dyg, P, 0, col, P);
+                    FN(col2im)(g, cg, col, dxg, inner_par);
+                }
+            }
+        }
+    }
+    if (dw_part) {
+        OMP_FOR_IF(wsize * nt >= 32768)
+        for (int64_t i = 0; i < wsize; i++) {
+            T acc = 0;
+            for (int t = 0; t < nt; t++) acc += dw_part[(size_t)t * (size_t)wsize + (size_t)i];
+            dw[i] = acc;
+        }
+    }
+    free(dw_part);
+    free(cols);
+    return NB_OK;
+}
+
+#undef FN
+#undef CONV_CAT
+#undef CONV_CAT_

@@ -1,0 +1,231 @@
+/* Typed body of the normalisation kernels; norm.c includes it once per dtype
+ * with T (the element type) and SFX (a name suffix) defined. */
+#define NORM_CAT_(a, b) a##_##b
+#define NORM_CAT(a, b) NORM_CAT_(a, b)
+#define FN(name) NORM_CAT(name, SFX)
+
+static nb_status FN(batch_norm)(const char *label, int64_t n, int64_t c, int64_t s, const T *x, const T *scale,
+                                const T *bias, const T *mean, const T *var, bool global, double momentum,
+                                double eps, T *y, T *mean_out, T *var_out, T *saved_mean, T *saved_invstd)
+{
+    const int64_t planes = n * c, m = n * s;
+    const bool par = (double)planes * (double)s >= PAR_MIN_WORK;
+    double *mu = dalloc(3 * c), *ps = NULL;
+    if (!mu) return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
+    double *inv = mu + c, *bvar = mu + 2 * c;
+    if (global) {
+        for (int64_t ch = 0; ch < c; ch++) {
+            mu[ch] = mean[ch];
+            bvar[ch] = var[ch];
+            inv[ch] = 1.0 / sqrt(bvar[ch] + eps);
+        }
+    } else {
+        if (!(ps = dalloc(planes))) {
+            free(mu);
+            return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
+        }
+        OMP_FOR_IF(par)
+        for (int64_t p = 0; p < planes; p++) {
+            const T *xp = x + p * s;
+            double acc = 0;
+            for (int64_t j = 0; j < s; j++) acc += xp[j];
+            ps[p] = acc;
+        }
+        sum_planes(ps, n, c, mu);
+        for (int64_t ch = 0; ch < c; ch++) mu[ch] /= (double)m;
+        /* Two passes: the centred sum of squares does not cancel. */
+        OMP_FOR_IF(par)
+        for (int64_t p = 0; p < planes; p++) {
+            const T *xp = x + p * s;
+            const double mc = mu[p % c];
+            double acc = 0;
+            for (int64_t j = 0; j < s; j++) {
+                double d = xp[j] - mc;
+                acc += d * d;
+            }
+            ps[p] = acc;
+        }
+        sum_planes(ps, n, c, bvar);
+        for (int64_t ch = 0; ch < c; ch++) {
+            bvar[ch] /= (double)m;
+            inv[ch] = 1.0 / sqrt(bvar[ch] + eps);
+        }
+    }
+    /* The running statistics may be updated in place: each channel's old
+     * value is read before its new one is written. */
+    const double unbias = m > 1 ? (double)m / (double)(m - 1) : 1.0;
+    for (int64_t ch = 0; ch < c; ch++) {
+        double new_mean = mu[ch], new_var = bvar[ch];
+        if (!global) {
+            new_mean = momentum * (double)mean[ch] + (1 - momentum) * mu[ch];
+            new_var = momentum * (double)var[ch] + (1 - momentum) * bvar[ch] * unbias;
+        }
+        if (mean_out) mean_out[ch] = (T)new_mean;
+        if (var_out) var_out[ch] = (T)new_var;
+        if (saved_mean) saved_mean[ch] = (T)mu[ch];
+        if (saved_invstd) saved_invstd[ch] = (T)inv[ch];
+    }
+    if (y) {
+        OMP_FOR_IF(par)
+        for (int64_t p = 0; p < planes; p++) {
+            const int64_t ch = p % c;
+            const T *xp = x + p * s;
+            T *yp = y + p * s;
+            const T mc = (T)mu[ch], a = (T)(inv[ch] * (scale ? (double)scale[ch] : 1.0)),
+                    b = bias ? bias[ch] : (T)0;
+            for (int64_t j = 0; j < s; j++) yp[j] = (xp[j] - mc) * a + b;
+        }
+    }
+    free(ps);
+    free(mu);
+    return NB_OK;
+}
+
+static nb_status FN(batch_norm_grad)(const char *label, int64_t n, int64_t c, int64_t s, const T *x,
+                                     const T *scale, const T *mean, const T *stat, bool stat_is_var, bool global,
+                                     double eps, const T *dy, T *dx, T *dscale, T *dbias)
+{
+    const int64_t planes = n * c, m = n * s;
+    const bool par = (double)planes * (double)s >= PAR_MIN_WORK;
+    double *inv = dalloc(3 * c), *ps = NULL;
+    if (!inv) return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
+    double *sdy = inv + c, *sdyx = inv + 2 * c;
+    for (int64_t ch = 0; ch < c; ch++) inv[ch] = stat_is_var ? 1.0 / sqrt((double)stat[ch] + eps) : stat[ch];
+    if (dscale || dbias || (dx && !global)) {
+        if (!(ps = dalloc(2 * planes))) {
+            free(inv);
+            return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
+        }
+        OMP_FOR_IF(par)
+        for (int64_t p = 0; p < planes; p++) {
+            const T *xp = x + p * s, *dp = dy + p * s;
+            const double mc = mean[p % c];
+            double a = 0, b = 0;
+            for (int64_t j = 0; j < s; j++) {
+                a += dp[j];
+                b += dp[j] * (xp[j] - mc);
+            }
+            ps[p] = a;
+            ps[planes + p] = b;
+        }
+        sum_planes(ps, n, c, sdy);
+        sum_planes(ps + planes, n, c, sdyx);
+        for (int64_t ch = 0; ch < c; ch++) {
+            if (dbias) dbias[ch] = (T)sdy[ch];
+            if (dscale) dscale[ch] = (T)(sdyx[ch] * inv[ch]);
+        }
+    }
+    if (dx) {
+        /* Training: dx = scale * inv * (dy - mean(dy) - xhat * mean(dy * xhat)),
+         * the batch statistics depending on x too; global statistics are
+         * constants, leaving only the first term. */
+        OMP_FOR_IF(par)
+        for (int64_t p = 0; p < planes; p++) {
+            const int64_t ch = p % c;
+            const T *xp = x + p * s, *dp = dy + p * s;
+            T *dxp = dx + p * s;
+            const T k = (T)(inv[ch] * (scale ? (double)scale[ch] : 1.0));
+            if (global) {
+                for (int64_t j = 0; j < s; j++) dxp[j] = k * dp[j];
+            } else {
+                const T mc = (T)mean[ch], c0 = (T)(sdy[ch] / (double)m),
+                        c1 = (T)(inv[ch] * inv[ch] * sdyx[ch] / (double)m);
+                for (int64_t j = 0; j < s; j++) dxp[j] = k * (dp[j] - c0 - (xp[j] - mc) * c1);
+            }
+        }
+    }
+    free(ps);
+    free(inv);
+    return NB_OK;
+}
+
+static void FN(layer_norm)(int64_t rows, int64_t cols, const T *x, const T *scale, const T *bias, double eps,
+                           T *y, T *mean, T *var)
+{
+    OMP_FOR_IF((double)rows * (double)cols >= PAR_MIN_WORK)
+    for (int64_t r = 0; r < rows; r++) {
+        const T *xr = x + r * cols;
+        double mu = 0, v = 0;
+        for (int64_t j = 0; j < cols; j++) mu += xr[j];
+        mu = cols ? mu / (double)cols : 0;
+        for (int64_t j = 0; j < cols; j++) {
+            double d = xr[j] - mu;
+            v += d * d;
+        }
+        v = cols ? v / (double)cols : 0;
+        if (mean) mean[r] = (T)mu;
+        if (var) var[r] = (T)v;
+        if (y) {
+            T *yr = y + r * cols;
+            const T mt = (T)mu, inv = (T)(1.0 / sqrt(v + eps));
+            if (scale && bias)
+                for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - mt) * inv * scale[j] + bias[j];
+            else if (scale)
+                for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - mt) * inv * scale[j];
+            else if (bias)
+                for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - mt) * inv + bias[j];
+            else
+                for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - mt) * inv;
+        }
+    }
+}
+
+static nb_status FN(layer_norm_grad)(const char *label, int64_t rows, int64_t cols, const T *x, const T *scale,
+                                     const T *mean, const T *var, double eps, const T *dy, T *dx, T *dscale,
+                                     T *dbias)
+{
+    const bool par = (double)rows * (double)cols >= PAR_MIN_WORK;
+    double *inv = dalloc(rows);
+    if (!inv) return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
+    for (int64_t r = 0; r < rows; r++) inv[r] = 1.0 / sqrt((double)var[r] + eps);
+    /* DScale and DBias first: dx may overwrite dy. They sum over rows, so
+     * threads take blocks of columns and walk every row. */
+    if (dscale || dbias) {
+        const int64_t nblocks = (cols + COL_BLOCK - 1) / COL_BLOCK;
+        OMP_FOR_IF(par)
+        for (int64_t bk = 0; bk < nblocks; bk++) {
+            const int64_t j0 = bk * COL_BLOCK, j1 = j0 + COL_BLOCK < cols ? j0 + COL_BLOCK : cols;
+            double ds[COL_BLOCK] = {0}, db[COL_BLOCK] = {0};
+            for (int64_t r = 0; r < rows; r++) {
+                const T *xr = x + r * cols, *dr = dy + r * cols;
+                const double mu = mean[r], iv = inv[r];
+                for (int64_t j = j0; j < j1; j++) {
+                    db[j - j0] += dr[j];
+                    ds[j - j0] += dr[j] * ((xr[j] - mu) * iv);
+                }
+            }
+            for (int64_t j = j0; j < j1; j++) {
+                if (dscale) dscale[j] = (T)ds[j - j0];
+                if (dbias) dbias[j] = (T)db[j - j0];
+            }
+        }
+    }
+    if (dx) {
+        /* With g = dy * scale: dx = inv * (g - mean(g) - xhat * mean(g * xhat)). */
+        OMP_FOR_IF(par)
+        for (int64_t r = 0; r < rows; r++) {
+            const T *xr = x + r * cols, *dr = dy + r * cols;
+            T *dxr = dx + r * cols;
+            const double mu = mean[r], iv = inv[r];
+            double s1 = 0, s2 = 0;
+            for (int64_t j = 0; j < cols; j++) {
+                double gj = scale ? (double)dr[j] * scale[j] : dr[j];
+                s1 += gj;
+                s2 += gj * ((xr[j] - mu) * iv);
+            }
+            const T mt = (T)mu, ivt = (T)iv, c0 = (T)(cols ? s1 / (double)cols : 0),
+                    c1 = (T)(cols ? s2 / (double)cols : 0);
+            for (int64_t j = 0; j < cols; j++) {
+                T gj = scale ? dr[j] * scale[j] : dr[j];
+                T xh = (xr[j] - mt) * ivt;
+                dxr[j] = ivt * (gj - c0 - xh * c1);
+            }
+        }
+    }
+    free(inv);
+    return NB_OK;
+}
+
+#undef FN
+#undef NORM_CAT
+#undef NORM_CAT_

@@ -1,0 +1,28 @@
+/* CPU kernels of 2-D max and average pooling (NCHW) and their gradients.
+ * Private to the library. */
+#ifndef NABLA_KERNELS_CPU_POOL_H
+#define NABLA_KERNELS_CPU_POOL_H
+
+#include <stdbool.h>
+#include "nabla/tensor.h"
+
+/* Shapes and window of a pooling; the op layer fills it after validating
+ * (global pooling arrives as a window the size of the image). The window of
+ * output (i, j) starts at input row i * stride_h - pad_top and column
+ * j * stride_w - pad_left; the parts outside the image are padding. */
+typedef struct nb_pool2d_geom {
+    int64_t n, c, h, w; /* X [n, c, h, w] */
+    int64_t ho, wo;     /* Out [n, c, ho, wo] */
+    int64_t kh, kw, stride_h, stride_w, pad_top, pad_left;
+    bool is_max;
+    bool exclusive; /* avg: divide by the non-padding count, else by kh * kw */
+} nb_pool2d_geom;
+
+nb_status nb_cpu_pool2d(const char *label, nb_dtype dt, const nb_pool2d_geom *g, const void *x, void *out);
+
+/* dx from dout. Max pooling sends each window's gradient to the first element
+ * of the window equal to its output (the first maximum). */
+nb_status nb_cpu_pool2d_grad(const char *label, nb_dtype dt, const nb_pool2d_geom *g, const void *x,
+                             const void *out, const void *dout, void *dx);
+
+#endif
