@@ -9,6 +9,7 @@
 #include <string.h>
 #include "families.h"
 #include "kernels/cpu/nn.h"
+#include "nn_grad.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -133,6 +134,7 @@ static const nb_op_def op_softmax = {
     .infer = infer_softmax,
     .cpu = nb_cpu_softmax,
     .grad_uses_outputs = 1 << 0,
+    .vjp = nb_nn_softmax_vjp,
 };
 
 static const nb_op_def op_log_softmax = {
@@ -144,6 +146,7 @@ static const nb_op_def op_log_softmax = {
     .infer = infer_softmax,
     .cpu = nb_cpu_log_softmax,
     .grad_uses_outputs = 1 << 0,
+    .vjp = nb_nn_log_softmax_vjp,
 };
 
 /* ---- softmax_with_cross_entropy and its gradient ----------------------------- */
@@ -175,6 +178,7 @@ static const nb_op_def op_softmax_with_cross_entropy = {
     .cpu = nb_cpu_softmax_with_cross_entropy,
     .grad_uses_inputs = 1 << 1,
     .grad_uses_outputs = 1 << 0,
+    .vjp = nb_nn_softmax_with_cross_entropy_vjp,
 };
 
 static nb_status infer_swce_grad(nb_op_ctx *ctx)
@@ -233,6 +237,7 @@ static const nb_op_def op_cross_entropy = {
     .infer = infer_cross_entropy,
     .cpu = nb_cpu_cross_entropy,
     .grad_uses_inputs = (1 << 0) | (1 << 1),
+    .vjp = nb_nn_cross_entropy_vjp,
 };
 
 /* ---- mse_loss, bce_with_logits -------------------------------------------------- */
@@ -270,6 +275,7 @@ static const nb_op_def op_mse_loss = {
     .infer = infer_pointwise_loss,
     .cpu = nb_cpu_mse_loss,
     .grad_uses_inputs = (1 << 0) | (1 << 1),
+    .vjp = nb_nn_mse_loss_vjp,
 };
 
 static const nb_op_def op_bce_with_logits = {
@@ -281,6 +287,7 @@ static const nb_op_def op_bce_with_logits = {
     .infer = infer_pointwise_loss,
     .cpu = nb_cpu_bce_with_logits,
     .grad_uses_inputs = (1 << 0) | (1 << 1),
+    .vjp = nb_nn_bce_with_logits_vjp,
 };
 
 /* ---- dropout ---------------------------------------------------------------------- */
@@ -313,6 +320,7 @@ static const nb_op_def op_dropout = {
     .cpu = nb_cpu_dropout,
     .flags = NB_OP_RANDOM,
     .grad_uses_outputs = 1 << 1,
+    .vjp = nb_nn_dropout_vjp,
 };
 
 /* ---- embedding and its gradient ------------------------------------------------------- */
@@ -358,6 +366,7 @@ static const nb_op_def op_embedding = {
     .cpu = nb_cpu_embedding,
     /* The rule reads Ids, and W for the shape of its gradient. */
     .grad_uses_inputs = (1 << 0) | (1 << 1),
+    .vjp = nb_nn_embedding_vjp,
 };
 
 static nb_status infer_embedding_grad(nb_op_ctx *ctx)

@@ -1,0 +1,165 @@
+/* Gradient rules of the nn family.
+ *
+ * Most rules are compositions of differentiable ops, so their own gradients
+ * (second derivatives) come for free. Two emit a fused gradient op instead:
+ * softmax_with_cross_entropy (softmax_with_cross_entropy_grad) and
+ * embedding (embedding_grad); those fused ops have no rules of their own. */
+#include <string.h>
+#include "nabla/ops.h"
+#include "nn_grad.h"
+
+static nb_dtype dtype_of(nb_builder *b, nb_value v) { return nb_value_info(b, v).dtype; }
+
+/* The softmax VJP given its output y and the gradient dy of y:
+ * y * (dy - sum(dy * y, axis)). A 0-d y is a single class, where the sum
+ * along the axis is the element itself. */
+static nb_value softmax_backward(nb_builder *b, nb_value y, nb_value dy, int64_t axis)
+{
+    nb_value dot = nb_mul(b, dy, y);
+    if (nb_value_info(b, y).ndim > 0) dot = nb_reduce_sum(b, dot, 1, &axis, true);
+    return nb_mul(b, y, nb_sub(b, dy, dot));
+}
+
+nb_status nb_nn_softmax_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    if (!nb_grad_wants_dx(g, 0, 0)) return NB_OK;
+    nb_value dy = nb_grad_dy(g, 0, 0);
+    if (nb_is_none(dy)) return NB_OK;
+    int64_t axis = nb_grad_attr(g, "axis")->i;
+    nb_grad_set_dx(g, 0, 0, softmax_backward(b, nb_grad_y(g, 0, 0), dy, axis));
+    return nb_builder_status(b);
+}
+
+/* d log_softmax: dy - exp(y) * sum(dy, axis). */
+nb_status nb_nn_log_softmax_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    if (!nb_grad_wants_dx(g, 0, 0)) return NB_OK;
+    nb_value dy = nb_grad_dy(g, 0, 0), y = nb_grad_y(g, 0, 0);
+    if (nb_is_none(dy)) return NB_OK;
+    int64_t axis = nb_grad_attr(g, "axis")->i;
+    nb_value s = nb_value_info(b, y).ndim > 0 ? nb_reduce_sum(b, dy, 1, &axis, true) : dy;
+    nb_grad_set_dx(g, 0, 0, nb_sub(b, dy, nb_mul(b, nb_exp(b, y), s)));
+    return nb_builder_status(b);
+}
+
+/* The gradient of Loss goes through the fused op, which needs only Softmax
+ * and Label; a gradient of the Softmax output (if the caller used it too)
+ * adds the softmax rule's contribution. */
+nb_status nb_nn_softmax_with_cross_entropy_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    if (!nb_grad_wants_dx(g, 0, 0)) return NB_OK;
+    int64_t axis = nb_grad_attr(g, "axis")->i;
+    nb_value sm = nb_grad_y(g, 0, 0), dsm = nb_grad_dy(g, 0, 0), dloss = nb_grad_dy(g, 1, 0);
+    nb_value dx = NB_NONE;
+    if (!nb_is_none(dloss)) {
+        nb_value in[3] = {sm, nb_grad_x(g, 1, 0), dloss};
+        nb_attr attrs[3] = {NB_ATTR_INT("axis", axis), NB_ATTR_BOOL("soft_label", nb_grad_attr(g, "soft_label")->b),
+                            NB_ATTR_INT("ignore_index", nb_grad_attr(g, "ignore_index")->i)};
+        dx = nb_emit1(b, "softmax_with_cross_entropy_grad", 3, in, 3, attrs);
+    }
+    if (!nb_is_none(dsm)) {
+        nb_value c = softmax_backward(b, sm, dsm, axis);
+        dx = nb_is_none(dx) ? c : nb_add(b, dx, c);
+    }
+    if (!nb_is_none(dx)) nb_grad_set_dx(g, 0, 0, dx);
+    return nb_builder_status(b);
+}
+
+/* Y = -log(X[label]) per row (classes last): dX = -dY * T / X, where T is
+ * the soft label itself, or for hard labels their one-hot form with the
+ * rows whose label equals ignore_index zeroed. The kernel's clamp of X at
+ * 1e-20 is not modelled: it only matters for probabilities of (nearly) 0. */
+nb_status nb_nn_cross_entropy_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    if (!nb_grad_wants_dx(g, 0, 0)) return NB_OK;
+    nb_value dy = nb_grad_dy(g, 0, 0), x = nb_grad_x(g, 0, 0), lab = nb_grad_x(g, 1, 0);
+    if (nb_is_none(dy)) return NB_OK;
+    nb_var_info xi = nb_value_info(b, x);
+    nb_value t = lab;
+    if (!nb_grad_attr(g, "soft_label")->b) {
+        nb_var_info li = nb_value_info(b, lab);
+        int64_t C = xi.ndim ? xi.shape[xi.ndim - 1] : -1;
+        if (C < 0)
+            return nb_builder_fail(b, NB_ERR_SHAPE, "cross_entropy gradient: the number of classes (last dim of X) "
+                                                    "must be known when the gradient is built");
+        /* Labels in Paddle's layout [..., 1] become [...], like X without its class dim. */
+        nb_value flat = lab;
+        if (li.ndim == xi.ndim) flat = nb_squeeze(b, lab, 1, (const int64_t[]){-1});
+        nb_value valid = nb_not_equal(b, flat, nb_fill_constant(b, li.dtype, 0, NULL,
+                                                                (double)nb_grad_attr(g, "ignore_index")->i));
+        nb_value safe = nb_where(b, valid, flat, nb_fill_constant(b, li.dtype, 0, NULL, 0));
+        nb_attr oh[2] = {NB_ATTR_INT("depth", C), NB_ATTR_INT("dtype", xi.dtype)};
+        t = nb_emit1(b, "one_hot", 1, &safe, 2, oh);
+        t = nb_mul(b, t, nb_unsqueeze(b, nb_cast(b, valid, xi.dtype), 1, (const int64_t[]){-1}));
+    }
+    nb_grad_set_dx(g, 0, 0, nb_div(b, nb_mul(b, nb_scale(b, dy, -1, 0), t), x));
+    return nb_builder_status(b);
+}
+
+/* dy scaled by `coef`, and by 1/numel(x) for the "mean" reduction (with the
+ * count computed at run time when x's shape is not known yet). */
+static nb_value reduced_dy(nb_builder *b, const nb_grad_ctx *g, nb_value dy, nb_value x, double coef)
+{
+    if (strcmp(nb_grad_attr(g, "reduction")->s, "mean")) return coef == 1 ? dy : nb_scale(b, dy, coef, 0);
+    nb_var_info xi = nb_value_info(b, x);
+    int64_t n = 1;
+    for (int d = 0; d < xi.ndim && n >= 0; d++) n = xi.shape[d] < 0 ? -1 : n * xi.shape[d];
+    if (n >= 0) return nb_scale(b, dy, n ? coef / (double)n : coef, 0);
+    nb_value count = nb_reduce_sum(b, nb_ones_like(b, x), 0, NULL, false);
+    nb_value r = nb_div(b, dy, count);
+    return coef == 1 ? r : nb_scale(b, r, coef, 0);
+}
+
+/* mse_loss = reduce((X - Label)^2): dX = 2 (X - Label) dy (/N for mean),
+ * dLabel = -dX. */
+nb_status nb_nn_mse_loss_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    bool want_x = nb_grad_wants_dx(g, 0, 0), want_l = nb_grad_wants_dx(g, 1, 0);
+    nb_value dy = nb_grad_dy(g, 0, 0), x = nb_grad_x(g, 0, 0);
+    if (nb_is_none(dy) || !(want_x || want_l)) return NB_OK;
+    nb_value diff = nb_sub(b, x, nb_grad_x(g, 1, 0));
+    if (want_x) nb_grad_set_dx(g, 0, 0, nb_mul(b, diff, reduced_dy(b, g, dy, x, 2)));
+    if (want_l) nb_grad_set_dx(g, 1, 0, nb_mul(b, diff, reduced_dy(b, g, dy, x, -2)));
+    return nb_builder_status(b);
+}
+
+/* bce_with_logits: dX = (sigmoid(X) - Label) dy (/N for mean). */
+nb_status nb_nn_bce_with_logits_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    if (!nb_grad_wants_dx(g, 0, 0)) return NB_OK;
+    nb_value dy = nb_grad_dy(g, 0, 0), x = nb_grad_x(g, 0, 0);
+    if (nb_is_none(dy)) return NB_OK;
+    nb_value p = nb_sub(b, nb_sigmoid(b, x), nb_grad_x(g, 1, 0));
+    nb_grad_set_dx(g, 0, 0, nb_mul(b, p, reduced_dy(b, g, dy, x, 1)));
+    return nb_builder_status(b);
+}
+
+/* Out = X * Mask * scale, with the kernel's scale: 1/(1-p) when training in
+ * upscale_in_train mode, 1 when training in downgrade_in_infer mode; in
+ * test mode Mask is all ones and the scale is 1 or (1-p) respectively. */
+nb_status nb_nn_dropout_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    if (!nb_grad_wants_dx(g, 0, 0)) return NB_OK;
+    nb_value dy = nb_grad_dy(g, 0, 0);
+    if (nb_is_none(dy)) return NB_OK;
+    double p = nb_grad_attr(g, "dropout_prob")->f;
+    bool test = nb_grad_attr(g, "is_test")->b;
+    bool upscale = !strcmp(nb_grad_attr(g, "mode")->s, "upscale_in_train");
+    double scale = test ? (upscale ? 1.0 : 1.0 - p) : (upscale ? 1.0 / (1.0 - p) : 1.0);
+    nb_value dx = test ? dy : nb_mul(b, dy, nb_cast(b, nb_grad_y(g, 1, 0), dtype_of(b, dy)));
+    if (scale != 1.0) dx = nb_scale(b, dx, scale, 0);
+    nb_grad_set_dx(g, 0, 0, dx);
+    return nb_builder_status(b);
+}
+
+/* dW: the rows of dOut added into the rows of a zero table that Ids name. */
+nb_status nb_nn_embedding_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    if (!nb_grad_wants_dx(g, 0, 0)) return NB_OK;
+    nb_value dy = nb_grad_dy(g, 0, 0);
+    if (nb_is_none(dy)) return NB_OK;
+    nb_value in[3] = {nb_grad_x(g, 1, 0), dy, nb_grad_x(g, 0, 0)};
+    nb_attr attrs[1] = {NB_ATTR_INT("padding_idx", nb_grad_attr(g, "padding_idx")->i)};
+    nb_grad_set_dx(g, 0, 0, nb_emit1(b, "embedding_grad", 3, in, 1, attrs));
+    return nb_builder_status(b);
+}
