@@ -30,7 +30,7 @@ static nb_status infer(const char *op, int n_in, const nb_var_info *ins, int n_a
         CHECK(nb_shape_equal((info).ndim, (info).shape, n_, want_));                                  \
     } while (0)
 
-#define CHECK_SCALAR(t, tol, v) check_tensor_(__FILE__, __LINE__, (t), 0, NULL, (const double[]){(v)}, (tol))
+#define CHECK_SCALAR_TOL(t, tol, v) check_tensor_(__FILE__, __LINE__, (t), 0, NULL, (const double[]){(v)}, (tol))
 
 static nb_tensor *matmul(nb_tensor *x, nb_tensor *y, bool tx, bool ty, double alpha)
 {
@@ -88,7 +88,7 @@ static void test_matmul_vectors(void)
         nb_tensor *xv = matmul(x, v, false, false, 1);
         CHECK_TENSOR(xv, S(2), 0, 14, 32);
         nb_tensor *dot = matmul(v, w, false, false, 1);
-        CHECK_SCALAR(dot, 0, 32);
+        CHECK_SCALAR_TOL(dot, 0, 32);
         CHECK(dot && dot->ndim == 0);
         /* Transposing a vector changes nothing; Y^T still applies. */
         nb_tensor *yt = T(dt, S(2, 3), 7, 9, 11, 8, 10, 12);

@@ -33,7 +33,7 @@ static nb_status infer(const char *op, int n_in, const nb_var_info *ins, int n_a
     } while (0)
 
 /* A 0-d tensor's value. */
-#define CHECK_SCALAR(t, tol, v) check_tensor_(__FILE__, __LINE__, (t), 0, NULL, (const double[]){(v)}, (tol))
+#define CHECK_SCALAR_TOL(t, tol, v) check_tensor_(__FILE__, __LINE__, (t), 0, NULL, (const double[]){(v)}, (tol))
 
 /* X[i, j, k] = 12 i + 4 j + k, shape [2, 3, 4]. */
 static nb_tensor *iota234(nb_dtype dt)
@@ -59,7 +59,7 @@ static void test_reduce_sum_axes_and_keepdim(void)
         nb_dtype dt = num_types[t];
         nb_tensor *x = iota234(dt);
         nb_tensor *all = reduce("reduce_sum", x, 0, NULL, false);
-        CHECK_SCALAR(all, 0, 276);
+        CHECK_SCALAR_TOL(all, 0, 276);
         CHECK(all && all->ndim == 0 && all->dtype == dt);
         nb_tensor *mid = reduce("reduce_sum", x, 1, S(1), false);
         CHECK_TENSOR(mid, S(2, 4), 0, 12, 15, 18, 21, 48, 51, 54, 57);
@@ -85,7 +85,7 @@ static void test_reduce_sum_scalar_and_size1(void)
     nb_tensor *s = tscalar(NB_F64, 2.5);
     nb_tensor *r = reduce("reduce_sum", s, 0, NULL, true);
     CHECK(r && r->ndim == 0);
-    CHECK_SCALAR(r, 0, 2.5);
+    CHECK_SCALAR_TOL(r, 0, 2.5);
     /* Reducing a size-1 dim is a copy. */
     nb_tensor *x = T(NB_F32, S(2, 1, 2), 1, 2, 3, 4);
     nb_tensor *y = reduce("reduce_sum", x, 1, S(1), false);
@@ -101,7 +101,7 @@ static void test_reduce_mean(void)
         nb_tensor *mid = reduce("reduce_mean", x, 1, S(1), false);
         CHECK_TENSOR(mid, S(2, 4), 1e-6, 4, 5, 6, 7, 16, 17, 18, 19);
         nb_tensor *all = reduce("reduce_mean", x, 0, NULL, false);
-        CHECK_SCALAR(all, 1e-6, 11.5);
+        CHECK_SCALAR_TOL(all, 1e-6, 11.5);
         nb_tensor *two = reduce("reduce_mean", x, 2, S(0, 2), true);
         CHECK_TENSOR(two, S(1, 3, 1), 1e-6, 7.5, 11.5, 15.5);
         release_all(x, mid, all, two, NULL);
@@ -250,9 +250,9 @@ static void test_reduce_max_min(void)
         nb_tensor *mn = reduce("reduce_min", x, 1, S(0), true);
         CHECK_TENSOR(mn, S(1, 3), 0, 1, 5, -2);
         nb_tensor *all = reduce("reduce_max", x, 0, NULL, false);
-        CHECK_SCALAR(all, 0, 7);
+        CHECK_SCALAR_TOL(all, 0, 7);
         nb_tensor *lo = reduce("reduce_min", x, 2, S(-1, 0), false);
-        CHECK_SCALAR(lo, 0, -2);
+        CHECK_SCALAR_TOL(lo, 0, -2);
         CHECK(mx && mx->dtype == dt);
         release_all(x, mx, mn, all, lo, NULL);
     }
@@ -283,13 +283,13 @@ static void test_reduce_prod(void)
         nb_tensor *c = reduce("reduce_prod", x, 1, S(0), true);
         CHECK_TENSOR(c, S(1, 3), 0, 4, 10, -18);
         nb_tensor *all = reduce("reduce_prod", x, 0, NULL, false);
-        CHECK_SCALAR(all, 0, -720);
+        CHECK_SCALAR_TOL(all, 0, -720);
         release_all(x, r, c, all, NULL);
     }
     /* Integer products wrap like NumPy's instead of being undefined. */
     nb_tensor *big = T(NB_I32, S(2), 65536, 65536);
     nb_tensor *w = reduce("reduce_prod", big, 0, NULL, false);
-    CHECK_SCALAR(w, 0, 0);
+    CHECK_SCALAR_TOL(w, 0, 0);
     release_all(big, w, NULL);
 }
 
@@ -306,7 +306,7 @@ static void test_logsumexp(void)
         CHECK_TENSOR(c, S(1, 3), tol, 1000, 1000, 1000);
         nb_tensor *y = T(dt, S(2, 2), 0, 0, -1000, -1000);
         nb_tensor *all = reduce("logsumexp", y, 0, NULL, false);
-        CHECK_SCALAR(all, tol, log(2));
+        CHECK_SCALAR_TOL(all, tol, log(2));
         nb_tensor *low = reduce("logsumexp", y, 1, S(1), false);
         CHECK_TENSOR(low, S(2), tol, log(2), -1000 + log(2));
         /* Infinite and NaN maxima give themselves, not NaN from inf - inf. */
@@ -347,8 +347,8 @@ static void test_argmax_argmin(void)
     nb_tensor *f = T(NB_F64, S(5), 1, NAN, 7, NAN, 9);
     nb_tensor *in[] = {f};
     nb_tensor *a = RUN1_NOATTR("argmax", in), *b = RUN1_NOATTR("argmin", in);
-    CHECK_SCALAR(a, 0, 1);
-    CHECK_SCALAR(b, 0, 1);
+    CHECK_SCALAR_TOL(a, 0, 1);
+    CHECK_SCALAR_TOL(b, 0, 1);
     /* A 0-d X is a single element. */
     nb_tensor *s = tscalar(NB_F32, 4);
     nb_tensor *sin_[] = {s};
@@ -430,7 +430,7 @@ static void test_sum_to(void)
         nb_tensor *r2 = RUN1_NOATTR("sum_to", i2);
         CHECK_TENSOR(r2, S(4), 0, 60, 66, 72, 78);
         nb_tensor *r3 = RUN1_NOATTR("sum_to", i3);
-        CHECK_SCALAR(r3, 0, 276);
+        CHECK_SCALAR_TOL(r3, 0, 276);
         CHECK(r3 && r3->ndim == 0);
         nb_tensor *r4 = RUN1_NOATTR("sum_to", i4);
         CHECK(r4 && nb_tensor_allclose(r4, x, 0, 0));
