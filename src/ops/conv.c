@@ -3,6 +3,7 @@
  * kernels/cpu/conv.c and kernels/cpu/pool.c. */
 #include <stdio.h>
 #include <string.h>
+#include "conv_grad.h"
 #include "families.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/pool.h"
@@ -371,6 +372,7 @@ static const nb_op_def op_conv2d = {
     .infer = conv2d_infer,
     .cpu = conv2d_cpu,
     .grad_uses_inputs = (1u << 0) | (1u << 1),
+    .vjp = nb_conv2d_vjp,
 };
 
 static const nb_op_def op_conv2d_grad = {
@@ -394,6 +396,7 @@ static const nb_op_def op_pool2d = {
     .cpu = pool2d_cpu,
     .grad_uses_inputs = 1u << 0,
     .grad_uses_outputs = 1u << 0,
+    .vjp = nb_pool2d_vjp,
 };
 
 static const nb_op_def op_pool2d_grad = {

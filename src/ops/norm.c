@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 #include "families.h"
+#include "norm_grad.h"
 #include "kernels/cpu/norm.h"
 
 /* ---- shared checks -------------------------------------------------------- */
@@ -322,8 +323,10 @@ static const nb_op_def op_batch_norm = {
               NB_ADEF_BOOL("use_global_stats", false)},
     .infer = batch_norm_infer,
     .cpu = batch_norm_cpu,
-    .grad_uses_inputs = (1u << 0) | (1u << 1),
+    /* Mean and Variance: the statistics with is_test or use_global_stats. */
+    .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 3) | (1u << 4),
     .grad_uses_outputs = (1u << 3) | (1u << 4),
+    .vjp = nb_batch_norm_vjp,
 };
 
 static const nb_op_def op_batch_norm_grad = {
@@ -346,8 +349,10 @@ static const nb_op_def op_layer_norm = {
     .attrs = {NB_ADEF_INT("begin_norm_axis", 1), NB_ADEF_FLOAT("epsilon", 1e-5)},
     .infer = layer_norm_infer,
     .cpu = layer_norm_cpu,
-    .grad_uses_inputs = (1u << 0) | (1u << 1),
+    /* Bias: only its shape, which DBias takes. */
+    .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
     .grad_uses_outputs = (1u << 1) | (1u << 2),
+    .vjp = nb_layer_norm_vjp,
 };
 
 static const nb_op_def op_layer_norm_grad = {
