@@ -1,18 +1,430 @@
-/* Reference GEMM; the linalg family replaces it with a fast one. */
+/* Dense matrix products: CBLAS when nabla was built with it, and otherwise a
+ * blocked kernel in the manner of BLIS/GotoBLAS.
+ *
+ * The blocked kernel copies a KC x NC slab of op(B) and an MC x KC block of
+ * op(A) into "packed" buffers laid out exactly in the order the micro-kernel
+ * reads them (MR-row and NR-column strips, zero padded at the edges), so the
+ * inner loop streams through memory with unit stride whatever the transpose
+ * flags and leading dimensions were. The micro-kernel keeps an MR x NR tile
+ * of C in registers for a whole KC run. Block sizes aim at the usual cache
+ * hierarchy: a packed A block (MC x KC) stays in L2, a strip of packed B
+ * (KC x NR) in L1, the B slab in L3.
+ *
+ * The whole file is compiled at -O3 whatever the build type, because a Debug
+ * build of an unvectorised GEMM is slow enough to make tests of larger
+ * models crawl. On x86-64 the macro-kernel is also compiled for AVX2+FMA and
+ * picked at run time, so a generic build still uses the wide units. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3", "fp-contract=fast")
+#endif
+
+#include <stdlib.h>
+#include <string.h>
 #include "gemm.h"
 
-#define GEMM_REF(NAME, T)                                                                         \
-    void NAME(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda, \
-              const T *B, int64_t ldb, T beta, T *C, int64_t ldc)                                  \
-    {                                                                                             \
-        for (int64_t i = 0; i < M; i++)                                                           \
-            for (int64_t j = 0; j < N; j++) {                                                     \
-                T acc = 0;                                                                        \
-                for (int64_t k = 0; k < K; k++)                                                   \
-                    acc += (ta ? A[k * lda + i] : A[i * lda + k]) * (tb ? B[j * ldb + k] : B[k * ldb + j]); \
-                C[i * ldc + j] = alpha * acc + (beta == 0 ? 0 : beta * C[i * ldc + j]);           \
-            }                                                                                     \
+#ifdef NABLA_HAVE_CBLAS
+#include <cblas.h>
+#include <limits.h>
+#endif
+#ifdef NABLA_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+/* On x86-64 a second copy of the inner kernels is compiled for AVX2+FMA and
+ * chosen at run time, so that a generic build still uses the wide units. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(NABLA_NO_AVX2)
+#define GEMM_X86_AVX2 1
+#define GEMM_AVX2_ATTR __attribute__((target("avx2,fma")))
+static bool gemm_have_avx2(void)
+{
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
+
+#ifdef _OPENMP
+#define GEMM_SIMD _Pragma("omp simd")
+#else
+#define GEMM_SIMD
+#endif
+
+#ifdef NABLA_HAVE_OPENMP
+/* The implicit barrier at the end of each `omp for` keeps the packed B slab
+ * from being overwritten while another thread still reads it. */
+#define GEMM_PARALLEL(nt) _Pragma("omp parallel num_threads(nt) if (nt > 1)")
+#define GEMM_PARALLEL_FOR(nt) _Pragma("omp parallel for num_threads(nt) if (nt > 1)")
+#define GEMM_FOR _Pragma("omp for schedule(static)")
+#define GEMM_THREAD_NUM omp_get_thread_num()
+#else
+#define GEMM_PARALLEL(nt)
+#define GEMM_PARALLEL_FOR(nt)
+#define GEMM_FOR
+#define GEMM_THREAD_NUM 0
+#endif
+
+#define GEMM_INLINE static inline __attribute__((always_inline))
+
+/* Problems below this many multiply-adds skip packing: its fixed cost would
+ * dominate. */
+#define GEMM_SMALL_WORK (24 * 24 * 24)
+/* And below this many the blocked kernel runs on one thread. */
+#define GEMM_PARALLEL_WORK (96 * 96 * 96)
+
+/* Rounds up to a multiple of 64 bytes for aligned_alloc. */
+static void *gemm_alloc(size_t bytes)
+{
+    bytes = (bytes + 63) & ~(size_t)63;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+static int gemm_threads(int64_t M, int64_t N, int64_t K)
+{
+#ifdef NABLA_HAVE_OPENMP
+    /* A GEMM called from inside a parallel loop (batched matmul) runs on
+     * the calling thread: nested teams would only oversubscribe. */
+    if (omp_in_parallel()) return 1;
+    if ((double)M * (double)N * (double)K < (double)GEMM_PARALLEL_WORK) return 1;
+    int nt = omp_get_max_threads();
+    return nt > 1 ? nt : 1;
+#else
+    (void)M, (void)N, (void)K;
+    return 1;
+#endif
+}
+
+/* ---- everything below is stamped out once per element type --------------- */
+
+/* C := beta * C for the degenerate products (K == 0 or alpha == 0). With
+ * beta == 0, C is overwritten, so NaNs already in C do not survive. */
+#define GEMM_SCALE(T, SUF)                                                                     \
+    static void scale_##SUF(int64_t M, int64_t N, T beta, T *C, int64_t ldc)                    \
+    {                                                                                          \
+        for (int64_t i = 0; i < M; i++) {                                                      \
+            T *c = C + i * ldc;                                                                \
+            if (beta == 0)                                                                     \
+                for (int64_t j = 0; j < N; j++) c[j] = 0;                                      \
+            else if (beta != 1)                                                                \
+                for (int64_t j = 0; j < N; j++) c[j] *= beta;                                  \
+        }                                                                                      \
     }
 
-GEMM_REF(nb_gemm_f32, float)
-GEMM_REF(nb_gemm_f64, double)
+/* Dot product of a (stride sa) and b (stride sb). Eight partial sums let
+ * the compiler vectorise without reassociating one sum, and are a little
+ * more accurate than a single running total. */
+#define GEMM_DOT(T, SUF)                                                                       \
+    static T dot_##SUF(const T *a, int64_t sa, const T *b, int64_t sb, int64_t K)               \
+    {                                                                                          \
+        T s[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                     \
+        int64_t k = 0;                                                                         \
+        if (sa == 1 && sb == 1) {                                                              \
+            for (; k + 8 <= K; k += 8)                                                         \
+                for (int u = 0; u < 8; u++) s[u] += a[k + u] * b[k + u];                       \
+        }                                                                                      \
+        for (; k < K; k++) s[0] += a[k * sa] * b[k * sb];                                      \
+        return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));              \
+    }
+
+/* Small products, matrix-vector and vector-matrix shapes: no packing, loops
+ * ordered so the innermost one walks memory with unit stride when it can.
+ * Rows are independent, so big matrix-vector products split them among
+ * threads. */
+#define GEMM_SMALL(T, SUF)                                                                     \
+    static void small_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,         \
+                            const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,     \
+                            int64_t ldc)                                                       \
+    {                                                                                          \
+        /* Element (i, k) of op(A) is A[i * ar + k * ak]; (k, j) of op(B) is B[k * bk + j * bj]. */ \
+        int64_t ar = ta ? 1 : lda, ak = ta ? lda : 1;                                          \
+        int64_t bk = tb ? 1 : ldb, bj = tb ? ldb : 1;                                          \
+        bool axpy = !tb && N > 1; /* rows of B are contiguous: stream them */                  \
+        int nt = M > 1 ? gemm_threads(M, N, K) : 1;                                            \
+        (void)nt;                                                                              \
+        GEMM_PARALLEL_FOR(nt)                                                                  \
+        for (int64_t i = 0; i < M; i++) {                                                      \
+            T *restrict c = C + i * ldc;                                                       \
+            const T *a = A + i * ar;                                                           \
+            if (axpy) {                                                                        \
+                if (beta == 0)                                                                 \
+                    for (int64_t j = 0; j < N; j++) c[j] = 0;                                  \
+                else if (beta != 1)                                                            \
+                    for (int64_t j = 0; j < N; j++) c[j] *= beta;                              \
+                for (int64_t k = 0; k < K; k++) {                                              \
+                    T aik = alpha * a[k * ak];                                                 \
+                    const T *restrict b = B + k * bk;                                          \
+                    GEMM_SIMD                                                                  \
+                    for (int64_t j = 0; j < N; j++) c[j] += aik * b[j];                        \
+                }                                                                              \
+            } else {                                                                           \
+                for (int64_t j = 0; j < N; j++) {                                              \
+                    T d = alpha * dot_##SUF(a, ak, B + j * bj, bk, K);                          \
+                    c[j] = beta == 0 ? d : d + beta * c[j];                                    \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+/* op(A)[i0:i0+mc, p0:p0+kc] times alpha into MR-row strips: within a strip,
+ * element (i, k) sits at k * MR + i. Rows past mc are zero. */
+#define GEMM_PACK_A(T, SUF, MR)                                                                \
+    static void pack_a_##SUF(bool ta, const T *A, int64_t lda, int64_t i0, int64_t p0,          \
+                             int64_t mc, int64_t kc, T alpha, T *restrict Ap)                  \
+    {                                                                                          \
+        for (int64_t ir = 0; ir < mc; ir += MR) {                                              \
+            int64_t mr = mc - ir < MR ? mc - ir : MR;                                          \
+            T *restrict dst = Ap + ir * kc;                                                    \
+            if (ta) {                                                                          \
+                for (int64_t k = 0; k < kc; k++) {                                             \
+                    const T *src = A + (p0 + k) * lda + i0 + ir;                               \
+                    int64_t i = 0;                                                             \
+                    for (; i < mr; i++) dst[k * MR + i] = alpha * src[i];                      \
+                    for (; i < MR; i++) dst[k * MR + i] = 0;                                   \
+                }                                                                              \
+            } else {                                                                           \
+                int64_t i = 0;                                                                 \
+                for (; i < mr; i++) {                                                          \
+                    const T *src = A + (i0 + ir + i) * lda + p0;                               \
+                    for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = alpha * src[k];          \
+                }                                                                              \
+                for (; i < MR; i++)                                                            \
+                    for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = 0;                      \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+/* op(B)[p0:p0+kc, j0:j0+nc] into NR-column strips: element (k, j) of a
+ * strip sits at k * NR + j. Columns past nc are zero. Strips [q0, q1) only,
+ * so that threads can share the work. */
+#define GEMM_PACK_B(T, SUF, NR)                                                                \
+    static void pack_b_##SUF(bool tb, const T *B, int64_t ldb, int64_t p0, int64_t j0,          \
+                             int64_t kc, int64_t nc, int64_t q0, int64_t q1, T *restrict Bp)   \
+    {                                                                                          \
+        for (int64_t q = q0; q < q1; q++) {                                                    \
+            int64_t jr = q * NR, nr = nc - jr < NR ? nc - jr : NR;                             \
+            T *restrict dst = Bp + jr * kc;                                                    \
+            if (!tb) {                                                                         \
+                for (int64_t k = 0; k < kc; k++) {                                             \
+                    const T *src = B + (p0 + k) * ldb + j0 + jr;                               \
+                    int64_t j = 0;                                                             \
+                    for (; j < nr; j++) dst[k * NR + j] = src[j];                              \
+                    for (; j < NR; j++) dst[k * NR + j] = 0;                                   \
+                }                                                                              \
+            } else {                                                                           \
+                int64_t j = 0;                                                                 \
+                for (; j < nr; j++) {                                                          \
+                    const T *src = B + (j0 + jr + j) * ldb + p0;                               \
+                    for (int64_t k = 0; k < kc; k++) dst[k * NR + j] = src[k];                 \
+                }                                                                              \
+                for (; j < NR; j++)                                                            \
+                    for (int64_t k = 0; k < kc; k++) dst[k * NR + j] = 0;                      \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+/* The register tile: acc = Ap-strip * Bp-strip over kc, then
+ * C[0:mr, 0:nr] = acc + beta * C. Accumulators are GCC/Clang vector values
+ * of VB bytes, which the compiler maps onto vector registers (plain loops
+ * over a 2-D array were not reliably kept in registers). Each pass holds
+ * MR x 2 vectors, twelve registers; with 16-byte vectors the NR columns take
+ * two passes over the same A strip. Packed strips are 64-byte aligned. */
+#define GEMM_MICRO(T, NAME, MR, NR, VB, ATTR)                                                  \
+    typedef T NAME##_v __attribute__((vector_size(VB), may_alias));                            \
+    typedef T NAME##_vu __attribute__((vector_size(VB), aligned(sizeof(T)), may_alias));       \
+    enum { NAME##_VL = (int)(VB / sizeof(T)), NAME##_NG = NR / (2 * NAME##_VL) };              \
+    ATTR GEMM_INLINE void NAME##_micro(int64_t kc, const T *restrict a, const T *restrict b,    \
+                                       T *restrict C, int64_t ldc, int64_t mr, int64_t nr,      \
+                                       T beta)                                                 \
+    {                                                                                          \
+        enum { VL = NAME##_VL };                                                               \
+        T tile[MR][NR] __attribute__((aligned(64)));                                           \
+        bool full = mr == MR && nr == NR;                                                      \
+        for (int g = 0; g < NAME##_NG; g++) {                                                  \
+            const T *bg = b + g * 2 * VL;                                                      \
+            NAME##_v acc[MR][2];                                                               \
+            _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] =      \
+                (NAME##_v){0};                                                                 \
+            for (int64_t k = 0; k < kc; k++) {                                                 \
+                NAME##_v b0 = *(const NAME##_v *)(bg + k * NR);                                \
+                NAME##_v b1 = *(const NAME##_v *)(bg + k * NR + VL);                           \
+                _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                        \
+                    T ai = a[k * MR + i];                                                      \
+                    acc[i][0] += ai * b0;                                                      \
+                    acc[i][1] += ai * b1;                                                      \
+                }                                                                              \
+            }                                                                                  \
+            _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                            \
+                if (full) {                                                                    \
+                    NAME##_vu *c0 = (NAME##_vu *)(C + i * ldc + g * 2 * VL);                   \
+                    NAME##_vu *c1 = (NAME##_vu *)(C + i * ldc + g * 2 * VL + VL);              \
+                    if (beta == 0) {                                                           \
+                        *c0 = acc[i][0];                                                       \
+                        *c1 = acc[i][1];                                                       \
+                    } else {                                                                   \
+                        *c0 = acc[i][0] + beta * *c0;                                          \
+                        *c1 = acc[i][1] + beta * *c1;                                          \
+                    }                                                                          \
+                } else {                                                                       \
+                    *(NAME##_v *)&tile[i][g * 2 * VL] = acc[i][0];                             \
+                    *(NAME##_v *)&tile[i][g * 2 * VL + VL] = acc[i][1];                        \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        if (!full)                                                                             \
+            for (int64_t i = 0; i < mr; i++)                                                   \
+                for (int64_t j = 0; j < nr; j++) {                                             \
+                    T *c = &C[i * ldc + j];                                                    \
+                    *c = beta == 0 ? tile[i][j] : tile[i][j] + beta * *c;                      \
+                }                                                                              \
+    }                                                                                          \
+                                                                                               \
+    ATTR static void NAME##_macro(int64_t mc, int64_t nc, int64_t kc, const T *Ap,              \
+                                  const T *Bp, T *C, int64_t ldc, T beta)                      \
+    {                                                                                          \
+        for (int64_t jr = 0; jr < nc; jr += NR)                                                \
+            for (int64_t ir = 0; ir < mc; ir += MR)                                            \
+                NAME##_micro(kc, Ap + ir * kc, Bp + jr * kc, C + ir * ldc + jr, ldc,            \
+                             mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR, beta);   \
+    }
+
+/* Picks the widest macro-kernel the CPU runs. */
+#ifdef GEMM_X86_AVX2
+#define GEMM_MACRO(T, SUF, MR, NR)                                                             \
+    GEMM_MICRO(T, gen_##SUF, MR, NR, 16, )                                                     \
+    GEMM_MICRO(T, avx2_##SUF, MR, NR, 32, GEMM_AVX2_ATTR)                                      \
+    static void macro_##SUF(int64_t mc, int64_t nc, int64_t kc, const T *Ap, const T *Bp,       \
+                            T *C, int64_t ldc, T beta)                                         \
+    {                                                                                          \
+        if (gemm_have_avx2()) avx2_##SUF##_macro(mc, nc, kc, Ap, Bp, C, ldc, beta);            \
+        else gen_##SUF##_macro(mc, nc, kc, Ap, Bp, C, ldc, beta);                              \
+    }
+#else
+#define GEMM_MACRO(T, SUF, MR, NR)                                                             \
+    GEMM_MICRO(T, gen_##SUF, MR, NR, 16, )                                                     \
+    static void macro_##SUF(int64_t mc, int64_t nc, int64_t kc, const T *Ap, const T *Bp,       \
+                            T *C, int64_t ldc, T beta)                                         \
+    {                                                                                          \
+        gen_##SUF##_macro(mc, nc, kc, Ap, Bp, C, ldc, beta);                                   \
+    }
+#endif
+
+/* The blocked driver. Loop order (outer to inner): NC columns of C, KC
+ * slices of the inner dimension (B slab packed once, shared by all threads),
+ * MC rows of C (each thread packs its own A block), then the macro-kernel.
+ * Returns false if it could not allocate its buffers. */
+#define GEMM_BLOCKED(T, SUF, MR, NR, MC, KC, NC)                                               \
+    static bool blocked_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,       \
+                              const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,   \
+                              int64_t ldc)                                                     \
+    {                                                                                          \
+        int nt = gemm_threads(M, N, K);                                                        \
+        int64_t kc_max = K < KC ? K : KC;                                                      \
+        int64_t nc_max = N < NC ? N : NC;                                                      \
+        nc_max = (nc_max + NR - 1) / NR * NR;                                                  \
+        /* Split the rows evenly when there are fewer MC blocks than threads. */              \
+        int64_t mc_blk = MC;                                                                   \
+        if (nt > 1 && M < (int64_t)nt * MC) {                                                  \
+            mc_blk = (M + nt - 1) / nt;                                                        \
+            mc_blk = (mc_blk + MR - 1) / MR * MR;                                              \
+        }                                                                                      \
+        T *Bp = gemm_alloc((size_t)(kc_max * nc_max) * sizeof(T));                             \
+        T *Ap = gemm_alloc((size_t)nt * (size_t)(mc_blk * kc_max) * sizeof(T));                \
+        if (!Bp || !Ap) {                                                                      \
+            free(Bp);                                                                          \
+            free(Ap);                                                                          \
+            return false;                                                                      \
+        }                                                                                      \
+        int64_t n_iblk = (M + mc_blk - 1) / mc_blk;                                            \
+        GEMM_PARALLEL(nt)                                                                      \
+        {                                                                                      \
+            T *myAp = Ap + (size_t)GEMM_THREAD_NUM * (size_t)(mc_blk * kc_max);                \
+            for (int64_t jc = 0; jc < N; jc += NC) {                                           \
+                int64_t nc = N - jc < NC ? N - jc : NC;                                        \
+                int64_t nq = (nc + NR - 1) / NR;                                               \
+                for (int64_t pc = 0; pc < K; pc += KC) {                                       \
+                    int64_t kc = K - pc < KC ? K - pc : KC;                                    \
+                    /* Later K slices add onto what the first one wrote. */                    \
+                    T b_eff = pc == 0 ? beta : (T)1;                                           \
+                    GEMM_FOR                                                                   \
+                    for (int64_t q = 0; q < nq; q++)                                           \
+                        pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, q, q + 1, Bp);                 \
+                    GEMM_FOR                                                                   \
+                    for (int64_t ib = 0; ib < n_iblk; ib++) {                                  \
+                        int64_t ic = ib * mc_blk;                                              \
+                        int64_t mc = M - ic < mc_blk ? M - ic : mc_blk;                        \
+                        pack_a_##SUF(ta, A, lda, ic, pc, mc, kc, alpha, myAp);                 \
+                        macro_##SUF(mc, nc, kc, myAp, Bp, C + ic * ldc + jc, ldc, b_eff);      \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        free(Bp);                                                                              \
+        free(Ap);                                                                              \
+        return true;                                                                           \
+    }
+
+
+#ifdef NABLA_HAVE_CBLAS
+#define GEMM_CBLAS(T, SUF, FN)                                                                 \
+    static bool cblas_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,         \
+                            const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,     \
+                            int64_t ldc)                                                       \
+    {                                                                                          \
+        /* CBLAS insists on leading dimensions of at least the stored row length,             \
+         * even when there is a single row and the stride never matters. */                  \
+        int64_t a_cols = ta ? M : K, a_rows = ta ? K : M;                                      \
+        int64_t b_cols = tb ? K : N, b_rows = tb ? N : K;                                      \
+        if (a_rows == 1 && lda < a_cols) lda = a_cols;                                         \
+        if (b_rows == 1 && ldb < b_cols) ldb = b_cols;                                         \
+        if (M == 1 && ldc < N) ldc = N;                                                        \
+        if (lda < 1) lda = 1;                                                                  \
+        if (ldb < 1) ldb = 1;                                                                  \
+        if (ldc < 1) ldc = 1;                                                                  \
+        if (M > INT_MAX || N > INT_MAX || K > INT_MAX || lda > INT_MAX || ldb > INT_MAX ||     \
+            ldc > INT_MAX)                                                                     \
+            return false;                                                                      \
+        FN(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,      \
+           (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);         \
+        return true;                                                                           \
+    }
+#define GEMM_TRY_CBLAS(SUF)                                                                    \
+    if (cblas_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
+#else
+#define GEMM_CBLAS(T, SUF, FN)
+#define GEMM_TRY_CBLAS(SUF)
+#endif
+
+#define GEMM_ENTRY(T, SUF)                                                                     \
+    void nb_gemm_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A,  \
+                       int64_t lda, const T *B, int64_t ldb, T beta, T *C, int64_t ldc)        \
+    {                                                                                          \
+        if (M <= 0 || N <= 0) return;                                                          \
+        if (K <= 0 || alpha == 0) {                                                            \
+            scale_##SUF(M, N, beta, C, ldc);                                                   \
+            return;                                                                            \
+        }                                                                                      \
+        GEMM_TRY_CBLAS(SUF)                                                                    \
+        double work = (double)M * (double)N * (double)K;                                       \
+        if (work <= GEMM_SMALL_WORK || M == 1 || N == 1 ||                                     \
+            !blocked_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))              \
+            small_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);                 \
+    }
+
+/* Tile shapes: 6 x 16 floats and 6 x 8 doubles are twelve 256-bit
+ * accumulators, which leaves registers for a row of B and a broadcast of A. */
+GEMM_SCALE(float, f32)
+GEMM_DOT(float, f32)
+GEMM_SMALL(float, f32)
+GEMM_PACK_A(float, f32, 6)
+GEMM_PACK_B(float, f32, 16)
+GEMM_MACRO(float, f32, 6, 16)
+GEMM_BLOCKED(float, f32, 6, 16, 96, 256, 2048)
+GEMM_CBLAS(float, f32, cblas_sgemm)
+GEMM_ENTRY(float, f32)
+
+GEMM_SCALE(double, f64)
+GEMM_DOT(double, f64)
+GEMM_SMALL(double, f64)
+GEMM_PACK_A(double, f64, 6)
+GEMM_PACK_B(double, f64, 8)
+GEMM_MACRO(double, f64, 6, 8)
+GEMM_BLOCKED(double, f64, 6, 8, 96, 256, 2048)
+GEMM_CBLAS(double, f64, cblas_dgemm)
+GEMM_ENTRY(double, f64)

@@ -1,0 +1,32 @@
+/* CPU kernels of the reduction family (src/ops/reduce.c): reductions over
+ * axes, arg-reductions, the variadic sum and sum_to. */
+#ifndef NABLA_KERNELS_CPU_REDUCE_H
+#define NABLA_KERNELS_CPU_REDUCE_H
+
+#include "nabla/op.h"
+
+/* Turns an "axes" attribute into a mask over the ndim dims of X (an empty
+ * list selects them all). Negative axes count from the end; an axis out of
+ * range or given twice is an NB_ERR_ARG naming `label` and X's shape. Shared
+ * by shape inference and the kernels so that both read axes the same way. */
+nb_status nb_reduce_axes_mask(const char *label, const nb_attr_value *axes, int ndim,
+                              const int64_t *shape, bool mask[NB_MAX_DIMS]);
+
+/* Which dims of X sum_to adds up so that X takes Like's shape: the leading
+ * dims Like lacks, and those where Like has 1 and X does not. False if Like
+ * does not broadcast to X (dims of -1 match anything). */
+bool nb_sum_to_mask(int x_ndim, const int64_t *x_shape, int like_ndim, const int64_t *like_shape,
+                    bool mask[NB_MAX_DIMS]);
+
+nb_status nb_cpu_reduce_sum(nb_op_ctx *ctx);
+nb_status nb_cpu_reduce_mean(nb_op_ctx *ctx);
+nb_status nb_cpu_reduce_max(nb_op_ctx *ctx);
+nb_status nb_cpu_reduce_min(nb_op_ctx *ctx);
+nb_status nb_cpu_reduce_prod(nb_op_ctx *ctx);
+nb_status nb_cpu_logsumexp(nb_op_ctx *ctx);
+nb_status nb_cpu_argmax(nb_op_ctx *ctx);
+nb_status nb_cpu_argmin(nb_op_ctx *ctx);
+nb_status nb_cpu_sum(nb_op_ctx *ctx);
+nb_status nb_cpu_sum_to(nb_op_ctx *ctx);
+
+#endif
