@@ -384,6 +384,7 @@ static const nb_op_def op_conv2d_grad = {
     .infer = conv2d_grad_infer,
     .cpu = conv2d_grad_cpu,
     .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
+    .vjp = nb_conv2d_grad_vjp,
 };
 
 static const nb_op_def op_pool2d = {
@@ -407,7 +408,9 @@ static const nb_op_def op_pool2d_grad = {
     .attrs = {POOL_ATTRS},
     .infer = pool2d_grad_infer,
     .cpu = pool2d_grad_cpu,
-    .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
+    /* X and Out place max pooling's picks; DOut is not read (DX is linear in it). */
+    .grad_uses_inputs = (1u << 0) | (1u << 1),
+    .vjp = nb_pool2d_grad_vjp,
 };
 
 const nb_op_def *const nb_ops_conv[] = {&op_conv2d, &op_conv2d_grad, &op_pool2d, &op_pool2d_grad, NULL};

@@ -12,5 +12,7 @@ int nb_convgrad_attrs(const nb_grad_ctx *g, const char *type, nb_attr out[NB_MAX
 /* conv.c */
 nb_status nb_conv2d_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_pool2d_vjp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_conv2d_grad_vjp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_pool2d_grad_vjp(nb_builder *b, nb_grad_ctx *g);
 
 #endif
