@@ -31,6 +31,19 @@ extern int tests_passed, tests_failed;
         }                                                                                     \
     } while (0)
 
+/* Like CHECK_OK, but ends the test at once when the call fails (for steps
+ * that later ones depend on). */
+#define REQUIRE_OK(expr)                                                                      \
+    do {                                                                                      \
+        nb_status st_ = (expr);                                                               \
+        if (st_ != NB_OK) {                                                                   \
+            fprintf(stderr, "  %s:%d: %s returned %s: %s (test stopped)\n", __FILE__, __LINE__, \
+                    #expr, nb_status_name(st_), nb_last_error());                            \
+            test_failures_in_current++;                                                       \
+            return;                                                                           \
+        }                                                                                     \
+    } while (0)
+
 /* Asserts a call fails with `code` and that the error text contains `needle`. */
 #define CHECK_ERR(expr, code, needle)                                                          \
     do {                                                                                       \

@@ -75,10 +75,10 @@ static void test_shared_weight_renamed_and_summed(void)
     nb_value w = param(&m, "w", 1, S(3), 0.5);
     nb_value y = nb_add(m.b, nb_mul(m.b, x, w), w);
     nb_value loss = nb_reduce_sum(m.b, y, 0, NULL, false);
-    CHECK_OK(nb_builder_status(m.b));
+    REQUIRE_OK(nb_builder_status(m.b));
     int fwd = nb_program_global_block(m.main)->n_ops;
     nb_backward_result r;
-    CHECK_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, 0, NULL, &r));
     nb_block *g = nb_program_global_block(m.main);
     int s = find_op(g, "sum", fwd);
     CHECK(s >= 0 && count_ops(g, "sum", fwd) == 1);
@@ -94,7 +94,7 @@ static void test_shared_weight_renamed_and_summed(void)
     CHECK(r.n_pairs == 1 && !strcmp(r.pairs[0].param, "w") && !strcmp(r.pairs[0].grad, "w@GRAD"));
     CHECK_STR(nb_backward_grad_of(&r, "w"), "w@GRAD");
     CHECK(nb_backward_grad_of(&r, "x") == NULL); /* data: no gradient */
-    CHECK(g->ops[fwd - 1]->role == NB_ROLE_LOSS);
+    CHECK(fwd > 0 && g->ops[fwd - 1]->role == NB_ROLE_LOSS);
     CHECK(g->n_ops > fwd && g->ops[fwd]->role == NB_ROLE_LOSS && !strcmp(g->ops[fwd]->def->name, "ones_like"));
     for (int i = fwd + 1; i < g->n_ops; i++) CHECK(g->ops[i]->role == NB_ROLE_BACKWARD);
     /* d/dw sum(x*w + w) = column sums of x + 2 rows. */
@@ -118,11 +118,11 @@ static void test_no_gradient_branches_pruned(void)
     nb_value unused = nb_exp(m.b, w);                /* never reaches the loss */
     nb_value y = nb_mul(m.b, from_data, w);
     nb_value loss = nb_reduce_sum(m.b, y, 0, NULL, false);
-    CHECK_OK(nb_builder_status(m.b));
+    REQUIRE_OK(nb_builder_status(m.b));
     (void)unused;
     int fwd = nb_program_global_block(m.main)->n_ops;
     nb_backward_result r;
-    CHECK_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, 0, NULL, &r));
     nb_block *g = nb_program_global_block(m.main);
     /* Neither sin's rule (cos) nor exp's rule appears. */
     CHECK(find_op(g, "cos", fwd) < 0);
@@ -144,10 +144,10 @@ static void test_fill_zeros_like_inserted(void)
     nb_value parts[2];
     CHECK_OK(nb_split(m.b, w, 0, 2, parts));
     nb_value loss = nb_reduce_sum(m.b, nb_square(m.b, parts[0]), 0, NULL, false);
-    CHECK_OK(nb_builder_status(m.b));
+    REQUIRE_OK(nb_builder_status(m.b));
     int fwd = nb_program_global_block(m.main)->n_ops;
     nb_backward_result r;
-    CHECK_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, 0, NULL, &r));
     nb_block *g = nb_program_global_block(m.main);
     int z = find_op(g, "fill_zeros_like", fwd);
     CHECK(z >= 0);
@@ -170,11 +170,11 @@ static void check_cut(bool use_stop_gradient)
     nb_value w1 = param(&m, "w1", 1, S(2), 3.0), w2 = param(&m, "w2", 1, S(2), 5.0);
     nb_value h = nb_mul(m.b, x, w1);
     nb_value loss = nb_reduce_sum(m.b, nb_mul(m.b, h, w2), 0, NULL, false);
-    CHECK_OK(nb_builder_status(m.b));
+    REQUIRE_OK(nb_builder_status(m.b));
     if (use_stop_gradient) nb_value_var(h)->stop_gradient = true;
     const char *ng = nb_value_name(h);
     nb_backward_result r;
-    CHECK_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, use_stop_gradient ? 0 : 1,
+    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, use_stop_gradient ? 0 : 1,
                                 use_stop_gradient ? NULL : &ng, &r));
     CHECK(r.n_pairs == 1 && !strcmp(r.pairs[0].param, "w2"));
     CHECK(nb_backward_grad_of(&r, "w1") == NULL);
@@ -210,7 +210,7 @@ static void test_op_without_rule_is_an_error(void)
     nb_value w = param(&m, "w", 1, S(2), 1.0);
     nb_value y = nb_emit1(m.b, "test_no_rule", 1, &w, 0, NULL);
     nb_value loss = nb_reduce_sum(m.b, y, 0, NULL, false);
-    CHECK_OK(nb_builder_status(m.b));
+    REQUIRE_OK(nb_builder_status(m.b));
     int n = nb_program_global_block(m.main)->n_ops;
     nb_backward_result r;
     CHECK_ERR(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, 0, NULL, &r), NB_ERR_UNSUPPORTED,
@@ -226,7 +226,7 @@ static void test_loss_must_be_scalar(void)
     nb_value x = nb_data(m.b, "x", NB_F64, 2, S(-1, 3));
     nb_value w = param(&m, "w", 1, S(3), 1.0);
     nb_value y = nb_mul(m.b, x, w);
-    CHECK_OK(nb_builder_status(m.b));
+    REQUIRE_OK(nb_builder_status(m.b));
     nb_backward_result r;
     CHECK_ERR(nb_append_backward(m.main, nb_value_name(y), 0, NULL, 0, NULL, &r), NB_ERR_SHAPE,
               "has shape [-1, 3]; it must be a scalar");
@@ -242,14 +242,14 @@ static void test_second_derivative(void)
     model_init(&m);
     nb_value x = nb_data(m.b, "x", NB_F64, 1, S(3));
     nb_value y = nb_reduce_sum(m.b, nb_mul(m.b, nb_square(m.b, x), x), 0, NULL, false);
-    CHECK_OK(nb_builder_status(m.b));
+    REQUIRE_OK(nb_builder_status(m.b));
     const char *yn = nb_value_name(y), *xn = "x";
     nb_backward_result r1, r2;
     CHECK_OK(nb_gradients(m.main, 1, &yn, NULL, 1, &xn, 0, NULL, false, &r1));
     CHECK_STR(r1.grads[0], "x@GRAD");
     nb_value g = nb_value_by_name(m.b, r1.grads[0]);
     nb_value gs = nb_reduce_sum(m.b, g, 0, NULL, false);
-    CHECK_OK(nb_builder_status(m.b));
+    REQUIRE_OK(nb_builder_status(m.b));
     const char *gsn = nb_value_name(gs);
     CHECK_OK(nb_gradients(m.main, 1, &gsn, NULL, 1, &xn, 0, NULL, false, &r2));
     CHECK(r2.grads[0] && strcmp(r2.grads[0], "x@GRAD") != 0);
@@ -282,7 +282,7 @@ static void test_given_target_gradient(void)
     nb_value x = nb_data(m.b, "x", NB_F64, 1, S(2));
     nb_value v = nb_data(m.b, "v", NB_F64, 1, S(2));
     nb_value y = nb_mul(m.b, x, x);
-    CHECK_OK(nb_builder_status(m.b));
+    REQUIRE_OK(nb_builder_status(m.b));
     const char *yn = nb_value_name(y), *vn = nb_value_name(v), *xn = "x";
     nb_backward_result r;
     CHECK_OK(nb_gradients(m.main, 1, &yn, &vn, 1, &xn, 0, NULL, false, &r));
@@ -321,7 +321,7 @@ static void test_mlp_gradients_match_finite_differences(void)
     nb_value h = nb_tanh(m.b, nb_fc(m.b, x, w1, b1, 1));
     nb_value logits = nb_fc(m.b, h, w2, b2, 1);
     nb_value loss = nb_reduce_mean(m.b, nb_softmax_with_cross_entropy(m.b, logits, label, NULL), 0, NULL, false);
-    CHECK_OK(nb_builder_status(m.b));
+    REQUIRE_OK(nb_builder_status(m.b));
     nb_tensor *xt = T(NB_F64, S(4, 5), 0.1, -0.2, 0.3, 0.5, -1, 1, 0.2, 0.4, -0.3, 0.7, 0, 0.9, -0.8, 0.6, 0.1, -0.5,
                       0.25, 0.75, -0.1, 0.3);
     nb_tensor *lt = T(NB_I64, S(4, 1), 0, 2, 1, 2);
@@ -345,7 +345,7 @@ static void test_cnn_gradients_match_finite_differences(void)
     nb_value w = param_random(&m, "fc.w", 2, S(2 * 5 * 5, 3), 0.3, 7), b = param_random(&m, "fc.b", 1, S(3), 0.1, 8);
     nb_value loss = nb_reduce_mean(m.b, nb_softmax_with_cross_entropy(m.b, nb_fc(m.b, flat, w, b, 1), label, NULL), 0,
                                    NULL, false);
-    CHECK_OK(nb_builder_status(m.b));
+    REQUIRE_OK(nb_builder_status(m.b));
     nb_tensor *xt;
     CHECK_OK(nb_tensor_new(&xt, NB_F64, 4, S(2, 1, 6, 6)));
     for (int i = 0; i < 72; i++) nb_tensor_set(xt, i, sin(0.7 * i) + 0.05 * (i % 7));
