@@ -87,7 +87,7 @@ static nb_status infer_where(nb_op_ctx *c)
 
 static nb_status cpu_where(nb_op_ctx *c)
 {
-    return nb_where(nb_in(c, 0, 0), nb_in(c, 1, 0), nb_in(c, 2, 0), nb_out(c, 0, 0), c->label);
+    return nb_cpu_where(nb_in(c, 0, 0), nb_in(c, 1, 0), nb_in(c, 2, 0), nb_out(c, 0, 0), c->label);
 }
 
 static const nb_op_def op_where = {

@@ -146,7 +146,7 @@ WHERE_LOOP(where_1, uint8_t)
 WHERE_LOOP(where_4, uint32_t)
 WHERE_LOOP(where_8, uint64_t)
 
-nb_status nb_where(const nb_tensor *cond, const nb_tensor *x, const nb_tensor *y, nb_tensor *out,
+nb_status nb_cpu_where(const nb_tensor *cond, const nb_tensor *x, const nb_tensor *y, nb_tensor *out,
                    const char *label)
 {
     if (cond->dtype != NB_BOOL)

@@ -35,7 +35,7 @@ nb_status nb_logic(nb_logic_op op, const nb_tensor *x, const nb_tensor *y, nb_te
 
 /* out = cond ? x : y, elementwise, all three broadcast to out. cond is bool;
  * x, y and out share one dtype. */
-nb_status nb_where(const nb_tensor *cond, const nb_tensor *x, const nb_tensor *y, nb_tensor *out,
+nb_status nb_cpu_where(const nb_tensor *cond, const nb_tensor *x, const nb_tensor *y, nb_tensor *out,
                    const char *label);
 
 #endif
