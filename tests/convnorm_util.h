@@ -149,21 +149,9 @@ static inline nb_var_info vi_make(nb_dtype dt, int ndim, const int64_t *shape)
 static inline nb_status infer_shapes(const char *op, int n_in, const nb_var_info *const *in, int n_attrs,
                                      const nb_attr *attrs, int n_out, nb_var_info *out)
 {
-    const nb_op_def *def = nb_op_find(op);
-    if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op %s", op);
-    nb_attr_value av[NB_MAX_ATTRS];
-    nb_status st = nb_resolve_attrs(def, n_attrs, attrs, av, op);
-    if (st) return st;
-    bool present[16];
-    int order[16];
-    nb_var_info info[16];
-    nb_op_ctx ctx = {.def = def, .label = op, .attrs = av, .in_info = info, .out_info = out};
-    for (int i = 0; i < n_in; i++) present[i] = in[i] != NULL;
-    if ((st = nb_assign_slots(def, true, n_in, present, ctx.in_begin, order, op))) return st;
-    for (int i = 0; i < ctx.in_begin[NB_MAX_SLOTS]; i++) info[i] = *in[order[i]];
-    for (int i = 0; i < n_out; i++) present[i] = true;
-    if ((st = nb_assign_slots(def, false, n_out, present, ctx.out_begin, order, op))) return st;
-    return nb_run_infer(&ctx);
+    nb_var_info flat[16];
+    for (int i = 0; i < n_in && i < 16; i++) flat[i] = in[i] ? *in[i] : (nb_var_info){.ndim = -1};
+    return nb_op_infer(op, n_in, flat, n_attrs, attrs, n_out, out);
 }
 
 #define CHECK_INFO(info, dt, want)                                                                       \

@@ -15,18 +15,7 @@
 static inline nb_status infer_op(const char *type, int n_in, const nb_var_info *in, int n_attrs,
                                  const nb_attr *attrs, int n_out, nb_var_info *out)
 {
-    const nb_op_def *def = nb_op_find(type);
-    if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op %s", type);
-    nb_attr_value av[NB_MAX_ATTRS];
-    bool present[32];
-    int order[32];
-    for (int i = 0; i < 32; i++) present[i] = true;
-    nb_op_ctx c = {.def = def, .label = def->name, .attrs = av, .in_info = in, .out_info = out};
-    nb_status st;
-    if ((st = nb_resolve_attrs(def, n_attrs, attrs, av, def->name))) return st;
-    if ((st = nb_assign_slots(def, true, n_in, present, c.in_begin, order, def->name))) return st;
-    if ((st = nb_assign_slots(def, false, n_out, present, c.out_begin, order, def->name))) return st;
-    return nb_run_infer(&c);
+    return nb_op_infer(type, n_in, in, n_attrs, attrs, n_out, out);
 }
 
 #define INFER1(type, ins, attrs, out) \

@@ -245,13 +245,13 @@ static void test_second_derivative(void)
     REQUIRE_OK(nb_builder_status(m.b));
     const char *yn = nb_value_name(y), *xn = "x";
     nb_backward_result r1, r2;
-    CHECK_OK(nb_gradients(m.main, 1, &yn, NULL, 1, &xn, 0, NULL, false, &r1));
+    REQUIRE_OK(nb_gradients(m.main, 1, &yn, NULL, 1, &xn, 0, NULL, false, &r1));
     CHECK_STR(r1.grads[0], "x@GRAD");
     nb_value g = nb_value_by_name(m.b, r1.grads[0]);
     nb_value gs = nb_reduce_sum(m.b, g, 0, NULL, false);
     REQUIRE_OK(nb_builder_status(m.b));
     const char *gsn = nb_value_name(gs);
-    CHECK_OK(nb_gradients(m.main, 1, &gsn, NULL, 1, &xn, 0, NULL, false, &r2));
+    REQUIRE_OK(nb_gradients(m.main, 1, &gsn, NULL, 1, &xn, 0, NULL, false, &r2));
     CHECK(r2.grads[0] && strcmp(r2.grads[0], "x@GRAD") != 0);
     nb_tensor *xt = T(NB_F64, S(3), 1, -2, 0.5);
     nb_tensor *out[2];
@@ -265,7 +265,7 @@ static void test_second_derivative(void)
     (void)z;
     nb_backward_result r3;
     const char *two[] = {"x", "z"};
-    CHECK_OK(nb_gradients(m.main, 1, &yn, NULL, 2, two, 0, NULL, true, &r3));
+    REQUIRE_OK(nb_gradients(m.main, 1, &yn, NULL, 2, two, 0, NULL, true, &r3));
     CHECK(r3.grads[0] != NULL && r3.grads[1] == NULL);
     nb_backward_result_free(&r3);
     CHECK_ERR(nb_gradients(m.main, 1, &yn, NULL, 2, two, 0, NULL, false, &r3), NB_ERR_ARG, "'z' does not affect the targets");
@@ -285,7 +285,7 @@ static void test_given_target_gradient(void)
     REQUIRE_OK(nb_builder_status(m.b));
     const char *yn = nb_value_name(y), *vn = nb_value_name(v), *xn = "x";
     nb_backward_result r;
-    CHECK_OK(nb_gradients(m.main, 1, &yn, &vn, 1, &xn, 0, NULL, false, &r));
+    REQUIRE_OK(nb_gradients(m.main, 1, &yn, &vn, 1, &xn, 0, NULL, false, &r));
     nb_tensor *xt = T(NB_F64, S(2), 3, 4), *vt = T(NB_F64, S(2), 10, 100), *gx;
     CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, 2, (nb_feed[]){{"x", xt}, {"v", vt}}, 1, (const char *[]){r.grads[0]},
                              &gx));

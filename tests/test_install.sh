@@ -37,7 +37,7 @@ out=$("$tmp/app/build/app")
 [ "$out" = "12.1825 1" ] || { echo "find_package build printed '$out'"; exit 1; }
 
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig:$tmp/prefix/lib64/pkgconfig:$tmp/prefix/lib/x86_64-linux-gnu/pkgconfig"
-cc -std=c11 "$tmp/app/main.c" -o "$tmp/app/app_pc" $(pkg-config --cflags nabla) $(pkg-config --libs --static nabla)
+cc -std=c11 "$tmp/app/main.c" -o "$tmp/app/app_pc" $(pkg-config --cflags nabla) $(pkg-config --libs --static nabla) -Wl,-rpath,"$(pkg-config --variable=libdir nabla)"
 out=$("$tmp/app/app_pc")
 [ "$out" = "12.1825 1" ] || { echo "pkg-config build printed '$out'"; exit 1; }
 echo "1 passed, 0 failed"

@@ -195,17 +195,7 @@ static void test_large(void)
 
 static nb_status infer(const char *op, int n, const nb_var_info *in, nb_var_info *out)
 {
-    const nb_op_def *def = nb_op_find(op);
-    if (!def) return nb_error(NB_ERR_NOT_FOUND, "no op %s", op);
-    nb_attr_value av[NB_MAX_ATTRS];
-    nb_status st = nb_resolve_attrs(def, 0, NULL, av, op);
-    if (st) return st;
-    nb_op_ctx ctx = {.def = def, .label = op, .attrs = av, .in_info = in, .out_info = out};
-    for (int s = 0; s <= NB_MAX_SLOTS; s++) {
-        ctx.in_begin[s] = s < n ? s : n;
-        ctx.out_begin[s] = s < 1 ? s : 1;
-    }
-    return nb_run_infer(&ctx);
+    return nb_op_infer(op, n, in, 0, NULL, 1, out);
 }
 
 #define INFO(dt, ...) ((nb_var_info){(dt), NDIM_OF(S(__VA_ARGS__)), {__VA_ARGS__}})

@@ -17,17 +17,7 @@
 static nb_status infer_with(const char *op, int n_in, const nb_var_info *in, int n_attrs, const nb_attr *attrs,
                             nb_var_info *out)
 {
-    const nb_op_def *def = nb_op_find(op);
-    if (!def) return nb_error(NB_ERR_NOT_FOUND, "no op %s", op);
-    nb_attr_value av[NB_MAX_ATTRS];
-    nb_status st = nb_resolve_attrs(def, n_attrs, attrs, av, op);
-    if (st) return st;
-    nb_op_ctx ctx = {.def = def, .label = op, .attrs = av, .in_info = in, .out_info = out};
-    bool present[NB_MAX_SLOTS] = {true, true, true, true, true, true, true, true};
-    int order[NB_MAX_SLOTS];
-    if ((st = nb_assign_slots(def, true, n_in, present, ctx.in_begin, order, op))) return st;
-    if ((st = nb_assign_slots(def, false, 1, present, ctx.out_begin, order, op))) return st;
-    return nb_run_infer(&ctx);
+    return nb_op_infer(op, n_in, in, n_attrs, attrs, 1, out);
 }
 
 static nb_var_info info(nb_dtype dt, int ndim, const int64_t *shape)

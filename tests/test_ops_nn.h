@@ -26,18 +26,7 @@ static inline nb_var_info vinfo(nb_dtype dt, int ndim, const int64_t *shape)
 static inline nb_status infer_op(const char *type, int n_in, const nb_var_info *in, int n_attrs,
                                  const nb_attr *attrs, int n_out, nb_var_info *out)
 {
-    const nb_op_def *def = nb_op_find(type);
-    if (!def) return nb_error(NB_ERR_NOT_FOUND, "no op %s", type);
-    nb_attr_value av[NB_MAX_ATTRS];
-    nb_status st = nb_resolve_attrs(def, n_attrs, attrs, av, def->name);
-    if (st) return st;
-    bool present[2 * NB_MAX_SLOTS];
-    int order[2 * NB_MAX_SLOTS];
-    for (int i = 0; i < 2 * NB_MAX_SLOTS; i++) present[i] = true;
-    nb_op_ctx ctx = {.def = def, .label = def->name, .attrs = av, .in_info = in, .out_info = out};
-    if ((st = nb_assign_slots(def, true, n_in, present, ctx.in_begin, order, def->name))) return st;
-    if ((st = nb_assign_slots(def, false, n_out, present, ctx.out_begin, order, def->name))) return st;
-    return nb_run_infer(&ctx);
+    return nb_op_infer(type, n_in, in, n_attrs, attrs, n_out, out);
 }
 
 static inline bool info_is(const nb_var_info *v, nb_dtype dt, int ndim, const int64_t *shape)

@@ -11,17 +11,7 @@ static const nb_dtype num_types[] = {NB_F32, NB_F64, NB_I32, NB_I64};
 static nb_status infer(const char *op, int n_in, const nb_var_info *ins, int n_attrs, const nb_attr *attrs,
                        nb_var_info *out)
 {
-    const nb_op_def *def = nb_op_find(op);
-    if (!def) return NB_ERR_NOT_FOUND;
-    nb_attr_value av[NB_MAX_ATTRS];
-    nb_status st = nb_resolve_attrs(def, n_attrs, attrs, av, op);
-    if (st) return st;
-    bool present[NB_MAX_SLOTS] = {true, true, true, true, true, true, true, true};
-    int order[NB_MAX_SLOTS];
-    nb_op_ctx ctx = {.def = def, .label = op, .attrs = av, .in_info = ins, .out_info = out};
-    if ((st = nb_assign_slots(def, true, n_in, present, ctx.in_begin, order, op))) return st;
-    if ((st = nb_assign_slots(def, false, 1, present, ctx.out_begin, order, op))) return st;
-    return nb_run_infer(&ctx);
+    return nb_op_infer(op, n_in, ins, n_attrs, attrs, 1, out);
 }
 
 #define CHECK_INFO(info, dt, ...)                                                                     \

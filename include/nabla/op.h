@@ -147,6 +147,15 @@ int nb_op_attr_index(const nb_op_def *def, const char *attr);
 int nb_op_num_inputs(const nb_op_def *def);  /* declared slots */
 int nb_op_num_outputs(const nb_op_def *def);
 
+/* ---- inferring shapes without running ------------------------------------ */
+
+/* The dtypes and shapes of op `type`'s n_out outputs, from those of its
+ * inputs (dims may be -1), as building a program does. `in` lists inputs in
+ * slot order as nb_op_run does; an entry with ndim < 0 marks an absent
+ * optional input. */
+nb_status nb_op_infer(const char *type, int n_in, const nb_var_info *in, int n_attrs, const nb_attr *attrs,
+                      int n_out, nb_var_info *out);
+
 /* ---- running one op on tensors --------------------------------------------- */
 
 /* Runs op `type` once on tensors, as eager mode does: checks, infers shapes,

@@ -22,7 +22,12 @@ static nb_status run_once(nb_program *p, nb_scope *scope, int n_feed, const nb_f
     nb_prepared *pp;
     nb_status st = nb_prepare(&pp, p, 0, n_feed, names, n_fetch, fetch);
     if (st) return st;
-    st = nb_prepared_run(pp, scope, tensors, out);
+    /* Without a scope (nb_gradcheck_op's programs need none), run in a
+     * fresh empty one: the executor wants one. */
+    nb_scope *own = NULL;
+    if (!scope && !(st = nb_scope_new(&own, NULL))) scope = own;
+    if (!st) st = nb_prepared_run(pp, scope, tensors, out);
+    nb_scope_free(own);
     nb_prepared_free(pp);
     return st;
 }

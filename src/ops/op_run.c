@@ -149,3 +149,35 @@ done:
     free(out_info);
     return st;
 }
+
+nb_status nb_op_infer(const char *type, int n_in, const nb_var_info *in, int n_attrs, const nb_attr *attrs, int n_out,
+                      nb_var_info *out)
+{
+    const nb_op_def *def = nb_op_find(type);
+    if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type ? type : "(null)");
+    if (n_in < 0 || n_out < 1 || (n_in && !in) || !out || (n_attrs && !attrs))
+        return nb_error(NB_ERR_ARG, "%s: bad argument counts or NULL arrays", type);
+    nb_attr_value av[NB_MAX_ATTRS];
+    nb_status st = nb_resolve_attrs(def, n_attrs, attrs, av, def->name);
+    if (st) return st;
+    int n = n_in > n_out ? n_in : n_out;
+    bool *present = calloc((size_t)n + 1, sizeof *present);
+    int *order = calloc((size_t)n + 1, sizeof *order);
+    nb_var_info *compact = calloc((size_t)n_in + 1, sizeof *compact);
+    nb_op_ctx ctx = {.def = def, .label = def->name, .attrs = av, .in_info = compact, .out_info = out};
+    if (!present || !order || !compact) {
+        st = nb_error(NB_ERR_NOMEM, "%s: out of memory", type);
+        goto done;
+    }
+    for (int i = 0; i < n_in; i++) present[i] = in[i].ndim >= 0;
+    if ((st = nb_assign_slots(def, true, n_in, present, ctx.in_begin, order, def->name))) goto done;
+    for (int i = 0; i < ctx.in_begin[NB_MAX_SLOTS]; i++) compact[i] = in[order[i]];
+    for (int i = 0; i < n_out; i++) present[i] = true;
+    if ((st = nb_assign_slots(def, false, n_out, present, ctx.out_begin, order, def->name))) goto done;
+    st = nb_run_infer(&ctx);
+done:
+    free(present);
+    free(order);
+    free(compact);
+    return st;
+}
