@@ -22,7 +22,12 @@ static nb_status run_once(nb_program *p, nb_scope *scope, int n_feed, const nb_f
     nb_prepared *pp;
     nb_status st = nb_prepare(&pp, p, 0, n_feed, names, n_fetch, fetch);
     if (st) return st;
-    st = nb_prepared_run(pp, scope, tensors, out);
+    /* Without a scope (nb_gradcheck_op's programs need none), run in a
+     * fresh empty one: the executor wants one. */
+    nb_scope *own = NULL;
+    if (!scope && !(st = nb_scope_new(&own, NULL))) scope = own;
+    if (!st) st = nb_prepared_run(pp, scope, tensors, out);
+    nb_scope_free(own);
     nb_prepared_free(pp);
     return st;
 }
@@ -222,7 +227,10 @@ nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, 
     int n_out = c->n_out ? c->n_out : nb_op_num_outputs(def);
     nb_value out[NB_MAX_SLOTS * 4];
     nb_emit(b, c->op, c->n_in, in, c->n_attrs, c->attrs, n_out, out);
-    nb_value loss = weighted_sum(b, n_out, out, "w", &fs, &rng);
+    nb_value in_loss[NB_MAX_SLOTS * 4];
+    for (int k = 0; k < n_out; k++)
+        in_loss[k] = !c->loss_outputs || (k < 32 && (c->loss_outputs >> k & 1u)) ? out[k] : NB_NONE;
+    nb_value loss = weighted_sum(b, n_out, in_loss, "w", &fs, &rng);
     if ((st = nb_builder_status(b))) goto done;
     if (nb_is_none(loss) || n_wrt == 0) {
         st = nb_error(NB_ERR_ARG, "gradcheck %s (%s): nothing to differentiate", c->op, c->name ? c->name : "");
