@@ -93,6 +93,11 @@ const nb_gradcheck_case nb_gc_shape[] = {
     SPLIT("[4, 3], sections [1, 3]", GC_F(4, 3), 2, A_INT("axis", 0), A_INTS("sections", 1, 3)),
     SPLIT("[2, 3, 4] into 2 along 2", GC_F(2, 3, 4), 2, A_INT("axis", 2)),
     SPLIT("[4] into 1", GC_F(4), 1, A_INT("axis", 0)),
+    /* Pieces left out of the loss get no gradient: the rule fills zeros. */
+    {.op = "split", .name = "[2, 6] into 3 along 1, the middle one unused", .n_in = 1, .in = {GC_F(2, 6)}, .n_out = 3,
+     .n_attrs = 1, .attrs = {A_INT("axis", 1)}, .loss_outputs = (1u << 0) | (1u << 2)},
+    {.op = "split", .name = "[5, 2], sections [1, 4], only the second used", .n_in = 1, .in = {GC_F(5, 2)}, .n_out = 2,
+     .n_attrs = 2, .attrs = {A_INT("axis", 0), A_INTS("sections", 1, 4)}, .loss_outputs = 1u << 1},
 
     CASE2("stack", "2 x [2, 3], axis 0", GC_F(2, 3), GC_F(2, 3), A_INT("axis", 0)),
     CASE3("stack", "3 x [2, 3], axis -1", GC_F(2, 3), GC_F(2, 3), GC_F(2, 3), A_INT("axis", -1)),
