@@ -316,6 +316,31 @@ static void test_transpose_expand(void)
     fx_free(&f);
 }
 
+/* float32 programs get float32 gradients through the same rules. */
+static void test_float32(void)
+{
+    fx f;
+    fx_init(&f);
+    nb_value x = data(&f, "x", NB_F32, 2, S(-1, 4));
+    nb_value p = nb_emit1(f.b, "pad", 1, &x, 2,
+                          (nb_attr[]){NB_ATTR_INTS("paddings", 0, 0, 1, 1), NB_ATTR_STRING("mode", "edge")});
+    nb_value y = nb_emit1(f.b, "slice", 1, &p, 4,
+                          (nb_attr[]){NB_ATTR_INTS("axes", 1), NB_ATTR_INTS("starts", 0), NB_ATTR_INTS("ends", 6),
+                                      NB_ATTR_INTS("strides", 2)});
+    data(&f, "dout", NB_F32, 2, S(-1, 3));
+    nb_backward_result r;
+    CHECK_OK(grads(&f, y, "dout", 1, &x, &r));
+    nb_tensor *xt = T(NB_F32, S(1, 4), 1, 2, 3, 4), *dt = T(NB_F32, S(1, 3), 1, 2, 3);
+    nb_feed feeds[] = {{"x", xt}, {"dout", dt}};
+    nb_tensor *gx = fetch(&f, 2, feeds, r.grads[0]);
+    /* The padded row reads x[0 0 1 2 3 3]; the slice takes its columns 0, 2, 4. */
+    CHECK_TENSOR(gx, S(1, 4), 0, 1, 2, 0, 3);
+    CHECK(gx && gx->dtype == NB_F32);
+    release_all(xt, dt, gx, NULL);
+    nb_backward_result_free(&r);
+    fx_free(&f);
+}
+
 int main(void)
 {
     RUN(test_reshape_unknown_batch);
@@ -328,5 +353,6 @@ int main(void)
     RUN(test_stack_unknown);
     RUN(test_gather_scatter_add_unknown);
     RUN(test_transpose_expand);
+    RUN(test_float32);
     return test_report();
 }
