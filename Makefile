@@ -6,12 +6,15 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-sanitize install clean
+.PHONY: all deps test-deps build demo test test-sanitize install clean
 
 all: build
 
 deps:
 	@scripts/deps.sh
+
+test-deps:
+	@NABLA_DEPS_QUIET=1 scripts/deps.sh --test
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
@@ -20,11 +23,11 @@ build: deps
 demo: build
 	./$(BUILD)/examples/demo
 
-test: build
+test: build test-deps
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
 # The same suite under AddressSanitizer and UndefinedBehaviorSanitizer.
-test-sanitize: deps
+test-sanitize: test-deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DNABLA_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

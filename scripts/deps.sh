@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Checks for what nabla needs to build and installs what is missing (Debian's
 # packages, through apt-get). Required: a C compiler, make, CMake, zlib.
-# Optional ones are only reported: the build detects them and works without.
+# With --test, also what the test suite uses: Graphviz (the drawing test
+# renders with it). Optional ones are only reported: the build detects them
+# and works without.
 set -euo pipefail
+
+for_tests=0
+[ "${1:-}" = "--test" ] && for_tests=1
 
 missing=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
@@ -13,9 +18,12 @@ have_cmd make || missing+=(make)
 have_cmd cmake || missing+=(cmake)
 have_cmd pkg-config || missing+=(pkg-config)
 [ -f /usr/include/zlib.h ] || have_pkg zlib1g-dev || missing+=(zlib1g-dev)
+if [ $for_tests = 1 ]; then
+    have_cmd dot || missing+=(graphviz)
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
-    echo "deps: installing required packages: ${missing[*]}"
+    echo "deps: installing packages: ${missing[*]}"
     if [ "$(id -u)" -eq 0 ]; then sudo=""; elif have_cmd sudo; then sudo="sudo"; else
         echo "deps: need root (or sudo) to run: apt-get install -y ${missing[*]}" >&2
         exit 1

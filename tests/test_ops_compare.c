@@ -257,7 +257,7 @@ static void test_flags(void)
     }
     const nb_op_def *w = nb_op_find("where");
     CHECK(w && !(w->flags & NB_OP_NOT_DIFFERENTIABLE) && (w->inputs[0].flags & NB_SLOT_NO_GRAD) &&
-          w->grad_uses_inputs == 1 && w->grad_uses_outputs == 0);
+          w->grad_uses_inputs == 7 && w->grad_uses_outputs == 0 && w->vjp);
 }
 
 int main(void)

@@ -382,7 +382,8 @@ static void test_registry_flags(void)
     const nb_op_def *pw = nb_op_find("pow"), *cast = nb_op_find("cast");
     CHECK(mul && mul->grad_uses_inputs == 3 && mul->grad_uses_outputs == 0);
     CHECK(exp_ && exp_->grad_uses_inputs == 0 && exp_->grad_uses_outputs == 1);
-    CHECK(add && add->grad_uses_inputs == 0 && add->grad_uses_outputs == 0);
+    /* add reads X and Y only for their shapes, to sum a broadcast gradient back. */
+    CHECK(add && add->grad_uses_inputs == 3 && add->grad_uses_outputs == 0);
     CHECK(pw && pw->grad_uses_inputs == 3 && pw->grad_uses_outputs == 1);
     CHECK(cast && cast->attrs[0].required);
     const char *names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "neg", "abs", "sign",
@@ -391,7 +392,7 @@ static void test_registry_flags(void)
                            "scale", "cast"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         const nb_op_def *d = nb_op_find(names[i]);
-        CHECK(d && d->doc && d->infer && d->cpu && !(d->flags & NB_OP_NOT_DIFFERENTIABLE));
+        CHECK(d && d->doc && d->infer && d->cpu && !(d->flags & NB_OP_NOT_DIFFERENTIABLE) && d->vjp);
     }
 }
 

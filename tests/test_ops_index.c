@@ -1,5 +1,5 @@
 /* Tests of the positional and index ops of the shape family: slice, pad,
- * gather, index_select, scatter_add, one_hot. */
+ * pad_grad, gather, index_select, scatter_add, one_hot. */
 #include "shape_test_util.h"
 
 /* ---- slice ------------------------------------------------------------------------ */
@@ -152,6 +152,81 @@ static void test_pad_infer_errors(void)
     y = RUN1X("pad", empty, cst);
     CHECK_TENSOR(y, S(1, 3), 0, 2, 2, 2);
     release_all(x, empty, y, NULL);
+}
+
+/* ---- pad_grad ----------------------------------------------------------------------------- */
+
+static void test_pad_grad(void)
+{
+    for (int k = 0; k < 2; k++) {
+        nb_dtype dt = float_dtypes[k];
+        /* pad [3] by (2, 2) reflect reads x[2 1 0 1 2 1 0]. */
+        nb_tensor *dy = T(dt, S(7), 1, 2, 3, 4, 5, 6, 7);
+        nb_attr r[] = {NB_ATTR_INTS("paddings", 2, 2), NB_ATTR_STRING("mode", "reflect")};
+        nb_tensor *dr = RUN1X("pad_grad", dy, r);
+        CHECK_TENSOR(dr, S(3), 0, 3 + 7, 2 + 4 + 6, 1 + 5);
+        CHECK(dr && dr->dtype == dt);
+        /* edge (2, 1) on [4] reads x[0 0 0 1 2 3 3]. */
+        nb_attr e[] = {NB_ATTR_INTS("paddings", 2, 1), NB_ATTR_STRING("mode", "edge")};
+        nb_tensor *de = RUN1X("pad_grad", dy, e);
+        CHECK_TENSOR(de, S(4), 0, 1 + 2 + 3, 4, 5, 6 + 7);
+        /* constant: the middle. */
+        nb_attr c[] = {NB_ATTR_INTS("paddings", 1, 3)};
+        nb_tensor *dc = RUN1X("pad_grad", dy, c);
+        CHECK_TENSOR(dc, S(3), 0, 2, 3, 4);
+        /* 2-D: pad [2, 2] by (1, 0, 0, 1) reflect reads rows [1 0 1] and columns [0 1 0]. */
+        nb_tensor *dm = IOTA(dt, S(3, 3));
+        nb_attr r2[] = {NB_ATTR_INTS("paddings", 1, 0, 0, 1), NB_ATTR_STRING("mode", "reflect")};
+        nb_tensor *d2 = RUN1X("pad_grad", dm, r2);
+        CHECK_TENSOR(d2, S(2, 2), 0, 3 + 5, 4, 0 + 2 + 6 + 8, 1 + 7);
+        nb_tensor *s = tscalar(dt, 4);
+        nb_attr none[] = {NB_ATTR_INTS_N("paddings", 0, NULL), NB_ATTR_STRING("mode", "edge")};
+        nb_tensor *ds = RUN1X("pad_grad", s, none);
+        CHECK_SCALAR(ds, 4, 0);
+        release_all(dy, dr, de, dc, dm, d2, s, ds, NULL);
+    }
+    /* pad_grad is the transpose of pad: <pad(x), y> = <x, pad_grad(y)>. */
+    const char *modes[] = {"constant", "reflect", "edge"};
+    for (int m = 0; m < 3; m++) {
+        nb_tensor *x = IOTA(NB_F64, S(2, 3, 4)), *y = NULL;
+        nb_attr a[] = {NB_ATTR_INTS("paddings", 1, 1, 2, 0, 0, 3), NB_ATTR_STRING("mode", modes[m])};
+        nb_tensor *px = RUN1X("pad", x, a);
+        CHECK_OK(nb_tensor_new(&y, NB_F64, 3, S(4, 5, 7)));
+        for (int64_t i = 0; y && i < 140; i++) nb_tensor_set(y, i, (double)((i * 37) % 11) - 5);
+        nb_tensor *gy = RUN1X("pad_grad", y, a);
+        double lhs = 0, rhs = 0;
+        for (int64_t i = 0; px && y && i < 140; i++) lhs += nb_tensor_get(px, i) * nb_tensor_get(y, i);
+        for (int64_t i = 0; gy && i < 24; i++) rhs += nb_tensor_get(x, i) * nb_tensor_get(gy, i);
+        CHECK(px && gy);
+        CHECK_NEAR(lhs, rhs, 1e-9);
+        release_all(x, y, px, gy, NULL);
+    }
+}
+
+static void test_pad_grad_infer_errors(void)
+{
+    nb_var_info in[] = {VI(NB_F32, -1, 9)}, out;
+    nb_attr a[] = {NB_ATTR_INTS("paddings", 1, 1, 2, 3), NB_ATTR_STRING("mode", "reflect")};
+    CHECK_OK(INFER1("pad_grad", in, a, &out));
+    CHECK_INFO(out, NB_F32, S(-1, 4));
+    nb_var_info small[] = {VI(NB_F64, 3, 4)};
+    nb_attr big[] = {NB_ATTR_INTS("paddings", 2, 2, 0, 0)};
+    CHECK_ERR(INFER1("pad_grad", small, big, &out), NB_ERR_SHAPE,
+              "pad_grad: DOut of shape [3, 4] is smaller than paddings [2, 2, 0, 0] along dim 0");
+    nb_attr refl[] = {NB_ATTR_INTS("paddings", 0, 0, 2, 0), NB_ATTR_STRING("mode", "reflect")};
+    CHECK_ERR(INFER1("pad_grad", small, refl, &out), NB_ERR_SHAPE,
+              "pad_grad: reflect padding (2, 0) of dim 1 needs pads smaller than its size 2 (DX has shape [3, 2])");
+    nb_attr count[] = {NB_ATTR_INTS("paddings", 1, 1)};
+    CHECK_ERR(INFER1("pad_grad", small, count, &out), NB_ERR_ARG,
+              "pad_grad: paddings [1, 1] has 2 entries but DOut of shape [3, 4] needs 4");
+    nb_var_info ints[] = {VI(NB_I64, 3, 4)};
+    nb_attr zero[] = {NB_ATTR_INTS("paddings", 0, 0, 0, 0)};
+    CHECK_ERR(INFER1("pad_grad", ints, zero, &out), NB_ERR_DTYPE, "pad_grad: DOut is int64; pad_grad takes float32 or float64");
+    nb_attr mode[] = {NB_ATTR_INTS("paddings", 0, 0, 0, 0), NB_ATTR_STRING("mode", "wrap")};
+    CHECK_ERR(INFER1("pad_grad", small, mode, &out), NB_ERR_ARG, "pad_grad: mode \"wrap\" is not one of constant, reflect, edge");
+    nb_var_info empty[] = {VI(NB_F32, 1, 2)};
+    nb_attr edge[] = {NB_ATTR_INTS("paddings", 1, 0, 0, 0), NB_ATTR_STRING("mode", "edge")};
+    CHECK_ERR(INFER1("pad_grad", empty, edge, &out), NB_ERR_SHAPE, "pad_grad: edge padding of dim 0 has no edge to repeat");
 }
 
 /* ---- gather, index_select -------------------------------------------------------------- */
@@ -362,7 +437,7 @@ static void test_in_place_outputs(void)
 static void test_definitions(void)
 {
     static const struct { const char *name; unsigned uses; } ops[] = {
-        {"slice", 1}, {"pad", 1}, {"gather", 3}, {"index_select", 3}, {"scatter_add", 2},
+        {"slice", 1}, {"pad", 0}, {"pad_grad", 0}, {"gather", 3}, {"index_select", 3}, {"scatter_add", 2},
     };
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
         const nb_op_def *d = nb_op_find(ops[i].name);
@@ -370,6 +445,7 @@ static void test_definitions(void)
         if (!d) continue;
         CHECK(d->grad_uses_inputs == ops[i].uses && d->grad_uses_outputs == 0);
         CHECK(!(d->flags & NB_OP_NOT_DIFFERENTIABLE));
+        CHECK(d->vjp != NULL);
     }
     const char *indexed[] = {"gather", "index_select", "scatter_add"};
     for (int i = 0; i < 3; i++) {
@@ -391,6 +467,8 @@ int main(void)
     RUN(test_one_hot);
     RUN(test_one_hot_infer_errors);
     RUN(test_in_place_outputs);
+    RUN(test_pad_grad);
+    RUN(test_pad_grad_infer_errors);
     RUN(test_definitions);
     return test_report();
 }

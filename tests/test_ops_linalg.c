@@ -354,7 +354,9 @@ static void test_op_metadata(void)
     CHECK(m && f);
     if (!m || !f) return;
     CHECK(m->grad_uses_inputs == 3 && m->grad_uses_outputs == 0);
-    CHECK(f->grad_uses_inputs == 3 && f->grad_uses_outputs == 1);
+    /* fc's gradient reads Bias too, for its rank (dBias is [N] or [1, N]). */
+    CHECK(f->grad_uses_inputs == 7 && f->grad_uses_outputs == 1);
+    CHECK(m->vjp && f->vjp);
     CHECK(f->inputs[2].flags & NB_SLOT_OPTIONAL);
 }
 

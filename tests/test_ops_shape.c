@@ -1,5 +1,5 @@
 /* Tests of the layout ops of the shape family: reshape, flatten, squeeze,
- * unsqueeze, transpose, expand, expand_as, concat, split, stack. */
+ * unsqueeze, reshape_as, transpose, expand, expand_as, concat, split, stack. */
 #include "shape_test_util.h"
 
 /* ---- reshape ------------------------------------------------------------------- */
@@ -172,6 +172,56 @@ static void test_unsqueeze(void)
     nb_var_info big[] = {VI(NB_F32, 1, 1, 1, 1, 1, 1, 1)};
     nb_attr two[] = {NB_ATTR_INTS("axes", 0, 1)};
     CHECK_ERR(INFER1("unsqueeze", big, two, &out), NB_ERR_ARG, "unsqueeze: inserting 2 dims into X of shape [1, 1, 1, 1, 1, 1, 1]");
+}
+
+/* ---- reshape_as ------------------------------------------------------------------ */
+
+static void test_reshape_as(void)
+{
+    for (int k = 0; k < 2; k++) {
+        nb_dtype dt = float_dtypes[k];
+        nb_tensor *x = IOTA(dt, S(2, 3)), *like = IOTA(NB_I64, S(3, 1, 2));
+        nb_tensor *ins[] = {x, like};
+        nb_tensor *y = RUN1_NOATTR("reshape_as", ins);
+        CHECK_TENSOR(y, S(3, 1, 2), 0, 0, 1, 2, 3, 4, 5);
+        CHECK(y && y->dtype == dt);
+        release_all(x, like, y, NULL);
+    }
+    nb_tensor *x = T(NB_F64, S(1), 7), *like = tscalar(NB_F32, 0);
+    nb_tensor *ins[] = {x, like};
+    nb_tensor *y = RUN1_NOATTR("reshape_as", ins);
+    CHECK_SCALAR(y, 7, 0);
+    release_all(x, like, y, NULL);
+
+    nb_tensor *a = IOTA(NB_F32, S(2, 3)), *b = IOTA(NB_F32, S(4)), *out = NULL;
+    nb_tensor *bad[] = {a, b};
+    CHECK_ERR(nb_op_run("reshape_as", 2, bad, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE,
+              "reshape_as: X of shape [2, 3] (6 elements) cannot take the shape [4] of Like");
+    CHECK(out == NULL);
+    release_all(a, b, NULL);
+}
+
+static void test_reshape_as_infer(void)
+{
+    nb_var_info out;
+    /* Like's shape, unknown dims included, as long as nothing can be worked out. */
+    nb_var_info in1[] = {VI(NB_F32, -1, 6), VI(NB_I64, -1, 2, 3)};
+    CHECK_OK(infer_op("reshape_as", 2, in1, 0, NULL, 1, &out));
+    CHECK_INFO(out, NB_F32, S(-1, 2, 3));
+    nb_var_info in2[] = {VI(NB_F64, 4, 6), VI(NB_F32, -1, 3)};
+    CHECK_OK(infer_op("reshape_as", 2, in2, 0, NULL, 1, &out));
+    CHECK_INFO(out, NB_F64, S(8, 3));
+    nb_var_info in3[] = {VI(NB_F64, 4, 6), VI(NB_F32, -1, -1)};
+    CHECK_OK(infer_op("reshape_as", 2, in3, 0, NULL, 1, &out));
+    CHECK_INFO(out, NB_F64, S(-1, -1));
+    nb_var_info in4[] = {VI(NB_F32, 0, 6), VI(NB_F32, -1, 0)};
+    CHECK_OK(infer_op("reshape_as", 2, in4, 0, NULL, 1, &out));
+    CHECK_INFO(out, NB_F32, S(-1, 0));
+    nb_var_info bad1[] = {VI(NB_F32, 4, 6), VI(NB_F32, -1, 5)};
+    CHECK_ERR(infer_op("reshape_as", 2, bad1, 0, NULL, 1, &out), NB_ERR_SHAPE,
+              "reshape_as: X of shape [4, 6] (24 elements) cannot take the shape [-1, 5] of Like");
+    nb_var_info bad2[] = {VI(NB_F32, 4, 6), VI(NB_F32, 5, 5)};
+    CHECK_ERR(infer_op("reshape_as", 2, bad2, 0, NULL, 1, &out), NB_ERR_SHAPE, "cannot take the shape [5, 5] of Like");
 }
 
 /* ---- transpose ------------------------------------------------------------------------ */
@@ -491,19 +541,24 @@ static void test_stack(void)
 /* The family's definitions declare what the later gradient rules rely on. */
 static void test_definitions(void)
 {
-    static const struct { const char *name; unsigned uses; } ops[] = {
-        {"reshape", 1}, {"flatten", 1}, {"squeeze", 1}, {"unsqueeze", 1}, {"expand", 1}, {"expand_as", 1},
-        {"transpose", 0}, {"concat", 1}, {"split", 0}, {"stack", 0},
+    static const struct { const char *name; unsigned uses, uses_out; } ops[] = {
+        {"reshape", 1, 0}, {"flatten", 1, 0}, {"squeeze", 1, 0}, {"unsqueeze", 1, 0}, {"reshape_as", 1, 0},
+        {"expand", 1, 0}, {"expand_as", 1, 0}, {"transpose", 0, 0}, {"concat", 1, 0}, {"split", 0, 1},
+        {"stack", 0, 0},
     };
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
         const nb_op_def *d = nb_op_find(ops[i].name);
         CHECK(d != NULL);
         if (!d) continue;
-        CHECK(d->grad_uses_inputs == ops[i].uses && d->grad_uses_outputs == 0);
+        CHECK(d->grad_uses_inputs == ops[i].uses && d->grad_uses_outputs == ops[i].uses_out);
         CHECK(!(d->flags & NB_OP_NOT_DIFFERENTIABLE));
+        CHECK(d->vjp != NULL);
     }
-    const nb_op_def *ea = nb_op_find("expand_as");
-    CHECK(ea && (ea->inputs[1].flags & NB_SLOT_NO_GRAD));
+    const char *like[] = {"expand_as", "reshape_as"};
+    for (int i = 0; i < 2; i++) {
+        const nb_op_def *d = nb_op_find(like[i]);
+        CHECK(d && (d->inputs[1].flags & NB_SLOT_NO_GRAD));
+    }
 }
 
 int main(void)
@@ -515,6 +570,8 @@ int main(void)
     RUN(test_flatten_infer_errors);
     RUN(test_squeeze);
     RUN(test_unsqueeze);
+    RUN(test_reshape_as);
+    RUN(test_reshape_as_infer);
     RUN(test_transpose_values);
     RUN(test_transpose_big);
     RUN(test_transpose_infer_errors);

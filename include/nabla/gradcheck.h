@@ -53,12 +53,15 @@ typedef struct nb_gradcheck_case {
     int n_out;        /* outputs to request (0: one per declared slot) */
     int n_attrs;
     nb_attr attrs[NB_MAX_ATTRS];
+    unsigned loss_outputs;  /* bit k: output k enters the loss (0: every float output); e.g. 1 leaves out
+                               statistics outputs that carry no gradient by definition */
     bool skip_second_order; /* the rule's own gradient is not expected (e.g. fused grad ops without rules) */
     double rtol;            /* 0: the default */
 } nb_gradcheck_case;
 
 /* Runs one case: order 1 checks the VJP rule, order 2 the gradient of the
- * gradient. The loss is a random weighted sum of the op's float outputs. */
+ * gradient. The loss is a random weighted sum of the op's float outputs
+ * (those in loss_outputs, when it is not 0). */
 nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, nb_gradcheck_report *report);
 
 #endif

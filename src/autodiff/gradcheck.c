@@ -227,7 +227,10 @@ nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, 
     int n_out = c->n_out ? c->n_out : nb_op_num_outputs(def);
     nb_value out[NB_MAX_SLOTS * 4];
     nb_emit(b, c->op, c->n_in, in, c->n_attrs, c->attrs, n_out, out);
-    nb_value loss = weighted_sum(b, n_out, out, "w", &fs, &rng);
+    nb_value in_loss[NB_MAX_SLOTS * 4];
+    for (int k = 0; k < n_out; k++)
+        in_loss[k] = !c->loss_outputs || (k < 32 && (c->loss_outputs >> k & 1u)) ? out[k] : NB_NONE;
+    nb_value loss = weighted_sum(b, n_out, in_loss, "w", &fs, &rng);
     if ((st = nb_builder_status(b))) goto done;
     if (nb_is_none(loss) || n_wrt == 0) {
         st = nb_error(NB_ERR_ARG, "gradcheck %s (%s): nothing to differentiate", c->op, c->name ? c->name : "");

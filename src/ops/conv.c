@@ -3,40 +3,18 @@
  * kernels/cpu/conv.c and kernels/cpu/pool.c. */
 #include <stdio.h>
 #include <string.h>
+#include "conv_grad.h"
 #include "families.h"
+#include "infer_check.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/pool.h"
-
-/* ---- shared checks -------------------------------------------------------- */
-
-static const char *shp(char *buf, const nb_var_info *v)
-{
-    return nb_shape_str(buf, NB_SHAPE_STR_MAX, v->ndim, v->shape);
-}
-
-static nb_status check_float(const nb_op_ctx *ctx, const char *slot, const nb_var_info *v)
-{
-    if (v->dtype != NB_F32 && v->dtype != NB_F64)
-        return nb_error(NB_ERR_DTYPE, "%s: %s has dtype %s; it takes float32 or float64", ctx->label, slot,
-                        nb_dtype_name(v->dtype));
-    return NB_OK;
-}
-
-static nb_status check_like(const nb_op_ctx *ctx, const char *slot, const nb_var_info *v, const char *ref_slot,
-                            const nb_var_info *ref)
-{
-    if (v->dtype != ref->dtype)
-        return nb_error(NB_ERR_DTYPE, "%s: %s has dtype %s but %s has dtype %s", ctx->label, slot,
-                        nb_dtype_name(v->dtype), ref_slot, nb_dtype_name(ref->dtype));
-    return NB_OK;
-}
 
 static nb_status check_rank(const nb_op_ctx *ctx, const char *slot, const nb_var_info *v, int ndim,
                             const char *what)
 {
     char a[NB_SHAPE_STR_MAX];
     if (v->ndim != ndim)
-        return nb_error(NB_ERR_SHAPE, "%s: %s has shape %s but must be %d-D (%s)", ctx->label, slot, shp(a, v), ndim,
+        return nb_error(NB_ERR_SHAPE, "%s: %s has shape %s but must be %d-D (%s)", ctx->label, slot, nb_info_shape(a, v), ndim,
                         what);
     return NB_OK;
 }
@@ -50,7 +28,7 @@ static nb_status check_shape(const nb_op_ctx *ctx, const char *slot, const nb_va
         ok = v->shape[i] < 0 || shape[i] < 0 || v->shape[i] == shape[i];
     if (!ok) {
         char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
-        return nb_error(NB_ERR_SHAPE, "%s: %s has shape %s but %s %s", ctx->label, slot, shp(a, v), why,
+        return nb_error(NB_ERR_SHAPE, "%s: %s has shape %s but %s %s", ctx->label, slot, nb_info_shape(a, v), why,
                         nb_shape_str(b, sizeof b, ndim, shape));
     }
     return NB_OK;
@@ -127,7 +105,7 @@ static nb_status conv_check(const nb_op_ctx *ctx, const nb_var_info *x, const nb
     nb_status st;
     conv_attrs a;
     char sx[NB_SHAPE_STR_MAX], sf[NB_SHAPE_STR_MAX], sa[256];
-    if ((st = check_float(ctx, "Input", x)) || (st = check_like(ctx, "Filter", f, "Input", x)) ||
+    if ((st = nb_check_float(ctx, "Input", x)) || (st = nb_check_same_dtype(ctx, "Filter", f, "Input", x)) ||
         (st = check_rank(ctx, "Input", x, 4, "N, C, H, W")) || (st = check_rank(ctx, "Filter", f, 4, "M, C/groups, kh, kw")))
         return st;
     if ((st = int_pair(ctx, "strides", 1, a.stride)) || (st = int_pair(ctx, "dilations", 1, a.dil)) ||
@@ -139,21 +117,21 @@ static nb_status conv_check(const nb_op_ctx *ctx, const nb_var_info *x, const nb
     const int64_t C = x->shape[1], M = f->shape[0], Cg = f->shape[1];
     if (C >= 0 && C % a.groups)
         return nb_error(NB_ERR_SHAPE, "%s: Input has shape %s: its %lld channels are not divisible by groups %lld (%s)",
-                        ctx->label, shp(sx, x), (long long)C, (long long)a.groups, sa);
+                        ctx->label, nb_info_shape(sx, x), (long long)C, (long long)a.groups, sa);
     if (M >= 0 && M % a.groups)
         return nb_error(NB_ERR_SHAPE, "%s: Filter has shape %s: its %lld output channels are not divisible by groups %lld (%s)",
-                        ctx->label, shp(sf, f), (long long)M, (long long)a.groups, sa);
+                        ctx->label, nb_info_shape(sf, f), (long long)M, (long long)a.groups, sa);
     if (C >= 0 && Cg >= 0 && C != Cg * a.groups)
         return nb_error(NB_ERR_SHAPE,
                         "%s: Input has shape %s (%lld channels) but Filter has shape %s: channels must equal "
                         "Filter.shape[1] * groups = %lld (%s)",
-                        ctx->label, shp(sx, x), (long long)C, shp(sf, f), (long long)(Cg * a.groups), sa);
+                        ctx->label, nb_info_shape(sx, x), (long long)C, nb_info_shape(sf, f), (long long)(Cg * a.groups), sa);
     for (int i = 2; i < 4; i++)
         if (f->shape[i] == 0)
-            return nb_error(NB_ERR_SHAPE, "%s: Filter has shape %s: its kernel is empty", ctx->label, shp(sf, f));
+            return nb_error(NB_ERR_SHAPE, "%s: Filter has shape %s: its kernel is empty", ctx->label, nb_info_shape(sf, f));
     if (bias) {
         const int64_t want[1] = {M};
-        if ((st = check_like(ctx, "Bias", bias, "Input", x)) ||
+        if ((st = nb_check_same_dtype(ctx, "Bias", bias, "Input", x)) ||
             (st = check_shape(ctx, "Bias", bias, 1, want, "Filter's output channels need")))
             return st;
     }
@@ -170,7 +148,7 @@ static nb_status conv_check(const nb_op_ctx *ctx, const nb_var_info *x, const nb
             return nb_error(NB_ERR_SHAPE,
                             "%s: Input has shape %s and Filter %s: the dilated kernel (%lld) is bigger than the padded "
                             "input (%lld) along %s (%s)",
-                            ctx->label, shp(sx, x), shp(sf, f), (long long)keff, (long long)padded,
+                            ctx->label, nb_info_shape(sx, x), nb_info_shape(sf, f), (long long)keff, (long long)padded,
                             i ? "W" : "H", sa);
         out[2 + i] = (padded - keff) / a.stride[i] + 1;
     }
@@ -210,7 +188,7 @@ static nb_status conv2d_grad_check(nb_op_ctx *ctx, nb_conv2d_geom *g)
     int64_t out[4];
     const nb_var_info *x = nb_in_info(ctx, 0, 0), *f = nb_in_info(ctx, 1, 0), *dy = nb_in_info(ctx, 2, 0);
     nb_status st = conv_check(ctx, x, f, NULL, g, out);
-    if (st || (st = check_like(ctx, "DOutput", dy, "Input", x)) ||
+    if (st || (st = nb_check_same_dtype(ctx, "DOutput", dy, "Input", x)) ||
         (st = check_shape(ctx, "DOutput", dy, 4, out, "the convolution's output has shape")))
         return st;
     return NB_OK;
@@ -250,7 +228,7 @@ static nb_status pool_check(const nb_op_ctx *ctx, const nb_var_info *x, nb_pool2
     nb_status st;
     int64_t k[2], s[2], p[4];
     char sx[NB_SHAPE_STR_MAX], buf[128];
-    if ((st = check_float(ctx, "X", x)) || (st = check_rank(ctx, "X", x, 4, "N, C, H, W"))) return st;
+    if ((st = nb_check_float(ctx, "X", x)) || (st = check_rank(ctx, "X", x, 4, "N, C, H, W"))) return st;
     const char *type = nb_attr_string(ctx, "pooling_type");
     const bool is_max = !strcmp(type, "max");
     if (!is_max && strcmp(type, "avg"))
@@ -282,7 +260,7 @@ static nb_status pool_check(const nb_op_ctx *ctx, const nb_var_info *x, nb_pool2
             const int64_t padded = in + p0 + p1;
             if (padded < k[i])
                 return nb_error(NB_ERR_SHAPE, "%s: X has shape %s: ksize %lld is bigger than the padded input (%lld) along %s",
-                                ctx->label, shp(sx, x), (long long)k[i], (long long)padded, i ? "W" : "H");
+                                ctx->label, nb_info_shape(sx, x), (long long)k[i], (long long)padded, i ? "W" : "H");
             int64_t o = (padded - k[i]) / s[i] + 1;
             if (ceil_mode) {
                 o = (padded - k[i] + s[i] - 1) / s[i] + 1;
@@ -324,7 +302,7 @@ static nb_status pool2d_grad_check(nb_op_ctx *ctx, nb_pool2d_geom *g)
     int64_t out[4];
     const nb_var_info *x = nb_in_info(ctx, 0, 0), *o = nb_in_info(ctx, 1, 0), *d = nb_in_info(ctx, 2, 0);
     nb_status st = pool_check(ctx, x, g, out);
-    if (st || (st = check_like(ctx, "Out", o, "X", x)) || (st = check_like(ctx, "DOut", d, "X", x)) ||
+    if (st || (st = nb_check_same_dtype(ctx, "Out", o, "X", x)) || (st = nb_check_same_dtype(ctx, "DOut", d, "X", x)) ||
         (st = check_shape(ctx, "Out", o, 4, out, "the pooling's output has shape")) ||
         (st = check_shape(ctx, "DOut", d, 4, out, "the pooling's output has shape")))
         return st;
@@ -371,6 +349,7 @@ static const nb_op_def op_conv2d = {
     .infer = conv2d_infer,
     .cpu = conv2d_cpu,
     .grad_uses_inputs = (1u << 0) | (1u << 1),
+    .vjp = nb_conv2d_vjp,
 };
 
 static const nb_op_def op_conv2d_grad = {
@@ -382,6 +361,7 @@ static const nb_op_def op_conv2d_grad = {
     .infer = conv2d_grad_infer,
     .cpu = conv2d_grad_cpu,
     .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
+    .vjp = nb_conv2d_grad_vjp,
 };
 
 static const nb_op_def op_pool2d = {
@@ -394,6 +374,7 @@ static const nb_op_def op_pool2d = {
     .cpu = pool2d_cpu,
     .grad_uses_inputs = 1u << 0,
     .grad_uses_outputs = 1u << 0,
+    .vjp = nb_pool2d_vjp,
 };
 
 static const nb_op_def op_pool2d_grad = {
@@ -404,7 +385,9 @@ static const nb_op_def op_pool2d_grad = {
     .attrs = {POOL_ATTRS},
     .infer = pool2d_grad_infer,
     .cpu = pool2d_grad_cpu,
-    .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
+    /* X and Out place max pooling's picks; DOut is not read (DX is linear in it). */
+    .grad_uses_inputs = (1u << 0) | (1u << 1),
+    .vjp = nb_pool2d_grad_vjp,
 };
 
 const nb_op_def *const nb_ops_conv[] = {&op_conv2d, &op_conv2d_grad, &op_pool2d, &op_pool2d_grad, NULL};

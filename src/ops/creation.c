@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stddef.h>
 #include "families.h"
+#include "creation_grad.h"
 #include "kernels/cpu/creation.h"
 
 /* ---- shared validation ------------------------------------------------------ */
@@ -155,6 +156,7 @@ static const nb_op_def op_assign = {
     .outputs = {{"Out"}},
     .infer = infer_same,
     .cpu = nb_cpu_assign,
+    .vjp = nb_assign_vjp,
 };
 
 /* ---- random initialisers --------------------------------------------------------- */

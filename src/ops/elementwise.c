@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include "families.h"
 #include "broadcast_infer.h"
+#include "elementwise_grad.h"
 #include "kernels/cpu/elementwise.h"
 
 /* "float32, float64, int32" : the dtypes accepted by `ok`. */
@@ -47,17 +48,21 @@ static nb_status infer_binary(nb_op_ctx *c, nb_ew_binary_op op)
     }                                                                                                 \
     static const nb_op_def op_##id = {                                                                \
         .name = #id, .doc = DOC, .inputs = {{"X", 0}, {"Y", 0}}, .outputs = {{"Out", 0}},             \
-        .infer = infer_##id, .cpu = cpu_##id, .grad_uses_inputs = (USES_IN), .grad_uses_outputs = (USES_OUT)};
+        .infer = infer_##id, .cpu = cpu_##id, .grad_uses_inputs = (USES_IN), .grad_uses_outputs = (USES_OUT), \
+        .vjp = nb_##id##_vjp};
 
 #define IN_X (1u << 0)
 #define IN_Y (1u << 1)
 #define OUT_0 (1u << 0)
 
-BINARY_OP(add, NB_EW_ADD, "X + Y, broadcasting", 0, 0)
-BINARY_OP(sub, NB_EW_SUB, "X - Y, broadcasting", 0, 0)
+/* The gradient masks match the rules in elementwise_grad*.c. Every binary
+ * rule reads X and Y, if only for their shapes (to sum a broadcast gradient
+ * back); unary rules read X or Out, whichever is cheaper. */
+BINARY_OP(add, NB_EW_ADD, "X + Y, broadcasting", IN_X | IN_Y, 0)
+BINARY_OP(sub, NB_EW_SUB, "X - Y, broadcasting", IN_X | IN_Y, 0)
 BINARY_OP(mul, NB_EW_MUL, "X * Y, broadcasting", IN_X | IN_Y, 0)
 BINARY_OP(div, NB_EW_DIV, "X / Y, broadcasting; integers truncate toward zero and reject a zero divisor",
-          IN_X | IN_Y, 0)
+          IN_X | IN_Y, OUT_0)
 BINARY_OP(pow, NB_EW_POW, "X raised to the power Y, broadcasting", IN_X | IN_Y, OUT_0)
 BINARY_OP(maximum, NB_EW_MAXIMUM, "Larger of X and Y, broadcasting; NaN if either is NaN", IN_X | IN_Y, 0)
 BINARY_OP(minimum, NB_EW_MINIMUM, "Smaller of X and Y, broadcasting; NaN if either is NaN", IN_X | IN_Y, 0)
@@ -87,11 +92,12 @@ static nb_status run_unary(nb_op_ctx *c, nb_ew_unary_op op, const nb_ew_params *
     static nb_status cpu_##id(nb_op_ctx *c) { return run_unary(c, ENUM, NULL); }      \
     static const nb_op_def op_##id = {                                                \
         .name = #id, .doc = DOC, .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},       \
-        .infer = infer_##id, .cpu = cpu_##id, .grad_uses_inputs = (USES_IN), .grad_uses_outputs = (USES_OUT)};
+        .infer = infer_##id, .cpu = cpu_##id, .grad_uses_inputs = (USES_IN), .grad_uses_outputs = (USES_OUT), \
+        .vjp = nb_##id##_vjp};
 
 UNARY_OP(neg, NB_EW_NEG, "-X", 0, 0)
 UNARY_OP(abs, NB_EW_ABS, "|X|", IN_X, 0)
-UNARY_OP(sign, NB_EW_SIGN, "-1, 0 or 1 by the sign of X (NaN stays NaN)", IN_X, 0)
+UNARY_OP(sign, NB_EW_SIGN, "-1, 0 or 1 by the sign of X (NaN stays NaN)", 0, 0)
 UNARY_OP(square, NB_EW_SQUARE, "X * X", IN_X, 0)
 UNARY_OP(sqrt, NB_EW_SQRT, "Square root of X", 0, OUT_0)
 UNARY_OP(rsqrt, NB_EW_RSQRT, "1 / sqrt(X)", 0, OUT_0)
@@ -117,7 +123,7 @@ static nb_status cpu_leaky_relu(nb_op_ctx *c)
 static const nb_op_def op_leaky_relu = {
     .name = "leaky_relu", .doc = "X if X > 0, else alpha * X",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .attrs = {NB_ADEF_FLOAT("alpha", 0.01)},
-    .infer = infer_leaky_relu, .cpu = cpu_leaky_relu, .grad_uses_inputs = IN_X};
+    .infer = infer_leaky_relu, .cpu = cpu_leaky_relu, .grad_uses_inputs = IN_X, .vjp = nb_leaky_relu_vjp};
 
 static nb_status infer_elu(nb_op_ctx *c) { return infer_unary(c, NB_EW_ELU); }
 static nb_status cpu_elu(nb_op_ctx *c)
@@ -128,7 +134,8 @@ static nb_status cpu_elu(nb_op_ctx *c)
 static const nb_op_def op_elu = {
     .name = "elu", .doc = "X if X > 0, else alpha * (exp(X) - 1)",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .attrs = {NB_ADEF_FLOAT("alpha", 1.0)},
-    .infer = infer_elu, .cpu = cpu_elu, .grad_uses_inputs = IN_X};
+    .infer = infer_elu, .cpu = cpu_elu, .grad_uses_inputs = IN_X, .grad_uses_outputs = OUT_0,
+    .vjp = nb_elu_vjp};
 
 static nb_status infer_gelu(nb_op_ctx *c)
 {
@@ -141,7 +148,8 @@ static nb_status cpu_gelu(nb_op_ctx *c)
 static const nb_op_def op_gelu = {
     .name = "gelu", .doc = "X * Phi(X) with the normal CDF Phi; approximate: its tanh form",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .attrs = {NB_ADEF_BOOL("approximate", false)},
-    .infer = infer_gelu, .cpu = cpu_gelu, .grad_uses_inputs = IN_X};
+    .infer = infer_gelu, .cpu = cpu_gelu, .grad_uses_inputs = IN_X, .grad_uses_outputs = OUT_0,
+    .vjp = nb_gelu_vjp};
 
 static nb_status infer_softplus(nb_op_ctx *c)
 {
@@ -160,7 +168,7 @@ static const nb_op_def op_softplus = {
     .name = "softplus", .doc = "log(1 + exp(beta * X)) / beta; X itself where beta * X > threshold",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_FLOAT("beta", 1.0), NB_ADEF_FLOAT("threshold", 20.0)},
-    .infer = infer_softplus, .cpu = cpu_softplus, .grad_uses_inputs = IN_X};
+    .infer = infer_softplus, .cpu = cpu_softplus, .grad_uses_inputs = IN_X, .vjp = nb_softplus_vjp};
 
 static nb_status infer_clip(nb_op_ctx *c)
 {
@@ -180,7 +188,8 @@ static const nb_op_def op_clip = {
     .name = "clip", .doc = "X limited to [min, max]; NaN stays NaN",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_FLOAT("min", -DBL_MAX), NB_ADEF_FLOAT("max", DBL_MAX)},
-    .infer = infer_clip, .cpu = cpu_clip, .grad_uses_inputs = IN_X};
+    .infer = infer_clip, .cpu = cpu_clip, .grad_uses_inputs = IN_X, .grad_uses_outputs = OUT_0,
+    .vjp = nb_clip_vjp};
 
 static nb_ew_unary_op scale_kind(const nb_op_ctx *c)
 {
@@ -196,7 +205,7 @@ static const nb_op_def op_scale = {
     .name = "scale", .doc = "scale * X + bias, or scale * (X + bias) unless bias_after_scale",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_FLOAT("scale", 1.0), NB_ADEF_FLOAT("bias", 0.0), NB_ADEF_BOOL("bias_after_scale", true)},
-    .infer = infer_scale, .cpu = cpu_scale};
+    .infer = infer_scale, .cpu = cpu_scale, .vjp = nb_scale_vjp};
 
 /* ---- cast ----------------------------------------------------------------------- */
 
@@ -215,7 +224,7 @@ static nb_status cpu_cast(nb_op_ctx *c) { return nb_ew_cast(nb_in(c, 0, 0), nb_o
 static const nb_op_def op_cast = {
     .name = "cast", .doc = "X converted to dtype (floats to integers truncate and saturate; to bool: X != 0)",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .attrs = {NB_ADEF_REQUIRED("dtype", NB_ATTR_INT)},
-    .infer = infer_cast, .cpu = cpu_cast};
+    .infer = infer_cast, .cpu = cpu_cast, .grad_uses_inputs = IN_X, .vjp = nb_cast_vjp};
 
 const nb_op_def *const nb_ops_elementwise[] = {
     &op_add, &op_sub, &op_mul, &op_div, &op_pow, &op_maximum, &op_minimum,

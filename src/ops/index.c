@@ -1,6 +1,7 @@
 /* The shape family, part three: ops that pick elements by position (slice,
- * pad) or through an index tensor (gather, index_select, scatter_add,
- * one_hot). The family table in shape.c lists them.
+ * pad and pad's gradient, pad_grad) or through an index tensor (gather,
+ * index_select, scatter_add, one_hot). The family table in shape.c lists
+ * them.
  *
  * Index tensors come from data, so every index is checked when the kernel
  * runs, before anything is read or written through it. */
@@ -9,21 +10,10 @@
 #include "core/tensor_internal.h"
 #include "kernels/cpu/index.h"
 #include "kernels/cpu/shape.h"
+#include "shape_grad.h"
 #include "shape_internal.h"
 
 /* ---- slice -------------------------------------------------------------------- */
-
-/* Python's rule for a positive step: negative bounds count from the end,
- * then both are clamped to [0, n]. */
-static void slice_range(int64_t n, int64_t start, int64_t end, int64_t step, int64_t *first, int64_t *count)
-{
-    if (start < 0) start += n;
-    if (end < 0) end += n;
-    start = start < 0 ? 0 : start > n ? n : start;
-    end = end < 0 ? 0 : end > n ? n : end;
-    *first = start;
-    *count = end > start ? 1 + (end - start - 1) / step : 0;
-}
 
 /* Validates the attributes against Input and works out, for every dim of
  * Input, the first element taken, the step and the output size (-1 where
@@ -54,7 +44,7 @@ static nb_status slice_plan(const nb_op_ctx *c, const nb_var_info *x, int64_t *f
             return nb_error(NB_ERR_ARG, "%s: strides[%d] = %lld must be positive", c->label, k, (long long)s);
         step[d] = s;
         if (x->shape[d] < 0) out_shape[d] = -1;
-        else slice_range(x->shape[d], starts->ints[k], ends->ints[k], s, &first[d], &out_shape[d]);
+        else nb_shapeop_slice_range(x->shape[d], starts->ints[k], ends->ints[k], s, &first[d], &out_shape[d]);
     }
     return NB_OK;
 }
@@ -100,38 +90,45 @@ static nb_status pad_mode(const nb_op_ctx *c, nb_pad_mode *mode)
     return NB_OK;
 }
 
-static nb_status pad_infer(nb_op_ctx *c)
+/* Checks paddings and mode against the unpadded shape x (dims may be -1)
+ * and writes the padded shape to out. */
+static nb_status pad_check(nb_op_ctx *c, const nb_var_info *x, const char *slot, int64_t *out)
 {
-    const nb_var_info *x = nb_in_info(c, 0, 0);
     const nb_attr_value *p = nb_attr_get(c, "paddings");
     char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
     nb_pad_mode mode = NB_PAD_CONSTANT;
     nb_status st = pad_mode(c, &mode);
     if (st) return st;
     if (p->n != 2 * x->ndim)
-        return nb_error(NB_ERR_ARG, "%s: paddings %s has %d entries but X of shape %s needs %d (before and after each dim)",
-                        c->label, nb_attr_value_str(b, sizeof b, p), p->n, SHAPE_STR(a, x), 2 * x->ndim);
-    nb_var_info *o = nb_out_info(c, 0, 0);
-    *o = *x;
+        return nb_error(NB_ERR_ARG, "%s: paddings %s has %d entries but %s of shape %s needs %d (before and after each dim)",
+                        c->label, nb_attr_value_str(b, sizeof b, p), p->n, slot, SHAPE_STR(a, x), 2 * x->ndim);
     for (int d = 0; d < x->ndim; d++) {
         int64_t before = p->ints[2 * d], after = p->ints[2 * d + 1], n = x->shape[d];
         if (before < 0 || after < 0 || before > INT64_MAX / 4 || after > INT64_MAX / 4)
             return nb_error(NB_ERR_ARG, "%s: paddings %s for dim %d must be >= 0 (and not absurdly large)",
                             c->label, nb_attr_value_str(b, sizeof b, p), d);
         if (n < 0) {
-            o->shape[d] = -1;
+            out[d] = -1;
             continue;
         }
         if (mode == NB_PAD_REFLECT && ((before && before >= n) || (after && after >= n)))
             return nb_error(NB_ERR_SHAPE,
-                            "%s: reflect padding (%lld, %lld) of dim %d needs pads smaller than its size %lld (X has shape %s)",
-                            c->label, (long long)before, (long long)after, d, (long long)n, SHAPE_STR(a, x));
+                            "%s: reflect padding (%lld, %lld) of dim %d needs pads smaller than its size %lld (%s has shape %s)",
+                            c->label, (long long)before, (long long)after, d, (long long)n, slot, SHAPE_STR(a, x));
         if (mode == NB_PAD_EDGE && (before || after) && n == 0)
-            return nb_error(NB_ERR_SHAPE, "%s: edge padding of dim %d has no edge to repeat (X has shape %s)", c->label,
-                            d, SHAPE_STR(a, x));
-        o->shape[d] = n + before + after;
+            return nb_error(NB_ERR_SHAPE, "%s: edge padding of dim %d has no edge to repeat (%s has shape %s)", c->label,
+                            d, slot, SHAPE_STR(a, x));
+        out[d] = n + before + after;
     }
     return NB_OK;
+}
+
+static nb_status pad_infer(nb_op_ctx *c)
+{
+    const nb_var_info *x = nb_in_info(c, 0, 0);
+    nb_var_info *o = nb_out_info(c, 0, 0);
+    *o = *x;
+    return pad_check(c, x, "X", o->shape);
 }
 
 static nb_status pad_kernel(nb_op_ctx *c)
@@ -149,6 +146,57 @@ static nb_status pad_kernel(nb_op_ctx *c)
     if (st) {
         free(ob.scratch);
         return nb_error(st, "%s: out of memory", c->label);
+    }
+    nb_shapeop_out_end(&ob);
+    return NB_OK;
+}
+
+/* ---- pad_grad ------------------------------------------------------------------- */
+
+/* DX has the shape of DOut less the paddings; the unpadded shape must be
+ * one that pad accepts with these paddings and mode. */
+static nb_status pad_grad_infer(nb_op_ctx *c)
+{
+    const nb_var_info *dy = nb_in_info(c, 0, 0);
+    const nb_attr_value *p = nb_attr_get(c, "paddings");
+    char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
+    if (dy->dtype != NB_F32 && dy->dtype != NB_F64)
+        return nb_error(NB_ERR_DTYPE, "%s: DOut is %s; pad_grad takes float32 or float64", c->label,
+                        nb_dtype_name(dy->dtype));
+    if (p->n != 2 * dy->ndim)
+        return nb_error(NB_ERR_ARG, "%s: paddings %s has %d entries but DOut of shape %s needs %d (before and after each dim)",
+                        c->label, nb_attr_value_str(b, sizeof b, p), p->n, SHAPE_STR(a, dy), 2 * dy->ndim);
+    nb_var_info *o = nb_out_info(c, 0, 0);
+    *o = *dy;
+    for (int d = 0; d < dy->ndim; d++) {
+        int64_t before = p->ints[2 * d], after = p->ints[2 * d + 1], n = dy->shape[d];
+        if (n < 0 || before < 0 || after < 0 || before > INT64_MAX / 4 || after > INT64_MAX / 4) {
+            o->shape[d] = -1;
+            continue;
+        }
+        if (n - before - after < 0)
+            return nb_error(NB_ERR_SHAPE, "%s: DOut of shape %s is smaller than paddings %s along dim %d", c->label,
+                            SHAPE_STR(a, dy), nb_attr_value_str(b, sizeof b, p), d);
+        o->shape[d] = n - before - after;
+    }
+    int64_t padded[NB_MAX_DIMS];
+    return pad_check(c, o, "DX", padded);
+}
+
+static nb_status pad_grad_kernel(nb_op_ctx *c)
+{
+    nb_tensor *dy = nb_in(c, 0, 0), *dx = nb_out(c, 0, 0);
+    nb_pad_mode mode = NB_PAD_CONSTANT;
+    nb_status st = pad_mode(c, &mode);
+    if (st) return st;
+    nb_shapeop_out ob;
+    if ((st = nb_shapeop_out_begin(c, dx, &ob))) return st;
+    st = nb_cpu_pad_grad(dx->dtype, ob.data, nb_tensor_data(dy), dx->ndim, dx->shape, nb_attr_get(c, "paddings")->ints,
+                         mode);
+    if (st) {
+        free(ob.scratch);
+        return st == NB_ERR_DTYPE ? nb_error(st, "%s: no kernel for %s", c->label, nb_dtype_name(dx->dtype))
+                                  : nb_error(st, "%s: out of memory", c->label);
     }
     nb_shapeop_out_end(&ob);
     return NB_OK;
@@ -334,6 +382,7 @@ const nb_op_def nb_op_slice = {
     .infer = slice_infer,
     .cpu = slice_kernel,
     .grad_uses_inputs = 1u << 0,
+    .vjp = nb_slice_vjp,
 };
 
 const nb_op_def nb_op_pad = {
@@ -345,7 +394,18 @@ const nb_op_def nb_op_pad = {
               NB_ADEF_STRING("mode", "constant")},
     .infer = pad_infer,
     .cpu = pad_kernel,
-    .grad_uses_inputs = 1u << 0,
+    .vjp = nb_pad_vjp,
+};
+
+const nb_op_def nb_op_pad_grad = {
+    .name = "pad_grad",
+    .doc = "Gradient of pad: DX adds each element of DOut onto the element of X that pad copied it from",
+    .inputs = {{"DOut", 0}},
+    .outputs = {{"DX", 0}},
+    .attrs = {NB_ADEF_REQUIRED("paddings", NB_ATTR_INTS), NB_ADEF_STRING("mode", "constant")},
+    .infer = pad_grad_infer,
+    .cpu = pad_grad_kernel,
+    .vjp = nb_pad_grad_vjp,
 };
 
 const nb_op_def nb_op_gather = {
@@ -357,6 +417,7 @@ const nb_op_def nb_op_gather = {
     .infer = gather_infer,
     .cpu = gather_kernel,
     .grad_uses_inputs = (1u << 0) | (1u << 1),
+    .vjp = nb_gather_vjp,
 };
 
 const nb_op_def nb_op_index_select = {
@@ -368,6 +429,7 @@ const nb_op_def nb_op_index_select = {
     .infer = index_select_infer,
     .cpu = index_select_kernel,
     .grad_uses_inputs = (1u << 0) | (1u << 1),
+    .vjp = nb_gather_vjp,
 };
 
 const nb_op_def nb_op_scatter_add = {
@@ -379,6 +441,7 @@ const nb_op_def nb_op_scatter_add = {
     .infer = scatter_add_infer,
     .cpu = scatter_add_kernel,
     .grad_uses_inputs = 1u << 1,
+    .vjp = nb_scatter_add_vjp,
 };
 
 const nb_op_def nb_op_one_hot = {

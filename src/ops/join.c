@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/cpu/shape.h"
+#include "shape_grad.h"
 #include "shape_internal.h"
 
 /* Checks that input k has the dtype and rank of input 0 and, except along
@@ -215,6 +216,7 @@ const nb_op_def nb_op_concat = {
     .infer = concat_infer,
     .cpu = concat_kernel,
     .grad_uses_inputs = 1u << 0,
+    .vjp = nb_concat_vjp,
 };
 
 const nb_op_def nb_op_split = {
@@ -225,6 +227,8 @@ const nb_op_def nb_op_split = {
     .attrs = {NB_ADEF_INT("axis", 0), NB_ADEF_INTS_EMPTY("sections")},
     .infer = split_infer,
     .cpu = split_kernel,
+    .grad_uses_outputs = 1u << 0, /* the shapes of pieces that get no gradient */
+    .vjp = nb_split_vjp,
 };
 
 const nb_op_def nb_op_stack = {
@@ -235,4 +239,5 @@ const nb_op_def nb_op_stack = {
     .attrs = {NB_ADEF_INT("axis", 0)},
     .infer = stack_infer,
     .cpu = stack_kernel,
+    .vjp = nb_stack_vjp,
 };

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "families.h"
 #include "kernels/cpu/linalg.h"
+#include "linalg_grad.h"
 
 static bool is_float(nb_dtype dt) { return dt == NB_F32 || dt == NB_F64; }
 
@@ -40,6 +41,7 @@ static const nb_op_def op_matmul = {
     .infer = infer_matmul,
     .cpu = nb_cpu_matmul,
     .grad_uses_inputs = (1u << 0) | (1u << 1),
+    .vjp = nb_vjp_matmul,
 };
 
 /* ---- fc ---------------------------------------------------------------------------- */
@@ -95,8 +97,9 @@ static nb_status infer_fc(nb_op_ctx *ctx)
     return NB_OK;
 }
 
-/* The gradient needs Input and W for the product and Out to undo the
- * activation (relu, sigmoid and tanh derivatives are functions of Out). */
+/* The gradient needs Input and W for the product, Out to undo the
+ * activation (relu, sigmoid and tanh derivatives are functions of Out) and
+ * Bias's rank (dBias is [N] or [1, N]). */
 static const nb_op_def op_fc = {
     .name = "fc",
     .doc = "Fully connected: act(flatten(Input, in_num_col_dims) @ W + Bias), activation \"\"|relu|sigmoid|tanh",
@@ -105,8 +108,9 @@ static const nb_op_def op_fc = {
     .attrs = {NB_ADEF_INT("in_num_col_dims", 1), NB_ADEF_STRING("activation", "")},
     .infer = infer_fc,
     .cpu = nb_cpu_fc,
-    .grad_uses_inputs = (1u << 0) | (1u << 1),
+    .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
     .grad_uses_outputs = 1u << 0,
+    .vjp = nb_vjp_fc,
 };
 
 const nb_op_def *const nb_ops_linalg[] = {&op_matmul, &op_fc, NULL};

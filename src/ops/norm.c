@@ -3,31 +3,9 @@
 #include <math.h>
 #include <string.h>
 #include "families.h"
+#include "infer_check.h"
+#include "norm_grad.h"
 #include "kernels/cpu/norm.h"
-
-/* ---- shared checks -------------------------------------------------------- */
-
-static const char *shp(char *buf, const nb_var_info *v)
-{
-    return nb_shape_str(buf, NB_SHAPE_STR_MAX, v->ndim, v->shape);
-}
-
-static nb_status check_float(const nb_op_ctx *ctx, const char *slot, const nb_var_info *v)
-{
-    if (v->dtype != NB_F32 && v->dtype != NB_F64)
-        return nb_error(NB_ERR_DTYPE, "%s: %s has dtype %s; it takes float32 or float64", ctx->label, slot,
-                        nb_dtype_name(v->dtype));
-    return NB_OK;
-}
-
-static nb_status check_like(const nb_op_ctx *ctx, const char *slot, const nb_var_info *v, const char *ref_slot,
-                            const nb_var_info *ref)
-{
-    if (v->dtype != ref->dtype)
-        return nb_error(NB_ERR_DTYPE, "%s: %s has dtype %s but %s has dtype %s", ctx->label, slot,
-                        nb_dtype_name(v->dtype), ref_slot, nb_dtype_name(ref->dtype));
-    return NB_OK;
-}
 
 static bool dims_fit(int nda, const int64_t *a, int ndb, const int64_t *b)
 {
@@ -43,7 +21,7 @@ static nb_status check_shape(const nb_op_ctx *ctx, const char *slot, const nb_va
 {
     if (!dims_fit(v->ndim, v->shape, ndim, shape)) {
         char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
-        return nb_error(NB_ERR_SHAPE, "%s: %s has shape %s but %s %s", ctx->label, slot, shp(a, v), why,
+        return nb_error(NB_ERR_SHAPE, "%s: %s has shape %s but %s %s", ctx->label, slot, nb_info_shape(a, v), why,
                         nb_shape_str(b, sizeof b, ndim, shape));
     }
     return NB_OK;
@@ -102,10 +80,10 @@ static nb_status bn_check(const nb_op_ctx *ctx, int n_slots, const int *slots, c
     nb_status st;
     char sx[NB_SHAPE_STR_MAX];
     const nb_var_info *x = nb_in_info(ctx, 0, 0);
-    if ((st = check_float(ctx, "X", x)) || (st = check_epsilon(ctx))) return st;
+    if ((st = nb_check_float(ctx, "X", x)) || (st = check_epsilon(ctx))) return st;
     if (x->ndim < 2)
         return nb_error(NB_ERR_SHAPE, "%s: X has shape %s but must be [N, C] or [N, C, H, W] (at least 2-D)",
-                        ctx->label, shp(sx, x));
+                        ctx->label, nb_info_shape(sx, x));
     *C = x->shape[1];
     for (int k = 0; k < n_slots && *C < 0; k++)
         if (nb_has_in(ctx, slots[k]) && nb_in_info(ctx, slots[k], 0)->ndim == 1)
@@ -113,7 +91,7 @@ static nb_status bn_check(const nb_op_ctx *ctx, int n_slots, const int *slots, c
     for (int k = 0; k < n_slots; k++) {
         if (!nb_has_in(ctx, slots[k])) continue;
         const nb_var_info *v = nb_in_info(ctx, slots[k], 0);
-        if ((st = check_like(ctx, names[k], v, "X", x)) ||
+        if ((st = nb_check_same_dtype(ctx, names[k], v, "X", x)) ||
             (st = check_shape(ctx, names[k], v, 1, C, "X's channels need")))
             return st;
     }
@@ -137,7 +115,7 @@ static nb_status batch_norm_infer(nb_op_ctx *ctx)
         char sx[NB_SHAPE_STR_MAX];
         return nb_error(NB_ERR_SHAPE,
                         "%s: X has shape %s: training needs more than one value per channel (or set is_test)",
-                        ctx->label, shp(sx, x));
+                        ctx->label, nb_info_shape(sx, x));
     }
     set_out(ctx, 0, x->dtype, x->ndim, x->shape);
     for (int s = 1; s <= 4; s++) set_out(ctx, s, x->dtype, 1, &C);
@@ -174,7 +152,7 @@ static nb_status batch_norm_grad_infer(nb_op_ctx *ctx)
     nb_status st = bn_check(ctx, 5, slots, names, &C);
     if (st) return st;
     const nb_var_info *x = nb_in_info(ctx, 0, 0), *dy = nb_in_info(ctx, 4, 0);
-    if ((st = check_like(ctx, "DY", dy, "X", x)) || (st = check_shape(ctx, "DY", dy, x->ndim, x->shape, "X has shape")))
+    if ((st = nb_check_same_dtype(ctx, "DY", dy, "X", x)) || (st = check_shape(ctx, "DY", dy, x->ndim, x->shape, "X has shape")))
         return st;
     if (nb_has_in(ctx, 5) != nb_has_in(ctx, 6))
         return nb_error(NB_ERR_ARG, "%s: Mean and Variance must be given together", ctx->label);
@@ -208,12 +186,12 @@ static nb_status ln_axis(const nb_op_ctx *ctx, const nb_var_info *x, int *axis, 
 {
     nb_status st;
     char sx[NB_SHAPE_STR_MAX];
-    if ((st = check_float(ctx, "X", x)) || (st = check_epsilon(ctx))) return st;
+    if ((st = nb_check_float(ctx, "X", x)) || (st = check_epsilon(ctx))) return st;
     int64_t a = nb_attr_int(ctx, "begin_norm_axis");
     if (a < 0) a += x->ndim;
     if (x->ndim < 1 || a < 0 || a >= x->ndim)
         return nb_error(NB_ERR_ARG, "%s: begin_norm_axis %lld is out of range for X of shape %s", ctx->label,
-                        (long long)nb_attr_int(ctx, "begin_norm_axis"), shp(sx, x));
+                        (long long)nb_attr_int(ctx, "begin_norm_axis"), nb_info_shape(sx, x));
     *axis = (int)a;
     *rows = dims_prod(x, 0, *axis);
     *cols = dims_prod(x, *axis, x->ndim);
@@ -224,13 +202,13 @@ static nb_status ln_axis(const nb_op_ctx *ctx, const nb_var_info *x, int *axis, 
 static nb_status ln_param(const nb_op_ctx *ctx, const char *slot, const nb_var_info *v, const nb_var_info *x,
                           int axis, int64_t cols)
 {
-    nb_status st = check_like(ctx, slot, v, "X", x);
+    nb_status st = nb_check_same_dtype(ctx, slot, v, "X", x);
     if (st) return st;
     if (dims_fit(v->ndim, v->shape, x->ndim - axis, x->shape + axis) || dims_fit(v->ndim, v->shape, 1, &cols))
         return NB_OK;
     char sv[NB_SHAPE_STR_MAX], sx[NB_SHAPE_STR_MAX], sn[NB_SHAPE_STR_MAX];
     return nb_error(NB_ERR_SHAPE, "%s: %s has shape %s but X has shape %s with begin_norm_axis %d: it must be [%lld] or %s",
-                    ctx->label, slot, shp(sv, v), shp(sx, x), axis, (long long)cols,
+                    ctx->label, slot, nb_info_shape(sv, v), nb_info_shape(sx, x), axis, (long long)cols,
                     nb_shape_str(sn, sizeof sn, x->ndim - axis, x->shape + axis));
 }
 
@@ -248,7 +226,7 @@ static nb_status layer_norm_infer(nb_op_ctx *ctx)
     if (nb_has_in(ctx, 1) && nb_has_in(ctx, 2) && nb_in_info(ctx, 1, 0)->ndim != nb_in_info(ctx, 2, 0)->ndim) {
         char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
         return nb_error(NB_ERR_SHAPE, "%s: Scale has shape %s but Bias has shape %s: give both flat or both as the normalised dims",
-                        ctx->label, shp(a, nb_in_info(ctx, 1, 0)), shp(b, nb_in_info(ctx, 2, 0)));
+                        ctx->label, nb_info_shape(a, nb_in_info(ctx, 1, 0)), nb_info_shape(b, nb_in_info(ctx, 2, 0)));
     }
     set_out(ctx, 0, x->dtype, x->ndim, x->shape);
     set_out(ctx, 1, x->dtype, 1, &rows);
@@ -283,11 +261,11 @@ static nb_status layer_norm_grad_infer(nb_op_ctx *ctx)
     nb_status st = ln_axis(ctx, x, &axis, &rows, &cols);
     if (st) return st;
     if (nb_has_in(ctx, 1) && (st = ln_param(ctx, "Scale", nb_in_info(ctx, 1, 0), x, axis, cols))) return st;
-    if ((st = check_like(ctx, "Mean", nb_in_info(ctx, 2, 0), "X", x)) ||
+    if ((st = nb_check_same_dtype(ctx, "Mean", nb_in_info(ctx, 2, 0), "X", x)) ||
         (st = check_shape(ctx, "Mean", nb_in_info(ctx, 2, 0), 1, &rows, "X's leading dims need")) ||
-        (st = check_like(ctx, "Variance", nb_in_info(ctx, 3, 0), "X", x)) ||
+        (st = nb_check_same_dtype(ctx, "Variance", nb_in_info(ctx, 3, 0), "X", x)) ||
         (st = check_shape(ctx, "Variance", nb_in_info(ctx, 3, 0), 1, &rows, "X's leading dims need")) ||
-        (st = check_like(ctx, "DY", dy, "X", x)) || (st = check_shape(ctx, "DY", dy, x->ndim, x->shape, "X has shape")))
+        (st = nb_check_same_dtype(ctx, "DY", dy, "X", x)) || (st = check_shape(ctx, "DY", dy, x->ndim, x->shape, "X has shape")))
         return st;
     set_out(ctx, 0, x->dtype, x->ndim, x->shape);
     /* DScale and DBias take Scale's shape (layer_norm gives Bias the same
@@ -322,8 +300,10 @@ static const nb_op_def op_batch_norm = {
               NB_ADEF_BOOL("use_global_stats", false)},
     .infer = batch_norm_infer,
     .cpu = batch_norm_cpu,
-    .grad_uses_inputs = (1u << 0) | (1u << 1),
+    /* Mean and Variance: the statistics with is_test or use_global_stats. */
+    .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 3) | (1u << 4),
     .grad_uses_outputs = (1u << 3) | (1u << 4),
+    .vjp = nb_batch_norm_vjp,
 };
 
 static const nb_op_def op_batch_norm_grad = {
@@ -346,8 +326,10 @@ static const nb_op_def op_layer_norm = {
     .attrs = {NB_ADEF_INT("begin_norm_axis", 1), NB_ADEF_FLOAT("epsilon", 1e-5)},
     .infer = layer_norm_infer,
     .cpu = layer_norm_cpu,
-    .grad_uses_inputs = (1u << 0) | (1u << 1),
+    /* Bias: only its shape, which DBias takes. */
+    .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
     .grad_uses_outputs = (1u << 1) | (1u << 2),
+    .vjp = nb_layer_norm_vjp,
 };
 
 static const nb_op_def op_layer_norm_grad = {

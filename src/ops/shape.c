@@ -1,8 +1,9 @@
 /* The shape family, part one: ops that change how elements are laid out
- * (reshape, flatten, squeeze, unsqueeze, transpose, expand, expand_as), and
- * the helpers the family shares. Joining and cutting (concat, stack, split)
- * are in join.c, slicing, padding and the index ops in index.c; the family
- * table at the end lists them all.
+ * (reshape, flatten, squeeze, unsqueeze, reshape_as, transpose, expand,
+ * expand_as), and the helpers the family shares. Joining and cutting
+ * (concat, stack, split) are in join.c, slicing, padding and the index ops
+ * in index.c; the family table at the end lists them all. Gradient rules
+ * are in shape_grad.c and shape_grad_index.c.
  *
  * Every op copies into its output: views belong to the tensor API, while op
  * outputs own contiguous storage that later ops may overwrite in place. */
@@ -12,6 +13,7 @@
 #include "core/tensor_internal.h"
 #include "families.h"
 #include "kernels/cpu/shape.h"
+#include "shape_grad.h"
 #include "shape_internal.h"
 
 /* ---- helpers shared with join.c and index.c ---------------------------------------- */
@@ -72,7 +74,7 @@ static nb_var_info *set_out(nb_op_ctx *c, const nb_var_info *x)
     return o;
 }
 
-/* ---- reshape, flatten, squeeze, unsqueeze: same elements, new shape ---------- */
+/* ---- reshape, flatten, squeeze, unsqueeze, reshape_as: same elements, new shape */
 
 /* These ops keep the element order, so the whole tensor is one run. */
 static nb_status copy_kernel(nb_op_ctx *c)
@@ -215,6 +217,37 @@ static nb_status unsqueeze_infer(nb_op_ctx *c)
     return NB_OK;
 }
 
+/* reshape_as: Out takes the shape of Like. One unknown dim of Like is
+ * worked out from X's element count when the rest are known. */
+static nb_status reshape_as_infer(nb_op_ctx *c)
+{
+    const nb_var_info *x = nb_in_info(c, 0, 0), *like = nb_in_info(c, 1, 0);
+    char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
+    nb_var_info *o = set_out(c, x);
+    o->ndim = like->ndim;
+    int unknown_at = -1, n_unknown = 0;
+    int64_t rest = 1;
+    for (int d = 0; d < like->ndim; d++) {
+        o->shape[d] = like->shape[d];
+        if (like->shape[d] < 0) {
+            unknown_at = d;
+            n_unknown++;
+        } else {
+            rest *= like->shape[d];
+        }
+    }
+    int64_t xn = nb_shapeop_product(x->shape, 0, x->ndim);
+    if (xn < 0 || n_unknown > 1) return NB_OK;
+    if (n_unknown == 1 && rest > 0 && xn % rest == 0) {
+        o->shape[unknown_at] = xn / rest;
+        return NB_OK;
+    }
+    if ((n_unknown == 1 && (rest > 0 || xn > 0)) || (n_unknown == 0 && rest != xn))
+        return nb_error(NB_ERR_SHAPE, "%s: X of shape %s (%lld elements) cannot take the shape %s of Like", c->label,
+                        SHAPE_STR(a, x), (long long)xn, SHAPE_STR(b, like));
+    return NB_OK;
+}
+
 /* ---- transpose ---------------------------------------------------------------- */
 
 /* Reads perm after infer has validated it. */
@@ -335,6 +368,7 @@ static const nb_op_def op_reshape = {
     .infer = reshape_infer,
     .cpu = copy_kernel,
     .grad_uses_inputs = 1u << 0,
+    .vjp = nb_reshape_vjp,
 };
 
 static const nb_op_def op_flatten = {
@@ -346,6 +380,7 @@ static const nb_op_def op_flatten = {
     .infer = flatten_infer,
     .cpu = copy_kernel,
     .grad_uses_inputs = 1u << 0,
+    .vjp = nb_reshape_vjp,
 };
 
 static const nb_op_def op_squeeze = {
@@ -357,6 +392,7 @@ static const nb_op_def op_squeeze = {
     .infer = squeeze_infer,
     .cpu = copy_kernel,
     .grad_uses_inputs = 1u << 0,
+    .vjp = nb_reshape_vjp,
 };
 
 static const nb_op_def op_unsqueeze = {
@@ -368,6 +404,18 @@ static const nb_op_def op_unsqueeze = {
     .infer = unsqueeze_infer,
     .cpu = copy_kernel,
     .grad_uses_inputs = 1u << 0,
+    .vjp = nb_reshape_vjp,
+};
+
+static const nb_op_def op_reshape_as = {
+    .name = "reshape_as",
+    .doc = "X with the shape of Like (same element count): reshape to a shape known only at run time",
+    .inputs = {{"X", 0}, {"Like", NB_SLOT_NO_GRAD}},
+    .outputs = {{"Out", 0}},
+    .infer = reshape_as_infer,
+    .cpu = copy_kernel,
+    .grad_uses_inputs = 1u << 0,
+    .vjp = nb_reshape_vjp,
 };
 
 static const nb_op_def op_transpose = {
@@ -378,6 +426,7 @@ static const nb_op_def op_transpose = {
     .attrs = {NB_ADEF_REQUIRED("perm", NB_ATTR_INTS)},
     .infer = transpose_infer,
     .cpu = transpose_kernel,
+    .vjp = nb_transpose_vjp,
 };
 
 static const nb_op_def op_expand = {
@@ -389,6 +438,7 @@ static const nb_op_def op_expand = {
     .infer = expand_infer,
     .cpu = expand_kernel,
     .grad_uses_inputs = 1u << 0,
+    .vjp = nb_expand_vjp,
 };
 
 static const nb_op_def op_expand_as = {
@@ -399,10 +449,11 @@ static const nb_op_def op_expand_as = {
     .infer = expand_as_infer,
     .cpu = expand_kernel,
     .grad_uses_inputs = 1u << 0,
+    .vjp = nb_expand_vjp,
 };
 
 const nb_op_def *const nb_ops_shape[] = {
-    &op_reshape, &op_flatten, &op_squeeze, &op_unsqueeze, &op_transpose, &op_expand, &op_expand_as,
-    &nb_op_concat, &nb_op_split, &nb_op_stack, &nb_op_slice, &nb_op_pad, &nb_op_gather, &nb_op_index_select,
-    &nb_op_scatter_add, &nb_op_one_hot, NULL,
+    &op_reshape, &op_flatten, &op_squeeze, &op_unsqueeze, &op_reshape_as, &op_transpose, &op_expand, &op_expand_as,
+    &nb_op_concat, &nb_op_split, &nb_op_stack, &nb_op_slice, &nb_op_pad, &nb_op_pad_grad, &nb_op_gather,
+    &nb_op_index_select, &nb_op_scatter_add, &nb_op_one_hot, NULL,
 };

@@ -11,7 +11,7 @@
 
 /* Defined in join.c and index.c, listed in shape.c's table. */
 extern const nb_op_def nb_op_concat, nb_op_split, nb_op_stack;
-extern const nb_op_def nb_op_slice, nb_op_pad, nb_op_gather, nb_op_index_select, nb_op_scatter_add,
+extern const nb_op_def nb_op_slice, nb_op_pad, nb_op_pad_grad, nb_op_gather, nb_op_index_select, nb_op_scatter_add,
     nb_op_one_hot;
 
 /* Product of shape[from..to), -1 if any of those dims is unknown. */
@@ -23,6 +23,20 @@ static inline int64_t nb_shapeop_product(const int64_t *shape, int from, int to)
         p *= shape[d];
     }
     return p;
+}
+
+/* Where slice starts along a dim of size n and how many elements it takes:
+ * Python's rule for a positive step (negative bounds count from the end,
+ * then both are clamped to [0, n]). Its gradient rule needs the same. */
+static inline void nb_shapeop_slice_range(int64_t n, int64_t start, int64_t end, int64_t step, int64_t *first,
+                                          int64_t *count)
+{
+    if (start < 0) start += n;
+    if (end < 0) end += n;
+    start = start < 0 ? 0 : start > n ? n : start;
+    end = end < 0 ? 0 : end > n ? n : end;
+    *first = start;
+    *count = end > start ? 1 + (end - start - 1) / step : 0;
 }
 
 #define SHAPE_STR(buf, info) nb_shape_str((buf), sizeof(buf), (info)->ndim, (info)->shape)

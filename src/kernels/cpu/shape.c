@@ -262,6 +262,30 @@ static void pad_rows(const pad_plan *p, int64_t r0, int64_t r1)
     }
 }
 
+/* The index maps of nb_cpu_pad, in one allocation of map_len entries (the
+ * sum of the padded sizes) that the caller frees; NULL for lack of memory. */
+static int64_t *pad_maps(int ndim, const int64_t *in_shape, const int64_t *out_shape, const int64_t *pads,
+                         nb_pad_mode mode, int64_t map_len, int64_t **map)
+{
+    int64_t *maps = malloc((size_t)(map_len ? map_len : 1) * sizeof *maps);
+    if (!maps) return NULL;
+    int64_t *m = maps;
+    for (int d = 0; d < ndim; d++) {
+        int64_t n = in_shape[d], before = pads[2 * d];
+        map[d] = m;
+        for (int64_t j = 0; j < out_shape[d]; j++) {
+            int64_t k = j - before;
+            if (k < 0 || k >= n) {
+                if (mode == NB_PAD_CONSTANT) k = -1;
+                else if (mode == NB_PAD_EDGE) k = k < 0 ? 0 : n - 1;
+                else k = k < 0 ? -k : 2 * (n - 1) - k;
+            }
+            *m++ = k;
+        }
+    }
+    return maps;
+}
+
 nb_status nb_cpu_pad(void *dst, const void *src, int ndim, const int64_t *in_shape, const int64_t *pads,
                      nb_pad_mode mode, const void *fill, size_t el)
 {
@@ -279,22 +303,8 @@ nb_status nb_cpu_pad(void *dst, const void *src, int ndim, const int64_t *in_sha
         map_len += p.out_shape[d];
     }
     if (total == 0) return NB_OK;
-    int64_t *maps = malloc((size_t)map_len * sizeof *maps);
+    int64_t *maps = pad_maps(ndim, in_shape, p.out_shape, pads, mode, map_len, p.map);
     if (!maps) return NB_ERR_NOMEM;
-    int64_t *m = maps;
-    for (int d = 0; d < ndim; d++) {
-        int64_t n = in_shape[d], before = pads[2 * d];
-        p.map[d] = m;
-        for (int64_t j = 0; j < p.out_shape[d]; j++) {
-            int64_t k = j - before;
-            if (k < 0 || k >= n) {
-                if (mode == NB_PAD_CONSTANT) k = -1;
-                else if (mode == NB_PAD_EDGE) k = k < 0 ? 0 : n - 1;
-                else k = k < 0 ? -k : 2 * (n - 1) - k;
-            }
-            *m++ = k;
-        }
-    }
     p.before_last = pads[2 * (ndim - 1)];
     p.in_last = in_shape[ndim - 1];
     if (p.in_last == 0) {
@@ -307,6 +317,68 @@ nb_status nb_cpu_pad(void *dst, const void *src, int ndim, const int64_t *in_sha
     int64_t chunks = rows < 256 ? rows : 256;
     NB_SHAPE_PARALLEL_FOR(total >= NB_SHAPE_PARALLEL_MIN && chunks > 1)
     for (int64_t c = 0; c < chunks; c++) pad_rows(&p, rows * c / chunks, rows * (c + 1) / chunks);
+    free(maps);
+    return NB_OK;
+}
+
+/* ---- pad_grad ------------------------------------------------------------------ */
+
+/* Adds every element of the padded src to the element of dst that pad
+ * copied it from, walking src row by row (all dims but the last) in order,
+ * so sums do not depend on anything but the shapes. */
+#define PAD_GRAD_ROWS(T)                                                                             \
+    static void pad_grad_rows_##T(T *dst, const T *src, int nd, const int64_t *out_shape,           \
+                                  const int64_t *in_stride, int64_t *const *map)                   \
+    {                                                                                                \
+        int outer = nd - 1;                                                                          \
+        int64_t len = out_shape[outer], rows = 1, idx[NB_MAX_DIMS] = {0};                            \
+        const int64_t *ml = map[outer];                                                              \
+        for (int k = 0; k < outer; k++) rows *= out_shape[k];                                        \
+        for (int64_t r = 0; r < rows; r++, src += len) {                                             \
+            int64_t off = 0;                                                                         \
+            bool inside = true;                                                                      \
+            for (int k = 0; k < outer && inside; k++) {                                              \
+                int64_t m = map[k][idx[k]];                                                          \
+                inside = m >= 0;                                                                     \
+                off += m * in_stride[k];                                                             \
+            }                                                                                        \
+            if (inside)                                                                              \
+                for (int64_t j = 0; j < len; j++)                                                    \
+                    if (ml[j] >= 0) dst[off + ml[j]] += src[j];                                      \
+            for (int k = outer - 1; k >= 0; k--) {                                                   \
+                if (++idx[k] < out_shape[k]) break;                                                  \
+                idx[k] = 0;                                                                          \
+            }                                                                                        \
+        }                                                                                            \
+    }
+
+PAD_GRAD_ROWS(float)
+PAD_GRAD_ROWS(double)
+
+nb_status nb_cpu_pad_grad(nb_dtype dt, void *dst, const void *src, int ndim, const int64_t *in_shape,
+                          const int64_t *pads, nb_pad_mode mode)
+{
+    if (dt != NB_F32 && dt != NB_F64) return NB_ERR_DTYPE;
+    size_t el = nb_dtype_size(dt);
+    if (ndim == 0) {
+        memcpy(dst, src, el);
+        return NB_OK;
+    }
+    int64_t out_shape[NB_MAX_DIMS], in_stride[NB_MAX_DIMS], *map[NB_MAX_DIMS];
+    int64_t total = 1, in_total = 1, map_len = 0;
+    for (int d = ndim - 1; d >= 0; d--) {
+        out_shape[d] = in_shape[d] + pads[2 * d] + pads[2 * d + 1];
+        in_stride[d] = in_total;
+        in_total *= in_shape[d];
+        total *= out_shape[d];
+        map_len += out_shape[d];
+    }
+    if (in_total) memset(dst, 0, (size_t)in_total * el);
+    if (total == 0 || in_total == 0) return NB_OK;
+    int64_t *maps = pad_maps(ndim, in_shape, out_shape, pads, mode, map_len, map);
+    if (!maps) return NB_ERR_NOMEM;
+    if (dt == NB_F32) pad_grad_rows_float(dst, src, ndim, out_shape, in_stride, map);
+    else pad_grad_rows_double(dst, src, ndim, out_shape, in_stride, map);
     free(maps);
     return NB_OK;
 }

@@ -1,6 +1,156 @@
-/* Gradient-check cases of the elementwise family. */
+/* Gradient-check cases of the elementwise family.
+ *
+ * Inputs stay inside each op's domain (log, sqrt, rsqrt and pow's base on
+ * [0.5, 2]; tan well inside its poles) and away from kinks and ties (abs,
+ * sign, relu, leaky_relu, elu, clip, softplus's threshold): where the sign of
+ * an input matters the cases give fixed values that sit at least 0.05 from
+ * the kink, since finite differences straddling one would be meaningless. */
 #include "cases.h"
 
+/* Attributes in a table (plain initialisers, no compound literals). */
+#define A_F(nm, v) {.name = (nm), .value = {.type = NB_ATTR_FLOAT, .f = (v)}}
+#define A_B(nm, v) {.name = (nm), .value = {.type = NB_ATTR_BOOL, .b = (v)}}
+#define A_I(nm, v) {.name = (nm), .value = {.type = NB_ATTR_INT, .i = (v)}}
+
+/* A 0-d input drawn from [lo, hi]. */
+#define GC_SCALAR_RANGE(lo_, hi_) {.dtype = NB_F64, .ndim = 0, .lo = (lo_), .hi = (hi_)}
+/* Fixed values: GC_VALS(array, dims...). */
+#define GC_VALS(vals, ...) {.dtype = NB_F64, .ndim = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), \
+                            .shape = {__VA_ARGS__}, .fill = NB_GC_VALUES, .values = (vals)}
+
+/* Both signs, at least 0.05 from 0 (and from +-0.5, clip's bounds below). */
+static const double signed6[] = {-0.9, -0.3, 0.25, 0.7, -0.05, 1.2};
+static const double signed12[] = {-1.7, -0.8, -0.35, -0.1, 0.05, 0.2, 0.45, 0.65, 1.1, 1.9, -2.4, 3.0};
+static const double signed1[] = {-0.6};
+/* Around and at zero, for gelu's small-|x| branch; and far out on both sides. */
+static const double near0[] = {0.0, 1e-3, -1e-3, 1e-40, -0.02, 0.3};
+static const double wide6[] = {-6.0, -3.5, -1.2, 2.2, 4.0, 7.5};
+/* softplus with beta 2, threshold 1 (switches at x = 0.5) and beta -1,
+ * threshold 0.5 (switches at x = -0.5): both sides of each switch. */
+static const double straddle8[] = {-1.3, -0.8, -0.3, 0.1, 0.3, 0.45, 0.6, 1.4};
+
+/* Every broadcasting pattern of a binary op, X drawn from [xl, xh], Y from [yl, yh]. */
+#define BINARY_CASES(op_, xl, xh, yl, yh)                                                                  \
+    {.op = op_, .name = "same shape [2,3]", .n_in = 2,                                                    \
+     .in = {GC_F_RANGE(xl, xh, 2, 3), GC_F_RANGE(yl, yh, 2, 3)}},                                         \
+    {.op = op_, .name = "[2,3] with [3]", .n_in = 2, .in = {GC_F_RANGE(xl, xh, 2, 3), GC_F_RANGE(yl, yh, 3)}}, \
+    {.op = op_, .name = "[3] with [2,3]", .n_in = 2, .in = {GC_F_RANGE(xl, xh, 3), GC_F_RANGE(yl, yh, 2, 3)}}, \
+    {.op = op_, .name = "[2,1] with [1,3]", .n_in = 2,                                                    \
+     .in = {GC_F_RANGE(xl, xh, 2, 1), GC_F_RANGE(yl, yh, 1, 3)}},                                         \
+    {.op = op_, .name = "0-d with [2,2]", .n_in = 2, .in = {GC_SCALAR_RANGE(xl, xh), GC_F_RANGE(yl, yh, 2, 2)}}, \
+    {.op = op_, .name = "[2,2] with 0-d", .n_in = 2, .in = {GC_F_RANGE(xl, xh, 2, 2), GC_SCALAR_RANGE(yl, yh)}}, \
+    {.op = op_, .name = "[4,1,3] with [2,1]", .n_in = 2,                                                  \
+     .in = {GC_F_RANGE(xl, xh, 4, 1, 3), GC_F_RANGE(yl, yh, 2, 1)}}
+
+/* A unary op on [2,3], 0-d and [4,1,3] inputs drawn from [lo, hi]. */
+#define UNARY_CASES(op_, lo, hi)                                                           \
+    {.op = op_, .name = "[2,3]", .n_in = 1, .in = {GC_F_RANGE(lo, hi, 2, 3)}},            \
+    {.op = op_, .name = "0-d", .n_in = 1, .in = {GC_SCALAR_RANGE(lo, hi)}},                \
+    {.op = op_, .name = "[4,1,3]", .n_in = 1, .in = {GC_F_RANGE(lo, hi, 4, 1, 3)}}
+
+/* A unary op whose inputs must keep away from 0: fixed values of both signs. */
+#define SIGNED_CASES(op_, ...)                                                                      \
+    {.op = op_, .name = "[2,3] both signs", .n_in = 1, .in = {GC_VALS(signed6, 2, 3)}, __VA_ARGS__},  \
+    {.op = op_, .name = "[3,4] both signs", .n_in = 1, .in = {GC_VALS(signed12, 3, 4)}, __VA_ARGS__}, \
+    {.op = op_, .name = "0-d negative", .n_in = 1, .in = {GC_VALS(signed1)}, __VA_ARGS__}
+
 const nb_gradcheck_case nb_gc_elementwise[] = {
+    /* ---- binary ---- */
+    BINARY_CASES("add", -1, 1, -1, 1),
+    BINARY_CASES("sub", -1, 1, -1, 1),
+    BINARY_CASES("mul", -1, 1, -1, 1),
+    BINARY_CASES("div", -1, 1, 0.5, 2),
+    {.op = "div", .name = "negative divisor [2,3] with [3]", .n_in = 2,
+     .in = {GC_F_RANGE(-1, 1, 2, 3), GC_F_RANGE(-2, -0.5, 3)}},
+    /* pow on a positive base (dY needs log X); exponents of both signs. */
+    BINARY_CASES("pow", 0.5, 2, -1.5, 2.5),
+    /* maximum/minimum: continuous draws, so no ties. */
+    BINARY_CASES("maximum", -1, 1, -1, 1),
+    BINARY_CASES("minimum", -1, 1, -1, 1),
+
+    /* ---- unary math ---- */
+    UNARY_CASES("neg", -1, 1),
+    SIGNED_CASES("abs"),
+    SIGNED_CASES("sign"),
+    UNARY_CASES("square", -1, 1),
+    UNARY_CASES("sqrt", 0.5, 2),
+    UNARY_CASES("rsqrt", 0.5, 2),
+    UNARY_CASES("exp", -1, 1),
+    UNARY_CASES("log", 0.5, 2),
+    UNARY_CASES("log1p", -0.5, 1),
+    UNARY_CASES("sin", -3, 3),
+    UNARY_CASES("cos", -3, 3),
+    UNARY_CASES("tan", -1.2, 1.2),
+
+    /* ---- activations ---- */
+    UNARY_CASES("tanh", -2, 2),
+    {.op = "tanh", .name = "saturating", .n_in = 1, .in = {GC_VALS(wide6, 2, 3)}},
+    UNARY_CASES("sigmoid", -3, 3),
+    {.op = "sigmoid", .name = "saturating", .n_in = 1, .in = {GC_VALS(wide6, 2, 3)}},
+    SIGNED_CASES("relu"),
+    SIGNED_CASES("leaky_relu"),
+    {.op = "leaky_relu", .name = "alpha 0.2", .n_in = 1, .in = {GC_VALS(signed12, 3, 4)},
+     .n_attrs = 1, .attrs = {A_F("alpha", 0.2)}},
+    {.op = "leaky_relu", .name = "alpha -0.5", .n_in = 1, .in = {GC_VALS(signed12, 3, 4)},
+     .n_attrs = 1, .attrs = {A_F("alpha", -0.5)}},
+    {.op = "leaky_relu", .name = "alpha 2", .n_in = 1, .in = {GC_VALS(signed6, 2, 3)},
+     .n_attrs = 1, .attrs = {A_F("alpha", 2.0)}},
+    SIGNED_CASES("elu"),
+    {.op = "elu", .name = "alpha 0.5", .n_in = 1, .in = {GC_VALS(signed12, 3, 4)},
+     .n_attrs = 1, .attrs = {A_F("alpha", 0.5)}},
+    {.op = "elu", .name = "alpha -1.5", .n_in = 1, .in = {GC_VALS(signed12, 3, 4)},
+     .n_attrs = 1, .attrs = {A_F("alpha", -1.5)}},
+    {.op = "elu", .name = "far out", .n_in = 1, .in = {GC_VALS(wide6, 2, 3)}},
+    UNARY_CASES("gelu", -3, 3),
+    {.op = "gelu", .name = "at and near 0", .n_in = 1, .in = {GC_VALS(near0, 2, 3)}},
+    {.op = "gelu", .name = "far out", .n_in = 1, .in = {GC_VALS(wide6, 2, 3)}},
+    {.op = "gelu", .name = "approximate [2,3]", .n_in = 1, .in = {GC_F_RANGE(-3, 3, 2, 3)},
+     .n_attrs = 1, .attrs = {A_B("approximate", true)}},
+    {.op = "gelu", .name = "approximate 0-d", .n_in = 1, .in = {GC_SCALAR_RANGE(-3, 3)},
+     .n_attrs = 1, .attrs = {A_B("approximate", true)}},
+    {.op = "gelu", .name = "approximate at and near 0", .n_in = 1, .in = {GC_VALS(near0, 2, 3)},
+     .n_attrs = 1, .attrs = {A_B("approximate", true)}},
+    {.op = "gelu", .name = "approximate far out", .n_in = 1, .in = {GC_VALS(wide6, 2, 3)},
+     .n_attrs = 1, .attrs = {A_B("approximate", true)}},
+    UNARY_CASES("softplus", -3, 3),
+    {.op = "softplus", .name = "beta 2, threshold 1, both sides", .n_in = 1, .in = {GC_VALS(straddle8, 2, 4)},
+     .n_attrs = 2, .attrs = {A_F("beta", 2.0), A_F("threshold", 1.0)}},
+    {.op = "softplus", .name = "beta -1, threshold 0.5, both sides", .n_in = 1, .in = {GC_VALS(straddle8, 2, 4)},
+     .n_attrs = 2, .attrs = {A_F("beta", -1.0), A_F("threshold", 0.5)}},
+    {.op = "softplus", .name = "beta 0.5, default threshold, far out", .n_in = 1, .in = {GC_VALS(wide6, 2, 3)},
+     .n_attrs = 1, .attrs = {A_F("beta", 0.5)}},
+    {.op = "softplus", .name = "beta 4, default threshold, both sides", .n_in = 1, .in = {GC_VALS(wide6, 2, 3)},
+     .n_attrs = 1, .attrs = {A_F("beta", 4.0)}},
+    UNARY_CASES("silu", -3, 3),
+    {.op = "silu", .name = "far out", .n_in = 1, .in = {GC_VALS(wide6, 2, 3)}},
+
+    /* ---- clip, scale, cast ---- */
+    {.op = "clip", .name = "[-0.5, 0.5] on [3,4]", .n_in = 1, .in = {GC_VALS(signed12, 3, 4)},
+     .n_attrs = 2, .attrs = {A_F("min", -0.5), A_F("max", 0.5)}},
+    {.op = "clip", .name = "[-0.5, 0.5] on [2,3]", .n_in = 1, .in = {GC_VALS(signed6, 2, 3)},
+     .n_attrs = 2, .attrs = {A_F("min", -0.5), A_F("max", 0.5)}},
+    {.op = "clip", .name = "min only (0)", .n_in = 1, .in = {GC_VALS(signed12, 3, 4)},
+     .n_attrs = 1, .attrs = {A_F("min", 0.0)}},
+    {.op = "clip", .name = "max only (0.5)", .n_in = 1, .in = {GC_VALS(signed12, 3, 4)},
+     .n_attrs = 1, .attrs = {A_F("max", 0.5)}},
+    {.op = "clip", .name = "unbounded (defaults), 0-d", .n_in = 1, .in = {GC_SCALAR}},
+    {.op = "clip", .name = "clipped 0-d", .n_in = 1, .in = {GC_VALS(signed1)},
+     .n_attrs = 2, .attrs = {A_F("min", -0.5), A_F("max", 0.5)}},
+    {.op = "scale", .name = "defaults [2,3]", .n_in = 1, .in = {GC_F(2, 3)}},
+    {.op = "scale", .name = "2.5 x + 1", .n_in = 1, .in = {GC_F(2, 3)},
+     .n_attrs = 2, .attrs = {A_F("scale", 2.5), A_F("bias", 1.0)}},
+    {.op = "scale", .name = "-3 (x + 1), 0-d", .n_in = 1, .in = {GC_SCALAR},
+     .n_attrs = 3, .attrs = {A_F("scale", -3.0), A_F("bias", 1.0), A_B("bias_after_scale", false)}},
+    {.op = "scale", .name = "0.5 (x - 2), [4,1,3]", .n_in = 1, .in = {GC_F(4, 1, 3)},
+     .n_attrs = 3, .attrs = {A_F("scale", 0.5), A_F("bias", -2.0), A_B("bias_after_scale", false)}},
+    {.op = "cast", .name = "float64 to float64 [2,3]", .n_in = 1, .in = {GC_F(2, 3)},
+     .n_attrs = 1, .attrs = {A_I("dtype", NB_F64)}},
+    {.op = "cast", .name = "float64 to float64 0-d", .n_in = 1, .in = {GC_SCALAR},
+     .n_attrs = 1, .attrs = {A_I("dtype", NB_F64)}},
+    /* Out and the loss are float32, whose rounding swamps a central difference
+     * of step 1e-6 unless the values are small: near 1e-4, float32 resolves
+     * the step to about 1e-5 relative. */
+    {.op = "cast", .name = "float64 to float32 [2,3]", .n_in = 1, .in = {GC_F_RANGE(-1e-4, 1e-4, 2, 3)},
+     .n_attrs = 1, .attrs = {A_I("dtype", NB_F32)}, .rtol = 1e-2},
     {.op = NULL},
 };

@@ -1,0 +1,10 @@
+/* Gradient rules of the norm family (private to the library). */
+#ifndef NABLA_OPS_NORM_GRAD_H
+#define NABLA_OPS_NORM_GRAD_H
+
+#include "nabla/autodiff.h"
+
+nb_status nb_batch_norm_vjp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_layer_norm_vjp(nb_builder *b, nb_grad_ctx *g);
+
+#endif
