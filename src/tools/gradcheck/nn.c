@@ -3,7 +3,7 @@
  * Probabilities (cross_entropy) stay in (0.05, 1) so that -log X is smooth
  * and away from the kernel's clamp. softmax_with_cross_entropy and embedding
  * emit fused gradient ops without rules of their own, so their cases skip
- * the second order. Dropout is random, but every evaluation reseeds it, so
+ * the second order (except where only the Softmax output enters the loss). Dropout is random, but every evaluation reseeds it, so
  * its mask is the same throughout a check. */
 #include "cases.h"
 
@@ -105,6 +105,17 @@ const nb_gradcheck_case nb_gc_nn[] = {
     {.op = "softmax_with_cross_entropy", .name = "ignore_index 2 (a class) in labels [6,1]", .n_in = 2,
      .in = {GC_F_RANGE(-2, 2, 6, 4), GC_INTS(NB_I64, 0, 3, 6, 1)}, .n_attrs = 1, .attrs = {A_INT("ignore_index", 2)},
      .skip_second_order = true},
+
+    /* Only Softmax in the loss: the rule is the softmax composition alone, so
+     * its second order is checked; only Loss: the fused op alone. */
+    {.op = "softmax_with_cross_entropy", .name = "only Softmax used, [4,5]", .n_in = 2,
+     .in = {GC_F_RANGE(-2, 2, 4, 5), GC_INTS(NB_I64, 0, 4, 4, 1)}, .loss_outputs = 1 << 0},
+    {.op = "softmax_with_cross_entropy", .name = "only Softmax used, soft labels [2,3,4] axis 1", .n_in = 2,
+     .in = {GC_F_RANGE(-2, 2, 2, 3, 4), GC_F_RANGE(0, 1, 2, 3, 4)}, .n_attrs = 2,
+     .attrs = {A_BOOL("soft_label", true), A_INT("axis", 1)}, .loss_outputs = 1 << 0},
+    {.op = "softmax_with_cross_entropy", .name = "only Loss used, [3,4] axis 0", .n_in = 2,
+     .in = {GC_F_RANGE(-2, 2, 3, 4), GC_INTS(NB_I32, 0, 2, 1, 4)}, .n_attrs = 1, .attrs = {A_INT("axis", 0)},
+     .loss_outputs = 1 << 1, .skip_second_order = true},
 
     /* ---- cross_entropy ---- */
     {.op = "cross_entropy", .name = "[4,5] labels [4,1]", .n_in = 2,
