@@ -10,6 +10,7 @@
  * tests need no rules but this family's. */
 #include <stdlib.h>
 #include "test.h"
+#include "grad_compare.h"
 #include "nabla/autodiff.h"
 #include "nabla/ops.h"
 
@@ -88,24 +89,6 @@ static const spec specs[] = {
      ATTRS(A_INT("begin_norm_axis", 1))},
 };
 
-/* Deterministic inputs, the same in float32 and float64 up to rounding. */
-static double value_at(int input, int64_t i, double lo, double hi)
-{
-    if (lo == 0 && hi == 0) lo = -1, hi = 1;
-    uint64_t h = (uint64_t)(input + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)(i + 7) * 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 31;
-    h *= 0x94D049BB133111EBull;
-    h ^= h >> 29;
-    return lo + (hi - lo) * (double)(h >> 11) / 9007199254740992.0;
-}
-
-static nb_tensor *filled(nb_dtype dt, int ndim, const int64_t *shape, int input, double lo, double hi)
-{
-    nb_tensor *t;
-    if (nb_tensor_new(&t, dt, ndim, shape)) return NULL;
-    for (int64_t i = 0; i < nb_tensor_numel(t); i++) nb_tensor_set(t, i, value_at(input, i, lo, hi));
-    return t;
-}
 
 static unsigned targets_of(const spec *s) { return s->targets ? s->targets : 1u; }
 
@@ -158,7 +141,7 @@ static nb_status gradients(const spec *s, bool dynamic, nb_dtype dt, nb_tensor *
         targets[n_targets] = nb_value_name(out[k]);
         target_grads[n_targets++] = wnames[k];
         feed_names[s->n_in + k] = wnames[k];
-        feeds[s->n_in + k] = filled(dt, ki.ndim, ki.shape, 10 + k, 0, 0);
+        feeds[s->n_in + k] = gc_filled(dt, ki.ndim, ki.shape, 10 + k, 0, 0);
     }
     const char *wrt[MAX_IN];
     int n_wrt = 0, wrt_input[MAX_IN];
@@ -168,7 +151,7 @@ static nb_status gradients(const spec *s, bool dynamic, nb_dtype dt, nb_tensor *
     nb_tensor *fv[MAX_IN + NB_MAX_SLOTS];
     for (int k = 0; k < s->n_in; k++) {
         if (s->ndim[k] < 0) continue;
-        feeds[k] = filled(dt, s->ndim[k], s->shape[k], k, s->lo[k], s->hi[k]);
+        feeds[k] = gc_filled(dt, s->ndim[k], s->shape[k], k, s->lo[k], s->hi[k]);
         feed_names[k] = names[k];
     }
     for (int k = 0; k < s->n_in + n_out; k++)
@@ -194,21 +177,6 @@ done:
     return st;
 }
 
-static void check_same(const spec *s, int k, const nb_tensor *want, const nb_tensor *got, double tol, const char *what)
-{
-    if (!want || !got) {
-        CHECK(!want == !got);
-        return;
-    }
-    CHECK(nb_shape_equal(want->ndim, want->shape, got->ndim, got->shape));
-    double worst = 0;
-    for (int64_t i = 0; i < nb_tensor_numel(want) && i < nb_tensor_numel(got); i++) {
-        double d = fabs(nb_tensor_get(want, i) - nb_tensor_get(got, i)) / (1 + fabs(nb_tensor_get(want, i)));
-        if (d > worst) worst = d;
-    }
-    if (worst > tol) fprintf(stderr, "  %s: gradient of x%d differs by %g (%s)\n", s->name, k, worst, what);
-    CHECK(worst <= tol);
-}
 
 static void test_unknown_dims_match_known(void)
 {
@@ -224,9 +192,9 @@ static void test_unknown_dims_match_known(void)
         int n_grads = 0;
         for (int k = 0; k < s->n_in; k++) {
             if (!a) n_grads += ref[k] != NULL;
-            if (!a && !b) check_same(s, k, ref[k], dyn[k], 1e-12, "unknown dims, float64");
+            if (!a && !b) gc_check_same(s->name, k, ref[k], dyn[k], 1e-12, "unknown dims, float64");
             if (!a && !c) {
-                check_same(s, k, ref[k], f32[k], 1e-4, "unknown dims, float32");
+                gc_check_same(s->name, k, ref[k], f32[k], 1e-4, "unknown dims, float32");
                 CHECK(!f32[k] || f32[k]->dtype == NB_F32);
             }
         }

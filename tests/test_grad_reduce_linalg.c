@@ -6,6 +6,7 @@
  * one shape a reshape cannot restore is a clear error. */
 #include <stdlib.h>
 #include "test.h"
+#include "grad_compare.h"
 #include "nabla/autodiff.h"
 #include "nabla/ops.h"
 
@@ -66,24 +67,6 @@ static const spec specs[] = {
      IN2(4, D(2, 3, 2, 2), D(-1, -1, 2, 2), 2, D(4, 5), D(-1, 5)), FC(2, "")},
 };
 
-/* Deterministic inputs, the same in float32 and float64 up to rounding. */
-static double value_at(int input, int64_t i, double lo, double hi)
-{
-    if (lo == 0 && hi == 0) lo = -1, hi = 1;
-    uint64_t h = (uint64_t)(input + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)(i + 7) * 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 31;
-    h *= 0x94D049BB133111EBull;
-    h ^= h >> 29;
-    return lo + (hi - lo) * (double)(h >> 11) / 9007199254740992.0;
-}
-
-static nb_tensor *filled(nb_dtype dt, int ndim, const int64_t *shape, int input, double lo, double hi)
-{
-    nb_tensor *t;
-    if (nb_tensor_new(&t, dt, ndim, shape)) return NULL;
-    for (int64_t i = 0; i < nb_tensor_numel(t); i++) nb_tensor_set(t, i, value_at(input, i, lo, hi));
-    return t;
-}
 
 /* The gradients of <op(inputs), W> for a fixed W, with the shapes declared
  * as given (`dynamic`: with their -1s) in dtype dt. grads[k] is NULL for an
@@ -130,8 +113,8 @@ static nb_status gradients(const spec *s, bool dynamic, nb_dtype dt, nb_tensor *
     int n_wrt = s->n_in - (s->no_grad_last ? 1 : 0);
     for (int k = 0; k < n_wrt; k++) wrt[k] = names[k];
     if ((st = nb_gradients(p, 1, &target, &target_grad, n_wrt, wrt, 0, NULL, true, &r))) goto done;
-    for (int k = 0; k < s->n_in; k++) feeds[k] = filled(dt, s->ndim[k], s->shape[k], k, s->lo, s->hi);
-    feeds[s->n_in] = filled(dt, known.ndim, known.shape, 9, 0, 0);
+    for (int k = 0; k < s->n_in; k++) feeds[k] = gc_filled(dt, s->ndim[k], s->shape[k], k, s->lo, s->hi);
+    feeds[s->n_in] = gc_filled(dt, known.ndim, known.shape, 9, 0, 0);
     names[s->n_in] = "w";
     const char *fetch[MAX_IN];
     int n_fetch = 0;
@@ -152,21 +135,6 @@ done:
     return st;
 }
 
-static void check_same(const spec *s, int k, const nb_tensor *want, const nb_tensor *got, double tol, const char *what)
-{
-    if (!want || !got) {
-        CHECK(!want == !got);
-        return;
-    }
-    CHECK(nb_shape_equal(want->ndim, want->shape, got->ndim, got->shape));
-    double worst = 0;
-    for (int64_t i = 0; i < nb_tensor_numel(want) && i < nb_tensor_numel(got); i++) {
-        double d = fabs(nb_tensor_get(want, i) - nb_tensor_get(got, i)) / (1 + fabs(nb_tensor_get(want, i)));
-        if (d > worst) worst = d;
-    }
-    if (worst > tol) fprintf(stderr, "  %s: gradient of x%d differs by %g (%s)\n", s->name, k, worst, what);
-    CHECK(worst <= tol);
-}
 
 static void test_unknown_dims_match_known(void)
 {
@@ -180,9 +148,9 @@ static void test_unknown_dims_match_known(void)
         CHECK_OK(b);
         CHECK_OK(c);
         for (int k = 0; k < s->n_in; k++) {
-            if (!a && !b) check_same(s, k, ref[k], dyn[k], 1e-12, "unknown dims, float64");
+            if (!a && !b) gc_check_same(s->name, k, ref[k], dyn[k], 1e-12, "unknown dims, float64");
             if (!a && !c) {
-                check_same(s, k, ref[k], f32[k], 1e-4, "unknown dims, float32");
+                gc_check_same(s->name, k, ref[k], f32[k], 1e-4, "unknown dims, float32");
                 CHECK(!f32[k] || f32[k]->dtype == NB_F32);
             }
         }
