@@ -355,6 +355,39 @@ static void test_cnn_gradients_match_finite_differences(void)
     model_free(&m);
 }
 
+/* The inference copy keeps the forward part, drops the gradient part and
+ * switches dropout to test mode. */
+static void test_clone_for_test(void)
+{
+    model m;
+    model_init(&m);
+    nb_value x = nb_data(m.b, "x", NB_F64, 2, S(-1, 3));
+    nb_value w = param(&m, "w", 1, S(3), 0.5);
+    nb_value h = nb_dropout(m.b, nb_mul(m.b, x, w), 0.5, false, 3);
+    nb_value loss = nb_reduce_mean(m.b, h, 0, NULL, false);
+    REQUIRE_OK(nb_builder_status(m.b));
+    int fwd = nb_program_global_block(m.main)->n_ops;
+    nb_backward_result r;
+    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, 0, NULL, &r));
+    nb_program *t;
+    REQUIRE_OK(nb_program_clone_for_test(&t, m.main));
+    nb_block *g = nb_program_global_block(t);
+    CHECK(g->n_ops == fwd);
+    int d = find_op(g, "dropout", 0);
+    CHECK(d >= 0 && nb_op_attr(g->ops[d], "is_test")->b);
+    CHECK(!nb_op_attr(nb_program_global_block(m.main)->ops[d], "is_test")->b);
+    /* In test mode dropout is the identity: mean(x * w). */
+    CHECK_OK(nb_executor_run(m.ex, m.startup, m.scope, 0, NULL, 0, NULL, NULL));
+    nb_tensor *xt = T(NB_F64, S(2, 3), 1, 2, 3, 4, 5, 6), *out = NULL;
+    const char *ln = nb_value_name(loss);
+    CHECK_OK(nb_executor_run(m.ex, t, m.scope, 1, &(nb_feed){"x", xt}, 1, &ln, &out));
+    CHECK_SCALAR(out, 21 * 0.5 / 6, 1e-12);
+    release_all(xt, out, NULL);
+    nb_program_free(t);
+    nb_backward_result_free(&r);
+    model_free(&m);
+}
+
 int main(void)
 {
     RUN(test_shared_weight_renamed_and_summed);
@@ -368,5 +401,6 @@ int main(void)
     RUN(test_given_target_gradient);
     RUN(test_mlp_gradients_match_finite_differences);
     RUN(test_cnn_gradients_match_finite_differences);
+    RUN(test_clone_for_test);
     return test_report();
 }

@@ -291,6 +291,38 @@ static void test_random_ops_reproducible(void)
     CHECK(first[0][0] == first[1][0] && first[0][1] == first[1][1]);
 }
 
+static void test_run_index_replays_random_ops(void)
+{
+    setup();
+    nb_program *p;
+    CHECK_OK(nb_program_new(&p));
+    nb_program_set_seed(p, 7);
+    nb_block *g = nb_program_global_block(p);
+    CHECK_OK(nb_block_create_var(g, "x", NB_F64, 1, S(1), NULL));
+    append(g, "test_rand", "x", "y", 0);
+    nb_prepared *pp;
+    nb_scope *scope;
+    REQUIRE_OK(nb_prepare(&pp, p, 0, 1, (const char *[]){"x"}, 1, (const char *[]){"y"}));
+    CHECK_OK(nb_scope_new(&scope, NULL));
+    nb_tensor *x = T(NB_F64, S(1), 0), *y;
+    double seen[3];
+    for (int r = 0; r < 3; r++) {
+        CHECK_OK(nb_prepared_run(pp, scope, &x, &y));
+        seen[r] = nb_tensor_get(y, 0);
+        nb_tensor_release(y);
+    }
+    CHECK(nb_prepared_run_index(pp) == 3);
+    /* Back to run 1: the same number as the first time round. */
+    nb_prepared_set_run_index(pp, 1);
+    CHECK_OK(nb_prepared_run(pp, scope, &x, &y));
+    CHECK(nb_tensor_get(y, 0) == seen[1] && seen[1] != seen[2] && seen[0] != seen[1]);
+    nb_tensor_release(y);
+    nb_tensor_release(x);
+    nb_scope_free(scope);
+    nb_prepared_free(pp);
+    nb_program_free(p);
+}
+
 static void test_executor_cache_follows_program_changes(void)
 {
     setup();
@@ -320,6 +352,7 @@ int main(void)
     RUN(test_persistable_state_and_startup);
     RUN(test_run_errors);
     RUN(test_random_ops_reproducible);
+    RUN(test_run_index_replays_random_ops);
     RUN(test_executor_cache_follows_program_changes);
     return test_report();
 }

@@ -36,6 +36,11 @@ nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope,
  * life (to show that steady-state runs allocate nothing). */
 size_t nb_prepared_buffer_bytes(const nb_prepared *pp);
 uint64_t nb_prepared_alloc_count(const nb_prepared *pp);
+/* Random ops (dropout, random initialisers) draw numbers that depend only on
+ * their seed and the index of the run (0 for the first). Setting the index
+ * replays a run: resuming training at step k, set it to k. */
+uint64_t nb_prepared_run_index(const nb_prepared *pp);
+void nb_prepared_set_run_index(nb_prepared *pp, uint64_t index);
 
 /* An executor caches prepared programs, keyed on the program, its version
  * and the feed and fetch names, so that calling nb_executor_run in a loop

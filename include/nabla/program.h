@@ -83,6 +83,10 @@ nb_block *nb_program_global_block(nb_program *p);
 nb_status nb_program_add_block(nb_program *p, int parent_idx, nb_block **out);
 /* A deep copy of the whole program. */
 nb_status nb_program_clone(nb_program **out, const nb_program *p);
+/* A copy for evaluation (Fluid's clone(for_test=True)): the backward and
+ * optimisation parts dropped, and every op that has an "is_test" attribute
+ * (dropout, batch_norm) switched to inference. */
+nb_status nb_program_clone_for_test(nb_program **out, const nb_program *p);
 /* "fc" -> "fc_0", "fc_1", ...: a name not yet given out by this program. */
 nb_status nb_program_unique_name(nb_program *p, const char *prefix, char *buf, size_t size);
 void nb_program_set_seed(nb_program *p, uint64_t seed);

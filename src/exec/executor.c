@@ -43,6 +43,8 @@ typedef struct step {
     nb_tensor **in_t, **out_t;
     bool *out_is_input; /* output k is also an input of this op (in place) */
     bool inferred;
+    bool random;      /* NB_OP_RANDOM: reseeded every run */
+    uint64_t seed;    /* its stream's base seed */
     nb_rng rng;
 } step;
 
@@ -60,6 +62,7 @@ struct nb_prepared {
     int *fetch_values, n_fetch;
     nb_tensor **feed_copies;
     uint64_t allocs;
+    uint64_t runs; /* index of the next run: random ops draw from (seed, runs) */
 };
 
 /* ---- preparing ------------------------------------------------------------ */
@@ -140,6 +143,8 @@ static nb_status prepare_step(nb_prepared *pp, const nb_block *b, int s)
     const nb_attr_value *seed = nb_op_attr(op, "seed");
     uint64_t sd = seed && seed->type == NB_ATTR_INT && seed->i != 0 ? (uint64_t)seed->i
                                                                     : mix_seed(pp->program->random_seed, (uint64_t)op->id);
+    st->seed = sd;
+    st->random = (op->def->flags & NB_OP_RANDOM) != 0;
     nb_rng_seed(&st->rng, sd);
     return NB_OK;
 }
@@ -289,6 +294,8 @@ size_t nb_prepared_buffer_bytes(const nb_prepared *pp)
 }
 
 uint64_t nb_prepared_alloc_count(const nb_prepared *pp) { return pp->allocs; }
+uint64_t nb_prepared_run_index(const nb_prepared *pp) { return pp->runs; }
+void nb_prepared_set_run_index(nb_prepared *pp, uint64_t index) { pp->runs = index; }
 
 /* ---- running ---------------------------------------------------------------- */
 
@@ -479,6 +486,12 @@ nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope, nb_tensor *const *fe
         value *v = &pp->values[i];
         if (v->kind == V_SCOPE) v->t = nb_scope_find(scope, v->name);
     }
+    /* A random op's numbers depend only on its seed and the run index, so a
+     * training run resumed at step k (nb_prepared_set_run_index) draws what
+     * the uninterrupted run drew. */
+    for (int s = 0; s < pp->n_steps; s++)
+        if (pp->steps[s].random) nb_rng_seed(&pp->steps[s].rng, mix_seed(pp->steps[s].seed, pp->runs));
+    pp->runs++;
     for (int s = 0; !st && s < pp->n_steps; s++) st = run_step(pp, scope, &pp->steps[s]);
     for (int i = 0; !st && i < pp->n_fetch; i++) {
         value *v = &pp->values[pp->fetch_values[i]];
