@@ -14,6 +14,8 @@
 #include "nabla/executor.h"
 #include "nabla/ops.h"
 #include "nabla/autodiff.h"
+#include "nabla/init.h"
+#include "nabla/layers.h"
 
 #define NABLA_VERSION_MAJOR 0
 #define NABLA_VERSION_MINOR 1
