@@ -23,12 +23,12 @@ static void test_fc_builds(void)
     nb_value h = nb_layer_fc(m.b, x, 128, "relu");
     nb_value y = nb_layer_fc(m.b, h, 10, "softmax");
     REQUIRE_OK(nb_builder_status(m.b));
-    /* Names: the first layer is fc_0; its fc op's output takes fc_1 from the
-     * same counter, so the next layer is fc_2 (as layers.h says). */
+    /* Names, as Paddle gives them: layers fc_0 and fc_1 (op outputs count
+     * apart, fc_0.tmp_0, ...). */
     CHECK_PARAM(&m, "fc_0.w_0", S(784, 128));
     CHECK_PARAM(&m, "fc_0.b_0", S(128));
-    CHECK_PARAM(&m, "fc_2.w_0", S(128, 10));
-    CHECK_PARAM(&m, "fc_2.b_0", S(10));
+    CHECK_PARAM(&m, "fc_1.w_0", S(128, 10));
+    CHECK_PARAM(&m, "fc_1.b_0", S(10));
     CHECK(main_var(&m, "fc_0.w_0")->dtype == NB_F32);
     nb_var_info hi = nb_value_info(m.b, h), yi = nb_value_info(m.b, y);
     CHECK(nb_shape_equal(hi.ndim, hi.shape, 2, S(-1, 128)));
@@ -45,7 +45,7 @@ static void test_fc_builds(void)
     CHECK(nb_program_global_block(m.main)->n_ops == 3);
     /* torch's nn.Linear init: W and b both U(+-1/sqrt(in)), drawn by startup. */
     CHECK(nb_program_global_block(m.startup)->n_ops == 4);
-    const char *names[] = {"fc_0.w_0", "fc_0.b_0", "fc_2.w_0", "fc_2.b_0"};
+    const char *names[] = {"fc_0.w_0", "fc_0.b_0", "fc_1.w_0", "fc_1.b_0"};
     const double bounds[] = {1 / sqrt(784.0), 1 / sqrt(784.0), 1 / sqrt(128.0), 1 / sqrt(128.0)};
     for (int i = 0; i < 4; i++) {
         nb_op *op = init_op_of(m.startup, names[i]);

@@ -16,9 +16,8 @@
  * nb_program_unique_name(program, "fc") = "fc_0", "fc_1", ... (or the name
  * given in its options), and its parameters are "<layer>.w_0", "<layer>.b_0"
  * (a further weight-like var is .w_1, .w_2, ...). The ops a layer emits name
- * their outputs as every emitted op does ("<op>_k.tmp_0"), from the same
- * counters: the fc op of layer fc_0 writes fc_1.tmp_0, so the next fc layer
- * is fc_2. Layer names are unique, not consecutive; give opts.name for
+ * their outputs as every emitted op does ("<op>_k.tmp_0"), from counters of
+ * their own, so consecutive fc layers are fc_0, fc_1, ... Give opts.name for
  * names of your own.
  *
  * Default initialisers are torch's: fc and conv2d weights kaiming-uniform

@@ -117,6 +117,23 @@ nb_status nb_program_unique_name(nb_program *p, const char *prefix, char *buf, s
     }
 }
 
+nb_status nb_program_unique_index(nb_program *p, const char *key, const char *fmt, int *out)
+{
+    nb_strmap *names = p->names;
+    char buf[512];
+    for (;;) {
+        uintptr_t k = (uintptr_t)nb_strmap_get(names, key, NULL);
+        if (nb_strmap_put(names, key, (void *)(k + 1))) return nb_error(NB_ERR_NOMEM, "program: out of memory");
+        snprintf(buf, sizeof buf, fmt, (int)k);
+        bool taken = false;
+        for (int i = 0; i < p->n_blocks && !taken; i++) taken = nb_block_find_var(p->blocks[i], buf) != NULL;
+        if (!taken) {
+            *out = (int)k;
+            return NB_OK;
+        }
+    }
+}
+
 /* ---- vars ------------------------------------------------------------------ */
 
 nb_var *nb_block_find_var(const nb_block *b, const char *name)

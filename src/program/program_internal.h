@@ -6,6 +6,11 @@
 #include "../core/strmap.h"
 #include "../ops/op_internal.h"
 
+/* The next index of counter `key` whose name, formatted by fmt with the
+ * index (e.g. "fc_%d.tmp_0"), no block of the program holds yet. Op outputs
+ * count apart from the layer names of nb_program_unique_name, so that layer
+ * fc_1 follows fc_0 whatever ops fc_0 emitted. */
+nb_status nb_program_unique_index(nb_program *p, const char *key, const char *fmt, int *out);
 void nb_op_free(nb_op *op);
 nb_op *nb_op_clone(const nb_op *op);
 /* Inserts an already-built op at pos (no checks); bumps the version. */

@@ -20,10 +20,13 @@ static nb_status record_emit(nb_builder *b, const nb_op_def *def, int n_in, cons
         goto done;
     }
     for (int i = 0; i < n_in; i++) in_names[i] = nb_is_none(in[i]) ? NULL : ((nb_var *)in[i].p)->name;
-    char prefix[NAME_MAX_LEN - 32];
-    if ((st = nb_program_unique_name(b->program, def->name, prefix, sizeof prefix))) goto done;
+    char key[NAME_MAX_LEN], fmt[NAME_MAX_LEN];
+    int k;
+    snprintf(key, sizeof key, "%s@output", def->name);
+    snprintf(fmt, sizeof fmt, "%s_%%d.tmp_0", def->name);
+    if ((st = nb_program_unique_index(b->program, key, fmt, &k))) goto done;
     for (int i = 0; i < n_out; i++) {
-        snprintf(out_names[i], NAME_MAX_LEN, "%s.tmp_%d", prefix, i);
+        snprintf(out_names[i], NAME_MAX_LEN, "%.200s_%d.tmp_%d", def->name, k, i);
         out_ptrs[i] = out_names[i];
     }
     nb_op *op;
