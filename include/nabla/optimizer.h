@@ -1,0 +1,150 @@
+/* nabla/optimizer.h: the optimisation part of a training program.
+ *
+ * nb_minimize() is Fluid's optimizer.minimize(loss): it appends the
+ * gradient part of `main` (nb_append_backward) and then the ops that update
+ * the parameters from their gradients, and puts the one-time initialisation
+ * of the optimiser's state in `startup`. Run `startup` once, then `main` once
+ * per step:
+ *
+ *     nb_optimizer opt = nb_adam(1e-3);
+ *     opt.clip = NB_CLIP_GLOBAL_NORM;  opt.clip_value = 1.0;
+ *     nb_backward_result r;
+ *     nb_minimize(&opt, main, startup, nb_value_name(cost), 0, NULL, 0, NULL, &r);
+ *     nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL);
+ *     for (...) nb_executor_run(ex, main, scope, 2, feeds, 1, &loss_name, &loss);
+ *     nb_backward_result_free(&r);
+ *
+ * What it appends to block 0 of `main`, all with role NB_ROLE_OPTIMIZE, in
+ * this order:
+ *  1. `increment` of the step counter "@LR_STEP@_<k>" (int64 [1], 0 after
+ *     startup), so that it holds t, the number of the current update,
+ *     counting from 1;
+ *  2. `lr_schedule`, writing the learning rate of update t into
+ *     "learning_rate_<k>" ([1], float64 if a parameter is float64, else
+ *     float32);
+ *  3. for each parameter with l2 != 0: grad + l2 * param (scale, add);
+ *  4. clipping: by value (clip to [-c, c]), by norm (each gradient times
+ *     c / max(||g||, c)), or by global norm (every gradient times
+ *     c / max(sqrt(sum of all ||g||^2), c)), built from square, reduce_sum,
+ *     sum, sqrt, maximum, div and mul;
+ *  5. one update op per parameter, writing the parameter and its state in
+ *     place.
+ * Ops made for one parameter carry role_var = (param, gradient it reads).
+ *
+ * The optimiser's state (the counter, the learning rate, moments, velocity,
+ * beta powers, mean squares, accumulators) lives in persistable vars named
+ * "<param>_<what>_<k>" (moment1, moment2, beta1_pow, beta2_pow, velocity,
+ * mean_square, moment, mean_grad, accumulator), shaped and typed like their
+ * parameter (beta powers: [1]; a centered rmsprop keeps a moment even
+ * without momentum, as its op needs), created in `main` and initialised in
+ * `startup` by fill_constant, so a checkpoint of the persistable vars holds
+ * everything needed to resume. nb_optimizer_state_vars() lists them.
+ *
+ * The update equations are those of torch.optim, with PyTorch's defaults:
+ *   sgd       p -= lr * g
+ *   momentum  v = mu*v + g;  p -= lr * (nesterov ? g + mu*v : v)
+ *   adam      p -= lr*wd*p (AdamW only);  m = b1*m + (1-b1)*g;
+ *             v = b2*v + (1-b2)*g^2;
+ *             p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+ *   rmsprop   s = rho*s + (1-rho)*g^2;  centered: a = rho*a + (1-rho)*g,
+ *             d = sqrt(s - a^2) + eps, else d = sqrt(s) + eps;
+ *             momentum: b = momentum*b + g/d, p -= lr*b;  else p -= lr*g/d
+ *   adagrad   s += g^2;  p -= lr * g / (sqrt(s) + eps)
+ * where g is the gradient after L2 and clipping. */
+#ifndef NABLA_OPTIMIZER_H
+#define NABLA_OPTIMIZER_H
+
+#include "nabla/autodiff.h"
+
+typedef enum nb_optimizer_kind {
+    NB_SGD,
+    NB_MOMENTUM,
+    NB_ADAM,
+    NB_ADAMW,
+    NB_RMSPROP,
+    NB_ADAGRAD
+} nb_optimizer_kind;
+
+typedef enum nb_clip_kind {
+    NB_CLIP_NONE,
+    NB_CLIP_VALUE,      /* each element to [-clip_value, clip_value] */
+    NB_CLIP_NORM,       /* each gradient to L2 norm <= clip_value */
+    NB_CLIP_GLOBAL_NORM /* all gradients together to L2 norm <= clip_value */
+} nb_clip_kind;
+
+/* The learning rate of update t (1 for the first), with base_lr the
+ * optimiser's lr. During a warm-up (warmup_steps > 0) it rises linearly:
+ * base_lr * t / warmup_steps for t <= warmup_steps. Then, with s = t - 1 -
+ * warmup_steps the updates made since the warm-up (0, 1, 2, ...):
+ *   "constant"     base_lr                          (NULL means this)
+ *   "step"         base_lr * gamma^floor(s / step_size)   (torch StepLR)
+ *   "exponential"  base_lr * gamma^s                (torch ExponentialLR)
+ *   "cosine"       min_lr + (base_lr - min_lr) * (1 + cos(pi * s / total_steps)) / 2
+ *                  for s <= total_steps, then min_lr (torch
+ *                  CosineAnnealingLR with T_max = total_steps, held at the end) */
+typedef struct nb_lr_schedule {
+    const char *kind;
+    int64_t step_size, total_steps, warmup_steps;
+    double gamma, min_lr;
+} nb_lr_schedule;
+
+typedef struct nb_optimizer {
+    nb_optimizer_kind kind;
+    double lr;
+    double momentum;      /* NB_MOMENTUM's mu; NB_RMSPROP's momentum */
+    bool nesterov;        /* NB_MOMENTUM */
+    double beta1, beta2;  /* NB_ADAM, NB_ADAMW */
+    double epsilon;       /* NB_ADAM, NB_ADAMW, NB_RMSPROP, NB_ADAGRAD */
+    double rho;           /* NB_RMSPROP: torch's alpha */
+    bool centered;        /* NB_RMSPROP */
+    double initial_accumulator_value; /* NB_ADAGRAD */
+    double weight_decay;  /* NB_ADAM, NB_ADAMW: decoupled, p -= lr * weight_decay * p */
+    double l2;            /* any kind: adds l2 * param to every gradient (torch's weight_decay of SGD, Adam...) */
+    nb_clip_kind clip;
+    double clip_value;
+    nb_lr_schedule schedule;
+} nb_optimizer;
+
+/* Optimisers with PyTorch's defaults (and no L2, clipping or schedule). */
+nb_optimizer nb_sgd(double lr);
+nb_optimizer nb_momentum(double lr, double mu, bool nesterov);
+nb_optimizer nb_adam(double lr);                       /* betas (0.9, 0.999), eps 1e-8 */
+nb_optimizer nb_adamw(double lr, double weight_decay); /* torch's default weight_decay is 0.01 */
+nb_optimizer nb_rmsprop(double lr);                    /* rho 0.99, eps 1e-8 */
+nb_optimizer nb_adagrad(double lr);                    /* eps 1e-10, initial accumulator 0 */
+
+/* Checks every field: NB_ERR_ARG naming the first bad one. */
+nb_status nb_optimizer_check(const nb_optimizer *opt);
+
+/* Appends the gradient and optimisation parts described above for the
+ * scalar `loss`. `params` (n_params of them; 0 for every trainable
+ * parameter of block 0) are the vars to update; a frozen parameter
+ * (is_parameter with trainable false) is left out even when listed, and so
+ * is a parameter the loss does not depend on. `no_grad` is passed to
+ * nb_append_backward. `startup` is required: it receives the initialisers.
+ *
+ * `out` receives nb_append_backward's result, except that pairs[i].grad is
+ * the gradient the update op of pairs[i].param reads: after L2 and clipping
+ * (fetch it to see what was applied). nb_backward_grad_of(out, param) still
+ * gives the raw gradient. On failure both programs get their ops back as
+ * they were and `out` is empty. */
+nb_status nb_minimize(const nb_optimizer *opt, nb_program *main, nb_program *startup, const char *loss,
+                      int n_params, const char *const *params, int n_no_grad, const char *const *no_grad,
+                      nb_backward_result *out);
+
+/* The optimiser-state vars of `p`: the persistable vars, other than
+ * parameters, that its NB_ROLE_OPTIMIZE ops write, in program order.
+ * *names is a malloc'ed array (free it; the strings belong to the program
+ * and live while it is unchanged). */
+nb_status nb_optimizer_state_vars(const nb_program *p, int *n, const char ***names);
+
+/* The learning-rate var of `p` (the output of its last lr_schedule op), or
+ * NULL if it has none. It holds the rate of the latest run; fetch it to log
+ * it. */
+const char *nb_optimizer_lr_var(const nb_program *p);
+
+/* The learning rate a schedule gives update t (1 for the first), as the
+ * lr_schedule op computes it. NB_ERR_ARG for a bad schedule. */
+nb_status nb_lr_at(const nb_lr_schedule *s, double base_lr, int64_t t, double *out);
+
+#endif

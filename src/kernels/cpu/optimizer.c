@@ -1,0 +1,267 @@
+/* Parameter updates and learning-rate schedules. The update equations are
+ * those of torch.optim (see nabla/optimizer.h); each kernel is written once
+ * as a macro over the element type and instantiated for float and double. */
+#include <string.h>
+#include <tgmath.h> /* sqrt of a float is sqrtf: the arithmetic stays in the parameter's dtype */
+#include "optimizer.h"
+
+#define PAR_MIN 32768
+#define PI 3.14159265358979323846
+
+#ifdef NABLA_HAVE_OPENMP
+#define PARALLEL_FOR _Pragma("omp parallel for schedule(static) if (par)")
+#else
+#define PARALLEL_FOR
+#endif
+
+/* The one element of a [1] or 0-d tensor, whatever its dtype. */
+static nb_status scalar_in(const nb_op_ctx *ctx, int slot, const char *name, double *out)
+{
+    const nb_tensor *t = nb_in(ctx, slot, 0);
+    if (nb_tensor_numel(t) != 1)
+        return nb_error(NB_ERR_SHAPE, "%s: %s must hold one element, it holds %lld", ctx->label, name,
+                        (long long)nb_tensor_numel(t));
+    *out = nb_tensor_get(t, 0);
+    return NB_OK;
+}
+
+static nb_status bad_dtype(const nb_op_ctx *ctx, nb_dtype dt)
+{
+    return nb_error(NB_ERR_DTYPE, "%s: Param is %s; optimisers update float32 or float64 parameters", ctx->label,
+                    nb_dtype_name(dt));
+}
+
+/* Calls KERNEL(T) with T the parameter's element type. */
+#define DISPATCH(ctx, KERNEL)                                         \
+    do {                                                              \
+        switch (nb_in(ctx, 0, 0)->dtype) {                            \
+        case NB_F32: KERNEL(float); break;                            \
+        case NB_F64: KERNEL(double); break;                           \
+        default: return bad_dtype(ctx, nb_in(ctx, 0, 0)->dtype);      \
+        }                                                             \
+    } while (0)
+
+#define IN(T, slot) ((const T *)nb_tensor_data(nb_in(ctx, (slot), 0)))
+#define OUT(T, slot) ((T *)nb_tensor_data(nb_out(ctx, (slot), 0)))
+
+/* ---- sgd: p -= lr * g ------------------------------------------------------------ */
+
+nb_status nb_cpu_sgd(nb_op_ctx *ctx)
+{
+    double lrd = 0;
+    nb_status st = scalar_in(ctx, 2, "LearningRate", &lrd);
+    if (st) return st;
+    const int64_t n = nb_tensor_numel(nb_in(ctx, 0, 0));
+    const bool par = n >= PAR_MIN;
+    (void)par;
+#define SGD(T)                                                   \
+    {                                                            \
+        const T *p = IN(T, 0), *g = IN(T, 1);                    \
+        T *po = OUT(T, 0);                                       \
+        const T lr = (T)lrd;                                     \
+        PARALLEL_FOR                                             \
+        for (int64_t i = 0; i < n; i++) po[i] = p[i] - lr * g[i]; \
+    }
+    DISPATCH(ctx, SGD);
+#undef SGD
+    return NB_OK;
+}
+
+/* ---- momentum (torch.optim.SGD, dampening 0) ---------------------------------------- */
+
+nb_status nb_cpu_momentum(nb_op_ctx *ctx)
+{
+    double lrd = 0;
+    nb_status st = scalar_in(ctx, 3, "LearningRate", &lrd);
+    if (st) return st;
+    const double mud = nb_attr_float(ctx, "mu");
+    const bool nesterov = nb_attr_bool(ctx, "use_nesterov");
+    const int64_t n = nb_tensor_numel(nb_in(ctx, 0, 0));
+    const bool par = n >= PAR_MIN;
+    (void)par;
+#define MOMENTUM(T)                                              \
+    {                                                            \
+        const T *p = IN(T, 0), *g = IN(T, 1), *v = IN(T, 2);     \
+        T *po = OUT(T, 0), *vo = OUT(T, 1);                      \
+        const T lr = (T)lrd, mu = (T)mud;                        \
+        PARALLEL_FOR                                             \
+        for (int64_t i = 0; i < n; i++) {                        \
+            T gi = g[i], vi = mu * v[i] + gi;                    \
+            vo[i] = vi;                                          \
+            po[i] = p[i] - lr * (nesterov ? gi + mu * vi : vi);  \
+        }                                                        \
+    }
+    DISPATCH(ctx, MOMENTUM);
+#undef MOMENTUM
+    return NB_OK;
+}
+
+/* ---- adam / adamw -------------------------------------------------------------------- */
+
+/* Slots: in Param, Grad, Moment1, Moment2, LearningRate, Beta1Pow, Beta2Pow;
+ * out ParamOut, Moment1Out, Moment2Out, Beta1PowOut, Beta2PowOut. The pows
+ * hold beta^t of the current update t, and leave holding beta^(t+1). */
+nb_status nb_cpu_adam(nb_op_ctx *ctx)
+{
+    double lrd = 0, b1p = 0, b2p = 0;
+    nb_status st = scalar_in(ctx, 4, "LearningRate", &lrd);
+    if (!st) st = scalar_in(ctx, 5, "Beta1Pow", &b1p);
+    if (!st) st = scalar_in(ctx, 6, "Beta2Pow", &b2p);
+    if (st) return st;
+    const double b1d = nb_attr_float(ctx, "beta1"), b2d = nb_attr_float(ctx, "beta2");
+    const double epsd = nb_attr_float(ctx, "epsilon"), wdd = nb_attr_float(ctx, "weight_decay");
+    if (!(b1p < 1.0) || !(b2p < 1.0))
+        return nb_error(NB_ERR_ARG, "%s: Beta1Pow %g and Beta2Pow %g must be below 1 (they hold beta^t)", ctx->label,
+                        b1p, b2p);
+    const double step_size_d = lrd / (1.0 - b1p), bc2_sqrt_d = sqrt(1.0 - b2p);
+    const int64_t n = nb_tensor_numel(nb_in(ctx, 0, 0));
+    const bool par = n >= PAR_MIN;
+    (void)par;
+#define ADAM(T)                                                                         \
+    {                                                                                   \
+        const T *p = IN(T, 0), *g = IN(T, 1), *m = IN(T, 2), *v = IN(T, 3);             \
+        T *po = OUT(T, 0), *mo = OUT(T, 1), *vo = OUT(T, 2);                            \
+        const T b2 = (T)b2d, eps = (T)epsd, decay = (T)(1.0 - lrd * wdd);               \
+        const T one_m_b1 = (T)(1.0 - b1d), one_m_b2 = (T)(1.0 - b2d);                   \
+        const T step_size = (T)step_size_d, bc2_sqrt = (T)bc2_sqrt_d;                   \
+        PARALLEL_FOR                                                                    \
+        for (int64_t i = 0; i < n; i++) {                                               \
+            T gi = g[i], pi = wdd != 0.0 ? p[i] * decay : p[i];                         \
+            T mi = m[i] + one_m_b1 * (gi - m[i]);                                       \
+            T vi = v[i] * b2 + one_m_b2 * gi * gi;                                      \
+            mo[i] = mi;                                                                 \
+            vo[i] = vi;                                                                 \
+            po[i] = pi - step_size * (mi / (sqrt(vi) / bc2_sqrt + eps));                \
+        }                                                                               \
+    }
+    DISPATCH(ctx, ADAM);
+#undef ADAM
+    nb_tensor_set(nb_out(ctx, 3, 0), 0, b1p * b1d);
+    nb_tensor_set(nb_out(ctx, 4, 0), 0, b2p * b2d);
+    return NB_OK;
+}
+
+/* ---- rmsprop ---------------------------------------------------------------------------- */
+
+/* Slots: in Param, Grad, MeanSquare, LearningRate, Moment?, MeanGrad?;
+ * out ParamOut, MeanSquareOut, MomentOut?, MeanGradOut?. With a Moment
+ * buffer the step goes through it (buf = momentum*buf + g/avg), which for
+ * momentum 0 is the plain step. */
+nb_status nb_cpu_rmsprop(nb_op_ctx *ctx)
+{
+    double lrd = 0;
+    nb_status st = scalar_in(ctx, 3, "LearningRate", &lrd);
+    if (st) return st;
+    const double rhod = nb_attr_float(ctx, "rho"), epsd = nb_attr_float(ctx, "epsilon");
+    const double momd = nb_attr_float(ctx, "momentum");
+    const bool has_mom = nb_has_in(ctx, 4), centered = nb_has_in(ctx, 5);
+    const int64_t n = nb_tensor_numel(nb_in(ctx, 0, 0));
+    const bool par = n >= PAR_MIN;
+    (void)par;
+#define RMSPROP(T)                                                                          \
+    {                                                                                       \
+        const T *p = IN(T, 0), *g = IN(T, 1), *sq = IN(T, 2);                               \
+        const T *buf = has_mom ? IN(T, 4) : NULL, *ga = centered ? IN(T, 5) : NULL;         \
+        T *po = OUT(T, 0), *sqo = OUT(T, 1);                                                \
+        T *bufo = has_mom ? OUT(T, 2) : NULL, *gao = centered ? OUT(T, 3) : NULL;           \
+        const T rho = (T)rhod, one_m_rho = (T)(1.0 - rhod), eps = (T)epsd;                  \
+        const T mom = (T)momd, lr = (T)lrd;                                                 \
+        PARALLEL_FOR                                                                        \
+        for (int64_t i = 0; i < n; i++) {                                                   \
+            T gi = g[i], si = sq[i] * rho + one_m_rho * gi * gi, avg;                       \
+            sqo[i] = si;                                                                    \
+            if (centered) {                                                                 \
+                T gai = ga[i] + one_m_rho * (gi - ga[i]);                                   \
+                gao[i] = gai;                                                               \
+                avg = sqrt(si - gai * gai) + eps;                                           \
+            } else {                                                                        \
+                avg = sqrt(si) + eps;                                                       \
+            }                                                                               \
+            if (has_mom) {                                                                  \
+                T bi = buf[i] * mom + gi / avg;                                             \
+                bufo[i] = bi;                                                               \
+                po[i] = p[i] - lr * bi;                                                     \
+            } else {                                                                        \
+                po[i] = p[i] - lr * (gi / avg);                                             \
+            }                                                                               \
+        }                                                                                   \
+    }
+    DISPATCH(ctx, RMSPROP);
+#undef RMSPROP
+    return NB_OK;
+}
+
+/* ---- adagrad ----------------------------------------------------------------------------- */
+
+nb_status nb_cpu_adagrad(nb_op_ctx *ctx)
+{
+    double lrd = 0;
+    nb_status st = scalar_in(ctx, 3, "LearningRate", &lrd);
+    if (st) return st;
+    const double epsd = nb_attr_float(ctx, "epsilon");
+    const int64_t n = nb_tensor_numel(nb_in(ctx, 0, 0));
+    const bool par = n >= PAR_MIN;
+    (void)par;
+#define ADAGRAD(T)                                                  \
+    {                                                               \
+        const T *p = IN(T, 0), *g = IN(T, 1), *acc = IN(T, 2);      \
+        T *po = OUT(T, 0), *acco = OUT(T, 1);                       \
+        const T eps = (T)epsd, lr = (T)lrd;                         \
+        PARALLEL_FOR                                                \
+        for (int64_t i = 0; i < n; i++) {                           \
+            T gi = g[i], ai = acc[i] + gi * gi;                     \
+            acco[i] = ai;                                           \
+            po[i] = p[i] - lr * (gi / (sqrt(ai) + eps));            \
+        }                                                           \
+    }
+    DISPATCH(ctx, ADAGRAD);
+#undef ADAGRAD
+    return NB_OK;
+}
+
+/* ---- learning-rate schedules ---------------------------------------------------------------- */
+
+nb_lr_kind nb_lr_kind_parse(const char *s)
+{
+    if (!s || !strcmp(s, "constant")) return NB_LR_CONSTANT;
+    if (!strcmp(s, "step")) return NB_LR_STEP;
+    if (!strcmp(s, "exponential")) return NB_LR_EXPONENTIAL;
+    if (!strcmp(s, "cosine")) return NB_LR_COSINE;
+    return NB_LR_BAD;
+}
+
+double nb_lr_value(const nb_lr_params *p, double t)
+{
+    const double w = (double)p->warmup_steps;
+    if (w > 0 && t <= w) return p->base_lr * (t > 0 ? t : 0) / w;
+    double s = t - 1 - w;
+    if (s < 0) s = 0;
+    switch (p->kind) {
+    case NB_LR_STEP: return p->base_lr * pow(p->gamma, floor(s / (double)p->step_size));
+    case NB_LR_EXPONENTIAL: return p->base_lr * pow(p->gamma, s);
+    case NB_LR_COSINE: {
+        const double T = (double)p->total_steps;
+        if (s > T) s = T;
+        return p->min_lr + (p->base_lr - p->min_lr) * (1 + cos(PI * s / T)) / 2;
+    }
+    default: return p->base_lr;
+    }
+}
+
+nb_status nb_cpu_lr_schedule(nb_op_ctx *ctx)
+{
+    double t = 0;
+    nb_status st = scalar_in(ctx, 0, "Step", &t);
+    if (st) return st;
+    nb_lr_params p = {
+        .kind = nb_lr_kind_parse(nb_attr_string(ctx, "kind")),
+        .base_lr = nb_attr_float(ctx, "base_lr"),
+        .gamma = nb_attr_float(ctx, "gamma"),
+        .min_lr = nb_attr_float(ctx, "min_lr"),
+        .step_size = nb_attr_int(ctx, "step_size"),
+        .total_steps = nb_attr_int(ctx, "total_steps"),
+        .warmup_steps = nb_attr_int(ctx, "warmup_steps"),
+    };
+    nb_tensor_set(nb_out(ctx, 0, 0), 0, nb_lr_value(&p, t));
+    return NB_OK;
+}
