@@ -16,6 +16,7 @@
 #include "nabla/autodiff.h"
 #include "nabla/init.h"
 #include "nabla/layers.h"
+#include "nabla/optimizer.h"
 
 #define NABLA_VERSION_MAJOR 0
 #define NABLA_VERSION_MINOR 1
