@@ -25,14 +25,6 @@
 #define NB_SHAPE_PARALLEL_FOR(cond) NB_SHAPE_PRAGMA_(omp parallel for schedule(static) if(cond))
 #else
 #define NB_SHAPE_PARALLEL_FOR(cond) (void)(cond);
-/* The gradient of nb_cpu_pad: dst (shape in_shape) = the sum of the
- * elements of src (the padded shape) that pad copied from each element;
- * the constant border adds to nothing. float32 and float64 only
- * (NB_ERR_DTYPE otherwise, with no error text); fails otherwise only as
- * nb_cpu_pad does. */
-nb_status nb_cpu_pad_grad(nb_dtype dt, void *dst, const void *src, int ndim, const int64_t *in_shape,
-                          const int64_t *pads, nb_pad_mode mode);
-
 #endif
 
 /* dst (contiguous, shape `shape`) receives the view of src whose element at

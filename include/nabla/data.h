@@ -1,0 +1,66 @@
+/* nabla/data.h: data sets on disk.
+ *
+ * IDX files (the format of MNIST and Fashion-MNIST), finding a data set's
+ * folder, loading an MNIST-style data set, and a ready-made reader over one
+ * for training loops. Readers themselves are in nabla/reader.h. */
+#ifndef NABLA_DATA_H
+#define NABLA_DATA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "nabla/reader.h"
+#include "nabla/tensor.h"
+
+/* ---- IDX files ---------------------------------------------------------------
+ *
+ * An IDX file is a big-endian header, magic = 0x00000800 | type << 8 | ndims,
+ * then ndims 32-bit sizes, then the elements in row-major order. */
+
+/* Loads an IDX file, gzip-compressed (.gz) or not, into a new tensor whose
+ * shape is the header's sizes. Types: 0x08 (unsigned byte) gives uint8,
+ * 0x0C (int32) int32, 0x0D (float32) float32, 0x0E (float64) float64; 0x09
+ * and 0x0B (int8, int16) are refused (NB_ERR_UNSUPPORTED). The file must
+ * hold exactly the elements the header describes: a short file or bytes
+ * after them are NB_ERR_FORMAT, saying how many bytes were expected and
+ * found, as are a bad magic, 0 or more than 8 dimensions and corrupt gzip
+ * data. A lying header costs nothing: nothing is allocated for more than the
+ * file holds. */
+nb_status nb_idx_load(const char *path, nb_tensor **out);
+
+/* ---- finding a data set ---------------------------------------------------------
+ *
+ * A folder holds a data set when it has train-images-idx3-ubyte or
+ * train-images-idx3-ubyte.gz. nb_data_find looks, in this order, in
+ *   cli_dir and cli_dir/<dataset> (when cli_dir is not NULL),
+ *   $NABLA_DATA and $NABLA_DATA/<dataset> (when set),
+ *   ./data/<dataset> and ../shared/data/<dataset> (from the current folder),
+ *   then beside the running program (/proc/self/exe): for its folder and the
+ *   two above it, <that>/data/<dataset> and <that>/../shared/data/<dataset>
+ *   (so build/examples/x finds the source tree's data/ and the shared data
+ *   next to the checkout),
+ * and writes the first that qualifies to out_dir (size bytes). dataset is a
+ * folder name such as "mnist" or "fashion-mnist". If none does, it returns
+ * NB_ERR_NOT_FOUND with every place it looked and how to get the files. */
+nb_status nb_data_find(const char *cli_dir, const char *dataset, char *out_dir, size_t size);
+
+/* ---- MNIST-style data sets --------------------------------------------------------- */
+
+/* Loads dir/train-* (train) or dir/t10k-* images and labels, each from the
+ * raw IDX file when present, else from its .gz: images [N, rows, cols]
+ * uint8 (N, 28, 28 for MNIST) and labels [N] uint8. Checks that both have
+ * the same N and that every label is below 10. */
+nb_status nb_mnist_load(const char *dir, bool train, nb_tensor **images, nb_tensor **labels);
+
+/* A reader over an MNIST-style data set, for training and evaluation: each
+ * record is (images float32 [B, rows*cols] with values in [0, 1] (pixel/255),
+ * labels int64 [B, 1]). The last batch of an epoch is kept even when short
+ * (60000 = 937*64 + 32 gives a last batch of 32), for training as well as
+ * testing, so every example is seen once per epoch. With shuffle, each epoch
+ * has its own order drawn from (seed, epoch) (see nb_reader_shuffle). With
+ * prefetch_depth > 0, batches are made on a background thread, that many
+ * ahead. */
+nb_status nb_mnist_reader(nb_reader **out, const char *dir, bool train, int batch_size, bool shuffle,
+                          uint64_t seed, int prefetch_depth);
+
+#endif
