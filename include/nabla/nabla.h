@@ -17,6 +17,8 @@
 #include "nabla/init.h"
 #include "nabla/layers.h"
 #include "nabla/optimizer.h"
+#include "nabla/reader.h"
+#include "nabla/data.h"
 
 #define NABLA_VERSION_MAJOR 0
 #define NABLA_VERSION_MINOR 1
