@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Checks for what nabla needs to build and installs what is missing (Debian's
-# packages, through apt-get). Required: a C compiler, make, CMake, zlib.
+# packages, through apt-get). Required: a C compiler, make, CMake, pkg-config,
+# zlib, and protobuf-c (the protoc-c compiler and the library: program files
+# are protobuf).
 # With --test, also what the test suite uses: Graphviz (the drawing test
 # renders with it). Optional ones are only reported: the build detects them
 # and works without.
@@ -18,6 +20,8 @@ have_cmd make || missing+=(make)
 have_cmd cmake || missing+=(cmake)
 have_cmd pkg-config || missing+=(pkg-config)
 [ -f /usr/include/zlib.h ] || have_pkg zlib1g-dev || missing+=(zlib1g-dev)
+have_cmd protoc-c || missing+=(protobuf-c-compiler)
+[ -f /usr/include/protobuf-c/protobuf-c.h ] || have_pkg libprotobuf-c-dev || missing+=(libprotobuf-c-dev)
 if [ $for_tests = 1 ]; then
     have_cmd dot || missing+=(graphviz)
 fi

@@ -5,5 +5,6 @@
 int cmd_ops(int argc, char **argv);
 int cmd_gradcheck(int argc, char **argv);
 int cmd_dot(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
 
 #endif

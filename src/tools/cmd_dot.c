@@ -1,13 +1,18 @@
-/* nabla dot --example [--forward] [-o FILE]: writes Graphviz DOT of the
+/* nabla dot FILE [-o OUT]: writes Graphviz DOT of the main program of a
+ * program file.
+ *
+ * nabla dot --example [--forward] [-o OUT] [--save FILE]: the same for the
  * program of the design documents (seed 001):
  *
  *     x = layer.data("images"); l = layer.data("label"); y = layer.fc(x)
  *     cost = layer.mse(y, l)
  *
- * with the backward part nabla appends to it (unless --forward). */
+ * with the backward part nabla appends to it (unless --forward); --save also
+ * writes it, with its startup program, to a program file. */
 #include <stdio.h>
 #include <string.h>
 #include "nabla/nabla.h"
+#include "nabla/program_file.h"
 #include "cli.h"
 
 static nb_status build_example(nb_program *main_p, nb_program *startup, bool backward)
@@ -32,33 +37,57 @@ static nb_status build_example(nb_program *main_p, nb_program *startup, bool bac
     return st;
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nabla dot FILE [-o OUT]\n"
+               "       nabla dot --example [--forward] [-o OUT] [--save FILE]\n\n"
+               "Writes Graphviz DOT of the main program of a program file (written by\n"
+               "nb_program_save or nb_programs_save), or with --example of the design\n"
+               "documents' example program (data, fc, mse) and the backward part nabla\n"
+               "appends to it (--forward: without it). --save FILE also writes the\n"
+               "example's main and startup programs to the program file FILE, for\n"
+               "`nabla dump FILE` and `nabla dot FILE`. Render a drawing with\n"
+               "  nabla dot --example | dot -Tpng -o program.png\n");
+}
+
 int cmd_dot(int argc, char **argv)
 {
     bool example = false, backward = true;
-    const char *out_path = NULL;
+    const char *out_path = NULL, *save_path = NULL, *in_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--example")) example = true;
         else if (!strcmp(argv[i], "--forward")) backward = false;
         else if (!strcmp(argv[i], "-o") && i + 1 < argc) out_path = argv[++i];
+        else if (!strcmp(argv[i], "--save") && i + 1 < argc) save_path = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: nabla dot --example [--forward] [-o FILE]\n\n"
-                   "Writes Graphviz DOT of the design documents' example program (data, fc,\n"
-                   "mse) and the backward part nabla appends to it. Render it with\n"
-                   "  nabla dot --example | dot -Tpng -o program.png\n");
+            usage(stdout);
             return 0;
+        } else if (argv[i][0] != '-' && !in_path) {
+            in_path = argv[i];
         } else {
-            fprintf(stderr, "nabla dot: unknown argument '%s' (try --help)\n", argv[i]);
+            fprintf(stderr, "nabla dot: unexpected argument '%s' (try --help)\n", argv[i]);
             return 2;
         }
     }
-    if (!example) {
-        fprintf(stderr, "nabla dot: say --example (see --help)\n");
+    if (example == (in_path != NULL)) {
+        fprintf(stderr, example ? "nabla dot: give a FILE or --example, not both (see --help)\n"
+                                : "nabla dot: give a program FILE or --example (see --help)\n");
+        return 2;
+    }
+    if (!example && (save_path || !backward)) {
+        fprintf(stderr, "nabla dot: --save and --forward go with --example (see --help)\n");
         return 2;
     }
     nb_program *main_p = NULL, *startup = NULL;
-    nb_status st = nb_program_new(&main_p);
-    if (!st) st = nb_program_new(&startup);
-    if (!st) st = build_example(main_p, startup, backward);
+    nb_status st;
+    if (example) {
+        st = nb_program_new(&main_p);
+        if (!st) st = nb_program_new(&startup);
+        if (!st) st = build_example(main_p, startup, backward);
+        if (!st && save_path) st = nb_programs_save(save_path, main_p, startup);
+    } else {
+        st = nb_program_load(in_path, &main_p);
+    }
     FILE *f = stdout;
     if (!st && out_path && !(f = fopen(out_path, "w"))) st = nb_error(NB_ERR_IO, "cannot write %s", out_path);
     if (!st) st = nb_program_to_dot(main_p, f);

@@ -11,7 +11,8 @@ static const struct {
 } commands[] = {
     {"ops", cmd_ops, "list every registered op: slots, attributes, gradient rules"},
     {"gradcheck", cmd_gradcheck, "check every gradient rule against finite differences"},
-    {"dot", cmd_dot, "draw a program with its backward part as Graphviz DOT"},
+    {"dot", cmd_dot, "draw a program (a program file, or the example) as Graphviz DOT"},
+    {"dump", cmd_dump, "print the programs of a program file"},
 };
 
 static void usage(FILE *f)
