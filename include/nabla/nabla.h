@@ -19,6 +19,7 @@
 #include "nabla/optimizer.h"
 #include "nabla/reader.h"
 #include "nabla/data.h"
+#include "nabla/program_file.h"
 
 #define NABLA_VERSION_MAJOR 0
 #define NABLA_VERSION_MINOR 1

@@ -333,9 +333,16 @@ static nb_status restore_ids(loader *L)
     return st;
 }
 
-/* Raises the counter of `prefix` to k + 1 for a name "prefix_k" or
- * "prefix_k.anything" (what nb_program_unique_name hands out), so that names
- * made later skip it even when the file carries no counters. */
+static nb_status raise_counter(nb_strmap *names, const char *key, uintptr_t k)
+{
+    if ((uintptr_t)nb_strmap_get(names, key, NULL) <= k) return nb_strmap_put(names, key, (void *)(k + 1));
+    return NB_OK;
+}
+
+/* For a file without counters: raises the counter of `prefix` to k + 1 for a
+ * name "prefix_k" or "prefix_k.anything" (what nb_program_unique_name hands
+ * out), and that of op outputs for "prefix_k.tmp_i", so that names made later
+ * skip it. */
 static nb_status bump_counter(nb_strmap *names, const char *name)
 {
     const char *dot = strchr(name, '.');
@@ -345,8 +352,12 @@ static nb_status bump_counter(nb_strmap *names, const char *name)
     uintptr_t k = (uintptr_t)strtoul(name + u, NULL, 10);
     char *prefix = strndup(name, u - 1);
     if (!prefix) return NB_ERR_NOMEM;
-    nb_status st = NB_OK;
-    if ((uintptr_t)nb_strmap_get(names, prefix, NULL) <= k) st = nb_strmap_put(names, prefix, (void *)(k + 1));
+    nb_status st = raise_counter(names, prefix, k);
+    if (!st && dot && !strncmp(dot, ".tmp_", 5)) {
+        char key[512];
+        snprintf(key, sizeof key, "%s@output", prefix);
+        st = raise_counter(names, key, k);
+    }
     free(prefix);
     return st;
 }
@@ -359,6 +370,7 @@ static nb_status restore_names(loader *L)
         if (!*str(c->prefix)) return bad(L, NB_ERR_FORMAT, "a name counter has no prefix");
         if (nb_strmap_put(names, c->prefix, (void *)(uintptr_t)c->next)) return bad(L, NB_ERR_NOMEM, "out of memory");
     }
+    if (L->pd->n_name_counters > 0) return NB_OK; /* the file says where they are */
     for (int bi = 0; bi < L->p->n_blocks; bi++)
         for (int i = 0; i < L->p->blocks[bi]->n_vars; i++)
             if (bump_counter(names, L->p->blocks[bi]->vars[i]->name)) return bad(L, NB_ERR_NOMEM, "out of memory");
