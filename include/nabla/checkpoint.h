@@ -1,0 +1,66 @@
+/* nabla/checkpoint.h: saving and restoring the state of a training program.
+ *
+ * The state of a program is the value of every persistable var of its global
+ * block (block 0): parameters, optimiser moments, the learning rate, step
+ * counters. A checkpoint is a safetensors file (nabla/safetensors.h) holding
+ * one tensor per persistable var, under the var's name, plus string metadata
+ * of the caller's (the epoch, the step, a data-set position...), so other
+ * frameworks can read it.
+ *
+ * Saving never damages the previous checkpoint: the file is written to
+ * "<path>.tmp.<pid>" in the same directory, flushed, fsync'ed, closed,
+ * renamed over `path`, and the directory is fsync'ed. A process killed or a
+ * machine losing power at any moment leaves `path` holding either the old
+ * checkpoint or the new one, whole. On any error the temporary file is
+ * removed and `path` is left as it was. A temporary file left by a killed
+ * process is removed by the next save to the same path (once that process
+ * is gone); loading never looks at it.
+ *
+ * For tests: with the environment variable NABLA_TEST_STOP_AFTER_BYTES set to
+ * N > 0, a save stops its own process (SIGSTOP) once it has written N bytes
+ * of the temporary file, so a test can kill it in the middle of a save
+ * deterministically. */
+#ifndef NABLA_CHECKPOINT_H
+#define NABLA_CHECKPOINT_H
+
+#include "nabla/program.h"
+#include "nabla/safetensors.h"
+#include "nabla/scope.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Saves the value in `scope` (or its ancestors) of every persistable var of
+ * block 0 of `program`, with the metadata pairs keys[i] -> values[i].
+ * NB_ERR_NOT_FOUND, naming every such var, when some have no value in the
+ * scope (was the startup program run?); nothing is written then. */
+nb_status nb_checkpoint_save(const char *path, const nb_program *program, nb_scope *scope, int n_meta,
+                             const char *const *keys, const char *const *values);
+
+/* Restores the persistable vars of block 0 of `program` from the checkpoint
+ * at `path` into `scope`.
+ *
+ * Every persistable var is checked against the file first: a var missing in
+ * the file, or stored with another dtype, or with a shape that does not fit
+ * the var's (a -1 in the var's shape fits any size), is a mismatch. All
+ * mismatches are reported in one NB_ERR_FORMAT message, each naming the var
+ * and the expected and found dtype and shape; the scope is then left exactly
+ * as it was. Tensors in the file that are no var of the program are allowed
+ * and ignored. A malformed file gives the errors of nb_safetensors_load.
+ *
+ * A var that already has a tensor of the same dtype and shape in the scope
+ * (or an ancestor) gets the loaded values copied into that tensor, so
+ * whoever holds it sees them; otherwise the loaded tensor is bound to the
+ * name in the scope that held it (or in `scope`).
+ *
+ * When meta_out is not NULL it receives the loaded file, for reading its
+ * metadata (nb_safetensors_meta); it holds the tensors too, so free it
+ * (nb_safetensors_free) when done. It is set only on success. */
+nb_status nb_checkpoint_load(const char *path, const nb_program *program, nb_scope *scope,
+                             nb_safetensors **meta_out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
