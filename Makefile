@@ -1,5 +1,5 @@
-# The two commands of the README: `make demo` runs the main example and
-# `make test` builds and runs the whole test suite. Both install what they
+# The two commands of the README: `make demo` trains the MNIST example
+# (examples/mnist_mlp) and `make test` builds and runs the whole test suite. Both install what they
 # need first (scripts/deps.sh).
 BUILD ?= build
 ASAN_BUILD ?= build-asan
@@ -21,7 +21,7 @@ build: deps
 	@cmake --build $(BUILD) -j$(JOBS)
 
 demo: build
-	./$(BUILD)/examples/demo
+	./$(BUILD)/examples/mnist_mlp
 
 test: build test-deps
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)

@@ -4,7 +4,7 @@
 # zlib, and protobuf-c (the protoc-c compiler and the library: program files
 # are protobuf).
 # With --test, also what the test suite uses: Graphviz (the drawing test
-# renders with it). Optional ones are only reported: the build detects them
+# renders with it) and gnuplot (the training test draws its curves). Optional ones are only reported: the build detects them
 # and works without.
 set -euo pipefail
 
@@ -24,6 +24,7 @@ have_cmd protoc-c || missing+=(protobuf-c-compiler)
 [ -f /usr/include/protobuf-c/protobuf-c.h ] || have_pkg libprotobuf-c-dev || missing+=(libprotobuf-c-dev)
 if [ $for_tests = 1 ]; then
     have_cmd dot || missing+=(graphviz)
+    have_cmd gnuplot || missing+=(gnuplot-nox)
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then

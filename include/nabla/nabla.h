@@ -20,6 +20,8 @@
 #include "nabla/reader.h"
 #include "nabla/data.h"
 #include "nabla/program_file.h"
+#include "nabla/checkpoint.h"
+#include "nabla/train.h"
 
 #define NABLA_VERSION_MAJOR 0
 #define NABLA_VERSION_MINOR 1

@@ -1,4 +1,4 @@
-/* demo: the forward part of the program in the design documents,
+/* forward_program: the forward part of the program in the design documents,
  *
  *     x = layer.data("x"); h = relu(fc(x)); y = softmax(fc(h))
  *
@@ -12,7 +12,7 @@
     do {                                                                               \
         nb_status st_ = (expr);                                                        \
         if (st_) {                                                                     \
-            fprintf(stderr, "demo: %s: %s\n", nb_status_name(st_), nb_last_error()); \
+            fprintf(stderr, "forward_program: %s: %s\n", nb_status_name(st_), nb_last_error()); \
             exit(1);                                                                   \
         }                                                                              \
     } while (0)

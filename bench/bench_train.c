@@ -1,0 +1,131 @@
+/* bench_train: time of one training step (forward, backward, SGD update) of
+ * the MNIST MLP (784-256-10) at several batch sizes and of the LeNet-like CNN
+ * at batch 64, in the static-program executor. Prints one line per case:
+ *
+ *     case mlp_b64 median_ms 0.412 steps 200
+ *
+ * bench/run.sh runs this beside bench_torch.py and prints the ratios. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "nabla/nabla.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void die_on(nb_status st, const char *what)
+{
+    if (!st) return;
+    fprintf(stderr, "bench: %s: %s\n", what, nb_last_error());
+    exit(1);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef nb_value (*model_fn)(nb_builder *b, nb_value x);
+
+static nb_value mlp(nb_builder *b, nb_value x)
+{
+    return nb_layer_fc(b, nb_layer_fc(b, x, 256, "relu"), 10, NULL);
+}
+
+static nb_value lenet(nb_builder *b, nb_value x)
+{
+    nb_value img = nb_reshape(b, x, 4, (int64_t[]){-1, 1, 28, 28});
+    nb_conv2d_opts c = {.act = "relu"};
+    nb_value h = nb_layer_pool2d(b, nb_layer_conv2d(b, img, 20, 5, &c), "max", 2, 2, 0);
+    h = nb_layer_pool2d(b, nb_layer_conv2d(b, h, 50, 5, &c), "max", 2, 2, 0);
+    h = nb_layer_fc(b, nb_flatten(b, h, 1, -1), 500, "relu");
+    return nb_layer_fc(b, h, 10, NULL);
+}
+
+/* Median milliseconds per step over `reps` timings of `steps` steps. */
+static double bench_case(model_fn model, int64_t batch, int steps, int reps)
+{
+    nb_program *main_p, *startup;
+    nb_builder *b;
+    die_on(nb_program_new(&main_p), "program");
+    die_on(nb_program_new(&startup), "program");
+    nb_program_set_seed(startup, 1);
+    die_on(nb_builder_new_record(&b, main_p, startup), "builder");
+    nb_value x = nb_layer_data(b, "images", NB_F32, 2, (int64_t[]){-1, 784});
+    nb_value l = nb_layer_data(b, "label", NB_I64, 2, (int64_t[]){-1, 1});
+    nb_value cost = nb_layer_softmax_cross_entropy(b, model(b, x), l);
+    die_on(nb_builder_status(b), nb_builder_error(b));
+    nb_optimizer opt = nb_sgd(0.01);
+    nb_backward_result r;
+    die_on(nb_minimize(&opt, main_p, startup, nb_value_name(cost), 0, NULL, 0, NULL, &r), "minimize");
+
+    nb_scope *scope;
+    nb_executor *ex;
+    die_on(nb_scope_new(&scope, NULL), "scope");
+    die_on(nb_executor_new(&ex), "executor");
+    die_on(nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL), "startup");
+    nb_tensor *xt, *lt;
+    die_on(nb_tensor_new(&xt, NB_F32, 2, (int64_t[]){batch, 784}), "tensor");
+    die_on(nb_tensor_new(&lt, NB_I64, 2, (int64_t[]){batch, 1}), "tensor");
+    for (int64_t i = 0; i < batch * 784; i++) nb_tensor_set(xt, i, (double)((i * 7919) % 256) / 255.0);
+    for (int64_t i = 0; i < batch; i++) nb_tensor_set(lt, i, (double)(i % 10));
+    nb_prepared *pp;
+    const char *feeds[] = {"images", "label"}, *fetch = nb_value_name(cost);
+    die_on(nb_prepare(&pp, main_p, 0, 2, feeds, 1, &fetch), "prepare");
+    nb_tensor *in[2] = {xt, lt}, *out;
+    for (int i = 0; i < 3; i++) { /* warm up: buffers, caches, threads */
+        die_on(nb_prepared_run(pp, scope, in, &out), "run");
+        nb_tensor_release(out);
+    }
+    double *t = calloc((size_t)reps, sizeof *t);
+    for (int k = 0; k < reps; k++) {
+        double t0 = now();
+        for (int s = 0; s < steps; s++) {
+            die_on(nb_prepared_run(pp, scope, in, &out), "run");
+            nb_tensor_release(out);
+        }
+        t[k] = (now() - t0) * 1e3 / steps;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    double median = t[reps / 2];
+    free(t);
+    nb_tensor_release(xt);
+    nb_tensor_release(lt);
+    nb_prepared_free(pp);
+    nb_executor_free(ex);
+    nb_scope_free(scope);
+    nb_backward_result_free(&r);
+    nb_builder_free(b);
+    nb_program_free(startup);
+    nb_program_free(main_p);
+    return median;
+}
+
+int main(int argc, char **argv)
+{
+    double scale = argc > 1 ? atof(argv[1]) : 1.0; /* fewer steps for a quick look */
+    if (scale <= 0) scale = 1;
+    static const struct {
+        const char *name;
+        model_fn model;
+        int64_t batch;
+        int steps;
+    } cases[] = {
+        {"mlp_b1", mlp, 1, 400}, {"mlp_b16", mlp, 16, 200}, {"mlp_b64", mlp, 64, 100},
+        {"mlp_b256", mlp, 256, 40}, {"lenet_b64", lenet, 64, 10},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int steps = (int)(cases[i].steps * scale);
+        if (steps < 1) steps = 1;
+        double ms = bench_case(cases[i].model, cases[i].batch, steps, 7);
+        printf("case %s median_ms %.4f steps %d\n", cases[i].name, ms, steps);
+        fflush(stdout);
+    }
+    return 0;
+}

@@ -1,0 +1,58 @@
+/* nabla/train.h: the training loop of the design documents' last line,
+ *
+ *     train(cost, reader=mnist.train())
+ *
+ * Runs epochs of a program over a reader, evaluates on a test reader with the
+ * program's inference copy, shows progress, writes per-epoch metrics (CSV and,
+ * where gnuplot is installed, a PNG plot), and saves and resumes checkpoints
+ * so that a resumed run continues exactly as an uninterrupted one. */
+#ifndef NABLA_TRAIN_H
+#define NABLA_TRAIN_H
+
+#include "nabla/data.h"
+#include "nabla/executor.h"
+
+typedef enum { NB_PROGRESS_AUTO = 0, NB_PROGRESS_BAR, NB_PROGRESS_LOG, NB_PROGRESS_QUIET } nb_progress_mode;
+
+typedef struct nb_train_config {
+    int epochs;
+    int n_feeds;
+    const char *const *feeds; /* the var fed by each reader field, in field order */
+    const char *loss;         /* scalar loss var */
+    const char *metric;       /* scalar metric var (e.g. accuracy), or NULL */
+    const char *metric_name;  /* how to print it ("acc" when NULL) */
+    const char *csv_path;     /* per-epoch metrics, or NULL */
+    const char *plot_path;    /* PNG of the curves through gnuplot, or NULL */
+    const char *checkpoint_path; /* saved after every epoch, or NULL */
+    bool resume;              /* continue from checkpoint_path when it exists */
+    int stop_after_epochs;    /* stop (as if killed) after this many epochs of this call; 0: never */
+    nb_progress_mode progress;
+    FILE *log;                /* where progress goes (stderr when NULL) */
+} nb_train_config;
+
+typedef struct nb_epoch_stats {
+    int epoch;            /* 1-based */
+    double train_loss, train_metric;
+    double test_loss, test_metric;
+    double seconds;
+    double samples_per_second;
+} nb_epoch_stats;
+
+typedef struct nb_train_result {
+    int epochs_done;      /* counting epochs restored from a checkpoint */
+    int64_t steps;
+    nb_epoch_stats last;
+} nb_train_result;
+
+/* Trains `main` (which holds its backward and optimisation parts) with the
+ * parameters in `scope`, after running `startup` once (unless resuming).
+ * `test` may be NULL. */
+nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *startup, nb_scope *scope,
+                   nb_reader *train, nb_reader *test, nb_train_result *result);
+
+/* Runs the inference copy of `main` over `reader`; the batch-size-weighted
+ * means of `loss` and `metric` (metric may be NULL). */
+nb_status nb_evaluate(nb_program *main, nb_scope *scope, nb_reader *reader, int n_feeds, const char *const *feeds,
+                      const char *loss, const char *metric, double *mean_loss, double *mean_metric);
+
+#endif
