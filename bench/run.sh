@@ -18,6 +18,14 @@ python=/usr/bin/python3
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 OMP_NUM_THREADS=$threads ./build-bench/bench/bench_train "$scale" | tee "$out/nabla.txt" >/dev/null
+# Debian's PyTorch uses whatever libblas.so.3 points to; the reference BLAS
+# makes it ten times slower than it should be, which would flatter nabla.
+blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)
+case "$blas" in
+    *openblas*|*blis*|*mkl*) ;;
+    *) echo "bench: warning: libblas.so.3 is the reference BLAS ($blas); PyTorch's times will be" \
+            "unfairly slow. apt-get install libopenblas0-pthread gives it OpenBLAS." >&2 ;;
+esac
 if "$python" -c 'import torch' 2>/dev/null; then
     "$python" bench/bench_torch.py "$scale" "$threads" > "$out/torch.txt"
     have_torch=1
@@ -25,7 +33,7 @@ else
     echo "bench: PyTorch is not installed (apt-get install python3-torch); nabla's times only" >&2
     have_torch=0
 fi
-echo "training step, median of 7 timings, $threads threads, $(nproc) cores"
+echo "training step, median of 7 timings, $threads threads, $(nproc) cores; PyTorch's BLAS: ${blas:-unknown}"
 printf '%-10s %12s %12s %8s\n' case nabla_ms torch_ms ratio
 while read -r _ name _ ms _ _; do
     if [ $have_torch = 1 ]; then
