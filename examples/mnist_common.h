@@ -112,4 +112,39 @@ static int mnist_train(const mnist_args *a, nb_program *main_p, nb_program *star
     return 0;
 }
 
+/* The programs and builder an example builds its model with, seeded. */
+typedef struct mnist_model {
+    nb_program *main, *startup;
+    nb_builder *b;
+} mnist_model;
+
+static void mnist_begin(const mnist_args *a, mnist_model *m)
+{
+    die_on(nb_program_new(&m->main), "program");
+    die_on(nb_program_new(&m->startup), "program");
+    nb_program_set_seed(m->main, a->seed);
+    nb_program_set_seed(m->startup, a->seed);
+    die_on(nb_builder_new_record(&m->b, m->main, m->startup), "builder");
+}
+
+/* Appends Adam (its learning rate decayed to zero along a cosine over the
+ * run) to the model whose loss is `cost`, trains it and frees it. */
+static int mnist_finish(const mnist_args *a, mnist_model *m, nb_value cost, nb_value acc)
+{
+    if (nb_builder_status(m->b)) {
+        fprintf(stderr, "model: %s\n", nb_builder_error(m->b));
+        return 1;
+    }
+    nb_optimizer opt = nb_adam(a->lr);
+    opt.schedule = (nb_lr_schedule){.kind = "cosine", .total_steps = a->epochs * mnist_steps_per_epoch(a->batch)};
+    nb_backward_result grads;
+    die_on(nb_minimize(&opt, m->main, m->startup, nb_value_name(cost), 0, NULL, 0, NULL, &grads), "minimize");
+    int rc = mnist_train(a, m->main, m->startup, nb_value_name(cost), nb_value_name(acc));
+    nb_backward_result_free(&grads);
+    nb_builder_free(m->b);
+    nb_program_free(m->startup);
+    nb_program_free(m->main);
+    return rc;
+}
+
 #endif
