@@ -34,6 +34,9 @@ typedef struct nb_grad_ctx {
      * tangents of the outputs through the same context: */
     const nb_value *tx; /* input tangents (NB_NONE: zero) */
     nb_value *ty;       /* output tangents */
+    /* Shapes of the outputs, for when y was not kept (eager mode keeps only
+     * what grad_uses_outputs declares); NULL when every y is there. */
+    const nb_var_info *y_info;
 } nb_grad_ctx;
 
 static inline nb_value nb_grad_x(const nb_grad_ctx *g, int slot, int k) { return g->x[g->in_begin[slot] + k]; }

@@ -45,6 +45,12 @@ void nb_builder_set_block(nb_builder *b, nb_block *block);
 void nb_builder_set_role(nb_builder *b, nb_op_role role);
 nb_op_role nb_builder_role(const nb_builder *b);
 
+/* A fresh name for a layer ("fc" -> "fc_0", "fc_1", ...): from the program
+ * in a record builder; from the builder's own counters in an eager one,
+ * which restart at every nb_eager_release_values so that each step of an
+ * eager model names its layers (and so finds its parameters) alike. */
+nb_status nb_builder_unique_name(nb_builder *b, const char *prefix, char *buf, size_t size);
+
 /* Emits op `type`. `in` lists inputs in slot order as nb_op_run does (NB_NONE
  * for an absent optional slot); `n_out` outputs are written to `out` (the
  * count a variadic output slot gets is what remains). */

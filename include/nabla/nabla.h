@@ -22,6 +22,7 @@
 #include "nabla/program_file.h"
 #include "nabla/checkpoint.h"
 #include "nabla/train.h"
+#include "nabla/eager.h"
 
 #define NABLA_VERSION_MAJOR 0
 #define NABLA_VERSION_MINOR 1

@@ -21,6 +21,8 @@ typedef struct nb_storage {
     size_t nbytes;
     int refcount;
     bool borrowed;   /* wraps user memory that nabla must not free */
+    uint64_t version; /* in-place writes so far (eager mode checks saved values with it) */
+    const char *last_writer; /* the op type of the last in-place write, for messages */
 } nb_storage;
 
 typedef struct nb_tensor {

@@ -4,8 +4,11 @@
 
 nb_value nb_grad_dy_or_zeros(nb_builder *b, const nb_grad_ctx *g, int slot, int k)
 {
-    nb_value dy = nb_grad_dy(g, slot, k);
-    return nb_is_none(dy) ? nb_fill_zeros_like(b, nb_grad_y(g, slot, k)) : dy;
+    nb_value dy = nb_grad_dy(g, slot, k), y = nb_grad_y(g, slot, k);
+    if (!nb_is_none(dy)) return dy;
+    if (!nb_is_none(y) || !g->y_info) return nb_fill_zeros_like(b, y);
+    const nb_var_info *info = &g->y_info[g->out_begin[slot] + k];
+    return nb_fill_constant(b, info->dtype, info->ndim, info->shape, 0);
 }
 
 const nb_attr_value *nb_grad_attr(const nb_grad_ctx *g, const char *name)

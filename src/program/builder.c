@@ -93,3 +93,10 @@ nb_var_info nb_value_info(const nb_builder *b, nb_value v)
     if (!b || nb_is_none(v)) return (nb_var_info){.dtype = NB_F32, .ndim = 0};
     return b->backend->info(b, v);
 }
+
+
+nb_status nb_builder_unique_name(nb_builder *b, const char *prefix, char *buf, size_t size)
+{
+    if (!b) return nb_error(NB_ERR_ARG, "unique name: builder is NULL");
+    return b->program ? nb_program_unique_name(b->program, prefix, buf, size) : nb_eager_layer_name(b, prefix, buf, size);
+}

@@ -31,4 +31,7 @@ nb_status nb_builder_record_error(nb_builder *b, nb_status st);
 
 extern const nb_builder_backend nb_record_backend;
 
+/* The eager builder's layer names (src/eager/eager_builder.c). */
+nb_status nb_eager_layer_name(nb_builder *b, const char *prefix, char *buf, size_t size);
+
 #endif

@@ -1,0 +1,327 @@
+/* The autograd state of tensors, backward nodes, and recording an op. */
+#include <stdlib.h>
+#include <string.h>
+#include "autograd.h"
+#include "../core/tensor_internal.h"
+
+static _Thread_local uint64_t sequence;
+static _Thread_local int grad_mode_depth;      /* entries on the mode stack */
+static _Thread_local bool grad_mode_stack[64];
+static _Thread_local bool anomaly;
+
+uint64_t nb_next_sequence(void) { return ++sequence; }
+
+void nb_grad_mode_push(bool enabled)
+{
+    if (grad_mode_depth < 64) grad_mode_stack[grad_mode_depth] = enabled;
+    grad_mode_depth++;
+}
+
+void nb_grad_mode_pop(void)
+{
+    if (grad_mode_depth > 0) grad_mode_depth--;
+}
+
+bool nb_grad_mode_enabled(void)
+{
+    int d = grad_mode_depth > 64 ? 64 : grad_mode_depth;
+    return d == 0 ? true : grad_mode_stack[d - 1];
+}
+
+void nb_set_anomaly_mode(bool on) { anomaly = on; }
+bool nb_anomaly_mode(void) { return anomaly; }
+
+/* ---- hooks ----------------------------------------------------------------- */
+
+nb_status hook_list_add(hook_list *h, void *fn, void *ctx)
+{
+    if (h->n == h->cap) {
+        int cap = h->cap ? 2 * h->cap : 2;
+        void **f = realloc(h->fns, (size_t)cap * sizeof *f);
+        if (!f) return nb_error(NB_ERR_NOMEM, "hook: out of memory");
+        h->fns = f;
+        void **c = realloc(h->ctxs, (size_t)cap * sizeof *c);
+        if (!c) return nb_error(NB_ERR_NOMEM, "hook: out of memory");
+        h->ctxs = c;
+        h->cap = cap;
+    }
+    h->fns[h->n] = fn;
+    h->ctxs[h->n++] = ctx;
+    return NB_OK;
+}
+
+void hook_list_free(hook_list *h)
+{
+    free(h->fns);
+    free(h->ctxs);
+    memset(h, 0, sizeof *h);
+}
+
+/* ---- tensor state --------------------------------------------------------------- */
+
+static void autograd_free(nb_tensor *t)
+{
+    nb_autograd *a = t->autograd;
+    if (a->grad_fn) {
+        /* A tensor that retained its grad leaves its node: clear the weak link. */
+        nb_node *n = a->grad_fn;
+        if (n->retain && n->retain[a->output_nr] == t) n->retain[a->output_nr] = NULL;
+        nb_node_release(n);
+    }
+    if (a->accumulator && a->accumulator->leaf == t) a->accumulator->leaf = NULL;
+    nb_tensor_release(a->grad);
+    hook_list_free(&a->hooks);
+    free(a);
+    t->autograd = NULL;
+}
+
+nb_autograd *nb_autograd_of(nb_tensor *t, bool create)
+{
+    if (!t) return NULL;
+    if (!t->autograd && create) {
+        t->autograd = calloc(1, sizeof(nb_autograd));
+        nb_tensor_autograd_free_hook = autograd_free;
+    }
+    return t->autograd;
+}
+
+bool nb_tensor_requires_grad(const nb_tensor *t)
+{
+    const nb_autograd *a = t ? t->autograd : NULL;
+    return a && (a->requires_grad || a->grad_fn);
+}
+
+bool nb_tensor_is_leaf(const nb_tensor *t)
+{
+    const nb_autograd *a = t ? t->autograd : NULL;
+    return !a || !a->grad_fn;
+}
+
+nb_status nb_tensor_set_requires_grad(nb_tensor *t, bool requires)
+{
+    if (!t) return nb_error(NB_ERR_ARG, "requires_grad: tensor is NULL");
+    if (!nb_tensor_is_leaf(t))
+        return nb_error(NB_ERR_ARG, "requires_grad: only leaves can be changed (this tensor was made by %s); "
+                                    "detach it first", ((nb_autograd *)t->autograd)->grad_fn->def->name);
+    if (requires && !nb_dtype_is_float(t->dtype))
+        return nb_error(NB_ERR_DTYPE, "requires_grad: only floating-point tensors have gradients, not %s",
+                        nb_dtype_name(t->dtype));
+    nb_autograd *a = nb_autograd_of(t, requires);
+    if (!a && requires) return nb_error(NB_ERR_NOMEM, "requires_grad: out of memory");
+    if (a) a->requires_grad = requires;
+    return NB_OK;
+}
+
+nb_tensor *nb_tensor_grad(const nb_tensor *t) { return t && t->autograd ? ((nb_autograd *)t->autograd)->grad : NULL; }
+
+void nb_tensor_zero_grad(nb_tensor *t)
+{
+    nb_autograd *a = t ? t->autograd : NULL;
+    if (!a) return;
+    nb_tensor_release(a->grad);
+    a->grad = NULL;
+}
+
+nb_status nb_tensor_retain_grad(nb_tensor *t)
+{
+    nb_autograd *a = t ? t->autograd : NULL;
+    if (!a || (!a->requires_grad && !a->grad_fn))
+        return nb_error(NB_ERR_ARG, "retain_grad: the tensor does not require grad");
+    if (!a->grad_fn) return NB_OK; /* leaves keep theirs anyway */
+    a->retains_grad = true;
+    nb_node *n = a->grad_fn;
+    if (!n->retain && !(n->retain = calloc((size_t)n->n_out + 1, sizeof *n->retain)))
+        return nb_error(NB_ERR_NOMEM, "retain_grad: out of memory");
+    n->retain[a->output_nr] = t;
+    return NB_OK;
+}
+
+nb_status nb_tensor_detach(nb_tensor **out, nb_tensor *t)
+{
+    *out = NULL;
+    if (!t) return nb_error(NB_ERR_ARG, "detach: tensor is NULL");
+    nb_tensor *d = calloc(1, sizeof *d);
+    if (!d) return nb_error(NB_ERR_NOMEM, "detach: out of memory");
+    *d = *t;
+    d->refcount = 1;
+    d->autograd = NULL;
+    d->storage->refcount++;
+    *out = d;
+    return NB_OK;
+}
+
+uint64_t nb_tensor_version(const nb_tensor *t) { return t && t->storage ? t->storage->version : 0; }
+
+nb_status nb_tensor_register_hook(nb_tensor *t, nb_tensor_hook fn, void *ctx)
+{
+    nb_autograd *a = t ? t->autograd : NULL;
+    if (!a || (!a->requires_grad && !a->grad_fn))
+        return nb_error(NB_ERR_ARG, "register_hook: the tensor does not require grad");
+    if (!a->grad_fn) return hook_list_add(&a->hooks, (void *)fn, ctx);
+    nb_node *n = a->grad_fn;
+    if (!n->out_hooks && !(n->out_hooks = calloc((size_t)n->n_out + 1, sizeof *n->out_hooks)))
+        return nb_error(NB_ERR_NOMEM, "register_hook: out of memory");
+    return hook_list_add(&n->out_hooks[a->output_nr], (void *)fn, ctx);
+}
+
+/* ---- nodes -------------------------------------------------------------------- */
+
+nb_node *nb_tensor_grad_fn(const nb_tensor *t) { return t && t->autograd ? ((nb_autograd *)t->autograd)->grad_fn : NULL; }
+const char *nb_node_op(const nb_node *n) { return n->kind == NODE_ACCUMULATE ? "accumulate_grad" : n->def->name; }
+uint64_t nb_node_sequence(const nb_node *n) { return n->seq; }
+nb_status nb_node_register_pre_hook(nb_node *n, nb_node_hook fn, void *ctx) { return hook_list_add(&n->pre, (void *)fn, ctx); }
+nb_status nb_node_register_post_hook(nb_node *n, nb_node_hook fn, void *ctx) { return hook_list_add(&n->post, (void *)fn, ctx); }
+
+void nb_node_retain(nb_node *n)
+{
+    if (n) n->refcount++;
+}
+
+void nb_node_release_saved(nb_node *n)
+{
+    for (int i = 0; n->saved_in && i < n->n_in; i++) {
+        nb_tensor_release(n->saved_in[i]);
+        n->saved_in[i] = NULL;
+    }
+    for (int i = 0; n->saved_out && i < n->n_out; i++) {
+        nb_tensor_release(n->saved_out[i]);
+        n->saved_out[i] = NULL;
+    }
+    n->released = true;
+}
+
+/* Nodes form chains as long as the graph; releasing iteratively keeps the
+ * stack flat however deep the graph is (a chain of 100,000 ops). */
+void nb_node_release(nb_node *n)
+{
+    nb_node *stack_inline[64], **stack = stack_inline;
+    int top = 0, cap = 64;
+    if (n) stack[top++] = n;
+    while (top > 0) {
+        nb_node *m = stack[--top];
+        if (--m->refcount > 0) continue;
+        nb_node_release_saved(m);
+        for (int i = 0; m->next && i < m->n_in; i++) {
+            nb_node *nx = m->next[i].node;
+            if (!nx) continue;
+            if (top == cap) {
+                nb_node **bigger = malloc((size_t)cap * 2 * sizeof *bigger);
+                if (!bigger) { /* out of memory: leak rather than recurse */
+                    continue;
+                }
+                memcpy(bigger, stack, (size_t)top * sizeof *stack);
+                if (stack != stack_inline) free(stack);
+                stack = bigger;
+                cap *= 2;
+            }
+            stack[top++] = nx;
+        }
+        if (m->kind == NODE_ACCUMULATE && m->leaf) {
+            nb_autograd *a = m->leaf->autograd;
+            if (a && a->accumulator == m) a->accumulator = NULL;
+            nb_tensor_release(m->leaf);
+        }
+        for (int i = 0; i < NB_MAX_ATTRS; i++) nb_attr_value_free(&m->attrs[i]);
+        for (int i = 0; m->out_hooks && i < m->n_out; i++) hook_list_free(&m->out_hooks[i]);
+        hook_list_free(&m->pre);
+        hook_list_free(&m->post);
+        free(m->out_hooks);
+        free(m->retain);
+        free(m->next);
+        free(m->wants);
+        free(m->saved_in);
+        free(m->saved_out);
+        free(m->saved_in_version);
+        free(m->saved_out_version);
+        free(m->out_info);
+        free(m->buffer);
+        free(m);
+    }
+    if (stack != stack_inline) free(stack);
+}
+
+/* Returns a new reference to the node in the edge. */
+nb_edge nb_edge_of(nb_tensor *t)
+{
+    nb_autograd *a = t ? t->autograd : NULL;
+    if (!a) return (nb_edge){NULL, 0};
+    if (a->grad_fn) {
+        nb_node_retain(a->grad_fn);
+        return (nb_edge){a->grad_fn, a->output_nr};
+    }
+    if (!a->requires_grad) return (nb_edge){NULL, 0};
+    if (!a->accumulator) {
+        nb_node *n = calloc(1, sizeof *n);
+        if (!n) return (nb_edge){NULL, 0};
+        n->refcount = 1; /* the caller's */
+        n->kind = NODE_ACCUMULATE;
+        n->n_out = 1;
+        n->leaf = nb_tensor_retain(t);
+        n->seq = UINT64_MAX; /* accumulate as soon as ready */
+        a->accumulator = n; /* weak: its users own it */
+        return (nb_edge){n, 0};
+    }
+    nb_node_retain(a->accumulator);
+    return (nb_edge){a->accumulator, 0};
+}
+
+nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const int *in_begin, const int *out_begin,
+                         int n_in, nb_tensor *const *in, int n_out, nb_tensor *const *out)
+{
+    bool any = false;
+    for (int s = 0; s < NB_MAX_SLOTS && def->inputs[s].name; s++)
+        if (!(def->inputs[s].flags & NB_SLOT_NO_GRAD))
+            for (int k = in_begin[s]; k < in_begin[s + 1]; k++) any |= nb_tensor_requires_grad(in[k]);
+    if (!any) return NB_OK;
+    nb_node *n = calloc(1, sizeof *n);
+    if (!n) return nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", def->name);
+    n->refcount = 1;
+    n->kind = NODE_OP;
+    n->def = def;
+    n->n_in = n_in;
+    n->n_out = n_out;
+    n->seq = nb_next_sequence();
+    memcpy(n->in_begin, in_begin, sizeof n->in_begin);
+    memcpy(n->out_begin, out_begin, sizeof n->out_begin);
+    n->next = calloc((size_t)n_in + 1, sizeof *n->next);
+    n->wants = calloc((size_t)n_in + 1, sizeof *n->wants);
+    n->saved_in = calloc((size_t)n_in + 1, sizeof *n->saved_in);
+    n->saved_in_version = calloc((size_t)n_in + 1, sizeof *n->saved_in_version);
+    n->saved_out = calloc((size_t)n_out + 1, sizeof *n->saved_out);
+    n->saved_out_version = calloc((size_t)n_out + 1, sizeof *n->saved_out_version);
+    n->out_info = calloc((size_t)n_out + 1, sizeof *n->out_info);
+    bool ok = n->next && n->wants && n->saved_in && n->saved_in_version && n->saved_out && n->saved_out_version &&
+              n->out_info;
+    for (int i = 0; i < NB_MAX_ATTRS && ok; i++) ok = !nb_attr_value_copy(&n->attrs[i], &attrs[i]);
+    for (int s = 0; ok && s < NB_MAX_SLOTS && def->inputs[s].name; s++)
+        for (int k = in_begin[s]; k < in_begin[s + 1]; k++) {
+            if ((def->grad_uses_inputs >> s) & 1) {
+                n->saved_in[k] = nb_tensor_retain(in[k]);
+                n->saved_in_version[k] = in[k]->storage->version;
+            }
+            if ((def->inputs[s].flags & NB_SLOT_NO_GRAD) || !nb_tensor_requires_grad(in[k])) continue;
+            n->next[k] = nb_edge_of(in[k]);
+            n->wants[k] = n->next[k].node != NULL;
+        }
+    for (int s = 0; ok && s < NB_MAX_SLOTS && def->outputs[s].name; s++)
+        for (int k = out_begin[s]; k < out_begin[s + 1]; k++) {
+            nb_tensor *o = out[k];
+            n->out_info[k] = (nb_var_info){.dtype = o->dtype, .ndim = o->ndim};
+            memcpy(n->out_info[k].shape, o->shape, sizeof o->shape);
+            if (((def->grad_uses_outputs >> s) & 1) && nb_tensor_detach(&n->saved_out[k], o)) ok = false;
+            if (n->saved_out[k]) n->saved_out_version[k] = o->storage->version;
+        }
+    for (int k = 0; ok && k < n_out; k++) {
+        if (!nb_dtype_is_float(out[k]->dtype)) continue;
+        nb_autograd *a = nb_autograd_of(out[k], true);
+        if (!a) {
+            ok = false;
+            break;
+        }
+        nb_node_retain(n);
+        a->grad_fn = n;
+        a->output_nr = k;
+    }
+    nb_node_release(n); /* the outputs hold it now */
+    return ok ? NB_OK : nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", def->name);
+}

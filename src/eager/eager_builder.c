@@ -1,0 +1,218 @@
+/* The eager backend of the builder: an emitted op runs at once on tensors
+ * and, in grad mode, records its backward node. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "autograd.h"
+#include "../core/strmap.h"
+#include "../ops/op_internal.h"
+#include "../program/builder_internal.h"
+
+typedef struct eager_state {
+    nb_tensor **values; /* references the builder holds */
+    int n_values, cap_values;
+    nb_strmap params;   /* name -> tensor (strong) */
+    nb_strmap names;    /* layer-name counters, restarted every step */
+    nb_rng rng;
+    bool is_test;
+} eager_state;
+
+static eager_state *state_of(const nb_builder *b) { return b->state; }
+
+static nb_status hold(eager_state *s, nb_tensor *t)
+{
+    if (s->n_values == s->cap_values) {
+        int cap = s->cap_values ? 2 * s->cap_values : 64;
+        nb_tensor **v = realloc(s->values, (size_t)cap * sizeof *v);
+        if (!v) return nb_error(NB_ERR_NOMEM, "eager: out of memory");
+        s->values = v;
+        s->cap_values = cap;
+    }
+    s->values[s->n_values++] = t;
+    return NB_OK;
+}
+
+#define MAX_ARGS 64
+
+static nb_status eager_emit(nb_builder *b, const nb_op_def *def, int n_in, const nb_value *in, int n_attrs,
+                            const nb_attr *attrs, int n_out, nb_value *out)
+{
+    eager_state *s = state_of(b);
+    if (n_in > MAX_ARGS || n_out > MAX_ARGS || n_attrs >= NB_MAX_ATTRS * 2)
+        return nb_error(NB_ERR_ARG, "%s: too many inputs, outputs or attributes", def->name);
+    nb_tensor *ins[MAX_ARGS], *outs[MAX_ARGS] = {0};
+    for (int i = 0; i < n_in; i++) ins[i] = in[i].p;
+    /* Inference mode reaches every op that has an is_test attribute. */
+    nb_attr all[NB_MAX_ATTRS * 2 + 1];
+    int m = 0;
+    bool has_test = false;
+    for (int i = 0; i < n_attrs; i++) {
+        has_test |= !strcmp(attrs[i].name, "is_test");
+        all[m++] = attrs[i];
+    }
+    if (s->is_test && !has_test && nb_op_attr_index(def, "is_test") >= 0) all[m++] = NB_ATTR_BOOL("is_test", true);
+    nb_status st = nb_op_run(def->name, n_in, ins, m, all, n_out, outs, (def->flags & NB_OP_RANDOM) ? &s->rng : NULL);
+    if (st) return st;
+    if (nb_grad_mode_enabled() && !(def->flags & NB_OP_NOT_DIFFERENTIABLE)) {
+        /* The node needs the resolved attributes and the compacted inputs. */
+        nb_attr_value av[NB_MAX_ATTRS];
+        bool present[MAX_ARGS];
+        int in_begin[NB_MAX_SLOTS + 1], out_begin[NB_MAX_SLOTS + 1], order[MAX_ARGS];
+        nb_tensor *compact[MAX_ARGS];
+        for (int i = 0; i < n_in; i++) present[i] = ins[i] != NULL;
+        if (!(st = nb_resolve_attrs(def, m, all, av, def->name)) &&
+            !(st = nb_assign_slots(def, true, n_in, present, in_begin, order, def->name))) {
+            for (int i = 0; i < in_begin[NB_MAX_SLOTS]; i++) compact[i] = ins[order[i]];
+            for (int i = 0; i < n_out; i++) present[i] = true;
+            if (!(st = nb_assign_slots(def, false, n_out, present, out_begin, order, def->name)))
+                st = nb_record_node(def, av, in_begin, out_begin, in_begin[NB_MAX_SLOTS], compact, n_out, outs);
+        }
+    }
+    for (int i = 0; i < n_out; i++) {
+        if (!st) st = hold(s, outs[i]);
+        else nb_tensor_release(outs[i]);
+        out[i].p = st ? NULL : outs[i];
+    }
+    return st;
+}
+
+static nb_var_info eager_info(const nb_builder *b, nb_value v)
+{
+    const nb_tensor *t = v.p;
+    nb_var_info i = {.dtype = t->dtype, .ndim = t->ndim};
+    memcpy(i.shape, t->shape, sizeof i.shape);
+    return i;
+}
+
+static void eager_destroy(nb_builder *b)
+{
+    eager_state *s = state_of(b);
+    if (!s) return;
+    nb_eager_release_values(b);
+    for (int i = 0; i < s->params.n; i++)
+        if (s->params.keys[i]) nb_tensor_release(s->params.vals[i]);
+    nb_strmap_free(&s->params);
+    nb_strmap_free(&s->names);
+    free(s->values);
+    free(s);
+}
+
+static const nb_builder_backend eager_backend = {
+    .name = "eager",
+    .emit = eager_emit,
+    .info = eager_info,
+    .destroy = eager_destroy,
+};
+
+nb_status nb_builder_new_eager(nb_builder **out)
+{
+    nb_status st = nb_builder_init(out, &eager_backend);
+    if (st) return st;
+    eager_state *s = calloc(1, sizeof *s);
+    if (!s) {
+        free(*out);
+        *out = NULL;
+        return nb_error(NB_ERR_NOMEM, "eager: out of memory");
+    }
+    nb_strmap_init(&s->params);
+    nb_strmap_init(&s->names);
+    nb_rng_seed(&s->rng, 0);
+    (*out)->state = s;
+    return NB_OK;
+}
+
+nb_status nb_eager_builder_for_engine(nb_builder **out) { return nb_builder_new_eager(out); }
+
+nb_value nb_eager_value(nb_builder *b, nb_tensor *t)
+{
+    if (!b || b->status || !t || !nb_builder_is_eager(b)) {
+        if (b && !b->status) nb_builder_fail(b, NB_ERR_ARG, "eager value: needs an eager builder and a tensor");
+        return NB_NONE;
+    }
+    if (nb_builder_record_error(b, hold(state_of(b), nb_tensor_retain(t)))) {
+        nb_tensor_release(t);
+        return NB_NONE;
+    }
+    return (nb_value){t};
+}
+
+nb_tensor *nb_eager_tensor(nb_value v) { return v.p; }
+
+void nb_eager_release_values(nb_builder *b)
+{
+    eager_state *s = state_of(b);
+    for (int i = 0; i < s->n_values; i++) nb_tensor_release(s->values[i]);
+    s->n_values = 0;
+    nb_strmap_free(&s->names);
+    nb_strmap_init(&s->names);
+}
+
+nb_status nb_eager_layer_name(nb_builder *b, const char *prefix, char *buf, size_t size)
+{
+    eager_state *s = state_of(b);
+    uintptr_t k = (uintptr_t)nb_strmap_get(&s->names, prefix, NULL);
+    if (nb_strmap_put(&s->names, prefix, (void *)(k + 1))) return nb_error(NB_ERR_NOMEM, "eager: out of memory");
+    snprintf(buf, size, "%s_%lu", prefix, (unsigned long)k);
+    return NB_OK;
+}
+
+nb_tensor *nb_eager_find_param(nb_builder *b, const char *name) { return nb_strmap_get(&state_of(b)->params, name, NULL); }
+int nb_eager_param_count(const nb_builder *b) { return nb_strmap_size(&state_of(b)->params); }
+
+static int param_entry(const nb_builder *b, int i)
+{
+    const nb_strmap *m = &state_of(b)->params;
+    for (int e = 0; e < m->n; e++)
+        if (m->keys[e] && i-- == 0) return e;
+    return -1;
+}
+
+const char *nb_eager_param_name(const nb_builder *b, int i)
+{
+    int e = param_entry(b, i);
+    return e >= 0 ? state_of(b)->params.keys[e] : NULL;
+}
+
+nb_tensor *nb_eager_param_at(const nb_builder *b, int i)
+{
+    int e = param_entry(b, i);
+    return e >= 0 ? state_of(b)->params.vals[e] : NULL;
+}
+
+nb_status nb_eager_add_param(nb_builder *b, const char *name, nb_tensor *t)
+{
+    eager_state *s = state_of(b);
+    if (nb_strmap_get(&s->params, name, NULL)) return nb_error(NB_ERR_ARG, "eager: a parameter named '%s' exists", name);
+    nb_status st = nb_tensor_set_requires_grad(t, true);
+    if (st) return st;
+    if (nb_strmap_put(&s->params, name, nb_tensor_retain(t))) {
+        nb_tensor_release(t);
+        return nb_error(NB_ERR_NOMEM, "eager: out of memory");
+    }
+    return NB_OK;
+}
+
+nb_rng *nb_eager_rng(nb_builder *b) { return &state_of(b)->rng; }
+void nb_eager_set_seed(nb_builder *b, uint64_t seed) { nb_rng_seed(&state_of(b)->rng, seed); }
+void nb_eager_set_test_mode(nb_builder *b, bool is_test) { state_of(b)->is_test = is_test; }
+
+nb_status nb_eager_inplace(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
+                           const nb_attr *attrs, int target)
+{
+    if (!b || !nb_builder_is_eager(b)) return nb_error(NB_ERR_ARG, "inplace %s: needs an eager builder", type);
+    if (target < 0 || target >= n_in || !in[target].p)
+        return nb_error(NB_ERR_ARG, "inplace %s: target %d is not one of its %d inputs", type, target, n_in);
+    nb_tensor *t = in[target].p;
+    if (nb_grad_mode_enabled() && nb_tensor_requires_grad(t))
+        return nb_error(NB_ERR_STATE, "inplace %s: the tensor requires grad; in-place ops on it are allowed only in "
+                                      "no-grad mode (nb_grad_mode_push(false))", type);
+    if (n_in > MAX_ARGS) return nb_error(NB_ERR_ARG, "inplace %s: too many inputs", type);
+    nb_tensor *ins[MAX_ARGS], *outs[1] = {t};
+    for (int i = 0; i < n_in; i++) ins[i] = in[i].p;
+    nb_status st = nb_op_run(type, n_in, ins, n_attrs, attrs, 1, outs, &state_of(b)->rng);
+    if (!st) {
+        t->storage->version++;
+        t->storage->last_writer = nb_op_find(type)->name;
+    }
+    return st;
+}
