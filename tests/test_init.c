@@ -3,7 +3,7 @@
  * tensors, reproducibility under the program seed, and nb_param /
  * nb_persistable_var as programs see them. */
 #include "layer_test_util.h"
-#include "program/builder_internal.h"
+#include "nabla/eager.h"
 
 /* ---- fans, gains and draws ----------------------------------------------------- */
 
@@ -347,26 +347,81 @@ static void test_param_errors(void)
     model_free(&m);
 }
 
-/* An eager builder (a stand-in: no eager backend exists yet) is refused
- * with an error that says so. */
-static nb_status fake_emit(nb_builder *b, const nb_op_def *def, int n_in, const nb_value *in, int n_attrs,
-                           const nb_attr *attrs, int n_out, nb_value *out)
-{
-    return nb_error(NB_ERR_UNSUPPORTED, "fake eager backend");
-}
-static nb_var_info fake_info(const nb_builder *b, nb_value v) { return (nb_var_info){.dtype = NB_F32}; }
-static const nb_builder_backend fake_eager = {.name = "fake-eager", .emit = fake_emit, .info = fake_info};
+/* In an eager builder nb_param draws the tensor at once from the builder's
+ * generator (one seed, the same values), stores it by name and hands the
+ * same tensor back for the same name; nb_persistable_var shares the store
+ * with requires_grad off; a name reused with another dtype, shape or kind
+ * is an error naming both. */
+#define REQUIRE(c)      \
+    do {                \
+        CHECK(c);       \
+        if (!(c)) return; \
+    } while (0)
 
-static void test_param_eager_refused(void)
+static nb_tensor *eager_param_of(nb_builder *b, const char *name, int64_t n, nb_init init)
 {
-    nb_builder *b;
-    REQUIRE_OK(nb_builder_init(&b, &fake_eager));
-    CHECK(nb_builder_is_eager(b));
-    CHECK(nb_is_none(nb_param(b, "w", NB_F32, 1, S(3), nb_init_zeros())));
-    CHECK(nb_builder_status(b) == NB_ERR_UNSUPPORTED && strstr(nb_builder_error(b), "eager"));
+    nb_value v = nb_param(b, name, NB_F32, 2, S(n, 4), init);
+    return nb_is_none(v) ? NULL : nb_eager_tensor(v);
+}
+
+static void test_param_eager(void)
+{
+    nb_builder *b, *b2;
+    REQUIRE_OK(nb_builder_new_eager(&b));
+    REQUIRE_OK(nb_builder_new_eager(&b2));
+    nb_eager_set_seed(b, 7);
+    nb_eager_set_seed(b2, 7);
+    nb_tensor *w = eager_param_of(b, "w", 50, nb_init_uniform(-0.25, 0.5));
+    nb_tensor *w2 = eager_param_of(b2, "w", 50, nb_init_uniform(-0.25, 0.5));
+    REQUIRE(w && w2);
+    CHECK(w->dtype == NB_F32 && w->ndim == 2 && w->shape[0] == 50 && w->shape[1] == 4);
+    CHECK(nb_tensor_requires_grad(w) && nb_tensor_is_leaf(w));
+    double lo = 1, hi = -1;
+    for (int64_t i = 0; i < 200; i++) {
+        double x = nb_tensor_get(w, i);
+        lo = x < lo ? x : lo;
+        hi = x > hi ? x : hi;
+    }
+    CHECK(lo >= -0.25 && hi < 0.5 && hi - lo > 0.5); /* drawn, within the bounds */
+    CHECK(nb_tensor_allclose(w, w2, 0, 0));            /* one seed, one draw */
+    /* The same name gives the same tensor, and no second parameter. */
+    CHECK(eager_param_of(b, "w", 50, nb_init_zeros()) == w);
+    CHECK(nb_eager_param_count(b) == 1 && !strcmp(nb_eager_param_name(b, 0), "w") && nb_eager_param_at(b, 0) == w);
+    /* A second parameter draws further along the stream. */
+    nb_tensor *v = eager_param_of(b, "v", 50, nb_init_uniform(-0.25, 0.5));
+    REQUIRE(v);
+    CHECK(!nb_tensor_allclose(v, w, 0, 0));
+    /* Constant and normal draws. */
+    nb_tensor *c = eager_param_of(b, "c", 2, nb_init_constant(0.75));
+    REQUIRE(c);
+    for (int i = 0; i < 8; i++) CHECK(nb_tensor_get(c, i) == 0.75);
+    /* State: same store, no grad. */
+    nb_value s = nb_persistable_var(b, "s", NB_F64, 1, S(3), nb_init_ones());
+    REQUIRE(!nb_is_none(s));
+    CHECK(!nb_tensor_requires_grad(nb_eager_tensor(s)) && nb_eager_tensor(s)->dtype == NB_F64);
+    CHECK(nb_eager_find_param(b, "s") == nb_eager_tensor(s) && nb_eager_param_count(b) == 4);
+    CHECK(nb_eager_tensor(nb_persistable_var(b, "s", NB_F64, 1, S(3), nb_init_ones())) == nb_eager_tensor(s));
+    /* Reuse with another shape, dtype or kind. */
+    CHECK(!eager_param_of(b, "w", 51, nb_init_zeros()));
+    CHECK(nb_builder_status(b) == NB_ERR_ARG && strstr(nb_builder_error(b), "parameter w") &&
+          strstr(nb_builder_error(b), "[50, 4]") && strstr(nb_builder_error(b), "[51, 4]"));
     nb_builder_clear_error(b);
-    CHECK(nb_is_none(nb_persistable_var(b, "s", NB_F32, 1, S(3), nb_init_zeros())));
-    CHECK(nb_builder_status(b) == NB_ERR_UNSUPPORTED);
+    CHECK(nb_is_none(nb_param(b, "s", NB_F64, 1, S(3), nb_init_ones())));
+    CHECK(nb_builder_status(b) == NB_ERR_ARG && strstr(nb_builder_error(b), "state var"));
+    nb_builder_clear_error(b);
+    CHECK(nb_is_none(nb_param(b, "bad", NB_F32, 1, S(-1), nb_init_ones())));
+    CHECK(nb_builder_status(b) == NB_ERR_SHAPE && strstr(nb_builder_error(b), "parameter bad"));
+    nb_builder_clear_error(b);
+    CHECK(nb_is_none(nb_param(b, "i", NB_I64, 1, S(3), nb_init_normal(0, 1))));
+    CHECK(nb_builder_status(b) == NB_ERR_DTYPE);
+    nb_builder_clear_error(b);
+    CHECK(nb_eager_param_count(b) == 4);
+    /* Fresh names restart with each step's release. */
+    nb_value p0 = nb_param(b, NULL, NB_F32, 1, S(2), nb_init_zeros());
+    nb_eager_release_values(b);
+    nb_value p1 = nb_param(b, NULL, NB_F32, 1, S(2), nb_init_zeros());
+    CHECK(!nb_is_none(p0) && p0.p == p1.p && nb_eager_find_param(b, "param_0") == p1.p);
+    nb_builder_free(b2);
     nb_builder_free(b);
 }
 
@@ -381,6 +436,6 @@ int main(void)
     RUN(test_param_program);
     RUN(test_persistable_var);
     RUN(test_param_errors);
-    RUN(test_param_eager_refused);
+    RUN(test_param_eager);
     return test_report();
 }

@@ -125,12 +125,23 @@ const char *nb_init_draw_op(nb_draw_kind kind);
  * when the builder has none) with seed 0, so that the startup program's seed
  * decides it. Random initialisers need a float dtype. Errors (also a name
  * already taken) go to the builder; the result is then NB_NONE.
- * Eager builders do not make parameters yet: they get an error. */
+ *
+ * In an eager builder: the tensor nb_eager_find_param(b, name) when there
+ * is one (it must have this dtype and shape: NB_ERR_ARG otherwise), else a
+ * new one, drawn at once by the same op the startup program would run
+ * (uniform_random, gaussian_random, truncated_gaussian_random or
+ * fill_constant) from the builder's generator (nb_eager_rng), and added
+ * with nb_eager_add_param (a leaf that requires grad). So one seed
+ * (nb_eager_set_seed) decides every eager parameter, though not with the
+ * values a static program's startup draws for the same seed. */
 nb_value nb_param(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape, nb_init init);
 
 /* Persistable state that is not a parameter (batch norm's running mean and
  * variance, counters): as nb_param, but neither trainable nor a parameter,
- * and stop_gradient. */
+ * and stop_gradient. In an eager builder it goes into the same store as the
+ * parameters (nb_eager_find_param and nb_eager_param_at list it, as torch's
+ * state dict lists buffers) with requires_grad off, so optimisers and
+ * backward leave it alone; the name must not be a parameter's. */
 nb_value nb_persistable_var(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape,
                             nb_init init);
 

@@ -12,9 +12,9 @@
  * layer that fails leaves the error in the builder and returns NB_NONE, and
  * a layer called on a builder that already failed does nothing.
  *
- * Names, Paddle's way: a layer takes a fresh name from the program,
- * nb_program_unique_name(program, "fc") = "fc_0", "fc_1", ... (or the name
- * given in its options), and its parameters are "<layer>.w_0", "<layer>.b_0"
+ * Names, Paddle's way: a layer takes a fresh name from the builder,
+ * nb_builder_unique_name(b, "fc") = "fc_0", "fc_1", ... (or the name given
+ * in its options), and its parameters are "<layer>.w_0", "<layer>.b_0"
  * (a further weight-like var is .w_1, .w_2, ...). The ops a layer emits name
  * their outputs as every emitted op does ("<op>_k.tmp_0"), from counters of
  * their own, so consecutive fc layers are fc_0, fc_1, ... Give opts.name for
@@ -30,9 +30,23 @@
  * input features, channels) must be known when the layer is built; the
  * batch dim may be -1.
  *
- * Eager builders: layers without parameters (activations, dropout, pooling,
- * losses) are plain emits and will work unchanged; layers with parameters
- * fail until eager parameters exist. */
+ * Eager builders (nabla/eager.h) run the same layers: the ops run at once,
+ * and parameters and state are tensors kept in the builder by name (see
+ * nb_param). The names come from counters that nb_eager_release_values
+ * restarts, so a model function called once per step, with a release
+ * between steps, names its layers alike every time and so finds the
+ * parameters it made on the first call:
+ *
+ *     nb_value model(nb_builder *b, nb_value x)    // builds or runs
+ *     {
+ *         return nb_layer_fc(b, nb_layer_fc(b, x, 128, "relu"), 10, NULL);
+ *     }
+ *
+ * Layers that have an is_test attribute (dropout, batch_norm) leave it to
+ * the eager builder's test mode (nb_eager_set_test_mode), which plays the
+ * part of nb_program_clone_for_test. Random ops (dropout's mask,
+ * initialisers) draw from the builder's generator (nb_eager_set_seed). Only
+ * nb_layer_data is record-only: eager inputs are nb_eager_value(b, t). */
 #ifndef NABLA_LAYERS_H
 #define NABLA_LAYERS_H
 
@@ -123,7 +137,12 @@ typedef struct nb_norm_opts {
  * advance with every training run; the running variance uses the unbiased
  * batch variance, as torch. The op is in training mode (is_test false);
  * nb_program_clone_for_test makes an evaluation copy that normalises with
- * the running statistics. opts may be NULL. Record builders only. */
+ * the running statistics. opts may be NULL.
+ *
+ * Eager: the op runs at once and the running statistics (state tensors in
+ * the builder, requires_grad off) take its MeanOut and VarianceOut after
+ * each training-mode call; in the builder's test mode it normalises with
+ * them and leaves them as they are. */
 nb_value nb_layer_batch_norm(nb_builder *b, nb_value x, const nb_norm_opts *opts);
 
 /* Layer normalisation over x's dims [begin_norm_axis, ndim) (negative
@@ -137,7 +156,8 @@ nb_value nb_layer_layer_norm(nb_builder *b, nb_value x, int begin_norm_axis, dou
 /* Zeroes each element with probability p (in [0, 1)) and scales the rest by
  * 1/(1-p) ("upscale_in_train", as torch), in training; the copy made by
  * nb_program_clone_for_test passes x through. Its mask is drawn from the
- * main program's seed and the run index. */
+ * main program's seed and the run index; in eager mode from the builder's
+ * generator, and the builder's test mode passes x through. */
 nb_value nb_layer_dropout(nb_builder *b, nb_value x, double p);
 
 typedef struct nb_embedding_opts {

@@ -147,4 +147,56 @@ const char *nb_optimizer_lr_var(const nb_program *p);
  * lr_schedule op computes it. NB_ERR_ARG for a bad schedule. */
 nb_status nb_lr_at(const nb_lr_schedule *s, double base_lr, int64_t t, double *out);
 
+/* ---- eager mode -------------------------------------------------------------------------
+ *
+ * The same optimisers for the parameters of an eager builder (nabla/eager.h),
+ * as torch.optim steps a module's parameters:
+ *
+ *     nb_eager_optimizer *o;
+ *     nb_eager_optimizer_new(&o, &opt);            // the nb_optimizer of nb_minimize
+ *     for (each batch) {
+ *         nb_value loss = model(eager, nb_eager_value(eager, x), ...);
+ *         nb_backward(1, (nb_tensor *[]){nb_eager_tensor(loss)}, NULL, false, false);
+ *         nb_eager_optimizer_step(o, eager);
+ *         nb_eager_zero_grad(eager);
+ *         nb_eager_release_values(eager);
+ *     }
+ *     nb_eager_optimizer_free(o);
+ *
+ * A step does what the optimisation part of nb_minimize does, with the same
+ * ops and so the same numbers: t = the optimiser's own step count (1 for
+ * the first step), the learning rate nb_lr_at(schedule, lr, t) in a [1]
+ * tensor (float64 if a parameter updated is, else float32), L2 and
+ * clipping of the gradients (ops run on new tensors; .grad is left as it
+ * is), then the update op of each parameter run with its outputs being the
+ * parameter and its state tensors themselves, in place, in a no-grad block.
+ * Each in-place write bumps the tensors' version, so a graph that saved a
+ * parameter before the step refuses a later backward.
+ *
+ * The parameters updated are those of the builder that require grad and
+ * have a .grad (state made by nb_persistable_var, and parameters the loss
+ * did not reach, are left alone, as nb_minimize leaves them). The state
+ * (velocity, moments, beta powers, mean squares, accumulators) is kept in
+ * the optimiser by parameter name, made at a parameter's first update with
+ * the values nb_minimize's startup gives it, so one optimiser serves one
+ * builder. */
+
+typedef struct nb_eager_optimizer nb_eager_optimizer;
+
+/* Checks opt (nb_optimizer_check, and the schedule as nb_lr_at does) and
+ * copies it (the schedule's kind string too). */
+nb_status nb_eager_optimizer_new(nb_eager_optimizer **out, const nb_optimizer *opt);
+/* One update of every parameter of `eager` that has a gradient. A step with
+ * no gradient anywhere does nothing and is not counted. Every check (a
+ * gradient that does not match its parameter's dtype and shape, a
+ * parameter whose shape changed since its state was made) comes before the
+ * first write, so a failed step changes nothing. */
+nb_status nb_eager_optimizer_step(nb_eager_optimizer *o, nb_builder *eager);
+/* Drops the .grad of every parameter of the builder (nb_tensor_zero_grad). */
+void nb_eager_zero_grad(nb_builder *eager);
+/* The steps taken, and the learning rate of the latest (0 before the first). */
+int64_t nb_eager_optimizer_steps(const nb_eager_optimizer *o);
+double nb_eager_optimizer_lr(const nb_eager_optimizer *o);
+void nb_eager_optimizer_free(nb_eager_optimizer *o); /* NULL is fine */
+
 #endif

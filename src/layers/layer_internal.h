@@ -15,8 +15,9 @@
  * error naming the layer). */
 bool nb_layer_ok(nb_builder *b, const char *layer, int n, const nb_value *vals);
 
-/* The layer's name: `given` when set, else a fresh "<kind>_k" from the
- * program (just `kind` in eager mode, which has no program to ask). */
+/* The layer's name: `given` when set, else a fresh "<kind>_k" from
+ * nb_builder_unique_name (the program's counters in a record builder, the
+ * per-step counters of an eager one, so each step finds its parameters). */
 bool nb_layer_name(nb_builder *b, const char *kind, const char *given, char *buf, size_t size);
 /* A parameter name of a layer, Paddle's way: "<layer>.<suffix>_k". */
 bool nb_layer_param_name(nb_builder *b, const char *layer, const char *suffix, char *buf, size_t size);

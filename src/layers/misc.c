@@ -68,10 +68,12 @@ nb_value nb_layer_activation(nb_builder *b, nb_value x, const char *act)
 nb_value nb_layer_dropout(nb_builder *b, nb_value x, double p)
 {
     if (!nb_layer_ok(b, "dropout", 1, &x)) return NB_NONE;
-    /* Seed 0: the mask comes from the program's seed and the run index. */
-    nb_attr attrs[] = {NB_ATTR_FLOAT("dropout_prob", p), NB_ATTR_BOOL("is_test", false), NB_ATTR_INT("seed", 0),
-                       NB_ATTR_STRING("mode", "upscale_in_train")};
-    return nb_emit1(b, "dropout", 1, &x, 4, attrs);
+    /* Seed 0: the mask comes from the program's seed and the run index, or
+     * in eager mode from the builder's generator. Eager builders decide
+     * is_test themselves (nb_eager_set_test_mode), so it is left out there. */
+    nb_attr attrs[] = {NB_ATTR_FLOAT("dropout_prob", p), NB_ATTR_INT("seed", 0),
+                       NB_ATTR_STRING("mode", "upscale_in_train"), NB_ATTR_BOOL("is_test", false)};
+    return nb_emit1(b, "dropout", 1, &x, nb_builder_is_eager(b) ? 3 : 4, attrs);
 }
 
 /* ---- embedding ---------------------------------------------------------------------- */

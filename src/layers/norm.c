@@ -1,6 +1,7 @@
 /* Batch and layer normalisation layers. */
 #include <string.h>
 #include "layer_internal.h"
+#include "nabla/eager.h"
 
 /* Appends batch_norm with MeanOut and VarianceOut naming the running
  * statistics themselves, so that the op updates them in place in the
@@ -30,15 +31,31 @@ static nb_value append_batch_norm(nb_builder *b, const nb_value in[5], int n_att
     return nb_value_from_var(nb_block_find_var(blk, y));
 }
 
+/* Eager: the op runs with all five outputs, and the running statistics
+ * then take MeanOut and VarianceOut. The copy bumps no version: the node of
+ * this op saved Mean and Variance, but its rule reads them only with global
+ * statistics, where MeanOut and VarianceOut equal them (the kernel copies
+ * them through), so no gradient can see a changed value. */
+static nb_value eager_batch_norm(nb_builder *b, const nb_value in[5], int n_attrs, const nb_attr *attrs)
+{
+    nb_value out[5];
+    if (nb_emit(b, "batch_norm", 5, in, n_attrs, attrs, 5, out)) return NB_NONE;
+    nb_grad_mode_push(false);
+    nb_status st = nb_tensor_copy_into(nb_eager_tensor(in[3]), nb_eager_tensor(out[1]));
+    if (!st) st = nb_tensor_copy_into(nb_eager_tensor(in[4]), nb_eager_tensor(out[2]));
+    nb_grad_mode_pop();
+    if (st) {
+        nb_builder_fail(b, st, "batch_norm: updating the running statistics: %s", nb_last_error());
+        return NB_NONE;
+    }
+    return out[0];
+}
+
 nb_value nb_layer_batch_norm(nb_builder *b, nb_value x, const nb_norm_opts *opts)
 {
     static const nb_norm_opts none = {0};
     if (!opts) opts = &none;
     if (!nb_layer_ok(b, "batch_norm", 1, &x)) return NB_NONE;
-    if (nb_builder_is_eager(b)) {
-        nb_builder_fail(b, NB_ERR_UNSUPPORTED, "batch_norm: eager builders are not supported yet (record only)");
-        return NB_NONE;
-    }
     const char *act = opts->act ? opts->act : "";
     if (!nb_activation_known(act)) {
         nb_activation_unknown_error(b, "batch_norm", act);
@@ -71,8 +88,9 @@ nb_value nb_layer_batch_norm(nb_builder *b, nb_value x, const nb_norm_opts *opts
     if (nb_builder_status(b)) return NB_NONE;
     nb_attr attrs[] = {NB_ATTR_FLOAT("momentum", opts->momentum ? opts->momentum : 0.9),
                        NB_ATTR_FLOAT("epsilon", opts->epsilon ? opts->epsilon : 1e-5),
-                       NB_ATTR_BOOL("is_test", false), NB_ATTR_BOOL("use_global_stats", opts->use_global_stats)};
-    nb_value y = append_batch_norm(b, in, 4, attrs);
+                       NB_ATTR_BOOL("use_global_stats", opts->use_global_stats), NB_ATTR_BOOL("is_test", false)};
+    /* Eager: is_test is left to the builder's test mode. */
+    nb_value y = nb_builder_is_eager(b) ? eager_batch_norm(b, in, 3, attrs) : append_batch_norm(b, in, 4, attrs);
     return nb_layer_activation(b, y, act);
 }
 

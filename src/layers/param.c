@@ -1,8 +1,11 @@
 /* Initialised vars through a builder (nb_param, nb_persistable_var) and the
- * naming and checking helpers every layer uses. */
+ * naming and checking helpers every layer uses. A record builder gets vars
+ * initialised by ops in the startup program; an eager one gets tensors made
+ * at once by the same ops, kept in the builder by name. */
 #include <math.h>
 #include <string.h>
 #include "layer_internal.h"
+#include "nabla/eager.h"
 
 /* The attrs of a draw's op; shape and dtype are added by the caller. Seed
  * 0 leaves the stream to the program's seed. */
@@ -30,12 +33,6 @@ static bool prepare(nb_builder *b, const char *what, const char *name, nb_dtype 
                     const int64_t *shape, nb_init init, nb_init_draw *d)
 {
     if (!b || nb_builder_status(b)) return false;
-    if (nb_builder_is_eager(b)) {
-        nb_builder_fail(b, NB_ERR_UNSUPPORTED,
-                        "%s %s: eager builders cannot create parameters or state yet (record builders only)", what,
-                        name ? name : "");
-        return false;
-    }
     if (!nb_dtype_valid((int)dtype) || ndim < 0 || ndim > NB_MAX_DIMS || (ndim > 0 && !shape)) {
         nb_builder_fail(b, NB_ERR_ARG, "%s %s: bad dtype %d or shape (ndim %d)", what, name ? name : "", (int)dtype,
                         ndim);
@@ -55,6 +52,53 @@ static bool prepare(nb_builder *b, const char *what, const char *name, nb_dtype 
     return true;
 }
 
+/* The eager form of both: the builder's tensor of that name if it exists
+ * (it must agree in dtype, shape and kind), else a new one drawn now from
+ * the builder's generator by the draw's op, stored under the name. State
+ * shares the parameters' store with requires_grad off, as torch's buffers
+ * sit beside the parameters in a state dict. */
+static nb_value eager_var(nb_builder *b, const char *what, const char *name, nb_dtype dtype, int ndim,
+                          const int64_t *shape, const nb_init_draw *d, bool trainable)
+{
+    char want[NB_SHAPE_STR_MAX], have[NB_SHAPE_STR_MAX];
+    nb_tensor *t = nb_eager_find_param(b, name);
+    if (t) {
+        if (t->dtype != dtype || !nb_shape_equal(t->ndim, t->shape, ndim, shape) ||
+            nb_tensor_requires_grad(t) != trainable) {
+            nb_builder_fail(b, NB_ERR_ARG,
+                            "%s %s: the builder already holds a %s %s %s of that name; asked for a %s %s %s (two "
+                            "layers given one name?)",
+                            what, name, nb_dtype_name(t->dtype), nb_shape_str(have, sizeof have, t->ndim, t->shape),
+                            nb_tensor_requires_grad(t) ? "parameter" : "state var", nb_dtype_name(dtype),
+                            nb_shape_str(want, sizeof want, ndim, shape), trainable ? "parameter" : "state var");
+            return NB_NONE;
+        }
+        return nb_eager_value(b, t);
+    }
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0) {
+            nb_builder_fail(b, NB_ERR_SHAPE, "%s %s: shape %s has an unknown dimension; eager tensors need sizes",
+                            what, name, nb_shape_str(want, sizeof want, ndim, shape));
+            return NB_NONE;
+        }
+    nb_attr attrs[5];
+    int n = draw_attrs(d, attrs);
+    attrs[n++] = NB_ATTR_INTS_N("shape", ndim, shape);
+    attrs[n++] = NB_ATTR_INT("dtype", dtype);
+    nb_tensor *out[1] = {NULL};
+    nb_status st = nb_op_run(nb_init_draw_op(d->kind), 0, NULL, n, attrs, 1, out, nb_eager_rng(b));
+    if (!st) st = nb_eager_add_param(b, name, out[0]);
+    if (!st && !trainable) st = nb_tensor_set_requires_grad(out[0], false);
+    if (st) {
+        nb_tensor_release(out[0]);
+        nb_builder_fail(b, st, "%s %s: %s", what, name, nb_last_error());
+        return NB_NONE;
+    }
+    nb_value v = nb_eager_value(b, out[0]);
+    nb_tensor_release(out[0]); /* the store holds it */
+    return v;
+}
+
 nb_value nb_param(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape, nb_init init)
 {
     nb_init_draw d;
@@ -64,6 +108,7 @@ nb_value nb_param(nb_builder *b, const char *name, nb_dtype dtype, int ndim, con
         if (!nb_layer_name(b, "param", NULL, fresh, sizeof fresh)) return NB_NONE;
         name = fresh;
     }
+    if (nb_builder_is_eager(b)) return eager_var(b, "parameter", name, dtype, ndim, shape, &d, true);
     nb_attr attrs[3];
     int n = draw_attrs(&d, attrs);
     return nb_create_parameter(b, name, dtype, ndim, shape, nb_init_draw_op(d.kind), n, attrs);
@@ -91,6 +136,7 @@ nb_value nb_persistable_var(nb_builder *b, const char *name, nb_dtype dtype, int
         if (!nb_layer_name(b, "persistable", NULL, fresh, sizeof fresh)) return NB_NONE;
         name = fresh;
     }
+    if (nb_builder_is_eager(b)) return eager_var(b, "persistable var", name, dtype, ndim, shape, &d, false);
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0) {
             nb_builder_fail(b, NB_ERR_SHAPE, "persistable var %s: dimension %d is %lld; state needs known sizes", name,
@@ -146,12 +192,7 @@ bool nb_layer_name(nb_builder *b, const char *kind, const char *given, char *buf
         snprintf(buf, size, "%s", given);
         return true;
     }
-    nb_program *p = nb_builder_program(b);
-    if (!p) {
-        snprintf(buf, size, "%s", kind);
-        return true;
-    }
-    nb_status st = nb_program_unique_name(p, kind, buf, size);
+    nb_status st = nb_builder_unique_name(b, kind, buf, size);
     if (st) nb_builder_fail(b, st, "%s: %s", kind, nb_last_error());
     return !st;
 }
