@@ -1,0 +1,512 @@
+/* The backward engine (seed 003). One graph task per nb_backward/nb_grad
+ * call: find the nodes reachable from the roots, count for each how many
+ * gradients it will receive, keep an input buffer per node that sums them,
+ * and run a node (its VJP rule, through an eager builder) when its count
+ * reaches zero, latest-created first. nb_grad also marks which nodes lie on
+ * a path to the requested inputs and runs only those. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "autograd.h"
+#include "nabla/autodiff.h"
+#include "nabla/ops.h"
+
+typedef struct task {
+    uint64_t id;
+    bool retain_graph, create_graph, capturing;
+    nb_node **nodes; /* reachable, each retained for the task */
+    int n_nodes, cap_nodes;
+    nb_node **heap;  /* ready nodes, max-heap on sequence */
+    int n_heap;
+    int n_capture;   /* nb_grad: where each input's gradient is picked up */
+    nb_node **cap_node;
+    int *cap_nr;
+    nb_tensor **captured;
+    nb_builder *b;
+} task;
+
+static _Thread_local uint64_t task_ids;
+
+/* ---- bookkeeping --------------------------------------------------------------- */
+
+static nb_status push_node(task *t, nb_node *n)
+{
+    if (t->n_nodes == t->cap_nodes) {
+        int cap = t->cap_nodes ? 2 * t->cap_nodes : 64;
+        nb_node **v = realloc(t->nodes, (size_t)cap * sizeof *v);
+        if (!v) return nb_error(NB_ERR_NOMEM, "backward: out of memory");
+        t->nodes = v;
+        t->cap_nodes = cap;
+    }
+    nb_node_retain(n);
+    t->nodes[t->n_nodes++] = n;
+    n->task = t->id;
+    n->deps = 0;
+    n->needed = !t->capturing;
+    n->capture = 0;
+    n->buffer = calloc((size_t)n->n_out + 1, sizeof *n->buffer);
+    return n->buffer ? NB_OK : nb_error(NB_ERR_NOMEM, "backward: out of memory");
+}
+
+/* Every node reachable from the roots, by an explicit stack (graphs can be
+ * 100,000 nodes deep). */
+static nb_status discover(task *t, int n_roots, nb_node *const *roots)
+{
+    nb_status st = NB_OK;
+    int cap = 256, top = 0;
+    nb_node **stack = malloc((size_t)cap * sizeof *stack);
+    if (!stack) return nb_error(NB_ERR_NOMEM, "backward: out of memory");
+    for (int i = 0; i < n_roots && !st; i++)
+        if (roots[i] && roots[i]->task != t->id) {
+            st = push_node(t, roots[i]);
+            stack[top++] = roots[i];
+            if (top == cap) break;
+        }
+    while (top > 0 && !st) {
+        nb_node *n = stack[--top];
+        for (int k = 0; n->kind == NODE_OP && k < n->n_in && !st; k++) {
+            nb_node *m = n->next[k].node;
+            if (!m || m->task == t->id) continue;
+            if ((st = push_node(t, m))) break;
+            if (top == cap) {
+                nb_node **bigger = realloc(stack, (size_t)cap * 2 * sizeof *bigger);
+                if (!bigger) {
+                    st = nb_error(NB_ERR_NOMEM, "backward: out of memory");
+                    break;
+                }
+                stack = bigger;
+                cap *= 2;
+            }
+            stack[top++] = m;
+        }
+    }
+    free(stack);
+    return st;
+}
+
+static int by_sequence(const void *a, const void *b)
+{
+    uint64_t x = (*(nb_node *const *)a)->seq, y = (*(nb_node *const *)b)->seq;
+    return (x > y) - (x < y);
+}
+
+/* nb_grad: a node is needed when one of its edges leads to a capture point
+ * or to a needed node. Edges point to earlier nodes (smaller sequence
+ * numbers), so one pass in sequence order settles it. */
+static void mark_needed(task *t)
+{
+    for (int i = 0; i < t->n_capture; i++)
+        if (t->cap_node[i]) t->cap_node[i]->capture = 1;
+    qsort(t->nodes, (size_t)t->n_nodes, sizeof *t->nodes, by_sequence);
+    for (int i = 0; i < t->n_nodes; i++) {
+        nb_node *n = t->nodes[i];
+        if (n->kind != NODE_OP) continue;
+        for (int k = 0; k < n->n_in && !n->needed; k++) {
+            nb_node *m = n->next[k].node;
+            n->needed = m && m->task == t->id && (m->needed || m->capture);
+        }
+    }
+}
+
+/* Whether node m, the target of an edge from a running node, takes part. */
+static bool receives(const task *t, const nb_node *m) { return m && m->task == t->id && (m->needed || m->capture); }
+
+static void count_dependencies(task *t)
+{
+    for (int i = 0; i < t->n_nodes; i++) {
+        nb_node *n = t->nodes[i];
+        if (n->kind != NODE_OP || !n->needed) continue;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->wants[k] && receives(t, n->next[k].node)) n->next[k].node->deps++;
+    }
+}
+
+static void heap_push(task *t, nb_node *n)
+{
+    int i = t->n_heap++;
+    t->heap[i] = n;
+    while (i > 0 && t->heap[(i - 1) / 2]->seq < t->heap[i]->seq) {
+        nb_node *p = t->heap[(i - 1) / 2];
+        t->heap[(i - 1) / 2] = t->heap[i];
+        t->heap[i] = p;
+        i = (i - 1) / 2;
+    }
+}
+
+static nb_node *heap_pop(task *t)
+{
+    nb_node *top = t->heap[0];
+    t->heap[0] = t->heap[--t->n_heap];
+    for (int i = 0;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < t->n_heap && t->heap[l]->seq > t->heap[m]->seq) m = l;
+        if (r < t->n_heap && t->heap[r]->seq > t->heap[m]->seq) m = r;
+        if (m == i) break;
+        nb_node *x = t->heap[m];
+        t->heap[m] = t->heap[i];
+        t->heap[i] = x;
+        i = m;
+    }
+    return top;
+}
+
+/* a + b, recorded when the backward is (create_graph). */
+static nb_status add_grads(task *t, nb_tensor *a, nb_tensor *b, nb_tensor **out)
+{
+    if (!t->create_graph) {
+        *out = NULL;
+        return nb_op_run("add", 2, (nb_tensor *[]){a, b}, 0, NULL, 1, out, NULL);
+    }
+    nb_value s = nb_add(t->b, nb_eager_value(t->b, a), nb_eager_value(t->b, b));
+    if (nb_builder_status(t->b)) return nb_error(nb_builder_status(t->b), "%s", nb_builder_error(t->b));
+    *out = nb_tensor_retain(nb_eager_tensor(s));
+    return NB_OK;
+}
+
+/* Adds g (a reference the caller passes on) into buffer slot *slot. */
+static nb_status accumulate(task *t, nb_tensor **slot, nb_tensor *g)
+{
+    if (!*slot) {
+        *slot = g;
+        return NB_OK;
+    }
+    nb_tensor *sum;
+    nb_status st = add_grads(t, *slot, g, &sum);
+    nb_tensor_release(g);
+    if (st) return st;
+    nb_tensor_release(*slot);
+    *slot = sum;
+    return NB_OK;
+}
+
+static nb_status run_tensor_hooks(hook_list *h, nb_tensor **grad)
+{
+    for (int i = 0; h && i < h->n && *grad; i++) {
+        nb_tensor *replace = NULL;
+        nb_status st = ((nb_tensor_hook)h->fns[i])(*grad, &replace, h->ctxs[i]);
+        if (st) return nb_error_context(st, "backward: a tensor hook failed");
+        if (replace) {
+            nb_tensor_release(*grad);
+            *grad = replace;
+        }
+    }
+    return NB_OK;
+}
+
+static nb_status run_node_hooks(nb_node *n, hook_list *h, int count, nb_tensor **grads)
+{
+    for (int i = 0; i < h->n; i++) {
+        nb_status st = ((nb_node_hook)h->fns[i])(n, count, grads, h->ctxs[i]);
+        if (st) return nb_error_context(st, "backward: a hook of node %s #%llu failed", nb_node_op(n), (unsigned long long)n->seq);
+    }
+    return NB_OK;
+}
+
+static bool finite(const nb_tensor *g)
+{
+    for (int64_t i = 0; i < nb_tensor_numel(g); i++)
+        if (!isfinite(nb_tensor_get(g, i))) return false;
+    return true;
+}
+
+/* ---- running a node ------------------------------------------------------------ */
+
+static nb_status check_saved(const nb_node *n)
+{
+    const char *label = n->def->name;
+    if (n->released)
+        return nb_error(NB_ERR_STATE, "backward: trying to backward through the graph a second time (node %s #%llu): "
+                                      "its saved values were freed; pass retain_graph the first time",
+                        label, (unsigned long long)n->seq);
+    for (int side = 0; side < 2; side++) {
+        int count = side ? n->n_out : n->n_in;
+        nb_tensor **saved = side ? n->saved_out : n->saved_in;
+        uint64_t *ver = side ? n->saved_out_version : n->saved_in_version;
+        for (int k = 0; k < count; k++)
+            if (saved[k] && saved[k]->storage->version != ver[k])
+                return nb_error(NB_ERR_STATE,
+                                "backward: %s (node #%llu) saved its %s %d, which was since modified by an in-place %s "
+                                "(version %llu, saved at %llu)", label, (unsigned long long)n->seq,
+                                side ? "output" : "input", k,
+                                saved[k]->storage->last_writer ? saved[k]->storage->last_writer : "op",
+                                (unsigned long long)saved[k]->storage->version, (unsigned long long)ver[k]);
+    }
+    return NB_OK;
+}
+
+/* A view of saved output k that, when the backward is recorded, points back
+ * at this node, so that rules reading y differentiate through it. */
+static nb_value unpack_output(task *t, nb_node *n, int k)
+{
+    if (!n->saved_out[k]) return NB_NONE;
+    if (!t->create_graph) return nb_eager_value(t->b, n->saved_out[k]);
+    nb_tensor *v;
+    if (nb_tensor_detach(&v, n->saved_out[k])) return NB_NONE;
+    nb_autograd *a = nb_autograd_of(v, true);
+    if (a) {
+        nb_node_retain(n);
+        a->grad_fn = n;
+        a->output_nr = k;
+    }
+    nb_value val = nb_eager_value(t->b, v);
+    nb_tensor_release(v);
+    return val;
+}
+
+/* Passes each input gradient along its edge. Every counted edge lowers its
+ * target's count, gradient or not, so a node whose rule made nothing for an
+ * input still lets that input's node run. */
+static nb_status deliver(task *t, nb_node *n, nb_tensor **dx)
+{
+    nb_status st = NB_OK;
+    for (int k = 0; k < n->n_in; k++) {
+        nb_tensor *g = dx[k];
+        dx[k] = NULL;
+        nb_node *m = n->next[k].node;
+        if (!n->wants[k] || !receives(t, m)) {
+            nb_tensor_release(g);
+            continue;
+        }
+        if (!st && g && nb_anomaly_mode() && !finite(g))
+            st = nb_error(NB_ERR_STATE,
+                          "backward: anomaly: the gradient that %s (node #%llu: the %llu-th op recorded) produced for "
+                          "its input %d holds NaN or Inf", n->def->name, (unsigned long long)n->seq,
+                          (unsigned long long)n->seq, k);
+        if (!st && g) st = accumulate(t, &m->buffer[n->next[k].nr], g);
+        else nb_tensor_release(g);
+        if (!st && --m->deps == 0) heap_push(t, m);
+    }
+    return st;
+}
+
+static nb_status run_op_node(task *t, nb_node *n)
+{
+    nb_status st = check_saved(n);
+    if (st) return st;
+    if ((st = run_node_hooks(n, &n->pre, n->n_out, n->buffer))) return st;
+    nb_value x[64], y[64], dy[64], dxv[64];
+    bool want[64];
+    nb_tensor *dx[64] = {0};
+    if (n->n_in > 64 || n->n_out > 64) return nb_error(NB_ERR_UNSUPPORTED, "backward: %s has too many slots", n->def->name);
+    for (int k = 0; k < n->n_in; k++) {
+        x[k] = n->saved_in[k] ? nb_eager_value(t->b, n->saved_in[k]) : NB_NONE;
+        want[k] = n->wants[k] && receives(t, n->next[k].node);
+        dxv[k] = NB_NONE;
+    }
+    bool any = false;
+    for (int k = 0; k < n->n_out; k++) {
+        y[k] = unpack_output(t, n, k);
+        dy[k] = n->buffer[k] ? nb_eager_value(t->b, n->buffer[k]) : NB_NONE;
+        any |= n->buffer[k] != NULL;
+    }
+    if ((st = nb_builder_status(t->b))) return nb_error(st, "%s", nb_builder_error(t->b));
+    if (any) {
+        nb_grad_ctx g = {.def = n->def, .attrs = n->attrs, .x = x, .y = y, .dy = dy, .dx = dxv, .want_dx = want,
+                         .y_info = n->out_info};
+        memcpy(g.in_begin, n->in_begin, sizeof g.in_begin);
+        memcpy(g.out_begin, n->out_begin, sizeof g.out_begin);
+        if (!n->def->vjp) {
+            st = nb_error(NB_ERR_UNSUPPORTED, "backward: %s (node #%llu) has no gradient rule", n->def->name,
+                          (unsigned long long)n->seq);
+        } else {
+            nb_grad_mode_push(t->create_graph);
+            st = n->def->vjp(t->b, &g);
+            nb_grad_mode_pop();
+            if (!st) st = nb_builder_status(t->b);
+            if (st) {
+                if (nb_builder_status(t->b)) nb_error(st, "%s", nb_builder_error(t->b));
+                nb_error_context(st, "backward: in the gradient rule of %s (node #%llu)", n->def->name,
+                                 (unsigned long long)n->seq);
+            }
+        }
+        for (int k = 0; !st && k < n->n_in; k++) dx[k] = want[k] && !nb_is_none(dxv[k]) ? nb_tensor_retain(dxv[k].p) : NULL;
+    }
+    if (!st) st = run_node_hooks(n, &n->post, n->n_in, dx);
+    nb_eager_release_values(t->b);
+    nb_builder_clear_error(t->b);
+    if (!st) st = deliver(t, n, dx);
+    else
+        for (int k = 0; k < n->n_in; k++) nb_tensor_release(dx[k]);
+    if (!t->retain_graph) nb_node_release_saved(n);
+    return st;
+}
+
+static nb_status run_accumulate(task *t, nb_node *n)
+{
+    nb_tensor *g = n->buffer[0];
+    n->buffer[0] = NULL;
+    if (!g || !n->leaf) {
+        nb_tensor_release(g);
+        return NB_OK;
+    }
+    nb_autograd *a = nb_autograd_of(n->leaf, true);
+    nb_status st = run_tensor_hooks(&a->hooks, &g);
+    if (st || !g || t->capturing) {
+        nb_tensor_release(g);
+        return st;
+    }
+    return accumulate(t, &a->grad, g);
+}
+
+/* A node's gradients are complete: hooks and retained grads of its outputs,
+ * captures, then (if it is on a needed path) its rule. */
+static nb_status process(task *t, nb_node *n)
+{
+    nb_status st = NB_OK;
+    for (int k = 0; n->kind == NODE_OP && k < n->n_out && !st; k++) {
+        if (n->out_hooks && n->buffer[k]) st = run_tensor_hooks(&n->out_hooks[k], &n->buffer[k]);
+        if (!st && n->retain && n->retain[k] && n->buffer[k]) {
+            nb_autograd *a = n->retain[k]->autograd;
+            nb_tensor_release(a->grad);
+            a->grad = nb_tensor_retain(n->buffer[k]);
+        }
+    }
+    if (n->kind == NODE_ACCUMULATE && n->leaf && n->buffer[0]) {
+        nb_autograd *a = n->leaf->autograd;
+        if (a && t->capturing) st = run_tensor_hooks(&a->hooks, &n->buffer[0]);
+    }
+    for (int i = 0; i < t->n_capture && !st; i++)
+        if (t->cap_node[i] == n && n->buffer[t->cap_nr[i]]) t->captured[i] = nb_tensor_retain(n->buffer[t->cap_nr[i]]);
+    if (st || !n->needed) return st;
+    return n->kind == NODE_ACCUMULATE ? run_accumulate(t, n) : run_op_node(t, n);
+}
+
+/* ---- a graph task -------------------------------------------------------------- */
+
+static void task_free(task *t)
+{
+    for (int i = 0; i < t->n_nodes; i++) {
+        nb_node *n = t->nodes[i];
+        for (int k = 0; n->buffer && k < n->n_out; k++) nb_tensor_release(n->buffer[k]);
+        free(n->buffer);
+        n->buffer = NULL;
+        n->task = 0;
+        nb_node_release(n);
+    }
+    for (int i = 0; i < t->n_capture; i++) nb_node_release(t->cap_node[i]);
+    free(t->nodes);
+    free(t->heap);
+    free(t->cap_node);
+    free(t->cap_nr);
+    nb_builder_free(t->b);
+}
+
+/* Runs the task from the roots (their gradients already resolved). */
+static nb_status run_task(task *t, int n_roots, nb_tensor *const *roots, nb_tensor **root_grads)
+{
+    nb_node **root_nodes = calloc((size_t)n_roots + 1, sizeof *root_nodes);
+    int *root_nr = calloc((size_t)n_roots + 1, sizeof *root_nr);
+    nb_status st = root_nodes && root_nr ? nb_eager_builder_for_engine(&t->b) : nb_error(NB_ERR_NOMEM, "backward: out of memory");
+    for (int i = 0; i < n_roots && !st; i++) {
+        nb_edge e = nb_edge_of(roots[i]);
+        if (!e.node)
+            st = nb_error(NB_ERR_ARG, "backward: root %d does not require grad: no recorded op made it and it is not a "
+                                      "leaf that requires grad", i);
+        root_nodes[i] = e.node;
+        root_nr[i] = e.nr;
+    }
+    if (!st) st = discover(t, n_roots, root_nodes);
+    if (!st && t->capturing) mark_needed(t);
+    if (!st && !(t->heap = calloc((size_t)t->n_nodes + 1, sizeof *t->heap))) st = nb_error(NB_ERR_NOMEM, "backward: out of memory");
+    if (!st) {
+        count_dependencies(t);
+        for (int i = 0; i < n_roots && !st; i++) {
+            nb_node *n = root_nodes[i];
+            st = accumulate(t, &n->buffer[root_nr[i]], nb_tensor_retain(root_grads[i]));
+        }
+        for (int i = 0; i < n_roots && !st; i++) {
+            nb_node *n = root_nodes[i];
+            bool queued = false;
+            for (int j = 0; j < i; j++) queued |= root_nodes[j] == n;
+            if (!queued && n->deps == 0 && (n->needed || n->capture)) heap_push(t, n);
+        }
+    }
+    while (!st && t->n_heap > 0) st = process(t, heap_pop(t));
+    for (int i = 0; i < n_roots; i++) nb_node_release(root_nodes[i]);
+    free(root_nodes);
+    free(root_nr);
+    return st;
+}
+
+/* Each root's gradient: the caller's, or ones for a one-element root. */
+static nb_status root_gradients(int n, nb_tensor *const *roots, nb_tensor *const *given, nb_tensor **out)
+{
+    for (int i = 0; i < n; i++) {
+        if (!roots[i]) return nb_error(NB_ERR_ARG, "backward: root %d is NULL", i);
+        if (!nb_tensor_requires_grad(roots[i]))
+            return nb_error(NB_ERR_ARG, "backward: root %d does not require grad: no recorded op made it and it is not "
+                                        "a leaf that requires grad", i);
+        if (given && given[i]) {
+            if (!nb_shape_equal(given[i]->ndim, given[i]->shape, roots[i]->ndim, roots[i]->shape)) {
+                char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
+                return nb_error(NB_ERR_SHAPE, "backward: the gradient given for root %d has shape %s, the root %s", i,
+                                nb_shape_str(a, sizeof a, given[i]->ndim, given[i]->shape),
+                                nb_shape_str(b, sizeof b, roots[i]->ndim, roots[i]->shape));
+            }
+            out[i] = nb_tensor_retain(given[i]);
+            continue;
+        }
+        if (nb_tensor_numel(roots[i]) != 1) {
+            char a[NB_SHAPE_STR_MAX];
+            return nb_error(NB_ERR_SHAPE, "backward: root %d has shape %s; a gradient is implied only for one-element "
+                                          "roots, so pass root_grads", i,
+                            nb_shape_str(a, sizeof a, roots[i]->ndim, roots[i]->shape));
+        }
+        nb_status st = nb_tensor_full(&out[i], roots[i]->dtype, roots[i]->ndim, roots[i]->shape, 1.0);
+        if (st) return st;
+    }
+    return NB_OK;
+}
+
+nb_status nb_backward(int n_roots, nb_tensor *const *roots, nb_tensor *const *root_grads, bool retain_graph,
+                      bool create_graph)
+{
+    if (n_roots < 1 || !roots) return nb_error(NB_ERR_ARG, "backward: no roots");
+    nb_tensor **grads = calloc((size_t)n_roots, sizeof *grads);
+    if (!grads) return nb_error(NB_ERR_NOMEM, "backward: out of memory");
+    task t = {.id = ++task_ids, .retain_graph = retain_graph || create_graph, .create_graph = create_graph};
+    nb_status st = root_gradients(n_roots, roots, root_grads, grads);
+    if (!st) st = run_task(&t, n_roots, roots, grads);
+    for (int i = 0; i < n_roots; i++) nb_tensor_release(grads[i]);
+    free(grads);
+    task_free(&t);
+    return st;
+}
+
+nb_status nb_grad(int n_out, nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int n_in,
+                  nb_tensor *const *inputs, bool retain_graph, bool create_graph, bool allow_unused,
+                  nb_tensor **grads_out)
+{
+    if (n_out < 1 || !outputs || n_in < 1 || !inputs || !grads_out)
+        return nb_error(NB_ERR_ARG, "grad: need outputs, inputs and room for the gradients");
+    for (int i = 0; i < n_in; i++) grads_out[i] = NULL;
+    nb_tensor **grads = calloc((size_t)n_out, sizeof *grads);
+    task t = {.id = ++task_ids, .retain_graph = retain_graph || create_graph, .create_graph = create_graph,
+              .capturing = true, .n_capture = n_in, .captured = grads_out};
+    t.cap_node = calloc((size_t)n_in, sizeof *t.cap_node);
+    t.cap_nr = calloc((size_t)n_in, sizeof *t.cap_nr);
+    nb_status st = grads && t.cap_node && t.cap_nr ? NB_OK : nb_error(NB_ERR_NOMEM, "grad: out of memory");
+    for (int i = 0; i < n_in && !st; i++) {
+        if (!inputs[i] || !nb_tensor_requires_grad(inputs[i])) {
+            st = nb_error(NB_ERR_ARG, "grad: input %d does not require grad", i);
+            break;
+        }
+        nb_edge e = nb_edge_of(inputs[i]);
+        t.cap_node[i] = e.node;
+        t.cap_nr[i] = e.nr;
+    }
+    if (!st) st = root_gradients(n_out, outputs, grad_outputs, grads);
+    if (!st) st = run_task(&t, n_out, outputs, grads);
+    for (int i = 0; i < n_in && !st; i++)
+        if (!grads_out[i] && !allow_unused)
+            st = nb_error(NB_ERR_ARG, "grad: input %d is not used to compute the outputs (pass allow_unused)", i);
+    if (st)
+        for (int i = 0; i < n_in; i++) {
+            nb_tensor_release(grads_out[i]);
+            grads_out[i] = NULL;
+        }
+    for (int i = 0; grads && i < n_out; i++) nb_tensor_release(grads[i]);
+    free(grads);
+    task_free(&t);
+    return st;
+}
