@@ -1,9 +1,13 @@
-/* What the MNIST examples share: their flags, and building the readers. */
+/* What the MNIST examples share: their flags, building the readers, the
+ * optimiser, and the two ways to train one model function: as a static
+ * program (nb_minimize, nb_train) or eagerly (--eager: the model runs at
+ * once on each batch, nb_backward, nb_eager_optimizer_step). */
 #ifndef NABLA_MNIST_COMMON_H
 #define NABLA_MNIST_COMMON_H
 
 #include <errno.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include "nabla/nabla.h"
@@ -19,13 +23,16 @@ typedef struct mnist_args {
     const char *checkpoint; /* --checkpoint FILE */
     bool resume;          /* --resume */
     bool quiet;           /* --quiet */
+    bool eager;           /* --eager */
 } mnist_args;
 
 static void mnist_usage(const char *prog, const mnist_args *d)
 {
     printf("usage: %s [--data DIR] [--epochs N] [--batch B] [--lr X] [--seed S]\n"
-           "       [--csv FILE] [--plot FILE.png] [--checkpoint FILE [--resume]] [--quiet]\n\n"
+           "       [--csv FILE] [--plot FILE.png] [--checkpoint FILE [--resume]] [--quiet] [--eager]\n\n"
            "Trains on MNIST and ends with the line 'test accuracy: 0.XXXX'.\n"
+           "--eager runs the same model in eager mode (no program; --csv, --plot and\n"
+           "--checkpoint are for the static program only).\n"
            "Defaults: --epochs %d --batch %d --lr %g --seed %llu. The data is looked up in\n"
            "--data DIR, then $NABLA_DATA, then data/, then ../shared/data/.\n",
            prog, d->epochs, d->batch, d->lr, (unsigned long long)d->seed);
@@ -55,6 +62,7 @@ static void mnist_parse(int argc, char **argv, mnist_args *a)
             mnist_usage(argv[0], a);
             exit(0);
         } else if (!strcmp(f, "--resume")) a->resume = true;
+        else if (!strcmp(f, "--eager")) a->eager = true;
         else if (!strcmp(f, "--quiet")) a->quiet = true;
         else if (!has_value) {
             fprintf(stderr, "%s: unknown flag or missing value (try --help)\n", f);
@@ -76,6 +84,10 @@ static void mnist_parse(int argc, char **argv, mnist_args *a)
         fprintf(stderr, "--resume needs --checkpoint FILE\n");
         exit(2);
     }
+    if (a->eager && (a->csv || a->plot || a->checkpoint)) {
+        fprintf(stderr, "--eager: --csv, --plot and --checkpoint work with the static program only\n");
+        exit(2);
+    }
 }
 
 /* Batches in an epoch of the 60000 training images (the last may be short). */
@@ -89,14 +101,28 @@ static void die_on(nb_status st, const char *what)
     exit(1);
 }
 
-/* Trains `main` on MNIST as the flags say and prints the test accuracy. */
-static int mnist_train(const mnist_args *a, nb_program *main_p, nb_program *startup, const char *loss, const char *acc)
+/* The training reader (shuffled by the seed) and the test reader. */
+static void mnist_readers(const mnist_args *a, nb_reader **train, nb_reader **test)
 {
     char dir[4096];
     die_on(nb_data_find(a->data, "mnist", dir, sizeof dir), "data");
+    die_on(nb_mnist_reader(train, dir, true, a->batch, true, a->seed, 2), "training data");
+    die_on(nb_mnist_reader(test, dir, false, 1000, false, 0, 2), "test data");
+}
+
+/* Adam, its learning rate decayed to zero along a cosine over the run. */
+static nb_optimizer mnist_optimizer(const mnist_args *a)
+{
+    nb_optimizer opt = nb_adam(a->lr);
+    opt.schedule = (nb_lr_schedule){.kind = "cosine", .total_steps = a->epochs * mnist_steps_per_epoch(a->batch)};
+    return opt;
+}
+
+/* Trains `main` on MNIST as the flags say and prints the test accuracy. */
+static int mnist_train(const mnist_args *a, nb_program *main_p, nb_program *startup, const char *loss, const char *acc)
+{
     nb_reader *train, *test;
-    die_on(nb_mnist_reader(&train, dir, true, a->batch, true, a->seed, 2), "training data");
-    die_on(nb_mnist_reader(&test, dir, false, 1000, false, 0, 2), "test data");
+    mnist_readers(a, &train, &test);
     nb_scope *scope;
     die_on(nb_scope_new(&scope, NULL), "scope");
     const char *feeds[] = {"images", "label"};
@@ -120,6 +146,11 @@ typedef struct mnist_model {
 
 static void mnist_begin(const mnist_args *a, mnist_model *m)
 {
+    if (a->eager) {
+        /* Only examples written as a model function (mnist_run) have both paths. */
+        fprintf(stderr, "--eager: this example builds its program directly and has no eager path\n");
+        exit(2);
+    }
     die_on(nb_program_new(&m->main), "program");
     die_on(nb_program_new(&m->startup), "program");
     nb_program_set_seed(m->main, a->seed);
@@ -135,8 +166,7 @@ static int mnist_finish(const mnist_args *a, mnist_model *m, nb_value cost, nb_v
         fprintf(stderr, "model: %s\n", nb_builder_error(m->b));
         return 1;
     }
-    nb_optimizer opt = nb_adam(a->lr);
-    opt.schedule = (nb_lr_schedule){.kind = "cosine", .total_steps = a->epochs * mnist_steps_per_epoch(a->batch)};
+    nb_optimizer opt = mnist_optimizer(a);
     nb_backward_result grads;
     die_on(nb_minimize(&opt, m->main, m->startup, nb_value_name(cost), 0, NULL, 0, NULL, &grads), "minimize");
     int rc = mnist_train(a, m->main, m->startup, nb_value_name(cost), nb_value_name(acc));
@@ -145,6 +175,130 @@ static int mnist_finish(const mnist_args *a, mnist_model *m, nb_value cost, nb_v
     nb_program_free(m->startup);
     nb_program_free(m->main);
     return rc;
+}
+
+/* ---- eager mode ------------------------------------------------------------------------ */
+
+/* A model as a function of the builder and the images [B, 784]: the
+ * logits [B, 10]. The same function builds the program or runs eagerly. */
+typedef nb_value (*mnist_model_fn)(nb_builder *b, nb_value images);
+
+/* The program of `model` with its loss and accuracy, trained by nb_train. */
+static inline int mnist_run_static(const mnist_args *a, mnist_model_fn model)
+{
+    mnist_args sa = *a;
+    sa.eager = false;
+    a = &sa;
+    mnist_model m;
+    mnist_begin(a, &m);
+    nb_value x = nb_layer_data(m.b, "images", NB_F32, 2, (int64_t[]){-1, 784});
+    nb_value l = nb_layer_data(m.b, "label", NB_I64, 2, (int64_t[]){-1, 1});
+    nb_value y = model(m.b, x);
+    nb_value cost = nb_layer_softmax_cross_entropy(m.b, y, l);
+    nb_value acc = nb_layer_accuracy(m.b, y, l, 1);
+    return mnist_finish(a, &m, cost, acc);
+}
+
+static inline double mnist_now(void)
+{
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Sums over an epoch: loss and accuracy weighted by the batch sizes. */
+typedef struct mnist_sums {
+    double loss, acc;
+    int64_t samples;
+} mnist_sums;
+
+/* The model on one batch: loss and accuracy added to *s; with o, the
+ * backward and the update too. The batch's tensors are released here. */
+static inline void mnist_eager_batch(nb_builder *b, mnist_model_fn model, nb_tensor **rec, nb_eager_optimizer *o,
+                              mnist_sums *s)
+{
+    nb_value l = nb_eager_value(b, rec[1]);
+    nb_value y = model(b, nb_eager_value(b, rec[0]));
+    nb_value cost = nb_layer_softmax_cross_entropy(b, y, l);
+    nb_value acc = nb_layer_accuracy(b, y, l, 1);
+    nb_tensor_release(rec[0]);
+    nb_tensor_release(rec[1]);
+    if (nb_builder_status(b)) {
+        fprintf(stderr, "model: %s\n", nb_builder_error(b));
+        exit(1);
+    }
+    nb_tensor *loss = nb_eager_tensor(cost);
+    const int64_t n = nb_eager_tensor(y)->shape[0];
+    s->loss += nb_tensor_get(loss, 0) * (double)n;
+    s->acc += nb_tensor_get(nb_eager_tensor(acc), 0) * (double)n;
+    s->samples += n;
+    if (o) {
+        die_on(nb_backward(1, &loss, NULL, false, false), "backward");
+        die_on(nb_eager_optimizer_step(o, b), "optimizer step");
+        nb_eager_zero_grad(b);
+    }
+    nb_eager_release_values(b);
+}
+
+/* One pass over a reader: training (with o) or evaluation. */
+static inline mnist_sums mnist_eager_epoch(nb_builder *b, mnist_model_fn model, nb_reader *r, uint64_t epoch,
+                                    nb_eager_optimizer *o)
+{
+    mnist_sums s = {0};
+    die_on(nb_reader_reset(r, epoch), "data");
+    for (;;) {
+        nb_tensor *rec[2];
+        bool end;
+        die_on(nb_reader_next(r, rec, &end), "data");
+        if (end) break;
+        mnist_eager_batch(b, model, rec, o, &s);
+    }
+    return s;
+}
+
+/* Trains `model` eagerly: each batch runs the model at once, backward
+ * fills the parameters' gradients and the optimiser (that of the static
+ * path) updates them; evaluation runs in test mode without a tape. Prints
+ * a line per epoch and the test accuracy. */
+static inline int mnist_run_eager(const mnist_args *a, mnist_model_fn model)
+{
+    nb_reader *train, *test;
+    mnist_readers(a, &train, &test);
+    nb_builder *b;
+    die_on(nb_builder_new_eager(&b), "eager builder");
+    nb_eager_set_seed(b, a->seed);
+    nb_optimizer opt = mnist_optimizer(a);
+    nb_eager_optimizer *o;
+    die_on(nb_eager_optimizer_new(&o, &opt), "optimizer");
+    mnist_sums te = {0};
+    for (int epoch = 0; epoch < a->epochs; epoch++) {
+        const double t0 = mnist_now();
+        nb_eager_set_test_mode(b, false);
+        mnist_sums tr = mnist_eager_epoch(b, model, train, (uint64_t)epoch, o);
+        const double secs = mnist_now() - t0;
+        nb_eager_set_test_mode(b, true);
+        nb_grad_mode_push(false);
+        te = mnist_eager_epoch(b, model, test, 0, NULL);
+        nb_grad_mode_pop();
+        const double ns = tr.samples ? (double)tr.samples : 1, nt = te.samples ? (double)te.samples : 1;
+        if (!a->quiet)
+            printf("epoch %d/%d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1f s, %.0f samples/s\n",
+                   epoch + 1, a->epochs, tr.loss / ns, tr.acc / ns, te.loss / nt, te.acc / nt, secs,
+                   (double)tr.samples / secs);
+        fflush(stdout);
+    }
+    printf("test accuracy: %.4f\n", te.samples ? te.acc / (double)te.samples : 0.0);
+    nb_eager_optimizer_free(o);
+    nb_builder_free(b);
+    nb_reader_free(train);
+    nb_reader_free(test);
+    return 0;
+}
+
+/* Trains `model` the way the flags say. */
+static inline int mnist_run(const mnist_args *a, mnist_model_fn model)
+{
+    return a->eager ? mnist_run_eager(a, model) : mnist_run_static(a, model);
 }
 
 #endif
