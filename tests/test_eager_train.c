@@ -56,7 +56,8 @@ static void check_gradients(const char *what, twin_model_fn fn, nb_tensor *x, nb
         nb_tensor *le = eager_loss_backward(&t, fn);
         CHECK(le && gs[0] && max_rel_diff(le, gs[0]) <= tol);
         int params = 0;
-        for (int i = 0; i < nb_eager_param_count(t.eager); i++) params += nb_tensor_requires_grad(nb_eager_param_at(t.eager, i));
+        for (int i = 0; i < nb_eager_param_count(t.eager); i++)
+            params += nb_tensor_requires_grad(nb_eager_param_at(t.eager, i));
         CHECK(params == n && n > 0);
         for (int i = 0; i < n; i++) {
             nb_tensor *p = nb_eager_find_param(t.eager, r.pairs[i].param);
@@ -106,7 +107,8 @@ static void check_training(const char *what, twin_model_fn fn, nb_tensor *x, nb_
             nb_eager_zero_grad(t.eager);
             nb_eager_release_values(t.eager);
             double d = twin_param_diff(&t);
-            if (!(d <= tol)) fprintf(stderr, "  %s, step %d: parameters differ by %g (tolerance %g)\n", what, step, d, tol);
+            if (!(d <= tol))
+                fprintf(stderr, "  %s, step %d: parameters differ by %g (tolerance %g)\n", what, step, d, tol);
             CHECK(d <= tol);
             if (le) last = nb_tensor_get(le, 0);
             if (step == 1) first = last;
