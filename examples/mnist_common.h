@@ -146,11 +146,6 @@ typedef struct mnist_model {
 
 static void mnist_begin(const mnist_args *a, mnist_model *m)
 {
-    if (a->eager) {
-        /* Only examples written as a model function (mnist_run) have both paths. */
-        fprintf(stderr, "--eager: this example builds its program directly and has no eager path\n");
-        exit(2);
-    }
     die_on(nb_program_new(&m->main), "program");
     die_on(nb_program_new(&m->startup), "program");
     nb_program_set_seed(m->main, a->seed);
@@ -186,9 +181,6 @@ typedef nb_value (*mnist_model_fn)(nb_builder *b, nb_value images);
 /* The program of `model` with its loss and accuracy, trained by nb_train. */
 static inline int mnist_run_static(const mnist_args *a, mnist_model_fn model)
 {
-    mnist_args sa = *a;
-    sa.eager = false;
-    a = &sa;
     mnist_model m;
     mnist_begin(a, &m);
     nb_value x = nb_layer_data(m.b, "images", NB_F32, 2, (int64_t[]){-1, 784});
