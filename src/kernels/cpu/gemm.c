@@ -67,7 +67,7 @@ static bool gemm_have_avx2(void)
  * dominate. */
 #define GEMM_SMALL_WORK (24 * 24 * 24)
 /* And below this many the blocked kernel runs on one thread. */
-#define GEMM_PARALLEL_WORK (96 * 96 * 96)
+#define GEMM_PARALLEL_WORK (256 * 256 * 256)
 
 /* Rounds up to a multiple of 64 bytes for aligned_alloc. */
 static void *gemm_alloc(size_t bytes)
