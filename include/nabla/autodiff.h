@@ -9,7 +9,21 @@
  * program; run eagerly, it computes gradients at once, and because a rule is
  * made of differentiable ops, gradients of gradients come for free.
  *
- * Rules may assume:
+ * A JVP rule (forward mode) sees the same context: x and y (every forward
+ * value is there: forward mode runs beside the forward), the tangents of the
+ * inputs tx (NB_NONE: a tangent known to be zero, whose terms the rule skips
+ * rather than computes), and stores each output tangent with
+ * nb_grad_set_ty() (leaving NB_NONE when it is zero). The rule is linear in
+ * tx and emits ops through the builder, like a VJP rule:
+ *
+ *     static nb_status sin_jvp(nb_builder *b, nb_grad_ctx *g)
+ *     {
+ *         nb_value t = nb_grad_tx(g, 0, 0);
+ *         if (!nb_is_none(t)) nb_grad_set_ty(g, 0, 0, nb_mul(b, t, nb_cos(b, nb_grad_x(g, 0, 0))));
+ *         return nb_builder_status(b);
+ *     }
+ *
+ * VJP rules may assume:
  *  - x and y hold the forward values the op declared in grad_uses_inputs and
  *    grad_uses_outputs (others may be NB_NONE in eager mode);
  *  - dy of an output that received no gradient is NB_NONE; a rule that needs
