@@ -157,6 +157,7 @@ static const nb_op_def op_assign = {
     .infer = infer_same,
     .cpu = nb_cpu_assign,
     .vjp = nb_assign_vjp,
+    .jvp = nb_assign_jvp,
 };
 
 /* ---- random initialisers --------------------------------------------------------- */

@@ -383,6 +383,7 @@ const nb_op_def nb_op_slice = {
     .cpu = slice_kernel,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_slice_vjp,
+    .jvp = nb_shape_jvp,
 };
 
 const nb_op_def nb_op_pad = {
@@ -395,6 +396,7 @@ const nb_op_def nb_op_pad = {
     .infer = pad_infer,
     .cpu = pad_kernel,
     .vjp = nb_pad_vjp,
+    .jvp = nb_shape_jvp,
 };
 
 const nb_op_def nb_op_pad_grad = {
@@ -406,6 +408,7 @@ const nb_op_def nb_op_pad_grad = {
     .infer = pad_grad_infer,
     .cpu = pad_grad_kernel,
     .vjp = nb_pad_grad_vjp,
+    .jvp = nb_shape_jvp,
 };
 
 const nb_op_def nb_op_gather = {
@@ -418,6 +421,7 @@ const nb_op_def nb_op_gather = {
     .cpu = gather_kernel,
     .grad_uses_inputs = (1u << 0) | (1u << 1),
     .vjp = nb_gather_vjp,
+    .jvp = nb_shape_jvp,
 };
 
 const nb_op_def nb_op_index_select = {
@@ -430,6 +434,7 @@ const nb_op_def nb_op_index_select = {
     .cpu = index_select_kernel,
     .grad_uses_inputs = (1u << 0) | (1u << 1),
     .vjp = nb_gather_vjp,
+    .jvp = nb_shape_jvp,
 };
 
 const nb_op_def nb_op_scatter_add = {
@@ -442,6 +447,7 @@ const nb_op_def nb_op_scatter_add = {
     .cpu = scatter_add_kernel,
     .grad_uses_inputs = 1u << 1,
     .vjp = nb_scatter_add_vjp,
+    .jvp = nb_scatter_add_jvp,
 };
 
 const nb_op_def nb_op_one_hot = {

@@ -217,6 +217,7 @@ const nb_op_def nb_op_concat = {
     .cpu = concat_kernel,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_concat_vjp,
+    .jvp = nb_join_jvp,
 };
 
 const nb_op_def nb_op_split = {
@@ -229,6 +230,7 @@ const nb_op_def nb_op_split = {
     .cpu = split_kernel,
     .grad_uses_outputs = 1u << 0, /* the shapes of pieces that get no gradient */
     .vjp = nb_split_vjp,
+    .jvp = nb_shape_jvp,
 };
 
 const nb_op_def nb_op_stack = {
@@ -240,4 +242,5 @@ const nb_op_def nb_op_stack = {
     .infer = stack_infer,
     .cpu = stack_kernel,
     .vjp = nb_stack_vjp,
+    .jvp = nb_join_jvp,
 };

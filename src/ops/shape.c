@@ -369,6 +369,7 @@ static const nb_op_def op_reshape = {
     .cpu = copy_kernel,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
+    .jvp = nb_shape_jvp,
 };
 
 static const nb_op_def op_flatten = {
@@ -381,6 +382,7 @@ static const nb_op_def op_flatten = {
     .cpu = copy_kernel,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
+    .jvp = nb_shape_jvp,
 };
 
 static const nb_op_def op_squeeze = {
@@ -393,6 +395,7 @@ static const nb_op_def op_squeeze = {
     .cpu = copy_kernel,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
+    .jvp = nb_shape_jvp,
 };
 
 static const nb_op_def op_unsqueeze = {
@@ -405,6 +408,7 @@ static const nb_op_def op_unsqueeze = {
     .cpu = copy_kernel,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
+    .jvp = nb_shape_jvp,
 };
 
 static const nb_op_def op_reshape_as = {
@@ -416,6 +420,7 @@ static const nb_op_def op_reshape_as = {
     .cpu = copy_kernel,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
+    .jvp = nb_shape_jvp,
 };
 
 static const nb_op_def op_transpose = {
@@ -427,6 +432,7 @@ static const nb_op_def op_transpose = {
     .infer = transpose_infer,
     .cpu = transpose_kernel,
     .vjp = nb_transpose_vjp,
+    .jvp = nb_shape_jvp,
 };
 
 static const nb_op_def op_expand = {
@@ -439,6 +445,7 @@ static const nb_op_def op_expand = {
     .cpu = expand_kernel,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_expand_vjp,
+    .jvp = nb_shape_jvp,
 };
 
 static const nb_op_def op_expand_as = {
@@ -450,6 +457,7 @@ static const nb_op_def op_expand_as = {
     .cpu = expand_kernel,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_expand_vjp,
+    .jvp = nb_shape_jvp,
 };
 
 const nb_op_def *const nb_ops_shape[] = {

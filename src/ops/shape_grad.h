@@ -1,4 +1,4 @@
-/* Private to the shape family: the VJP rules of its ops (see
+/* Private to the shape family: the VJP and JVP rules of its ops (see
  * nabla/autodiff.h). Layout and join rules are in shape_grad.c, the rules of
  * slice, pad and the index ops in shape_grad_index.c.
  *
@@ -24,5 +24,10 @@ nb_status nb_pad_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_pad_grad_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_gather_vjp(nb_builder *b, nb_grad_ctx *g);     /* gather, index_select */
 nb_status nb_scatter_add_vjp(nb_builder *b, nb_grad_ctx *g);
+
+/* shape_jvp.c: JVP rules, each the op itself applied to the tangents */
+nb_status nb_shape_jvp(nb_builder *b, nb_grad_ctx *g);       /* ops linear in X alone */
+nb_status nb_join_jvp(nb_builder *b, nb_grad_ctx *g);        /* concat, stack */
+nb_status nb_scatter_add_jvp(nb_builder *b, nb_grad_ctx *g);
 
 #endif
