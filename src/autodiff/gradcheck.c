@@ -376,7 +376,47 @@ nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_grad
         names[n_fetch++] = nb_is_none(ty[loss_out[i]]) ? nb_value_name(w.out[loss_out[i]]) : nb_value_name(ty[loss_out[i]]);
     int first_g = n_fetch;
     for (int j = 0; j < w.n_wrt; j++) names[n_fetch++] = r.grads[j] ? r.grads[j] : w.wrt[j];
+    /* Forward mode derived from reverse mode (seed 004): the pullback
+     * w -> VJP(w) is linear in w, so the gradient of <VJP(w), t> with
+     * respect to w is J t. Needs the pullback's own rules, which the fused
+     * grad ops of skip_second_order cases lack. */
+    int first_d = n_fetch, n_derived = 0;
+    bool derived_zero[64] = {false};
+    if (!c->skip_second_order) {
+        nb_value terms[NB_MAX_SLOTS * 4];
+        int m = 0;
+        for (int j = 0; j < w.n_wrt; j++)
+            if (r.grads[j]) {
+                char tn[32];
+                snprintf(tn, sizeof tn, "t%d", j);
+                terms[m++] = nb_reduce_sum(w.b, nb_mul(w.b, nb_value_by_name(w.b, r.grads[j]), nb_value_by_name(w.b, tn)),
+                                           0, NULL, false);
+            }
+        if (m > 0) {
+            nb_value s = m == 1 ? terms[0] : nb_sum(w.b, m, terms);
+            const char *sn = nb_value_name(s), *wn[64];
+            char wbuf[64][32];
+            for (int i = 0; i < n_y; i++) {
+                snprintf(wbuf[i], sizeof wbuf[i], "w%d", loss_out[i]);
+                wn[i] = wbuf[i];
+            }
+            nb_backward_result d;
+            if ((st = nb_builder_status(w.b)) || (st = nb_gradients(w.p, 1, &sn, NULL, n_y, wn, 0, NULL, true, &d))) {
+                nb_backward_result_free(&r);
+                goto done;
+            }
+            for (int i = 0; i < n_y; i++) names[n_fetch++] = d.grads[i] ? strdup(d.grads[i]) : NULL;
+            n_derived = n_y;
+            nb_backward_result_free(&d);
+            for (int i = 0; i < n_y; i++)
+                if (!names[first_d + i]) { /* no path from w to it: the derived JVP is zero */
+                    derived_zero[i] = true;
+                    names[first_d + i] = strdup(names[i]);
+                }
+        }
+    }
     st = run_once(w.p, NULL, w.fs.n, w.fs.f, n_fetch, names, got);
+    for (int i = first_d; i < first_d + n_derived; i++) free((char *)names[i]);
     if (!st) st = outputs_at(&w, (const nb_tensor *const *)tangents, 1e-6, n_y, names, num_p);
     if (!st) st = outputs_at(&w, (const nb_tensor *const *)tangents, -1e-6, n_y, names, num_m);
     if (st) {
@@ -401,6 +441,18 @@ nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_grad
         char wname[32];
         snprintf(wname, sizeof wname, "w%d", loss_out[i]);
         if (!zero) lhs += dot(t, feed_named(&w.fs, wname));
+        /* The derived JVP agrees with the native one, element by element. */
+        for (int64_t e = 0; i < n_derived && e < nb_tensor_numel(t); e++) {
+            double nat = zero ? 0 : nb_tensor_get(t, e), der = derived_zero[i] ? 0 : nb_tensor_get(got[first_d + i], e);
+            double err = fabs(nat - der);
+            rep->checked++;
+            if (!(err <= 1e-9 + 1e-7 * fabs(nat))) {
+                rep->failed++;
+                if (err > rep->max_abs_err) rep->max_abs_err = err;
+                snprintf(rep->worst, sizeof rep->worst, "output %d [%lld]: native jvp %.10g, derived from reverse %.10g",
+                         loss_out[i], (long long)e, nat, der);
+            }
+        }
     }
     for (int j = 0; j < w.n_wrt; j++)
         if (r.grads[j]) rhs += dot(tangents[j], got[first_g + j]);
