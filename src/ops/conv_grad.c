@@ -1,6 +1,7 @@
 /* Gradient rules of conv2d and pool2d. Each emits the family's fused
  * gradient op with the forward op's attributes. */
 #include "conv_grad.h"
+#include <stdlib.h>
 #include <string.h>
 #include "nabla/ops.h"
 
@@ -162,12 +163,20 @@ static nb_value pool_apply(nb_builder *b, const nb_grad_ctx *g, nb_value x, nb_v
         if (!strcmp(attrs[i].name, "exclusive")) avg[i] = NB_ATTR_BOOL("exclusive", false);
     }
     const nb_value ones = nb_ones_like(b, out);
+    /* Each row and column indicator once (rh, rw <= kh, kw). */
+    nb_value *rows = calloc((size_t)(rh + rw), sizeof *rows), *cols = rows + rh;
+    if (!rows) {
+        nb_builder_fail(b, NB_ERR_NOMEM, "%s gradient: out of memory", g->def->name);
+        return NB_NONE;
+    }
+    for (int64_t c = 0; c < rh; c++) rows[c] = rh > 1 ? window_class(b, ho, rh, c, 0, xi.dtype) : NB_NONE;
+    for (int64_t c = 0; c < rw; c++) cols[c] = rw > 1 ? window_class(b, wo, rw, c, 1, xi.dtype) : NB_NONE;
     nb_value sum = NB_NONE;
     for (int64_t ch = 0; ch < rh; ch++)
         for (int64_t cw = 0; cw < rw; cw++) {
             nb_value cls = ones;
-            if (rh > 1) cls = nb_mul(b, cls, window_class(b, ho, rh, ch, 0, xi.dtype));
-            if (rw > 1) cls = nb_mul(b, cls, window_class(b, wo, rw, cw, 1, xi.dtype));
+            if (rh > 1) cls = nb_mul(b, cls, rows[ch]);
+            if (rw > 1) cls = nb_mul(b, cls, cols[cw]);
             const nb_value in[3] = {x, out, cls};
             const nb_value marks = nb_emit1(b, "pool2d_grad", 3, in, n_attrs, attrs);
             const nb_value picked = nb_mul(b, marks, a);
@@ -175,6 +184,7 @@ static nb_value pool_apply(nb_builder *b, const nb_grad_ctx *g, nb_value x, nb_v
             if (rh > 1 || rw > 1) v = nb_mul(b, v, cls);
             sum = nb_is_none(sum) ? v : nb_add(b, sum, v);
         }
+    free(rows);
     return sum;
 }
 
