@@ -123,7 +123,8 @@ static nb_status cpu_leaky_relu(nb_op_ctx *c)
 static const nb_op_def op_leaky_relu = {
     .name = "leaky_relu", .doc = "X if X > 0, else alpha * X",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .attrs = {NB_ADEF_FLOAT("alpha", 0.01)},
-    .infer = infer_leaky_relu, .cpu = cpu_leaky_relu, .grad_uses_inputs = IN_X, .vjp = nb_leaky_relu_vjp, .jvp = nb_leaky_relu_jvp};
+    .infer = infer_leaky_relu, .cpu = cpu_leaky_relu, .grad_uses_inputs = IN_X, .vjp = nb_leaky_relu_vjp,
+    .jvp = nb_leaky_relu_jvp};
 
 static nb_status infer_elu(nb_op_ctx *c) { return infer_unary(c, NB_EW_ELU); }
 static nb_status cpu_elu(nb_op_ctx *c)
@@ -168,7 +169,8 @@ static const nb_op_def op_softplus = {
     .name = "softplus", .doc = "log(1 + exp(beta * X)) / beta; X itself where beta * X > threshold",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_FLOAT("beta", 1.0), NB_ADEF_FLOAT("threshold", 20.0)},
-    .infer = infer_softplus, .cpu = cpu_softplus, .grad_uses_inputs = IN_X, .vjp = nb_softplus_vjp, .jvp = nb_softplus_jvp};
+    .infer = infer_softplus, .cpu = cpu_softplus, .grad_uses_inputs = IN_X, .vjp = nb_softplus_vjp,
+    .jvp = nb_softplus_jvp};
 
 static nb_status infer_clip(nb_op_ctx *c)
 {

@@ -100,20 +100,39 @@ nb_status nb_minimum_vjp(nb_builder *b, nb_grad_ctx *g) { return select_vjp(b, g
 
 /* Tangents of X and Y have X's and Y's shapes; a sum of terms from both, or a
  * term with a forward value of Out's shape in it, has Out's shape already.
- * A lone tangent that was broadcast is expanded to Out's shape here. */
-nb_value nb_ew_jvp_fit(nb_builder *b, const nb_grad_ctx *g, nb_value t)
+ * A lone tangent t (or a value broadcast from some of the inputs) is
+ * expanded to Out's shape here, unless it has that shape already: when
+ * every input broadcasts into t's shape without growing it, which is known
+ * even with unknown dims where the other inputs are 1 there (a [-1, C]
+ * tangent plus a [C] bias, say), with no op emitted. `own` is the flat
+ * index of an input t was broadcast from (whose tangent it is), which fits
+ * within it whatever its dims, or -1. */
+static bool fits_within(const nb_var_info *in, const nb_var_info *t)
+{
+    if (in->ndim > t->ndim) return false;
+    for (int i = 1; i <= in->ndim; i++) {
+        int64_t d = in->shape[in->ndim - i], e = t->shape[t->ndim - i];
+        if (d != 1 && (d < 0 || d != e)) return false;
+    }
+    return true;
+}
+
+nb_value nb_ew_jvp_fit(nb_builder *b, const nb_grad_ctx *g, nb_value t, int own)
 {
     if (nb_is_none(t)) return t;
+    nb_var_info ti = nb_value_info(b, t);
+    bool fits = true;
+    for (int k = 0; k < g->in_begin[NB_MAX_SLOTS] && fits; k++) {
+        if (k == own || nb_is_none(g->x[k])) continue;
+        nb_var_info xi = nb_value_info(b, g->x[k]);
+        fits = fits_within(&xi, &ti);
+    }
+    if (fits) return t;
     nb_value out = OUT(g);
-    nb_var_info a = nb_value_info(b, t), o;
-    if (!nb_is_none(out)) o = nb_value_info(b, out);
-    else if (g->y_info) o = g->y_info[g->out_begin[0]];
-    else return t;
-    bool known = true;
-    for (int i = 0; i < a.ndim; i++) known &= a.shape[i] >= 0;
-    if (known && nb_shape_equal(a.ndim, a.shape, o.ndim, o.shape)) return t;
     if (!nb_is_none(out)) return nb_expand_as(b, t, out);
-    return nb_expand(b, t, o.ndim, o.shape);
+    if (g->y_info) return nb_expand(b, t, g->y_info[g->out_begin[0]].ndim, g->y_info[g->out_begin[0]].shape);
+    nb_builder_fail(b, NB_ERR_ARG, "%s JVP: a broadcast tangent needs Out or its shape", g->def->name);
+    return NB_NONE;
 }
 
 #define TX(g) nb_grad_tx(g, 0, 0)
@@ -123,8 +142,8 @@ nb_status nb_add_jvp(nb_builder *b, nb_grad_ctx *g)
 {
     nb_value tx = TX(g), ty = TY(g);
     if (nb_is_none(tx) && nb_is_none(ty)) return NB_OK;
-    nb_value t = nb_is_none(ty) ? nb_ew_jvp_fit(b, g, tx)
-               : nb_is_none(tx) ? nb_ew_jvp_fit(b, g, ty)
+    nb_value t = nb_is_none(ty) ? nb_ew_jvp_fit(b, g, tx, g->in_begin[0])
+               : nb_is_none(tx) ? nb_ew_jvp_fit(b, g, ty, g->in_begin[1])
                                 : nb_add(b, tx, ty);
     nb_grad_set_ty(g, 0, 0, t);
     return nb_builder_status(b);
@@ -135,8 +154,8 @@ nb_status nb_sub_jvp(nb_builder *b, nb_grad_ctx *g)
     nb_value tx = TX(g), ty = TY(g);
     if (nb_is_none(tx) && nb_is_none(ty)) return NB_OK;
     /* Negate before expanding: the tangent of Y is never larger. */
-    nb_value t = nb_is_none(ty) ? nb_ew_jvp_fit(b, g, tx)
-               : nb_is_none(tx) ? nb_ew_jvp_fit(b, g, nb_neg(b, ty))
+    nb_value t = nb_is_none(ty) ? nb_ew_jvp_fit(b, g, tx, g->in_begin[0])
+               : nb_is_none(tx) ? nb_ew_jvp_fit(b, g, nb_neg(b, ty), g->in_begin[1])
                                 : nb_sub(b, tx, ty);
     nb_grad_set_ty(g, 0, 0, t);
     return nb_builder_status(b);

@@ -19,9 +19,10 @@ static inline nb_value nb_ew_grad_const(nb_builder *b, nb_value like, double v)
     return nb_fill_constant(b, nb_value_info(b, like).dtype, 0, NULL, v);
 }
 
-/* The tangent t of a binary op's input, expanded to Out's shape unless it
- * is known to have it already (a JVP term with only a broadcast tangent). */
-nb_value nb_ew_jvp_fit(nb_builder *b, const nb_grad_ctx *g, nb_value t);
+/* A JVP term t expanded to Out's shape unless it is known to have it already
+ * (a lone tangent of a broadcast input). `own`: the flat index of an input
+ * that t was broadcast from (the input t is the tangent of), or -1. */
+nb_value nb_ew_jvp_fit(nb_builder *b, const nb_grad_ctx *g, nb_value t, int own);
 
 /* binary, broadcasting (VJP and JVP rules) */
 nb_status nb_add_vjp(nb_builder *b, nb_grad_ctx *g);
