@@ -64,4 +64,9 @@ typedef struct nb_gradcheck_case {
  * (those in loss_outputs, when it is not 0). */
 nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, nb_gradcheck_report *report);
 
+/* Checks one case of the op's JVP rule: its output tangents along random
+ * input tangents t against central differences of the op along t, and
+ * against its VJP by the identity <JVP(t), w> = <t, VJP(w)>. */
+nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
+
 #endif

@@ -172,91 +172,307 @@ static nb_value weighted_sum(nb_builder *b, int n, const nb_value *vals, const c
     return m == 1 ? terms[0] : nb_sum(b, m, terms);
 }
 
-nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, nb_gradcheck_report *rep)
-{
-    memset(rep, 0, sizeof *rep);
-    const nb_op_def *def = nb_op_find(c->op);
-    if (!def) return nb_error(NB_ERR_NOT_FOUND, "gradcheck: unknown op '%s'", c->op);
-    nb_rng rng;
-    nb_rng_seed(&rng, seed);
+/* A case built into a program: fed inputs, the op, and a loss that is a
+ * random weighted sum of the op's outputs the case puts in it. */
+typedef struct built_case {
+    const nb_op_def *def;
     nb_program *p;
-    nb_builder *b = NULL;
-    feeds fs = {.n = 0};
-    nb_status st = nb_program_new(&p);
-    if (st) return st;
-    if ((st = nb_builder_new_record(&b, p, NULL))) goto done;
+    nb_builder *b;
+    feeds fs;
+    nb_rng rng;
+    nb_value in[NB_MAX_SLOTS * 4], out[NB_MAX_SLOTS * 4], in_loss[NB_MAX_SLOTS * 4], loss;
+    int n_in, n_out;
+    const char *wrt[NB_MAX_SLOTS * 4]; /* the inputs that take gradients */
+    int wrt_index[NB_MAX_SLOTS * 4];   /* their positions in `in` */
+    int n_wrt;
+    nb_op *op; /* the op under test */
+} built_case;
 
-    nb_value in[NB_MAX_SLOTS * 4];
-    const char *wrt[NB_MAX_SLOTS * 4];
-    int n_wrt = 0;
+static void built_case_free(built_case *w)
+{
+    free_feeds(&w->fs);
+    nb_builder_free(w->b);
+    nb_program_free(w->p);
+}
+
+static nb_status build_case(const nb_gradcheck_case *c, uint64_t seed, built_case *w)
+{
+    memset(w, 0, sizeof *w);
+    const nb_op_def *def = w->def = nb_op_find(c->op);
+    if (!def) return nb_error(NB_ERR_NOT_FOUND, "gradcheck: unknown op '%s'", c->op);
+    if (c->n_in > NB_MAX_SLOTS * 4) return nb_error(NB_ERR_ARG, "gradcheck %s: too many inputs", c->op);
+    nb_rng_seed(&w->rng, seed);
+    nb_status st = nb_program_new(&w->p);
+    if (st || (st = nb_builder_new_record(&w->b, w->p, NULL))) return st;
+    nb_builder *b = w->b;
     /* Which slot each flat input falls in, to honour NB_SLOT_NO_GRAD. */
     int slot_of[NB_MAX_SLOTS * 4], begin[NB_MAX_SLOTS + 1], pos[NB_MAX_SLOTS * 4];
     bool present[NB_MAX_SLOTS * 4];
-    if (c->n_in > NB_MAX_SLOTS * 4) {
-        st = nb_error(NB_ERR_ARG, "gradcheck %s: too many inputs", c->op);
-        goto done;
-    }
     for (int k = 0; k < c->n_in; k++) present[k] = !c->in[k].absent, slot_of[k] = -1;
-    if ((st = nb_assign_slots(def, true, c->n_in, present, begin, pos, c->op))) goto done;
+    if ((st = nb_assign_slots(def, true, c->n_in, present, begin, pos, c->op))) return st;
     for (int s = 0; s < NB_MAX_SLOTS; s++)
         for (int j = begin[s]; j < begin[s + 1]; j++) slot_of[pos[j]] = s;
+    w->n_in = c->n_in;
     for (int k = 0; k < c->n_in; k++) {
         const nb_gc_input *gi = &c->in[k];
         if (gi->absent) {
-            in[k] = NB_NONE;
+            w->in[k] = NB_NONE;
             continue;
         }
         nb_dtype dt = nb_dtype_is_float(gi->dtype) ? NB_F64 : gi->dtype;
         char name[32];
         snprintf(name, sizeof name, "x%d", k);
-        in[k] = nb_data(b, name, dt, gi->ndim, gi->shape);
+        w->in[k] = nb_data(b, name, dt, gi->ndim, gi->shape);
         nb_tensor *t;
-        if ((st = nb_builder_status(b)) || (st = nb_tensor_new(&t, dt, gi->ndim, gi->shape))) goto done;
+        if ((st = nb_builder_status(b)) || (st = nb_tensor_new(&t, dt, gi->ndim, gi->shape))) return st;
         double lo = gi->lo, hi = gi->hi;
         if (lo == 0 && hi == 0) lo = -1, hi = 1;
         for (int64_t i = 0; i < nb_tensor_numel(t); i++) {
             double v = gi->fill == NB_GC_VALUES ? gi->values[i]
-                       : gi->fill == NB_GC_INTS ? floor(lo + nb_rng_uniform(&rng) * (hi - lo + 1))
-                                                : lo + nb_rng_uniform(&rng) * (hi - lo);
+                       : gi->fill == NB_GC_INTS ? floor(lo + nb_rng_uniform(&w->rng) * (hi - lo + 1))
+                                                : lo + nb_rng_uniform(&w->rng) * (hi - lo);
             nb_tensor_set(t, i, v);
         }
-        if ((st = add_feed(&fs, name, t))) goto done;
+        if ((st = add_feed(&w->fs, name, t))) return st;
         bool no_grad = slot_of[k] >= 0 && (def->inputs[slot_of[k]].flags & NB_SLOT_NO_GRAD);
-        if (nb_dtype_is_float(dt) && !no_grad) wrt[n_wrt++] = nb_value_name(in[k]);
+        if (nb_dtype_is_float(dt) && !no_grad) {
+            w->wrt_index[w->n_wrt] = k;
+            w->wrt[w->n_wrt++] = nb_value_name(w->in[k]);
+        }
     }
-    int n_out = c->n_out ? c->n_out : nb_op_num_outputs(def);
-    nb_value out[NB_MAX_SLOTS * 4];
-    nb_emit(b, c->op, c->n_in, in, c->n_attrs, c->attrs, n_out, out);
-    nb_value in_loss[NB_MAX_SLOTS * 4];
-    for (int k = 0; k < n_out; k++)
-        in_loss[k] = !c->loss_outputs || (k < 32 && (c->loss_outputs >> k & 1u)) ? out[k] : NB_NONE;
-    nb_value loss = weighted_sum(b, n_out, in_loss, "w", &fs, &rng);
-    if ((st = nb_builder_status(b))) goto done;
-    if (nb_is_none(loss) || n_wrt == 0) {
-        st = nb_error(NB_ERR_ARG, "gradcheck %s (%s): nothing to differentiate", c->op, c->name ? c->name : "");
-        goto done;
-    }
+    w->n_out = c->n_out ? c->n_out : nb_op_num_outputs(def);
+    nb_emit(b, c->op, c->n_in, w->in, c->n_attrs, c->attrs, w->n_out, w->out);
+    if ((st = nb_builder_status(b))) return st;
+    nb_block *g = nb_program_global_block(w->p);
+    w->op = g->ops[g->n_ops - 1];
+    for (int k = 0; k < w->n_out; k++)
+        w->in_loss[k] = !c->loss_outputs || (k < 32 && (c->loss_outputs >> k & 1u)) ? w->out[k] : NB_NONE;
+    w->loss = weighted_sum(b, w->n_out, w->in_loss, "w", &w->fs, &w->rng);
+    if ((st = nb_builder_status(b))) return st;
+    if (nb_is_none(w->loss) || w->n_wrt == 0)
+        return nb_error(NB_ERR_ARG, "gradcheck %s (%s): nothing to differentiate", c->op, c->name ? c->name : "");
+    return NB_OK;
+}
+
+nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, nb_gradcheck_report *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    built_case w;
+    nb_status st = build_case(c, seed, &w);
     nb_gradcheck_opts o = {.rtol = c->rtol};
+    if (st) goto done;
     if (order == 1) {
-        st = nb_gradcheck_program(p, nb_value_name(loss), n_wrt, wrt, NULL, fs.n, fs.f, &o, rep);
+        st = nb_gradcheck_program(w.p, nb_value_name(w.loss), w.n_wrt, w.wrt, NULL, w.fs.n, w.fs.f, &o, rep);
     } else {
         /* Second order: check the gradient of <grad, s> for random s. */
         nb_backward_result r;
-        const char *ln = nb_value_name(loss);
-        if ((st = nb_gradients(p, 1, &ln, NULL, n_wrt, wrt, 0, NULL, true, &r))) goto done;
+        const char *ln = nb_value_name(w.loss);
+        if ((st = nb_gradients(w.p, 1, &ln, NULL, w.n_wrt, w.wrt, 0, NULL, true, &r))) goto done;
         nb_value gv[NB_MAX_SLOTS * 4];
-        for (int i = 0; i < n_wrt; i++) gv[i] = r.grads[i] ? nb_value_by_name(b, r.grads[i]) : NB_NONE;
+        for (int i = 0; i < w.n_wrt; i++) gv[i] = r.grads[i] ? nb_value_by_name(w.b, r.grads[i]) : NB_NONE;
         nb_backward_result_free(&r);
-        nb_value loss2 = weighted_sum(b, n_wrt, gv, "s", &fs, &rng);
-        if ((st = nb_builder_status(b))) goto done;
+        nb_value loss2 = weighted_sum(w.b, w.n_wrt, gv, "s", &w.fs, &w.rng);
+        if ((st = nb_builder_status(w.b))) goto done;
         if (nb_is_none(loss2)) goto done; /* no gradient at all: nothing to check */
         if (!o.rtol) o.rtol = 1e-4;
-        st = nb_gradcheck_program(p, nb_value_name(loss2), n_wrt, wrt, NULL, fs.n, fs.f, &o, rep);
+        st = nb_gradcheck_program(w.p, nb_value_name(loss2), w.n_wrt, w.wrt, NULL, w.fs.n, w.fs.f, &o, rep);
     }
 done:
-    if (st && b && nb_builder_status(b)) nb_error(st, "%s", nb_builder_error(b));
-    free_feeds(&fs);
-    nb_builder_free(b);
-    nb_program_free(p);
+    if (st && w.b && nb_builder_status(w.b)) nb_error(st, "%s", nb_builder_error(w.b));
+    built_case_free(&w);
+    return st;
+}
+
+/* ---- forward mode ------------------------------------------------------------ */
+
+static double dot(const nb_tensor *a, const nb_tensor *b)
+{
+    double s = 0;
+    for (int64_t i = 0; i < nb_tensor_numel(a); i++) s += nb_tensor_get(a, i) * nb_tensor_get(b, i);
+    return s;
+}
+
+static nb_tensor *feed_named(const feeds *fs, const char *name)
+{
+    for (int i = 0; i < fs->n; i++)
+        if (!strcmp(fs->f[i].name, name)) return fs->f[i].tensor;
+    return NULL;
+}
+
+/* Values of the loss outputs at x + h t (t the tangents). */
+static nb_status outputs_at(built_case *w, const nb_tensor *const *tangents, double h, int n, const char *const *names,
+                            nb_tensor **out)
+{
+    for (int j = 0; j < w->n_wrt; j++) {
+        nb_tensor *x = feed_named(&w->fs, w->wrt[j]);
+        for (int64_t i = 0; i < nb_tensor_numel(x); i++)
+            nb_tensor_set(x, i, nb_tensor_get(x, i) + h * nb_tensor_get(tangents[j], i));
+    }
+    nb_status st = run_once(w->p, NULL, w->fs.n, w->fs.f, n, names, out);
+    for (int j = 0; j < w->n_wrt; j++) {
+        nb_tensor *x = feed_named(&w->fs, w->wrt[j]);
+        for (int64_t i = 0; i < nb_tensor_numel(x); i++)
+            nb_tensor_set(x, i, nb_tensor_get(x, i) - h * nb_tensor_get(tangents[j], i));
+    }
+    return st;
+}
+
+nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    built_case w;
+    nb_status st = build_case(c, seed, &w);
+    nb_tensor *tangents[NB_MAX_SLOTS * 4] = {0}, *num_p[64] = {0}, *num_m[64] = {0}, *got[128] = {0};
+    const char *names[128];
+    int n_y = 0, n_fetch = 0;
+    if (st) goto done;
+    if (!w.def->jvp) {
+        st = nb_error(NB_ERR_UNSUPPORTED, "gradcheck %s: no JVP rule", c->op);
+        goto done;
+    }
+    /* Random tangents for the inputs that take them; the op's JVP rule. */
+    nb_value tx[NB_MAX_SLOTS * 4], ty[NB_MAX_SLOTS * 4], x[NB_MAX_SLOTS * 4], y[NB_MAX_SLOTS * 4];
+    const nb_op *op = w.op;
+    int n_x = nb_op_n_inputs(op), n_yall = nb_op_n_outputs(op);
+    for (int k = 0; k < n_x; k++) {
+        x[k] = nb_value_from_var(nb_block_find_var(nb_program_global_block(w.p), op->inputs[k]));
+        tx[k] = NB_NONE;
+    }
+    for (int k = 0; k < n_yall; k++) {
+        y[k] = nb_value_from_var(nb_block_find_var(nb_program_global_block(w.p), op->outputs[k]));
+        ty[k] = NB_NONE;
+    }
+    for (int j = 0; j < w.n_wrt; j++) {
+        nb_var_info info = nb_value_info(w.b, w.in[w.wrt_index[j]]);
+        char name[32];
+        snprintf(name, sizeof name, "t%d", j);
+        nb_value t = nb_data(w.b, name, info.dtype, info.ndim, info.shape);
+        nb_tensor *tv;
+        if ((st = nb_builder_status(w.b)) || (st = random_tensor(&tv, info.dtype, info.ndim, info.shape, &w.rng)) ||
+            (st = add_feed(&w.fs, name, tv)))
+            goto done;
+        tangents[j] = tv;
+        for (int k = 0; k < n_x; k++)
+            if (!strcmp(op->inputs[k], w.wrt[j])) tx[k] = t;
+    }
+    nb_grad_ctx g = {.def = w.def, .attrs = op->attrs, .x = x, .y = y, .tx = tx, .ty = ty};
+    memcpy(g.in_begin, op->in_begin, sizeof g.in_begin);
+    memcpy(g.out_begin, op->out_begin, sizeof g.out_begin);
+    st = w.def->jvp(w.b, &g);
+    if (!st) st = nb_builder_status(w.b);
+    if (st) goto done;
+    /* The VJP of the same loss, for <JVP(t), w> = <t, VJP(w)>. */
+    nb_backward_result r;
+    const char *ln = nb_value_name(w.loss);
+    if ((st = nb_gradients(w.p, 1, &ln, NULL, w.n_wrt, w.wrt, 0, NULL, true, &r))) goto done;
+    int loss_out[64];
+    for (int k = 0; k < w.n_out && k < 64; k++) {
+        if (nb_is_none(w.in_loss[k]) || !nb_dtype_is_float(nb_value_info(w.b, w.out[k]).dtype)) continue;
+        loss_out[n_y++] = k;
+    }
+    for (int i = 0; i < n_y; i++) names[n_fetch++] = nb_value_name(w.out[loss_out[i]]);
+    int first_ty = n_fetch;
+    for (int i = 0; i < n_y; i++)
+        names[n_fetch++] = nb_is_none(ty[loss_out[i]]) ? nb_value_name(w.out[loss_out[i]]) : nb_value_name(ty[loss_out[i]]);
+    int first_g = n_fetch;
+    for (int j = 0; j < w.n_wrt; j++) names[n_fetch++] = r.grads[j] ? r.grads[j] : w.wrt[j];
+    /* Forward mode derived from reverse mode (seed 004): the pullback
+     * w -> VJP(w) is linear in w, so the gradient of <VJP(w), t> with
+     * respect to w is J t. Needs the pullback's own rules, which the fused
+     * grad ops of skip_second_order cases lack. */
+    int first_d = n_fetch, n_derived = 0;
+    bool derived_zero[64] = {false};
+    if (!c->skip_second_order) {
+        nb_value terms[NB_MAX_SLOTS * 4];
+        int m = 0;
+        for (int j = 0; j < w.n_wrt; j++)
+            if (r.grads[j]) {
+                char tn[32];
+                snprintf(tn, sizeof tn, "t%d", j);
+                terms[m++] = nb_reduce_sum(w.b, nb_mul(w.b, nb_value_by_name(w.b, r.grads[j]), nb_value_by_name(w.b, tn)),
+                                           0, NULL, false);
+            }
+        if (m > 0) {
+            nb_value s = m == 1 ? terms[0] : nb_sum(w.b, m, terms);
+            const char *sn = nb_value_name(s), *wn[64];
+            char wbuf[64][32];
+            for (int i = 0; i < n_y; i++) {
+                snprintf(wbuf[i], sizeof wbuf[i], "w%d", loss_out[i]);
+                wn[i] = wbuf[i];
+            }
+            nb_backward_result d;
+            if ((st = nb_builder_status(w.b)) || (st = nb_gradients(w.p, 1, &sn, NULL, n_y, wn, 0, NULL, true, &d))) {
+                nb_backward_result_free(&r);
+                goto done;
+            }
+            for (int i = 0; i < n_y; i++) names[n_fetch++] = d.grads[i] ? strdup(d.grads[i]) : NULL;
+            n_derived = n_y;
+            nb_backward_result_free(&d);
+            for (int i = 0; i < n_y; i++)
+                if (!names[first_d + i]) { /* no path from w to it: the derived JVP is zero */
+                    derived_zero[i] = true;
+                    names[first_d + i] = strdup(names[i]);
+                }
+        }
+    }
+    st = run_once(w.p, NULL, w.fs.n, w.fs.f, n_fetch, names, got);
+    for (int i = first_d; i < first_d + n_derived; i++) free((char *)names[i]);
+    if (!st) st = outputs_at(&w, (const nb_tensor *const *)tangents, 1e-6, n_y, names, num_p);
+    if (!st) st = outputs_at(&w, (const nb_tensor *const *)tangents, -1e-6, n_y, names, num_m);
+    if (st) {
+        nb_backward_result_free(&r);
+        goto done;
+    }
+    double rtol = c->rtol ? c->rtol : 1e-5, atol = 1e-6, lhs = 0, rhs = 0;
+    for (int i = 0; i < n_y; i++) {
+        bool zero = nb_is_none(ty[loss_out[i]]);
+        const nb_tensor *t = got[first_ty + i];
+        for (int64_t e = 0; e < nb_tensor_numel(t); e++) {
+            double ana = zero ? 0 : nb_tensor_get(t, e);
+            double num = (nb_tensor_get(num_p[i], e) - nb_tensor_get(num_m[i], e)) / 2e-6, err = fabs(ana - num);
+            rep->checked++;
+            rep->failed += !(err <= atol + rtol * fabs(num));
+            if (err > rep->max_abs_err || isnan(err)) {
+                rep->max_abs_err = err;
+                snprintf(rep->worst, sizeof rep->worst, "output %d [%lld]: jvp %.10g, numeric %.10g", loss_out[i],
+                         (long long)e, ana, num);
+            }
+        }
+        char wname[32];
+        snprintf(wname, sizeof wname, "w%d", loss_out[i]);
+        if (!zero) lhs += dot(t, feed_named(&w.fs, wname));
+        /* The derived JVP agrees with the native one, element by element. */
+        for (int64_t e = 0; i < n_derived && e < nb_tensor_numel(t); e++) {
+            double nat = zero ? 0 : nb_tensor_get(t, e), der = derived_zero[i] ? 0 : nb_tensor_get(got[first_d + i], e);
+            double err = fabs(nat - der);
+            rep->checked++;
+            if (!(err <= 1e-9 + 1e-7 * fabs(nat))) {
+                rep->failed++;
+                if (err > rep->max_abs_err) rep->max_abs_err = err;
+                snprintf(rep->worst, sizeof rep->worst, "output %d [%lld]: native jvp %.10g, derived from reverse %.10g",
+                         loss_out[i], (long long)e, nat, der);
+            }
+        }
+    }
+    for (int j = 0; j < w.n_wrt; j++)
+        if (r.grads[j]) rhs += dot(tangents[j], got[first_g + j]);
+    nb_backward_result_free(&r);
+    /* Tight unless the case says otherwise (a float32 output rounds its
+     * tangent, and the case's rtol allows for that). */
+    double ierr = fabs(lhs - rhs), irtol = c->rtol ? c->rtol : 1e-8;
+    rep->checked++;
+    if (!(ierr <= 1e-8 + irtol * fabs(rhs))) {
+        rep->failed++;
+        if (ierr > rep->max_abs_err) rep->max_abs_err = ierr;
+        snprintf(rep->worst, sizeof rep->worst, "<JVP(t), w> = %.12g but <t, VJP(w)> = %.12g", lhs, rhs);
+    }
+done:
+    if (st && w.b && nb_builder_status(w.b)) nb_error(st, "%s", nb_builder_error(w.b));
+    for (int i = 0; i < 64; i++) {
+        nb_tensor_release(num_p[i]);
+        nb_tensor_release(num_m[i]);
+    }
+    for (int i = 0; i < n_fetch; i++) nb_tensor_release(got[i]);
+    built_case_free(&w);
     return st;
 }

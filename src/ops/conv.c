@@ -350,6 +350,7 @@ static const nb_op_def op_conv2d = {
     .cpu = conv2d_cpu,
     .grad_uses_inputs = (1u << 0) | (1u << 1),
     .vjp = nb_conv2d_vjp,
+    .jvp = nb_conv2d_jvp,
 };
 
 static const nb_op_def op_conv2d_grad = {
@@ -362,6 +363,7 @@ static const nb_op_def op_conv2d_grad = {
     .cpu = conv2d_grad_cpu,
     .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
     .vjp = nb_conv2d_grad_vjp,
+    .jvp = nb_conv2d_grad_jvp,
 };
 
 static const nb_op_def op_pool2d = {
@@ -375,6 +377,7 @@ static const nb_op_def op_pool2d = {
     .grad_uses_inputs = 1u << 0,
     .grad_uses_outputs = 1u << 0,
     .vjp = nb_pool2d_vjp,
+    .jvp = nb_pool2d_jvp,
 };
 
 static const nb_op_def op_pool2d_grad = {
@@ -388,6 +391,7 @@ static const nb_op_def op_pool2d_grad = {
     /* X and Out place max pooling's picks; DOut is not read (DX is linear in it). */
     .grad_uses_inputs = (1u << 0) | (1u << 1),
     .vjp = nb_pool2d_grad_vjp,
+    .jvp = nb_pool2d_grad_jvp,
 };
 
 const nb_op_def *const nb_ops_conv[] = {&op_conv2d, &op_conv2d_grad, &op_pool2d, &op_pool2d_grad, NULL};

@@ -14,5 +14,9 @@ nb_status nb_conv2d_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_pool2d_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_conv2d_grad_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_pool2d_grad_vjp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_conv2d_jvp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_pool2d_jvp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_conv2d_grad_jvp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_pool2d_grad_jvp(nb_builder *b, nb_grad_ctx *g);
 
 #endif

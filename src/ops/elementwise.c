@@ -49,7 +49,7 @@ static nb_status infer_binary(nb_op_ctx *c, nb_ew_binary_op op)
     static const nb_op_def op_##id = {                                                                \
         .name = #id, .doc = DOC, .inputs = {{"X", 0}, {"Y", 0}}, .outputs = {{"Out", 0}},             \
         .infer = infer_##id, .cpu = cpu_##id, .grad_uses_inputs = (USES_IN), .grad_uses_outputs = (USES_OUT), \
-        .vjp = nb_##id##_vjp};
+        .vjp = nb_##id##_vjp, .jvp = nb_##id##_jvp};
 
 #define IN_X (1u << 0)
 #define IN_Y (1u << 1)
@@ -93,7 +93,7 @@ static nb_status run_unary(nb_op_ctx *c, nb_ew_unary_op op, const nb_ew_params *
     static const nb_op_def op_##id = {                                                \
         .name = #id, .doc = DOC, .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},       \
         .infer = infer_##id, .cpu = cpu_##id, .grad_uses_inputs = (USES_IN), .grad_uses_outputs = (USES_OUT), \
-        .vjp = nb_##id##_vjp};
+        .vjp = nb_##id##_vjp, .jvp = nb_##id##_jvp};
 
 UNARY_OP(neg, NB_EW_NEG, "-X", 0, 0)
 UNARY_OP(abs, NB_EW_ABS, "|X|", IN_X, 0)
@@ -123,7 +123,8 @@ static nb_status cpu_leaky_relu(nb_op_ctx *c)
 static const nb_op_def op_leaky_relu = {
     .name = "leaky_relu", .doc = "X if X > 0, else alpha * X",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .attrs = {NB_ADEF_FLOAT("alpha", 0.01)},
-    .infer = infer_leaky_relu, .cpu = cpu_leaky_relu, .grad_uses_inputs = IN_X, .vjp = nb_leaky_relu_vjp};
+    .infer = infer_leaky_relu, .cpu = cpu_leaky_relu, .grad_uses_inputs = IN_X, .vjp = nb_leaky_relu_vjp,
+    .jvp = nb_leaky_relu_jvp};
 
 static nb_status infer_elu(nb_op_ctx *c) { return infer_unary(c, NB_EW_ELU); }
 static nb_status cpu_elu(nb_op_ctx *c)
@@ -135,7 +136,7 @@ static const nb_op_def op_elu = {
     .name = "elu", .doc = "X if X > 0, else alpha * (exp(X) - 1)",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .attrs = {NB_ADEF_FLOAT("alpha", 1.0)},
     .infer = infer_elu, .cpu = cpu_elu, .grad_uses_inputs = IN_X, .grad_uses_outputs = OUT_0,
-    .vjp = nb_elu_vjp};
+    .vjp = nb_elu_vjp, .jvp = nb_elu_jvp};
 
 static nb_status infer_gelu(nb_op_ctx *c)
 {
@@ -149,7 +150,7 @@ static const nb_op_def op_gelu = {
     .name = "gelu", .doc = "X * Phi(X) with the normal CDF Phi; approximate: its tanh form",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .attrs = {NB_ADEF_BOOL("approximate", false)},
     .infer = infer_gelu, .cpu = cpu_gelu, .grad_uses_inputs = IN_X, .grad_uses_outputs = OUT_0,
-    .vjp = nb_gelu_vjp};
+    .vjp = nb_gelu_vjp, .jvp = nb_gelu_jvp};
 
 static nb_status infer_softplus(nb_op_ctx *c)
 {
@@ -168,7 +169,8 @@ static const nb_op_def op_softplus = {
     .name = "softplus", .doc = "log(1 + exp(beta * X)) / beta; X itself where beta * X > threshold",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_FLOAT("beta", 1.0), NB_ADEF_FLOAT("threshold", 20.0)},
-    .infer = infer_softplus, .cpu = cpu_softplus, .grad_uses_inputs = IN_X, .vjp = nb_softplus_vjp};
+    .infer = infer_softplus, .cpu = cpu_softplus, .grad_uses_inputs = IN_X, .vjp = nb_softplus_vjp,
+    .jvp = nb_softplus_jvp};
 
 static nb_status infer_clip(nb_op_ctx *c)
 {
@@ -189,7 +191,7 @@ static const nb_op_def op_clip = {
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_FLOAT("min", -DBL_MAX), NB_ADEF_FLOAT("max", DBL_MAX)},
     .infer = infer_clip, .cpu = cpu_clip, .grad_uses_inputs = IN_X, .grad_uses_outputs = OUT_0,
-    .vjp = nb_clip_vjp};
+    .vjp = nb_clip_vjp, .jvp = nb_clip_jvp};
 
 static nb_ew_unary_op scale_kind(const nb_op_ctx *c)
 {
@@ -205,7 +207,7 @@ static const nb_op_def op_scale = {
     .name = "scale", .doc = "scale * X + bias, or scale * (X + bias) unless bias_after_scale",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_FLOAT("scale", 1.0), NB_ADEF_FLOAT("bias", 0.0), NB_ADEF_BOOL("bias_after_scale", true)},
-    .infer = infer_scale, .cpu = cpu_scale, .vjp = nb_scale_vjp};
+    .infer = infer_scale, .cpu = cpu_scale, .vjp = nb_scale_vjp, .jvp = nb_scale_jvp};
 
 /* ---- cast ----------------------------------------------------------------------- */
 
@@ -224,7 +226,7 @@ static nb_status cpu_cast(nb_op_ctx *c) { return nb_ew_cast(nb_in(c, 0, 0), nb_o
 static const nb_op_def op_cast = {
     .name = "cast", .doc = "X converted to dtype (floats to integers truncate and saturate; to bool: X != 0)",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .attrs = {NB_ADEF_REQUIRED("dtype", NB_ATTR_INT)},
-    .infer = infer_cast, .cpu = cpu_cast, .grad_uses_inputs = IN_X, .vjp = nb_cast_vjp};
+    .infer = infer_cast, .cpu = cpu_cast, .grad_uses_inputs = IN_X, .vjp = nb_cast_vjp, .jvp = nb_cast_jvp};
 
 const nb_op_def *const nb_ops_elementwise[] = {
     &op_add, &op_sub, &op_mul, &op_div, &op_pow, &op_maximum, &op_minimum,

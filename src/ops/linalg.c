@@ -42,6 +42,7 @@ static const nb_op_def op_matmul = {
     .cpu = nb_cpu_matmul,
     .grad_uses_inputs = (1u << 0) | (1u << 1),
     .vjp = nb_vjp_matmul,
+    .jvp = nb_jvp_matmul,
 };
 
 /* ---- fc ---------------------------------------------------------------------------- */
@@ -111,6 +112,7 @@ static const nb_op_def op_fc = {
     .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
     .grad_uses_outputs = 1u << 0,
     .vjp = nb_vjp_fc,
+    .jvp = nb_jvp_fc,
 };
 
 const nb_op_def *const nb_ops_linalg[] = {&op_matmul, &op_fc, NULL};

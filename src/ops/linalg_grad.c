@@ -162,3 +162,67 @@ nb_status nb_vjp_fc(nb_builder *b, nb_grad_ctx *g)
     }
     return nb_builder_status(b);
 }
+
+/* ---- JVP rules (forward mode) ------------------------------------------------------ */
+
+/* matmul is bilinear: tOut = alpha * (op(tX) @ op(Y) + op(X) @ op(tY)), two
+ * products with the forward op's transpose flags and alpha. Tangents have
+ * their operands' shapes, so 1-D operands and broadcast batch dims are
+ * handled by matmul itself, and each term already has Out's shape. */
+nb_status nb_jvp_matmul(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value tx = nb_grad_tx(g, 0, 0), ty = nb_grad_tx(g, 1, 0);
+    if (nb_is_none(tx) && nb_is_none(ty)) return nb_builder_status(b);
+    bool trx = nb_grad_attr(g, "transpose_x")->b, try_ = nb_grad_attr(g, "transpose_y")->b;
+    double alpha = nb_grad_attr(g, "alpha")->f;
+    nb_value t = NB_NONE;
+    if (!nb_is_none(tx)) t = mm(b, tx, nb_grad_x(g, 1, 0), trx, try_, alpha);
+    if (!nb_is_none(ty)) {
+        nb_value u = mm(b, nb_grad_x(g, 0, 0), ty, trx, try_, alpha);
+        t = nb_is_none(t) ? u : nb_add(b, t, u);
+    }
+    nb_grad_set_ty(g, 0, 0, t);
+    return nb_builder_status(b);
+}
+
+/* fc: the pre-activation tangent is bilinear in (Input, W) plus tBias,
+ *     tP = fc(tInput, W, tBias) + fc(Input, tW)
+ * (tBias rides in the first fc that is made; alone, it is broadcast to
+ * Out's shape), then tOut = tP * act'(P), written with Out as in the VJP. */
+static nb_value fc_term(nb_builder *b, nb_value in, nb_value w, nb_value bias, int64_t ncd)
+{
+    nb_attr a[1] = {NB_ATTR_INT("in_num_col_dims", ncd)};
+    return nb_emit1(b, "fc", 3, (nb_value[]){in, w, bias}, 1, a);
+}
+
+nb_status nb_jvp_fc(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value t_in = nb_grad_tx(g, 0, 0), t_w = nb_grad_tx(g, 1, 0);
+    nb_value t_bias = nb_grad_in_count(g, 2) ? nb_grad_tx(g, 2, 0) : NB_NONE;
+    if (nb_is_none(t_in) && nb_is_none(t_w) && nb_is_none(t_bias)) return nb_builder_status(b);
+    int64_t ncd = nb_grad_attr(g, "in_num_col_dims")->i;
+    nb_fc_act act = NB_FC_NONE;
+    if (!nb_fc_act_parse(nb_grad_attr(g, "activation")->s, &act))
+        return nb_builder_fail(b, NB_ERR_ARG, "fc JVP: unknown activation \"%s\"",
+                               nb_grad_attr(g, "activation")->s);
+    nb_value out = nb_grad_y(g, 0, 0);
+    nb_value tp = NB_NONE;
+    if (!nb_is_none(t_in)) {
+        tp = fc_term(b, t_in, nb_grad_x(g, 1, 0), t_bias, ncd);
+        t_bias = NB_NONE;
+    }
+    if (!nb_is_none(t_w)) {
+        nb_value u = fc_term(b, nb_grad_x(g, 0, 0), t_w, t_bias, ncd);
+        t_bias = NB_NONE;
+        tp = nb_is_none(tp) ? u : nb_add(b, tp, u);
+    }
+    if (!nb_is_none(t_bias)) tp = act == NB_FC_NONE ? nb_expand_as(b, t_bias, out) : t_bias;
+    switch (act) {
+    case NB_FC_RELU: tp = nb_mul(b, tp, nb_sign(b, out)); break;
+    case NB_FC_SIGMOID: tp = nb_mul(b, tp, nb_mul(b, out, nb_scale(b, out, -1.0, 1.0))); break;
+    case NB_FC_TANH: tp = nb_mul(b, tp, nb_scale(b, nb_square(b, out), -1.0, 1.0)); break;
+    default: break;
+    }
+    nb_grad_set_ty(g, 0, 0, tp);
+    return nb_builder_status(b);
+}

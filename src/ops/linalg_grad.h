@@ -6,5 +6,7 @@
 
 nb_status nb_vjp_matmul(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_vjp_fc(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_jvp_matmul(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_jvp_fc(nb_builder *b, nb_grad_ctx *g);
 
 #endif

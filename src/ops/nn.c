@@ -135,6 +135,7 @@ static const nb_op_def op_softmax = {
     .cpu = nb_cpu_softmax,
     .grad_uses_outputs = 1 << 0,
     .vjp = nb_nn_softmax_vjp,
+    .jvp = nb_nn_softmax_jvp,
 };
 
 static const nb_op_def op_log_softmax = {
@@ -147,6 +148,7 @@ static const nb_op_def op_log_softmax = {
     .cpu = nb_cpu_log_softmax,
     .grad_uses_outputs = 1 << 0,
     .vjp = nb_nn_log_softmax_vjp,
+    .jvp = nb_nn_log_softmax_jvp,
 };
 
 /* ---- softmax_with_cross_entropy and its gradient ----------------------------- */
@@ -179,6 +181,7 @@ static const nb_op_def op_softmax_with_cross_entropy = {
     .grad_uses_inputs = 1 << 1,
     .grad_uses_outputs = 1 << 0,
     .vjp = nb_nn_softmax_with_cross_entropy_vjp,
+    .jvp = nb_nn_softmax_with_cross_entropy_jvp,
 };
 
 static nb_status infer_swce_grad(nb_op_ctx *ctx)
@@ -238,6 +241,7 @@ static const nb_op_def op_cross_entropy = {
     .cpu = nb_cpu_cross_entropy,
     .grad_uses_inputs = (1 << 0) | (1 << 1),
     .vjp = nb_nn_cross_entropy_vjp,
+    .jvp = nb_nn_cross_entropy_jvp,
 };
 
 /* ---- mse_loss, bce_with_logits -------------------------------------------------- */
@@ -276,6 +280,7 @@ static const nb_op_def op_mse_loss = {
     .cpu = nb_cpu_mse_loss,
     .grad_uses_inputs = (1 << 0) | (1 << 1),
     .vjp = nb_nn_mse_loss_vjp,
+    .jvp = nb_nn_mse_loss_jvp,
 };
 
 static const nb_op_def op_bce_with_logits = {
@@ -288,6 +293,7 @@ static const nb_op_def op_bce_with_logits = {
     .cpu = nb_cpu_bce_with_logits,
     .grad_uses_inputs = (1 << 0) | (1 << 1),
     .vjp = nb_nn_bce_with_logits_vjp,
+    .jvp = nb_nn_bce_with_logits_jvp,
 };
 
 /* ---- dropout ---------------------------------------------------------------------- */
@@ -321,6 +327,7 @@ static const nb_op_def op_dropout = {
     .flags = NB_OP_RANDOM,
     .grad_uses_outputs = 1 << 1,
     .vjp = nb_nn_dropout_vjp,
+    .jvp = nb_nn_dropout_jvp,
 };
 
 /* ---- embedding and its gradient ------------------------------------------------------- */
@@ -367,6 +374,7 @@ static const nb_op_def op_embedding = {
     /* The rule reads Ids, and W for the shape of its gradient. */
     .grad_uses_inputs = (1 << 0) | (1 << 1),
     .vjp = nb_nn_embedding_vjp,
+    .jvp = nb_nn_embedding_jvp,
 };
 
 static nb_status infer_embedding_grad(nb_op_ctx *ctx)

@@ -3,7 +3,9 @@
  * Most rules are compositions of differentiable ops, so their own gradients
  * (second derivatives) come for free. Two emit a fused gradient op instead:
  * softmax_with_cross_entropy (softmax_with_cross_entropy_grad) and
- * embedding (embedding_grad); those fused ops have no rules of their own. */
+ * embedding (embedding_grad); those fused ops have no rules of their own.
+ * The JVP rules (forward mode) follow the VJP rules at the end of the file;
+ * softmax_with_cross_entropy's uses the same fused op for its Loss tangent. */
 #include <string.h>
 #include "nabla/ops.h"
 #include "nn_grad.h"
@@ -65,6 +67,31 @@ nb_status nb_nn_softmax_with_cross_entropy_vjp(nb_builder *b, nb_grad_ctx *g)
     return nb_builder_status(b);
 }
 
+/* The target distribution T of cross_entropy, shaped like X (classes last):
+ * the soft label itself, or for hard labels their one-hot form with the rows
+ * whose label equals ignore_index zeroed. NB_NONE (with the builder failed)
+ * when the number of classes is not known yet. */
+static nb_value cross_entropy_target(nb_builder *b, const nb_grad_ctx *g, nb_value x, nb_value lab, const char *what)
+{
+    if (nb_grad_attr(g, "soft_label")->b) return lab;
+    nb_var_info xi = nb_value_info(b, x), li = nb_value_info(b, lab);
+    int64_t C = xi.ndim ? xi.shape[xi.ndim - 1] : -1;
+    if (C < 0) {
+        nb_builder_fail(b, NB_ERR_SHAPE, "cross_entropy %s: the number of classes (last dim of X) must be known "
+                                         "when the %s is built", what, what);
+        return NB_NONE;
+    }
+    /* Labels in Paddle's layout [..., 1] become [...], like X without its class dim. */
+    nb_value flat = lab;
+    if (li.ndim == xi.ndim) flat = nb_squeeze(b, lab, 1, (const int64_t[]){-1});
+    nb_value valid = nb_not_equal(b, flat, nb_fill_constant(b, li.dtype, 0, NULL,
+                                                            (double)nb_grad_attr(g, "ignore_index")->i));
+    nb_value safe = nb_where(b, valid, flat, nb_fill_constant(b, li.dtype, 0, NULL, 0));
+    nb_attr oh[2] = {NB_ATTR_INT("depth", C), NB_ATTR_INT("dtype", xi.dtype)};
+    nb_value t = nb_emit1(b, "one_hot", 1, &safe, 2, oh);
+    return nb_mul(b, t, nb_unsqueeze(b, nb_cast(b, valid, xi.dtype), 1, (const int64_t[]){-1}));
+}
+
 /* Y = -log(X[label]) per row (classes last): dX = -dY * T / X, where T is
  * the soft label itself, or for hard labels their one-hot form with the
  * rows whose label equals ignore_index zeroed. The kernel's clamp of X at
@@ -74,24 +101,8 @@ nb_status nb_nn_cross_entropy_vjp(nb_builder *b, nb_grad_ctx *g)
     if (!nb_grad_wants_dx(g, 0, 0)) return NB_OK;
     nb_value dy = nb_grad_dy(g, 0, 0), x = nb_grad_x(g, 0, 0), lab = nb_grad_x(g, 1, 0);
     if (nb_is_none(dy)) return NB_OK;
-    nb_var_info xi = nb_value_info(b, x);
-    nb_value t = lab;
-    if (!nb_grad_attr(g, "soft_label")->b) {
-        nb_var_info li = nb_value_info(b, lab);
-        int64_t C = xi.ndim ? xi.shape[xi.ndim - 1] : -1;
-        if (C < 0)
-            return nb_builder_fail(b, NB_ERR_SHAPE, "cross_entropy gradient: the number of classes (last dim of X) "
-                                                    "must be known when the gradient is built");
-        /* Labels in Paddle's layout [..., 1] become [...], like X without its class dim. */
-        nb_value flat = lab;
-        if (li.ndim == xi.ndim) flat = nb_squeeze(b, lab, 1, (const int64_t[]){-1});
-        nb_value valid = nb_not_equal(b, flat, nb_fill_constant(b, li.dtype, 0, NULL,
-                                                                (double)nb_grad_attr(g, "ignore_index")->i));
-        nb_value safe = nb_where(b, valid, flat, nb_fill_constant(b, li.dtype, 0, NULL, 0));
-        nb_attr oh[2] = {NB_ATTR_INT("depth", C), NB_ATTR_INT("dtype", xi.dtype)};
-        t = nb_emit1(b, "one_hot", 1, &safe, 2, oh);
-        t = nb_mul(b, t, nb_unsqueeze(b, nb_cast(b, valid, xi.dtype), 1, (const int64_t[]){-1}));
-    }
+    nb_value t = cross_entropy_target(b, g, x, lab, "gradient");
+    if (nb_is_none(t)) return nb_builder_status(b);
     nb_grad_set_dx(g, 0, 0, nb_div(b, nb_mul(b, nb_scale(b, dy, -1, 0), t), x));
     return nb_builder_status(b);
 }
@@ -161,5 +172,125 @@ nb_status nb_nn_embedding_vjp(nb_builder *b, nb_grad_ctx *g)
     nb_value in[3] = {nb_grad_x(g, 1, 0), dy, nb_grad_x(g, 0, 0)};
     nb_attr attrs[1] = {NB_ATTR_INT("padding_idx", nb_grad_attr(g, "padding_idx")->i)};
     nb_grad_set_dx(g, 0, 0, nb_emit1(b, "embedding_grad", 3, in, 1, attrs));
+    return nb_builder_status(b);
+}
+
+/* ---- JVP rules (forward mode) ------------------------------------------------
+ *
+ * Each is linear in the input tangents and skips the terms of tangents that
+ * are NB_NONE (zero). The softmax Jacobian is symmetric, so its JVP is the
+ * same composition as its VJP. */
+
+/* softmax: tOut = y * (t - sum(y * t, axis)). */
+nb_status nb_nn_softmax_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value t = nb_grad_tx(g, 0, 0);
+    if (nb_is_none(t)) return NB_OK;
+    int64_t axis = nb_grad_attr(g, "axis")->i;
+    nb_grad_set_ty(g, 0, 0, softmax_backward(b, nb_grad_y(g, 0, 0), t, axis));
+    return nb_builder_status(b);
+}
+
+/* log_softmax: tOut = t - sum(exp(y) * t, axis) (exp(y) is the softmax). */
+nb_status nb_nn_log_softmax_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value t = nb_grad_tx(g, 0, 0), y = nb_grad_y(g, 0, 0);
+    if (nb_is_none(t)) return NB_OK;
+    int64_t axis = nb_grad_attr(g, "axis")->i;
+    nb_value s = nb_mul(b, nb_exp(b, y), t);
+    if (nb_value_info(b, y).ndim > 0) s = nb_reduce_sum(b, s, 1, &axis, true);
+    nb_grad_set_ty(g, 0, 0, nb_sub(b, t, s));
+    return nb_builder_status(b);
+}
+
+/* tSoftmax is the softmax JVP. Loss = sum(Label) * logsumexp(Logits) -
+ * sum(Label * Logits) per row (Label one-hot for hard labels, zero for
+ * ignored rows), so tLoss = sum((Softmax * sum(Label) - Label) * t, axis):
+ * the fused gradient op with DLoss = 1 makes that factor, honouring
+ * soft_label, ignore_index and both hard-label layouts as the VJP does. */
+nb_status nb_nn_softmax_with_cross_entropy_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value t = nb_grad_tx(g, 0, 0);
+    if (nb_is_none(t)) return NB_OK;
+    int64_t axis = nb_grad_attr(g, "axis")->i;
+    nb_value sm = nb_grad_y(g, 0, 0), loss = nb_grad_y(g, 1, 0);
+    nb_grad_set_ty(g, 0, 0, softmax_backward(b, sm, t, axis));
+    /* Ones shaped like Loss (Softmax with the class dim kept as 1). */
+    nb_value ones = nb_ones_like(b, nb_is_none(loss) ? nb_reduce_sum(b, sm, 1, &axis, true) : loss);
+    nb_value in[3] = {sm, nb_grad_x(g, 1, 0), ones};
+    nb_attr attrs[3] = {NB_ATTR_INT("axis", axis), NB_ATTR_BOOL("soft_label", nb_grad_attr(g, "soft_label")->b),
+                        NB_ATTR_INT("ignore_index", nb_grad_attr(g, "ignore_index")->i)};
+    nb_value w = nb_emit1(b, "softmax_with_cross_entropy_grad", 3, in, 3, attrs);
+    nb_grad_set_ty(g, 1, 0, nb_reduce_sum(b, nb_mul(b, w, t), 1, &axis, true));
+    return nb_builder_status(b);
+}
+
+/* cross_entropy: tY = -sum(T * t / X, classes), T as in the VJP. */
+nb_status nb_nn_cross_entropy_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value t = nb_grad_tx(g, 0, 0), x = nb_grad_x(g, 0, 0);
+    if (nb_is_none(t)) return NB_OK;
+    nb_value tgt = cross_entropy_target(b, g, x, nb_grad_x(g, 1, 0), "JVP");
+    if (nb_is_none(tgt)) return nb_builder_status(b);
+    nb_value s = nb_reduce_sum(b, nb_div(b, nb_mul(b, tgt, t), x), 1, (const int64_t[]){-1}, true);
+    nb_grad_set_ty(g, 0, 0, nb_scale(b, s, -1, 0));
+    return nb_builder_status(b);
+}
+
+/* The loss tangent made from the per-element one by the op's reduction. */
+static nb_value reduce_tangent(nb_builder *b, const nb_grad_ctx *g, nb_value v)
+{
+    const char *r = nb_grad_attr(g, "reduction")->s;
+    if (!strcmp(r, "none")) return v;
+    if (!strcmp(r, "sum")) return nb_reduce_sum(b, v, 0, NULL, false);
+    return nb_reduce_mean(b, v, 0, NULL, false);
+}
+
+/* mse_loss: tOut = reduce(2 (X - Label) (tX - tLabel)); Label's tangent
+ * counts as X's does, either may be zero. */
+nb_status nb_nn_mse_loss_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value tx = nb_grad_tx(g, 0, 0), tl = nb_grad_tx(g, 1, 0);
+    if (nb_is_none(tx) && nb_is_none(tl)) return NB_OK;
+    nb_value diff = nb_sub(b, nb_grad_x(g, 0, 0), nb_grad_x(g, 1, 0));
+    nb_value dt = nb_is_none(tl) ? tx : nb_is_none(tx) ? tl : nb_sub(b, tx, tl);
+    nb_value v = nb_mul(b, nb_scale(b, diff, nb_is_none(tx) ? -2 : 2, 0), dt);
+    nb_grad_set_ty(g, 0, 0, reduce_tangent(b, g, v));
+    return nb_builder_status(b);
+}
+
+/* bce_with_logits: tOut = reduce((sigmoid(X) - Label) tX). */
+nb_status nb_nn_bce_with_logits_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value t = nb_grad_tx(g, 0, 0), x = nb_grad_x(g, 0, 0);
+    if (nb_is_none(t)) return NB_OK;
+    nb_value p = nb_sub(b, nb_sigmoid(b, x), nb_grad_x(g, 1, 0));
+    nb_grad_set_ty(g, 0, 0, reduce_tangent(b, g, nb_mul(b, p, t)));
+    return nb_builder_status(b);
+}
+
+/* dropout: tOut = t * Mask * scale with the forward's scale (see the VJP);
+ * in test mode Mask is all ones, so it is left out. Mask has no tangent. */
+nb_status nb_nn_dropout_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value t = nb_grad_tx(g, 0, 0);
+    if (nb_is_none(t)) return NB_OK;
+    double p = nb_grad_attr(g, "dropout_prob")->f;
+    bool test = nb_grad_attr(g, "is_test")->b;
+    bool upscale = !strcmp(nb_grad_attr(g, "mode")->s, "upscale_in_train");
+    double scale = test ? (upscale ? 1.0 : 1.0 - p) : (upscale ? 1.0 / (1.0 - p) : 1.0);
+    nb_value ty = test ? t : nb_mul(b, t, nb_cast(b, nb_grad_y(g, 1, 0), dtype_of(b, t)));
+    if (scale != 1.0) ty = nb_scale(b, ty, scale, 0);
+    nb_grad_set_ty(g, 0, 0, ty);
+    return nb_builder_status(b);
+}
+
+/* embedding is linear in W: tOut = embedding(tW, Ids), rows of padding_idx
+ * zero as in the forward. */
+nb_status nb_nn_embedding_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value t = nb_grad_tx(g, 0, 0);
+    if (nb_is_none(t)) return NB_OK;
+    nb_grad_set_ty(g, 0, 0, nb_embedding(b, t, nb_grad_x(g, 1, 0), nb_grad_attr(g, "padding_idx")->i));
     return nb_builder_status(b);
 }

@@ -1,4 +1,4 @@
-/* Gradient (VJP) rules of the nn family; the op definitions in nn.c point
+/* Gradient (VJP) and forward-mode (JVP) rules of the nn family; the op definitions in nn.c point
  * at them. See nabla/autodiff.h for the rule interface. */
 #ifndef NABLA_OPS_NN_GRAD_H
 #define NABLA_OPS_NN_GRAD_H
@@ -13,5 +13,14 @@ nb_status nb_nn_mse_loss_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_nn_bce_with_logits_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_nn_dropout_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_nn_embedding_vjp(nb_builder *b, nb_grad_ctx *g);
+
+nb_status nb_nn_softmax_jvp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_nn_log_softmax_jvp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_nn_softmax_with_cross_entropy_jvp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_nn_cross_entropy_jvp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_nn_mse_loss_jvp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_nn_bce_with_logits_jvp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_nn_dropout_jvp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_nn_embedding_jvp(nb_builder *b, nb_grad_ctx *g);
 
 #endif

@@ -304,6 +304,7 @@ static const nb_op_def op_batch_norm = {
     .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 3) | (1u << 4),
     .grad_uses_outputs = (1u << 3) | (1u << 4),
     .vjp = nb_batch_norm_vjp,
+    .jvp = nb_batch_norm_jvp,
 };
 
 static const nb_op_def op_batch_norm_grad = {
@@ -330,6 +331,7 @@ static const nb_op_def op_layer_norm = {
     .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
     .grad_uses_outputs = (1u << 1) | (1u << 2),
     .vjp = nb_layer_norm_vjp,
+    .jvp = nb_layer_norm_jvp,
 };
 
 static const nb_op_def op_layer_norm_grad = {

@@ -71,3 +71,107 @@ nb_status nb_layer_norm_vjp(nb_builder *b, nb_grad_ctx *g)
     }
     return nb_builder_status(b);
 }
+
+/* ---- JVP rules (forward mode) ---------------------------------------------- */
+
+/* With xhat = (x - mean) * r and r = 1 / sqrt(var + eps), statistics taken
+ * over the reduced axes: along a tangent t of x,
+ *   d xhat = r * (t - mean(t) - xhat * mean(xhat * t))
+ * (d mean = mean(t), d var = 2 mean((x - mean) t)); with fixed statistics
+ * just r * t. Then tY = Scale * d xhat + tScale * xhat + tBias. Every
+ * per-channel (or per-column) value arrives shaped to broadcast against x;
+ * `scale` and `k` may be NB_NONE (one). Returns NB_NONE when every term is
+ * zero. `like` gives tBias alone the output's shape. */
+static nb_value norm_tangent(nb_builder *b, nb_value xhat, nb_value r, nb_value scale, nb_value tx,
+                             nb_value tscale, nb_value tbias, bool batch_stats, int n_axes, const int64_t *axes,
+                             nb_value like)
+{
+    nb_value terms[3];
+    int n = 0;
+    if (!nb_is_none(tx)) {
+        nb_value u = tx;
+        if (batch_stats) {
+            const nb_value m1 = nb_reduce_mean(b, tx, n_axes, axes, true);
+            const nb_value m2 = nb_reduce_mean(b, nb_mul(b, xhat, tx), n_axes, axes, true);
+            u = nb_sub(b, nb_sub(b, tx, m1), nb_mul(b, xhat, m2));
+        }
+        const nb_value k = nb_is_none(scale) ? r : nb_mul(b, scale, r);
+        terms[n++] = nb_mul(b, u, k);
+    }
+    if (!nb_is_none(tscale)) terms[n++] = nb_mul(b, tscale, xhat);
+    if (!nb_is_none(tbias)) {
+        terms[n] = n ? tbias : nb_expand_as(b, tbias, like);
+        n++;
+    }
+    if (!n) return NB_NONE;
+    nb_value t = terms[0];
+    for (int i = 1; i < n; i++) t = nb_add(b, t, terms[i]);
+    return t;
+}
+
+/* batch_norm: per channel over every axis but 1. SavedMean and
+ * SavedVariance (which holds 1 / sqrt(var + eps)) are the statistics the
+ * forward pass used in either mode: the batch's in training, constants
+ * (the running ones) with is_test or use_global_stats. */
+nb_status nb_batch_norm_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    const nb_value tx = nb_grad_tx(g, 0, 0), ts = nb_grad_tx(g, 1, 0), tb = nb_grad_tx(g, 2, 0);
+    if (nb_is_none(tx) && nb_is_none(ts) && nb_is_none(tb)) return nb_builder_status(b);
+    const bool global = nb_grad_attr(g, "is_test")->b || nb_grad_attr(g, "use_global_stats")->b;
+    const nb_value x = nb_grad_x(g, 0, 0);
+    const int nd = nb_value_info(b, x).ndim;
+    if (nd < 2 || nd > NB_MAX_DIMS) return nb_builder_fail(b, NB_ERR_SHAPE, "batch_norm JVP: X must be at least 2-D");
+    int64_t cshape[NB_MAX_DIMS], axes[NB_MAX_DIMS];
+    int n_axes = 0;
+    for (int i = 0; i < nd; i++) {
+        cshape[i] = i == 1 ? -1 : 1;
+        if (i != 1) axes[n_axes++] = i;
+    }
+    const nb_value r = nb_reshape(b, nb_grad_y(g, 4, 0), nd, cshape);
+    nb_value xhat = NB_NONE;
+    if (!nb_is_none(ts) || (!nb_is_none(tx) && !global))
+        xhat = nb_mul(b, nb_sub(b, x, nb_reshape(b, nb_grad_y(g, 3, 0), nd, cshape)), r);
+    const nb_value scale = nb_is_none(tx) ? NB_NONE : nb_reshape(b, nb_grad_x(g, 1, 0), nd, cshape);
+    const nb_value t = norm_tangent(b, xhat, r, scale, tx, nb_is_none(ts) ? ts : nb_reshape(b, ts, nd, cshape),
+                                    nb_is_none(tb) ? tb : nb_reshape(b, tb, nd, cshape), !global, n_axes, axes, x);
+    if (!nb_is_none(t)) nb_grad_set_ty(g, 0, 0, t);
+    return nb_builder_status(b);
+}
+
+/* layer_norm: X viewed as [rows, cols], normalised along each row with the
+ * row Mean and Variance it output; Scale and Bias ([cols] or the normalised
+ * dims) as [1, cols]. The tangent takes X's shape back at the end. */
+nb_status nb_layer_norm_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    const bool has_scale = nb_grad_in_count(g, 1) > 0, has_bias = nb_grad_in_count(g, 2) > 0;
+    const nb_value tx = nb_grad_tx(g, 0, 0), ts = has_scale ? nb_grad_tx(g, 1, 0) : NB_NONE,
+                   tb = has_bias ? nb_grad_tx(g, 2, 0) : NB_NONE;
+    if (nb_is_none(tx) && nb_is_none(ts) && nb_is_none(tb)) return nb_builder_status(b);
+    const nb_value x = nb_grad_x(g, 0, 0);
+    const nb_var_info xi = nb_value_info(b, x);
+    int64_t axis = nb_grad_attr(g, "begin_norm_axis")->i;
+    if (axis < 0) axis += xi.ndim;
+    if (axis < 0 || axis >= xi.ndim) return nb_builder_fail(b, NB_ERR_ARG, "layer_norm JVP: begin_norm_axis out of range");
+    int64_t rows = 1, cols = 1;
+    for (int i = 0; i < xi.ndim; i++) {
+        int64_t *p = i < axis ? &rows : &cols;
+        *p = *p < 0 || xi.shape[i] < 0 ? -1 : *p * xi.shape[i];
+    }
+    if (rows < 0 && cols < 0)
+        return nb_builder_fail(b, NB_ERR_SHAPE, "layer_norm JVP: X needs its leading or its normalised dims known");
+    const int64_t view[2] = {cols < 0 ? rows : -1, cols}, col[2] = {-1, 1}, row[2] = {1, -1}, axes[1] = {1};
+    const nb_value x2 = nb_reshape(b, x, 2, view);
+    const double eps = nb_grad_attr(g, "epsilon")->f;
+    const nb_value r = nb_reshape(b, nb_rsqrt(b, nb_scale(b, nb_grad_y(g, 2, 0), 1, eps)), 2, col);
+    nb_value xhat = NB_NONE;
+    if (!nb_is_none(tx) || !nb_is_none(ts))
+        xhat = nb_mul(b, nb_sub(b, x2, nb_reshape(b, nb_grad_y(g, 1, 0), 2, col)), r);
+    const nb_value scale = has_scale && !nb_is_none(tx) ? nb_reshape(b, nb_grad_x(g, 1, 0), 2, row) : NB_NONE;
+    const nb_value t = norm_tangent(b, xhat, r, scale, nb_is_none(tx) ? tx : nb_reshape(b, tx, 2, view),
+                                    nb_is_none(ts) ? ts : nb_reshape(b, ts, 2, row),
+                                    nb_is_none(tb) ? tb : nb_reshape(b, tb, 2, row), true, 1, axes, x2);
+    if (nb_is_none(t)) return nb_builder_status(b);
+    const nb_value in[2] = {t, x};
+    nb_grad_set_ty(g, 0, 0, nb_emit1(b, "reshape_as", 2, in, 0, NULL));
+    return nb_builder_status(b);
+}

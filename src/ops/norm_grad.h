@@ -6,5 +6,7 @@
 
 nb_status nb_batch_norm_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_layer_norm_vjp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_batch_norm_jvp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_layer_norm_jvp(nb_builder *b, nb_grad_ctx *g);
 
 #endif

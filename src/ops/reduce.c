@@ -50,7 +50,7 @@ static nb_status infer_reduce_float(nb_op_ctx *ctx) { return infer_reduce_common
 
 /* Sum and mean read only X's shape in their gradient; max, min, prod and
  * logsumexp compare or divide by X and Out. */
-#define REDUCE_OP(NAME, DOC, INFER, KERNEL, USES_IN, USES_OUT, VJP)                  \
+#define REDUCE_OP(NAME, DOC, INFER, KERNEL, USES_IN, USES_OUT, VJP, JVP)             \
     static const nb_op_def op_##NAME = {                                             \
         .name = #NAME,                                                               \
         .doc = DOC,                                                                  \
@@ -62,20 +62,21 @@ static nb_status infer_reduce_float(nb_op_ctx *ctx) { return infer_reduce_common
         .grad_uses_inputs = USES_IN,                                                 \
         .grad_uses_outputs = USES_OUT,                                               \
         .vjp = VJP,                                                                  \
+        .jvp = JVP,                                                                  \
     };
 
 REDUCE_OP(reduce_sum, "Sum over axes (all if empty); keepdim keeps them as size 1", infer_reduce,
-          nb_cpu_reduce_sum, 1u << 0, 0, nb_vjp_reduce_sum)
+          nb_cpu_reduce_sum, 1u << 0, 0, nb_vjp_reduce_sum, nb_jvp_reduce_sum)
 REDUCE_OP(reduce_mean, "Mean over axes (all if empty); the mean of nothing is NaN", infer_reduce_float,
-          nb_cpu_reduce_mean, 1u << 0, 0, nb_vjp_reduce_mean)
+          nb_cpu_reduce_mean, 1u << 0, 0, nb_vjp_reduce_mean, nb_jvp_reduce_mean)
 REDUCE_OP(reduce_max, "Maximum over axes (all if empty); NaN propagates", infer_reduce, nb_cpu_reduce_max,
-          1u << 0, 1u << 0, nb_vjp_reduce_max)
+          1u << 0, 1u << 0, nb_vjp_reduce_max, nb_jvp_reduce_max)
 REDUCE_OP(reduce_min, "Minimum over axes (all if empty); NaN propagates", infer_reduce, nb_cpu_reduce_min,
-          1u << 0, 1u << 0, nb_vjp_reduce_max)
+          1u << 0, 1u << 0, nb_vjp_reduce_max, nb_jvp_reduce_max)
 REDUCE_OP(reduce_prod, "Product over axes (all if empty)", infer_reduce, nb_cpu_reduce_prod, 1u << 0, 1u << 0,
-          nb_vjp_reduce_prod)
+          nb_vjp_reduce_prod, nb_jvp_reduce_prod)
 REDUCE_OP(logsumexp, "log(sum(exp(X))) over axes (all if empty), computed without overflow",
-          infer_reduce_float, nb_cpu_logsumexp, 1u << 0, 1u << 0, nb_vjp_logsumexp)
+          infer_reduce_float, nb_cpu_logsumexp, 1u << 0, 1u << 0, nb_vjp_logsumexp, nb_jvp_logsumexp)
 
 /* ---- argmax / argmin ------------------------------------------------------------ */
 
@@ -154,6 +155,7 @@ static const nb_op_def op_sum = {
     .infer = infer_sum,
     .cpu = nb_cpu_sum,
     .vjp = nb_vjp_sum,
+    .jvp = nb_jvp_sum,
 };
 
 /* ---- sum_to ---------------------------------------------------------------------- */
@@ -188,6 +190,7 @@ static const nb_op_def op_sum_to = {
     .cpu = nb_cpu_sum_to,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_vjp_sum_to,
+    .jvp = nb_jvp_sum_to,
 };
 
 const nb_op_def *const nb_ops_reduce[] = {

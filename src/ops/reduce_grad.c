@@ -18,6 +18,7 @@
  *  - reduce_prod uses dX = dOut * Out / X, which is NaN or inf where X is 0;
  *    a zero-safe rule needs exclusive products that no op offers yet. */
 #include <stddef.h>
+#include <stdlib.h>
 #include "reduce_grad.h"
 #include "kernels/cpu/reduce.h"
 #include "nabla/ops.h"
@@ -153,5 +154,105 @@ nb_status nb_vjp_sum(nb_builder *b, nb_grad_ctx *g)
 nb_status nb_vjp_sum_to(nb_builder *b, nb_grad_ctx *g)
 {
     nb_grad_set_dx(g, 0, 0, nb_expand_as(b, nb_grad_dy(g, 0, 0), nb_grad_x(g, 0, 0)));
+    return nb_builder_status(b);
+}
+
+/* ---- JVP rules (forward mode) ---------------------------------------------------
+ *
+ * Each is the transpose of the VJP above: what the VJP broadcasts back over
+ * the reduced dims, the JVP sums over them, so every rule ends in one
+ * reduction of an X-sized value with the forward op's axes and keepdim,
+ * which gives Out's shape directly. */
+
+static nb_value reduce_like(nb_builder *b, const nb_grad_ctx *g, nb_value v, bool mean)
+{
+    const nb_attr_value *axes = nb_grad_attr(g, "axes");
+    bool keepdim = nb_grad_attr(g, "keepdim")->b;
+    return mean ? nb_reduce_mean(b, v, axes->n, axes->ints, keepdim)
+                : nb_reduce_sum(b, v, axes->n, axes->ints, keepdim);
+}
+
+/* reduce_sum: tOut = reduce_sum(tX). */
+nb_status nb_jvp_reduce_sum(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value t = nb_grad_tx(g, 0, 0);
+    if (!nb_is_none(t)) nb_grad_set_ty(g, 0, 0, reduce_like(b, g, t, false));
+    return nb_builder_status(b);
+}
+
+/* reduce_mean: tOut = reduce_mean(tX). */
+nb_status nb_jvp_reduce_mean(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value t = nb_grad_tx(g, 0, 0);
+    if (!nb_is_none(t)) nb_grad_set_ty(g, 0, 0, reduce_like(b, g, t, true));
+    return nb_builder_status(b);
+}
+
+/* reduce_max and reduce_min: tOut = sum(mask * tX) / count, the mean of the
+ * tangent over the elements equal to Out (ties share it, as in the VJP). */
+nb_status nb_jvp_reduce_max(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value t = nb_grad_tx(g, 0, 0);
+    if (nb_is_none(t)) return nb_builder_status(b);
+    red_info r;
+    nb_status st = red_info_of(b, g, &r);
+    if (st) return st;
+    nb_value hit = nb_cast(b, nb_equal(b, r.x, keep_form(b, &r, nb_grad_y(g, 0, 0))), r.xi.dtype);
+    nb_value count = reduce_like(b, g, hit, false);
+    nb_grad_set_ty(g, 0, 0, nb_div(b, reduce_like(b, g, nb_mul(b, hit, t), false), count));
+    return nb_builder_status(b);
+}
+
+/* reduce_prod: tOut = Out * reduce_sum(tX / X) (not defined where X is 0). */
+nb_status nb_jvp_reduce_prod(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value t = nb_grad_tx(g, 0, 0);
+    if (nb_is_none(t)) return nb_builder_status(b);
+    nb_value s = reduce_like(b, g, nb_div(b, t, nb_grad_x(g, 0, 0)), false);
+    nb_grad_set_ty(g, 0, 0, nb_mul(b, nb_grad_y(g, 0, 0), s));
+    return nb_builder_status(b);
+}
+
+/* logsumexp: tOut = reduce_sum(exp(X - Out) * tX), the softmax-weighted
+ * tangent. */
+nb_status nb_jvp_logsumexp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value t = nb_grad_tx(g, 0, 0);
+    if (nb_is_none(t)) return nb_builder_status(b);
+    red_info r;
+    nb_status st = red_info_of(b, g, &r);
+    if (st) return st;
+    nb_value p = nb_exp(b, nb_sub(b, r.x, keep_form(b, &r, nb_grad_y(g, 0, 0))));
+    nb_grad_set_ty(g, 0, 0, reduce_like(b, g, nb_mul(b, p, t), false));
+    return nb_builder_status(b);
+}
+
+/* sum of several tensors: tOut = the sum of the non-zero tangents (one of
+ * them passes as it is; none leaves tOut zero). */
+nb_status nb_jvp_sum(nb_builder *b, nb_grad_ctx *g)
+{
+    int n = nb_grad_in_count(g, 0), m = 0;
+    nb_value ts[64];
+    nb_value *buf = ts;
+    if (n > (int)(sizeof ts / sizeof *ts)) {
+        /* Rare: more inputs than the stack buffer holds. */
+        buf = malloc((size_t)n * sizeof *buf);
+        if (!buf) return nb_builder_fail(b, NB_ERR_NOMEM, "sum JVP: out of memory for %d tangents", n);
+    }
+    for (int k = 0; k < n; k++) {
+        nb_value t = nb_grad_tx(g, 0, k);
+        if (!nb_is_none(t)) buf[m++] = t;
+    }
+    if (m == 1) nb_grad_set_ty(g, 0, 0, buf[0]);
+    else if (m > 1) nb_grad_set_ty(g, 0, 0, nb_sum(b, m, buf));
+    if (buf != ts) free(buf);
+    return nb_builder_status(b);
+}
+
+/* sum_to is linear: tOut = sum_to(tX, Like). */
+nb_status nb_jvp_sum_to(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value t = nb_grad_tx(g, 0, 0);
+    if (!nb_is_none(t)) nb_grad_set_ty(g, 0, 0, nb_sum_to(b, t, nb_grad_x(g, 1, 0)));
     return nb_builder_status(b);
 }

@@ -12,4 +12,12 @@ nb_status nb_vjp_logsumexp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_vjp_sum(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_vjp_sum_to(nb_builder *b, nb_grad_ctx *g);
 
+nb_status nb_jvp_reduce_sum(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_jvp_reduce_mean(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_jvp_reduce_max(nb_builder *b, nb_grad_ctx *g); /* reduce_min too */
+nb_status nb_jvp_reduce_prod(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_jvp_logsumexp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_jvp_sum(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_jvp_sum_to(nb_builder *b, nb_grad_ctx *g);
+
 #endif

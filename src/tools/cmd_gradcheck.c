@@ -1,7 +1,8 @@
-/* nabla gradcheck [--second] [--verbose] [OP...]: checks every op that has a
- * VJP rule (or the named ones) against central finite differences in
- * float64; with --second, the gradient of the gradient. Prints a line per op
- * and ends with "N passed, M failed". */
+/* nabla gradcheck [--second | --jvp] [--verbose] [OP...]: checks every op
+ * that has a VJP rule (or the named ones) against central finite differences
+ * in float64; with --second, the gradient of the gradient; with --jvp, the
+ * op's JVP rule (against finite differences and against its VJP). Prints a
+ * line per op and ends with "N passed, M failed". */
 #include <stdio.h>
 #include <string.h>
 #include "nabla/nabla.h"
@@ -28,6 +29,10 @@ static bool wanted(const char *op, int argc, char **argv)
 /* Runs every case of one op; returns true if all pass. */
 static bool check_op(const nb_op_def *def, int order, bool verbose)
 {
+    if (order == 3 && !def->jvp) {
+        printf("FAIL %-28s no JVP rule for an op with a VJP rule\n", def->name);
+        return false;
+    }
     int cases = 0, elements = 0, failed = 0, skipped = 0;
     double worst = 0;
     char where[300] = "";
@@ -40,7 +45,8 @@ static bool check_op(const nb_op_def *def, int order, bool verbose)
             }
             cases++;
             nb_gradcheck_report rep;
-            nb_status st = nb_gradcheck_op(c, order, 1234 + (uint64_t)cases, &rep);
+            nb_status st = order == 3 ? nb_gradcheck_op_jvp(c, 1234 + (uint64_t)cases, &rep)
+                                      : nb_gradcheck_op(c, order, 1234 + (uint64_t)cases, &rep);
             if (st) {
                 failed++;
                 snprintf(where, sizeof where, "case '%s': %s", c->name ? c->name : "", nb_last_error());
@@ -77,11 +83,14 @@ int cmd_gradcheck(int argc, char **argv)
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--second")) order = 2;
+        else if (!strcmp(argv[i], "--jvp")) order = 3;
         else if (!strcmp(argv[i], "--verbose") || !strcmp(argv[i], "-v")) verbose = true;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: nabla gradcheck [--second] [--verbose] [OP...]\n\n"
+            printf("usage: nabla gradcheck [--second | --jvp] [--verbose] [OP...]\n\n"
                    "Checks the gradient rule of every op (or the named ones) against central\n"
-                   "finite differences in float64; --second checks the gradient of the gradient.\n");
+                   "finite differences in float64; --second checks the gradient of the gradient;\n"
+                   "--jvp checks the forward-mode (JVP) rule against finite differences and\n"
+                   "against the VJP rule, by <JVP(t), w> = <t, VJP(w)>.\n");
             return 0;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "nabla gradcheck: unknown option %s\n", argv[i]);

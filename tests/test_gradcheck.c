@@ -1,0 +1,94 @@
+/* The gradient checker checks what it says: correct rules pass, and a wrong
+ * VJP or JVP rule is caught. Uses ops registered here: Out = X^3. */
+#include "test.h"
+#include "nabla/gradcheck.h"
+
+static nb_status cube_infer(nb_op_ctx *c)
+{
+    *nb_out_info(c, 0, 0) = *nb_in_info(c, 0, 0);
+    return NB_OK;
+}
+
+static nb_status cube_cpu(nb_op_ctx *c)
+{
+    nb_tensor *x = nb_in(c, 0, 0), *o = nb_out(c, 0, 0);
+    for (int64_t i = 0; i < nb_tensor_numel(o); i++) {
+        double v = nb_tensor_get(x, i);
+        nb_tensor_set(o, i, v * v * v);
+    }
+    return NB_OK;
+}
+
+/* 3 x^2 * v, for both rules. */
+static nb_value three_x2_times(nb_builder *b, nb_grad_ctx *g, nb_value v, double k)
+{
+    return nb_mul(b, v, nb_scale(b, nb_square(b, nb_grad_x(g, 0, 0)), k, 0));
+}
+
+static nb_status cube_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_grad_set_dx(g, 0, 0, three_x2_times(b, g, nb_grad_dy(g, 0, 0), 3));
+    return nb_builder_status(b);
+}
+
+static nb_status cube_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    if (!nb_is_none(nb_grad_tx(g, 0, 0))) nb_grad_set_ty(g, 0, 0, three_x2_times(b, g, nb_grad_tx(g, 0, 0), 3));
+    return nb_builder_status(b);
+}
+
+static nb_status cube_jvp_wrong(nb_builder *b, nb_grad_ctx *g)
+{
+    if (!nb_is_none(nb_grad_tx(g, 0, 0))) nb_grad_set_ty(g, 0, 0, three_x2_times(b, g, nb_grad_tx(g, 0, 0), 2));
+    return nb_builder_status(b);
+}
+
+static nb_status cube_vjp_wrong(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_grad_set_dx(g, 0, 0, three_x2_times(b, g, nb_grad_dy(g, 0, 0), 2.5));
+    return nb_builder_status(b);
+}
+
+#define CUBE(nm, v, j) {.name = nm, .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .infer = cube_infer, .cpu = cube_cpu, \
+                        .grad_uses_inputs = 1, .vjp = v, .jvp = j}
+static const nb_op_def cube = CUBE("test_cube", cube_vjp, cube_jvp);
+static const nb_op_def cube_bad_jvp = CUBE("test_cube_bad_jvp", cube_vjp, cube_jvp_wrong);
+static const nb_op_def cube_bad_vjp = CUBE("test_cube_bad_vjp", cube_vjp_wrong, cube_jvp);
+
+static nb_gradcheck_case case_of(const char *op)
+{
+    return (nb_gradcheck_case){.op = op, .name = "2x3", .n_in = 1,
+                               .in = {{.dtype = NB_F64, .ndim = 2, .shape = {2, 3}, .lo = 0.5, .hi = 1.5}}};
+}
+
+static void test_checker_passes_right_rules_and_catches_wrong_ones(void)
+{
+    CHECK_OK(nb_op_register(&cube));
+    CHECK_OK(nb_op_register(&cube_bad_jvp));
+    CHECK_OK(nb_op_register(&cube_bad_vjp));
+    nb_gradcheck_report r;
+    nb_gradcheck_case c = case_of("test_cube");
+    CHECK_OK(nb_gradcheck_op(&c, 1, 7, &r));
+    CHECK(r.checked == 6 && r.failed == 0);
+    CHECK_OK(nb_gradcheck_op(&c, 2, 7, &r));
+    CHECK(r.checked == 6 && r.failed == 0);
+    CHECK_OK(nb_gradcheck_op_jvp(&c, 7, &r));
+    CHECK(r.checked == 13 && r.failed == 0); /* 6 elements, the identity, 6 derived from reverse */
+
+    nb_gradcheck_case bad_jvp = case_of("test_cube_bad_jvp");
+    CHECK_OK(nb_gradcheck_op_jvp(&bad_jvp, 7, &r));
+    CHECK(r.checked == 13 && r.failed == 13); /* every element, the identity, every derived element */
+    nb_gradcheck_case bad_vjp = case_of("test_cube_bad_vjp");
+    CHECK_OK(nb_gradcheck_op(&bad_vjp, 1, 7, &r));
+    CHECK(r.failed == 6);
+    /* The JVP is right but disagrees with the (wrong) VJP: the identity and
+     * the JVP derived from it fail, the finite differences pass. */
+    CHECK_OK(nb_gradcheck_op_jvp(&bad_vjp, 7, &r));
+    CHECK(r.checked == 13 && r.failed == 7);
+}
+
+int main(void)
+{
+    RUN(test_checker_passes_right_rules_and_catches_wrong_ones);
+    return test_report();
+}
