@@ -51,6 +51,15 @@ void nb_eager_set_test_mode(nb_builder *b, bool is_test);
 nb_status nb_eager_inplace(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
                            const nb_attr *attrs, int target);
 
+/* Forward mode: once switched on, every op the builder runs also turns the
+ * tangents of its inputs into tangents of its outputs with its JVP rule
+ * (inputs without a tangent count as zero). Tangents are set on inputs with
+ * nb_eager_set_tangent and read with nb_eager_tangent (borrowed, or NULL for
+ * a zero tangent). nb_jvp (nabla/transforms.h) is built on this. */
+nb_status nb_eager_forward_mode(nb_builder *b);
+nb_status nb_eager_set_tangent(nb_builder *b, nb_tensor *t, nb_tensor *tangent);
+nb_tensor *nb_eager_tangent(nb_builder *b, nb_value v);
+
 /* ---- autograd state of tensors ------------------------------------------- */
 
 nb_status nb_tensor_set_requires_grad(nb_tensor *t, bool requires); /* leaves only */

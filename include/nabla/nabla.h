@@ -23,6 +23,7 @@
 #include "nabla/checkpoint.h"
 #include "nabla/train.h"
 #include "nabla/eager.h"
+#include "nabla/transforms.h"
 
 #define NABLA_VERSION_MAJOR 0
 #define NABLA_VERSION_MINOR 1

@@ -7,9 +7,15 @@
 #include "../core/strmap.h"
 #include "../ops/op_internal.h"
 #include "../program/builder_internal.h"
+#include "nabla/autodiff.h"
 
 typedef struct eager_state {
     nb_tensor **values; /* references the builder holds */
+    /* Forward mode: the tangent of each tensor that has one (tensor -> its
+     * tangent, both strong), and the builder that runs the JVP rules. */
+    nb_tensor **tan_keys, **tan_vals;
+    int n_tan, cap_tan;
+    nb_builder *tangent_builder;
     int n_values, cap_values;
     nb_strmap params;   /* name -> tensor (strong) */
     nb_strmap names;    /* layer-name counters, restarted every step */
@@ -34,6 +40,66 @@ static nb_status hold(eager_state *s, nb_tensor *t)
 
 #define MAX_ARGS 64
 
+static nb_tensor *tangent_of(const eager_state *s, const nb_tensor *t)
+{
+    for (int i = s->n_tan - 1; i >= 0; i--)
+        if (s->tan_keys[i] == t) return s->tan_vals[i];
+    return NULL;
+}
+
+static nb_status add_tangent(eager_state *s, nb_tensor *t, nb_tensor *tangent)
+{
+    if (s->n_tan == s->cap_tan) {
+        int cap = s->cap_tan ? 2 * s->cap_tan : 32;
+        nb_tensor **k = realloc(s->tan_keys, (size_t)cap * sizeof *k);
+        if (!k) return nb_error(NB_ERR_NOMEM, "forward mode: out of memory");
+        s->tan_keys = k;
+        nb_tensor **v = realloc(s->tan_vals, (size_t)cap * sizeof *v);
+        if (!v) return nb_error(NB_ERR_NOMEM, "forward mode: out of memory");
+        s->tan_vals = v;
+        s->cap_tan = cap;
+    }
+    s->tan_keys[s->n_tan] = nb_tensor_retain(t);
+    s->tan_vals[s->n_tan++] = nb_tensor_retain(tangent);
+    return NB_OK;
+}
+
+/* Forward mode: the op's JVP rule turns its inputs' tangents into its
+ * outputs' (inputs without one have a zero tangent, which rules skip). */
+static nb_status propagate_tangents(eager_state *s, const nb_op_def *def, const nb_attr_value *attrs,
+                                    const int *in_begin, const int *out_begin, int n_in, nb_tensor *const *in,
+                                    int n_out, nb_tensor *const *out)
+{
+    nb_value x[MAX_ARGS], y[MAX_ARGS], tx[MAX_ARGS], ty[MAX_ARGS];
+    bool any = false;
+    for (int k = 0; k < n_in; k++) {
+        nb_tensor *t = tangent_of(s, in[k]);
+        x[k] = (nb_value){in[k]};
+        tx[k] = (nb_value){t};
+        any |= t != NULL;
+    }
+    if (!any || (def->flags & NB_OP_NOT_DIFFERENTIABLE)) return NB_OK;
+    if (!def->jvp) return nb_error(NB_ERR_UNSUPPORTED, "forward mode: %s has no JVP rule", def->name);
+    for (int k = 0; k < n_out; k++) {
+        y[k] = (nb_value){out[k]};
+        ty[k] = NB_NONE;
+    }
+    nb_grad_ctx g = {.def = def, .attrs = attrs, .x = x, .y = y, .tx = tx, .ty = ty};
+    memcpy(g.in_begin, in_begin, sizeof g.in_begin);
+    memcpy(g.out_begin, out_begin, sizeof g.out_begin);
+    nb_builder *tb = s->tangent_builder;
+    nb_status st = def->jvp(tb, &g);
+    if (!st) st = nb_builder_status(tb);
+    if (st) {
+        if (nb_builder_status(tb)) nb_error(st, "%s", nb_builder_error(tb));
+        nb_builder_clear_error(tb);
+        return nb_error_context(st, "forward mode: in the JVP rule of %s", def->name);
+    }
+    for (int k = 0; k < n_out && !st; k++)
+        if (!nb_is_none(ty[k])) st = add_tangent(s, out[k], ty[k].p);
+    return st;
+}
+
 static nb_status eager_emit(nb_builder *b, const nb_op_def *def, int n_in, const nb_value *in, int n_attrs,
                             const nb_attr *attrs, int n_out, nb_value *out)
 {
@@ -53,7 +119,7 @@ static nb_status eager_emit(nb_builder *b, const nb_op_def *def, int n_in, const
     if (s->is_test && !has_test && nb_op_attr_index(def, "is_test") >= 0) all[m++] = NB_ATTR_BOOL("is_test", true);
     nb_status st = nb_op_run(def->name, n_in, ins, m, all, n_out, outs, (def->flags & NB_OP_RANDOM) ? &s->rng : NULL);
     if (st) return st;
-    if (nb_grad_mode_enabled() && !(def->flags & NB_OP_NOT_DIFFERENTIABLE)) {
+    if ((s->tangent_builder || nb_grad_mode_enabled()) && !(def->flags & NB_OP_NOT_DIFFERENTIABLE)) {
         /* The node needs the resolved attributes and the compacted inputs. */
         nb_attr_value av[NB_MAX_ATTRS];
         bool present[MAX_ARGS];
@@ -64,8 +130,10 @@ static nb_status eager_emit(nb_builder *b, const nb_op_def *def, int n_in, const
             !(st = nb_assign_slots(def, true, n_in, present, in_begin, order, def->name))) {
             for (int i = 0; i < in_begin[NB_MAX_SLOTS]; i++) compact[i] = ins[order[i]];
             for (int i = 0; i < n_out; i++) present[i] = true;
-            if (!(st = nb_assign_slots(def, false, n_out, present, out_begin, order, def->name)))
+            if (!(st = nb_assign_slots(def, false, n_out, present, out_begin, order, def->name)) && nb_grad_mode_enabled())
                 st = nb_record_node(def, av, in_begin, out_begin, in_begin[NB_MAX_SLOTS], compact, n_out, outs);
+            if (!st && s->tangent_builder)
+                st = propagate_tangents(s, def, av, in_begin, out_begin, in_begin[NB_MAX_SLOTS], compact, n_out, outs);
         }
     }
     for (int i = 0; i < n_out; i++) {
@@ -89,6 +157,13 @@ static void eager_destroy(nb_builder *b)
     eager_state *s = state_of(b);
     if (!s) return;
     nb_eager_release_values(b);
+    for (int i = 0; i < s->n_tan; i++) {
+        nb_tensor_release(s->tan_keys[i]);
+        nb_tensor_release(s->tan_vals[i]);
+    }
+    free(s->tan_keys);
+    free(s->tan_vals);
+    nb_builder_free(s->tangent_builder);
     for (int i = 0; i < s->params.n; i++)
         if (s->params.keys[i]) nb_tensor_release(s->params.vals[i]);
     nb_strmap_free(&s->params);
@@ -215,4 +290,29 @@ nb_status nb_eager_inplace(nb_builder *b, const char *type, int n_in, const nb_v
         t->storage->last_writer = nb_op_find(type)->name;
     }
     return st;
+}
+
+nb_status nb_eager_forward_mode(nb_builder *b)
+{
+    eager_state *s = state_of(b);
+    if (s->tangent_builder) return NB_OK;
+    return nb_builder_new_eager(&s->tangent_builder);
+}
+
+nb_status nb_eager_set_tangent(nb_builder *b, nb_tensor *t, nb_tensor *tangent)
+{
+    eager_state *s = state_of(b);
+    if (!s->tangent_builder) return nb_error(NB_ERR_STATE, "set_tangent: the builder is not in forward mode");
+    if (!nb_shape_equal(t->ndim, t->shape, tangent->ndim, tangent->shape) || t->dtype != tangent->dtype) {
+        char a[NB_SHAPE_STR_MAX], c[NB_SHAPE_STR_MAX];
+        return nb_error(NB_ERR_SHAPE, "set_tangent: the tangent is %s %s but the value %s %s", nb_dtype_name(tangent->dtype),
+                        nb_shape_str(a, sizeof a, tangent->ndim, tangent->shape), nb_dtype_name(t->dtype),
+                        nb_shape_str(c, sizeof c, t->ndim, t->shape));
+    }
+    return add_tangent(s, t, tangent);
+}
+
+nb_tensor *nb_eager_tangent(nb_builder *b, nb_value v)
+{
+    return v.p ? tangent_of(state_of(b), v.p) : NULL;
 }

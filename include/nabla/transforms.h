@@ -1,0 +1,64 @@
+/* nabla/transforms.h: functional transforms (seed 004; JAX is the reference
+ * for the API). A function is C code against a builder:
+ *
+ *     nb_status f(nb_builder *b, const nb_value *in, nb_value *out, void *ctx);
+ *
+ * and the transforms run it eagerly and differentiate it: reverse mode
+ * (nb_vjp, nb_value_and_grad, nb_jacrev), forward mode (nb_jvp, from each
+ * op's JVP rule; nb_jvp_by_reverse, derived from reverse mode), and second
+ * derivatives (nb_hessian, nb_hvp). Results are differentiable themselves,
+ * so a function may call a transform inside another: derivatives of any
+ * order come by nesting. */
+#ifndef NABLA_TRANSFORMS_H
+#define NABLA_TRANSFORMS_H
+
+#include "nabla/eager.h"
+
+typedef nb_status (*nb_fn)(nb_builder *b, const nb_value *in, nb_value *out, void *ctx);
+
+/* A function with its arity and context. */
+typedef struct nb_function {
+    nb_fn fn;
+    int n_in, n_out;
+    void *ctx;
+} nb_function;
+
+/* Outputs of f at primals (new references in outputs) and a pullback that
+ * maps cotangents of the outputs to gradients of the inputs, as many times
+ * as asked. */
+typedef struct nb_pullback nb_pullback;
+nb_status nb_vjp(const nb_function *f, nb_tensor *const *primals, nb_tensor **outputs, nb_pullback **pullback);
+/* grads[i] for each input (NULL where the outputs do not depend on it). */
+nb_status nb_pullback_apply(nb_pullback *pb, nb_tensor *const *cotangents, nb_tensor **grads);
+void nb_pullback_free(nb_pullback *pb);
+
+/* f's first output (a one-element tensor) and its gradients with respect to
+ * the inputs listed in argnums (all when n_argnums is 0; grads has one entry
+ * per listed input) and to the free tensors f reads from its context (which
+ * must require grad; free_grads one per free tensor). With has_aux the other
+ * outputs are returned too, undifferentiated. */
+nb_status nb_value_and_grad(const nb_function *f, nb_tensor *const *primals, int n_argnums, const int *argnums,
+                            int n_free, nb_tensor *const *free_vars, nb_tensor **outputs, nb_tensor **grads,
+                            nb_tensor **free_grads);
+
+/* Forward mode: outputs of f and their tangents along `tangents` (NULL
+ * entries: zero), by each op's JVP rule, zero tangents skipped. */
+nb_status nb_jvp(const nb_function *f, nb_tensor *const *primals, nb_tensor *const *tangents, nb_tensor **outputs,
+                 nb_tensor **out_tangents);
+/* The same derived from reverse mode: the pullback is linear in its
+ * cotangent u, so the gradient of <VJP(u), t> with respect to u is J t. */
+nb_status nb_jvp_by_reverse(const nb_function *f, nb_tensor *const *primals, nb_tensor *const *tangents,
+                            nb_tensor **outputs, nb_tensor **out_tangents);
+
+/* The Jacobian of output `out` with respect to input `arg`, shaped
+ * out.shape + arg.shape: a row per output element (jacrev) or a column per
+ * input element (jacfwd). */
+nb_status nb_jacrev(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac);
+nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac);
+/* Second derivatives of f's first output (a scalar) with respect to input
+ * `arg`: the Hessian shaped arg.shape + arg.shape, and Hessian-vector
+ * products. */
+nb_status nb_hessian(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor **hess);
+nb_status nb_hvp(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor *v, nb_tensor **hv);
+
+#endif

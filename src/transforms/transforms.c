@@ -1,0 +1,362 @@
+/* The functional transforms, on the eager tape. Reverse transforms record
+ * their backward (create_graph), so that what they return can be
+ * differentiated again by an enclosing transform. */
+#include <stdlib.h>
+#include <string.h>
+#include "nabla/ops.h"
+#include "nabla/transforms.h"
+
+#define MAX_IO 16
+
+static nb_status check_fn(const nb_function *f, const char *what)
+{
+    if (!f || !f->fn || f->n_in < 1 || f->n_out < 1 || f->n_in > MAX_IO || f->n_out > MAX_IO)
+        return nb_error(NB_ERR_ARG, "%s: needs a function of 1..%d inputs and 1..%d outputs", what, MAX_IO, MAX_IO);
+    return NB_OK;
+}
+
+/* An input to differentiate with respect to: the tensor itself when it
+ * already takes part in a tape (an enclosing transform's), else a leaf view
+ * of it that requires grad. */
+static nb_status differentiable(nb_tensor *t, nb_tensor **out)
+{
+    if (!t) return nb_error(NB_ERR_ARG, "transform: a primal is NULL");
+    if (nb_tensor_requires_grad(t)) {
+        *out = nb_tensor_retain(t);
+        return NB_OK;
+    }
+    nb_status st = nb_tensor_detach(out, t);
+    if (!st && nb_dtype_is_float(t->dtype)) st = nb_tensor_set_requires_grad(*out, true);
+    return st;
+}
+
+/* Runs f on `inputs` in builder b; outputs[i] get new references. */
+static nb_status call(const nb_function *f, nb_builder *b, nb_tensor *const *inputs, nb_tensor **outputs)
+{
+    nb_value in[MAX_IO], out[MAX_IO];
+    for (int i = 0; i < f->n_in; i++) in[i] = nb_eager_value(b, inputs[i]);
+    for (int i = 0; i < f->n_out; i++) out[i] = NB_NONE;
+    nb_status st = nb_builder_status(b);
+    if (!st) st = f->fn(b, in, out, f->ctx);
+    if (!st) st = nb_builder_status(b);
+    if (st && nb_builder_status(b)) nb_error(st, "%s", nb_builder_error(b));
+    for (int i = 0; i < f->n_out && !st; i++)
+        if (nb_is_none(out[i])) st = nb_error(NB_ERR_ARG, "transform: the function left output %d unset", i);
+    for (int i = 0; i < f->n_out; i++) outputs[i] = st ? NULL : nb_tensor_retain(nb_eager_tensor(out[i]));
+    return st;
+}
+
+static nb_status zeros_like(const nb_tensor *t, nb_tensor **out) { return nb_tensor_new(out, t->dtype, t->ndim, t->shape); }
+
+static void release_n(nb_tensor **ts, int n)
+{
+    for (int i = 0; i < n; i++) {
+        nb_tensor_release(ts[i]);
+        ts[i] = NULL;
+    }
+}
+
+/* ---- reverse mode ----------------------------------------------------------- */
+
+struct nb_pullback {
+    nb_builder *b;
+    int n_in, n_out;
+    nb_tensor *inputs[MAX_IO], *outputs[MAX_IO];
+};
+
+nb_status nb_vjp(const nb_function *f, nb_tensor *const *primals, nb_tensor **outputs, nb_pullback **out)
+{
+    *out = NULL;
+    nb_status st = check_fn(f, "vjp");
+    if (st) return st;
+    nb_pullback *pb = calloc(1, sizeof *pb);
+    if (!pb) return nb_error(NB_ERR_NOMEM, "vjp: out of memory");
+    pb->n_in = f->n_in;
+    pb->n_out = f->n_out;
+    st = nb_builder_new_eager(&pb->b);
+    for (int i = 0; i < f->n_in && !st; i++) st = differentiable(primals[i], &pb->inputs[i]);
+    if (!st) st = call(f, pb->b, pb->inputs, pb->outputs);
+    if (st) {
+        nb_pullback_free(pb);
+        return st;
+    }
+    for (int i = 0; i < f->n_out; i++) outputs[i] = nb_tensor_retain(pb->outputs[i]);
+    *out = pb;
+    return NB_OK;
+}
+
+nb_status nb_pullback_apply(nb_pullback *pb, nb_tensor *const *cotangents, nb_tensor **grads)
+{
+    nb_tensor *outs[MAX_IO], *cots[MAX_IO], *ins[MAX_IO];
+    int n = 0, m = 0, where[MAX_IO];
+    for (int i = 0; i < pb->n_out; i++)
+        if (nb_tensor_requires_grad(pb->outputs[i]) && cotangents[i]) {
+            outs[n] = pb->outputs[i];
+            cots[n++] = cotangents[i];
+        }
+    for (int i = 0; i < pb->n_in; i++) {
+        grads[i] = NULL;
+        if (nb_tensor_requires_grad(pb->inputs[i])) {
+            where[m] = i;
+            ins[m++] = pb->inputs[i];
+        }
+    }
+    if (n == 0 || m == 0) return NB_OK; /* nothing depends on anything: zero */
+    nb_tensor *got[MAX_IO] = {0};
+    nb_status st = nb_grad(n, outs, cots, m, ins, true, true, true, got);
+    for (int j = 0; j < m && !st; j++) grads[where[j]] = got[j];
+    return st;
+}
+
+void nb_pullback_free(nb_pullback *pb)
+{
+    if (!pb) return;
+    release_n(pb->inputs, pb->n_in);
+    release_n(pb->outputs, pb->n_out);
+    nb_builder_free(pb->b);
+    free(pb);
+}
+
+nb_status nb_value_and_grad(const nb_function *f, nb_tensor *const *primals, int n_argnums, const int *argnums,
+                            int n_free, nb_tensor *const *free_vars, nb_tensor **outputs, nb_tensor **grads,
+                            nb_tensor **free_grads)
+{
+    nb_status st = check_fn(f, "value_and_grad");
+    if (st) return st;
+    int args[MAX_IO], n_args = n_argnums ? n_argnums : f->n_in;
+    if (n_args > MAX_IO || n_free < 0 || n_free > MAX_IO) return nb_error(NB_ERR_ARG, "value_and_grad: too many argnums or free vars");
+    for (int i = 0; i < n_args; i++) {
+        args[i] = n_argnums ? argnums[i] : i;
+        if (args[i] < 0 || args[i] >= f->n_in)
+            return nb_error(NB_ERR_ARG, "value_and_grad: argnum %d is not an input of a %d-input function", args[i], f->n_in);
+    }
+    for (int i = 0; i < n_free; i++)
+        if (!free_vars[i] || !nb_tensor_requires_grad(free_vars[i]))
+            return nb_error(NB_ERR_ARG, "value_and_grad: free variable %d does not require grad", i);
+    nb_pullback *pb;
+    if ((st = nb_vjp(f, primals, outputs, &pb))) return st;
+    nb_tensor *y = pb->outputs[0];
+    if (nb_tensor_numel(y) != 1) {
+        char s[NB_SHAPE_STR_MAX];
+        st = nb_error(NB_ERR_SHAPE, "value_and_grad: the function's first output has shape %s; it must be a scalar",
+                      nb_shape_str(s, sizeof s, y->ndim, y->shape));
+    }
+    nb_tensor *wrt[2 * MAX_IO], *got[2 * MAX_IO] = {0};
+    int n = 0;
+    for (int i = 0; i < n_args; i++) wrt[n++] = pb->inputs[args[i]];
+    for (int i = 0; i < n_free; i++) wrt[n++] = free_vars[i];
+    if (!st && nb_tensor_requires_grad(y)) st = nb_grad(1, &y, NULL, n, wrt, true, true, true, got);
+    /* An input the output does not depend on gets a zero gradient. */
+    for (int i = 0; i < n && !st; i++)
+        if (!got[i] && nb_dtype_is_float(wrt[i]->dtype)) st = zeros_like(wrt[i], &got[i]);
+    for (int i = 0; i < n_args; i++) grads[i] = st ? NULL : got[i];
+    for (int i = 0; i < n_free; i++) free_grads[i] = st ? NULL : got[n_args + i];
+    if (st) {
+        release_n(got, n);
+        release_n(outputs, f->n_out);
+    }
+    nb_pullback_free(pb);
+    return st;
+}
+
+/* ---- forward mode ------------------------------------------------------------ */
+
+nb_status nb_jvp(const nb_function *f, nb_tensor *const *primals, nb_tensor *const *tangents, nb_tensor **outputs,
+                 nb_tensor **out_tangents)
+{
+    nb_status st = check_fn(f, "jvp");
+    if (st) return st;
+    nb_builder *b;
+    if ((st = nb_builder_new_eager(&b))) return st;
+    if (!(st = nb_eager_forward_mode(b)))
+        for (int i = 0; i < f->n_in && !st; i++)
+            if (tangents[i]) st = nb_eager_set_tangent(b, primals[i], tangents[i]);
+    if (!st) st = call(f, b, primals, outputs);
+    for (int i = 0; i < f->n_out && !st; i++) {
+        nb_tensor *t = nb_eager_tangent(b, (nb_value){outputs[i]});
+        if (t) out_tangents[i] = nb_tensor_retain(t);
+        else st = zeros_like(outputs[i], &out_tangents[i]); /* known to be zero */
+    }
+    if (st) {
+        release_n(outputs, f->n_out);
+        release_n(out_tangents, f->n_out);
+    }
+    nb_builder_free(b);
+    return st;
+}
+
+nb_status nb_jvp_by_reverse(const nb_function *f, nb_tensor *const *primals, nb_tensor *const *tangents,
+                            nb_tensor **outputs, nb_tensor **out_tangents)
+{
+    nb_pullback *pb;
+    nb_status st = nb_vjp(f, primals, outputs, &pb);
+    if (st) return st;
+    nb_builder *b = NULL;
+    nb_tensor *u[MAX_IO] = {0}, *g[MAX_IO] = {0};
+    for (int i = 0; i < f->n_out; i++) out_tangents[i] = NULL;
+    /* The pullback at a cotangent u that itself requires grad... */
+    for (int i = 0; i < f->n_out && !st; i++)
+        if (!(st = zeros_like(outputs[i], &u[i])) && nb_dtype_is_float(u[i]->dtype)) st = nb_tensor_set_requires_grad(u[i], true);
+    if (!st) st = nb_pullback_apply(pb, u, g);
+    /* ... then <VJP(u), t>, differentiated with respect to u, is J t. */
+    if (!st) st = nb_builder_new_eager(&b);
+    nb_value terms[MAX_IO];
+    int m = 0;
+    for (int i = 0; i < f->n_in && !st; i++)
+        if (g[i] && tangents[i])
+            terms[m++] = nb_reduce_sum(b, nb_mul(b, nb_eager_value(b, g[i]), nb_eager_value(b, tangents[i])), 0, NULL, false);
+    if (!st && m > 0) {
+        nb_value s = m == 1 ? terms[0] : nb_sum(b, m, terms);
+        nb_tensor *st_t = nb_eager_tensor(s);
+        if (!(st = nb_builder_status(b)) && nb_tensor_requires_grad(st_t)) {
+            nb_tensor *us[MAX_IO];
+            int idx[MAX_IO], k = 0;
+            for (int i = 0; i < f->n_out; i++)
+                if (nb_tensor_requires_grad(u[i])) idx[k] = i, us[k++] = u[i];
+            nb_tensor *jt[MAX_IO] = {0};
+            st = nb_grad(1, &st_t, NULL, k, us, true, true, true, jt);
+            for (int j = 0; j < k; j++) out_tangents[idx[j]] = jt[j];
+        }
+    }
+    for (int i = 0; i < f->n_out && !st; i++)
+        if (!out_tangents[i]) st = zeros_like(outputs[i], &out_tangents[i]);
+    if (st) {
+        release_n(outputs, f->n_out);
+        release_n(out_tangents, f->n_out);
+    }
+    release_n(u, f->n_out);
+    release_n(g, f->n_in);
+    nb_builder_free(b);
+    nb_pullback_free(pb);
+    return st;
+}
+
+/* ---- Jacobians and Hessians --------------------------------------------------- */
+
+static nb_status jac_shape(const nb_tensor *o, const nb_tensor *a, nb_tensor **jac)
+{
+    if (o->ndim + a->ndim > NB_MAX_DIMS) return nb_error(NB_ERR_SHAPE, "jacobian: %d + %d dimensions is too many", o->ndim, a->ndim);
+    int64_t shape[NB_MAX_DIMS];
+    memcpy(shape, o->shape, (size_t)o->ndim * sizeof *shape);
+    memcpy(shape + o->ndim, a->shape, (size_t)a->ndim * sizeof *shape);
+    return nb_tensor_new(jac, o->dtype, o->ndim + a->ndim, shape);
+}
+
+static nb_status check_indices(const nb_function *f, int out, int arg, const char *what)
+{
+    nb_status st = check_fn(f, what);
+    if (!st && (out < 0 || out >= f->n_out || arg < 0 || arg >= f->n_in))
+        st = nb_error(NB_ERR_ARG, "%s: output %d or input %d out of range", what, out, arg);
+    return st;
+}
+
+nb_status nb_jacrev(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac)
+{
+    *jac = NULL;
+    nb_status st = check_indices(f, out, arg, "jacrev");
+    if (st) return st;
+    nb_tensor *outputs[MAX_IO] = {0}, *cot[MAX_IO] = {0}, *g[MAX_IO] = {0};
+    nb_pullback *pb;
+    if ((st = nb_vjp(f, primals, outputs, &pb))) return st;
+    nb_tensor *o = outputs[out], *a = pb->inputs[arg];
+    int64_t n_o = nb_tensor_numel(o), n_a = nb_tensor_numel(a);
+    if (!(st = jac_shape(o, a, jac))) st = zeros_like(o, &cot[out]);
+    /* One pullback per output element: a row of the Jacobian. */
+    for (int64_t e = 0; e < n_o && !st; e++) {
+        nb_tensor_set(cot[out], e, 1);
+        if (e > 0) nb_tensor_set(cot[out], e - 1, 0);
+        if ((st = nb_pullback_apply(pb, cot, g))) break;
+        for (int64_t i = 0; g[arg] && i < n_a; i++) nb_tensor_set(*jac, e * n_a + i, nb_tensor_get(g[arg], i));
+        release_n(g, f->n_in);
+    }
+    if (st) {
+        nb_tensor_release(*jac);
+        *jac = NULL;
+    }
+    release_n(cot, f->n_out);
+    release_n(outputs, f->n_out);
+    nb_pullback_free(pb);
+    return st;
+}
+
+nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac)
+{
+    *jac = NULL;
+    nb_status st = check_indices(f, out, arg, "jacfwd");
+    if (st) return st;
+    nb_tensor *t[MAX_IO] = {0}, *outputs[MAX_IO] = {0}, *ot[MAX_IO] = {0};
+    const nb_tensor *a = primals[arg];
+    int64_t n_a = nb_tensor_numel(a);
+    st = zeros_like(a, &t[arg]);
+    /* One forward pass per input element: a column of the Jacobian. */
+    for (int64_t i = 0; i < n_a && !st; i++) {
+        nb_tensor_set(t[arg], i, 1);
+        if (i > 0) nb_tensor_set(t[arg], i - 1, 0);
+        if ((st = nb_jvp(f, primals, t, outputs, ot))) break;
+        if (!*jac && (st = jac_shape(outputs[out], a, jac))) break;
+        int64_t n_o = nb_tensor_numel(outputs[out]);
+        for (int64_t e = 0; e < n_o; e++) nb_tensor_set(*jac, e * n_a + i, nb_tensor_get(ot[out], e));
+        release_n(outputs, f->n_out);
+        release_n(ot, f->n_out);
+    }
+    if (st) {
+        nb_tensor_release(*jac);
+        *jac = NULL;
+    }
+    release_n(outputs, f->n_out);
+    release_n(ot, f->n_out);
+    nb_tensor_release(t[arg]);
+    return st;
+}
+
+/* The gradient of f's first output with respect to input `arg`, as a
+ * function: the Hessian is its Jacobian. */
+typedef struct grad_ctx {
+    const nb_function *f;
+    int arg;
+} grad_ctx;
+
+static nb_status grad_fn(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    const grad_ctx *c = ctx;
+    nb_tensor *primals[MAX_IO], *outputs[MAX_IO] = {0}, *g = NULL;
+    for (int i = 0; i < c->f->n_in; i++) primals[i] = nb_eager_tensor(in[i]);
+    nb_status st = nb_value_and_grad(c->f, primals, 1, &c->arg, 0, NULL, outputs, &g, NULL);
+    release_n(outputs, c->f->n_out);
+    if (st) return st;
+    out[0] = nb_eager_value(b, g);
+    nb_tensor_release(g);
+    return nb_builder_status(b);
+}
+
+nb_status nb_hessian(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor **hess)
+{
+    nb_status st = check_indices(f, 0, arg, "hessian");
+    if (st) return st;
+    grad_ctx c = {f, arg};
+    nb_function gf = {grad_fn, f->n_in, 1, &c};
+    return nb_jacrev(&gf, primals, 0, arg, hess);
+}
+
+nb_status nb_hvp(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor *v, nb_tensor **hv)
+{
+    *hv = NULL;
+    nb_status st = check_indices(f, 0, arg, "hvp");
+    if (st) return st;
+    grad_ctx c = {f, arg};
+    nb_function gf = {grad_fn, f->n_in, 1, &c};
+    nb_tensor *outputs[1] = {0}, *cot[1] = {v}, *g[MAX_IO] = {0};
+    nb_pullback *pb;
+    if ((st = nb_vjp(&gf, primals, outputs, &pb))) return st;
+    /* The Hessian is symmetric, so the pullback of v through the gradient is H v. */
+    st = nb_pullback_apply(pb, cot, g);
+    if (!st) {
+        *hv = g[arg];
+        g[arg] = NULL;
+        if (!*hv) st = zeros_like(primals[arg], hv);
+    }
+    release_n(g, f->n_in);
+    release_n(outputs, 1);
+    nb_pullback_free(pb);
+    return st;
+}

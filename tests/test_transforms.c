@@ -1,0 +1,261 @@
+/* The functional transforms against closed forms and finite differences:
+ * vjp with a reusable pullback, value_and_grad (argnums, free variables,
+ * auxiliary outputs), derivatives of any order by nesting, native and
+ * derived forward mode, Jacobians both ways, Hessians, and a user's op with
+ * its own rules. */
+#include <stdlib.h>
+#include "test.h"
+
+/* f(x, y) = (x * y, sin(x)), elementwise. */
+static nb_status f_xy(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    out[0] = nb_mul(b, in[0], in[1]);
+    out[1] = nb_sin(b, in[0]);
+    return nb_builder_status(b);
+}
+
+static void test_vjp_and_reused_pullback(void)
+{
+    nb_function f = {f_xy, 2, 2, NULL};
+    nb_tensor *x = T(NB_F64, S(2), 0.5, -1), *y = T(NB_F64, S(2), 2, 3), *out[2], *g[2];
+    nb_pullback *pb;
+    REQUIRE_OK(nb_vjp(&f, (nb_tensor *[]){x, y}, out, &pb));
+    CHECK_TENSOR(out[0], S(2), 1e-12, 1, -3);
+    nb_tensor *u0 = T(NB_F64, S(2), 1, 1), *u1 = T(NB_F64, S(2), 10, 100);
+    for (int rep = 0; rep < 2; rep++) { /* the pullback is reusable */
+        REQUIRE_OK(nb_pullback_apply(pb, (nb_tensor *[]){u0, u1}, g));
+        CHECK_TENSOR(g[0], S(2), 1e-12, 2 + 10 * cos(0.5), 3 + 100 * cos(-1.0));
+        CHECK_TENSOR(g[1], S(2), 1e-12, 0.5, -1);
+        release_all(g[0], g[1], NULL);
+    }
+    nb_pullback_free(pb);
+    release_all(x, y, u0, u1, out[0], out[1], NULL);
+}
+
+/* loss = sum(w * x^2) with w a free variable; aux = x + 1. */
+static nb_status f_free(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    nb_value w = nb_eager_value(b, ctx);
+    out[0] = nb_reduce_sum(b, nb_mul(b, w, nb_square(b, in[0])), 0, NULL, false);
+    out[1] = nb_scale(b, in[0], 1, 1);
+    return nb_builder_status(b);
+}
+
+static void test_value_and_grad_argnums_free_and_aux(void)
+{
+    nb_tensor *w = T(NB_F64, S(2), 3, 5), *x = T(NB_F64, S(2), 1, 2), *z = T(NB_F64, S(1), 7);
+    REQUIRE_OK(nb_tensor_set_requires_grad(w, true));
+    nb_function f = {f_free, 1, 2, w};
+    nb_tensor *out[2], *g[1], *fg[1];
+    REQUIRE_OK(nb_value_and_grad(&f, &x, 0, NULL, 1, &w, out, g, fg));
+    CHECK_SCALAR(out[0], 3 + 20, 1e-12);
+    CHECK_TENSOR(out[1], S(2), 0, 2, 3); /* auxiliary output, as is */
+    CHECK_TENSOR(g[0], S(2), 1e-12, 6, 20);
+    CHECK_TENSOR(fg[0], S(2), 1e-12, 1, 4);
+    release_all(out[0], out[1], g[0], fg[0], NULL);
+    CHECK_ERR(nb_value_and_grad(&f, &x, 1, (int[]){3}, 0, NULL, out, g, NULL), NB_ERR_ARG, "argnum 3");
+    nb_function bad = {f_xy, 2, 2, NULL};
+    nb_tensor *g2[2];
+    CHECK_ERR(nb_value_and_grad(&bad, (nb_tensor *[]){x, x}, 0, NULL, 0, NULL, out, g2, NULL), NB_ERR_SHAPE, "must be a scalar");
+    release_all(w, x, z, NULL);
+}
+
+/* Nesting: level k is the derivative of level k-1; level 0 is sum(sin(x)). */
+typedef struct level {
+    const nb_function *inner;
+} level;
+
+static nb_status f_sin(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    out[0] = nb_reduce_sum(b, nb_sin(b, in[0]), 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+static nb_status f_derivative(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    const level *l = ctx;
+    nb_tensor *x = nb_eager_tensor(in[0]), *o[1], *g[1];
+    nb_status st = nb_value_and_grad(l->inner, &x, 0, NULL, 0, NULL, o, g, NULL);
+    if (st) return st;
+    out[0] = nb_reduce_sum(b, nb_eager_value(b, g[0]), 0, NULL, false);
+    release_all(o[0], g[0], NULL);
+    return nb_builder_status(b);
+}
+
+static void test_fourth_derivative_of_sin_by_nesting(void)
+{
+    nb_function f0 = {f_sin, 1, 1, NULL};
+    level l1 = {&f0};
+    nb_function f1 = {f_derivative, 1, 1, &l1};
+    level l2 = {&f1};
+    nb_function f2 = {f_derivative, 1, 1, &l2};
+    level l3 = {&f2};
+    nb_function f3 = {f_derivative, 1, 1, &l3};
+    nb_tensor *x = T(NB_F64, S(3), 0.3, -1.2, 2.0), *o[1], *g[1];
+    REQUIRE_OK(nb_value_and_grad(&f3, &x, 0, NULL, 0, NULL, o, g, NULL));
+    /* d/dx of the third derivative (-cos) is sin. */
+    CHECK_TENSOR(g[0], S(3), 1e-10, sin(0.3), sin(-1.2), sin(2.0));
+    CHECK_SCALAR(o[0], -(cos(0.3) + cos(-1.2) + cos(2.0)), 1e-10);
+    release_all(o[0], g[0], x, NULL);
+}
+
+/* g(x) = (x0 x1, sin(x2) + x0^2): R^3 -> R^2. */
+static nb_status f_vec(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    nb_value parts[3];
+    nb_split(b, in[0], 0, 3, parts);
+    nb_value a = nb_mul(b, parts[0], parts[1]), c = nb_add(b, nb_sin(b, parts[2]), nb_square(b, parts[0]));
+    out[0] = nb_concat(b, 2, (nb_value[]){a, c}, 0);
+    return nb_builder_status(b);
+}
+
+static void test_forward_mode_and_jacobians(void)
+{
+    nb_function f = {f_vec, 1, 1, NULL};
+    double x0 = 0.7, x1 = -0.4, x2 = 1.3;
+    nb_tensor *x = T(NB_F64, S(3), x0, x1, x2), *t = T(NB_F64, S(3), 1, 2, 3);
+    nb_tensor *o1[1], *t1[1], *o2[1], *t2[1], *jr, *jf;
+    REQUIRE_OK(nb_jvp(&f, &x, &t, o1, t1));
+    REQUIRE_OK(nb_jvp_by_reverse(&f, &x, &t, o2, t2));
+    double want0 = x1 * 1 + x0 * 2, want1 = cos(x2) * 3 + 2 * x0 * 1;
+    CHECK_TENSOR(t1[0], S(2), 1e-12, want0, want1);
+    CHECK_TENSOR(t2[0], S(2), 1e-12, want0, want1);
+    REQUIRE_OK(nb_jacrev(&f, &x, 0, 0, &jr));
+    REQUIRE_OK(nb_jacfwd(&f, &x, 0, 0, &jf));
+    CHECK_TENSOR(jr, S(2, 3), 1e-12, x1, x0, 0, 2 * x0, 0, cos(x2));
+    CHECK(nb_tensor_allclose(jr, jf, 1e-12, 1e-14));
+    release_all(x, t, o1[0], t1[0], o2[0], t2[0], jr, jf, NULL);
+}
+
+/* f(x) = sum(x^3) + x0 x1: H = diag(6x) + [[0,1,..],[1,0,..],..]. */
+static nb_status f_cubic(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    nb_value x = in[0], parts[3];
+    nb_split(b, x, 0, 3, parts);
+    out[0] = nb_add(b, nb_reduce_sum(b, nb_mul(b, nb_square(b, x), x), 0, NULL, false),
+                    nb_reduce_sum(b, nb_mul(b, parts[0], parts[1]), 0, NULL, false));
+    return nb_builder_status(b);
+}
+
+static void test_hessian_and_hvp(void)
+{
+    nb_function f = {f_cubic, 1, 1, NULL};
+    nb_tensor *x = T(NB_F64, S(3), 1, -2, 0.5), *v = T(NB_F64, S(3), 1, 10, 100), *h, *hv;
+    REQUIRE_OK(nb_hessian(&f, &x, 0, &h));
+    CHECK_TENSOR(h, S(3, 3), 1e-12, 6, 1, 0, 1, -12, 0, 0, 0, 3);
+    REQUIRE_OK(nb_hvp(&f, &x, 0, v, &hv));
+    CHECK_TENSOR(hv, S(3), 1e-12, 6 + 10, 1 - 120, 300);
+    release_all(x, v, h, hv, NULL);
+}
+
+/* The Hessian of a small MLP loss in its first-layer weights, against
+ * central differences of the gradient. */
+typedef struct mlp_data {
+    nb_tensor *x, *w2, *y;
+} mlp_data;
+
+static nb_status f_mlp(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    mlp_data *d = ctx;
+    nb_value h = nb_tanh(b, nb_matmul(b, nb_eager_value(b, d->x), in[0], false, false));
+    nb_value r = nb_sub(b, nb_matmul(b, h, nb_eager_value(b, d->w2), false, false), nb_eager_value(b, d->y));
+    out[0] = nb_reduce_mean(b, nb_square(b, r), 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+static void test_mlp_hessian_matches_finite_differences(void)
+{
+    mlp_data d = {T(NB_F64, S(4, 2), 0.5, -0.3, 0.8, 0.1, -0.6, 0.9, 0.2, -0.7), T(NB_F64, S(3, 1), 0.4, -0.5, 0.7),
+                  T(NB_F64, S(4, 1), 0.1, -0.2, 0.3, 0.05)};
+    nb_function f = {f_mlp, 1, 1, &d};
+    nb_tensor *w = T(NB_F64, S(2, 3), 0.2, -0.4, 0.6, 0.3, 0.5, -0.1), *h;
+    REQUIRE_OK(nb_hessian(&f, &w, 0, &h));
+    CHECK(h->ndim == 4 && h->shape[0] == 2 && h->shape[3] == 3);
+    double eps = 1e-5, worst = 0;
+    for (int j = 0; j < 6; j++) {
+        double orig = nb_tensor_get(w, j), gp[6], gm[6];
+        for (int side = 0; side < 2; side++) {
+            nb_tensor_set(w, j, orig + (side ? -eps : eps));
+            nb_tensor *o[1], *g[1];
+            REQUIRE_OK(nb_value_and_grad(&f, &w, 0, NULL, 0, NULL, o, g, NULL));
+            for (int i = 0; i < 6; i++) (side ? gm : gp)[i] = nb_tensor_get(g[0], i);
+            release_all(o[0], g[0], NULL);
+        }
+        nb_tensor_set(w, j, orig);
+        for (int i = 0; i < 6; i++) {
+            double num = (gp[i] - gm[i]) / (2 * eps), ana = nb_tensor_get(h, i * 6 + j);
+            if (fabs(num - ana) > worst) worst = fabs(num - ana);
+        }
+    }
+    CHECK(worst < 1e-7);
+    release_all(h, w, d.x, d.w2, d.y, NULL);
+}
+
+/* A user's op with rules of its own: Out = X^3. */
+static nb_status cube_infer(nb_op_ctx *c)
+{
+    *nb_out_info(c, 0, 0) = *nb_in_info(c, 0, 0);
+    return NB_OK;
+}
+
+static nb_status cube_cpu(nb_op_ctx *c)
+{
+    for (int64_t i = 0; i < nb_tensor_numel(nb_out(c, 0, 0)); i++) {
+        double v = nb_tensor_get(nb_in(c, 0, 0), i);
+        nb_tensor_set(nb_out(c, 0, 0), i, v * v * v);
+    }
+    return NB_OK;
+}
+
+static int vjp_calls, jvp_calls;
+
+static nb_status cube_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    vjp_calls++;
+    nb_grad_set_dx(g, 0, 0, nb_mul(b, nb_grad_dy(g, 0, 0), nb_scale(b, nb_square(b, nb_grad_x(g, 0, 0)), 3, 0)));
+    return nb_builder_status(b);
+}
+
+static nb_status cube_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    jvp_calls++;
+    nb_grad_set_ty(g, 0, 0, nb_mul(b, nb_grad_tx(g, 0, 0), nb_scale(b, nb_square(b, nb_grad_x(g, 0, 0)), 3, 0)));
+    return nb_builder_status(b);
+}
+
+static const nb_op_def user_cube = {.name = "user_cube", .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
+                                    .infer = cube_infer, .cpu = cube_cpu, .grad_uses_inputs = 1,
+                                    .vjp = cube_vjp, .jvp = cube_jvp};
+
+static nb_status f_cube(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    out[0] = nb_reduce_sum(b, nb_emit1(b, "user_cube", 1, in, 0, NULL), 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+static void test_user_defined_rules(void)
+{
+    REQUIRE_OK(nb_op_register(&user_cube));
+    nb_function f = {f_cube, 1, 1, NULL};
+    nb_tensor *x = T(NB_F64, S(2), 2, -1), *t = T(NB_F64, S(2), 1, 1), *o[1], *g[1], *ot[1];
+    REQUIRE_OK(nb_value_and_grad(&f, &x, 0, NULL, 0, NULL, o, g, NULL));
+    CHECK_TENSOR(g[0], S(2), 1e-12, 12, 3);
+    CHECK(vjp_calls >= 1);
+    release_all(o[0], g[0], NULL);
+    REQUIRE_OK(nb_jvp(&f, &x, &t, o, ot));
+    CHECK_SCALAR(ot[0], 12 + 3, 1e-12);
+    CHECK(jvp_calls >= 1);
+    release_all(o[0], ot[0], x, t, NULL);
+}
+
+int main(void)
+{
+    RUN(test_vjp_and_reused_pullback);
+    RUN(test_value_and_grad_argnums_free_and_aux);
+    RUN(test_fourth_derivative_of_sin_by_nesting);
+    RUN(test_forward_mode_and_jacobians);
+    RUN(test_hessian_and_hvp);
+    RUN(test_mlp_hessian_matches_finite_differences);
+    RUN(test_user_defined_rules);
+    return test_report();
+}
