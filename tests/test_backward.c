@@ -388,6 +388,41 @@ static void test_clone_for_test(void)
     model_free(&m);
 }
 
+/* A compiled Hessian-vector product: the JVP of the gradient part along v
+ * (forward over reverse) equals H v, and equals reverse over reverse. */
+static void test_static_hvp_forward_over_reverse(void)
+{
+    model m;
+    model_init(&m);
+    nb_value x = nb_data(m.b, "x", NB_F64, 1, S(3)), v = nb_data(m.b, "v", NB_F64, 1, S(3));
+    nb_value parts[3];
+    REQUIRE_OK(nb_split(m.b, x, 0, 3, parts));
+    nb_value loss = nb_add(m.b, nb_reduce_sum(m.b, nb_mul(m.b, nb_square(m.b, x), x), 0, NULL, false),
+                           nb_reduce_sum(m.b, nb_mul(m.b, parts[0], parts[1]), 0, NULL, false));
+    REQUIRE_OK(nb_builder_status(m.b));
+    const char *ln = nb_value_name(loss), *xn = "x", *vn = "v";
+    nb_backward_result g, gg;
+    REQUIRE_OK(nb_gradients(m.main, 1, &ln, NULL, 1, &xn, 0, NULL, false, &g));
+    char *hv_fwd = NULL;
+    REQUIRE_OK(nb_append_jvp(m.main, 1, &xn, &vn, 1, (const char *[]){g.grads[0]}, &hv_fwd));
+    REQUIRE_OK(hv_fwd ? NB_OK : NB_ERR_STATE);
+    /* Reverse over reverse: the gradient of <grad, v>. */
+    nb_value s = nb_reduce_sum(m.b, nb_mul(m.b, nb_value_by_name(m.b, g.grads[0]), v), 0, NULL, false);
+    REQUIRE_OK(nb_builder_status(m.b));
+    const char *sn = nb_value_name(s);
+    REQUIRE_OK(nb_gradients(m.main, 1, &sn, NULL, 1, &xn, 0, NULL, false, &gg));
+    nb_tensor *xt = T(NB_F64, S(3), 1, -2, 0.5), *vt = T(NB_F64, S(3), 1, 10, 100), *out[2];
+    REQUIRE_OK(nb_executor_run(m.ex, m.main, m.scope, 2, (nb_feed[]){{"x", xt}, {"v", vt}}, 2,
+                               (const char *[]){hv_fwd, gg.grads[0]}, out));
+    CHECK_TENSOR(out[0], S(3), 1e-12, 6 + 10, 1 - 120, 300);
+    CHECK(nb_tensor_allclose(out[0], out[1], 1e-12, 1e-12));
+    release_all(xt, vt, out[0], out[1], NULL);
+    free(hv_fwd);
+    nb_backward_result_free(&g);
+    nb_backward_result_free(&gg);
+    model_free(&m);
+}
+
 int main(void)
 {
     RUN(test_shared_weight_renamed_and_summed);
@@ -402,5 +437,6 @@ int main(void)
     RUN(test_mlp_gradients_match_finite_differences);
     RUN(test_cnn_gradients_match_finite_differences);
     RUN(test_clone_for_test);
+    RUN(test_static_hvp_forward_over_reverse);
     return test_report();
 }

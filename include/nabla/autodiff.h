@@ -129,4 +129,13 @@ nb_status nb_gradients(nb_program *p, int n_targets, const char *const *targets,
                        int n_inputs, const char *const *inputs, int n_no_grad, const char *const *no_grad,
                        bool allow_unused, nb_backward_result *out);
 
+/* Appends the forward-mode part of block 0: given a tangent var for each of
+ * `inputs` (tangents[i], same shape), emits in order the JVP rule of every
+ * op that a tangent reaches, and names in out_tangents[i] (a malloc'ed
+ * string, or NULL where it is zero) the tangent var of outputs[i]. On a
+ * program that holds its gradient ops already this is forward over reverse:
+ * the tangent of a gradient along v is a Hessian-vector product. */
+nb_status nb_append_jvp(nb_program *p, int n_inputs, const char *const *inputs, const char *const *tangents,
+                        int n_outputs, const char *const *outputs, char **out_tangents);
+
 #endif
