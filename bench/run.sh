@@ -3,9 +3,10 @@
 # machine, in one go, and prints the ratio per case (PyTorch / nabla: above 1,
 # nabla is better, whether the figure is time or memory).
 #
-#   bench/run.sh [train|eager] [SCALE]
-#     train  one training step of the MNIST MLP and LeNet (default)
-#     eager  the eager tape: per recorded op, per backward node, a 100k-op chain
+#   bench/run.sh [train|eager|transforms] [SCALE]
+#     train       one training step of the MNIST MLP and LeNet (default)
+#     eager       the eager tape: per recorded op, per backward node, a 100k-op chain
+#     transforms  jvp and hvp of a tanh MLP loss, the full Hessian of a small MLP loss
 #     SCALE  < 1 runs fewer training steps (a quick look)
 #
 # Uses build-bench/ (a Release build) and Debian's python3-torch if present.
@@ -17,7 +18,8 @@ threads=${NABLA_BENCH_THREADS:-$(nproc)}
 case "$which" in
     train) target=bench_train; torch_script=bench/bench_torch.py; torch_args=("$scale" "$threads") ;;
     eager) target=bench_eager; torch_script=bench/bench_eager_torch.py; torch_args=() ;;
-    *) echo "usage: bench/run.sh [train|eager] [SCALE]" >&2; exit 2 ;;
+    transforms) target=bench_transforms; torch_script=bench/bench_transforms_torch.py; torch_args=() ;;
+    *) echo "usage: bench/run.sh [train|eager|transforms] [SCALE]" >&2; exit 2 ;;
 esac
 cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DNABLA_BUILD_TESTS=OFF >/dev/null
 cmake --build build-bench -j"$(nproc)" --target "$target" >/dev/null
@@ -37,11 +39,19 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 if [ "$which" = train ]; then
     OMP_NUM_THREADS=$threads ./build-bench/bench/bench_train "$scale" > "$out/nabla.txt"
+elif [ "$which" = transforms ]; then
+    OMP_NUM_THREADS=$threads ./build-bench/bench/bench_transforms > "$out/nabla.txt"
 else
     OMP_NUM_THREADS=1 ./build-bench/bench/bench_eager > "$out/nabla.txt"
 fi
 if "$python" -c 'import torch' 2>/dev/null; then
-    if [ "$which" = train ]; then
+    if [ "$which" = transforms ]; then
+        OPENBLAS_NUM_THREADS=$threads "$python" "$torch_script" 1 > "$out/torch_a.txt"
+        OPENBLAS_NUM_THREADS=1 "$python" "$torch_script" "$threads" > "$out/torch_b.txt"
+        awk 'NR == FNR { best[$2] = $3; line[$2] = $0; next }
+             { if ($3 < best[$2]) line[$2] = $0 } END { for (k in line) print line[k] }' \
+            "$out/torch_a.txt" "$out/torch_b.txt" > "$out/torch.txt"
+    elif [ "$which" = train ]; then
         # PyTorch's threads can be laid out two ways on this machine: BLAS
         # threads under one intra-op thread, or one BLAS thread under intra-op
         # threads (both at once oversubscribe the cores). Keep its better time
@@ -60,7 +70,7 @@ else
     have_torch=0
 fi
 echo "$which benchmark, medians of 7; $(nproc) cores; PyTorch's BLAS: ${blas:-unknown}"
-[ "$which" = train ] && echo "(PyTorch: the faster of its two thread layouts, per case)"
+[ "$which" != eager ] && echo "(PyTorch: the faster of its two thread layouts, per case)"
 printf '%-34s %12s %12s %8s\n' case nabla torch ratio
 while read -r _ name value _; do
     if [ $have_torch = 1 ]; then

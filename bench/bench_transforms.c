@@ -1,0 +1,116 @@
+/* bench_transforms: the functional transforms on MLP losses.
+ *   jvp_mlp_ms   forward-mode JVP of a tanh MLP loss (784-256-10, batch 64)
+ *                in its first-layer weights, along a random tangent
+ *   hvp_mlp_ms   a Hessian-vector product of the same loss
+ *   hessian_mlp_ms  the full Hessian of a 16-32-10 MLP loss in all 874
+ *                parameters (one flat vector), batch 8
+ * Medians; bench/run.sh transforms prints them beside torch.autograd.functional. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include "nabla/nabla.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void die_on(nb_status st)
+{
+    if (!st) return;
+    fprintf(stderr, "bench_transforms: %s\n", nb_last_error());
+    exit(1);
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static nb_tensor *filled(int ndim, const int64_t *shape, double scale, int seed)
+{
+    nb_tensor *t;
+    nb_rng r;
+    nb_rng_seed(&r, (uint64_t)seed);
+    die_on(nb_tensor_new(&t, NB_F32, ndim, shape));
+    for (int64_t i = 0; i < nb_tensor_numel(t); i++) nb_tensor_set(t, i, scale * (2 * nb_rng_uniform(&r) - 1));
+    return t;
+}
+
+typedef struct data {
+    nb_tensor *x, *y, *w2;
+} data;
+
+/* mean((tanh(x W1) W2 - y)^2) */
+static nb_status mlp_loss(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    data *d = ctx;
+    nb_value h = nb_tanh(b, nb_matmul(b, nb_eager_value(b, d->x), in[0], false, false));
+    nb_value r = nb_sub(b, nb_matmul(b, h, nb_eager_value(b, d->w2), false, false), nb_eager_value(b, d->y));
+    out[0] = nb_reduce_mean(b, nb_square(b, r), 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+/* The 16-32-10 MLP with its 874 parameters in one vector theta. */
+static nb_status small_loss(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    data *d = ctx;
+    nb_value parts[4];
+    die_on(nb_emit(b, "split", 1, in, 1, (nb_attr[]){NB_ATTR_INTS("sections", 512, 32, 320, 10)}, 4, parts));
+    nb_value w1 = nb_reshape(b, parts[0], 2, (int64_t[]){16, 32}), w2 = nb_reshape(b, parts[2], 2, (int64_t[]){32, 10});
+    nb_value h = nb_tanh(b, nb_add(b, nb_matmul(b, nb_eager_value(b, d->x), w1, false, false), parts[1]));
+    nb_value r = nb_sub(b, nb_add(b, nb_matmul(b, h, w2, false, false), parts[3]), nb_eager_value(b, d->y));
+    out[0] = nb_reduce_mean(b, nb_square(b, r), 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+#define REPS 7
+
+int main(void)
+{
+    data d = {filled(2, (int64_t[]){64, 784}, 1, 1), filled(2, (int64_t[]){64, 10}, 1, 2),
+              filled(2, (int64_t[]){256, 10}, 0.1, 3)};
+    nb_tensor *w1 = filled(2, (int64_t[]){784, 256}, 0.05, 4), *t = filled(2, (int64_t[]){784, 256}, 1, 5);
+    nb_function f = {mlp_loss, 1, 1, &d};
+    double ms[REPS];
+    for (int r = -1; r < REPS; r++) {
+        nb_tensor *o, *ot;
+        double t0 = now();
+        die_on(nb_jvp(&f, &w1, &t, &o, &ot));
+        if (r >= 0) ms[r] = (now() - t0) * 1e3;
+        nb_tensor_release(o);
+        nb_tensor_release(ot);
+    }
+    qsort(ms, REPS, sizeof *ms, cmp);
+    printf("case jvp_mlp_ms %.4f\n", ms[REPS / 2]);
+    for (int r = -1; r < REPS; r++) {
+        nb_tensor *hv;
+        double t0 = now();
+        die_on(nb_hvp(&f, &w1, 0, t, &hv));
+        if (r >= 0) ms[r] = (now() - t0) * 1e3;
+        nb_tensor_release(hv);
+    }
+    qsort(ms, REPS, sizeof *ms, cmp);
+    printf("case hvp_mlp_ms %.4f\n", ms[REPS / 2]);
+    fflush(stdout);
+
+    data s = {filled(2, (int64_t[]){8, 16}, 1, 6), filled(2, (int64_t[]){8, 10}, 1, 7), NULL};
+    nb_tensor *theta = filled(1, (int64_t[]){874}, 0.2, 8);
+    nb_function g = {small_loss, 1, 1, &s};
+    double hs[3];
+    for (int r = 0; r < 3; r++) {
+        nb_tensor *h;
+        double t0 = now();
+        die_on(nb_hessian(&g, &theta, 0, &h));
+        hs[r] = (now() - t0) * 1e3;
+        nb_tensor_release(h);
+    }
+    qsort(hs, 3, sizeof *hs, cmp);
+    printf("case hessian_mlp_ms %.4f\n", hs[1]);
+    nb_tensor *all[] = {d.x, d.y, d.w2, w1, t, s.x, s.y, theta};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) nb_tensor_release(all[i]);
+    return 0;
+}

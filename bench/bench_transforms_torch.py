@@ -1,0 +1,41 @@
+"""PyTorch's side of bench_transforms, with torch.autograd.functional."""
+import statistics
+import time
+
+import torch
+from torch.autograd.functional import hessian, hvp, jvp
+
+
+def timed(fn, reps):
+    fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def main():
+    import sys
+    if len(sys.argv) > 1:
+        torch.set_num_threads(int(sys.argv[1]))
+    g = torch.Generator().manual_seed(1)
+    u = lambda *s, scale=1.0: (torch.rand(*s, generator=g) * 2 - 1) * scale
+    x, y, w2 = u(64, 784), u(64, 10), u(256, 10, scale=0.1)
+    w1, t = u(784, 256, scale=0.05), u(784, 256)
+    loss = lambda w: ((torch.tanh(x @ w) @ w2 - y) ** 2).mean()
+    print(f"case jvp_mlp_ms {timed(lambda: jvp(loss, w1, t), 7):.4f}", flush=True)
+    print(f"case hvp_mlp_ms {timed(lambda: hvp(loss, w1, t), 7):.4f}", flush=True)
+    xs, ys, theta = u(8, 16), u(8, 10), u(874, scale=0.2)
+
+    def small(th):
+        w1_, b1, w2_, b2 = torch.split(th, [512, 32, 320, 10])
+        h = torch.tanh(xs @ w1_.view(16, 32) + b1)
+        return ((h @ w2_.view(32, 10) + b2 - ys) ** 2).mean()
+
+    print(f"case hessian_mlp_ms {timed(lambda: hessian(small, theta), 3):.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
