@@ -1,4 +1,5 @@
-"""PyTorch's side of bench_transforms, with torch.autograd.functional."""
+"""PyTorch's side of bench_transforms: torch.autograd.functional ("case"
+lines) and functorch ("fcase" lines), the same functions and inputs."""
 import statistics
 import time
 
@@ -27,6 +28,13 @@ def main():
     loss = lambda w: ((torch.tanh(x @ w) @ w2 - y) ** 2).mean()
     print(f"case jvp_mlp_ms {timed(lambda: jvp(loss, w1, t), 7):.4f}", flush=True)
     print(f"case hvp_mlp_ms {timed(lambda: hvp(loss, w1, t), 7):.4f}", flush=True)
+    try:
+        import functorch as ft
+    except ImportError:
+        ft = None
+    if ft:
+        print(f"fcase jvp_mlp_ms {timed(lambda: ft.jvp(loss, (w1,), (t,)), 7):.4f}", flush=True)
+        print(f"fcase hvp_mlp_ms {timed(lambda: ft.jvp(ft.grad(loss), (w1,), (t,)), 7):.4f}", flush=True)
     xs, ys, theta = u(8, 16), u(8, 10), u(874, scale=0.2)
 
     def small(th):
@@ -35,6 +43,8 @@ def main():
         return ((h @ w2_.view(32, 10) + b2 - ys) ** 2).mean()
 
     print(f"case hessian_mlp_ms {timed(lambda: hessian(small, theta), 3):.4f}", flush=True)
+    if ft:
+        print(f"fcase hessian_mlp_ms {timed(lambda: ft.hessian(small)(theta), 3):.4f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -48,8 +48,10 @@ if "$python" -c 'import torch' 2>/dev/null; then
     if [ "$which" = transforms ]; then
         OPENBLAS_NUM_THREADS=$threads "$python" "$torch_script" 1 > "$out/torch_a.txt"
         OPENBLAS_NUM_THREADS=1 "$python" "$torch_script" "$threads" > "$out/torch_b.txt"
-        awk 'NR == FNR { best[$2] = $3; line[$2] = $0; next }
-             { if ($3 < best[$2]) line[$2] = $0 } END { for (k in line) print line[k] }' \
+        # Per case, the fastest of torch.autograd.functional and functorch,
+        # each in its better thread layout; the table names which won.
+        awk '{ if (!($2 in best) || $3 < best[$2]) { best[$2] = $3; who[$2] = ($1 == "fcase" ? "functorch" : "autograd") } }
+             END { for (k in best) print "case", k, best[k], who[k] }' \
             "$out/torch_a.txt" "$out/torch_b.txt" > "$out/torch.txt"
     elif [ "$which" = train ]; then
         # PyTorch's threads can be laid out two ways on this machine: BLAS
@@ -76,7 +78,8 @@ while read -r _ name value _; do
     if [ $have_torch = 1 ]; then
         tv=$(awk -v n="$name" '$2 == n { print $3 }' "$out/torch.txt")
         [ "$which" = train ] && tv=$(awk -v n="$name" '$2 == n { print $4 }' "$out/torch.txt")
-        printf '%-34s %12.4f %12.4f %8.2f\n' "$name" "$value" "$tv" "$(awk -v a="$tv" -v b="$value" 'BEGIN { print a / b }')"
+        who=$(awk -v n="$name" '$2 == n { print $4 }' "$out/torch.txt")
+        printf '%-34s %12.4f %12.4f %8.2f %s\n' "$name" "$value" "$tv" "$(awk -v a="$tv" -v b="$value" 'BEGIN { print a / b }')" "$who"
     else
         printf '%-34s %12.4f %12s %8s\n' "$name" "$value" - -
     fi
