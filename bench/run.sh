@@ -78,7 +78,8 @@ while read -r _ name value _; do
     if [ $have_torch = 1 ]; then
         tv=$(awk -v n="$name" '$2 == n { print $3 }' "$out/torch.txt")
         [ "$which" = train ] && tv=$(awk -v n="$name" '$2 == n { print $4 }' "$out/torch.txt")
-        who=$(awk -v n="$name" '$2 == n { print $4 }' "$out/torch.txt")
+        who=""
+        [ "$which" = transforms ] && who=$(awk -v n="$name" '$2 == n { print $4 }' "$out/torch.txt")
         printf '%-34s %12.4f %12.4f %8.2f %s\n' "$name" "$value" "$tv" "$(awk -v a="$tv" -v b="$value" 'BEGIN { print a / b }')" "$who"
     else
         printf '%-34s %12.4f %12s %8s\n' "$name" "$value" - -
