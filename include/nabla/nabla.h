@@ -24,6 +24,7 @@
 #include "nabla/train.h"
 #include "nabla/eager.h"
 #include "nabla/transforms.h"
+#include "nabla/control.h"
 
 #define NABLA_VERSION_MAJOR 0
 #define NABLA_VERSION_MINOR 1

@@ -1,0 +1,73 @@
+/* nabla/control.h: loops, branches and nested nets, one code in both modes.
+ *
+ * A user writes the body of a loop or a branch as a C callback against a
+ * builder, and calls one of the functions below. On an eager builder they are
+ * plain C control flow: the body runs on the tape as often as it must, and
+ * the tape differentiates it like any other code (so the functional
+ * transforms see through them too). On a record builder they build one op
+ * holding a sub-block (seeds 000 and 002):
+ *
+ *   nb_while_loop  -> `while`      (the body block runs while a bool is true)
+ *   nb_cond        -> `cond`       (one of two blocks runs)
+ *   nb_scan        -> `recurrent`  (a step block runs once per time step)
+ *   nb_net         -> `net`        (a block used as one op)
+ *
+ * The body reads values from outside freely (parameters, inputs: closure
+ * capture); they become the op's inputs. nb_append_backward and
+ * nb_gradients recurse into the sub-blocks, writing a grad block for each
+ * (its parent is the forward block), and the executor runs sub-blocks in
+ * child scopes. In training each iteration keeps its own scope (its "step
+ * scope") so that the gradient op can replay the iterations in reverse.
+ *
+ * Values carried from one iteration to the next must keep their dtype and
+ * shape. A predicate is a bool tensor with one element. */
+#ifndef NABLA_CONTROL_H
+#define NABLA_CONTROL_H
+
+#include "nabla/builder.h"
+
+/* ---- while ------------------------------------------------------------- */
+
+/* cond: sets *pred (bool, one element) from the carried values.
+ * body: sets next[i] for every carried value carry[i]. */
+typedef nb_status (*nb_loop_cond_fn)(nb_builder *b, const nb_value *carry, nb_value *pred, void *ctx);
+typedef nb_status (*nb_loop_body_fn)(nb_builder *b, const nb_value *carry, nb_value *next, void *ctx);
+
+/* As JAX's lax.while_loop: carry = init; while (cond(carry)) carry =
+ * body(carry); final = carry. The trip count may depend on the data. */
+nb_status nb_while_loop(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx,
+                        int n_carry, const nb_value *init, nb_value *final);
+
+/* ---- cond -------------------------------------------------------------- */
+
+/* A branch computes out[0..n_out) from in[0..n_in). */
+typedef nb_status (*nb_branch_fn)(nb_builder *b, const nb_value *in, nb_value *out, void *ctx);
+
+/* As lax.cond: out = pred ? then_fn(in) : else_fn(in). Both branches must
+ * give outputs of the same dtypes and shapes. Only the branch taken runs, and
+ * in the backward pass only its gradient. */
+nb_status nb_cond(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx,
+                  int n_in, const nb_value *in, int n_out, nb_value *out);
+
+/* ---- scan (recurrence) -------------------------------------------------- */
+
+/* One time step: from the carried state (the RNN's memories) and this
+ * step's slices x_t of the sequences, computes the next state and this
+ * step's outputs y_t. */
+typedef nb_status (*nb_step_fn)(nb_builder *b, const nb_value *carry, const nb_value *x_t,
+                                nb_value *next, nb_value *y_t, void *ctx);
+
+/* As lax.scan over axis 0 (time-major: xs[j] is [T, ...], sliced to x_t of
+ * shape [...]): carry = init; for t in 0..T (T-1..0 when `reverse`):
+ * (carry, y_t) = step(carry, xs[:, t]); final = carry; ys[k] = stack of the
+ * y_t along axis 0, in time order. Needs at least one sequence. */
+nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const nb_value *init,
+                  int n_xs, const nb_value *xs, int n_ys, nb_value *final, nb_value *ys, bool reverse);
+
+/* ---- nested net ---------------------------------------------------------- */
+
+/* Seed 000's NetOp: fn's ops as one op of the enclosing block, whose
+ * gradient recurses into them. Eagerly it simply calls fn. */
+nb_status nb_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n_in, const nb_value *in, int n_out, nb_value *out);
+
+#endif

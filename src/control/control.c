@@ -1,0 +1,144 @@
+/* The control-flow helpers: plain C control flow on an eager builder, ops
+ * holding sub-blocks on a record builder (see control_record.c). */
+#include <stdlib.h>
+#include <string.h>
+#include "nabla/control.h"
+#include "nabla/eager.h"
+#include "nabla/ops.h"
+#include "control_internal.h"
+
+/* The value of a one-element bool predicate, read eagerly. */
+static nb_status eager_pred(nb_builder *b, nb_value pred, const char *who, bool *out)
+{
+    nb_tensor *t = nb_is_none(pred) ? NULL : nb_eager_tensor(pred);
+    if (!t) return nb_builder_fail(b, NB_ERR_ARG, "%s: the predicate is missing", who);
+    if (t->dtype != NB_BOOL || nb_tensor_numel(t) != 1) {
+        char s[NB_SHAPE_STR_MAX];
+        return nb_builder_fail(b, NB_ERR_DTYPE, "%s: the predicate must be bool with one element, not %s %s", who,
+                               nb_dtype_name(t->dtype), nb_shape_str(s, sizeof s, t->ndim, t->shape));
+    }
+    *out = nb_tensor_get(t, 0) != 0;
+    return NB_OK;
+}
+
+/* Checks that a carried value keeps its dtype and shape. */
+nb_status nb_control_check_same(nb_builder *b, const char *who, const char *what, int i, nb_value was, nb_value now)
+{
+    if (nb_is_none(now)) return nb_builder_fail(b, NB_ERR_ARG, "%s: %s %d was not set by the body", who, what, i);
+    nb_var_info a = nb_value_info(b, was), c = nb_value_info(b, now);
+    bool same = a.dtype == c.dtype && a.ndim == c.ndim;
+    for (int d = 0; same && d < a.ndim; d++) same = a.shape[d] == c.shape[d] || a.shape[d] < 0 || c.shape[d] < 0;
+    if (same) return NB_OK;
+    char sa[NB_SHAPE_STR_MAX], sc[NB_SHAPE_STR_MAX];
+    return nb_builder_fail(b, NB_ERR_SHAPE, "%s: %s %d is %s %s before the body and %s %s after it; it must not change",
+                           who, what, i, nb_dtype_name(a.dtype), nb_shape_str(sa, sizeof sa, a.ndim, a.shape),
+                           nb_dtype_name(c.dtype), nb_shape_str(sc, sizeof sc, c.ndim, c.shape));
+}
+
+static nb_status check_args(nb_builder *b, const char *who, bool ok)
+{
+    if (!b) return nb_error(NB_ERR_ARG, "%s: NULL builder", who);
+    nb_status st = nb_builder_status(b);
+    if (st) return st;
+    return ok ? NB_OK : nb_builder_fail(b, NB_ERR_ARG, "%s: bad arguments (a NULL callback, or counts out of range)", who);
+}
+
+nb_status nb_while_loop(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx, int n_carry,
+                        const nb_value *init, nb_value *final)
+{
+    nb_status st = check_args(b, "while_loop", cond && body && n_carry >= 1 && n_carry <= NB_CONTROL_MAX && init && final);
+    if (st) return st;
+    if (!nb_builder_is_eager(b)) return nb_control_record_while(b, cond, body, ctx, n_carry, init, final);
+    nb_value cur[NB_CONTROL_MAX], next[NB_CONTROL_MAX];
+    memcpy(cur, init, (size_t)n_carry * sizeof *cur);
+    for (;;) {
+        nb_value pred = NB_NONE;
+        bool go = false;
+        if ((st = cond(b, cur, &pred, ctx)) || (st = nb_builder_status(b))) return st;
+        if ((st = eager_pred(b, pred, "while_loop", &go)) || !go) break;
+        for (int i = 0; i < n_carry; i++) next[i] = NB_NONE;
+        if ((st = body(b, cur, next, ctx)) || (st = nb_builder_status(b))) return st;
+        for (int i = 0; i < n_carry && !st; i++) st = nb_control_check_same(b, "while_loop", "carried value", i, cur[i], next[i]);
+        if (st) return st;
+        memcpy(cur, next, (size_t)n_carry * sizeof *cur);
+    }
+    if (!st) memcpy(final, cur, (size_t)n_carry * sizeof *cur);
+    return st;
+}
+
+nb_status nb_cond(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx, int n_in,
+                  const nb_value *in, int n_out, nb_value *out)
+{
+    nb_status st = check_args(b, "cond", then_fn && else_fn && n_in >= 0 && n_in <= NB_CONTROL_MAX && (in || !n_in) &&
+                                             n_out >= 1 && n_out <= NB_CONTROL_MAX && out);
+    if (st) return st;
+    if (!nb_builder_is_eager(b)) return nb_control_record_cond(b, pred, then_fn, else_fn, ctx, n_in, in, n_out, out);
+    bool taken = false;
+    if ((st = eager_pred(b, pred, "cond", &taken))) return st;
+    for (int i = 0; i < n_out; i++) out[i] = NB_NONE;
+    if ((st = (taken ? then_fn : else_fn)(b, in, out, ctx)) || (st = nb_builder_status(b))) return st;
+    for (int i = 0; i < n_out; i++)
+        if (nb_is_none(out[i])) return nb_builder_fail(b, NB_ERR_ARG, "cond: output %d was not set by the branch", i);
+    return NB_OK;
+}
+
+/* x[t] along axis 0, as a value of one dimension less. */
+static nb_value time_slice(nb_builder *b, nb_value x, int64_t t)
+{
+    int64_t axis = 0, start = t, end = t + 1;
+    return nb_squeeze(b, nb_slice(b, x, 1, &axis, &start, &end), 1, &axis);
+}
+
+nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const nb_value *init, int n_xs,
+                  const nb_value *xs, int n_ys, nb_value *final, nb_value *ys, bool reverse)
+{
+    nb_status st = check_args(b, "scan", step && n_carry >= 0 && n_carry <= NB_CONTROL_MAX && (init || !n_carry) &&
+                                             n_xs >= 1 && n_xs <= NB_CONTROL_MAX && xs && n_ys >= 0 &&
+                                             n_ys <= NB_CONTROL_MAX && (final || !n_carry) && (ys || !n_ys));
+    if (st) return st;
+    int64_t T = -1;
+    for (int j = 0; j < n_xs; j++) {
+        nb_var_info info = nb_value_info(b, xs[j]);
+        if (info.ndim < 1) return nb_builder_fail(b, NB_ERR_SHAPE, "scan: sequence %d has no time axis (it is a scalar)", j);
+        if (j > 0 && info.shape[0] >= 0 && T >= 0 && info.shape[0] != T)
+            return nb_builder_fail(b, NB_ERR_SHAPE, "scan: sequence %d has %lld steps but sequence 0 has %lld", j,
+                                   (long long)info.shape[0], (long long)T);
+        if (j == 0 || T < 0) T = info.shape[0];
+    }
+    if (!nb_builder_is_eager(b)) return nb_control_record_scan(b, step, ctx, n_carry, init, n_xs, xs, n_ys, final, ys, reverse);
+    if (T < 1) return nb_builder_fail(b, NB_ERR_SHAPE, "scan: the sequences have no time steps");
+    nb_value cur[NB_CONTROL_MAX], next[NB_CONTROL_MAX], x_t[NB_CONTROL_MAX], y_t[NB_CONTROL_MAX];
+    nb_value *outs = calloc((size_t)(T * (n_ys ? n_ys : 1)), sizeof *outs);
+    if (!outs) return nb_builder_fail(b, NB_ERR_NOMEM, "scan: out of memory");
+    if (n_carry) memcpy(cur, init, (size_t)n_carry * sizeof *cur);
+    for (int64_t i = 0; i < T && !st; i++) {
+        int64_t t = reverse ? T - 1 - i : i;
+        for (int j = 0; j < n_xs; j++) x_t[j] = time_slice(b, xs[j], t);
+        for (int k = 0; k < NB_CONTROL_MAX; k++) next[k] = y_t[k] = NB_NONE;
+        if ((st = nb_builder_status(b)) || (st = step(b, cur, x_t, next, y_t, ctx)) || (st = nb_builder_status(b))) break;
+        for (int k = 0; k < n_carry && !st; k++) st = nb_control_check_same(b, "scan", "carried value", k, cur[k], next[k]);
+        for (int k = 0; k < n_ys && !st; k++)
+            if (nb_is_none(y_t[k])) st = nb_builder_fail(b, NB_ERR_ARG, "scan: output %d was not set by the step", k);
+        if (st) break;
+        if (n_carry) memcpy(cur, next, (size_t)n_carry * sizeof *cur);
+        for (int k = 0; k < n_ys; k++) outs[k * T + t] = y_t[k];
+    }
+    for (int k = 0; k < n_ys && !st; k++) ys[k] = nb_stack(b, (int)T, outs + k * T, 0);
+    free(outs);
+    if (!st) st = nb_builder_status(b);
+    if (!st && n_carry) memcpy(final, cur, (size_t)n_carry * sizeof *cur);
+    return st;
+}
+
+nb_status nb_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n_in, const nb_value *in, int n_out, nb_value *out)
+{
+    nb_status st = check_args(b, "net", fn && n_in >= 0 && n_in <= NB_CONTROL_MAX && (in || !n_in) && n_out >= 1 &&
+                                            n_out <= NB_CONTROL_MAX && out);
+    if (st) return st;
+    if (!nb_builder_is_eager(b)) return nb_control_record_net(b, fn, ctx, n_in, in, n_out, out);
+    for (int i = 0; i < n_out; i++) out[i] = NB_NONE;
+    if ((st = fn(b, in, out, ctx)) || (st = nb_builder_status(b))) return st;
+    for (int i = 0; i < n_out; i++)
+        if (nb_is_none(out[i])) return nb_builder_fail(b, NB_ERR_ARG, "net: output %d was not set", i);
+    return NB_OK;
+}

@@ -1,0 +1,21 @@
+/* Shared between the control-flow helpers, their ops and their rules. */
+#ifndef NABLA_CONTROL_INTERNAL_H
+#define NABLA_CONTROL_INTERNAL_H
+
+#include "nabla/control.h"
+
+#define NB_CONTROL_MAX 64 /* carried values, sequences, branch inputs and outputs */
+
+nb_status nb_control_check_same(nb_builder *b, const char *who, const char *what, int i, nb_value was, nb_value now);
+
+/* The record-builder forms: build the op and its sub-blocks. */
+nb_status nb_control_record_while(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx, int n_carry,
+                                  const nb_value *init, nb_value *final);
+nb_status nb_control_record_cond(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx,
+                                 int n_in, const nb_value *in, int n_out, nb_value *out);
+nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const nb_value *init, int n_xs,
+                                 const nb_value *xs, int n_ys, nb_value *final, nb_value *ys, bool reverse);
+nb_status nb_control_record_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n_in, const nb_value *in, int n_out,
+                                nb_value *out);
+
+#endif
