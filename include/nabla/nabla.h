@@ -25,6 +25,7 @@
 #include "nabla/eager.h"
 #include "nabla/transforms.h"
 #include "nabla/control.h"
+#include "nabla/recurrent.h"
 
 #define NABLA_VERSION_MAJOR 0
 #define NABLA_VERSION_MINOR 1
