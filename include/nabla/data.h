@@ -44,6 +44,12 @@ nb_status nb_idx_load(const char *path, nb_tensor **out);
  * NB_ERR_NOT_FOUND with every place it looked and how to get the files. */
 nb_status nb_data_find(const char *cli_dir, const char *dataset, char *out_dir, size_t size);
 
+/* The same search for a data set that is one file, such as a text corpus
+ * ("tinyshakespeare", "input.txt"): a folder holds it when it has `file`,
+ * and the path of that file is written to out_path. `cli` may also name the
+ * file itself (--data FILE), which is then taken as it is. */
+nb_status nb_data_find_file(const char *cli, const char *dataset, const char *file, char *out_path, size_t size);
+
 /* ---- MNIST-style data sets --------------------------------------------------------- */
 
 /* Loads dir/train-* (train) or dir/t10k-* images and labels, each from the

@@ -26,6 +26,7 @@
 #include "nabla/transforms.h"
 #include "nabla/control.h"
 #include "nabla/recurrent.h"
+#include "nabla/text.h"
 
 #define NABLA_VERSION_MAJOR 0
 #define NABLA_VERSION_MINOR 1

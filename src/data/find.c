@@ -1,16 +1,22 @@
 /* Finding a data set's folder: the places a user is likely to have put it,
- * in a fixed order, and an error listing all of them when none has it. */
+ * in a fixed order, and an error listing all of them when none has it. A
+ * folder holds the data set when it has one of the data set's marker files
+ * (MNIST's training images, a text corpus's file). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "data_internal.h"
 
 #define PATH_CAP 4096
 #define LOOKED_CAP 1400 /* leaves room in the error text for the advice after the list */
 
+#define MAX_MARKERS 2
+
 typedef struct {
     const char *dataset;
+    const char *markers[MAX_MARKERS]; /* files that qualify a folder (NULL ends the list) */
     char *out;
     size_t size;
     bool found;
@@ -26,9 +32,11 @@ static bool has_file(const char *dir, const char *name)
     return n > 0 && (size_t)n < sizeof p && access(p, R_OK) == 0;
 }
 
-static bool qualifies(const char *dir)
+static bool qualifies(const search *s, const char *dir)
 {
-    return has_file(dir, "train-images-idx3-ubyte") || has_file(dir, "train-images-idx3-ubyte.gz");
+    for (int i = 0; i < MAX_MARKERS && s->markers[i]; i++)
+        if (has_file(dir, s->markers[i])) return true;
+    return false;
 }
 
 static void note_looked(search *s, const char *dir)
@@ -54,7 +62,7 @@ static void try_dir(search *s, const char *base, const char *rest)
     int n = rest ? snprintf(dir, sizeof dir, "%.*s/%s", (int)blen, base, rest) : snprintf(dir, sizeof dir, "%s", base);
     if (n < 0 || (size_t)n >= sizeof dir) return;
     note_looked(s, dir);
-    if (!qualifies(dir)) return;
+    if (!qualifies(s, dir)) return;
     if ((size_t)n >= s->size) {
         s->st = nb_error(NB_ERR_ARG, "data find: the %s data set is in %s, but out_dir has only %zu bytes", s->dataset,
                          dir, s->size);
@@ -76,6 +84,9 @@ static bool valid_name(const char *name)
 
 static const char *advice(const char *dataset)
 {
+    if (!strcmp(dataset, "tinyshakespeare"))
+        return "put input.txt of karpathy/char-rnn (data/tinyshakespeare/input.txt) into DIR/tinyshakespeare and "
+               "pass --data DIR, or pass --data FILE";
     if (!strcmp(dataset, "mnist"))
         return "run scripts/get-mnist.sh DIR (downloads and checks the files into DIR/mnist) or pass --data DIR";
     if (!strcmp(dataset, "fashion-mnist"))
@@ -84,25 +95,27 @@ static const char *advice(const char *dataset)
     return "put its files in one of these folders or pass --data DIR";
 }
 
-nb_status nb_data_find_from(const char *cli_dir, const char *dataset, const char *exe_path, char *out_dir,
-                            size_t size)
+/* Looks for a folder of `dataset` holding one of s->markers in every place,
+ * in order; *s says what was found (and where it looked). */
+static nb_status find_folder(search *s, const char *cli_dir, const char *exe_path)
 {
-    if (!dataset || !out_dir || size == 0) return nb_error(NB_ERR_ARG, "data find: dataset or out_dir is NULL");
-    out_dir[0] = '\0';
-    if (!valid_name(dataset))
-        return nb_error(NB_ERR_ARG, "data find: \"%s\" is not a data set name (a folder name such as mnist)", dataset);
-    search s = {.dataset = dataset, .out = out_dir, .size = size};
+    if (!s->dataset || !s->out || s->size == 0) return nb_error(NB_ERR_ARG, "data find: dataset or out_dir is NULL");
+    s->out[0] = '\0';
+    if (!valid_name(s->dataset))
+        return nb_error(NB_ERR_ARG, "data find: \"%s\" is not a data set name (a folder name such as mnist)",
+                        s->dataset);
+    const char *dataset = s->dataset;
     if (cli_dir && cli_dir[0]) {
-        try_dir(&s, cli_dir, NULL);
-        try_dir(&s, cli_dir, dataset);
+        try_dir(s, cli_dir, NULL);
+        try_dir(s, cli_dir, dataset);
     }
     const char *env = getenv("NABLA_DATA");
     if (env && env[0]) {
-        try_dir(&s, env, NULL);
-        try_dir(&s, env, dataset);
+        try_dir(s, env, NULL);
+        try_dir(s, env, dataset);
     }
-    try_dir(&s, "./data", dataset);
-    try_dir(&s, "../shared/data", dataset);
+    try_dir(s, "./data", dataset);
+    try_dir(s, "../shared/data", dataset);
     if (exe_path && exe_path[0]) {
         char base[PATH_CAP], rel[PATH_CAP];
         const char *slash = strrchr(exe_path, '/');
@@ -112,19 +125,63 @@ nb_status nb_data_find_from(const char *cli_dir, const char *dataset, const char
             base[len] = '\0';
             for (int up = 0; up <= 2; up++) {
                 snprintf(rel, sizeof rel, "data/%s", dataset);
-                try_dir(&s, base, rel);
+                try_dir(s, base, rel);
                 snprintf(rel, sizeof rel, "../shared/data/%s", dataset);
-                try_dir(&s, base, rel);
+                try_dir(s, base, rel);
                 if (strlen(base) + 4 < sizeof base) strcat(base, "/..");
             }
         }
     }
-    if (s.st) return s.st;
-    if (s.found) return NB_OK;
+    if (s->st) return s->st;
+    if (s->found) return NB_OK;
+    char markers[256];
+    snprintf(markers, sizeof markers, "%s%s%s", s->markers[0], s->markers[1] ? " or " : "",
+             s->markers[1] ? s->markers[1] : "");
     return nb_error(NB_ERR_NOT_FOUND,
-                    "the %s data set was not found. Looked in: %s (a folder holds it when it has "
-                    "train-images-idx3-ubyte or train-images-idx3-ubyte.gz). To get it, %s",
-                    dataset, s.looked, advice(dataset));
+                    "the %s data set was not found. Looked in: %s (a folder holds it when it has %s). To get it, %s",
+                    dataset, s->looked, markers, advice(dataset));
+}
+
+nb_status nb_data_find_from(const char *cli_dir, const char *dataset, const char *exe_path, char *out_dir,
+                            size_t size)
+{
+    search s = {.dataset = dataset,
+                .markers = {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz"},
+                .out = out_dir,
+                .size = size};
+    return find_folder(&s, cli_dir, exe_path);
+}
+
+static bool is_regular_file(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && access(path, R_OK) == 0;
+}
+
+nb_status nb_data_find_file_from(const char *cli, const char *dataset, const char *file, const char *exe_path,
+                                 char *out_path, size_t size)
+{
+    if (!file || !file[0] || strchr(file, '/'))
+        return nb_error(NB_ERR_ARG, "data find: \"%s\" is not a file name (one without folders, such as input.txt)",
+                        file ? file : "(null)");
+    if (out_path && size) out_path[0] = '\0';
+    if (cli && cli[0] && is_regular_file(cli)) { /* --data FILE */
+        if (!out_path || strlen(cli) >= size)
+            return nb_error(NB_ERR_ARG, "data find: the path %s does not fit in out_path (%zu bytes)", cli, size);
+        memcpy(out_path, cli, strlen(cli) + 1);
+        return NB_OK;
+    }
+    char dir[PATH_CAP];
+    search s = {.dataset = dataset, .markers = {file, NULL}, .out = dir, .size = sizeof dir};
+    nb_status st = find_folder(&s, cli, exe_path);
+    if (st) return st;
+    int n = snprintf(out_path, size, "%s/%s", dir, file);
+    if (n < 0 || (size_t)n >= size) {
+        if (size) out_path[0] = '\0';
+        return nb_error(NB_ERR_ARG, "data find: the %s data set is in %s, but out_path has only %zu bytes", dataset,
+                        dir, size);
+    }
+    return NB_OK;
 }
 
 nb_status nb_data_find(const char *cli_dir, const char *dataset, char *out_dir, size_t size)
@@ -133,4 +190,12 @@ nb_status nb_data_find(const char *cli_dir, const char *dataset, char *out_dir, 
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) exe[n] = '\0';
     return nb_data_find_from(cli_dir, dataset, n > 0 ? exe : NULL, out_dir, size);
+}
+
+nb_status nb_data_find_file(const char *cli, const char *dataset, const char *file, char *out_path, size_t size)
+{
+    char exe[PATH_CAP];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) exe[n] = '\0';
+    return nb_data_find_file_from(cli, dataset, file, n > 0 ? exe : NULL, out_path, size);
 }
