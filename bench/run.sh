@@ -3,10 +3,12 @@
 # machine, in one go, and prints the ratio per case (PyTorch / nabla: above 1,
 # nabla is better, whether the figure is time or memory).
 #
-#   bench/run.sh [train|eager|transforms] [SCALE]
+#   bench/run.sh [train|eager|transforms|lstm] [SCALE]
 #     train       one training step of the MNIST MLP and LeNet (default)
 #     eager       the eager tape: per recorded op, per backward node, a 100k-op chain
 #     transforms  jvp and hvp of a tanh MLP loss, the full Hessian of a small MLP loss
+#     lstm        one training step of char_rnn's LSTM (hidden 128, 64 steps, batch 32,
+#                 vocabulary 65) beside nn.LSTM
 #     SCALE  < 1 runs fewer training steps (a quick look)
 #
 # Uses build-bench/ (a Release build) and Debian's python3-torch if present.
@@ -19,7 +21,8 @@ case "$which" in
     train) target=bench_train; torch_script=bench/bench_torch.py; torch_args=("$scale" "$threads") ;;
     eager) target=bench_eager; torch_script=bench/bench_eager_torch.py; torch_args=() ;;
     transforms) target=bench_transforms; torch_script=bench/bench_transforms_torch.py; torch_args=() ;;
-    *) echo "usage: bench/run.sh [train|eager|transforms] [SCALE]" >&2; exit 2 ;;
+    lstm) target=bench_lstm; torch_script=bench/bench_lstm_torch.py; torch_args=("$scale") ;;
+    *) echo "usage: bench/run.sh [train|eager|transforms|lstm] [SCALE]" >&2; exit 2 ;;
 esac
 cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DNABLA_BUILD_TESTS=OFF >/dev/null
 cmake --build build-bench -j"$(nproc)" --target "$target" >/dev/null
@@ -31,9 +34,14 @@ python=/usr/bin/python3
 blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)
 case "$blas" in
     *openblas*|*blis*|*mkl*) ;;
-    *) [ "$which" = train ] && echo "bench: warning: libblas.so.3 is the reference BLAS ($blas); PyTorch's" \
-            "times will be unfairly slow. apt-get install libopenblas0-pthread gives it OpenBLAS." >&2 ;;
+    *) case "$which" in train|lstm) echo "bench: warning: libblas.so.3 is the reference BLAS ($blas); PyTorch's" \
+            "times will be unfairly slow. apt-get install libopenblas0-pthread gives it OpenBLAS." >&2 ;; esac ;;
 esac
+
+# Per case (field 2), the line with the smallest time (field 4) among the files.
+best_of() {
+    awk '{ if (!($2 in best) || $4 < best[$2]) { best[$2] = $4; line[$2] = $0 } } END { for (k in line) print line[k] }' "$@"
+}
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -41,6 +49,13 @@ if [ "$which" = train ]; then
     OMP_NUM_THREADS=$threads ./build-bench/bench/bench_train "$scale" > "$out/nabla.txt"
 elif [ "$which" = transforms ]; then
     OMP_NUM_THREADS=$threads ./build-bench/bench/bench_transforms > "$out/nabla.txt"
+elif [ "$which" = lstm ]; then
+    # The LSTM's products are small ([32, 128] x [128, 512] a step), where
+    # OpenMP's threads cost more than they give on a shared machine: nabla,
+    # too, gets the faster of all threads and one thread, per case.
+    OMP_NUM_THREADS=$threads ./build-bench/bench/bench_lstm "$scale" > "$out/nabla_a.txt"
+    OMP_NUM_THREADS=1 ./build-bench/bench/bench_lstm "$scale" > "$out/nabla_b.txt"
+    best_of "$out/nabla_a.txt" "$out/nabla_b.txt" > "$out/nabla.txt"
 else
     OMP_NUM_THREADS=1 ./build-bench/bench/bench_eager > "$out/nabla.txt"
 fi
@@ -53,6 +68,12 @@ if "$python" -c 'import torch' 2>/dev/null; then
         awk '{ if (!($2 in best) || $3 < best[$2]) { best[$2] = $3; who[$2] = ($1 == "fcase" ? "functorch" : "autograd") } }
              END { for (k in best) print "case", k, best[k], who[k] }' \
             "$out/torch_a.txt" "$out/torch_b.txt" > "$out/torch.txt"
+    elif [ "$which" = lstm ]; then
+        # As for train, and one thread for everything as a third layout.
+        OPENBLAS_NUM_THREADS=$threads "$python" "$torch_script" "$scale" 1 > "$out/torch_a.txt"
+        OPENBLAS_NUM_THREADS=1 "$python" "$torch_script" "$scale" "$threads" > "$out/torch_b.txt"
+        OPENBLAS_NUM_THREADS=1 "$python" "$torch_script" "$scale" 1 > "$out/torch_c.txt"
+        best_of "$out/torch_a.txt" "$out/torch_b.txt" "$out/torch_c.txt" > "$out/torch.txt"
     elif [ "$which" = train ]; then
         # PyTorch's threads can be laid out two ways on this machine: BLAS
         # threads under one intra-op thread, or one BLAS thread under intra-op
@@ -60,9 +81,7 @@ if "$python" -c 'import torch' 2>/dev/null; then
         # per case, so the comparison is with PyTorch at its best.
         OPENBLAS_NUM_THREADS=$threads "$python" "$torch_script" "$scale" 1 > "$out/torch_a.txt"
         OPENBLAS_NUM_THREADS=1 "$python" "$torch_script" "$scale" "$threads" > "$out/torch_b.txt"
-        awk 'NR == FNR { best[$2] = $4; line[$2] = $0; next }
-             { if ($4 < best[$2]) line[$2] = $0 } END { for (k in line) print line[k] }' \
-            "$out/torch_a.txt" "$out/torch_b.txt" > "$out/torch.txt"
+        best_of "$out/torch_a.txt" "$out/torch_b.txt" > "$out/torch.txt"
     else
         "$python" "$torch_script" "${torch_args[@]}" > "$out/torch.txt"
     fi
@@ -72,16 +91,26 @@ else
     have_torch=0
 fi
 echo "$which benchmark, medians of 7; $(nproc) cores; PyTorch's BLAS: ${blas:-unknown}"
-[ "$which" != eager ] && echo "(PyTorch: the faster of its two thread layouts, per case)"
+case "$which" in
+    train|transforms) echo "(PyTorch: the faster of its two thread layouts, per case)" ;;
+    lstm) echo "(each the fastest of its thread layouts: PyTorch's BLAS or intra-op threads or one thread;" \
+               "nabla's OpenMP threads or one thread)" ;;
+esac
 printf '%-34s %12s %12s %8s\n' case nabla torch ratio
 while read -r _ name value _; do
     if [ $have_torch = 1 ]; then
         tv=$(awk -v n="$name" '$2 == n { print $3 }' "$out/torch.txt")
         [ "$which" = train ] && tv=$(awk -v n="$name" '$2 == n { print $4 }' "$out/torch.txt")
+        # nn.LSTM's one step stands beside both of nabla's (eager, static).
+        [ "$which" = lstm ] && tv=$(awk '$2 == "lstm" { print $4 }' "$out/torch.txt")
         who=""
         [ "$which" = transforms ] && who=$(awk -v n="$name" '$2 == n { print $4 }' "$out/torch.txt")
         printf '%-34s %12.4f %12.4f %8.2f %s\n' "$name" "$value" "$tv" "$(awk -v a="$tv" -v b="$value" 'BEGIN { print a / b }')" "$who"
     else
         printf '%-34s %12.4f %12s %8s\n' "$name" "$value" - -
     fi
-done < <(if [ "$which" = train ]; then awk '{ print $1, $2, $4 }' "$out/nabla.txt"; else cat "$out/nabla.txt"; fi)
+done < <(case "$which" in
+             train) awk '{ print $1, $2, $4 }' "$out/nabla.txt" ;;
+             lstm) awk '{ print $1, $2, $4 }' "$out/nabla.txt" | sort ;;
+             *) cat "$out/nabla.txt" ;;
+         esac)

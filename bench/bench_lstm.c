@@ -1,0 +1,182 @@
+/* bench_lstm: time of one training step of a character-level LSTM (the
+ * model of examples/char_rnn.c: embedding 65 -> 64, LSTM with hidden 128,
+ * linear to 65, softmax cross-entropy, Adam with gradient clipping by global
+ * norm) on sequences of 64 steps, batch 32: forward, backward and the
+ * optimiser step, eagerly, and as a static program when nb_scan has its
+ * static form. Prints one line per case, as bench_train:
+ *
+ *     case lstm_eager median_ms 123.4 steps 5
+ *
+ * bench/run.sh lstm runs this beside bench_lstm_torch.py (nn.LSTM). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "nabla/nabla.h"
+
+enum { VOCAB = 65, EMBED = 64, HIDDEN = 128, SEQ = 64, BATCH = 32 };
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void die_on(nb_status st, const char *what)
+{
+    if (!st) return;
+    fprintf(stderr, "bench: %s: %s\n", what, nb_last_error());
+    exit(1);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The mean cross-entropy of predicting targets [T, B] from ids [T, B]. */
+static nb_value char_lstm_loss(nb_builder *b, nb_value ids, nb_value targets)
+{
+    nb_value x = nb_layer_embedding(b, ids, VOCAB, EMBED, -1);
+    nb_value ys = nb_layer_lstm(b, x, NB_NONE, NB_NONE, HIDDEN, NULL, NULL, NULL);
+    nb_value logits = nb_layer_fc_ex(b, ys, VOCAB, &(nb_fc_opts){.in_num_col_dims = 2});
+    nb_value flat = nb_reshape(b, logits, 2, (int64_t[]){-1, VOCAB});
+    return nb_layer_softmax_cross_entropy(b, flat, nb_reshape(b, targets, 1, (int64_t[]){-1}));
+}
+
+static nb_optimizer optimizer(void)
+{
+    nb_optimizer opt = nb_adam(2e-3);
+    opt.clip = NB_CLIP_GLOBAL_NORM;
+    opt.clip_value = 5.0;
+    return opt;
+}
+
+/* Fixed batches: ids and the next character, from a little pseudo-text. */
+static void make_batch(nb_tensor **ids, nb_tensor **targets)
+{
+    die_on(nb_tensor_new(ids, NB_I64, 2, (int64_t[]){SEQ, BATCH}), "tensor");
+    die_on(nb_tensor_new(targets, NB_I64, 2, (int64_t[]){SEQ, BATCH}), "tensor");
+    for (int64_t t = 0; t < SEQ; t++)
+        for (int64_t j = 0; j < BATCH; j++) {
+            int64_t k = t * BATCH + j, pos = j * 997 + t;
+            nb_tensor_set(*ids, k, (double)((pos * 31 + pos / 7) % VOCAB));
+            nb_tensor_set(*targets, k, (double)(((pos + 1) * 31 + (pos + 1) / 7) % VOCAB));
+        }
+}
+
+static double median_of(double *t, int reps)
+{
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    return t[reps / 2];
+}
+
+static void eager_step(nb_builder *b, nb_eager_optimizer *o, nb_tensor *ids, nb_tensor *targets)
+{
+    nb_value loss = char_lstm_loss(b, nb_eager_value(b, ids), nb_eager_value(b, targets));
+    die_on(nb_builder_status(b), nb_builder_error(b));
+    nb_tensor *l = nb_eager_tensor(loss);
+    die_on(nb_backward(1, &l, NULL, false, false), "backward");
+    die_on(nb_eager_optimizer_step(o, b), "optimizer step");
+    nb_eager_zero_grad(b);
+    nb_eager_release_values(b);
+}
+
+static double bench_eager(int steps, int reps)
+{
+    nb_tensor *ids, *targets;
+    make_batch(&ids, &targets);
+    nb_builder *b;
+    die_on(nb_builder_new_eager(&b), "eager builder");
+    nb_eager_set_seed(b, 1);
+    nb_optimizer opt = optimizer();
+    nb_eager_optimizer *o;
+    die_on(nb_eager_optimizer_new(&o, &opt), "optimizer");
+    for (int i = 0; i < 2; i++) eager_step(b, o, ids, targets); /* warm up */
+    double t[16];
+    for (int k = 0; k < reps; k++) {
+        double t0 = now();
+        for (int s = 0; s < steps; s++) eager_step(b, o, ids, targets);
+        t[k] = (now() - t0) * 1e3 / steps;
+    }
+    nb_eager_optimizer_free(o);
+    nb_builder_free(b);
+    nb_tensor_release(ids);
+    nb_tensor_release(targets);
+    return median_of(t, reps);
+}
+
+/* The static program, or a negative time when nb_scan has no static form
+ * yet (the case is then left out). */
+static double bench_static(int steps, int reps)
+{
+    nb_program *main_p, *startup;
+    nb_builder *b;
+    die_on(nb_program_new(&main_p), "program");
+    die_on(nb_program_new(&startup), "program");
+    nb_program_set_seed(startup, 1);
+    die_on(nb_builder_new_record(&b, main_p, startup), "builder");
+    nb_value ids = nb_layer_data(b, "ids", NB_I64, 2, (int64_t[]){SEQ, BATCH});
+    nb_value targets = nb_layer_data(b, "targets", NB_I64, 2, (int64_t[]){SEQ, BATCH});
+    nb_value cost = char_lstm_loss(b, ids, targets);
+    double result = -1;
+    if (nb_builder_status(b) == NB_ERR_UNSUPPORTED) {
+        fprintf(stderr, "bench: lstm_static left out: %s\n", nb_builder_error(b));
+        goto done;
+    }
+    die_on(nb_builder_status(b), nb_builder_error(b));
+    nb_optimizer opt = optimizer();
+    nb_backward_result r;
+    die_on(nb_minimize(&opt, main_p, startup, nb_value_name(cost), 0, NULL, 0, NULL, &r), "minimize");
+    nb_scope *scope;
+    nb_executor *ex;
+    die_on(nb_scope_new(&scope, NULL), "scope");
+    die_on(nb_executor_new(&ex), "executor");
+    die_on(nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL), "startup");
+    nb_tensor *it, *tt;
+    make_batch(&it, &tt);
+    nb_prepared *pp;
+    const char *feeds[] = {"ids", "targets"}, *fetch = nb_value_name(cost);
+    die_on(nb_prepare(&pp, main_p, 0, 2, feeds, 1, &fetch), "prepare");
+    nb_tensor *in[2] = {it, tt}, *out;
+    for (int i = 0; i < 2; i++) {
+        die_on(nb_prepared_run(pp, scope, in, &out), "run");
+        nb_tensor_release(out);
+    }
+    double t[16];
+    for (int k = 0; k < reps; k++) {
+        double t0 = now();
+        for (int s = 0; s < steps; s++) {
+            die_on(nb_prepared_run(pp, scope, in, &out), "run");
+            nb_tensor_release(out);
+        }
+        t[k] = (now() - t0) * 1e3 / steps;
+    }
+    result = median_of(t, reps);
+    nb_tensor_release(it);
+    nb_tensor_release(tt);
+    nb_prepared_free(pp);
+    nb_executor_free(ex);
+    nb_scope_free(scope);
+    nb_backward_result_free(&r);
+done:
+    nb_builder_free(b);
+    nb_program_free(startup);
+    nb_program_free(main_p);
+    return result;
+}
+
+int main(int argc, char **argv)
+{
+    double scale = argc > 1 ? atof(argv[1]) : 1.0; /* fewer steps for a quick look */
+    if (scale <= 0) scale = 1;
+    int steps = (int)(5 * scale);
+    if (steps < 1) steps = 1;
+    printf("case lstm_eager median_ms %.4f steps %d\n", bench_eager(steps, 7), steps);
+    fflush(stdout);
+    double ms = bench_static(steps, 7);
+    if (ms >= 0) printf("case lstm_static median_ms %.4f steps %d\n", ms, steps);
+    return 0;
+}
