@@ -40,7 +40,8 @@ esac
 
 # Per case (field 2), the line with the smallest time (field 4) among the files.
 best_of() {
-    awk '{ if (!($2 in best) || $4 < best[$2]) { best[$2] = $4; line[$2] = $0 } } END { for (k in line) print line[k] }' "$@"
+    awk '{ if (!($2 in best) || $4 < best[$2]) { best[$2] = $4; line[$2] = $0 } }
+         END { for (k in line) print line[k] }' "$@"
 }
 
 out=$(mktemp -d)

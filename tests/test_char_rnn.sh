@@ -10,7 +10,8 @@ trap 'rm -rf "$out"' EXIT
 for i in $(seq 1 40); do echo "the quick brown fox jumps over the lazy dog $i times."; done > "$out/corpus.txt"
 "$build/examples/char_rnn" --data "$out/corpus.txt" --steps 60 --eval-every 30 --lr 0.02 --hidden 16 --embed 8 --seq 8 \
     --batch 4 --sample 60 --prime "the " > "$out/log.txt"
-grep -q '^step 30: validation loss [0-9.]* nats/char$' "$out/log.txt" || { cat "$out/log.txt"; echo "no validation step"; exit 1; }
+grep -q '^step 30: validation loss [0-9.]* nats/char$' "$out/log.txt" \
+    || { cat "$out/log.txt"; echo "no validation step"; exit 1; }
 loss=$(sed -n 's/^validation loss: \([0-9.]*\) nats\/char.*after 60 steps.*/\1/p' "$out/log.txt")
 [ -n "$loss" ] || { cat "$out/log.txt"; echo "no final validation loss"; exit 1; }
 # Well below a uniform guess among its 39 characters (log 39 = 3.7 nats).
