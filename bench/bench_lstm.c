@@ -8,33 +8,10 @@
  *     case lstm_eager median_ms 123.4 steps 5
  *
  * bench/run.sh lstm runs this beside bench_lstm_torch.py (nn.LSTM). */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include "nabla/nabla.h"
+#include "bench_util.h"
 
 enum { VOCAB = 65, EMBED = 64, HIDDEN = 128, SEQ = 64, BATCH = 32 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void die_on(nb_status st, const char *what)
-{
-    if (!st) return;
-    fprintf(stderr, "bench: %s: %s\n", what, nb_last_error());
-    exit(1);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* The mean cross-entropy of predicting targets [T, B] from ids [T, B]. */
 static nb_value char_lstm_loss(nb_builder *b, nb_value ids, nb_value targets)
@@ -57,8 +34,8 @@ static nb_optimizer optimizer(void)
 /* Fixed batches: ids and the next character, from a little pseudo-text. */
 static void make_batch(nb_tensor **ids, nb_tensor **targets)
 {
-    die_on(nb_tensor_new(ids, NB_I64, 2, (int64_t[]){SEQ, BATCH}), "tensor");
-    die_on(nb_tensor_new(targets, NB_I64, 2, (int64_t[]){SEQ, BATCH}), "tensor");
+    bench_die_on(nb_tensor_new(ids, NB_I64, 2, (int64_t[]){SEQ, BATCH}), "tensor");
+    bench_die_on(nb_tensor_new(targets, NB_I64, 2, (int64_t[]){SEQ, BATCH}), "tensor");
     for (int64_t t = 0; t < SEQ; t++)
         for (int64_t j = 0; j < BATCH; j++) {
             int64_t k = t * BATCH + j, pos = j * 997 + t;
@@ -67,45 +44,40 @@ static void make_batch(nb_tensor **ids, nb_tensor **targets)
         }
 }
 
-static double median_of(double *t, int reps)
-{
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    return t[reps / 2];
-}
+/* One eager step: the model run at once on the tape, backward, update. */
+typedef struct eager_bench {
+    nb_builder *b;
+    nb_eager_optimizer *o;
+    nb_tensor *ids, *targets;
+} eager_bench;
 
-static void eager_step(nb_builder *b, nb_eager_optimizer *o, nb_tensor *ids, nb_tensor *targets)
+static void eager_step(void *ctx)
 {
-    nb_value loss = char_lstm_loss(b, nb_eager_value(b, ids), nb_eager_value(b, targets));
-    die_on(nb_builder_status(b), nb_builder_error(b));
+    eager_bench *e = ctx;
+    nb_builder *b = e->b;
+    nb_value loss = char_lstm_loss(b, nb_eager_value(b, e->ids), nb_eager_value(b, e->targets));
+    bench_die_on(nb_builder_status(b), nb_builder_error(b));
     nb_tensor *l = nb_eager_tensor(loss);
-    die_on(nb_backward(1, &l, NULL, false, false), "backward");
-    die_on(nb_eager_optimizer_step(o, b), "optimizer step");
+    bench_die_on(nb_backward(1, &l, NULL, false, false), "backward");
+    bench_die_on(nb_eager_optimizer_step(e->o, b), "optimizer step");
     nb_eager_zero_grad(b);
     nb_eager_release_values(b);
 }
 
 static double bench_eager(int steps, int reps)
 {
-    nb_tensor *ids, *targets;
-    make_batch(&ids, &targets);
-    nb_builder *b;
-    die_on(nb_builder_new_eager(&b), "eager builder");
-    nb_eager_set_seed(b, 1);
+    eager_bench e;
+    make_batch(&e.ids, &e.targets);
+    bench_die_on(nb_builder_new_eager(&e.b), "eager builder");
+    nb_eager_set_seed(e.b, 1);
     nb_optimizer opt = optimizer();
-    nb_eager_optimizer *o;
-    die_on(nb_eager_optimizer_new(&o, &opt), "optimizer");
-    for (int i = 0; i < 2; i++) eager_step(b, o, ids, targets); /* warm up */
-    double t[16];
-    for (int k = 0; k < reps; k++) {
-        double t0 = now();
-        for (int s = 0; s < steps; s++) eager_step(b, o, ids, targets);
-        t[k] = (now() - t0) * 1e3 / steps;
-    }
-    nb_eager_optimizer_free(o);
-    nb_builder_free(b);
-    nb_tensor_release(ids);
-    nb_tensor_release(targets);
-    return median_of(t, reps);
+    bench_die_on(nb_eager_optimizer_new(&e.o, &opt), "optimizer");
+    double ms = bench_median_ms(eager_step, &e, 2, steps, reps);
+    nb_eager_optimizer_free(e.o);
+    nb_builder_free(e.b);
+    nb_tensor_release(e.ids);
+    nb_tensor_release(e.targets);
+    return ms;
 }
 
 /* The static program, or a negative time when nb_scan has no static form
@@ -114,58 +86,35 @@ static double bench_static(int steps, int reps)
 {
     nb_program *main_p, *startup;
     nb_builder *b;
-    die_on(nb_program_new(&main_p), "program");
-    die_on(nb_program_new(&startup), "program");
+    bench_die_on(nb_program_new(&main_p), "program");
+    bench_die_on(nb_program_new(&startup), "program");
     nb_program_set_seed(startup, 1);
-    die_on(nb_builder_new_record(&b, main_p, startup), "builder");
+    bench_die_on(nb_builder_new_record(&b, main_p, startup), "builder");
     nb_value ids = nb_layer_data(b, "ids", NB_I64, 2, (int64_t[]){SEQ, BATCH});
     nb_value targets = nb_layer_data(b, "targets", NB_I64, 2, (int64_t[]){SEQ, BATCH});
     nb_value cost = char_lstm_loss(b, ids, targets);
-    double result = -1;
+    double ms = -1;
     if (nb_builder_status(b) == NB_ERR_UNSUPPORTED) {
         fprintf(stderr, "bench: lstm_static left out: %s\n", nb_builder_error(b));
-        goto done;
+    } else {
+        bench_die_on(nb_builder_status(b), nb_builder_error(b));
+        nb_optimizer opt = optimizer();
+        nb_backward_result r;
+        bench_die_on(nb_minimize(&opt, main_p, startup, nb_value_name(cost), 0, NULL, 0, NULL, &r), "minimize");
+        nb_tensor *in[2];
+        make_batch(&in[0], &in[1]);
+        bench_program bp;
+        bench_program_init(&bp, main_p, startup, 2, (const char *[]){"ids", "targets"}, nb_value_name(cost), in);
+        ms = bench_median_ms(bench_program_step, &bp, 2, steps, reps);
+        bench_program_free(&bp);
+        nb_tensor_release(in[0]);
+        nb_tensor_release(in[1]);
+        nb_backward_result_free(&r);
     }
-    die_on(nb_builder_status(b), nb_builder_error(b));
-    nb_optimizer opt = optimizer();
-    nb_backward_result r;
-    die_on(nb_minimize(&opt, main_p, startup, nb_value_name(cost), 0, NULL, 0, NULL, &r), "minimize");
-    nb_scope *scope;
-    nb_executor *ex;
-    die_on(nb_scope_new(&scope, NULL), "scope");
-    die_on(nb_executor_new(&ex), "executor");
-    die_on(nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL), "startup");
-    nb_tensor *it, *tt;
-    make_batch(&it, &tt);
-    nb_prepared *pp;
-    const char *feeds[] = {"ids", "targets"}, *fetch = nb_value_name(cost);
-    die_on(nb_prepare(&pp, main_p, 0, 2, feeds, 1, &fetch), "prepare");
-    nb_tensor *in[2] = {it, tt}, *out;
-    for (int i = 0; i < 2; i++) {
-        die_on(nb_prepared_run(pp, scope, in, &out), "run");
-        nb_tensor_release(out);
-    }
-    double t[16];
-    for (int k = 0; k < reps; k++) {
-        double t0 = now();
-        for (int s = 0; s < steps; s++) {
-            die_on(nb_prepared_run(pp, scope, in, &out), "run");
-            nb_tensor_release(out);
-        }
-        t[k] = (now() - t0) * 1e3 / steps;
-    }
-    result = median_of(t, reps);
-    nb_tensor_release(it);
-    nb_tensor_release(tt);
-    nb_prepared_free(pp);
-    nb_executor_free(ex);
-    nb_scope_free(scope);
-    nb_backward_result_free(&r);
-done:
     nb_builder_free(b);
     nb_program_free(startup);
     nb_program_free(main_p);
-    return result;
+    return ms;
 }
 
 int main(int argc, char **argv)

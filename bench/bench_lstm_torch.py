@@ -5,13 +5,13 @@ same fixed batch of 64 steps x 32 sequences, the same timing (median of 7
 timings, after warm-up). Prints lines in bench_lstm's format.
 
     bench_lstm_torch.py [SCALE] [THREADS]"""
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from bench_torch import median_ms
 
 VOCAB, EMBED, HIDDEN, SEQ, BATCH = 65, 64, 128, 64, 32
 
@@ -50,15 +50,7 @@ def bench(steps, reps=7):
         nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         opt.step()
 
-    for _ in range(2):
-        step()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            step()
-        times.append((time.perf_counter() - t0) * 1e3 / steps)
-    return statistics.median(times)
+    return median_ms(step, 2, steps, reps)
 
 
 def main():

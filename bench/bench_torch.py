@@ -47,7 +47,13 @@ def bench_case(model, batch, steps, reps=7):
         loss.backward()
         opt.step()
 
-    for _ in range(3):
+    return median_ms(step, 3, steps, reps)
+
+
+def median_ms(step, warmup, steps, reps):
+    """The median milliseconds per call over `reps` timings of `steps` calls
+    of step(), after `warmup` calls (bench_util.h's bench_median_ms)."""
+    for _ in range(warmup):
         step()
     times = []
     for _ in range(reps):

@@ -5,31 +5,7 @@
  *     case mlp_b64 median_ms 0.412 steps 200
  *
  * bench/run.sh runs this beside bench_torch.py and prints the ratios. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include "nabla/nabla.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void die_on(nb_status st, const char *what)
-{
-    if (!st) return;
-    fprintf(stderr, "bench: %s: %s\n", what, nb_last_error());
-    exit(1);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "bench_util.h"
 
 typedef nb_value (*model_fn)(nb_builder *b, nb_value x);
 
@@ -53,53 +29,30 @@ static double bench_case(model_fn model, int64_t batch, int steps, int reps)
 {
     nb_program *main_p, *startup;
     nb_builder *b;
-    die_on(nb_program_new(&main_p), "program");
-    die_on(nb_program_new(&startup), "program");
+    bench_die_on(nb_program_new(&main_p), "program");
+    bench_die_on(nb_program_new(&startup), "program");
     nb_program_set_seed(startup, 1);
-    die_on(nb_builder_new_record(&b, main_p, startup), "builder");
+    bench_die_on(nb_builder_new_record(&b, main_p, startup), "builder");
     nb_value x = nb_layer_data(b, "images", NB_F32, 2, (int64_t[]){-1, 784});
     nb_value l = nb_layer_data(b, "label", NB_I64, 2, (int64_t[]){-1, 1});
     nb_value cost = nb_layer_softmax_cross_entropy(b, model(b, x), l);
-    die_on(nb_builder_status(b), nb_builder_error(b));
+    bench_die_on(nb_builder_status(b), nb_builder_error(b));
     nb_optimizer opt = nb_sgd(0.01);
     nb_backward_result r;
-    die_on(nb_minimize(&opt, main_p, startup, nb_value_name(cost), 0, NULL, 0, NULL, &r), "minimize");
+    bench_die_on(nb_minimize(&opt, main_p, startup, nb_value_name(cost), 0, NULL, 0, NULL, &r), "minimize");
 
-    nb_scope *scope;
-    nb_executor *ex;
-    die_on(nb_scope_new(&scope, NULL), "scope");
-    die_on(nb_executor_new(&ex), "executor");
-    die_on(nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL), "startup");
     nb_tensor *xt, *lt;
-    die_on(nb_tensor_new(&xt, NB_F32, 2, (int64_t[]){batch, 784}), "tensor");
-    die_on(nb_tensor_new(&lt, NB_I64, 2, (int64_t[]){batch, 1}), "tensor");
+    bench_die_on(nb_tensor_new(&xt, NB_F32, 2, (int64_t[]){batch, 784}), "tensor");
+    bench_die_on(nb_tensor_new(&lt, NB_I64, 2, (int64_t[]){batch, 1}), "tensor");
     for (int64_t i = 0; i < batch * 784; i++) nb_tensor_set(xt, i, (double)((i * 7919) % 256) / 255.0);
     for (int64_t i = 0; i < batch; i++) nb_tensor_set(lt, i, (double)(i % 10));
-    nb_prepared *pp;
-    const char *feeds[] = {"images", "label"}, *fetch = nb_value_name(cost);
-    die_on(nb_prepare(&pp, main_p, 0, 2, feeds, 1, &fetch), "prepare");
-    nb_tensor *in[2] = {xt, lt}, *out;
-    for (int i = 0; i < 3; i++) { /* warm up: buffers, caches, threads */
-        die_on(nb_prepared_run(pp, scope, in, &out), "run");
-        nb_tensor_release(out);
-    }
-    double *t = calloc((size_t)reps, sizeof *t);
-    for (int k = 0; k < reps; k++) {
-        double t0 = now();
-        for (int s = 0; s < steps; s++) {
-            die_on(nb_prepared_run(pp, scope, in, &out), "run");
-            nb_tensor_release(out);
-        }
-        t[k] = (now() - t0) * 1e3 / steps;
-    }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    double median = t[reps / 2];
-    free(t);
+    nb_tensor *in[2] = {xt, lt};
+    bench_program bp;
+    bench_program_init(&bp, main_p, startup, 2, (const char *[]){"images", "label"}, nb_value_name(cost), in);
+    double median = bench_median_ms(bench_program_step, &bp, 3, steps, reps);
+    bench_program_free(&bp);
     nb_tensor_release(xt);
     nb_tensor_release(lt);
-    nb_prepared_free(pp);
-    nb_executor_free(ex);
-    nb_scope_free(scope);
     nb_backward_result_free(&r);
     nb_builder_free(b);
     nb_program_free(startup);

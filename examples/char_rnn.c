@@ -233,6 +233,26 @@ static void after_step(run *r, double loss)
     r->loss_count = 0;
 }
 
+/* The mean of batch_loss over the validation batches, in order (so that
+ * batch_loss may carry the state from one to the next). */
+static double validate(run *r, double (*batch_loss)(void *ctx, nb_tensor **rec), void *ctx)
+{
+    double sum = 0;
+    int64_t n = 0;
+    die_on(nb_reader_reset(r->val, 0), "validation data");
+    for (;;) {
+        nb_tensor *rec[2];
+        bool end;
+        die_on(nb_reader_next(r->val, rec, &end), "validation data");
+        if (end) break;
+        sum += batch_loss(ctx, rec);
+        n++;
+        nb_tensor_release(rec[0]);
+        nb_tensor_release(rec[1]);
+    }
+    return n ? sum / (double)n : NAN;
+}
+
 static bool eval_due(const run *r) { return r->step % r->a->eval_every == 0; }
 
 static void print_validation(const run *r, double val, bool final)
@@ -286,30 +306,31 @@ static nb_value eager_forward(nb_builder *b, const run *r, nb_tensor **rec, carr
     return loss;
 }
 
-/* The mean loss over the validation text, the state carried through it. */
+/* One validation batch: its loss, the state carried to the next batch. */
+typedef struct eager_eval {
+    nb_builder *b;
+    const run *r;
+    carried s;
+} eager_eval;
+
+static double eager_eval_batch(void *ctx, nb_tensor **rec)
+{
+    eager_eval *e = ctx;
+    nb_value h_n, c_n;
+    double loss = nb_tensor_get(nb_eager_tensor(eager_forward(e->b, e->r, rec, &e->s, &h_n, &c_n)), 0);
+    carried_keep(&e->s, h_n, c_n);
+    nb_eager_release_values(e->b);
+    return loss;
+}
+
 static double eager_validate(nb_builder *b, run *r)
 {
     nb_grad_mode_push(false);
-    carried s = {0};
-    double sum = 0;
-    int64_t n = 0;
-    die_on(nb_reader_reset(r->val, 0), "validation data");
-    for (;;) {
-        nb_tensor *rec[2];
-        bool end;
-        die_on(nb_reader_next(r->val, rec, &end), "validation data");
-        if (end) break;
-        nb_value h_n, c_n;
-        sum += nb_tensor_get(nb_eager_tensor(eager_forward(b, r, rec, &s, &h_n, &c_n)), 0);
-        n++;
-        carried_keep(&s, h_n, c_n);
-        nb_tensor_release(rec[0]);
-        nb_tensor_release(rec[1]);
-        nb_eager_release_values(b);
-    }
-    carried_drop(&s);
+    eager_eval e = {b, r, {0}};
+    double loss = validate(r, eager_eval_batch, &e);
+    carried_drop(&e.s);
     nb_grad_mode_pop();
-    return n ? sum / (double)n : NAN;
+    return loss;
 }
 
 static double train_eager(run *r, nb_builder *b)
@@ -436,25 +457,24 @@ static double static_step(nb_prepared *pp, nb_scope *scope, nb_tensor **rec, nb_
     return loss;
 }
 
+typedef struct static_eval {
+    static_model *m;
+    nb_tensor *h, *c;
+} static_eval;
+
+static double static_eval_batch(void *ctx, nb_tensor **rec)
+{
+    static_eval *e = ctx;
+    return static_step(e->m->eval_step, e->m->scope, rec, &e->h, &e->c, true);
+}
+
 static double static_validate(static_model *m, run *r)
 {
-    nb_tensor *h = zeros_state(r->a), *c = zeros_state(r->a);
-    double sum = 0;
-    int64_t n = 0;
-    die_on(nb_reader_reset(r->val, 0), "validation data");
-    for (;;) {
-        nb_tensor *rec[2];
-        bool end;
-        die_on(nb_reader_next(r->val, rec, &end), "validation data");
-        if (end) break;
-        sum += static_step(m->eval_step, m->scope, rec, &h, &c, true);
-        n++;
-        nb_tensor_release(rec[0]);
-        nb_tensor_release(rec[1]);
-    }
-    nb_tensor_release(h);
-    nb_tensor_release(c);
-    return n ? sum / (double)n : NAN;
+    static_eval e = {m, zeros_state(r->a), zeros_state(r->a)};
+    double loss = validate(r, static_eval_batch, &e);
+    nb_tensor_release(e.h);
+    nb_tensor_release(e.c);
+    return loss;
 }
 
 /* Trains the program; afterwards the eager builder `b` holds its

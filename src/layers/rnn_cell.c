@@ -215,22 +215,26 @@ nb_status nb_rnn_cell(nb_builder *b, const nb_rnn_params *p, nb_value x, const n
 
 /* ---- the cell layers ---------------------------------------------------------------- */
 
+bool nb_rnn_layer_input(nb_builder *b, nb_rnn_kind kind, nb_value x, int ndim, nb_var_info *xi)
+{
+    const char *kn = nb_rnn_kind_name(kind);
+    if (!nb_layer_ok(b, kn, 1, &x) || !nb_layer_need_float(b, kn, x, xi)) return false;
+    if (xi->ndim == ndim && xi->shape[ndim - 1] >= 0) return true;
+    char s[NB_SHAPE_STR_MAX], vl[NB_LAYER_NAME_MAX];
+    nb_builder_fail(b, NB_ERR_SHAPE, "%s%s: input%s has shape %s; it must be %s with I known (the weights' size "
+                                     "needs it)",
+                    kn, ndim == 2 ? " cell" : "", nb_rnn_var_label(b, x, vl, sizeof vl),
+                    nb_shape_str(s, sizeof s, xi->ndim, xi->shape), ndim == 2 ? "[B, I]" : "time-major [T, B, I]");
+    return false;
+}
+
 /* Parameters for x [B, I] and one step from `state`; h' (and c' in
  * *c_next), or NB_NONE with the error in the builder. */
 static nb_value cell_layer(nb_builder *b, nb_rnn_kind kind, nb_value x, const nb_value *state, int64_t hidden,
                            const nb_rnn_opts *opts, nb_value *c_next)
 {
-    const char *kn = nb_rnn_kind_name(kind);
-    if (!nb_layer_ok(b, kn, 1, &x)) return NB_NONE;
     nb_var_info xi;
-    if (!nb_layer_need_float(b, kn, x, &xi)) return NB_NONE;
-    char s[NB_SHAPE_STR_MAX], vl[NB_LAYER_NAME_MAX];
-    if (xi.ndim != 2 || xi.shape[1] < 0) {
-        nb_builder_fail(b, NB_ERR_SHAPE, "%s cell: input%s has shape %s; it must be [B, I] with I known (the "
-                                         "weights' size needs it)",
-                        kn, nb_rnn_var_label(b, x, vl, sizeof vl), nb_shape_str(s, sizeof s, xi.ndim, xi.shape));
-        return NB_NONE;
-    }
+    if (!nb_rnn_layer_input(b, kind, x, 2, &xi)) return NB_NONE;
     nb_rnn_params p;
     nb_value next[NB_RNN_MAX_STATES] = {NB_NONE, NB_NONE};
     if (nb_rnn_params_new(b, kind, xi.dtype, xi.shape[1], hidden, opts, &p) || nb_rnn_cell(b, &p, x, state, next))

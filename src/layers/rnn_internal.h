@@ -18,6 +18,11 @@ const char *nb_rnn_var_label(nb_builder *b, nb_value v, char *buf, size_t size);
 /* Whether p was filled by nb_rnn_params_new (a builder error otherwise). */
 bool nb_rnn_params_ok(nb_builder *b, const nb_rnn_params *p, const char *what);
 
+/* What a layer (which makes its parameters) needs of its input x: present,
+ * float, `ndim` dims ([B, I] for a cell, [T, B, I] for a sequence) and I
+ * known; *xi receives x's info. */
+bool nb_rnn_layer_input(nb_builder *b, nb_rnn_kind kind, nb_value x, int ndim, nb_var_info *xi);
+
 /* Checks that x has `ndim` dims and the layer's input size in the last one;
  * `who` names the layer in the error. */
 bool nb_rnn_check_input(nb_builder *b, const nb_rnn_params *p, const char *who, nb_value x, int ndim);

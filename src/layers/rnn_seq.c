@@ -45,18 +45,8 @@ nb_status nb_rnn_sequence(nb_builder *b, const nb_rnn_params *p, nb_value x, con
 static nb_value sequence_layer(nb_builder *b, nb_rnn_kind kind, nb_value x, const nb_value *init, int64_t hidden,
                                const nb_rnn_opts *opts, nb_value *final)
 {
-    const char *kn = nb_rnn_kind_name(kind);
-    if (!nb_layer_ok(b, kn, 1, &x)) return NB_NONE;
     nb_var_info xi;
-    if (!nb_layer_need_float(b, kn, x, &xi)) return NB_NONE;
-    char s[NB_SHAPE_STR_MAX], vl[NB_LAYER_NAME_MAX];
-    if (xi.ndim != 3 || xi.shape[2] < 0) {
-        nb_builder_fail(b, NB_ERR_SHAPE, "%s: input%s has shape %s; it must be time-major [T, B, I] with I known "
-                                         "(the weights' size needs it)",
-                        kn, nb_rnn_var_label(b, x, vl, sizeof vl),
-                        nb_shape_str(s, sizeof s, xi.ndim, xi.shape));
-        return NB_NONE;
-    }
+    if (!nb_rnn_layer_input(b, kind, x, 3, &xi)) return NB_NONE;
     nb_rnn_params p;
     nb_value ys = NB_NONE;
     if (nb_rnn_params_new(b, kind, xi.dtype, xi.shape[2], hidden, opts, &p) ||
@@ -65,22 +55,26 @@ static nb_value sequence_layer(nb_builder *b, nb_rnn_kind kind, nb_value x, cons
     return ys;
 }
 
+/* A sequence layer whose state is h alone. */
+static nb_value h_sequence_layer(nb_builder *b, nb_rnn_kind kind, nb_value x, nb_value h0, int64_t hidden,
+                                 const nb_rnn_opts *opts, nb_value *h_n)
+{
+    nb_value fin[1] = {NB_NONE};
+    nb_value ys = sequence_layer(b, kind, x, &h0, hidden, opts, fin);
+    if (h_n) *h_n = fin[0];
+    return ys;
+}
+
 nb_value nb_layer_rnn(nb_builder *b, nb_value x, nb_value h0, int64_t hidden, const nb_rnn_opts *opts,
                       nb_value *h_n)
 {
-    nb_value fin[1] = {NB_NONE};
-    nb_value ys = sequence_layer(b, NB_RNN_TANH, x, &h0, hidden, opts, fin);
-    if (h_n) *h_n = fin[0];
-    return ys;
+    return h_sequence_layer(b, NB_RNN_TANH, x, h0, hidden, opts, h_n);
 }
 
 nb_value nb_layer_gru(nb_builder *b, nb_value x, nb_value h0, int64_t hidden, const nb_rnn_opts *opts,
                       nb_value *h_n)
 {
-    nb_value fin[1] = {NB_NONE};
-    nb_value ys = sequence_layer(b, NB_RNN_GRU, x, &h0, hidden, opts, fin);
-    if (h_n) *h_n = fin[0];
-    return ys;
+    return h_sequence_layer(b, NB_RNN_GRU, x, h0, hidden, opts, h_n);
 }
 
 nb_value nb_layer_lstm(nb_builder *b, nb_value x, nb_value h0, nb_value c0, int64_t hidden, const nb_rnn_opts *opts,

@@ -1,0 +1,83 @@
+/* What the C benchmarks beside PyTorch share: a clock, failing loudly, the
+ * median time of a step, and a static program prepared to be run as one. */
+#ifndef NABLA_BENCH_UTIL_H
+#define NABLA_BENCH_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include "nabla/nabla.h"
+
+static inline double bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline void bench_die_on(nb_status st, const char *what)
+{
+    if (!st) return;
+    fprintf(stderr, "bench: %s: %s\n", what, nb_last_error());
+    exit(1);
+}
+
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median milliseconds per step over `reps` timings of `steps` calls of
+ * step(ctx), after `warmup` calls (buffers, caches, threads). */
+static inline double bench_median_ms(void (*step)(void *ctx), void *ctx, int warmup, int steps, int reps)
+{
+    for (int i = 0; i < warmup; i++) step(ctx);
+    double *t = calloc((size_t)reps, sizeof *t);
+    if (!t) bench_die_on(nb_error(NB_ERR_NOMEM, "out of memory"), "timing");
+    for (int k = 0; k < reps; k++) {
+        double t0 = bench_now();
+        for (int s = 0; s < steps; s++) step(ctx);
+        t[k] = (bench_now() - t0) * 1e3 / steps;
+    }
+    qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
+    double median = t[reps / 2];
+    free(t);
+    return median;
+}
+
+/* A training program with its startup run, prepared to run with feeds
+ * in[0..n) and to fetch one var; a step is one run. */
+typedef struct bench_program {
+    nb_scope *scope;
+    nb_executor *ex;
+    nb_prepared *pp;
+    nb_tensor *const *in;
+} bench_program;
+
+static inline void bench_program_init(bench_program *bp, nb_program *main_p, nb_program *startup, int n_feed,
+                                      const char *const *feeds, const char *fetch, nb_tensor *const *in)
+{
+    bench_die_on(nb_scope_new(&bp->scope, NULL), "scope");
+    bench_die_on(nb_executor_new(&bp->ex), "executor");
+    bench_die_on(nb_executor_run(bp->ex, startup, bp->scope, 0, NULL, 0, NULL, NULL), "startup");
+    bench_die_on(nb_prepare(&bp->pp, main_p, 0, n_feed, feeds, 1, &fetch), "prepare");
+    bp->in = in;
+}
+
+static inline void bench_program_step(void *ctx)
+{
+    bench_program *bp = ctx;
+    nb_tensor *out;
+    bench_die_on(nb_prepared_run(bp->pp, bp->scope, bp->in, &out), "run");
+    nb_tensor_release(out);
+}
+
+static inline void bench_program_free(bench_program *bp)
+{
+    nb_prepared_free(bp->pp);
+    nb_executor_free(bp->ex);
+    nb_scope_free(bp->scope);
+}
+
+#endif
