@@ -526,6 +526,18 @@ static int64_t draw(const nb_tensor *logits, int64_t row, int vocab, double temp
     return vocab - 1;
 }
 
+/* Refuses a prime with characters the corpus lacks before training, not
+ * after. */
+static void check_prime(const run *r)
+{
+    int64_t n = (int64_t)strlen(r->a->prime);
+    int64_t *ids = malloc((size_t)(n > 0 ? n : 1) * sizeof *ids);
+    if (!ids) die_on(nb_error(NB_ERR_NOMEM, "out of memory"), "--prime");
+    nb_status st = nb_text_encode(&r->text, r->a->prime, n, ids);
+    free(ids);
+    die_on(st, "--prime");
+}
+
 /* Writes a->sample characters: the model reads the prime, then each
  * character it draws. */
 static void sample_text(nb_builder *b, const run *r)
@@ -573,6 +585,7 @@ int main(int argc, char **argv)
 #endif
     run r;
     run_open(&r, &a);
+    check_prime(&r);
     nb_builder *b;
     die_on(nb_builder_new_eager(&b), "eager builder");
     nb_eager_set_seed(b, a.seed);
