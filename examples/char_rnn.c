@@ -9,8 +9,10 @@
  *     build/examples/char_rnn                      # the defaults below
  *     build/examples/char_rnn --temperature 0.5 --sample 1000 --prime "ROMEO:"
  *
- * The model is written once (char_model) and runs eagerly (the default) or
- * as a static program (--static), whose LSTM is one `recurrent` op. */
+ * With the defaults it reaches a validation loss of about 1.64 nats/char in
+ * about two minutes on two cores. The model is written once (char_model)
+ * and runs eagerly (the default) or, once nb_scan has its static form, as a
+ * static program (--static) whose LSTM is one `recurrent` op. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -340,7 +342,6 @@ static double train_eager(run *r, nb_builder *b)
     nb_eager_optimizer *o;
     die_on(nb_eager_optimizer_new(&o, &opt), "optimizer");
     carried s = {0};
-    double val = NAN;
     while (keep_training(r)) {
         nb_tensor *rec[2];
         bool new_epoch;
@@ -358,10 +359,9 @@ static double train_eager(run *r, nb_builder *b)
         nb_eager_release_values(b);
         if (eval_due(r) && r->step < a->steps) print_validation(r, eager_validate(b, r), false);
     }
-    val = eager_validate(b, r);
     carried_drop(&s);
     nb_eager_optimizer_free(o);
-    return val;
+    return eager_validate(b, r);
 }
 
 /* ---- static mode -------------------------------------------------------------------------------- */
