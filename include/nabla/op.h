@@ -58,6 +58,7 @@ typedef struct nb_attr_def {
         .n = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), .ints = (const int64_t[]){__VA_ARGS__}}}
 #define NB_ADEF_INTS_EMPTY(nm)   {(nm), NB_ATTR_INTS, false, {.type = NB_ATTR_INTS, .n = 0, .ints = 0}}
 #define NB_ADEF_FLOATS_EMPTY(nm) {(nm), NB_ATTR_FLOATS, false, {.type = NB_ATTR_FLOATS, .n = 0, .floats = 0}}
+#define NB_ADEF_STRINGS_EMPTY(nm) {(nm), NB_ATTR_STRINGS, false, {.type = NB_ATTR_STRINGS, .n = 0, .strs = 0}}
 #define NB_ADEF_REQUIRED(nm, t) {(nm), (t), true, {.type = (t)}}
 
 /* Dtype and shape of a value; at build time a dimension may be -1 (unknown). */
