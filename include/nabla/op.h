@@ -34,7 +34,8 @@ enum {
 enum {
     NB_OP_NOT_DIFFERENTIABLE = 1 << 0, /* comparisons, argmax, initialisers: no gradient */
     NB_OP_RANDOM = 1 << 1,             /* draws from ctx->rng */
-    NB_OP_STATEFUL = 1 << 2            /* writes an input in place (increment, optimisers) */
+    NB_OP_STATEFUL = 1 << 2,           /* writes an input in place (increment, optimisers) */
+    NB_OP_CONTROL = 1 << 3             /* runs sub-blocks; sizes its outputs itself (see src/exec/exec_env.h) */
 };
 
 typedef struct nb_slot_def {
@@ -69,6 +70,7 @@ typedef struct nb_var_info {
 } nb_var_info;
 
 struct nb_op_def;
+struct nb_exec_env;
 
 typedef struct nb_op_ctx {
     const struct nb_op_def *def;
@@ -81,6 +83,7 @@ typedef struct nb_op_ctx {
     nb_tensor *const *in;       /* kernels only */
     nb_tensor *const *out;      /* kernels only */
     nb_rng *rng;                /* kernels of NB_OP_RANDOM ops */
+    struct nb_exec_env *exec;   /* control-flow kernels: the executor running them (NULL outside one) */
 } nb_op_ctx;
 
 /* Shape/dtype inference: fill ctx->out_info from ctx->in_info and attrs, and

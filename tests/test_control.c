@@ -1,0 +1,358 @@
+/* Control flow with gradients (issue 6): while, cond, recurrent (nb_scan)
+ * and nested nets. Each model is one C function written against a builder;
+ * its gradients in a static program (the control-flow ops and the grad
+ * blocks nb_gradients writes for them) must equal those of the same function
+ * run eagerly (where the helpers unroll on the tape), those of the loop
+ * unrolled by hand, and central finite differences in float64. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "test.h"
+#include "grad_compare.h"
+
+#define MAXP 6
+
+typedef nb_status (*model_fn)(nb_builder *b, const nb_value *p, nb_value *loss, void *ctx);
+
+typedef struct setup {
+    model_fn f;
+    void *ctx;
+    int n;                 /* parameters, all float64 */
+    nb_tensor *p[MAXP];
+    const char *names[MAXP];
+} setup;
+
+/* ---- running a model three ways ------------------------------------------ */
+
+typedef struct compiled {
+    nb_program *prog;
+    nb_prepared *loss_only, *with_grads;
+    nb_scope *scope;
+    nb_backward_result r;
+} compiled;
+
+static void compile(const setup *s, compiled *c, bool grads)
+{
+    memset(c, 0, sizeof *c);
+    REQUIRE_OK(nb_program_new(&c->prog));
+    nb_builder *b;
+    REQUIRE_OK(nb_builder_new_record(&b, c->prog, NULL));
+    nb_value p[MAXP], loss = NB_NONE;
+    for (int i = 0; i < s->n; i++) p[i] = nb_data(b, s->names[i], NB_F64, s->p[i]->ndim, s->p[i]->shape);
+    CHECK_OK(s->f(b, p, &loss, s->ctx));
+    CHECK_OK(nb_builder_status(b));
+    if (nb_builder_status(b)) fprintf(stderr, "  %s\n", nb_builder_error(b));
+    const char *ln = nb_value_name(loss);
+    REQUIRE_OK(nb_prepare(&c->loss_only, c->prog, 0, s->n, s->names, 1, &ln));
+    if (grads) {
+        CHECK_OK(nb_gradients(c->prog, 1, &ln, NULL, s->n, s->names, 0, NULL, true, &c->r));
+        const char *fetch[MAXP + 1] = {ln};
+        for (int i = 0; i < s->n; i++) fetch[1 + i] = c->r.grads[i] ? c->r.grads[i] : ln;
+        REQUIRE_OK(nb_prepare(&c->with_grads, c->prog, 0, s->n, s->names, 1 + s->n, fetch));
+    }
+    REQUIRE_OK(nb_scope_new(&c->scope, NULL));
+    nb_builder_free(b);
+}
+
+static void compiled_free(compiled *c)
+{
+    nb_prepared_free(c->loss_only);
+    nb_prepared_free(c->with_grads);
+    nb_scope_free(c->scope);
+    nb_backward_result_free(&c->r);
+    nb_program_free(c->prog);
+}
+
+static double run_loss(compiled *c, nb_tensor *const *p)
+{
+    nb_tensor *l = NULL;
+    CHECK_OK(nb_prepared_run(c->loss_only, c->scope, p, &l));
+    double v = l ? nb_tensor_get(l, 0) : NAN;
+    nb_tensor_release(l);
+    return v;
+}
+
+/* Loss and gradients (NULL where a parameter has none) of the static form. */
+static double static_grads(const setup *s, compiled *c, nb_tensor **g)
+{
+    nb_tensor *out[MAXP + 1] = {0};
+    CHECK_OK(nb_prepared_run(c->with_grads, c->scope, s->p, out));
+    for (int i = 0; i < s->n; i++) g[i] = c->r.grads[i] ? out[1 + i] : (nb_tensor_release(out[1 + i]), NULL);
+    double v = out[0] ? nb_tensor_get(out[0], 0) : NAN;
+    nb_tensor_release(out[0]);
+    return v;
+}
+
+/* Loss and gradients of the eager form (helpers unrolled on the tape). */
+static double eager_grads(const setup *s, nb_tensor **g)
+{
+    nb_builder *b;
+    CHECK_OK(nb_builder_new_eager(&b));
+    nb_tensor *leaf[MAXP];
+    nb_value p[MAXP], loss = NB_NONE;
+    for (int i = 0; i < s->n; i++) {
+        CHECK_OK(nb_tensor_clone(&leaf[i], s->p[i]));
+        CHECK_OK(nb_tensor_set_requires_grad(leaf[i], true));
+        p[i] = nb_eager_value(b, leaf[i]);
+    }
+    CHECK_OK(s->f(b, p, &loss, s->ctx));
+    nb_tensor *l = nb_eager_tensor(loss);
+    double v = l ? nb_tensor_get(l, 0) : NAN;
+    if (l) CHECK_OK(nb_backward(1, &l, NULL, false, false));
+    for (int i = 0; i < s->n; i++) {
+        nb_tensor *gi = nb_tensor_grad(leaf[i]);
+        g[i] = gi ? nb_tensor_retain(gi) : NULL;
+        nb_tensor_release(leaf[i]);
+    }
+    nb_builder_free(b);
+    return v;
+}
+
+/* Central differences of the static loss, element by element. */
+static void fd_check(const setup *s, compiled *c, nb_tensor *const *g, double tol)
+{
+    const double eps = 1e-6;
+    for (int i = 0; i < s->n; i++)
+        for (int64_t e = 0; e < nb_tensor_numel(s->p[i]); e++) {
+            double x0 = nb_tensor_get(s->p[i], e);
+            nb_tensor_set(s->p[i], e, x0 + eps);
+            double up = run_loss(c, s->p);
+            nb_tensor_set(s->p[i], e, x0 - eps);
+            double down = run_loss(c, s->p);
+            nb_tensor_set(s->p[i], e, x0);
+            double want = (up - down) / (2 * eps), got = g[i] ? nb_tensor_get(g[i], e) : 0;
+            if (fabs(want - got) > tol * (1 + fabs(want)))
+                fprintf(stderr, "  %s[%lld]: finite differences %.9g, gradient %.9g\n", s->names[i], (long long)e, want, got);
+            CHECK(fabs(want - got) <= tol * (1 + fabs(want)));
+        }
+}
+
+/* Like gc_check_same, with NULL (no path to the loss) standing for zeros. */
+static void check_same_grad(const char *name, int k, const nb_tensor *want, const nb_tensor *got, double tol)
+{
+    const nb_tensor *t = want ? want : got;
+    if (!want != !got)
+        for (int64_t e = 0; t && e < nb_tensor_numel(t); e++) CHECK(nb_tensor_get(t, e) == 0);
+    else gc_check_same(name, k, want, got, tol, "");
+}
+
+/* The whole check: static == eager, static == finite differences. */
+static void check_model(const char *name, setup *s)
+{
+    compiled c;
+    compile(s, &c, true);
+    nb_tensor *gs[MAXP] = {0}, *ge[MAXP] = {0};
+    double ls = static_grads(s, &c, gs), le = eager_grads(s, ge);
+    CHECK(fabs(ls - le) <= 1e-12 * (1 + fabs(le)));
+    for (int i = 0; i < s->n; i++) check_same_grad(name, i, ge[i], gs[i], 1e-10);
+    fd_check(s, &c, gs, 1e-6);
+    for (int i = 0; i < s->n; i++) {
+        nb_tensor_release(gs[i]);
+        nb_tensor_release(ge[i]);
+    }
+    compiled_free(&c);
+}
+
+static void setup_free(setup *s)
+{
+    for (int i = 0; i < s->n; i++) nb_tensor_release(s->p[i]);
+}
+
+static nb_value scalar(nb_builder *b, nb_dtype dt, double v) { return nb_fill_constant(b, dt, 1, S(1), v); }
+
+/* ---- while ---------------------------------------------------------------------- */
+
+/* carry = (i, h); while i < n: h = tanh(h W + x), i += 1; loss = sum(h^2).
+ * n is an int the caller sets (a trip count known only at run time in the
+ * program: the loop reads it from a fed var). */
+typedef struct loop_ctx {
+    int64_t n;
+    nb_value W, x, n_var;
+    double limit; /* > 0: also stop once sum(h^2) reaches it (a data-dependent trip count) */
+} loop_ctx;
+
+static nb_status loop_cond(nb_builder *b, const nb_value *c, nb_value *pred, void *ctx)
+{
+    loop_ctx *l = ctx;
+    nb_value go = nb_less(b, c[0], l->n_var);
+    if (l->limit > 0) {
+        nb_value e = nb_reduce_sum(b, nb_mul(b, c[1], c[1]), 0, NULL, false);
+        go = nb_logical_and(b, go, nb_reshape(b, nb_less(b, e, nb_fill_constant(b, NB_F64, 0, NULL, l->limit)), 1, S(1)));
+    }
+    *pred = go;
+    return nb_builder_status(b);
+}
+
+static nb_status loop_body(nb_builder *b, const nb_value *c, nb_value *next, void *ctx)
+{
+    loop_ctx *l = ctx;
+    next[0] = nb_add(b, c[0], scalar(b, NB_I64, 1));
+    next[1] = nb_tanh(b, nb_add(b, nb_matmul(b, c[1], l->W, false, false), l->x));
+    return nb_builder_status(b);
+}
+
+static nb_status while_model(nb_builder *b, const nb_value *p, nb_value *loss, void *ctx)
+{
+    loop_ctx *l = ctx;
+    l->W = p[0];
+    l->x = p[1];
+    l->n_var = scalar(b, NB_I64, (double)l->n);
+    nb_value init[2] = {scalar(b, NB_I64, 0), p[2]}, fin[2];
+    nb_status st = nb_while_loop(b, loop_cond, loop_body, l, 2, init, fin);
+    if (st) return st;
+    *loss = nb_reduce_sum(b, nb_mul(b, fin[1], fin[1]), 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+/* The same loop unrolled by hand, n times. */
+static nb_status unrolled_model(nb_builder *b, const nb_value *p, nb_value *loss, void *ctx)
+{
+    loop_ctx *l = ctx;
+    nb_value h = p[2];
+    for (int64_t i = 0; i < l->n; i++) h = nb_tanh(b, nb_add(b, nb_matmul(b, h, p[0], false, false), p[1]));
+    *loss = nb_reduce_sum(b, nb_mul(b, h, h), 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+static void loop_setup(setup *s, loop_ctx *l, model_fn f)
+{
+    *s = (setup){.f = f, .ctx = l, .n = 3, .names = {"W", "x", "h0"}};
+    s->p[0] = gc_filled(NB_F64, 2, S(3, 3), 0, -0.8, 0.8);
+    s->p[1] = gc_filled(NB_F64, 2, S(2, 3), 1, -0.5, 0.5);
+    s->p[2] = gc_filled(NB_F64, 2, S(2, 3), 2, -1, 1);
+}
+
+static void test_while_gradients(void)
+{
+    for (int64_t n = 0; n <= 4; n += 2) {
+        loop_ctx l = {.n = n};
+        setup s;
+        loop_setup(&s, &l, while_model);
+        check_model("while", &s);
+        /* The same gradients as the loop unrolled by hand in a program. */
+        compiled cw, cu;
+        compile(&s, &cw, true);
+        setup su = s;
+        su.f = unrolled_model;
+        compile(&su, &cu, true);
+        nb_tensor *gw[MAXP] = {0}, *gu[MAXP] = {0};
+        CHECK_NEAR(static_grads(&s, &cw, gw), static_grads(&su, &cu, gu), 1e-12);
+        for (int i = 0; i < 3; i++) {
+            check_same_grad("while vs unrolled", i, gu[i], gw[i], 1e-12);
+            nb_tensor_release(gw[i]);
+            nb_tensor_release(gu[i]);
+        }
+        compiled_free(&cw);
+        compiled_free(&cu);
+        setup_free(&s);
+    }
+}
+
+/* The trip count depends on the values: stop once sum(h^2) passes a limit. */
+static void test_while_data_dependent(void)
+{
+    loop_ctx l = {.n = 50, .limit = 1.9};
+    setup s;
+    loop_setup(&s, &l, while_model);
+    /* A small start, so that sum(h^2) grows past the limit after a few
+     * iterations, far enough from it that finite differences do not change
+     * the count. */
+    nb_tensor_release(s.p[2]);
+    s.p[2] = gc_filled(NB_F64, 2, S(2, 3), 2, -0.5, 0.5);
+    check_model("while, data-dependent", &s);
+    /* How many iterations ran: the StepScopes var holds the count. */
+    compiled c;
+    compile(&s, &c, false);
+    const nb_block *b0 = nb_program_global_block(c.prog);
+    const char *steps = NULL;
+    for (int i = 0; i < b0->n_ops; i++)
+        if (!strcmp(b0->ops[i]->def->name, "while")) steps = b0->ops[i]->outputs[0];
+    CHECK(steps != NULL);
+    if (!steps) return;
+    nb_prepared *pp;
+    REQUIRE_OK(nb_prepare(&pp, c.prog, 0, s.n, s.names, 1, &steps));
+    nb_tensor *k = NULL;
+    CHECK_OK(nb_prepared_run(pp, c.scope, s.p, &k));
+    if (k) printf("  the data-dependent loop ran %g times\n", nb_tensor_get(k, 0));
+    CHECK(k && nb_tensor_get(k, 0) > 1 && nb_tensor_get(k, 0) < 50);
+    nb_tensor_release(k);
+    nb_prepared_free(pp);
+    compiled_free(&c);
+    setup_free(&s);
+}
+
+/* Nested loops: 3 outer iterations, each running an inner loop of 2 that
+ * reads the outer loop's value; loss = sum(h^2). */
+typedef struct nest_ctx {
+    nb_value w, u;
+} nest_ctx;
+
+static nb_status count_cond(nb_builder *b, const nb_value *c, nb_value *pred, void *ctx)
+{
+    *pred = nb_less(b, c[0], scalar(b, NB_I64, (double)(intptr_t)ctx));
+    return nb_builder_status(b);
+}
+
+static nb_status inner_body(nb_builder *b, const nb_value *c, nb_value *next, void *ctx)
+{
+    nest_ctx *n = ctx;
+    next[0] = nb_add(b, c[0], scalar(b, NB_I64, 1));
+    next[1] = nb_tanh(b, nb_mul(b, nb_add(b, c[1], c[2]), n->w));
+    next[2] = c[2];
+    return nb_builder_status(b);
+}
+
+static nb_status inner_cond(nb_builder *b, const nb_value *c, nb_value *pred, void *ctx)
+{
+    (void)ctx;
+    return count_cond(b, c, pred, (void *)(intptr_t)2);
+}
+
+static nb_status outer_body(nb_builder *b, const nb_value *c, nb_value *next, void *ctx)
+{
+    nest_ctx *n = ctx;
+    nb_value init[3] = {scalar(b, NB_I64, 0), c[1], nb_mul(b, c[1], n->u)}, fin[3];
+    nb_status st = nb_while_loop(b, inner_cond, inner_body, n, 3, init, fin);
+    if (st) return st;
+    next[0] = nb_add(b, c[0], scalar(b, NB_I64, 1));
+    next[1] = fin[1];
+    return nb_builder_status(b);
+}
+
+static nb_status outer_cond(nb_builder *b, const nb_value *c, nb_value *pred, void *ctx)
+{
+    (void)ctx;
+    return count_cond(b, c, pred, (void *)(intptr_t)3);
+}
+
+static nb_status nested_model(nb_builder *b, const nb_value *p, nb_value *loss, void *ctx)
+{
+    nest_ctx *n = ctx;
+    n->w = p[0];
+    n->u = p[1];
+    nb_value init[2] = {scalar(b, NB_I64, 0), p[2]}, fin[2];
+    nb_status st = nb_while_loop(b, outer_cond, outer_body, n, 2, init, fin);
+    if (st) return st;
+    *loss = nb_reduce_sum(b, nb_mul(b, fin[1], fin[1]), 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+static void test_nested_while(void)
+{
+    nest_ctx n;
+    setup s = {.f = nested_model, .ctx = &n, .n = 3, .names = {"w", "u", "h0"}};
+    s.p[0] = gc_filled(NB_F64, 1, S(4), 0, -1, 1);
+    s.p[1] = gc_filled(NB_F64, 1, S(4), 1, -1, 1);
+    s.p[2] = gc_filled(NB_F64, 2, S(2, 4), 2, -1, 1);
+    check_model("nested while", &s);
+    setup_free(&s);
+}
+
+int main(void)
+{
+    RUN(test_while_gradients);
+    RUN(test_while_data_dependent);
+    RUN(test_nested_while);
+    return test_report();
+}
