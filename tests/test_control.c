@@ -349,8 +349,149 @@ static void test_nested_while(void)
     setup_free(&s);
 }
 
+/* ---- cond ------------------------------------------------------------------------
+ *
+ * out = pred ? sum((x W)^2) : sum(x) * v, pred = sum(x) > threshold. The branch
+ * not taken contributes nothing, and its gradient block does not run. */
+typedef struct cond_ctx {
+    double threshold;
+    nb_value W, v;
+} cond_ctx;
+
+static nb_status then_branch(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    cond_ctx *c = ctx;
+    nb_value y = nb_matmul(b, in[0], c->W, false, false);
+    out[0] = nb_reduce_sum(b, nb_mul(b, y, y), 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+static nb_status else_branch(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    cond_ctx *c = ctx;
+    out[0] = nb_mul(b, nb_reduce_sum(b, in[0], 0, NULL, false), nb_reduce_sum(b, c->v, 0, NULL, false));
+    return nb_builder_status(b);
+}
+
+static nb_status cond_model(nb_builder *b, const nb_value *p, nb_value *loss, void *ctx)
+{
+    cond_ctx *c = ctx;
+    c->W = p[1];
+    c->v = p[2];
+    nb_value pred = nb_greater(b, nb_reduce_sum(b, p[0], 0, NULL, false), nb_fill_constant(b, NB_F64, 0, NULL, c->threshold));
+    nb_status st = nb_cond(b, pred, then_branch, else_branch, c, 1, &p[0], 1, loss);
+    return st ? st : nb_builder_status(b);
+}
+
+static void test_cond(void)
+{
+    for (int taken = 0; taken < 2; taken++) {
+        cond_ctx c = {.threshold = taken ? -100 : 100};
+        setup s = {.f = cond_model, .ctx = &c, .n = 3, .names = {"x", "W", "v"}};
+        s.p[0] = gc_filled(NB_F64, 2, S(2, 3), 0, -1, 1);
+        s.p[1] = gc_filled(NB_F64, 2, S(3, 2), 1, -1, 1);
+        s.p[2] = gc_filled(NB_F64, 1, S(2), 2, -1, 1);
+        check_model(taken ? "cond, then" : "cond, else", &s);
+        /* The parameter of the branch not taken gets a zero gradient. */
+        compiled cc;
+        compile(&s, &cc, true);
+        nb_tensor *g[MAXP] = {0};
+        static_grads(&s, &cc, g);
+        nb_tensor *idle = taken ? g[2] : g[1];
+        for (int64_t e = 0; idle && e < nb_tensor_numel(idle); e++) CHECK(nb_tensor_get(idle, e) == 0);
+        for (int i = 0; i < 3; i++) nb_tensor_release(g[i]);
+        compiled_free(&cc);
+        setup_free(&s);
+    }
+}
+
+/* ---- scan (the recurrent op) -------------------------------------------------------
+ *
+ * An Elman RNN over two sequences: h' = tanh(x_t U + z_t + h W), emitting
+ * y_t = h' * a and e_t = sum(h'); loss = sum(ys^2) + sum(es) + sum(final^2). */
+typedef struct rnn_ctx {
+    nb_value U, W, a;
+    bool reverse;
+} rnn_ctx;
+
+static nb_status rnn_step(nb_builder *b, const nb_value *c, const nb_value *x, nb_value *next, nb_value *y, void *ctx)
+{
+    rnn_ctx *r = ctx;
+    nb_value h = nb_tanh(b, nb_add(b, nb_add(b, nb_matmul(b, x[0], r->U, false, false), x[1]),
+                                   nb_matmul(b, c[0], r->W, false, false)));
+    next[0] = h;
+    y[0] = nb_mul(b, h, r->a);
+    y[1] = nb_reduce_sum(b, h, 1, S(1), false);
+    return nb_builder_status(b);
+}
+
+static nb_status rnn_model(nb_builder *b, const nb_value *p, nb_value *loss, void *ctx)
+{
+    rnn_ctx *r = ctx;
+    r->U = p[2];
+    r->W = p[3];
+    r->a = p[4];
+    nb_value fin, ys[2];
+    nb_status st = nb_scan(b, rnn_step, r, 1, &p[5], 2, p, 2, &fin, ys, r->reverse);
+    if (st) return st;
+    nb_value l = nb_add(b, nb_reduce_sum(b, nb_mul(b, ys[0], ys[0]), 0, NULL, false), nb_reduce_sum(b, ys[1], 0, NULL, false));
+    *loss = nb_add(b, l, nb_reduce_sum(b, nb_mul(b, fin, fin), 0, NULL, false));
+    return nb_builder_status(b);
+}
+
+static void test_scan(void)
+{
+    for (int reverse = 0; reverse < 2; reverse++) {
+        rnn_ctx r = {.reverse = reverse};
+        /* T = 4 steps, batch 2, input 3, hidden 3. */
+        setup s = {.f = rnn_model, .ctx = &r, .n = 6, .names = {"xs", "zs", "U", "W", "a", "h0"}};
+        s.p[0] = gc_filled(NB_F64, 3, S(4, 2, 3), 0, -1, 1);
+        s.p[1] = gc_filled(NB_F64, 3, S(4, 2, 3), 1, -0.3, 0.3);
+        s.p[2] = gc_filled(NB_F64, 2, S(3, 3), 2, -0.7, 0.7);
+        s.p[3] = gc_filled(NB_F64, 2, S(3, 3), 3, -0.7, 0.7);
+        s.p[4] = gc_filled(NB_F64, 1, S(3), 4, -1, 1);
+        s.p[5] = gc_filled(NB_F64, 2, S(2, 3), 5, -1, 1);
+        check_model(reverse ? "scan, reverse" : "scan", &s);
+        setup_free(&s);
+    }
+}
+
+/* ---- net: a block used as one op ---------------------------------------------------- */
+
+static nb_status mlp_block(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    const nb_value *w = ctx;
+    nb_value h = nb_tanh(b, nb_matmul(b, in[0], w[0], false, false));
+    out[0] = nb_matmul(b, h, w[1], false, false);
+    out[1] = h;
+    return nb_builder_status(b);
+}
+
+static nb_status net_model(nb_builder *b, const nb_value *p, nb_value *loss, void *ctx)
+{
+    (void)ctx;
+    nb_value out[2], w[2] = {p[1], p[2]};
+    nb_status st = nb_net(b, mlp_block, w, 1, p, 2, out);
+    if (st) return st;
+    *loss = nb_add(b, nb_reduce_sum(b, nb_mul(b, out[0], out[0]), 0, NULL, false), nb_reduce_sum(b, out[1], 0, NULL, false));
+    return nb_builder_status(b);
+}
+
+static void test_net(void)
+{
+    setup s = {.f = net_model, .n = 3, .names = {"x", "W1", "W2"}};
+    s.p[0] = gc_filled(NB_F64, 2, S(2, 3), 0, -1, 1);
+    s.p[1] = gc_filled(NB_F64, 2, S(3, 4), 1, -1, 1);
+    s.p[2] = gc_filled(NB_F64, 2, S(4, 2), 2, -1, 1);
+    check_model("net", &s);
+    setup_free(&s);
+}
+
 int main(void)
 {
+    RUN(test_cond);
+    RUN(test_scan);
+    RUN(test_net);
     RUN(test_while_gradients);
     RUN(test_while_data_dependent);
     RUN(test_nested_while);
