@@ -26,6 +26,7 @@ typedef struct setup {
 /* ---- running a model three ways ------------------------------------------ */
 
 typedef struct compiled {
+    char loss[256];
     nb_program *prog;
     nb_prepared *loss_only, *with_grads;
     nb_scope *scope;
@@ -44,6 +45,8 @@ static void compile(const setup *s, compiled *c, bool grads)
     CHECK_OK(nb_builder_status(b));
     if (nb_builder_status(b)) fprintf(stderr, "  %s\n", nb_builder_error(b));
     const char *ln = nb_value_name(loss);
+    if (!ln) return;
+    snprintf(c->loss, sizeof c->loss, "%s", ln);
     REQUIRE_OK(nb_prepare(&c->loss_only, c->prog, 0, s->n, s->names, 1, &ln));
     if (grads) {
         CHECK_OK(nb_gradients(c->prog, 1, &ln, NULL, s->n, s->names, 0, NULL, true, &c->r));
@@ -487,8 +490,178 @@ static void test_net(void)
     setup_free(&s);
 }
 
+/* ---- programs holding control flow: inference, files, drawings, training ------------ */
+
+/* The inference clone (is_test: one scope reused, none kept) computes what
+ * the training program computes; a program file round-trip keeps the
+ * sub-blocks and their string-list attributes, bit for bit. */
+static void test_clone_and_file(void)
+{
+    rnn_ctx r = {0};
+    setup s = {.f = rnn_model, .ctx = &r, .n = 6, .names = {"xs", "zs", "U", "W", "a", "h0"}};
+    s.p[0] = gc_filled(NB_F64, 3, S(5, 2, 3), 0, -1, 1);
+    s.p[1] = gc_filled(NB_F64, 3, S(5, 2, 3), 1, -0.3, 0.3);
+    s.p[2] = gc_filled(NB_F64, 2, S(3, 3), 2, -0.7, 0.7);
+    s.p[3] = gc_filled(NB_F64, 2, S(3, 3), 3, -0.7, 0.7);
+    s.p[4] = gc_filled(NB_F64, 1, S(3), 4, -1, 1);
+    s.p[5] = gc_filled(NB_F64, 2, S(2, 3), 5, -1, 1);
+    compiled c;
+    compile(&s, &c, true);
+    nb_tensor *g[MAXP] = {0};
+    double loss = static_grads(&s, &c, g);
+
+    /* Inference. */
+    nb_program *test_prog;
+    REQUIRE_OK(nb_program_clone_for_test(&test_prog, c.prog));
+    compiled ct = {.prog = test_prog, .scope = c.scope};
+    const char *ln = c.loss;
+    REQUIRE_OK(nb_prepare(&ct.loss_only, test_prog, 0, s.n, s.names, 1, &ln));
+    CHECK(run_loss(&ct, s.p) == loss);
+    nb_prepared_free(ct.loss_only);
+    nb_program_free(test_prog);
+
+    /* Through a program file. */
+    uint8_t *buf;
+    size_t len;
+    REQUIRE_OK(nb_program_serialize(c.prog, &buf, &len));
+    nb_program *back;
+    nb_status st = nb_program_deserialize(buf, len, &back);
+    free(buf);
+    REQUIRE_OK(st);
+    const char *fetch[MAXP + 1] = {ln};
+    for (int i = 0; i < s.n; i++) fetch[1 + i] = c.r.grads[i] ? c.r.grads[i] : ln;
+    nb_prepared *pp;
+    REQUIRE_OK(nb_prepare(&pp, back, 0, s.n, s.names, 1 + s.n, fetch));
+    nb_tensor *out[MAXP + 1] = {0};
+    CHECK_OK(nb_prepared_run(pp, c.scope, s.p, out));
+    CHECK(out[0] && nb_tensor_get(out[0], 0) == loss);
+    for (int i = 0; i < s.n; i++) {
+        if (g[i]) CHECK(out[1 + i] && nb_tensor_allclose(g[i], out[1 + i], 0, 0));
+        nb_tensor_release(out[1 + i]);
+        nb_tensor_release(g[i]);
+    }
+    nb_tensor_release(out[0]);
+    nb_prepared_free(pp);
+    nb_program_free(back);
+
+    /* `nabla dot` draws the step block and its grad block as clusters. */
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    CHECK_OK(nb_program_to_dot(c.prog, f));
+    fclose(f);
+    CHECK(text && strstr(text, "cluster_block1") && strstr(text, "cluster_block2"));
+    free(text);
+    compiled_free(&c);
+    setup_free(&s);
+}
+
+/* nb_minimize through a recurrent op: the parameters the step block
+ * captures get (parameter, gradient) pairs and SGD lowers the loss. */
+static void test_training(void)
+{
+    nb_program *main_p, *startup;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&main_p));
+    REQUIRE_OK(nb_program_new(&startup));
+    REQUIRE_OK(nb_builder_new_record(&b, main_p, startup));
+    nb_value p[6];
+    p[0] = nb_data(b, "xs", NB_F64, 3, S(-1, 2, 3));
+    p[1] = nb_data(b, "zs", NB_F64, 3, S(-1, 2, 3));
+    const char *pn[4] = {"U", "W", "a", "h0"};
+    const int64_t *shapes[4] = {S(3, 3), S(3, 3), S(3), S(2, 3)};
+    int ranks[4] = {2, 2, 1, 2};
+    for (int i = 0; i < 4; i++)
+        p[2 + i] = nb_create_parameter(b, pn[i], NB_F64, ranks[i], shapes[i], "uniform_random", 3,
+                                       (nb_attr[]){NB_ATTR_FLOAT("min", -0.5), NB_ATTR_FLOAT("max", 0.5), NB_ATTR_INT("seed", 7 + i)});
+    rnn_ctx r = {0};
+    nb_value loss = NB_NONE;
+    CHECK_OK(rnn_model(b, p, &loss, &r));
+    nb_optimizer sgd = nb_sgd(0.02);
+    nb_backward_result res;
+    REQUIRE_OK(nb_minimize(&sgd, main_p, startup, nb_value_name(loss), 0, NULL, 0, NULL, &res));
+    CHECK(res.n_pairs == 4);
+    nb_scope *scope;
+    nb_executor *ex;
+    REQUIRE_OK(nb_scope_new(&scope, NULL));
+    REQUIRE_OK(nb_executor_new(&ex));
+    CHECK_OK(nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL));
+    nb_tensor *xs = gc_filled(NB_F64, 3, S(6, 2, 3), 0, -1, 1), *zs = gc_filled(NB_F64, 3, S(6, 2, 3), 1, -0.3, 0.3);
+    nb_feed feeds[2] = {{"xs", xs}, {"zs", zs}};
+    const char *ln = nb_value_name(loss);
+    double first = 0, last = 0;
+    for (int step = 0; step < 30; step++) {
+        nb_tensor *l = NULL;
+        CHECK_OK(nb_executor_run(ex, main_p, scope, 2, feeds, 1, &ln, &l));
+        if (!l) break;
+        if (step == 0) first = nb_tensor_get(l, 0);
+        last = nb_tensor_get(l, 0);
+        nb_tensor_release(l);
+    }
+    CHECK(last < 0.8 * first);
+    nb_tensor_release(xs);
+    nb_tensor_release(zs);
+    nb_backward_result_free(&res);
+    nb_executor_free(ex);
+    nb_scope_free(scope);
+    nb_builder_free(b);
+    nb_program_free(startup);
+    nb_program_free(main_p);
+}
+
+/* Mistakes get errors that say what went wrong. */
+static nb_status bad_body(nb_builder *b, const nb_value *c, nb_value *next, void *ctx)
+{
+    (void)ctx;
+    next[0] = nb_add(b, c[0], scalar(b, NB_I64, 1));
+    next[1] = nb_reshape(b, c[1], 1, S(6));
+    return nb_builder_status(b);
+}
+
+static nb_status three_times(nb_builder *b, const nb_value *c, nb_value *pred, void *ctx)
+{
+    (void)ctx;
+    return count_cond(b, c, pred, (void *)(intptr_t)3);
+}
+
+static void test_errors(void)
+{
+    nb_program *prog;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&prog));
+    REQUIRE_OK(nb_builder_new_record(&b, prog, NULL));
+    nb_value init[2] = {scalar(b, NB_I64, 0), nb_data(b, "h", NB_F64, 2, S(2, 3))}, fin[2];
+    CHECK_ERR(nb_while_loop(b, three_times, bad_body, NULL, 2, init, fin), NB_ERR_SHAPE, "carried value 1");
+    nb_builder_free(b);
+    nb_program_free(prog);
+
+    /* Eagerly too, and a predicate that is not a bool. */
+    REQUIRE_OK(nb_builder_new_eager(&b));
+    nb_tensor *h = gc_filled(NB_F64, 2, S(2, 3), 0, -1, 1), *zero;
+    REQUIRE_OK(nb_tensor_full(&zero, NB_I64, 1, S(1), 0));
+    nb_value ev[2] = {nb_eager_value(b, zero), nb_eager_value(b, h)};
+    CHECK_ERR(nb_while_loop(b, three_times, bad_body, NULL, 2, ev, fin), NB_ERR_SHAPE, "carried value 1");
+    nb_builder_clear_error(b);
+    nb_value out;
+    CHECK_ERR(nb_cond(b, ev[1], then_branch, else_branch, NULL, 1, &ev[1], 1, &out), NB_ERR_DTYPE, "bool");
+    nb_tensor_release(h);
+    nb_tensor_release(zero);
+    nb_builder_free(b);
+
+    /* A control-flow op outside an executor. */
+    nb_tensor *c, *x = gc_filled(NB_F64, 1, S(2), 0, -1, 1), *o[2] = {0};
+    REQUIRE_OK(nb_tensor_full(&c, NB_BOOL, 1, S(1), 1));
+    nb_attr a[] = {NB_ATTR_BLOCK("sub_block", 1), NB_ATTR_STRING("cond_out", "c")};
+    CHECK_ERR(nb_op_run("while", 2, (nb_tensor *[]){c, x}, 2, a, 1, o, NULL), NB_ERR_UNSUPPORTED, "executor");
+    nb_tensor_release(c);
+    nb_tensor_release(x);
+}
+
 int main(void)
 {
+    RUN(test_training);
+    RUN(test_errors);
+    RUN(test_clone_and_file);
     RUN(test_cond);
     RUN(test_scan);
     RUN(test_net);
