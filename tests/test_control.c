@@ -490,6 +490,58 @@ static void test_net(void)
     setup_free(&s);
 }
 
+/* ---- tensor arrays ------------------------------------------------------------------
+ *
+ * A loop reads its inputs from one array and writes each step's state into
+ * another: carry = (i, h, out); h = tanh(xs[i] U + h W); out[i] = h. */
+typedef struct array_ctx {
+    nb_value xs, U, W;
+} array_ctx;
+
+static nb_status array_cond(nb_builder *b, const nb_value *c, nb_value *pred, void *ctx)
+{
+    array_ctx *a = ctx;
+    *pred = nb_less(b, c[0], nb_array_length(b, a->xs));
+    return nb_builder_status(b);
+}
+
+static nb_status array_body(nb_builder *b, const nb_value *c, nb_value *next, void *ctx)
+{
+    array_ctx *a = ctx;
+    nb_value x = nb_array_read(b, a->xs, c[0]);
+    nb_value h = nb_tanh(b, nb_add(b, nb_matmul(b, x, a->U, false, false), nb_matmul(b, c[1], a->W, false, false)));
+    next[0] = nb_add(b, c[0], scalar(b, NB_I64, 1));
+    next[1] = h;
+    next[2] = nb_array_write(b, c[2], c[0], h);
+    return nb_builder_status(b);
+}
+
+static nb_status array_model(nb_builder *b, const nb_value *p, nb_value *loss, void *ctx)
+{
+    array_ctx *a = ctx;
+    a->xs = p[0];
+    a->U = p[1];
+    a->W = p[2];
+    nb_value init[3] = {scalar(b, NB_I64, 0), p[3], nb_array_new(b, 4, NB_F64, 2, S(2, 3))}, fin[3];
+    nb_status st = nb_while_loop(b, array_cond, array_body, a, 3, init, fin);
+    if (st) return st;
+    nb_value w = nb_array_read(b, fin[2], scalar(b, NB_I64, 2));
+    *loss = nb_add(b, nb_reduce_sum(b, nb_mul(b, fin[2], fin[2]), 0, NULL, false), nb_reduce_sum(b, w, 0, NULL, false));
+    return nb_builder_status(b);
+}
+
+static void test_tensor_array(void)
+{
+    array_ctx a;
+    setup s = {.f = array_model, .ctx = &a, .n = 4, .names = {"xs", "U", "W", "h0"}};
+    s.p[0] = gc_filled(NB_F64, 3, S(4, 2, 3), 0, -1, 1);
+    s.p[1] = gc_filled(NB_F64, 2, S(3, 3), 1, -0.7, 0.7);
+    s.p[2] = gc_filled(NB_F64, 2, S(3, 3), 2, -0.7, 0.7);
+    s.p[3] = gc_filled(NB_F64, 2, S(2, 3), 3, -1, 1);
+    check_model("tensor array", &s);
+    setup_free(&s);
+}
+
 /* ---- programs holding control flow: inference, files, drawings, training ------------ */
 
 /* The inference clone (is_test: one scope reused, none kept) computes what
@@ -659,6 +711,7 @@ static void test_errors(void)
 
 int main(void)
 {
+    RUN(test_tensor_array);
     RUN(test_training);
     RUN(test_errors);
     RUN(test_clone_and_file);
