@@ -220,6 +220,7 @@ const nb_op_def nb_op_cond = {
     .grad_uses_inputs = 1u << 1,
     .grad_uses_outputs = 1u << B_STEPS,
     .vjp = cond_vjp,
+    .jvp = nb_ctl_cond_jvp,
 };
 
 const nb_op_def nb_op_cond_grad = {
@@ -248,6 +249,7 @@ const nb_op_def nb_op_net = {
     .grad_uses_inputs = 1u << 0,
     .grad_uses_outputs = 1u << B_STEPS,
     .vjp = net_vjp,
+    .jvp = nb_ctl_net_jvp,
 };
 
 const nb_op_def nb_op_net_grad = {

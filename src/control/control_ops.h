@@ -10,6 +10,12 @@ extern const nb_op_def nb_op_cond, nb_op_cond_grad;           /* branch_ops.c */
 extern const nb_op_def nb_op_net, nb_op_net_grad;             /* branch_ops.c */
 extern const nb_op_def nb_op_recurrent, nb_op_recurrent_grad; /* recurrent_op.c */
 
+/* Their JVP rules (control_jvp.c). */
+nb_status nb_ctl_while_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
+nb_status nb_ctl_recurrent_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
+nb_status nb_ctl_cond_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
+nb_status nb_ctl_net_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
+
 /* The error of a control-flow kernel run outside an executor (nb_op_run). */
 nb_status nb_ctl_needs_executor(const nb_op_ctx *ctx);
 

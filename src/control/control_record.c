@@ -52,19 +52,20 @@ static bool written_in(const nb_block *blk, const char *name)
     return false;
 }
 
-/* A result must be a var the block writes: a parameter or an outer value
- * handed back as it is gets copied by an assign. */
+nb_value nb_ctl_local(nb_builder *b, nb_block *blk, nb_value v)
+{
+    if (nb_is_none(v) || (nb_block_find_var(blk, nb_value_name(v)) && written_in(blk, nb_value_name(v)))) return v;
+    return nb_assign(b, v);
+}
+
 static const char *sub_result(sub *s, nb_value *v)
 {
     if (nb_is_none(*v)) return NULL;
-    if (!nb_block_find_var(s->block, nb_value_name(*v)) || !written_in(s->block, nb_value_name(*v)))
-        *v = nb_assign(s->b, *v);
+    *v = nb_ctl_local(s->b, s->block, *v);
     return nb_builder_status(s->b) ? NULL : nb_value_name(*v);
 }
 
-/* The outer vars a block reads, in order of first use, appended to `out`
- * (which has room for `cap`); returns the new count, or -1 if it overflows. */
-static int captured(const nb_block *blk, nb_value *out, int n, int cap)
+int nb_ctl_captured(const nb_block *blk, nb_value *out, int n, int cap)
 {
     for (int i = 0; i < blk->n_ops; i++)
         for (int k = 0; k < nb_op_n_inputs(blk->ops[i]); k++) {
@@ -131,7 +132,7 @@ nb_status nb_control_record_while(nb_builder *b, nb_loop_cond_fn cond, nb_loop_b
     if (st || (st = nb_builder_status(b))) return st;
     if (!cond_out) return nb_builder_fail(b, NB_ERR_ARG, "while_loop: the condition callback set no predicate");
     memcpy(x, init, (size_t)n_carry * sizeof *x);
-    int n_x = captured(s.block, x, n_carry, 2 * NB_CONTROL_MAX);
+    int n_x = nb_ctl_captured(s.block, x, n_carry, 2 * NB_CONTROL_MAX);
     if (n_x < 0) return too_many(b, "while_loop");
     nb_value in[1 + 2 * NB_CONTROL_MAX];
     in[0] = pred0;
@@ -174,8 +175,8 @@ nb_status nb_control_record_cond(nb_builder *b, nb_value pred, nb_branch_fn then
     if (!st) st = build_branch(b, &es, else_fn, ctx, n_in, in, n_out, e_out, e_names);
     for (int i = 0; i < n_out && !st; i++) st = nb_control_check_same(b, "cond", "branch output", i, t_out[i], e_out[i]);
     if (st) return st;
-    int n_x = captured(ts.block, x, 0, 2 * NB_CONTROL_MAX);
-    if (n_x >= 0) n_x = captured(es.block, x, n_x, 2 * NB_CONTROL_MAX);
+    int n_x = nb_ctl_captured(ts.block, x, 0, 2 * NB_CONTROL_MAX);
+    if (n_x >= 0) n_x = nb_ctl_captured(es.block, x, n_x, 2 * NB_CONTROL_MAX);
     if (n_x < 0) return too_many(b, "cond");
     nb_value args[1 + 2 * NB_CONTROL_MAX];
     args[0] = pred;
@@ -199,7 +200,7 @@ nb_status nb_control_record_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n
     nb_status st = sub_begin(b, "net", &s);
     if (!st) st = build_branch(b, &s, fn, ctx, n_in, in, n_out, o, names);
     if (st) return st;
-    int n_x = captured(s.block, x, 0, 2 * NB_CONTROL_MAX);
+    int n_x = nb_ctl_captured(s.block, x, 0, 2 * NB_CONTROL_MAX);
     if (n_x < 0) return too_many(b, "net");
     recorded r;
     record_infos(b, n_out, o, false, 0, &r);
@@ -246,7 +247,7 @@ nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, int 
     if (st || (st = nb_builder_status(b))) return st;
     memcpy(x, init, (size_t)n_carry * sizeof *x);
     memcpy(x + n_carry, xs, (size_t)n_xs * sizeof *x);
-    int n_x = captured(s.block, x, n_carry + n_xs, 3 * NB_CONTROL_MAX);
+    int n_x = nb_ctl_captured(s.block, x, n_carry + n_xs, 3 * NB_CONTROL_MAX);
     if (n_x < 0) return too_many(b, "scan");
     recorded r;
     record_infos(b, n_ys, y_t, true, T, &r);

@@ -303,6 +303,7 @@ const nb_op_def nb_op_recurrent = {
     .grad_uses_inputs = 1u << 0,
     .grad_uses_outputs = 1u << R_STEPS,
     .vjp = recurrent_vjp,
+    .jvp = nb_ctl_recurrent_jvp,
 };
 
 const nb_op_def nb_op_recurrent_grad = {

@@ -220,6 +220,7 @@ const nb_op_def nb_op_while = {
     .grad_uses_inputs = 1u << W_X,
     .grad_uses_outputs = 1u << W_STEPS,
     .vjp = while_vjp,
+    .jvp = nb_ctl_while_jvp,
 };
 
 const nb_op_def nb_op_while_grad = {
