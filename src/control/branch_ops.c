@@ -89,17 +89,7 @@ static nb_status net_kernel(nb_op_ctx *ctx)
  * cond_grad / net_grad(StepScopes, X = [captured..., dOut...]) -> XGrad
  * (the wanted ones, at positions x_grad_pos of the captured values). */
 
-static nb_status branch_grad_infer(nb_op_ctx *ctx)
-{
-    const nb_attr_value *pos = nb_attr_get(ctx, "x_grad_pos");
-    int n_x = nb_in_count(ctx, 1) - (int)nb_attr_int(ctx, "n_out");
-    if (pos->n != nb_out_count(ctx, 0)) return nb_error(NB_ERR_ARG, "%s: x_grad_pos does not match the outputs", ctx->label);
-    for (int j = 0; j < pos->n; j++) {
-        if (pos->ints[j] < 0 || pos->ints[j] >= n_x) return nb_error(NB_ERR_ARG, "%s: x_grad_pos out of range", ctx->label);
-        *nb_out_info(ctx, 0, j) = *nb_in_info(ctx, 1, (int)pos->ints[j]);
-    }
-    return NB_OK;
-}
+static nb_status branch_grad_infer(nb_op_ctx *ctx) { return nb_ctl_grad_infer(ctx, (int)nb_attr_int(ctx, "n_out")); }
 
 /* Runs the grad block of the block that ran (prefix "then_"/"else_", or ""
  * for net) and hands out the captured values' gradients. */

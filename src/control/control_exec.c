@@ -220,3 +220,15 @@ nb_tensor *nb_ctl_grad_of(nb_scope *grad, const char *name)
     /* A gradient that is a seed itself was bound one scope up. */
     return t ? t : nb_scope_find_local(nb_scope_parent(grad), name);
 }
+
+nb_status nb_ctl_carry_grad(nb_scope *grad, const char *name, nb_tensor **g)
+{
+    nb_tensor *t = nb_ctl_grad_of(grad, name), *z = NULL;
+    if (!t) {
+        nb_status st = nb_ctl_zeros_like(&z, *g);
+        if (st) return st;
+    }
+    nb_tensor_release(*g);
+    *g = t ? nb_tensor_retain(t) : z;
+    return NB_OK;
+}

@@ -77,6 +77,9 @@ nb_status nb_ctl_time_slice(nb_tensor **out, nb_tensor *x, int64_t t);
 nb_status nb_ctl_run_grad(nb_op_ctx *ctx, int grad_block, nb_scope *step, int n_seed, const nb_attr_value *seed_names,
                           nb_tensor *const *seeds, nb_scope **grad);
 void nb_ctl_grad_done(nb_scope *grad);
+/* Replaces *g (a carried gradient) with the one the grad block left under
+ * `name`, or zeros shaped like it when there is none. */
+nb_status nb_ctl_carry_grad(nb_scope *grad, const char *name, nb_tensor **g);
 /* The gradient the grad block left under `name` ("" or absent: NULL). */
 nb_tensor *nb_ctl_grad_of(nb_scope *grad, const char *name);
 

@@ -29,3 +29,16 @@ nb_status nb_ctl_recorded_infos(const nb_op_ctx *ctx, int n, nb_var_info *out)
     }
     return NB_OK;
 }
+
+nb_status nb_ctl_grad_infer(nb_op_ctx *ctx, int n_tail)
+{
+    const nb_attr_value *pos = nb_attr_get(ctx, "x_grad_pos");
+    int n_x = nb_in_count(ctx, 1) - n_tail;
+    if (pos->n != nb_out_count(ctx, 0) || n_x < 0)
+        return nb_error(NB_ERR_ARG, "%s: x_grad_pos does not match the outputs", ctx->label);
+    for (int j = 0; j < pos->n; j++) {
+        if (pos->ints[j] < 0 || pos->ints[j] >= n_x) return nb_error(NB_ERR_ARG, "%s: x_grad_pos out of range", ctx->label);
+        *nb_out_info(ctx, 0, j) = *nb_in_info(ctx, 1, (int)pos->ints[j]);
+    }
+    return NB_OK;
+}

@@ -23,4 +23,9 @@ nb_status nb_ctl_needs_executor(const nb_op_ctx *ctx);
  * out_dtypes and out_shapes (each rank, then the dims) into out[0..n). */
 nb_status nb_ctl_recorded_infos(const nb_op_ctx *ctx, int n, nb_var_info *out);
 
+/* Shape inference of the gradient ops: (StepScopes, X = [forward inputs...,
+ * n_tail output gradients...]) -> XGrad, one per x_grad_pos entry, shaped
+ * like the forward input at that position. */
+nb_status nb_ctl_grad_infer(nb_op_ctx *ctx, int n_tail);
+
 #endif

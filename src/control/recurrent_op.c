@@ -150,15 +150,7 @@ enum { RG_STEPS, RG_X };
 
 static nb_status recurrent_grad_infer(nb_op_ctx *ctx)
 {
-    const nb_attr_value *pos = nb_attr_get(ctx, "x_grad_pos");
-    int n_x = nb_in_count(ctx, RG_X) - (int)nb_attr_int(ctx, "n_mem") - (int)nb_attr_int(ctx, "n_y");
-    if (pos->n != nb_out_count(ctx, 0) || n_x < 0)
-        return nb_error(NB_ERR_ARG, "%s: x_grad_pos does not match the outputs", ctx->label);
-    for (int j = 0; j < pos->n; j++) {
-        if (pos->ints[j] < 0 || pos->ints[j] >= n_x) return nb_error(NB_ERR_ARG, "%s: x_grad_pos out of range", ctx->label);
-        *nb_out_info(ctx, 0, j) = *nb_in_info(ctx, RG_X, (int)pos->ints[j]);
-    }
-    return NB_OK;
+    return nb_ctl_grad_infer(ctx, (int)(nb_attr_int(ctx, "n_mem") + nb_attr_int(ctx, "n_y")));
 }
 
 static nb_status recurrent_grad_kernel(nb_op_ctx *ctx)
@@ -198,13 +190,7 @@ static nb_status recurrent_grad_kernel(nb_op_ctx *ctx)
             nb_error_context(st, "%s: replaying time step %lld", ctx->label, (long long)t);
             break;
         }
-        for (int m = 0; m < n_mem && !st; m++) {
-            nb_tensor *g = nb_ctl_grad_of(gs, in_grad->strs[m]), *z = NULL;
-            if (!g && !(st = nb_ctl_zeros_like(&z, grads[m]))) g = z;
-            if (st) break;
-            nb_tensor_release(grads[m]);
-            grads[m] = g == z ? z : nb_tensor_retain(g);
-        }
+        for (int m = 0; m < n_mem && !st; m++) st = nb_ctl_carry_grad(gs, in_grad->strs[m], &grads[m]);
         for (int j = 0; j < n_seq && !st; j++) {
             nb_tensor *g = nb_ctl_grad_of(gs, in_grad->strs[n_mem + j]), *row = NULL;
             if (!g || !grads[n_mem + j]) continue;

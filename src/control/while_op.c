@@ -86,17 +86,7 @@ static nb_status while_kernel(nb_op_ctx *ctx)
  * ones, at forward positions x_grad_pos). */
 enum { WG_STEPS, WG_X };
 
-static nb_status while_grad_infer(nb_op_ctx *ctx)
-{
-    const nb_attr_value *pos = nb_attr_get(ctx, "x_grad_pos");
-    int n_carry = (int)nb_attr_int(ctx, "n_carry"), n_x = nb_in_count(ctx, WG_X) - n_carry;
-    if (pos->n != nb_out_count(ctx, 0)) return nb_error(NB_ERR_ARG, "%s: x_grad_pos does not match the outputs", ctx->label);
-    for (int j = 0; j < pos->n; j++) {
-        if (pos->ints[j] < 0 || pos->ints[j] >= n_x) return nb_error(NB_ERR_ARG, "%s: x_grad_pos out of range", ctx->label);
-        *nb_out_info(ctx, 0, j) = *nb_in_info(ctx, WG_X, (int)pos->ints[j]);
-    }
-    return NB_OK;
-}
+static nb_status while_grad_infer(nb_op_ctx *ctx) { return nb_ctl_grad_infer(ctx, (int)nb_attr_int(ctx, "n_carry")); }
 
 static nb_status while_grad_kernel(nb_op_ctx *ctx)
 {
@@ -117,13 +107,7 @@ static nb_status while_grad_kernel(nb_op_ctx *ctx)
             nb_error_context(st, "%s: replaying iteration %d", ctx->label, k);
             break;
         }
-        for (int i = 0; i < n_carry && !st; i++) {
-            nb_tensor *t = nb_ctl_grad_of(gs, cin_g->strs[i]), *z = NULL;
-            if (!t && !(st = nb_ctl_zeros_like(&z, g[i]))) t = z;
-            if (st) break;
-            nb_tensor_release(g[i]);
-            g[i] = t == z ? z : nb_tensor_retain(t);
-        }
+        for (int i = 0; i < n_carry && !st; i++) st = nb_ctl_carry_grad(gs, cin_g->strs[i], &g[i]);
         for (int j = 0; j < n_cap && !st; j++) {
             nb_tensor *t = nb_ctl_grad_of(gs, x_g->strs[j]);
             if (t) st = nb_ctl_accumulate(&acc[j], t);
