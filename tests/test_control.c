@@ -596,6 +596,68 @@ static void test_tensor_array(void)
     setup_free(&s);
 }
 
+/* ---- the functional transforms see through the helpers ------------------------------- */
+
+static nb_status as_function(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    const setup *s = ctx;
+    return s->f(b, in, &out[0], s->ctx);
+}
+
+/* nb_jvp of a loop equals <grad, t>; nb_hessian of a scan's loss equals
+ * central differences of its gradient. */
+static void test_transforms(void)
+{
+    rnn_ctx r = {0};
+    setup s = {.f = rnn_model, .ctx = &r, .n = 6, .names = {"xs", "zs", "U", "W", "a", "h0"}};
+    s.p[0] = gc_filled(NB_F64, 3, S(3, 2, 3), 0, -1, 1);
+    s.p[1] = gc_filled(NB_F64, 3, S(3, 2, 3), 1, -0.3, 0.3);
+    s.p[2] = gc_filled(NB_F64, 2, S(3, 3), 2, -0.7, 0.7);
+    s.p[3] = gc_filled(NB_F64, 2, S(3, 3), 3, -0.7, 0.7);
+    s.p[4] = gc_filled(NB_F64, 1, S(3), 4, -1, 1);
+    s.p[5] = gc_filled(NB_F64, 2, S(2, 3), 5, -1, 1);
+    nb_function f = {as_function, s.n, 1, &s};
+    nb_tensor *out = NULL, *g[MAXP] = {0}, *t[MAXP], *tout = NULL, *jout = NULL;
+    REQUIRE_OK(nb_value_and_grad(&f, s.p, 0, NULL, 0, NULL, &out, g, NULL));
+    double want = 0;
+    for (int i = 0; i < s.n; i++) {
+        t[i] = gc_filled(NB_F64, s.p[i]->ndim, s.p[i]->shape, 30 + i, -1, 1);
+        for (int64_t e = 0; g[i] && e < nb_tensor_numel(g[i]); e++) want += nb_tensor_get(g[i], e) * nb_tensor_get(t[i], e);
+    }
+    CHECK_OK(nb_jvp(&f, s.p, t, &jout, &tout));
+    CHECK(tout && fabs(nb_tensor_get(tout, 0) - want) <= 1e-10 * (1 + fabs(want)));
+
+    nb_tensor *h = NULL;
+    CHECK_OK(nb_hessian(&f, s.p, 3, &h));
+    const double eps = 1e-5;
+    for (int64_t col = 0; h && col < 9; col++) {
+        double w0 = nb_tensor_get(s.p[3], col);
+        nb_tensor *gp[MAXP] = {0}, *gm[MAXP] = {0}, *o1 = NULL, *o2 = NULL;
+        nb_tensor_set(s.p[3], col, w0 + eps);
+        CHECK_OK(nb_value_and_grad(&f, s.p, 1, (int[]){3}, 0, NULL, &o1, gp, NULL));
+        nb_tensor_set(s.p[3], col, w0 - eps);
+        CHECK_OK(nb_value_and_grad(&f, s.p, 1, (int[]){3}, 0, NULL, &o2, gm, NULL));
+        nb_tensor_set(s.p[3], col, w0);
+        for (int64_t row = 0; gp[0] && gm[0] && row < 9; row++) {
+            double fd = (nb_tensor_get(gp[0], row) - nb_tensor_get(gm[0], row)) / (2 * eps);
+            CHECK(fabs(nb_tensor_get(h, row * 9 + col) - fd) <= 1e-6 * (1 + fabs(fd)));
+        }
+        nb_tensor_release(gp[0]);
+        nb_tensor_release(gm[0]);
+        nb_tensor_release(o1);
+        nb_tensor_release(o2);
+    }
+    nb_tensor_release(h);
+    for (int i = 0; i < s.n; i++) {
+        nb_tensor_release(g[i]);
+        nb_tensor_release(t[i]);
+    }
+    nb_tensor_release(out);
+    nb_tensor_release(jout);
+    nb_tensor_release(tout);
+    setup_free(&s);
+}
+
 /* ---- programs holding control flow: inference, files, drawings, training ------------ */
 
 /* The inference clone (is_test: one scope reused, none kept) computes what
@@ -765,6 +827,7 @@ static void test_errors(void)
 
 int main(void)
 {
+    RUN(test_transforms);
     RUN(test_tensor_array);
     RUN(test_training);
     RUN(test_errors);
