@@ -204,6 +204,14 @@ static void check_model(const char *name, setup *s)
     for (int i = 0; i < s->n; i++) check_same_grad(name, i, ge[i], gs[i], 1e-10);
     fd_check(s, &c, gs, 1e-6);
     check_jvp(name, s, gs);
+    /* Inference (one scope reused per op run) computes the same loss. */
+    nb_program *test_prog;
+    REQUIRE_OK(nb_program_clone_for_test(&test_prog, c.prog));
+    compiled ct = {.prog = test_prog, .scope = c.scope};
+    const char *ln = c.loss;
+    if (!nb_prepare(&ct.loss_only, test_prog, 0, s->n, s->names, 1, &ln)) CHECK(run_loss(&ct, s->p) == ls);
+    nb_prepared_free(ct.loss_only);
+    nb_program_free(test_prog);
     for (int i = 0; i < s->n; i++) {
         nb_tensor_release(gs[i]);
         nb_tensor_release(ge[i]);

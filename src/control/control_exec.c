@@ -49,6 +49,31 @@ nb_status nb_steps_push(nb_op_ctx *ctx, nb_step_scopes *ss, nb_scope **bind, nb_
     return NB_OK;
 }
 
+nb_status nb_steps_next(nb_op_ctx *ctx, nb_step_scopes *ss, bool keep, nb_scope **bind, nb_scope **step)
+{
+    if (keep || ss->n == 0) return nb_steps_push(ctx, ss, bind, step);
+    *bind = ss->bind[ss->n - 1];
+    *step = ss->step[ss->n - 1];
+    return NB_OK;
+}
+
+nb_status nb_ctl_take(nb_tensor **cur, nb_tensor *t, bool copy)
+{
+    if (!copy) {
+        nb_tensor_retain(t);
+        nb_tensor_release(*cur);
+        *cur = t;
+        return NB_OK;
+    }
+    /* The bind scope still holds *cur, but the iteration that read it is over. */
+    if (*cur && (*cur)->dtype == t->dtype &&
+        nb_shape_equal((*cur)->ndim, (*cur)->shape, t->ndim, t->shape))
+        return nb_tensor_copy_into(*cur, t);
+    nb_tensor_release(*cur);
+    *cur = NULL;
+    return nb_tensor_clone(cur, t);
+}
+
 void nb_steps_pop(nb_step_scopes *ss)
 {
     ss->n--;

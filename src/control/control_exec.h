@@ -35,8 +35,13 @@ nb_status nb_steps_new(nb_op_ctx *ctx, nb_step_scopes **out);
 void nb_steps_free(void *steps);
 /* Appends iteration scopes (bind, step) and returns them. */
 nb_status nb_steps_push(nb_op_ctx *ctx, nb_step_scopes *ss, nb_scope **bind, nb_scope **step);
-/* Drops the last iteration's scopes (inference keeps one at a time). */
+/* The scopes of the next iteration: new ones when training (`keep`), else
+ * the one pair, reused, so that inference allocates once per op run. */
+nb_status nb_steps_next(nb_op_ctx *ctx, nb_step_scopes *ss, bool keep, nb_scope **bind, nb_scope **step);
 void nb_steps_pop(nb_step_scopes *ss);
+/* Makes *cur the next carried value t: t itself when the iteration's scope
+ * is kept, else a copy (the reused scope overwrites t next iteration). */
+nb_status nb_ctl_take(nb_tensor **cur, nb_tensor *t, bool copy);
 /* Keeps ss for the gradient op (attached under output `slot`'s var name), or
  * frees it when `keep` is false. */
 nb_status nb_steps_keep(nb_op_ctx *ctx, nb_step_scopes *ss, int slot, bool keep);

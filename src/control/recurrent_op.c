@@ -110,7 +110,7 @@ static nb_status recurrent_kernel(nb_op_ctx *ctx)
     for (int64_t i = 0; i < T && !st; i++) {
         int64_t t = reverse ? T - 1 - i : i;
         nb_scope *bind, *step;
-        if ((st = nb_steps_push(ctx, ss, &bind, &step))) break;
+        if ((st = nb_steps_next(ctx, ss, keep, &bind, &step))) break;
         if ((st = nb_ctl_bind(bind, c.mem, mem_in, cur)) || (st = bind_slices(bind, seq_in, x + c.mem, c.seq, t))) break;
         if ((st = nb_exec_run_block(ctx->exec, block, step))) {
             nb_error_context(st, "%s: at time step %lld", ctx->label, (long long)t);
@@ -120,15 +120,13 @@ static nb_status recurrent_kernel(nb_op_ctx *ctx)
             nb_tensor *v;
             if ((st = nb_ctl_result(ctx, step, mem_out->strs[m], "memory", &v))) break;
             if ((st = nb_ctl_check_like(ctx, x[m], v, "memory", m))) break;
-            nb_tensor_release(cur[m]);
-            cur[m] = nb_tensor_retain(v);
+            st = nb_ctl_take(&cur[m], v, !keep);
         }
         for (int k = 0; k < c.y && !st; k++) {
             nb_tensor *y;
             st = nb_ctl_result(ctx, step, seq_out->strs[k], "step output", &y);
             if (!st) st = store_row(ctx, ctx->out_begin[R_OUT] + c.mem + k, T, t, i == 0, y);
         }
-        if (!keep) nb_steps_pop(ss);
     }
     nb_tensor *steps;
     nb_var_info one = {.dtype = NB_I64, .ndim = 1, .shape = {1}};

@@ -51,7 +51,7 @@ static nb_status while_kernel(nb_op_ctx *ctx)
     int64_t iters = 0;
     while (!st && go) {
         nb_scope *bind, *step;
-        if ((st = nb_steps_push(ctx, ss, &bind, &step))) break;
+        if ((st = nb_steps_next(ctx, ss, keep, &bind, &step))) break;
         if ((st = nb_ctl_bind(bind, n_carry, cin, cur))) break;
         if ((st = nb_exec_run_block(ctx->exec, block, step))) {
             nb_error_context(st, "%s: in iteration %lld", ctx->label, (long long)iters);
@@ -61,13 +61,11 @@ static nb_status while_kernel(nb_op_ctx *ctx)
             nb_tensor *t;
             if ((st = nb_ctl_result(ctx, step, cout->strs[i], "carried value", &t))) break;
             if ((st = nb_ctl_check_like(ctx, nb_in(ctx, W_X, i), t, "carried value", i))) break;
-            nb_tensor_release(cur[i]);
-            cur[i] = nb_tensor_retain(t);
+            st = nb_ctl_take(&cur[i], t, !keep);
         }
         nb_tensor *c;
         if (!st) st = nb_ctl_result(ctx, step, cond_out, "condition", &c);
         if (!st) st = nb_ctl_pred(ctx, c, "the condition", &go);
-        if (!keep) nb_steps_pop(ss);
         iters++;
     }
     nb_tensor *steps;
