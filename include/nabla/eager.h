@@ -116,12 +116,13 @@ nb_status nb_node_register_post_hook(nb_node *n, nb_node_hook fn, void *ctx);
  * itself is recorded, so gradients can be differentiated again. */
 nb_status nb_backward(int n_roots, nb_tensor *const *roots, nb_tensor *const *root_grads, bool retain_graph,
                       bool create_graph);
-/* The gradients of `outputs` with respect to `inputs` (new references in
- * grads_out), running only the nodes on a path to them and leaving .grad
- * alone. An input the outputs do not depend on gets NULL with allow_unused,
- * an error otherwise. */
-nb_status nb_grad(int n_out, nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int n_in,
-                  nb_tensor *const *inputs, bool retain_graph, bool create_graph, bool allow_unused,
-                  nb_tensor **grads_out);
+/* torch.autograd.grad: the gradients of `outputs` with respect to `inputs`
+ * (new references in grads_out), running only the nodes on a path to them
+ * and leaving .grad alone. An input the outputs do not depend on gets NULL
+ * with allow_unused, an error otherwise. (nb_grad, in nabla/transforms.h,
+ * is the function transform, JAX's grad.) */
+nb_status nb_autograd_grad(int n_out, nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int n_in,
+                           nb_tensor *const *inputs, bool retain_graph, bool create_graph, bool allow_unused,
+                           nb_tensor **grads_out);
 
 #endif

@@ -44,8 +44,8 @@ struct nb_node {
     uint64_t task;
     int deps;
     nb_tensor **buffer;         /* per output (one for accumulators) */
-    bool needed;                /* nb_grad: on a path to a requested input */
-    int capture;                /* nb_grad: index of the input captured here + 1, or 0 */
+    bool needed;                /* nb_autograd_grad: on a path to a requested input */
+    int capture;                /* nb_autograd_grad: index of the input captured here + 1, or 0 */
 };
 
 typedef struct nb_autograd {
