@@ -55,10 +55,28 @@ nb_status nb_eager_inplace(nb_builder *b, const char *type, int n_in, const nb_v
  * tangents of its inputs into tangents of its outputs with its JVP rule
  * (inputs without a tangent count as zero). Tangents are set on inputs with
  * nb_eager_set_tangent and read with nb_eager_tangent (borrowed, or NULL for
- * a zero tangent). nb_jvp (nabla/transforms.h) is built on this. */
+ * a zero tangent). nb_jvp (nabla/transforms.h) is built on this. A builder
+ * switched on inside another's forward mode (below) gets a level of tangents
+ * of its own, nested: the ops of its JVP rules carry the outer tangents, so
+ * forward mode nests too. */
 nb_status nb_eager_forward_mode(nb_builder *b);
 nb_status nb_eager_set_tangent(nb_builder *b, nb_tensor *t, nb_tensor *tangent);
 nb_tensor *nb_eager_tangent(nb_builder *b, nb_value v);
+
+/* Forward over reverse. Between nb_eager_forward_push(b) and
+ * nb_eager_forward_pop(), every eager builder created shares b's tangents:
+ * its ops carry them and nb_eager_tangent on it reads them. The backward
+ * engine's builder is one, so a backward run there carries tangents through
+ * every VJP rule (the forward values the tape saved keep their tangents, and
+ * two gradients summed sum their tangents): each gradient comes out with a
+ * tangent, the derivative of the gradient along the inputs' tangents, which
+ * for the gradient of a scalar is a Hessian-vector product. nb_hvp and
+ * nb_hessian (nabla/transforms.h) are built on this. */
+nb_status nb_eager_forward_push(nb_builder *b); /* b must be in forward mode */
+void nb_eager_forward_pop(void);
+/* Gives `alias` (a detached view of t, say) t's tangent at every level of
+ * tangents b carries: a detached view is a new tensor, without one. */
+nb_status nb_eager_alias_tangent(nb_builder *b, nb_tensor *t, nb_tensor *alias);
 
 /* ---- autograd state of tensors ------------------------------------------- */
 

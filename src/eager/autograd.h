@@ -75,5 +75,8 @@ nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const
 
 /* An eager builder of the engine's own, used to run rules. */
 nb_status nb_eager_builder_for_engine(nb_builder **out);
+/* Whether b carries tangents (forward mode): then every op that makes a
+ * gradient must go through it, sums of gradients included. */
+bool nb_eager_carries_tangents(const nb_builder *b);
 
 #endif

@@ -151,14 +151,19 @@ static nb_node *heap_pop(task *t)
     return top;
 }
 
-/* a + b, recorded when the backward is (create_graph). */
+/* a + b, recorded when the backward is (create_graph). Under forward mode
+ * it goes through the builder even when not recorded, so that the sum of
+ * two gradients has the sum of their tangents. */
 static nb_status add_grads(task *t, nb_tensor *a, nb_tensor *b, nb_tensor **out)
 {
-    if (!t->create_graph) {
+    bool tangents = nb_eager_carries_tangents(t->b);
+    if (!t->create_graph && !tangents) {
         *out = NULL;
         return nb_op_run("add", 2, (nb_tensor *[]){a, b}, 0, NULL, 1, out, NULL);
     }
+    if (!t->create_graph) nb_grad_mode_push(false);
     nb_value s = nb_add(t->b, nb_eager_value(t->b, a), nb_eager_value(t->b, b));
+    if (!t->create_graph) nb_grad_mode_pop();
     if (nb_builder_status(t->b)) return nb_error(nb_builder_status(t->b), "%s", nb_builder_error(t->b));
     *out = nb_tensor_retain(nb_eager_tensor(s));
     return NB_OK;
@@ -236,7 +241,8 @@ static nb_status check_saved(const nb_node *n)
 }
 
 /* A view of saved output k that, when the backward is recorded, points back
- * at this node, so that rules reading y differentiate through it. */
+ * at this node, so that rules reading y differentiate through it. Under
+ * forward mode the view has the saved output's tangent. */
 static nb_value unpack_output(task *t, nb_node *n, int k)
 {
     if (!n->saved_out[k]) return NB_NONE;
@@ -248,6 +254,12 @@ static nb_value unpack_output(task *t, nb_node *n, int k)
         nb_node_retain(n);
         a->grad_fn = n;
         a->output_nr = k;
+    }
+    nb_status st = nb_eager_alias_tangent(t->b, n->saved_out[k], v);
+    if (st) {
+        nb_builder_fail(t->b, st, "%s", nb_last_error());
+        nb_tensor_release(v);
+        return NB_NONE;
     }
     nb_value val = nb_eager_value(t->b, v);
     nb_tensor_release(v);
