@@ -17,8 +17,9 @@ static nb_status check_fn(const nb_function *f, const char *what)
 
 /* An input to differentiate with respect to: the tensor itself when it
  * already takes part in a tape (an enclosing transform's), else a leaf view
- * of it that requires grad. */
-static nb_status differentiable(nb_tensor *t, nb_tensor **out)
+ * of it that requires grad, with the tangents t has in b (when an enclosing
+ * nb_jvp differentiates this transform: forward over reverse). */
+static nb_status differentiable(nb_builder *b, nb_tensor *t, nb_tensor **out)
 {
     if (!t) return nb_error(NB_ERR_ARG, "transform: a primal is NULL");
     if (nb_tensor_requires_grad(t)) {
@@ -27,6 +28,7 @@ static nb_status differentiable(nb_tensor *t, nb_tensor **out)
     }
     nb_status st = nb_tensor_detach(out, t);
     if (!st && nb_dtype_is_float(t->dtype)) st = nb_tensor_set_requires_grad(*out, true);
+    if (!st) st = nb_eager_alias_tangent(b, t, *out);
     return st;
 }
 
@@ -74,7 +76,7 @@ nb_status nb_vjp(const nb_function *f, nb_tensor *const *primals, nb_tensor **ou
     pb->n_in = f->n_in;
     pb->n_out = f->n_out;
     st = nb_builder_new_eager(&pb->b);
-    for (int i = 0; i < f->n_in && !st; i++) st = differentiable(primals[i], &pb->inputs[i]);
+    for (int i = 0; i < f->n_in && !st; i++) st = differentiable(pb->b, primals[i], &pb->inputs[i]);
     if (!st) st = call(f, pb->b, pb->inputs, pb->outputs);
     if (st) {
         nb_pullback_free(pb);
@@ -159,6 +161,24 @@ nb_status nb_value_and_grad(const nb_function *f, nb_tensor *const *primals, int
     return st;
 }
 
+nb_status nb_grad(const nb_function *f, nb_tensor *const *primals, int n_argnums, const int *argnums, bool has_aux,
+                  nb_tensor **grads, nb_tensor **aux)
+{
+    nb_status st = check_fn(f, "grad");
+    if (st) return st;
+    if (!has_aux && f->n_out > 1)
+        return nb_error(NB_ERR_ARG, "grad: the function has %d outputs; pass has_aux to get all but the first back",
+                        f->n_out);
+    if (has_aux && f->n_out < 2)
+        return nb_error(NB_ERR_ARG, "grad: has_aux needs a function of 2 or more outputs (the value, then the "
+                                    "auxiliary ones); it has %d", f->n_out);
+    nb_tensor *outputs[MAX_IO] = {0};
+    if ((st = nb_value_and_grad(f, primals, n_argnums, argnums, 0, NULL, outputs, grads, NULL))) return st;
+    nb_tensor_release(outputs[0]);
+    for (int i = 1; i < f->n_out; i++) aux[i - 1] = outputs[i];
+    return NB_OK;
+}
+
 /* ---- forward mode ------------------------------------------------------------ */
 
 nb_status nb_jvp(const nb_function *f, nb_tensor *const *primals, nb_tensor *const *tangents, nb_tensor **outputs,
@@ -166,12 +186,18 @@ nb_status nb_jvp(const nb_function *f, nb_tensor *const *primals, nb_tensor *con
 {
     nb_status st = check_fn(f, "jvp");
     if (st) return st;
+    for (int i = 0; i < f->n_out; i++) outputs[i] = out_tangents[i] = NULL;
     nb_builder *b;
     if ((st = nb_builder_new_eager(&b))) return st;
     if (!(st = nb_eager_forward_mode(b)))
         for (int i = 0; i < f->n_in && !st; i++)
             if (tangents[i]) st = nb_eager_set_tangent(b, primals[i], tangents[i]);
-    if (!st) st = call(f, b, primals, outputs);
+    /* Transforms f calls make builders of their own (and run the backward
+     * engine): they carry b's tangents too. */
+    if (!st && !(st = nb_eager_forward_push(b))) {
+        st = call(f, b, primals, outputs);
+        nb_eager_forward_pop();
+    }
     for (int i = 0; i < f->n_out && !st; i++) {
         nb_tensor *t = nb_eager_tangent(b, (nb_value){outputs[i]});
         if (t) out_tangents[i] = nb_tensor_retain(t);
@@ -310,7 +336,9 @@ nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int out, in
 }
 
 /* The gradient of f's first output with respect to input `arg`, as a
- * function: the Hessian is its Jacobian. */
+ * function: the Hessian is its Jacobian, a Hessian-vector product its JVP
+ * (forward over reverse) or, the Hessian being symmetric, its VJP (reverse
+ * over reverse). */
 typedef struct grad_ctx {
     const nb_function *f;
     int arg;
@@ -331,17 +359,56 @@ static nb_status grad_fn(nb_builder *b, const nb_value *in, nb_value *out, void 
 
 nb_status nb_hessian(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor **hess)
 {
+    *hess = NULL;
     nb_status st = check_indices(f, 0, arg, "hessian");
+    if (st) return st;
+    grad_ctx c = {f, arg};
+    nb_function gf = {grad_fn, f->n_in, 1, &c};
+    return nb_jacfwd(&gf, primals, 0, arg, hess);
+}
+
+nb_status nb_hessian_by_reverse(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor **hess)
+{
+    *hess = NULL;
+    nb_status st = check_indices(f, 0, arg, "hessian_by_reverse");
     if (st) return st;
     grad_ctx c = {f, arg};
     nb_function gf = {grad_fn, f->n_in, 1, &c};
     return nb_jacrev(&gf, primals, 0, arg, hess);
 }
 
+static nb_status check_vector(nb_tensor *const *primals, int arg, const nb_tensor *v, const char *what)
+{
+    const nb_tensor *x = primals[arg];
+    if (!x || !v) return nb_error(NB_ERR_ARG, "%s: input %d or the vector is NULL", what, arg);
+    if (nb_shape_equal(x->ndim, x->shape, v->ndim, v->shape) && x->dtype == v->dtype) return NB_OK;
+    char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
+    return nb_error(NB_ERR_SHAPE, "%s: the vector is %s %s but input %d is %s %s", what, nb_dtype_name(v->dtype),
+                    nb_shape_str(a, sizeof a, v->ndim, v->shape), arg, nb_dtype_name(x->dtype),
+                    nb_shape_str(b, sizeof b, x->ndim, x->shape));
+}
+
 nb_status nb_hvp(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor *v, nb_tensor **hv)
 {
     *hv = NULL;
     nb_status st = check_indices(f, 0, arg, "hvp");
+    if (!st) st = check_vector(primals, arg, v, "hvp");
+    if (st) return st;
+    grad_ctx c = {f, arg};
+    nb_function gf = {grad_fn, f->n_in, 1, &c};
+    nb_tensor *tangents[MAX_IO] = {0}, *g = NULL;
+    tangents[arg] = v;
+    /* The tangent of the gradient along v. */
+    st = nb_jvp(&gf, primals, tangents, &g, hv);
+    nb_tensor_release(g);
+    return st;
+}
+
+nb_status nb_hvp_by_reverse(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor *v, nb_tensor **hv)
+{
+    *hv = NULL;
+    nb_status st = check_indices(f, 0, arg, "hvp_by_reverse");
+    if (!st) st = check_vector(primals, arg, v, "hvp_by_reverse");
     if (st) return st;
     grad_ctx c = {f, arg};
     nb_function gf = {grad_fn, f->n_in, 1, &c};
