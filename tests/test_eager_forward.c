@@ -2,7 +2,8 @@
  * forward-mode builder is pushed carries tangents through every VJP rule,
  * through the values the tape saved (inputs, and outputs kept as copies) and
  * through sums of gradients, so that each gradient has as tangent the
- * derivative of the gradient along the inputs' tangents. */
+ * derivative of the gradient along the inputs' tangents; several sets of
+ * tangents share one pass. */
 #include "test.h"
 
 /* y = sum(sin(x) x) + sum(tanh(x)): x is read three times, so its gradient
@@ -86,6 +87,31 @@ static void test_backward_outside_the_push_has_no_tangents(void)
     nb_builder_free(b);
 }
 
+/* Two sets of tangents in one pass: the forward and the backward run once,
+ * and each set's gradient tangent is H times its own direction. */
+static void test_sets_of_tangents_share_one_pass(void)
+{
+    nb_builder *b;
+    REQUIRE_OK(nb_builder_new_eager(&b));
+    nb_tensor *x = T(NB_F64, S(3), X[0], X[1], X[2]), *v = T(NB_F64, S(3), V[0], V[1], V[2]);
+    nb_tensor *e1 = T(NB_F64, S(3), 0, 1, 0), *g = NULL;
+    REQUIRE_OK(nb_tensor_set_requires_grad(x, true));
+    REQUIRE_OK(nb_eager_forward_mode_sets(b, 2));
+    REQUIRE_OK(nb_eager_set_tangent_in(b, 0, x, v));
+    REQUIRE_OK(nb_eager_set_tangent_in(b, 1, x, e1));
+    CHECK_ERR(nb_eager_set_tangent_in(b, 2, x, v), NB_ERR_ARG, "no tangent set 2");
+    CHECK_ERR(nb_eager_forward_mode_sets(b, 3), NB_ERR_STATE, "has 2 tangent sets already");
+    REQUIRE_OK(nb_eager_forward_push(b));
+    nb_tensor *y = loss(b, x);
+    CHECK_OK(nb_autograd_grad(1, &y, NULL, 1, &x, false, false, false, &g));
+    nb_eager_forward_pop();
+    check_hvp(g, nb_eager_tangent_in(b, 0, (nb_value){g}));
+    CHECK_TENSOR(nb_eager_tangent_in(b, 1, (nb_value){g}), S(3), 1e-12, 0, hess_of(X[1]), 0);
+    CHECK(nb_eager_tangent(b, (nb_value){g}) == nb_eager_tangent_in(b, 0, (nb_value){g}));
+    release_all(g, x, v, e1, NULL);
+    nb_builder_free(b);
+}
+
 /* A detached view is a new tensor: it gets a tangent only when asked. */
 static void test_alias_tangent_and_errors(void)
 {
@@ -108,6 +134,7 @@ int main(void)
     RUN(test_autograd_grad_carries_tangents);
     RUN(test_backward_accumulates_tangents);
     RUN(test_backward_outside_the_push_has_no_tangents);
+    RUN(test_sets_of_tangents_share_one_pass);
     RUN(test_alias_tangent_and_errors);
     return test_report();
 }

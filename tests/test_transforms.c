@@ -164,6 +164,32 @@ static void test_forward_mode_and_jacobians(void)
     release_all(x, t, o1[0], t1[0], o2[0], t2[0], jr, jf, NULL);
 }
 
+/* y = sin(x) * x0 on 150 elements: jacfwd takes several passes (64 columns
+ * each), and agrees with jacrev. */
+static nb_status f_wide(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    nb_value x0 = nb_slice(b, in[0], 1, (int64_t[]){0}, (int64_t[]){0}, (int64_t[]){1});
+    out[0] = nb_mul(b, nb_sin(b, in[0]), x0);
+    return nb_builder_status(b);
+}
+
+static void test_jacfwd_in_several_passes(void)
+{
+    nb_tensor *x, *jf, *jr;
+    REQUIRE_OK(nb_tensor_new(&x, NB_F64, 1, (int64_t[]){150}));
+    for (int i = 0; i < 150; i++) nb_tensor_set(x, i, 0.02 * i - 1);
+    nb_function f = {f_wide, 1, 1, NULL};
+    REQUIRE_OK(nb_jacfwd(&f, &x, 0, 0, &jf));
+    REQUIRE_OK(nb_jacrev(&f, &x, 0, 0, &jr));
+    CHECK(jf->ndim == 2 && jf->shape[0] == 150 && jf->shape[1] == 150);
+    CHECK(nb_tensor_allclose(jf, jr, 1e-12, 1e-14));
+    double x0 = -1, x149 = 0.02 * 149 - 1; /* dy149/dx149 = cos(x149) x0; dy149/dx0 = sin(x149) */
+    CHECK_NEAR(nb_tensor_get(jf, 149 * 150 + 149), cos(x149) * x0, 1e-12);
+    CHECK_NEAR(nb_tensor_get(jf, 149 * 150 + 0), sin(x149), 1e-12);
+    CHECK_NEAR(nb_tensor_get(jf, 100 * 150 + 70), 0, 0);
+    release_all(x, jf, jr, NULL);
+}
+
 /* f(x) = sum(x^3) + x0 x1: H = diag(6x) + [[0,1,..],[1,0,..],..]. */
 static nb_status f_cubic(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
@@ -429,6 +455,7 @@ int main(void)
     RUN(test_fourth_derivative_of_sin_by_nesting);
     RUN(test_grad_argnums_and_has_aux);
     RUN(test_forward_mode_and_jacobians);
+    RUN(test_jacfwd_in_several_passes);
     RUN(test_hessian_and_hvp);
     RUN(test_mlp_hessian_matches_finite_differences);
     RUN(test_forward_over_reverse_through_saved_outputs_and_fused_grads);

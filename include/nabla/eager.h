@@ -62,6 +62,12 @@ nb_status nb_eager_inplace(nb_builder *b, const char *type, int n_in, const nb_v
 nb_status nb_eager_forward_mode(nb_builder *b);
 nb_status nb_eager_set_tangent(nb_builder *b, nb_tensor *t, nb_tensor *tangent);
 nb_tensor *nb_eager_tangent(nb_builder *b, nb_value v);
+/* n sets of tangents at once (n independent directions, as n columns of a
+ * Jacobian): the ops run once and their JVP rules once per set. Sets are
+ * numbered 0..n-1; the calls above use set 0. nb_jacfwd is built on this. */
+nb_status nb_eager_forward_mode_sets(nb_builder *b, int n);
+nb_status nb_eager_set_tangent_in(nb_builder *b, int set, nb_tensor *t, nb_tensor *tangent);
+nb_tensor *nb_eager_tangent_in(nb_builder *b, int set, nb_value v);
 
 /* Forward over reverse. Between nb_eager_forward_push(b) and
  * nb_eager_forward_pop(), every eager builder created shares b's tangents:

@@ -14,11 +14,12 @@
 typedef struct eager_state {
     nb_tensor **values; /* references the builder holds */
     int n_values, cap_values;
-    /* Forward mode: the innermost level of tangents the builder carries
-     * (strong; the outer ones hang from it), and whether the builder made it
-     * (nb_eager_forward_mode) or took it from the thread's current level. */
+    /* Forward mode: the chain of levels of tangents the builder carries
+     * (strong), and how many sets at its front the builder made itself
+     * (nb_eager_forward_mode_sets; 0 when it took the chain from the
+     * thread's current level). */
     nb_tangents *level;
-    bool own_level;
+    int n_own;
     nb_strmap params;   /* name -> tensor (strong) */
     nb_strmap names;    /* layer-name counters, restarted every step */
     nb_rng rng;
@@ -117,7 +118,7 @@ static nb_status eager_emit(nb_builder *b, const nb_op_def *def, int n_in, const
             for (int i = 0; i < n_out; i++) present[i] = true;
             if (!(st = nb_assign_slots(def, false, n_out, present, out_begin, order, def->name)) && nb_grad_mode_enabled())
                 st = nb_record_node(def, av, in_begin, out_begin, in_begin[NB_MAX_SLOTS], compact, n_out, outs);
-            for (nb_tangents *l = s->level; l && !st; l = l->outer)
+            for (nb_tangents *l = s->level; l && !st; l = l->next)
                 st = propagate_tangents(l, def, av, in_begin, out_begin, in_begin[NB_MAX_SLOTS], compact, n_out, outs);
         }
     }
@@ -279,25 +280,40 @@ nb_status nb_eager_inplace(nb_builder *b, const char *type, int n_in, const nb_v
     return st;
 }
 
-/* A level of the builder's own, inside the one it carried: the ops its JVP
- * rules emit carry the outer levels' tangents (forward over forward). */
-nb_status nb_eager_forward_mode(nb_builder *b)
+#define MAX_SETS 4096
+
+/* n sibling levels of the builder's own in front of the chain it carried:
+ * the ops their JVP rules emit carry that outer chain (forward over
+ * forward), not each other. */
+nb_status nb_eager_forward_mode_sets(nb_builder *b, int n)
 {
     if (!b || !nb_builder_is_eager(b)) return nb_error(NB_ERR_ARG, "forward mode: needs an eager builder");
+    if (n < 1 || n > MAX_SETS) return nb_error(NB_ERR_ARG, "forward mode: %d tangent sets; 1..%d are allowed", n, MAX_SETS);
     eager_state *s = state_of(b);
-    if (s->own_level) return NB_OK;
-    nb_tangents *l;
-    nb_status st = nb_tangents_new(&l, s->level);
-    if (!st) st = new_eager_at(&l->rules, s->level);
+    if (s->n_own)
+        return s->n_own == n ? NB_OK
+                             : nb_error(NB_ERR_STATE, "forward mode: the builder has %d tangent sets already, not %d",
+                                        s->n_own, n);
+    nb_tangents *outer = s->level, *chain = nb_tangents_retain(outer);
+    nb_status st = NB_OK;
+    for (int i = 0; i < n && !st; i++) {
+        nb_tangents *l;
+        if ((st = nb_tangents_new(&l, chain, i))) break;
+        nb_tangents_release(chain); /* l holds it */
+        chain = l;
+        st = new_eager_at(&l->rules, outer);
+    }
     if (st) {
-        nb_tangents_release(l);
+        nb_tangents_release(chain);
         return st;
     }
-    nb_tangents_release(s->level); /* l holds it now */
-    s->level = l;
-    s->own_level = true;
+    nb_tangents_release(s->level);
+    s->level = chain;
+    s->n_own = n;
     return NB_OK;
 }
+
+nb_status nb_eager_forward_mode(nb_builder *b) { return nb_eager_forward_mode_sets(b, 1); }
 
 nb_status nb_eager_forward_push(nb_builder *b)
 {
@@ -310,23 +326,35 @@ void nb_eager_forward_pop(void) { nb_tangents_pop(); }
 
 nb_status nb_eager_set_tangent(nb_builder *b, nb_tensor *t, nb_tensor *tangent)
 {
-    eager_state *s = state_of(b);
-    if (!s->level) return nb_error(NB_ERR_STATE, "set_tangent: the builder is not in forward mode");
+    return nb_eager_set_tangent_in(b, 0, t, tangent);
+}
+
+nb_status nb_eager_set_tangent_in(nb_builder *b, int set, nb_tensor *t, nb_tensor *tangent)
+{
+    nb_tangents *l = nb_tangents_set_of(state_of(b)->level, set);
+    if (!l && set == 0) return nb_error(NB_ERR_STATE, "set_tangent: the builder is not in forward mode");
+    if (!l) return nb_error(NB_ERR_ARG, "set_tangent: the builder has no tangent set %d", set);
+    if (!t || !tangent) return nb_error(NB_ERR_ARG, "set_tangent: the tensor or its tangent is NULL");
     if (!nb_shape_equal(t->ndim, t->shape, tangent->ndim, tangent->shape) || t->dtype != tangent->dtype) {
         char a[NB_SHAPE_STR_MAX], c[NB_SHAPE_STR_MAX];
         return nb_error(NB_ERR_SHAPE, "set_tangent: the tangent is %s %s but the value %s %s", nb_dtype_name(tangent->dtype),
                         nb_shape_str(a, sizeof a, tangent->ndim, tangent->shape), nb_dtype_name(t->dtype),
                         nb_shape_str(c, sizeof c, t->ndim, t->shape));
     }
-    return nb_tangents_set(s->level, t, tangent);
+    return nb_tangents_set(l, t, tangent);
 }
 
-nb_tensor *nb_eager_tangent(nb_builder *b, nb_value v) { return nb_tangents_get(state_of(b)->level, v.p); }
+nb_tensor *nb_eager_tangent(nb_builder *b, nb_value v) { return nb_eager_tangent_in(b, 0, v); }
+
+nb_tensor *nb_eager_tangent_in(nb_builder *b, int set, nb_value v)
+{
+    return nb_tangents_get(nb_tangents_set_of(state_of(b)->level, set), v.p);
+}
 
 nb_status nb_eager_alias_tangent(nb_builder *b, nb_tensor *t, nb_tensor *alias)
 {
     nb_status st = NB_OK;
-    for (nb_tangents *l = state_of(b)->level; l && !st; l = l->outer) {
+    for (nb_tangents *l = state_of(b)->level; l && !st; l = l->next) {
         nb_tensor *tan = nb_tangents_get(l, t);
         if (tan) st = nb_tangents_set(l, alias, tan);
     }

@@ -12,14 +12,24 @@
 static _Thread_local nb_tangents *current[MAX_DEPTH];
 static _Thread_local int depth;
 
-nb_status nb_tangents_new(nb_tangents **out, nb_tangents *outer)
+nb_status nb_tangents_new(nb_tangents **out, nb_tangents *next, int set)
 {
     nb_tangents *l = calloc(1, sizeof *l);
     if (!l) return nb_error(NB_ERR_NOMEM, "forward mode: out of memory");
     l->refcount = 1;
-    l->outer = outer ? nb_tangents_retain(outer) : NULL;
+    l->next = nb_tangents_retain(next);
+    l->set = set;
     *out = l;
     return NB_OK;
+}
+
+nb_tangents *nb_tangents_set_of(nb_tangents *chain, int set)
+{
+    for (nb_tangents *l = chain; l; l = l->next) {
+        if (l->set == set) return l;
+        if (l->set == 0) break;
+    }
+    return NULL;
 }
 
 nb_tangents *nb_tangents_retain(nb_tangents *l)
@@ -39,7 +49,7 @@ void nb_tangents_release(nb_tangents *l)
     free(l->vals);
     free(l->slots);
     nb_builder_free(l->rules);
-    nb_tangents_release(l->outer);
+    nb_tangents_release(l->next);
     free(l);
 }
 

@@ -181,23 +181,36 @@ nb_status nb_grad(const nb_function *f, nb_tensor *const *primals, int n_argnums
 
 /* ---- forward mode ------------------------------------------------------------ */
 
+/* Runs f once in a new builder *b carrying n sets of tangents, set k giving
+ * input i the tangent tangents[k * n_in + i] (NULL: zero); the output
+ * tangents are then read from *b (which the caller frees). The builder is
+ * pushed while f runs: the transforms f calls make builders of their own,
+ * and run the backward engine, and those carry the tangents too. */
+static nb_status forward(const nb_function *f, nb_tensor *const *primals, int n, nb_tensor *const *tangents,
+                         nb_builder **b, nb_tensor **outputs)
+{
+    for (int i = 0; i < f->n_out; i++) outputs[i] = NULL;
+    nb_status st = nb_builder_new_eager(b);
+    if (st) return st;
+    st = nb_eager_forward_mode_sets(*b, n);
+    for (int k = 0; k < n && !st; k++)
+        for (int i = 0; i < f->n_in && !st; i++)
+            if (tangents[k * f->n_in + i]) st = nb_eager_set_tangent_in(*b, k, primals[i], tangents[k * f->n_in + i]);
+    if (!st && !(st = nb_eager_forward_push(*b))) {
+        st = call(f, *b, primals, outputs);
+        nb_eager_forward_pop();
+    }
+    return st;
+}
+
 nb_status nb_jvp(const nb_function *f, nb_tensor *const *primals, nb_tensor *const *tangents, nb_tensor **outputs,
                  nb_tensor **out_tangents)
 {
     nb_status st = check_fn(f, "jvp");
     if (st) return st;
-    for (int i = 0; i < f->n_out; i++) outputs[i] = out_tangents[i] = NULL;
-    nb_builder *b;
-    if ((st = nb_builder_new_eager(&b))) return st;
-    if (!(st = nb_eager_forward_mode(b)))
-        for (int i = 0; i < f->n_in && !st; i++)
-            if (tangents[i]) st = nb_eager_set_tangent(b, primals[i], tangents[i]);
-    /* Transforms f calls make builders of their own (and run the backward
-     * engine): they carry b's tangents too. */
-    if (!st && !(st = nb_eager_forward_push(b))) {
-        st = call(f, b, primals, outputs);
-        nb_eager_forward_pop();
-    }
+    for (int i = 0; i < f->n_out; i++) out_tangents[i] = NULL;
+    nb_builder *b = NULL;
+    st = forward(f, primals, 1, tangents, &b, outputs);
     for (int i = 0; i < f->n_out && !st; i++) {
         nb_tensor *t = nb_eager_tangent(b, (nb_value){outputs[i]});
         if (t) out_tangents[i] = nb_tensor_retain(t);
@@ -305,33 +318,57 @@ nb_status nb_jacrev(const nb_function *f, nb_tensor *const *primals, int out, in
     return st;
 }
 
+/* Columns of the Jacobian per forward pass. The sets of a pass share its
+ * primal computation (for a Hessian, the forward and the backward); each
+ * holds a basis tangent and a tangent of every value, so a pass stays
+ * within about a million elements of basis tangents. */
+static int64_t columns_per_pass(int64_t n_a)
+{
+    int64_t k = ((int64_t)1 << 20) / (n_a > 0 ? n_a : 1);
+    return k < 1 ? 1 : k > 64 ? 64 : k;
+}
+
+/* Columns first .. first + m - 1 of the Jacobian (made by the first pass). */
+static nb_status jacfwd_pass(const nb_function *f, nb_tensor *const *primals, int out, int arg, int64_t first,
+                             int m, nb_tensor **jac)
+{
+    const nb_tensor *a = primals[arg];
+    int64_t n_a = nb_tensor_numel(a);
+    nb_tensor **tangents = calloc((size_t)m * (size_t)f->n_in, sizeof *tangents), *outputs[MAX_IO] = {0};
+    nb_status st = tangents ? NB_OK : nb_error(NB_ERR_NOMEM, "jacfwd: out of memory");
+    for (int k = 0; k < m && !st; k++) {
+        nb_tensor **e = &tangents[k * f->n_in + arg];
+        if (!(st = zeros_like(a, e))) nb_tensor_set(*e, first + k, 1);
+    }
+    nb_builder *b = NULL;
+    if (!st) st = forward(f, primals, m, tangents, &b, outputs);
+    if (!st && !*jac) st = jac_shape(outputs[out], a, jac);
+    int64_t n_o = st ? 0 : nb_tensor_numel(outputs[out]);
+    for (int k = 0; k < m && !st; k++) {
+        nb_tensor *t = nb_eager_tangent_in(b, k, (nb_value){outputs[out]});
+        for (int64_t e = 0; t && e < n_o; e++) nb_tensor_set(*jac, e * n_a + first + k, nb_tensor_get(t, e));
+    }
+    release_n(outputs, f->n_out);
+    for (int k = 0; tangents && k < m; k++) nb_tensor_release(tangents[k * f->n_in + arg]);
+    free(tangents);
+    nb_builder_free(b);
+    return st;
+}
+
 nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac)
 {
     *jac = NULL;
     nb_status st = check_indices(f, out, arg, "jacfwd");
+    if (!st && !primals[arg]) st = nb_error(NB_ERR_ARG, "jacfwd: input %d is NULL", arg);
     if (st) return st;
-    nb_tensor *t[MAX_IO] = {0}, *outputs[MAX_IO] = {0}, *ot[MAX_IO] = {0};
-    const nb_tensor *a = primals[arg];
-    int64_t n_a = nb_tensor_numel(a);
-    st = zeros_like(a, &t[arg]);
-    /* One forward pass per input element: a column of the Jacobian. */
-    for (int64_t i = 0; i < n_a && !st; i++) {
-        nb_tensor_set(t[arg], i, 1);
-        if (i > 0) nb_tensor_set(t[arg], i - 1, 0);
-        if ((st = nb_jvp(f, primals, t, outputs, ot))) break;
-        if (!*jac && (st = jac_shape(outputs[out], a, jac))) break;
-        int64_t n_o = nb_tensor_numel(outputs[out]);
-        for (int64_t e = 0; e < n_o; e++) nb_tensor_set(*jac, e * n_a + i, nb_tensor_get(ot[out], e));
-        release_n(outputs, f->n_out);
-        release_n(ot, f->n_out);
-    }
+    int64_t n_a = nb_tensor_numel(primals[arg]), per = columns_per_pass(n_a);
+    /* Columns of the Jacobian by forward passes, several at a time. */
+    for (int64_t first = 0; first < n_a && !st; first += per)
+        st = jacfwd_pass(f, primals, out, arg, first, (int)(n_a - first < per ? n_a - first : per), jac);
     if (st) {
         nb_tensor_release(*jac);
         *jac = NULL;
     }
-    release_n(outputs, f->n_out);
-    release_n(ot, f->n_out);
-    nb_tensor_release(t[arg]);
     return st;
 }
 
