@@ -281,6 +281,26 @@ static nb_status jac_shape(const nb_tensor *o, const nb_tensor *a, nb_tensor **j
     return nb_tensor_new(jac, o->dtype, o->ndim + a->ndim, shape);
 }
 
+/* jac[e * stride + at] = src[e] for each element e of src: a row of a
+ * Jacobian (stride 1) or a column. On the data itself when both are
+ * contiguous and of one float dtype: a Hessian has n^2 elements. */
+static void scatter(nb_tensor *jac, int64_t at, int64_t stride, const nb_tensor *src)
+{
+    int64_t n = nb_tensor_numel(src);
+    bool direct = src->dtype == jac->dtype && nb_tensor_is_contiguous(src) && nb_tensor_is_contiguous(jac);
+    if (direct && jac->dtype == NB_F32) {
+        float *d = nb_tensor_data(jac);
+        const float *v = nb_tensor_data(src);
+        for (int64_t e = 0; e < n; e++) d[e * stride + at] = v[e];
+    } else if (direct && jac->dtype == NB_F64) {
+        double *d = nb_tensor_data(jac);
+        const double *v = nb_tensor_data(src);
+        for (int64_t e = 0; e < n; e++) d[e * stride + at] = v[e];
+    } else {
+        for (int64_t e = 0; e < n; e++) nb_tensor_set(jac, e * stride + at, nb_tensor_get(src, e));
+    }
+}
+
 static nb_status check_indices(const nb_function *f, int out, int arg, const char *what)
 {
     nb_status st = check_fn(f, what);
@@ -305,7 +325,7 @@ nb_status nb_jacrev(const nb_function *f, nb_tensor *const *primals, int out, in
         nb_tensor_set(cot[out], e, 1);
         if (e > 0) nb_tensor_set(cot[out], e - 1, 0);
         if ((st = nb_pullback_apply(pb, cot, g))) break;
-        for (int64_t i = 0; g[arg] && i < n_a; i++) nb_tensor_set(*jac, e * n_a + i, nb_tensor_get(g[arg], i));
+        if (g[arg]) scatter(*jac, e * n_a, 1, g[arg]);
         release_n(g, f->n_in);
     }
     if (st) {
@@ -343,10 +363,9 @@ static nb_status jacfwd_pass(const nb_function *f, nb_tensor *const *primals, in
     nb_builder *b = NULL;
     if (!st) st = forward(f, primals, m, tangents, &b, outputs);
     if (!st && !*jac) st = jac_shape(outputs[out], a, jac);
-    int64_t n_o = st ? 0 : nb_tensor_numel(outputs[out]);
     for (int k = 0; k < m && !st; k++) {
         nb_tensor *t = nb_eager_tangent_in(b, k, (nb_value){outputs[out]});
-        for (int64_t e = 0; t && e < n_o; e++) nb_tensor_set(*jac, e * n_a + first + k, nb_tensor_get(t, e));
+        if (t) scatter(*jac, first + k, n_a, t);
     }
     release_n(outputs, f->n_out);
     for (int k = 0; tangents && k < m; k++) nb_tensor_release(tangents[k * f->n_in + arg]);
