@@ -164,7 +164,7 @@ static void test_forward_mode_and_jacobians(void)
     release_all(x, t, o1[0], t1[0], o2[0], t2[0], jr, jf, NULL);
 }
 
-/* y = sin(x) * x0 on 150 elements: jacfwd takes several passes (64 columns
+/* y = sin(x) * x0 on 150 elements: jacfwd takes several passes (32 columns
  * each), and agrees with jacrev. */
 static nb_status f_wide(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
