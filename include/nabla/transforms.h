@@ -60,16 +60,18 @@ nb_status nb_jvp_by_reverse(const nb_function *f, nb_tensor *const *primals, nb_
                             nb_tensor **outputs, nb_tensor **out_tangents);
 
 /* The Jacobian of output `out` with respect to input `arg`, shaped
- * out.shape + arg.shape: a row per output element (jacrev) or a column per
- * input element (jacfwd). */
+ * out.shape + arg.shape: a row per output element (jacrev: a pullback each)
+ * or a column per input element (jacfwd: up to 32 columns per run of f, as
+ * sets of tangents that share the primal computation). */
 nb_status nb_jacrev(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac);
 nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac);
 /* Second derivatives of f's first output (a scalar) with respect to input
  * `arg`: the Hessian shaped arg.shape + arg.shape, and Hessian-vector
  * products (v shaped as the input). Both by forward over reverse: H v is the
  * JVP of the gradient along v (nb_jvp of a function that runs
- * nb_value_and_grad: the backward carries the tangents), and the Hessian
- * takes one such column per input element (jacfwd of the gradient). */
+ * nb_value_and_grad: the backward carries the tangents), and the Hessian is
+ * the gradient's jacfwd, a column per input element, 32 per forward and
+ * backward. */
 nb_status nb_hessian(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor **hess);
 nb_status nb_hvp(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor *v, nb_tensor **hv);
 /* The same by reverse over reverse: the gradient's pullback of v is H v (H
