@@ -4,11 +4,11 @@
  *     nb_status f(nb_builder *b, const nb_value *in, nb_value *out, void *ctx);
  *
  * and the transforms run it eagerly and differentiate it: reverse mode
- * (nb_vjp, nb_grad, nb_value_and_grad, nb_jacrev), forward mode (nb_jvp, from each
- * op's JVP rule; nb_jvp_by_reverse, derived from reverse mode), and second
- * derivatives (nb_hessian, nb_hvp: forward over reverse). Results are differentiable themselves,
- * so a function may call a transform inside another: derivatives of any
- * order come by nesting. */
+ * (nb_vjp, nb_grad, nb_value_and_grad, nb_jacrev), forward mode (nb_jvp,
+ * from each op's JVP rule; nb_jvp_by_reverse, derived from reverse mode;
+ * nb_jacfwd), and second derivatives (nb_hessian, nb_hvp: forward over
+ * reverse). Results are differentiable themselves, so a function may call a
+ * transform inside another: derivatives of any order come by nesting. */
 #ifndef NABLA_TRANSFORMS_H
 #define NABLA_TRANSFORMS_H
 

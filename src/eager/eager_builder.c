@@ -288,7 +288,8 @@ nb_status nb_eager_inplace(nb_builder *b, const char *type, int n_in, const nb_v
 nb_status nb_eager_forward_mode_sets(nb_builder *b, int n)
 {
     if (!b || !nb_builder_is_eager(b)) return nb_error(NB_ERR_ARG, "forward mode: needs an eager builder");
-    if (n < 1 || n > MAX_SETS) return nb_error(NB_ERR_ARG, "forward mode: %d tangent sets; 1..%d are allowed", n, MAX_SETS);
+    if (n < 1 || n > MAX_SETS)
+        return nb_error(NB_ERR_ARG, "forward mode: %d tangent sets; 1..%d are allowed", n, MAX_SETS);
     eager_state *s = state_of(b);
     if (s->n_own)
         return s->n_own == n ? NB_OK
