@@ -473,7 +473,8 @@ static void test_cond(void)
 /* ---- scan (the recurrent op) -------------------------------------------------------
  *
  * An Elman RNN over two sequences: h' = tanh(x_t U + z_t + h W), emitting
- * y_t = h' * a and e_t = sum(h'); loss = sum(ys^2) + sum(es) + sum(final^2). */
+ * y_t = h' * a, e_t = sum(h') and h' itself; loss = sum(ys^2) + sum(es) +
+ * sum(hs * xs) + sum(final^2). */
 typedef struct rnn_ctx {
     nb_value U, W, a;
     bool reverse;
@@ -487,6 +488,7 @@ static nb_status rnn_step(nb_builder *b, const nb_value *c, const nb_value *x, n
     next[0] = h;
     y[0] = nb_mul(b, h, r->a);
     y[1] = nb_reduce_sum(b, h, 1, S(1), false);
+    y[2] = h; /* one var as both the next memory and an output, as in an RNN */
     return nb_builder_status(b);
 }
 
@@ -496,10 +498,11 @@ static nb_status rnn_model(nb_builder *b, const nb_value *p, nb_value *loss, voi
     r->U = p[2];
     r->W = p[3];
     r->a = p[4];
-    nb_value fin, ys[2];
-    nb_status st = nb_scan(b, rnn_step, r, 1, &p[5], 2, p, 2, &fin, ys, r->reverse);
+    nb_value fin, ys[3];
+    nb_status st = nb_scan(b, rnn_step, r, 1, &p[5], 2, p, 3, &fin, ys, r->reverse);
     if (st) return st;
     nb_value l = nb_add(b, nb_reduce_sum(b, nb_mul(b, ys[0], ys[0]), 0, NULL, false), nb_reduce_sum(b, ys[1], 0, NULL, false));
+    l = nb_add(b, l, nb_reduce_sum(b, nb_mul(b, ys[2], p[0]), 0, NULL, false));
     *loss = nb_add(b, l, nb_reduce_sum(b, nb_mul(b, fin, fin), 0, NULL, false));
     return nb_builder_status(b);
 }

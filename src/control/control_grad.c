@@ -34,7 +34,9 @@ nb_status nb_ctl_sub_backward(nb_builder *b, const char *who, int fwd_block, int
     nb_status st = NB_OK;
     for (int i = 0; i < n_targets && !st; i++) {
         char name[512];
-        snprintf(name, sizeof name, "%s@GRAD@SEED", targets[i]);
+        /* One seed per target position: a var may be two results at once
+         * (an RNN's new state is its memory and its output). */
+        snprintf(name, sizeof name, "%s@GRAD@SEED@%d", targets[i], i);
         if (!(out->seeds[out->n_seeds++] = strdup(name))) st = NB_ERR_NOMEM;
     }
     nb_backward_result r = {0};
