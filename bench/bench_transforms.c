@@ -4,9 +4,12 @@
  *   hvp_mlp_ms   a Hessian-vector product of the same loss
  *   hessian_mlp_ms  the full Hessian of a 16-32-10 MLP loss in all 874
  *                parameters (one flat vector), batch 8
- * Medians; bench/run.sh transforms prints them beside torch.autograd.functional. */
+ * Medians; bench/run.sh transforms prints them beside torch.autograd.functional.
+ * Second derivatives are by forward over reverse (nb_hvp, nb_hessian);
+ * `bench_transforms by_reverse` times reverse over reverse instead. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include "nabla/nabla.h"
 
@@ -69,8 +72,13 @@ static nb_status small_loss(nb_builder *b, const nb_value *in, nb_value *out, vo
 
 #define REPS 7
 
-int main(void)
+int main(int argc, char **argv)
 {
+    bool rev = argc > 1 && !strcmp(argv[1], "by_reverse");
+    nb_status (*hvp)(const nb_function *, nb_tensor *const *, int, nb_tensor *, nb_tensor **) =
+        rev ? nb_hvp_by_reverse : nb_hvp;
+    nb_status (*hessian)(const nb_function *, nb_tensor *const *, int, nb_tensor **) =
+        rev ? nb_hessian_by_reverse : nb_hessian;
     data d = {filled(2, (int64_t[]){64, 784}, 1, 1), filled(2, (int64_t[]){64, 10}, 1, 2),
               filled(2, (int64_t[]){256, 10}, 0.1, 3)};
     nb_tensor *w1 = filled(2, (int64_t[]){784, 256}, 0.05, 4), *t = filled(2, (int64_t[]){784, 256}, 1, 5);
@@ -89,7 +97,7 @@ int main(void)
     for (int r = -1; r < REPS; r++) {
         nb_tensor *hv;
         double t0 = now();
-        die_on(nb_hvp(&f, &w1, 0, t, &hv));
+        die_on(hvp(&f, &w1, 0, t, &hv));
         if (r >= 0) ms[r] = (now() - t0) * 1e3;
         nb_tensor_release(hv);
     }
@@ -104,7 +112,7 @@ int main(void)
     for (int r = 0; r < 3; r++) {
         nb_tensor *h;
         double t0 = now();
-        die_on(nb_hessian(&g, &theta, 0, &h));
+        die_on(hessian(&g, &theta, 0, &h));
         hs[r] = (now() - t0) * 1e3;
         nb_tensor_release(h);
     }

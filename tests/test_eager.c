@@ -75,27 +75,27 @@ static void test_create_graph(void)
     nb_value x = nb_eager_value(b, xt);
     nb_value y = nb_reduce_sum(b, nb_mul(b, nb_square(b, x), x), 0, NULL, false);
     nb_tensor *yt = T_(y), *g = NULL, *gg = NULL;
-    REQUIRE_OK(nb_grad(1, &yt, NULL, 1, &xt, false, true, false, &g));
+    REQUIRE_OK(nb_autograd_grad(1, &yt, NULL, 1, &xt, false, true, false, &g));
     CHECK_TENSOR(g, S(3), 1e-12, 3, 12, 0.75);
     CHECK(nb_tensor_requires_grad(g));
     nb_value gs = nb_reduce_sum(b, nb_eager_value(b, g), 0, NULL, false);
     nb_tensor *gst = T_(gs);
-    REQUIRE_OK(nb_grad(1, &gst, NULL, 1, &xt, false, false, false, &gg));
+    REQUIRE_OK(nb_autograd_grad(1, &gst, NULL, 1, &xt, false, false, false, &gg));
     CHECK_TENSOR(gg, S(3), 1e-12, 6, -12, 3);
     release_all(g, gg, NULL);
 
     nb_value th = nb_reduce_sum(b, nb_tanh(b, x), 0, NULL, false);
     nb_tensor *tht = T_(th), *d1 = NULL, *d2 = NULL;
-    REQUIRE_OK(nb_grad(1, &tht, NULL, 1, &xt, false, true, false, &d1));
+    REQUIRE_OK(nb_autograd_grad(1, &tht, NULL, 1, &xt, false, true, false, &d1));
     nb_tensor *d1s = T_(nb_reduce_sum(b, nb_eager_value(b, d1), 0, NULL, false));
-    REQUIRE_OK(nb_grad(1, &d1s, NULL, 1, &xt, false, false, false, &d2));
+    REQUIRE_OK(nb_autograd_grad(1, &d1s, NULL, 1, &xt, false, false, false, &d2));
     double w[3];
     for (int i = 0; i < 3; i++) {
         double t = tanh(nb_tensor_get(xt, i));
         w[i] = -2 * t * (1 - t * t);
     }
     CHECK_TENSOR(d2, S(3), 1e-10, w[0], w[1], w[2]);
-    CHECK(nb_tensor_grad(xt) == NULL); /* nb_grad leaves .grad alone */
+    CHECK(nb_tensor_grad(xt) == NULL); /* nb_autograd_grad leaves .grad alone */
     release_all(d1, d2, NULL);
     nb_builder_free(b);
     nb_tensor_release(xt);
@@ -107,17 +107,17 @@ static void test_grad_allow_unused_and_pruning(void)
     nb_tensor *xt = LEAF(NB_F64, S(2), 1, 2), *zt = LEAF(NB_F64, S(2), 3, 4), *wt = LEAF(NB_F64, S(2), 5, 6);
     nb_value x = nb_eager_value(b, xt), w = nb_eager_value(b, wt);
     nb_eager_value(b, zt);
-    /* w's branch goes through log of a negative: nb_grad for x alone must not run it. */
+    /* w's branch goes through log of a negative: nb_autograd_grad for x alone must not run it. */
     nb_value y = nb_reduce_sum(b, nb_add(b, nb_mul(b, x, x), nb_log(b, nb_neg(b, w))), 0, NULL, false);
     nb_tensor *yt = T_(y), *gs[2] = {0};
     nb_set_anomaly_mode(true);
-    REQUIRE_OK(nb_grad(1, &yt, NULL, 1, &xt, true, false, false, gs));
+    REQUIRE_OK(nb_autograd_grad(1, &yt, NULL, 1, &xt, true, false, false, gs));
     nb_set_anomaly_mode(false);
     CHECK_TENSOR(gs[0], S(2), 0, 2, 4);
     nb_tensor_release(gs[0]);
-    CHECK_ERR(nb_grad(1, &yt, NULL, 2, (nb_tensor *[]){xt, zt}, true, false, false, gs), NB_ERR_ARG,
+    CHECK_ERR(nb_autograd_grad(1, &yt, NULL, 2, (nb_tensor *[]){xt, zt}, true, false, false, gs), NB_ERR_ARG,
               "input 1 is not used");
-    REQUIRE_OK(nb_grad(1, &yt, NULL, 2, (nb_tensor *[]){xt, zt}, true, false, true, gs));
+    REQUIRE_OK(nb_autograd_grad(1, &yt, NULL, 2, (nb_tensor *[]){xt, zt}, true, false, true, gs));
     CHECK(gs[0] != NULL && gs[1] == NULL);
     nb_tensor_release(gs[0]);
     nb_builder_free(b);

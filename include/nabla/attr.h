@@ -20,12 +20,13 @@ typedef enum nb_attr_type {
     NB_ATTR_STRING,
     NB_ATTR_INTS,
     NB_ATTR_FLOATS,
-    NB_ATTR_BLOCK /* index of a block of the same program */
+    NB_ATTR_BLOCK, /* index of a block of the same program */
+    NB_ATTR_STRINGS /* names of vars of a sub-block, for control-flow ops */
 } nb_attr_type;
 
 typedef struct nb_attr_value {
     nb_attr_type type;
-    int n; /* element count of INTS and FLOATS */
+    int n; /* element count of INTS, FLOATS and STRINGS */
     union {
         bool b;
         int64_t i;
@@ -33,6 +34,7 @@ typedef struct nb_attr_value {
         const char *s;
         const int64_t *ints;
         const double *floats;
+        const char *const *strs;
         int block;
     };
 } nb_attr_value;
@@ -60,6 +62,7 @@ typedef struct nb_attr {
 /* Lists from an array (possibly empty). */
 #define NB_ATTR_INTS_N(nm, count, ptr)   ((nb_attr){(nm), {.type = NB_ATTR_INTS, .n = (count), .ints = (ptr)}})
 #define NB_ATTR_FLOATS_N(nm, count, ptr) ((nb_attr){(nm), {.type = NB_ATTR_FLOATS, .n = (count), .floats = (ptr)}})
+#define NB_ATTR_STRINGS_N(nm, count, ptr) ((nb_attr){(nm), {.type = NB_ATTR_STRINGS, .n = (count), .strs = (ptr)}})
 
 const char *nb_attr_type_name(nb_attr_type t);
 

@@ -70,4 +70,20 @@ nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const 
  * gradient recurses into them. Eagerly it simply calls fn. */
 nb_status nb_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n_in, const nb_value *in, int n_out, nb_value *out);
 
+/* ---- tensor arrays ------------------------------------------------------ */
+
+/* Values that cross iterations (Fluid's LoDTensorArray, TF's TensorArray):
+ * an array of `length` elements of one dtype and shape, held as one tensor
+ * whose axis 0 indexes the elements, so that a loop can carry it (its shape
+ * never changes) and the stack of its elements is the array itself. Reads
+ * and writes take the index as an int64 value of one element (a loop
+ * counter, say) and are compositions of differentiable ops, so gradients
+ * flow through them in every mode. */
+nb_value nb_array_new(nb_builder *b, int64_t length, nb_dtype dtype, int ndim, const int64_t *elem_shape);
+/* The array with element i replaced by x (a new value: arrays are values). */
+nb_value nb_array_write(nb_builder *b, nb_value array, nb_value i, nb_value x);
+nb_value nb_array_read(nb_builder *b, nb_value array, nb_value i);
+/* Its number of elements, as an int64 value of shape [1]. */
+nb_value nb_array_length(nb_builder *b, nb_value array);
+
 #endif

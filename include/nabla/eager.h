@@ -55,10 +55,34 @@ nb_status nb_eager_inplace(nb_builder *b, const char *type, int n_in, const nb_v
  * tangents of its inputs into tangents of its outputs with its JVP rule
  * (inputs without a tangent count as zero). Tangents are set on inputs with
  * nb_eager_set_tangent and read with nb_eager_tangent (borrowed, or NULL for
- * a zero tangent). nb_jvp (nabla/transforms.h) is built on this. */
+ * a zero tangent). nb_jvp (nabla/transforms.h) is built on this. A builder
+ * switched on inside another's forward mode (below) gets a level of tangents
+ * of its own, nested: the ops of its JVP rules carry the outer tangents, so
+ * forward mode nests too. */
 nb_status nb_eager_forward_mode(nb_builder *b);
 nb_status nb_eager_set_tangent(nb_builder *b, nb_tensor *t, nb_tensor *tangent);
 nb_tensor *nb_eager_tangent(nb_builder *b, nb_value v);
+/* n sets of tangents at once (n independent directions, as n columns of a
+ * Jacobian): the ops run once and their JVP rules once per set. Sets are
+ * numbered 0..n-1; the calls above use set 0. nb_jacfwd is built on this. */
+nb_status nb_eager_forward_mode_sets(nb_builder *b, int n);
+nb_status nb_eager_set_tangent_in(nb_builder *b, int set, nb_tensor *t, nb_tensor *tangent);
+nb_tensor *nb_eager_tangent_in(nb_builder *b, int set, nb_value v);
+
+/* Forward over reverse. Between nb_eager_forward_push(b) and
+ * nb_eager_forward_pop(), every eager builder created shares b's tangents:
+ * its ops carry them and nb_eager_tangent on it reads them. The backward
+ * engine's builder is one, so a backward run there carries tangents through
+ * every VJP rule (the forward values the tape saved keep their tangents, and
+ * two gradients summed sum their tangents): each gradient comes out with a
+ * tangent, the derivative of the gradient along the inputs' tangents, which
+ * for the gradient of a scalar is a Hessian-vector product. nb_hvp and
+ * nb_hessian (nabla/transforms.h) are built on this. */
+nb_status nb_eager_forward_push(nb_builder *b); /* b must be in forward mode */
+void nb_eager_forward_pop(void);
+/* Gives `alias` (a detached view of t, say) t's tangent at every level of
+ * tangents b carries: a detached view is a new tensor, without one. */
+nb_status nb_eager_alias_tangent(nb_builder *b, nb_tensor *t, nb_tensor *alias);
 
 /* ---- autograd state of tensors ------------------------------------------- */
 
@@ -116,12 +140,13 @@ nb_status nb_node_register_post_hook(nb_node *n, nb_node_hook fn, void *ctx);
  * itself is recorded, so gradients can be differentiated again. */
 nb_status nb_backward(int n_roots, nb_tensor *const *roots, nb_tensor *const *root_grads, bool retain_graph,
                       bool create_graph);
-/* The gradients of `outputs` with respect to `inputs` (new references in
- * grads_out), running only the nodes on a path to them and leaving .grad
- * alone. An input the outputs do not depend on gets NULL with allow_unused,
- * an error otherwise. */
-nb_status nb_grad(int n_out, nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int n_in,
-                  nb_tensor *const *inputs, bool retain_graph, bool create_graph, bool allow_unused,
-                  nb_tensor **grads_out);
+/* torch.autograd.grad: the gradients of `outputs` with respect to `inputs`
+ * (new references in grads_out), running only the nodes on a path to them
+ * and leaving .grad alone. An input the outputs do not depend on gets NULL
+ * with allow_unused, an error otherwise. (nb_grad, in nabla/transforms.h,
+ * is the function transform, JAX's grad.) */
+nb_status nb_autograd_grad(int n_out, nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int n_in,
+                           nb_tensor *const *inputs, bool retain_graph, bool create_graph, bool allow_unused,
+                           nb_tensor **grads_out);
 
 #endif

@@ -34,7 +34,8 @@ enum {
 enum {
     NB_OP_NOT_DIFFERENTIABLE = 1 << 0, /* comparisons, argmax, initialisers: no gradient */
     NB_OP_RANDOM = 1 << 1,             /* draws from ctx->rng */
-    NB_OP_STATEFUL = 1 << 2            /* writes an input in place (increment, optimisers) */
+    NB_OP_STATEFUL = 1 << 2,           /* writes an input in place (increment, optimisers) */
+    NB_OP_CONTROL = 1 << 3             /* runs sub-blocks; sizes its outputs itself (see src/exec/exec_env.h) */
 };
 
 typedef struct nb_slot_def {
@@ -58,6 +59,7 @@ typedef struct nb_attr_def {
         .n = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), .ints = (const int64_t[]){__VA_ARGS__}}}
 #define NB_ADEF_INTS_EMPTY(nm)   {(nm), NB_ATTR_INTS, false, {.type = NB_ATTR_INTS, .n = 0, .ints = 0}}
 #define NB_ADEF_FLOATS_EMPTY(nm) {(nm), NB_ATTR_FLOATS, false, {.type = NB_ATTR_FLOATS, .n = 0, .floats = 0}}
+#define NB_ADEF_STRINGS_EMPTY(nm) {(nm), NB_ATTR_STRINGS, false, {.type = NB_ATTR_STRINGS, .n = 0, .strs = 0}}
 #define NB_ADEF_REQUIRED(nm, t) {(nm), (t), true, {.type = (t)}}
 
 /* Dtype and shape of a value; at build time a dimension may be -1 (unknown). */
@@ -68,6 +70,7 @@ typedef struct nb_var_info {
 } nb_var_info;
 
 struct nb_op_def;
+struct nb_exec_env;
 
 typedef struct nb_op_ctx {
     const struct nb_op_def *def;
@@ -80,6 +83,7 @@ typedef struct nb_op_ctx {
     nb_tensor *const *in;       /* kernels only */
     nb_tensor *const *out;      /* kernels only */
     nb_rng *rng;                /* kernels of NB_OP_RANDOM ops */
+    struct nb_exec_env *exec;   /* control-flow kernels: the executor running them (NULL outside one) */
 } nb_op_ctx;
 
 /* Shape/dtype inference: fill ctx->out_info from ctx->in_info and attrs, and

@@ -4,11 +4,11 @@
  *     nb_status f(nb_builder *b, const nb_value *in, nb_value *out, void *ctx);
  *
  * and the transforms run it eagerly and differentiate it: reverse mode
- * (nb_vjp, nb_value_and_grad, nb_jacrev), forward mode (nb_jvp, from each
- * op's JVP rule; nb_jvp_by_reverse, derived from reverse mode), and second
- * derivatives (nb_hessian, nb_hvp). Results are differentiable themselves,
- * so a function may call a transform inside another: derivatives of any
- * order come by nesting. */
+ * (nb_vjp, nb_grad, nb_value_and_grad, nb_jacrev), forward mode (nb_jvp,
+ * from each op's JVP rule; nb_jvp_by_reverse, derived from reverse mode;
+ * nb_jacfwd), and second derivatives (nb_hessian, nb_hvp: forward over
+ * reverse). Results are differentiable themselves, so a function may call a
+ * transform inside another: derivatives of any order come by nesting. */
 #ifndef NABLA_TRANSFORMS_H
 #define NABLA_TRANSFORMS_H
 
@@ -32,11 +32,20 @@ nb_status nb_vjp(const nb_function *f, nb_tensor *const *primals, nb_tensor **ou
 nb_status nb_pullback_apply(nb_pullback *pb, nb_tensor *const *cotangents, nb_tensor **grads);
 void nb_pullback_free(nb_pullback *pb);
 
-/* f's first output (a one-element tensor) and its gradients with respect to
- * the inputs listed in argnums (all when n_argnums is 0; grads has one entry
- * per listed input) and to the free tensors f reads from its context (which
- * must require grad; free_grads one per free tensor). With has_aux the other
- * outputs are returned too, undifferentiated. */
+/* JAX's grad: the gradients of f's first output (a one-element tensor)
+ * with respect to the inputs listed in argnums (all when n_argnums is 0;
+ * grads has one entry per listed input; an input the output does not depend
+ * on gets zeros). With has_aux, f's other outputs come back in aux (n_out - 1
+ * new references), undifferentiated; without it f must have one output.
+ * The gradients are differentiable again: nest for higher derivatives. (The
+ * engine's torch.autograd.grad is nb_autograd_grad, in nabla/eager.h.) */
+nb_status nb_grad(const nb_function *f, nb_tensor *const *primals, int n_argnums, const int *argnums, bool has_aux,
+                  nb_tensor **grads, nb_tensor **aux);
+
+/* The same with f's outputs: the value first, then the auxiliary ones
+ * (outputs holds all n_out), and also the gradients with respect to the
+ * free tensors f reads from its context (which must require grad;
+ * free_grads one per free tensor). */
 nb_status nb_value_and_grad(const nb_function *f, nb_tensor *const *primals, int n_argnums, const int *argnums,
                             int n_free, nb_tensor *const *free_vars, nb_tensor **outputs, nb_tensor **grads,
                             nb_tensor **free_grads);
@@ -51,14 +60,24 @@ nb_status nb_jvp_by_reverse(const nb_function *f, nb_tensor *const *primals, nb_
                             nb_tensor **outputs, nb_tensor **out_tangents);
 
 /* The Jacobian of output `out` with respect to input `arg`, shaped
- * out.shape + arg.shape: a row per output element (jacrev) or a column per
- * input element (jacfwd). */
+ * out.shape + arg.shape: a row per output element (jacrev: a pullback each)
+ * or a column per input element (jacfwd: up to 32 columns per run of f, as
+ * sets of tangents that share the primal computation). */
 nb_status nb_jacrev(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac);
 nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac);
 /* Second derivatives of f's first output (a scalar) with respect to input
  * `arg`: the Hessian shaped arg.shape + arg.shape, and Hessian-vector
- * products. */
+ * products (v shaped as the input). Both by forward over reverse: H v is the
+ * JVP of the gradient along v (nb_jvp of a function that runs
+ * nb_value_and_grad: the backward carries the tangents), and the Hessian is
+ * the gradient's jacfwd, a column per input element, 32 per forward and
+ * backward. */
 nb_status nb_hessian(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor **hess);
 nb_status nb_hvp(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor *v, nb_tensor **hv);
+/* The same by reverse over reverse: the gradient's pullback of v is H v (H
+ * is symmetric), and the Hessian takes one pullback per row (jacrev of the
+ * gradient). A check on the above, and a way for ops without JVP rules. */
+nb_status nb_hessian_by_reverse(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor **hess);
+nb_status nb_hvp_by_reverse(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor *v, nb_tensor **hv);
 
 #endif

@@ -15,6 +15,7 @@
 #include <string.h>
 #include "nabla/autodiff.h"
 #include "nabla/ops.h"
+#include "backward_internal.h"
 #include "../core/strmap.h"
 #include "../program/program_internal.h"
 
@@ -25,14 +26,17 @@ typedef struct contrib {
 
 typedef struct bw {
     nb_program *p;
-    nb_block *b;
+    nb_block *fwd;     /* the block differentiated: its ops [0, fwd_end) */
+    nb_block *b;       /* the block the gradient ops go to: fwd itself, or its grad block */
     nb_builder *builder;
-    int fwd_end;       /* ops [0, fwd_end) are the forward part */
+    int fwd_end;
+    int grad_start;    /* index in b of the first gradient op */
     nb_strmap reach;   /* var -> non-NULL: depends on an input and can carry a gradient */
     nb_strmap affects; /* var -> non-NULL: a target depends on it */
     nb_strmap no_grad;
     nb_strmap contribs; /* var -> contrib* */
     nb_strmap grad_of;  /* var -> nb_var* of its final gradient (NULL: none) */
+    nb_strmap seeds;    /* given target gradients: contributions never renamed */
 } bw;
 
 static bool in_set(const nb_strmap *m, const char *name) { return nb_strmap_get(m, name, NULL) != NULL; }
@@ -69,6 +73,7 @@ static void bw_free(bw *w)
     nb_strmap_free(&w->no_grad);
     nb_strmap_free(&w->contribs);
     nb_strmap_free(&w->grad_of);
+    nb_strmap_free(&w->seeds);
     nb_builder_free(w->builder);
 }
 
@@ -104,7 +109,8 @@ static nb_status finalize(bw *w, const char *var, nb_var **out)
         char name[512];
         grad_name(w, var, "", name, sizeof name);
         if (c->n == 1) {
-            st = nb_block_rename_var(w->b, c->vars[0]->name, name);
+            /* A seed keeps its name: the caller fills it in by that name. */
+            if (!in_set(&w->seeds, c->vars[0]->name)) st = nb_block_rename_var(w->b, c->vars[0]->name, name);
             *out = c->vars[0];
         } else {
             nb_value *vals = calloc((size_t)c->n, sizeof *vals);
@@ -112,7 +118,7 @@ static nb_status finalize(bw *w, const char *var, nb_var **out)
             for (int k = 0; k < c->n && !st; k++) {
                 char rn[600];
                 snprintf(rn, sizeof rn, "%s@RENAME@%d", name, k);
-                st = nb_block_rename_var(w->b, c->vars[k]->name, rn);
+                if (!in_set(&w->seeds, c->vars[k]->name)) st = nb_block_rename_var(w->b, c->vars[k]->name, rn);
                 vals[k] = nb_value_from_var(c->vars[k]);
             }
             nb_value s = st ? NB_NONE : nb_sum(w->builder, c->n, vals);
@@ -135,7 +141,7 @@ static nb_status mark_paths(bw *w, int n_in, const char *const *inputs, int n_ta
     for (int i = 0; i < n_in && !st; i++)
         if (can_carry_grad(w, inputs[i])) st = add_to(&w->reach, inputs[i]);
     for (int i = 0; i < w->fwd_end && !st; i++) {
-        const nb_op *op = w->b->ops[i];
+        const nb_op *op = w->fwd->ops[i];
         if (op->def->flags & NB_OP_NOT_DIFFERENTIABLE) continue;
         bool reached = false;
         for (int s = 0; s < NB_MAX_SLOTS && op->def->inputs[s].name && !reached; s++) {
@@ -152,7 +158,7 @@ static nb_status mark_paths(bw *w, int n_in, const char *const *inputs, int n_ta
     }
     for (int i = 0; i < n_targets && !st; i++) st = add_to(&w->affects, targets[i]);
     for (int i = w->fwd_end - 1; i >= 0 && !st; i--) {
-        const nb_op *op = w->b->ops[i];
+        const nb_op *op = w->fwd->ops[i];
         bool hit = false;
         for (int k = 0; k < nb_op_n_outputs(op) && !hit; k++) hit = in_set(&w->affects, op->outputs[k]);
         for (int k = 0; hit && k < nb_op_n_inputs(op) && !st; k++) st = add_to(&w->affects, op->inputs[k]);
@@ -163,7 +169,7 @@ static nb_status mark_paths(bw *w, int n_in, const char *const *inputs, int n_ta
 /* Emits the VJP rule of forward op i if gradient flows through it. */
 static nb_status emit_rule(bw *w, int i)
 {
-    const nb_op *op = w->b->ops[i];
+    const nb_op *op = w->fwd->ops[i];
     int n_in = nb_op_n_inputs(op), n_out = nb_op_n_outputs(op);
     nb_status st = NB_OK;
     bool any_dy = false, any_want = false;
@@ -276,7 +282,7 @@ static nb_status fill_result(bw *w, int n_in, const char *const *inputs, nb_var 
         /* Only gradients that survived dead-op removal. */
         if (!g || !nb_block_find_var(w->b, g->name)) continue;
         bool written = false;
-        for (int j = w->fwd_end; j < w->b->n_ops && !written; j++)
+        for (int j = w->grad_start; j < w->b->n_ops && !written; j++)
             for (int k = 0; k < nb_op_n_outputs(w->b->ops[j]); k++) written |= !strcmp(w->b->ops[j]->outputs[k], g->name);
         if (!written) continue;
         r->info[r->n_info++] = (nb_grad_info){strdup(w->grad_of.keys[i]), strdup(g->name), w->b->idx};
@@ -284,29 +290,35 @@ static nb_status fill_result(bw *w, int n_in, const char *const *inputs, nb_var 
     return NB_OK;
 }
 
-/* The shared body of nb_gradients and nb_append_backward. */
-static nb_status build_backward(nb_program *p, int n_targets, const char *const *targets,
+/* The shared body of nb_gradients, nb_append_backward and the recursion
+ * into sub-blocks: differentiates block `fwd`, writing the gradient ops at
+ * the end of block `target` (fwd itself, or a grad block whose parent is
+ * fwd). */
+static nb_status build_backward(nb_program *p, nb_block *fwd, nb_block *target, int n_targets, const char *const *targets,
                                 const char *const *target_grads, int n_in, const char *const *inputs, int n_no_grad,
                                 const char *const *no_grad, bool allow_unused, bool is_append, nb_backward_result *out)
 {
     memset(out, 0, sizeof *out);
-    bw w = {.p = p, .b = nb_program_global_block(p)};
+    bw w = {.p = p, .fwd = fwd, .b = target};
     nb_strmap_init(&w.reach);
     nb_strmap_init(&w.affects);
     nb_strmap_init(&w.no_grad);
     nb_strmap_init(&w.contribs);
     nb_strmap_init(&w.grad_of);
+    nb_strmap_init(&w.seeds);
     nb_var **grads = calloc((size_t)n_in + 1, sizeof *grads);
     nb_status st = grads ? nb_builder_new_record(&w.builder, p, NULL) : nb_error(NB_ERR_NOMEM, "backward: out of memory");
     if (st) goto done;
+    nb_builder_set_block(w.builder, w.b);
     nb_builder_set_role(w.builder, NB_ROLE_BACKWARD);
-    w.fwd_end = w.b->n_ops;
+    w.fwd_end = w.fwd->n_ops;
+    w.grad_start = w.b->n_ops;
 
     /* The no-grad set: the caller's, plus stop_gradient vars that are not
      * among the inputs asked for. */
     for (int i = 0; i < n_no_grad && !st; i++) st = add_to(&w.no_grad, no_grad[i]);
-    for (int i = 0; i < w.b->n_vars && !st; i++) {
-        const nb_var *v = w.b->vars[i];
+    for (int i = 0; i < w.fwd->n_vars && !st; i++) {
+        const nb_var *v = w.fwd->vars[i];
         bool asked = false;
         for (int j = 0; j < n_in; j++) asked |= !strcmp(inputs[j], v->name);
         if (v->stop_gradient && !asked) st = add_to(&w.no_grad, v->name);
@@ -332,7 +344,7 @@ static nb_status build_backward(nb_program *p, int n_targets, const char *const 
         if (target_grads && target_grads[i]) {
             nb_var *g = var_of(&w, target_grads[i]);
             if (!g) st = nb_error(NB_ERR_NOT_FOUND, "backward: no gradient var named '%s' for target '%s'", target_grads[i], targets[i]);
-            else if (nb_strmap_put(&w.grad_of, targets[i], g)) st = nb_error(NB_ERR_NOMEM, "backward: out of memory");
+            else if (!(st = add_to(&w.seeds, g->name))) st = add_contrib(&w, targets[i], g);
             continue;
         }
         nb_value ones = nb_ones_like(w.builder, nb_value_from_var(var_of(&w, targets[i])));
@@ -345,11 +357,11 @@ static nb_status build_backward(nb_program *p, int n_targets, const char *const 
         if (!grads[i] && !allow_unused)
             st = nb_error(NB_ERR_ARG, "backward: '%s' does not affect the targets, so it has no gradient", inputs[i]);
     }
-    if (st || (st = remove_dead_ops(&w, w.fwd_end, n_in, grads))) goto done;
+    if (st || (st = remove_dead_ops(&w, w.grad_start, n_in, grads))) goto done;
     /* Mark the op that makes each parameter's gradient (Fluid's op_role_var). */
     for (int i = 0; i < n_in && is_append; i++) {
         if (!grads[i]) continue;
-        for (int j = w.b->n_ops - 1; j >= w.fwd_end; j--) {
+        for (int j = w.b->n_ops - 1; j >= w.grad_start; j--) {
             nb_op *op = w.b->ops[j];
             bool writes = false;
             for (int k = 0; k < nb_op_n_outputs(op); k++) writes |= !strcmp(op->outputs[k], grads[i]->name);
@@ -365,7 +377,7 @@ static nb_status build_backward(nb_program *p, int n_targets, const char *const 
 done:
     if (st) {
         /* Leave the program as it was. */
-        while (w.b && w.b->n_ops > w.fwd_end) nb_block_remove_op(w.b, w.b->n_ops - 1);
+        while (w.b && w.b->n_ops > w.grad_start) nb_block_remove_op(w.b, w.b->n_ops - 1);
         nb_backward_result_free(out);
     }
     free(grads);
@@ -380,8 +392,9 @@ nb_status nb_gradients(nb_program *p, int n_targets, const char *const *targets,
     if (out) memset(out, 0, sizeof *out);
     if (!p || !out || n_targets < 1 || !targets || n_inputs < 1 || !inputs || n_no_grad < 0 || (n_no_grad && !no_grad))
         return nb_error(NB_ERR_ARG, "gradients: need a program, at least one target and one input");
-    return build_backward(p, n_targets, targets, target_grads, n_inputs, inputs, n_no_grad, no_grad, allow_unused,
-                          false, out);
+    nb_block *b = nb_program_global_block(p);
+    return build_backward(p, b, b, n_targets, targets, target_grads, n_inputs, inputs, n_no_grad, no_grad,
+                          allow_unused, false, out);
 }
 
 nb_status nb_append_backward(nb_program *p, const char *loss, int n_params, const char *const *params, int n_no_grad,
@@ -419,8 +432,29 @@ nb_status nb_append_backward(nb_program *p, const char *loss, int n_params, cons
             break;
         }
     }
-    nb_status st = build_backward(p, 1, &loss, NULL, n_params, params, n_no_grad, no_grad, true, true, out);
+    nb_status st = build_backward(p, b, b, 1, &loss, NULL, n_params, params, n_no_grad, no_grad, true, true, out);
     free(all);
+    return st;
+}
+
+nb_status nb_backward_sub_block(nb_program *p, int fwd_idx, int n_targets, const char *const *targets,
+                                const char *const *seeds, int n_inputs, const char *const *inputs, int *grad_idx,
+                                nb_backward_result *out)
+{
+    memset(out, 0, sizeof *out);
+    nb_block *fwd = nb_program_block(p, fwd_idx), *g = NULL;
+    if (!fwd || fwd_idx == 0) return nb_error(NB_ERR_ARG, "backward: %d is not a sub-block", fwd_idx);
+    nb_status st = nb_program_add_block(p, fwd_idx, &g);
+    if (st) return st;
+    g->forward_block_idx = fwd_idx;
+    *grad_idx = g->idx;
+    /* The seeds are vars of the grad block that the gradient op fills in. */
+    for (int i = 0; i < n_targets && !st; i++) {
+        const nb_var *t = nb_block_find_var_recursive(fwd, targets[i]);
+        if (!t) st = nb_error(NB_ERR_NOT_FOUND, "backward: sub-block %d has no var '%s'", fwd_idx, targets[i]);
+        else st = nb_block_create_var(g, seeds[i], t->dtype, t->ndim, t->shape, NULL);
+    }
+    if (!st) st = build_backward(p, fwd, g, n_targets, targets, seeds, n_inputs, inputs, 0, NULL, true, false, out);
     return st;
 }
 

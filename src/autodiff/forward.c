@@ -5,6 +5,55 @@
 #include "nabla/autodiff.h"
 #include "../core/strmap.h"
 #include "../program/program_internal.h"
+#include "forward_internal.h"
+
+nb_status nb_jvp_block(nb_program *p, nb_block *blk, int n_ops, nb_strmap *tan)
+{
+    nb_builder *b = NULL;
+    nb_status st = nb_builder_new_record(&b, p, NULL);
+    if (!st) nb_builder_set_block(b, blk);
+    for (int i = 0; i < n_ops && !st; i++) {
+        const nb_op *op = blk->ops[i];
+        if (op->role == NB_ROLE_OPTIMIZE || (op->def->flags & NB_OP_NOT_DIFFERENTIABLE)) continue;
+        int n_in = nb_op_n_inputs(op), n_out = nb_op_n_outputs(op);
+        nb_value *x = calloc((size_t)(2 * n_in + 2 * n_out) + 1, sizeof *x);
+        if (!x) {
+            st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
+            break;
+        }
+        nb_value *tx = x + n_in, *y = tx + n_in, *ty = y + n_out;
+        bool any = false;
+        for (int k = 0; k < n_in; k++) {
+            x[k] = nb_value_from_var(nb_block_find_var_recursive(blk, op->inputs[k]));
+            tx[k] = nb_value_from_var(nb_strmap_get(tan, op->inputs[k], NULL));
+            any |= !nb_is_none(tx[k]);
+        }
+        char label[256];
+        nb_op_label(op, label, sizeof label);
+        if (any && !op->def->jvp) st = nb_error(NB_ERR_UNSUPPORTED, "append_jvp: a tangent reaches %s, which has no JVP rule", label);
+        if (any && !st) {
+            for (int k = 0; k < n_out; k++) {
+                y[k] = nb_value_from_var(nb_block_find_var_recursive(blk, op->outputs[k]));
+                ty[k] = NB_NONE;
+            }
+            nb_grad_ctx g = {.def = op->def, .attrs = op->attrs, .x = x, .y = y, .tx = tx, .ty = ty};
+            memcpy(g.in_begin, op->in_begin, sizeof g.in_begin);
+            memcpy(g.out_begin, op->out_begin, sizeof g.out_begin);
+            st = op->def->jvp(b, &g);
+            if (!st) st = nb_builder_status(b);
+            if (st) {
+                if (nb_builder_status(b)) nb_error(st, "%s", nb_builder_error(b));
+                nb_error_context(st, "append_jvp: in the JVP rule of %s", label);
+            }
+            for (int k = 0; k < n_out && !st; k++)
+                if (!nb_is_none(ty[k]) && nb_strmap_put(tan, op->outputs[k], nb_value_var(ty[k])))
+                    st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
+        }
+        free(x);
+    }
+    nb_builder_free(b);
+    return st;
+}
 
 nb_status nb_append_jvp(nb_program *p, int n_inputs, const char *const *inputs, const char *const *tangents,
                         int n_outputs, const char *const *outputs, char **out_tangents)
@@ -15,9 +64,8 @@ nb_status nb_append_jvp(nb_program *p, int n_inputs, const char *const *inputs, 
     nb_block *blk = nb_program_global_block(p);
     nb_strmap tan; /* var name -> its tangent's nb_var */
     nb_strmap_init(&tan);
-    nb_builder *b = NULL;
     int n_ops = blk->n_ops;
-    nb_status st = nb_builder_new_record(&b, p, NULL);
+    nb_status st = NB_OK;
     for (int i = 0; i < n_inputs && !st; i++) {
         nb_var *x = nb_block_find_var(blk, inputs[i]), *t = nb_block_find_var(blk, tangents[i]);
         if (!x || !t) st = nb_error(NB_ERR_NOT_FOUND, "append_jvp: no var '%s'", !x ? inputs[i] : tangents[i]);
@@ -25,46 +73,7 @@ nb_status nb_append_jvp(nb_program *p, int n_inputs, const char *const *inputs, 
             st = nb_error(NB_ERR_SHAPE, "append_jvp: tangent '%s' does not match '%s' in dtype and shape", tangents[i], inputs[i]);
         else if (nb_strmap_put(&tan, inputs[i], t)) st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
     }
-    for (int i = 0; i < n_ops && !st; i++) {
-        const nb_op *op = blk->ops[i];
-        if (op->role == NB_ROLE_OPTIMIZE || (op->def->flags & NB_OP_NOT_DIFFERENTIABLE)) continue;
-        int n_in = nb_op_n_inputs(op), n_out = nb_op_n_outputs(op);
-        nb_value x[64], y[64], tx[64], ty[64];
-        if (n_in > 64 || n_out > 64) {
-            st = nb_error(NB_ERR_UNSUPPORTED, "append_jvp: %s has too many slots", op->def->name);
-            break;
-        }
-        bool any = false;
-        for (int k = 0; k < n_in; k++) {
-            x[k] = nb_value_from_var(nb_block_find_var_recursive(blk, op->inputs[k]));
-            tx[k] = nb_value_from_var(nb_strmap_get(&tan, op->inputs[k], NULL));
-            any |= !nb_is_none(tx[k]);
-        }
-        if (!any) continue;
-        char label[256];
-        nb_op_label(op, label, sizeof label);
-        if (!op->def->jvp) {
-            st = nb_error(NB_ERR_UNSUPPORTED, "append_jvp: a tangent reaches %s, which has no JVP rule", label);
-            break;
-        }
-        for (int k = 0; k < n_out; k++) {
-            y[k] = nb_value_from_var(nb_block_find_var_recursive(blk, op->outputs[k]));
-            ty[k] = NB_NONE;
-        }
-        nb_grad_ctx g = {.def = op->def, .attrs = op->attrs, .x = x, .y = y, .tx = tx, .ty = ty};
-        memcpy(g.in_begin, op->in_begin, sizeof g.in_begin);
-        memcpy(g.out_begin, op->out_begin, sizeof g.out_begin);
-        st = op->def->jvp(b, &g);
-        if (!st) st = nb_builder_status(b);
-        if (st) {
-            if (nb_builder_status(b)) nb_error(st, "%s", nb_builder_error(b));
-            nb_error_context(st, "append_jvp: in the JVP rule of %s", label);
-            break;
-        }
-        for (int k = 0; k < n_out && !st; k++)
-            if (!nb_is_none(ty[k]) && nb_strmap_put(&tan, op->outputs[k], nb_value_var(ty[k])))
-                st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
-    }
+    if (!st) st = nb_jvp_block(p, blk, n_ops, &tan);
     for (int i = 0; i < n_outputs && !st; i++) {
         nb_var *t = nb_strmap_get(&tan, outputs[i], NULL);
         if (t && !(out_tangents[i] = strdup(t->name))) st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
@@ -76,7 +85,6 @@ nb_status nb_append_jvp(nb_program *p, int n_inputs, const char *const *inputs, 
             out_tangents[i] = NULL;
         }
     }
-    nb_builder_free(b);
     nb_strmap_free(&tan);
     return st;
 }

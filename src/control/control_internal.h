@@ -8,6 +8,16 @@
 
 nb_status nb_control_check_same(nb_builder *b, const char *who, const char *what, int i, nb_value was, nb_value now);
 
+/* The outer vars block `blk` reads, in order of first use, appended to
+ * out[n..] (room for `cap` in all); returns the new count, or -1 when it
+ * overflows. They become the inputs of the op that runs the block. */
+int nb_ctl_captured(const nb_block *blk, nb_value *out, int n, int cap);
+
+/* A block's results must be vars the block writes: v itself, or (for a
+ * bound parameter or an outer value handed back as it is) an assign of it,
+ * emitted into b's current block, which must be blk. */
+nb_value nb_ctl_local(nb_builder *b, nb_block *blk, nb_value v);
+
 /* The record-builder forms: build the op and its sub-blocks. */
 nb_status nb_control_record_while(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx, int n_carry,
                                   const nb_value *init, nb_value *final);

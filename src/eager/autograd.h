@@ -44,8 +44,8 @@ struct nb_node {
     uint64_t task;
     int deps;
     nb_tensor **buffer;         /* per output (one for accumulators) */
-    bool needed;                /* nb_grad: on a path to a requested input */
-    int capture;                /* nb_grad: index of the input captured here + 1, or 0 */
+    bool needed;                /* nb_autograd_grad: on a path to a requested input */
+    int capture;                /* nb_autograd_grad: index of the input captured here + 1, or 0 */
 };
 
 typedef struct nb_autograd {
@@ -75,5 +75,8 @@ nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const
 
 /* An eager builder of the engine's own, used to run rules. */
 nb_status nb_eager_builder_for_engine(nb_builder **out);
+/* Whether b carries tangents (forward mode): then every op that makes a
+ * gradient must go through it, sums of gradients included. */
+bool nb_eager_carries_tangents(const nb_builder *b);
 
 #endif

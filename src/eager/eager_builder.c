@@ -1,9 +1,11 @@
 /* The eager backend of the builder: an emitted op runs at once on tensors
- * and, in grad mode, records its backward node. */
+ * and, in grad mode, records its backward node; in forward mode, it also
+ * runs its JVP rule at each level of tangents the builder carries. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "autograd.h"
+#include "tangents.h"
 #include "../core/strmap.h"
 #include "../ops/op_internal.h"
 #include "../program/builder_internal.h"
@@ -11,12 +13,13 @@
 
 typedef struct eager_state {
     nb_tensor **values; /* references the builder holds */
-    /* Forward mode: the tangent of each tensor that has one (tensor -> its
-     * tangent, both strong), and the builder that runs the JVP rules. */
-    nb_tensor **tan_keys, **tan_vals;
-    int n_tan, cap_tan;
-    nb_builder *tangent_builder;
     int n_values, cap_values;
+    /* Forward mode: the chain of levels of tangents the builder carries
+     * (strong), and how many sets at its front the builder made itself
+     * (nb_eager_forward_mode_sets; 0 when it took the chain from the
+     * thread's current level). */
+    nb_tangents *level;
+    int n_own;
     nb_strmap params;   /* name -> tensor (strong) */
     nb_strmap names;    /* layer-name counters, restarted every step */
     nb_rng rng;
@@ -40,40 +43,18 @@ static nb_status hold(eager_state *s, nb_tensor *t)
 
 #define MAX_ARGS 64
 
-static nb_tensor *tangent_of(const eager_state *s, const nb_tensor *t)
-{
-    for (int i = s->n_tan - 1; i >= 0; i--)
-        if (s->tan_keys[i] == t) return s->tan_vals[i];
-    return NULL;
-}
-
-static nb_status add_tangent(eager_state *s, nb_tensor *t, nb_tensor *tangent)
-{
-    if (s->n_tan == s->cap_tan) {
-        int cap = s->cap_tan ? 2 * s->cap_tan : 32;
-        nb_tensor **k = realloc(s->tan_keys, (size_t)cap * sizeof *k);
-        if (!k) return nb_error(NB_ERR_NOMEM, "forward mode: out of memory");
-        s->tan_keys = k;
-        nb_tensor **v = realloc(s->tan_vals, (size_t)cap * sizeof *v);
-        if (!v) return nb_error(NB_ERR_NOMEM, "forward mode: out of memory");
-        s->tan_vals = v;
-        s->cap_tan = cap;
-    }
-    s->tan_keys[s->n_tan] = nb_tensor_retain(t);
-    s->tan_vals[s->n_tan++] = nb_tensor_retain(tangent);
-    return NB_OK;
-}
-
-/* Forward mode: the op's JVP rule turns its inputs' tangents into its
- * outputs' (inputs without one have a zero tangent, which rules skip). */
-static nb_status propagate_tangents(eager_state *s, const nb_op_def *def, const nb_attr_value *attrs,
+/* Forward mode, at level l: the op's JVP rule turns its inputs' tangents
+ * into its outputs' (inputs without one have a zero tangent, which rules
+ * skip). An output whose node saved a copy of it for the backward gives the
+ * copy its tangent too: a VJP rule run under this level reads the copy. */
+static nb_status propagate_tangents(nb_tangents *l, const nb_op_def *def, const nb_attr_value *attrs,
                                     const int *in_begin, const int *out_begin, int n_in, nb_tensor *const *in,
                                     int n_out, nb_tensor *const *out)
 {
     nb_value x[MAX_ARGS], y[MAX_ARGS], tx[MAX_ARGS], ty[MAX_ARGS];
     bool any = false;
     for (int k = 0; k < n_in; k++) {
-        nb_tensor *t = tangent_of(s, in[k]);
+        nb_tensor *t = nb_tangents_get(l, in[k]);
         x[k] = (nb_value){in[k]};
         tx[k] = (nb_value){t};
         any |= t != NULL;
@@ -87,7 +68,7 @@ static nb_status propagate_tangents(eager_state *s, const nb_op_def *def, const 
     nb_grad_ctx g = {.def = def, .attrs = attrs, .x = x, .y = y, .tx = tx, .ty = ty};
     memcpy(g.in_begin, in_begin, sizeof g.in_begin);
     memcpy(g.out_begin, out_begin, sizeof g.out_begin);
-    nb_builder *tb = s->tangent_builder;
+    nb_builder *tb = l->rules;
     nb_status st = def->jvp(tb, &g);
     if (!st) st = nb_builder_status(tb);
     if (st) {
@@ -95,8 +76,13 @@ static nb_status propagate_tangents(eager_state *s, const nb_op_def *def, const 
         nb_builder_clear_error(tb);
         return nb_error_context(st, "forward mode: in the JVP rule of %s", def->name);
     }
-    for (int k = 0; k < n_out && !st; k++)
-        if (!nb_is_none(ty[k])) st = add_tangent(s, out[k], ty[k].p);
+    for (int k = 0; k < n_out && !st; k++) {
+        if (nb_is_none(ty[k])) continue;
+        st = nb_tangents_set(l, out[k], ty[k].p);
+        nb_autograd *a = out[k]->autograd;
+        nb_node *n = a ? a->grad_fn : NULL;
+        if (!st && n && n->saved_out && n->saved_out[k]) st = nb_tangents_set(l, n->saved_out[k], ty[k].p);
+    }
     return st;
 }
 
@@ -119,7 +105,7 @@ static nb_status eager_emit(nb_builder *b, const nb_op_def *def, int n_in, const
     if (s->is_test && !has_test && nb_op_attr_index(def, "is_test") >= 0) all[m++] = NB_ATTR_BOOL("is_test", true);
     nb_status st = nb_op_run(def->name, n_in, ins, m, all, n_out, outs, (def->flags & NB_OP_RANDOM) ? &s->rng : NULL);
     if (st) return st;
-    if ((s->tangent_builder || nb_grad_mode_enabled()) && !(def->flags & NB_OP_NOT_DIFFERENTIABLE)) {
+    if ((s->level || nb_grad_mode_enabled()) && !(def->flags & NB_OP_NOT_DIFFERENTIABLE)) {
         /* The node needs the resolved attributes and the compacted inputs. */
         nb_attr_value av[NB_MAX_ATTRS];
         bool present[MAX_ARGS];
@@ -132,8 +118,8 @@ static nb_status eager_emit(nb_builder *b, const nb_op_def *def, int n_in, const
             for (int i = 0; i < n_out; i++) present[i] = true;
             if (!(st = nb_assign_slots(def, false, n_out, present, out_begin, order, def->name)) && nb_grad_mode_enabled())
                 st = nb_record_node(def, av, in_begin, out_begin, in_begin[NB_MAX_SLOTS], compact, n_out, outs);
-            if (!st && s->tangent_builder)
-                st = propagate_tangents(s, def, av, in_begin, out_begin, in_begin[NB_MAX_SLOTS], compact, n_out, outs);
+            for (nb_tangents *l = s->level; l && !st; l = l->next)
+                st = propagate_tangents(l, def, av, in_begin, out_begin, in_begin[NB_MAX_SLOTS], compact, n_out, outs);
         }
     }
     for (int i = 0; i < n_out; i++) {
@@ -157,13 +143,7 @@ static void eager_destroy(nb_builder *b)
     eager_state *s = state_of(b);
     if (!s) return;
     nb_eager_release_values(b);
-    for (int i = 0; i < s->n_tan; i++) {
-        nb_tensor_release(s->tan_keys[i]);
-        nb_tensor_release(s->tan_vals[i]);
-    }
-    free(s->tan_keys);
-    free(s->tan_vals);
-    nb_builder_free(s->tangent_builder);
+    nb_tangents_release(s->level);
     for (int i = 0; i < s->params.n; i++)
         if (s->params.keys[i]) nb_tensor_release(s->params.vals[i]);
     nb_strmap_free(&s->params);
@@ -179,7 +159,8 @@ static const nb_builder_backend eager_backend = {
     .destroy = eager_destroy,
 };
 
-nb_status nb_builder_new_eager(nb_builder **out)
+/* A builder carrying `level` (and the levels outside it). */
+static nb_status new_eager_at(nb_builder **out, nb_tangents *level)
 {
     nb_status st = nb_builder_init(out, &eager_backend);
     if (st) return st;
@@ -192,11 +173,18 @@ nb_status nb_builder_new_eager(nb_builder **out)
     nb_strmap_init(&s->params);
     nb_strmap_init(&s->names);
     nb_rng_seed(&s->rng, 0);
+    s->level = nb_tangents_retain(level);
     (*out)->state = s;
     return NB_OK;
 }
 
+nb_status nb_builder_new_eager(nb_builder **out) { return new_eager_at(out, nb_tangents_current()); }
+
+/* The engine's builder carries the current level like any other: that is
+ * what carries tangents through the backward (forward over reverse). */
 nb_status nb_eager_builder_for_engine(nb_builder **out) { return nb_builder_new_eager(out); }
+
+bool nb_eager_carries_tangents(const nb_builder *b) { return state_of(b)->level != NULL; }
 
 nb_value nb_eager_value(nb_builder *b, nb_tensor *t)
 {
@@ -292,27 +280,84 @@ nb_status nb_eager_inplace(nb_builder *b, const char *type, int n_in, const nb_v
     return st;
 }
 
-nb_status nb_eager_forward_mode(nb_builder *b)
+#define MAX_SETS 4096
+
+/* n sibling levels of the builder's own in front of the chain it carried:
+ * the ops their JVP rules emit carry that outer chain (forward over
+ * forward), not each other. */
+nb_status nb_eager_forward_mode_sets(nb_builder *b, int n)
 {
+    if (!b || !nb_builder_is_eager(b)) return nb_error(NB_ERR_ARG, "forward mode: needs an eager builder");
+    if (n < 1 || n > MAX_SETS)
+        return nb_error(NB_ERR_ARG, "forward mode: %d tangent sets; 1..%d are allowed", n, MAX_SETS);
     eager_state *s = state_of(b);
-    if (s->tangent_builder) return NB_OK;
-    return nb_builder_new_eager(&s->tangent_builder);
+    if (s->n_own)
+        return s->n_own == n ? NB_OK
+                             : nb_error(NB_ERR_STATE, "forward mode: the builder has %d tangent sets already, not %d",
+                                        s->n_own, n);
+    nb_tangents *outer = s->level, *chain = nb_tangents_retain(outer);
+    nb_status st = NB_OK;
+    for (int i = 0; i < n && !st; i++) {
+        nb_tangents *l;
+        if ((st = nb_tangents_new(&l, chain, i))) break;
+        nb_tangents_release(chain); /* l holds it */
+        chain = l;
+        st = new_eager_at(&l->rules, outer);
+    }
+    if (st) {
+        nb_tangents_release(chain);
+        return st;
+    }
+    nb_tangents_release(s->level);
+    s->level = chain;
+    s->n_own = n;
+    return NB_OK;
 }
+
+nb_status nb_eager_forward_mode(nb_builder *b) { return nb_eager_forward_mode_sets(b, 1); }
+
+nb_status nb_eager_forward_push(nb_builder *b)
+{
+    if (!b || !nb_builder_is_eager(b) || !state_of(b)->level)
+        return nb_error(NB_ERR_STATE, "forward_push: the builder is not in forward mode (nb_eager_forward_mode)");
+    return nb_tangents_push(state_of(b)->level);
+}
+
+void nb_eager_forward_pop(void) { nb_tangents_pop(); }
 
 nb_status nb_eager_set_tangent(nb_builder *b, nb_tensor *t, nb_tensor *tangent)
 {
-    eager_state *s = state_of(b);
-    if (!s->tangent_builder) return nb_error(NB_ERR_STATE, "set_tangent: the builder is not in forward mode");
+    return nb_eager_set_tangent_in(b, 0, t, tangent);
+}
+
+nb_status nb_eager_set_tangent_in(nb_builder *b, int set, nb_tensor *t, nb_tensor *tangent)
+{
+    nb_tangents *l = nb_tangents_set_of(state_of(b)->level, set);
+    if (!l && set == 0) return nb_error(NB_ERR_STATE, "set_tangent: the builder is not in forward mode");
+    if (!l) return nb_error(NB_ERR_ARG, "set_tangent: the builder has no tangent set %d", set);
+    if (!t || !tangent) return nb_error(NB_ERR_ARG, "set_tangent: the tensor or its tangent is NULL");
     if (!nb_shape_equal(t->ndim, t->shape, tangent->ndim, tangent->shape) || t->dtype != tangent->dtype) {
         char a[NB_SHAPE_STR_MAX], c[NB_SHAPE_STR_MAX];
         return nb_error(NB_ERR_SHAPE, "set_tangent: the tangent is %s %s but the value %s %s", nb_dtype_name(tangent->dtype),
                         nb_shape_str(a, sizeof a, tangent->ndim, tangent->shape), nb_dtype_name(t->dtype),
                         nb_shape_str(c, sizeof c, t->ndim, t->shape));
     }
-    return add_tangent(s, t, tangent);
+    return nb_tangents_set(l, t, tangent);
 }
 
-nb_tensor *nb_eager_tangent(nb_builder *b, nb_value v)
+nb_tensor *nb_eager_tangent(nb_builder *b, nb_value v) { return nb_eager_tangent_in(b, 0, v); }
+
+nb_tensor *nb_eager_tangent_in(nb_builder *b, int set, nb_value v)
 {
-    return v.p ? tangent_of(state_of(b), v.p) : NULL;
+    return nb_tangents_get(nb_tangents_set_of(state_of(b)->level, set), v.p);
+}
+
+nb_status nb_eager_alias_tangent(nb_builder *b, nb_tensor *t, nb_tensor *alias)
+{
+    nb_status st = NB_OK;
+    for (nb_tangents *l = state_of(b)->level; l && !st; l = l->next) {
+        nb_tensor *tan = nb_tangents_get(l, t);
+        if (tan) st = nb_tangents_set(l, alias, tan);
+    }
+    return st;
 }

@@ -1,9 +1,10 @@
-/* The backward engine (seed 003). One graph task per nb_backward/nb_grad
- * call: find the nodes reachable from the roots, count for each how many
- * gradients it will receive, keep an input buffer per node that sums them,
- * and run a node (its VJP rule, through an eager builder) when its count
- * reaches zero, latest-created first. nb_grad also marks which nodes lie on
- * a path to the requested inputs and runs only those. */
+/* The backward engine (seed 003). One graph task per nb_backward or
+ * nb_autograd_grad call: find the nodes reachable from the roots, count for
+ * each how many gradients it will receive, keep an input buffer per node
+ * that sums them, and run a node (its VJP rule, through an eager builder)
+ * when its count reaches zero, latest-created first. nb_autograd_grad also
+ * marks which nodes lie on a path to the requested inputs and runs only
+ * those. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@ typedef struct task {
     int n_nodes, cap_nodes;
     nb_node **heap;  /* ready nodes, max-heap on sequence */
     int n_heap;
-    int n_capture;   /* nb_grad: where each input's gradient is picked up */
+    int n_capture;   /* nb_autograd_grad: where each input's gradient is picked up */
     nb_node **cap_node;
     int *cap_nr;
     nb_tensor **captured;
@@ -90,9 +91,9 @@ static int by_sequence(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* nb_grad: a node is needed when one of its edges leads to a capture point
- * or to a needed node. Edges point to earlier nodes (smaller sequence
- * numbers), so one pass in sequence order settles it. */
+/* nb_autograd_grad: a node is needed when one of its edges leads to a
+ * capture point or to a needed node. Edges point to earlier nodes (smaller
+ * sequence numbers), so one pass in sequence order settles it. */
 static void mark_needed(task *t)
 {
     for (int i = 0; i < t->n_capture; i++)
@@ -150,14 +151,19 @@ static nb_node *heap_pop(task *t)
     return top;
 }
 
-/* a + b, recorded when the backward is (create_graph). */
+/* a + b, recorded when the backward is (create_graph). Under forward mode
+ * it goes through the builder even when not recorded, so that the sum of
+ * two gradients has the sum of their tangents. */
 static nb_status add_grads(task *t, nb_tensor *a, nb_tensor *b, nb_tensor **out)
 {
-    if (!t->create_graph) {
+    bool tangents = nb_eager_carries_tangents(t->b);
+    if (!t->create_graph && !tangents) {
         *out = NULL;
         return nb_op_run("add", 2, (nb_tensor *[]){a, b}, 0, NULL, 1, out, NULL);
     }
+    if (!t->create_graph) nb_grad_mode_push(false);
     nb_value s = nb_add(t->b, nb_eager_value(t->b, a), nb_eager_value(t->b, b));
+    if (!t->create_graph) nb_grad_mode_pop();
     if (nb_builder_status(t->b)) return nb_error(nb_builder_status(t->b), "%s", nb_builder_error(t->b));
     *out = nb_tensor_retain(nb_eager_tensor(s));
     return NB_OK;
@@ -235,7 +241,8 @@ static nb_status check_saved(const nb_node *n)
 }
 
 /* A view of saved output k that, when the backward is recorded, points back
- * at this node, so that rules reading y differentiate through it. */
+ * at this node, so that rules reading y differentiate through it. Under
+ * forward mode the view has the saved output's tangent. */
 static nb_value unpack_output(task *t, nb_node *n, int k)
 {
     if (!n->saved_out[k]) return NB_NONE;
@@ -247,6 +254,12 @@ static nb_value unpack_output(task *t, nb_node *n, int k)
         nb_node_retain(n);
         a->grad_fn = n;
         a->output_nr = k;
+    }
+    nb_status st = nb_eager_alias_tangent(t->b, n->saved_out[k], v);
+    if (st) {
+        nb_builder_fail(t->b, st, "%s", nb_last_error());
+        nb_tensor_release(v);
+        return NB_NONE;
     }
     nb_value val = nb_eager_value(t->b, v);
     nb_tensor_release(v);
@@ -473,22 +486,22 @@ nb_status nb_backward(int n_roots, nb_tensor *const *roots, nb_tensor *const *ro
     return st;
 }
 
-nb_status nb_grad(int n_out, nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int n_in,
-                  nb_tensor *const *inputs, bool retain_graph, bool create_graph, bool allow_unused,
-                  nb_tensor **grads_out)
+nb_status nb_autograd_grad(int n_out, nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int n_in,
+                           nb_tensor *const *inputs, bool retain_graph, bool create_graph, bool allow_unused,
+                           nb_tensor **grads_out)
 {
     if (n_out < 1 || !outputs || n_in < 1 || !inputs || !grads_out)
-        return nb_error(NB_ERR_ARG, "grad: need outputs, inputs and room for the gradients");
+        return nb_error(NB_ERR_ARG, "autograd_grad: need outputs, inputs and room for the gradients");
     for (int i = 0; i < n_in; i++) grads_out[i] = NULL;
     nb_tensor **grads = calloc((size_t)n_out, sizeof *grads);
     task t = {.id = ++task_ids, .retain_graph = retain_graph || create_graph, .create_graph = create_graph,
               .capturing = true, .n_capture = n_in, .captured = grads_out};
     t.cap_node = calloc((size_t)n_in, sizeof *t.cap_node);
     t.cap_nr = calloc((size_t)n_in, sizeof *t.cap_nr);
-    nb_status st = grads && t.cap_node && t.cap_nr ? NB_OK : nb_error(NB_ERR_NOMEM, "grad: out of memory");
+    nb_status st = grads && t.cap_node && t.cap_nr ? NB_OK : nb_error(NB_ERR_NOMEM, "autograd_grad: out of memory");
     for (int i = 0; i < n_in && !st; i++) {
         if (!inputs[i] || !nb_tensor_requires_grad(inputs[i])) {
-            st = nb_error(NB_ERR_ARG, "grad: input %d does not require grad", i);
+            st = nb_error(NB_ERR_ARG, "autograd_grad: input %d does not require grad", i);
             break;
         }
         nb_edge e = nb_edge_of(inputs[i]);
@@ -499,7 +512,8 @@ nb_status nb_grad(int n_out, nb_tensor *const *outputs, nb_tensor *const *grad_o
     if (!st) st = run_task(&t, n_out, outputs, grads);
     for (int i = 0; i < n_in && !st; i++)
         if (!grads_out[i] && !allow_unused)
-            st = nb_error(NB_ERR_ARG, "grad: input %d is not used to compute the outputs (pass allow_unused)", i);
+            st = nb_error(NB_ERR_ARG, "autograd_grad: input %d is not used to compute the outputs (pass allow_unused)",
+                          i);
     if (st)
         for (int i = 0; i < n_in; i++) {
             nb_tensor_release(grads_out[i]);

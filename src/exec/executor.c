@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "nabla/executor.h"
+#include "exec_env.h"
 #include "../core/strmap.h"
 #include "../core/tensor_internal.h"
 #include "../ops/op_internal.h"
@@ -63,6 +64,19 @@ struct nb_prepared {
     nb_tensor **feed_copies;
     uint64_t allocs;
     uint64_t runs; /* index of the next run: random ops draw from (seed, runs) */
+    /* A sub-block (run by a control-flow op) keeps every value in the scope
+     * it runs in, so that each iteration's scope holds what its gradient
+     * needs; block 0 keeps temporaries in planned buffers. */
+    bool scope_resident;
+    nb_exec_env env;
+    bool owns_cache;
+};
+
+/* The sub-blocks prepared so far, by block index; the prepared block 0 owns
+ * it and every sub-block run under it shares it. */
+struct nb_block_cache {
+    nb_prepared **blocks;
+    int n;
 };
 
 /* ---- preparing ------------------------------------------------------------ */
@@ -95,7 +109,7 @@ static int slot_for(nb_prepared *pp, const nb_block *b, const char *name, bool r
     int i = value_index(pp, name);
     if (i < 0) {
         const nb_var *var = nb_block_find_var_recursive(b, name);
-        value_kind kind = (var && var->persistable) || reading ? V_SCOPE : V_TEMP;
+        value_kind kind = (var && var->persistable) || reading || pp->scope_resident ? V_SCOPE : V_TEMP;
         if ((i = add_value(pp, name, kind, var)) < 0) return -1;
     }
     if (!reading) pp->values[i].written = true;
@@ -137,7 +151,8 @@ static nb_status prepare_step(nb_prepared *pp, const nb_block *b, int s)
         for (int j = 0; j < st->n_in; j++) st->out_is_input[k] |= st->in[j] == st->out[k];
     }
     st->ctx = (nb_op_ctx){.def = op->def, .label = st->label, .attrs = op->attrs, .in_info = st->in_info,
-                          .out_info = st->out_info, .in = st->in_t, .out = st->out_t, .rng = &st->rng};
+                          .out_info = st->out_info, .in = st->in_t, .out = st->out_t, .rng = &st->rng,
+                          .exec = &pp->env};
     memcpy(st->ctx.in_begin, op->in_begin, sizeof st->ctx.in_begin);
     memcpy(st->ctx.out_begin, op->out_begin, sizeof st->ctx.out_begin);
     const nb_attr_value *seed = nb_op_attr(op, "seed");
@@ -185,8 +200,8 @@ static nb_status plan_buffers(nb_prepared *pp)
     return pp->buffers ? NB_OK : nb_error(NB_ERR_NOMEM, "prepare: out of memory");
 }
 
-nb_status nb_prepare(nb_prepared **out, nb_program *p, int block_idx, int n_feed, const char *const *feed_names,
-                     int n_fetch, const char *const *fetch_names)
+static nb_status prepare(nb_prepared **out, nb_program *p, int block_idx, int n_feed, const char *const *feed_names,
+                        int n_fetch, const char *const *fetch_names, nb_block_cache *cache)
 {
     *out = NULL;
     const nb_block *b = nb_program_block(p, block_idx);
@@ -198,7 +213,18 @@ nb_status nb_prepare(nb_prepared **out, nb_program *p, int block_idx, int n_feed
     nb_strmap_init(&pp->index);
     pp->program = p;
     pp->block_idx = block_idx;
+    pp->scope_resident = cache != NULL;
+    pp->owns_cache = !cache;
+    if (!cache && (cache = calloc(1, sizeof *cache))) {
+        cache->n = p->n_blocks;
+        if (!(cache->blocks = calloc((size_t)cache->n + 1, sizeof *cache->blocks))) {
+            free(cache);
+            cache = NULL;
+        }
+    }
+    pp->env = (nb_exec_env){.program = p, .cache = cache};
     nb_status st = NB_OK;
+    if (!cache) goto nomem;
     pp->feed_values = calloc((size_t)n_feed + 1, sizeof *pp->feed_values);
     pp->fetch_values = calloc((size_t)n_fetch + 1, sizeof *pp->fetch_values);
     pp->feed_copies = calloc((size_t)n_feed + 1, sizeof *pp->feed_copies);
@@ -254,9 +280,20 @@ fail:
     return st;
 }
 
+nb_status nb_prepare(nb_prepared **out, nb_program *p, int block_idx, int n_feed, const char *const *feed_names,
+                     int n_fetch, const char *const *fetch_names)
+{
+    return prepare(out, p, block_idx, n_feed, feed_names, n_fetch, fetch_names, NULL);
+}
+
 void nb_prepared_free(nb_prepared *pp)
 {
     if (!pp) return;
+    if (pp->owns_cache && pp->env.cache) {
+        for (int i = 0; i < pp->env.cache->n; i++) nb_prepared_free(pp->env.cache->blocks[i]);
+        free(pp->env.cache->blocks);
+        free(pp->env.cache);
+    }
     for (int s = 0; s < pp->n_steps; s++) {
         step *st = &pp->steps[s];
         free(st->in);
@@ -382,7 +419,10 @@ static nb_status bind_temp(nb_prepared *pp, value *v, const nb_var_info *info, b
 static nb_status bind_scope_output(nb_prepared *pp, nb_scope *scope, value *v, const nb_var_info *info, bool in_place,
                                    const char *label)
 {
-    nb_tensor *t = nb_scope_find(scope, v->name);
+    /* A sub-block writes its own scope only: an outer var it redefines is
+     * shadowed, never overwritten (other iterations' scopes still read it). */
+    nb_tensor *t = pp->scope_resident ? nb_scope_find_local(scope, v->name) : nb_scope_find(scope, v->name);
+    if (pp->scope_resident) in_place = false;
     if (t && t->dtype == info->dtype && nb_shape_equal(t->ndim, t->shape, info->ndim, info->shape) &&
         nb_tensor_is_contiguous(t)) {
         v->t = t;
@@ -462,7 +502,12 @@ static nb_status run_step(nb_prepared *pp, nb_scope *scope, step *st)
         if (s) return s;
         st->inferred = true;
     }
-    for (int k = 0; k < st->n_out; k++) {
+    pp->env.scope = scope;
+    pp->env.op = st->op;
+    pp->env.pp = pp;
+    pp->env.step = st;
+    for (int k = 0; k < st->n_out && (st->op->def->flags & NB_OP_CONTROL); k++) st->out_t[k] = NULL;
+    for (int k = 0; k < st->n_out && !(st->op->def->flags & NB_OP_CONTROL); k++) {
         value *v = &pp->values[st->out[k]];
         const nb_var_info *info = &st->out_info[k];
         nb_status s = v->kind == V_TEMP ? bind_temp(pp, v, info, st->out_is_input[k], st->label)
@@ -474,6 +519,21 @@ static nb_status run_step(nb_prepared *pp, nb_scope *scope, step *st)
             memset(nb_tensor_data(v->t), 0, (size_t)nb_tensor_numel(v->t) * nb_dtype_size(v->t->dtype));
     }
     return st->op->def->cpu(&st->ctx);
+}
+
+nb_status nb_exec_output(nb_op_ctx *ctx, int k, const nb_var_info *info, nb_tensor **out)
+{
+    nb_prepared *pp = ctx->exec->pp;
+    step *st = ctx->exec->step;
+    if (k < 0 || k >= st->n_out) return nb_error(NB_ERR_ARG, "%s: no output %d", st->label, k);
+    value *v = &pp->values[st->out[k]];
+    nb_scope *scope = ctx->exec->scope;
+    nb_status s = v->kind == V_TEMP ? bind_temp(pp, v, info, false, st->label)
+                                    : bind_scope_output(pp, scope, v, info, false, st->label);
+    if (s) return s;
+    memset(nb_tensor_data(v->t), 0, (size_t)nb_tensor_numel(v->t) * nb_dtype_size(v->t->dtype));
+    st->out_t[k] = *out = v->t;
+    return NB_OK;
 }
 
 nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope, nb_tensor *const *feeds, nb_tensor **fetched)
@@ -518,4 +578,16 @@ nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope, nb_tensor *const *fe
     for (int i = 0; i < pp->n_values; i++)
         if (pp->values[i].kind == V_SCOPE) pp->values[i].t = NULL;
     return st;
+}
+
+nb_status nb_exec_run_block(const nb_exec_env *env, int block_idx, nb_scope *scope)
+{
+    nb_block_cache *c = env->cache;
+    if (block_idx <= 0 || block_idx >= c->n || !nb_program_block(env->program, block_idx))
+        return nb_error(NB_ERR_ARG, "run: the program has no sub-block %d", block_idx);
+    if (!c->blocks[block_idx]) {
+        nb_status st = prepare(&c->blocks[block_idx], env->program, block_idx, 0, NULL, 0, NULL, c);
+        if (st) return st;
+    }
+    return nb_prepared_run(c->blocks[block_idx], scope, NULL, NULL);
 }

@@ -2,10 +2,17 @@
 #include <stdlib.h>
 #include "nabla/scope.h"
 #include "../core/strmap.h"
+#include "scope_internal.h"
+
+typedef struct attachment {
+    void *data;
+    void (*free_fn)(void *);
+} attachment;
 
 struct nb_scope {
     nb_scope *parent;
     nb_strmap vars;
+    nb_strmap attached; /* key -> attachment* */
 };
 
 nb_status nb_scope_new(nb_scope **out, nb_scope *parent)
@@ -14,6 +21,7 @@ nb_status nb_scope_new(nb_scope **out, nb_scope *parent)
     if (!*out) return nb_error(NB_ERR_NOMEM, "scope: out of memory");
     (*out)->parent = parent;
     nb_strmap_init(&(*out)->vars);
+    nb_strmap_init(&(*out)->attached);
     return NB_OK;
 }
 
@@ -23,6 +31,13 @@ void nb_scope_free(nb_scope *s)
     for (int i = 0; i < s->vars.n; i++)
         if (s->vars.keys[i]) nb_tensor_release(s->vars.vals[i]);
     nb_strmap_free(&s->vars);
+    for (int i = 0; i < s->attached.n; i++)
+        if (s->attached.keys[i]) {
+            attachment *a = s->attached.vals[i];
+            if (a->free_fn) a->free_fn(a->data);
+            free(a);
+        }
+    nb_strmap_free(&s->attached);
     free(s);
 }
 
@@ -84,4 +99,47 @@ nb_tensor *nb_scope_tensor_at(const nb_scope *s, int i)
 {
     int e = entry_at(s, i);
     return e >= 0 ? s->vars.vals[e] : NULL;
+}
+
+nb_status nb_scope_attach(nb_scope *s, const char *key, void *data, void (*free_fn)(void *))
+{
+    attachment *a = malloc(sizeof *a);
+    if (!a) {
+        if (free_fn) free_fn(data);
+        return nb_error(NB_ERR_NOMEM, "scope: out of memory attaching %s", key);
+    }
+    *a = (attachment){data, free_fn};
+    attachment *old = nb_strmap_get(&s->attached, key, NULL);
+    if (nb_strmap_put(&s->attached, key, a)) {
+        if (free_fn) free_fn(data);
+        free(a);
+        return nb_error(NB_ERR_NOMEM, "scope: out of memory attaching %s", key);
+    }
+    if (old) {
+        if (old->free_fn) old->free_fn(old->data);
+        free(old);
+    }
+    return NB_OK;
+}
+
+void *nb_scope_attachment(const nb_scope *s, const char *key)
+{
+    for (; s; s = s->parent) {
+        attachment *a = nb_strmap_get(&s->attached, key, NULL);
+        if (a) return a->data;
+    }
+    return NULL;
+}
+
+void nb_scope_detach(nb_scope *s, const char *key)
+{
+    for (; s; s = s->parent) {
+        int found;
+        nb_strmap_get(&s->attached, key, &found);
+        if (!found) continue;
+        attachment *a = nb_strmap_remove(&s->attached, key);
+        if (a->free_fn) a->free_fn(a->data);
+        free(a);
+        return;
+    }
 }

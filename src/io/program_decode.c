@@ -246,6 +246,11 @@ static nb_status to_attrs(const loader *L, const char *where, const Nabla__OpDes
             v.floats = a->floats;
             break;
         case NB_ATTR_BLOCK: v.block = a->block_idx; break;
+        case NB_ATTR_STRINGS:
+            if (a->n_strs > MAX_COUNT) return bad(L, NB_ERR_FORMAT, "%s: attribute '%.100s' is too long", where, name);
+            v.n = (int)a->n_strs;
+            v.strs = (const char *const *)a->strs;
+            break;
         default:
             return bad(L, NB_ERR_FORMAT, "%s: attribute '%.100s' has type %d, which nabla does not know", where, name,
                        (int)a->type);

@@ -18,7 +18,8 @@ _Static_assert((int)NABLA__ATTR_TYPE__ATTR_BOOL == NB_ATTR_BOOL && (int)NABLA__A
                    (int)NABLA__ATTR_TYPE__ATTR_STRING == NB_ATTR_STRING &&
                    (int)NABLA__ATTR_TYPE__ATTR_INTS == NB_ATTR_INTS &&
                    (int)NABLA__ATTR_TYPE__ATTR_FLOATS == NB_ATTR_FLOATS &&
-                   (int)NABLA__ATTR_TYPE__ATTR_BLOCK == NB_ATTR_BLOCK,
+                   (int)NABLA__ATTR_TYPE__ATTR_BLOCK == NB_ATTR_BLOCK &&
+                   (int)NABLA__ATTR_TYPE__ATTR_STRINGS == NB_ATTR_STRINGS,
                "proto AttrType out of step with nb_attr_type");
 _Static_assert((int)NABLA__ROLE__ROLE_FORWARD == NB_ROLE_FORWARD && (int)NABLA__ROLE__ROLE_BACKWARD == NB_ROLE_BACKWARD &&
                    (int)NABLA__ROLE__ROLE_OPTIMIZE == NB_ROLE_OPTIMIZE && (int)NABLA__ROLE__ROLE_LOSS == NB_ROLE_LOSS &&
@@ -122,6 +123,10 @@ static Nabla__OpDesc__Attr *enc_attr(pool *pl, const char *name, const nb_attr_v
         m->floats = (double *)v->floats;
         break;
     case NB_ATTR_BLOCK: m->block_idx = v->block; break;
+    case NB_ATTR_STRINGS:
+        m->n_strs = (size_t)v->n;
+        m->strs = (char **)v->strs;
+        break;
     case NB_ATTR_NONE: break;
     }
     return m;

@@ -7,8 +7,8 @@
 
 const char *nb_attr_type_name(nb_attr_type t)
 {
-    static const char *names[] = {"none", "bool", "int", "float", "string", "int list", "float list", "block"};
-    return t >= NB_ATTR_NONE && t <= NB_ATTR_BLOCK ? names[t] : "invalid";
+    static const char *names[] = {"none", "bool", "int", "float", "string", "int list", "float list", "block", "string list"};
+    return t >= NB_ATTR_NONE && t <= NB_ATTR_STRINGS ? names[t] : "invalid";
 }
 
 int nb_attr_value_copy(nb_attr_value *dst, const nb_attr_value *src)
@@ -24,6 +24,16 @@ int nb_attr_value_copy(nb_attr_value *dst, const nb_attr_value *src)
         if (src->n) memcpy(p, from, (size_t)src->n * sz);
         if (src->type == NB_ATTR_INTS) dst->ints = p;
         else dst->floats = p;
+    } else if (src->type == NB_ATTR_STRINGS) {
+        char **p = calloc((size_t)src->n + 1, sizeof *p);
+        if (!p) return -1;
+        for (int i = 0; i < src->n; i++)
+            if (!(p[i] = strdup(src->strs[i] ? src->strs[i] : ""))) {
+                while (i--) free(p[i]);
+                free(p);
+                return -1;
+            }
+        dst->strs = (const char *const *)p;
     }
     return 0;
 }
@@ -33,6 +43,10 @@ void nb_attr_value_free(nb_attr_value *v)
     if (v->type == NB_ATTR_STRING) free((void *)v->s);
     else if (v->type == NB_ATTR_INTS) free((void *)v->ints);
     else if (v->type == NB_ATTR_FLOATS) free((void *)v->floats);
+    else if (v->type == NB_ATTR_STRINGS && v->strs) {
+        for (int i = 0; i < v->n; i++) free((void *)v->strs[i]);
+        free((void *)v->strs);
+    }
     memset(v, 0, sizeof *v);
 }
 
@@ -47,10 +61,12 @@ char *nb_attr_value_str(char *buf, unsigned long size, const nb_attr_value *v)
     case NB_ATTR_BLOCK: snprintf(buf, size, "block %d", v->block); break;
     case NB_ATTR_INTS:
     case NB_ATTR_FLOATS:
+    case NB_ATTR_STRINGS:
         u = (size_t)snprintf(buf, size, "[");
         for (int i = 0; i < v->n && u < size; i++) {
             if (v->type == NB_ATTR_INTS) u += (size_t)snprintf(buf + u, size - u, i ? ", %lld" : "%lld", (long long)v->ints[i]);
-            else u += (size_t)snprintf(buf + u, size - u, i ? ", %g" : "%g", v->floats[i]);
+            else if (v->type == NB_ATTR_FLOATS) u += (size_t)snprintf(buf + u, size - u, i ? ", %g" : "%g", v->floats[i]);
+            else u += (size_t)snprintf(buf + u, size - u, i ? ", \"%s\"" : "\"%s\"", v->strs[i]);
         }
         if (u < size) snprintf(buf + u, size - u, "]");
         break;
@@ -87,12 +103,16 @@ nb_status nb_resolve_attrs(const nb_op_def *def, int n, const nb_attr *attrs,
             return nb_error(NB_ERR_ARG, "%s: attribute '%s' must be of type %s, got %s", label, a->name,
                             nb_attr_type_name(want), nb_attr_type_name(got));
         }
-        if ((v.type == NB_ATTR_INTS || v.type == NB_ATTR_FLOATS) && v.n < 0)
+        if ((v.type == NB_ATTR_INTS || v.type == NB_ATTR_FLOATS || v.type == NB_ATTR_STRINGS) && v.n < 0)
             return nb_error(NB_ERR_ARG, "%s: attribute '%s' has a negative length", label, a->name);
         if (v.type == NB_ATTR_INTS && v.n > 0 && !v.ints)
             return nb_error(NB_ERR_ARG, "%s: attribute '%s' has no values", label, a->name);
         if (v.type == NB_ATTR_FLOATS && v.n > 0 && !v.floats)
             return nb_error(NB_ERR_ARG, "%s: attribute '%s' has no values", label, a->name);
+        if (v.type == NB_ATTR_STRINGS && v.n > 0 && !v.strs)
+            return nb_error(NB_ERR_ARG, "%s: attribute '%s' has no values", label, a->name);
+        for (int j = 0; v.type == NB_ATTR_STRINGS && j < v.n; j++)
+            if (!v.strs[j]) return nb_error(NB_ERR_ARG, "%s: attribute '%s' has a NULL name at %d", label, a->name, j);
         if (v.type == NB_ATTR_STRING && !v.s) v.s = "";
         out[i] = v;
         given[i] = true;

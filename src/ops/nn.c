@@ -217,6 +217,8 @@ static const nb_op_def op_softmax_with_cross_entropy_grad = {
     .infer = infer_swce_grad,
     .cpu = nb_cpu_softmax_with_cross_entropy_grad,
     .grad_uses_inputs = (1 << 0) | (1 << 1) | (1 << 2),
+    .vjp = nb_nn_softmax_with_cross_entropy_grad_vjp,
+    .jvp = nb_nn_softmax_with_cross_entropy_grad_jvp,
 };
 
 /* ---- cross_entropy ------------------------------------------------------------- */
@@ -403,6 +405,8 @@ static const nb_op_def op_embedding_grad = {
     .infer = infer_embedding_grad,
     .cpu = nb_cpu_embedding_grad,
     .grad_uses_inputs = 1 << 0,
+    .vjp = nb_nn_embedding_grad_vjp,
+    .jvp = nb_nn_embedding_grad_jvp,
 };
 
 /* ---- accuracy ----------------------------------------------------------------------------- */

@@ -3,14 +3,35 @@
  * Most rules are compositions of differentiable ops, so their own gradients
  * (second derivatives) come for free. Two emit a fused gradient op instead:
  * softmax_with_cross_entropy (softmax_with_cross_entropy_grad) and
- * embedding (embedding_grad); those fused ops have no rules of their own.
- * The JVP rules (forward mode) follow the VJP rules at the end of the file;
+ * embedding (embedding_grad); those fused ops have rules of their own (at
+ * the end of the file), which second derivatives and forward over reverse
+ * reach. The JVP rules (forward mode) follow the VJP rules;
  * softmax_with_cross_entropy's uses the same fused op for its Loss tangent. */
 #include <string.h>
 #include "nabla/ops.h"
 #include "nn_grad.h"
 
 static nb_dtype dtype_of(nb_builder *b, nb_value v) { return nb_value_info(b, v).dtype; }
+
+/* softmax_with_cross_entropy_grad at (S, Label, D), with the attributes of
+ * the op g describes: softmax_with_cross_entropy or the grad op itself,
+ * both of which hold Label in input slot 1. */
+static nb_value swce_grad(nb_builder *b, const nb_grad_ctx *g, nb_value s, nb_value d)
+{
+    nb_value in[3] = {s, nb_grad_x(g, 1, 0), d};
+    nb_attr attrs[3] = {NB_ATTR_INT("axis", nb_grad_attr(g, "axis")->i),
+                        NB_ATTR_BOOL("soft_label", nb_grad_attr(g, "soft_label")->b),
+                        NB_ATTR_INT("ignore_index", nb_grad_attr(g, "ignore_index")->i)};
+    return nb_emit1(b, "softmax_with_cross_entropy_grad", 3, in, 3, attrs);
+}
+
+/* embedding_grad: DW, shaped like W, from the rows of DOut that Ids name. */
+static nb_value embedding_grad(nb_builder *b, const nb_grad_ctx *g, nb_value ids, nb_value dout, nb_value w)
+{
+    nb_value in[3] = {ids, dout, w};
+    nb_attr attrs[1] = {NB_ATTR_INT("padding_idx", nb_grad_attr(g, "padding_idx")->i)};
+    return nb_emit1(b, "embedding_grad", 3, in, 1, attrs);
+}
 
 /* The softmax VJP given its output y and the gradient dy of y:
  * y * (dy - sum(dy * y, axis)). A 0-d y is a single class, where the sum
@@ -53,12 +74,7 @@ nb_status nb_nn_softmax_with_cross_entropy_vjp(nb_builder *b, nb_grad_ctx *g)
     int64_t axis = nb_grad_attr(g, "axis")->i;
     nb_value sm = nb_grad_y(g, 0, 0), dsm = nb_grad_dy(g, 0, 0), dloss = nb_grad_dy(g, 1, 0);
     nb_value dx = NB_NONE;
-    if (!nb_is_none(dloss)) {
-        nb_value in[3] = {sm, nb_grad_x(g, 1, 0), dloss};
-        nb_attr attrs[3] = {NB_ATTR_INT("axis", axis), NB_ATTR_BOOL("soft_label", nb_grad_attr(g, "soft_label")->b),
-                            NB_ATTR_INT("ignore_index", nb_grad_attr(g, "ignore_index")->i)};
-        dx = nb_emit1(b, "softmax_with_cross_entropy_grad", 3, in, 3, attrs);
-    }
+    if (!nb_is_none(dloss)) dx = swce_grad(b, g, sm, dloss);
     if (!nb_is_none(dsm)) {
         nb_value c = softmax_backward(b, sm, dsm, axis);
         dx = nb_is_none(dx) ? c : nb_add(b, dx, c);
@@ -169,9 +185,7 @@ nb_status nb_nn_embedding_vjp(nb_builder *b, nb_grad_ctx *g)
     if (!nb_grad_wants_dx(g, 0, 0)) return NB_OK;
     nb_value dy = nb_grad_dy(g, 0, 0);
     if (nb_is_none(dy)) return NB_OK;
-    nb_value in[3] = {nb_grad_x(g, 1, 0), dy, nb_grad_x(g, 0, 0)};
-    nb_attr attrs[1] = {NB_ATTR_INT("padding_idx", nb_grad_attr(g, "padding_idx")->i)};
-    nb_grad_set_dx(g, 0, 0, nb_emit1(b, "embedding_grad", 3, in, 1, attrs));
+    nb_grad_set_dx(g, 0, 0, embedding_grad(b, g, nb_grad_x(g, 1, 0), dy, nb_grad_x(g, 0, 0)));
     return nb_builder_status(b);
 }
 
@@ -217,10 +231,7 @@ nb_status nb_nn_softmax_with_cross_entropy_jvp(nb_builder *b, nb_grad_ctx *g)
     nb_grad_set_ty(g, 0, 0, softmax_backward(b, sm, t, axis));
     /* Ones shaped like Loss (Softmax with the class dim kept as 1). */
     nb_value ones = nb_ones_like(b, nb_is_none(loss) ? nb_reduce_sum(b, sm, 1, &axis, true) : loss);
-    nb_value in[3] = {sm, nb_grad_x(g, 1, 0), ones};
-    nb_attr attrs[3] = {NB_ATTR_INT("axis", axis), NB_ATTR_BOOL("soft_label", nb_grad_attr(g, "soft_label")->b),
-                        NB_ATTR_INT("ignore_index", nb_grad_attr(g, "ignore_index")->i)};
-    nb_value w = nb_emit1(b, "softmax_with_cross_entropy_grad", 3, in, 3, attrs);
+    nb_value w = swce_grad(b, g, sm, ones);
     nb_grad_set_ty(g, 1, 0, nb_reduce_sum(b, nb_mul(b, w, t), 1, &axis, true));
     return nb_builder_status(b);
 }
@@ -292,5 +303,68 @@ nb_status nb_nn_embedding_jvp(nb_builder *b, nb_grad_ctx *g)
     nb_value t = nb_grad_tx(g, 0, 0);
     if (nb_is_none(t)) return NB_OK;
     nb_grad_set_ty(g, 0, 0, nb_embedding(b, t, nb_grad_x(g, 1, 0), nb_grad_attr(g, "padding_idx")->i));
+    return nb_builder_status(b);
+}
+
+/* ---- rules of the fused gradient ops ------------------------------------------
+ *
+ * A backward run under forward mode (forward over reverse), or differentiated
+ * again (reverse over reverse), reaches the fused ops the VJP rules above
+ * emit. */
+
+/* DLogits = (S r - T) D per row, where T is the target (the soft label, or
+ * the one-hot hard label, zero in ignored rows) and r = sum(T, axis): affine
+ * in S, linear in D. The op itself gives the pieces, whatever the label's
+ * layout: r D (broadcast along the axis) is its change when S grows by one,
+ * and (S r - T) is its value at D = 1. */
+static nb_value swce_grad_rd(nb_builder *b, const nb_grad_ctx *g, nb_value at_s)
+{
+    nb_value s = nb_grad_x(g, 0, 0), d = nb_grad_x(g, 2, 0);
+    return nb_sub(b, swce_grad(b, g, nb_scale(b, s, 1, 1), d), nb_is_none(at_s) ? swce_grad(b, g, s, d) : at_s);
+}
+
+/* dS = dY r D; dD = sum(dY (S r - T), axis). */
+nb_status nb_nn_softmax_with_cross_entropy_grad_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value dy = nb_grad_dy(g, 0, 0);
+    if (nb_is_none(dy)) return NB_OK;
+    if (nb_grad_wants_dx(g, 0, 0)) nb_grad_set_dx(g, 0, 0, nb_mul(b, dy, swce_grad_rd(b, g, NB_NONE)));
+    if (nb_grad_wants_dx(g, 2, 0)) {
+        int64_t axis = nb_grad_attr(g, "axis")->i;
+        nb_value w = swce_grad(b, g, nb_grad_x(g, 0, 0), nb_ones_like(b, nb_grad_x(g, 2, 0)));
+        nb_grad_set_dx(g, 2, 0, nb_reduce_sum(b, nb_mul(b, dy, w), 1, &axis, true));
+    }
+    return nb_builder_status(b);
+}
+
+/* tY = tS r D + (S r - T) tD, the second term the op at D = tD. */
+nb_status nb_nn_softmax_with_cross_entropy_grad_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value ts = nb_grad_tx(g, 0, 0), td = nb_grad_tx(g, 2, 0), t = NB_NONE;
+    if (!nb_is_none(ts)) t = nb_mul(b, ts, swce_grad_rd(b, g, nb_grad_y(g, 0, 0)));
+    if (!nb_is_none(td)) {
+        nb_value u = swce_grad(b, g, nb_grad_x(g, 0, 0), td);
+        t = nb_is_none(t) ? u : nb_add(b, t, u);
+    }
+    if (!nb_is_none(t)) nb_grad_set_ty(g, 0, 0, t);
+    return nb_builder_status(b);
+}
+
+/* DW gathers the rows of DOut by Ids (padding rows left out): linear in
+ * DOut, so the tangent is the op applied to tDOut, and the gradient of DOut
+ * is the rows of dDW that Ids name (zero at padding ids): an embedding. */
+nb_status nb_nn_embedding_grad_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value dy = nb_grad_dy(g, 0, 0);
+    if (nb_is_none(dy) || !nb_grad_wants_dx(g, 1, 0)) return NB_OK;
+    nb_grad_set_dx(g, 1, 0, nb_embedding(b, dy, nb_grad_x(g, 0, 0), nb_grad_attr(g, "padding_idx")->i));
+    return nb_builder_status(b);
+}
+
+nb_status nb_nn_embedding_grad_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value t = nb_grad_tx(g, 1, 0);
+    if (nb_is_none(t)) return NB_OK;
+    nb_grad_set_ty(g, 0, 0, embedding_grad(b, g, nb_grad_x(g, 0, 0), t, nb_grad_x(g, 2, 0)));
     return nb_builder_status(b);
 }

@@ -23,4 +23,10 @@ nb_status nb_nn_bce_with_logits_jvp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_nn_dropout_jvp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_nn_embedding_jvp(nb_builder *b, nb_grad_ctx *g);
 
+/* The fused gradient ops' own rules. */
+nb_status nb_nn_softmax_with_cross_entropy_grad_vjp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_nn_softmax_with_cross_entropy_grad_jvp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_nn_embedding_grad_vjp(nb_builder *b, nb_grad_ctx *g);
+nb_status nb_nn_embedding_grad_jvp(nb_builder *b, nb_grad_ctx *g);
+
 #endif

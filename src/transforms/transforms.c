@@ -17,8 +17,9 @@ static nb_status check_fn(const nb_function *f, const char *what)
 
 /* An input to differentiate with respect to: the tensor itself when it
  * already takes part in a tape (an enclosing transform's), else a leaf view
- * of it that requires grad. */
-static nb_status differentiable(nb_tensor *t, nb_tensor **out)
+ * of it that requires grad, with the tangents t has in b (when an enclosing
+ * nb_jvp differentiates this transform: forward over reverse). */
+static nb_status differentiable(nb_builder *b, nb_tensor *t, nb_tensor **out)
 {
     if (!t) return nb_error(NB_ERR_ARG, "transform: a primal is NULL");
     if (nb_tensor_requires_grad(t)) {
@@ -27,6 +28,7 @@ static nb_status differentiable(nb_tensor *t, nb_tensor **out)
     }
     nb_status st = nb_tensor_detach(out, t);
     if (!st && nb_dtype_is_float(t->dtype)) st = nb_tensor_set_requires_grad(*out, true);
+    if (!st) st = nb_eager_alias_tangent(b, t, *out);
     return st;
 }
 
@@ -74,7 +76,7 @@ nb_status nb_vjp(const nb_function *f, nb_tensor *const *primals, nb_tensor **ou
     pb->n_in = f->n_in;
     pb->n_out = f->n_out;
     st = nb_builder_new_eager(&pb->b);
-    for (int i = 0; i < f->n_in && !st; i++) st = differentiable(primals[i], &pb->inputs[i]);
+    for (int i = 0; i < f->n_in && !st; i++) st = differentiable(pb->b, primals[i], &pb->inputs[i]);
     if (!st) st = call(f, pb->b, pb->inputs, pb->outputs);
     if (st) {
         nb_pullback_free(pb);
@@ -103,7 +105,7 @@ nb_status nb_pullback_apply(nb_pullback *pb, nb_tensor *const *cotangents, nb_te
     }
     if (n == 0 || m == 0) return NB_OK; /* nothing depends on anything: zero */
     nb_tensor *got[MAX_IO] = {0};
-    nb_status st = nb_grad(n, outs, cots, m, ins, true, true, true, got);
+    nb_status st = nb_autograd_grad(n, outs, cots, m, ins, true, true, true, got);
     for (int j = 0; j < m && !st; j++) grads[where[j]] = got[j];
     return st;
 }
@@ -145,7 +147,7 @@ nb_status nb_value_and_grad(const nb_function *f, nb_tensor *const *primals, int
     int n = 0;
     for (int i = 0; i < n_args; i++) wrt[n++] = pb->inputs[args[i]];
     for (int i = 0; i < n_free; i++) wrt[n++] = free_vars[i];
-    if (!st && nb_tensor_requires_grad(y)) st = nb_grad(1, &y, NULL, n, wrt, true, true, true, got);
+    if (!st && nb_tensor_requires_grad(y)) st = nb_autograd_grad(1, &y, NULL, n, wrt, true, true, true, got);
     /* An input the output does not depend on gets a zero gradient. */
     for (int i = 0; i < n && !st; i++)
         if (!got[i] && nb_dtype_is_float(wrt[i]->dtype)) st = zeros_like(wrt[i], &got[i]);
@@ -159,19 +161,56 @@ nb_status nb_value_and_grad(const nb_function *f, nb_tensor *const *primals, int
     return st;
 }
 
+nb_status nb_grad(const nb_function *f, nb_tensor *const *primals, int n_argnums, const int *argnums, bool has_aux,
+                  nb_tensor **grads, nb_tensor **aux)
+{
+    nb_status st = check_fn(f, "grad");
+    if (st) return st;
+    if (!has_aux && f->n_out > 1)
+        return nb_error(NB_ERR_ARG, "grad: the function has %d outputs; pass has_aux to get all but the first back",
+                        f->n_out);
+    if (has_aux && f->n_out < 2)
+        return nb_error(NB_ERR_ARG, "grad: has_aux needs a function of 2 or more outputs (the value, then the "
+                                    "auxiliary ones); it has %d", f->n_out);
+    nb_tensor *outputs[MAX_IO] = {0};
+    if ((st = nb_value_and_grad(f, primals, n_argnums, argnums, 0, NULL, outputs, grads, NULL))) return st;
+    nb_tensor_release(outputs[0]);
+    for (int i = 1; i < f->n_out; i++) aux[i - 1] = outputs[i];
+    return NB_OK;
+}
+
 /* ---- forward mode ------------------------------------------------------------ */
+
+/* Runs f once in a new builder *b carrying n sets of tangents, set k giving
+ * input i the tangent tangents[k * n_in + i] (NULL: zero); the output
+ * tangents are then read from *b (which the caller frees). The builder is
+ * pushed while f runs: the transforms f calls make builders of their own,
+ * and run the backward engine, and those carry the tangents too. */
+static nb_status forward(const nb_function *f, nb_tensor *const *primals, int n, nb_tensor *const *tangents,
+                         nb_builder **b, nb_tensor **outputs)
+{
+    for (int i = 0; i < f->n_out; i++) outputs[i] = NULL;
+    nb_status st = nb_builder_new_eager(b);
+    if (st) return st;
+    st = nb_eager_forward_mode_sets(*b, n);
+    for (int k = 0; k < n && !st; k++)
+        for (int i = 0; i < f->n_in && !st; i++)
+            if (tangents[k * f->n_in + i]) st = nb_eager_set_tangent_in(*b, k, primals[i], tangents[k * f->n_in + i]);
+    if (!st && !(st = nb_eager_forward_push(*b))) {
+        st = call(f, *b, primals, outputs);
+        nb_eager_forward_pop();
+    }
+    return st;
+}
 
 nb_status nb_jvp(const nb_function *f, nb_tensor *const *primals, nb_tensor *const *tangents, nb_tensor **outputs,
                  nb_tensor **out_tangents)
 {
     nb_status st = check_fn(f, "jvp");
     if (st) return st;
-    nb_builder *b;
-    if ((st = nb_builder_new_eager(&b))) return st;
-    if (!(st = nb_eager_forward_mode(b)))
-        for (int i = 0; i < f->n_in && !st; i++)
-            if (tangents[i]) st = nb_eager_set_tangent(b, primals[i], tangents[i]);
-    if (!st) st = call(f, b, primals, outputs);
+    for (int i = 0; i < f->n_out; i++) out_tangents[i] = NULL;
+    nb_builder *b = NULL;
+    st = forward(f, primals, 1, tangents, &b, outputs);
     for (int i = 0; i < f->n_out && !st; i++) {
         nb_tensor *t = nb_eager_tangent(b, (nb_value){outputs[i]});
         if (t) out_tangents[i] = nb_tensor_retain(t);
@@ -214,7 +253,7 @@ nb_status nb_jvp_by_reverse(const nb_function *f, nb_tensor *const *primals, nb_
             for (int i = 0; i < f->n_out; i++)
                 if (nb_tensor_requires_grad(u[i])) idx[k] = i, us[k++] = u[i];
             nb_tensor *jt[MAX_IO] = {0};
-            st = nb_grad(1, &st_t, NULL, k, us, true, true, true, jt);
+            st = nb_autograd_grad(1, &st_t, NULL, k, us, true, true, true, jt);
             for (int j = 0; j < k; j++) out_tangents[idx[j]] = jt[j];
         }
     }
@@ -242,6 +281,26 @@ static nb_status jac_shape(const nb_tensor *o, const nb_tensor *a, nb_tensor **j
     return nb_tensor_new(jac, o->dtype, o->ndim + a->ndim, shape);
 }
 
+/* jac[e * stride + at] = src[e] for each element e of src: a row of a
+ * Jacobian (stride 1) or a column. On the data itself when both are
+ * contiguous and of one float dtype: a Hessian has n^2 elements. */
+static void scatter(nb_tensor *jac, int64_t at, int64_t stride, const nb_tensor *src)
+{
+    int64_t n = nb_tensor_numel(src);
+    bool direct = src->dtype == jac->dtype && nb_tensor_is_contiguous(src) && nb_tensor_is_contiguous(jac);
+    if (direct && jac->dtype == NB_F32) {
+        float *d = nb_tensor_data(jac);
+        const float *v = nb_tensor_data(src);
+        for (int64_t e = 0; e < n; e++) d[e * stride + at] = v[e];
+    } else if (direct && jac->dtype == NB_F64) {
+        double *d = nb_tensor_data(jac);
+        const double *v = nb_tensor_data(src);
+        for (int64_t e = 0; e < n; e++) d[e * stride + at] = v[e];
+    } else {
+        for (int64_t e = 0; e < n; e++) nb_tensor_set(jac, e * stride + at, nb_tensor_get(src, e));
+    }
+}
+
 static nb_status check_indices(const nb_function *f, int out, int arg, const char *what)
 {
     nb_status st = check_fn(f, what);
@@ -266,7 +325,7 @@ nb_status nb_jacrev(const nb_function *f, nb_tensor *const *primals, int out, in
         nb_tensor_set(cot[out], e, 1);
         if (e > 0) nb_tensor_set(cot[out], e - 1, 0);
         if ((st = nb_pullback_apply(pb, cot, g))) break;
-        for (int64_t i = 0; g[arg] && i < n_a; i++) nb_tensor_set(*jac, e * n_a + i, nb_tensor_get(g[arg], i));
+        if (g[arg]) scatter(*jac, e * n_a, 1, g[arg]);
         release_n(g, f->n_in);
     }
     if (st) {
@@ -279,38 +338,65 @@ nb_status nb_jacrev(const nb_function *f, nb_tensor *const *primals, int out, in
     return st;
 }
 
+/* Columns of the Jacobian per forward pass. The sets of a pass share its
+ * primal computation (for a Hessian, the forward and the backward); each
+ * holds a basis tangent and a tangent of every value, so a pass stays
+ * within about a million elements of basis tangents, and within 32 sets:
+ * on the 874-parameter Hessian of bench_transforms 32 took 70 ms of CPU,
+ * 64 took 81-85 (the tangents of a pass outgrow the caches), 8 took 76. */
+static int64_t columns_per_pass(int64_t n_a)
+{
+    int64_t k = ((int64_t)1 << 20) / (n_a > 0 ? n_a : 1);
+    return k < 1 ? 1 : k > 32 ? 32 : k;
+}
+
+/* Columns first .. first + m - 1 of the Jacobian (made by the first pass). */
+static nb_status jacfwd_pass(const nb_function *f, nb_tensor *const *primals, int out, int arg, int64_t first,
+                             int m, nb_tensor **jac)
+{
+    const nb_tensor *a = primals[arg];
+    int64_t n_a = nb_tensor_numel(a);
+    nb_tensor **tangents = calloc((size_t)m * (size_t)f->n_in, sizeof *tangents), *outputs[MAX_IO] = {0};
+    nb_status st = tangents ? NB_OK : nb_error(NB_ERR_NOMEM, "jacfwd: out of memory");
+    for (int k = 0; k < m && !st; k++) {
+        nb_tensor **e = &tangents[k * f->n_in + arg];
+        if (!(st = zeros_like(a, e))) nb_tensor_set(*e, first + k, 1);
+    }
+    nb_builder *b = NULL;
+    if (!st) st = forward(f, primals, m, tangents, &b, outputs);
+    if (!st && !*jac) st = jac_shape(outputs[out], a, jac);
+    for (int k = 0; k < m && !st; k++) {
+        nb_tensor *t = nb_eager_tangent_in(b, k, (nb_value){outputs[out]});
+        if (t) scatter(*jac, first + k, n_a, t);
+    }
+    release_n(outputs, f->n_out);
+    for (int k = 0; tangents && k < m; k++) nb_tensor_release(tangents[k * f->n_in + arg]);
+    free(tangents);
+    nb_builder_free(b);
+    return st;
+}
+
 nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac)
 {
     *jac = NULL;
     nb_status st = check_indices(f, out, arg, "jacfwd");
+    if (!st && !primals[arg]) st = nb_error(NB_ERR_ARG, "jacfwd: input %d is NULL", arg);
     if (st) return st;
-    nb_tensor *t[MAX_IO] = {0}, *outputs[MAX_IO] = {0}, *ot[MAX_IO] = {0};
-    const nb_tensor *a = primals[arg];
-    int64_t n_a = nb_tensor_numel(a);
-    st = zeros_like(a, &t[arg]);
-    /* One forward pass per input element: a column of the Jacobian. */
-    for (int64_t i = 0; i < n_a && !st; i++) {
-        nb_tensor_set(t[arg], i, 1);
-        if (i > 0) nb_tensor_set(t[arg], i - 1, 0);
-        if ((st = nb_jvp(f, primals, t, outputs, ot))) break;
-        if (!*jac && (st = jac_shape(outputs[out], a, jac))) break;
-        int64_t n_o = nb_tensor_numel(outputs[out]);
-        for (int64_t e = 0; e < n_o; e++) nb_tensor_set(*jac, e * n_a + i, nb_tensor_get(ot[out], e));
-        release_n(outputs, f->n_out);
-        release_n(ot, f->n_out);
-    }
+    int64_t n_a = nb_tensor_numel(primals[arg]), per = columns_per_pass(n_a);
+    /* Columns of the Jacobian by forward passes, up to 32 at a time. */
+    for (int64_t first = 0; first < n_a && !st; first += per)
+        st = jacfwd_pass(f, primals, out, arg, first, (int)(n_a - first < per ? n_a - first : per), jac);
     if (st) {
         nb_tensor_release(*jac);
         *jac = NULL;
     }
-    release_n(outputs, f->n_out);
-    release_n(ot, f->n_out);
-    nb_tensor_release(t[arg]);
     return st;
 }
 
 /* The gradient of f's first output with respect to input `arg`, as a
- * function: the Hessian is its Jacobian. */
+ * function: the Hessian is its Jacobian, a Hessian-vector product its JVP
+ * (forward over reverse) or, the Hessian being symmetric, its VJP (reverse
+ * over reverse). */
 typedef struct grad_ctx {
     const nb_function *f;
     int arg;
@@ -331,17 +417,56 @@ static nb_status grad_fn(nb_builder *b, const nb_value *in, nb_value *out, void 
 
 nb_status nb_hessian(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor **hess)
 {
+    *hess = NULL;
     nb_status st = check_indices(f, 0, arg, "hessian");
+    if (st) return st;
+    grad_ctx c = {f, arg};
+    nb_function gf = {grad_fn, f->n_in, 1, &c};
+    return nb_jacfwd(&gf, primals, 0, arg, hess);
+}
+
+nb_status nb_hessian_by_reverse(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor **hess)
+{
+    *hess = NULL;
+    nb_status st = check_indices(f, 0, arg, "hessian_by_reverse");
     if (st) return st;
     grad_ctx c = {f, arg};
     nb_function gf = {grad_fn, f->n_in, 1, &c};
     return nb_jacrev(&gf, primals, 0, arg, hess);
 }
 
+static nb_status check_vector(nb_tensor *const *primals, int arg, const nb_tensor *v, const char *what)
+{
+    const nb_tensor *x = primals[arg];
+    if (!x || !v) return nb_error(NB_ERR_ARG, "%s: input %d or the vector is NULL", what, arg);
+    if (nb_shape_equal(x->ndim, x->shape, v->ndim, v->shape) && x->dtype == v->dtype) return NB_OK;
+    char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
+    return nb_error(NB_ERR_SHAPE, "%s: the vector is %s %s but input %d is %s %s", what, nb_dtype_name(v->dtype),
+                    nb_shape_str(a, sizeof a, v->ndim, v->shape), arg, nb_dtype_name(x->dtype),
+                    nb_shape_str(b, sizeof b, x->ndim, x->shape));
+}
+
 nb_status nb_hvp(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor *v, nb_tensor **hv)
 {
     *hv = NULL;
     nb_status st = check_indices(f, 0, arg, "hvp");
+    if (!st) st = check_vector(primals, arg, v, "hvp");
+    if (st) return st;
+    grad_ctx c = {f, arg};
+    nb_function gf = {grad_fn, f->n_in, 1, &c};
+    nb_tensor *tangents[MAX_IO] = {0}, *g = NULL;
+    tangents[arg] = v;
+    /* The tangent of the gradient along v. */
+    st = nb_jvp(&gf, primals, tangents, &g, hv);
+    nb_tensor_release(g);
+    return st;
+}
+
+nb_status nb_hvp_by_reverse(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor *v, nb_tensor **hv)
+{
+    *hv = NULL;
+    nb_status st = check_indices(f, 0, arg, "hvp_by_reverse");
+    if (!st) st = check_vector(primals, arg, v, "hvp_by_reverse");
     if (st) return st;
     grad_ctx c = {f, arg};
     nb_function gf = {grad_fn, f->n_in, 1, &c};

@@ -14,15 +14,21 @@
 
 /* ---- dims ------------------------------------------------------------------ */
 
-nb_status nb_matmul_dims_of(const char *label, const nb_var_info *x, const nb_var_info *y, bool transpose_x,
-                            bool transpose_y, nb_matmul_dims *d)
+/* The shapes are formatted only on failure: this runs for every matmul,
+ * eager ones included, where formatting them cost more than the check. */
+static nb_status dims_error(const char *label, const nb_var_info *x, const char *join, const nb_var_info *y,
+                            const char *what, const char *how)
 {
     char xs[NB_SHAPE_STR_MAX], ys[NB_SHAPE_STR_MAX];
     nb_shape_str(xs, sizeof xs, x->ndim, x->shape);
     nb_shape_str(ys, sizeof ys, y->ndim, y->shape);
-    if (x->ndim < 1 || y->ndim < 1)
-        return nb_error(NB_ERR_SHAPE, "%s: X has shape %s and Y has shape %s: both must have at least 1 dim",
-                        label, xs, ys);
+    return nb_error(NB_ERR_SHAPE, "%s: X has shape %s %s Y has shape %s: %s%s", label, xs, join, ys, what, how);
+}
+
+nb_status nb_matmul_dims_of(const char *label, const nb_var_info *x, const nb_var_info *y, bool transpose_x,
+                            bool transpose_y, nb_matmul_dims *d)
+{
+    if (x->ndim < 1 || y->ndim < 1) return dims_error(label, x, "and", y, "both must have at least 1 dim", "");
     memset(d, 0, sizeof *d);
     d->x_vec = x->ndim == 1;
     d->y_vec = y->ndim == 1;
@@ -49,14 +55,12 @@ nb_status nb_matmul_dims_of(const char *label, const nb_var_info *x, const nb_va
         const char *how = d->tx && d->ty ? " (both transposed)" : d->tx ? " (X transposed)"
                           : d->ty        ? " (Y transposed)"
                                          : "";
-        return nb_error(NB_ERR_SHAPE, "%s: X has shape %s but Y has shape %s: inner dimensions differ%s", label, xs,
-                        ys, how);
+        return dims_error(label, x, "but", y, "inner dimensions differ", how);
     }
     d->K = kx != -1 ? kx : ky;
     int xb = x->ndim > 2 ? x->ndim - 2 : 0, yb = y->ndim > 2 ? y->ndim - 2 : 0;
     if (nb_broadcast_shapes(xb, x->shape, yb, y->shape, &d->batch_ndim, d->batch))
-        return nb_error(NB_ERR_SHAPE, "%s: X has shape %s but Y has shape %s: batch dimensions do not broadcast",
-                        label, xs, ys);
+        return dims_error(label, x, "but", y, "batch dimensions do not broadcast", "");
     return NB_OK;
 }
 

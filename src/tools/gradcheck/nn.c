@@ -2,9 +2,10 @@
  *
  * Probabilities (cross_entropy) stay in (0.05, 1) so that -log X is smooth
  * and away from the kernel's clamp. softmax_with_cross_entropy and embedding
- * emit fused gradient ops without rules of their own, so their cases skip
- * the second order (except where only the Softmax output enters the loss). Dropout is random, but every evaluation reseeds it, so
- * its mask is the same throughout a check. */
+ * emit fused gradient ops (softmax_with_cross_entropy_grad, embedding_grad),
+ * which have rules of their own and cases of their own, so the second order
+ * of both is checked too. Dropout is random, but every evaluation reseeds
+ * it, so its mask is the same throughout a check. */
 #include "cases.h"
 
 #define A_INT(nm, v)   {(nm), {.type = NB_ATTR_INT, .i = (v)}}
@@ -73,38 +74,33 @@ const nb_gradcheck_case nb_gc_nn[] = {
 
     /* ---- softmax_with_cross_entropy ---- */
     {.op = "softmax_with_cross_entropy", .name = "[4,5] labels [4,1]", .n_in = 2,
-     .in = {GC_F_RANGE(-2, 2, 4, 5), GC_INTS(NB_I64, 0, 4, 4, 1)}, .skip_second_order = true},
+     .in = {GC_F_RANGE(-2, 2, 4, 5), GC_INTS(NB_I64, 0, 4, 4, 1)}},
     {.op = "softmax_with_cross_entropy", .name = "[4,5] labels [4] int32", .n_in = 2,
-     .in = {GC_F_RANGE(-2, 2, 4, 5), GC_INTS(NB_I32, 0, 4, 4)}, .skip_second_order = true},
+     .in = {GC_F_RANGE(-2, 2, 4, 5), GC_INTS(NB_I32, 0, 4, 4)}},
     {.op = "softmax_with_cross_entropy", .name = "[2,3,4] axis 1, labels [2,1,4]", .n_in = 2,
-     .in = {GC_F_RANGE(-2, 2, 2, 3, 4), GC_INTS(NB_I64, 0, 2, 2, 1, 4)}, .n_attrs = 1, .attrs = {A_INT("axis", 1)},
-     .skip_second_order = true},
+     .in = {GC_F_RANGE(-2, 2, 2, 3, 4), GC_INTS(NB_I64, 0, 2, 2, 1, 4)}, .n_attrs = 1, .attrs = {A_INT("axis", 1)}},
     {.op = "softmax_with_cross_entropy", .name = "[2,3,4] axis -2, labels [2,4]", .n_in = 2,
-     .in = {GC_F_RANGE(-2, 2, 2, 3, 4), GC_INTS(NB_I32, 0, 2, 2, 4)}, .n_attrs = 1, .attrs = {A_INT("axis", -2)},
-     .skip_second_order = true},
+     .in = {GC_F_RANGE(-2, 2, 2, 3, 4), GC_INTS(NB_I32, 0, 2, 2, 4)}, .n_attrs = 1, .attrs = {A_INT("axis", -2)}},
     {.op = "softmax_with_cross_entropy", .name = "[3,4] axis 0, labels [1,4]", .n_in = 2,
-     .in = {GC_F_RANGE(-2, 2, 3, 4), GC_INTS(NB_I64, 0, 2, 1, 4)}, .n_attrs = 1, .attrs = {A_INT("axis", 0)},
-     .skip_second_order = true},
+     .in = {GC_F_RANGE(-2, 2, 3, 4), GC_INTS(NB_I64, 0, 2, 1, 4)}, .n_attrs = 1, .attrs = {A_INT("axis", 0)}},
     {.op = "softmax_with_cross_entropy", .name = "[2,2,5] labels [2,2,1]", .n_in = 2,
-     .in = {GC_F_RANGE(-2, 2, 2, 2, 5), GC_INTS(NB_I64, 0, 4, 2, 2, 1)}, .skip_second_order = true},
+     .in = {GC_F_RANGE(-2, 2, 2, 2, 5), GC_INTS(NB_I64, 0, 4, 2, 2, 1)}},
     {.op = "softmax_with_cross_entropy", .name = "[5] label [1]", .n_in = 2,
-     .in = {GC_F_RANGE(-2, 2, 5), GC_INTS(NB_I64, 0, 4, 1)}, .skip_second_order = true},
+     .in = {GC_F_RANGE(-2, 2, 5), GC_INTS(NB_I64, 0, 4, 1)}},
     {.op = "softmax_with_cross_entropy", .name = "[5] 0-d label", .n_in = 2,
-     .in = {GC_F_RANGE(-2, 2, 5), GC_INT_SCALAR(NB_I64, 0, 4)}, .skip_second_order = true},
+     .in = {GC_F_RANGE(-2, 2, 5), GC_INT_SCALAR(NB_I64, 0, 4)}},
     {.op = "softmax_with_cross_entropy", .name = "soft labels [3,4]", .n_in = 2,
-     .in = {GC_F_RANGE(-2, 2, 3, 4), GC_F_RANGE(0, 1, 3, 4)}, .n_attrs = 1, .attrs = {A_BOOL("soft_label", true)},
-     .skip_second_order = true},
+     .in = {GC_F_RANGE(-2, 2, 3, 4), GC_F_RANGE(0, 1, 3, 4)}, .n_attrs = 1, .attrs = {A_BOOL("soft_label", true)}},
     {.op = "softmax_with_cross_entropy", .name = "soft labels [2,3,4] axis 1", .n_in = 2,
      .in = {GC_F_RANGE(-2, 2, 2, 3, 4), GC_F_RANGE(0, 1, 2, 3, 4)}, .n_attrs = 2,
-     .attrs = {A_BOOL("soft_label", true), A_INT("axis", 1)}, .skip_second_order = true},
+     .attrs = {A_BOOL("soft_label", true), A_INT("axis", 1)}},
     {.op = "softmax_with_cross_entropy", .name = "ignore_index -100 in labels [5]", .n_in = 2,
-     .in = {GC_F_RANGE(-2, 2, 5, 4), GC_VALS(NB_I64, labels_ignored, 5)}, .skip_second_order = true},
+     .in = {GC_F_RANGE(-2, 2, 5, 4), GC_VALS(NB_I64, labels_ignored, 5)}},
     {.op = "softmax_with_cross_entropy", .name = "ignore_index -100, axis 1, labels [2,1,3]", .n_in = 2,
      .in = {GC_F_RANGE(-2, 2, 2, 4, 3), GC_VALS(NB_I32, labels_ignored_2x3, 2, 1, 3)}, .n_attrs = 1,
-     .attrs = {A_INT("axis", 1)}, .skip_second_order = true},
+     .attrs = {A_INT("axis", 1)}},
     {.op = "softmax_with_cross_entropy", .name = "ignore_index 2 (a class) in labels [6,1]", .n_in = 2,
-     .in = {GC_F_RANGE(-2, 2, 6, 4), GC_INTS(NB_I64, 0, 3, 6, 1)}, .n_attrs = 1, .attrs = {A_INT("ignore_index", 2)},
-     .skip_second_order = true},
+     .in = {GC_F_RANGE(-2, 2, 6, 4), GC_INTS(NB_I64, 0, 3, 6, 1)}, .n_attrs = 1, .attrs = {A_INT("ignore_index", 2)}},
 
     /* Only Softmax in the loss: the rule is the softmax composition alone, so
      * its second order is checked; only Loss: the fused op alone. */
@@ -115,7 +111,21 @@ const nb_gradcheck_case nb_gc_nn[] = {
      .attrs = {A_BOOL("soft_label", true), A_INT("axis", 1)}, .loss_outputs = 1 << 0},
     {.op = "softmax_with_cross_entropy", .name = "only Loss used, [3,4] axis 0", .n_in = 2,
      .in = {GC_F_RANGE(-2, 2, 3, 4), GC_INTS(NB_I32, 0, 2, 1, 4)}, .n_attrs = 1, .attrs = {A_INT("axis", 0)},
-     .loss_outputs = 1 << 1, .skip_second_order = true},
+     .loss_outputs = 1 << 1},
+
+    /* ---- softmax_with_cross_entropy_grad (Softmax, Label, DLoss) ----
+     * Its rules serve second derivatives and forward over reverse. It is
+     * affine in Softmax, so any values do. */
+    {.op = "softmax_with_cross_entropy_grad", .name = "[4,5] labels [4,1]", .n_in = 3,
+     .in = {GC_F_RANGE(0, 1, 4, 5), GC_INTS(NB_I64, 0, 4, 4, 1), GC_F(4, 1)}},
+    {.op = "softmax_with_cross_entropy_grad", .name = "[2,3,4] axis 1, labels [2,4] int32", .n_in = 3,
+     .in = {GC_F_RANGE(0, 1, 2, 3, 4), GC_INTS(NB_I32, 0, 2, 2, 4), GC_F(2, 1, 4)}, .n_attrs = 1,
+     .attrs = {A_INT("axis", 1)}},
+    {.op = "softmax_with_cross_entropy_grad", .name = "soft labels [3,4]", .n_in = 3,
+     .in = {GC_F_RANGE(0, 1, 3, 4), GC_F_RANGE(0, 1, 3, 4), GC_F(3, 1)}, .n_attrs = 1,
+     .attrs = {A_BOOL("soft_label", true)}},
+    {.op = "softmax_with_cross_entropy_grad", .name = "ignore_index -100 in labels [5]", .n_in = 3,
+     .in = {GC_F_RANGE(0, 1, 5, 4), GC_VALS(NB_I64, labels_ignored, 5), GC_F(5, 1)}},
 
     /* ---- cross_entropy ---- */
     {.op = "cross_entropy", .name = "[4,5] labels [4,1]", .n_in = 2,
@@ -165,17 +175,21 @@ const nb_gradcheck_case nb_gc_nn[] = {
 
     /* ---- embedding ---- */
     {.op = "embedding", .name = "W [6,3], repeated ids [7]", .n_in = 2,
-     .in = {GC_F(6, 3), GC_VALS(NB_I64, ids_repeated, 7)}, .skip_second_order = true},
+     .in = {GC_F(6, 3), GC_VALS(NB_I64, ids_repeated, 7)}},
     {.op = "embedding", .name = "W [5,4], ids [2,3] int32", .n_in = 2,
-     .in = {GC_F(5, 4), GC_INTS(NB_I32, 0, 4, 2, 3)}, .skip_second_order = true},
+     .in = {GC_F(5, 4), GC_INTS(NB_I32, 0, 4, 2, 3)}},
     {.op = "embedding", .name = "padding_idx 2, ids [2,3] with repeats", .n_in = 2,
-     .in = {GC_F(4, 3), GC_VALS(NB_I64, ids_padded, 2, 3)}, .n_attrs = 1, .attrs = {A_INT("padding_idx", 2)},
-     .skip_second_order = true},
+     .in = {GC_F(4, 3), GC_VALS(NB_I64, ids_padded, 2, 3)}, .n_attrs = 1, .attrs = {A_INT("padding_idx", 2)}},
     {.op = "embedding", .name = "padding_idx 0, ids [6,1] int32", .n_in = 2,
-     .in = {GC_F(4, 2), GC_VALS(NB_I32, ids_padded, 6, 1)}, .n_attrs = 1, .attrs = {A_INT("padding_idx", 0)},
-     .skip_second_order = true},
-    {.op = "embedding", .name = "0-d id", .n_in = 2, .in = {GC_F(3, 4), GC_INT_SCALAR(NB_I64, 0, 2)},
-     .skip_second_order = true},
+     .in = {GC_F(4, 2), GC_VALS(NB_I32, ids_padded, 6, 1)}, .n_attrs = 1, .attrs = {A_INT("padding_idx", 0)}},
+    {.op = "embedding", .name = "0-d id", .n_in = 2, .in = {GC_F(3, 4), GC_INT_SCALAR(NB_I64, 0, 2)}},
+
+    /* ---- embedding_grad (Ids, DOut, W): W gives only the shape ---- */
+    {.op = "embedding_grad", .name = "W [6,3], repeated ids [7]", .n_in = 3,
+     .in = {GC_VALS(NB_I64, ids_repeated, 7), GC_F(7, 3), GC_F(6, 3)}},
+    {.op = "embedding_grad", .name = "padding_idx 2, ids [2,3] with repeats", .n_in = 3,
+     .in = {GC_VALS(NB_I64, ids_padded, 2, 3), GC_F(2, 3, 3), GC_F(4, 3)}, .n_attrs = 1,
+     .attrs = {A_INT("padding_idx", 2)}},
 
     {.op = NULL},
 };

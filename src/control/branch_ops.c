@@ -1,0 +1,255 @@
+/* Ops that run a block once: `cond` (one of two blocks, chosen by a bool)
+ * and `net` (seed 000's NetOp: a block used as one op), with their
+ * gradients, which run the grad block of the block that ran.
+ *
+ * cond(Condition, X = captured...) -> (StepScopes, Out...)
+ * net(X = captured...) -> (StepScopes, Out...)
+ *
+ * The block reads captured values by name and writes the vars named by
+ * then_out / else_out / block_out, which become Out. StepScopes holds 1
+ * when the then-block ran (and for net), 0 for the else-block. */
+#include <stdlib.h>
+#include <string.h>
+#include "nabla/ops.h"
+#include "control_exec.h"
+#include "control_grad.h"
+#include "control_ops.h"
+
+enum { B_STEPS, B_OUT };
+
+static nb_status branch_infer(nb_op_ctx *ctx, int n_out)
+{
+    if (nb_out_count(ctx, B_OUT) != n_out)
+        return nb_error(NB_ERR_ARG, "%s: %d outputs but the block names %d", ctx->label, nb_out_count(ctx, B_OUT), n_out);
+    *nb_out_info(ctx, B_STEPS, 0) = (nb_var_info){.dtype = NB_I64, .ndim = 1, .shape = {1}};
+    return n_out ? nb_ctl_recorded_infos(ctx, n_out, nb_out_info(ctx, B_OUT, 0)) : NB_OK;
+}
+
+static nb_status cond_infer(nb_op_ctx *ctx)
+{
+    const nb_var_info *c = nb_in_info(ctx, 0, 0);
+    if (c->dtype != NB_BOOL || nb_shape_numel(c->ndim, c->shape) > 1)
+        return nb_error(NB_ERR_DTYPE, "%s: Condition must be bool with one element", ctx->label);
+    if (nb_attr_get(ctx, "else_out")->n != nb_attr_get(ctx, "then_out")->n)
+        return nb_error(NB_ERR_ARG, "%s: the two branches name different numbers of outputs", ctx->label);
+    return branch_infer(ctx, nb_attr_get(ctx, "then_out")->n);
+}
+
+static nb_status net_infer(nb_op_ctx *ctx) { return branch_infer(ctx, nb_attr_get(ctx, "block_out")->n); }
+
+/* Runs `block` once with the captured inputs (input slot x_slot), copies
+ * its `outs` to Out, and keeps the scopes for the gradient. */
+static nb_status run_once(nb_op_ctx *ctx, int x_slot, int block, const nb_attr_value *outs, int branch)
+{
+    bool keep = !nb_attr_bool(ctx, "is_test");
+    nb_step_scopes *ss;
+    nb_scope *bind, *step;
+    nb_status st = nb_steps_new(ctx, &ss);
+    if (st) return st;
+    ss->branch = branch;
+    st = nb_ctl_bind_inputs(ctx, ss->outer, ctx->in_begin[x_slot], ctx->in_begin[x_slot + 1]);
+    if (!st) st = nb_steps_push(ctx, ss, &bind, &step);
+    if (!st) st = nb_exec_run_block(ctx->exec, block, step);
+    for (int i = 0; i < outs->n && !st; i++) {
+        nb_tensor *t;
+        st = nb_ctl_result(ctx, step, outs->strs[i], "output", &t);
+        if (!st) st = nb_ctl_output_copy(ctx, ctx->out_begin[B_OUT] + i, t);
+    }
+    nb_tensor *flag;
+    nb_var_info one = {.dtype = NB_I64, .ndim = 1, .shape = {1}};
+    if (!st) st = nb_exec_output(ctx, ctx->out_begin[B_STEPS], &one, &flag);
+    if (!st) nb_tensor_set(flag, 0, branch);
+    if (st) {
+        nb_steps_free(ss);
+        return st;
+    }
+    return nb_steps_keep(ctx, ss, B_STEPS, keep);
+}
+
+static nb_status cond_kernel(nb_op_ctx *ctx)
+{
+    if (!ctx->exec) return nb_ctl_needs_executor(ctx);
+    bool taken;
+    nb_status st = nb_ctl_pred(ctx, nb_in(ctx, 0, 0), "Condition", &taken);
+    if (st) return st;
+    const char *which = taken ? "then" : "else";
+    int block = nb_attr_get(ctx, taken ? "then_block" : "else_block")->block;
+    st = run_once(ctx, 1, block, nb_attr_get(ctx, taken ? "then_out" : "else_out"), taken);
+    return st ? nb_error_context(st, "%s: in its %s branch", ctx->label, which) : NB_OK;
+}
+
+static nb_status net_kernel(nb_op_ctx *ctx)
+{
+    if (!ctx->exec) return nb_ctl_needs_executor(ctx);
+    return run_once(ctx, 0, nb_attr_get(ctx, "sub_block")->block, nb_attr_get(ctx, "block_out"), 1);
+}
+
+/* ---- gradients --------------------------------------------------------------
+ *
+ * cond_grad / net_grad(StepScopes, X = [captured..., dOut...]) -> XGrad
+ * (the wanted ones, at positions x_grad_pos of the captured values). */
+
+static nb_status branch_grad_infer(nb_op_ctx *ctx) { return nb_ctl_grad_infer(ctx, (int)nb_attr_int(ctx, "n_out")); }
+
+/* Runs the grad block of the block that ran (prefix "then_"/"else_", or ""
+ * for net) and hands out the captured values' gradients. */
+static nb_status branch_grad_kernel(nb_op_ctx *ctx)
+{
+    if (!ctx->exec) return nb_ctl_needs_executor(ctx);
+    nb_step_scopes *ss;
+    nb_status st = nb_steps_find(ctx, 0, &ss);
+    if (st) return st;
+    bool is_net = nb_op_attr_index(ctx->def, "then_grad_block") < 0;
+    const char *pre = is_net ? "" : ss->branch ? "then_" : "else_";
+    char a_block[32], a_seed[32], a_xg[32];
+    snprintf(a_block, sizeof a_block, "%s%s", pre, is_net ? "sub_block" : "grad_block");
+    snprintf(a_seed, sizeof a_seed, "%sseeds", pre);
+    snprintf(a_xg, sizeof a_xg, "%sx_grad", pre);
+    const nb_attr_value *seeds = nb_attr_get(ctx, a_seed), *xg = nb_attr_get(ctx, a_xg);
+    const nb_attr_value *pos = nb_attr_get(ctx, "x_grad_pos");
+    int n_out = (int)nb_attr_int(ctx, "n_out"), n_x = nb_in_count(ctx, 1) - n_out;
+    nb_scope *gs = NULL;
+    st = nb_ctl_run_grad(ctx, nb_attr_get(ctx, a_block)->block, ss->step[0], n_out, seeds,
+                         ctx->in + ctx->in_begin[1] + n_x, &gs);
+    for (int o = 0; o < pos->n && !st; o++) {
+        int p = (int)pos->ints[o];
+        nb_tensor *t = nb_ctl_grad_of(gs, xg->strs[p]), *z;
+        st = t ? nb_ctl_output_copy(ctx, ctx->out_begin[0] + o, t)
+               : nb_ctl_output_zeros(ctx, ctx->out_begin[0] + o, nb_in(ctx, 1, p), &z);
+    }
+    nb_ctl_grad_done(gs);
+    if (!st) nb_steps_release(ctx, 0);
+    return st;
+}
+
+/* Differentiates one block: its float outputs `outs` towards the wanted
+ * captured values. seeds and x_grad come back padded with "" to n_out and
+ * n_x entries. */
+static nb_status block_backward(nb_builder *b, nb_grad_ctx *g, const char *who, int x_slot, int block,
+                                const nb_attr_value *outs, nb_sub_grad *sg, const char **seeds, const char **x_grad)
+{
+    int n_x = nb_grad_in_count(g, x_slot), n_t = 0, n_in = 0;
+    const char **targets = calloc((size_t)outs->n + 1, sizeof *targets), **inputs = calloc((size_t)n_x + 1, sizeof *inputs);
+    if (!targets || !inputs) {
+        free(targets);
+        free(inputs);
+        return nb_builder_fail(b, NB_ERR_NOMEM, "%s: out of memory", who);
+    }
+    for (int i = 0; i < outs->n; i++)
+        if (nb_dtype_is_float(nb_value_info(b, nb_grad_y(g, B_OUT, i)).dtype)) targets[n_t++] = outs->strs[i];
+    for (int j = 0; j < n_x; j++)
+        if (nb_grad_wants_dx(g, x_slot, j)) inputs[n_in++] = nb_ctl_name(nb_grad_x(g, x_slot, j));
+    nb_status st = nb_ctl_sub_backward(b, who, block, n_t, targets, n_in, inputs, sg);
+    free(targets);
+    free(inputs);
+    if (st) return st;
+    for (int i = 0, u = 0; i < outs->n; i++)
+        seeds[i] = nb_dtype_is_float(nb_value_info(b, nb_grad_y(g, B_OUT, i)).dtype) ? sg->seeds[u++] : "";
+    for (int j = 0, u = 0; j < n_x; j++) x_grad[j] = nb_grad_wants_dx(g, x_slot, j) ? sg->grads[u++] : "";
+    return NB_OK;
+}
+
+static nb_status branch_vjp(nb_builder *b, nb_grad_ctx *g, bool is_cond)
+{
+    const char *who = is_cond ? "cond" : "net";
+    int x_slot = is_cond ? 1 : 0, n_x = nb_grad_in_count(g, x_slot), n_out = nb_grad_out_count(g, B_OUT);
+    int n_br = is_cond ? 2 : 1;
+    nb_sub_grad sg[2] = {{0}};
+    const char **names = calloc((size_t)(2 * (n_out + n_x)) + 1, sizeof *names);
+    int64_t *pos = calloc((size_t)n_x + 1, sizeof *pos);
+    nb_value *in = calloc((size_t)(1 + n_x + n_out), sizeof *in), *out = calloc((size_t)n_x + 1, sizeof *out);
+    nb_status st = names && pos && in && out ? NB_OK : nb_builder_fail(b, NB_ERR_NOMEM, "%s: out of memory", who);
+    const char **seeds[2] = {names, names + n_out}, **xg[2] = {names + 2 * n_out, names + 2 * n_out + n_x};
+    for (int r = 0; r < n_br && !st; r++) {
+        const char *blk = !is_cond ? "sub_block" : r == 0 ? "then_block" : "else_block";
+        const char *outs = !is_cond ? "block_out" : r == 0 ? "then_out" : "else_out";
+        st = block_backward(b, g, who, x_slot, nb_grad_attr(g, blk)->block, nb_grad_attr(g, outs), &sg[r], seeds[r], xg[r]);
+    }
+    int n_pos = 0;
+    for (int j = 0; !st && j < n_x; j++)
+        if (nb_grad_wants_dx(g, x_slot, j)) pos[n_pos++] = j;
+    if (!st) {
+        in[0] = nb_grad_y(g, B_STEPS, 0);
+        for (int j = 0; j < n_x; j++) in[1 + j] = nb_grad_x(g, x_slot, j);
+        for (int i = 0; i < n_out; i++) in[1 + n_x + i] = nb_grad_dy_or_zeros(b, g, B_OUT, i);
+        nb_attr cond_attrs[] = {NB_ATTR_BLOCK("then_grad_block", sg[0].block), NB_ATTR_BLOCK("else_grad_block", sg[1].block),
+                                NB_ATTR_STRINGS_N("then_seeds", n_out, seeds[0]), NB_ATTR_STRINGS_N("else_seeds", n_out, seeds[1]),
+                                NB_ATTR_STRINGS_N("then_x_grad", n_x, xg[0]), NB_ATTR_STRINGS_N("else_x_grad", n_x, xg[1]),
+                                NB_ATTR_INTS_N("x_grad_pos", n_pos, pos), NB_ATTR_INT("n_out", n_out)};
+        nb_attr net_attrs[] = {NB_ATTR_BLOCK("sub_block", sg[0].block), NB_ATTR_STRINGS_N("seeds", n_out, seeds[0]),
+                               NB_ATTR_STRINGS_N("x_grad", n_x, xg[0]), NB_ATTR_INTS_N("x_grad_pos", n_pos, pos),
+                               NB_ATTR_INT("n_out", n_out)};
+        st = is_cond ? nb_emit(b, "cond_grad", 1 + n_x + n_out, in, 8, cond_attrs, n_pos, out)
+                     : nb_emit(b, "net_grad", 1 + n_x + n_out, in, 5, net_attrs, n_pos, out);
+    }
+    for (int o = 0; !st && o < n_pos; o++) nb_grad_set_dx(g, x_slot, (int)pos[o], out[o]);
+    nb_sub_grad_free(&sg[0]);
+    nb_sub_grad_free(&sg[1]);
+    free(names);
+    free(pos);
+    free(in);
+    free(out);
+    return st;
+}
+
+static nb_status cond_vjp(nb_builder *b, nb_grad_ctx *g) { return branch_vjp(b, g, true); }
+static nb_status net_vjp(nb_builder *b, nb_grad_ctx *g) { return branch_vjp(b, g, false); }
+
+#define OUT_INFO_ATTRS NB_ADEF_INTS_EMPTY("out_dtypes"), NB_ADEF_INTS_EMPTY("out_shapes"), NB_ADEF_BOOL("is_test", false)
+
+const nb_op_def nb_op_cond = {
+    .name = "cond",
+    .doc = "Runs then_block if Condition holds, else else_block; Out is what the block ran wrote.",
+    .inputs = {{"Condition", NB_SLOT_NO_GRAD}, {"X", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
+    .outputs = {{"StepScopes"}, {"Out", NB_SLOT_VARIADIC}},
+    .attrs = {NB_ADEF_REQUIRED("then_block", NB_ATTR_BLOCK), NB_ADEF_REQUIRED("else_block", NB_ATTR_BLOCK),
+              NB_ADEF_STRINGS_EMPTY("then_out"), NB_ADEF_STRINGS_EMPTY("else_out"), OUT_INFO_ATTRS},
+    .infer = cond_infer,
+    .cpu = cond_kernel,
+    .flags = NB_OP_CONTROL,
+    .grad_uses_inputs = 1u << 1,
+    .grad_uses_outputs = 1u << B_STEPS,
+    .vjp = cond_vjp,
+    .jvp = nb_ctl_cond_jvp,
+};
+
+const nb_op_def nb_op_cond_grad = {
+    .name = "cond_grad",
+    .doc = "Runs the grad block of the branch its cond op took.",
+    .inputs = {{"StepScopes", NB_SLOT_NO_GRAD}, {"X", NB_SLOT_VARIADIC}},
+    .outputs = {{"XGrad", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
+    .attrs = {NB_ADEF_REQUIRED("then_grad_block", NB_ATTR_BLOCK), NB_ADEF_REQUIRED("else_grad_block", NB_ATTR_BLOCK),
+              NB_ADEF_STRINGS_EMPTY("then_seeds"), NB_ADEF_STRINGS_EMPTY("else_seeds"),
+              NB_ADEF_STRINGS_EMPTY("then_x_grad"), NB_ADEF_STRINGS_EMPTY("else_x_grad"),
+              NB_ADEF_INTS_EMPTY("x_grad_pos"), NB_ADEF_INT("n_out", 0)},
+    .infer = branch_grad_infer,
+    .cpu = branch_grad_kernel,
+    .flags = NB_OP_CONTROL | NB_OP_NOT_DIFFERENTIABLE,
+};
+
+const nb_op_def nb_op_net = {
+    .name = "net",
+    .doc = "Runs sub_block as one op (a nested net); Out is what the block wrote.",
+    .inputs = {{"X", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
+    .outputs = {{"StepScopes"}, {"Out", NB_SLOT_VARIADIC}},
+    .attrs = {NB_ADEF_REQUIRED("sub_block", NB_ATTR_BLOCK), NB_ADEF_STRINGS_EMPTY("block_out"), OUT_INFO_ATTRS},
+    .infer = net_infer,
+    .cpu = net_kernel,
+    .flags = NB_OP_CONTROL,
+    .grad_uses_inputs = 1u << 0,
+    .grad_uses_outputs = 1u << B_STEPS,
+    .vjp = net_vjp,
+    .jvp = nb_ctl_net_jvp,
+};
+
+const nb_op_def nb_op_net_grad = {
+    .name = "net_grad",
+    .doc = "Runs the grad block of a net op.",
+    .inputs = {{"StepScopes", NB_SLOT_NO_GRAD}, {"X", NB_SLOT_VARIADIC}},
+    .outputs = {{"XGrad", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
+    .attrs = {NB_ADEF_REQUIRED("sub_block", NB_ATTR_BLOCK), NB_ADEF_STRINGS_EMPTY("seeds"),
+              NB_ADEF_STRINGS_EMPTY("x_grad"), NB_ADEF_INTS_EMPTY("x_grad_pos"), NB_ADEF_INT("n_out", 0)},
+    .infer = branch_grad_infer,
+    .cpu = branch_grad_kernel,
+    .flags = NB_OP_CONTROL | NB_OP_NOT_DIFFERENTIABLE,
+};

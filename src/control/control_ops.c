@@ -1,0 +1,44 @@
+/* The registry's table of control-flow ops, and what they share. */
+#include "nabla/program.h"
+#include "control_ops.h"
+
+const nb_op_def *const nb_ops_control[] = {
+    &nb_op_while, &nb_op_while_grad, &nb_op_cond,      &nb_op_cond_grad,
+    &nb_op_net,   &nb_op_net_grad,   &nb_op_recurrent, &nb_op_recurrent_grad, NULL,
+};
+
+nb_status nb_ctl_needs_executor(const nb_op_ctx *ctx)
+{
+    return nb_error(NB_ERR_UNSUPPORTED,
+                    "%s: control-flow ops run inside an executor; eagerly, use nb_while_loop, nb_cond, nb_scan or "
+                    "nb_net, which run as C control flow on the tape", ctx->label);
+}
+
+nb_status nb_ctl_recorded_infos(const nb_op_ctx *ctx, int n, nb_var_info *out)
+{
+    const nb_attr_value *dt = nb_attr_get(ctx, "out_dtypes"), *sh = nb_attr_get(ctx, "out_shapes");
+    if (dt->n != n) return nb_error(NB_ERR_ARG, "%s: out_dtypes lists %d dtypes for %d outputs", ctx->label, dt->n, n);
+    int at = 0;
+    for (int i = 0; i < n; i++) {
+        if (dt->ints[i] < 0 || dt->ints[i] >= NB_DTYPE_COUNT || at >= sh->n || sh->ints[at] < 0 ||
+            sh->ints[at] > NB_MAX_DIMS || at + 1 + sh->ints[at] > sh->n)
+            return nb_error(NB_ERR_ARG, "%s: out_dtypes or out_shapes is malformed at output %d", ctx->label, i);
+        out[i] = (nb_var_info){.dtype = (nb_dtype)dt->ints[i], .ndim = (int)sh->ints[at]};
+        for (int d = 0; d < out[i].ndim; d++) out[i].shape[d] = sh->ints[at + 1 + d];
+        at += 1 + out[i].ndim;
+    }
+    return NB_OK;
+}
+
+nb_status nb_ctl_grad_infer(nb_op_ctx *ctx, int n_tail)
+{
+    const nb_attr_value *pos = nb_attr_get(ctx, "x_grad_pos");
+    int n_x = nb_in_count(ctx, 1) - n_tail;
+    if (pos->n != nb_out_count(ctx, 0) || n_x < 0)
+        return nb_error(NB_ERR_ARG, "%s: x_grad_pos does not match the outputs", ctx->label);
+    for (int j = 0; j < pos->n; j++) {
+        if (pos->ints[j] < 0 || pos->ints[j] >= n_x) return nb_error(NB_ERR_ARG, "%s: x_grad_pos out of range", ctx->label);
+        *nb_out_info(ctx, 0, j) = *nb_in_info(ctx, 1, (int)pos->ints[j]);
+    }
+    return NB_OK;
+}

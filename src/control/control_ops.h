@@ -1,0 +1,31 @@
+/* The control-flow ops: each runs a sub-block; their gradient ops run the
+ * grad blocks that nb_append_backward writes for those sub-blocks. */
+#ifndef NABLA_CONTROL_OPS_H
+#define NABLA_CONTROL_OPS_H
+
+#include "nabla/op.h"
+
+extern const nb_op_def nb_op_while, nb_op_while_grad;         /* while_op.c */
+extern const nb_op_def nb_op_cond, nb_op_cond_grad;           /* branch_ops.c */
+extern const nb_op_def nb_op_net, nb_op_net_grad;             /* branch_ops.c */
+extern const nb_op_def nb_op_recurrent, nb_op_recurrent_grad; /* recurrent_op.c */
+
+/* Their JVP rules (control_jvp.c). */
+nb_status nb_ctl_while_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
+nb_status nb_ctl_recurrent_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
+nb_status nb_ctl_cond_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
+nb_status nb_ctl_net_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
+
+/* The error of a control-flow kernel run outside an executor (nb_op_run). */
+nb_status nb_ctl_needs_executor(const nb_op_ctx *ctx);
+
+/* Output infos recorded at build time (the blocks decide them): attrs
+ * out_dtypes and out_shapes (each rank, then the dims) into out[0..n). */
+nb_status nb_ctl_recorded_infos(const nb_op_ctx *ctx, int n, nb_var_info *out);
+
+/* Shape inference of the gradient ops: (StepScopes, X = [forward inputs...,
+ * n_tail output gradients...]) -> XGrad, one per x_grad_pos entry, shaped
+ * like the forward input at that position. */
+nb_status nb_ctl_grad_infer(nb_op_ctx *ctx, int n_tail);
+
+#endif

@@ -1,0 +1,219 @@
+/* `while` and `while_grad`.
+ *
+ * while(Condition, X = [init..., captured...]) -> (StepScopes, Out = final)
+ * runs its block while a bool is true: the carried values are bound to the
+ * block's vars carry_in, the block computes carry_out and cond_out, and
+ * those become the next iteration's values. StepScopes holds the trip count
+ * and names where the iterations' scopes are kept for while_grad, which
+ * replays them in reverse: the gradient of carry_out seeds each iteration's
+ * grad block, whose carry_in gradient seeds the iteration before; the
+ * gradients of captured values are summed over all iterations. */
+#include <stdlib.h>
+#include <string.h>
+#include "nabla/ops.h"
+#include "control_exec.h"
+#include "control_grad.h"
+#include "control_ops.h"
+
+enum { W_COND, W_X };
+enum { W_STEPS, W_OUT };
+
+static nb_status while_infer(nb_op_ctx *ctx)
+{
+    const nb_attr_value *cin = nb_attr_get(ctx, "carry_in"), *cout = nb_attr_get(ctx, "carry_out");
+    int n_carry = cin->n, n_x = nb_in_count(ctx, W_X);
+    const nb_var_info *c = nb_in_info(ctx, W_COND, 0);
+    if (c->dtype != NB_BOOL || nb_shape_numel(c->ndim, c->shape) > 1)
+        return nb_error(NB_ERR_DTYPE, "%s: Condition must be bool with one element", ctx->label);
+    if (cout->n != n_carry || n_carry > n_x || nb_out_count(ctx, W_OUT) != n_carry)
+        return nb_error(NB_ERR_ARG, "%s: %d carry_in names, %d carry_out names, %d outputs and %d inputs do not agree",
+                        ctx->label, n_carry, cout->n, nb_out_count(ctx, W_OUT), n_x);
+    *nb_out_info(ctx, W_STEPS, 0) = (nb_var_info){.dtype = NB_I64, .ndim = 1, .shape = {1}};
+    for (int i = 0; i < n_carry; i++) *nb_out_info(ctx, W_OUT, i) = *nb_in_info(ctx, W_X, i);
+    return NB_OK;
+}
+
+static nb_status while_kernel(nb_op_ctx *ctx)
+{
+    if (!ctx->exec) return nb_ctl_needs_executor(ctx);
+    const nb_attr_value *cin = nb_attr_get(ctx, "carry_in"), *cout = nb_attr_get(ctx, "carry_out");
+    const char *cond_out = nb_attr_string(ctx, "cond_out");
+    int block = nb_attr_get(ctx, "sub_block")->block, n_carry = cin->n, n_x = nb_in_count(ctx, W_X);
+    bool keep = !nb_attr_bool(ctx, "is_test");
+    nb_tensor **cur = calloc((size_t)n_carry + 1, sizeof *cur);
+    nb_step_scopes *ss = NULL;
+    nb_status st = cur ? nb_steps_new(ctx, &ss) : nb_error(NB_ERR_NOMEM, "%s: out of memory", ctx->label);
+    if (!st) st = nb_ctl_bind_inputs(ctx, ss->outer, ctx->in_begin[W_X] + n_carry, ctx->in_begin[W_X] + n_x);
+    /* The initial values are copied: an output may share the init's buffer. */
+    for (int i = 0; i < n_carry && !st; i++) st = nb_tensor_clone(&cur[i], nb_in(ctx, W_X, i));
+    bool go = false;
+    if (!st) st = nb_ctl_pred(ctx, nb_in(ctx, W_COND, 0), "Condition", &go);
+    int64_t iters = 0;
+    while (!st && go) {
+        nb_scope *bind, *step;
+        if ((st = nb_steps_next(ctx, ss, keep, &bind, &step))) break;
+        if ((st = nb_ctl_bind(bind, n_carry, cin, cur))) break;
+        if ((st = nb_exec_run_block(ctx->exec, block, step))) {
+            nb_error_context(st, "%s: in iteration %lld", ctx->label, (long long)iters);
+            break;
+        }
+        for (int i = 0; i < n_carry && !st; i++) {
+            nb_tensor *t;
+            if ((st = nb_ctl_result(ctx, step, cout->strs[i], "carried value", &t))) break;
+            if ((st = nb_ctl_check_like(ctx, nb_in(ctx, W_X, i), t, "carried value", i))) break;
+            st = nb_ctl_take(&cur[i], t, !keep);
+        }
+        nb_tensor *c;
+        if (!st) st = nb_ctl_result(ctx, step, cond_out, "condition", &c);
+        if (!st) st = nb_ctl_pred(ctx, c, "the condition", &go);
+        iters++;
+    }
+    nb_tensor *steps;
+    nb_var_info one = {.dtype = NB_I64, .ndim = 1, .shape = {1}};
+    if (!st) st = nb_exec_output(ctx, ctx->out_begin[W_STEPS], &one, &steps);
+    if (!st) nb_tensor_set(steps, 0, (double)iters);
+    for (int i = 0; i < n_carry && !st; i++) st = nb_ctl_output_copy(ctx, ctx->out_begin[W_OUT] + i, cur[i]);
+    if (!st) st = nb_steps_keep(ctx, ss, W_STEPS, keep);
+    else nb_steps_free(ss);
+    for (int i = 0; i < n_carry && cur; i++) nb_tensor_release(cur[i]);
+    free(cur);
+    return st;
+}
+
+/* while_grad(StepScopes, X = [forward X..., dOut...]) -> XGrad (the wanted
+ * ones, at forward positions x_grad_pos). */
+enum { WG_STEPS, WG_X };
+
+static nb_status while_grad_infer(nb_op_ctx *ctx) { return nb_ctl_grad_infer(ctx, (int)nb_attr_int(ctx, "n_carry")); }
+
+static nb_status while_grad_kernel(nb_op_ctx *ctx)
+{
+    if (!ctx->exec) return nb_ctl_needs_executor(ctx);
+    const nb_attr_value *seeds = nb_attr_get(ctx, "carry_out_grad"), *cin_g = nb_attr_get(ctx, "carry_in_grad");
+    const nb_attr_value *x_g = nb_attr_get(ctx, "x_grad"), *pos = nb_attr_get(ctx, "x_grad_pos");
+    int block = nb_attr_get(ctx, "sub_block")->block, n_carry = (int)nb_attr_int(ctx, "n_carry");
+    int n_x = nb_in_count(ctx, WG_X) - n_carry, n_cap = n_x - n_carry;
+    nb_step_scopes *ss;
+    nb_status st = nb_steps_find(ctx, WG_STEPS, &ss);
+    if (st) return st;
+    nb_tensor **g = calloc((size_t)n_carry + 1, sizeof *g), **acc = calloc((size_t)n_cap + 1, sizeof *acc);
+    if (!g || !acc) st = nb_error(NB_ERR_NOMEM, "%s: out of memory", ctx->label);
+    for (int i = 0; i < n_carry && !st; i++) g[i] = nb_tensor_retain(nb_in(ctx, WG_X, n_x + i));
+    for (int k = ss->n - 1; k >= 0 && !st; k--) {
+        nb_scope *gs;
+        if ((st = nb_ctl_run_grad(ctx, block, ss->step[k], n_carry, seeds, g, &gs))) {
+            nb_error_context(st, "%s: replaying iteration %d", ctx->label, k);
+            break;
+        }
+        for (int i = 0; i < n_carry && !st; i++) st = nb_ctl_carry_grad(gs, cin_g->strs[i], &g[i]);
+        for (int j = 0; j < n_cap && !st; j++) {
+            nb_tensor *t = nb_ctl_grad_of(gs, x_g->strs[j]);
+            if (t) st = nb_ctl_accumulate(&acc[j], t);
+        }
+        nb_ctl_grad_done(gs);
+    }
+    for (int o = 0; o < pos->n && !st; o++) {
+        int p = (int)pos->ints[o];
+        nb_tensor *src = p < n_carry ? g[p] : acc[p - n_carry], *z;
+        st = src ? nb_ctl_output_copy(ctx, ctx->out_begin[0] + o, src)
+                 : nb_ctl_output_zeros(ctx, ctx->out_begin[0] + o, nb_in(ctx, WG_X, p), &z);
+    }
+    for (int i = 0; g && i < n_carry; i++) nb_tensor_release(g[i]);
+    for (int j = 0; acc && j < n_cap; j++) nb_tensor_release(acc[j]);
+    free(g);
+    free(acc);
+    /* The iterations' values are no longer needed. */
+    if (!st) nb_steps_release(ctx, WG_STEPS);
+    return st;
+}
+
+static nb_status while_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    const nb_attr_value *cin = nb_grad_attr(g, "carry_in"), *cout = nb_grad_attr(g, "carry_out");
+    int n_carry = cin->n, n_x = nb_grad_in_count(g, W_X), n_cap = n_x - n_carry;
+    /* Every floating-point carried value takes part (gradients flow around
+     * the loop), and every captured value that wants a gradient. */
+    const char **targets = calloc((size_t)n_carry + 1, sizeof *targets);
+    const char **inputs = calloc((size_t)n_x + 1, sizeof *inputs);
+    const char **seeds = calloc((size_t)n_carry + 1, sizeof *seeds), **cin_grad = calloc((size_t)n_carry + 1, sizeof *cin_grad);
+    const char **x_grad = calloc((size_t)n_cap + 1, sizeof *x_grad);
+    int64_t *pos = calloc((size_t)n_x + 1, sizeof *pos);
+    nb_value *in = calloc((size_t)(1 + n_x + n_carry), sizeof *in), *out = calloc((size_t)n_x + 1, sizeof *out);
+    bool *flows = calloc((size_t)n_carry + 1, sizeof *flows);
+    nb_sub_grad sg = {0};
+    nb_status st = NB_OK;
+    if (!targets || !inputs || !seeds || !cin_grad || !x_grad || !pos || !in || !out || !flows) {
+        st = nb_builder_fail(b, NB_ERR_NOMEM, "while: out of memory");
+        goto done;
+    }
+    int n_t = 0, n_in = 0;
+    for (int i = 0; i < n_carry; i++)
+        if ((flows[i] = nb_dtype_is_float(nb_value_info(b, nb_grad_x(g, W_X, i)).dtype))) {
+            targets[n_t++] = cout->strs[i];
+            inputs[n_in++] = cin->strs[i];
+        }
+    for (int j = 0; j < n_cap; j++)
+        if (nb_grad_wants_dx(g, W_X, n_carry + j)) inputs[n_in++] = nb_ctl_name(nb_grad_x(g, W_X, n_carry + j));
+    if ((st = nb_ctl_sub_backward(b, "while", nb_grad_attr(g, "sub_block")->block, n_t, targets, n_in, inputs, &sg)))
+        goto done;
+    int used = 0;
+    for (int i = 0; i < n_carry; i++) {
+        seeds[i] = flows[i] ? sg.seeds[used] : "";
+        cin_grad[i] = flows[i] ? sg.grads[used++] : "";
+    }
+    for (int j = 0; j < n_cap; j++) x_grad[j] = nb_grad_wants_dx(g, W_X, n_carry + j) ? sg.grads[used++] : "";
+    int n_out = 0;
+    for (int k = 0; k < n_x; k++)
+        if (nb_grad_wants_dx(g, W_X, k)) pos[n_out++] = k;
+    in[0] = nb_grad_y(g, W_STEPS, 0);
+    for (int k = 0; k < n_x; k++) in[1 + k] = nb_grad_x(g, W_X, k);
+    for (int i = 0; i < n_carry; i++) in[1 + n_x + i] = nb_grad_dy_or_zeros(b, g, W_OUT, i);
+    nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", sg.block), NB_ATTR_INT("n_carry", n_carry),
+                       NB_ATTR_STRINGS_N("carry_out_grad", n_carry, seeds),
+                       NB_ATTR_STRINGS_N("carry_in_grad", n_carry, cin_grad),
+                       NB_ATTR_STRINGS_N("x_grad", n_cap, x_grad), NB_ATTR_INTS_N("x_grad_pos", n_out, pos)};
+    st = nb_emit(b, "while_grad", 1 + n_x + n_carry, in, 6, attrs, n_out, out);
+    for (int o = 0; !st && o < n_out; o++) nb_grad_set_dx(g, W_X, (int)pos[o], out[o]);
+done:
+    free(targets);
+    free(inputs);
+    free(seeds);
+    free(cin_grad);
+    free(x_grad);
+    free(pos);
+    free(in);
+    free(out);
+    free(flows);
+    nb_sub_grad_free(&sg);
+    return st;
+}
+
+const nb_op_def nb_op_while = {
+    .name = "while",
+    .doc = "Runs sub_block while a bool is true, carrying values from one iteration to the next.",
+    .inputs = {{"Condition", NB_SLOT_NO_GRAD}, {"X", NB_SLOT_VARIADIC}},
+    .outputs = {{"StepScopes"}, {"Out", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
+    .attrs = {NB_ADEF_REQUIRED("sub_block", NB_ATTR_BLOCK), NB_ADEF_STRINGS_EMPTY("carry_in"),
+              NB_ADEF_STRINGS_EMPTY("carry_out"), NB_ADEF_REQUIRED("cond_out", NB_ATTR_STRING),
+              NB_ADEF_BOOL("is_test", false)},
+    .infer = while_infer,
+    .cpu = while_kernel,
+    .flags = NB_OP_CONTROL,
+    .grad_uses_inputs = 1u << W_X,
+    .grad_uses_outputs = 1u << W_STEPS,
+    .vjp = while_vjp,
+    .jvp = nb_ctl_while_jvp,
+};
+
+const nb_op_def nb_op_while_grad = {
+    .name = "while_grad",
+    .doc = "Replays a while op's iterations in reverse through its grad block.",
+    .inputs = {{"StepScopes", NB_SLOT_NO_GRAD}, {"X", NB_SLOT_VARIADIC}},
+    .outputs = {{"XGrad", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
+    .attrs = {NB_ADEF_REQUIRED("sub_block", NB_ATTR_BLOCK), NB_ADEF_INT("n_carry", 0),
+              NB_ADEF_STRINGS_EMPTY("carry_out_grad"), NB_ADEF_STRINGS_EMPTY("carry_in_grad"),
+              NB_ADEF_STRINGS_EMPTY("x_grad"), NB_ADEF_INTS_EMPTY("x_grad_pos")},
+    .infer = while_grad_infer,
+    .cpu = while_grad_kernel,
+    .flags = NB_OP_CONTROL | NB_OP_NOT_DIFFERENTIABLE,
+};
