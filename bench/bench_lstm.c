@@ -2,8 +2,8 @@
  * model of examples/char_rnn.c: embedding 65 -> 64, LSTM with hidden 128,
  * linear to 65, softmax cross-entropy, Adam with gradient clipping by global
  * norm) on sequences of 64 steps, batch 32: forward, backward and the
- * optimiser step, eagerly, and as a static program when nb_scan has its
- * static form. Prints one line per case, as bench_train:
+ * optimiser step, eagerly and as a static program. Prints one line per
+ * case, as bench_train:
  *
  *     case lstm_eager median_ms 123.4 steps 5
  *
@@ -80,8 +80,7 @@ static double bench_eager(int steps, int reps)
     return ms;
 }
 
-/* The static program, or a negative time when nb_scan has no static form
- * yet (the case is then left out). */
+/* The static program: the LSTM is one recurrent op. */
 static double bench_static(int steps, int reps)
 {
     nb_program *main_p, *startup;
@@ -93,24 +92,19 @@ static double bench_static(int steps, int reps)
     nb_value ids = nb_layer_data(b, "ids", NB_I64, 2, (int64_t[]){SEQ, BATCH});
     nb_value targets = nb_layer_data(b, "targets", NB_I64, 2, (int64_t[]){SEQ, BATCH});
     nb_value cost = char_lstm_loss(b, ids, targets);
-    double ms = -1;
-    if (nb_builder_status(b) == NB_ERR_UNSUPPORTED) {
-        fprintf(stderr, "bench: lstm_static left out: %s\n", nb_builder_error(b));
-    } else {
-        bench_die_on(nb_builder_status(b), nb_builder_error(b));
-        nb_optimizer opt = optimizer();
-        nb_backward_result r;
-        bench_die_on(nb_minimize(&opt, main_p, startup, nb_value_name(cost), 0, NULL, 0, NULL, &r), "minimize");
-        nb_tensor *in[2];
-        make_batch(&in[0], &in[1]);
-        bench_program bp;
-        bench_program_init(&bp, main_p, startup, 2, (const char *[]){"ids", "targets"}, nb_value_name(cost), in);
-        ms = bench_median_ms(bench_program_step, &bp, 2, steps, reps);
-        bench_program_free(&bp);
-        nb_tensor_release(in[0]);
-        nb_tensor_release(in[1]);
-        nb_backward_result_free(&r);
-    }
+    bench_die_on(nb_builder_status(b), nb_builder_error(b));
+    nb_optimizer opt = optimizer();
+    nb_backward_result r;
+    bench_die_on(nb_minimize(&opt, main_p, startup, nb_value_name(cost), 0, NULL, 0, NULL, &r), "minimize");
+    nb_tensor *in[2];
+    make_batch(&in[0], &in[1]);
+    bench_program bp;
+    bench_program_init(&bp, main_p, startup, 2, (const char *[]){"ids", "targets"}, nb_value_name(cost), in);
+    double ms = bench_median_ms(bench_program_step, &bp, 2, steps, reps);
+    bench_program_free(&bp);
+    nb_tensor_release(in[0]);
+    nb_tensor_release(in[1]);
+    nb_backward_result_free(&r);
     nb_builder_free(b);
     nb_program_free(startup);
     nb_program_free(main_p);
@@ -125,7 +119,6 @@ int main(int argc, char **argv)
     if (steps < 1) steps = 1;
     printf("case lstm_eager median_ms %.4f steps %d\n", bench_eager(steps, 7), steps);
     fflush(stdout);
-    double ms = bench_static(steps, 7);
-    if (ms >= 0) printf("case lstm_static median_ms %.4f steps %d\n", ms, steps);
+    printf("case lstm_static median_ms %.4f steps %d\n", bench_static(steps, 7), steps);
     return 0;
 }

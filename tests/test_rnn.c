@@ -1,13 +1,11 @@
 /* Recurrent layers (nabla/recurrent.h): the simple RNN, LSTM and GRU cells
  * and sequence layers against PyTorch's outputs and gradients (reference
  * numbers from tests/ref/rnn_torch_ref.py, pasted into
- * tests/ref/rnn_torch_ref.h), cells against finite differences in float64,
+ * tests/ref/rnn_torch_ref.h), both against finite differences in float64,
  * the sequence layer against the cell unrolled by hand, parameters (names,
  * shapes, torch's initialisation, found again eagerly), and the errors.
- *
- * The static form of the sequence layers needs nb_scan's `recurrent` op; the
- * tests of it print a note and pass while nb_scan answers NB_ERR_UNSUPPORTED
- * in static programs. */
+ * Both forms: eager (the scan a C loop on the tape) and static (a program
+ * whose sequence is one `recurrent` op, differentiated by nb_gradients). */
 #include "grad_compare.h"
 #include "layer_test_util.h"
 #include "nabla/eager.h"
@@ -169,8 +167,7 @@ static void test_eager_matches_pytorch(void)
 
 /* The program of case c: data x, h, c (unknown batch, and unknown time for
  * a sequence), the parameters set to the reference values in the scope.
- * False (with a note) when the program cannot be built because static
- * nb_scan is not there yet. */
+ * False when it could not be built (the failure counted). */
 typedef struct static_case {
     model m;
     nb_rnn_params p;
@@ -192,12 +189,7 @@ static bool static_case_init(static_case *s, const ref_case *c)
     if (s->n_state == 2) state[1] = nb_data(b, "c", NB_F64, 2, S(-1, H));
     CHECK_OK(nb_rnn_params_new(b, c->kind, NB_F64, I, H, NULL, &s->p));
     if (c->seq) {
-        nb_status st = nb_rnn_sequence(b, &s->p, x, state, false, &s->out[0], s->out + 1);
-        if (st == NB_ERR_UNSUPPORTED) {
-            printf("  note: %s in a static program skipped: %s (waits for the static nb_scan)\n", c->name,
-                   nb_builder_error(b));
-            return false;
-        }
+        CHECK_OK(nb_rnn_sequence(b, &s->p, x, state, false, &s->out[0], s->out + 1));
         s->n_out = s->n_state + 1;
     } else {
         CHECK_OK(nb_rnn_cell(b, &s->p, x, state, s->out));
@@ -239,6 +231,8 @@ static void static_case_check(const ref_case *c)
     const char *wrt[7] = {nb_value_name(s.p.w_ih), nb_value_name(s.p.w_hh), nb_value_name(s.p.b_ih),
                           nb_value_name(s.p.b_hh), "x", "h", "c"};
     const int n_wrt = 5 + s.n_state;
+    /* A sequence is one recurrent op (the time loop is not unrolled). */
+    CHECK(count_ops_of(s.m.main, "recurrent") == (c->seq ? 1 : 0));
     const char *loss = nb_value_name(s.loss);
     nb_backward_result r;
     REQUIRE_OK(nb_gradients(s.m.main, 1, &loss, NULL, n_wrt, wrt, 0, NULL, false, &r));
@@ -268,7 +262,7 @@ static void test_static_cells_match_pytorch(void)
         if (!ref_cases[i].seq) static_case_check(&ref_cases[i]);
 }
 
-/* Waits for the static nb_scan: skips with a note while it is missing. */
+/* Unknown T and B while the program is built, one recurrent op. */
 static void test_static_sequences_match_pytorch(void)
 {
     for (int i = 0; i < N_REF_CASES; i++)
@@ -277,13 +271,12 @@ static void test_static_sequences_match_pytorch(void)
 
 /* ---- finite differences --------------------------------------------------------------- */
 
-/* Every gradient of every cell (parameters, x, h, c) against central
- * differences of the static program, in float64. */
-static void test_cell_gradients_match_finite_differences(void)
+/* Every gradient of every cell and sequence (parameters, x, h, c) against
+ * central differences of the static program, in float64. */
+static void test_gradients_match_finite_differences(void)
 {
     for (int i = 0; i < N_REF_CASES; i++) {
         const ref_case *c = &ref_cases[i];
-        if (c->seq) continue;
         static_case s;
         if (static_case_init(&s, c)) {
             const char *wrt[7] = {nb_value_name(s.p.w_ih), nb_value_name(s.p.w_hh), nb_value_name(s.p.b_ih),
@@ -292,7 +285,7 @@ static void test_cell_gradients_match_finite_differences(void)
             CHECK_OK(nb_gradcheck_program(s.m.main, nb_value_name(s.loss), 5 + s.n_state, wrt, s.m.scope, s.n_feeds,
                                           s.feeds, NULL, &rep));
             const int gh = nb_rnn_gate_count(c->kind) * H;
-            CHECK(rep.checked == gh * (I + H + 2) + B * I + s.n_state * B * H);
+            CHECK(rep.checked == gh * (I + H + 2) + (c->seq ? TT : 1) * B * I + s.n_state * B * H);
             CHECK(rep.failed == 0);
             if (rep.failed) fprintf(stderr, "  %s: worst %s\n", c->name, rep.worst);
         }
@@ -480,14 +473,11 @@ static void test_parameters_names_shapes_and_init(void)
         check_params(m.b, m.scope, &ps[kind], layer, gh, 20, 30);
         check_params(e, NULL, &pe[kind], layer, gh, 20, 30);
     }
-    /* A second layer gets the next name; no_bias leaves the biases out.
-     * (The layer's scan may not exist in static programs yet: the
-     * parameters are made before it.) */
+    /* A second layer gets the next name; no_bias leaves the biases out. */
     nb_value hn = NB_NONE, cn = NB_NONE;
     nb_value ys = nb_layer_lstm(m.b, xs, NB_NONE, NB_NONE, 7, &(nb_rnn_opts){.no_bias = true}, &hn, &cn);
-    nb_status st = nb_builder_status(m.b);
-    CHECK(st == NB_OK || st == NB_ERR_UNSUPPORTED);
-    if (!st) {
+    CHECK_OK(nb_builder_status(m.b));
+    if (!nb_builder_status(m.b)) {
         nb_var_info yi = nb_value_info(m.b, ys), hi = nb_value_info(m.b, hn), ci = nb_value_info(m.b, cn);
         CHECK(nb_shape_equal(yi.ndim, yi.shape, 3, S(-1, -1, 7)));
         CHECK(nb_shape_equal(hi.ndim, hi.shape, 2, S(-1, 7)) && nb_shape_equal(ci.ndim, ci.shape, 2, S(-1, 7)));
@@ -639,7 +629,7 @@ int main(void)
     RUN(test_eager_matches_pytorch);
     RUN(test_static_cells_match_pytorch);
     RUN(test_static_sequences_match_pytorch);
-    RUN(test_cell_gradients_match_finite_differences);
+    RUN(test_gradients_match_finite_differences);
     RUN(test_sequence_equals_cell_unrolled);
     RUN(test_missing_initial_state_is_zeros);
     RUN(test_parameters_names_shapes_and_init);
