@@ -82,11 +82,15 @@ nb_status nb_cond(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_
     return NB_OK;
 }
 
-/* x[t] along axis 0, as a value of one dimension less. */
-static nb_value time_slice(nb_builder *b, nb_value x, int64_t t)
+/* The T steps of x along axis 0, each a value of one dimension less. One
+ * split rather than T slices: a slice's gradient is the size of the whole
+ * sequence, which would make the backward pass O(T^2). */
+static nb_status time_steps(nb_builder *b, nb_value x, int64_t T, nb_value *steps)
 {
-    int64_t axis = 0, start = t, end = t + 1;
-    return nb_squeeze(b, nb_slice(b, x, 1, &axis, &start, &end), 1, &axis);
+    int64_t axis = 0;
+    nb_status st = nb_split(b, x, 0, (int)T, steps);
+    for (int64_t t = 0; t < T && !st; t++) steps[t] = nb_squeeze(b, steps[t], 1, &axis);
+    return st ? st : nb_builder_status(b);
 }
 
 nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const nb_value *init, int n_xs,
@@ -109,11 +113,17 @@ nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const 
     if (T < 1) return nb_builder_fail(b, NB_ERR_SHAPE, "scan: the sequences have no time steps");
     nb_value cur[NB_CONTROL_MAX], next[NB_CONTROL_MAX], x_t[NB_CONTROL_MAX], y_t[NB_CONTROL_MAX];
     nb_value *outs = calloc((size_t)(T * (n_ys ? n_ys : 1)), sizeof *outs);
-    if (!outs) return nb_builder_fail(b, NB_ERR_NOMEM, "scan: out of memory");
+    nb_value *steps = calloc((size_t)(T * n_xs), sizeof *steps);
+    if (!outs || !steps) {
+        free(outs);
+        free(steps);
+        return nb_builder_fail(b, NB_ERR_NOMEM, "scan: out of memory");
+    }
+    for (int j = 0; j < n_xs && !st; j++) st = time_steps(b, xs[j], T, steps + j * T);
     if (n_carry) memcpy(cur, init, (size_t)n_carry * sizeof *cur);
     for (int64_t i = 0; i < T && !st; i++) {
         int64_t t = reverse ? T - 1 - i : i;
-        for (int j = 0; j < n_xs; j++) x_t[j] = time_slice(b, xs[j], t);
+        for (int j = 0; j < n_xs; j++) x_t[j] = steps[j * T + t];
         for (int k = 0; k < NB_CONTROL_MAX; k++) next[k] = y_t[k] = NB_NONE;
         if ((st = nb_builder_status(b)) || (st = step(b, cur, x_t, next, y_t, ctx)) || (st = nb_builder_status(b))) break;
         for (int k = 0; k < n_carry && !st; k++) st = nb_control_check_same(b, "scan", "carried value", k, cur[k], next[k]);
@@ -125,6 +135,7 @@ nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const 
     }
     for (int k = 0; k < n_ys && !st; k++) ys[k] = nb_stack(b, (int)T, outs + k * T, 0);
     free(outs);
+    free(steps);
     if (!st) st = nb_builder_status(b);
     if (!st && n_carry) memcpy(final, cur, (size_t)n_carry * sizeof *cur);
     return st;
