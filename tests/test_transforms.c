@@ -341,6 +341,38 @@ static void test_forward_over_reverse_through_saved_outputs_and_fused_grads(void
     release_all(hv, hvr, h, hr, w, v, d.x, d.w2, d.label, d.c, NULL);
 }
 
+/* Through the normalisations, whose rules emit the fused batch_norm_grad and
+ * layer_norm_grad: f(w) = sum(tanh(layer_norm(batch_norm(x w)))^2), with
+ * the batch statistics of training. */
+static nb_status f_norms(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    nb_tensor **p = ctx; /* x [5, 4], scale [3], bias [3], running mean [3], running var [3] */
+    nb_value h = nb_matmul(b, nb_eager_value(b, p[0]), in[0], false, false), y[5];
+    nb_value bn_in[5] = {h, nb_eager_value(b, p[1]), nb_eager_value(b, p[2]), nb_eager_value(b, p[3]), nb_eager_value(b, p[4])};
+    if (nb_emit(b, "batch_norm", 5, bn_in, 0, NULL, 5, y)) return nb_builder_status(b);
+    nb_value ln_in[3] = {nb_tanh(b, y[0]), nb_eager_value(b, p[1]), nb_eager_value(b, p[2])}, z[3];
+    if (nb_emit(b, "layer_norm", 3, ln_in, 0, NULL, 3, z)) return nb_builder_status(b);
+    nb_value t = nb_tanh(b, nb_mul(b, z[0], nb_eager_value(b, p[1])));
+    out[0] = nb_reduce_sum(b, nb_mul(b, t, t), 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+static void test_forward_over_reverse_through_normalisations(void)
+{
+    nb_tensor *p[5] = {T(NB_F64, S(5, 4), 0.5, -0.3, 0.8, 0.1, -0.6, 0.9, 0.2, -0.7, 0.3, 0.3, -0.2, 0.6, 0.1, -0.9, 0.4,
+                         0.2, -0.5, 0.7, 0.6, -0.1),
+                       T(NB_F64, S(3), 1.2, 0.7, -0.9), T(NB_F64, S(3), 0.1, -0.2, 0.3), T(NB_F64, S(3), 0, 0, 0),
+                       T(NB_F64, S(3), 1, 1, 1)};
+    nb_function f = {f_norms, 1, 1, p};
+    nb_tensor *w = T(NB_F64, S(4, 3), 0.2, -0.4, 0.6, 0.3, 0.5, -0.1, -0.7, 0.8, 0.2, 0.1, -0.3, 0.4);
+    nb_tensor *v = T(NB_F64, S(4, 3), 1, -2, 0.5, 0.3, 1.5, -1, 0.7, -0.2, 2, -1.1, 0.4, 0.9), *hv, *hvr;
+    REQUIRE_OK(nb_hvp(&f, &w, 0, v, &hv));
+    REQUIRE_OK(nb_hvp_by_reverse(&f, &w, 0, v, &hvr));
+    CHECK(nb_tensor_allclose(hv, hvr, 1e-9, 1e-11));
+    CHECK(hvp_fd_error(&f, w, v, hv) < 1e-6);
+    release_all(hv, hvr, w, v, p[0], p[1], p[2], p[3], p[4], NULL);
+}
+
 /* Derivatives of forward over reverse by reverse: for f = sum(x^4) / 4,
  * H v = 3 x^2 v, and the gradient of sum(H v) in x is 6 x v. */
 static nb_status f_quartic(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
@@ -450,6 +482,7 @@ static void test_user_defined_rules(void)
 
 int main(void)
 {
+    RUN(test_forward_over_reverse_through_normalisations);
     RUN(test_vjp_and_reused_pullback);
     RUN(test_value_and_grad_argnums_free_and_aux);
     RUN(test_fourth_derivative_of_sin_by_nesting);

@@ -1,6 +1,7 @@
 /* Batch and layer normalisation, with their fused gradient ops. Shape rules
  * and validation live here; the arithmetic is in kernels/cpu/norm.c. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "families.h"
 #include "infer_check.h"
@@ -162,20 +163,71 @@ static nb_status batch_norm_grad_infer(nb_op_ctx *ctx)
     return NB_OK;
 }
 
+/* The mean and 1 / sqrt(biased variance + eps) of each of `groups` groups
+ * of `len` values of x, where value j of group g is at
+ * x[(j / inner) * outer_stride + g * inner + j % inner]. */
+static void group_stats(const nb_tensor *x, int64_t groups, int64_t len, int64_t inner, int64_t outer_stride, double eps,
+                        double *mean, double *invstd)
+{
+    for (int64_t g = 0; g < groups; g++) {
+        double sum = 0, sq = 0;
+        for (int64_t j = 0; j < len; j++) sum += nb_tensor_get(x, (j / inner) * outer_stride + g * inner + j % inner);
+        const double m = sum / (double)len;
+        for (int64_t j = 0; j < len; j++) {
+            const double d = nb_tensor_get(x, (j / inner) * outer_stride + g * inner + j % inner) - m;
+            sq += d * d;
+        }
+        mean[g] = m;
+        invstd[g] = 1 / sqrt(sq / (double)len + eps);
+    }
+}
+
+/* Statistics as tensors of X's dtype: [count] mean, and invstd or variance. */
+static nb_status stats_tensors(const nb_tensor *x, int64_t count, const double *mean, const double *invstd, bool as_var,
+                               double eps, nb_tensor **m, nb_tensor **v)
+{
+    nb_status st = nb_tensor_new(m, x->dtype, 1, &count);
+    if (!st && (st = nb_tensor_new(v, x->dtype, 1, &count))) nb_tensor_release(*m);
+    for (int64_t i = 0; i < count && !st; i++) {
+        nb_tensor_set(*m, i, mean[i]);
+        nb_tensor_set(*v, i, as_var ? 1 / (invstd[i] * invstd[i]) - eps : invstd[i]);
+    }
+    return st;
+}
+
 static nb_status batch_norm_grad_cpu(nb_op_ctx *ctx)
 {
     int64_t n, c, s;
     const nb_tensor *x = nb_in(ctx, 0, 0);
     bn_dims(x, &n, &c, &s);
     const bool global = bn_global(ctx);
+    const double eps = nb_attr_float(ctx, "epsilon");
     /* With global statistics the running Mean and Variance, when given, are
      * the statistics; otherwise the saved ones are (the forward op saves the
-     * running ones in that mode too). */
+     * running ones in that mode too). In training the batch's statistics
+     * are recomputed from X, not read from SavedMean/SavedVariance: that
+     * makes the op a function of X, Scale and DY alone, which is what its
+     * own rules differentiate (norm_composite.c). */
     const bool running = global && nb_has_in(ctx, 5);
-    return nb_cpu_batch_norm_grad(ctx->label, x->dtype, n, c, s, nb_tensor_data(x), in_data(ctx, 1),
-                                  in_data(ctx, running ? 5 : 2), in_data(ctx, running ? 6 : 3), running, global,
-                                  nb_attr_float(ctx, "epsilon"), in_data(ctx, 4), out_data(ctx, 0), out_data(ctx, 1),
-                                  out_data(ctx, 2));
+    if (global)
+        return nb_cpu_batch_norm_grad(ctx->label, x->dtype, n, c, s, nb_tensor_data(x), in_data(ctx, 1),
+                                      in_data(ctx, running ? 5 : 2), in_data(ctx, running ? 6 : 3), running, global,
+                                      eps, in_data(ctx, 4), out_data(ctx, 0), out_data(ctx, 1), out_data(ctx, 2));
+    double *mean = malloc((size_t)(2 * c + 1) * sizeof *mean);
+    nb_tensor *m = NULL, *r = NULL;
+    nb_status st = mean ? NB_OK : nb_error(NB_ERR_NOMEM, "%s: out of memory", ctx->label);
+    if (!st) {
+        group_stats(x, c, n * s, s, c * s, eps, mean, mean + c);
+        st = stats_tensors(x, c, mean, mean + c, false, eps, &m, &r);
+    }
+    if (!st)
+        st = nb_cpu_batch_norm_grad(ctx->label, x->dtype, n, c, s, nb_tensor_data(x), in_data(ctx, 1), nb_tensor_data(m),
+                                    nb_tensor_data(r), false, false, eps, in_data(ctx, 4), out_data(ctx, 0),
+                                    out_data(ctx, 1), out_data(ctx, 2));
+    nb_tensor_release(m);
+    nb_tensor_release(r);
+    free(mean);
+    return st;
 }
 
 /* ---- layer_norm ------------------------------------------------------------ */
@@ -279,14 +331,30 @@ static nb_status layer_norm_grad_infer(nb_op_ctx *ctx)
     return NB_OK;
 }
 
+/* The row statistics are recomputed from X rather than read from Mean and
+ * Variance, so that the op is a function of X, Scale and DY alone (see
+ * batch_norm_grad_cpu). */
 static nb_status layer_norm_grad_cpu(nb_op_ctx *ctx)
 {
     int64_t rows, cols;
     const nb_tensor *x = nb_in(ctx, 0, 0);
     ln_dims(ctx, x, &rows, &cols);
-    return nb_cpu_layer_norm_grad(ctx->label, x->dtype, rows, cols, nb_tensor_data(x), in_data(ctx, 1),
-                                  in_data(ctx, 2), in_data(ctx, 3), nb_attr_float(ctx, "epsilon"), in_data(ctx, 4),
-                                  out_data(ctx, 0), out_data(ctx, 1), out_data(ctx, 2));
+    const double eps = nb_attr_float(ctx, "epsilon");
+    double *mean = malloc((size_t)(2 * rows + 1) * sizeof *mean);
+    nb_tensor *m = NULL, *v = NULL;
+    nb_status st = mean ? NB_OK : nb_error(NB_ERR_NOMEM, "%s: out of memory", ctx->label);
+    if (!st) {
+        group_stats(x, rows, cols, cols, 0, eps, mean, mean + rows); /* row g: g * cols + j */
+        st = stats_tensors(x, rows, mean, mean + rows, true, eps, &m, &v);
+    }
+    if (!st)
+        st = nb_cpu_layer_norm_grad(ctx->label, x->dtype, rows, cols, nb_tensor_data(x), in_data(ctx, 1),
+                                    nb_tensor_data(m), nb_tensor_data(v), eps, in_data(ctx, 4), out_data(ctx, 0),
+                                    out_data(ctx, 1), out_data(ctx, 2));
+    nb_tensor_release(m);
+    nb_tensor_release(v);
+    free(mean);
+    return st;
 }
 
 /* ---- definitions --------------------------------------------------------------- */
@@ -309,14 +377,18 @@ static const nb_op_def op_batch_norm = {
 
 static const nb_op_def op_batch_norm_grad = {
     .name = "batch_norm_grad",
-    .doc = "Gradients of batch_norm (DX, DScale, DBias) from DY and the saved (or, with global stats, running) statistics",
-    .inputs = {{"X", 0}, {"Scale", 0}, {"SavedMean", 0}, {"SavedVariance", 0}, {"DY", 0},
+    .doc = "Gradients of batch_norm (DX, DScale, DBias) from DY; batch statistics recomputed from X, global ones as given",
+    /* The statistics take no gradient: the batch's are functions of X (and
+     * recomputed from it), global ones are constants. */
+    .inputs = {{"X", 0}, {"Scale", 0}, {"SavedMean", NB_SLOT_NO_GRAD}, {"SavedVariance", NB_SLOT_NO_GRAD}, {"DY", 0},
                {"Mean", NB_SLOT_OPTIONAL | NB_SLOT_NO_GRAD}, {"Variance", NB_SLOT_OPTIONAL | NB_SLOT_NO_GRAD}},
     .outputs = {{"DX", NB_SLOT_OPTIONAL}, {"DScale", NB_SLOT_OPTIONAL}, {"DBias", NB_SLOT_OPTIONAL}},
     .attrs = {NB_ADEF_FLOAT("epsilon", 1e-5), NB_ADEF_BOOL("is_test", false), NB_ADEF_BOOL("use_global_stats", false)},
     .infer = batch_norm_grad_infer,
     .cpu = batch_norm_grad_cpu,
-    .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4),
+    .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4) | (1u << 5) | (1u << 6),
+    .vjp = nb_batch_norm_grad_vjp,
+    .jvp = nb_batch_norm_grad_jvp,
 };
 
 static const nb_op_def op_layer_norm = {
@@ -336,13 +408,15 @@ static const nb_op_def op_layer_norm = {
 
 static const nb_op_def op_layer_norm_grad = {
     .name = "layer_norm_grad",
-    .doc = "Gradients of layer_norm (DX, DScale, DBias) from DY and the saved row Mean and Variance",
-    .inputs = {{"X", 0}, {"Scale", NB_SLOT_OPTIONAL}, {"Mean", 0}, {"Variance", 0}, {"DY", 0}},
+    .doc = "Gradients of layer_norm (DX, DScale, DBias) from DY; the row statistics are recomputed from X",
+    .inputs = {{"X", 0}, {"Scale", NB_SLOT_OPTIONAL}, {"Mean", NB_SLOT_NO_GRAD}, {"Variance", NB_SLOT_NO_GRAD}, {"DY", 0}},
     .outputs = {{"DX", NB_SLOT_OPTIONAL}, {"DScale", NB_SLOT_OPTIONAL}, {"DBias", NB_SLOT_OPTIONAL}},
     .attrs = {NB_ADEF_INT("begin_norm_axis", 1), NB_ADEF_FLOAT("epsilon", 1e-5)},
     .infer = layer_norm_grad_infer,
     .cpu = layer_norm_grad_cpu,
     .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4),
+    .vjp = nb_layer_norm_grad_vjp,
+    .jvp = nb_layer_norm_grad_jvp,
 };
 
 const nb_op_def *const nb_ops_norm[] = {&op_batch_norm, &op_batch_norm_grad, &op_layer_norm, &op_layer_norm_grad,
