@@ -164,23 +164,36 @@ static nb_status batch_norm_grad_infer(nb_op_ctx *ctx)
 }
 
 /* The mean and 1 / sqrt(biased variance + eps) of each of `groups` groups
- * of `len` values of x, where value j of group g is at
- * x[(j / inner) * outer_stride + g * inner + j % inner]. */
+ * of `len` values of x (contiguous, float32 or float64), where value j of
+ * group g is at (j / inner) * outer_stride + g * inner + j % inner. */
+#define GROUP_STATS(T)                                                                          \
+    for (int64_t g = 0; g < groups; g++) {                                                      \
+        double sum = 0, sq = 0;                                                                 \
+        for (int64_t o = 0; o < len / inner; o++) {                                             \
+            const T *row = p + o * outer_stride + g * inner;                                    \
+            for (int64_t i = 0; i < inner; i++) sum += row[i];                                  \
+        }                                                                                       \
+        const double m = sum / (double)len;                                                     \
+        for (int64_t o = 0; o < len / inner; o++) {                                             \
+            const T *row = p + o * outer_stride + g * inner;                                    \
+            for (int64_t i = 0; i < inner; i++) sq += (row[i] - m) * (row[i] - m);              \
+        }                                                                                       \
+        mean[g] = m;                                                                            \
+        invstd[g] = 1 / sqrt(sq / (double)len + eps);                                           \
+    }
+
 static void group_stats(const nb_tensor *x, int64_t groups, int64_t len, int64_t inner, int64_t outer_stride, double eps,
                         double *mean, double *invstd)
 {
-    for (int64_t g = 0; g < groups; g++) {
-        double sum = 0, sq = 0;
-        for (int64_t j = 0; j < len; j++) sum += nb_tensor_get(x, (j / inner) * outer_stride + g * inner + j % inner);
-        const double m = sum / (double)len;
-        for (int64_t j = 0; j < len; j++) {
-            const double d = nb_tensor_get(x, (j / inner) * outer_stride + g * inner + j % inner) - m;
-            sq += d * d;
-        }
-        mean[g] = m;
-        invstd[g] = 1 / sqrt(sq / (double)len + eps);
+    if (x->dtype == NB_F32) {
+        const float *p = nb_tensor_data(x);
+        GROUP_STATS(float)
+    } else {
+        const double *p = nb_tensor_data(x);
+        GROUP_STATS(double)
     }
 }
+#undef GROUP_STATS
 
 /* Statistics as tensors of X's dtype: [count] mean, and invstd or variance. */
 static nb_status stats_tensors(const nb_tensor *x, int64_t count, const double *mean, const double *invstd, bool as_var,
