@@ -179,28 +179,9 @@ nb_status nb_ctl_zeros_like(nb_tensor **out, const nb_tensor *t)
 nb_status nb_ctl_accumulate(nb_tensor **acc, const nb_tensor *t)
 {
     if (!*acc) return nb_tensor_clone(acc, t);
-    if ((*acc)->dtype != t->dtype || !nb_shape_equal((*acc)->ndim, (*acc)->shape, t->ndim, t->shape)) {
-        char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
-        return nb_error(NB_ERR_SHAPE, "control flow: adding gradients of shapes %s and %s",
-                        nb_shape_str(a, sizeof a, (*acc)->ndim, (*acc)->shape), nb_shape_str(b, sizeof b, t->ndim, t->shape));
-    }
-    nb_tensor *c = NULL;
-    nb_status st = nb_tensor_contiguous(&c, (nb_tensor *)t);
-    if (st) return st;
-    int64_t n = nb_tensor_numel(c);
-    if (c->dtype == NB_F32) {
-        float *a = nb_tensor_data(*acc);
-        const float *x = nb_tensor_data(c);
-        for (int64_t i = 0; i < n; i++) a[i] += x[i];
-    } else if (c->dtype == NB_F64) {
-        double *a = nb_tensor_data(*acc);
-        const double *x = nb_tensor_data(c);
-        for (int64_t i = 0; i < n; i++) a[i] += x[i];
-    } else {
-        st = nb_error(NB_ERR_DTYPE, "control flow: a gradient of dtype %s", nb_dtype_name(c->dtype));
-    }
-    nb_tensor_release(c);
-    return st;
+    /* The add kernel, in place: it checks the shapes and dtypes. */
+    nb_tensor *in[2] = {*acc, (nb_tensor *)t};
+    return nb_op_run("add", 2, in, 0, NULL, 1, acc, NULL);
 }
 
 nb_status nb_ctl_time_slice(nb_tensor **out, nb_tensor *x, int64_t t)

@@ -50,9 +50,7 @@ nb_status nb_ctl_sub_backward(nb_builder *b, const char *who, int fwd_block, int
         nb_sub_grad_free(out);
         if (st == NB_ERR_NOMEM) nb_error(st, "%s: out of memory", who);
         else nb_error_context(st, "%s: differentiating its block %d", who, fwd_block);
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", nb_last_error());
-        return nb_builder_fail(b, st, "%s", msg);
+        return nb_builder_fail(b, st, "%s", nb_last_error()); /* formats before it records */
     }
     return NB_OK;
 }

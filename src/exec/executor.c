@@ -506,8 +506,10 @@ static nb_status run_step(nb_prepared *pp, nb_scope *scope, step *st)
     pp->env.op = st->op;
     pp->env.pp = pp;
     pp->env.step = st;
-    for (int k = 0; k < st->n_out && (st->op->def->flags & NB_OP_CONTROL); k++) st->out_t[k] = NULL;
-    for (int k = 0; k < st->n_out && !(st->op->def->flags & NB_OP_CONTROL); k++) {
+    /* Control-flow kernels bind their outputs themselves (nb_exec_output). */
+    const int n_bound = (st->op->def->flags & NB_OP_CONTROL) ? 0 : st->n_out;
+    for (int k = n_bound; k < st->n_out; k++) st->out_t[k] = NULL;
+    for (int k = 0; k < n_bound; k++) {
         value *v = &pp->values[st->out[k]];
         const nb_var_info *info = &st->out_info[k];
         nb_status s = v->kind == V_TEMP ? bind_temp(pp, v, info, st->out_is_input[k], st->label)
