@@ -26,6 +26,12 @@
 
 #include "nabla/builder.h"
 
+/* Registers the control-flow ops (while, cond, recurrent, net and their
+ * gradient ops) with the op registry. The functions below and the program
+ * loader call it; call it yourself only to look those ops up (nb_op_find)
+ * or emit them (nb_emit) before either has run. Idempotent and thread-safe. */
+nb_status nb_control_register_ops(void);
+
 /* ---- while ------------------------------------------------------------- */
 
 /* cond: sets *pred (bool, one element) from the carried values.

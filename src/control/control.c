@@ -40,6 +40,7 @@ static nb_status check_args(nb_builder *b, const char *who, bool ok)
     if (!b) return nb_error(NB_ERR_ARG, "%s: NULL builder", who);
     nb_status st = nb_builder_status(b);
     if (st) return st;
+    if ((st = nb_control_register_ops())) return nb_builder_fail(b, st, "%s: %s", who, nb_last_error());
     return ok ? NB_OK : nb_builder_fail(b, NB_ERR_ARG, "%s: bad arguments (a NULL callback, or counts out of range)", who);
 }
 

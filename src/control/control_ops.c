@@ -1,11 +1,33 @@
-/* The registry's table of control-flow ops, and what they share. */
+/* The control-flow ops' registration, and what they share.
+ *
+ * These ops run blocks through the executor and differentiate them through
+ * the backward pass, so they sit above both and cannot be in the registry's
+ * built-in tables (which sit below): they register themselves, once, the
+ * first time anything that can meet them runs (nabla/control.h's builders,
+ * the program-file loader, the nabla tool). */
+#include <pthread.h>
+#include "nabla/control.h"
 #include "nabla/program.h"
 #include "control_ops.h"
 
-const nb_op_def *const nb_ops_control[] = {
+static const nb_op_def *const ops[] = {
     &nb_op_while, &nb_op_while_grad, &nb_op_cond,      &nb_op_cond_grad,
-    &nb_op_net,   &nb_op_net_grad,   &nb_op_recurrent, &nb_op_recurrent_grad, NULL,
+    &nb_op_net,   &nb_op_net_grad,   &nb_op_recurrent, &nb_op_recurrent_grad,
 };
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static nb_status registered;
+
+static void register_all(void)
+{
+    for (size_t i = 0; i < sizeof ops / sizeof *ops && !registered; i++) registered = nb_op_register(ops[i]);
+}
+
+nb_status nb_control_register_ops(void)
+{
+    pthread_once(&once, register_all);
+    return registered;
+}
 
 nb_status nb_ctl_needs_executor(const nb_op_ctx *ctx)
 {

@@ -8,7 +8,7 @@
 #include "tangents.h"
 #include "../core/strmap.h"
 #include "../ops/op_internal.h"
-#include "../program/builder_internal.h"
+#include "../builder/builder_internal.h"
 #include "nabla/autodiff.h"
 
 typedef struct eager_state {
@@ -86,9 +86,12 @@ static nb_status propagate_tangents(nb_tangents *l, const nb_op_def *def, const 
     return st;
 }
 
-static nb_status eager_emit(nb_builder *b, const nb_op_def *def, int n_in, const nb_value *in, int n_attrs,
+static nb_status eager_emit(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
                             const nb_attr *attrs, int n_out, nb_value *out)
 {
+    const nb_op_def *def = nb_op_find(type);
+    if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type);
+    if (n_out < 0) n_out = nb_op_default_outputs(def);
     eager_state *s = state_of(b);
     if (n_in > MAX_ARGS || n_out > MAX_ARGS || n_attrs >= NB_MAX_ATTRS * 2)
         return nb_error(NB_ERR_ARG, "%s: too many inputs, outputs or attributes", def->name);
@@ -152,10 +155,13 @@ static void eager_destroy(nb_builder *b)
     free(s);
 }
 
+static nb_status eager_unique_name(nb_builder *b, const char *prefix, char *buf, size_t size);
+
 static const nb_builder_backend eager_backend = {
     .name = "eager",
     .emit = eager_emit,
     .info = eager_info,
+    .unique_name = eager_unique_name,
     .destroy = eager_destroy,
 };
 
@@ -210,7 +216,7 @@ void nb_eager_release_values(nb_builder *b)
     nb_strmap_init(&s->names);
 }
 
-nb_status nb_eager_layer_name(nb_builder *b, const char *prefix, char *buf, size_t size)
+static nb_status eager_unique_name(nb_builder *b, const char *prefix, char *buf, size_t size)
 {
     eager_state *s = state_of(b);
     uintptr_t k = (uintptr_t)nb_strmap_get(&s->names, prefix, NULL);

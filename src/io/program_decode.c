@@ -13,6 +13,7 @@
 #include "program_file_internal.h"
 #include "../core/strmap.h"
 #include "../ops/op_internal.h"
+#include "nabla/control.h"
 
 /* Far beyond any real program; keeps counts inside int arithmetic. */
 #define MAX_COUNT (INT_MAX / 4)
@@ -438,6 +439,8 @@ nb_status nb_programs_decode(const uint8_t *buf, size_t len, const char *source,
     if (startup) *startup = NULL;
     if (!buf && len) return nb_error(NB_ERR_ARG, "%s: NULL buffer of %zu bytes", source, len);
     if (len == 0) return nb_error(NB_ERR_FORMAT, "%s: empty, not a nabla program file", source);
+    nb_status reg = nb_control_register_ops(); /* a file may hold loops and branches */
+    if (reg) return reg;
     Nabla__ProgramFile *pf = nabla__program_file__unpack(NULL, len, buf);
     if (!pf)
         return nb_error(NB_ERR_FORMAT, "%s: not a nabla program file (malformed or truncated protobuf data)", source);

@@ -1,5 +1,7 @@
 /* The op families that make up the built-in registry. Each family file
- * defines a NULL-terminated table of its ops; registry.c lists the tables. */
+ * defines a NULL-terminated table of its ops; registry.c lists the tables.
+ * The control-flow ops (src/control/) register themselves: see
+ * nb_control_register_ops in nabla/control.h. */
 #ifndef NABLA_FAMILIES_H
 #define NABLA_FAMILIES_H
 
@@ -15,6 +17,5 @@ extern const nb_op_def *const nb_ops_conv[];        /* conv.c: conv2d, pool2d */
 extern const nb_op_def *const nb_ops_norm[];        /* norm.c: batch_norm, layer_norm */
 extern const nb_op_def *const nb_ops_creation[];    /* creation.c: fill, random, assign, increment */
 extern const nb_op_def *const nb_ops_optimizer[];   /* optimizer.c: sgd, momentum, adam, rmsprop, ..., lr_schedule */
-extern const nb_op_def *const nb_ops_control[];     /* src/control/control_ops.c: while, cond, recurrent, net */
 
 #endif

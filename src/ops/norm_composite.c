@@ -9,7 +9,7 @@
  * use_global_stats) they are constants and are used as given. */
 #include "nabla/ops.h"
 #include "norm_grad.h"
-#include "../autodiff/composite.h"
+#include "composite.h"
 
 #define E1(c, type, a, n, at) nb_cmp_emit((c), (type), 1, (nb_value[]){a}, (n), (at))
 #define E2(c, type, a, b_) nb_cmp_emit((c), (type), 2, (nb_value[]){a, b_}, 0, NULL)

@@ -20,6 +20,10 @@ nb_status nb_assign_slots(const nb_op_def *def, bool inputs, int n, const bool *
 /* Runs `infer` and checks what it produced (valid dtypes, ranks). */
 nb_status nb_run_infer(nb_op_ctx *ctx);
 
+/* How many outputs a builder gives an op when the caller did not say (n_out
+ * < 0 in a backend's emit): one per declared output slot, at least one. */
+int nb_op_default_outputs(const nb_op_def *def);
+
 /* "name(X, Y) -> (Out)": a def's slots, for messages and `nabla ops`. */
 char *nb_op_signature(const nb_op_def *def, char *buf, size_t size);
 

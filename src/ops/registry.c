@@ -9,7 +9,7 @@
 
 static const nb_op_def *const *const families[] = {
     nb_ops_elementwise, nb_ops_compare, nb_ops_reduce, nb_ops_linalg,
-    nb_ops_shape, nb_ops_nn, nb_ops_conv, nb_ops_norm, nb_ops_creation, nb_ops_optimizer, nb_ops_control,
+    nb_ops_shape, nb_ops_nn, nb_ops_conv, nb_ops_norm, nb_ops_creation, nb_ops_optimizer,
 };
 
 static struct {
@@ -136,6 +136,12 @@ static int count_slots(const nb_slot_def *slots)
 
 int nb_op_num_inputs(const nb_op_def *def) { return count_slots(def->inputs); }
 int nb_op_num_outputs(const nb_op_def *def) { return count_slots(def->outputs); }
+
+int nb_op_default_outputs(const nb_op_def *def)
+{
+    int n = nb_op_num_outputs(def);
+    return n < 1 ? 1 : n;
+}
 
 char *nb_op_signature(const nb_op_def *def, char *buf, size_t size)
 {

@@ -3,14 +3,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "builder_internal.h"
+#include "../builder/builder_internal.h"
 #include "program_internal.h"
+#include "../ops/op_internal.h"
 
 #define NAME_MAX_LEN 256
 
-static nb_status record_emit(nb_builder *b, const nb_op_def *def, int n_in, const nb_value *in, int n_attrs,
+static nb_status record_emit(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
                              const nb_attr *attrs, int n_out, nb_value *out)
 {
+    const nb_op_def *def = nb_op_find(type);
+    if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type);
+    if (n_out < 0) n_out = nb_op_default_outputs(def);
     const char **in_names = calloc((size_t)n_in + 1, sizeof *in_names);
     char (*out_names)[NAME_MAX_LEN] = calloc((size_t)n_out, sizeof *out_names);
     const char **out_ptrs = calloc((size_t)n_out + 1, sizeof *out_ptrs);
@@ -43,17 +47,23 @@ done:
 
 static nb_var_info record_info(const nb_builder *b, nb_value v) { return nb_var_info_of(v.p); }
 
-const nb_builder_backend nb_record_backend = {
+static nb_status record_unique_name(nb_builder *b, const char *prefix, char *buf, size_t size)
+{
+    return nb_program_unique_name(b->program, prefix, buf, size);
+}
+
+static const nb_builder_backend record_backend = {
     .name = "record",
     .emit = record_emit,
     .info = record_info,
+    .unique_name = record_unique_name,
 };
 
 nb_status nb_builder_new_record(nb_builder **out, nb_program *main, nb_program *startup)
 {
     *out = NULL;
     if (!main) return nb_error(NB_ERR_ARG, "builder: main program is NULL");
-    nb_status st = nb_builder_init(out, &nb_record_backend);
+    nb_status st = nb_builder_init(out, &record_backend);
     if (st) return st;
     (*out)->program = main;
     (*out)->startup = startup;

@@ -24,6 +24,10 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    if (nb_control_register_ops()) {
+        fprintf(stderr, "nabla: %s\n", nb_last_error());
+        return 1;
+    }
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

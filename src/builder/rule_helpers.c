@@ -1,4 +1,7 @@
-/* Helpers that gradient rules call. */
+/* Helpers that gradient rules call. They sit with the builder, under the op
+ * definitions whose rules use them, so they read the def as data and never
+ * ask the registry. */
+#include <string.h>
 #include "nabla/autodiff.h"
 #include "nabla/ops.h"
 
@@ -14,8 +17,9 @@ nb_value nb_grad_dy_or_zeros(nb_builder *b, const nb_grad_ctx *g, int slot, int 
 const nb_attr_value *nb_grad_attr(const nb_grad_ctx *g, const char *name)
 {
     static const nb_attr_value none;
-    int i = nb_op_attr_index(g->def, name);
-    return i >= 0 ? &g->attrs[i] : &none;
+    for (int i = 0; i < NB_MAX_ATTRS && g->def->attrs[i].name; i++)
+        if (!strcmp(g->def->attrs[i].name, name)) return &g->attrs[i];
+    return &none;
 }
 
 nb_value nb_grad_unbroadcast(nb_builder *b, nb_value v, nb_value like)

@@ -1,5 +1,6 @@
 /* The backend-independent half of the builder: first-error bookkeeping and
- * nb_emit's checks. */
+ * nb_emit's checks. Everything that depends on what a value is goes through
+ * the backend's vtable. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,26 +66,31 @@ nb_status nb_emit(nb_builder *b, const char *type, int n_in, const nb_value *in,
     for (int i = 0; i < n_out && out; i++) out[i] = NB_NONE;
     if (!b) return nb_error(NB_ERR_ARG, "emit %s: builder is NULL", type ? type : "?");
     if (b->status) return b->status;
-    const nb_op_def *def = nb_op_find(type);
-    if (!def) return nb_builder_record_error(b, nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type ? type : "(null)"));
+    if (!type) return nb_builder_record_error(b, nb_error(NB_ERR_NOT_FOUND, "unknown op '(null)'"));
     if (n_in < 0 || n_out < 1 || (n_in && !in) || !out || (n_attrs && !attrs))
         return nb_builder_record_error(b, nb_error(NB_ERR_ARG, "emit %s: bad argument counts or NULL arrays", type));
-    return nb_builder_record_error(b, b->backend->emit(b, def, n_in, in, n_attrs, attrs, n_out, out));
+    return nb_builder_record_error(b, b->backend->emit(b, type, n_in, in, n_attrs, attrs, n_out, out));
 }
 
 nb_value nb_emit1(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs, const nb_attr *attrs)
 {
-    const nb_op_def *def = nb_op_find(type);
-    int n_out = 1;
-    if (def) {
-        /* Give every declared output a value so multi-output ops run whole. */
-        n_out = nb_op_num_outputs(def);
-        if (n_out < 1) n_out = 1;
-        for (int i = 0; i < NB_MAX_SLOTS && def->outputs[i].name; i++)
-            if (def->outputs[i].flags & NB_SLOT_VARIADIC) n_out = nb_op_num_outputs(def);
-    }
+    /* Every declared output gets a value, so that multi-output ops run whole. */
     nb_value outs[NB_MAX_SLOTS];
-    if (nb_emit(b, type, n_in, in, n_attrs, attrs, n_out, outs)) return NB_NONE;
+    for (int i = 0; i < NB_MAX_SLOTS; i++) outs[i] = NB_NONE;
+    if (!b) {
+        nb_error(NB_ERR_ARG, "emit %s: builder is NULL", type ? type : "?");
+        return NB_NONE;
+    }
+    if (b->status) return NB_NONE;
+    if (!type) {
+        nb_builder_record_error(b, nb_error(NB_ERR_NOT_FOUND, "unknown op '(null)'"));
+        return NB_NONE;
+    }
+    if (n_in < 0 || (n_in && !in) || (n_attrs && !attrs)) {
+        nb_builder_record_error(b, nb_error(NB_ERR_ARG, "emit %s: bad argument counts or NULL arrays", type));
+        return NB_NONE;
+    }
+    if (nb_builder_record_error(b, b->backend->emit(b, type, n_in, in, n_attrs, attrs, -1, outs))) return NB_NONE;
     return outs[0];
 }
 
@@ -98,5 +104,5 @@ nb_var_info nb_value_info(const nb_builder *b, nb_value v)
 nb_status nb_builder_unique_name(nb_builder *b, const char *prefix, char *buf, size_t size)
 {
     if (!b) return nb_error(NB_ERR_ARG, "unique name: builder is NULL");
-    return b->program ? nb_program_unique_name(b->program, prefix, buf, size) : nb_eager_layer_name(b, prefix, buf, size);
+    return b->backend->unique_name(b, prefix, buf, size);
 }

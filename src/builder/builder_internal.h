@@ -1,15 +1,22 @@
 /* The builder and what a backend provides. A backend turns emitted ops into
- * something: OpDescs (record.c) or computed tensors (the eager backend). */
+ * something: OpDescs (src/program/record.c) or computed tensors
+ * (src/eager/eager_builder.c). The builder itself knows no op and no
+ * backend: it checks arguments, keeps the first error and calls the vtable. */
 #ifndef NABLA_BUILDER_INTERNAL_H
 #define NABLA_BUILDER_INTERNAL_H
 
 #include "nabla/builder.h"
 
+/* What differs between backends. The builder never names one. */
 typedef struct nb_builder_backend {
     const char *name;
-    nb_status (*emit)(nb_builder *b, const nb_op_def *def, int n_in, const nb_value *in, int n_attrs,
+    /* Emits op `type`, whose definition the backend looks up. n_out < 0 asks
+     * for one value per declared output slot (out has room for NB_MAX_SLOTS). */
+    nb_status (*emit)(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
                       const nb_attr *attrs, int n_out, nb_value *out);
     nb_var_info (*info)(const nb_builder *b, nb_value v);
+    /* A fresh layer name for `prefix` ("fc" -> "fc_0"). */
+    nb_status (*unique_name)(nb_builder *b, const char *prefix, char *buf, size_t size);
     void (*destroy)(nb_builder *b);
 } nb_builder_backend;
 
@@ -29,9 +36,5 @@ nb_status nb_builder_init(nb_builder **out, const nb_builder_backend *backend);
 /* Records st (with the thread's error text) as the builder's first error. */
 nb_status nb_builder_record_error(nb_builder *b, nb_status st);
 
-extern const nb_builder_backend nb_record_backend;
-
-/* The eager builder's layer names (src/eager/eager_builder.c). */
-nb_status nb_eager_layer_name(nb_builder *b, const char *prefix, char *buf, size_t size);
 
 #endif
