@@ -131,7 +131,7 @@ nb_status nb_gradients(nb_program *p, int n_targets, const char *const *targets,
 
 /* Appends the forward-mode part of block 0: given a tangent var for each of
  * `inputs` (tangents[i], same shape), emits in order the JVP rule of every
- * op that a tangent reaches, and names in out_tangents[i] (a malloc'ed
+ * op that a tangent reaches, and names in out_tangents[i] (allocated by nabla, nb_free it: a
  * string, or NULL where it is zero) the tangent var of outputs[i]. On a
  * program that holds its gradient ops already this is forward over reverse:
  * the tangent of a gradient along v is a Hessian-vector product. */

@@ -134,7 +134,7 @@ nb_status nb_minimize(const nb_optimizer *opt, nb_program *main, nb_program *sta
 
 /* The optimiser-state vars of `p`: the persistable vars, other than
  * parameters, that its NB_ROLE_OPTIMIZE ops write, in program order.
- * *names is a malloc'ed array (free it; the strings belong to the program
+ * *names is an array to release with nb_free (nabla/device.h; the strings belong to the program
  * and live while it is unchanged). */
 nb_status nb_optimizer_state_vars(const nb_program *p, int *n, const char ***names);
 

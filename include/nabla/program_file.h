@@ -56,7 +56,7 @@ nb_status nb_programs_save(const char *path, const nb_program *main, const nb_pr
  * Both are new programs; on error both are NULL. */
 nb_status nb_programs_load(const char *path, nb_program **main, nb_program **startup);
 
-/* The same bytes as a file, in memory: *buf is malloc'ed (free() it). */
+/* The same bytes as a file, in memory: *buf is nabla's to release with nb_free. */
 nb_status nb_program_serialize(const nb_program *p, uint8_t **buf, size_t *len);
 nb_status nb_programs_serialize(const nb_program *main, const nb_program *startup, uint8_t **buf, size_t *len);
 /* Reads the bytes of a program file (the main program, as nb_program_load). */

@@ -12,12 +12,14 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include "nabla/device.h"
 #include "nabla/dtype.h"
 
 #define NB_MAX_DIMS 8
 
 typedef struct nb_storage {
     void *data;      /* 64-byte aligned, owned unless `borrowed` */
+    nb_device device; /* where data lives, and whose allocator frees it */
     size_t nbytes;
     int refcount;
     bool borrowed;   /* wraps user memory that nabla must not free */
@@ -112,7 +114,7 @@ bool nb_tensor_allclose(const nb_tensor *a, const nb_tensor *b, double rtol, dou
 /* Prints as PyTorch does: tensor([[1.0000, 2.0000], ...], dtype=float64).
  * Long dimensions are summarised with "...". */
 nb_status nb_tensor_print(const nb_tensor *t, FILE *f);
-/* The same text into a malloc'ed string the caller frees. */
+/* The same text into a string the caller releases with nb_free. */
 char *nb_tensor_to_string(const nb_tensor *t);
 
 #endif

@@ -11,6 +11,7 @@
  * contributions become x@GRAD, either by renaming the single one or by
  * renaming each to x@GRAD@RENAME@k and adding them with one `sum` op. */
 #include <stdio.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "nabla/autodiff.h"
@@ -65,8 +66,8 @@ static void bw_free(bw *w)
     for (int i = 0; i < w->contribs.n; i++)
         if (w->contribs.keys[i]) {
             contrib *c = w->contribs.vals[i];
-            free(c->vars);
-            free(c);
+            nb_free(c->vars);
+            nb_free(c);
         }
     nb_strmap_free(&w->reach);
     nb_strmap_free(&w->affects);
@@ -81,14 +82,14 @@ static nb_status add_contrib(bw *w, const char *var, nb_var *g)
 {
     contrib *c = nb_strmap_get(&w->contribs, var, NULL);
     if (!c) {
-        if (!(c = calloc(1, sizeof *c)) || nb_strmap_put(&w->contribs, var, c)) {
-            free(c);
+        if (!(c = nb_calloc(1, sizeof *c)) || nb_strmap_put(&w->contribs, var, c)) {
+            nb_free(c);
             return nb_error(NB_ERR_NOMEM, "backward: out of memory");
         }
     }
     if (c->n == c->cap) {
         int cap = c->cap ? 2 * c->cap : 4;
-        nb_var **v = realloc(c->vars, (size_t)cap * sizeof *v);
+        nb_var **v = nb_realloc(c->vars, (size_t)cap * sizeof *v);
         if (!v) return nb_error(NB_ERR_NOMEM, "backward: out of memory");
         c->vars = v;
         c->cap = cap;
@@ -113,7 +114,7 @@ static nb_status finalize(bw *w, const char *var, nb_var **out)
             if (!in_set(&w->seeds, c->vars[0]->name)) st = nb_block_rename_var(w->b, c->vars[0]->name, name);
             *out = c->vars[0];
         } else {
-            nb_value *vals = calloc((size_t)c->n, sizeof *vals);
+            nb_value *vals = nb_calloc((size_t)c->n, sizeof *vals);
             if (!vals) return nb_error(NB_ERR_NOMEM, "backward: out of memory");
             for (int k = 0; k < c->n && !st; k++) {
                 char rn[600];
@@ -122,7 +123,7 @@ static nb_status finalize(bw *w, const char *var, nb_var **out)
                 vals[k] = nb_value_from_var(c->vars[k]);
             }
             nb_value s = st ? NB_NONE : nb_sum(w->builder, c->n, vals);
-            free(vals);
+            nb_free(vals);
             if (!st) st = nb_builder_status(w->builder);
             if (!st) {
                 st = nb_block_rename_var(w->b, nb_value_name(s), name);
@@ -173,9 +174,9 @@ static nb_status emit_rule(bw *w, int i)
     int n_in = nb_op_n_inputs(op), n_out = nb_op_n_outputs(op);
     nb_status st = NB_OK;
     bool any_dy = false, any_want = false;
-    nb_value *x = calloc((size_t)n_in + 1, sizeof *x), *y = calloc((size_t)n_out + 1, sizeof *y);
-    nb_value *dy = calloc((size_t)n_out + 1, sizeof *dy), *dx = calloc((size_t)n_in + 1, sizeof *dx);
-    bool *want = calloc((size_t)n_in + 1, sizeof *want);
+    nb_value *x = nb_calloc((size_t)n_in + 1, sizeof *x), *y = nb_calloc((size_t)n_out + 1, sizeof *y);
+    nb_value *dy = nb_calloc((size_t)n_out + 1, sizeof *dy), *dx = nb_calloc((size_t)n_in + 1, sizeof *dx);
+    bool *want = nb_calloc((size_t)n_in + 1, sizeof *want);
     if (!x || !y || !dy || !dx || !want) {
         st = nb_error(NB_ERR_NOMEM, "backward: out of memory");
         goto done;
@@ -230,11 +231,11 @@ static nb_status emit_rule(bw *w, int i)
         st = add_contrib(w, op->inputs[k], gv);
     }
 done:
-    free(x);
-    free(y);
-    free(dy);
-    free(dx);
-    free(want);
+    nb_free(x);
+    nb_free(y);
+    nb_free(dy);
+    nb_free(dx);
+    nb_free(want);
     return st;
 }
 
@@ -264,17 +265,17 @@ static nb_status fill_result(bw *w, int n_in, const char *const *inputs, nb_var 
                              nb_backward_result *r)
 {
     memset(r, 0, sizeof *r);
-    r->grads = calloc((size_t)n_in + 1, sizeof *r->grads);
-    r->pairs = calloc((size_t)n_in + 1, sizeof *r->pairs);
-    r->info = calloc((size_t)nb_strmap_size(&w->grad_of) + 1, sizeof *r->info);
+    r->grads = nb_calloc((size_t)n_in + 1, sizeof *r->grads);
+    r->pairs = nb_calloc((size_t)n_in + 1, sizeof *r->pairs);
+    r->info = nb_calloc((size_t)nb_strmap_size(&w->grad_of) + 1, sizeof *r->info);
     if (!r->grads || !r->pairs || !r->info) return nb_error(NB_ERR_NOMEM, "backward: out of memory");
     r->n_grads = n_in;
     for (int i = 0; i < n_in; i++) {
         if (!grads[i]) continue;
-        r->grads[i] = strdup(grads[i]->name);
+        r->grads[i] = nb_strdup(grads[i]->name);
         if (pairs) {
-            r->pairs[r->n_pairs].param = strdup(inputs[i]);
-            r->pairs[r->n_pairs++].grad = strdup(grads[i]->name);
+            r->pairs[r->n_pairs].param = nb_strdup(inputs[i]);
+            r->pairs[r->n_pairs++].grad = nb_strdup(grads[i]->name);
         }
     }
     for (int i = 0; i < w->grad_of.n; i++) {
@@ -285,7 +286,7 @@ static nb_status fill_result(bw *w, int n_in, const char *const *inputs, nb_var 
         for (int j = w->grad_start; j < w->b->n_ops && !written; j++)
             for (int k = 0; k < nb_op_n_outputs(w->b->ops[j]); k++) written |= !strcmp(w->b->ops[j]->outputs[k], g->name);
         if (!written) continue;
-        r->info[r->n_info++] = (nb_grad_info){strdup(w->grad_of.keys[i]), strdup(g->name), w->b->idx};
+        r->info[r->n_info++] = (nb_grad_info){nb_strdup(w->grad_of.keys[i]), nb_strdup(g->name), w->b->idx};
     }
     return NB_OK;
 }
@@ -306,7 +307,7 @@ static nb_status build_backward(nb_program *p, nb_block *fwd, nb_block *target, 
     nb_strmap_init(&w.contribs);
     nb_strmap_init(&w.grad_of);
     nb_strmap_init(&w.seeds);
-    nb_var **grads = calloc((size_t)n_in + 1, sizeof *grads);
+    nb_var **grads = nb_calloc((size_t)n_in + 1, sizeof *grads);
     nb_status st = grads ? nb_builder_new_record(&w.builder, p, NULL) : nb_error(NB_ERR_NOMEM, "backward: out of memory");
     if (st) goto done;
     nb_builder_set_block(w.builder, w.b);
@@ -366,10 +367,10 @@ static nb_status build_backward(nb_program *p, nb_block *fwd, nb_block *target, 
             bool writes = false;
             for (int k = 0; k < nb_op_n_outputs(op); k++) writes |= !strcmp(op->outputs[k], grads[i]->name);
             if (!writes) continue;
-            free(op->role_var[0]);
-            free(op->role_var[1]);
-            op->role_var[0] = strdup(inputs[i]);
-            op->role_var[1] = strdup(grads[i]->name);
+            nb_free(op->role_var[0]);
+            nb_free(op->role_var[1]);
+            op->role_var[0] = nb_strdup(inputs[i]);
+            op->role_var[1] = nb_strdup(grads[i]->name);
             break;
         }
     }
@@ -380,7 +381,7 @@ done:
         while (w.b && w.b->n_ops > w.grad_start) nb_block_remove_op(w.b, w.b->n_ops - 1);
         nb_backward_result_free(out);
     }
-    free(grads);
+    nb_free(grads);
     bw_free(&w);
     return st;
 }
@@ -413,13 +414,13 @@ nb_status nb_append_backward(nb_program *p, const char *loss, int n_params, cons
                         "reduce_sum first)", loss, nb_shape_str(shp, sizeof shp, lv->ndim, lv->shape));
     const char **all = NULL;
     if (n_params == 0) {
-        all = calloc((size_t)b->n_vars + 1, sizeof *all);
+        all = nb_calloc((size_t)b->n_vars + 1, sizeof *all);
         if (!all) return nb_error(NB_ERR_NOMEM, "append_backward: out of memory");
         for (int i = 0; i < b->n_vars; i++)
             if (b->vars[i]->is_parameter && b->vars[i]->trainable) all[n_params++] = b->vars[i]->name;
         params = all;
         if (n_params == 0) {
-            free(all);
+            nb_free(all);
             return nb_error(NB_ERR_ARG, "append_backward: the program has no trainable parameters");
         }
     }
@@ -433,7 +434,7 @@ nb_status nb_append_backward(nb_program *p, const char *loss, int n_params, cons
         }
     }
     nb_status st = build_backward(p, b, b, 1, &loss, NULL, n_params, params, n_no_grad, no_grad, true, true, out);
-    free(all);
+    nb_free(all);
     return st;
 }
 
@@ -462,17 +463,17 @@ void nb_backward_result_free(nb_backward_result *r)
 {
     if (!r) return;
     for (int i = 0; i < r->n_pairs; i++) {
-        free((char *)r->pairs[i].param);
-        free((char *)r->pairs[i].grad);
+        nb_free((char *)r->pairs[i].param);
+        nb_free((char *)r->pairs[i].grad);
     }
     for (int i = 0; i < r->n_info; i++) {
-        free((char *)r->info[i].var);
-        free((char *)r->info[i].grad);
+        nb_free((char *)r->info[i].var);
+        nb_free((char *)r->info[i].grad);
     }
-    for (int i = 0; i < r->n_grads; i++) free((char *)r->grads[i]);
-    free(r->pairs);
-    free(r->info);
-    free(r->grads);
+    for (int i = 0; i < r->n_grads; i++) nb_free((char *)r->grads[i]);
+    nb_free(r->pairs);
+    nb_free(r->info);
+    nb_free(r->grads);
     memset(r, 0, sizeof *r);
 }
 

@@ -1,6 +1,7 @@
 /* The forward-mode part of a static program: each op's JVP rule, in program
  * order, on the tangents that reach it. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "nabla/autodiff.h"
 #include "../core/strmap.h"
@@ -16,7 +17,7 @@ nb_status nb_jvp_block(nb_program *p, nb_block *blk, int n_ops, nb_strmap *tan)
         const nb_op *op = blk->ops[i];
         if (op->role == NB_ROLE_OPTIMIZE || (op->def->flags & NB_OP_NOT_DIFFERENTIABLE)) continue;
         int n_in = nb_op_n_inputs(op), n_out = nb_op_n_outputs(op);
-        nb_value *x = calloc((size_t)(2 * n_in + 2 * n_out) + 1, sizeof *x);
+        nb_value *x = nb_calloc((size_t)(2 * n_in + 2 * n_out) + 1, sizeof *x);
         if (!x) {
             st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
             break;
@@ -49,7 +50,7 @@ nb_status nb_jvp_block(nb_program *p, nb_block *blk, int n_ops, nb_strmap *tan)
                 if (!nb_is_none(ty[k]) && nb_strmap_put(tan, op->outputs[k], nb_value_var(ty[k])))
                     st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
         }
-        free(x);
+        nb_free(x);
     }
     nb_builder_free(b);
     return st;
@@ -76,12 +77,12 @@ nb_status nb_append_jvp(nb_program *p, int n_inputs, const char *const *inputs, 
     if (!st) st = nb_jvp_block(p, blk, n_ops, &tan);
     for (int i = 0; i < n_outputs && !st; i++) {
         nb_var *t = nb_strmap_get(&tan, outputs[i], NULL);
-        if (t && !(out_tangents[i] = strdup(t->name))) st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
+        if (t && !(out_tangents[i] = nb_strdup(t->name))) st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
     }
     if (st) {
         while (blk->n_ops > n_ops) nb_block_remove_op(blk, blk->n_ops - 1);
         for (int i = 0; i < n_outputs; i++) {
-            free(out_tangents[i]);
+            nb_free(out_tangents[i]);
             out_tangents[i] = NULL;
         }
     }

@@ -1,6 +1,7 @@
 /* Gradient checks by central differences. Every evaluation prepares the
  * program afresh, so random ops (dropout) draw the same numbers each time. */
 #include <math.h>
+#include "nabla/device.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,8 +61,8 @@ nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, int n_wrt, con
         nb_program_free(g);
         return st;
     }
-    const char **fetch = calloc((size_t)n_wrt + 1, sizeof *fetch);
-    nb_tensor **analytic = calloc((size_t)n_wrt + 1, sizeof *analytic);
+    const char **fetch = nb_calloc((size_t)n_wrt + 1, sizeof *fetch);
+    nb_tensor **analytic = nb_calloc((size_t)n_wrt + 1, sizeof *analytic);
     int n_fetch = 0;
     if (!fetch || !analytic) {
         st = nb_error(NB_ERR_NOMEM, "gradcheck: out of memory");
@@ -69,14 +70,14 @@ nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, int n_wrt, con
     }
     for (int i = 0; i < n_wrt; i++)
         if (res.grads[i]) fetch[n_fetch++] = res.grads[i];
-    nb_tensor **got = calloc((size_t)n_fetch + 1, sizeof *got);
+    nb_tensor **got = nb_calloc((size_t)n_fetch + 1, sizeof *got);
     if (!got || (st = run_once(g, scope, n_feed, feeds, n_fetch, fetch, got))) {
-        free(got);
+        nb_free(got);
         if (!st) st = nb_error(NB_ERR_NOMEM, "gradcheck: out of memory");
         goto done;
     }
     for (int i = 0, j = 0; i < n_wrt; i++) analytic[i] = res.grads[i] ? got[j++] : NULL;
-    free(got);
+    nb_free(got);
 
     for (int i = 0; i < n_wrt && !st; i++) {
         nb_tensor *x = NULL;
@@ -111,8 +112,8 @@ nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, int n_wrt, con
     }
 done:
     for (int i = 0; analytic && i < n_wrt; i++) nb_tensor_release(analytic[i]);
-    free(analytic);
-    free(fetch);
+    nb_free(analytic);
+    nb_free(fetch);
     nb_backward_result_free(&res);
     nb_program_free(g);
     return st;
@@ -405,18 +406,18 @@ nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_grad
                 nb_backward_result_free(&r);
                 goto done;
             }
-            for (int i = 0; i < n_y; i++) names[n_fetch++] = d.grads[i] ? strdup(d.grads[i]) : NULL;
+            for (int i = 0; i < n_y; i++) names[n_fetch++] = d.grads[i] ? nb_strdup(d.grads[i]) : NULL;
             n_derived = n_y;
             nb_backward_result_free(&d);
             for (int i = 0; i < n_y; i++)
                 if (!names[first_d + i]) { /* no path from w to it: the derived JVP is zero */
                     derived_zero[i] = true;
-                    names[first_d + i] = strdup(names[i]);
+                    names[first_d + i] = nb_strdup(names[i]);
                 }
         }
     }
     st = run_once(w.p, NULL, w.fs.n, w.fs.f, n_fetch, names, got);
-    for (int i = first_d; i < first_d + n_derived; i++) free((char *)names[i]);
+    for (int i = first_d; i < first_d + n_derived; i++) nb_free((char *)names[i]);
     if (!st) st = outputs_at(&w, (const nb_tensor *const *)tangents, 1e-6, n_y, names, num_p);
     if (!st) st = outputs_at(&w, (const nb_tensor *const *)tangents, -1e-6, n_y, names, num_m);
     if (st) {

@@ -2,6 +2,7 @@
  * nb_emit's checks. Everything that depends on what a value is goes through
  * the backend's vtable. */
 #include <stdarg.h>
+#include "nabla/device.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,7 @@
 
 nb_status nb_builder_init(nb_builder **out, const nb_builder_backend *backend)
 {
-    *out = calloc(1, sizeof **out);
+    *out = nb_calloc(1, sizeof **out);
     if (!*out) return nb_error(NB_ERR_NOMEM, "builder: out of memory");
     (*out)->backend = backend;
     return NB_OK;
@@ -19,7 +20,7 @@ void nb_builder_free(nb_builder *b)
 {
     if (!b) return;
     if (b->backend->destroy) b->backend->destroy(b);
-    free(b);
+    nb_free(b);
 }
 
 nb_status nb_builder_record_error(nb_builder *b, nb_status st)

@@ -9,6 +9,7 @@
  * then_out / else_out / block_out, which become Out. StepScopes holds 1
  * when the then-block ran (and for net), 0 for the else-block. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "nabla/ops.h"
 #include "control_exec.h"
@@ -129,10 +130,10 @@ static nb_status block_backward(nb_builder *b, nb_grad_ctx *g, const char *who, 
                                 const nb_attr_value *outs, nb_sub_grad *sg, const char **seeds, const char **x_grad)
 {
     int n_x = nb_grad_in_count(g, x_slot), n_t = 0, n_in = 0;
-    const char **targets = calloc((size_t)outs->n + 1, sizeof *targets), **inputs = calloc((size_t)n_x + 1, sizeof *inputs);
+    const char **targets = nb_calloc((size_t)outs->n + 1, sizeof *targets), **inputs = nb_calloc((size_t)n_x + 1, sizeof *inputs);
     if (!targets || !inputs) {
-        free(targets);
-        free(inputs);
+        nb_free(targets);
+        nb_free(inputs);
         return nb_builder_fail(b, NB_ERR_NOMEM, "%s: out of memory", who);
     }
     for (int i = 0; i < outs->n; i++)
@@ -140,8 +141,8 @@ static nb_status block_backward(nb_builder *b, nb_grad_ctx *g, const char *who, 
     for (int j = 0; j < n_x; j++)
         if (nb_grad_wants_dx(g, x_slot, j)) inputs[n_in++] = nb_ctl_name(nb_grad_x(g, x_slot, j));
     nb_status st = nb_ctl_sub_backward(b, who, block, n_t, targets, n_in, inputs, sg);
-    free(targets);
-    free(inputs);
+    nb_free(targets);
+    nb_free(inputs);
     if (st) return st;
     for (int i = 0, u = 0; i < outs->n; i++)
         seeds[i] = nb_dtype_is_float(nb_value_info(b, nb_grad_y(g, B_OUT, i)).dtype) ? sg->seeds[u++] : "";
@@ -155,9 +156,9 @@ static nb_status branch_vjp(nb_builder *b, nb_grad_ctx *g, bool is_cond)
     int x_slot = is_cond ? 1 : 0, n_x = nb_grad_in_count(g, x_slot), n_out = nb_grad_out_count(g, B_OUT);
     int n_br = is_cond ? 2 : 1;
     nb_sub_grad sg[2] = {{0}};
-    const char **names = calloc((size_t)(2 * (n_out + n_x)) + 1, sizeof *names);
-    int64_t *pos = calloc((size_t)n_x + 1, sizeof *pos);
-    nb_value *in = calloc((size_t)(1 + n_x + n_out), sizeof *in), *out = calloc((size_t)n_x + 1, sizeof *out);
+    const char **names = nb_calloc((size_t)(2 * (n_out + n_x)) + 1, sizeof *names);
+    int64_t *pos = nb_calloc((size_t)n_x + 1, sizeof *pos);
+    nb_value *in = nb_calloc((size_t)(1 + n_x + n_out), sizeof *in), *out = nb_calloc((size_t)n_x + 1, sizeof *out);
     nb_status st = names && pos && in && out ? NB_OK : nb_builder_fail(b, NB_ERR_NOMEM, "%s: out of memory", who);
     const char **seeds[2] = {names, names + n_out}, **xg[2] = {names + 2 * n_out, names + 2 * n_out + n_x};
     for (int r = 0; r < n_br && !st; r++) {
@@ -185,10 +186,10 @@ static nb_status branch_vjp(nb_builder *b, nb_grad_ctx *g, bool is_cond)
     for (int o = 0; !st && o < n_pos; o++) nb_grad_set_dx(g, x_slot, (int)pos[o], out[o]);
     nb_sub_grad_free(&sg[0]);
     nb_sub_grad_free(&sg[1]);
-    free(names);
-    free(pos);
-    free(in);
-    free(out);
+    nb_free(names);
+    nb_free(pos);
+    nb_free(in);
+    nb_free(out);
     return st;
 }
 

@@ -1,6 +1,7 @@
 /* The control-flow helpers: plain C control flow on an eager builder, ops
  * holding sub-blocks on a record builder (see control_record.c). */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "nabla/control.h"
 #include "nabla/eager.h"
@@ -113,11 +114,11 @@ nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const 
     if (!nb_builder_is_eager(b)) return nb_control_record_scan(b, step, ctx, n_carry, init, n_xs, xs, n_ys, final, ys, reverse);
     if (T < 1) return nb_builder_fail(b, NB_ERR_SHAPE, "scan: the sequences have no time steps");
     nb_value cur[NB_CONTROL_MAX], next[NB_CONTROL_MAX], x_t[NB_CONTROL_MAX], y_t[NB_CONTROL_MAX];
-    nb_value *outs = calloc((size_t)(T * (n_ys ? n_ys : 1)), sizeof *outs);
-    nb_value *steps = calloc((size_t)(T * n_xs), sizeof *steps);
+    nb_value *outs = nb_calloc((size_t)(T * (n_ys ? n_ys : 1)), sizeof *outs);
+    nb_value *steps = nb_calloc((size_t)(T * n_xs), sizeof *steps);
     if (!outs || !steps) {
-        free(outs);
-        free(steps);
+        nb_free(outs);
+        nb_free(steps);
         return nb_builder_fail(b, NB_ERR_NOMEM, "scan: out of memory");
     }
     for (int j = 0; j < n_xs && !st; j++) st = time_steps(b, xs[j], T, steps + j * T);
@@ -135,8 +136,8 @@ nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const 
         for (int k = 0; k < n_ys; k++) outs[k * T + t] = y_t[k];
     }
     for (int k = 0; k < n_ys && !st; k++) ys[k] = nb_stack(b, (int)T, outs + k * T, 0);
-    free(outs);
-    free(steps);
+    nb_free(outs);
+    nb_free(steps);
     if (!st) st = nb_builder_status(b);
     if (!st && n_carry) memcpy(final, cur, (size_t)n_carry * sizeof *cur);
     return st;

@@ -1,15 +1,16 @@
 /* Kernel helpers of the control-flow ops (see control_exec.h). */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "control_exec.h"
 #include "../core/tensor_internal.h"
 
 nb_status nb_steps_new(nb_op_ctx *ctx, nb_step_scopes **out)
 {
-    nb_step_scopes *ss = calloc(1, sizeof *ss);
+    nb_step_scopes *ss = nb_calloc(1, sizeof *ss);
     nb_status st = ss ? nb_scope_new(&ss->outer, ctx->exec->scope) : NB_ERR_NOMEM;
     if (st) {
-        free(ss);
+        nb_free(ss);
         return nb_error(NB_ERR_NOMEM, "%s: out of memory", ctx->label);
     }
     *out = ss;
@@ -21,19 +22,19 @@ void nb_steps_free(void *p)
     nb_step_scopes *ss = p;
     if (!ss) return;
     while (ss->n) nb_steps_pop(ss);
-    free(ss->bind);
-    free(ss->step);
+    nb_free(ss->bind);
+    nb_free(ss->step);
     nb_scope_free(ss->outer);
-    free(ss);
+    nb_free(ss);
 }
 
 nb_status nb_steps_push(nb_op_ctx *ctx, nb_step_scopes *ss, nb_scope **bind, nb_scope **step)
 {
     if (ss->n == ss->cap) {
         int cap = ss->cap ? 2 * ss->cap : 16;
-        nb_scope **b = realloc(ss->bind, (size_t)cap * sizeof *b);
+        nb_scope **b = nb_realloc(ss->bind, (size_t)cap * sizeof *b);
         if (b) ss->bind = b;
-        nb_scope **s = b ? realloc(ss->step, (size_t)cap * sizeof *s) : NULL;
+        nb_scope **s = b ? nb_realloc(ss->step, (size_t)cap * sizeof *s) : NULL;
         if (!s) return nb_error(NB_ERR_NOMEM, "%s: out of memory for step scopes", ctx->label);
         ss->step = s;
         ss->cap = cap;

@@ -1,5 +1,6 @@
 /* Gradient rules' side of the control-flow ops (see control_grad.h). */
 #include <stdio.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "control_grad.h"
@@ -9,10 +10,10 @@ const char *nb_ctl_name(nb_value v) { return nb_is_none(v) ? "" : nb_value_name(
 
 void nb_sub_grad_free(nb_sub_grad *g)
 {
-    for (int i = 0; i < g->n_seeds; i++) free((char *)g->seeds[i]);
-    for (int i = 0; i < g->n_grads; i++) free((char *)g->grads[i]);
-    free(g->seeds);
-    free(g->grads);
+    for (int i = 0; i < g->n_seeds; i++) nb_free((char *)g->seeds[i]);
+    for (int i = 0; i < g->n_grads; i++) nb_free((char *)g->grads[i]);
+    nb_free(g->seeds);
+    nb_free(g->grads);
     memset(g, 0, sizeof *g);
 }
 
@@ -25,8 +26,8 @@ nb_status nb_ctl_sub_backward(nb_builder *b, const char *who, int fwd_block, int
         return nb_builder_fail(b, NB_ERR_UNSUPPORTED,
                                "%s: its gradient rule needs a static program (eagerly, the helpers of nabla/control.h "
                                "run on the tape instead)", who);
-    out->seeds = calloc((size_t)n_targets + 1, sizeof *out->seeds);
-    out->grads = calloc((size_t)n_inputs + 1, sizeof *out->grads);
+    out->seeds = nb_calloc((size_t)n_targets + 1, sizeof *out->seeds);
+    out->grads = nb_calloc((size_t)n_inputs + 1, sizeof *out->grads);
     if (!out->seeds || !out->grads) {
         nb_sub_grad_free(out);
         return nb_builder_fail(b, NB_ERR_NOMEM, "%s: out of memory", who);
@@ -37,13 +38,13 @@ nb_status nb_ctl_sub_backward(nb_builder *b, const char *who, int fwd_block, int
         /* One seed per target position: a var may be two results at once
          * (an RNN's new state is its memory and its output). */
         snprintf(name, sizeof name, "%s@GRAD@SEED@%d", targets[i], i);
-        if (!(out->seeds[out->n_seeds++] = strdup(name))) st = NB_ERR_NOMEM;
+        if (!(out->seeds[out->n_seeds++] = nb_strdup(name))) st = NB_ERR_NOMEM;
     }
     nb_backward_result r = {0};
     if (!st) st = nb_backward_sub_block(p, fwd_block, n_targets, targets, out->seeds, n_inputs, inputs, &out->block, &r);
     for (int i = 0; i < n_inputs && !st; i++) {
         const char *g = i < r.n_grads && r.grads[i] ? r.grads[i] : "";
-        if (!(out->grads[out->n_grads++] = strdup(g))) st = NB_ERR_NOMEM;
+        if (!(out->grads[out->n_grads++] = nb_strdup(g))) st = NB_ERR_NOMEM;
     }
     nb_backward_result_free(&r);
     if (st) {

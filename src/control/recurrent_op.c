@@ -13,6 +13,7 @@
  * gradient of the step's inputs, slice by slice, and the captured values'
  * gradients summed over all steps. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "nabla/ops.h"
 #include "control_exec.h"
@@ -102,7 +103,7 @@ static nb_status recurrent_kernel(nb_op_ctx *ctx)
             return nb_error(NB_ERR_SHAPE, "%s: sequence %d has %lld steps, sequence 0 has %lld", ctx->label, j,
                             (long long)x[c.mem + j]->shape[0], (long long)T);
     if (T < 1) return nb_error(NB_ERR_SHAPE, "%s: the sequences have no time steps", ctx->label);
-    nb_tensor **cur = calloc((size_t)c.mem + 1, sizeof *cur);
+    nb_tensor **cur = nb_calloc((size_t)c.mem + 1, sizeof *cur);
     nb_step_scopes *ss = NULL;
     nb_status st = cur ? nb_steps_new(ctx, &ss) : nb_error(NB_ERR_NOMEM, "%s: out of memory", ctx->label);
     if (!st) st = nb_ctl_bind_inputs(ctx, ss->outer, ctx->in_begin[0] + c.mem + c.seq, ctx->in_begin[0] + c.x);
@@ -136,7 +137,7 @@ static nb_status recurrent_kernel(nb_op_ctx *ctx)
     if (!st) st = nb_steps_keep(ctx, ss, R_STEPS, keep);
     else nb_steps_free(ss);
     for (int m = 0; cur && m < c.mem; m++) nb_tensor_release(cur[m]);
-    free(cur);
+    nb_free(cur);
     return st;
 }
 
@@ -169,7 +170,7 @@ static nb_status recurrent_grad_kernel(nb_op_ctx *ctx)
     if (ss->n != T) return nb_error(NB_ERR_STATE, "%s: %d step scopes kept for %lld steps", ctx->label, ss->n, (long long)T);
     /* grads: the memories' (carried), then the sequences' and the captured
      * values' (accumulated), in forward input order. */
-    nb_tensor **grads = calloc((size_t)n_x + 1, sizeof *grads), **seeds = calloc((size_t)(n_mem + n_y) + 1, sizeof *seeds);
+    nb_tensor **grads = nb_calloc((size_t)n_x + 1, sizeof *grads), **seeds = nb_calloc((size_t)(n_mem + n_y) + 1, sizeof *seeds);
     if (!grads || !seeds) st = nb_error(NB_ERR_NOMEM, "%s: out of memory", ctx->label);
     for (int m = 0; m < n_mem && !st; m++) grads[m] = nb_tensor_retain(d_final[m]);
     for (int j = 0; j < n_seq && !st; j++)
@@ -209,8 +210,8 @@ static nb_status recurrent_grad_kernel(nb_op_ctx *ctx)
                       : nb_ctl_output_zeros(ctx, ctx->out_begin[0] + o, x[p], &z);
     }
     for (int k = 0; grads && k < n_x; k++) nb_tensor_release(grads[k]);
-    free(grads);
-    free(seeds);
+    nb_free(grads);
+    nb_free(seeds);
     if (!st) nb_steps_release(ctx, RG_STEPS);
     return st;
 }
@@ -221,11 +222,11 @@ static nb_status recurrent_vjp(nb_builder *b, nb_grad_ctx *g)
     const nb_attr_value *seq_in = nb_grad_attr(g, "seq_in"), *seq_out = nb_grad_attr(g, "seq_out");
     int n_mem = mem_in->n, n_seq = seq_in->n, n_y = seq_out->n, n_x = nb_grad_in_count(g, 0);
     int n_t = 0, n_in = 0, n_pos = 0;
-    const char **targets = calloc((size_t)(n_mem + n_y) + 1, sizeof *targets), **inputs = calloc((size_t)n_x + 1, sizeof *inputs);
-    const char **seeds = calloc((size_t)(n_mem + n_y) + 1, sizeof *seeds), **in_grad = calloc((size_t)n_x + 1, sizeof *in_grad);
-    bool *t_on = calloc((size_t)(n_mem + n_y) + 1, sizeof *t_on), *i_on = calloc((size_t)n_x + 1, sizeof *i_on);
-    int64_t *pos = calloc((size_t)n_x + 1, sizeof *pos);
-    nb_value *in = calloc((size_t)(1 + n_x + n_mem + n_y), sizeof *in), *out = calloc((size_t)n_x + 1, sizeof *out);
+    const char **targets = nb_calloc((size_t)(n_mem + n_y) + 1, sizeof *targets), **inputs = nb_calloc((size_t)n_x + 1, sizeof *inputs);
+    const char **seeds = nb_calloc((size_t)(n_mem + n_y) + 1, sizeof *seeds), **in_grad = nb_calloc((size_t)n_x + 1, sizeof *in_grad);
+    bool *t_on = nb_calloc((size_t)(n_mem + n_y) + 1, sizeof *t_on), *i_on = nb_calloc((size_t)n_x + 1, sizeof *i_on);
+    int64_t *pos = nb_calloc((size_t)n_x + 1, sizeof *pos);
+    nb_value *in = nb_calloc((size_t)(1 + n_x + n_mem + n_y), sizeof *in), *out = nb_calloc((size_t)n_x + 1, sizeof *out);
     nb_sub_grad sg = {0};
     nb_status st = NB_OK;
     if (!targets || !inputs || !seeds || !in_grad || !t_on || !i_on || !pos || !in || !out) {
@@ -259,15 +260,15 @@ static nb_status recurrent_vjp(nb_builder *b, nb_grad_ctx *g)
     st = nb_emit(b, "recurrent_grad", 1 + n_x + n_mem + n_y, in, 8, attrs, n_pos, out);
     for (int o = 0; !st && o < n_pos; o++) nb_grad_set_dx(g, 0, (int)pos[o], out[o]);
 done:
-    free(targets);
-    free(inputs);
-    free(seeds);
-    free(in_grad);
-    free(t_on);
-    free(i_on);
-    free(pos);
-    free(in);
-    free(out);
+    nb_free(targets);
+    nb_free(inputs);
+    nb_free(seeds);
+    nb_free(in_grad);
+    nb_free(t_on);
+    nb_free(i_on);
+    nb_free(pos);
+    nb_free(in);
+    nb_free(out);
     nb_sub_grad_free(&sg);
     return st;
 }

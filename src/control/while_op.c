@@ -9,6 +9,7 @@
  * grad block, whose carry_in gradient seeds the iteration before; the
  * gradients of captured values are summed over all iterations. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "nabla/ops.h"
 #include "control_exec.h"
@@ -40,7 +41,7 @@ static nb_status while_kernel(nb_op_ctx *ctx)
     const char *cond_out = nb_attr_string(ctx, "cond_out");
     int block = nb_attr_get(ctx, "sub_block")->block, n_carry = cin->n, n_x = nb_in_count(ctx, W_X);
     bool keep = !nb_attr_bool(ctx, "is_test");
-    nb_tensor **cur = calloc((size_t)n_carry + 1, sizeof *cur);
+    nb_tensor **cur = nb_calloc((size_t)n_carry + 1, sizeof *cur);
     nb_step_scopes *ss = NULL;
     nb_status st = cur ? nb_steps_new(ctx, &ss) : nb_error(NB_ERR_NOMEM, "%s: out of memory", ctx->label);
     if (!st) st = nb_ctl_bind_inputs(ctx, ss->outer, ctx->in_begin[W_X] + n_carry, ctx->in_begin[W_X] + n_x);
@@ -76,7 +77,7 @@ static nb_status while_kernel(nb_op_ctx *ctx)
     if (!st) st = nb_steps_keep(ctx, ss, W_STEPS, keep);
     else nb_steps_free(ss);
     for (int i = 0; i < n_carry && cur; i++) nb_tensor_release(cur[i]);
-    free(cur);
+    nb_free(cur);
     return st;
 }
 
@@ -96,7 +97,7 @@ static nb_status while_grad_kernel(nb_op_ctx *ctx)
     nb_step_scopes *ss;
     nb_status st = nb_steps_find(ctx, WG_STEPS, &ss);
     if (st) return st;
-    nb_tensor **g = calloc((size_t)n_carry + 1, sizeof *g), **acc = calloc((size_t)n_cap + 1, sizeof *acc);
+    nb_tensor **g = nb_calloc((size_t)n_carry + 1, sizeof *g), **acc = nb_calloc((size_t)n_cap + 1, sizeof *acc);
     if (!g || !acc) st = nb_error(NB_ERR_NOMEM, "%s: out of memory", ctx->label);
     for (int i = 0; i < n_carry && !st; i++) g[i] = nb_tensor_retain(nb_in(ctx, WG_X, n_x + i));
     for (int k = ss->n - 1; k >= 0 && !st; k--) {
@@ -120,8 +121,8 @@ static nb_status while_grad_kernel(nb_op_ctx *ctx)
     }
     for (int i = 0; g && i < n_carry; i++) nb_tensor_release(g[i]);
     for (int j = 0; acc && j < n_cap; j++) nb_tensor_release(acc[j]);
-    free(g);
-    free(acc);
+    nb_free(g);
+    nb_free(acc);
     /* The iterations' values are no longer needed. */
     if (!st) nb_steps_release(ctx, WG_STEPS);
     return st;
@@ -133,13 +134,13 @@ static nb_status while_vjp(nb_builder *b, nb_grad_ctx *g)
     int n_carry = cin->n, n_x = nb_grad_in_count(g, W_X), n_cap = n_x - n_carry;
     /* Every floating-point carried value takes part (gradients flow around
      * the loop), and every captured value that wants a gradient. */
-    const char **targets = calloc((size_t)n_carry + 1, sizeof *targets);
-    const char **inputs = calloc((size_t)n_x + 1, sizeof *inputs);
-    const char **seeds = calloc((size_t)n_carry + 1, sizeof *seeds), **cin_grad = calloc((size_t)n_carry + 1, sizeof *cin_grad);
-    const char **x_grad = calloc((size_t)n_cap + 1, sizeof *x_grad);
-    int64_t *pos = calloc((size_t)n_x + 1, sizeof *pos);
-    nb_value *in = calloc((size_t)(1 + n_x + n_carry), sizeof *in), *out = calloc((size_t)n_x + 1, sizeof *out);
-    bool *flows = calloc((size_t)n_carry + 1, sizeof *flows);
+    const char **targets = nb_calloc((size_t)n_carry + 1, sizeof *targets);
+    const char **inputs = nb_calloc((size_t)n_x + 1, sizeof *inputs);
+    const char **seeds = nb_calloc((size_t)n_carry + 1, sizeof *seeds), **cin_grad = nb_calloc((size_t)n_carry + 1, sizeof *cin_grad);
+    const char **x_grad = nb_calloc((size_t)n_cap + 1, sizeof *x_grad);
+    int64_t *pos = nb_calloc((size_t)n_x + 1, sizeof *pos);
+    nb_value *in = nb_calloc((size_t)(1 + n_x + n_carry), sizeof *in), *out = nb_calloc((size_t)n_x + 1, sizeof *out);
+    bool *flows = nb_calloc((size_t)n_carry + 1, sizeof *flows);
     nb_sub_grad sg = {0};
     nb_status st = NB_OK;
     if (!targets || !inputs || !seeds || !cin_grad || !x_grad || !pos || !in || !out || !flows) {
@@ -175,15 +176,15 @@ static nb_status while_vjp(nb_builder *b, nb_grad_ctx *g)
     st = nb_emit(b, "while_grad", 1 + n_x + n_carry, in, 6, attrs, n_out, out);
     for (int o = 0; !st && o < n_out; o++) nb_grad_set_dx(g, W_X, (int)pos[o], out[o]);
 done:
-    free(targets);
-    free(inputs);
-    free(seeds);
-    free(cin_grad);
-    free(x_grad);
-    free(pos);
-    free(in);
-    free(out);
-    free(flows);
+    nb_free(targets);
+    nb_free(inputs);
+    nb_free(seeds);
+    nb_free(cin_grad);
+    nb_free(x_grad);
+    nb_free(pos);
+    nb_free(in);
+    nb_free(out);
+    nb_free(flows);
     nb_sub_grad_free(&sg);
     return st;
 }

@@ -1,4 +1,5 @@
 #include <stdint.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "strmap.h"
@@ -14,10 +15,10 @@ void nb_strmap_init(nb_strmap *m) { memset(m, 0, sizeof *m); }
 
 void nb_strmap_free(nb_strmap *m)
 {
-    for (int i = 0; i < m->n; i++) free(m->keys[i]);
-    free(m->keys);
-    free(m->vals);
-    free(m->table);
+    for (int i = 0; i < m->n; i++) nb_free(m->keys[i]);
+    nb_free(m->keys);
+    nb_free(m->vals);
+    nb_free(m->table);
     memset(m, 0, sizeof *m);
 }
 
@@ -35,7 +36,7 @@ static int find_slot(const nb_strmap *m, const char *key)
 
 static nb_status rehash(nb_strmap *m, int cap)
 {
-    int *t = calloc((size_t)cap, sizeof *t);
+    int *t = nb_calloc((size_t)cap, sizeof *t);
     if (!t) return NB_ERR_NOMEM;
     size_t mask = (size_t)cap - 1;
     for (int e = 0; e < m->n; e++) {
@@ -44,7 +45,7 @@ static nb_status rehash(nb_strmap *m, int cap)
         while (t[i]) i = (i + 1) & mask;
         t[i] = e + 1;
     }
-    free(m->table);
+    nb_free(m->table);
     m->table = t;
     m->table_cap = cap;
     return NB_OK;
@@ -59,10 +60,10 @@ nb_status nb_strmap_put(nb_strmap *m, const char *key, void *val)
     }
     if (m->n == m->cap) {
         int cap = m->cap ? 2 * m->cap : 16;
-        char **k = realloc(m->keys, (size_t)cap * sizeof *k);
+        char **k = nb_realloc(m->keys, (size_t)cap * sizeof *k);
         if (!k) return NB_ERR_NOMEM;
         m->keys = k;
-        void **v = realloc(m->vals, (size_t)cap * sizeof *v);
+        void **v = nb_realloc(m->vals, (size_t)cap * sizeof *v);
         if (!v) return NB_ERR_NOMEM;
         m->vals = v;
         m->cap = cap;
@@ -70,7 +71,7 @@ nb_status nb_strmap_put(nb_strmap *m, const char *key, void *val)
     /* Keep the table at most half full, counting removed markers. */
     if (2 * (m->n + 1) > m->table_cap && rehash(m, m->table_cap ? 2 * m->table_cap : 32))
         return NB_ERR_NOMEM;
-    char *k = strdup(key);
+    char *k = nb_strdup(key);
     if (!k) return NB_ERR_NOMEM;
     m->keys[m->n] = k;
     m->vals[m->n] = val;
@@ -94,7 +95,7 @@ void *nb_strmap_remove(nb_strmap *m, const char *key)
     if (slot < 0) return NULL;
     int e = m->table[slot] - 1;
     void *v = m->vals[e];
-    free(m->keys[e]);
+    nb_free(m->keys[e]);
     m->keys[e] = NULL;
     m->table[slot] = -1;
     m->live--;

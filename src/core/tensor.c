@@ -1,6 +1,7 @@
 /* Tensors: storage, creation, reference counting, element access, views and
  * copies. Printing lives in tensor_print.c. */
 #include <math.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "nabla/tensor.h"
@@ -10,13 +11,13 @@
 
 static nb_storage *storage_new(size_t nbytes)
 {
-    nb_storage *s = calloc(1, sizeof *s);
+    nb_storage *s = nb_calloc(1, sizeof *s);
     if (!s) return NULL;
     size_t padded = (nbytes + 63) & ~(size_t)63;
     if (padded == 0) padded = 64;
-    s->data = aligned_alloc(64, padded);
+    s->data = nb_device_alloc(NB_DEVICE_CPU, padded);
     if (!s->data) {
-        free(s);
+        nb_free(s);
         return NULL;
     }
     memset(s->data, 0, padded);
@@ -28,8 +29,8 @@ static nb_storage *storage_new(size_t nbytes)
 static void storage_release(nb_storage *s)
 {
     if (!s || --s->refcount > 0) return;
-    if (!s->borrowed) free(s->data);
-    free(s);
+    if (!s->borrowed) nb_device_free(s->device, s->data);
+    nb_free(s);
 }
 
 /* ---- shapes ------------------------------------------------------------- */
@@ -91,7 +92,7 @@ void nb_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
 
 static nb_tensor *tensor_shell(nb_dtype dtype, int ndim, const int64_t *shape)
 {
-    nb_tensor *t = calloc(1, sizeof *t);
+    nb_tensor *t = nb_calloc(1, sizeof *t);
     if (!t) return NULL;
     t->refcount = 1;
     t->dtype = dtype;
@@ -111,7 +112,7 @@ nb_status nb_tensor_new(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t
     if (!t) return nb_error(NB_ERR_NOMEM, "tensor: out of memory");
     t->storage = storage_new((size_t)nb_shape_numel(ndim, shape) * nb_dtype_size(dtype));
     if (!t->storage) {
-        free(t);
+        nb_free(t);
         return nb_error(NB_ERR_NOMEM, "tensor: out of memory allocating %lld elements",
                         (long long)nb_shape_numel(ndim, shape));
     }
@@ -140,10 +141,10 @@ nb_status nb_tensor_wrap(nb_tensor **out, nb_dtype dtype, int ndim, const int64_
     if (st) return st;
     if (!data) return nb_error(NB_ERR_ARG, "tensor: data is NULL");
     nb_tensor *t = tensor_shell(dtype, ndim, shape);
-    nb_storage *s = calloc(1, sizeof *s);
+    nb_storage *s = nb_calloc(1, sizeof *s);
     if (!t || !s) {
-        free(t);
-        free(s);
+        nb_free(t);
+        nb_free(s);
         return nb_error(NB_ERR_NOMEM, "tensor: out of memory");
     }
     s->data = data;
@@ -182,7 +183,7 @@ void nb_tensor_release(nb_tensor *t)
     if (!t || --t->refcount > 0) return;
     if (t->autograd && nb_tensor_autograd_free_hook) nb_tensor_autograd_free_hook(t);
     storage_release(t->storage);
-    free(t);
+    nb_free(t);
 }
 
 /* ---- properties ----------------------------------------------------------- */
@@ -270,7 +271,7 @@ double nb_tensor_at(const nb_tensor *t, const int64_t *index)
 
 static nb_tensor *view_of(nb_tensor *t)
 {
-    nb_tensor *v = calloc(1, sizeof *v);
+    nb_tensor *v = nb_calloc(1, sizeof *v);
     if (!v) return NULL;
     *v = *t;
     v->refcount = 1;

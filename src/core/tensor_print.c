@@ -7,6 +7,7 @@
  * One deliberate difference: the dtype suffix reads "dtype=float64" where
  * PyTorch writes "dtype=torch.float64". */
 #include <math.h>
+#include "nabla/device.h"
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,7 @@ static void sb_add(strbuf *b, const char *s, size_t n)
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (b->len + n + 1 > cap) cap *= 2;
-        char *p = realloc(b->s, cap);
+        char *p = nb_realloc(b->s, cap);
         if (!p) {
             b->oom = true;
             return;
@@ -266,7 +267,7 @@ static char *tensor_text(const nb_tensor *t)
     }
     sb_str(&b, ")\n");
     if (b.oom) {
-        free(b.s);
+        nb_free(b.s);
         return NULL;
     }
     return b.s;
@@ -289,6 +290,6 @@ nb_status nb_tensor_print(const nb_tensor *t, FILE *f)
     char *s = tensor_text(t);
     if (!s) return nb_error(NB_ERR_NOMEM, "print: out of memory");
     int rc = fputs(s, f);
-    free(s);
+    nb_free(s);
     return rc == EOF ? nb_error(NB_ERR_IO, "print: writing failed") : NB_OK;
 }

@@ -4,6 +4,7 @@
  * gzip stream's is not, so a payload too large to trust is read into a
  * buffer that grows with the data actually there. */
 #include <errno.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -88,28 +89,28 @@ static nb_status check_gz_end(const idx_file *f, int64_t expected)
 static nb_status read_growing(const idx_file *f, int64_t expected, char **data)
 {
     int64_t cap = expected < (1 << 20) ? expected : (1 << 20), got = 0;
-    char *buf = malloc(cap > 0 ? (size_t)cap : 1);
+    char *buf = nb_malloc(cap > 0 ? (size_t)cap : 1);
     if (!buf) return nb_error(NB_ERR_NOMEM, "idx: %s: out of memory", f->path);
     while (got < expected) {
         if (got == cap) {
             cap = cap > expected / 2 ? expected : 2 * cap;
-            char *b = realloc(buf, (size_t)cap);
+            char *b = nb_realloc(buf, (size_t)cap);
             if (!b) {
-                free(buf);
+                nb_free(buf);
                 return nb_error(NB_ERR_NOMEM, "idx: %s: out of memory after %lld bytes", f->path, (long long)got);
             }
             buf = b;
         }
         int64_t n = read_up_to(f->gz, buf + got, cap - got);
         if (n < 0) {
-            free(buf);
+            nb_free(buf);
             return gz_failure(f);
         }
         got += n;
         if (got < cap) break; /* the end of the stream */
     }
     if (got < expected) {
-        free(buf);
+        nb_free(buf);
         return truncated(f, expected, got);
     }
     *data = buf;
@@ -224,7 +225,7 @@ static nb_status load(idx_file *f, const struct stat *sb, int64_t direct_max, nb
             st = nb_tensor_from_data(&t, dt, ndim, shape, data);
             if (st) nb_error_context(st, "idx: %s", f->path);
         }
-        free(data);
+        nb_free(data);
     }
     if (!st && !plain) st = check_gz_end(f, payload);
     if (st) {

@@ -1,6 +1,7 @@
 /* The reader interface: checks around the callbacks of every reader, and
  * the record helpers the readers share. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "reader_internal.h"
 
@@ -18,7 +19,7 @@ nb_status nb_reader_new(nb_reader **out, int n_fields, const nb_reader_ops *ops,
         st = nb_error(NB_ERR_ARG, "reader %s: %d fields (1 to %d allowed)", ops->name ? ops->name : "?", n_fields,
                       NB_READER_MAX_FIELDS);
     }
-    nb_reader *r = st ? NULL : malloc(sizeof *r);
+    nb_reader *r = st ? NULL : nb_malloc(sizeof *r);
     if (!st && !r) st = nb_error(NB_ERR_NOMEM, "reader: out of memory");
     if (st) {
         if (ops && ops->free) ops->free(self);
@@ -35,7 +36,7 @@ void nb_reader_free(nb_reader *r)
 {
     if (!r) return;
     if (r->ops->free) r->ops->free(r->self);
-    free(r);
+    nb_free(r);
 }
 
 int nb_reader_fields(const nb_reader *r) { return r ? r->n_fields : 0; }

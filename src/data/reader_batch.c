@@ -4,6 +4,7 @@
  * shuffle over it) a batch is one gather: a memcpy per row, no tensor per
  * record. Otherwise records are read one by one and copied into place. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "reader_internal.h"
 
@@ -118,7 +119,7 @@ static void batch_free(void *self)
 {
     batch_reader *s = self;
     nb_reader_free(s->inner);
-    free(s);
+    nb_free(s);
 }
 
 static const nb_reader_ops batch_ops = {
@@ -135,7 +136,7 @@ nb_status nb_reader_batch(nb_reader **out, nb_reader *inner, int batch_size, boo
     if (out) *out = NULL;
     if (!out || !inner) st = nb_error(NB_ERR_ARG, "reader batch: out or inner is NULL");
     else if (batch_size < 1) st = nb_error(NB_ERR_ARG, "reader batch: batch size %d (must be at least 1)", batch_size);
-    batch_reader *s = st ? NULL : calloc(1, sizeof *s);
+    batch_reader *s = st ? NULL : nb_calloc(1, sizeof *s);
     if (!st && !s) st = nb_error(NB_ERR_NOMEM, "reader batch: out of memory");
     if (st) {
         nb_reader_free(inner);

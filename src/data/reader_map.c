@@ -1,5 +1,6 @@
 /* The map decorator: a user function applied to every record. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include "reader_internal.h"
 
 typedef struct {
@@ -26,7 +27,7 @@ static void map_free(void *self)
 {
     map_reader *s = self;
     nb_reader_free(s->inner);
-    free(s);
+    nb_free(s);
 }
 
 static const nb_reader_ops map_ops = {
@@ -42,7 +43,7 @@ nb_status nb_reader_map(nb_reader **out, nb_reader *inner, nb_reader_map_fn fn, 
     nb_status st = NB_OK;
     if (out) *out = NULL;
     if (!out || !inner || !fn) st = nb_error(NB_ERR_ARG, "reader map: out, inner or fn is NULL");
-    map_reader *s = st ? NULL : calloc(1, sizeof *s);
+    map_reader *s = st ? NULL : nb_calloc(1, sizeof *s);
     if (!st && !s) st = nb_error(NB_ERR_NOMEM, "reader map: out of memory");
     if (st) {
         nb_reader_free(inner);

@@ -13,6 +13,7 @@
  * other field is the consumer's, except `scratch`, which only the producer
  * touches while it runs. */
 #include <pthread.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "reader_internal.h"
@@ -58,7 +59,7 @@ static void *produce(void *arg)
         pthread_mutex_unlock(&s->mu);
         bool end = false;
         nb_status st = nb_reader_next(s->inner, s->scratch, &end);
-        char *msg = st ? strdup(nb_last_error()) : NULL;
+        char *msg = st ? nb_strdup(nb_last_error()) : NULL;
         pthread_mutex_lock(&s->mu);
         while (s->count >= s->depth && !s->stop) pthread_cond_wait(&s->not_full, &s->mu);
         item *it = &s->q[(s->head + s->count) % s->cap];
@@ -121,7 +122,7 @@ static void pop(prefetch_reader *s, taken *t)
 static void drop(prefetch_reader *s, taken *t)
 {
     nb_record_clear(s->n_fields, t->rec);
-    free(t->msg);
+    nb_free(t->msg);
     t->msg = NULL;
 }
 
@@ -137,7 +138,7 @@ static void drain(prefetch_reader *s)
     s->inner_done = false;
     s->at_end = false;
     s->err = NB_OK;
-    free(s->err_msg);
+    nb_free(s->err_msg);
     s->err_msg = NULL;
 }
 
@@ -198,7 +199,7 @@ static nb_status prefetch_skip(void *self, int64_t n)
         nb_status st = nb_reader_skip(s->inner, n);
         if (st) {
             s->err = st;
-            s->err_msg = strdup(nb_last_error());
+            s->err_msg = nb_strdup(nb_last_error());
             s->inner_done = true;
             return st;
         }
@@ -215,7 +216,7 @@ static nb_status prefetch_reset(void *self, uint64_t epoch)
     if (st) {
         /* The inner reader is in no known place: fail until the next reset. */
         s->err = st;
-        s->err_msg = strdup(nb_last_error());
+        s->err_msg = nb_strdup(nb_last_error());
         s->inner_done = true;
         return st;
     }
@@ -231,9 +232,9 @@ static void prefetch_free(void *self)
     pthread_cond_destroy(&s->not_empty);
     pthread_mutex_destroy(&s->mu);
     nb_reader_free(s->inner);
-    free(s->slots);
-    free(s->q);
-    free(s);
+    nb_free(s->slots);
+    nb_free(s->q);
+    nb_free(s);
 }
 
 static const nb_reader_ops prefetch_ops = {
@@ -253,7 +254,7 @@ nb_status nb_reader_prefetch(nb_reader **out, nb_reader *inner, int depth)
     if (!out || !inner) st = nb_error(NB_ERR_ARG, "reader prefetch: out or inner is NULL");
     else if (depth < 1 || depth > MAX_DEPTH)
         st = nb_error(NB_ERR_ARG, "reader prefetch: depth %d (1 to %d allowed)", depth, MAX_DEPTH);
-    prefetch_reader *s = st ? NULL : calloc(1, sizeof *s);
+    prefetch_reader *s = st ? NULL : nb_calloc(1, sizeof *s);
     if (!st && !s) st = nb_error(NB_ERR_NOMEM, "reader prefetch: out of memory");
     if (st) {
         nb_reader_free(inner);
@@ -262,13 +263,13 @@ nb_status nb_reader_prefetch(nb_reader **out, nb_reader *inner, int depth)
     s->n_fields = nb_reader_fields(inner);
     s->depth = depth;
     s->cap = depth + 1;
-    s->q = calloc((size_t)s->cap, sizeof *s->q);
-    s->slots = calloc((size_t)s->cap * (size_t)s->n_fields, sizeof *s->slots);
+    s->q = nb_calloc((size_t)s->cap, sizeof *s->q);
+    s->slots = nb_calloc((size_t)s->cap * (size_t)s->n_fields, sizeof *s->slots);
     int e = 0;
     if (!s->q || !s->slots || (e = pthread_mutex_init(&s->mu, NULL))) {
-        free(s->q);
-        free(s->slots);
-        free(s);
+        nb_free(s->q);
+        nb_free(s->slots);
+        nb_free(s);
         nb_reader_free(inner);
         return e ? nb_error(NB_ERR_STATE, "reader prefetch: %s", strerror(e))
                  : nb_error(NB_ERR_NOMEM, "reader prefetch: out of memory");

@@ -5,6 +5,7 @@
  * gathers a whole batch at once). Over any other reader it must hold the
  * whole epoch: it reads every record first and hands them out in order. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "nabla/rng.h"
 #include "reader_internal.h"
@@ -43,7 +44,7 @@ static nb_status ensure_perm(shuffle_reader *s, int64_t n)
     if (n > s->cap) {
         if ((uint64_t)n > SIZE_MAX / sizeof *s->perm)
             return nb_error(NB_ERR_NOMEM, "reader shuffle: %lld records are too many", (long long)n);
-        int64_t *p = realloc(s->perm, (size_t)n * sizeof *p);
+        int64_t *p = nb_realloc(s->perm, (size_t)n * sizeof *p);
         if (!p) return nb_error(NB_ERR_NOMEM, "reader shuffle: out of memory for %lld records", (long long)n);
         s->perm = p;
         s->cap = n;
@@ -106,7 +107,7 @@ static int64_t index_size(void *self) { return ((shuffle_reader *)self)->n; }
 static nb_status index_gather(void *self, const int64_t *idx, int64_t n, nb_tensor **fields)
 {
     shuffle_reader *s = self;
-    int64_t one, *mapped = n == 1 ? &one : malloc((size_t)(n > 0 ? n : 1) * sizeof *mapped);
+    int64_t one, *mapped = n == 1 ? &one : nb_malloc((size_t)(n > 0 ? n : 1) * sizeof *mapped);
     if (!mapped) return nb_error(NB_ERR_NOMEM, "reader shuffle: out of memory");
     nb_status st = NB_OK;
     for (int64_t i = 0; i < n && !st; i++) {
@@ -117,7 +118,7 @@ static nb_status index_gather(void *self, const int64_t *idx, int64_t n, nb_tens
             mapped[i] = s->perm[idx[i]];
     }
     if (!st) st = nb_reader_gather(s->inner, mapped, n, fields);
-    if (mapped != &one) free(mapped);
+    if (mapped != &one) nb_free(mapped);
     return st;
 }
 
@@ -127,7 +128,7 @@ static void drop_buffer(shuffle_reader *s)
 {
     if (s->buf)
         for (int64_t i = 0; i < s->n * s->n_fields; i++) nb_tensor_release(s->buf[i]);
-    free(s->buf);
+    nb_free(s->buf);
     s->buf = NULL;
     s->n = 0;
     s->pos = 0;
@@ -141,7 +142,7 @@ static nb_status load_epoch(shuffle_reader *s)
     for (;;) {
         if (s->n == cap) {
             cap = cap ? 2 * cap : 256;
-            nb_tensor **b = realloc(s->buf, (size_t)(cap * s->n_fields) * sizeof *b);
+            nb_tensor **b = nb_realloc(s->buf, (size_t)(cap * s->n_fields) * sizeof *b);
             if (!b) return nb_error(NB_ERR_NOMEM, "reader shuffle: out of memory holding %lld records", (long long)s->n);
             s->buf = b;
         }
@@ -208,8 +209,8 @@ static void shuffle_free(void *self)
     shuffle_reader *s = self;
     drop_buffer(s);
     nb_reader_free(s->inner);
-    free(s->perm);
-    free(s);
+    nb_free(s->perm);
+    nb_free(s);
 }
 
 static const nb_reader_ops index_ops = {
@@ -239,7 +240,7 @@ nb_status nb_reader_shuffle(nb_reader **out, nb_reader *inner, uint64_t seed)
         return nb_error(NB_ERR_ARG, "reader shuffle: out or inner is NULL");
     }
     *out = NULL;
-    shuffle_reader *s = calloc(1, sizeof *s);
+    shuffle_reader *s = nb_calloc(1, sizeof *s);
     if (!s) {
         nb_reader_free(inner);
         return nb_error(NB_ERR_NOMEM, "reader shuffle: out of memory");

@@ -2,6 +2,7 @@
  * field. Rows are copied out with memcpy, so the records it yields never
  * share storage with the tensors it holds (see reader.h). */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "reader_internal.h"
 
@@ -17,7 +18,7 @@ static void tensors_free(void *self)
 {
     tensors_reader *s = self;
     for (int k = 0; k < s->n_fields; k++) nb_tensor_release(s->fields[k]);
-    free(s);
+    nb_free(s);
 }
 
 static const char *row_ptr(const tensors_reader *s, int k, int64_t i)
@@ -119,7 +120,7 @@ nb_status nb_reader_from_tensors(nb_reader **out, int n_fields, nb_tensor *const
                             k, nb_shape_str(a, sizeof a, fields[k]->ndim, fields[k]->shape),
                             nb_shape_str(b, sizeof b, fields[0]->ndim, fields[0]->shape));
     }
-    tensors_reader *s = calloc(1, sizeof *s);
+    tensors_reader *s = nb_calloc(1, sizeof *s);
     if (!s) return nb_error(NB_ERR_NOMEM, "reader from_tensors: out of memory");
     s->n = fields[0]->shape[0];
     for (int k = 0; k < n_fields; k++) {

@@ -2,6 +2,7 @@
  * corpus as ids, and a reader of [T, B] batches for truncated BPTT (see
  * nabla/text.h). */
 #include <errno.h>
+#include "nabla/device.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,11 +50,11 @@ nb_status nb_text_load(nb_text *out, const char *path)
     /* The size from fstat is only a first guess: read until the end, so a
      * file that grows or shrinks meanwhile is read as it is. */
     size_t cap = sb.st_size > 0 ? (size_t)sb.st_size + 1 : 4096, len = 0;
-    char *buf = malloc(cap);
+    char *buf = nb_malloc(cap);
     nb_status st = buf ? NB_OK : nb_error(NB_ERR_NOMEM, "text: %s: out of memory for %zu bytes", path, cap);
     while (!st) {
         if (len == cap) {
-            char *bigger = realloc(buf, cap * 2);
+            char *bigger = nb_realloc(buf, cap * 2);
             if (!bigger) {
                 st = nb_error(NB_ERR_NOMEM, "text: %s: out of memory for %zu bytes", path, cap * 2);
                 break;
@@ -70,7 +71,7 @@ nb_status nb_text_load(nb_text *out, const char *path)
     fclose(f);
     if (!st && len == 0) st = nb_error(NB_ERR_FORMAT, "text: %s is empty", path);
     if (!st) st = nb_text_from_bytes(out, buf, (int64_t)len);
-    free(buf);
+    nb_free(buf);
     return st;
 }
 
@@ -133,7 +134,7 @@ static void bptt_free(void *self)
 {
     bptt_reader *r = self;
     nb_tensor_release(r->ids);
-    free(r);
+    nb_free(r);
 }
 
 /* Batch k of the epoch: its inputs into in and its targets into tg, both
@@ -229,7 +230,7 @@ nb_status nb_text_reader(nb_reader **out, const nb_text *t, int64_t begin, int64
                         "text reader: %lld ids cut into %d streams of %lld are too few for one batch of %d steps "
                         "(each stream needs %d ids: the inputs and one more for the last target)",
                         (long long)(end - begin), batch, (long long)((end - begin) / batch), seq_len, seq_len + 1);
-    bptt_reader *r = calloc(1, sizeof *r);
+    bptt_reader *r = nb_calloc(1, sizeof *r);
     if (!r) return nb_error(NB_ERR_NOMEM, "text reader: out of memory");
     *r = (bptt_reader){.ids = nb_tensor_retain(t->ids), .begin = begin, .stream = (end - begin) / batch,
                        .seq_len = seq_len, .batch = batch, .n = n};

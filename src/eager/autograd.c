@@ -1,5 +1,6 @@
 /* The autograd state of tensors, backward nodes, and recording an op. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "autograd.h"
 #include "../core/tensor_internal.h"
@@ -37,10 +38,10 @@ nb_status hook_list_add(hook_list *h, void *fn, void *ctx)
 {
     if (h->n == h->cap) {
         int cap = h->cap ? 2 * h->cap : 2;
-        void **f = realloc(h->fns, (size_t)cap * sizeof *f);
+        void **f = nb_realloc(h->fns, (size_t)cap * sizeof *f);
         if (!f) return nb_error(NB_ERR_NOMEM, "hook: out of memory");
         h->fns = f;
-        void **c = realloc(h->ctxs, (size_t)cap * sizeof *c);
+        void **c = nb_realloc(h->ctxs, (size_t)cap * sizeof *c);
         if (!c) return nb_error(NB_ERR_NOMEM, "hook: out of memory");
         h->ctxs = c;
         h->cap = cap;
@@ -52,8 +53,8 @@ nb_status hook_list_add(hook_list *h, void *fn, void *ctx)
 
 void hook_list_free(hook_list *h)
 {
-    free(h->fns);
-    free(h->ctxs);
+    nb_free(h->fns);
+    nb_free(h->ctxs);
     memset(h, 0, sizeof *h);
 }
 
@@ -71,7 +72,7 @@ static void autograd_free(nb_tensor *t)
     if (a->accumulator && a->accumulator->leaf == t) a->accumulator->leaf = NULL;
     nb_tensor_release(a->grad);
     hook_list_free(&a->hooks);
-    free(a);
+    nb_free(a);
     t->autograd = NULL;
 }
 
@@ -79,7 +80,7 @@ nb_autograd *nb_autograd_of(nb_tensor *t, bool create)
 {
     if (!t) return NULL;
     if (!t->autograd && create) {
-        t->autograd = calloc(1, sizeof(nb_autograd));
+        t->autograd = nb_calloc(1, sizeof(nb_autograd));
         nb_tensor_autograd_free_hook = autograd_free;
     }
     return t->autograd;
@@ -130,7 +131,7 @@ nb_status nb_tensor_retain_grad(nb_tensor *t)
     if (!a->grad_fn) return NB_OK; /* leaves keep theirs anyway */
     a->retains_grad = true;
     nb_node *n = a->grad_fn;
-    if (!n->retain && !(n->retain = calloc((size_t)n->n_out + 1, sizeof *n->retain)))
+    if (!n->retain && !(n->retain = nb_calloc((size_t)n->n_out + 1, sizeof *n->retain)))
         return nb_error(NB_ERR_NOMEM, "retain_grad: out of memory");
     n->retain[a->output_nr] = t;
     return NB_OK;
@@ -140,7 +141,7 @@ nb_status nb_tensor_detach(nb_tensor **out, nb_tensor *t)
 {
     *out = NULL;
     if (!t) return nb_error(NB_ERR_ARG, "detach: tensor is NULL");
-    nb_tensor *d = calloc(1, sizeof *d);
+    nb_tensor *d = nb_calloc(1, sizeof *d);
     if (!d) return nb_error(NB_ERR_NOMEM, "detach: out of memory");
     *d = *t;
     d->refcount = 1;
@@ -159,7 +160,7 @@ nb_status nb_tensor_register_hook(nb_tensor *t, nb_tensor_hook fn, void *ctx)
         return nb_error(NB_ERR_ARG, "register_hook: the tensor does not require grad");
     if (!a->grad_fn) return hook_list_add(&a->hooks, (void *)fn, ctx);
     nb_node *n = a->grad_fn;
-    if (!n->out_hooks && !(n->out_hooks = calloc((size_t)n->n_out + 1, sizeof *n->out_hooks)))
+    if (!n->out_hooks && !(n->out_hooks = nb_calloc((size_t)n->n_out + 1, sizeof *n->out_hooks)))
         return nb_error(NB_ERR_NOMEM, "register_hook: out of memory");
     return hook_list_add(&n->out_hooks[a->output_nr], (void *)fn, ctx);
 }
@@ -205,12 +206,12 @@ void nb_node_release(nb_node *n)
             nb_node *nx = m->next[i].node;
             if (!nx) continue;
             if (top == cap) {
-                nb_node **bigger = malloc((size_t)cap * 2 * sizeof *bigger);
+                nb_node **bigger = nb_malloc((size_t)cap * 2 * sizeof *bigger);
                 if (!bigger) { /* out of memory: leak rather than recurse */
                     continue;
                 }
                 memcpy(bigger, stack, (size_t)top * sizeof *stack);
-                if (stack != stack_inline) free(stack);
+                if (stack != stack_inline) nb_free(stack);
                 stack = bigger;
                 cap *= 2;
             }
@@ -225,19 +226,19 @@ void nb_node_release(nb_node *n)
         for (int i = 0; m->out_hooks && i < m->n_out; i++) hook_list_free(&m->out_hooks[i]);
         hook_list_free(&m->pre);
         hook_list_free(&m->post);
-        free(m->out_hooks);
-        free(m->retain);
-        free(m->next);
-        free(m->wants);
-        free(m->saved_in);
-        free(m->saved_out);
-        free(m->saved_in_version);
-        free(m->saved_out_version);
-        free(m->out_info);
-        free(m->buffer);
-        free(m);
+        nb_free(m->out_hooks);
+        nb_free(m->retain);
+        nb_free(m->next);
+        nb_free(m->wants);
+        nb_free(m->saved_in);
+        nb_free(m->saved_out);
+        nb_free(m->saved_in_version);
+        nb_free(m->saved_out_version);
+        nb_free(m->out_info);
+        nb_free(m->buffer);
+        nb_free(m);
     }
-    if (stack != stack_inline) free(stack);
+    if (stack != stack_inline) nb_free(stack);
 }
 
 /* Returns a new reference to the node in the edge. */
@@ -251,7 +252,7 @@ nb_edge nb_edge_of(nb_tensor *t)
     }
     if (!a->requires_grad) return (nb_edge){NULL, 0};
     if (!a->accumulator) {
-        nb_node *n = calloc(1, sizeof *n);
+        nb_node *n = nb_calloc(1, sizeof *n);
         if (!n) return (nb_edge){NULL, 0};
         n->refcount = 1; /* the caller's */
         n->kind = NODE_ACCUMULATE;
@@ -273,7 +274,7 @@ nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const
         if (!(def->inputs[s].flags & NB_SLOT_NO_GRAD))
             for (int k = in_begin[s]; k < in_begin[s + 1]; k++) any |= nb_tensor_requires_grad(in[k]);
     if (!any) return NB_OK;
-    nb_node *n = calloc(1, sizeof *n);
+    nb_node *n = nb_calloc(1, sizeof *n);
     if (!n) return nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", def->name);
     n->refcount = 1;
     n->kind = NODE_OP;
@@ -283,13 +284,13 @@ nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const
     n->seq = nb_next_sequence();
     memcpy(n->in_begin, in_begin, sizeof n->in_begin);
     memcpy(n->out_begin, out_begin, sizeof n->out_begin);
-    n->next = calloc((size_t)n_in + 1, sizeof *n->next);
-    n->wants = calloc((size_t)n_in + 1, sizeof *n->wants);
-    n->saved_in = calloc((size_t)n_in + 1, sizeof *n->saved_in);
-    n->saved_in_version = calloc((size_t)n_in + 1, sizeof *n->saved_in_version);
-    n->saved_out = calloc((size_t)n_out + 1, sizeof *n->saved_out);
-    n->saved_out_version = calloc((size_t)n_out + 1, sizeof *n->saved_out_version);
-    n->out_info = calloc((size_t)n_out + 1, sizeof *n->out_info);
+    n->next = nb_calloc((size_t)n_in + 1, sizeof *n->next);
+    n->wants = nb_calloc((size_t)n_in + 1, sizeof *n->wants);
+    n->saved_in = nb_calloc((size_t)n_in + 1, sizeof *n->saved_in);
+    n->saved_in_version = nb_calloc((size_t)n_in + 1, sizeof *n->saved_in_version);
+    n->saved_out = nb_calloc((size_t)n_out + 1, sizeof *n->saved_out);
+    n->saved_out_version = nb_calloc((size_t)n_out + 1, sizeof *n->saved_out_version);
+    n->out_info = nb_calloc((size_t)n_out + 1, sizeof *n->out_info);
     bool ok = n->next && n->wants && n->saved_in && n->saved_in_version && n->saved_out && n->saved_out_version &&
               n->out_info;
     for (int i = 0; i < NB_MAX_ATTRS && ok; i++) ok = !nb_attr_value_copy(&n->attrs[i], &attrs[i]);

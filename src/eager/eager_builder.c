@@ -2,6 +2,7 @@
  * and, in grad mode, records its backward node; in forward mode, it also
  * runs its JVP rule at each level of tangents the builder carries. */
 #include <stdio.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "autograd.h"
@@ -32,7 +33,7 @@ static nb_status hold(eager_state *s, nb_tensor *t)
 {
     if (s->n_values == s->cap_values) {
         int cap = s->cap_values ? 2 * s->cap_values : 64;
-        nb_tensor **v = realloc(s->values, (size_t)cap * sizeof *v);
+        nb_tensor **v = nb_realloc(s->values, (size_t)cap * sizeof *v);
         if (!v) return nb_error(NB_ERR_NOMEM, "eager: out of memory");
         s->values = v;
         s->cap_values = cap;
@@ -151,8 +152,8 @@ static void eager_destroy(nb_builder *b)
         if (s->params.keys[i]) nb_tensor_release(s->params.vals[i]);
     nb_strmap_free(&s->params);
     nb_strmap_free(&s->names);
-    free(s->values);
-    free(s);
+    nb_free(s->values);
+    nb_free(s);
 }
 
 static nb_status eager_unique_name(nb_builder *b, const char *prefix, char *buf, size_t size);
@@ -170,9 +171,9 @@ static nb_status new_eager_at(nb_builder **out, nb_tangents *level)
 {
     nb_status st = nb_builder_init(out, &eager_backend);
     if (st) return st;
-    eager_state *s = calloc(1, sizeof *s);
+    eager_state *s = nb_calloc(1, sizeof *s);
     if (!s) {
-        free(*out);
+        nb_free(*out);
         *out = NULL;
         return nb_error(NB_ERR_NOMEM, "eager: out of memory");
     }

@@ -6,6 +6,7 @@
  * marks which nodes lie on a path to the requested inputs and runs only
  * those. */
 #include <math.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "autograd.h"
@@ -34,7 +35,7 @@ static nb_status push_node(task *t, nb_node *n)
 {
     if (t->n_nodes == t->cap_nodes) {
         int cap = t->cap_nodes ? 2 * t->cap_nodes : 64;
-        nb_node **v = realloc(t->nodes, (size_t)cap * sizeof *v);
+        nb_node **v = nb_realloc(t->nodes, (size_t)cap * sizeof *v);
         if (!v) return nb_error(NB_ERR_NOMEM, "backward: out of memory");
         t->nodes = v;
         t->cap_nodes = cap;
@@ -45,7 +46,7 @@ static nb_status push_node(task *t, nb_node *n)
     n->deps = 0;
     n->needed = !t->capturing;
     n->capture = 0;
-    n->buffer = calloc((size_t)n->n_out + 1, sizeof *n->buffer);
+    n->buffer = nb_calloc((size_t)n->n_out + 1, sizeof *n->buffer);
     return n->buffer ? NB_OK : nb_error(NB_ERR_NOMEM, "backward: out of memory");
 }
 
@@ -55,7 +56,7 @@ static nb_status discover(task *t, int n_roots, nb_node *const *roots)
 {
     nb_status st = NB_OK;
     int cap = 256, top = 0;
-    nb_node **stack = malloc((size_t)cap * sizeof *stack);
+    nb_node **stack = nb_malloc((size_t)cap * sizeof *stack);
     if (!stack) return nb_error(NB_ERR_NOMEM, "backward: out of memory");
     for (int i = 0; i < n_roots && !st; i++)
         if (roots[i] && roots[i]->task != t->id) {
@@ -70,7 +71,7 @@ static nb_status discover(task *t, int n_roots, nb_node *const *roots)
             if (!m || m->task == t->id) continue;
             if ((st = push_node(t, m))) break;
             if (top == cap) {
-                nb_node **bigger = realloc(stack, (size_t)cap * 2 * sizeof *bigger);
+                nb_node **bigger = nb_realloc(stack, (size_t)cap * 2 * sizeof *bigger);
                 if (!bigger) {
                     st = nb_error(NB_ERR_NOMEM, "backward: out of memory");
                     break;
@@ -81,7 +82,7 @@ static nb_status discover(task *t, int n_roots, nb_node *const *roots)
             stack[top++] = m;
         }
     }
-    free(stack);
+    nb_free(stack);
     return st;
 }
 
@@ -391,24 +392,24 @@ static void task_free(task *t)
     for (int i = 0; i < t->n_nodes; i++) {
         nb_node *n = t->nodes[i];
         for (int k = 0; n->buffer && k < n->n_out; k++) nb_tensor_release(n->buffer[k]);
-        free(n->buffer);
+        nb_free(n->buffer);
         n->buffer = NULL;
         n->task = 0;
         nb_node_release(n);
     }
     for (int i = 0; i < t->n_capture; i++) nb_node_release(t->cap_node[i]);
-    free(t->nodes);
-    free(t->heap);
-    free(t->cap_node);
-    free(t->cap_nr);
+    nb_free(t->nodes);
+    nb_free(t->heap);
+    nb_free(t->cap_node);
+    nb_free(t->cap_nr);
     nb_builder_free(t->b);
 }
 
 /* Runs the task from the roots (their gradients already resolved). */
 static nb_status run_task(task *t, int n_roots, nb_tensor *const *roots, nb_tensor **root_grads)
 {
-    nb_node **root_nodes = calloc((size_t)n_roots + 1, sizeof *root_nodes);
-    int *root_nr = calloc((size_t)n_roots + 1, sizeof *root_nr);
+    nb_node **root_nodes = nb_calloc((size_t)n_roots + 1, sizeof *root_nodes);
+    int *root_nr = nb_calloc((size_t)n_roots + 1, sizeof *root_nr);
     nb_status st = root_nodes && root_nr ? nb_eager_builder_for_engine(&t->b) : nb_error(NB_ERR_NOMEM, "backward: out of memory");
     for (int i = 0; i < n_roots && !st; i++) {
         nb_edge e = nb_edge_of(roots[i]);
@@ -420,7 +421,7 @@ static nb_status run_task(task *t, int n_roots, nb_tensor *const *roots, nb_tens
     }
     if (!st) st = discover(t, n_roots, root_nodes);
     if (!st && t->capturing) mark_needed(t);
-    if (!st && !(t->heap = calloc((size_t)t->n_nodes + 1, sizeof *t->heap))) st = nb_error(NB_ERR_NOMEM, "backward: out of memory");
+    if (!st && !(t->heap = nb_calloc((size_t)t->n_nodes + 1, sizeof *t->heap))) st = nb_error(NB_ERR_NOMEM, "backward: out of memory");
     if (!st) {
         count_dependencies(t);
         for (int i = 0; i < n_roots && !st; i++) {
@@ -436,8 +437,8 @@ static nb_status run_task(task *t, int n_roots, nb_tensor *const *roots, nb_tens
     }
     while (!st && t->n_heap > 0) st = process(t, heap_pop(t));
     for (int i = 0; i < n_roots; i++) nb_node_release(root_nodes[i]);
-    free(root_nodes);
-    free(root_nr);
+    nb_free(root_nodes);
+    nb_free(root_nr);
     return st;
 }
 
@@ -475,13 +476,13 @@ nb_status nb_backward(int n_roots, nb_tensor *const *roots, nb_tensor *const *ro
                       bool create_graph)
 {
     if (n_roots < 1 || !roots) return nb_error(NB_ERR_ARG, "backward: no roots");
-    nb_tensor **grads = calloc((size_t)n_roots, sizeof *grads);
+    nb_tensor **grads = nb_calloc((size_t)n_roots, sizeof *grads);
     if (!grads) return nb_error(NB_ERR_NOMEM, "backward: out of memory");
     task t = {.id = ++task_ids, .retain_graph = retain_graph || create_graph, .create_graph = create_graph};
     nb_status st = root_gradients(n_roots, roots, root_grads, grads);
     if (!st) st = run_task(&t, n_roots, roots, grads);
     for (int i = 0; i < n_roots; i++) nb_tensor_release(grads[i]);
-    free(grads);
+    nb_free(grads);
     task_free(&t);
     return st;
 }
@@ -493,11 +494,11 @@ nb_status nb_autograd_grad(int n_out, nb_tensor *const *outputs, nb_tensor *cons
     if (n_out < 1 || !outputs || n_in < 1 || !inputs || !grads_out)
         return nb_error(NB_ERR_ARG, "autograd_grad: need outputs, inputs and room for the gradients");
     for (int i = 0; i < n_in; i++) grads_out[i] = NULL;
-    nb_tensor **grads = calloc((size_t)n_out, sizeof *grads);
+    nb_tensor **grads = nb_calloc((size_t)n_out, sizeof *grads);
     task t = {.id = ++task_ids, .retain_graph = retain_graph || create_graph, .create_graph = create_graph,
               .capturing = true, .n_capture = n_in, .captured = grads_out};
-    t.cap_node = calloc((size_t)n_in, sizeof *t.cap_node);
-    t.cap_nr = calloc((size_t)n_in, sizeof *t.cap_nr);
+    t.cap_node = nb_calloc((size_t)n_in, sizeof *t.cap_node);
+    t.cap_nr = nb_calloc((size_t)n_in, sizeof *t.cap_nr);
     nb_status st = grads && t.cap_node && t.cap_nr ? NB_OK : nb_error(NB_ERR_NOMEM, "autograd_grad: out of memory");
     for (int i = 0; i < n_in && !st; i++) {
         if (!inputs[i] || !nb_tensor_requires_grad(inputs[i])) {
@@ -520,7 +521,7 @@ nb_status nb_autograd_grad(int n_out, nb_tensor *const *outputs, nb_tensor *cons
             grads_out[i] = NULL;
         }
     for (int i = 0; grads && i < n_out; i++) nb_tensor_release(grads[i]);
-    free(grads);
+    nb_free(grads);
     task_free(&t);
     return st;
 }

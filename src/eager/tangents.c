@@ -3,6 +3,7 @@
  * puts every value of the forward and of the backward in it, and each op
  * looks up each of its inputs. */
 #include <stdint.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include "tangents.h"
 #include "nabla/status.h"
@@ -14,7 +15,7 @@ static _Thread_local int depth;
 
 nb_status nb_tangents_new(nb_tangents **out, nb_tangents *next, int set)
 {
-    nb_tangents *l = calloc(1, sizeof *l);
+    nb_tangents *l = nb_calloc(1, sizeof *l);
     if (!l) return nb_error(NB_ERR_NOMEM, "forward mode: out of memory");
     l->refcount = 1;
     l->next = nb_tangents_retain(next);
@@ -45,12 +46,12 @@ void nb_tangents_release(nb_tangents *l)
         nb_tensor_release(l->keys[i]);
         nb_tensor_release(l->vals[i]);
     }
-    free(l->keys);
-    free(l->vals);
-    free(l->slots);
+    nb_free(l->keys);
+    nb_free(l->vals);
+    nb_free(l->slots);
     nb_builder_free(l->rules);
     nb_tangents_release(l->next);
-    free(l);
+    nb_free(l);
 }
 
 static size_t hash(const nb_tensor *t)
@@ -80,15 +81,15 @@ nb_tensor *nb_tangents_get(const nb_tangents *l, const nb_tensor *t)
 static nb_status grow(nb_tangents *l)
 {
     int cap = l->cap ? 2 * l->cap : 32, n_slots = 2 * cap;
-    nb_tensor **k = realloc(l->keys, (size_t)cap * sizeof *k);
+    nb_tensor **k = nb_realloc(l->keys, (size_t)cap * sizeof *k);
     if (!k) return nb_error(NB_ERR_NOMEM, "forward mode: out of memory");
     l->keys = k;
-    nb_tensor **v = realloc(l->vals, (size_t)cap * sizeof *v);
+    nb_tensor **v = nb_realloc(l->vals, (size_t)cap * sizeof *v);
     if (!v) return nb_error(NB_ERR_NOMEM, "forward mode: out of memory");
     l->vals = v;
-    int *s = calloc((size_t)n_slots, sizeof *s);
+    int *s = nb_calloc((size_t)n_slots, sizeof *s);
     if (!s) return nb_error(NB_ERR_NOMEM, "forward mode: out of memory");
-    free(l->slots);
+    nb_free(l->slots);
     l->slots = s;
     l->n_slots = n_slots;
     l->cap = cap;

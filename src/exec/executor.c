@@ -8,6 +8,7 @@
  * grows to the largest size it is asked for, so steady-state runs allocate
  * nothing. Fetched temporaries keep buffers of their own. */
 #include <stdio.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "nabla/executor.h"
@@ -90,7 +91,7 @@ static int add_value(nb_prepared *pp, const char *name, value_kind kind, const n
 {
     if (pp->n_values == pp->cap_values) {
         int cap = pp->cap_values ? 2 * pp->cap_values : 64;
-        value *v = realloc(pp->values, (size_t)cap * sizeof *v);
+        value *v = nb_realloc(pp->values, (size_t)cap * sizeof *v);
         if (!v) return -1;
         pp->values = v;
         pp->cap_values = cap;
@@ -132,13 +133,13 @@ static nb_status prepare_step(nb_prepared *pp, const nb_block *b, int s)
     nb_op_label(op, st->label, sizeof st->label);
     st->n_in = nb_op_n_inputs(op);
     st->n_out = nb_op_n_outputs(op);
-    st->in = calloc((size_t)st->n_in + 1, sizeof *st->in);
-    st->out = calloc((size_t)st->n_out + 1, sizeof *st->out);
-    st->in_info = calloc((size_t)st->n_in + 1, sizeof *st->in_info);
-    st->out_info = calloc((size_t)st->n_out + 1, sizeof *st->out_info);
-    st->in_t = calloc((size_t)st->n_in + 1, sizeof *st->in_t);
-    st->out_t = calloc((size_t)st->n_out + 1, sizeof *st->out_t);
-    st->out_is_input = calloc((size_t)st->n_out + 1, sizeof *st->out_is_input);
+    st->in = nb_calloc((size_t)st->n_in + 1, sizeof *st->in);
+    st->out = nb_calloc((size_t)st->n_out + 1, sizeof *st->out);
+    st->in_info = nb_calloc((size_t)st->n_in + 1, sizeof *st->in_info);
+    st->out_info = nb_calloc((size_t)st->n_out + 1, sizeof *st->out_info);
+    st->in_t = nb_calloc((size_t)st->n_in + 1, sizeof *st->in_t);
+    st->out_t = nb_calloc((size_t)st->n_out + 1, sizeof *st->out_t);
+    st->out_is_input = nb_calloc((size_t)st->n_out + 1, sizeof *st->out_is_input);
     if (!st->in || !st->out || !st->in_info || !st->out_info || !st->in_t || !st->out_t || !st->out_is_input)
         return nb_error(NB_ERR_NOMEM, "prepare: out of memory");
     if (!op->def->cpu)
@@ -167,11 +168,11 @@ static nb_status prepare_step(nb_prepared *pp, const nb_block *b, int s)
 /* Gives each temporary a buffer, reusing those of temporaries already dead. */
 static nb_status plan_buffers(nb_prepared *pp)
 {
-    int *free_list = malloc(((size_t)pp->n_values + 1) * sizeof *free_list);
-    bool *released = calloc((size_t)pp->n_values + 1, sizeof *released);
+    int *free_list = nb_malloc(((size_t)pp->n_values + 1) * sizeof *free_list);
+    bool *released = nb_calloc((size_t)pp->n_values + 1, sizeof *released);
     if (!free_list || !released) {
-        free(free_list);
-        free(released);
+        nb_free(free_list);
+        nb_free(released);
         return nb_error(NB_ERR_NOMEM, "prepare: out of memory");
     }
     int n_free = 0;
@@ -194,9 +195,9 @@ static nb_status plan_buffers(nb_prepared *pp)
             }
         }
     }
-    free(free_list);
-    free(released);
-    pp->buffers = calloc((size_t)pp->n_buffers + 1, sizeof *pp->buffers);
+    nb_free(free_list);
+    nb_free(released);
+    pp->buffers = nb_calloc((size_t)pp->n_buffers + 1, sizeof *pp->buffers);
     return pp->buffers ? NB_OK : nb_error(NB_ERR_NOMEM, "prepare: out of memory");
 }
 
@@ -208,27 +209,27 @@ static nb_status prepare(nb_prepared **out, nb_program *p, int block_idx, int n_
     if (!b) return nb_error(NB_ERR_ARG, "prepare: the program has no block %d", block_idx);
     if (n_feed < 0 || n_fetch < 0 || (n_feed && !feed_names) || (n_fetch && !fetch_names))
         return nb_error(NB_ERR_ARG, "prepare: bad feed or fetch lists");
-    nb_prepared *pp = calloc(1, sizeof *pp);
+    nb_prepared *pp = nb_calloc(1, sizeof *pp);
     if (!pp) return nb_error(NB_ERR_NOMEM, "prepare: out of memory");
     nb_strmap_init(&pp->index);
     pp->program = p;
     pp->block_idx = block_idx;
     pp->scope_resident = cache != NULL;
     pp->owns_cache = !cache;
-    if (!cache && (cache = calloc(1, sizeof *cache))) {
+    if (!cache && (cache = nb_calloc(1, sizeof *cache))) {
         cache->n = p->n_blocks;
-        if (!(cache->blocks = calloc((size_t)cache->n + 1, sizeof *cache->blocks))) {
-            free(cache);
+        if (!(cache->blocks = nb_calloc((size_t)cache->n + 1, sizeof *cache->blocks))) {
+            nb_free(cache);
             cache = NULL;
         }
     }
     pp->env = (nb_exec_env){.program = p, .cache = cache};
     nb_status st = NB_OK;
     if (!cache) goto nomem;
-    pp->feed_values = calloc((size_t)n_feed + 1, sizeof *pp->feed_values);
-    pp->fetch_values = calloc((size_t)n_fetch + 1, sizeof *pp->fetch_values);
-    pp->feed_copies = calloc((size_t)n_feed + 1, sizeof *pp->feed_copies);
-    pp->steps = calloc((size_t)b->n_ops + 1, sizeof *pp->steps);
+    pp->feed_values = nb_calloc((size_t)n_feed + 1, sizeof *pp->feed_values);
+    pp->fetch_values = nb_calloc((size_t)n_fetch + 1, sizeof *pp->fetch_values);
+    pp->feed_copies = nb_calloc((size_t)n_feed + 1, sizeof *pp->feed_copies);
+    pp->steps = nb_calloc((size_t)b->n_ops + 1, sizeof *pp->steps);
     if (!pp->feed_values || !pp->fetch_values || !pp->feed_copies || !pp->steps) goto nomem;
     pp->n_feed = n_feed;
     pp->n_fetch = n_fetch;
@@ -291,36 +292,36 @@ void nb_prepared_free(nb_prepared *pp)
     if (!pp) return;
     if (pp->owns_cache && pp->env.cache) {
         for (int i = 0; i < pp->env.cache->n; i++) nb_prepared_free(pp->env.cache->blocks[i]);
-        free(pp->env.cache->blocks);
-        free(pp->env.cache);
+        nb_free(pp->env.cache->blocks);
+        nb_free(pp->env.cache);
     }
     for (int s = 0; s < pp->n_steps; s++) {
         step *st = &pp->steps[s];
-        free(st->in);
-        free(st->out);
-        free(st->in_info);
-        free(st->out_info);
-        free(st->in_t);
-        free(st->out_t);
-        free(st->out_is_input);
+        nb_free(st->in);
+        nb_free(st->out);
+        nb_free(st->in_info);
+        nb_free(st->out_info);
+        nb_free(st->in_t);
+        nb_free(st->out_t);
+        nb_free(st->out_is_input);
     }
     for (int i = 0; i < pp->n_values; i++)
         if (pp->values[i].kind == V_TEMP) nb_tensor_release(pp->values[i].t);
     for (int i = 0; i < pp->n_buffers; i++) {
         nb_storage *s = pp->buffers[i].storage;
         if (s && --s->refcount == 0) {
-            free(s->data);
-            free(s);
+            nb_device_free(s->device, s->data);
+            nb_free(s);
         }
     }
-    free(pp->buffers);
-    free(pp->steps);
-    free(pp->values);
-    free(pp->feed_values);
-    free(pp->fetch_values);
-    free(pp->feed_copies);
+    nb_free(pp->buffers);
+    nb_free(pp->steps);
+    nb_free(pp->values);
+    nb_free(pp->feed_values);
+    nb_free(pp->fetch_values);
+    nb_free(pp->feed_copies);
     nb_strmap_free(&pp->index);
-    free(pp);
+    nb_free(pp);
 }
 
 size_t nb_prepared_buffer_bytes(const nb_prepared *pp)
@@ -338,10 +339,10 @@ void nb_prepared_set_run_index(nb_prepared *pp, uint64_t index) { pp->runs = ind
 
 static nb_storage *storage_alloc(nb_prepared *pp, size_t nbytes)
 {
-    nb_storage *s = calloc(1, sizeof *s);
+    nb_storage *s = nb_calloc(1, sizeof *s);
     size_t padded = ((nbytes + 63) & ~(size_t)63) + 64;
-    if (!s || !(s->data = aligned_alloc(64, padded))) {
-        free(s);
+    if (!s || !(s->data = nb_device_alloc(NB_DEVICE_CPU, padded))) {
+        nb_free(s);
         return NULL;
     }
     s->nbytes = nbytes;
@@ -353,8 +354,8 @@ static nb_storage *storage_alloc(nb_prepared *pp, size_t nbytes)
 static void storage_drop(nb_storage *s)
 {
     if (s && --s->refcount == 0) {
-        if (!s->borrowed) free(s->data);
-        free(s);
+        if (!s->borrowed) nb_device_free(s->device, s->data);
+        nb_free(s);
     }
 }
 
@@ -371,7 +372,7 @@ static nb_status bind_temp(nb_prepared *pp, value *v, const nb_var_info *info, b
         v->t = NULL;
     }
     if (!v->t) {
-        if (!(v->t = calloc(1, sizeof *v->t))) {
+        if (!(v->t = nb_calloc(1, sizeof *v->t))) {
             nb_tensor_release(held);
             return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
         }

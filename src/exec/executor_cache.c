@@ -1,6 +1,7 @@
 /* nb_executor_run: a cache of prepared programs so that a training loop that
  * calls run with the same program, feeds and fetches prepares once. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "nabla/executor.h"
 
@@ -21,14 +22,14 @@ struct nb_executor {
 
 nb_status nb_executor_new(nb_executor **out)
 {
-    *out = calloc(1, sizeof **out);
+    *out = nb_calloc(1, sizeof **out);
     return *out ? NB_OK : nb_error(NB_ERR_NOMEM, "executor: out of memory");
 }
 
 static void entry_clear(entry *e)
 {
     nb_prepared_free(e->prepared);
-    free(e->key);
+    nb_free(e->key);
     memset(e, 0, sizeof *e);
 }
 
@@ -36,7 +37,7 @@ void nb_executor_free(nb_executor *e)
 {
     if (!e) return;
     for (int i = 0; i < CACHE_SIZE; i++) entry_clear(&e->entries[i]);
-    free(e);
+    nb_free(e);
 }
 
 static char *make_key(int n_feed, const nb_feed *feeds, int n_fetch, const char *const *fetch)
@@ -44,7 +45,7 @@ static char *make_key(int n_feed, const nb_feed *feeds, int n_fetch, const char 
     size_t len = 4;
     for (int i = 0; i < n_feed; i++) len += strlen(feeds[i].name ? feeds[i].name : "") + 1;
     for (int i = 0; i < n_fetch; i++) len += strlen(fetch[i] ? fetch[i] : "") + 1;
-    char *k = malloc(len), *p = k;
+    char *k = nb_malloc(len), *p = k;
     if (!k) return NULL;
     for (int i = 0; i < n_feed; i++) p += sprintf(p, "%s\x1f", feeds[i].name ? feeds[i].name : "");
     *p++ = '\x1e';
@@ -71,17 +72,17 @@ nb_status nb_executor_run(nb_executor *e, nb_program *p, nb_scope *scope, int n_
         if (!en->prepared || en->last_used < victim->last_used) victim = en;
     }
     if (!hit) {
-        const char **feed_names = calloc((size_t)n_feed + 1, sizeof *feed_names);
+        const char **feed_names = nb_calloc((size_t)n_feed + 1, sizeof *feed_names);
         if (!feed_names) {
-            free(key);
+            nb_free(key);
             return nb_error(NB_ERR_NOMEM, "executor: out of memory");
         }
         for (int i = 0; i < n_feed; i++) feed_names[i] = feeds[i].name;
         nb_prepared *pp;
         nb_status st = nb_prepare(&pp, p, 0, n_feed, feed_names, n_fetch, fetch_names);
-        free(feed_names);
+        nb_free(feed_names);
         if (st) {
-            free(key);
+            nb_free(key);
             return st;
         }
         entry_clear(victim);
@@ -89,12 +90,12 @@ nb_status nb_executor_run(nb_executor *e, nb_program *p, nb_scope *scope, int n_
         hit = victim;
         key = NULL;
     }
-    free(key);
+    nb_free(key);
     hit->last_used = ++e->clock;
-    nb_tensor *stack_feeds[16], **tensors = n_feed <= 16 ? stack_feeds : calloc((size_t)n_feed, sizeof *tensors);
+    nb_tensor *stack_feeds[16], **tensors = n_feed <= 16 ? stack_feeds : nb_calloc((size_t)n_feed, sizeof *tensors);
     if (!tensors) return nb_error(NB_ERR_NOMEM, "executor: out of memory");
     for (int i = 0; i < n_feed; i++) tensors[i] = feeds[i].tensor;
     nb_status st = nb_prepared_run(hit->prepared, scope, tensors, fetched);
-    if (tensors != stack_feeds) free(tensors);
+    if (tensors != stack_feeds) nb_free(tensors);
     return st;
 }

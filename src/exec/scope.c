@@ -1,5 +1,6 @@
 /* Scopes: name -> tensor maps with a parent chain. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include "nabla/scope.h"
 #include "../core/strmap.h"
 #include "scope_internal.h"
@@ -17,7 +18,7 @@ struct nb_scope {
 
 nb_status nb_scope_new(nb_scope **out, nb_scope *parent)
 {
-    *out = calloc(1, sizeof **out);
+    *out = nb_calloc(1, sizeof **out);
     if (!*out) return nb_error(NB_ERR_NOMEM, "scope: out of memory");
     (*out)->parent = parent;
     nb_strmap_init(&(*out)->vars);
@@ -35,10 +36,10 @@ void nb_scope_free(nb_scope *s)
         if (s->attached.keys[i]) {
             attachment *a = s->attached.vals[i];
             if (a->free_fn) a->free_fn(a->data);
-            free(a);
+            nb_free(a);
         }
     nb_strmap_free(&s->attached);
-    free(s);
+    nb_free(s);
 }
 
 nb_scope *nb_scope_parent(const nb_scope *s) { return s->parent; }
@@ -103,7 +104,7 @@ nb_tensor *nb_scope_tensor_at(const nb_scope *s, int i)
 
 nb_status nb_scope_attach(nb_scope *s, const char *key, void *data, void (*free_fn)(void *))
 {
-    attachment *a = malloc(sizeof *a);
+    attachment *a = nb_malloc(sizeof *a);
     if (!a) {
         if (free_fn) free_fn(data);
         return nb_error(NB_ERR_NOMEM, "scope: out of memory attaching %s", key);
@@ -112,12 +113,12 @@ nb_status nb_scope_attach(nb_scope *s, const char *key, void *data, void (*free_
     attachment *old = nb_strmap_get(&s->attached, key, NULL);
     if (nb_strmap_put(&s->attached, key, a)) {
         if (free_fn) free_fn(data);
-        free(a);
+        nb_free(a);
         return nb_error(NB_ERR_NOMEM, "scope: out of memory attaching %s", key);
     }
     if (old) {
         if (old->free_fn) old->free_fn(old->data);
-        free(old);
+        nb_free(old);
     }
     return NB_OK;
 }
@@ -139,7 +140,7 @@ void nb_scope_detach(nb_scope *s, const char *key)
         if (!found) continue;
         attachment *a = nb_strmap_remove(&s->attached, key);
         if (a->free_fn) a->free_fn(a->data);
-        free(a);
+        nb_free(a);
         return;
     }
 }

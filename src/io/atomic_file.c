@@ -1,6 +1,7 @@
 /* Atomic file replacement: temporary file, fsync, rename, fsync of the
  * directory (see atomic_file.h). */
 #include <dirent.h>
+#include "nabla/device.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -22,9 +23,9 @@ struct nb_atomic_file {
 static char *dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
-    if (!slash) return strdup(".");
+    if (!slash) return nb_strdup(".");
     size_t n = slash == path ? 1 : (size_t)(slash - path);
-    char *d = malloc(n + 1);
+    char *d = nb_malloc(n + 1);
     if (!d) return NULL;
     memcpy(d, path, n);
     d[n] = '\0';
@@ -50,11 +51,11 @@ static void remove_stale_temps(const char *dir, const char *base)
         if (!*digits || *end || errno || pid <= 0 || pid == (long)getpid()) continue;
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
         size_t n = strlen(dir) + strlen(name) + 2;
-        char *full = malloc(n);
+        char *full = nb_malloc(n);
         if (!full) break;
         snprintf(full, n, "%s/%s", dir, name);
         unlink(full);
-        free(full);
+        nb_free(full);
     }
     closedir(d);
 }
@@ -63,20 +64,20 @@ nb_status nb_atomic_open(nb_atomic_file **out, const char *path)
 {
     *out = NULL;
     if (!path || !*path) return nb_error(NB_ERR_ARG, "save: empty file path");
-    nb_atomic_file *a = calloc(1, sizeof *a);
+    nb_atomic_file *a = nb_calloc(1, sizeof *a);
     size_t n = strlen(path) + 32;
     char *dir = dir_of(path);
-    if (a) a->path = strdup(path);
-    if (a) a->tmp = malloc(n);
+    if (a) a->path = nb_strdup(path);
+    if (a) a->tmp = nb_malloc(n);
     if (!a || !a->path || !a->tmp || !dir) {
-        free(dir);
+        nb_free(dir);
         nb_atomic_abort(a);
         return nb_error(NB_ERR_NOMEM, "save '%s': out of memory", path);
     }
     snprintf(a->tmp, n, "%s.tmp.%ld", path, (long)getpid());
     const char *slash = strrchr(path, '/');
     remove_stale_temps(dir, slash ? slash + 1 : path);
-    free(dir);
+    nb_free(dir);
 
     int fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (fd >= 0) a->f = fdopen(fd, "wb");
@@ -86,7 +87,7 @@ nb_status nb_atomic_open(nb_atomic_file **out, const char *path)
         nb_status st = nb_error(NB_ERR_IO, "save '%s': cannot create the temporary file '%s': %s", path, a->tmp,
                                 strerror(err));
         if (fd >= 0) unlink(a->tmp);
-        free(a->tmp);
+        nb_free(a->tmp);
         a->tmp = NULL; /* nothing of ours to remove */
         nb_atomic_abort(a);
         return st;
@@ -131,7 +132,7 @@ static nb_status sync_dir(const char *path)
         st = nb_error(NB_ERR_IO, "save '%s': the file was replaced, but syncing directory '%s' failed: %s", path,
                       dir, strerror(errno));
     if (fd >= 0) close(fd);
-    free(dir);
+    nb_free(dir);
     return st;
 }
 
@@ -157,7 +158,7 @@ nb_status nb_atomic_commit(nb_atomic_file *a)
         return st;
     }
     st = sync_dir(a->path);
-    free(a->tmp);
+    nb_free(a->tmp);
     a->tmp = NULL; /* renamed: nothing to remove */
     nb_atomic_abort(a);
     return st;
@@ -168,7 +169,7 @@ void nb_atomic_abort(nb_atomic_file *a)
     if (!a) return;
     if (a->f) fclose(a->f);
     if (a->tmp) unlink(a->tmp);
-    free(a->tmp);
-    free(a->path);
-    free(a);
+    nb_free(a->tmp);
+    nb_free(a->path);
+    nb_free(a);
 }

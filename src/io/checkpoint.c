@@ -1,5 +1,6 @@
 /* Checkpoints: the persistable vars of a program, in a safetensors file. */
 #include <stdarg.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "nabla/checkpoint.h"
@@ -50,11 +51,11 @@ nb_status nb_checkpoint_save(const char *path, const nb_program *program, nb_sco
     if (!path || !program || !scope) return nb_error(NB_ERR_ARG, "checkpoint save: NULL path, program or scope");
     const nb_block *b = global_block(program);
     int n_vars = b ? b->n_vars : 0, n = 0;
-    const char **names = malloc(((size_t)n_vars + 1) * sizeof *names);
-    nb_tensor **tensors = malloc(((size_t)n_vars + 1) * sizeof *tensors);
+    const char **names = nb_malloc(((size_t)n_vars + 1) * sizeof *names);
+    nb_tensor **tensors = nb_malloc(((size_t)n_vars + 1) * sizeof *tensors);
     if (!names || !tensors) {
-        free(names);
-        free(tensors);
+        nb_free(names);
+        nb_free(tensors);
         return nb_error(NB_ERR_NOMEM, "checkpoint save '%s': out of memory", path);
     }
     problems missing = {0};
@@ -77,8 +78,8 @@ nb_status nb_checkpoint_save(const char *path, const nb_program *program, nb_sco
                       path, missing.count, missing.text, missing.dropped ? ", ..." : "");
     else
         st = nb_safetensors_save(path, n, names, tensors, n_meta, keys, values);
-    free(names);
-    free(tensors);
+    nb_free(names);
+    nb_free(tensors);
     return st;
 }
 
@@ -148,7 +149,7 @@ nb_status nb_checkpoint_load(const char *path, const nb_program *program, nb_sco
     if (st) return st;
     const nb_block *b = global_block(program);
     int n_vars = b ? b->n_vars : 0, n = 0;
-    plan *plans = calloc((size_t)n_vars + 1, sizeof *plans);
+    plan *plans = nb_calloc((size_t)n_vars + 1, sizeof *plans);
     if (!plans) {
         nb_safetensors_free(f);
         return nb_error(NB_ERR_NOMEM, "checkpoint '%s': out of memory", path);
@@ -178,7 +179,7 @@ nb_status nb_checkpoint_load(const char *path, const nb_program *program, nb_sco
     }
     else
         st = commit(plans, n, path);
-    free(plans);
+    nb_free(plans);
     if (!st && meta_out) *meta_out = f;
     else nb_safetensors_free(f);
     return st;

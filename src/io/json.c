@@ -1,5 +1,6 @@
 /* The strict JSON pull reader and the string writer of json.h. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "json.h"
 
@@ -23,7 +24,7 @@ void json_reader_init(json_reader *r, const char *text, size_t len)
 
 void json_reader_free(json_reader *r)
 {
-    free(r->buf);
+    nb_free(r->buf);
     r->buf = NULL;
     r->buf_len = r->buf_cap = 0;
 }
@@ -57,7 +58,7 @@ static nb_status buf_put(json_reader *r, const char *s, size_t n)
     if (r->buf_len + n + 1 > r->buf_cap) {
         size_t cap = r->buf_cap ? r->buf_cap : 64;
         while (cap < r->buf_len + n + 1) cap *= 2;
-        char *b = realloc(r->buf, cap);
+        char *b = nb_realloc(r->buf, cap);
         if (!b) return nb_error(NB_ERR_NOMEM, "JSON: out of memory");
         r->buf = b;
         r->buf_cap = cap;
@@ -357,7 +358,7 @@ nb_status json_append_raw(char **buf, size_t *len, size_t *cap, const char *s, s
     if (*len + n + 1 > *cap) {
         size_t c = *cap ? *cap : 256;
         while (c < *len + n + 1) c *= 2;
-        char *b = realloc(*buf, c);
+        char *b = nb_realloc(*buf, c);
         if (!b) return nb_error(NB_ERR_NOMEM, "JSON: out of memory");
         *buf = b;
         *cap = c;

@@ -4,6 +4,7 @@
  * rebuilds each program through that API, which checks every op against its
  * definition and infers its output shapes again. */
 #include <limits.h>
+#include "nabla/device.h"
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -181,7 +182,7 @@ static nb_status lay_out(const loader *L, const char *where, const nb_op_def *de
         out->given[s] = m;
         total += m->n_arguments;
     }
-    out->flat = calloc(total + (size_t)nslots + 1, sizeof *out->flat);
+    out->flat = nb_calloc(total + (size_t)nslots + 1, sizeof *out->flat);
     if (!out->flat) return bad(L, NB_ERR_NOMEM, "%s: out of memory", where);
     int n = 0;
     for (int s = 0; s < nslots; s++) {
@@ -296,13 +297,13 @@ static nb_status load_op(loader *L, nb_block *b, size_t oi, const Nabla__OpDesc 
         op->role = (nb_op_role)od->role;
         op->id = od->id;
         if (od->n_role_var == 2) {
-            op->role_var[0] = strdup(od->role_var[0]);
-            op->role_var[1] = strdup(od->role_var[1]);
+            op->role_var[0] = nb_strdup(od->role_var[0]);
+            op->role_var[1] = nb_strdup(od->role_var[1]);
             if (!op->role_var[0] || !op->role_var[1]) st = bad(L, NB_ERR_NOMEM, "%s: out of memory", where);
         }
     }
-    free(in.flat);
-    free(out.flat);
+    nb_free(in.flat);
+    nb_free(out.flat);
     return st;
 }
 
@@ -320,7 +321,7 @@ static nb_status restore_ids(loader *L)
     nb_program *p = L->p;
     size_t n = 0;
     for (int bi = 0; bi < p->n_blocks; bi++) n += (size_t)p->blocks[bi]->n_ops;
-    int *ids = malloc((n ? n : 1) * sizeof *ids);
+    int *ids = nb_malloc((n ? n : 1) * sizeof *ids);
     if (!ids) return bad(L, NB_ERR_NOMEM, "out of memory");
     n = 0;
     for (int bi = 0; bi < p->n_blocks; bi++)
@@ -335,7 +336,7 @@ static nb_status restore_ids(loader *L)
         if (n && ids[n - 1] >= next) next = ids[n - 1] + 1;
         p->next_op_id = next;
     }
-    free(ids);
+    nb_free(ids);
     return st;
 }
 
@@ -356,7 +357,7 @@ static nb_status bump_counter(nb_strmap *names, const char *name)
     while (u > 0 && name[u - 1] >= '0' && name[u - 1] <= '9') u--;
     if (u == len || len - u > 9 || u < 2 || name[u - 1] != '_') return NB_OK;
     uintptr_t k = (uintptr_t)strtoul(name + u, NULL, 10);
-    char *prefix = strndup(name, u - 1);
+    char *prefix = nb_strndup(name, u - 1);
     if (!prefix) return NB_ERR_NOMEM;
     nb_status st = raise_counter(names, prefix, k);
     if (!st && dot && !strncmp(dot, ".tmp_", 5)) {
@@ -364,7 +365,7 @@ static nb_status bump_counter(nb_strmap *names, const char *name)
         snprintf(key, sizeof key, "%s@output", prefix);
         st = raise_counter(names, key, k);
     }
-    free(prefix);
+    nb_free(prefix);
     return st;
 }
 

@@ -2,6 +2,7 @@
  * own strings and arrays (only the message structs are allocated, from a
  * pool freed at once), packed, and dropped. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "nabla_program.pb-c.h"
 #include "program_file_internal.h"
@@ -38,7 +39,7 @@ static void *pool_alloc(pool *pl, size_t count, size_t size)
     if (pl->failed) return NULL;
     if (pl->n == pl->cap) {
         size_t cap = pl->cap ? 2 * pl->cap : 64;
-        void **p = realloc(pl->ptrs, cap * sizeof *p);
+        void **p = nb_realloc(pl->ptrs, cap * sizeof *p);
         if (!p) {
             pl->failed = true;
             return NULL;
@@ -46,7 +47,7 @@ static void *pool_alloc(pool *pl, size_t count, size_t size)
         pl->ptrs = p;
         pl->cap = cap;
     }
-    void *m = calloc(count ? count : 1, size);
+    void *m = nb_calloc(count ? count : 1, size);
     if (!m) {
         pl->failed = true;
         return NULL;
@@ -57,8 +58,8 @@ static void *pool_alloc(pool *pl, size_t count, size_t size)
 
 static void pool_free(pool *pl)
 {
-    for (size_t i = 0; i < pl->n; i++) free(pl->ptrs[i]);
-    free(pl->ptrs);
+    for (size_t i = 0; i < pl->n; i++) nb_free(pl->ptrs[i]);
+    nb_free(pl->ptrs);
 }
 
 static Nabla__VarDesc *enc_var(pool *pl, const nb_var *v)
@@ -224,7 +225,7 @@ nb_status nb_programs_encode(const nb_program *main, const nb_program *startup, 
         st = nb_error(NB_ERR_NOMEM, "saving a program: out of memory");
     } else {
         size_t n = nabla__program_file__get_packed_size(&file);
-        uint8_t *b = malloc(n ? n : 1);
+        uint8_t *b = nb_malloc(n ? n : 1);
         if (!b) {
             st = nb_error(NB_ERR_NOMEM, "saving a program: out of memory for %zu bytes", n);
         } else {

@@ -1,6 +1,7 @@
 /* Program files: the public API of nabla/program_file.h over the encoder and
  * decoder, and the file handling around them (atomic writes, bounded reads). */
 #include <errno.h>
+#include "nabla/device.h"
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@ static nb_status read_file(const char *path, uint8_t **buf, size_t *len)
         return nb_error(errno == ENOENT ? NB_ERR_NOT_FOUND : NB_ERR_IO, "cannot open program file %s: %s", path,
                         strerror(errno));
     size_t cap = 1 << 16, n = 0;
-    uint8_t *b = malloc(cap);
+    uint8_t *b = nb_malloc(cap);
     nb_status st = NB_OK;
     while (b) {
         n += fread(b + n, 1, cap - n, f);
@@ -29,9 +30,9 @@ static nb_status read_file(const char *path, uint8_t **buf, size_t *len)
             st = nb_error(NB_ERR_FORMAT, "%s: larger than %zu bytes, not a nabla program file", path, MAX_FILE_BYTES);
             break;
         }
-        uint8_t *nb = realloc(b, cap * 2);
+        uint8_t *nb = nb_realloc(b, cap * 2);
         if (!nb) {
-            free(b);
+            nb_free(b);
             b = NULL;
             break;
         }
@@ -42,7 +43,7 @@ static nb_status read_file(const char *path, uint8_t **buf, size_t *len)
     if (!st && ferror(f)) st = nb_error(NB_ERR_IO, "cannot read program file %s: %s", path, strerror(errno));
     fclose(f);
     if (st) {
-        free(b);
+        nb_free(b);
         return st;
     }
     *buf = b;
@@ -55,14 +56,14 @@ static nb_status read_file(const char *path, uint8_t **buf, size_t *len)
 static void sync_dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    char *dir = slash ? nb_strndup(path, slash == path ? 1 : (size_t)(slash - path)) : nb_strdup(".");
     if (!dir) return;
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
         (void)fsync(fd);
         close(fd);
     }
-    free(dir);
+    nb_free(dir);
 }
 
 /* Writes a temporary file beside `path`, syncs it and renames it over
@@ -70,7 +71,7 @@ static void sync_dir_of(const char *path)
 static nb_status write_atomic(const char *path, const uint8_t *buf, size_t len)
 {
     size_t size = strlen(path) + 48;
-    char *tmp = malloc(size);
+    char *tmp = nb_malloc(size);
     if (!tmp) return nb_error(NB_ERR_NOMEM, "saving %s: out of memory", path);
     int fd = -1;
     for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
@@ -80,7 +81,7 @@ static nb_status write_atomic(const char *path, const uint8_t *buf, size_t len)
     }
     if (fd < 0) {
         nb_status st = nb_error(NB_ERR_IO, "cannot write program file %s: %s", path, strerror(errno));
-        free(tmp);
+        nb_free(tmp);
         return st;
     }
     nb_status st = NB_OK;
@@ -96,7 +97,7 @@ static nb_status write_atomic(const char *path, const uint8_t *buf, size_t len)
         st = nb_error(NB_ERR_IO, "cannot write program file %s: rename: %s", path, strerror(errno));
     if (st) unlink(tmp);
     else sync_dir_of(path);
-    free(tmp);
+    nb_free(tmp);
     return st;
 }
 
@@ -134,7 +135,7 @@ nb_status nb_programs_save(const char *path, const nb_program *main, const nb_pr
     nb_status st = nb_programs_encode(main, startup, &buf, &len);
     if (st) return st;
     st = write_atomic(path, buf, len);
-    free(buf);
+    nb_free(buf);
     return st;
 }
 
@@ -151,7 +152,7 @@ nb_status nb_programs_load(const char *path, nb_program **main, nb_program **sta
     nb_status st = read_file(path, &buf, &len);
     if (st) return st;
     st = nb_programs_decode(buf, len, path, main, startup);
-    free(buf);
+    nb_free(buf);
     return st;
 }
 

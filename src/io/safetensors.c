@@ -1,6 +1,7 @@
 /* Writing safetensors files, and the loaded-file accessors. The reader is in
  * safetensors_read.c. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "atomic_file.h"
 #include "json.h"
@@ -77,16 +78,16 @@ static int by_rank_then_name(const void *a, const void *b)
 
 nb_status nb_st_index(nb_safetensors *f)
 {
-    sort_item *items = malloc(((size_t)f->n + 1) * sizeof *items);
-    f->by_name = malloc(((size_t)f->n + 1) * sizeof *f->by_name);
+    sort_item *items = nb_malloc(((size_t)f->n + 1) * sizeof *items);
+    f->by_name = nb_malloc(((size_t)f->n + 1) * sizeof *f->by_name);
     if (!items || !f->by_name) {
-        free(items);
+        nb_free(items);
         return NB_ERR_NOMEM;
     }
     for (int i = 0; i < f->n; i++) items[i] = (sort_item){f->names[i], 0, i};
     qsort(items, (size_t)f->n, sizeof *items, by_name);
     for (int i = 0; i < f->n; i++) f->by_name[i] = items[i].idx;
-    free(items);
+    nb_free(items);
     return NB_OK;
 }
 
@@ -130,7 +131,7 @@ static nb_status check_args(const char *path, int n, const char *const *names, n
 static nb_status sorted_items(const char *path, const char *what, int n, const char *const *names,
                               nb_tensor *const *tensors, int (*cmp)(const void *, const void *), sort_item **out)
 {
-    sort_item *items = malloc(((size_t)n + 1) * sizeof *items);
+    sort_item *items = nb_malloc(((size_t)n + 1) * sizeof *items);
     if (!items) return nb_error(NB_ERR_NOMEM, "safetensors save '%s': out of memory", path);
     for (int i = 0; i < n; i++) items[i] = (sort_item){names[i], tensors ? dtypes[tensors[i]->dtype].rank : 0, i};
     qsort(items, (size_t)n, sizeof *items, by_name);
@@ -138,7 +139,7 @@ static nb_status sorted_items(const char *path, const char *what, int n, const c
         if (!strcmp(items[i - 1].name, items[i].name)) {
             nb_status st = nb_error(NB_ERR_ARG, "safetensors save '%s': %s '%s' is given twice", path, what,
                                     items[i].name);
-            free(items);
+            nb_free(items);
             return st;
         }
     if (cmp != by_name) qsort(items, (size_t)n, sizeof *items, cmp);
@@ -183,7 +184,7 @@ static nb_status build_header(int n, const sort_item *order, nb_tensor *const *t
     if (!st) st = json_append_raw(&h, &len, &cap, "}", 1);
     while (!st && len % 8) st = json_append_raw(&h, &len, &cap, " ", 1);
     if (st) {
-        free(h);
+        nb_free(h);
         return nb_error(NB_ERR_NOMEM, "out of memory building the header");
     }
     *out = h;
@@ -239,9 +240,9 @@ nb_status nb_safetensors_save(const char *path, int n, const char *const *names,
         if (!st) st = nb_atomic_commit(af);
         else nb_atomic_abort(af);
     }
-    free(order);
-    free(meta);
-    free(header);
+    nb_free(order);
+    nb_free(meta);
+    nb_free(header);
     return st;
 }
 
@@ -251,19 +252,19 @@ void nb_safetensors_free(nb_safetensors *f)
 {
     if (!f) return;
     for (int i = 0; i < f->n; i++) {
-        if (f->names) free(f->names[i]);
+        if (f->names) nb_free(f->names[i]);
         if (f->tensors) nb_tensor_release(f->tensors[i]);
     }
     for (int i = 0; i < f->n_meta; i++) {
-        if (f->meta_keys) free(f->meta_keys[i]);
-        if (f->meta_values) free(f->meta_values[i]);
+        if (f->meta_keys) nb_free(f->meta_keys[i]);
+        if (f->meta_values) nb_free(f->meta_values[i]);
     }
-    free(f->names);
-    free(f->tensors);
-    free(f->by_name);
-    free(f->meta_keys);
-    free(f->meta_values);
-    free(f);
+    nb_free(f->names);
+    nb_free(f->tensors);
+    nb_free(f->by_name);
+    nb_free(f->meta_keys);
+    nb_free(f->meta_values);
+    nb_free(f);
 }
 
 int nb_safetensors_count(const nb_safetensors *f) { return f ? f->n : 0; }

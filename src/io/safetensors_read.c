@@ -2,6 +2,7 @@
  * is used, so a hostile or damaged file gives an error, never an
  * out-of-bounds access or an allocation larger than the file. */
 #include <errno.h>
+#include "nabla/device.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,13 +32,13 @@ typedef struct header {
 
 static void header_free(header *h)
 {
-    for (int i = 0; i < h->n; i++) free(h->e[i].name);
+    for (int i = 0; i < h->n; i++) nb_free(h->e[i].name);
     for (int i = 0; i < h->n_meta; i++) {
-        free(h->meta[i].key);
-        free(h->meta[i].value);
+        nb_free(h->meta[i].key);
+        nb_free(h->meta[i].value);
     }
-    free(h->e);
-    free(h->meta);
+    nb_free(h->e);
+    nb_free(h->meta);
 }
 
 static nb_status oom(void) { return nb_error(NB_ERR_NOMEM, "out of memory"); }
@@ -49,7 +50,7 @@ static nb_status take_string(const json_reader *r, const char *what, char **out)
     size_t n;
     const char *s = json_text(r, &n);
     if (strlen(s) != n) return nb_error(NB_ERR_FORMAT, "%s holds a NUL character", what);
-    *out = strdup(s);
+    *out = nb_strdup(s);
     return *out ? NB_OK : oom();
 }
 
@@ -64,7 +65,7 @@ static nb_status parse_meta(json_reader *r, header *h)
         if (tok == JSON_OBJECT_END) return NB_OK;
         if (h->n_meta == h->cap_meta) {
             int cap = h->cap_meta ? 2 * h->cap_meta : 8;
-            meta_pair *m = realloc(h->meta, (size_t)cap * sizeof *m);
+            meta_pair *m = nb_realloc(h->meta, (size_t)cap * sizeof *m);
             if (!m) return oom();
             h->meta = m;
             h->cap_meta = cap;
@@ -200,7 +201,7 @@ static nb_status parse_header(const char *text, size_t len, header *h)
         }
         if (h->n == h->cap) {
             int cap = h->cap ? 2 * h->cap : 16;
-            entry *e = realloc(h->e, (size_t)cap * sizeof *e);
+            entry *e = nb_realloc(h->e, (size_t)cap * sizeof *e);
             if (!e) {
                 st = oom();
                 break;
@@ -279,10 +280,10 @@ static nb_status check_offsets(header *h, uint64_t buffer)
 static nb_status take_header(header *h, nb_safetensors *f)
 {
     size_t n = (size_t)h->n + 1, m = (size_t)h->n_meta + 1;
-    f->names = calloc(n, sizeof *f->names);
-    f->tensors = calloc(n, sizeof *f->tensors);
-    f->meta_keys = calloc(m, sizeof *f->meta_keys);
-    f->meta_values = calloc(m, sizeof *f->meta_values);
+    f->names = nb_calloc(n, sizeof *f->names);
+    f->tensors = nb_calloc(n, sizeof *f->tensors);
+    f->meta_keys = nb_calloc(m, sizeof *f->meta_keys);
+    f->meta_values = nb_calloc(m, sizeof *f->meta_values);
     if (!f->names || !f->tensors || !f->meta_keys || !f->meta_values) return oom();
     for (int i = 0; i < h->n; i++) {
         f->names[i] = h->e[i].name;
@@ -347,7 +348,7 @@ static nb_status load_from(FILE *fp, nb_safetensors *f)
         return nb_error(NB_ERR_FORMAT, "the header size %llu is larger than the %llu bytes that follow it",
                         (unsigned long long)n, (unsigned long long)(size - 8));
     if (n == 0) return nb_error(NB_ERR_FORMAT, "the header is empty");
-    char *text = malloc((size_t)n);
+    char *text = nb_malloc((size_t)n);
     if (!text) return oom();
     header h = {0};
     nb_status st = NB_OK;
@@ -356,7 +357,7 @@ static nb_status load_from(FILE *fp, nb_safetensors *f)
     else if (text[0] != '{')
         st = nb_error(NB_ERR_FORMAT, "the header does not start with '{'");
     if (!st) st = parse_header(text, (size_t)n, &h);
-    free(text);
+    nb_free(text);
     if (!st) st = check_offsets(&h, size - 8 - n);
     if (!st) st = take_header(&h, f);
     if (!st) st = read_data(fp, &h, f);
@@ -373,7 +374,7 @@ nb_status nb_safetensors_load(const char *path, nb_safetensors **out)
     if (!fp)
         return nb_error(errno == ENOENT ? NB_ERR_NOT_FOUND : NB_ERR_IO, "safetensors '%s': cannot open: %s", path,
                         strerror(errno));
-    nb_safetensors *f = calloc(1, sizeof *f);
+    nb_safetensors *f = nb_calloc(1, sizeof *f);
     nb_status st = f ? load_from(fp, f) : oom();
     fclose(fp);
     if (st) {

@@ -1,6 +1,7 @@
 /* Attribute values: copying, printing, resolving against a definition, and
  * reading them from kernels. */
 #include <stdio.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "op_internal.h"
@@ -15,22 +16,22 @@ int nb_attr_value_copy(nb_attr_value *dst, const nb_attr_value *src)
 {
     *dst = *src;
     if (src->type == NB_ATTR_STRING && src->s) {
-        if (!(dst->s = strdup(src->s))) return -1;
+        if (!(dst->s = nb_strdup(src->s))) return -1;
     } else if (src->type == NB_ATTR_INTS || src->type == NB_ATTR_FLOATS) {
         size_t sz = src->type == NB_ATTR_INTS ? sizeof(int64_t) : sizeof(double);
         const void *from = src->type == NB_ATTR_INTS ? (const void *)src->ints : (const void *)src->floats;
-        void *p = malloc(src->n ? (size_t)src->n * sz : 1);
+        void *p = nb_malloc(src->n ? (size_t)src->n * sz : 1);
         if (!p) return -1;
         if (src->n) memcpy(p, from, (size_t)src->n * sz);
         if (src->type == NB_ATTR_INTS) dst->ints = p;
         else dst->floats = p;
     } else if (src->type == NB_ATTR_STRINGS) {
-        char **p = calloc((size_t)src->n + 1, sizeof *p);
+        char **p = nb_calloc((size_t)src->n + 1, sizeof *p);
         if (!p) return -1;
         for (int i = 0; i < src->n; i++)
-            if (!(p[i] = strdup(src->strs[i] ? src->strs[i] : ""))) {
-                while (i--) free(p[i]);
-                free(p);
+            if (!(p[i] = nb_strdup(src->strs[i] ? src->strs[i] : ""))) {
+                while (i--) nb_free(p[i]);
+                nb_free(p);
                 return -1;
             }
         dst->strs = (const char *const *)p;
@@ -40,12 +41,12 @@ int nb_attr_value_copy(nb_attr_value *dst, const nb_attr_value *src)
 
 void nb_attr_value_free(nb_attr_value *v)
 {
-    if (v->type == NB_ATTR_STRING) free((void *)v->s);
-    else if (v->type == NB_ATTR_INTS) free((void *)v->ints);
-    else if (v->type == NB_ATTR_FLOATS) free((void *)v->floats);
+    if (v->type == NB_ATTR_STRING) nb_free((void *)v->s);
+    else if (v->type == NB_ATTR_INTS) nb_free((void *)v->ints);
+    else if (v->type == NB_ATTR_FLOATS) nb_free((void *)v->floats);
     else if (v->type == NB_ATTR_STRINGS && v->strs) {
-        for (int i = 0; i < v->n; i++) free((void *)v->strs[i]);
-        free((void *)v->strs);
+        for (int i = 0; i < v->n; i++) nb_free((void *)v->strs[i]);
+        nb_free((void *)v->strs);
     }
     memset(v, 0, sizeof *v);
 }

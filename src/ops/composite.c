@@ -1,5 +1,6 @@
 /* Rules from composite definitions (see composite.h). */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "composite.h"
 #include "nabla/ops.h"
@@ -104,12 +105,12 @@ static void composite_free(nb_composite *c)
 {
     for (int i = 0; i < c->n_steps; i++)
         for (int a = 0; a < NB_MAX_ATTRS; a++) nb_attr_value_free(&c->steps[i].attrs[a]);
-    free(c);
+    nb_free(c);
 }
 
 nb_status nb_composite_jvp(nb_builder *b, nb_grad_ctx *g, nb_composite_fn fn)
 {
-    nb_composite *c = calloc(1, sizeof *c);
+    nb_composite *c = nb_calloc(1, sizeof *c);
     if (!c) return nb_builder_fail(b, NB_ERR_NOMEM, "composite rule: out of memory");
     c->b = b;
     c->forward = true;
@@ -132,7 +133,7 @@ nb_status nb_composite_jvp(nb_builder *b, nb_grad_ctx *g, nb_composite_fn fn)
 
 nb_status nb_composite_vjp(nb_builder *b, nb_grad_ctx *g, nb_composite_fn fn)
 {
-    nb_composite *c = calloc(1, sizeof *c);
+    nb_composite *c = nb_calloc(1, sizeof *c);
     if (!c) return nb_builder_fail(b, NB_ERR_NOMEM, "composite rule: out of memory");
     c->b = b;
     int n_in = g->in_begin[NB_MAX_SLOTS], n_out = g->out_begin[NB_MAX_SLOTS];

@@ -1,6 +1,7 @@
 /* Gradient rules of conv2d and pool2d. Each emits the family's fused
  * gradient op with the forward op's attributes. */
 #include "conv_grad.h"
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "nabla/ops.h"
@@ -164,7 +165,7 @@ static nb_value pool_apply(nb_builder *b, const nb_grad_ctx *g, nb_value x, nb_v
     }
     const nb_value ones = nb_ones_like(b, out);
     /* Each row and column indicator once (rh, rw <= kh, kw). */
-    nb_value *rows = calloc((size_t)(rh + rw), sizeof *rows), *cols = rows + rh;
+    nb_value *rows = nb_calloc((size_t)(rh + rw), sizeof *rows), *cols = rows + rh;
     if (!rows) {
         nb_builder_fail(b, NB_ERR_NOMEM, "%s gradient: out of memory", g->def->name);
         return NB_NONE;
@@ -184,7 +185,7 @@ static nb_value pool_apply(nb_builder *b, const nb_grad_ctx *g, nb_value x, nb_v
             if (rh > 1 || rw > 1) v = nb_mul(b, v, cls);
             sum = nb_is_none(sum) ? v : nb_add(b, sum, v);
         }
-    free(rows);
+    nb_free(rows);
     return sum;
 }
 

@@ -6,6 +6,7 @@
  * Index tensors come from data, so every index is checked when the kernel
  * runs, before anything is read or written through it. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "core/tensor_internal.h"
 #include "kernels/cpu/index.h"
@@ -144,7 +145,7 @@ static nb_status pad_kernel(nb_op_ctx *c)
     st = nb_cpu_pad(ob.data, nb_tensor_data(x), x->ndim, x->shape, nb_attr_get(c, "paddings")->ints, mode,
                     fill.bytes, nb_dtype_size(x->dtype));
     if (st) {
-        free(ob.scratch);
+        nb_free(ob.scratch);
         return nb_error(st, "%s: out of memory", c->label);
     }
     nb_shapeop_out_end(&ob);
@@ -194,7 +195,7 @@ static nb_status pad_grad_kernel(nb_op_ctx *c)
     st = nb_cpu_pad_grad(dx->dtype, ob.data, nb_tensor_data(dy), dx->ndim, dx->shape, nb_attr_get(c, "paddings")->ints,
                          mode);
     if (st) {
-        free(ob.scratch);
+        nb_free(ob.scratch);
         return st == NB_ERR_DTYPE ? nb_error(st, "%s: no kernel for %s", c->label, nb_dtype_name(dx->dtype))
                                   : nb_error(st, "%s: out of memory", c->label);
     }
@@ -310,7 +311,7 @@ static nb_status scatter_add_kernel(nb_op_ctx *c)
     void *xd = nb_tensor_data(x), *dst = nb_tensor_data(o), *scratch = NULL;
     bool in_place = dst == xd;
     if (nb_shapeop_overlap(o, idx) || nb_shapeop_overlap(o, upd) || (!in_place && nb_shapeop_overlap(o, x))) {
-        if (!(scratch = malloc(bytes ? bytes : 1)))
+        if (!(scratch = nb_malloc(bytes ? bytes : 1)))
             return nb_error(NB_ERR_NOMEM, "%s: out of memory for a scratch copy of the output", c->label);
         dst = scratch;
     }
@@ -318,12 +319,12 @@ static nb_status scatter_add_kernel(nb_op_ctx *c)
     if (!nb_cpu_scatter_add(o->dtype, dst, nb_tensor_data(upd), nb_tensor_data(idx), idx->dtype == NB_I64,
                             nb_tensor_numel(idx), nb_shapeop_product(x->shape, 0, axis), x->shape[axis],
                             nb_shapeop_product(x->shape, axis + 1, x->ndim))) {
-        free(scratch);
+        nb_free(scratch);
         return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", c->label, nb_dtype_name(o->dtype));
     }
     if (scratch) {
         memcpy(nb_tensor_data(o), scratch, bytes);
-        free(scratch);
+        nb_free(scratch);
     }
     return NB_OK;
 }

@@ -1,6 +1,7 @@
 /* The shape family, part two: ops that join tensors (concat, stack) or cut
  * one apart (split). The family table in shape.c lists them. */
 #include <stdio.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/cpu/shape.h"
@@ -71,8 +72,8 @@ static nb_status join_kernel(nb_op_ctx *c, int axis)
     int n = nb_in_count(c, 0);
     nb_tensor *o = nb_out(c, 0, 0), *x0 = nb_in(c, 0, 0);
     size_t el = nb_dtype_size(o->dtype);
-    const void **src = malloc((size_t)n * sizeof *src);
-    size_t *row_bytes = malloc((size_t)n * sizeof *row_bytes);
+    const void **src = nb_malloc((size_t)n * sizeof *src);
+    size_t *row_bytes = nb_malloc((size_t)n * sizeof *row_bytes);
     nb_shapeop_out ob;
     nb_status st = !src || !row_bytes ? nb_error(NB_ERR_NOMEM, "%s: out of memory", c->label)
                                       : nb_shapeop_out_begin(c, o, &ob);
@@ -86,8 +87,8 @@ static nb_status join_kernel(nb_op_ctx *c, int axis)
         nb_cpu_concat(ob.data, n, src, row_bytes, outer);
         nb_shapeop_out_end(&ob);
     }
-    free(src);
-    free(row_bytes);
+    nb_free(src);
+    nb_free(row_bytes);
     return st;
 }
 
@@ -183,9 +184,9 @@ static nb_status split_kernel(nb_op_ctx *c)
     if (st) return st;
     nb_tensor *x = nb_in(c, 0, 0);
     size_t el = nb_dtype_size(x->dtype);
-    void **dst = malloc((size_t)n * sizeof *dst);
-    size_t *row_bytes = malloc((size_t)n * sizeof *row_bytes);
-    nb_shapeop_out *ob = calloc((size_t)n, sizeof *ob);
+    void **dst = nb_malloc((size_t)n * sizeof *dst);
+    size_t *row_bytes = nb_malloc((size_t)n * sizeof *row_bytes);
+    nb_shapeop_out *ob = nb_calloc((size_t)n, sizeof *ob);
     if (!dst || !row_bytes || !ob) st = nb_error(NB_ERR_NOMEM, "%s: out of memory", c->label);
     for (; !st && k < n; k++) {
         nb_tensor *o = nb_out(c, 0, k);
@@ -196,12 +197,12 @@ static nb_status split_kernel(nb_op_ctx *c)
     if (!st) nb_cpu_split(dst, n, nb_tensor_data(x), row_bytes, nb_shapeop_product(x->shape, 0, axis));
     /* Scratch copies go back only once the source has been read in full. */
     for (int j = 0; j < k; j++) {
-        if (st) free(ob[j].scratch);
+        if (st) nb_free(ob[j].scratch);
         else nb_shapeop_out_end(&ob[j]);
     }
-    free(dst);
-    free(row_bytes);
-    free(ob);
+    nb_free(dst);
+    nb_free(row_bytes);
+    nb_free(ob);
     return st;
 }
 

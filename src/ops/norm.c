@@ -1,6 +1,7 @@
 /* Batch and layer normalisation, with their fused gradient ops. Shape rules
  * and validation live here; the arithmetic is in kernels/cpu/norm.c. */
 #include <math.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "families.h"
@@ -226,7 +227,7 @@ static nb_status batch_norm_grad_cpu(nb_op_ctx *ctx)
         return nb_cpu_batch_norm_grad(ctx->label, x->dtype, n, c, s, nb_tensor_data(x), in_data(ctx, 1),
                                       in_data(ctx, running ? 5 : 2), in_data(ctx, running ? 6 : 3), running, global,
                                       eps, in_data(ctx, 4), out_data(ctx, 0), out_data(ctx, 1), out_data(ctx, 2));
-    double *mean = malloc((size_t)(2 * c + 1) * sizeof *mean);
+    double *mean = nb_malloc((size_t)(2 * c + 1) * sizeof *mean);
     nb_tensor *m = NULL, *r = NULL;
     nb_status st = mean ? NB_OK : nb_error(NB_ERR_NOMEM, "%s: out of memory", ctx->label);
     if (!st) {
@@ -239,7 +240,7 @@ static nb_status batch_norm_grad_cpu(nb_op_ctx *ctx)
                                     out_data(ctx, 1), out_data(ctx, 2));
     nb_tensor_release(m);
     nb_tensor_release(r);
-    free(mean);
+    nb_free(mean);
     return st;
 }
 
@@ -353,7 +354,7 @@ static nb_status layer_norm_grad_cpu(nb_op_ctx *ctx)
     const nb_tensor *x = nb_in(ctx, 0, 0);
     ln_dims(ctx, x, &rows, &cols);
     const double eps = nb_attr_float(ctx, "epsilon");
-    double *mean = malloc((size_t)(2 * rows + 1) * sizeof *mean);
+    double *mean = nb_malloc((size_t)(2 * rows + 1) * sizeof *mean);
     nb_tensor *m = NULL, *v = NULL;
     nb_status st = mean ? NB_OK : nb_error(NB_ERR_NOMEM, "%s: out of memory", ctx->label);
     if (!st) {
@@ -366,7 +367,7 @@ static nb_status layer_norm_grad_cpu(nb_op_ctx *ctx)
                                     out_data(ctx, 1), out_data(ctx, 2));
     nb_tensor_release(m);
     nb_tensor_release(v);
-    free(mean);
+    nb_free(mean);
     return st;
 }
 

@@ -1,6 +1,7 @@
 /* Mapping values onto slots, running shape inference, and running one op on
  * tensors (the path of eager mode and of op tests). */
 #include <stdio.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "op_internal.h"
@@ -87,11 +88,11 @@ nb_status nb_op_run(const char *type, int n_in, nb_tensor *const *in, int n_attr
     nb_status st = nb_resolve_attrs(def, n_attrs, attrs, av, label);
     if (st) return st;
 
-    bool *present = calloc((size_t)(n_in + n_out + 1), sizeof *present);
-    int *order = calloc((size_t)(n_in + n_out + 1), sizeof *order);
-    nb_tensor **ins = calloc((size_t)n_in + 1, sizeof *ins), **outs = calloc((size_t)n_out + 1, sizeof *outs);
-    nb_var_info *in_info = calloc((size_t)n_in + 1, sizeof *in_info);
-    nb_var_info *out_info = calloc((size_t)n_out + 1, sizeof *out_info);
+    bool *present = nb_calloc((size_t)(n_in + n_out + 1), sizeof *present);
+    int *order = nb_calloc((size_t)(n_in + n_out + 1), sizeof *order);
+    nb_tensor **ins = nb_calloc((size_t)n_in + 1, sizeof *ins), **outs = nb_calloc((size_t)n_out + 1, sizeof *outs);
+    nb_var_info *in_info = nb_calloc((size_t)n_in + 1, sizeof *in_info);
+    nb_var_info *out_info = nb_calloc((size_t)n_out + 1, sizeof *out_info);
     nb_op_ctx ctx = {.def = def, .label = label, .attrs = av, .in_info = in_info, .out_info = out_info};
     nb_rng local_rng;
     int n_compact = 0;
@@ -141,12 +142,12 @@ nb_status nb_op_run(const char *type, int n_in, nb_tensor *const *in, int n_attr
 done:
     for (int i = 0; i < n_compact; i++) nb_tensor_release(ins[i]);
     for (int i = 0; i < n_out; i++) nb_tensor_release(outs ? outs[i] : NULL);
-    free(present);
-    free(order);
-    free(ins);
-    free(outs);
-    free(in_info);
-    free(out_info);
+    nb_free(present);
+    nb_free(order);
+    nb_free(ins);
+    nb_free(outs);
+    nb_free(in_info);
+    nb_free(out_info);
     return st;
 }
 
@@ -161,9 +162,9 @@ nb_status nb_op_infer(const char *type, int n_in, const nb_var_info *in, int n_a
     nb_status st = nb_resolve_attrs(def, n_attrs, attrs, av, def->name);
     if (st) return st;
     int n = n_in > n_out ? n_in : n_out;
-    bool *present = calloc((size_t)n + 1, sizeof *present);
-    int *order = calloc((size_t)n + 1, sizeof *order);
-    nb_var_info *compact = calloc((size_t)n_in + 1, sizeof *compact);
+    bool *present = nb_calloc((size_t)n + 1, sizeof *present);
+    int *order = nb_calloc((size_t)n + 1, sizeof *order);
+    nb_var_info *compact = nb_calloc((size_t)n_in + 1, sizeof *compact);
     nb_op_ctx ctx = {.def = def, .label = def->name, .attrs = av, .in_info = compact, .out_info = out};
     if (!present || !order || !compact) {
         st = nb_error(NB_ERR_NOMEM, "%s: out of memory", type);
@@ -176,8 +177,8 @@ nb_status nb_op_infer(const char *type, int n_in, const nb_var_info *in, int n_a
     if ((st = nb_assign_slots(def, false, n_out, present, ctx.out_begin, order, def->name))) goto done;
     st = nb_run_infer(&ctx);
 done:
-    free(present);
-    free(order);
-    free(compact);
+    nb_free(present);
+    nb_free(order);
+    nb_free(compact);
     return st;
 }

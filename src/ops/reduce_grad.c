@@ -18,6 +18,7 @@
  *  - reduce_prod uses dX = dOut * Out / X, which is NaN or inf where X is 0;
  *    a zero-safe rule needs exclusive products that no op offers yet. */
 #include <stddef.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include "reduce_grad.h"
 #include "kernels/cpu/reduce.h"
@@ -236,7 +237,7 @@ nb_status nb_jvp_sum(nb_builder *b, nb_grad_ctx *g)
     nb_value *buf = ts;
     if (n > (int)(sizeof ts / sizeof *ts)) {
         /* Rare: more inputs than the stack buffer holds. */
-        buf = malloc((size_t)n * sizeof *buf);
+        buf = nb_malloc((size_t)n * sizeof *buf);
         if (!buf) return nb_builder_fail(b, NB_ERR_NOMEM, "sum JVP: out of memory for %d tangents", n);
     }
     for (int k = 0; k < n; k++) {
@@ -245,7 +246,7 @@ nb_status nb_jvp_sum(nb_builder *b, nb_grad_ctx *g)
     }
     if (m == 1) nb_grad_set_ty(g, 0, 0, buf[0]);
     else if (m > 1) nb_grad_set_ty(g, 0, 0, nb_sum(b, m, buf));
-    if (buf != ts) free(buf);
+    if (buf != ts) nb_free(buf);
     return nb_builder_status(b);
 }
 

@@ -1,6 +1,7 @@
 /* The op registry: the built-in families plus ops that users register. It is
  * built once, on first use, and sorted by name. */
 #include <pthread.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "families.h"
@@ -30,7 +31,7 @@ static nb_status add(const nb_op_def *def)
 {
     if (reg.n == reg.cap) {
         int cap = reg.cap ? 2 * reg.cap : 256;
-        const nb_op_def **s = realloc(reg.sorted, (size_t)cap * sizeof *s);
+        const nb_op_def **s = nb_realloc(reg.sorted, (size_t)cap * sizeof *s);
         if (!s) return NB_ERR_NOMEM;
         reg.sorted = s;
         reg.cap = cap;

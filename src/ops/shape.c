@@ -8,6 +8,7 @@
  * Every op copies into its output: views belong to the tensor API, while op
  * outputs own contiguous storage that later ops may overwrite in place. */
 #include <stdio.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "core/tensor_internal.h"
@@ -51,7 +52,7 @@ nb_status nb_shapeop_out_begin(const nb_op_ctx *c, nb_tensor *out, nb_shapeop_ou
     int n = c->in_begin[NB_MAX_SLOTS];
     for (int i = 0; i < n; i++) {
         if (!c->in[i] || !nb_shapeop_overlap(out, c->in[i])) continue;
-        if (!(b->scratch = malloc(tensor_bytes(out))))
+        if (!(b->scratch = nb_malloc(tensor_bytes(out))))
             return nb_error(NB_ERR_NOMEM, "%s: out of memory for a scratch copy of the output", c->label);
         b->data = b->scratch;
         break;
@@ -63,7 +64,7 @@ void nb_shapeop_out_end(nb_shapeop_out *b)
 {
     if (!b->scratch) return;
     memcpy(nb_tensor_data(b->t), b->scratch, tensor_bytes(b->t));
-    free(b->scratch);
+    nb_free(b->scratch);
     b->scratch = NULL;
 }
 

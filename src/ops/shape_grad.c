@@ -3,6 +3,7 @@
  * split and stack. Each rule is one or two ops of the family (or sum_to)
  * applied to dOut. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include "nabla/ops.h"
 #include "shape_grad.h"
 
@@ -75,11 +76,11 @@ nb_status nb_concat_vjp(nb_builder *b, nb_grad_ctx *g)
     int64_t axis = nb_grad_attr(g, "axis")->i;
     nb_var_info x0 = nb_value_info(b, nb_grad_x(g, 0, 0));
     if (axis < 0) axis += x0.ndim;
-    int64_t *sections = malloc((size_t)n * sizeof *sections);
-    nb_value *pieces = calloc((size_t)n, sizeof *pieces);
+    int64_t *sections = nb_malloc((size_t)n * sizeof *sections);
+    nb_value *pieces = nb_calloc((size_t)n, sizeof *pieces);
     if (!sections || !pieces) {
-        free(sections);
-        free(pieces);
+        nb_free(sections);
+        nb_free(pieces);
         return nb_builder_fail(b, NB_ERR_NOMEM, "concat: out of memory for its gradient");
     }
     int unknown = -1;
@@ -102,8 +103,8 @@ nb_status nb_concat_vjp(nb_builder *b, nb_grad_ctx *g)
         nb_emit(b, "split", 1, &dy, 2,
                 (nb_attr[]){NB_ATTR_INT("axis", axis), NB_ATTR_INTS_N("sections", n, sections)}, n, pieces);
     for (int k = 0; k < n && !nb_builder_status(b); k++) nb_grad_set_dx(g, 0, k, pieces[k]);
-    free(sections);
-    free(pieces);
+    nb_free(sections);
+    nb_free(pieces);
     return nb_builder_status(b);
 }
 
@@ -115,11 +116,11 @@ nb_status nb_split_vjp(nb_builder *b, nb_grad_ctx *g)
     bool any = false;
     for (int k = 0; k < n; k++) any |= !nb_is_none(nb_grad_dy(g, 0, k));
     if (!any || !nb_grad_wants_dx(g, 0, 0)) return nb_builder_status(b);
-    nb_value *pieces = malloc((size_t)n * sizeof *pieces);
+    nb_value *pieces = nb_malloc((size_t)n * sizeof *pieces);
     if (!pieces) return nb_builder_fail(b, NB_ERR_NOMEM, "split: out of memory for its gradient");
     for (int k = 0; k < n; k++) pieces[k] = nb_grad_dy_or_zeros(b, g, 0, k);
     nb_grad_set_dx(g, 0, 0, nb_concat(b, n, pieces, (int)nb_grad_attr(g, "axis")->i));
-    free(pieces);
+    nb_free(pieces);
     return nb_builder_status(b);
 }
 
@@ -134,11 +135,11 @@ nb_status nb_stack_vjp(nb_builder *b, nb_grad_ctx *g)
     if (nb_is_none(dy) || !any) return nb_builder_status(b);
     int64_t axis = nb_grad_attr(g, "axis")->i;
     if (axis < 0) axis += nb_value_info(b, dy).ndim;
-    nb_value *pieces = calloc((size_t)n, sizeof *pieces);
+    nb_value *pieces = nb_calloc((size_t)n, sizeof *pieces);
     if (!pieces) return nb_builder_fail(b, NB_ERR_NOMEM, "stack: out of memory for its gradient");
     nb_emit(b, "split", 1, &dy, 1, (nb_attr[]){NB_ATTR_INT("axis", axis)}, n, pieces);
     for (int k = 0; k < n && !nb_builder_status(b); k++)
         if (nb_grad_wants_dx(g, 0, k)) nb_grad_set_dx(g, 0, k, nb_squeeze(b, pieces[k], 1, &axis));
-    free(pieces);
+    nb_free(pieces);
     return nb_builder_status(b);
 }

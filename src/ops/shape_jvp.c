@@ -3,6 +3,7 @@
  * the op itself applied to the input tangents, with the forward op's
  * attributes and its other inputs (Like, Index) as they are. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "nabla/ops.h"
 #include "shape_grad.h"
@@ -54,14 +55,14 @@ nb_status nb_join_jvp(nb_builder *b, nb_grad_ctx *g)
     bool any = false;
     for (int k = 0; k < n; k++) any |= !nb_is_none(nb_grad_tx(g, 0, k));
     if (!any) return nb_builder_status(b);
-    nb_value *in = malloc((size_t)n * sizeof *in);
+    nb_value *in = nb_malloc((size_t)n * sizeof *in);
     if (!in) return nb_builder_fail(b, NB_ERR_NOMEM, "%s: out of memory for its tangent", g->def->name);
     for (int k = 0; k < n; k++) {
         nb_value t = nb_grad_tx(g, 0, k);
         in[k] = nb_is_none(t) ? nb_fill_zeros_like(b, nb_grad_x(g, 0, k)) : t;
     }
     reemit(b, g, in);
-    free(in);
+    nb_free(in);
     return nb_builder_status(b);
 }
 

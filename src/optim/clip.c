@@ -1,6 +1,7 @@
 /* L2 regularisation and gradient clipping, composed from existing ops so
  * that they run (and draw) like any other part of the program. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "nabla/ops.h"
 #include "optim_internal.h"
@@ -10,9 +11,9 @@ static nb_status set_grad(nb_optim_ctx *c, char **grads, int i, nb_value v)
 {
     nb_status st = nb_builder_status(c->b);
     if (st) return st;
-    char *name = strdup(nb_value_name(v));
+    char *name = nb_strdup(nb_value_name(v));
     if (!name) return nb_error(NB_ERR_NOMEM, "minimize: out of memory");
-    free(grads[i]);
+    nb_free(grads[i]);
     grads[i] = name;
     return NB_OK;
 }
@@ -69,7 +70,7 @@ static nb_status clip_each(nb_optim_ctx *c, int n, const char *const *params, ch
 static nb_status clip_global(nb_optim_ctx *c, int n, const char *const *params, char **grads)
 {
     if (n < 1) return NB_OK;
-    nb_value *parts = calloc((size_t)n, sizeof *parts);
+    nb_value *parts = nb_calloc((size_t)n, sizeof *parts);
     if (!parts) return nb_error(NB_ERR_NOMEM, "minimize: out of memory");
     nb_status st = NB_OK;
     for (int i = 0; i < n && !st; i++) {
@@ -81,7 +82,7 @@ static nb_status clip_global(nb_optim_ctx *c, int n, const char *const *params, 
     }
     int from = c->mb->n_ops;
     nb_value total = n == 1 ? parts[0] : nb_sum(c->b, n, parts);
-    free(parts);
+    nb_free(parts);
     nb_value factor = clip_factor(c, nb_sqrt(c->b, total), c->lr_dtype);
     if (!st && !(st = nb_builder_status(c->b))) st = nb_optim_mark(c, from, NULL, NULL);
     for (int i = 0; i < n && !st; i++) {

@@ -3,6 +3,7 @@
  * It runs the very ops a training program runs, so a step gives the numbers
  * a static step gives. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "core/strmap.h"
 #include "nabla/eager.h"
@@ -34,11 +35,11 @@ nb_status nb_eager_optimizer_new(nb_eager_optimizer **out, const nb_optimizer *o
     double lr;
     if (!st) st = nb_lr_at(&opt->schedule, opt->lr, 1, &lr);
     if (st) return st;
-    nb_eager_optimizer *o = calloc(1, sizeof *o);
+    nb_eager_optimizer *o = nb_calloc(1, sizeof *o);
     if (!o) return nb_error(NB_ERR_NOMEM, "eager optimizer: out of memory");
     o->opt = *opt;
     nb_strmap_init(&o->state);
-    if (opt->schedule.kind && !(o->schedule_kind = strdup(opt->schedule.kind))) {
+    if (opt->schedule.kind && !(o->schedule_kind = nb_strdup(opt->schedule.kind))) {
         nb_eager_optimizer_free(o);
         return nb_error(NB_ERR_NOMEM, "eager optimizer: out of memory");
     }
@@ -58,12 +59,12 @@ void nb_eager_optimizer_free(nb_eager_optimizer *o)
         param_state *ps = o->state.vals[i];
         if (!o->state.keys[i] || !ps) continue;
         for (int k = 0; k < ps->n; k++) nb_tensor_release(ps->s[k]);
-        free(ps);
+        nb_free(ps);
     }
     nb_strmap_free(&o->state);
     nb_builder_free(o->scratch);
-    free(o->schedule_kind);
-    free(o);
+    nb_free(o->schedule_kind);
+    nb_free(o);
 }
 
 int64_t nb_eager_optimizer_steps(const nb_eager_optimizer *o) { return o ? o->steps : 0; }
@@ -122,12 +123,12 @@ static nb_status state_of(nb_eager_optimizer *o, const char *name, const nb_tens
         *out = ps;
         return NB_OK;
     }
-    if (!(ps = calloc(1, sizeof *ps))) return nb_error(NB_ERR_NOMEM, "eager optimizer: out of memory");
+    if (!(ps = nb_calloc(1, sizeof *ps))) return nb_error(NB_ERR_NOMEM, "eager optimizer: out of memory");
     nb_status st = make_state(&o->opt, p, ps);
     if (!st && nb_strmap_put(&o->state, name, ps)) st = nb_error(NB_ERR_NOMEM, "eager optimizer: out of memory");
     if (st) {
         for (int k = 0; k < ps->n; k++) nb_tensor_release(ps->s[k]);
-        free(ps);
+        nb_free(ps);
         return st;
     }
     *out = ps;
@@ -171,14 +172,14 @@ static nb_status transform_grads(const nb_optimizer *opt, nb_builder *b, int n, 
         break;
     case NB_CLIP_GLOBAL_NORM: {
         /* One norm over every gradient, summed in the learning rate's dtype. */
-        nb_value *parts = calloc((size_t)n, sizeof *parts);
+        nb_value *parts = nb_calloc((size_t)n, sizeof *parts);
         if (!parts) return nb_error(NB_ERR_NOMEM, "eager optimizer: out of memory");
         for (int i = 0; i < n; i++) {
             parts[i] = sum_squares(b, it[i].grad);
             if (nb_value_info(b, it[i].grad).dtype != lr_dtype) parts[i] = nb_cast(b, parts[i], lr_dtype);
         }
         nb_value total = n == 1 ? parts[0] : nb_sum(b, n, parts);
-        free(parts);
+        nb_free(parts);
         nb_value factor = clip_factor(b, opt->clip_value, nb_sqrt(b, total), lr_dtype);
         for (int i = 0; i < n; i++) {
             nb_value f = factor;
@@ -274,7 +275,7 @@ nb_status nb_eager_optimizer_step(nb_eager_optimizer *o, nb_builder *eager)
     if (!o || !eager || !nb_builder_is_eager(eager))
         return nb_error(NB_ERR_ARG, "eager optimizer step: needs an optimizer and an eager builder");
     const int n_params = nb_eager_param_count(eager);
-    item *it = calloc((size_t)n_params + 1, sizeof *it);
+    item *it = nb_calloc((size_t)n_params + 1, sizeof *it);
     if (!it) return nb_error(NB_ERR_NOMEM, "eager optimizer: out of memory");
     nb_builder *b = o->scratch;
     nb_grad_mode_push(false);
@@ -309,6 +310,6 @@ nb_status nb_eager_optimizer_step(nb_eager_optimizer *o, nb_builder *eager)
     nb_eager_release_values(b);
     nb_builder_clear_error(b);
     nb_grad_mode_pop();
-    free(it);
+    nb_free(it);
     return st;
 }

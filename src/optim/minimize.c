@@ -1,6 +1,7 @@
 /* nb_minimize: the gradient part, then the optimisation part, of a training
  * program; and the queries that find the optimiser's vars again. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "optim_internal.h"
 
@@ -30,14 +31,14 @@ nb_status nb_optim_mark(nb_optim_ctx *c, int from, const char *param, const char
         nb_op *op = c->mb->ops[i];
         op->role = NB_ROLE_OPTIMIZE;
         if (!param) continue;
-        char *p = strdup(param), *g = strdup(grad);
+        char *p = nb_strdup(param), *g = nb_strdup(grad);
         if (!p || !g) {
-            free(p);
-            free(g);
+            nb_free(p);
+            nb_free(g);
             return nb_error(NB_ERR_NOMEM, "minimize: out of memory");
         }
-        free(op->role_var[0]);
-        free(op->role_var[1]);
+        nb_free(op->role_var[0]);
+        nb_free(op->role_var[1]);
         op->role_var[0] = p;
         op->role_var[1] = g;
     }
@@ -155,13 +156,13 @@ static nb_status append_update(nb_optim_ctx *c, const char *param, const char *g
 {
     const nb_var *p = nb_block_find_var(c->mb, param);
     if (!p) return nb_error(NB_ERR_NOT_FOUND, "minimize: no parameter named '%s' in block 0", param);
-    update *u = calloc(1, sizeof *u);
+    update *u = nb_calloc(1, sizeof *u);
     if (!u) return nb_error(NB_ERR_NOMEM, "minimize: out of memory");
     int from = c->mb->n_ops;
     nb_status st = plan_update(c, p, grad, u);
     if (!st) st = nb_block_append_op(c->mb, u->type, u->n_in, u->in, u->n_out, u->out, u->n_attrs, u->attrs, NULL);
     if (!st) st = nb_optim_mark(c, from, param, grad);
-    free(u);
+    nb_free(u);
     return st;
 }
 
@@ -171,13 +172,13 @@ static nb_status append_update(nb_optim_ctx *c, const char *param, const char *g
 static nb_status append_optimize(nb_optim_ctx *c, nb_backward_result *r)
 {
     int n = r->n_pairs;
-    const char **params = calloc((size_t)n + 1, sizeof *params);
-    char **grads = calloc((size_t)n + 1, sizeof *grads);
+    const char **params = nb_calloc((size_t)n + 1, sizeof *params);
+    char **grads = nb_calloc((size_t)n + 1, sizeof *grads);
     nb_status st = params && grads ? NB_OK : nb_error(NB_ERR_NOMEM, "minimize: out of memory");
     c->lr_dtype = NB_F32;
     for (int i = 0; i < n && !st; i++) {
         params[i] = r->pairs[i].param;
-        if (!(grads[i] = strdup(r->pairs[i].grad))) st = nb_error(NB_ERR_NOMEM, "minimize: out of memory");
+        if (!(grads[i] = nb_strdup(r->pairs[i].grad))) st = nb_error(NB_ERR_NOMEM, "minimize: out of memory");
         const nb_var *v = nb_block_find_var(c->mb, params[i]);
         if (v && v->dtype == NB_F64) c->lr_dtype = NB_F64;
     }
@@ -190,13 +191,13 @@ static nb_status append_optimize(nb_optim_ctx *c, nb_backward_result *r)
     for (int i = 0; i < n && !st; i++) st = append_update(c, params[i], grads[i]);
     /* The pairs now name the gradients the updates read. */
     for (int i = 0; i < n && !st; i++) {
-        free((char *)r->pairs[i].grad);
+        nb_free((char *)r->pairs[i].grad);
         r->pairs[i].grad = grads[i];
         grads[i] = NULL;
     }
-    for (int i = 0; grads && i < n; i++) free(grads[i]);
-    free(grads);
-    free(params);
+    for (int i = 0; grads && i < n; i++) nb_free(grads[i]);
+    nb_free(grads);
+    nb_free(params);
     nb_builder_free(c->b);
     c->b = NULL;
     return st;
@@ -208,25 +209,25 @@ static nb_status select_params(nb_block *mb, int n_params, const char *const *pa
     *sel = NULL;
     *n_sel = 0;
     if (n_params == 0) return NB_OK; /* nb_append_backward takes every trainable one */
-    const char **s = calloc((size_t)n_params, sizeof *s);
+    const char **s = nb_calloc((size_t)n_params, sizeof *s);
     if (!s) return nb_error(NB_ERR_NOMEM, "minimize: out of memory");
     int n = 0;
     for (int i = 0; i < n_params; i++) {
         const nb_var *v = params[i] ? nb_block_find_var(mb, params[i]) : NULL;
         if (!v) {
-            free(s);
+            nb_free(s);
             return nb_error(NB_ERR_NOT_FOUND, "minimize: no var named '%s' in block 0 to optimise",
                             params[i] ? params[i] : "(null)");
         }
         if (v->is_parameter && !v->trainable) continue;
         if (!v->persistable) {
-            free(s);
+            nb_free(s);
             return nb_error(NB_ERR_ARG, "minimize: '%s' is not persistable, so an update of it would not last", v->name);
         }
         s[n++] = params[i];
     }
     if (n == 0) {
-        free(s);
+        nb_free(s);
         return nb_error(NB_ERR_ARG, "minimize: every parameter listed is frozen (trainable = false)");
     }
     *sel = s;
@@ -251,7 +252,7 @@ nb_status nb_minimize(const nb_optimizer *opt, nb_program *main, nb_program *sta
     int n_sel;
     if ((st = select_params(c.mb, n_params, params, &sel, &n_sel))) return st;
     st = nb_append_backward(main, loss, n_sel, sel, n_no_grad, no_grad, out);
-    free(sel);
+    nb_free(sel);
     if (st) return st;
     if (out->n_pairs == 0)
         st = nb_error(NB_ERR_ARG, "minimize: loss '%s' depends on none of the parameters to optimise", loss);
@@ -273,7 +274,7 @@ nb_status nb_optimizer_state_vars(const nb_program *p, int *n, const char ***nam
     if (!p || !n || !names) return nb_error(NB_ERR_ARG, "optimizer_state_vars: NULL argument");
     nb_block *b = p->n_blocks > 0 ? p->blocks[0] : NULL;
     if (!b) return NB_OK;
-    const char **list = calloc((size_t)b->n_vars + 1, sizeof *list);
+    const char **list = nb_calloc((size_t)b->n_vars + 1, sizeof *list);
     if (!list) return nb_error(NB_ERR_NOMEM, "optimizer_state_vars: out of memory");
     int k = 0;
     for (int i = 0; i < b->n_ops; i++) {

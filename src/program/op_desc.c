@@ -1,6 +1,7 @@
 /* OpDescs: appending an op to a block (checked against its definition, with
  * shape inference), removing, cloning and describing ops. */
 #include <stdio.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "program_internal.h"
@@ -8,24 +9,24 @@
 void nb_op_free(nb_op *op)
 {
     if (!op) return;
-    for (int i = 0; i < nb_op_n_inputs(op); i++) free(op->inputs[i]);
-    for (int i = 0; i < nb_op_n_outputs(op); i++) free(op->outputs[i]);
-    free(op->inputs);
-    free(op->outputs);
+    for (int i = 0; i < nb_op_n_inputs(op); i++) nb_free(op->inputs[i]);
+    for (int i = 0; i < nb_op_n_outputs(op); i++) nb_free(op->outputs[i]);
+    nb_free(op->inputs);
+    nb_free(op->outputs);
     for (int i = 0; i < NB_MAX_ATTRS; i++) nb_attr_value_free(&op->attrs[i]);
-    free(op->role_var[0]);
-    free(op->role_var[1]);
-    free(op);
+    nb_free(op->role_var[0]);
+    nb_free(op->role_var[1]);
+    nb_free(op);
 }
 
 static char **copy_names(char *const *names, int n)
 {
-    char **c = calloc((size_t)n + 1, sizeof *c);
+    char **c = nb_calloc((size_t)n + 1, sizeof *c);
     if (!c) return NULL;
     for (int i = 0; i < n; i++)
-        if (!(c[i] = strdup(names[i]))) {
-            for (int j = 0; j < i; j++) free(c[j]);
-            free(c);
+        if (!(c[i] = nb_strdup(names[i]))) {
+            for (int j = 0; j < i; j++) nb_free(c[j]);
+            nb_free(c);
             return NULL;
         }
     return c;
@@ -33,14 +34,14 @@ static char **copy_names(char *const *names, int n)
 
 nb_op *nb_op_clone(const nb_op *src)
 {
-    nb_op *op = calloc(1, sizeof *op);
+    nb_op *op = nb_calloc(1, sizeof *op);
     if (!op) return NULL;
     *op = *src;
     op->inputs = copy_names(src->inputs, nb_op_n_inputs(src));
     op->outputs = copy_names(src->outputs, nb_op_n_outputs(src));
     memset(op->attrs, 0, sizeof op->attrs);
-    op->role_var[0] = src->role_var[0] ? strdup(src->role_var[0]) : NULL;
-    op->role_var[1] = src->role_var[1] ? strdup(src->role_var[1]) : NULL;
+    op->role_var[0] = src->role_var[0] ? nb_strdup(src->role_var[0]) : NULL;
+    op->role_var[1] = src->role_var[1] ? nb_strdup(src->role_var[1]) : NULL;
     bool ok = op->inputs && op->outputs;
     for (int i = 0; i < NB_MAX_ATTRS && ok; i++) ok = !nb_attr_value_copy(&op->attrs[i], &src->attrs[i]);
     if (!ok) {
@@ -54,7 +55,7 @@ nb_status nb_block_push_op(nb_block *b, int pos, nb_op *op)
 {
     if (b->n_ops == b->cap_ops) {
         int cap = b->cap_ops ? 2 * b->cap_ops : 16;
-        nb_op **ops = realloc(b->ops, (size_t)cap * sizeof *ops);
+        nb_op **ops = nb_realloc(b->ops, (size_t)cap * sizeof *ops);
         if (!ops) return NB_ERR_NOMEM;
         b->ops = ops;
         b->cap_ops = cap;
@@ -84,8 +85,8 @@ nb_status nb_block_infer_op(nb_block *b, nb_op *op)
     char label[256];
     nb_op_label(op, label, sizeof label);
     int n_in = nb_op_n_inputs(op), n_out = nb_op_n_outputs(op);
-    nb_var_info *in_info = calloc((size_t)n_in + 1, sizeof *in_info);
-    nb_var_info *out_info = calloc((size_t)n_out + 1, sizeof *out_info);
+    nb_var_info *in_info = nb_calloc((size_t)n_in + 1, sizeof *in_info);
+    nb_var_info *out_info = nb_calloc((size_t)n_out + 1, sizeof *out_info);
     nb_status st = NB_OK;
     if (!in_info || !out_info) {
         st = nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
@@ -114,8 +115,8 @@ nb_status nb_block_infer_op(nb_block *b, nb_op *op)
         }
     }
 done:
-    free(in_info);
-    free(out_info);
+    nb_free(in_info);
+    nb_free(out_info);
     return st;
 }
 
@@ -141,9 +142,9 @@ static nb_status make_op(nb_block *b, const char *type, int n_in, const char *co
                             def->attrs[i].name, av[i].block);
 
     int n = n_in > n_out ? n_in : n_out;
-    bool *present = calloc((size_t)n + 1, sizeof *present);
-    int *order = calloc((size_t)n + 1, sizeof *order);
-    nb_op *op = calloc(1, sizeof *op);
+    bool *present = nb_calloc((size_t)n + 1, sizeof *present);
+    int *order = nb_calloc((size_t)n + 1, sizeof *order);
+    nb_op *op = nb_calloc(1, sizeof *op);
     if (!present || !order || !op) {
         st = nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
         goto fail;
@@ -152,27 +153,27 @@ static nb_status make_op(nb_block *b, const char *type, int n_in, const char *co
     for (int i = 0; i < n_in; i++) present[i] = in[i] && *in[i];
     if ((st = nb_assign_slots(def, true, n_in, present, op->in_begin, order, label))) goto fail;
     int m = op->in_begin[NB_MAX_SLOTS];
-    if (!(op->inputs = calloc((size_t)m + 1, sizeof *op->inputs))) goto nomem;
+    if (!(op->inputs = nb_calloc((size_t)m + 1, sizeof *op->inputs))) goto nomem;
     for (int i = 0; i < m; i++)
-        if (!(op->inputs[i] = strdup(in[order[i]]))) goto nomem;
+        if (!(op->inputs[i] = nb_strdup(in[order[i]]))) goto nomem;
     for (int i = 0; i < n_out; i++) present[i] = true;
     if ((st = nb_assign_slots(def, false, n_out, present, op->out_begin, order, label))) goto fail;
-    if (!(op->outputs = calloc((size_t)n_out + 1, sizeof *op->outputs))) goto nomem;
+    if (!(op->outputs = nb_calloc((size_t)n_out + 1, sizeof *op->outputs))) goto nomem;
     for (int i = 0; i < n_out; i++)
-        if (!(op->outputs[i] = strdup(out[i]))) goto nomem;
+        if (!(op->outputs[i] = nb_strdup(out[i]))) goto nomem;
     for (int i = 0; i < NB_MAX_ATTRS; i++)
         if (nb_attr_value_copy(&op->attrs[i], &av[i])) goto nomem;
     if ((st = nb_block_infer_op(b, op))) goto fail;
     op->id = b->program->next_op_id++;
-    free(present);
-    free(order);
+    nb_free(present);
+    nb_free(order);
     *op_out = op;
     return NB_OK;
 nomem:
     st = nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
 fail:
-    free(present);
-    free(order);
+    nb_free(present);
+    nb_free(order);
     nb_op_free(op);
     return st;
 }

@@ -1,6 +1,7 @@
 /* Programs, blocks and vars: creation, lookup, cloning, unique names. Ops are
  * in op_desc.c and printing in program_print.c. */
 #include <stdio.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "program_internal.h"
@@ -8,11 +9,11 @@
 nb_status nb_program_new(nb_program **out)
 {
     *out = NULL;
-    nb_program *p = calloc(1, sizeof *p);
-    nb_strmap *names = calloc(1, sizeof *names);
+    nb_program *p = nb_calloc(1, sizeof *p);
+    nb_strmap *names = nb_calloc(1, sizeof *names);
     if (!p || !names) {
-        free(p);
-        free(names);
+        nb_free(p);
+        nb_free(names);
         return nb_error(NB_ERR_NOMEM, "program: out of memory");
     }
     nb_strmap_init(names);
@@ -29,8 +30,8 @@ nb_status nb_program_new(nb_program **out)
 static void var_free(nb_var *v)
 {
     if (!v) return;
-    free(v->name);
-    free(v);
+    nb_free(v->name);
+    nb_free(v);
 }
 
 static void block_free(nb_block *b)
@@ -38,25 +39,25 @@ static void block_free(nb_block *b)
     if (!b) return;
     for (int i = 0; i < b->n_ops; i++) nb_op_free(b->ops[i]);
     for (int i = 0; i < b->n_vars; i++) var_free(b->vars[i]);
-    free(b->ops);
-    free(b->vars);
+    nb_free(b->ops);
+    nb_free(b->vars);
     if (b->var_index) {
         nb_strmap_free(b->var_index);
-        free(b->var_index);
+        nb_free(b->var_index);
     }
-    free(b);
+    nb_free(b);
 }
 
 void nb_program_free(nb_program *p)
 {
     if (!p) return;
     for (int i = 0; i < p->n_blocks; i++) block_free(p->blocks[i]);
-    free(p->blocks);
+    nb_free(p->blocks);
     if (p->names) {
         nb_strmap_free(p->names);
-        free(p->names);
+        nb_free(p->names);
     }
-    free(p);
+    nb_free(p);
 }
 
 nb_block *nb_program_block(nb_program *p, int idx)
@@ -73,16 +74,16 @@ nb_status nb_program_add_block(nb_program *p, int parent_idx, nb_block **out)
         return nb_error(NB_ERR_ARG, "program: parent block %d does not exist", parent_idx);
     if (p->n_blocks == p->cap_blocks) {
         int cap = p->cap_blocks ? 2 * p->cap_blocks : 4;
-        nb_block **bl = realloc(p->blocks, (size_t)cap * sizeof *bl);
+        nb_block **bl = nb_realloc(p->blocks, (size_t)cap * sizeof *bl);
         if (!bl) return nb_error(NB_ERR_NOMEM, "program: out of memory");
         p->blocks = bl;
         p->cap_blocks = cap;
     }
-    nb_block *b = calloc(1, sizeof *b);
-    nb_strmap *index = calloc(1, sizeof *index);
+    nb_block *b = nb_calloc(1, sizeof *b);
+    nb_strmap *index = nb_calloc(1, sizeof *index);
     if (!b || !index) {
-        free(b);
-        free(index);
+        nb_free(b);
+        nb_free(index);
         return nb_error(NB_ERR_NOMEM, "program: out of memory");
     }
     nb_strmap_init(index);
@@ -189,13 +190,13 @@ nb_status nb_block_create_var(nb_block *b, const char *name, nb_dtype dtype, int
     }
     if (b->n_vars == b->cap_vars) {
         int cap = b->cap_vars ? 2 * b->cap_vars : 16;
-        nb_var **vs = realloc(b->vars, (size_t)cap * sizeof *vs);
+        nb_var **vs = nb_realloc(b->vars, (size_t)cap * sizeof *vs);
         if (!vs) return nb_error(NB_ERR_NOMEM, "create var %s: out of memory", name);
         b->vars = vs;
         b->cap_vars = cap;
     }
-    v = calloc(1, sizeof *v);
-    if (!v || !(v->name = strdup(name)) || nb_strmap_put(b->var_index, name, v)) {
+    v = nb_calloc(1, sizeof *v);
+    if (!v || !(v->name = nb_strdup(name)) || nb_strmap_put(b->var_index, name, v)) {
         var_free(v);
         return nb_error(NB_ERR_NOMEM, "create var %s: out of memory", name);
     }
@@ -261,9 +262,9 @@ nb_status nb_block_rename_var(nb_block *b, const char *old_name, const char *new
     if (!v) return nb_error(NB_ERR_NOT_FOUND, "rename: block %d has no var '%s'", b->idx, old_name);
     if (nb_block_find_var_recursive(b, new_name))
         return nb_error(NB_ERR_ARG, "rename %s: a var named '%s' already exists", old_name, new_name);
-    char *nn = strdup(new_name);
+    char *nn = nb_strdup(new_name);
     if (!nn || nb_strmap_put(b->var_index, new_name, v)) {
-        free(nn);
+        nb_free(nn);
         return nb_error(NB_ERR_NOMEM, "rename: out of memory");
     }
     nb_strmap_remove(b->var_index, old_name);
@@ -274,19 +275,19 @@ nb_status nb_block_rename_var(nb_block *b, const char *old_name, const char *new
             char **names = side ? op->outputs : op->inputs;
             for (int k = 0; k < n; k++)
                 if (!strcmp(names[k], old_name)) {
-                    char *c = strdup(new_name);
+                    char *c = nb_strdup(new_name);
                     if (!c) return nb_error(NB_ERR_NOMEM, "rename: out of memory");
-                    free(names[k]);
+                    nb_free(names[k]);
                     names[k] = c;
                 }
         }
         for (int r = 0; r < 2; r++)
             if (op->role_var[r] && !strcmp(op->role_var[r], old_name)) {
-                free(op->role_var[r]);
-                op->role_var[r] = strdup(new_name);
+                nb_free(op->role_var[r]);
+                op->role_var[r] = nb_strdup(new_name);
             }
     }
-    free(v->name);
+    nb_free(v->name);
     v->name = nn;
     b->program->version++;
     return NB_OK;

@@ -1,6 +1,7 @@
 /* The record backend: emitting an op appends an OpDesc to the current block
  * (after validation and shape inference); values are the block's vars. */
 #include <stdio.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "../builder/builder_internal.h"
@@ -15,9 +16,9 @@ static nb_status record_emit(nb_builder *b, const char *type, int n_in, const nb
     const nb_op_def *def = nb_op_find(type);
     if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type);
     if (n_out < 0) n_out = nb_op_default_outputs(def);
-    const char **in_names = calloc((size_t)n_in + 1, sizeof *in_names);
-    char (*out_names)[NAME_MAX_LEN] = calloc((size_t)n_out, sizeof *out_names);
-    const char **out_ptrs = calloc((size_t)n_out + 1, sizeof *out_ptrs);
+    const char **in_names = nb_calloc((size_t)n_in + 1, sizeof *in_names);
+    char (*out_names)[NAME_MAX_LEN] = nb_calloc((size_t)n_out, sizeof *out_names);
+    const char **out_ptrs = nb_calloc((size_t)n_out + 1, sizeof *out_ptrs);
     nb_status st = NB_OK;
     if (!in_names || !out_names || !out_ptrs) {
         st = nb_error(NB_ERR_NOMEM, "%s: out of memory", def->name);
@@ -39,9 +40,9 @@ static nb_status record_emit(nb_builder *b, const char *type, int n_in, const nb
     op->role = b->role;
     for (int i = 0; i < n_out; i++) out[i].p = nb_block_find_var(b->block, out_names[i]);
 done:
-    free(in_names);
-    free(out_names);
-    free(out_ptrs);
+    nb_free(in_names);
+    nb_free(out_names);
+    nb_free(out_ptrs);
     return st;
 }
 
@@ -150,7 +151,7 @@ nb_value nb_create_parameter(nb_builder *b, const char *name, nb_dtype dtype, in
         nb_builder_fail(b, NB_ERR_NOT_FOUND, "parameter %s: unknown initialiser op '%s'", name, init_type);
         return NB_NONE;
     }
-    nb_attr *all = calloc((size_t)n_attrs + 2, sizeof *all);
+    nb_attr *all = nb_calloc((size_t)n_attrs + 2, sizeof *all);
     if (!all) {
         nb_builder_fail(b, NB_ERR_NOMEM, "parameter %s: out of memory", name);
         return NB_NONE;
@@ -166,7 +167,7 @@ nb_value nb_create_parameter(nb_builder *b, const char *name, nb_dtype dtype, in
         const char *outs[1] = {name};
         st = nb_block_append_op(tb, init_type, 0, NULL, 1, outs, m, all, &op);
     }
-    free(all);
+    nb_free(all);
     if (nb_builder_record_error(b, st)) return NB_NONE;
     op->role = NB_ROLE_STARTUP;
     return (nb_value){v};

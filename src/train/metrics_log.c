@@ -1,4 +1,5 @@
 #include <stdio.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,14 +23,14 @@ static bool have_gnuplot(void)
 {
     const char *path = getenv("PATH");
     if (!path) return false;
-    char *copy = strdup(path), *save = NULL;
+    char *copy = nb_strdup(path), *save = NULL;
     bool found = false;
     for (char *dir = strtok_r(copy, ":", &save); dir && !found; dir = strtok_r(NULL, ":", &save)) {
         char full[4096];
         snprintf(full, sizeof full, "%s/gnuplot", dir);
         found = access(full, X_OK) == 0;
     }
-    free(copy);
+    nb_free(copy);
     return found;
 }
 

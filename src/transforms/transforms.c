@@ -2,6 +2,7 @@
  * their backward (create_graph), so that what they return can be
  * differentiated again by an enclosing transform. */
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "nabla/ops.h"
 #include "nabla/transforms.h"
@@ -71,7 +72,7 @@ nb_status nb_vjp(const nb_function *f, nb_tensor *const *primals, nb_tensor **ou
     *out = NULL;
     nb_status st = check_fn(f, "vjp");
     if (st) return st;
-    nb_pullback *pb = calloc(1, sizeof *pb);
+    nb_pullback *pb = nb_calloc(1, sizeof *pb);
     if (!pb) return nb_error(NB_ERR_NOMEM, "vjp: out of memory");
     pb->n_in = f->n_in;
     pb->n_out = f->n_out;
@@ -116,7 +117,7 @@ void nb_pullback_free(nb_pullback *pb)
     release_n(pb->inputs, pb->n_in);
     release_n(pb->outputs, pb->n_out);
     nb_builder_free(pb->b);
-    free(pb);
+    nb_free(pb);
 }
 
 nb_status nb_value_and_grad(const nb_function *f, nb_tensor *const *primals, int n_argnums, const int *argnums,
@@ -356,7 +357,7 @@ static nb_status jacfwd_pass(const nb_function *f, nb_tensor *const *primals, in
 {
     const nb_tensor *a = primals[arg];
     int64_t n_a = nb_tensor_numel(a);
-    nb_tensor **tangents = calloc((size_t)m * (size_t)f->n_in, sizeof *tangents), *outputs[MAX_IO] = {0};
+    nb_tensor **tangents = nb_calloc((size_t)m * (size_t)f->n_in, sizeof *tangents), *outputs[MAX_IO] = {0};
     nb_status st = tangents ? NB_OK : nb_error(NB_ERR_NOMEM, "jacfwd: out of memory");
     for (int k = 0; k < m && !st; k++) {
         nb_tensor **e = &tangents[k * f->n_in + arg];
@@ -371,7 +372,7 @@ static nb_status jacfwd_pass(const nb_function *f, nb_tensor *const *primals, in
     }
     release_n(outputs, f->n_out);
     for (int k = 0; tangents && k < m; k++) nb_tensor_release(tangents[k * f->n_in + arg]);
-    free(tangents);
+    nb_free(tangents);
     nb_builder_free(b);
     return st;
 }

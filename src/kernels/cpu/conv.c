@@ -5,6 +5,7 @@
  * parallelism is off by default, so the GEMMs inside then run serially,
  * while a single image leaves the GEMM free to use every thread. */
 #include <stdbool.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "conv.h"
@@ -69,7 +70,7 @@ static bool is_pointwise(const nb_conv2d_geom *g)
 
 static void *alloc_buf(size_t count, size_t elem)
 {
-    return malloc(count ? count * elem : 1);
+    return nb_malloc(count ? count * elem : 1);
 }
 
 #define T float

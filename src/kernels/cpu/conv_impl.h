@@ -105,7 +105,7 @@ static nb_status FN(conv2d)(const char *label, const nb_conv2d_geom *g, const T 
             GEMM(false, false, mg, P, K, 1, wg, K, colp, P, beta, yg, P);
         }
     }
-    free(cols);
+    nb_free(cols);
     return NB_OK;
 }
 
@@ -141,8 +141,8 @@ static nb_status FN(conv2d_grad)(const char *label, const nb_conv2d_geom *g, con
         /* Images add onto the same filter gradient, so with several threads
          * each sums into its own copy and the copies are added at the end. */
         if (nt > 1) {
-            if (!(dw_part = calloc((size_t)nt * (size_t)wsize, sizeof(T)))) {
-                free(cols);
+            if (!(dw_part = nb_calloc((size_t)nt * (size_t)wsize, sizeof(T)))) {
+                nb_free(cols);
                 return nb_error(NB_ERR_NOMEM, "%s: out of memory for filter gradient buffers", label);
             }
         } else {
@@ -189,8 +189,8 @@ static nb_status FN(conv2d_grad)(const char *label, const nb_conv2d_geom *g, con
             dw[i] = acc;
         }
     }
-    free(dw_part);
-    free(cols);
+    nb_free(dw_part);
+    nb_free(cols);
     return NB_OK;
 }
 

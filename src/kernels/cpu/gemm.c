@@ -19,6 +19,7 @@
 #endif
 
 #include <stdlib.h>
+#include "nabla/device.h"
 #include <string.h>
 #include "gemm.h"
 
@@ -69,11 +70,11 @@ static bool gemm_have_avx2(void)
 /* And below this many the blocked kernel runs on one thread. */
 #define GEMM_PARALLEL_WORK (256 * 256 * 256)
 
-/* Rounds up to a multiple of 64 bytes for aligned_alloc. */
+/* Device memory: 64-byte aligned. */
 static void *gemm_alloc(size_t bytes)
 {
     bytes = (bytes + 63) & ~(size_t)63;
-    return aligned_alloc(64, bytes ? bytes : 64);
+    return nb_device_alloc(NB_DEVICE_CPU, bytes ? bytes : 64);
 }
 
 static int gemm_threads(int64_t M, int64_t N, int64_t K)
@@ -327,8 +328,8 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
         T *Bp = gemm_alloc((size_t)(kc_max * nc_max) * sizeof(T));                             \
         T *Ap = gemm_alloc((size_t)nt * (size_t)(mc_blk * kc_max) * sizeof(T));                \
         if (!Bp || !Ap) {                                                                      \
-            free(Bp);                                                                          \
-            free(Ap);                                                                          \
+            nb_device_free(NB_DEVICE_CPU, Bp);                                                                          \
+            nb_device_free(NB_DEVICE_CPU, Ap);                                                                          \
             return false;                                                                      \
         }                                                                                      \
         int64_t n_iblk = (M + mc_blk - 1) / mc_blk;                                            \
@@ -355,8 +356,8 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
                 }                                                                              \
             }                                                                                  \
         }                                                                                      \
-        free(Bp);                                                                              \
-        free(Ap);                                                                              \
+        nb_device_free(NB_DEVICE_CPU, Bp);                                                                              \
+        nb_device_free(NB_DEVICE_CPU, Ap);                                                                              \
         return true;                                                                           \
     }
 

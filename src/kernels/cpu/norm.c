@@ -4,6 +4,7 @@
  * order; layer norm works row by row. The typed code lives in norm_impl.h,
  * included once per dtype. */
 #include <math.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "norm.h"
@@ -20,7 +21,7 @@
 
 static double *dalloc(int64_t count)
 {
-    return malloc(count > 0 ? (size_t)count * sizeof(double) : 1);
+    return nb_malloc(count > 0 ? (size_t)count * sizeof(double) : 1);
 }
 
 /* Per-channel totals of per-plane sums laid out as [n, c]. */

@@ -21,7 +21,7 @@ static nb_status FN(batch_norm)(const char *label, int64_t n, int64_t c, int64_t
         }
     } else {
         if (!(ps = dalloc(planes))) {
-            free(mu);
+            nb_free(mu);
             return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
         }
         OMP_FOR_IF(par)
@@ -76,8 +76,8 @@ static nb_status FN(batch_norm)(const char *label, int64_t n, int64_t c, int64_t
             for (int64_t j = 0; j < s; j++) yp[j] = (xp[j] - mc) * a + b;
         }
     }
-    free(ps);
-    free(mu);
+    nb_free(ps);
+    nb_free(mu);
     return NB_OK;
 }
 
@@ -93,7 +93,7 @@ static nb_status FN(batch_norm_grad)(const char *label, int64_t n, int64_t c, in
     for (int64_t ch = 0; ch < c; ch++) inv[ch] = stat_is_var ? 1.0 / sqrt((double)stat[ch] + eps) : stat[ch];
     if (dscale || dbias || (dx && !global)) {
         if (!(ps = dalloc(2 * planes))) {
-            free(inv);
+            nb_free(inv);
             return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
         }
         OMP_FOR_IF(par)
@@ -134,8 +134,8 @@ static nb_status FN(batch_norm_grad)(const char *label, int64_t n, int64_t c, in
             }
         }
     }
-    free(ps);
-    free(inv);
+    nb_free(ps);
+    nb_free(inv);
     return NB_OK;
 }
 
@@ -222,7 +222,7 @@ static nb_status FN(layer_norm_grad)(const char *label, int64_t rows, int64_t co
             }
         }
     }
-    free(inv);
+    nb_free(inv);
     return NB_OK;
 }
 

@@ -14,6 +14,7 @@
  * uint64_t, so that overflow wraps as it does in NumPy instead of being
  * undefined behaviour. */
 #include <math.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "reduce.h"
@@ -266,7 +267,7 @@ static int reduce_groups(red_fn fn, const void *x, void *out, size_t esize, int 
         fn(x, out, outer, R, inner); /* with nothing reduced, a copy */
         return 0;
     }
-    void *part = malloc((size_t)(outer * inner) * esize);
+    void *part = nb_malloc((size_t)(outer * inner) * esize);
     if (!part) return -1;
     fn(x, part, outer, R, inner);
     /* Drop the group just reduced; the kept groups on either side of it
@@ -277,7 +278,7 @@ static int reduce_groups(red_fn fn, const void *x, void *out, size_t esize, int 
     for (int g = 0; g < ng; g++)
         if (g != last) rsize[n] = gsize[g], rred[n] = gred[g], n++;
     int rc = reduce_groups(fn, part, out, esize, n, rsize, rred);
-    free(part);
+    nb_free(part);
     return rc;
 }
 

@@ -1,5 +1,6 @@
 /* Byte-moving kernels: strided copies, concatenation, splitting, padding. */
 #include <stdbool.h>
+#include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "nabla/tensor.h"
@@ -267,7 +268,7 @@ static void pad_rows(const pad_plan *p, int64_t r0, int64_t r1)
 static int64_t *pad_maps(int ndim, const int64_t *in_shape, const int64_t *out_shape, const int64_t *pads,
                          nb_pad_mode mode, int64_t map_len, int64_t **map)
 {
-    int64_t *maps = malloc((size_t)(map_len ? map_len : 1) * sizeof *maps);
+    int64_t *maps = nb_malloc((size_t)(map_len ? map_len : 1) * sizeof *maps);
     if (!maps) return NULL;
     int64_t *m = maps;
     for (int d = 0; d < ndim; d++) {
@@ -310,14 +311,14 @@ nb_status nb_cpu_pad(void *dst, const void *src, int ndim, const int64_t *in_sha
     if (p.in_last == 0) {
         /* Nothing to copy from: only a constant border is possible. */
         fill_run(dst, fill, total, el);
-        free(maps);
+        nb_free(maps);
         return NB_OK;
     }
     int64_t rows = total / p.out_shape[ndim - 1];
     int64_t chunks = rows < 256 ? rows : 256;
     NB_SHAPE_PARALLEL_FOR(total >= NB_SHAPE_PARALLEL_MIN && chunks > 1)
     for (int64_t c = 0; c < chunks; c++) pad_rows(&p, rows * c / chunks, rows * (c + 1) / chunks);
-    free(maps);
+    nb_free(maps);
     return NB_OK;
 }
 
@@ -379,6 +380,6 @@ nb_status nb_cpu_pad_grad(nb_dtype dt, void *dst, const void *src, int ndim, con
     if (!maps) return NB_ERR_NOMEM;
     if (dt == NB_F32) pad_grad_rows_float(dst, src, ndim, out_shape, in_stride, map);
     else pad_grad_rows_double(dst, src, ndim, out_shape, in_stride, map);
-    free(maps);
+    nb_free(maps);
     return NB_OK;
 }

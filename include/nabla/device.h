@@ -1,0 +1,63 @@
+/* nabla/device.h: where memory comes from.
+ *
+ * Every allocation nabla makes goes through one allocator, which a program
+ * may replace (as Lua's lua_Alloc or SQLite's SQLITE_CONFIG_MALLOC): to count
+ * or cap memory, to use an arena, or to fail the k-th allocation in a test.
+ * Tensor storage is allocated per device, through that device's allocator;
+ * the CPU's takes 64-byte-aligned blocks from the hook below. A future GPU
+ * device adds an allocator of its own and kernels registered for it
+ * (nabla/kernel.h); nothing else changes. */
+#ifndef NABLA_DEVICE_H
+#define NABLA_DEVICE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum nb_device {
+    NB_DEVICE_CPU = 0,
+    NB_DEVICE_COUNT
+} nb_device;
+
+const char *nb_device_name(nb_device d); /* "cpu" */
+
+/* The allocation hook. `ud` is passed back to each function. realloc and
+ * free get NULL and pointers that malloc or realloc returned; a NULL return
+ * from malloc or realloc is an allocation failure, which nabla reports as
+ * NB_ERR_NOMEM. */
+typedef struct nb_allocator {
+    void *(*malloc)(void *ud, size_t size);
+    void *(*realloc)(void *ud, void *p, size_t size);
+    void (*free)(void *ud, void *p);
+    void *ud;
+} nb_allocator;
+
+/* Replaces the allocator (NULL restores the C library's). Set it before
+ * anything else is made: memory is freed through the allocator in force
+ * when it is freed. The registries of ops and kernels, built on first use,
+ * stay allocated for the life of the process. */
+void nb_set_allocator(const nb_allocator *a);
+/* The allocator in force (the C library's unless one was set). */
+nb_allocator nb_get_allocator(void);
+
+/* Through the allocator in force; nb_free frees what nabla handed out to be
+ * freed by its caller (strings, arrays, buffers: the function says so). */
+void *nb_malloc(size_t size);
+void *nb_calloc(size_t n, size_t size); /* zeroed; NULL if n * size overflows */
+void *nb_realloc(void *p, size_t size);
+void nb_free(void *p);
+char *nb_strdup(const char *s);
+char *nb_strndup(const char *s, size_t n);
+
+/* Device memory for tensor storage: on the CPU, 64-byte aligned, at least 64
+ * bytes, not zeroed. */
+void *nb_device_alloc(nb_device d, size_t size);
+void nb_device_free(nb_device d, void *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
