@@ -6,21 +6,25 @@
  * VJP and JVP rules. Static programs, the eager tape and the functional
  * transforms all go through the same definitions.
  *
- * Kernels and shape inference see an op through an nb_op_ctx. Inputs and
- * outputs are flat arrays; slot k owns indices [in_begin[k], in_begin[k+1]),
- * so a variadic slot holds several values and an absent optional slot none.
- * Kernels may assume their inputs are contiguous; outputs arrive allocated,
- * contiguous, with the shapes `infer` gave them. An output may be the very
- * tensor of an input (in-place ops such as increment or an optimiser's
- * ParamOut), so kernels read an element before writing it. */
+ * Shape inference and the parameter function see an op through an
+ * nb_op_ctx. Inputs and outputs are flat arrays; slot k owns indices
+ * [in_begin[k], in_begin[k+1]), so a variadic slot holds several values and
+ * an absent optional slot none. Kernels are registered apart, per (op,
+ * device, dtype), and see only tensors and the op's parameter struct: see
+ * nabla/kernel.h. */
 #ifndef NABLA_OP_H
 #define NABLA_OP_H
 
 #include "nabla/attr.h"
+#include "nabla/kernel.h"
 #include "nabla/rng.h"
 #include "nabla/tensor.h"
 
+#ifndef NB_MAX_SLOTS
 #define NB_MAX_SLOTS 8
+#endif
+/* The largest parameter struct an op may declare (params_size). */
+#define NB_MAX_PARAMS_SIZE 256
 #define NB_MAX_ATTRS 16
 
 /* Slot flags. */
@@ -82,8 +86,8 @@ typedef struct nb_op_ctx {
     nb_var_info *out_info;      /* infer writes these */
     nb_tensor *const *in;       /* kernels only */
     nb_tensor *const *out;      /* kernels only */
-    nb_rng *rng;                /* kernels of NB_OP_RANDOM ops */
-    struct nb_exec_env *exec;   /* control-flow kernels: the executor running them (NULL outside one) */
+    nb_rng *rng;                /* legacy kernels of NB_OP_RANDOM ops */
+    struct nb_exec_env *exec;   /* legacy control-flow kernels: the executor running them (NULL outside one) */
 } nb_op_ctx;
 
 /* Shape/dtype inference: fill ctx->out_info from ctx->in_info and attrs, and
@@ -91,8 +95,11 @@ typedef struct nb_op_ctx {
  * unknown dims are -1 and must be carried, not rejected; at run time all are
  * known. On failure, return nb_error(...) naming ctx->label and the shapes. */
 typedef nb_status (*nb_infer_fn)(nb_op_ctx *ctx);
-/* Computes outputs from inputs. */
-typedef nb_status (*nb_kernel_fn)(nb_op_ctx *ctx);
+/* Fills the op's parameter struct (params_size bytes, zeroed) from
+ * ctx->attrs; inputs are not known yet. Called once per prepared op. */
+typedef nb_status (*nb_params_fn)(const nb_op_ctx *ctx, void *params);
+/* TRANSITION: a kernel that still reads its attributes from the op context. */
+typedef nb_status (*nb_legacy_kernel_fn)(nb_op_ctx *ctx);
 
 /* Gradient rules emit ops through a builder; see nabla/autodiff.h. */
 struct nb_builder;
@@ -107,7 +114,11 @@ typedef struct nb_op_def {
     nb_slot_def outputs[NB_MAX_SLOTS];
     nb_attr_def attrs[NB_MAX_ATTRS];
     nb_infer_fn infer;
-    nb_kernel_fn cpu;                    /* dispatches on dtype itself */
+    /* The parameter struct the op's kernels read (nabla/kernel.h): its size
+     * (0: none) and the function that fills it from the attributes. */
+    size_t params_size;
+    nb_params_fn params;
+    nb_legacy_kernel_fn cpu;             /* TRANSITION: NULL once the op's kernels are registered */
     unsigned flags;
     /* Which forward values the gradient rule reads: bit k of grad_uses_inputs
      * is input slot k, bit k of grad_uses_outputs is output slot k. Eager mode

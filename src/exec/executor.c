@@ -40,7 +40,10 @@ typedef struct step {
     char label[200];
     int *in, *out; /* value indices */
     int n_in, n_out;
-    nb_op_ctx ctx;
+    nb_op_ctx ctx;                /* inference, and control-flow kernels */
+    nb_kernel_ctx kctx;           /* what the kernel sees */
+    const nb_kernel_def *kernel;  /* picked on the first run, again when shapes change */
+    void *params;                 /* the op's parameter struct, filled at prepare time */
     nb_var_info *in_info, *out_info;
     nb_tensor **in_t, **out_t;
     bool *out_is_input; /* output k is also an input of this op (in place) */
@@ -142,8 +145,6 @@ static nb_status prepare_step(nb_prepared *pp, const nb_block *b, int s)
     st->out_is_input = nb_calloc((size_t)st->n_out + 1, sizeof *st->out_is_input);
     if (!st->in || !st->out || !st->in_info || !st->out_info || !st->in_t || !st->out_t || !st->out_is_input)
         return nb_error(NB_ERR_NOMEM, "prepare: out of memory");
-    if (!op->def->cpu)
-        return nb_error(NB_ERR_UNSUPPORTED, "%s: op has no CPU kernel", st->label);
     for (int k = 0; k < st->n_in; k++)
         if ((st->in[k] = slot_for(pp, b, op->inputs[k], true, s)) < 0) return nb_error(NB_ERR_NOMEM, "prepare: out of memory");
     for (int k = 0; k < st->n_out; k++) {
@@ -156,6 +157,15 @@ static nb_status prepare_step(nb_prepared *pp, const nb_block *b, int s)
                           .exec = &pp->env};
     memcpy(st->ctx.in_begin, op->in_begin, sizeof st->ctx.in_begin);
     memcpy(st->ctx.out_begin, op->out_begin, sizeof st->ctx.out_begin);
+    if (op->def->params_size) {
+        if (!(st->params = nb_calloc(1, op->def->params_size))) return nb_error(NB_ERR_NOMEM, "prepare: out of memory");
+        nb_status ps = op->def->params(&st->ctx, st->params);
+        if (ps) return ps;
+    }
+    st->kctx = (nb_kernel_ctx){.params = st->params, .label = st->label, .in = st->in_t, .out = st->out_t,
+                               .rng = &st->rng, .exec = &pp->env};
+    memcpy(st->kctx.in_begin, op->in_begin, sizeof st->kctx.in_begin);
+    memcpy(st->kctx.out_begin, op->out_begin, sizeof st->kctx.out_begin);
     const nb_attr_value *seed = nb_op_attr(op, "seed");
     uint64_t sd = seed && seed->type == NB_ATTR_INT && seed->i != 0 ? (uint64_t)seed->i
                                                                     : mix_seed(pp->program->random_seed, (uint64_t)op->id);
@@ -300,6 +310,7 @@ void nb_prepared_free(nb_prepared *pp)
         nb_free(st->in);
         nb_free(st->out);
         nb_free(st->in_info);
+        nb_free(st->params);
         nb_free(st->out_info);
         nb_free(st->in_t);
         nb_free(st->out_t);
@@ -502,6 +513,7 @@ static nb_status run_step(nb_prepared *pp, nb_scope *scope, step *st)
         nb_status s = nb_run_infer(&st->ctx);
         if (s) return s;
         st->inferred = true;
+        st->kernel = NULL;
     }
     pp->env.scope = scope;
     pp->env.op = st->op;
@@ -521,7 +533,13 @@ static nb_status run_step(nb_prepared *pp, nb_scope *scope, step *st)
         if (!st->out_is_input[k])
             memset(nb_tensor_data(v->t), 0, (size_t)nb_tensor_numel(v->t) * nb_dtype_size(v->t->dtype));
     }
-    return st->op->def->cpu(&st->ctx);
+    if (st->op->def->cpu) return st->op->def->cpu(&st->ctx); /* TRANSITION */
+    if (!st->kernel) {
+        nb_dtype dt = st->n_in ? st->in_t[0]->dtype : st->out_info[0].dtype;
+        if (!(st->kernel = nb_kernel_find(st->op->def->name, NB_DEVICE_CPU, dt, &st->kctx)))
+            return nb_error(NB_ERR_UNSUPPORTED, "%s: %s", st->label, nb_last_error());
+    }
+    return st->kernel->run(&st->kctx);
 }
 
 nb_status nb_exec_output(nb_op_ctx *ctx, int k, const nb_var_info *info, nb_tensor **out)

@@ -71,7 +71,9 @@ static nb_status check_def(const nb_op_def *def)
 {
     if (!def || !def->name || !*def->name) return nb_error(NB_ERR_ARG, "register: op has no name");
     if (!def->infer) return nb_error(NB_ERR_ARG, "register %s: no infer function", def->name);
-    if (!def->cpu) return nb_error(NB_ERR_ARG, "register %s: no CPU kernel", def->name);
+    if (def->params_size > NB_MAX_PARAMS_SIZE || (def->params_size && !def->params))
+        return nb_error(NB_ERR_ARG, "register %s: params_size %zu needs a params function and at most %d bytes",
+                        def->name, def->params_size, NB_MAX_PARAMS_SIZE);
     for (int side = 0; side < 2; side++) {
         const nb_slot_def *slots = side ? def->outputs : def->inputs;
         int variadic = 0;

@@ -1,6 +1,7 @@
 /* CPU kernels of the creation family. */
 #include <math.h>
 #include <string.h>
+#include "../kernels.h"
 #include "core/tensor_internal.h"
 #include "creation.h"
 
@@ -255,3 +256,6 @@ nb_status nb_cpu_increment(nb_op_ctx *ctx)
                         nb_dtype_name(x->dtype));
     }
 }
+
+/* TRANSITION: filled as the family's kernels move to the registry. */
+const nb_kernel_def *const nb_cpu_kernels_creation[] = {NULL};

@@ -3,6 +3,7 @@
  * batched product is already a matrix with a known row stride. */
 #include <math.h>
 #include <string.h>
+#include "../kernels.h"
 #include "gemm.h"
 #include "linalg.h"
 
@@ -275,3 +276,6 @@ nb_status nb_cpu_fc(nb_op_ctx *ctx)
     }
     return finish_aside(out, dst);
 }
+
+/* TRANSITION: filled as the family's kernels move to the registry. */
+const nb_kernel_def *const nb_cpu_kernels_linalg[] = {NULL};

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include "../kernels.h"
 #include "nn.h"
 
 /* ---- shared helpers ------------------------------------------------------------ */
@@ -229,3 +230,6 @@ nb_status nb_cpu_accuracy(nb_op_ctx *ctx)
     *(int64_t *)nb_tensor_data(nb_out(ctx, 2, 0)) = N;
     return NB_OK;
 }
+
+/* TRANSITION: filled as the family's kernels move to the registry. */
+const nb_kernel_def *const nb_cpu_kernels_nn[] = {NULL};

@@ -1,0 +1,92 @@
+/* nabla/kernel.h: kernels, registered per (op, device, dtype).
+ *
+ * An op's definition (nabla/op.h) says what the op is; a kernel computes it
+ * on one device for some dtypes. Kernels are registered apart from ops, so a
+ * second provider (a BLAS, oneDNN, a GPU backend) adds variants of its own
+ * and touches no op definition. Among the kernels registered for an op, a
+ * device and the dtype of the op's first input (of its first output, for an
+ * op without inputs), the one of highest priority whose `accepts` takes the
+ * instance runs. The executor picks it when it prepares an op (again only if
+ * the shapes change); the eager backend picks it per call.
+ *
+ * A kernel never sees attributes: it reads the op's parameter struct, which
+ * the op's `params` function fills from the attributes once, when a program
+ * is prepared (nb_op_def.params_size and .params). Its inputs are
+ * contiguous; its outputs arrive allocated, contiguous and shaped as the
+ * op's inference said, with unspecified contents. An output may be the very
+ * tensor of an input (in-place ops), so a kernel reads an element before it
+ * writes it. */
+#ifndef NABLA_KERNEL_H
+#define NABLA_KERNEL_H
+
+#include "nabla/device.h"
+#include "nabla/rng.h"
+#include "nabla/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef NB_MAX_SLOTS
+#define NB_MAX_SLOTS 8
+#endif
+
+struct nb_exec_env;
+
+/* What a kernel sees. Slot k's values are [in_begin[k], in_begin[k+1]). */
+typedef struct nb_kernel_ctx {
+    const void *params;          /* the op's parameter struct (NULL if it has none) */
+    const char *label;           /* names the op in errors, e.g. "matmul (fc_0.tmp_0)" */
+    int in_begin[NB_MAX_SLOTS + 1];
+    int out_begin[NB_MAX_SLOTS + 1];
+    nb_tensor *const *in;
+    nb_tensor *const *out;
+    nb_rng *rng;                 /* for ops flagged NB_OP_RANDOM */
+    struct nb_exec_env *exec;    /* control-flow kernels: the executor running them */
+} nb_kernel_ctx;
+
+static inline int nb_kin_count(const nb_kernel_ctx *k, int slot) { return k->in_begin[slot + 1] - k->in_begin[slot]; }
+static inline int nb_kout_count(const nb_kernel_ctx *k, int slot) { return k->out_begin[slot + 1] - k->out_begin[slot]; }
+static inline bool nb_khas_in(const nb_kernel_ctx *k, int slot) { return nb_kin_count(k, slot) > 0; }
+static inline nb_tensor *nb_kin(const nb_kernel_ctx *k, int slot, int i) { return k->in[k->in_begin[slot] + i]; }
+static inline nb_tensor *nb_kout(const nb_kernel_ctx *k, int slot, int i) { return k->out[k->out_begin[slot] + i]; }
+
+typedef nb_status (*nb_kernel_fn)(const nb_kernel_ctx *k);
+
+/* The dtypes a kernel takes, as a bit set. */
+#define NB_DT(dt) (1u << (dt))
+#define NB_DT_FLOAT (NB_DT(NB_F32) | NB_DT(NB_F64))
+#define NB_DT_INT (NB_DT(NB_I32) | NB_DT(NB_I64))
+#define NB_DT_NUMERIC (NB_DT_FLOAT | NB_DT_INT)
+#define NB_DT_ALL ((1u << NB_DTYPE_COUNT) - 1)
+
+typedef struct nb_kernel_def {
+    const char *op;       /* the op it computes */
+    nb_device device;
+    unsigned dtypes;      /* NB_DT_... bits: the dtypes it takes */
+    const char *provider; /* "cpu" (nabla's own), "blas", ...: for `nabla ops --kernels` */
+    int priority;         /* the highest that accepts runs; nabla's own kernels are 0 */
+    nb_kernel_fn run;
+    /* NULL, or whether this variant takes this instance (it may look at the
+     * inputs' shapes and at the parameters; outputs are not bound yet). */
+    bool (*accepts)(const nb_kernel_ctx *k);
+} nb_kernel_def;
+
+/* Adds a kernel. `k` must stay valid for the life of the process; the op
+ * need not be registered yet. NB_ERR_ARG if it is malformed. */
+nb_status nb_kernel_register(const nb_kernel_def *k);
+
+/* The kernel that runs op `op` on `device` for dtype `dt` and the instance
+ * `k` (NULL: ignore `accepts`), or NULL, with an error naming the op, the
+ * device and the dtype. */
+const nb_kernel_def *nb_kernel_find(const char *op, nb_device device, nb_dtype dt, const nb_kernel_ctx *k);
+
+/* The kernels registered for `op` on `device`, best first: the i-th, or
+ * NULL past the last. */
+const nb_kernel_def *nb_kernel_at(const char *op, nb_device device, int i);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
