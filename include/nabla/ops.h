@@ -11,34 +11,18 @@
 
 #include "nabla/builder.h"
 
-/* ---- elementwise (NumPy broadcasting for binary ops) ---- */
-nb_value nb_add(nb_builder *b, nb_value x, nb_value y);
-nb_value nb_sub(nb_builder *b, nb_value x, nb_value y);
-nb_value nb_mul(nb_builder *b, nb_value x, nb_value y);
-nb_value nb_div(nb_builder *b, nb_value x, nb_value y);
-nb_value nb_pow(nb_builder *b, nb_value x, nb_value y);
-nb_value nb_maximum(nb_builder *b, nb_value x, nb_value y);
-nb_value nb_minimum(nb_builder *b, nb_value x, nb_value y);
-nb_value nb_neg(nb_builder *b, nb_value x);
-nb_value nb_abs(nb_builder *b, nb_value x);
-nb_value nb_sign(nb_builder *b, nb_value x);
-nb_value nb_square(nb_builder *b, nb_value x);
-nb_value nb_sqrt(nb_builder *b, nb_value x);
-nb_value nb_rsqrt(nb_builder *b, nb_value x);
-nb_value nb_exp(nb_builder *b, nb_value x);
-nb_value nb_log(nb_builder *b, nb_value x);
-nb_value nb_log1p(nb_builder *b, nb_value x);
-nb_value nb_sin(nb_builder *b, nb_value x);
-nb_value nb_cos(nb_builder *b, nb_value x);
-nb_value nb_tan(nb_builder *b, nb_value x);
-nb_value nb_tanh(nb_builder *b, nb_value x);
-nb_value nb_sigmoid(nb_builder *b, nb_value x);
-nb_value nb_relu(nb_builder *b, nb_value x);
-nb_value nb_silu(nb_builder *b, nb_value x);
-nb_value nb_leaky_relu(nb_builder *b, nb_value x, double alpha);
-nb_value nb_elu(nb_builder *b, nb_value x, double alpha);
+/* ---- elementwise (NumPy broadcasting for binary ops) ----
+ * One call per line of nabla/elementwise_ops.h, which says what each op does:
+ * nb_add(b, x, y) ... nb_minimum; nb_neg(b, x) ... nb_silu;
+ * nb_leaky_relu(b, x, alpha), nb_elu(b, x, alpha), nb_softplus(b, x, beta, threshold). */
+#define NB_BINARY(name, dtypes, cost, uses_in, uses_out, doc) nb_value nb_##name(nb_builder *b, nb_value x, nb_value y);
+#define NB_UNARY(name, dtypes, cost, uses_in, uses_out, doc) nb_value nb_##name(nb_builder *b, nb_value x);
+#define NB_UNARY_A1(name, dtypes, cost, uses_in, uses_out, a, a_default, doc) \
+    nb_value nb_##name(nb_builder *b, nb_value x, double a);
+#define NB_UNARY_A2(name, dtypes, cost, uses_in, uses_out, a, a_default, b_, b_default, doc) \
+    nb_value nb_##name(nb_builder *b, nb_value x, double a, double b_);
+#include "nabla/elementwise_ops.h"
 nb_value nb_gelu(nb_builder *b, nb_value x, bool approximate);
-nb_value nb_softplus(nb_builder *b, nb_value x, double beta, double threshold);
 nb_value nb_clip(nb_builder *b, nb_value x, double min, double max);
 /* scale * x + bias */
 nb_value nb_scale(nb_builder *b, nb_value x, double scale, double bias);

@@ -15,48 +15,24 @@
         return nb_emit1(b, op, IN(x), ATTRS(NB_ATTR_INTS_N("axes", n_axes, axes), NB_ATTR_BOOL("keepdim", keepdim))); \
     }
 
-BINARY(nb_add, "add")
-BINARY(nb_sub, "sub")
-BINARY(nb_mul, "mul")
-BINARY(nb_div, "div")
-BINARY(nb_pow, "pow")
-BINARY(nb_maximum, "maximum")
-BINARY(nb_minimum, "minimum")
-UNARY(nb_neg, "neg")
-UNARY(nb_abs, "abs")
-UNARY(nb_sign, "sign")
-UNARY(nb_square, "square")
-UNARY(nb_sqrt, "sqrt")
-UNARY(nb_rsqrt, "rsqrt")
-UNARY(nb_exp, "exp")
-UNARY(nb_log, "log")
-UNARY(nb_log1p, "log1p")
-UNARY(nb_sin, "sin")
-UNARY(nb_cos, "cos")
-UNARY(nb_tan, "tan")
-UNARY(nb_tanh, "tanh")
-UNARY(nb_sigmoid, "sigmoid")
-UNARY(nb_relu, "relu")
-UNARY(nb_silu, "silu")
-
-nb_value nb_leaky_relu(nb_builder *b, nb_value x, double alpha)
-{
-    return nb_emit1(b, "leaky_relu", IN(x), ATTRS(NB_ATTR_FLOAT("alpha", alpha)));
-}
-
-nb_value nb_elu(nb_builder *b, nb_value x, double alpha)
-{
-    return nb_emit1(b, "elu", IN(x), ATTRS(NB_ATTR_FLOAT("alpha", alpha)));
-}
+/* The elementwise ops of nabla/elementwise_ops.h. */
+#define NB_BINARY(name, dtypes, cost, uses_in, uses_out, doc) BINARY(nb_##name, #name)
+#define NB_UNARY(name, dtypes, cost, uses_in, uses_out, doc) UNARY(nb_##name, #name)
+#define NB_UNARY_A1(name, dtypes, cost, uses_in, uses_out, a, a_default, doc) \
+    nb_value nb_##name(nb_builder *b, nb_value x, double a)                 \
+    {                                                                       \
+        return nb_emit1(b, #name, IN(x), ATTRS(NB_ATTR_FLOAT(#a, a)));       \
+    }
+#define NB_UNARY_A2(name, dtypes, cost, uses_in, uses_out, a, a_default, b_, b_default, doc) \
+    nb_value nb_##name(nb_builder *b, nb_value x, double a, double b_)                    \
+    {                                                                                     \
+        return nb_emit1(b, #name, IN(x), ATTRS(NB_ATTR_FLOAT(#a, a), NB_ATTR_FLOAT(#b_, b_))); \
+    }
+#include "nabla/elementwise_ops.h"
 
 nb_value nb_gelu(nb_builder *b, nb_value x, bool approximate)
 {
     return nb_emit1(b, "gelu", IN(x), ATTRS(NB_ATTR_BOOL("approximate", approximate)));
-}
-
-nb_value nb_softplus(nb_builder *b, nb_value x, double beta, double threshold)
-{
-    return nb_emit1(b, "softplus", IN(x), ATTRS(NB_ATTR_FLOAT("beta", beta), NB_ATTR_FLOAT("threshold", threshold)));
 }
 
 nb_value nb_clip(nb_builder *b, nb_value x, double min, double max)

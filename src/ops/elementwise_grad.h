@@ -24,70 +24,22 @@ static inline nb_value nb_ew_grad_const(nb_builder *b, nb_value like, double v)
  * that t was broadcast from (the input t is the tangent of), or -1. */
 nb_value nb_ew_jvp_fit(nb_builder *b, const nb_grad_ctx *g, nb_value t, int own);
 
-/* binary, broadcasting (VJP and JVP rules) */
-nb_status nb_add_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_add_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_sub_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_sub_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_mul_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_mul_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_div_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_div_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_pow_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_pow_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_maximum_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_maximum_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_minimum_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_minimum_jvp(nb_builder *b, nb_grad_ctx *g);
+/* The rules of every op in nabla/elementwise_ops.h: nb_<name>_vjp and
+ * nb_<name>_jvp. */
+#define RULES(name)                                       \
+    nb_status nb_##name##_vjp(nb_builder *b, nb_grad_ctx *g); \
+    nb_status nb_##name##_jvp(nb_builder *b, nb_grad_ctx *g);
+#define NB_BINARY(name, ...) RULES(name)
+#define NB_UNARY(name, ...) RULES(name)
+#define NB_UNARY_A1(name, ...) RULES(name)
+#define NB_UNARY_A2(name, ...) RULES(name)
+#include "nabla/elementwise_ops.h"
 
-/* unary math */
-nb_status nb_neg_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_neg_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_abs_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_abs_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_sign_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_sign_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_square_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_square_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_sqrt_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_sqrt_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_rsqrt_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_rsqrt_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_exp_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_exp_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_log_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_log_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_log1p_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_log1p_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_sin_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_sin_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_cos_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_cos_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_tan_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_tan_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_clip_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_clip_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_scale_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_scale_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_cast_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_cast_jvp(nb_builder *b, nb_grad_ctx *g);
-
-/* activations (elementwise_grad_act.c) */
-nb_status nb_tanh_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_tanh_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_sigmoid_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_sigmoid_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_relu_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_relu_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_leaky_relu_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_leaky_relu_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_elu_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_elu_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_gelu_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_gelu_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_softplus_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_softplus_jvp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_silu_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_silu_jvp(nb_builder *b, nb_grad_ctx *g);
+/* ... and of those written out in full. */
+RULES(gelu)
+RULES(clip)
+RULES(scale)
+RULES(cast)
+#undef RULES
 
 #endif

@@ -11,7 +11,6 @@
  * anything is written. */
 #include <math.h>
 #include <stdint.h>
-#include "../kernels.h"
 #include "broadcast.h"
 #include "elementwise.h"
 
@@ -46,46 +45,58 @@
         }                                                                                   \
     }
 
-/* Floats: one definition per op for float and double. maximum and minimum
- * pass a NaN from either side through, as torch.maximum does. */
-#define FLOAT_LOOPS(op, EXPR_F, EXPR_D) \
-    BINARY_LOOP(op##_f32, float, EXPR_F) \
-    BINARY_LOOP(op##_f64, double, EXPR_D)
+/* ---- the math: F_<op> for float and double (S: "f32" or "f64"), I_<op> for
+ * the integers (U: the unsigned type of T) ------------------------------------
+ * maximum and minimum pass a NaN from either side through, as torch.maximum
+ * does. */
+#define POW_f32 powf
+#define POW_f64 pow
+#define F_add(T, S, a, b) (a + b)
+#define I_add(T, U, a, b) ((T)((U)a + (U)b))
+#define F_sub(T, S, a, b) (a - b)
+#define I_sub(T, U, a, b) ((T)((U)a - (U)b))
+#define F_mul(T, S, a, b) (a * b)
+#define I_mul(T, U, a, b) ((T)((U)a * (U)b))
+#define F_div(T, S, a, b) (a / b)
+#define I_div(T, U, a, b) (b == -1 ? (T)((U)0 - (U)a) : (T)(a / b))
+#define F_pow(T, S, a, b) POW_##S(a, b)
+#define F_maximum(T, S, a, b) ((a > b || a != a) ? a : b)
+#define I_maximum(T, U, a, b) (a > b ? a : b)
+#define F_minimum(T, S, a, b) ((a < b || a != a) ? a : b)
+#define I_minimum(T, U, a, b) (a < b ? a : b)
 
-FLOAT_LOOPS(add, a + b, a + b)
-FLOAT_LOOPS(sub, a - b, a - b)
-FLOAT_LOOPS(mul, a * b, a * b)
-FLOAT_LOOPS(div, a / b, a / b)
-FLOAT_LOOPS(pow, powf(a, b), pow(a, b))
-FLOAT_LOOPS(maximum, (a > b || a != a) ? a : b, (a > b || a != a) ? a : b)
-FLOAT_LOOPS(minimum, (a < b || a != a) ? a : b, (a < b || a != a) ? a : b)
+#define LOOPS_FLOAT(op)                                      \
+    BINARY_LOOP(op##_f32, float, F_##op(float, f32, a, b))   \
+    BINARY_LOOP(op##_f64, double, F_##op(double, f64, a, b))
+#define LOOPS_NUMERIC(op)                                           \
+    LOOPS_FLOAT(op)                                                 \
+    BINARY_LOOP(op##_i32, int32_t, I_##op(int32_t, uint32_t, a, b)) \
+    BINARY_LOOP(op##_i64, int64_t, I_##op(int64_t, uint64_t, a, b))
+#define NB_BINARY(name, dtypes, ...) LOOPS_##dtypes(name)
+#include "nabla/elementwise_ops.h"
 
-/* Integers, with U the unsigned type of the same width. */
-#define INT_LOOPS(sfx, T, U)                                                      \
-    BINARY_LOOP(add_##sfx, T, (T)((U)a + (U)b))                                   \
-    BINARY_LOOP(sub_##sfx, T, (T)((U)a - (U)b))                                   \
-    BINARY_LOOP(mul_##sfx, T, (T)((U)a * (U)b))                                   \
-    BINARY_LOOP(div_##sfx, T, b == -1 ? (T)((U)0 - (U)a) : (T)(a / b))            \
-    BINARY_LOOP(maximum_##sfx, T, a > b ? a : b)                                  \
-    BINARY_LOOP(minimum_##sfx, T, a < b ? a : b)
-
-INT_LOOPS(i32, int32_t, uint32_t)
-INT_LOOPS(i64, int64_t, uint64_t)
-
-#define ROW(op) {[NB_F32] = op##_f32, [NB_F64] = op##_f64, [NB_I32] = op##_i32, [NB_I64] = op##_i64}
+#define ROW_NUMERIC(op) {[NB_F32] = op##_f32, [NB_F64] = op##_f64, [NB_I32] = op##_i32, [NB_I64] = op##_i64}
 #define ROW_FLOAT(op) {[NB_F32] = op##_f32, [NB_F64] = op##_f64}
 
 static const nb_bcast_loop loops[NB_EW_BINARY_COUNT][NB_DTYPE_COUNT] = {
-    [NB_EW_ADD] = ROW(add),
-    [NB_EW_SUB] = ROW(sub),
-    [NB_EW_MUL] = ROW(mul),
-    [NB_EW_DIV] = ROW(div),
-    [NB_EW_POW] = ROW_FLOAT(pow),
-    [NB_EW_MAXIMUM] = ROW(maximum),
-    [NB_EW_MINIMUM] = ROW(minimum),
+#define NB_BINARY(name, dtypes, ...) [NB_EW_##name] = ROW_##dtypes(name),
+#include "nabla/elementwise_ops.h"
 };
 
-static const char *const op_names[NB_EW_BINARY_COUNT] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum"};
+#define CHEAP false
+#define MATH true
+static const bool heavy_math[NB_EW_BINARY_COUNT] = {
+#define NB_BINARY(name, dtypes, cost, ...) [NB_EW_##name] = cost,
+#include "nabla/elementwise_ops.h"
+};
+#undef CHEAP
+#undef MATH
+
+static const char *const op_names[NB_EW_BINARY_COUNT] = {
+#define NB_BINARY(name, ...) #name,
+#include "nabla/elementwise_ops.h"
+};
+
 
 bool nb_ew_binary_supports(nb_ew_binary_op op, nb_dtype dt)
 {
@@ -138,16 +149,14 @@ nb_status nb_ew_binary(nb_ew_binary_op op, const nb_tensor *x, const nb_tensor *
     const nb_tensor *in[2] = {x, y};
     nb_status st = nb_bcast_plan_init(&plan, label, 2, in, out);
     if (st) return st;
-    if (op == NB_EW_DIV && !nb_dtype_is_float(x->dtype) && plan.numel > 0) {
+    if (op == NB_EW_div && !nb_dtype_is_float(x->dtype) && plan.numel > 0) {
         int64_t z = first_zero(y);
         if (z >= 0)
             return nb_error(NB_ERR_ARG, "%s: integer division by zero (element %lld of Y is 0)", label,
                             (long long)z);
     }
-    bool heavy = op == NB_EW_POW || (op == NB_EW_DIV && !nb_dtype_is_float(x->dtype));
+    bool heavy = heavy_math[op] || (op == NB_EW_div && !nb_dtype_is_float(x->dtype));
     nb_bcast_run(&plan, loops[op][x->dtype], NULL, heavy ? NB_BCAST_GRAIN_MATH : NB_BCAST_GRAIN_CHEAP);
     return NB_OK;
 }
 
-/* TRANSITION: filled as the family's kernels move to the registry. */
-const nb_kernel_def *const nb_cpu_kernels_elementwise[] = {NULL};

@@ -10,17 +10,16 @@
 
 #include <stdbool.h>
 #include "nabla/tensor.h"
+#include "../params/elementwise.h"
 
 /* ---- binary, NumPy broadcasting, X and Y of one dtype ------------------------ */
 
+/* NB_EW_<name>, one per NB_BINARY line of nabla/elementwise_ops.h. Integer
+ * div truncates; a zero divisor is an error. maximum and minimum give NaN if
+ * either operand is NaN. */
 typedef enum nb_ew_binary_op {
-    NB_EW_ADD,
-    NB_EW_SUB,
-    NB_EW_MUL,
-    NB_EW_DIV, /* integers: truncating; a zero divisor is an error */
-    NB_EW_POW,
-    NB_EW_MAXIMUM, /* NaN in either operand gives NaN */
-    NB_EW_MINIMUM,
+#define NB_BINARY(name, ...) NB_EW_##name,
+#include "nabla/elementwise_ops.h"
     NB_EW_BINARY_COUNT
 } nb_ew_binary_op;
 
@@ -32,41 +31,20 @@ nb_status nb_ew_binary(nb_ew_binary_op op, const nb_tensor *x, const nb_tensor *
 
 /* ---- unary, same shape and dtype in and out ----------------------------------- */
 
+/* NB_EW_<name>, one per unary line of nabla/elementwise_ops.h, then the
+ * loops of the ops written out in full. */
 typedef enum nb_ew_unary_op {
-    NB_EW_NEG,
-    NB_EW_ABS,
-    NB_EW_SIGN,
-    NB_EW_SQUARE,
-    NB_EW_SQRT,
-    NB_EW_RSQRT,
-    NB_EW_EXP,
-    NB_EW_LOG,
-    NB_EW_LOG1P,
-    NB_EW_SIN,
-    NB_EW_COS,
-    NB_EW_TAN,
-    NB_EW_TANH,
-    NB_EW_SIGMOID,
-    NB_EW_RELU,
-    NB_EW_LEAKY_RELU,  /* alpha */
-    NB_EW_ELU,         /* alpha */
-    NB_EW_GELU,        /* exact: x * Phi(x) */
-    NB_EW_GELU_TANH,   /* the tanh approximation */
-    NB_EW_SOFTPLUS,    /* beta, threshold */
-    NB_EW_SILU,
-    NB_EW_CLIP,        /* lo, hi */
-    NB_EW_SCALE,       /* scale * x + bias */
-    NB_EW_SCALE_FIRST_BIAS, /* scale * (x + bias) */
+#define NB_UNARY(name, ...) NB_EW_##name,
+#define NB_UNARY_A1(name, ...) NB_EW_##name,
+#define NB_UNARY_A2(name, ...) NB_EW_##name,
+#include "nabla/elementwise_ops.h"
+    NB_EW_gelu,         /* exact: x * Phi(x) */
+    NB_EW_gelu_tanh,    /* the tanh approximation */
+    NB_EW_clip,         /* min, max */
+    NB_EW_scale,        /* scale * x + bias */
+    NB_EW_scale_first,  /* scale * (x + bias) */
     NB_EW_UNARY_COUNT
 } nb_ew_unary_op;
-
-/* The parameters an op reads; the others are ignored. */
-typedef struct nb_ew_params {
-    double alpha;
-    double beta, threshold;
-    double lo, hi;
-    double scale, bias;
-} nb_ew_params;
 
 bool nb_ew_unary_supports(nb_ew_unary_op op, nb_dtype dt);
 /* params may be NULL for ops without parameters. */

@@ -31,12 +31,13 @@
 #define SQRT1_2 0.70710678118654752440
 #define SQRT_2_OVER_PI 0.79788456080286535588
 
-#define UNARY_LOOP(name, T, PRE, EXPR)                                               \
+/* One loop per (op, dtype). P is a copy of the parameters, so that the
+ * compiler knows the output stores cannot change them. */
+#define UNARY_LOOP(name, T, EXPR)                                                    \
     static void name(int64_t n, char *const p[], const int64_t s[], const void *aux) \
     {                                                                                \
-        const nb_ew_params *P = aux;                                                 \
+        const nb_ew_params P = *(const nb_ew_params *)aux;                           \
         (void)P;                                                                     \
-        PRE                                                                          \
         const T *x = (const T *)p[0];                                                \
         T *o = (T *)p[1];                                                            \
         if (s[0] == 1 && s[1] == 1) {                                                \
@@ -52,73 +53,95 @@
         }                                                                            \
     }
 
-/* EXP and TANH: the exp and tanh to use for T. */
-#define FLOAT_HELPERS(T, sfx, EXP)                                                 \
-    static inline T f_sigmoid_##sfx(T v) { return (T)1 / ((T)1 + EXP(-v)); }       \
-    static inline T f_softplus_##sfx(T v, T beta, T threshold)                     \
+/* The exp and tanh for each float type (S is the suffix of T). */
+#define EXP_f32 nb_fast_expf
+#define EXP_f64 exp
+#define TANH_f32 nb_fast_tanhf
+#define TANH_f64 tanh
+
+#define FLOAT_HELPERS(T, S)                                                        \
+    static inline T f_sigmoid_##S(T v) { return (T)1 / ((T)1 + EXP_##S(-v)); }     \
+    static inline T f_softplus_##S(T v, T beta, T threshold)                       \
     {                                                                              \
         T z = beta * v;                                                            \
         if (z > threshold) return v;                                               \
         return (fmax(z, (T)0) + log1p(exp(-fabs(z)))) / beta;                      \
     }                                                                              \
-    static inline T f_gelu_tanh_##sfx(T v)                                         \
+    static inline T f_gelu_tanh_##S(T v)                                           \
     {                                                                              \
         T u = (T)SQRT_2_OVER_PI * (v + (T)0.044715 * v * v * v);                   \
-        return v * f_sigmoid_##sfx((T)2 * u);                                      \
+        return v * f_sigmoid_##S((T)2 * u);                                        \
     }
 
-FLOAT_HELPERS(float, f32, nb_fast_expf)
-FLOAT_HELPERS(double, f64, exp)
+FLOAT_HELPERS(float, f32)
+FLOAT_HELPERS(double, f64)
 
-#define FLOAT_LOOPS(T, sfx, EXP, TANH)                                                                            \
-    UNARY_LOOP(neg_##sfx, T, , -v)                                                                       \
-    UNARY_LOOP(abs_##sfx, T, , fabs(v))                                                                  \
-    UNARY_LOOP(sign_##sfx, T, , v > 0 ? (T)1 : (v < 0 ? (T)-1 : v))                                      \
-    UNARY_LOOP(square_##sfx, T, , v * v)                                                                 \
-    UNARY_LOOP(sqrt_##sfx, T, , sqrt(v))                                                                 \
-    UNARY_LOOP(rsqrt_##sfx, T, , (T)1 / sqrt(v))                                                         \
-    UNARY_LOOP(exp_##sfx, T, , EXP(v))                                                                   \
-    UNARY_LOOP(log_##sfx, T, , log(v))                                                                   \
-    UNARY_LOOP(log1p_##sfx, T, , log1p(v))                                                               \
-    UNARY_LOOP(sin_##sfx, T, , sin(v))                                                                   \
-    UNARY_LOOP(cos_##sfx, T, , cos(v))                                                                   \
-    UNARY_LOOP(tan_##sfx, T, , tan(v))                                                                   \
-    UNARY_LOOP(tanh_##sfx, T, , TANH(v))                                                                 \
-    UNARY_LOOP(sigmoid_##sfx, T, , f_sigmoid_##sfx(v))                                                     \
-    UNARY_LOOP(relu_##sfx, T, , v < 0 ? (T)0 : v)                                                        \
-    UNARY_LOOP(leaky_relu_##sfx, T, const T al = (T)P->alpha;, v > 0 ? v : al * v)                       \
-    UNARY_LOOP(elu_##sfx, T, const T al = (T)P->alpha;, v > 0 ? v : al * expm1(v))                       \
-    UNARY_LOOP(gelu_##sfx, T, , (T)0.5 * v * erfc(-v * (T)SQRT1_2))                                      \
-    UNARY_LOOP(gelu_tanh_##sfx, T, , f_gelu_tanh_##sfx(v))                                                 \
-    UNARY_LOOP(softplus_##sfx, T, const T be = (T)P->beta; const T th = (T)P->threshold;,                \
-               f_softplus_##sfx(v, be, th))                                                                \
-    UNARY_LOOP(silu_##sfx, T, , v * f_sigmoid_##sfx(v))                                                    \
-    UNARY_LOOP(clip_##sfx, T, const T lo = (T)P->lo; const T hi = (T)P->hi;, v < lo ? lo : (v > hi ? hi : v)) \
-    UNARY_LOOP(scale_##sfx, T, const T sc = (T)P->scale; const T bi = (T)P->bias;, sc * v + bi)          \
-    UNARY_LOOP(scale_first_##sfx, T, const T sc = (T)P->scale; const T bi = (T)P->bias;, sc * (v + bi))
+/* ---- the math: F_<op> for float and double, I_<op> for the integers ----------
+ * v is the element, T its type (S its suffix; U the unsigned type of an
+ * integer T), P the parameters. */
+#define F_neg(T, S, v) (-v)
+#define I_neg(T, U, v) ((T)((U)0 - (U)v))
+#define F_abs(T, S, v) fabs(v)
+#define I_abs(T, U, v) (v < 0 ? (T)((U)0 - (U)v) : v)
+#define F_sign(T, S, v) (v > 0 ? (T)1 : (v < 0 ? (T)-1 : v))
+#define I_sign(T, U, v) ((T)((v > 0) - (v < 0)))
+#define F_square(T, S, v) (v * v)
+#define I_square(T, U, v) ((T)((U)v * (U)v))
+#define F_sqrt(T, S, v) sqrt(v)
+#define F_rsqrt(T, S, v) ((T)1 / sqrt(v))
+#define F_exp(T, S, v) EXP_##S(v)
+#define F_log(T, S, v) log(v)
+#define F_log1p(T, S, v) log1p(v)
+#define F_sin(T, S, v) sin(v)
+#define F_cos(T, S, v) cos(v)
+#define F_tan(T, S, v) tan(v)
+#define F_tanh(T, S, v) TANH_##S(v)
+#define F_sigmoid(T, S, v) f_sigmoid_##S(v)
+#define F_relu(T, S, v) (v < 0 ? (T)0 : v)
+#define I_relu(T, U, v) (v < 0 ? (T)0 : v)
+#define F_silu(T, S, v) (v * f_sigmoid_##S(v))
+#define F_leaky_relu(T, S, v) (v > 0 ? v : (T)P.alpha * v)
+#define F_elu(T, S, v) (v > 0 ? v : (T)P.alpha * expm1(v))
+#define F_softplus(T, S, v) f_softplus_##S(v, (T)P.beta, (T)P.threshold)
+/* The ops written out in full. */
+#define F_gelu(T, S, v) ((T)0.5 * v * erfc(-v * (T)SQRT1_2))
+#define F_gelu_tanh(T, S, v) f_gelu_tanh_##S(v)
+#define F_clip(T, S, v) (v < (T)P.min ? (T)P.min : (v > (T)P.max ? (T)P.max : v))
+#define F_scale(T, S, v) ((T)P.scale * v + (T)P.bias)
+#define F_scale_first(T, S, v) ((T)P.scale * (v + (T)P.bias))
 
-FLOAT_LOOPS(float, f32, nb_fast_expf, nb_fast_tanhf)
-FLOAT_LOOPS(double, f64, exp, tanh)
+#define FLOAT_LOOPS(op)                                    \
+    UNARY_LOOP(op##_f32, float, F_##op(float, f32, v))     \
+    UNARY_LOOP(op##_f64, double, F_##op(double, f64, v))
+#define INT_LOOPS(op)                                                  \
+    UNARY_LOOP(op##_i32, int32_t, I_##op(int32_t, uint32_t, v))        \
+    UNARY_LOOP(op##_i64, int64_t, I_##op(int64_t, uint64_t, v))
+#define LOOPS_FLOAT(op) FLOAT_LOOPS(op)
+#define LOOPS_NUMERIC(op) FLOAT_LOOPS(op) INT_LOOPS(op)
 
-/* Integer scale: exact wrapping arithmetic when scale and bias are whole
- * numbers (bias already multiplied in for scale * (x + bias)), otherwise
- * through double, truncated and saturated like a cast. */
+#define NB_UNARY(name, dtypes, ...) LOOPS_##dtypes(name)
+#define NB_UNARY_A1(name, dtypes, ...) LOOPS_##dtypes(name)
+#define NB_UNARY_A2(name, dtypes, ...) LOOPS_##dtypes(name)
+#include "nabla/elementwise_ops.h"
+FLOAT_LOOPS(gelu)
+FLOAT_LOOPS(gelu_tanh)
+FLOAT_LOOPS(clip)
+FLOAT_LOOPS(scale)
+FLOAT_LOOPS(scale_first)
+
+/* Integer clip and scale: bounds rounded inward and saturated; a scale that
+ * is not whole goes through double, truncated and saturated like a cast. */
 typedef struct int_scale {
     int64_t scale, bias;
 } int_scale;
 
-#define INT_LOOPS(T, U, sfx, TMIN, TMAX)                                                                 \
-    UNARY_LOOP(neg_##sfx, T, , (T)((U)0 - (U)v))                                                         \
-    UNARY_LOOP(abs_##sfx, T, , v < 0 ? (T)((U)0 - (U)v) : v)                                             \
-    UNARY_LOOP(sign_##sfx, T, , (T)((v > 0) - (v < 0)))                                                  \
-    UNARY_LOOP(square_##sfx, T, , (T)((U)v * (U)v))                                                      \
-    UNARY_LOOP(relu_##sfx, T, , v < 0 ? (T)0 : v)                                                        \
-    UNARY_LOOP(clip_##sfx, T, const T lo = (T)nb_ew_sat_i64(ceil(P->lo), TMIN, TMAX);                    \
-               const T hi = (T)nb_ew_sat_i64(floor(P->hi), TMIN, TMAX);, v < lo ? lo : (v > hi ? hi : v)) \
-    UNARY_LOOP(scale_##sfx, T, const double sc = P->scale; const double bi = P->bias;,                   \
-               (T)nb_ew_sat_i64(sc * (double)v + bi, TMIN, TMAX))                                        \
-    UNARY_LOOP(scale_first_##sfx, T, const double sc = P->scale; const double bi = P->bias;,             \
-               (T)nb_ew_sat_i64(sc * ((double)v + bi), TMIN, TMAX))                                      \
+#define INT_SPECIAL_LOOPS(T, U, sfx, TMIN, TMAX)                                                         \
+    UNARY_LOOP(clip_##sfx, T,                                                                            \
+               v < (T)nb_ew_sat_i64(ceil(P.min), TMIN, TMAX) ? (T)nb_ew_sat_i64(ceil(P.min), TMIN, TMAX) \
+               : v > (T)nb_ew_sat_i64(floor(P.max), TMIN, TMAX) ? (T)nb_ew_sat_i64(floor(P.max), TMIN, TMAX) \
+               : v)                                                                                      \
+    UNARY_LOOP(scale_##sfx, T, (T)nb_ew_sat_i64(P.scale * (double)v + P.bias, TMIN, TMAX))               \
+    UNARY_LOOP(scale_first_##sfx, T, (T)nb_ew_sat_i64(P.scale * ((double)v + P.bias), TMIN, TMAX))       \
     static void scale_exact_##sfx(int64_t n, char *const p[], const int64_t s[], const void *aux)        \
     {                                                                                                    \
         const int_scale *q = aux;                                                                        \
@@ -128,51 +151,40 @@ typedef struct int_scale {
         for (int64_t i = 0; i < n; i++) o[i * s[1]] = (T)(sc * (U)x[i * s[0]] + bi);                     \
     }
 
-INT_LOOPS(int32_t, uint32_t, i32, INT32_MIN, INT32_MAX)
-INT_LOOPS(int64_t, uint64_t, i64, INT64_MIN, INT64_MAX)
+INT_SPECIAL_LOOPS(int32_t, uint32_t, i32, INT32_MIN, INT32_MAX)
+INT_SPECIAL_LOOPS(int64_t, uint64_t, i64, INT64_MIN, INT64_MAX)
 
-#define ALL(op) {[NB_F32] = op##_f32, [NB_F64] = op##_f64, [NB_I32] = op##_i32, [NB_I64] = op##_i64}
-#define FLT(op) {[NB_F32] = op##_f32, [NB_F64] = op##_f64}
+#define ROW_NUMERIC(op) {[NB_F32] = op##_f32, [NB_F64] = op##_f64, [NB_I32] = op##_i32, [NB_I64] = op##_i64}
+#define ROW_FLOAT(op) {[NB_F32] = op##_f32, [NB_F64] = op##_f64}
 
 static const nb_bcast_loop loops[NB_EW_UNARY_COUNT][NB_DTYPE_COUNT] = {
-    [NB_EW_NEG] = ALL(neg),
-    [NB_EW_ABS] = ALL(abs),
-    [NB_EW_SIGN] = ALL(sign),
-    [NB_EW_SQUARE] = ALL(square),
-    [NB_EW_SQRT] = FLT(sqrt),
-    [NB_EW_RSQRT] = FLT(rsqrt),
-    [NB_EW_EXP] = FLT(exp),
-    [NB_EW_LOG] = FLT(log),
-    [NB_EW_LOG1P] = FLT(log1p),
-    [NB_EW_SIN] = FLT(sin),
-    [NB_EW_COS] = FLT(cos),
-    [NB_EW_TAN] = FLT(tan),
-    [NB_EW_TANH] = FLT(tanh),
-    [NB_EW_SIGMOID] = FLT(sigmoid),
-    [NB_EW_RELU] = ALL(relu),
-    [NB_EW_LEAKY_RELU] = FLT(leaky_relu),
-    [NB_EW_ELU] = FLT(elu),
-    [NB_EW_GELU] = FLT(gelu),
-    [NB_EW_GELU_TANH] = FLT(gelu_tanh),
-    [NB_EW_SOFTPLUS] = FLT(softplus),
-    [NB_EW_SILU] = FLT(silu),
-    [NB_EW_CLIP] = ALL(clip),
-    [NB_EW_SCALE] = ALL(scale),
-    [NB_EW_SCALE_FIRST_BIAS] = ALL(scale_first),
+#define NB_UNARY(name, dtypes, ...) [NB_EW_##name] = ROW_##dtypes(name),
+#define NB_UNARY_A1(name, dtypes, ...) [NB_EW_##name] = ROW_##dtypes(name),
+#define NB_UNARY_A2(name, dtypes, ...) [NB_EW_##name] = ROW_##dtypes(name),
+#include "nabla/elementwise_ops.h"
+    [NB_EW_gelu] = ROW_FLOAT(gelu),
+    [NB_EW_gelu_tanh] = ROW_FLOAT(gelu_tanh),
+    [NB_EW_clip] = ROW_NUMERIC(clip),
+    [NB_EW_scale] = ROW_NUMERIC(scale),
+    [NB_EW_scale_first] = ROW_NUMERIC(scale_first),
 };
 
 /* Ops cheap enough that threads only pay off on large tensors. */
-static bool is_cheap(nb_ew_unary_op op)
-{
-    switch (op) {
-    case NB_EW_NEG: case NB_EW_ABS: case NB_EW_SIGN: case NB_EW_SQUARE: case NB_EW_RELU:
-    case NB_EW_LEAKY_RELU: case NB_EW_CLIP: case NB_EW_SCALE: case NB_EW_SCALE_FIRST_BIAS:
-        return true;
-    default:
-        return false;
-    }
-}
+#define CHEAP true
+#define MATH false
+static const bool cheap[NB_EW_UNARY_COUNT] = {
+#define NB_UNARY(name, dtypes, cost, ...) [NB_EW_##name] = cost,
+#define NB_UNARY_A1(name, dtypes, cost, ...) [NB_EW_##name] = cost,
+#define NB_UNARY_A2(name, dtypes, cost, ...) [NB_EW_##name] = cost,
+#include "nabla/elementwise_ops.h"
+    [NB_EW_clip] = true,
+    [NB_EW_scale] = true,
+    [NB_EW_scale_first] = true,
+};
+#undef CHEAP
+#undef MATH
 
+/* Ops cheap enough that threads only pay off on large tensors. */
 bool nb_ew_unary_supports(nb_ew_unary_op op, nb_dtype dt)
 {
     return (unsigned)op < NB_EW_UNARY_COUNT && nb_dtype_valid((int)dt) && loops[op][dt] != NULL;
@@ -192,7 +204,7 @@ nb_status nb_ew_unary(nb_ew_unary_op op, const nb_tensor *x, nb_tensor *out, con
                         nb_dtype_name(out->dtype));
     if (!nb_ew_unary_supports(op, x->dtype))
         return nb_error(NB_ERR_DTYPE, "%s: does not take %s", label, nb_dtype_name(x->dtype));
-    static const nb_ew_params none = {0};
+    static const nb_ew_params none = {.alpha = 0};
     if (!params) params = &none;
     nb_bcast_plan plan;
     nb_status st = nb_bcast_plan_init(&plan, label, 1, &x, out);
@@ -201,15 +213,15 @@ nb_status nb_ew_unary(nb_ew_unary_op op, const nb_tensor *x, nb_tensor *out, con
     const void *aux = params;
     int_scale iscale;
     bool is_int = x->dtype == NB_I32 || x->dtype == NB_I64;
-    if (is_int && (op == NB_EW_SCALE || op == NB_EW_SCALE_FIRST_BIAS) && whole(params->scale) &&
+    if (is_int && (op == NB_EW_scale || op == NB_EW_scale_first) && whole(params->scale) &&
         whole(params->bias)) {
         /* Two's complement arithmetic is a ring, so scale * (x + bias) is
          * scale * x + scale * bias exactly, wrapping included. */
         uint64_t s = (uint64_t)(int64_t)params->scale, b = (uint64_t)(int64_t)params->bias;
-        iscale = (int_scale){(int64_t)s, (int64_t)(op == NB_EW_SCALE ? b : s * b)};
+        iscale = (int_scale){(int64_t)s, (int64_t)(op == NB_EW_scale ? b : s * b)};
         loop = x->dtype == NB_I32 ? scale_exact_i32 : scale_exact_i64;
         aux = &iscale;
     }
-    nb_bcast_run(&plan, loop, aux, is_cheap(op) ? NB_BCAST_GRAIN_CHEAP : NB_BCAST_GRAIN_MATH);
+    nb_bcast_run(&plan, loop, aux, cheap[op] ? NB_BCAST_GRAIN_CHEAP : NB_BCAST_GRAIN_MATH);
     return NB_OK;
 }

@@ -1,0 +1,61 @@
+/* The elementwise family's CPU kernels: one per line of
+ * nabla/elementwise_ops.h, plus those written out in full. Each hands its
+ * tensors and the op's parameters to the loops of elementwise.c, unary.c
+ * and cast.c. */
+#include "elementwise.h"
+#include "../kernels.h"
+
+#define BINARY_KERNEL(name, dt)                                                                 \
+    static nb_status run_##name(const nb_kernel_ctx *k)                                        \
+    {                                                                                           \
+        return nb_ew_binary(NB_EW_##name, nb_kin(k, 0, 0), nb_kin(k, 1, 0), nb_kout(k, 0, 0), k->label); \
+    }                                                                                           \
+    static const nb_kernel_def kernel_##name = {.op = #name, .device = NB_DEVICE_CPU, .dtypes = NB_DT_##dt, \
+                                                .provider = "cpu", .run = run_##name};
+#define UNARY_KERNEL(name, dt)                                                                      \
+    static nb_status run_##name(const nb_kernel_ctx *k)                                            \
+    {                                                                                               \
+        return nb_ew_unary(NB_EW_##name, nb_kin(k, 0, 0), nb_kout(k, 0, 0), k->params, k->label);   \
+    }                                                                                               \
+    static const nb_kernel_def kernel_##name = {.op = #name, .device = NB_DEVICE_CPU, .dtypes = NB_DT_##dt, \
+                                                .provider = "cpu", .run = run_##name};
+
+#define NB_BINARY(name, dtypes, ...) BINARY_KERNEL(name, dtypes)
+#define NB_UNARY(name, dtypes, ...) UNARY_KERNEL(name, dtypes)
+#define NB_UNARY_A1(name, dtypes, ...) UNARY_KERNEL(name, dtypes)
+#define NB_UNARY_A2(name, dtypes, ...) UNARY_KERNEL(name, dtypes)
+#include "nabla/elementwise_ops.h"
+
+static nb_status run_gelu(const nb_kernel_ctx *k)
+{
+    const nb_ew_params *p = k->params;
+    return nb_ew_unary(p->approximate ? NB_EW_gelu_tanh : NB_EW_gelu, nb_kin(k, 0, 0), nb_kout(k, 0, 0), p, k->label);
+}
+
+static nb_status run_scale(const nb_kernel_ctx *k)
+{
+    const nb_ew_params *p = k->params;
+    return nb_ew_unary(p->bias_after_scale ? NB_EW_scale : NB_EW_scale_first, nb_kin(k, 0, 0), nb_kout(k, 0, 0), p,
+                       k->label);
+}
+
+static nb_status run_clip(const nb_kernel_ctx *k)
+{
+    return nb_ew_unary(NB_EW_clip, nb_kin(k, 0, 0), nb_kout(k, 0, 0), k->params, k->label);
+}
+
+static nb_status run_cast(const nb_kernel_ctx *k) { return nb_ew_cast(nb_kin(k, 0, 0), nb_kout(k, 0, 0), k->label); }
+
+static const nb_kernel_def kernel_gelu = {"gelu", NB_DEVICE_CPU, NB_DT_FLOAT, "cpu", 0, run_gelu, NULL};
+static const nb_kernel_def kernel_scale = {"scale", NB_DEVICE_CPU, NB_DT_NUMERIC, "cpu", 0, run_scale, NULL};
+static const nb_kernel_def kernel_clip = {"clip", NB_DEVICE_CPU, NB_DT_NUMERIC, "cpu", 0, run_clip, NULL};
+static const nb_kernel_def kernel_cast = {"cast", NB_DEVICE_CPU, NB_DT_ALL, "cpu", 0, run_cast, NULL};
+
+const nb_kernel_def *const nb_cpu_kernels_elementwise[] = {
+#define NB_BINARY(name, ...) &kernel_##name,
+#define NB_UNARY(name, ...) &kernel_##name,
+#define NB_UNARY_A1(name, ...) &kernel_##name,
+#define NB_UNARY_A2(name, ...) &kernel_##name,
+#include "nabla/elementwise_ops.h"
+    &kernel_gelu, &kernel_scale, &kernel_clip, &kernel_cast, NULL,
+};
