@@ -50,7 +50,7 @@ static const struct {
     {"neg", r_neg, false},       {"abs", fabs, false},     {"sign", r_sign, false},
     {"square", r_square, false}, {"sqrt", sqrt, true},     {"rsqrt", r_rsqrt, true},
     {"exp", exp, false},         {"log", log, true},       {"log1p", log1p, false},
-    {"sin", sin, false},         {"cos", cos, false},      {"tan", tan, false},
+    {"sin", sin, false},         {"cos", cos, false},      {"tan", tan, false},      {"erf", erf, false},
     {"tanh", tanh, false},       {"sigmoid", r_sigmoid, false}, {"relu", r_relu, false},
     {"leaky_relu", r_leaky, false}, {"elu", r_elu, false}, {"gelu", r_gelu, false},
     {"softplus", r_softplus, false}, {"silu", r_silu, false}, {"clip", r_id, false},

@@ -268,6 +268,9 @@ UNARY_RULE(sin, nb_mul(b, d, nb_cos(b, X0(g))))
 UNARY_RULE(cos, nb_neg(b, nb_mul(b, d, nb_sin(b, X0(g)))))
 /* tan' = 1 + tan^2 = 1 + Out^2. */
 UNARY_RULE(tan, nb_mul(b, d, nb_scale(b, nb_square(b, OUT(g)), 1.0, 1.0)))
+/* erf' = 2/sqrt(pi) exp(-x^2), with the constant folded into the exponent. */
+#define LOG_2_OVER_SQRT_PI 0.12078223763524522234
+UNARY_RULE(erf, nb_mul(b, d, nb_exp(b, nb_scale(b, nb_square(b, X0(g)), -1.0, LOG_2_OVER_SQRT_PI))))
 
 /* clip passes dy (the tangent) where X was kept, min <= X <= max, which is exactly where
  * Out == X: one comparison, exact in every dtype, with no constants for

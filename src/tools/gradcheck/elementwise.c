@@ -101,6 +101,7 @@ const nb_gradcheck_case nb_gc_elementwise[] = {
     {.op = "elu", .name = "alpha -1.5", .n_in = 1, .in = {GC_VALS(signed12, 3, 4)},
      .n_attrs = 1, .attrs = {A_F("alpha", -1.5)}},
     {.op = "elu", .name = "far out", .n_in = 1, .in = {GC_VALS(wide6, 2, 3)}},
+    UNARY_CASES("erf", -2.5, 2.5),
     UNARY_CASES("gelu", -3, 3),
     {.op = "gelu", .name = "at and near 0", .n_in = 1, .in = {GC_VALS(near0, 2, 3)}},
     {.op = "gelu", .name = "far out", .n_in = 1, .in = {GC_VALS(wide6, 2, 3)}},
