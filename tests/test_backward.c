@@ -197,14 +197,16 @@ static nb_status same_infer(nb_op_ctx *c)
     *nb_out_info(c, 0, 0) = *nb_in_info(c, 0, 0);
     return NB_OK;
 }
-static nb_status copy_cpu(nb_op_ctx *c) { return nb_tensor_copy_into(nb_out(c, 0, 0), nb_in(c, 0, 0)); }
+static nb_status copy_cpu(const nb_kernel_ctx *k) { return nb_tensor_copy_into(nb_kout(k, 0, 0), nb_kin(k, 0, 0)); }
 static const nb_op_def norule_def = {
-    .name = "test_no_rule", .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .infer = same_infer, .cpu = copy_cpu,
+    .name = "test_no_rule", .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .infer = same_infer,
 };
+static const nb_kernel_def norule_kernel = {"test_no_rule", NB_DEVICE_CPU, NB_DT_ALL, "test", 0, copy_cpu, NULL};
 
 static void test_op_without_rule_is_an_error(void)
 {
     CHECK_OK(nb_op_register(&norule_def));
+    CHECK_OK(nb_kernel_register(&norule_kernel));
     model m;
     model_init(&m);
     nb_value w = param(&m, "w", 1, S(2), 1.0);

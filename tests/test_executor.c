@@ -11,29 +11,40 @@ static nb_status same_infer(nb_op_ctx *c)
     return NB_OK;
 }
 
-static nb_status addc_cpu(nb_op_ctx *c)
+/* Counts its calls, to show that parameters are filled once per prepared op. */
+static int addc_params_calls;
+
+static nb_status addc_params(const nb_op_ctx *c, void *p)
 {
-    nb_tensor *x = nb_in(c, 0, 0), *o = nb_out(c, 0, 0);
-    for (int64_t i = 0; i < nb_tensor_numel(o); i++) nb_tensor_set(o, i, nb_tensor_get(x, i) + nb_attr_float(c, "c"));
+    addc_params_calls++;
+    *(double *)p = nb_attr_float(c, "c");
+    return NB_OK;
+}
+
+static nb_status addc_cpu(const nb_kernel_ctx *k)
+{
+    nb_tensor *x = nb_kin(k, 0, 0), *o = nb_kout(k, 0, 0);
+    double c = *(const double *)k->params;
+    for (int64_t i = 0; i < nb_tensor_numel(o); i++) nb_tensor_set(o, i, nb_tensor_get(x, i) + c);
     return NB_OK;
 }
 
 static const nb_op_def addc_def = {
     .name = "test_addc", .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
-    .attrs = {NB_ADEF_FLOAT("c", 1.0)}, .infer = same_infer, .cpu = addc_cpu,
+    .attrs = {NB_ADEF_FLOAT("c", 1.0)}, .infer = same_infer, .params_size = sizeof(double), .params = addc_params,
 };
 
 /* test_rand: Out = X + uniform noise from ctx->rng. */
-static nb_status rand_cpu(nb_op_ctx *c)
+static nb_status rand_cpu(const nb_kernel_ctx *k)
 {
-    nb_tensor *x = nb_in(c, 0, 0), *o = nb_out(c, 0, 0);
-    for (int64_t i = 0; i < nb_tensor_numel(o); i++) nb_tensor_set(o, i, nb_tensor_get(x, i) + nb_rng_uniform(c->rng));
+    nb_tensor *x = nb_kin(k, 0, 0), *o = nb_kout(k, 0, 0);
+    for (int64_t i = 0; i < nb_tensor_numel(o); i++) nb_tensor_set(o, i, nb_tensor_get(x, i) + nb_rng_uniform(k->rng));
     return NB_OK;
 }
 
 static const nb_op_def rand_def = {
     .name = "test_rand", .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
-    .attrs = {NB_ADEF_INT("seed", 0)}, .infer = same_infer, .cpu = rand_cpu, .flags = NB_OP_RANDOM,
+    .attrs = {NB_ADEF_INT("seed", 0)}, .infer = same_infer, .flags = NB_OP_RANDOM,
 };
 
 /* test_sumall: Out = sum(X), 0-d. */
@@ -43,17 +54,23 @@ static nb_status sumall_infer(nb_op_ctx *c)
     return NB_OK;
 }
 
-static nb_status sumall_cpu(nb_op_ctx *c)
+static nb_status sumall_cpu(const nb_kernel_ctx *k)
 {
-    nb_tensor *x = nb_in(c, 0, 0);
+    nb_tensor *x = nb_kin(k, 0, 0);
     double s = 0;
     for (int64_t i = 0; i < nb_tensor_numel(x); i++) s += nb_tensor_get(x, i);
-    nb_tensor_set(nb_out(c, 0, 0), 0, s);
+    nb_tensor_set(nb_kout(k, 0, 0), 0, s);
     return NB_OK;
 }
 
 static const nb_op_def sumall_def = {
-    .name = "test_sumall", .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .infer = sumall_infer, .cpu = sumall_cpu,
+    .name = "test_sumall", .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .infer = sumall_infer,
+};
+
+static const nb_kernel_def kernels[] = {
+    {"test_addc", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, addc_cpu, NULL},
+    {"test_rand", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, rand_cpu, NULL},
+    {"test_sumall", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, sumall_cpu, NULL},
 };
 
 static void setup(void)
@@ -63,6 +80,7 @@ static void setup(void)
     CHECK_OK(nb_op_register(&addc_def));
     CHECK_OK(nb_op_register(&rand_def));
     CHECK_OK(nb_op_register(&sumall_def));
+    for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) CHECK_OK(nb_kernel_register(&kernels[i]));
 }
 
 static void append(nb_block *b, const char *type, const char *in, const char *out, double c)
@@ -120,7 +138,10 @@ static void test_feed_fetch_repeated(void)
     setup();
     nb_program *p = chain_program(10);
     nb_prepared *pp;
+    int params_before = addc_params_calls;
     CHECK_OK(nb_prepare(&pp, p, 0, 1, (const char *[]){"x"}, 2, (const char *[]){"total", "t9"}));
+    /* Each op's parameters are filled when the program is prepared, once. */
+    CHECK(addc_params_calls == params_before + 10);
     nb_scope *scope;
     CHECK_OK(nb_scope_new(&scope, NULL));
     /* Temporaries share buffers: ten intermediates need two. */
@@ -155,6 +176,7 @@ static void test_feed_fetch_repeated(void)
     nb_tensor_release(out[0]);
     nb_tensor_release(out[1]);
     CHECK(nb_prepared_alloc_count(pp) == allocs);
+    CHECK(addc_params_calls == params_before + 10);
     /* A fetch the caller still holds is never overwritten by the next run. */
     nb_tensor *held[2];
     CHECK_OK(nb_prepared_run(pp, scope, &x, held));

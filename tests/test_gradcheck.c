@@ -9,9 +9,9 @@ static nb_status cube_infer(nb_op_ctx *c)
     return NB_OK;
 }
 
-static nb_status cube_cpu(nb_op_ctx *c)
+static nb_status cube_cpu(const nb_kernel_ctx *k)
 {
-    nb_tensor *x = nb_in(c, 0, 0), *o = nb_out(c, 0, 0);
+    nb_tensor *x = nb_kin(k, 0, 0), *o = nb_kout(k, 0, 0);
     for (int64_t i = 0; i < nb_tensor_numel(o); i++) {
         double v = nb_tensor_get(x, i);
         nb_tensor_set(o, i, v * v * v);
@@ -49,11 +49,14 @@ static nb_status cube_vjp_wrong(nb_builder *b, nb_grad_ctx *g)
     return nb_builder_status(b);
 }
 
-#define CUBE(nm, v, j) {.name = nm, .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .infer = cube_infer, .cpu = cube_cpu, \
+#define CUBE(nm, v, j) {.name = nm, .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .infer = cube_infer, \
                         .grad_uses_inputs = 1, .vjp = v, .jvp = j}
 static const nb_op_def cube = CUBE("test_cube", cube_vjp, cube_jvp);
 static const nb_op_def cube_bad_jvp = CUBE("test_cube_bad_jvp", cube_vjp, cube_jvp_wrong);
 static const nb_op_def cube_bad_vjp = CUBE("test_cube_bad_vjp", cube_vjp_wrong, cube_jvp);
+#define CUBE_KERNEL(nm) {nm, NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, cube_cpu, NULL}
+static const nb_kernel_def cube_kernels[] = {CUBE_KERNEL("test_cube"), CUBE_KERNEL("test_cube_bad_jvp"),
+                                             CUBE_KERNEL("test_cube_bad_vjp")};
 
 static nb_gradcheck_case case_of(const char *op)
 {
@@ -66,6 +69,7 @@ static void test_checker_passes_right_rules_and_catches_wrong_ones(void)
     CHECK_OK(nb_op_register(&cube));
     CHECK_OK(nb_op_register(&cube_bad_jvp));
     CHECK_OK(nb_op_register(&cube_bad_vjp));
+    for (int i = 0; i < 3; i++) CHECK_OK(nb_kernel_register(&cube_kernels[i]));
     nb_gradcheck_report r;
     nb_gradcheck_case c = case_of("test_cube");
     CHECK_OK(nb_gradcheck_op(&c, 1, 7, &r));

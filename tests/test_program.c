@@ -17,10 +17,22 @@ static nb_status axpy_infer(nb_op_ctx *c)
     return NB_OK;
 }
 
-static nb_status axpy_cpu(nb_op_ctx *c)
+/* The kernel reads alpha from the op's parameter struct, which axpy_params
+ * fills from the attributes. */
+typedef struct axpy_params {
+    double alpha;
+} axpy_params;
+
+static nb_status axpy_params_fill(const nb_op_ctx *c, void *p)
 {
-    nb_tensor *x = nb_in(c, 0, 0), *y = nb_in(c, 1, 0), *o = nb_out(c, 0, 0);
-    double a = nb_attr_float(c, "alpha");
+    ((axpy_params *)p)->alpha = nb_attr_float(c, "alpha");
+    return NB_OK;
+}
+
+static nb_status axpy_cpu(const nb_kernel_ctx *k)
+{
+    nb_tensor *x = nb_kin(k, 0, 0), *y = nb_kin(k, 1, 0), *o = nb_kout(k, 0, 0);
+    double a = ((const axpy_params *)k->params)->alpha;
     for (int64_t i = 0; i < nb_tensor_numel(o); i++) nb_tensor_set(o, i, a * nb_tensor_get(x, i) + nb_tensor_get(y, i));
     return NB_OK;
 }
@@ -32,8 +44,10 @@ static const nb_op_def axpy_def = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_FLOAT("alpha", 1.0)},
     .infer = axpy_infer,
-    .cpu = axpy_cpu,
+    .params_size = sizeof(axpy_params),
+    .params = axpy_params_fill,
 };
+static const nb_kernel_def axpy_kernel = {"test_axpy", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, axpy_cpu, NULL};
 
 /* test_fill: Out of attr shape filled with value. */
 static nb_status fill_infer(nb_op_ctx *c)
@@ -46,10 +60,16 @@ static nb_status fill_infer(nb_op_ctx *c)
     return NB_OK;
 }
 
-static nb_status fill_cpu(nb_op_ctx *c)
+static nb_status fill_params(const nb_op_ctx *c, void *p)
 {
-    nb_tensor *o = nb_out(c, 0, 0);
-    for (int64_t i = 0; i < nb_tensor_numel(o); i++) nb_tensor_set(o, i, nb_attr_float(c, "value"));
+    *(double *)p = nb_attr_float(c, "value");
+    return NB_OK;
+}
+
+static nb_status fill_cpu(const nb_kernel_ctx *k)
+{
+    nb_tensor *o = nb_kout(k, 0, 0);
+    for (int64_t i = 0; i < nb_tensor_numel(o); i++) nb_tensor_set(o, i, *(const double *)k->params);
     return NB_OK;
 }
 
@@ -58,9 +78,11 @@ static const nb_op_def fill_def = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_REQUIRED("shape", NB_ATTR_INTS), NB_ADEF_FLOAT("value", 0)},
     .infer = fill_infer,
-    .cpu = fill_cpu,
+    .params_size = sizeof(double),
+    .params = fill_params,
     .flags = NB_OP_NOT_DIFFERENTIABLE,
 };
+static const nb_kernel_def fill_kernel = {"test_fill", NB_DEVICE_CPU, NB_DT(NB_F64), "test", 0, fill_cpu, NULL};
 
 /* test_concat: variadic X -> Out (1-D only), to exercise variadic slots. */
 static nb_status cat_infer(nb_op_ctx *c)
@@ -76,12 +98,12 @@ static nb_status cat_infer(nb_op_ctx *c)
     return NB_OK;
 }
 
-static nb_status cat_cpu(nb_op_ctx *c)
+static nb_status cat_cpu(const nb_kernel_ctx *k)
 {
-    nb_tensor *o = nb_out(c, 0, 0);
+    nb_tensor *o = nb_kout(k, 0, 0);
     int64_t j = 0;
-    for (int k = 0; k < nb_in_count(c, 0); k++)
-        for (int64_t i = 0; i < nb_tensor_numel(nb_in(c, 0, k)); i++) nb_tensor_set(o, j++, nb_tensor_get(nb_in(c, 0, k), i));
+    for (int v = 0; v < nb_kin_count(k, 0); v++)
+        for (int64_t i = 0; i < nb_tensor_numel(nb_kin(k, 0, v)); i++) nb_tensor_set(o, j++, nb_tensor_get(nb_kin(k, 0, v), i));
     return NB_OK;
 }
 
@@ -90,8 +112,8 @@ static const nb_op_def cat_def = {
     .inputs = {{"X", NB_SLOT_VARIADIC}},
     .outputs = {{"Out", 0}},
     .infer = cat_infer,
-    .cpu = cat_cpu,
 };
+static const nb_kernel_def cat_kernel = {"test_concat", NB_DEVICE_CPU, NB_DT_ALL, "test", 0, cat_cpu, NULL};
 
 static void register_test_ops(void)
 {
@@ -100,6 +122,9 @@ static void register_test_ops(void)
     CHECK_OK(nb_op_register(&axpy_def));
     CHECK_OK(nb_op_register(&fill_def));
     CHECK_OK(nb_op_register(&cat_def));
+    CHECK_OK(nb_kernel_register(&axpy_kernel));
+    CHECK_OK(nb_kernel_register(&fill_kernel));
+    CHECK_OK(nb_kernel_register(&cat_kernel));
 }
 
 static void test_register(void)

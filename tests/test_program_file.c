@@ -210,8 +210,6 @@ static nb_status infer_same(nb_op_ctx *ctx)
     return NB_OK;
 }
 
-static nb_status no_kernel(nb_op_ctx *ctx) { return nb_error(NB_ERR_UNSUPPORTED, "%s: not run in tests", ctx->label); }
-
 /* No control-flow op exists yet; this one stands for them: it names a
  * sub-block in a block attribute. */
 static const nb_op_def test_run_block = {
@@ -221,7 +219,6 @@ static const nb_op_def test_run_block = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_REQUIRED("sub_block", NB_ATTR_BLOCK)},
     .infer = infer_same,
-    .cpu = no_kernel,
     .flags = NB_OP_NOT_DIFFERENTIABLE,
 };
 

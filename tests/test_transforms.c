@@ -425,11 +425,11 @@ static nb_status cube_infer(nb_op_ctx *c)
     return NB_OK;
 }
 
-static nb_status cube_cpu(nb_op_ctx *c)
+static nb_status cube_cpu(const nb_kernel_ctx *k)
 {
-    for (int64_t i = 0; i < nb_tensor_numel(nb_out(c, 0, 0)); i++) {
-        double v = nb_tensor_get(nb_in(c, 0, 0), i);
-        nb_tensor_set(nb_out(c, 0, 0), i, v * v * v);
+    for (int64_t i = 0; i < nb_tensor_numel(nb_kout(k, 0, 0)); i++) {
+        double v = nb_tensor_get(nb_kin(k, 0, 0), i);
+        nb_tensor_set(nb_kout(k, 0, 0), i, v * v * v);
     }
     return NB_OK;
 }
@@ -451,8 +451,9 @@ static nb_status cube_jvp(nb_builder *b, nb_grad_ctx *g)
 }
 
 static const nb_op_def user_cube = {.name = "user_cube", .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
-                                    .infer = cube_infer, .cpu = cube_cpu, .grad_uses_inputs = 1,
+                                    .infer = cube_infer, .grad_uses_inputs = 1,
                                     .vjp = cube_vjp, .jvp = cube_jvp};
+static const nb_kernel_def user_cube_kernel = {"user_cube", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, cube_cpu, NULL};
 
 static nb_status f_cube(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
@@ -463,6 +464,7 @@ static nb_status f_cube(nb_builder *b, const nb_value *in, nb_value *out, void *
 static void test_user_defined_rules(void)
 {
     REQUIRE_OK(nb_op_register(&user_cube));
+    REQUIRE_OK(nb_kernel_register(&user_cube_kernel));
     nb_function f = {f_cube, 1, 1, NULL};
     nb_tensor *x = T(NB_F64, S(2), 2, -1), *t = T(NB_F64, S(2), 1, 1), *o[1], *g[1], *ot[1];
     REQUIRE_OK(nb_value_and_grad(&f, &x, 0, NULL, 0, NULL, o, g, NULL));

@@ -64,7 +64,7 @@ typedef struct nb_kernel_def {
     const char *op;       /* the op it computes */
     nb_device device;
     unsigned dtypes;      /* NB_DT_... bits: the dtypes it takes */
-    const char *provider; /* "cpu" (nabla's own), "blas", ...: for `nabla ops --kernels` */
+    const char *provider; /* "nabla" (its own kernels), "onednn", ...: for `nabla ops --kernels` */
     int priority;         /* the highest that accepts runs; nabla's own kernels are 0 */
     nb_kernel_fn run;
     /* NULL, or whether this variant takes this instance (it may look at the

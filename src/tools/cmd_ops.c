@@ -1,5 +1,6 @@
-/* nabla ops [NAME...]: one line per registered op, with its slots, its
- * attributes and whether it has VJP and JVP rules. */
+/* nabla ops [--kernels] [NAME...]: one line per registered op, with its
+ * slots, its attributes and whether it has VJP and JVP rules; with
+ * --kernels, the kernels registered for it, best first. */
 #include <stdio.h>
 #include <string.h>
 #include "nabla/nabla.h"
@@ -12,6 +13,23 @@ static const char *rule_state(const nb_op_def *d, bool has)
     return has ? "yes" : "no";
 }
 
+/* "cpu:f32,f64,i32,i64 blas:f32" */
+static void print_kernels(const nb_op_def *d)
+{
+    printf("%-32s kernels:", "");
+    int n = 0;
+    for (int dev = 0; dev < NB_DEVICE_COUNT; dev++)
+        for (const nb_kernel_def *k; (k = nb_kernel_at(d->name, (nb_device)dev, n)); n++) {
+            printf(" %s/%s:", k->provider ? k->provider : "?", nb_device_name((nb_device)dev));
+            for (int t = 0, first = 1; t < NB_DTYPE_COUNT; t++)
+                if (k->dtypes & NB_DT(t)) printf("%s%s", first ? "" : ",", nb_dtype_name((nb_dtype)t)), first = 0;
+            if (k->priority) printf("(priority %d)", k->priority);
+        }
+    printf("%s\n", n ? "" : " none");
+}
+
+static bool with_kernels;
+
 static void print_op(const nb_op_def *d)
 {
     char sig[512], attrs[512] = "";
@@ -20,15 +38,23 @@ static void print_op(const nb_op_def *d)
         u += (size_t)snprintf(attrs + u, sizeof attrs - u, "%s%s", i ? "," : "", d->attrs[i].name);
     printf("%-32s vjp:%-4s jvp:%-4s %-56s %s\n", d->name, rule_state(d, d->vjp != NULL), rule_state(d, d->jvp != NULL),
            nb_op_signature(d, sig, sizeof sig), u ? attrs : "-");
+    if (with_kernels) print_kernels(d);
 }
 
 int cmd_ops(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: nabla ops [NAME...]\n\n"
+        printf("usage: nabla ops [--kernels] [NAME...]\n\n"
                "Lists registered ops: gradient rules (vjp, jvp: yes, no, or none for ops\n"
-               "that have no gradient), slots (... variadic, ? optional) and attributes.\n");
+               "that have no gradient), slots (... variadic, ? optional) and attributes.\n"
+               "--kernels adds the kernels registered for each (provider/device: dtypes),\n"
+               "best first.\n");
         return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--kernels")) {
+        with_kernels = true;
+        argc--;
+        argv++;
     }
     if (argc > 1) {
         int bad = 0;

@@ -11,14 +11,14 @@
         return nb_ew_binary(NB_EW_##name, nb_kin(k, 0, 0), nb_kin(k, 1, 0), nb_kout(k, 0, 0), k->label); \
     }                                                                                           \
     static const nb_kernel_def kernel_##name = {.op = #name, .device = NB_DEVICE_CPU, .dtypes = NB_DT_##dt, \
-                                                .provider = "cpu", .run = run_##name};
+                                                .provider = "nabla", .run = run_##name};
 #define UNARY_KERNEL(name, dt)                                                                      \
     static nb_status run_##name(const nb_kernel_ctx *k)                                            \
     {                                                                                               \
         return nb_ew_unary(NB_EW_##name, nb_kin(k, 0, 0), nb_kout(k, 0, 0), k->params, k->label);   \
     }                                                                                               \
     static const nb_kernel_def kernel_##name = {.op = #name, .device = NB_DEVICE_CPU, .dtypes = NB_DT_##dt, \
-                                                .provider = "cpu", .run = run_##name};
+                                                .provider = "nabla", .run = run_##name};
 
 #define NB_BINARY(name, dtypes, ...) BINARY_KERNEL(name, dtypes)
 #define NB_UNARY(name, dtypes, ...) UNARY_KERNEL(name, dtypes)
@@ -46,10 +46,10 @@ static nb_status run_clip(const nb_kernel_ctx *k)
 
 static nb_status run_cast(const nb_kernel_ctx *k) { return nb_ew_cast(nb_kin(k, 0, 0), nb_kout(k, 0, 0), k->label); }
 
-static const nb_kernel_def kernel_gelu = {"gelu", NB_DEVICE_CPU, NB_DT_FLOAT, "cpu", 0, run_gelu, NULL};
-static const nb_kernel_def kernel_scale = {"scale", NB_DEVICE_CPU, NB_DT_NUMERIC, "cpu", 0, run_scale, NULL};
-static const nb_kernel_def kernel_clip = {"clip", NB_DEVICE_CPU, NB_DT_NUMERIC, "cpu", 0, run_clip, NULL};
-static const nb_kernel_def kernel_cast = {"cast", NB_DEVICE_CPU, NB_DT_ALL, "cpu", 0, run_cast, NULL};
+static const nb_kernel_def kernel_gelu = {"gelu", NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0, run_gelu, NULL};
+static const nb_kernel_def kernel_scale = {"scale", NB_DEVICE_CPU, NB_DT_NUMERIC, "nabla", 0, run_scale, NULL};
+static const nb_kernel_def kernel_clip = {"clip", NB_DEVICE_CPU, NB_DT_NUMERIC, "nabla", 0, run_clip, NULL};
+static const nb_kernel_def kernel_cast = {"cast", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, run_cast, NULL};
 
 const nb_kernel_def *const nb_cpu_kernels_elementwise[] = {
 #define NB_BINARY(name, ...) &kernel_##name,

@@ -1,0 +1,210 @@
+/* The allocation hook: every allocation nabla makes goes through it, so a
+ * program can count, cap or fail them. A tracking allocator runs a
+ * representative job (a static program trained with Adam, a checkpoint saved
+ * and loaded, a program file written and read back, eager training) and
+ * checks that everything allocated through it was freed through it, that
+ * nothing it never handed out reached its free, and that tensor storage is
+ * aligned device memory. A failing allocator gets NB_ERR_NOMEM, never a
+ * crash. */
+#include <stdint.h>
+#include <stdlib.h>
+#include "data_test_util.h"
+#include "test.h"
+
+/* ---- a tracking allocator: live blocks in an open-addressing set --------- */
+
+#define SLOTS (1 << 20)
+static void **live;
+static long n_live, n_allocs, bad_frees, fail_after = -1;
+
+static size_t slot_of(const void *p) { return ((uintptr_t)p >> 4) * 2654435761u & (SLOTS - 1); }
+
+static void track(void *p)
+{
+    size_t i = slot_of(p);
+    while (live[i] && live[i] != (void *)1) i = (i + 1) & (SLOTS - 1);
+    live[i] = p;
+    n_live++;
+    n_allocs++;
+}
+
+static bool untrack(void *p)
+{
+    for (size_t i = slot_of(p); live[i]; i = (i + 1) & (SLOTS - 1))
+        if (live[i] == p) {
+            live[i] = (void *)1; /* a tombstone keeps later probes going */
+            n_live--;
+            return true;
+        }
+    return false;
+}
+
+static bool should_fail(void) { return fail_after >= 0 && n_allocs >= fail_after; }
+
+static void *t_malloc(void *ud, size_t size)
+{
+    (void)ud;
+    if (should_fail()) return NULL;
+    void *p = malloc(size);
+    if (p) track(p);
+    return p;
+}
+
+static void *t_realloc(void *ud, void *p, size_t size)
+{
+    (void)ud;
+    if (should_fail()) return NULL;
+    if (p && !untrack(p)) bad_frees++;
+    void *q = realloc(p, size);
+    if (q) track(q);
+    else if (p) track(p); /* realloc failed: p is still ours */
+    return q;
+}
+
+static void t_free(void *ud, void *p)
+{
+    (void)ud;
+    if (p && !untrack(p)) bad_frees++;
+    free(p);
+}
+
+static const nb_allocator tracking = {t_malloc, t_realloc, t_free, NULL};
+
+/* ---- the job ----------------------------------------------------------------- */
+
+static nb_value model(nb_builder *b, nb_value x, nb_value y)
+{
+    nb_value h = nb_layer_fc(b, x, 6, "tanh");
+    return nb_layer_mse(b, nb_layer_fc(b, h, 1, NULL), y);
+}
+
+static nb_tensor *inputs(int64_t rows, int64_t cols, double scale)
+{
+    nb_tensor *t;
+    if (nb_tensor_new(&t, NB_F32, 2, S(rows, cols))) return NULL;
+    for (int64_t i = 0; i < rows * cols; i++) nb_tensor_set(t, i, scale * sin(0.7 * (double)i));
+    return t;
+}
+
+static void static_job(const char *dir)
+{
+    nb_program *main_p, *startup, *loaded_main, *loaded_startup;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&main_p));
+    REQUIRE_OK(nb_program_new(&startup));
+    REQUIRE_OK(nb_builder_new_record(&b, main_p, startup));
+    nb_value x = nb_layer_data(b, "x", NB_F32, 2, S(-1, 5)), y = nb_layer_data(b, "y", NB_F32, 2, S(-1, 1));
+    nb_value loss = model(b, x, y);
+    REQUIRE_OK(nb_builder_status(b));
+    nb_optimizer opt = nb_adam(0.01);
+    nb_backward_result r;
+    REQUIRE_OK(nb_minimize(&opt, main_p, startup, nb_value_name(loss), 0, NULL, 0, NULL, &r));
+    nb_executor *ex;
+    nb_scope *scope, *other;
+    REQUIRE_OK(nb_executor_new(&ex));
+    REQUIRE_OK(nb_scope_new(&scope, NULL));
+    REQUIRE_OK(nb_scope_new(&other, NULL));
+    CHECK_OK(nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL));
+    nb_tensor *xs = inputs(8, 5, 0.5), *ys = inputs(8, 1, 1.0), *l = NULL;
+    const char *fetch = nb_value_name(loss);
+    for (int step = 0; step < 3; step++) {
+        CHECK_OK(nb_executor_run(ex, main_p, scope, 2, (nb_feed[]){{"x", xs}, {"y", ys}}, 1, &fetch, &l));
+        nb_tensor_release(l);
+        l = NULL;
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s/job.safetensors", dir);
+    CHECK_OK(nb_checkpoint_save(path, main_p, scope, 0, NULL, NULL));
+    CHECK_OK(nb_executor_run(ex, startup, other, 0, NULL, 0, NULL, NULL));
+    CHECK_OK(nb_checkpoint_load(path, main_p, other, NULL));
+    snprintf(path, sizeof path, "%s/job.nbprog", dir);
+    CHECK_OK(nb_programs_save(path, main_p, startup));
+    CHECK_OK(nb_programs_load(path, &loaded_main, &loaded_startup));
+    nb_program_free(loaded_main);
+    nb_program_free(loaded_startup);
+    release_all(xs, ys, NULL);
+    nb_backward_result_free(&r);
+    nb_scope_free(scope);
+    nb_scope_free(other);
+    nb_executor_free(ex);
+    nb_builder_free(b);
+    nb_program_free(main_p);
+    nb_program_free(startup);
+}
+
+static void eager_job(void)
+{
+    nb_builder *b;
+    nb_eager_optimizer *o;
+    REQUIRE_OK(nb_builder_new_eager(&b));
+    nb_optimizer opt = nb_adam(0.01);
+    REQUIRE_OK(nb_eager_optimizer_new(&o, &opt));
+    nb_tensor *xs = inputs(8, 5, 0.5), *ys = inputs(8, 1, 1.0);
+    for (int step = 0; step < 3; step++) {
+        nb_value loss = model(b, nb_eager_value(b, xs), nb_eager_value(b, ys));
+        CHECK_OK(nb_builder_status(b));
+        nb_tensor *l = nb_eager_tensor(loss);
+        CHECK_OK(nb_backward(1, &l, NULL, false, false));
+        CHECK_OK(nb_eager_optimizer_step(o, b));
+        nb_eager_zero_grad(b);
+        nb_eager_release_values(b);
+    }
+    release_all(xs, ys, NULL);
+    nb_eager_optimizer_free(o);
+    nb_builder_free(b);
+}
+
+static char dir[256];
+
+static void test_every_allocation_goes_through_the_hook(void)
+{
+    /* Once with the C library's allocator: the registries and other
+     * process-lifetime tables are built on first use, before tracking. */
+    static_job(dir);
+    eager_job();
+    live = calloc(SLOTS, sizeof *live);
+    REQUIRE_OK(live ? NB_OK : NB_ERR_NOMEM);
+    nb_set_allocator(&tracking);
+    static_job(dir);
+    eager_job();
+    nb_tensor *t;
+    CHECK_OK(nb_tensor_new(&t, NB_F32, 1, S(3)));
+    CHECK(t && t->storage->device == NB_DEVICE_CPU && (uintptr_t)nb_tensor_data(t) % 64 == 0);
+    nb_tensor_release(t);
+    nb_set_allocator(NULL);
+    CHECK(n_allocs > 1000);
+    if (n_live || bad_frees)
+        fprintf(stderr, "  %ld allocations, %ld still live, %ld frees of blocks the hook never gave\n", n_allocs, n_live,
+                bad_frees);
+    CHECK(n_live == 0);
+    CHECK(bad_frees == 0);
+    free(live);
+}
+
+static void test_a_failing_allocator_gives_nomem(void)
+{
+    live = calloc(SLOTS, sizeof *live);
+    REQUIRE_OK(live ? NB_OK : NB_ERR_NOMEM);
+    n_live = n_allocs = bad_frees = 0;
+    fail_after = 0;
+    nb_set_allocator(&tracking);
+    nb_tensor *t = NULL;
+    nb_status st = nb_tensor_new(&t, NB_F32, 2, S(4, 4));
+    nb_program *p = NULL;
+    nb_status sp = nb_program_new(&p);
+    nb_set_allocator(NULL);
+    fail_after = -1;
+    CHECK(st == NB_ERR_NOMEM && t == NULL);
+    CHECK(sp == NB_ERR_NOMEM && p == NULL);
+    CHECK(n_live == 0);
+    free(live);
+}
+
+int main(void)
+{
+    make_temp_dir(dir, sizeof dir);
+    RUN(test_every_allocation_goes_through_the_hook);
+    RUN(test_a_failing_allocator_gives_nomem);
+    remove_tree(dir);
+    return test_report();
+}
