@@ -9,8 +9,12 @@
 #ifndef NABLA_ATTR_H
 #define NABLA_ATTR_H
 
+#include "nabla/export.h"
+
 #include <stdint.h>
 #include <stdbool.h>
+
+NB_BEGIN_DECLS
 
 typedef enum nb_attr_type {
     NB_ATTR_NONE = 0,
@@ -64,12 +68,14 @@ typedef struct nb_attr {
 #define NB_ATTR_FLOATS_N(nm, count, ptr) ((nb_attr){(nm), {.type = NB_ATTR_FLOATS, .n = (count), .floats = (ptr)}})
 #define NB_ATTR_STRINGS_N(nm, count, ptr) ((nb_attr){(nm), {.type = NB_ATTR_STRINGS, .n = (count), .strs = (ptr)}})
 
-const char *nb_attr_type_name(nb_attr_type t);
+NB_API const char *nb_attr_type_name(nb_attr_type t);
 
 /* Deep copy (strings and lists are duplicated) and its release. */
-int nb_attr_value_copy(nb_attr_value *dst, const nb_attr_value *src);
-void nb_attr_value_free(nb_attr_value *v);
+NB_API int nb_attr_value_copy(nb_attr_value *dst, const nb_attr_value *src);
+NB_API void nb_attr_value_free(nb_attr_value *v);
 /* Writes a readable form ("3", "[0, 2]", "\"relu\"") into buf. */
-char *nb_attr_value_str(char *buf, unsigned long size, const nb_attr_value *v);
+NB_API char *nb_attr_value_str(char *buf, unsigned long size, const nb_attr_value *v);
+
+NB_END_DECLS
 
 #endif

@@ -32,7 +32,11 @@
 #ifndef NABLA_AUTODIFF_H
 #define NABLA_AUTODIFF_H
 
+#include "nabla/export.h"
+
 #include "nabla/builder.h"
+
+NB_BEGIN_DECLS
 
 typedef struct nb_grad_ctx {
     const nb_op_def *def;
@@ -70,12 +74,12 @@ static inline nb_value nb_grad_tx(const nb_grad_ctx *g, int slot, int k) { retur
 static inline void nb_grad_set_ty(nb_grad_ctx *g, int slot, int k, nb_value v) { g->ty[g->out_begin[slot] + k] = v; }
 
 /* dy of output (slot, k), or zeros shaped like the output if none arrived. */
-nb_value nb_grad_dy_or_zeros(nb_builder *b, const nb_grad_ctx *g, int slot, int k);
+NB_API nb_value nb_grad_dy_or_zeros(nb_builder *b, const nb_grad_ctx *g, int slot, int k);
 /* The forward op's attributes, by name. */
-const nb_attr_value *nb_grad_attr(const nb_grad_ctx *g, const char *name);
+NB_API const nb_attr_value *nb_grad_attr(const nb_grad_ctx *g, const char *name);
 /* Sums v down to the shape of `like` when the two may differ (the gradient
  * of a broadcast); returns v itself when their shapes are known equal. */
-nb_value nb_grad_unbroadcast(nb_builder *b, nb_value v, nb_value like);
+NB_API nb_value nb_grad_unbroadcast(nb_builder *b, nb_value v, nb_value like);
 
 /* ---- static programs ------------------------------------------------------ */
 
@@ -102,9 +106,9 @@ typedef struct nb_backward_result {
     int n_grads;
 } nb_backward_result;
 
-void nb_backward_result_free(nb_backward_result *r);
+NB_API void nb_backward_result_free(nb_backward_result *r);
 /* The gradient var of forward var `var`, or NULL. */
-const char *nb_backward_grad_of(const nb_backward_result *r, const char *var);
+NB_API const char *nb_backward_grad_of(const nb_backward_result *r, const char *var);
 
 /* Appends the gradient part of block 0 of `p` for the scalar `loss`, as
  * PaddlePaddle Fluid's append_backward: seeds loss@GRAD with ones; keeps only
@@ -115,7 +119,7 @@ const char *nb_backward_grad_of(const nb_backward_result *r, const char *var);
  * fill_zeros_like where a gradient is needed but never produced; removes
  * grad ops nothing needs; marks roles and (param, grad) pairs. An op on the
  * path without a rule is an error that names it. */
-nb_status nb_append_backward(nb_program *p, const char *loss, int n_params, const char *const *params,
+NB_API nb_status nb_append_backward(nb_program *p, const char *loss, int n_params, const char *const *params,
                              int n_no_grad, const char *const *no_grad, nb_backward_result *out);
 
 /* Gradients of `targets` with respect to `inputs` (any vars of block 0),
@@ -125,7 +129,7 @@ nb_status nb_append_backward(nb_program *p, const char *loss, int n_params, cons
  * `allow_unused` is false). Called again on a program that already holds
  * gradient ops, it differentiates them too: second and higher derivatives,
  * with names that never collide. */
-nb_status nb_gradients(nb_program *p, int n_targets, const char *const *targets, const char *const *target_grads,
+NB_API nb_status nb_gradients(nb_program *p, int n_targets, const char *const *targets, const char *const *target_grads,
                        int n_inputs, const char *const *inputs, int n_no_grad, const char *const *no_grad,
                        bool allow_unused, nb_backward_result *out);
 
@@ -135,7 +139,9 @@ nb_status nb_gradients(nb_program *p, int n_targets, const char *const *targets,
  * string, or NULL where it is zero) the tangent var of outputs[i]. On a
  * program that holds its gradient ops already this is forward over reverse:
  * the tangent of a gradient along v is a Hessian-vector product. */
-nb_status nb_append_jvp(nb_program *p, int n_inputs, const char *const *inputs, const char *const *tangents,
+NB_API nb_status nb_append_jvp(nb_program *p, int n_inputs, const char *const *inputs, const char *const *tangents,
                         int n_outputs, const char *const *outputs, char **out_tangents);
+
+NB_END_DECLS
 
 #endif

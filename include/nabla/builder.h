@@ -11,77 +11,87 @@
 #ifndef NABLA_BUILDER_H
 #define NABLA_BUILDER_H
 
+#include "nabla/export.h"
+
 #include "nabla/program.h"
+
+NB_BEGIN_DECLS
 
 /* A value flowing between ops: a var (record backend) or a tensor (eager). */
 typedef struct nb_value {
     void *p;
 } nb_value;
 
+#ifdef __cplusplus
+#define NB_NONE (nb_value())
+#else
 #define NB_NONE ((nb_value){0})
+#endif
 static inline bool nb_is_none(nb_value v) { return v.p == 0; }
 
 typedef struct nb_builder nb_builder;
 
 /* A builder that records into `main` (block 0 to start with). `startup`, which
  * may be NULL, receives parameter initialisers. Neither is owned. */
-nb_status nb_builder_new_record(nb_builder **out, nb_program *main, nb_program *startup);
-void nb_builder_free(nb_builder *b);
+NB_API nb_status nb_builder_new_record(nb_builder **out, nb_program *main, nb_program *startup);
+NB_API void nb_builder_free(nb_builder *b);
 
-nb_status nb_builder_status(const nb_builder *b);  /* the first error, or NB_OK */
-const char *nb_builder_error(const nb_builder *b); /* its message, or "" */
+NB_API nb_status nb_builder_status(const nb_builder *b);  /* the first error, or NB_OK */
+NB_API const char *nb_builder_error(const nb_builder *b); /* its message, or "" */
 /* Records an error found by code that uses the builder (a layer checking its
  * arguments, say); returns the builder's status. */
-nb_status nb_builder_fail(nb_builder *b, nb_status s, const char *fmt, ...)
+NB_API nb_status nb_builder_fail(nb_builder *b, nb_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void nb_builder_clear_error(nb_builder *b);
+NB_API void nb_builder_clear_error(nb_builder *b);
 
-bool nb_builder_is_eager(const nb_builder *b);
-nb_program *nb_builder_program(nb_builder *b);  /* NULL for eager */
-nb_program *nb_builder_startup(nb_builder *b);  /* NULL if none */
-nb_block *nb_builder_block(nb_builder *b);
-void nb_builder_set_block(nb_builder *b, nb_block *block);
+NB_API bool nb_builder_is_eager(const nb_builder *b);
+NB_API nb_program *nb_builder_program(nb_builder *b);  /* NULL for eager */
+NB_API nb_program *nb_builder_startup(nb_builder *b);  /* NULL if none */
+NB_API nb_block *nb_builder_block(nb_builder *b);
+NB_API void nb_builder_set_block(nb_builder *b, nb_block *block);
 /* Role given to the ops emitted from now on. */
-void nb_builder_set_role(nb_builder *b, nb_op_role role);
-nb_op_role nb_builder_role(const nb_builder *b);
+NB_API void nb_builder_set_role(nb_builder *b, nb_op_role role);
+NB_API nb_op_role nb_builder_role(const nb_builder *b);
 
 /* A fresh name for a layer ("fc" -> "fc_0", "fc_1", ...): from the program
  * in a record builder; from the builder's own counters in an eager one,
  * which restart at every nb_eager_release_values so that each step of an
  * eager model names its layers (and so finds its parameters) alike. */
-nb_status nb_builder_unique_name(nb_builder *b, const char *prefix, char *buf, size_t size);
+NB_API nb_status nb_builder_unique_name(nb_builder *b, const char *prefix, char *buf, size_t size);
 
 /* Emits op `type`. `in` lists inputs in slot order as nb_op_run does (NB_NONE
  * for an absent optional slot); `n_out` outputs are written to `out` (the
  * count a variadic output slot gets is what remains). */
-nb_status nb_emit(nb_builder *b, const char *type,
+NB_API nb_status nb_emit(nb_builder *b, const char *type,
                   int n_in, const nb_value *in,
                   int n_attrs, const nb_attr *attrs,
                   int n_out, nb_value *out);
 /* The same for an op whose outputs after the first are not wanted. */
-nb_value nb_emit1(nb_builder *b, const char *type,
+NB_API nb_value nb_emit1(nb_builder *b, const char *type,
                   int n_in, const nb_value *in,
                   int n_attrs, const nb_attr *attrs);
 
 /* Dtype and shape of a value (-1 for unknown dims in a program). */
-nb_var_info nb_value_info(const nb_builder *b, nb_value v);
+NB_API nb_var_info nb_value_info(const nb_builder *b, nb_value v);
 
 /* ---- record backend ------------------------------------------------------ */
 
 /* A var fed at run time (Fluid's layer.data). Marked stop_gradient. */
-nb_value nb_data(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape);
+NB_API nb_value nb_data(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape);
 /* The var named `name` in the current block or its ancestors, or NB_NONE
  * (and an error) if there is none. */
-nb_value nb_value_by_name(nb_builder *b, const char *name);
-nb_value nb_value_from_var(nb_var *v);
-nb_var *nb_value_var(nb_value v);        /* record backend only */
-const char *nb_value_name(nb_value v);   /* record backend only */
+NB_API nb_value nb_value_by_name(nb_builder *b, const char *name);
+NB_API nb_value nb_value_from_var(nb_var *v);
+NB_API nb_var *nb_value_var(nb_value v);        /* record backend only */
+NB_API const char *nb_value_name(nb_value v);   /* record backend only */
 
 /* A persistable var in `main`, created in `startup` too with an op of type
  * `init_type` (attrs given) that initialises it once. With no startup program
  * the init op goes to `main` itself. */
-nb_value nb_create_parameter(nb_builder *b, const char *name, nb_dtype dtype,
+NB_API nb_value nb_create_parameter(nb_builder *b, const char *name, nb_dtype dtype,
                              int ndim, const int64_t *shape,
                              const char *init_type, int n_attrs, const nb_attr *attrs);
+
+NB_END_DECLS
 
 #endif

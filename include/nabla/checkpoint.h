@@ -23,19 +23,19 @@
 #ifndef NABLA_CHECKPOINT_H
 #define NABLA_CHECKPOINT_H
 
+#include "nabla/export.h"
+
 #include "nabla/program.h"
 #include "nabla/safetensors.h"
 #include "nabla/scope.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
+NB_BEGIN_DECLS
 
 /* Saves the value in `scope` (or its ancestors) of every persistable var of
  * block 0 of `program`, with the metadata pairs keys[i] -> values[i].
  * NB_ERR_NOT_FOUND, naming every such var, when some have no value in the
  * scope (was the startup program run?); nothing is written then. */
-nb_status nb_checkpoint_save(const char *path, const nb_program *program, nb_scope *scope, int n_meta,
+NB_API nb_status nb_checkpoint_save(const char *path, const nb_program *program, nb_scope *scope, int n_meta,
                              const char *const *keys, const char *const *values);
 
 /* Restores the persistable vars of block 0 of `program` from the checkpoint
@@ -57,10 +57,8 @@ nb_status nb_checkpoint_save(const char *path, const nb_program *program, nb_sco
  * When meta_out is not NULL it receives the loaded file, for reading its
  * metadata (nb_safetensors_meta); it holds the tensors too, so free it
  * (nb_safetensors_free) when done. It is set only on success. */
-nb_status nb_checkpoint_load(const char *path, const nb_program *program, nb_scope *scope,
+NB_API nb_status nb_checkpoint_load(const char *path, const nb_program *program, nb_scope *scope,
                              nb_safetensors **meta_out);
 
-#ifdef __cplusplus
-}
-#endif
+NB_END_DECLS
 #endif

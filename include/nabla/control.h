@@ -24,13 +24,17 @@
 #ifndef NABLA_CONTROL_H
 #define NABLA_CONTROL_H
 
+#include "nabla/export.h"
+
 #include "nabla/builder.h"
+
+NB_BEGIN_DECLS
 
 /* Registers the control-flow ops (while, cond, recurrent, net and their
  * gradient ops) with the op registry. The functions below and the program
  * loader call it; call it yourself only to look those ops up (nb_op_find)
  * or emit them (nb_emit) before either has run. Idempotent and thread-safe. */
-nb_status nb_control_register_ops(void);
+NB_API nb_status nb_control_register_ops(void);
 
 /* ---- while ------------------------------------------------------------- */
 
@@ -41,7 +45,7 @@ typedef nb_status (*nb_loop_body_fn)(nb_builder *b, const nb_value *carry, nb_va
 
 /* As JAX's lax.while_loop: carry = init; while (cond(carry)) carry =
  * body(carry); final = carry. The trip count may depend on the data. */
-nb_status nb_while_loop(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx,
+NB_API nb_status nb_while_loop(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx,
                         int n_carry, const nb_value *init, nb_value *final);
 
 /* ---- cond -------------------------------------------------------------- */
@@ -52,7 +56,7 @@ typedef nb_status (*nb_branch_fn)(nb_builder *b, const nb_value *in, nb_value *o
 /* As lax.cond: out = pred ? then_fn(in) : else_fn(in). Both branches must
  * give outputs of the same dtypes and shapes. Only the branch taken runs, and
  * in the backward pass only its gradient. */
-nb_status nb_cond(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx,
+NB_API nb_status nb_cond(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx,
                   int n_in, const nb_value *in, int n_out, nb_value *out);
 
 /* ---- scan (recurrence) -------------------------------------------------- */
@@ -67,14 +71,14 @@ typedef nb_status (*nb_step_fn)(nb_builder *b, const nb_value *carry, const nb_v
  * shape [...]): carry = init; for t in 0..T (T-1..0 when `reverse`):
  * (carry, y_t) = step(carry, xs[:, t]); final = carry; ys[k] = stack of the
  * y_t along axis 0, in time order. Needs at least one sequence. */
-nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const nb_value *init,
+NB_API nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const nb_value *init,
                   int n_xs, const nb_value *xs, int n_ys, nb_value *final, nb_value *ys, bool reverse);
 
 /* ---- nested net ---------------------------------------------------------- */
 
 /* Seed 000's NetOp: fn's ops as one op of the enclosing block, whose
  * gradient recurses into them. Eagerly it simply calls fn. */
-nb_status nb_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n_in, const nb_value *in, int n_out, nb_value *out);
+NB_API nb_status nb_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n_in, const nb_value *in, int n_out, nb_value *out);
 
 /* ---- tensor arrays ------------------------------------------------------ */
 
@@ -85,11 +89,13 @@ nb_status nb_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n_in, const nb_v
  * and writes take the index as an int64 value of one element (a loop
  * counter, say) and are compositions of differentiable ops, so gradients
  * flow through them in every mode. */
-nb_value nb_array_new(nb_builder *b, int64_t length, nb_dtype dtype, int ndim, const int64_t *elem_shape);
+NB_API nb_value nb_array_new(nb_builder *b, int64_t length, nb_dtype dtype, int ndim, const int64_t *elem_shape);
 /* The array with element i replaced by x (a new value: arrays are values). */
-nb_value nb_array_write(nb_builder *b, nb_value array, nb_value i, nb_value x);
-nb_value nb_array_read(nb_builder *b, nb_value array, nb_value i);
+NB_API nb_value nb_array_write(nb_builder *b, nb_value array, nb_value i, nb_value x);
+NB_API nb_value nb_array_read(nb_builder *b, nb_value array, nb_value i);
 /* Its number of elements, as an int64 value of shape [1]. */
-nb_value nb_array_length(nb_builder *b, nb_value array);
+NB_API nb_value nb_array_length(nb_builder *b, nb_value array);
+
+NB_END_DECLS
 
 #endif

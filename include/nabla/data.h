@@ -6,11 +6,15 @@
 #ifndef NABLA_DATA_H
 #define NABLA_DATA_H
 
+#include "nabla/export.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "nabla/reader.h"
 #include "nabla/tensor.h"
+
+NB_BEGIN_DECLS
 
 /* ---- IDX files ---------------------------------------------------------------
  *
@@ -26,7 +30,7 @@
  * found, as are a bad magic, 0 or more than 8 dimensions and corrupt gzip
  * data. A lying header costs nothing: nothing is allocated for more than the
  * file holds. */
-nb_status nb_idx_load(const char *path, nb_tensor **out);
+NB_API nb_status nb_idx_load(const char *path, nb_tensor **out);
 
 /* ---- finding a data set ---------------------------------------------------------
  *
@@ -42,13 +46,13 @@ nb_status nb_idx_load(const char *path, nb_tensor **out);
  * and writes the first that qualifies to out_dir (size bytes). dataset is a
  * folder name such as "mnist" or "fashion-mnist". If none does, it returns
  * NB_ERR_NOT_FOUND with every place it looked and how to get the files. */
-nb_status nb_data_find(const char *cli_dir, const char *dataset, char *out_dir, size_t size);
+NB_API nb_status nb_data_find(const char *cli_dir, const char *dataset, char *out_dir, size_t size);
 
 /* The same search for a data set that is one file, such as a text corpus
  * ("tinyshakespeare", "input.txt"): a folder holds it when it has `file`,
  * and the path of that file is written to out_path. `cli` may also name the
  * file itself (--data FILE), which is then taken as it is. */
-nb_status nb_data_find_file(const char *cli, const char *dataset, const char *file, char *out_path, size_t size);
+NB_API nb_status nb_data_find_file(const char *cli, const char *dataset, const char *file, char *out_path, size_t size);
 
 /* ---- MNIST-style data sets --------------------------------------------------------- */
 
@@ -56,7 +60,7 @@ nb_status nb_data_find_file(const char *cli, const char *dataset, const char *fi
  * raw IDX file when present, else from its .gz: images [N, rows, cols]
  * uint8 (N, 28, 28 for MNIST) and labels [N] uint8. Checks that both have
  * the same N and that every label is below 10. */
-nb_status nb_mnist_load(const char *dir, bool train, nb_tensor **images, nb_tensor **labels);
+NB_API nb_status nb_mnist_load(const char *dir, bool train, nb_tensor **images, nb_tensor **labels);
 
 /* A reader over an MNIST-style data set, for training and evaluation: each
  * record is (images float32 [B, rows*cols] with values in [0, 1] (pixel/255),
@@ -66,7 +70,9 @@ nb_status nb_mnist_load(const char *dir, bool train, nb_tensor **images, nb_tens
  * has its own order drawn from (seed, epoch) (see nb_reader_shuffle). With
  * prefetch_depth > 0, batches are made on a background thread, that many
  * ahead. */
-nb_status nb_mnist_reader(nb_reader **out, const char *dir, bool train, int batch_size, bool shuffle,
+NB_API nb_status nb_mnist_reader(nb_reader **out, const char *dir, bool train, int batch_size, bool shuffle,
                           uint64_t seed, int prefetch_depth);
+
+NB_END_DECLS
 
 #endif

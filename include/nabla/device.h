@@ -10,18 +10,17 @@
 #ifndef NABLA_DEVICE_H
 #define NABLA_DEVICE_H
 
+#include "nabla/export.h"
 #include <stddef.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
+NB_BEGIN_DECLS
 
 typedef enum nb_device {
     NB_DEVICE_CPU = 0,
     NB_DEVICE_COUNT
 } nb_device;
 
-const char *nb_device_name(nb_device d); /* "cpu" */
+NB_API const char *nb_device_name(nb_device d); /* "cpu" */
 
 /* The allocation hook. `ud` is passed back to each function. realloc and
  * free get NULL and pointers that malloc or realloc returned; a NULL return
@@ -38,26 +37,24 @@ typedef struct nb_allocator {
  * anything else is made: memory is freed through the allocator in force
  * when it is freed. The registries of ops and kernels, built on first use,
  * stay allocated for the life of the process. */
-void nb_set_allocator(const nb_allocator *a);
+NB_API void nb_set_allocator(const nb_allocator *a);
 /* The allocator in force (the C library's unless one was set). */
-nb_allocator nb_get_allocator(void);
+NB_API nb_allocator nb_get_allocator(void);
 
 /* Through the allocator in force; nb_free frees what nabla handed out to be
  * freed by its caller (strings, arrays, buffers: the function says so). */
-void *nb_malloc(size_t size);
-void *nb_calloc(size_t n, size_t size); /* zeroed; NULL if n * size overflows */
-void *nb_realloc(void *p, size_t size);
-void nb_free(void *p);
-char *nb_strdup(const char *s);
-char *nb_strndup(const char *s, size_t n);
+NB_API void *nb_malloc(size_t size);
+NB_API void *nb_calloc(size_t n, size_t size); /* zeroed; NULL if n * size overflows */
+NB_API void *nb_realloc(void *p, size_t size);
+NB_API void nb_free(void *p);
+NB_API char *nb_strdup(const char *s);
+NB_API char *nb_strndup(const char *s, size_t n);
 
 /* Device memory for tensor storage: on the CPU, 64-byte aligned, at least 64
  * bytes, not zeroed. */
-void *nb_device_alloc(nb_device d, size_t size);
-void nb_device_free(nb_device d, void *p);
+NB_API void *nb_device_alloc(nb_device d, size_t size);
+NB_API void nb_device_free(nb_device d, void *p);
 
-#ifdef __cplusplus
-}
-#endif
+NB_END_DECLS
 
 #endif

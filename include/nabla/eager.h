@@ -15,40 +15,44 @@
 #ifndef NABLA_EAGER_H
 #define NABLA_EAGER_H
 
+#include "nabla/export.h"
+
 #include "nabla/builder.h"
+
+NB_BEGIN_DECLS
 
 /* ---- the eager builder ------------------------------------------------- */
 
-nb_status nb_builder_new_eager(nb_builder **out);
+NB_API nb_status nb_builder_new_eager(nb_builder **out);
 /* Wraps a tensor of yours as a value (the builder holds a reference). */
-nb_value nb_eager_value(nb_builder *b, nb_tensor *t);
+NB_API nb_value nb_eager_value(nb_builder *b, nb_tensor *t);
 /* The tensor of a value (borrowed). */
-nb_tensor *nb_eager_tensor(nb_value v);
+NB_API nb_tensor *nb_eager_tensor(nb_value v);
 /* Drops the builder's references to the tensors it produced or wrapped (call
  * once per training step), and restarts its layer names, so that calling the
  * same model code again finds the same parameters (see nb_eager_param). */
-void nb_eager_release_values(nb_builder *b);
+NB_API void nb_eager_release_values(nb_builder *b);
 
 /* Parameters of eager models live in the builder, by name: the first call
  * creates one (a leaf that requires grad, initialised by `init`), later
  * calls with the same name return it. Layers use this, so the same model
  * code builds a program or runs eagerly. */
-nb_tensor *nb_eager_find_param(nb_builder *b, const char *name);
-int nb_eager_param_count(const nb_builder *b);
-const char *nb_eager_param_name(const nb_builder *b, int i);
-nb_tensor *nb_eager_param_at(const nb_builder *b, int i);
-nb_status nb_eager_add_param(nb_builder *b, const char *name, nb_tensor *t); /* retains t; sets requires_grad */
+NB_API nb_tensor *nb_eager_find_param(nb_builder *b, const char *name);
+NB_API int nb_eager_param_count(const nb_builder *b);
+NB_API const char *nb_eager_param_name(const nb_builder *b, int i);
+NB_API nb_tensor *nb_eager_param_at(const nb_builder *b, int i);
+NB_API nb_status nb_eager_add_param(nb_builder *b, const char *name, nb_tensor *t); /* retains t; sets requires_grad */
 /* The generator random ops and initialisers draw from in this builder. */
-nb_rng *nb_eager_rng(nb_builder *b);
-void nb_eager_set_seed(nb_builder *b, uint64_t seed);
+NB_API nb_rng *nb_eager_rng(nb_builder *b);
+NB_API void nb_eager_set_seed(nb_builder *b, uint64_t seed);
 /* Whether ops with an "is_test" attribute run in inference mode (default false). */
-void nb_eager_set_test_mode(nb_builder *b, bool is_test);
+NB_API void nb_eager_set_test_mode(nb_builder *b, bool is_test);
 
 /* Runs op `type` writing its first output into the tensor of in[target]
  * (an in-place op, e.g. an optimiser update). Bumps that tensor's version,
  * so that a node which saved it refuses to run its backward. Not allowed on
  * a tensor that requires grad while grad mode is on. */
-nb_status nb_eager_inplace(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
+NB_API nb_status nb_eager_inplace(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
                            const nb_attr *attrs, int target);
 
 /* Forward mode: once switched on, every op the builder runs also turns the
@@ -59,15 +63,15 @@ nb_status nb_eager_inplace(nb_builder *b, const char *type, int n_in, const nb_v
  * switched on inside another's forward mode (below) gets a level of tangents
  * of its own, nested: the ops of its JVP rules carry the outer tangents, so
  * forward mode nests too. */
-nb_status nb_eager_forward_mode(nb_builder *b);
-nb_status nb_eager_set_tangent(nb_builder *b, nb_tensor *t, nb_tensor *tangent);
-nb_tensor *nb_eager_tangent(nb_builder *b, nb_value v);
+NB_API nb_status nb_eager_forward_mode(nb_builder *b);
+NB_API nb_status nb_eager_set_tangent(nb_builder *b, nb_tensor *t, nb_tensor *tangent);
+NB_API nb_tensor *nb_eager_tangent(nb_builder *b, nb_value v);
 /* n sets of tangents at once (n independent directions, as n columns of a
  * Jacobian): the ops run once and their JVP rules once per set. Sets are
  * numbered 0..n-1; the calls above use set 0. nb_jacfwd is built on this. */
-nb_status nb_eager_forward_mode_sets(nb_builder *b, int n);
-nb_status nb_eager_set_tangent_in(nb_builder *b, int set, nb_tensor *t, nb_tensor *tangent);
-nb_tensor *nb_eager_tangent_in(nb_builder *b, int set, nb_value v);
+NB_API nb_status nb_eager_forward_mode_sets(nb_builder *b, int n);
+NB_API nb_status nb_eager_set_tangent_in(nb_builder *b, int set, nb_tensor *t, nb_tensor *tangent);
+NB_API nb_tensor *nb_eager_tangent_in(nb_builder *b, int set, nb_value v);
 
 /* Forward over reverse. Between nb_eager_forward_push(b) and
  * nb_eager_forward_pop(), every eager builder created shares b's tangents:
@@ -78,58 +82,58 @@ nb_tensor *nb_eager_tangent_in(nb_builder *b, int set, nb_value v);
  * tangent, the derivative of the gradient along the inputs' tangents, which
  * for the gradient of a scalar is a Hessian-vector product. nb_hvp and
  * nb_hessian (nabla/transforms.h) are built on this. */
-nb_status nb_eager_forward_push(nb_builder *b); /* b must be in forward mode */
-void nb_eager_forward_pop(void);
+NB_API nb_status nb_eager_forward_push(nb_builder *b); /* b must be in forward mode */
+NB_API void nb_eager_forward_pop(void);
 /* Gives `alias` (a detached view of t, say) t's tangent at every level of
  * tangents b carries: a detached view is a new tensor, without one. */
-nb_status nb_eager_alias_tangent(nb_builder *b, nb_tensor *t, nb_tensor *alias);
+NB_API nb_status nb_eager_alias_tangent(nb_builder *b, nb_tensor *t, nb_tensor *alias);
 
 /* ---- autograd state of tensors ------------------------------------------- */
 
-nb_status nb_tensor_set_requires_grad(nb_tensor *t, bool requires); /* leaves only */
-bool nb_tensor_requires_grad(const nb_tensor *t);
-bool nb_tensor_is_leaf(const nb_tensor *t);
+NB_API nb_status nb_tensor_set_requires_grad(nb_tensor *t, bool requires); /* leaves only */
+NB_API bool nb_tensor_requires_grad(const nb_tensor *t);
+NB_API bool nb_tensor_is_leaf(const nb_tensor *t);
 /* The gradient accumulated by backward (borrowed), or NULL. */
-nb_tensor *nb_tensor_grad(const nb_tensor *t);
-void nb_tensor_zero_grad(nb_tensor *t); /* drops it */
+NB_API nb_tensor *nb_tensor_grad(const nb_tensor *t);
+NB_API void nb_tensor_zero_grad(nb_tensor *t); /* drops it */
 /* Makes a non-leaf keep its .grad too. */
-nb_status nb_tensor_retain_grad(nb_tensor *t);
+NB_API nb_status nb_tensor_retain_grad(nb_tensor *t);
 /* A tensor sharing t's data, with no history and requires_grad off. */
-nb_status nb_tensor_detach(nb_tensor **out, nb_tensor *t);
+NB_API nb_status nb_tensor_detach(nb_tensor **out, nb_tensor *t);
 /* How many in-place writes the data has seen (shared by views). */
-uint64_t nb_tensor_version(const nb_tensor *t);
+NB_API uint64_t nb_tensor_version(const nb_tensor *t);
 
 /* ---- grad mode ------------------------------------------------------------ */
 
 /* Nestable: nb_grad_mode_push(false) ... nb_grad_mode_pop() is a no-grad block. */
-void nb_grad_mode_push(bool enabled);
-void nb_grad_mode_pop(void);
-bool nb_grad_mode_enabled(void);
+NB_API void nb_grad_mode_push(bool enabled);
+NB_API void nb_grad_mode_pop(void);
+NB_API bool nb_grad_mode_enabled(void);
 
 /* Anomaly mode: a backward that produces NaN or Inf fails, naming the
  * forward op that created the node and its sequence number. */
-void nb_set_anomaly_mode(bool on);
-bool nb_anomaly_mode(void);
+NB_API void nb_set_anomaly_mode(bool on);
+NB_API bool nb_anomaly_mode(void);
 
 /* ---- nodes and hooks ---------------------------------------------------------- */
 
 typedef struct nb_node nb_node;
 
-nb_node *nb_tensor_grad_fn(const nb_tensor *t); /* NULL for leaves */
-const char *nb_node_op(const nb_node *n);       /* the forward op's type */
-uint64_t nb_node_sequence(const nb_node *n);    /* creation order; later nodes run first */
+NB_API nb_node *nb_tensor_grad_fn(const nb_tensor *t); /* NULL for leaves */
+NB_API const char *nb_node_op(const nb_node *n);       /* the forward op's type */
+NB_API uint64_t nb_node_sequence(const nb_node *n);    /* creation order; later nodes run first */
 
 /* A hook on a tensor's gradient: called when it is computed, before it is
  * accumulated or passed on; it may replace it (*replace = a new reference)
  * or leave it (*replace = NULL). */
 typedef nb_status (*nb_tensor_hook)(nb_tensor *grad, nb_tensor **replace, void *ctx);
-nb_status nb_tensor_register_hook(nb_tensor *t, nb_tensor_hook fn, void *ctx);
+NB_API nb_status nb_tensor_register_hook(nb_tensor *t, nb_tensor_hook fn, void *ctx);
 /* Hooks around a node: `pre` sees the gradients of its outputs (entries may
  * be NULL), `post` the gradients it produced for its inputs; both may replace
  * entries (release the old, store a new reference). */
 typedef nb_status (*nb_node_hook)(nb_node *n, int count, nb_tensor **grads, void *ctx);
-nb_status nb_node_register_pre_hook(nb_node *n, nb_node_hook fn, void *ctx);
-nb_status nb_node_register_post_hook(nb_node *n, nb_node_hook fn, void *ctx);
+NB_API nb_status nb_node_register_pre_hook(nb_node *n, nb_node_hook fn, void *ctx);
+NB_API nb_status nb_node_register_post_hook(nb_node *n, nb_node_hook fn, void *ctx);
 
 /* ---- the engine ------------------------------------------------------------- */
 
@@ -138,15 +142,17 @@ nb_status nb_node_register_post_hook(nb_node *n, nb_node_hook fn, void *ctx);
  * Without retain_graph the saved values are freed, and a second backward
  * through the same nodes fails clearly. With create_graph the backward
  * itself is recorded, so gradients can be differentiated again. */
-nb_status nb_backward(int n_roots, nb_tensor *const *roots, nb_tensor *const *root_grads, bool retain_graph,
+NB_API nb_status nb_backward(int n_roots, nb_tensor *const *roots, nb_tensor *const *root_grads, bool retain_graph,
                       bool create_graph);
 /* torch.autograd.grad: the gradients of `outputs` with respect to `inputs`
  * (new references in grads_out), running only the nodes on a path to them
  * and leaving .grad alone. An input the outputs do not depend on gets NULL
  * with allow_unused, an error otherwise. (nb_grad, in nabla/transforms.h,
  * is the function transform, JAX's grad.) */
-nb_status nb_autograd_grad(int n_out, nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int n_in,
+NB_API nb_status nb_autograd_grad(int n_out, nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int n_in,
                            nb_tensor *const *inputs, bool retain_graph, bool create_graph, bool allow_unused,
                            nb_tensor **grads_out);
+
+NB_END_DECLS
 
 #endif

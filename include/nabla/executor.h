@@ -12,8 +12,12 @@
 #ifndef NABLA_EXECUTOR_H
 #define NABLA_EXECUTOR_H
 
+#include "nabla/export.h"
+
 #include "nabla/program.h"
 #include "nabla/scope.h"
+
+NB_BEGIN_DECLS
 
 typedef struct nb_feed {
     const char *name;
@@ -24,34 +28,36 @@ typedef struct nb_prepared nb_prepared;
 
 /* Prepares block `block_idx` of `p` for runs with the named feeds and
  * fetches. The program must not change while the prepared form is used. */
-nb_status nb_prepare(nb_prepared **out, nb_program *p, int block_idx,
+NB_API nb_status nb_prepare(nb_prepared **out, nb_program *p, int block_idx,
                      int n_feed, const char *const *feed_names,
                      int n_fetch, const char *const *fetch_names);
-void nb_prepared_free(nb_prepared *pp);
+NB_API void nb_prepared_free(nb_prepared *pp);
 /* Runs it: feeds[i] binds feed_names[i]; fetched[i] receives fetch_names[i]
  * (a new reference each). */
-nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope,
+NB_API nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope,
                           nb_tensor *const *feeds, nb_tensor **fetched);
 /* Bytes of temporary buffers it holds, and how many it allocated over its
  * life (to show that steady-state runs allocate nothing). */
-size_t nb_prepared_buffer_bytes(const nb_prepared *pp);
-uint64_t nb_prepared_alloc_count(const nb_prepared *pp);
+NB_API size_t nb_prepared_buffer_bytes(const nb_prepared *pp);
+NB_API uint64_t nb_prepared_alloc_count(const nb_prepared *pp);
 /* Random ops (dropout, random initialisers) draw numbers that depend only on
  * their seed and the index of the run (0 for the first). Setting the index
  * replays a run: resuming training at step k, set it to k. */
-uint64_t nb_prepared_run_index(const nb_prepared *pp);
-void nb_prepared_set_run_index(nb_prepared *pp, uint64_t index);
+NB_API uint64_t nb_prepared_run_index(const nb_prepared *pp);
+NB_API void nb_prepared_set_run_index(nb_prepared *pp, uint64_t index);
 
 /* An executor caches prepared programs, keyed on the program, its version
  * and the feed and fetch names, so that calling nb_executor_run in a loop
  * prepares once. */
 typedef struct nb_executor nb_executor;
 
-nb_status nb_executor_new(nb_executor **out);
-void nb_executor_free(nb_executor *e);
-nb_status nb_executor_run(nb_executor *e, nb_program *p, nb_scope *scope,
+NB_API nb_status nb_executor_new(nb_executor **out);
+NB_API void nb_executor_free(nb_executor *e);
+NB_API nb_status nb_executor_run(nb_executor *e, nb_program *p, nb_scope *scope,
                           int n_feed, const nb_feed *feeds,
                           int n_fetch, const char *const *fetch_names,
                           nb_tensor **fetched);
+
+NB_END_DECLS
 
 #endif

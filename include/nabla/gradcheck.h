@@ -8,7 +8,11 @@
 #ifndef NABLA_GRADCHECK_H
 #define NABLA_GRADCHECK_H
 
+#include "nabla/export.h"
+
 #include "nabla/executor.h"
+
+NB_BEGIN_DECLS
 
 typedef struct nb_gradcheck_opts {
     double eps;  /* finite-difference step (default 1e-6) */
@@ -28,7 +32,7 @@ typedef struct nb_gradcheck_report {
  * fed, or found in `scope`), at the values given. `fwd` is not changed: the
  * gradient part is built on a clone. NB_OK means the check ran; look at
  * report->failed for its verdict. */
-nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, int n_wrt, const char *const *wrt, nb_scope *scope,
+NB_API nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, int n_wrt, const char *const *wrt, nb_scope *scope,
                                int n_feed, const nb_feed *feeds, const nb_gradcheck_opts *opts,
                                nb_gradcheck_report *report);
 
@@ -62,11 +66,13 @@ typedef struct nb_gradcheck_case {
 /* Runs one case: order 1 checks the VJP rule, order 2 the gradient of the
  * gradient. The loss is a random weighted sum of the op's float outputs
  * (those in loss_outputs, when it is not 0). */
-nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, nb_gradcheck_report *report);
+NB_API nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, nb_gradcheck_report *report);
 
 /* Checks one case of the op's JVP rule: its output tangents along random
  * input tangents t against central differences of the op along t, and
  * against its VJP by the identity <JVP(t), w> = <t, VJP(w)>. */
-nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
+NB_API nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
+
+NB_END_DECLS
 
 #endif

@@ -40,7 +40,11 @@
 #ifndef NABLA_INIT_H
 #define NABLA_INIT_H
 
+#include "nabla/export.h"
+
 #include "nabla/builder.h"
+
+NB_BEGIN_DECLS
 
 typedef enum nb_init_kind {
     NB_INIT_DEFAULT = 0,
@@ -59,37 +63,47 @@ typedef struct nb_init {
     double a, b; /* see the table above */
 } nb_init;
 
-static inline nb_init nb_init_constant(double v) { return (nb_init){NB_INIT_CONSTANT, v, 0}; }
+/* One initialiser from its kind and parameters (written without compound
+ * literals, so that C++ takes this header too). */
+static inline nb_init nb_init_of(nb_init_kind kind, double a, double b)
+{
+    nb_init i;
+    i.kind = kind;
+    i.a = a;
+    i.b = b;
+    return i;
+}
+static inline nb_init nb_init_constant(double v) { return nb_init_of(NB_INIT_CONSTANT, v, 0); }
 static inline nb_init nb_init_zeros(void) { return nb_init_constant(0); }
 static inline nb_init nb_init_ones(void) { return nb_init_constant(1); }
-static inline nb_init nb_init_uniform(double lo, double hi) { return (nb_init){NB_INIT_UNIFORM, lo, hi}; }
-static inline nb_init nb_init_normal(double mean, double std) { return (nb_init){NB_INIT_NORMAL, mean, std}; }
+static inline nb_init nb_init_uniform(double lo, double hi) { return nb_init_of(NB_INIT_UNIFORM, lo, hi); }
+static inline nb_init nb_init_normal(double mean, double std) { return nb_init_of(NB_INIT_NORMAL, mean, std); }
 static inline nb_init nb_init_truncated_normal(double mean, double std)
 {
-    return (nb_init){NB_INIT_TRUNCATED_NORMAL, mean, std};
+    return nb_init_of(NB_INIT_TRUNCATED_NORMAL, mean, std);
 }
-static inline nb_init nb_init_xavier_uniform(void) { return (nb_init){NB_INIT_XAVIER_UNIFORM, 1, 0}; }
-static inline nb_init nb_init_xavier_uniform_gain(double gain) { return (nb_init){NB_INIT_XAVIER_UNIFORM, gain, 0}; }
-static inline nb_init nb_init_xavier_normal(void) { return (nb_init){NB_INIT_XAVIER_NORMAL, 1, 0}; }
-static inline nb_init nb_init_xavier_normal_gain(double gain) { return (nb_init){NB_INIT_XAVIER_NORMAL, gain, 0}; }
+static inline nb_init nb_init_xavier_uniform(void) { return nb_init_of(NB_INIT_XAVIER_UNIFORM, 1, 0); }
+static inline nb_init nb_init_xavier_uniform_gain(double gain) { return nb_init_of(NB_INIT_XAVIER_UNIFORM, gain, 0); }
+static inline nb_init nb_init_xavier_normal(void) { return nb_init_of(NB_INIT_XAVIER_NORMAL, 1, 0); }
+static inline nb_init nb_init_xavier_normal_gain(double gain) { return nb_init_of(NB_INIT_XAVIER_NORMAL, gain, 0); }
 /* For relu; the _slope forms take leaky relu's negative slope. */
-static inline nb_init nb_init_kaiming_uniform(void) { return (nb_init){NB_INIT_KAIMING_UNIFORM, 0, 0}; }
-static inline nb_init nb_init_kaiming_uniform_slope(double a) { return (nb_init){NB_INIT_KAIMING_UNIFORM, a, 0}; }
-static inline nb_init nb_init_kaiming_normal(void) { return (nb_init){NB_INIT_KAIMING_NORMAL, 0, 0}; }
-static inline nb_init nb_init_kaiming_normal_slope(double a) { return (nb_init){NB_INIT_KAIMING_NORMAL, a, 0}; }
+static inline nb_init nb_init_kaiming_uniform(void) { return nb_init_of(NB_INIT_KAIMING_UNIFORM, 0, 0); }
+static inline nb_init nb_init_kaiming_uniform_slope(double a) { return nb_init_of(NB_INIT_KAIMING_UNIFORM, a, 0); }
+static inline nb_init nb_init_kaiming_normal(void) { return nb_init_of(NB_INIT_KAIMING_NORMAL, 0, 0); }
+static inline nb_init nb_init_kaiming_normal_slope(double a) { return nb_init_of(NB_INIT_KAIMING_NORMAL, a, 0); }
 
 /* "kaiming_uniform", ... ("default" for NB_INIT_DEFAULT, "?" if unknown). */
-const char *nb_init_kind_name(nb_init_kind kind);
+NB_API const char *nb_init_kind_name(nb_init_kind kind);
 
 /* fan_in and fan_out of a tensor of this shape, by the rule above.
  * NB_ERR_SHAPE for fewer than 2 dims or an unknown (negative) dim. */
-nb_status nb_init_fans(int ndim, const int64_t *shape, int64_t *fan_in, int64_t *fan_out);
+NB_API nb_status nb_init_fans(int ndim, const int64_t *shape, int64_t *fan_in, int64_t *fan_out);
 
 /* torch.nn.init.calculate_gain: "linear", "conv1d", "conv2d", "conv3d",
  * "sigmoid" (1), "tanh" (5/3), "relu" (sqrt 2), "leaky_relu" (sqrt(2/(1+p^2)),
  * p = negative slope, 0.01 when p is 0), "selu" (3/4). NB_ERR_NOT_FOUND for
  * other names. */
-nb_status nb_init_gain(const char *nonlinearity, double param, double *gain);
+NB_API nb_status nb_init_gain(const char *nonlinearity, double param, double *gain);
 
 /* ---- what an initialiser draws ------------------------------------------- */
 
@@ -113,9 +127,9 @@ typedef struct nb_init_draw {
  * NB_INIT_DEFAULT (a layer resolves its default first), an unknown kind, a
  * non-finite number, low > high or a negative std; NB_ERR_SHAPE where the
  * fans are needed and cannot be had (see nb_init_fans). */
-nb_status nb_init_resolve(nb_init init, int ndim, const int64_t *shape, nb_init_draw *out);
+NB_API nb_status nb_init_resolve(nb_init init, int ndim, const int64_t *shape, nb_init_draw *out);
 /* The op that makes a draw ("fill_constant", "uniform_random", ...). */
-const char *nb_init_draw_op(nb_draw_kind kind);
+NB_API const char *nb_init_draw_op(nb_draw_kind kind);
 
 /* ---- creating initialised vars through a builder -------------------------- */
 
@@ -134,7 +148,7 @@ const char *nb_init_draw_op(nb_draw_kind kind);
  * with nb_eager_add_param (a leaf that requires grad). So one seed
  * (nb_eager_set_seed) decides every eager parameter, though not with the
  * values a static program's startup draws for the same seed. */
-nb_value nb_param(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape, nb_init init);
+NB_API nb_value nb_param(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape, nb_init init);
 
 /* Persistable state that is not a parameter (batch norm's running mean and
  * variance, counters): as nb_param, but neither trainable nor a parameter,
@@ -142,7 +156,9 @@ nb_value nb_param(nb_builder *b, const char *name, nb_dtype dtype, int ndim, con
  * parameters (nb_eager_find_param and nb_eager_param_at list it, as torch's
  * state dict lists buffers) with requires_grad off, so optimisers and
  * backward leave it alone; the name must not be a parameter's. */
-nb_value nb_persistable_var(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape,
+NB_API nb_value nb_persistable_var(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape,
                             nb_init init);
+
+NB_END_DECLS
 
 #endif

@@ -19,13 +19,13 @@
 #ifndef NABLA_KERNEL_H
 #define NABLA_KERNEL_H
 
+#include "nabla/export.h"
+
 #include "nabla/device.h"
 #include "nabla/rng.h"
 #include "nabla/tensor.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
+NB_BEGIN_DECLS
 
 #ifndef NB_MAX_SLOTS
 #define NB_MAX_SLOTS 8
@@ -74,19 +74,17 @@ typedef struct nb_kernel_def {
 
 /* Adds a kernel. `k` must stay valid for the life of the process; the op
  * need not be registered yet. NB_ERR_ARG if it is malformed. */
-nb_status nb_kernel_register(const nb_kernel_def *k);
+NB_API nb_status nb_kernel_register(const nb_kernel_def *k);
 
 /* The kernel that runs op `op` on `device` for dtype `dt` and the instance
  * `k` (NULL: ignore `accepts`), or NULL, with an error naming the op, the
  * device and the dtype. */
-const nb_kernel_def *nb_kernel_find(const char *op, nb_device device, nb_dtype dt, const nb_kernel_ctx *k);
+NB_API const nb_kernel_def *nb_kernel_find(const char *op, nb_device device, nb_dtype dt, const nb_kernel_ctx *k);
 
 /* The kernels registered for `op` on `device`, best first: the i-th, or
  * NULL past the last. */
-const nb_kernel_def *nb_kernel_at(const char *op, nb_device device, int i);
+NB_API const nb_kernel_def *nb_kernel_at(const char *op, nb_device device, int i);
 
-#ifdef __cplusplus
-}
-#endif
+NB_END_DECLS
 
 #endif

@@ -50,11 +50,15 @@
 #ifndef NABLA_LAYERS_H
 #define NABLA_LAYERS_H
 
+#include "nabla/export.h"
+
 #include "nabla/builder.h"
 #include "nabla/init.h"
 
+NB_BEGIN_DECLS
+
 /* nb_data (builder.h): a var fed at run time, Fluid's layers.data. */
-nb_value nb_layer_data(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape);
+NB_API nb_value nb_layer_data(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape);
 
 /* ---- activations ----------------------------------------------------------- */
 
@@ -63,7 +67,7 @@ nb_value nb_layer_data(nb_builder *b, const char *name, nb_dtype dtype, int ndim
  * "elu" (alpha 1), "softplus" (beta 1, threshold 20), "softmax" and
  * "log_softmax" (over the last axis), torch's defaults. Any other name is a
  * builder error listing these. */
-nb_value nb_layer_activation(nb_builder *b, nb_value x, const char *act);
+NB_API nb_value nb_layer_activation(nb_builder *b, nb_value x, const char *act);
 
 /* ---- fully connected ----------------------------------------------------------- */
 
@@ -77,8 +81,8 @@ typedef struct nb_fc_opts {
 
 /* act(x @ W + b): x [rows..., features...] -> [rows..., size], with W
  * [features, size] and b [size] of x's (float) dtype. */
-nb_value nb_layer_fc(nb_builder *b, nb_value x, int64_t size, const char *act);
-nb_value nb_layer_fc_ex(nb_builder *b, nb_value x, int64_t size, const nb_fc_opts *opts);
+NB_API nb_value nb_layer_fc(nb_builder *b, nb_value x, int64_t size, const char *act);
+NB_API nb_value nb_layer_fc_ex(nb_builder *b, nb_value x, int64_t size, const nb_fc_opts *opts);
 
 /* ---- convolution and pooling (NCHW) ------------------------------------------------ */
 
@@ -96,7 +100,7 @@ typedef struct nb_conv2d_opts {
 /* x [N, C, H, W] -> [N, out_channels, H', W'] with a square kernel; Filter
  * "<layer>.w_0" [out_channels, C/groups, kernel, kernel], bias "<layer>.b_0"
  * [out_channels]. opts may be NULL. */
-nb_value nb_layer_conv2d(nb_builder *b, nb_value x, int64_t out_channels, int kernel, const nb_conv2d_opts *opts);
+NB_API nb_value nb_layer_conv2d(nb_builder *b, nb_value x, int64_t out_channels, int kernel, const nb_conv2d_opts *opts);
 
 typedef struct nb_pool2d_opts {
     const char *type;       /* "max" (default) or "avg" */
@@ -110,8 +114,8 @@ typedef struct nb_pool2d_opts {
 } nb_pool2d_opts;
 
 /* Pooling over square windows; stride 0 means kernel. */
-nb_value nb_layer_pool2d(nb_builder *b, nb_value x, const char *type, int kernel, int stride, int padding);
-nb_value nb_layer_pool2d_ex(nb_builder *b, nb_value x, const nb_pool2d_opts *opts);
+NB_API nb_value nb_layer_pool2d(nb_builder *b, nb_value x, const char *type, int kernel, int stride, int padding);
+NB_API nb_value nb_layer_pool2d_ex(nb_builder *b, nb_value x, const nb_pool2d_opts *opts);
 
 /* ---- normalisation ------------------------------------------------------------------- */
 
@@ -143,13 +147,13 @@ typedef struct nb_norm_opts {
  * the builder, requires_grad off) take its MeanOut and VarianceOut after
  * each training-mode call; in the builder's test mode it normalises with
  * them and leaves them as they are. */
-nb_value nb_layer_batch_norm(nb_builder *b, nb_value x, const nb_norm_opts *opts);
+NB_API nb_value nb_layer_batch_norm(nb_builder *b, nb_value x, const nb_norm_opts *opts);
 
 /* Layer normalisation over x's dims [begin_norm_axis, ndim) (negative
  * counts from the end), with scale (ones) and bias (zeros) parameters
  * "<layer>.w_0", "<layer>.b_0" of shape [product of those dims].
  * epsilon 0 means 1e-5. */
-nb_value nb_layer_layer_norm(nb_builder *b, nb_value x, int begin_norm_axis, double epsilon);
+NB_API nb_value nb_layer_layer_norm(nb_builder *b, nb_value x, int begin_norm_axis, double epsilon);
 
 /* ---- dropout and embedding ---------------------------------------------------------- */
 
@@ -158,7 +162,7 @@ nb_value nb_layer_layer_norm(nb_builder *b, nb_value x, int begin_norm_axis, dou
  * nb_program_clone_for_test passes x through. Its mask is drawn from the
  * main program's seed and the run index; in eager mode from the builder's
  * generator, and the builder's test mode passes x through. */
-nb_value nb_layer_dropout(nb_builder *b, nb_value x, double p);
+NB_API nb_value nb_layer_dropout(nb_builder *b, nb_value x, double p);
 
 typedef struct nb_embedding_opts {
     const char *name;    /* default: fresh "embedding_k" */
@@ -169,22 +173,24 @@ typedef struct nb_embedding_opts {
 /* Rows of a table W "<layer>.w_0" [vocab, dim] picked by integer ids:
  * ids [...] -> [..., dim]. An id equal to padding_idx gives a row of zeros
  * and no gradient; a negative padding_idx means none. opts may be NULL. */
-nb_value nb_layer_embedding(nb_builder *b, nb_value ids, int64_t vocab, int64_t dim, int64_t padding_idx);
-nb_value nb_layer_embedding_ex(nb_builder *b, nb_value ids, int64_t vocab, int64_t dim, int64_t padding_idx,
+NB_API nb_value nb_layer_embedding(nb_builder *b, nb_value ids, int64_t vocab, int64_t dim, int64_t padding_idx);
+NB_API nb_value nb_layer_embedding_ex(nb_builder *b, nb_value ids, int64_t vocab, int64_t dim, int64_t padding_idx,
                                const nb_embedding_opts *opts);
 
 /* ---- losses and metrics ------------------------------------------------------------- */
 
 /* mean((y - label)^2) over every element: a scalar. */
-nb_value nb_layer_mse(nb_builder *b, nb_value y, nb_value label);
+NB_API nb_value nb_layer_mse(nb_builder *b, nb_value y, nb_value label);
 /* The mean over the batch of softmax cross-entropy of logits [B, C] with
  * integer class labels [B] or [B, 1]: a scalar. */
-nb_value nb_layer_softmax_cross_entropy(nb_builder *b, nb_value logits, nb_value label);
+NB_API nb_value nb_layer_softmax_cross_entropy(nb_builder *b, nb_value logits, nb_value label);
 /* The mean binary cross-entropy of sigmoid(x) against label (same shape,
  * values in [0, 1]): a scalar. */
-nb_value nb_layer_bce_with_logits(nb_builder *b, nb_value x, nb_value label);
+NB_API nb_value nb_layer_bce_with_logits(nb_builder *b, nb_value x, nb_value label);
 /* The fraction (float32 scalar) of rows of scores [B, C] whose label [B] or
  * [B, 1] is among the k highest scores. */
-nb_value nb_layer_accuracy(nb_builder *b, nb_value scores, nb_value label, int k);
+NB_API nb_value nb_layer_accuracy(nb_builder *b, nb_value scores, nb_value label, int k);
+
+NB_END_DECLS
 
 #endif

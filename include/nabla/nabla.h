@@ -1,8 +1,11 @@
-/* nabla/nabla.h: everything. */
+/* nabla/nabla.h: everything: every public header, in the order they build
+ * on each other (nabla/elementwise_ops.h comes through nabla/ops.h). */
 #ifndef NABLA_H
 #define NABLA_H
 
+#include "nabla/export.h"
 #include "nabla/status.h"
+#include "nabla/device.h"
 #include "nabla/dtype.h"
 #include "nabla/tensor.h"
 #include "nabla/rng.h"
@@ -27,6 +30,9 @@
 #include "nabla/control.h"
 #include "nabla/recurrent.h"
 #include "nabla/text.h"
+#include "nabla/gradcheck.h"
+#include "nabla/kernel.h"
+#include "nabla/safetensors.h"
 
 #define NABLA_VERSION_MAJOR 0
 #define NABLA_VERSION_MINOR 1

@@ -15,10 +15,14 @@
 #ifndef NABLA_OP_H
 #define NABLA_OP_H
 
+#include "nabla/export.h"
+
 #include "nabla/attr.h"
 #include "nabla/kernel.h"
 #include "nabla/rng.h"
 #include "nabla/tensor.h"
+
+NB_BEGIN_DECLS
 
 #ifndef NB_MAX_SLOTS
 #define NB_MAX_SLOTS 8
@@ -140,27 +144,27 @@ static inline nb_tensor *nb_in(const nb_op_ctx *c, int slot, int k) { return c->
 static inline nb_tensor *nb_out(const nb_op_ctx *c, int slot, int k) { return c->out[c->out_begin[slot] + k]; }
 
 /* Attribute values by name (the def must declare the name). */
-const nb_attr_value *nb_attr_get(const nb_op_ctx *c, const char *name);
-bool nb_attr_bool(const nb_op_ctx *c, const char *name);
-int64_t nb_attr_int(const nb_op_ctx *c, const char *name);
-double nb_attr_float(const nb_op_ctx *c, const char *name);
-const char *nb_attr_string(const nb_op_ctx *c, const char *name);
+NB_API const nb_attr_value *nb_attr_get(const nb_op_ctx *c, const char *name);
+NB_API bool nb_attr_bool(const nb_op_ctx *c, const char *name);
+NB_API int64_t nb_attr_int(const nb_op_ctx *c, const char *name);
+NB_API double nb_attr_float(const nb_op_ctx *c, const char *name);
+NB_API const char *nb_attr_string(const nb_op_ctx *c, const char *name);
 
 /* ---- the registry ---------------------------------------------------------- */
 
-const nb_op_def *nb_op_find(const char *name);
-int nb_op_count(void);
-const nb_op_def *nb_op_at(int i); /* sorted by name */
+NB_API const nb_op_def *nb_op_find(const char *name);
+NB_API int nb_op_count(void);
+NB_API const nb_op_def *nb_op_at(int i); /* sorted by name */
 /* Adds a user-defined op. `def` must stay valid for the process's lifetime.
  * NB_ERR_ARG if the name is taken or the definition is malformed. */
-nb_status nb_op_register(const nb_op_def *def);
+NB_API nb_status nb_op_register(const nb_op_def *def);
 
 /* Index of a slot or attribute by name, or -1. */
-int nb_op_input_index(const nb_op_def *def, const char *slot);
-int nb_op_output_index(const nb_op_def *def, const char *slot);
-int nb_op_attr_index(const nb_op_def *def, const char *attr);
-int nb_op_num_inputs(const nb_op_def *def);  /* declared slots */
-int nb_op_num_outputs(const nb_op_def *def);
+NB_API int nb_op_input_index(const nb_op_def *def, const char *slot);
+NB_API int nb_op_output_index(const nb_op_def *def, const char *slot);
+NB_API int nb_op_attr_index(const nb_op_def *def, const char *attr);
+NB_API int nb_op_num_inputs(const nb_op_def *def);  /* declared slots */
+NB_API int nb_op_num_outputs(const nb_op_def *def);
 
 /* ---- inferring shapes without running ------------------------------------ */
 
@@ -168,7 +172,7 @@ int nb_op_num_outputs(const nb_op_def *def);
  * inputs (dims may be -1), as building a program does. `in` lists inputs in
  * slot order as nb_op_run does; an entry with ndim < 0 marks an absent
  * optional input. */
-nb_status nb_op_infer(const char *type, int n_in, const nb_var_info *in, int n_attrs, const nb_attr *attrs,
+NB_API nb_status nb_op_infer(const char *type, int n_in, const nb_var_info *in, int n_attrs, const nb_attr *attrs,
                       int n_out, nb_var_info *out);
 
 /* ---- running one op on tensors --------------------------------------------- */
@@ -182,8 +186,10 @@ nb_status nb_op_infer(const char *type, int n_in, const nb_var_info *in, int n_a
  * non-NULL one is written in place and must have the inferred shape and
  * dtype. `rng` may be NULL (a generator seeded from the op's "seed"
  * attribute, or 0, is used). */
-nb_status nb_op_run(const char *type, int n_in, nb_tensor *const *in,
+NB_API nb_status nb_op_run(const char *type, int n_in, nb_tensor *const *in,
                     int n_attrs, const nb_attr *attrs,
                     int n_out, nb_tensor **out, nb_rng *rng);
+
+NB_END_DECLS
 
 #endif

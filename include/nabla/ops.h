@@ -9,95 +9,102 @@
 #ifndef NABLA_OPS_H
 #define NABLA_OPS_H
 
+#include "nabla/export.h"
+
 #include "nabla/builder.h"
+
+NB_BEGIN_DECLS
 
 /* ---- elementwise (NumPy broadcasting for binary ops) ----
  * One call per line of nabla/elementwise_ops.h, which says what each op does:
  * nb_add(b, x, y) ... nb_minimum; nb_neg(b, x) ... nb_silu;
  * nb_leaky_relu(b, x, alpha), nb_elu(b, x, alpha), nb_softplus(b, x, beta, threshold). */
-#define NB_BINARY(name, dtypes, cost, uses_in, uses_out, doc) nb_value nb_##name(nb_builder *b, nb_value x, nb_value y);
-#define NB_UNARY(name, dtypes, cost, uses_in, uses_out, doc) nb_value nb_##name(nb_builder *b, nb_value x);
+#define NB_BINARY(name, dtypes, cost, uses_in, uses_out, doc) NB_API nb_value nb_##name(nb_builder *b, nb_value x, nb_value y);
+#define NB_UNARY(name, dtypes, cost, uses_in, uses_out, doc) NB_API nb_value nb_##name(nb_builder *b, nb_value x);
 #define NB_UNARY_A1(name, dtypes, cost, uses_in, uses_out, a, a_default, doc) \
-    nb_value nb_##name(nb_builder *b, nb_value x, double a);
+    NB_API nb_value nb_##name(nb_builder *b, nb_value x, double a);
 #define NB_UNARY_A2(name, dtypes, cost, uses_in, uses_out, a, a_default, b_, b_default, doc) \
-    nb_value nb_##name(nb_builder *b, nb_value x, double a, double b_);
+    NB_API nb_value nb_##name(nb_builder *b, nb_value x, double a, double b_);
 #include "nabla/elementwise_ops.h"
-nb_value nb_gelu(nb_builder *b, nb_value x, bool approximate);
-nb_value nb_clip(nb_builder *b, nb_value x, double min, double max);
+
+NB_API nb_value nb_gelu(nb_builder *b, nb_value x, bool approximate);
+NB_API nb_value nb_clip(nb_builder *b, nb_value x, double min, double max);
 /* scale * x + bias */
-nb_value nb_scale(nb_builder *b, nb_value x, double scale, double bias);
-nb_value nb_cast(nb_builder *b, nb_value x, nb_dtype dtype);
+NB_API nb_value nb_scale(nb_builder *b, nb_value x, double scale, double bias);
+NB_API nb_value nb_cast(nb_builder *b, nb_value x, nb_dtype dtype);
 
 /* ---- comparison and logic (bool results) ---- */
-nb_value nb_equal(nb_builder *b, nb_value x, nb_value y);
-nb_value nb_not_equal(nb_builder *b, nb_value x, nb_value y);
-nb_value nb_less(nb_builder *b, nb_value x, nb_value y);
-nb_value nb_less_equal(nb_builder *b, nb_value x, nb_value y);
-nb_value nb_greater(nb_builder *b, nb_value x, nb_value y);
-nb_value nb_greater_equal(nb_builder *b, nb_value x, nb_value y);
-nb_value nb_logical_and(nb_builder *b, nb_value x, nb_value y);
-nb_value nb_logical_or(nb_builder *b, nb_value x, nb_value y);
-nb_value nb_logical_not(nb_builder *b, nb_value x);
-nb_value nb_where(nb_builder *b, nb_value cond, nb_value x, nb_value y);
+NB_API nb_value nb_equal(nb_builder *b, nb_value x, nb_value y);
+NB_API nb_value nb_not_equal(nb_builder *b, nb_value x, nb_value y);
+NB_API nb_value nb_less(nb_builder *b, nb_value x, nb_value y);
+NB_API nb_value nb_less_equal(nb_builder *b, nb_value x, nb_value y);
+NB_API nb_value nb_greater(nb_builder *b, nb_value x, nb_value y);
+NB_API nb_value nb_greater_equal(nb_builder *b, nb_value x, nb_value y);
+NB_API nb_value nb_logical_and(nb_builder *b, nb_value x, nb_value y);
+NB_API nb_value nb_logical_or(nb_builder *b, nb_value x, nb_value y);
+NB_API nb_value nb_logical_not(nb_builder *b, nb_value x);
+NB_API nb_value nb_where(nb_builder *b, nb_value cond, nb_value x, nb_value y);
 
 /* ---- reductions: axes NULL/0 means all; negative axes count from the end ---- */
-nb_value nb_reduce_sum(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, bool keepdim);
-nb_value nb_reduce_mean(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, bool keepdim);
-nb_value nb_reduce_max(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, bool keepdim);
-nb_value nb_reduce_min(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, bool keepdim);
-nb_value nb_reduce_prod(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, bool keepdim);
-nb_value nb_logsumexp(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, bool keepdim);
-nb_value nb_argmax(nb_builder *b, nb_value x, int axis, bool keepdim);
-nb_value nb_argmin(nb_builder *b, nb_value x, int axis, bool keepdim);
+NB_API nb_value nb_reduce_sum(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, bool keepdim);
+NB_API nb_value nb_reduce_mean(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, bool keepdim);
+NB_API nb_value nb_reduce_max(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, bool keepdim);
+NB_API nb_value nb_reduce_min(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, bool keepdim);
+NB_API nb_value nb_reduce_prod(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, bool keepdim);
+NB_API nb_value nb_logsumexp(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, bool keepdim);
+NB_API nb_value nb_argmax(nb_builder *b, nb_value x, int axis, bool keepdim);
+NB_API nb_value nb_argmin(nb_builder *b, nb_value x, int axis, bool keepdim);
 /* Elementwise sum of n values of one shape. */
-nb_value nb_sum(nb_builder *b, int n, const nb_value *xs);
+NB_API nb_value nb_sum(nb_builder *b, int n, const nb_value *xs);
 /* Sums x down to the shape of `like` (undoing a broadcast). */
-nb_value nb_sum_to(nb_builder *b, nb_value x, nb_value like);
+NB_API nb_value nb_sum_to(nb_builder *b, nb_value x, nb_value like);
 
 /* ---- linear algebra ---- */
-nb_value nb_matmul(nb_builder *b, nb_value x, nb_value y, bool transpose_x, bool transpose_y);
+NB_API nb_value nb_matmul(nb_builder *b, nb_value x, nb_value y, bool transpose_x, bool transpose_y);
 /* input [.., in] x w [in, out] + bias (bias may be NB_NONE). */
-nb_value nb_fc(nb_builder *b, nb_value input, nb_value w, nb_value bias, int in_num_col_dims);
+NB_API nb_value nb_fc(nb_builder *b, nb_value input, nb_value w, nb_value bias, int in_num_col_dims);
 
 /* ---- shape ---- */
-nb_value nb_reshape(nb_builder *b, nb_value x, int ndim, const int64_t *shape);
-nb_value nb_flatten(nb_builder *b, nb_value x, int start_axis, int stop_axis);
-nb_value nb_transpose(nb_builder *b, nb_value x, int ndim, const int64_t *perm);
-nb_value nb_squeeze(nb_builder *b, nb_value x, int n_axes, const int64_t *axes);
-nb_value nb_unsqueeze(nb_builder *b, nb_value x, int n_axes, const int64_t *axes);
-nb_value nb_expand(nb_builder *b, nb_value x, int ndim, const int64_t *shape);
-nb_value nb_expand_as(nb_builder *b, nb_value x, nb_value like);
-nb_value nb_concat(nb_builder *b, int n, const nb_value *xs, int axis);
-nb_value nb_stack(nb_builder *b, int n, const nb_value *xs, int axis);
+NB_API nb_value nb_reshape(nb_builder *b, nb_value x, int ndim, const int64_t *shape);
+NB_API nb_value nb_flatten(nb_builder *b, nb_value x, int start_axis, int stop_axis);
+NB_API nb_value nb_transpose(nb_builder *b, nb_value x, int ndim, const int64_t *perm);
+NB_API nb_value nb_squeeze(nb_builder *b, nb_value x, int n_axes, const int64_t *axes);
+NB_API nb_value nb_unsqueeze(nb_builder *b, nb_value x, int n_axes, const int64_t *axes);
+NB_API nb_value nb_expand(nb_builder *b, nb_value x, int ndim, const int64_t *shape);
+NB_API nb_value nb_expand_as(nb_builder *b, nb_value x, nb_value like);
+NB_API nb_value nb_concat(nb_builder *b, int n, const nb_value *xs, int axis);
+NB_API nb_value nb_stack(nb_builder *b, int n, const nb_value *xs, int axis);
 /* Splits x into n_out equal parts along axis (written to outs). */
-nb_status nb_split(nb_builder *b, nb_value x, int axis, int n_out, nb_value *outs);
-nb_value nb_slice(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, const int64_t *starts,
+NB_API nb_status nb_split(nb_builder *b, nb_value x, int axis, int n_out, nb_value *outs);
+NB_API nb_value nb_slice(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, const int64_t *starts,
                   const int64_t *ends);
-nb_value nb_gather(nb_builder *b, nb_value x, nb_value index, int axis);
-nb_value nb_scatter_add(nb_builder *b, nb_value x, nb_value index, nb_value updates, int axis);
-nb_value nb_one_hot(nb_builder *b, nb_value x, int64_t depth);
+NB_API nb_value nb_gather(nb_builder *b, nb_value x, nb_value index, int axis);
+NB_API nb_value nb_scatter_add(nb_builder *b, nb_value x, nb_value index, nb_value updates, int axis);
+NB_API nb_value nb_one_hot(nb_builder *b, nb_value x, int64_t depth);
 
 /* ---- neural networks ---- */
-nb_value nb_softmax(nb_builder *b, nb_value x, int axis);
-nb_value nb_log_softmax(nb_builder *b, nb_value x, int axis);
+NB_API nb_value nb_softmax(nb_builder *b, nb_value x, int axis);
+NB_API nb_value nb_log_softmax(nb_builder *b, nb_value x, int axis);
 /* Per-example loss; *softmax_out (if given) receives the softmax. */
-nb_value nb_softmax_with_cross_entropy(nb_builder *b, nb_value logits, nb_value label, nb_value *softmax_out);
-nb_value nb_cross_entropy(nb_builder *b, nb_value probs, nb_value label);
+NB_API nb_value nb_softmax_with_cross_entropy(nb_builder *b, nb_value logits, nb_value label, nb_value *softmax_out);
+NB_API nb_value nb_cross_entropy(nb_builder *b, nb_value probs, nb_value label);
 /* reduction: "mean", "sum" or "none". */
-nb_value nb_mse_loss(nb_builder *b, nb_value x, nb_value label, const char *reduction);
-nb_value nb_bce_with_logits(nb_builder *b, nb_value x, nb_value label, const char *reduction);
-nb_value nb_dropout(nb_builder *b, nb_value x, double p, bool is_test, uint64_t seed);
-nb_value nb_embedding(nb_builder *b, nb_value w, nb_value ids, int64_t padding_idx);
-nb_value nb_accuracy(nb_builder *b, nb_value scores, nb_value label, int k);
+NB_API nb_value nb_mse_loss(nb_builder *b, nb_value x, nb_value label, const char *reduction);
+NB_API nb_value nb_bce_with_logits(nb_builder *b, nb_value x, nb_value label, const char *reduction);
+NB_API nb_value nb_dropout(nb_builder *b, nb_value x, double p, bool is_test, uint64_t seed);
+NB_API nb_value nb_embedding(nb_builder *b, nb_value w, nb_value ids, int64_t padding_idx);
+NB_API nb_value nb_accuracy(nb_builder *b, nb_value scores, nb_value label, int k);
 
 /* ---- creation ---- */
-nb_value nb_fill_constant(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double value);
-nb_value nb_fill_zeros_like(nb_builder *b, nb_value x);
-nb_value nb_ones_like(nb_builder *b, nb_value x);
-nb_value nb_assign(nb_builder *b, nb_value x);
-nb_value nb_uniform_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double min, double max,
+NB_API nb_value nb_fill_constant(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double value);
+NB_API nb_value nb_fill_zeros_like(nb_builder *b, nb_value x);
+NB_API nb_value nb_ones_like(nb_builder *b, nb_value x);
+NB_API nb_value nb_assign(nb_builder *b, nb_value x);
+NB_API nb_value nb_uniform_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double min, double max,
                            uint64_t seed);
-nb_value nb_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double mean, double std,
+NB_API nb_value nb_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double mean, double std,
                             uint64_t seed);
+
+NB_END_DECLS
 
 #endif

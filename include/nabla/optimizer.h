@@ -54,7 +54,11 @@
 #ifndef NABLA_OPTIMIZER_H
 #define NABLA_OPTIMIZER_H
 
+#include "nabla/export.h"
+
 #include "nabla/autodiff.h"
+
+NB_BEGIN_DECLS
 
 typedef enum nb_optimizer_kind {
     NB_SGD,
@@ -106,15 +110,15 @@ typedef struct nb_optimizer {
 } nb_optimizer;
 
 /* Optimisers with PyTorch's defaults (and no L2, clipping or schedule). */
-nb_optimizer nb_sgd(double lr);
-nb_optimizer nb_momentum(double lr, double mu, bool nesterov);
-nb_optimizer nb_adam(double lr);                       /* betas (0.9, 0.999), eps 1e-8 */
-nb_optimizer nb_adamw(double lr, double weight_decay); /* torch's default weight_decay is 0.01 */
-nb_optimizer nb_rmsprop(double lr);                    /* rho 0.99, eps 1e-8 */
-nb_optimizer nb_adagrad(double lr);                    /* eps 1e-10, initial accumulator 0 */
+NB_API nb_optimizer nb_sgd(double lr);
+NB_API nb_optimizer nb_momentum(double lr, double mu, bool nesterov);
+NB_API nb_optimizer nb_adam(double lr);                       /* betas (0.9, 0.999), eps 1e-8 */
+NB_API nb_optimizer nb_adamw(double lr, double weight_decay); /* torch's default weight_decay is 0.01 */
+NB_API nb_optimizer nb_rmsprop(double lr);                    /* rho 0.99, eps 1e-8 */
+NB_API nb_optimizer nb_adagrad(double lr);                    /* eps 1e-10, initial accumulator 0 */
 
 /* Checks every field: NB_ERR_ARG naming the first bad one. */
-nb_status nb_optimizer_check(const nb_optimizer *opt);
+NB_API nb_status nb_optimizer_check(const nb_optimizer *opt);
 
 /* Appends the gradient and optimisation parts described above for the
  * scalar `loss`. `params` (n_params of them; 0 for every trainable
@@ -128,7 +132,7 @@ nb_status nb_optimizer_check(const nb_optimizer *opt);
  * (fetch it to see what was applied). nb_backward_grad_of(out, param) still
  * gives the raw gradient. On failure both programs get their ops back as
  * they were and `out` is empty. */
-nb_status nb_minimize(const nb_optimizer *opt, nb_program *main, nb_program *startup, const char *loss,
+NB_API nb_status nb_minimize(const nb_optimizer *opt, nb_program *main, nb_program *startup, const char *loss,
                       int n_params, const char *const *params, int n_no_grad, const char *const *no_grad,
                       nb_backward_result *out);
 
@@ -136,16 +140,16 @@ nb_status nb_minimize(const nb_optimizer *opt, nb_program *main, nb_program *sta
  * parameters, that its NB_ROLE_OPTIMIZE ops write, in program order.
  * *names is an array to release with nb_free (nabla/device.h; the strings belong to the program
  * and live while it is unchanged). */
-nb_status nb_optimizer_state_vars(const nb_program *p, int *n, const char ***names);
+NB_API nb_status nb_optimizer_state_vars(const nb_program *p, int *n, const char ***names);
 
 /* The learning-rate var of `p` (the output of its last lr_schedule op), or
  * NULL if it has none. It holds the rate of the latest run; fetch it to log
  * it. */
-const char *nb_optimizer_lr_var(const nb_program *p);
+NB_API const char *nb_optimizer_lr_var(const nb_program *p);
 
 /* The learning rate a schedule gives update t (1 for the first), as the
  * lr_schedule op computes it. NB_ERR_ARG for a bad schedule. */
-nb_status nb_lr_at(const nb_lr_schedule *s, double base_lr, int64_t t, double *out);
+NB_API nb_status nb_lr_at(const nb_lr_schedule *s, double base_lr, int64_t t, double *out);
 
 /* ---- eager mode -------------------------------------------------------------------------
  *
@@ -185,18 +189,20 @@ typedef struct nb_eager_optimizer nb_eager_optimizer;
 
 /* Checks opt (nb_optimizer_check, and the schedule as nb_lr_at does) and
  * copies it (the schedule's kind string too). */
-nb_status nb_eager_optimizer_new(nb_eager_optimizer **out, const nb_optimizer *opt);
+NB_API nb_status nb_eager_optimizer_new(nb_eager_optimizer **out, const nb_optimizer *opt);
 /* One update of every parameter of `eager` that has a gradient. A step with
  * no gradient anywhere does nothing and is not counted. Every check (a
  * gradient that does not match its parameter's dtype and shape, a
  * parameter whose shape changed since its state was made) comes before the
  * first write, so a failed step changes nothing. */
-nb_status nb_eager_optimizer_step(nb_eager_optimizer *o, nb_builder *eager);
+NB_API nb_status nb_eager_optimizer_step(nb_eager_optimizer *o, nb_builder *eager);
 /* Drops the .grad of every parameter of the builder (nb_tensor_zero_grad). */
-void nb_eager_zero_grad(nb_builder *eager);
+NB_API void nb_eager_zero_grad(nb_builder *eager);
 /* The steps taken, and the learning rate of the latest (0 before the first). */
-int64_t nb_eager_optimizer_steps(const nb_eager_optimizer *o);
-double nb_eager_optimizer_lr(const nb_eager_optimizer *o);
-void nb_eager_optimizer_free(nb_eager_optimizer *o); /* NULL is fine */
+NB_API int64_t nb_eager_optimizer_steps(const nb_eager_optimizer *o);
+NB_API double nb_eager_optimizer_lr(const nb_eager_optimizer *o);
+NB_API void nb_eager_optimizer_free(nb_eager_optimizer *o); /* NULL is fine */
+
+NB_END_DECLS
 
 #endif

@@ -13,8 +13,12 @@
 #ifndef NABLA_PROGRAM_H
 #define NABLA_PROGRAM_H
 
+#include "nabla/export.h"
+
 #include <stdio.h>
 #include "nabla/op.h"
+
+NB_BEGIN_DECLS
 
 typedef struct nb_program nb_program;
 typedef struct nb_block nb_block;
@@ -75,39 +79,39 @@ struct nb_program {
 
 /* ---- programs and blocks ------------------------------------------------ */
 
-nb_status nb_program_new(nb_program **out);
-void nb_program_free(nb_program *p);
-nb_block *nb_program_block(nb_program *p, int idx); /* NULL if out of range */
-nb_block *nb_program_global_block(nb_program *p);
+NB_API nb_status nb_program_new(nb_program **out);
+NB_API void nb_program_free(nb_program *p);
+NB_API nb_block *nb_program_block(nb_program *p, int idx); /* NULL if out of range */
+NB_API nb_block *nb_program_global_block(nb_program *p);
 /* Appends a new empty block whose parent is `parent_idx`. */
-nb_status nb_program_add_block(nb_program *p, int parent_idx, nb_block **out);
+NB_API nb_status nb_program_add_block(nb_program *p, int parent_idx, nb_block **out);
 /* A deep copy of the whole program. */
-nb_status nb_program_clone(nb_program **out, const nb_program *p);
+NB_API nb_status nb_program_clone(nb_program **out, const nb_program *p);
 /* A copy for evaluation (Fluid's clone(for_test=True)): the backward and
  * optimisation parts dropped, and every op that has an "is_test" attribute
  * (dropout, batch_norm) switched to inference. */
-nb_status nb_program_clone_for_test(nb_program **out, const nb_program *p);
+NB_API nb_status nb_program_clone_for_test(nb_program **out, const nb_program *p);
 /* "fc" -> "fc_0", "fc_1", ...: a name not yet given out by this program. */
-nb_status nb_program_unique_name(nb_program *p, const char *prefix, char *buf, size_t size);
-void nb_program_set_seed(nb_program *p, uint64_t seed);
+NB_API nb_status nb_program_unique_name(nb_program *p, const char *prefix, char *buf, size_t size);
+NB_API void nb_program_set_seed(nb_program *p, uint64_t seed);
 
 /* ---- vars -------------------------------------------------------------- */
 
 /* Creates var `name` in block `b`; NB_ERR_ARG if the block already has one of
  * that name with a different dtype or rank. */
-nb_status nb_block_create_var(nb_block *b, const char *name, nb_dtype dtype,
+NB_API nb_status nb_block_create_var(nb_block *b, const char *name, nb_dtype dtype,
                               int ndim, const int64_t *shape, nb_var **out);
 /* Looks up a var in `b` only; NULL if absent. */
-nb_var *nb_block_find_var(const nb_block *b, const char *name);
+NB_API nb_var *nb_block_find_var(const nb_block *b, const char *name);
 /* Looks up a var in `b` and then its ancestors. */
-nb_var *nb_block_find_var_recursive(const nb_block *b, const char *name);
+NB_API nb_var *nb_block_find_var_recursive(const nb_block *b, const char *name);
 /* Renames a var of block `b` and every reference to it in b's ops. The var
  * keeps its identity (values pointing at it stay valid). NB_ERR_ARG if
  * `new_name` is taken in b or an ancestor. */
-nb_status nb_block_rename_var(nb_block *b, const char *old_name, const char *new_name);
+NB_API nb_status nb_block_rename_var(nb_block *b, const char *old_name, const char *new_name);
 /* Updates a var's dtype and shape (shape inference of later passes). */
-void nb_var_set_shape(nb_var *v, nb_dtype dtype, int ndim, const int64_t *shape);
-nb_var_info nb_var_info_of(const nb_var *v);
+NB_API void nb_var_set_shape(nb_var *v, nb_dtype dtype, int ndim, const int64_t *shape);
+NB_API nb_var_info nb_var_info_of(const nb_var *v);
 
 /* ---- ops --------------------------------------------------------------- */
 
@@ -116,16 +120,16 @@ nb_var_info nb_var_info_of(const nb_var *v);
  * names and types (defaults filled in), every input var present in the
  * block or an ancestor. Output vars that do not exist are created, and
  * shapes and dtypes of all outputs are inferred. */
-nb_status nb_block_append_op(nb_block *b, const char *type,
+NB_API nb_status nb_block_append_op(nb_block *b, const char *type,
                              int n_in, const char *const *in,
                              int n_out, const char *const *out,
                              int n_attrs, const nb_attr *attrs, nb_op **op_out);
-nb_status nb_block_insert_op(nb_block *b, int pos, const char *type,
+NB_API nb_status nb_block_insert_op(nb_block *b, int pos, const char *type,
                              int n_in, const char *const *in,
                              int n_out, const char *const *out,
                              int n_attrs, const nb_attr *attrs, nb_op **op_out);
 /* Removes op at `pos` (its vars stay). */
-nb_status nb_block_remove_op(nb_block *b, int pos);
+NB_API nb_status nb_block_remove_op(nb_block *b, int pos);
 
 /* Var names of slot `slot`, and their count. */
 static inline int nb_op_in_count(const nb_op *op, int slot) { return op->in_begin[slot + 1] - op->in_begin[slot]; }
@@ -134,21 +138,23 @@ static inline const char *nb_op_in_name(const nb_op *op, int slot, int k) { retu
 static inline const char *nb_op_out_name(const nb_op *op, int slot, int k) { return op->outputs[op->out_begin[slot] + k]; }
 static inline int nb_op_n_inputs(const nb_op *op) { return op->in_begin[NB_MAX_SLOTS]; }
 static inline int nb_op_n_outputs(const nb_op *op) { return op->out_begin[NB_MAX_SLOTS]; }
-const nb_attr_value *nb_op_attr(const nb_op *op, const char *name);
+NB_API const nb_attr_value *nb_op_attr(const nb_op *op, const char *name);
 /* "matmul (fc_0.tmp_0)": the op's type and first output, for messages. */
-const char *nb_op_label(const nb_op *op, char *buf, size_t size);
+NB_API const char *nb_op_label(const nb_op *op, char *buf, size_t size);
 /* Re-runs shape inference on one op, updating its output vars. */
-nb_status nb_block_infer_op(nb_block *b, nb_op *op);
+NB_API nb_status nb_block_infer_op(nb_block *b, nb_op *op);
 
 /* ---- reading a program ------------------------------------------------- */
 
 /* Prints every block, var and op in a readable text form. */
-nb_status nb_program_print(const nb_program *p, FILE *f);
+NB_API nb_status nb_program_print(const nb_program *p, FILE *f);
 
 /* Writes the program as a Graphviz graph: ops as boxes coloured by role
  * (forward, loss, backward, optimize), vars as ellipses, parameters as double
  * circles, gradients shaded, and each sub-block as a cluster. Render with
  * `dot -Tpng`. */
-nb_status nb_program_to_dot(const nb_program *p, FILE *f);
+NB_API nb_status nb_program_to_dot(const nb_program *p, FILE *f);
+
+NB_END_DECLS
 
 #endif

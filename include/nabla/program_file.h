@@ -34,9 +34,13 @@
 #ifndef NABLA_PROGRAM_FILE_H
 #define NABLA_PROGRAM_FILE_H
 
+#include "nabla/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include "nabla/program.h"
+
+NB_BEGIN_DECLS
 
 /* The format version this nabla writes, and the newest it reads. */
 #define NB_PROGRAM_FORMAT_VERSION 1
@@ -44,23 +48,25 @@
 /* Writes `p` to `path` atomically: into a temporary file beside it, synced to
  * disk, then renamed over `path`, so that a crash or a full disk never leaves
  * a half-written file where a good one was. */
-nb_status nb_program_save(const char *path, const nb_program *p);
+NB_API nb_status nb_program_save(const char *path, const nb_program *p);
 /* Reads the program of a file; for a file of two programs, the main one.
  * *out is a new program (free with nb_program_free), NULL on error. */
-nb_status nb_program_load(const char *path, nb_program **out);
+NB_API nb_status nb_program_load(const char *path, nb_program **out);
 
 /* A training setup: `main` and its `startup` program in one file (startup
  * may be NULL: then this is nb_program_save). */
-nb_status nb_programs_save(const char *path, const nb_program *main, const nb_program *startup);
+NB_API nb_status nb_programs_save(const char *path, const nb_program *main, const nb_program *startup);
 /* Reads both programs. *startup is NULL when the file holds one program.
  * Both are new programs; on error both are NULL. */
-nb_status nb_programs_load(const char *path, nb_program **main, nb_program **startup);
+NB_API nb_status nb_programs_load(const char *path, nb_program **main, nb_program **startup);
 
 /* The same bytes as a file, in memory: *buf is nabla's to release with nb_free. */
-nb_status nb_program_serialize(const nb_program *p, uint8_t **buf, size_t *len);
-nb_status nb_programs_serialize(const nb_program *main, const nb_program *startup, uint8_t **buf, size_t *len);
+NB_API nb_status nb_program_serialize(const nb_program *p, uint8_t **buf, size_t *len);
+NB_API nb_status nb_programs_serialize(const nb_program *main, const nb_program *startup, uint8_t **buf, size_t *len);
 /* Reads the bytes of a program file (the main program, as nb_program_load). */
-nb_status nb_program_deserialize(const uint8_t *buf, size_t len, nb_program **out);
-nb_status nb_programs_deserialize(const uint8_t *buf, size_t len, nb_program **main, nb_program **startup);
+NB_API nb_status nb_program_deserialize(const uint8_t *buf, size_t len, nb_program **out);
+NB_API nb_status nb_programs_deserialize(const uint8_t *buf, size_t len, nb_program **main, nb_program **startup);
+
+NB_END_DECLS
 
 #endif

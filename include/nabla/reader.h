@@ -27,9 +27,13 @@
 #ifndef NABLA_READER_H
 #define NABLA_READER_H
 
+#include "nabla/export.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include "nabla/tensor.h"
+
+NB_BEGIN_DECLS
 
 typedef struct nb_reader nb_reader;
 
@@ -43,20 +47,20 @@ typedef struct nb_reader nb_reader;
  * The tensors are retained, not copied (a non-contiguous one is copied once),
  * so writing to them later changes what the reader yields. Random access:
  * shuffling and batching it costs one memcpy per row, and no record tensors. */
-nb_status nb_reader_from_tensors(nb_reader **out, int n_fields, nb_tensor *const *fields);
+NB_API nb_status nb_reader_from_tensors(nb_reader **out, int n_fields, nb_tensor *const *fields);
 
 /* Every record of `inner`, in a new random order each epoch: epoch e uses a
  * permutation drawn from (seed, e), so a run is reproducible and resuming at
  * epoch e replays it. Over a random-access inner (from_tensors, or a shuffle
  * of one) it permutes indices; over any other inner it reads the whole epoch
  * into memory first (on the first next after a reset). */
-nb_status nb_reader_shuffle(nb_reader **out, nb_reader *inner, uint64_t seed);
+NB_API nb_status nb_reader_shuffle(nb_reader **out, nb_reader *inner, uint64_t seed);
 
 /* Stacks batch_size records into one: field k of shape [...] becomes
  * [B, ...]. All records of a batch must agree on each field's dtype and
  * shape. The last batch of an epoch may be short (B < batch_size) unless
  * drop_last is set, in which case it is dropped. */
-nb_status nb_reader_batch(nb_reader **out, nb_reader *inner, int batch_size, bool drop_last);
+NB_API nb_status nb_reader_batch(nb_reader **out, nb_reader *inner, int batch_size, bool drop_last);
 
 /* Transforms each record in place: fn receives the record's n_fields
  * references and replaces any of them with new ones (releasing those it
@@ -68,7 +72,7 @@ typedef nb_status (*nb_reader_map_fn)(void *ctx, int n_fields, nb_tensor **recor
 /* fn(ctx, ...) on every record of inner. ctx is not owned: it must outlive
  * the reader, and be safe to use from the prefetch thread if a prefetch
  * reader wraps this one. */
-nb_status nb_reader_map(nb_reader **out, nb_reader *inner, nb_reader_map_fn fn, void *ctx);
+NB_API nb_status nb_reader_map(nb_reader **out, nb_reader *inner, nb_reader_map_fn fn, void *ctx);
 
 /* Reads ahead on a background thread into a queue of `depth` (>= 1)
  * records, so that loading overlaps with training. It yields exactly the
@@ -78,28 +82,28 @@ nb_status nb_reader_map(nb_reader **out, nb_reader *inner, nb_reader_map_fn fn, 
  * without prefetch). Reset, skip and free stop and join the thread.
  * Everything below the prefetch reader (inner's callbacks, map functions)
  * runs on that thread. */
-nb_status nb_reader_prefetch(nb_reader **out, nb_reader *inner, int depth);
+NB_API nb_status nb_reader_prefetch(nb_reader **out, nb_reader *inner, int depth);
 
 /* ---- using a reader ---------------------------------------------------------- */
 
 /* The next record: record[0..n_fields-1] receive new references, or NULLs
  * with *end = true at the end of the epoch. On failure the slots are NULL. */
-nb_status nb_reader_next(nb_reader *r, nb_tensor **record, bool *end);
+NB_API nb_status nb_reader_next(nb_reader *r, nb_tensor **record, bool *end);
 
 /* The number of fields of each record. */
-int nb_reader_fields(const nb_reader *r);
+NB_API int nb_reader_fields(const nb_reader *r);
 
 /* Starts epoch `epoch` from its first record (a shuffle draws its order from
  * the epoch number). */
-nb_status nb_reader_reset(nb_reader *r, uint64_t epoch);
+NB_API nb_status nb_reader_reset(nb_reader *r, uint64_t epoch);
 
 /* Passes over the next n (>= 0) records (batches, for a batch reader) of the
  * current epoch, without building them where the reader can avoid it: to
  * resume training in the middle of an epoch, reset to the epoch, then skip
  * the steps already done. Skipping past the end leaves the reader at the end. */
-nb_status nb_reader_skip(nb_reader *r, int64_t n);
+NB_API nb_status nb_reader_skip(nb_reader *r, int64_t n);
 
-void nb_reader_free(nb_reader *r); /* NULL is fine */
+NB_API void nb_reader_free(nb_reader *r); /* NULL is fine */
 
 /* ---- writing a reader ---------------------------------------------------------- */
 
@@ -129,6 +133,8 @@ typedef struct nb_reader_ops {
 /* A reader over user callbacks. `ops` must outlive the reader (a static
  * table); `self` belongs to the reader from now on (ops->free frees it, also
  * when this call fails). */
-nb_status nb_reader_new(nb_reader **out, int n_fields, const nb_reader_ops *ops, void *self);
+NB_API nb_status nb_reader_new(nb_reader **out, int n_fields, const nb_reader_ops *ops, void *self);
+
+NB_END_DECLS
 
 #endif

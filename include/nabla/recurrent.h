@@ -43,8 +43,12 @@
 #ifndef NABLA_RECURRENT_H
 #define NABLA_RECURRENT_H
 
+#include "nabla/export.h"
+
 #include "nabla/builder.h"
 #include "nabla/init.h"
+
+NB_BEGIN_DECLS
 
 typedef enum nb_rnn_kind {
     NB_RNN_TANH, /* nn.RNNCell (nonlinearity tanh) */
@@ -53,11 +57,11 @@ typedef enum nb_rnn_kind {
 } nb_rnn_kind;
 
 /* "rnn", "lstm", "gru" ("?" for anything else): the layers' name prefixes. */
-const char *nb_rnn_kind_name(nb_rnn_kind kind);
+NB_API const char *nb_rnn_kind_name(nb_rnn_kind kind);
 /* How many states the cell carries: 2 for an LSTM (h, c), else 1 (h). */
-int nb_rnn_state_count(nb_rnn_kind kind);
+NB_API int nb_rnn_state_count(nb_rnn_kind kind);
 /* Gates per cell: 1, 4, 3. */
-int nb_rnn_gate_count(nb_rnn_kind kind);
+NB_API int nb_rnn_gate_count(nb_rnn_kind kind);
 
 typedef struct nb_rnn_opts {
     const char *name;       /* layer name (default: a fresh "<kind>_k") */
@@ -76,39 +80,41 @@ typedef struct nb_rnn_params {
 /* Creates the parameters of a layer (in an eager builder: finds them when
  * the builder already holds them under those names) of float dtype `dtype`.
  * opts may be NULL. Errors go to the builder, and are returned. */
-nb_status nb_rnn_params_new(nb_builder *b, nb_rnn_kind kind, nb_dtype dtype, int64_t input_size, int64_t hidden,
+NB_API nb_status nb_rnn_params_new(nb_builder *b, nb_rnn_kind kind, nb_dtype dtype, int64_t input_size, int64_t hidden,
                             const nb_rnn_opts *opts, nb_rnn_params *out);
 
 /* ---- the building blocks: cells and sequences over given parameters ------ */
 
 /* One step of the cell: x [B, I] and state[0..n) (n = nb_rnn_state_count;
  * [B, H] each, NB_NONE for zeros) give next[0..n). */
-nb_status nb_rnn_cell(nb_builder *b, const nb_rnn_params *p, nb_value x, const nb_value *state, nb_value *next);
+NB_API nb_status nb_rnn_cell(nb_builder *b, const nb_rnn_params *p, nb_value x, const nb_value *state, nb_value *next);
 
 /* The cell over a time-major sequence x [T, B, I] (reverse: from t = T-1
  * down to 0), from init[0..n) (NULL, or NB_NONE entries: zeros): *ys
  * [T, B, H] receives h after every step, in time order; final[0..n) (may be
  * NULL) the state after the last one. Built on nb_scan. */
-nb_status nb_rnn_sequence(nb_builder *b, const nb_rnn_params *p, nb_value x, const nb_value *init, bool reverse,
+NB_API nb_status nb_rnn_sequence(nb_builder *b, const nb_rnn_params *p, nb_value x, const nb_value *init, bool reverse,
                           nb_value *ys, nb_value *final);
 
 /* ---- layers: parameters and cell (or sequence) in one call --------------- */
 
 /* x [B, I], h [B, H] (or NB_NONE) -> h' [B, H]. */
-nb_value nb_layer_rnn_cell(nb_builder *b, nb_value x, nb_value h, int64_t hidden, const nb_rnn_opts *opts);
-nb_value nb_layer_gru_cell(nb_builder *b, nb_value x, nb_value h, int64_t hidden, const nb_rnn_opts *opts);
+NB_API nb_value nb_layer_rnn_cell(nb_builder *b, nb_value x, nb_value h, int64_t hidden, const nb_rnn_opts *opts);
+NB_API nb_value nb_layer_gru_cell(nb_builder *b, nb_value x, nb_value h, int64_t hidden, const nb_rnn_opts *opts);
 /* x [B, I], h and c [B, H] (or NB_NONE) -> h' [B, H]; *c_next (may be
  * NULL) receives c'. */
-nb_value nb_layer_lstm_cell(nb_builder *b, nb_value x, nb_value h, nb_value c, int64_t hidden,
+NB_API nb_value nb_layer_lstm_cell(nb_builder *b, nb_value x, nb_value h, nb_value c, int64_t hidden,
                             const nb_rnn_opts *opts, nb_value *c_next);
 
 /* x [T, B, I] -> every step's h, [T, B, H]; *h_n (and *c_n), which may be
  * NULL, receive the final state [B, H]. h0 (and c0) may be NB_NONE: zeros. */
-nb_value nb_layer_rnn(nb_builder *b, nb_value x, nb_value h0, int64_t hidden, const nb_rnn_opts *opts,
+NB_API nb_value nb_layer_rnn(nb_builder *b, nb_value x, nb_value h0, int64_t hidden, const nb_rnn_opts *opts,
                       nb_value *h_n);
-nb_value nb_layer_gru(nb_builder *b, nb_value x, nb_value h0, int64_t hidden, const nb_rnn_opts *opts,
+NB_API nb_value nb_layer_gru(nb_builder *b, nb_value x, nb_value h0, int64_t hidden, const nb_rnn_opts *opts,
                       nb_value *h_n);
-nb_value nb_layer_lstm(nb_builder *b, nb_value x, nb_value h0, nb_value c0, int64_t hidden, const nb_rnn_opts *opts,
+NB_API nb_value nb_layer_lstm(nb_builder *b, nb_value x, nb_value h0, nb_value c0, int64_t hidden, const nb_rnn_opts *opts,
                        nb_value *h_n, nb_value *c_n);
+
+NB_END_DECLS
 
 #endif

@@ -6,18 +6,24 @@
 #ifndef NABLA_RNG_H
 #define NABLA_RNG_H
 
+#include "nabla/export.h"
+
 #include <stdint.h>
+
+NB_BEGIN_DECLS
 
 typedef struct nb_rng {
     uint64_t key;
     uint64_t counter;
 } nb_rng;
 
-void nb_rng_seed(nb_rng *r, uint64_t seed);
-uint64_t nb_rng_u64(nb_rng *r);
+NB_API void nb_rng_seed(nb_rng *r, uint64_t seed);
+NB_API uint64_t nb_rng_u64(nb_rng *r);
 /* Uniform in [0, 1), with 53 random bits. */
-double nb_rng_uniform(nb_rng *r);
+NB_API double nb_rng_uniform(nb_rng *r);
 /* Standard normal (Box-Muller). */
-double nb_rng_normal(nb_rng *r);
+NB_API double nb_rng_normal(nb_rng *r);
+
+NB_END_DECLS
 
 #endif

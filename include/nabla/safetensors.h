@@ -28,11 +28,11 @@
 #ifndef NABLA_SAFETENSORS_H
 #define NABLA_SAFETENSORS_H
 
+#include "nabla/export.h"
+
 #include "nabla/tensor.h"
 
-#ifdef __cplusplus
-extern "C" {
-#endif
+NB_BEGIN_DECLS
 
 /* The largest header accepted, as in the reference reader. */
 #define NB_SAFETENSORS_MAX_HEADER 100000000
@@ -42,7 +42,7 @@ extern "C" {
  * strings) to `path`, replacing it atomically. NB_ERR_ARG for a NULL, empty,
  * duplicate or non-UTF-8 name, the reserved name "__metadata__", or a
  * duplicate metadata key; the file is then untouched. */
-nb_status nb_safetensors_save(const char *path, int n, const char *const *names, nb_tensor *const *tensors,
+NB_API nb_status nb_safetensors_save(const char *path, int n, const char *const *names, nb_tensor *const *tensors,
                               int n_meta, const char *const *meta_keys, const char *const *meta_values);
 
 /* A loaded file: its tensors (in the order of their data in the file), and
@@ -51,23 +51,21 @@ typedef struct nb_safetensors nb_safetensors;
 
 /* Reads and checks the whole file. NB_ERR_NOT_FOUND if it does not exist,
  * NB_ERR_IO if it cannot be read, NB_ERR_FORMAT if it is malformed. */
-nb_status nb_safetensors_load(const char *path, nb_safetensors **out);
-void nb_safetensors_free(nb_safetensors *f); /* NULL is fine */
+NB_API nb_status nb_safetensors_load(const char *path, nb_safetensors **out);
+NB_API void nb_safetensors_free(nb_safetensors *f); /* NULL is fine */
 
-int nb_safetensors_count(const nb_safetensors *f);
+NB_API int nb_safetensors_count(const nb_safetensors *f);
 /* The i-th name and tensor (borrowed: valid until nb_safetensors_free;
  * retain the tensor to keep it longer); NULL if i is out of range. */
-const char *nb_safetensors_name(const nb_safetensors *f, int i);
-nb_tensor *nb_safetensors_tensor(const nb_safetensors *f, int i);
+NB_API const char *nb_safetensors_name(const nb_safetensors *f, int i);
+NB_API nb_tensor *nb_safetensors_tensor(const nb_safetensors *f, int i);
 /* The tensor named `name` (borrowed), or NULL. */
-nb_tensor *nb_safetensors_find(const nb_safetensors *f, const char *name);
+NB_API nb_tensor *nb_safetensors_find(const nb_safetensors *f, const char *name);
 
 /* The metadata value of `key`, or NULL; and the keys, sorted. */
-const char *nb_safetensors_meta(const nb_safetensors *f, const char *key);
-int nb_safetensors_meta_count(const nb_safetensors *f);
-const char *nb_safetensors_meta_key(const nb_safetensors *f, int i);
+NB_API const char *nb_safetensors_meta(const nb_safetensors *f, const char *key);
+NB_API int nb_safetensors_meta_count(const nb_safetensors *f);
+NB_API const char *nb_safetensors_meta_key(const nb_safetensors *f, int i);
 
-#ifdef __cplusplus
-}
-#endif
+NB_END_DECLS
 #endif

@@ -6,9 +6,9 @@
 #ifndef NABLA_STATUS_H
 #define NABLA_STATUS_H
 
-#ifdef __cplusplus
-extern "C" {
-#endif
+#include "nabla/export.h"
+
+NB_BEGIN_DECLS
 
 typedef enum nb_status {
     NB_OK = 0,
@@ -24,24 +24,22 @@ typedef enum nb_status {
 } nb_status;
 
 /* The message of the calling thread's last failure ("" if none yet). */
-const char *nb_last_error(void);
+NB_API const char *nb_last_error(void);
 
 /* A short name for a status code: "shape error", "not found", ... */
-const char *nb_status_name(nb_status s);
+NB_API const char *nb_status_name(nb_status s);
 
 /* Records a failure and returns `s`, so that code can say
  *     return nb_error(NB_ERR_SHAPE, "matmul: X has shape %s ...", ...);
  * Custom ops and readers written by users report their errors with it too. */
-nb_status nb_error(nb_status s, const char *fmt, ...)
+NB_API nb_status nb_error(nb_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Prepends context to the current error text ("while running op 3: ..."). */
-nb_status nb_error_context(nb_status s, const char *fmt, ...)
+NB_API nb_status nb_error_context(nb_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-void nb_clear_error(void);
+NB_API void nb_clear_error(void);
 
-#ifdef __cplusplus
-}
-#endif
+NB_END_DECLS
 #endif

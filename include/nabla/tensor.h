@@ -10,10 +10,14 @@
 #ifndef NABLA_TENSOR_H
 #define NABLA_TENSOR_H
 
+#include "nabla/export.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include "nabla/device.h"
 #include "nabla/dtype.h"
+
+NB_BEGIN_DECLS
 
 #define NB_MAX_DIMS 8
 
@@ -41,61 +45,61 @@ typedef struct nb_tensor {
 /* ---- creation --------------------------------------------------------- */
 
 /* A new contiguous tensor; its contents are zero. ndim may be 0 (a scalar). */
-nb_status nb_tensor_new(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape);
+NB_API nb_status nb_tensor_new(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape);
 /* A new contiguous tensor holding a copy of `data` (ndim/shape as above). */
-nb_status nb_tensor_from_data(nb_tensor **out, nb_dtype dtype, int ndim,
+NB_API nb_status nb_tensor_from_data(nb_tensor **out, nb_dtype dtype, int ndim,
                               const int64_t *shape, const void *data);
 /* A tensor over memory the caller owns and keeps alive; nabla never frees it. */
-nb_status nb_tensor_wrap(nb_tensor **out, nb_dtype dtype, int ndim,
+NB_API nb_status nb_tensor_wrap(nb_tensor **out, nb_dtype dtype, int ndim,
                          const int64_t *shape, void *data);
-nb_status nb_tensor_scalar(nb_tensor **out, nb_dtype dtype, double value);
-nb_status nb_tensor_full(nb_tensor **out, nb_dtype dtype, int ndim,
+NB_API nb_status nb_tensor_scalar(nb_tensor **out, nb_dtype dtype, double value);
+NB_API nb_status nb_tensor_full(nb_tensor **out, nb_dtype dtype, int ndim,
                          const int64_t *shape, double value);
 
-nb_tensor *nb_tensor_retain(nb_tensor *t);  /* returns t */
-void nb_tensor_release(nb_tensor *t);       /* NULL is fine */
+NB_API nb_tensor *nb_tensor_retain(nb_tensor *t);  /* returns t */
+NB_API void nb_tensor_release(nb_tensor *t);       /* NULL is fine */
 
 /* ---- properties ------------------------------------------------------- */
 
-int64_t nb_tensor_numel(const nb_tensor *t);
-bool nb_tensor_is_contiguous(const nb_tensor *t);
+NB_API int64_t nb_tensor_numel(const nb_tensor *t);
+NB_API bool nb_tensor_is_contiguous(const nb_tensor *t);
 /* Address of the first element (storage data + offset). */
-void *nb_tensor_data(const nb_tensor *t);
-bool nb_shape_equal(int nda, const int64_t *a, int ndb, const int64_t *b);
-int64_t nb_shape_numel(int ndim, const int64_t *shape);
+NB_API void *nb_tensor_data(const nb_tensor *t);
+NB_API bool nb_shape_equal(int nda, const int64_t *a, int ndb, const int64_t *b);
+NB_API int64_t nb_shape_numel(int ndim, const int64_t *shape);
 /* Formats a shape as "[64, 784]" into buf (returns buf). -1 prints as -1. */
-char *nb_shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
+NB_API char *nb_shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
 #define NB_SHAPE_STR_MAX 200
 
 /* ---- element access (any dtype, converted through double) --------------- */
 
 /* Reads/writes the element at flat row-major index i of the logical view. */
-double nb_tensor_get(const nb_tensor *t, int64_t i);
-void nb_tensor_set(nb_tensor *t, int64_t i, double v);
+NB_API double nb_tensor_get(const nb_tensor *t, int64_t i);
+NB_API void nb_tensor_set(nb_tensor *t, int64_t i, double v);
 /* Element at a multi-index (ndim entries). */
-double nb_tensor_at(const nb_tensor *t, const int64_t *index);
+NB_API double nb_tensor_at(const nb_tensor *t, const int64_t *index);
 
 /* ---- views (share storage; no copy) ------------------------------------ */
 
 /* Reshape; one dimension may be -1. A non-contiguous source is copied. */
-nb_status nb_tensor_reshape(nb_tensor **out, nb_tensor *t, int ndim, const int64_t *shape);
-nb_status nb_tensor_permute(nb_tensor **out, nb_tensor *t, const int *perm);
-nb_status nb_tensor_transpose(nb_tensor **out, nb_tensor *t, int dim0, int dim1);
+NB_API nb_status nb_tensor_reshape(nb_tensor **out, nb_tensor *t, int ndim, const int64_t *shape);
+NB_API nb_status nb_tensor_permute(nb_tensor **out, nb_tensor *t, const int *perm);
+NB_API nb_status nb_tensor_transpose(nb_tensor **out, nb_tensor *t, int dim0, int dim1);
 /* Elements start..stop-1 step `step` (> 0) along `dim`; negative start/stop
  * count from the end and both are clamped, as in Python. */
-nb_status nb_tensor_slice(nb_tensor **out, nb_tensor *t, int dim,
+NB_API nb_status nb_tensor_slice(nb_tensor **out, nb_tensor *t, int dim,
                           int64_t start, int64_t stop, int64_t step);
 /* Broadcasts to `shape` (NumPy rules) by giving stride 0 to expanded dims. */
-nb_status nb_tensor_expand(nb_tensor **out, nb_tensor *t, int ndim, const int64_t *shape);
+NB_API nb_status nb_tensor_expand(nb_tensor **out, nb_tensor *t, int ndim, const int64_t *shape);
 
 /* ---- copies ------------------------------------------------------------ */
 
 /* A contiguous tensor with the same values (t itself, retained, if already). */
-nb_status nb_tensor_contiguous(nb_tensor **out, nb_tensor *t);
-nb_status nb_tensor_clone(nb_tensor **out, const nb_tensor *t);
+NB_API nb_status nb_tensor_contiguous(nb_tensor **out, nb_tensor *t);
+NB_API nb_status nb_tensor_clone(nb_tensor **out, const nb_tensor *t);
 /* Copies src's values into dst, converting dtype; src broadcasts to dst. */
-nb_status nb_tensor_copy_into(nb_tensor *dst, const nb_tensor *src);
-nb_status nb_tensor_cast(nb_tensor **out, const nb_tensor *t, nb_dtype dtype);
+NB_API nb_status nb_tensor_copy_into(nb_tensor *dst, const nb_tensor *src);
+NB_API nb_status nb_tensor_cast(nb_tensor **out, const nb_tensor *t, nb_dtype dtype);
 
 /* ---- broadcasting -------------------------------------------------------- */
 
@@ -103,18 +107,20 @@ nb_status nb_tensor_cast(nb_tensor **out, const nb_tensor *t, nb_dtype dtype);
  * except a conflicting known size, giving -1 unless the other side is known
  * and not 1. On mismatch returns NB_ERR_SHAPE without setting an error text;
  * the caller names its op. */
-nb_status nb_broadcast_shapes(int nda, const int64_t *a, int ndb, const int64_t *b,
+NB_API nb_status nb_broadcast_shapes(int nda, const int64_t *a, int ndb, const int64_t *b,
                               int *ndim_out, int64_t *out);
 
 /* ---- comparison and printing ---------------------------------------------- */
 
 /* True if same shape and every |a-b| <= atol + rtol*|b| (NaNs equal NaNs). */
-bool nb_tensor_allclose(const nb_tensor *a, const nb_tensor *b, double rtol, double atol);
+NB_API bool nb_tensor_allclose(const nb_tensor *a, const nb_tensor *b, double rtol, double atol);
 
 /* Prints as PyTorch does: tensor([[1.0000, 2.0000], ...], dtype=float64).
  * Long dimensions are summarised with "...". */
-nb_status nb_tensor_print(const nb_tensor *t, FILE *f);
+NB_API nb_status nb_tensor_print(const nb_tensor *t, FILE *f);
 /* The same text into a string the caller releases with nb_free. */
-char *nb_tensor_to_string(const nb_tensor *t);
+NB_API char *nb_tensor_to_string(const nb_tensor *t);
+
+NB_END_DECLS
 
 #endif

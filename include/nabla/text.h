@@ -17,9 +17,13 @@
 #ifndef NABLA_TEXT_H
 #define NABLA_TEXT_H
 
+#include "nabla/export.h"
+
 #include <stdint.h>
 #include "nabla/reader.h"
 #include "nabla/tensor.h"
+
+NB_BEGIN_DECLS
 
 typedef struct nb_text {
     int64_t length;           /* bytes in the corpus */
@@ -33,26 +37,26 @@ typedef struct nb_text {
  * empty and needs no free). NB_ERR_NOT_FOUND for a missing file and NB_ERR_IO
  * for one that cannot be read, naming it and the reason;
  * NB_ERR_FORMAT for an empty file. */
-nb_status nb_text_load(nb_text *out, const char *path);
+NB_API nb_status nb_text_load(nb_text *out, const char *path);
 /* The same from bytes in memory. */
-nb_status nb_text_from_bytes(nb_text *out, const void *bytes, int64_t n);
-void nb_text_free(nb_text *t); /* releases t->ids and empties *t; an empty one is fine */
+NB_API nb_status nb_text_from_bytes(nb_text *out, const void *bytes, int64_t n);
+NB_API void nb_text_free(nb_text *t); /* releases t->ids and empties *t; an empty one is fine */
 
 /* ids[i] = the id of s[i] for i < n; NB_ERR_ARG naming the first byte the
  * vocabulary lacks (and its position). */
-nb_status nb_text_encode(const nb_text *t, const char *s, int64_t n, int64_t *ids);
+NB_API nb_status nb_text_encode(const nb_text *t, const char *s, int64_t n, int64_t *ids);
 /* out[i] = the byte of ids[i]; NB_ERR_ARG for an id outside the vocabulary. */
-nb_status nb_text_decode(const nb_text *t, const int64_t *ids, int64_t n, char *out);
+NB_API nb_status nb_text_decode(const nb_text *t, const int64_t *ids, int64_t n, char *out);
 
 /* Where validation data begins when the last val_fraction (in [0, 1)) of
  * the corpus is kept for it: length - floor(length * val_fraction). Ids
  * [0, cut) are then the training part and [cut, length) the validation
  * part. */
-int64_t nb_text_split_point(const nb_text *t, double val_fraction);
+NB_API int64_t nb_text_split_point(const nb_text *t, double val_fraction);
 
 /* How many batches nb_text_reader gives per epoch over `span` ids:
  * (span / batch - 1) / seq_len, 0 if the span is too short for one. */
-int64_t nb_text_batches(int64_t span, int seq_len, int batch);
+NB_API int64_t nb_text_batches(int64_t span, int seq_len, int batch);
 
 /* Batches for truncated backpropagation through time over ids [begin, end)
  * of t. The span is cut into `batch` contiguous streams of L = (end -
@@ -70,6 +74,8 @@ int64_t nb_text_batches(int64_t span, int seq_len, int batch);
  * bad. The reader keeps a reference to t->ids, not to t. It has random
  * access, so nb_reader_shuffle can reorder the batches (which breaks the
  * continuity between them). */
-nb_status nb_text_reader(nb_reader **out, const nb_text *t, int64_t begin, int64_t end, int seq_len, int batch);
+NB_API nb_status nb_text_reader(nb_reader **out, const nb_text *t, int64_t begin, int64_t end, int seq_len, int batch);
+
+NB_END_DECLS
 
 #endif

@@ -9,8 +9,12 @@
 #ifndef NABLA_TRAIN_H
 #define NABLA_TRAIN_H
 
+#include "nabla/export.h"
+
 #include "nabla/data.h"
 #include "nabla/executor.h"
+
+NB_BEGIN_DECLS
 
 typedef enum { NB_PROGRESS_AUTO = 0, NB_PROGRESS_BAR, NB_PROGRESS_LOG, NB_PROGRESS_QUIET } nb_progress_mode;
 
@@ -47,12 +51,14 @@ typedef struct nb_train_result {
 /* Trains `main` (which holds its backward and optimisation parts) with the
  * parameters in `scope`, after running `startup` once (unless resuming).
  * `test` may be NULL. */
-nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *startup, nb_scope *scope,
+NB_API nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *startup, nb_scope *scope,
                    nb_reader *train, nb_reader *test, nb_train_result *result);
 
 /* Runs the inference copy of `main` over `reader`; the batch-size-weighted
  * means of `loss` and `metric` (metric may be NULL). */
-nb_status nb_evaluate(nb_program *main, nb_scope *scope, nb_reader *reader, int n_feeds, const char *const *feeds,
+NB_API nb_status nb_evaluate(nb_program *main, nb_scope *scope, nb_reader *reader, int n_feeds, const char *const *feeds,
                       const char *loss, const char *metric, double *mean_loss, double *mean_metric);
+
+NB_END_DECLS
 
 #endif

@@ -12,7 +12,11 @@
 #ifndef NABLA_TRANSFORMS_H
 #define NABLA_TRANSFORMS_H
 
+#include "nabla/export.h"
+
 #include "nabla/eager.h"
+
+NB_BEGIN_DECLS
 
 typedef nb_status (*nb_fn)(nb_builder *b, const nb_value *in, nb_value *out, void *ctx);
 
@@ -27,10 +31,10 @@ typedef struct nb_function {
  * maps cotangents of the outputs to gradients of the inputs, as many times
  * as asked. */
 typedef struct nb_pullback nb_pullback;
-nb_status nb_vjp(const nb_function *f, nb_tensor *const *primals, nb_tensor **outputs, nb_pullback **pullback);
+NB_API nb_status nb_vjp(const nb_function *f, nb_tensor *const *primals, nb_tensor **outputs, nb_pullback **pullback);
 /* grads[i] for each input (NULL where the outputs do not depend on it). */
-nb_status nb_pullback_apply(nb_pullback *pb, nb_tensor *const *cotangents, nb_tensor **grads);
-void nb_pullback_free(nb_pullback *pb);
+NB_API nb_status nb_pullback_apply(nb_pullback *pb, nb_tensor *const *cotangents, nb_tensor **grads);
+NB_API void nb_pullback_free(nb_pullback *pb);
 
 /* JAX's grad: the gradients of f's first output (a one-element tensor)
  * with respect to the inputs listed in argnums (all when n_argnums is 0;
@@ -39,32 +43,32 @@ void nb_pullback_free(nb_pullback *pb);
  * new references), undifferentiated; without it f must have one output.
  * The gradients are differentiable again: nest for higher derivatives. (The
  * engine's torch.autograd.grad is nb_autograd_grad, in nabla/eager.h.) */
-nb_status nb_grad(const nb_function *f, nb_tensor *const *primals, int n_argnums, const int *argnums, bool has_aux,
+NB_API nb_status nb_grad(const nb_function *f, nb_tensor *const *primals, int n_argnums, const int *argnums, bool has_aux,
                   nb_tensor **grads, nb_tensor **aux);
 
 /* The same with f's outputs: the value first, then the auxiliary ones
  * (outputs holds all n_out), and also the gradients with respect to the
  * free tensors f reads from its context (which must require grad;
  * free_grads one per free tensor). */
-nb_status nb_value_and_grad(const nb_function *f, nb_tensor *const *primals, int n_argnums, const int *argnums,
+NB_API nb_status nb_value_and_grad(const nb_function *f, nb_tensor *const *primals, int n_argnums, const int *argnums,
                             int n_free, nb_tensor *const *free_vars, nb_tensor **outputs, nb_tensor **grads,
                             nb_tensor **free_grads);
 
 /* Forward mode: outputs of f and their tangents along `tangents` (NULL
  * entries: zero), by each op's JVP rule, zero tangents skipped. */
-nb_status nb_jvp(const nb_function *f, nb_tensor *const *primals, nb_tensor *const *tangents, nb_tensor **outputs,
+NB_API nb_status nb_jvp(const nb_function *f, nb_tensor *const *primals, nb_tensor *const *tangents, nb_tensor **outputs,
                  nb_tensor **out_tangents);
 /* The same derived from reverse mode: the pullback is linear in its
  * cotangent u, so the gradient of <VJP(u), t> with respect to u is J t. */
-nb_status nb_jvp_by_reverse(const nb_function *f, nb_tensor *const *primals, nb_tensor *const *tangents,
+NB_API nb_status nb_jvp_by_reverse(const nb_function *f, nb_tensor *const *primals, nb_tensor *const *tangents,
                             nb_tensor **outputs, nb_tensor **out_tangents);
 
 /* The Jacobian of output `out` with respect to input `arg`, shaped
  * out.shape + arg.shape: a row per output element (jacrev: a pullback each)
  * or a column per input element (jacfwd: up to 32 columns per run of f, as
  * sets of tangents that share the primal computation). */
-nb_status nb_jacrev(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac);
-nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac);
+NB_API nb_status nb_jacrev(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac);
+NB_API nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac);
 /* Second derivatives of f's first output (a scalar) with respect to input
  * `arg`: the Hessian shaped arg.shape + arg.shape, and Hessian-vector
  * products (v shaped as the input). Both by forward over reverse: H v is the
@@ -72,12 +76,14 @@ nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int out, in
  * nb_value_and_grad: the backward carries the tangents), and the Hessian is
  * the gradient's jacfwd, a column per input element, 32 per forward and
  * backward. */
-nb_status nb_hessian(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor **hess);
-nb_status nb_hvp(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor *v, nb_tensor **hv);
+NB_API nb_status nb_hessian(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor **hess);
+NB_API nb_status nb_hvp(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor *v, nb_tensor **hv);
 /* The same by reverse over reverse: the gradient's pullback of v is H v (H
  * is symmetric), and the Hessian takes one pullback per row (jacrev of the
  * gradient). A check on the above, and a way for ops without JVP rules. */
-nb_status nb_hessian_by_reverse(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor **hess);
-nb_status nb_hvp_by_reverse(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor *v, nb_tensor **hv);
+NB_API nb_status nb_hessian_by_reverse(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor **hess);
+NB_API nb_status nb_hvp_by_reverse(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor *v, nb_tensor **hv);
+
+NB_END_DECLS
 
 #endif

@@ -149,7 +149,7 @@ static nb_status reshape_infer(nb_op_ctx *c)
 static nb_status flatten_infer(nb_op_ctx *c)
 {
     const nb_var_info *x = nb_in_info(c, 0, 0);
-    int rank = x->ndim ? x->ndim : 1, s, e;
+    int rank = x->ndim ? x->ndim : 1, s = 0, e = 0;
     nb_status st;
     if ((st = nb_shapeop_axis(c, "start_axis", nb_attr_int(c, "start_axis"), rank, "X", x, &s)) ||
         (st = nb_shapeop_axis(c, "stop_axis", nb_attr_int(c, "stop_axis"), rank, "X", x, &e)))
@@ -180,7 +180,7 @@ static nb_status squeeze_infer(nb_op_ctx *c)
     bool drop[NB_MAX_DIMS] = {false};
     for (int d = 0; d < x->ndim && !axes->n; d++) drop[d] = x->shape[d] == 1;
     for (int i = 0; i < axes->n; i++) {
-        int d;
+        int d = 0;
         nb_status st = nb_shapeop_axis(c, "axes entry", axes->ints[i], x->ndim, "X", x, &d);
         if (st) return st;
         /* A named dim of unknown size is taken to be 1: naming it says so. At
@@ -205,7 +205,7 @@ static nb_status unsqueeze_infer(nb_op_ctx *c)
                         axes->n, SHAPE_STR(a, x), NB_MAX_DIMS);
     bool inserted[NB_MAX_DIMS] = {false};
     for (int i = 0; i < axes->n; i++) {
-        int d;
+        int d = 0;
         nb_status st = nb_shapeop_axis(c, "axes entry", axes->ints[i], rank, "X", x, &d);
         if (st) return st;
         if (inserted[d])
