@@ -65,7 +65,7 @@ static void test_autograd_grad_carries_tangents(void)
         nb_tensor *y = loss(f.b, f.x);
         CHECK_OK(nb_autograd_grad(1, &y, NULL, 1, &f.x, false, create, false, &g));
         nb_eager_forward_pop();
-        check_hvp(g, nb_eager_tangent(f.b, (nb_value){g}));
+        check_hvp(g, nb_eager_tangent(f.b, nb_eager_value(f.b, g)));
         nb_tensor_release(g);
         teardown(&f);
     }
@@ -81,7 +81,7 @@ static void test_backward_accumulates_tangents(void)
     nb_tensor *y = loss(f.b, f.x);
     CHECK_OK(nb_backward(1, &y, NULL, false, false));
     nb_eager_forward_pop();
-    check_hvp(nb_tensor_grad(f.x), nb_eager_tangent(f.b, (nb_value){nb_tensor_grad(f.x)}));
+    check_hvp(nb_tensor_grad(f.x), nb_eager_tangent(f.b, nb_eager_value(f.b, nb_tensor_grad(f.x))));
     teardown(&f);
 }
 
@@ -93,9 +93,9 @@ static void test_backward_outside_the_push_has_no_tangents(void)
     nb_tensor *g = NULL;
     REQUIRE_OK(setup(&f, 1));
     nb_tensor *y = loss(f.b, f.x);
-    CHECK(nb_eager_tangent(f.b, (nb_value){y}) != NULL); /* the forward has its tangent */
+    CHECK(nb_eager_tangent(f.b, nb_eager_value(f.b, y)) != NULL); /* the forward has its tangent */
     CHECK_OK(nb_autograd_grad(1, &y, NULL, 1, &f.x, false, false, false, &g));
-    CHECK(g && nb_eager_tangent(f.b, (nb_value){g}) == NULL);
+    CHECK(g && nb_eager_tangent(f.b, nb_eager_value(f.b, g)) == NULL);
     nb_tensor_release(g);
     teardown(&f);
 }
@@ -114,11 +114,11 @@ static void test_sets_of_tangents_share_one_pass(void)
     nb_tensor *y = loss(f.b, f.x);
     CHECK_OK(nb_autograd_grad(1, &y, NULL, 1, &f.x, false, false, false, &g));
     nb_eager_forward_pop();
-    check_hvp(g, nb_eager_tangent_in(f.b, 0, (nb_value){g}));
-    nb_tensor *t1 = nb_eager_tangent_in(f.b, 1, (nb_value){g});
+    check_hvp(g, nb_eager_tangent_in(f.b, 0, nb_eager_value(f.b, g)));
+    nb_tensor *t1 = nb_eager_tangent_in(f.b, 1, nb_eager_value(f.b, g));
     CHECK(t1 != NULL);
     if (t1) CHECK_TENSOR(t1, S(3), 1e-12, 0, hess_of(X[1]), 0);
-    CHECK(nb_eager_tangent(f.b, (nb_value){g}) == nb_eager_tangent_in(f.b, 0, (nb_value){g}));
+    CHECK(nb_eager_tangent(f.b, nb_eager_value(f.b, g)) == nb_eager_tangent_in(f.b, 0, nb_eager_value(f.b, g)));
     release_all(g, e1, NULL);
     teardown(&f);
 }
@@ -133,9 +133,9 @@ static void test_alias_tangent_and_errors(void)
     REQUIRE_OK(nb_eager_forward_mode(b));
     REQUIRE_OK(nb_eager_set_tangent(b, x, v));
     REQUIRE_OK(nb_tensor_detach(&d, x));
-    CHECK(nb_eager_tangent(b, (nb_value){d}) == NULL);
+    CHECK(nb_eager_tangent(b, nb_eager_value(b, d)) == NULL);
     REQUIRE_OK(nb_eager_alias_tangent(b, x, d));
-    CHECK(nb_eager_tangent(b, (nb_value){d}) == v);
+    CHECK(nb_eager_tangent(b, nb_eager_value(b, d)) == v);
     release_all(x, v, d, NULL);
     nb_builder_free(b);
 }

@@ -17,9 +17,20 @@
 
 NB_BEGIN_DECLS
 
-/* A value flowing between ops: a var (record backend) or a tensor (eager). */
+/* A value flowing between ops: a var of a program (record builders) or a
+ * tensor (eager builders). The kind travels with it, so that a value handed
+ * to a builder of the other kind, or to a call of the other mode
+ * (nb_value_name, nb_eager_tensor), is an error naming the call rather than
+ * a var read as a tensor. */
+typedef enum nb_value_kind {
+    NB_VALUE_NONE = 0,
+    NB_VALUE_VAR,    /* p is an nb_var */
+    NB_VALUE_TENSOR  /* p is an nb_tensor */
+} nb_value_kind;
+
 typedef struct nb_value {
     void *p;
+    nb_value_kind kind;
 } nb_value;
 
 #ifdef __cplusplus
@@ -82,8 +93,10 @@ NB_API nb_value nb_data(nb_builder *b, const char *name, nb_dtype dtype, int ndi
  * (and an error) if there is none. */
 NB_API nb_value nb_value_by_name(nb_builder *b, const char *name);
 NB_API nb_value nb_value_from_var(nb_var *v);
-NB_API nb_var *nb_value_var(nb_value v);        /* record backend only */
-NB_API const char *nb_value_name(nb_value v);   /* record backend only */
+/* The var of a record builder's value, or its name; NULL (and an error that
+ * says so) for NB_NONE or an eager value. */
+NB_API nb_var *nb_value_var(nb_value v);
+NB_API const char *nb_value_name(nb_value v);
 
 /* A persistable var in `main`, created in `startup` too with an op of type
  * `init_type` (attrs given) that initialises it once. With no startup program

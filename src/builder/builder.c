@@ -61,6 +61,31 @@ void nb_builder_set_block(nb_builder *b, nb_block *block) { b->block = block; }
 void nb_builder_set_role(nb_builder *b, nb_op_role role) { b->role = role; }
 nb_op_role nb_builder_role(const nb_builder *b) { return b->role; }
 
+static const char *kind_name(nb_value_kind k)
+{
+    return k == NB_VALUE_VAR ? "a var of a program (a record builder's value)"
+         : k == NB_VALUE_TENSOR ? "an eager tensor (an eager builder's value)" : "an untagged value";
+}
+
+nb_status nb_builder_check_value(const nb_builder *b, nb_value v, const char *what)
+{
+    if (nb_is_none(v) || v.kind == b->backend->kind) return NB_OK;
+    return nb_error(NB_ERR_ARG, "%s is %s, but this is %s builder", what, kind_name(v.kind),
+                    b->backend->kind == NB_VALUE_VAR ? "a record" : "an eager");
+}
+
+/* Every input must be a value of the builder's kind. */
+static nb_status check_inputs(const nb_builder *b, const char *type, int n_in, const nb_value *in)
+{
+    for (int i = 0; i < n_in; i++)
+        if (!nb_is_none(in[i]) && in[i].kind != b->backend->kind) {
+            char what[160];
+            snprintf(what, sizeof what, "emit %s: input %d", type, i);
+            return nb_builder_check_value(b, in[i], what);
+        }
+    return NB_OK;
+}
+
 nb_status nb_emit(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs, const nb_attr *attrs,
                   int n_out, nb_value *out)
 {
@@ -70,6 +95,8 @@ nb_status nb_emit(nb_builder *b, const char *type, int n_in, const nb_value *in,
     if (!type) return nb_builder_record_error(b, nb_error(NB_ERR_NOT_FOUND, "unknown op '(null)'"));
     if (n_in < 0 || n_out < 1 || (n_in && !in) || !out || (n_attrs && !attrs))
         return nb_builder_record_error(b, nb_error(NB_ERR_ARG, "emit %s: bad argument counts or NULL arrays", type));
+    nb_status st = check_inputs(b, type, n_in, in);
+    if (st) return nb_builder_record_error(b, st);
     return nb_builder_record_error(b, b->backend->emit(b, type, n_in, in, n_attrs, attrs, n_out, out));
 }
 
@@ -91,13 +118,14 @@ nb_value nb_emit1(nb_builder *b, const char *type, int n_in, const nb_value *in,
         nb_builder_record_error(b, nb_error(NB_ERR_ARG, "emit %s: bad argument counts or NULL arrays", type));
         return NB_NONE;
     }
+    if (nb_builder_record_error(b, check_inputs(b, type, n_in, in))) return NB_NONE;
     if (nb_builder_record_error(b, b->backend->emit(b, type, n_in, in, n_attrs, attrs, -1, outs))) return NB_NONE;
     return outs[0];
 }
 
 nb_var_info nb_value_info(const nb_builder *b, nb_value v)
 {
-    if (!b || nb_is_none(v)) return (nb_var_info){.dtype = NB_F32, .ndim = 0};
+    if (!b || nb_is_none(v) || v.kind != b->backend->kind) return (nb_var_info){.dtype = NB_F32, .ndim = 0};
     return b->backend->info(b, v);
 }
 

@@ -10,6 +10,7 @@
 /* What differs between backends. The builder never names one. */
 typedef struct nb_builder_backend {
     const char *name;
+    nb_value_kind kind; /* the values it makes and takes */
     /* Emits op `type`, whose definition the backend looks up. n_out < 0 asks
      * for one value per declared output slot (out has room for NB_MAX_SLOTS). */
     nb_status (*emit)(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
@@ -30,6 +31,16 @@ struct nb_builder {
     nb_op_role role;
     void *state; /* backend-specific */
 };
+
+static inline nb_value nb_value_make(void *p, nb_value_kind kind)
+{
+    nb_value v = {p, p ? kind : NB_VALUE_NONE};
+    return v;
+}
+
+/* NB_OK if v is NB_NONE or a value of b's kind; else an error naming `what`
+ * (the call and the argument). */
+nb_status nb_builder_check_value(const nb_builder *b, nb_value v, const char *what);
 
 /* Sets up the common fields of a new builder. */
 nb_status nb_builder_init(nb_builder **out, const nb_builder_backend *backend);

@@ -56,14 +56,14 @@ static nb_status propagate_tangents(nb_tangents *l, const nb_op_def *def, const 
     bool any = false;
     for (int k = 0; k < n_in; k++) {
         nb_tensor *t = nb_tangents_get(l, in[k]);
-        x[k] = (nb_value){in[k]};
-        tx[k] = (nb_value){t};
+        x[k] = nb_value_make(in[k], NB_VALUE_TENSOR);
+        tx[k] = nb_value_make(t, NB_VALUE_TENSOR);
         any |= t != NULL;
     }
     if (!any || (def->flags & NB_OP_NOT_DIFFERENTIABLE)) return NB_OK;
     if (!def->jvp) return nb_error(NB_ERR_UNSUPPORTED, "forward mode: %s has no JVP rule", def->name);
     for (int k = 0; k < n_out; k++) {
-        y[k] = (nb_value){out[k]};
+        y[k] = nb_value_make(out[k], NB_VALUE_TENSOR);
         ty[k] = NB_NONE;
     }
     nb_grad_ctx g = {.def = def, .attrs = attrs, .x = x, .y = y, .tx = tx, .ty = ty};
@@ -129,7 +129,7 @@ static nb_status eager_emit(nb_builder *b, const char *type, int n_in, const nb_
     for (int i = 0; i < n_out; i++) {
         if (!st) st = hold(s, outs[i]);
         else nb_tensor_release(outs[i]);
-        out[i].p = st ? NULL : outs[i];
+        out[i] = st ? NB_NONE : nb_value_make(outs[i], NB_VALUE_TENSOR);
     }
     return st;
 }
@@ -160,6 +160,7 @@ static nb_status eager_unique_name(nb_builder *b, const char *prefix, char *buf,
 
 static const nb_builder_backend eager_backend = {
     .name = "eager",
+    .kind = NB_VALUE_TENSOR,
     .emit = eager_emit,
     .info = eager_info,
     .unique_name = eager_unique_name,
@@ -203,10 +204,15 @@ nb_value nb_eager_value(nb_builder *b, nb_tensor *t)
         nb_tensor_release(t);
         return NB_NONE;
     }
-    return (nb_value){t};
+    return nb_value_make(t, NB_VALUE_TENSOR);
 }
 
-nb_tensor *nb_eager_tensor(nb_value v) { return v.p; }
+nb_tensor *nb_eager_tensor(nb_value v)
+{
+    if (v.kind == NB_VALUE_TENSOR) return v.p;
+    if (!nb_is_none(v)) nb_error(NB_ERR_ARG, "nb_eager_tensor: the value is a var of a program, not an eager tensor");
+    return NULL;
+}
 
 void nb_eager_release_values(nb_builder *b)
 {

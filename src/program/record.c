@@ -38,7 +38,7 @@ static nb_status record_emit(nb_builder *b, const char *type, int n_in, const nb
     if ((st = nb_block_append_op(b->block, def->name, n_in, in_names, n_out, out_ptrs, n_attrs, attrs, &op)))
         goto done;
     op->role = b->role;
-    for (int i = 0; i < n_out; i++) out[i].p = nb_block_find_var(b->block, out_names[i]);
+    for (int i = 0; i < n_out; i++) out[i] = nb_value_from_var(nb_block_find_var(b->block, out_names[i]));
 done:
     nb_free(in_names);
     nb_free(out_names);
@@ -55,6 +55,7 @@ static nb_status record_unique_name(nb_builder *b, const char *prefix, char *buf
 
 static const nb_builder_backend record_backend = {
     .name = "record",
+    .kind = NB_VALUE_VAR,
     .emit = record_emit,
     .info = record_info,
     .unique_name = record_unique_name,
@@ -72,9 +73,23 @@ nb_status nb_builder_new_record(nb_builder **out, nb_program *main, nb_program *
     return NB_OK;
 }
 
-nb_value nb_value_from_var(nb_var *v) { return (nb_value){v}; }
-nb_var *nb_value_var(nb_value v) { return v.p; }
-const char *nb_value_name(nb_value v) { return v.p ? ((nb_var *)v.p)->name : NULL; }
+nb_value nb_value_from_var(nb_var *v) { return nb_value_make(v, NB_VALUE_VAR); }
+
+nb_var *nb_value_var(nb_value v)
+{
+    if (v.kind == NB_VALUE_VAR) return v.p;
+    nb_error(NB_ERR_ARG, "nb_value_var: %s", nb_is_none(v) ? "the value is NB_NONE (did an emit fail?)"
+                                                           : "the value is an eager tensor, not a var of a program");
+    return NULL;
+}
+
+const char *nb_value_name(nb_value v)
+{
+    if (v.kind == NB_VALUE_VAR) return ((nb_var *)v.p)->name;
+    nb_error(NB_ERR_ARG, "nb_value_name: %s", nb_is_none(v) ? "the value is NB_NONE (did an emit fail?)"
+                                                            : "an eager tensor has no name; only a var of a program has");
+    return NULL;
+}
 
 nb_value nb_value_by_name(nb_builder *b, const char *name)
 {
@@ -85,7 +100,7 @@ nb_value nb_value_by_name(nb_builder *b, const char *name)
                         b->block ? b->block->idx : -1);
         return NB_NONE;
     }
-    return (nb_value){v};
+    return nb_value_from_var(v);
 }
 
 nb_value nb_data(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape)
@@ -103,7 +118,7 @@ nb_value nb_data(nb_builder *b, const char *name, nb_dtype dtype, int ndim, cons
     if (nb_builder_record_error(b, nb_block_create_var(b->block, name, dtype, ndim, shape, &v))) return NB_NONE;
     v->is_data = true;
     v->stop_gradient = true;
-    return (nb_value){v};
+    return nb_value_from_var(v);
 }
 
 /* Adds shape and dtype attributes to an initialiser's attrs when its def
@@ -170,5 +185,5 @@ nb_value nb_create_parameter(nb_builder *b, const char *name, nb_dtype dtype, in
     nb_free(all);
     if (nb_builder_record_error(b, st)) return NB_NONE;
     op->role = NB_ROLE_STARTUP;
-    return (nb_value){v};
+    return nb_value_from_var(v);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "nabla/ops.h"
 #include "nabla/transforms.h"
+#include "../builder/builder_internal.h"
 
 #define MAX_IO 16
 
@@ -213,7 +214,7 @@ nb_status nb_jvp(const nb_function *f, nb_tensor *const *primals, nb_tensor *con
     nb_builder *b = NULL;
     st = forward(f, primals, 1, tangents, &b, outputs);
     for (int i = 0; i < f->n_out && !st; i++) {
-        nb_tensor *t = nb_eager_tangent(b, (nb_value){outputs[i]});
+        nb_tensor *t = nb_eager_tangent(b, nb_value_make(outputs[i], NB_VALUE_TENSOR));
         if (t) out_tangents[i] = nb_tensor_retain(t);
         else st = zeros_like(outputs[i], &out_tangents[i]); /* known to be zero */
     }
@@ -367,7 +368,7 @@ static nb_status jacfwd_pass(const nb_function *f, nb_tensor *const *primals, in
     if (!st) st = forward(f, primals, m, tangents, &b, outputs);
     if (!st && !*jac) st = jac_shape(outputs[out], a, jac);
     for (int k = 0; k < m && !st; k++) {
-        nb_tensor *t = nb_eager_tangent_in(b, k, (nb_value){outputs[out]});
+        nb_tensor *t = nb_eager_tangent_in(b, k, nb_value_make(outputs[out], NB_VALUE_TENSOR));
         if (t) scatter(*jac, first + k, n_a, t);
     }
     release_n(outputs, f->n_out);
