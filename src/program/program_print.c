@@ -1,5 +1,6 @@
 /* A readable text form of a program (used by `nabla dump` and in tests). */
 #include <stdio.h>
+#include <string.h>
 #include "program_internal.h"
 
 static const char *role_name(nb_op_role r)
@@ -28,6 +29,14 @@ static void print_slots(FILE *f, const nb_op *op, bool inputs)
     fputc(')', f);
 }
 
+/* An attribute as text; a dtype attribute by its dtype's name. */
+static const char *attr_str(char *buf, size_t size, const char *name, const nb_attr_value *v)
+{
+    if (!strcmp(name, "dtype") && v->type == NB_ATTR_INT && nb_dtype_valid((int)v->i))
+        return nb_dtype_name((nb_dtype)v->i);
+    return nb_attr_value_str(buf, size, v);
+}
+
 nb_status nb_program_print(const nb_program *p, FILE *f)
 {
     char buf[512];
@@ -53,7 +62,7 @@ nb_status nb_program_print(const nb_program *p, FILE *f)
             bool first = true;
             for (int a = 0; a < NB_MAX_ATTRS && op->def->attrs[a].name; a++) {
                 fprintf(f, "%s%s=%s", first ? " {" : ", ", op->def->attrs[a].name,
-                        nb_attr_value_str(buf, sizeof buf, &op->attrs[a]));
+                        attr_str(buf, sizeof buf, op->def->attrs[a].name, &op->attrs[a]));
                 first = false;
             }
             if (!first) fputc('}', f);
