@@ -4,15 +4,14 @@
  * them.
  *
  * Index tensors come from data, so every index is checked when the kernel
- * runs, before anything is read or written through it. */
-#include <stdlib.h>
-#include "nabla/device.h"
+ * runs (kernels/cpu/index.c), before anything is read or written through
+ * it. */
 #include <string.h>
-#include "core/tensor_internal.h"
-#include "kernels/cpu/index.h"
-#include "kernels/cpu/shape.h"
 #include "shape_grad.h"
 #include "shape_internal.h"
+
+_Static_assert(sizeof(nb_slice_params) <= NB_MAX_PARAMS_SIZE, "slice's parameters outgrow NB_MAX_PARAMS_SIZE");
+_Static_assert(sizeof(nb_pad_params) <= NB_MAX_PARAMS_SIZE, "pad's parameters outgrow NB_MAX_PARAMS_SIZE");
 
 /* ---- slice -------------------------------------------------------------------- */
 
@@ -59,23 +58,29 @@ static nb_status slice_infer(nb_op_ctx *c)
     return slice_plan(c, x, first, step, o->shape);
 }
 
-static nb_status slice_kernel(nb_op_ctx *c)
+/* Validates what does not depend on Input (inference checks the rest). A
+ * list longer than NB_MAX_DIMS never passes inference, whose axes would
+ * repeat or fall out of range, so the kernel never reads entries left out. */
+static nb_status slice_params(const nb_op_ctx *c, void *params)
 {
-    nb_tensor *x = nb_in(c, 0, 0), *o = nb_out(c, 0, 0);
-    int64_t first[NB_MAX_DIMS], step[NB_MAX_DIMS], shape[NB_MAX_DIMS], xs[NB_MAX_DIMS];
-    nb_status st = slice_plan(c, nb_in_info(c, 0, 0), first, step, shape);
-    if (st || nb_tensor_numel(o) == 0) return st;
-    nb_contiguous_strides(x->ndim, x->shape, xs);
-    int64_t off = 0;
-    for (int d = 0; d < x->ndim; d++) {
-        off += first[d] * xs[d];
-        xs[d] *= step[d];
+    nb_slice_params *p = params;
+    const nb_attr_value *axes = nb_attr_get(c, "axes"), *starts = nb_attr_get(c, "starts"),
+                        *ends = nb_attr_get(c, "ends"), *strides = nb_attr_get(c, "strides");
+    if (starts->n != axes->n || ends->n != axes->n || (strides->n && strides->n != axes->n))
+        return nb_error(NB_ERR_ARG,
+                        "%s: axes, starts, ends (and strides, if given) need the same length; got %d, %d, %d, %d",
+                        c->label, axes->n, starts->n, ends->n, strides->n);
+    p->n = axes->n < NB_MAX_DIMS ? axes->n : NB_MAX_DIMS;
+    for (int k = 0; k < p->n; k++) {
+        int64_t s = strides->n ? strides->ints[k] : 1, a = axes->ints[k];
+        if (s <= 0)
+            return nb_error(NB_ERR_ARG, "%s: strides[%d] = %lld must be positive", c->label, k, (long long)s);
+        /* Out of int32 range is out of range for any rank, clamped or not. */
+        p->axes[k] = (int32_t)(a < INT32_MIN ? INT32_MIN : a > INT32_MAX ? INT32_MAX : a);
+        p->starts[k] = starts->ints[k];
+        p->ends[k] = ends->ints[k];
+        p->strides[k] = s;
     }
-    nb_shapeop_out ob;
-    if ((st = nb_shapeop_out_begin(c, o, &ob))) return st;
-    size_t el = nb_dtype_size(x->dtype);
-    nb_cpu_strided_copy(ob.data, (const char *)nb_tensor_data(x) + (size_t)off * el, o->ndim, o->shape, xs, el);
-    nb_shapeop_out_end(&ob);
     return NB_OK;
 }
 
@@ -132,24 +137,24 @@ static nb_status pad_infer(nb_op_ctx *c)
     return pad_check(c, x, "X", o->shape);
 }
 
-static nb_status pad_kernel(nb_op_ctx *c)
+/* pad_grad's parameters: mode and paddings (longer than 2 * NB_MAX_DIMS
+ * never passes inference, so the entries left out are never read). */
+static nb_status pad_grad_params(const nb_op_ctx *c, void *params)
 {
-    nb_tensor *x = nb_in(c, 0, 0), *o = nb_out(c, 0, 0);
-    nb_pad_mode mode = NB_PAD_CONSTANT;
-    nb_status st = pad_mode(c, &mode);
+    nb_pad_params *p = params;
+    const nb_attr_value *pads = nb_attr_get(c, "paddings");
+    nb_status st = pad_mode(c, &p->mode);
     if (st) return st;
-    union { double f; int64_t i; unsigned char bytes[8]; } fill; /* aligned for any dtype */
-    nb_store(x->dtype, &fill, 0, nb_attr_float(c, "pad_value"));
-    nb_shapeop_out ob;
-    if ((st = nb_shapeop_out_begin(c, o, &ob))) return st;
-    st = nb_cpu_pad(ob.data, nb_tensor_data(x), x->ndim, x->shape, nb_attr_get(c, "paddings")->ints, mode,
-                    fill.bytes, nb_dtype_size(x->dtype));
-    if (st) {
-        nb_free(ob.scratch);
-        return nb_error(st, "%s: out of memory", c->label);
-    }
-    nb_shapeop_out_end(&ob);
+    p->n = pads->n < 2 * NB_MAX_DIMS ? pads->n : 2 * NB_MAX_DIMS;
+    for (int i = 0; i < p->n; i++) p->paddings[i] = pads->ints[i];
     return NB_OK;
+}
+
+/* pad's: pad_grad's and the constant border's value. */
+static nb_status pad_params(const nb_op_ctx *c, void *params)
+{
+    ((nb_pad_params *)params)->value = nb_attr_float(c, "pad_value");
+    return pad_grad_params(c, params);
 }
 
 /* ---- pad_grad ------------------------------------------------------------------- */
@@ -184,25 +189,6 @@ static nb_status pad_grad_infer(nb_op_ctx *c)
     return pad_check(c, o, "DX", padded);
 }
 
-static nb_status pad_grad_kernel(nb_op_ctx *c)
-{
-    nb_tensor *dy = nb_in(c, 0, 0), *dx = nb_out(c, 0, 0);
-    nb_pad_mode mode = NB_PAD_CONSTANT;
-    nb_status st = pad_mode(c, &mode);
-    if (st) return st;
-    nb_shapeop_out ob;
-    if ((st = nb_shapeop_out_begin(c, dx, &ob))) return st;
-    st = nb_cpu_pad_grad(dx->dtype, ob.data, nb_tensor_data(dy), dx->ndim, dx->shape, nb_attr_get(c, "paddings")->ints,
-                         mode);
-    if (st) {
-        nb_free(ob.scratch);
-        return st == NB_ERR_DTYPE ? nb_error(st, "%s: no kernel for %s", c->label, nb_dtype_name(dx->dtype))
-                                  : nb_error(st, "%s: out of memory", c->label);
-    }
-    nb_shapeop_out_end(&ob);
-    return NB_OK;
-}
-
 /* ---- gather, index_select ------------------------------------------------------- */
 
 static nb_status check_index_info(const nb_op_ctx *c, const nb_var_info *idx, const char *slot)
@@ -225,20 +211,6 @@ static nb_status indexed_axis(const nb_op_ctx *c, const char *attr, int *axis)
     return nb_shapeop_axis(c, attr, nb_attr_int(c, attr), x->ndim, "X", x, axis);
 }
 
-/* Checks every index of the Index tensor (slot `slot`) against dim `axis`
- * of X, naming the first bad one. */
-static nb_status check_indices(const nb_op_ctx *c, int slot, int axis)
-{
-    nb_tensor *x = nb_in(c, 0, 0), *idx = nb_in(c, slot, 0);
-    int64_t pos, val, n = x->shape[axis];
-    if (nb_cpu_index_check(nb_tensor_data(idx), idx->dtype == NB_I64, nb_tensor_numel(idx), n, &pos, &val))
-        return NB_OK;
-    char a[NB_SHAPE_STR_MAX];
-    return nb_error(NB_ERR_ARG, "%s: Index[%lld] = %lld is out of range [0, %lld) for dim %d of X (shape %s)",
-                    c->label, (long long)pos, (long long)val, (long long)n, axis,
-                    nb_shape_str(a, sizeof a, x->ndim, x->shape));
-}
-
 static nb_status gather_infer_with(nb_op_ctx *c, const char *attr)
 {
     const nb_var_info *x = nb_in_info(c, 0, 0), *idx = nb_in_info(c, 1, 0);
@@ -251,25 +223,16 @@ static nb_status gather_infer_with(nb_op_ctx *c, const char *attr)
     return NB_OK;
 }
 
-static nb_status gather_kernel_with(nb_op_ctx *c, const char *attr)
+static nb_status gather_infer(nb_op_ctx *c) { return gather_infer_with(c, "axis"); }
+static nb_status index_select_infer(nb_op_ctx *c) { return gather_infer_with(c, "dim"); }
+
+/* index_select's axis goes by its torch name. */
+static nb_status index_select_params(const nb_op_ctx *c, void *params)
 {
-    nb_tensor *x = nb_in(c, 0, 0), *idx = nb_in(c, 1, 0), *o = nb_out(c, 0, 0);
-    int axis;
-    nb_status st = indexed_axis(c, attr, &axis);
-    if (st || (st = check_indices(c, 1, axis))) return st;
-    nb_shapeop_out ob;
-    if ((st = nb_shapeop_out_begin(c, o, &ob))) return st;
-    nb_cpu_gather(ob.data, nb_tensor_data(x), nb_tensor_data(idx), idx->dtype == NB_I64, nb_tensor_numel(idx),
-                  nb_shapeop_product(x->shape, 0, axis), x->shape[axis], nb_shapeop_product(x->shape, axis + 1, x->ndim),
-                  nb_dtype_size(x->dtype));
-    nb_shapeop_out_end(&ob);
+    nb_shape_axis_params *p = params;
+    p->axis = nb_attr_int(c, "dim");
     return NB_OK;
 }
-
-static nb_status gather_infer(nb_op_ctx *c) { return gather_infer_with(c, "axis"); }
-static nb_status gather_kernel(nb_op_ctx *c) { return gather_kernel_with(c, "axis"); }
-static nb_status index_select_infer(nb_op_ctx *c) { return gather_infer_with(c, "dim"); }
-static nb_status index_select_kernel(nb_op_ctx *c) { return gather_kernel_with(c, "dim"); }
 
 /* ---- scatter_add ------------------------------------------------------------------ */
 
@@ -299,36 +262,6 @@ static nb_status scatter_add_infer(nb_op_ctx *c)
     return NB_OK;
 }
 
-static nb_status scatter_add_kernel(nb_op_ctx *c)
-{
-    nb_tensor *x = nb_in(c, 0, 0), *idx = nb_in(c, 1, 0), *upd = nb_in(c, 2, 0), *o = nb_out(c, 0, 0);
-    int axis;
-    nb_status st = indexed_axis(c, "axis", &axis);
-    if (st || (st = check_indices(c, 1, axis))) return st;
-    /* Out = X in place is the usual case and needs no copy; any other
-     * overlap with an input goes through a scratch buffer. */
-    size_t bytes = (size_t)nb_tensor_numel(o) * nb_dtype_size(o->dtype);
-    void *xd = nb_tensor_data(x), *dst = nb_tensor_data(o), *scratch = NULL;
-    bool in_place = dst == xd;
-    if (nb_shapeop_overlap(o, idx) || nb_shapeop_overlap(o, upd) || (!in_place && nb_shapeop_overlap(o, x))) {
-        if (!(scratch = nb_malloc(bytes ? bytes : 1)))
-            return nb_error(NB_ERR_NOMEM, "%s: out of memory for a scratch copy of the output", c->label);
-        dst = scratch;
-    }
-    if (dst != xd && bytes) memcpy(dst, xd, bytes);
-    if (!nb_cpu_scatter_add(o->dtype, dst, nb_tensor_data(upd), nb_tensor_data(idx), idx->dtype == NB_I64,
-                            nb_tensor_numel(idx), nb_shapeop_product(x->shape, 0, axis), x->shape[axis],
-                            nb_shapeop_product(x->shape, axis + 1, x->ndim))) {
-        nb_free(scratch);
-        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", c->label, nb_dtype_name(o->dtype));
-    }
-    if (scratch) {
-        memcpy(nb_tensor_data(o), scratch, bytes);
-        nb_free(scratch);
-    }
-    return NB_OK;
-}
-
 /* ---- one_hot ------------------------------------------------------------------------ */
 
 static nb_status one_hot_infer(nb_op_ctx *c)
@@ -352,22 +285,10 @@ static nb_status one_hot_infer(nb_op_ctx *c)
     return NB_OK;
 }
 
-static nb_status one_hot_kernel(nb_op_ctx *c)
+static nb_status one_hot_params(const nb_op_ctx *c, void *params)
 {
-    nb_tensor *x = nb_in(c, 0, 0), *o = nb_out(c, 0, 0);
-    int64_t depth = nb_attr_int(c, "depth"), pos, val, count = nb_tensor_numel(x);
-    bool idx64 = x->dtype == NB_I64;
-    if (!nb_cpu_index_check(nb_tensor_data(x), idx64, count, depth, &pos, &val)) {
-        char a[NB_SHAPE_STR_MAX];
-        return nb_error(NB_ERR_ARG, "%s: X[%lld] = %lld (flat index into X of shape %s) is out of range [0, %lld) for depth %lld",
-                        c->label, (long long)pos, (long long)val, nb_shape_str(a, sizeof a, x->ndim, x->shape),
-                        (long long)depth, (long long)depth);
-    }
-    nb_shapeop_out ob;
-    nb_status st = nb_shapeop_out_begin(c, o, &ob);
-    if (st) return st;
-    nb_cpu_one_hot(o->dtype, ob.data, nb_tensor_data(x), idx64, count, depth);
-    nb_shapeop_out_end(&ob);
+    nb_one_hot_params *p = params;
+    p->depth = nb_attr_int(c, "depth");
     return NB_OK;
 }
 
@@ -381,7 +302,8 @@ const nb_op_def nb_op_slice = {
     .attrs = {NB_ADEF_REQUIRED("axes", NB_ATTR_INTS), NB_ADEF_REQUIRED("starts", NB_ATTR_INTS),
               NB_ADEF_REQUIRED("ends", NB_ATTR_INTS), NB_ADEF_INTS_EMPTY("strides")},
     .infer = slice_infer,
-    .cpu = slice_kernel,
+    .params_size = sizeof(nb_slice_params),
+    .params = slice_params,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_slice_vjp,
     .jvp = nb_shape_jvp,
@@ -395,7 +317,8 @@ const nb_op_def nb_op_pad = {
     .attrs = {NB_ADEF_REQUIRED("paddings", NB_ATTR_INTS), NB_ADEF_FLOAT("pad_value", 0.0),
               NB_ADEF_STRING("mode", "constant")},
     .infer = pad_infer,
-    .cpu = pad_kernel,
+    .params_size = sizeof(nb_pad_params),
+    .params = pad_params,
     .vjp = nb_pad_vjp,
     .jvp = nb_shape_jvp,
 };
@@ -407,7 +330,8 @@ const nb_op_def nb_op_pad_grad = {
     .outputs = {{"DX", 0}},
     .attrs = {NB_ADEF_REQUIRED("paddings", NB_ATTR_INTS), NB_ADEF_STRING("mode", "constant")},
     .infer = pad_grad_infer,
-    .cpu = pad_grad_kernel,
+    .params_size = sizeof(nb_pad_params),
+    .params = pad_grad_params,
     .vjp = nb_pad_grad_vjp,
     .jvp = nb_shape_jvp,
 };
@@ -419,7 +343,8 @@ const nb_op_def nb_op_gather = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_INT("axis", 0)},
     .infer = gather_infer,
-    .cpu = gather_kernel,
+    .params_size = sizeof(nb_shape_axis_params),
+    .params = nb_shapeop_axis_params,
     .grad_uses_inputs = (1u << 0) | (1u << 1),
     .vjp = nb_gather_vjp,
     .jvp = nb_shape_jvp,
@@ -432,7 +357,8 @@ const nb_op_def nb_op_index_select = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_INT("dim", 0)},
     .infer = index_select_infer,
-    .cpu = index_select_kernel,
+    .params_size = sizeof(nb_shape_axis_params),
+    .params = index_select_params,
     .grad_uses_inputs = (1u << 0) | (1u << 1),
     .vjp = nb_gather_vjp,
     .jvp = nb_shape_jvp,
@@ -445,7 +371,8 @@ const nb_op_def nb_op_scatter_add = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_INT("axis", 0)},
     .infer = scatter_add_infer,
-    .cpu = scatter_add_kernel,
+    .params_size = sizeof(nb_shape_axis_params),
+    .params = nb_shapeop_axis_params,
     .grad_uses_inputs = 1u << 1,
     .vjp = nb_scatter_add_vjp,
     .jvp = nb_scatter_add_jvp,
@@ -458,6 +385,7 @@ const nb_op_def nb_op_one_hot = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_REQUIRED("depth", NB_ATTR_INT), NB_ADEF_INT("dtype", NB_F32)},
     .infer = one_hot_infer,
-    .cpu = one_hot_kernel,
+    .params_size = sizeof(nb_one_hot_params),
+    .params = one_hot_params,
     .flags = NB_OP_NOT_DIFFERENTIABLE,
 };

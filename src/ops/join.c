@@ -1,10 +1,8 @@
 /* The shape family, part two: ops that join tensors (concat, stack) or cut
- * one apart (split). The family table in shape.c lists them. */
+ * one apart (split). The family table in shape.c lists them; their one
+ * parameter is the axis (nb_shapeop_axis_params). */
 #include <stdio.h>
-#include "nabla/device.h"
-#include <stdlib.h>
 #include <string.h>
-#include "kernels/cpu/shape.h"
 #include "shape_grad.h"
 #include "shape_internal.h"
 
@@ -64,41 +62,6 @@ static nb_status concat_infer(nb_op_ctx *c)
     return NB_OK;
 }
 
-/* Views every input as [outer, its rows], the dims before `axis` against
- * the rest, and joins the rows. Stack is the case where each input brings a
- * new dim of size 1 at axis. */
-static nb_status join_kernel(nb_op_ctx *c, int axis)
-{
-    int n = nb_in_count(c, 0);
-    nb_tensor *o = nb_out(c, 0, 0), *x0 = nb_in(c, 0, 0);
-    size_t el = nb_dtype_size(o->dtype);
-    const void **src = nb_malloc((size_t)n * sizeof *src);
-    size_t *row_bytes = nb_malloc((size_t)n * sizeof *row_bytes);
-    nb_shapeop_out ob;
-    nb_status st = !src || !row_bytes ? nb_error(NB_ERR_NOMEM, "%s: out of memory", c->label)
-                                      : nb_shapeop_out_begin(c, o, &ob);
-    if (!st) {
-        int64_t outer = nb_shapeop_product(x0->shape, 0, axis);
-        for (int k = 0; k < n; k++) {
-            nb_tensor *x = nb_in(c, 0, k);
-            src[k] = nb_tensor_data(x);
-            row_bytes[k] = (size_t)nb_shapeop_product(x->shape, axis, x->ndim) * el;
-        }
-        nb_cpu_concat(ob.data, n, src, row_bytes, outer);
-        nb_shapeop_out_end(&ob);
-    }
-    nb_free(src);
-    nb_free(row_bytes);
-    return st;
-}
-
-static nb_status concat_kernel(nb_op_ctx *c)
-{
-    int axis;
-    nb_status st = concat_axis(c, &axis);
-    return st ? st : join_kernel(c, axis);
-}
-
 static nb_status stack_infer(nb_op_ctx *c)
 {
     const nb_var_info *x0 = nb_in_info(c, 0, 0);
@@ -118,13 +81,6 @@ static nb_status stack_infer(nb_op_ctx *c)
     o->ndim = x0->ndim + 1;
     for (int d = 0, k = 0; d < o->ndim; d++) o->shape[d] = d == axis ? n : shape[k++];
     return NB_OK;
-}
-
-static nb_status stack_kernel(nb_op_ctx *c)
-{
-    int64_t axis = nb_attr_int(c, "axis");
-    int rank = nb_in(c, 0, 0)->ndim + 1;
-    return join_kernel(c, (int)(axis < 0 ? axis + rank : axis));
 }
 
 static nb_status split_axis(nb_op_ctx *c, int *axis)
@@ -177,35 +133,6 @@ static nb_status split_infer(nb_op_ctx *c)
     return NB_OK;
 }
 
-static nb_status split_kernel(nb_op_ctx *c)
-{
-    int n = nb_out_count(c, 0), axis, k = 0;
-    nb_status st = split_axis(c, &axis);
-    if (st) return st;
-    nb_tensor *x = nb_in(c, 0, 0);
-    size_t el = nb_dtype_size(x->dtype);
-    void **dst = nb_malloc((size_t)n * sizeof *dst);
-    size_t *row_bytes = nb_malloc((size_t)n * sizeof *row_bytes);
-    nb_shapeop_out *ob = nb_calloc((size_t)n, sizeof *ob);
-    if (!dst || !row_bytes || !ob) st = nb_error(NB_ERR_NOMEM, "%s: out of memory", c->label);
-    for (; !st && k < n; k++) {
-        nb_tensor *o = nb_out(c, 0, k);
-        if ((st = nb_shapeop_out_begin(c, o, &ob[k]))) break;
-        dst[k] = ob[k].data;
-        row_bytes[k] = (size_t)nb_shapeop_product(o->shape, axis, o->ndim) * el;
-    }
-    if (!st) nb_cpu_split(dst, n, nb_tensor_data(x), row_bytes, nb_shapeop_product(x->shape, 0, axis));
-    /* Scratch copies go back only once the source has been read in full. */
-    for (int j = 0; j < k; j++) {
-        if (st) nb_free(ob[j].scratch);
-        else nb_shapeop_out_end(&ob[j]);
-    }
-    nb_free(dst);
-    nb_free(row_bytes);
-    nb_free(ob);
-    return st;
-}
-
 /* ---- definitions ------------------------------------------------------------------ */
 
 const nb_op_def nb_op_concat = {
@@ -215,7 +142,8 @@ const nb_op_def nb_op_concat = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_INT("axis", 0)},
     .infer = concat_infer,
-    .cpu = concat_kernel,
+    .params_size = sizeof(nb_shape_axis_params),
+    .params = nb_shapeop_axis_params,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_concat_vjp,
     .jvp = nb_join_jvp,
@@ -228,7 +156,8 @@ const nb_op_def nb_op_split = {
     .outputs = {{"Out", NB_SLOT_VARIADIC}},
     .attrs = {NB_ADEF_INT("axis", 0), NB_ADEF_INTS_EMPTY("sections")},
     .infer = split_infer,
-    .cpu = split_kernel,
+    .params_size = sizeof(nb_shape_axis_params),
+    .params = nb_shapeop_axis_params,
     .grad_uses_outputs = 1u << 0, /* the shapes of pieces that get no gradient */
     .vjp = nb_split_vjp,
     .jvp = nb_shape_jvp,
@@ -241,7 +170,8 @@ const nb_op_def nb_op_stack = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_INT("axis", 0)},
     .infer = stack_infer,
-    .cpu = stack_kernel,
+    .params_size = sizeof(nb_shape_axis_params),
+    .params = nb_shapeop_axis_params,
     .vjp = nb_stack_vjp,
     .jvp = nb_join_jvp,
 };

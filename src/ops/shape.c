@@ -3,15 +3,11 @@
  * expand_as), and the helpers the family shares. Joining and cutting
  * (concat, stack, split) are in join.c, slicing, padding and the index ops
  * in index.c; the family table at the end lists them all. Gradient rules
- * are in shape_grad.c and shape_grad_index.c.
+ * are in shape_grad.c and shape_grad_index.c, the CPU kernels in
+ * kernels/cpu/shape_kernels.c and index.c.
  *
  * Every op copies into its output: views belong to the tensor API, while op
  * outputs own contiguous storage that later ops may overwrite in place. */
-#include <stdio.h>
-#include "nabla/device.h"
-#include <stdlib.h>
-#include <string.h>
-#include "core/tensor_internal.h"
 #include "families.h"
 #include "kernels/cpu/shape.h"
 #include "shape_grad.h"
@@ -34,38 +30,11 @@ nb_status nb_shapeop_axis(const nb_op_ctx *c, const char *attr, int64_t axis, in
     return NB_OK;
 }
 
-static size_t tensor_bytes(const nb_tensor *t)
+nb_status nb_shapeop_axis_params(const nb_op_ctx *c, void *params)
 {
-    return (size_t)nb_tensor_numel(t) * nb_dtype_size(t->dtype);
-}
-
-bool nb_shapeop_overlap(const nb_tensor *a, const nb_tensor *b)
-{
-    const char *pa = nb_tensor_data(a), *pb = nb_tensor_data(b);
-    size_t na = tensor_bytes(a), nbytes = tensor_bytes(b);
-    return na && nbytes && pa < pb + nbytes && pb < pa + na;
-}
-
-nb_status nb_shapeop_out_begin(const nb_op_ctx *c, nb_tensor *out, nb_shapeop_out *b)
-{
-    *b = (nb_shapeop_out){.t = out, .data = nb_tensor_data(out)};
-    int n = c->in_begin[NB_MAX_SLOTS];
-    for (int i = 0; i < n; i++) {
-        if (!c->in[i] || !nb_shapeop_overlap(out, c->in[i])) continue;
-        if (!(b->scratch = nb_malloc(tensor_bytes(out))))
-            return nb_error(NB_ERR_NOMEM, "%s: out of memory for a scratch copy of the output", c->label);
-        b->data = b->scratch;
-        break;
-    }
+    nb_shape_axis_params *p = params;
+    p->axis = nb_attr_int(c, "axis");
     return NB_OK;
-}
-
-void nb_shapeop_out_end(nb_shapeop_out *b)
-{
-    if (!b->scratch) return;
-    memcpy(nb_tensor_data(b->t), b->scratch, tensor_bytes(b->t));
-    nb_free(b->scratch);
-    b->scratch = NULL;
 }
 
 static nb_var_info *set_out(nb_op_ctx *c, const nb_var_info *x)
@@ -76,16 +45,6 @@ static nb_var_info *set_out(nb_op_ctx *c, const nb_var_info *x)
 }
 
 /* ---- reshape, flatten, squeeze, unsqueeze, reshape_as: same elements, new shape */
-
-/* These ops keep the element order, so the whole tensor is one run. */
-static nb_status copy_kernel(nb_op_ctx *c)
-{
-    nb_tensor *x = nb_in(c, 0, 0), *o = nb_out(c, 0, 0);
-    void *s = nb_tensor_data(x), *d = nb_tensor_data(o);
-    size_t bytes = tensor_bytes(x);
-    if (d != s && bytes) memmove(d, s, bytes);
-    return NB_OK;
-}
 
 static nb_status reshape_infer(nb_op_ctx *c)
 {
@@ -167,7 +126,7 @@ static nb_status flatten_infer(nb_op_ctx *c)
     }
     int k = 0;
     for (int d = 0; d < s; d++) o->shape[k++] = x->shape[d];
-    o->shape[k++] = nb_shapeop_product(x->shape, s, e + 1);
+    o->shape[k++] = nb_cpu_shape_product(x->shape, s, e + 1);
     for (int d = e + 1; d < x->ndim; d++) o->shape[k++] = x->shape[d];
     o->ndim = k;
     return NB_OK;
@@ -237,7 +196,7 @@ static nb_status reshape_as_infer(nb_op_ctx *c)
             rest *= like->shape[d];
         }
     }
-    int64_t xn = nb_shapeop_product(x->shape, 0, x->ndim);
+    int64_t xn = nb_cpu_shape_product(x->shape, 0, x->ndim);
     if (xn < 0 || n_unknown > 1) return NB_OK;
     if (n_unknown == 1 && rest > 0 && xn % rest == 0) {
         o->shape[unknown_at] = xn / rest;
@@ -250,13 +209,6 @@ static nb_status reshape_as_infer(nb_op_ctx *c)
 }
 
 /* ---- transpose ---------------------------------------------------------------- */
-
-/* Reads perm after infer has validated it. */
-static int perm_at(const nb_op_ctx *c, int i, int ndim)
-{
-    int64_t p = nb_attr_get(c, "perm")->ints[i];
-    return (int)(p < 0 ? p + ndim : p);
-}
 
 static nb_status transpose_infer(nb_op_ctx *c)
 {
@@ -281,17 +233,14 @@ static nb_status transpose_infer(nb_op_ctx *c)
     return NB_OK;
 }
 
-static nb_status transpose_kernel(nb_op_ctx *c)
+/* A perm longer than NB_MAX_DIMS never passes inference (X has fewer
+ * dims), so the kernel never reads the entries left out. */
+static nb_status transpose_params(const nb_op_ctx *c, void *params)
 {
-    nb_tensor *x = nb_in(c, 0, 0), *o = nb_out(c, 0, 0);
-    int64_t xs[NB_MAX_DIMS], st[NB_MAX_DIMS];
-    nb_contiguous_strides(x->ndim, x->shape, xs);
-    for (int i = 0; i < x->ndim; i++) st[i] = xs[perm_at(c, i, x->ndim)];
-    nb_shapeop_out ob;
-    nb_status s = nb_shapeop_out_begin(c, o, &ob);
-    if (s) return s;
-    nb_cpu_strided_copy(ob.data, nb_tensor_data(x), o->ndim, o->shape, st, nb_dtype_size(x->dtype));
-    nb_shapeop_out_end(&ob);
+    nb_transpose_params *p = params;
+    const nb_attr_value *perm = nb_attr_get(c, "perm");
+    p->n = perm->n < NB_MAX_DIMS ? perm->n : NB_MAX_DIMS;
+    for (int i = 0; i < p->n; i++) p->perm[i] = perm->ints[i];
     return NB_OK;
 }
 
@@ -342,22 +291,6 @@ static nb_status expand_as_infer(nb_op_ctx *c)
     return NB_OK;
 }
 
-/* Broadcast dims read the same element again: stride 0. */
-static nb_status expand_kernel(nb_op_ctx *c)
-{
-    nb_tensor *x = nb_in(c, 0, 0), *o = nb_out(c, 0, 0);
-    int64_t xs[NB_MAX_DIMS], st[NB_MAX_DIMS];
-    nb_contiguous_strides(x->ndim, x->shape, xs);
-    int lead = o->ndim - x->ndim;
-    for (int i = 0; i < o->ndim; i++) st[i] = i < lead || x->shape[i - lead] == 1 ? 0 : xs[i - lead];
-    nb_shapeop_out ob;
-    nb_status s = nb_shapeop_out_begin(c, o, &ob);
-    if (s) return s;
-    nb_cpu_strided_copy(ob.data, nb_tensor_data(x), o->ndim, o->shape, st, nb_dtype_size(x->dtype));
-    nb_shapeop_out_end(&ob);
-    return NB_OK;
-}
-
 /* ---- definitions ------------------------------------------------------------------ */
 
 static const nb_op_def op_reshape = {
@@ -367,7 +300,6 @@ static const nb_op_def op_reshape = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_REQUIRED("shape", NB_ATTR_INTS)},
     .infer = reshape_infer,
-    .cpu = copy_kernel,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
     .jvp = nb_shape_jvp,
@@ -380,7 +312,6 @@ static const nb_op_def op_flatten = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_INT("start_axis", 1), NB_ADEF_INT("stop_axis", -1)},
     .infer = flatten_infer,
-    .cpu = copy_kernel,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
     .jvp = nb_shape_jvp,
@@ -393,7 +324,6 @@ static const nb_op_def op_squeeze = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_INTS_EMPTY("axes")},
     .infer = squeeze_infer,
-    .cpu = copy_kernel,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
     .jvp = nb_shape_jvp,
@@ -406,7 +336,6 @@ static const nb_op_def op_unsqueeze = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_REQUIRED("axes", NB_ATTR_INTS)},
     .infer = unsqueeze_infer,
-    .cpu = copy_kernel,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
     .jvp = nb_shape_jvp,
@@ -418,7 +347,6 @@ static const nb_op_def op_reshape_as = {
     .inputs = {{"X", 0}, {"Like", NB_SLOT_NO_GRAD}},
     .outputs = {{"Out", 0}},
     .infer = reshape_as_infer,
-    .cpu = copy_kernel,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
     .jvp = nb_shape_jvp,
@@ -431,7 +359,8 @@ static const nb_op_def op_transpose = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_REQUIRED("perm", NB_ATTR_INTS)},
     .infer = transpose_infer,
-    .cpu = transpose_kernel,
+    .params_size = sizeof(nb_transpose_params),
+    .params = transpose_params,
     .vjp = nb_transpose_vjp,
     .jvp = nb_shape_jvp,
 };
@@ -443,7 +372,6 @@ static const nb_op_def op_expand = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_REQUIRED("shape", NB_ATTR_INTS)},
     .infer = expand_infer,
-    .cpu = expand_kernel,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_expand_vjp,
     .jvp = nb_shape_jvp,
@@ -455,7 +383,6 @@ static const nb_op_def op_expand_as = {
     .inputs = {{"X", 0}, {"Like", NB_SLOT_NO_GRAD}},
     .outputs = {{"Out", 0}},
     .infer = expand_as_infer,
-    .cpu = expand_kernel,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_expand_vjp,
     .jvp = nb_shape_jvp,

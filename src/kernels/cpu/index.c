@@ -1,6 +1,9 @@
-/* Index-driven kernels: gather, scatter_add, one_hot. */
+/* Index-driven kernels: the loops of gather, scatter_add and one_hot, and
+ * the kernels of the ops that run them (gather, index_select, scatter_add,
+ * one_hot). */
 #include <string.h>
 #include "core/tensor_internal.h"
+#include "nabla/device.h"
 #include "index.h"
 #include "shape.h"
 
@@ -118,3 +121,101 @@ void nb_cpu_one_hot(nb_dtype dt, void *out, const void *idx, bool idx64, int64_t
     char *o = out;
     for (int64_t i = 0; i < count; i++) memcpy(o + (size_t)(i * depth + index_at(idx, idx64, i)) * el, one.bytes, el);
 }
+
+/* ---- the kernels of gather, index_select, scatter_add, one_hot ------------------ */
+
+/* Index tensors come from data, so every index is checked here, before
+ * anything is read or written through it. */
+
+/* Checks every index of the Index tensor (slot `slot`) against dim `axis`
+ * of X, naming the first bad one. */
+static nb_status check_indices(const nb_kernel_ctx *k, int slot, int axis)
+{
+    nb_tensor *x = nb_kin(k, 0, 0), *idx = nb_kin(k, slot, 0);
+    int64_t pos, val, n = x->shape[axis];
+    if (nb_cpu_index_check(nb_tensor_data(idx), idx->dtype == NB_I64, nb_tensor_numel(idx), n, &pos, &val))
+        return NB_OK;
+    char a[NB_SHAPE_STR_MAX];
+    return nb_error(NB_ERR_ARG, "%s: Index[%lld] = %lld is out of range [0, %lld) for dim %d of X (shape %s)",
+                    k->label, (long long)pos, (long long)val, (long long)n, axis,
+                    nb_shape_str(a, sizeof a, x->ndim, x->shape));
+}
+
+/* gather and index_select, whose parameter is the axis (index_select's "dim"). */
+static nb_status run_gather(const nb_kernel_ctx *k)
+{
+    const nb_shape_axis_params *p = k->params;
+    nb_tensor *x = nb_kin(k, 0, 0), *idx = nb_kin(k, 1, 0), *o = nb_kout(k, 0, 0);
+    int axis = nb_shapeparam_axis(p->axis, x->ndim);
+    nb_status st = check_indices(k, 1, axis);
+    if (st) return st;
+    nb_cpu_shape_out ob;
+    if ((st = nb_cpu_shape_out_begin(k, o, &ob))) return st;
+    nb_cpu_gather(ob.data, nb_tensor_data(x), nb_tensor_data(idx), idx->dtype == NB_I64, nb_tensor_numel(idx),
+                  nb_cpu_shape_product(x->shape, 0, axis), x->shape[axis],
+                  nb_cpu_shape_product(x->shape, axis + 1, x->ndim), nb_dtype_size(x->dtype));
+    nb_cpu_shape_out_end(&ob);
+    return NB_OK;
+}
+
+static nb_status run_scatter_add(const nb_kernel_ctx *k)
+{
+    const nb_shape_axis_params *p = k->params;
+    nb_tensor *x = nb_kin(k, 0, 0), *idx = nb_kin(k, 1, 0), *upd = nb_kin(k, 2, 0), *o = nb_kout(k, 0, 0);
+    int axis = nb_shapeparam_axis(p->axis, x->ndim);
+    nb_status st = check_indices(k, 1, axis);
+    if (st) return st;
+    /* Out = X in place is the usual case and needs no copy; any other
+     * overlap with an input goes through a scratch buffer. */
+    size_t bytes = (size_t)nb_tensor_numel(o) * nb_dtype_size(o->dtype);
+    void *xd = nb_tensor_data(x), *dst = nb_tensor_data(o), *scratch = NULL;
+    bool in_place = dst == xd;
+    if (nb_cpu_shape_overlap(o, idx) || nb_cpu_shape_overlap(o, upd) || (!in_place && nb_cpu_shape_overlap(o, x))) {
+        if (!(scratch = nb_malloc(bytes ? bytes : 1)))
+            return nb_error(NB_ERR_NOMEM, "%s: out of memory for a scratch copy of the output", k->label);
+        dst = scratch;
+    }
+    if (dst != xd && bytes) memcpy(dst, xd, bytes);
+    if (!nb_cpu_scatter_add(o->dtype, dst, nb_tensor_data(upd), nb_tensor_data(idx), idx->dtype == NB_I64,
+                            nb_tensor_numel(idx), nb_cpu_shape_product(x->shape, 0, axis), x->shape[axis],
+                            nb_cpu_shape_product(x->shape, axis + 1, x->ndim))) {
+        nb_free(scratch);
+        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(o->dtype));
+    }
+    if (scratch) {
+        memcpy(nb_tensor_data(o), scratch, bytes);
+        nb_free(scratch);
+    }
+    return NB_OK;
+}
+
+static nb_status run_one_hot(const nb_kernel_ctx *k)
+{
+    const nb_one_hot_params *p = k->params;
+    nb_tensor *x = nb_kin(k, 0, 0), *o = nb_kout(k, 0, 0);
+    int64_t depth = p->depth, pos, val, count = nb_tensor_numel(x);
+    bool idx64 = x->dtype == NB_I64;
+    if (!nb_cpu_index_check(nb_tensor_data(x), idx64, count, depth, &pos, &val)) {
+        char a[NB_SHAPE_STR_MAX];
+        return nb_error(NB_ERR_ARG, "%s: X[%lld] = %lld (flat index into X of shape %s) is out of range [0, %lld) for depth %lld",
+                        k->label, (long long)pos, (long long)val, nb_shape_str(a, sizeof a, x->ndim, x->shape),
+                        (long long)depth, (long long)depth);
+    }
+    nb_cpu_shape_out ob;
+    nb_status st = nb_cpu_shape_out_begin(k, o, &ob);
+    if (st) return st;
+    nb_cpu_one_hot(o->dtype, ob.data, nb_tensor_data(x), idx64, count, depth);
+    nb_cpu_shape_out_end(&ob);
+    return NB_OK;
+}
+
+/* The dtypes are those of the first input, X: gather moves any element,
+ * scatter_add adds numbers, one_hot reads int32 or int64 indices. */
+const nb_kernel_def nb_cpu_kernel_gather = {
+    .op = "gather", .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL, .provider = "cpu", .run = run_gather};
+const nb_kernel_def nb_cpu_kernel_index_select = {
+    .op = "index_select", .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL, .provider = "cpu", .run = run_gather};
+const nb_kernel_def nb_cpu_kernel_scatter_add = {
+    .op = "scatter_add", .device = NB_DEVICE_CPU, .dtypes = NB_DT_NUMERIC, .provider = "cpu", .run = run_scatter_add};
+const nb_kernel_def nb_cpu_kernel_one_hot = {
+    .op = "one_hot", .device = NB_DEVICE_CPU, .dtypes = NB_DT_INT, .provider = "cpu", .run = run_one_hot};

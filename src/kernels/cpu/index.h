@@ -1,7 +1,8 @@
 /* CPU kernels that move elements by an index tensor: gather (index_select),
  * scatter_add (its gradient) and one_hot. Index buffers are int32 or int64
  * (`idx64`); callers check them with nb_cpu_index_check first, so the loops
- * here trust every index. */
+ * here trust every index. The kernels of the index ops (index.c) run them;
+ * the table in shape.c lists those. */
 #ifndef NABLA_KERNELS_CPU_INDEX_H
 #define NABLA_KERNELS_CPU_INDEX_H
 
@@ -9,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "nabla/dtype.h"
+#include "nabla/kernel.h"
 
 /* True if all `count` indices lie in [0, n); otherwise false, with the
  * position and value of the first one that does not. */
@@ -29,5 +31,8 @@ bool nb_cpu_scatter_add(nb_dtype dt, void *out, const void *upd, const void *idx
 
 /* out viewed as [count, depth] of dtype dt: all zero but out[i, idx[i]] = 1. */
 void nb_cpu_one_hot(nb_dtype dt, void *out, const void *idx, bool idx64, int64_t count, int64_t depth);
+
+extern const nb_kernel_def nb_cpu_kernel_gather, nb_cpu_kernel_index_select, nb_cpu_kernel_scatter_add,
+    nb_cpu_kernel_one_hot;
 
 #endif

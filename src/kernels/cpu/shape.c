@@ -1,10 +1,12 @@
-/* Byte-moving kernels: strided copies, concatenation, splitting, padding. */
+/* Byte-moving kernels: strided copies, concatenation, splitting, padding;
+ * and the shape family's kernel table. */
 #include <stdbool.h>
 #include "../kernels.h"
 #include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "nabla/tensor.h"
+#include "index.h"
 #include "shape.h"
 
 /* One element is copied with memcpy of a constant size: the compiler emits a
@@ -385,5 +387,13 @@ nb_status nb_cpu_pad_grad(nb_dtype dt, void *dst, const void *src, int ndim, con
     return NB_OK;
 }
 
-/* TRANSITION: filled as the family's kernels move to the registry. */
-const nb_kernel_def *const nb_cpu_kernels_shape[] = {NULL};
+/* ---- the family's table ------------------------------------------------------------ */
+
+/* Kernels of shape_kernels.c and index.c. */
+const nb_kernel_def *const nb_cpu_kernels_shape[] = {
+    &nb_cpu_kernel_reshape, &nb_cpu_kernel_flatten, &nb_cpu_kernel_squeeze, &nb_cpu_kernel_unsqueeze,
+    &nb_cpu_kernel_reshape_as, &nb_cpu_kernel_transpose, &nb_cpu_kernel_expand, &nb_cpu_kernel_expand_as,
+    &nb_cpu_kernel_concat, &nb_cpu_kernel_split, &nb_cpu_kernel_stack, &nb_cpu_kernel_slice, &nb_cpu_kernel_pad,
+    &nb_cpu_kernel_pad_grad, &nb_cpu_kernel_gather, &nb_cpu_kernel_index_select, &nb_cpu_kernel_scatter_add,
+    &nb_cpu_kernel_one_hot, NULL,
+};

@@ -2,14 +2,20 @@
  * copies (transpose, expand, slice), concatenation and its inverse, and
  * padding. They work on raw bytes, so every dtype goes through the same code;
  * `elsize` is the size of one element in bytes. Destinations are contiguous
- * and must not overlap the sources (the op layer routes aliased outputs
- * through a scratch buffer). */
+ * and must not overlap the sources (the family's kernels route aliased
+ * outputs through a scratch buffer: nb_cpu_shape_out_begin).
+ *
+ * Also the helpers the family's kernels share and the kernel definitions
+ * of shape_kernels.c, which the table in shape.c lists. */
 #ifndef NABLA_KERNELS_CPU_SHAPE_H
 #define NABLA_KERNELS_CPU_SHAPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "kernels/params/shape.h"
 #include "nabla/dtype.h"
+#include "nabla/kernel.h"
 #include "nabla/status.h"
 
 /* Below this many elements a kernel runs on one thread: starting a parallel
@@ -25,6 +31,43 @@
 #define NB_SHAPE_PARALLEL_FOR(cond) NB_SHAPE_PRAGMA_(omp parallel for schedule(static) if(cond))
 #else
 #define NB_SHAPE_PARALLEL_FOR(cond) (void)(cond);
+/* ---- helpers of the family's kernels (shape_kernels.c) ----------------------- */
+
+/* Product of shape[from..to), -1 if any of those dims is unknown. */
+static inline int64_t nb_cpu_shape_product(const int64_t *shape, int from, int to)
+{
+    int64_t p = 1;
+    for (int d = from; d < to; d++) {
+        if (shape[d] < 0) return -1;
+        p *= shape[d];
+    }
+    return p;
+}
+
+/* Whether the bytes of two tensors' elements intersect. */
+bool nb_cpu_shape_overlap(const nb_tensor *a, const nb_tensor *b);
+
+/* Kernels that move elements around cannot write into memory they still
+ * read, and an output may be an input's own tensor. nb_cpu_shape_out_begin
+ * gives the place to write: the output itself, or, when it overlaps any
+ * input of `k`, a scratch buffer that nb_cpu_shape_out_end copies into it
+ * afterwards (on failure, free `scratch` instead). */
+typedef struct nb_cpu_shape_out {
+    nb_tensor *t;
+    void *data;
+    void *scratch;
+} nb_cpu_shape_out;
+
+nb_status nb_cpu_shape_out_begin(const nb_kernel_ctx *k, nb_tensor *out, nb_cpu_shape_out *b);
+void nb_cpu_shape_out_end(nb_cpu_shape_out *b);
+
+/* ---- the kernels of shape_kernels.c, listed by nb_cpu_kernels_shape ---------- */
+
+extern const nb_kernel_def nb_cpu_kernel_reshape, nb_cpu_kernel_flatten, nb_cpu_kernel_squeeze,
+    nb_cpu_kernel_unsqueeze, nb_cpu_kernel_reshape_as, nb_cpu_kernel_transpose, nb_cpu_kernel_expand,
+    nb_cpu_kernel_expand_as, nb_cpu_kernel_concat, nb_cpu_kernel_stack, nb_cpu_kernel_split, nb_cpu_kernel_slice,
+    nb_cpu_kernel_pad, nb_cpu_kernel_pad_grad;
+
 #endif
 
 /* dst (contiguous, shape `shape`) receives the view of src whose element at
@@ -38,8 +81,6 @@ void nb_cpu_strided_copy(void *dst, const void *src, int ndim, const int64_t *sh
 void nb_cpu_concat(void *dst, int n, const void *const *src, const size_t *row_bytes, int64_t outer);
 /* The inverse: row o of src is cut into pieces of row_bytes[i] for dst[i]. */
 void nb_cpu_split(void *const *dst, int n, const void *src, const size_t *row_bytes, int64_t outer);
-
-typedef enum nb_pad_mode { NB_PAD_CONSTANT, NB_PAD_REFLECT, NB_PAD_EDGE } nb_pad_mode;
 
 /* Pads src (shape in_shape) by pads[2d] elements before and pads[2d+1] after
  * dimension d. Constant mode writes the element `fill` (elsize bytes) in the
@@ -57,5 +98,42 @@ nb_status nb_cpu_pad(void *dst, const void *src, int ndim, const int64_t *in_sha
  * nb_cpu_pad does. */
 nb_status nb_cpu_pad_grad(nb_dtype dt, void *dst, const void *src, int ndim, const int64_t *in_shape,
                           const int64_t *pads, nb_pad_mode mode);
+
+/* ---- helpers of the family's kernels (shape_kernels.c) ----------------------- */
+
+/* Product of shape[from..to), -1 if any of those dims is unknown. */
+static inline int64_t nb_cpu_shape_product(const int64_t *shape, int from, int to)
+{
+    int64_t p = 1;
+    for (int d = from; d < to; d++) {
+        if (shape[d] < 0) return -1;
+        p *= shape[d];
+    }
+    return p;
+}
+
+/* Whether the bytes of two tensors' elements intersect. */
+bool nb_cpu_shape_overlap(const nb_tensor *a, const nb_tensor *b);
+
+/* Kernels that move elements around cannot write into memory they still
+ * read, and an output may be an input's own tensor. nb_cpu_shape_out_begin
+ * gives the place to write: the output itself, or, when it overlaps any
+ * input of `k`, a scratch buffer that nb_cpu_shape_out_end copies into it
+ * afterwards (on failure, free `scratch` instead). */
+typedef struct nb_cpu_shape_out {
+    nb_tensor *t;
+    void *data;
+    void *scratch;
+} nb_cpu_shape_out;
+
+nb_status nb_cpu_shape_out_begin(const nb_kernel_ctx *k, nb_tensor *out, nb_cpu_shape_out *b);
+void nb_cpu_shape_out_end(nb_cpu_shape_out *b);
+
+/* ---- the kernels of shape_kernels.c, listed by nb_cpu_kernels_shape ---------- */
+
+extern const nb_kernel_def nb_cpu_kernel_reshape, nb_cpu_kernel_flatten, nb_cpu_kernel_squeeze,
+    nb_cpu_kernel_unsqueeze, nb_cpu_kernel_reshape_as, nb_cpu_kernel_transpose, nb_cpu_kernel_expand,
+    nb_cpu_kernel_expand_as, nb_cpu_kernel_concat, nb_cpu_kernel_stack, nb_cpu_kernel_split, nb_cpu_kernel_slice,
+    nb_cpu_kernel_pad, nb_cpu_kernel_pad_grad;
 
 #endif
