@@ -1,13 +1,12 @@
 /* Convolution and pooling over NCHW images, with their fused gradient ops.
- * Shape rules and validation live here; the arithmetic is in
- * kernels/cpu/conv.c and kernels/cpu/pool.c. */
+ * Shape rules, validation and the parameter structs' filling live here; the
+ * arithmetic is in kernels/cpu/conv.c and kernels/cpu/pool.c. */
 #include <stdio.h>
 #include <string.h>
 #include "conv_grad.h"
 #include "families.h"
 #include "infer_check.h"
-#include "kernels/cpu/conv.h"
-#include "kernels/cpu/pool.h"
+#include "kernels/params/conv.h"
 
 static nb_status check_rank(const nb_op_ctx *ctx, const char *slot, const nb_var_info *v, int ndim,
                             const char *what)
@@ -84,35 +83,42 @@ static nb_status read_paddings(const nb_op_ctx *ctx, int64_t p[4])
 
 /* ---- conv2d ----------------------------------------------------------------- */
 
-typedef struct conv_attrs {
-    int64_t stride[2], dil[2], pad[4], groups;
-} conv_attrs;
-
-static char *conv_attr_str(char *buf, size_t size, const conv_attrs *a)
+static char *conv_attr_str(char *buf, size_t size, const nb_conv2d_params *a)
 {
     snprintf(buf, size, "strides [%lld, %lld], paddings [%lld, %lld, %lld, %lld], dilations [%lld, %lld], groups %lld",
-             (long long)a->stride[0], (long long)a->stride[1], (long long)a->pad[0], (long long)a->pad[1],
-             (long long)a->pad[2], (long long)a->pad[3], (long long)a->dil[0], (long long)a->dil[1],
-             (long long)a->groups);
+             (long long)a->strides[0], (long long)a->strides[1], (long long)a->paddings[0], (long long)a->paddings[1],
+             (long long)a->paddings[2], (long long)a->paddings[3], (long long)a->dilations[0],
+             (long long)a->dilations[1], (long long)a->groups);
     return buf;
 }
 
+/* Reads and checks the attributes of conv2d and conv2d_grad: for inference
+ * and, once per prepared op, for the kernels (nb_op_def.params). */
+static nb_status conv_params(const nb_op_ctx *ctx, void *params)
+{
+    nb_conv2d_params *a = params;
+    nb_status st;
+    if ((st = int_pair(ctx, "strides", 1, a->strides)) || (st = int_pair(ctx, "dilations", 1, a->dilations)) ||
+        (st = read_paddings(ctx, a->paddings)))
+        return st;
+    a->groups = nb_attr_int(ctx, "groups");
+    if (a->groups < 1)
+        return nb_error(NB_ERR_ARG, "%s: groups must be >= 1, got %lld", ctx->label, (long long)a->groups);
+    return NB_OK;
+}
+
 /* Validates Input, Filter and Bias (NULL if absent) against the attributes
- * and gives the output shape and, once every size is known, the geometry. */
+ * and gives the output shape. */
 static nb_status conv_check(const nb_op_ctx *ctx, const nb_var_info *x, const nb_var_info *f,
-                            const nb_var_info *bias, nb_conv2d_geom *g, int64_t out[4])
+                            const nb_var_info *bias, int64_t out[4])
 {
     nb_status st;
-    conv_attrs a;
+    nb_conv2d_params a = {0};
     char sx[NB_SHAPE_STR_MAX], sf[NB_SHAPE_STR_MAX], sa[256];
     if ((st = nb_check_float(ctx, "Input", x)) || (st = nb_check_same_dtype(ctx, "Filter", f, "Input", x)) ||
         (st = check_rank(ctx, "Input", x, 4, "N, C, H, W")) || (st = check_rank(ctx, "Filter", f, 4, "M, C/groups, kh, kw")))
         return st;
-    if ((st = int_pair(ctx, "strides", 1, a.stride)) || (st = int_pair(ctx, "dilations", 1, a.dil)) ||
-        (st = read_paddings(ctx, a.pad)))
-        return st;
-    a.groups = nb_attr_int(ctx, "groups");
-    if (a.groups < 1) return nb_error(NB_ERR_ARG, "%s: groups must be >= 1, got %lld", ctx->label, (long long)a.groups);
+    if ((st = conv_params(ctx, &a))) return st;
     conv_attr_str(sa, sizeof sa, &a);
     const int64_t C = x->shape[1], M = f->shape[0], Cg = f->shape[1];
     if (C >= 0 && C % a.groups)
@@ -138,111 +144,81 @@ static nb_status conv_check(const nb_op_ctx *ctx, const nb_var_info *x, const nb
     out[0] = x->shape[0];
     out[1] = M;
     for (int i = 0; i < 2; i++) {
-        const int64_t in = x->shape[2 + i], k = f->shape[2 + i], p0 = a.pad[2 * i], p1 = a.pad[2 * i + 1];
+        const int64_t in = x->shape[2 + i], k = f->shape[2 + i], p0 = a.paddings[2 * i], p1 = a.paddings[2 * i + 1];
         if (in < 0 || k < 0) {
             out[2 + i] = -1;
             continue;
         }
-        const int64_t keff = a.dil[i] * (k - 1) + 1, padded = in + p0 + p1;
+        const int64_t keff = a.dilations[i] * (k - 1) + 1, padded = in + p0 + p1;
         if (padded < keff)
             return nb_error(NB_ERR_SHAPE,
                             "%s: Input has shape %s and Filter %s: the dilated kernel (%lld) is bigger than the padded "
                             "input (%lld) along %s (%s)",
                             ctx->label, nb_info_shape(sx, x), nb_info_shape(sf, f), (long long)keff, (long long)padded,
                             i ? "W" : "H", sa);
-        out[2 + i] = (padded - keff) / a.stride[i] + 1;
+        out[2 + i] = (padded - keff) / a.strides[i] + 1;
     }
-    *g = (nb_conv2d_geom){.n = x->shape[0], .c = C, .h = x->shape[2], .w = x->shape[3], .m = M, .kh = f->shape[2],
-                          .kw = f->shape[3], .ho = out[2], .wo = out[3], .stride_h = a.stride[0],
-                          .stride_w = a.stride[1], .pad_top = a.pad[0], .pad_left = a.pad[2], .dil_h = a.dil[0],
-                          .dil_w = a.dil[1], .groups = a.groups};
     return NB_OK;
 }
 
 static nb_status conv2d_infer(nb_op_ctx *ctx)
 {
-    nb_conv2d_geom g;
     int64_t out[4];
     const nb_var_info *x = nb_in_info(ctx, 0, 0);
-    nb_status st = conv_check(ctx, x, nb_in_info(ctx, 1, 0), nb_has_in(ctx, 2) ? nb_in_info(ctx, 2, 0) : NULL, &g, out);
+    nb_status st = conv_check(ctx, x, nb_in_info(ctx, 1, 0), nb_has_in(ctx, 2) ? nb_in_info(ctx, 2, 0) : NULL, out);
     if (st) return st;
     set_out(ctx, 0, x->dtype, 4, out);
     return NB_OK;
 }
 
-static nb_status conv2d_cpu(nb_op_ctx *ctx)
-{
-    nb_conv2d_geom g;
-    int64_t out[4];
-    const bool has_bias = nb_has_in(ctx, 2);
-    nb_status st = conv_check(ctx, nb_in_info(ctx, 0, 0), nb_in_info(ctx, 1, 0), has_bias ? nb_in_info(ctx, 2, 0) : NULL,
-                              &g, out);
-    if (st) return st;
-    return nb_cpu_conv2d(ctx->label, nb_in(ctx, 0, 0)->dtype, &g, nb_tensor_data(nb_in(ctx, 0, 0)),
-                         nb_tensor_data(nb_in(ctx, 1, 0)), has_bias ? nb_tensor_data(nb_in(ctx, 2, 0)) : NULL,
-                         nb_tensor_data(nb_out(ctx, 0, 0)));
-}
-
-static nb_status conv2d_grad_check(nb_op_ctx *ctx, nb_conv2d_geom *g)
+static nb_status conv2d_grad_infer(nb_op_ctx *ctx)
 {
     int64_t out[4];
     const nb_var_info *x = nb_in_info(ctx, 0, 0), *f = nb_in_info(ctx, 1, 0), *dy = nb_in_info(ctx, 2, 0);
-    nb_status st = conv_check(ctx, x, f, NULL, g, out);
+    nb_status st = conv_check(ctx, x, f, NULL, out);
     if (st || (st = nb_check_same_dtype(ctx, "DOutput", dy, "Input", x)) ||
         (st = check_shape(ctx, "DOutput", dy, 4, out, "the convolution's output has shape")))
         return st;
-    return NB_OK;
-}
-
-static nb_status conv2d_grad_infer(nb_op_ctx *ctx)
-{
-    nb_conv2d_geom g;
-    nb_status st = conv2d_grad_check(ctx, &g);
-    if (st) return st;
-    const nb_var_info *x = nb_in_info(ctx, 0, 0), *f = nb_in_info(ctx, 1, 0);
     set_out(ctx, 0, x->dtype, 4, x->shape);
     set_out(ctx, 1, x->dtype, 4, f->shape);
     set_out(ctx, 2, x->dtype, 1, f->shape);
     return NB_OK;
 }
 
-static void *out_data(nb_op_ctx *ctx, int slot)
-{
-    return nb_out_count(ctx, slot) ? nb_tensor_data(nb_out(ctx, slot, 0)) : NULL;
-}
-
-static nb_status conv2d_grad_cpu(nb_op_ctx *ctx)
-{
-    nb_conv2d_geom g;
-    nb_status st = conv2d_grad_check(ctx, &g);
-    if (st) return st;
-    return nb_cpu_conv2d_grad(ctx->label, nb_in(ctx, 0, 0)->dtype, &g, nb_tensor_data(nb_in(ctx, 0, 0)),
-                              nb_tensor_data(nb_in(ctx, 1, 0)), nb_tensor_data(nb_in(ctx, 2, 0)), out_data(ctx, 0),
-                              out_data(ctx, 1), out_data(ctx, 2));
-}
-
 /* ---- pool2d ------------------------------------------------------------------ */
 
-static nb_status pool_check(const nb_op_ctx *ctx, const nb_var_info *x, nb_pool2d_geom *g, int64_t out[4])
+/* Reads and checks the attributes of pool2d and pool2d_grad: for inference
+ * and, once per prepared op, for the kernels (nb_op_def.params). */
+static nb_status pool_params(const nb_op_ctx *ctx, void *params)
+{
+    nb_pool2d_params *a = params;
+    nb_status st;
+    const char *type = nb_attr_string(ctx, "pooling_type");
+    a->is_max = !strcmp(type, "max");
+    if (!a->is_max && strcmp(type, "avg"))
+        return nb_error(NB_ERR_ARG, "%s: pooling_type must be \"max\" or \"avg\", got \"%s\"", ctx->label, type);
+    if ((st = int_pair(ctx, "ksize", 1, a->ksize)) || (st = int_pair(ctx, "strides", 1, a->strides)) ||
+        (st = read_paddings(ctx, a->paddings)))
+        return st;
+    a->global_pooling = nb_attr_bool(ctx, "global_pooling");
+    a->exclusive = nb_attr_bool(ctx, "exclusive");
+    return NB_OK;
+}
+
+/* Validates X against the attributes and gives the output shape. */
+static nb_status pool_check(const nb_op_ctx *ctx, const nb_var_info *x, int64_t out[4])
 {
     nb_status st;
-    int64_t k[2], s[2], p[4];
+    nb_pool2d_params a = {0};
     char sx[NB_SHAPE_STR_MAX], buf[128];
     if ((st = nb_check_float(ctx, "X", x)) || (st = check_rank(ctx, "X", x, 4, "N, C, H, W"))) return st;
-    const char *type = nb_attr_string(ctx, "pooling_type");
-    const bool is_max = !strcmp(type, "max");
-    if (!is_max && strcmp(type, "avg"))
-        return nb_error(NB_ERR_ARG, "%s: pooling_type must be \"max\" or \"avg\", got \"%s\"", ctx->label, type);
-    if ((st = int_pair(ctx, "ksize", 1, k)) || (st = int_pair(ctx, "strides", 1, s)) || (st = read_paddings(ctx, p)))
-        return st;
-    const bool global = nb_attr_bool(ctx, "global_pooling"), ceil_mode = nb_attr_bool(ctx, "ceil_mode");
+    if ((st = pool_params(ctx, &a))) return st;
+    const int64_t *k = a.ksize, *s = a.strides, *p = a.paddings;
+    const bool ceil_mode = nb_attr_bool(ctx, "ceil_mode");
     out[0] = x->shape[0];
     out[1] = x->shape[1];
-    if (global) {
+    if (a.global_pooling) {
         /* One window covering the image, whatever ksize, strides and paddings say. */
-        k[0] = x->shape[2], k[1] = x->shape[3];
-        s[0] = s[1] = 1;
-        memset(p, 0, sizeof p);
         out[2] = out[3] = 1;
     } else {
         for (int i = 0; i < 2; i++) {
@@ -270,63 +246,30 @@ static nb_status pool_check(const nb_op_ctx *ctx, const nb_var_info *x, nb_pool2
             out[2 + i] = o;
         }
     }
-    *g = (nb_pool2d_geom){.n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3], .ho = out[2],
-                          .wo = out[3], .kh = k[0], .kw = k[1], .stride_h = s[0], .stride_w = s[1], .pad_top = p[0],
-                          .pad_left = p[2], .is_max = is_max, .exclusive = nb_attr_bool(ctx, "exclusive")};
     return NB_OK;
 }
 
 static nb_status pool2d_infer(nb_op_ctx *ctx)
 {
-    nb_pool2d_geom g;
     int64_t out[4];
     const nb_var_info *x = nb_in_info(ctx, 0, 0);
-    nb_status st = pool_check(ctx, x, &g, out);
+    nb_status st = pool_check(ctx, x, out);
     if (st) return st;
     set_out(ctx, 0, x->dtype, 4, out);
     return NB_OK;
 }
 
-static nb_status pool2d_cpu(nb_op_ctx *ctx)
-{
-    nb_pool2d_geom g;
-    int64_t out[4];
-    nb_status st = pool_check(ctx, nb_in_info(ctx, 0, 0), &g, out);
-    if (st) return st;
-    return nb_cpu_pool2d(ctx->label, nb_in(ctx, 0, 0)->dtype, &g, nb_tensor_data(nb_in(ctx, 0, 0)),
-                         nb_tensor_data(nb_out(ctx, 0, 0)));
-}
-
-static nb_status pool2d_grad_check(nb_op_ctx *ctx, nb_pool2d_geom *g)
+static nb_status pool2d_grad_infer(nb_op_ctx *ctx)
 {
     int64_t out[4];
     const nb_var_info *x = nb_in_info(ctx, 0, 0), *o = nb_in_info(ctx, 1, 0), *d = nb_in_info(ctx, 2, 0);
-    nb_status st = pool_check(ctx, x, g, out);
+    nb_status st = pool_check(ctx, x, out);
     if (st || (st = nb_check_same_dtype(ctx, "Out", o, "X", x)) || (st = nb_check_same_dtype(ctx, "DOut", d, "X", x)) ||
         (st = check_shape(ctx, "Out", o, 4, out, "the pooling's output has shape")) ||
         (st = check_shape(ctx, "DOut", d, 4, out, "the pooling's output has shape")))
         return st;
-    return NB_OK;
-}
-
-static nb_status pool2d_grad_infer(nb_op_ctx *ctx)
-{
-    nb_pool2d_geom g;
-    nb_status st = pool2d_grad_check(ctx, &g);
-    if (st) return st;
-    const nb_var_info *x = nb_in_info(ctx, 0, 0);
     set_out(ctx, 0, x->dtype, 4, x->shape);
     return NB_OK;
-}
-
-static nb_status pool2d_grad_cpu(nb_op_ctx *ctx)
-{
-    nb_pool2d_geom g;
-    nb_status st = pool2d_grad_check(ctx, &g);
-    if (st) return st;
-    return nb_cpu_pool2d_grad(ctx->label, nb_in(ctx, 0, 0)->dtype, &g, nb_tensor_data(nb_in(ctx, 0, 0)),
-                              nb_tensor_data(nb_in(ctx, 1, 0)), nb_tensor_data(nb_in(ctx, 2, 0)),
-                              nb_tensor_data(nb_out(ctx, 0, 0)));
 }
 
 /* ---- definitions --------------------------------------------------------------- */
@@ -347,7 +290,8 @@ static const nb_op_def op_conv2d = {
     .outputs = {{"Output", 0}},
     .attrs = {CONV_ATTRS},
     .infer = conv2d_infer,
-    .cpu = conv2d_cpu,
+    .params_size = sizeof(nb_conv2d_params),
+    .params = conv_params,
     .grad_uses_inputs = (1u << 0) | (1u << 1),
     .vjp = nb_conv2d_vjp,
     .jvp = nb_conv2d_jvp,
@@ -360,7 +304,8 @@ static const nb_op_def op_conv2d_grad = {
     .outputs = {{"DInput", NB_SLOT_OPTIONAL}, {"DFilter", NB_SLOT_OPTIONAL}, {"DBias", NB_SLOT_OPTIONAL}},
     .attrs = {CONV_ATTRS},
     .infer = conv2d_grad_infer,
-    .cpu = conv2d_grad_cpu,
+    .params_size = sizeof(nb_conv2d_params),
+    .params = conv_params,
     .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
     .vjp = nb_conv2d_grad_vjp,
     .jvp = nb_conv2d_grad_jvp,
@@ -373,7 +318,8 @@ static const nb_op_def op_pool2d = {
     .outputs = {{"Out", 0}},
     .attrs = {POOL_ATTRS},
     .infer = pool2d_infer,
-    .cpu = pool2d_cpu,
+    .params_size = sizeof(nb_pool2d_params),
+    .params = pool_params,
     .grad_uses_inputs = 1u << 0,
     .grad_uses_outputs = 1u << 0,
     .vjp = nb_pool2d_vjp,
@@ -387,7 +333,8 @@ static const nb_op_def op_pool2d_grad = {
     .outputs = {{"DX", 0}},
     .attrs = {POOL_ATTRS},
     .infer = pool2d_grad_infer,
-    .cpu = pool2d_grad_cpu,
+    .params_size = sizeof(nb_pool2d_params),
+    .params = pool_params,
     /* X and Out place max pooling's picks; DOut is not read (DX is linear in it). */
     .grad_uses_inputs = (1u << 0) | (1u << 1),
     .vjp = nb_pool2d_grad_vjp,

@@ -1,11 +1,13 @@
 /* Creation and state ops: constant fills, copies, random initialisers and
- * the step counter. Kernels are in src/kernels/cpu/creation.c. */
+ * the step counter. Kernels are in src/kernels/cpu/creation.c; they read the
+ * parameter structs (kernels/params/creation.h) that the params functions
+ * here fill from the attributes, which inference has checked. */
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include "families.h"
 #include "creation_grad.h"
-#include "kernels/cpu/creation.h"
+#include "kernels/params/creation.h"
 
 /* ---- shared validation ------------------------------------------------------ */
 
@@ -57,6 +59,12 @@ static nb_status check_fill_value(nb_op_ctx *ctx, nb_dtype dt, double v)
 
 /* ---- fills -------------------------------------------------------------------- */
 
+static nb_status fill_constant_params(const nb_op_ctx *ctx, void *params)
+{
+    ((nb_fill_constant_params *)params)->value = nb_attr_float(ctx, "value");
+    return NB_OK;
+}
+
 static nb_status infer_fill_constant(nb_op_ctx *ctx)
 {
     nb_var_info *o = nb_out_info(ctx, 0, 0);
@@ -72,7 +80,8 @@ static const nb_op_def op_fill_constant = {
     .outputs = {{"Out"}},
     .attrs = {NB_ADEF_REQUIRED("shape", NB_ATTR_INTS), NB_ADEF_INT("dtype", NB_F32), NB_ADEF_FLOAT("value", 0.0)},
     .infer = infer_fill_constant,
-    .cpu = nb_cpu_fill_constant,
+    .params_size = sizeof(nb_fill_constant_params),
+    .params = fill_constant_params,
     .flags = NB_OP_NOT_DIFFERENTIABLE,
 };
 
@@ -105,7 +114,8 @@ static const nb_op_def op_fill_constant_batch_size_like = {
     .attrs = {NB_ADEF_REQUIRED("shape", NB_ATTR_INTS), NB_ADEF_INT("dtype", NB_F32), NB_ADEF_FLOAT("value", 0.0),
               NB_ADEF_INT("input_dim_idx", 0), NB_ADEF_INT("output_dim_idx", 0)},
     .infer = infer_fill_constant_batch_size_like,
-    .cpu = nb_cpu_fill_constant,
+    .params_size = sizeof(nb_fill_constant_params),
+    .params = fill_constant_params,
     .flags = NB_OP_NOT_DIFFERENTIABLE,
 };
 
@@ -125,7 +135,6 @@ static const nb_op_def op_fill_zeros_like = {
     .outputs = {{"Out"}},
     .attrs = {NB_ADEF_INT("dtype", -1)},
     .infer = infer_fill_like,
-    .cpu = nb_cpu_fill_zeros_like,
     .flags = NB_OP_NOT_DIFFERENTIABLE,
 };
 
@@ -136,7 +145,6 @@ static const nb_op_def op_ones_like = {
     .outputs = {{"Out"}},
     .attrs = {NB_ADEF_INT("dtype", -1)},
     .infer = infer_fill_like,
-    .cpu = nb_cpu_ones_like,
     .flags = NB_OP_NOT_DIFFERENTIABLE,
 };
 
@@ -155,7 +163,6 @@ static const nb_op_def op_assign = {
     .inputs = {{"X"}},
     .outputs = {{"Out"}},
     .infer = infer_same,
-    .cpu = nb_cpu_assign,
     .vjp = nb_assign_vjp,
     .jvp = nb_assign_jvp,
 };
@@ -185,6 +192,14 @@ static nb_status infer_uniform_random(nb_op_ctx *ctx)
     return NB_OK;
 }
 
+static nb_status uniform_random_params(const nb_op_ctx *ctx, void *params)
+{
+    nb_uniform_random_params *p = params;
+    p->min = nb_attr_float(ctx, "min");
+    p->max = nb_attr_float(ctx, "max");
+    return NB_OK;
+}
+
 static nb_status infer_gaussian_random(nb_op_ctx *ctx)
 {
     nb_status st = infer_random(ctx);
@@ -195,8 +210,17 @@ static nb_status infer_gaussian_random(nb_op_ctx *ctx)
     return NB_OK;
 }
 
-/* "seed" is read by the executor (and nb_op_run) to seed ctx->rng; the
- * kernels themselves only ever draw from ctx->rng. */
+/* gaussian_random and truncated_gaussian_random. */
+static nb_status gaussian_random_params(const nb_op_ctx *ctx, void *params)
+{
+    nb_gaussian_random_params *p = params;
+    p->mean = nb_attr_float(ctx, "mean");
+    p->std = nb_attr_float(ctx, "std");
+    return NB_OK;
+}
+
+/* "seed" is read by the executor (and nb_op_run) to seed the generator; the
+ * kernels themselves only ever draw from it (nb_kernel_ctx.rng). */
 static const nb_op_def op_uniform_random = {
     .name = "uniform_random",
     .doc = "Out: values drawn uniformly from [min, max).",
@@ -204,7 +228,8 @@ static const nb_op_def op_uniform_random = {
     .attrs = {NB_ADEF_REQUIRED("shape", NB_ATTR_INTS), NB_ADEF_INT("dtype", NB_F32), NB_ADEF_FLOAT("min", -1.0),
               NB_ADEF_FLOAT("max", 1.0), NB_ADEF_INT("seed", 0)},
     .infer = infer_uniform_random,
-    .cpu = nb_cpu_uniform_random,
+    .params_size = sizeof(nb_uniform_random_params),
+    .params = uniform_random_params,
     .flags = NB_OP_RANDOM | NB_OP_NOT_DIFFERENTIABLE,
 };
 
@@ -215,7 +240,8 @@ static const nb_op_def op_gaussian_random = {
     .attrs = {NB_ADEF_REQUIRED("shape", NB_ATTR_INTS), NB_ADEF_INT("dtype", NB_F32), NB_ADEF_FLOAT("mean", 0.0),
               NB_ADEF_FLOAT("std", 1.0), NB_ADEF_INT("seed", 0)},
     .infer = infer_gaussian_random,
-    .cpu = nb_cpu_gaussian_random,
+    .params_size = sizeof(nb_gaussian_random_params),
+    .params = gaussian_random_params,
     .flags = NB_OP_RANDOM | NB_OP_NOT_DIFFERENTIABLE,
 };
 
@@ -226,7 +252,8 @@ static const nb_op_def op_truncated_gaussian_random = {
     .attrs = {NB_ADEF_REQUIRED("shape", NB_ATTR_INTS), NB_ADEF_INT("dtype", NB_F32), NB_ADEF_FLOAT("mean", 0.0),
               NB_ADEF_FLOAT("std", 1.0), NB_ADEF_INT("seed", 0)},
     .infer = infer_gaussian_random,
-    .cpu = nb_cpu_truncated_gaussian_random,
+    .params_size = sizeof(nb_gaussian_random_params),
+    .params = gaussian_random_params,
     .flags = NB_OP_RANDOM | NB_OP_NOT_DIFFERENTIABLE,
 };
 
@@ -253,6 +280,12 @@ static nb_status infer_increment(nb_op_ctx *ctx)
     return NB_OK;
 }
 
+static nb_status increment_params(const nb_op_ctx *ctx, void *params)
+{
+    ((nb_increment_params *)params)->step = nb_attr_float(ctx, "step");
+    return NB_OK;
+}
+
 static const nb_op_def op_increment = {
     .name = "increment",
     .doc = "Out = X + step for a one-element counter X; Out may be X itself.",
@@ -260,7 +293,8 @@ static const nb_op_def op_increment = {
     .outputs = {{"Out"}},
     .attrs = {NB_ADEF_FLOAT("step", 1.0)},
     .infer = infer_increment,
-    .cpu = nb_cpu_increment,
+    .params_size = sizeof(nb_increment_params),
+    .params = increment_params,
     .flags = NB_OP_STATEFUL | NB_OP_NOT_DIFFERENTIABLE,
 };
 

@@ -1,13 +1,12 @@
-/* Batch and layer normalisation, with their fused gradient ops. Shape rules
- * and validation live here; the arithmetic is in kernels/cpu/norm.c. */
+/* Batch and layer normalisation, with their fused gradient ops. Shape rules,
+ * validation and the parameter structs' filling live here; the arithmetic is
+ * in kernels/cpu/norm.c. */
 #include <math.h>
-#include "nabla/device.h"
-#include <stdlib.h>
 #include <string.h>
 #include "families.h"
 #include "infer_check.h"
 #include "norm_grad.h"
-#include "kernels/cpu/norm.h"
+#include "kernels/params/norm.h"
 
 static bool dims_fit(int nda, const int64_t *a, int ndb, const int64_t *b)
 {
@@ -38,16 +37,6 @@ static void set_out(nb_op_ctx *ctx, int slot, nb_dtype dt, int ndim, const int64
     memcpy(o->shape, shape, (size_t)ndim * sizeof *shape);
 }
 
-static const void *in_data(const nb_op_ctx *ctx, int slot)
-{
-    return nb_has_in(ctx, slot) ? nb_tensor_data(nb_in(ctx, slot, 0)) : NULL;
-}
-
-static void *out_data(const nb_op_ctx *ctx, int slot)
-{
-    return nb_out_count(ctx, slot) ? nb_tensor_data(nb_out(ctx, slot, 0)) : NULL;
-}
-
 /* Product of dims [from, to); -1 if any is unknown. */
 static int64_t dims_prod(const nb_var_info *v, int from, int to)
 {
@@ -72,6 +61,22 @@ static nb_status check_epsilon(const nb_op_ctx *ctx)
 static bool bn_global(const nb_op_ctx *ctx)
 {
     return nb_attr_bool(ctx, "is_test") || nb_attr_bool(ctx, "use_global_stats");
+}
+
+/* The kernels' parameters; inference checks the values. batch_norm_grad has
+ * no momentum (it stays 0). */
+static nb_status batch_norm_grad_params(const nb_op_ctx *ctx, void *params)
+{
+    nb_batch_norm_params *p = params;
+    p->epsilon = nb_attr_float(ctx, "epsilon");
+    p->global_stats = bn_global(ctx);
+    return NB_OK;
+}
+
+static nb_status batch_norm_params(const nb_op_ctx *ctx, void *params)
+{
+    ((nb_batch_norm_params *)params)->momentum = nb_attr_float(ctx, "momentum");
+    return batch_norm_grad_params(ctx, params);
 }
 
 /* X must be [N, C, ...] and each per-channel slot in `slots` (NULL names
@@ -124,26 +129,6 @@ static nb_status batch_norm_infer(nb_op_ctx *ctx)
     return NB_OK;
 }
 
-/* X as [n, c, s]. */
-static void bn_dims(const nb_tensor *x, int64_t *n, int64_t *c, int64_t *s)
-{
-    *n = x->shape[0];
-    *c = x->shape[1];
-    *s = 1;
-    for (int i = 2; i < x->ndim; i++) *s *= x->shape[i];
-}
-
-static nb_status batch_norm_cpu(nb_op_ctx *ctx)
-{
-    int64_t n, c, s;
-    const nb_tensor *x = nb_in(ctx, 0, 0);
-    bn_dims(x, &n, &c, &s);
-    return nb_cpu_batch_norm(ctx->label, x->dtype, n, c, s, nb_tensor_data(x), in_data(ctx, 1), in_data(ctx, 2),
-                             in_data(ctx, 3), in_data(ctx, 4), bn_global(ctx), nb_attr_float(ctx, "momentum"),
-                             nb_attr_float(ctx, "epsilon"), out_data(ctx, 0), out_data(ctx, 1), out_data(ctx, 2),
-                             out_data(ctx, 3), out_data(ctx, 4));
-}
-
 /* batch_norm_grad inputs: X 0, Scale 1, SavedMean 2, SavedVariance 3, DY 4,
  * Mean 5, Variance 6. */
 static nb_status batch_norm_grad_infer(nb_op_ctx *ctx)
@@ -164,87 +149,17 @@ static nb_status batch_norm_grad_infer(nb_op_ctx *ctx)
     return NB_OK;
 }
 
-/* The mean and 1 / sqrt(biased variance + eps) of each of `groups` groups
- * of `len` values of x (contiguous, float32 or float64), where value j of
- * group g is at (j / inner) * outer_stride + g * inner + j % inner. */
-#define GROUP_STATS(T)                                                                          \
-    for (int64_t g = 0; g < groups; g++) {                                                      \
-        double sum = 0, sq = 0;                                                                 \
-        for (int64_t o = 0; o < len / inner; o++) {                                             \
-            const T *row = p + o * outer_stride + g * inner;                                    \
-            for (int64_t i = 0; i < inner; i++) sum += row[i];                                  \
-        }                                                                                       \
-        const double m = sum / (double)len;                                                     \
-        for (int64_t o = 0; o < len / inner; o++) {                                             \
-            const T *row = p + o * outer_stride + g * inner;                                    \
-            for (int64_t i = 0; i < inner; i++) sq += (row[i] - m) * (row[i] - m);              \
-        }                                                                                       \
-        mean[g] = m;                                                                            \
-        invstd[g] = 1 / sqrt(sq / (double)len + eps);                                           \
-    }
-
-static void group_stats(const nb_tensor *x, int64_t groups, int64_t len, int64_t inner, int64_t outer_stride, double eps,
-                        double *mean, double *invstd)
-{
-    if (x->dtype == NB_F32) {
-        const float *p = nb_tensor_data(x);
-        GROUP_STATS(float)
-    } else {
-        const double *p = nb_tensor_data(x);
-        GROUP_STATS(double)
-    }
-}
-#undef GROUP_STATS
-
-/* Statistics as tensors of X's dtype: [count] mean, and invstd or variance. */
-static nb_status stats_tensors(const nb_tensor *x, int64_t count, const double *mean, const double *invstd, bool as_var,
-                               double eps, nb_tensor **m, nb_tensor **v)
-{
-    nb_status st = nb_tensor_new(m, x->dtype, 1, &count);
-    if (!st && (st = nb_tensor_new(v, x->dtype, 1, &count))) nb_tensor_release(*m);
-    for (int64_t i = 0; i < count && !st; i++) {
-        nb_tensor_set(*m, i, mean[i]);
-        nb_tensor_set(*v, i, as_var ? 1 / (invstd[i] * invstd[i]) - eps : invstd[i]);
-    }
-    return st;
-}
-
-static nb_status batch_norm_grad_cpu(nb_op_ctx *ctx)
-{
-    int64_t n, c, s;
-    const nb_tensor *x = nb_in(ctx, 0, 0);
-    bn_dims(x, &n, &c, &s);
-    const bool global = bn_global(ctx);
-    const double eps = nb_attr_float(ctx, "epsilon");
-    /* With global statistics the running Mean and Variance, when given, are
-     * the statistics; otherwise the saved ones are (the forward op saves the
-     * running ones in that mode too). In training the batch's statistics
-     * are recomputed from X, not read from SavedMean/SavedVariance: that
-     * makes the op a function of X, Scale and DY alone, which is what its
-     * own rules differentiate (norm_composite.c). */
-    const bool running = global && nb_has_in(ctx, 5);
-    if (global)
-        return nb_cpu_batch_norm_grad(ctx->label, x->dtype, n, c, s, nb_tensor_data(x), in_data(ctx, 1),
-                                      in_data(ctx, running ? 5 : 2), in_data(ctx, running ? 6 : 3), running, global,
-                                      eps, in_data(ctx, 4), out_data(ctx, 0), out_data(ctx, 1), out_data(ctx, 2));
-    double *mean = nb_malloc((size_t)(2 * c + 1) * sizeof *mean);
-    nb_tensor *m = NULL, *r = NULL;
-    nb_status st = mean ? NB_OK : nb_error(NB_ERR_NOMEM, "%s: out of memory", ctx->label);
-    if (!st) {
-        group_stats(x, c, n * s, s, c * s, eps, mean, mean + c);
-        st = stats_tensors(x, c, mean, mean + c, false, eps, &m, &r);
-    }
-    if (!st)
-        st = nb_cpu_batch_norm_grad(ctx->label, x->dtype, n, c, s, nb_tensor_data(x), in_data(ctx, 1), nb_tensor_data(m),
-                                    nb_tensor_data(r), false, false, eps, in_data(ctx, 4), out_data(ctx, 0),
-                                    out_data(ctx, 1), out_data(ctx, 2));
-    nb_tensor_release(m);
-    nb_tensor_release(r);
-    nb_free(mean);
-    return st;
-}
-
 /* ---- layer_norm ------------------------------------------------------------ */
+
+/* layer_norm and layer_norm_grad. begin_norm_axis stays as given (inference
+ * checks it against X): a negative one needs X's rank. */
+static nb_status layer_norm_params(const nb_op_ctx *ctx, void *params)
+{
+    nb_layer_norm_params *p = params;
+    p->begin_norm_axis = nb_attr_int(ctx, "begin_norm_axis");
+    p->epsilon = nb_attr_float(ctx, "epsilon");
+    return NB_OK;
+}
 
 /* The normalised dims of X are [axis, ndim): rows = the product of the
  * leading dims, cols = the product of the others (-1 while unknown). */
@@ -300,24 +215,6 @@ static nb_status layer_norm_infer(nb_op_ctx *ctx)
     return NB_OK;
 }
 
-static void ln_dims(const nb_op_ctx *ctx, const nb_tensor *x, int64_t *rows, int64_t *cols)
-{
-    int64_t a = nb_attr_int(ctx, "begin_norm_axis");
-    if (a < 0) a += x->ndim;
-    *rows = 1;
-    *cols = 1;
-    for (int i = 0; i < x->ndim; i++) *(i < a ? rows : cols) *= x->shape[i];
-}
-
-static nb_status layer_norm_cpu(nb_op_ctx *ctx)
-{
-    int64_t rows, cols;
-    const nb_tensor *x = nb_in(ctx, 0, 0);
-    ln_dims(ctx, x, &rows, &cols);
-    return nb_cpu_layer_norm(ctx->label, x->dtype, rows, cols, nb_tensor_data(x), in_data(ctx, 1), in_data(ctx, 2),
-                             nb_attr_float(ctx, "epsilon"), out_data(ctx, 0), out_data(ctx, 1), out_data(ctx, 2));
-}
-
 /* layer_norm_grad inputs: X 0, Scale 1, Mean 2, Variance 3, DY 4. */
 static nb_status layer_norm_grad_infer(nb_op_ctx *ctx)
 {
@@ -345,32 +242,6 @@ static nb_status layer_norm_grad_infer(nb_op_ctx *ctx)
     return NB_OK;
 }
 
-/* The row statistics are recomputed from X rather than read from Mean and
- * Variance, so that the op is a function of X, Scale and DY alone (see
- * batch_norm_grad_cpu). */
-static nb_status layer_norm_grad_cpu(nb_op_ctx *ctx)
-{
-    int64_t rows, cols;
-    const nb_tensor *x = nb_in(ctx, 0, 0);
-    ln_dims(ctx, x, &rows, &cols);
-    const double eps = nb_attr_float(ctx, "epsilon");
-    double *mean = nb_malloc((size_t)(2 * rows + 1) * sizeof *mean);
-    nb_tensor *m = NULL, *v = NULL;
-    nb_status st = mean ? NB_OK : nb_error(NB_ERR_NOMEM, "%s: out of memory", ctx->label);
-    if (!st) {
-        group_stats(x, rows, cols, cols, 0, eps, mean, mean + rows); /* row g: g * cols + j */
-        st = stats_tensors(x, rows, mean, mean + rows, true, eps, &m, &v);
-    }
-    if (!st)
-        st = nb_cpu_layer_norm_grad(ctx->label, x->dtype, rows, cols, nb_tensor_data(x), in_data(ctx, 1),
-                                    nb_tensor_data(m), nb_tensor_data(v), eps, in_data(ctx, 4), out_data(ctx, 0),
-                                    out_data(ctx, 1), out_data(ctx, 2));
-    nb_tensor_release(m);
-    nb_tensor_release(v);
-    nb_free(mean);
-    return st;
-}
-
 /* ---- definitions --------------------------------------------------------------- */
 
 static const nb_op_def op_batch_norm = {
@@ -381,7 +252,8 @@ static const nb_op_def op_batch_norm = {
     .attrs = {NB_ADEF_FLOAT("momentum", 0.9), NB_ADEF_FLOAT("epsilon", 1e-5), NB_ADEF_BOOL("is_test", false),
               NB_ADEF_BOOL("use_global_stats", false)},
     .infer = batch_norm_infer,
-    .cpu = batch_norm_cpu,
+    .params_size = sizeof(nb_batch_norm_params),
+    .params = batch_norm_params,
     /* Mean and Variance: the statistics with is_test or use_global_stats. */
     .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 3) | (1u << 4),
     .grad_uses_outputs = (1u << 3) | (1u << 4),
@@ -399,7 +271,8 @@ static const nb_op_def op_batch_norm_grad = {
     .outputs = {{"DX", NB_SLOT_OPTIONAL}, {"DScale", NB_SLOT_OPTIONAL}, {"DBias", NB_SLOT_OPTIONAL}},
     .attrs = {NB_ADEF_FLOAT("epsilon", 1e-5), NB_ADEF_BOOL("is_test", false), NB_ADEF_BOOL("use_global_stats", false)},
     .infer = batch_norm_grad_infer,
-    .cpu = batch_norm_grad_cpu,
+    .params_size = sizeof(nb_batch_norm_params),
+    .params = batch_norm_grad_params,
     .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4) | (1u << 5) | (1u << 6),
     .vjp = nb_batch_norm_grad_vjp,
     .jvp = nb_batch_norm_grad_jvp,
@@ -412,7 +285,8 @@ static const nb_op_def op_layer_norm = {
     .outputs = {{"Y", 0}, {"Mean", 0}, {"Variance", 0}},
     .attrs = {NB_ADEF_INT("begin_norm_axis", 1), NB_ADEF_FLOAT("epsilon", 1e-5)},
     .infer = layer_norm_infer,
-    .cpu = layer_norm_cpu,
+    .params_size = sizeof(nb_layer_norm_params),
+    .params = layer_norm_params,
     /* Bias: only its shape, which DBias takes. */
     .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
     .grad_uses_outputs = (1u << 1) | (1u << 2),
@@ -427,7 +301,8 @@ static const nb_op_def op_layer_norm_grad = {
     .outputs = {{"DX", NB_SLOT_OPTIONAL}, {"DScale", NB_SLOT_OPTIONAL}, {"DBias", NB_SLOT_OPTIONAL}},
     .attrs = {NB_ADEF_INT("begin_norm_axis", 1), NB_ADEF_FLOAT("epsilon", 1e-5)},
     .infer = layer_norm_grad_infer,
-    .cpu = layer_norm_grad_cpu,
+    .params_size = sizeof(nb_layer_norm_params),
+    .params = layer_norm_params,
     .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4),
     .vjp = nb_layer_norm_grad_vjp,
     .jvp = nb_layer_norm_grad_jvp,

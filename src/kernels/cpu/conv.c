@@ -1,4 +1,5 @@
-/* 2-D convolution on the CPU: im2col + GEMM per image and group.
+/* 2-D convolution on the CPU: im2col + GEMM per image and group, and the
+ * family's kernel table (pooling's kernels are in pool.c).
  *
  * The typed code lives in conv_impl.h, included once per dtype. The batch is
  * split across OpenMP threads, each with its own column buffer; nested
@@ -11,6 +12,7 @@
 #include <string.h>
 #include "conv.h"
 #include "gemm.h"
+#include "pool.h"
 #ifdef NABLA_HAVE_OPENMP
 #include <omp.h>
 #define NB_PRAGMA(x) _Pragma(#x)
@@ -112,5 +114,54 @@ nb_status nb_cpu_conv2d_grad(const char *label, nb_dtype dt, const nb_conv2d_geo
     }
 }
 
-/* TRANSITION: filled as the family's kernels move to the registry. */
-const nb_kernel_def *const nb_cpu_kernels_conv[] = {NULL};
+/* ---- kernels ------------------------------------------------------------------- */
+
+/* The geometry from the tensors: Input [n, c, h, w], Filter [m, c / groups,
+ * kh, kw] and the output or its gradient [n, m, ho, wo], all of which
+ * inference has checked against the parameters. */
+static nb_conv2d_geom conv_geom(const nb_conv2d_params *p, const nb_tensor *x, const nb_tensor *f,
+                                const nb_tensor *y)
+{
+    return (nb_conv2d_geom){.n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
+                            .m = f->shape[0], .kh = f->shape[2], .kw = f->shape[3], .ho = y->shape[2],
+                            .wo = y->shape[3], .stride_h = p->strides[0], .stride_w = p->strides[1],
+                            .pad_top = p->paddings[0], .pad_left = p->paddings[2], .dil_h = p->dilations[0],
+                            .dil_w = p->dilations[1], .groups = p->groups};
+}
+
+/* conv2d: Input 0, Filter 1, Bias 2 (optional) -> Output 0. */
+static nb_status run_conv2d(const nb_kernel_ctx *k)
+{
+    const nb_tensor *x = nb_kin(k, 0, 0), *f = nb_kin(k, 1, 0);
+    nb_tensor *y = nb_kout(k, 0, 0);
+    const nb_conv2d_geom g = conv_geom(k->params, x, f, y);
+    return nb_cpu_conv2d(k->label, x->dtype, &g, nb_tensor_data(x), nb_tensor_data(f),
+                         nb_khas_in(k, 2) ? nb_tensor_data(nb_kin(k, 2, 0)) : NULL, nb_tensor_data(y));
+}
+
+/* An optional output's data, NULL when it is not wanted. */
+static void *out_data(const nb_kernel_ctx *k, int slot)
+{
+    return nb_kout_count(k, slot) ? nb_tensor_data(nb_kout(k, slot, 0)) : NULL;
+}
+
+/* conv2d_grad: Input 0, Filter 1, DOutput 2 -> DInput 0, DFilter 1, DBias 2 (each optional). */
+static nb_status run_conv2d_grad(const nb_kernel_ctx *k)
+{
+    const nb_tensor *x = nb_kin(k, 0, 0), *f = nb_kin(k, 1, 0), *dy = nb_kin(k, 2, 0);
+    const nb_conv2d_geom g = conv_geom(k->params, x, f, dy);
+    return nb_cpu_conv2d_grad(k->label, x->dtype, &g, nb_tensor_data(x), nb_tensor_data(f), nb_tensor_data(dy),
+                              out_data(k, 0), out_data(k, 1), out_data(k, 2));
+}
+
+/* Inference takes float32 and float64 only. */
+static const nb_kernel_def k_conv2d = {.op = "conv2d", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
+                                       .provider = "cpu", .run = run_conv2d};
+static const nb_kernel_def k_conv2d_grad = {.op = "conv2d_grad", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
+                                            .provider = "cpu", .run = run_conv2d_grad};
+static const nb_kernel_def k_pool2d = {.op = "pool2d", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
+                                       .provider = "cpu", .run = nb_cpu_run_pool2d};
+static const nb_kernel_def k_pool2d_grad = {.op = "pool2d_grad", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
+                                            .provider = "cpu", .run = nb_cpu_run_pool2d_grad};
+
+const nb_kernel_def *const nb_cpu_kernels_conv[] = {&k_conv2d, &k_conv2d_grad, &k_pool2d, &k_pool2d_grad, NULL};

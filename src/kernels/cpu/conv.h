@@ -4,9 +4,11 @@
 #define NABLA_KERNELS_CPU_CONV_H
 
 #include "nabla/tensor.h"
+#include "../params/conv.h"
 
-/* Everything a convolution kernel needs to know about its shapes; the op
- * layer fills it after validating. Only the top and left paddings appear:
+/* Everything a convolution kernel needs to know about its shapes; the
+ * kernels fill it from the tensors (validated by inference) and the
+ * parameters. Only the top and left paddings appear:
  * the bottom and right ones have already decided ho and wo. */
 typedef struct nb_conv2d_geom {
     int64_t n, c, h, w;   /* Input [n, c, h, w] */

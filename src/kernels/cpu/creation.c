@@ -1,4 +1,4 @@
-/* CPU kernels of the creation family. */
+/* CPU kernels of the creation family, and the family's kernel table. */
 #include <math.h>
 #include <string.h>
 #include "../kernels.h"
@@ -28,7 +28,7 @@ DEFINE_FILL(int64_t)
 
 /* The conversion of `value` goes through nb_store, which never invokes
  * undefined behaviour on out-of-range values (infer rejects those anyway). */
-static nb_status fill(nb_op_ctx *ctx, nb_tensor *out, double value)
+nb_status nb_cpu_fill(const char *label, nb_tensor *out, double value)
 {
     int64_t n = nb_tensor_numel(out);
     void *p = nb_tensor_data(out);
@@ -60,25 +60,30 @@ static nb_status fill(nb_op_ctx *ctx, nb_tensor *out, double value)
         return NB_OK;
     }
     default:
-        return nb_error(NB_ERR_DTYPE, "%s: cannot fill a tensor of dtype %s", ctx->label,
-                        nb_dtype_name(out->dtype));
+        return nb_error(NB_ERR_DTYPE, "%s: cannot fill a tensor of dtype %s", label, nb_dtype_name(out->dtype));
     }
 }
 
-nb_status nb_cpu_fill_constant(nb_op_ctx *ctx) { return fill(ctx, nb_out(ctx, 0, 0), nb_attr_float(ctx, "value")); }
-nb_status nb_cpu_fill_zeros_like(nb_op_ctx *ctx) { return fill(ctx, nb_out(ctx, 0, 0), 0.0); }
-nb_status nb_cpu_ones_like(nb_op_ctx *ctx) { return fill(ctx, nb_out(ctx, 0, 0), 1.0); }
-
-nb_status nb_cpu_assign(nb_op_ctx *ctx)
+/* fill_constant, fill_constant_batch_size_like: Out (Input only gave a size). */
+static nb_status run_fill_constant(const nb_kernel_ctx *k)
 {
-    const nb_tensor *x = nb_in(ctx, 0, 0);
-    nb_tensor *out = nb_out(ctx, 0, 0);
+    const nb_fill_constant_params *p = k->params;
+    return nb_cpu_fill(k->label, nb_kout(k, 0, 0), p->value);
+}
+
+static nb_status run_fill_zeros_like(const nb_kernel_ctx *k) { return nb_cpu_fill(k->label, nb_kout(k, 0, 0), 0.0); }
+static nb_status run_ones_like(const nb_kernel_ctx *k) { return nb_cpu_fill(k->label, nb_kout(k, 0, 0), 1.0); }
+
+nb_status nb_cpu_assign(const nb_tensor *x, nb_tensor *out)
+{
     size_t bytes = (size_t)nb_tensor_numel(x) * nb_dtype_size(x->dtype);
     /* In place (Out is X) there is nothing to move; memmove covers any
      * other overlap of two views of one storage. */
     if (bytes && nb_tensor_data(out) != nb_tensor_data(x)) memmove(nb_tensor_data(out), nb_tensor_data(x), bytes);
     return NB_OK;
 }
+
+static nb_status run_assign(const nb_kernel_ctx *k) { return nb_cpu_assign(nb_kin(k, 0, 0), nb_kout(k, 0, 0)); }
 
 /* ---- random initialisers ---------------------------------------------------- */
 
@@ -90,14 +95,14 @@ static inline nb_rng rng_at(const nb_rng *base, uint64_t pos)
     return s;
 }
 
-static nb_status no_rng(nb_op_ctx *ctx)
+static nb_status no_rng(const nb_kernel_ctx *k)
 {
-    return nb_error(NB_ERR_STATE, "%s: no random generator was given to the kernel", ctx->label);
+    return nb_error(NB_ERR_STATE, "%s: no random generator was given to the kernel", k->label);
 }
 
-static nb_status random_dtype_error(nb_op_ctx *ctx, nb_dtype dt)
+static nb_status random_dtype_error(const nb_kernel_ctx *k, nb_dtype dt)
 {
-    return nb_error(NB_ERR_DTYPE, "%s: random values are float32 or float64, not %s", ctx->label, nb_dtype_name(dt));
+    return nb_error(NB_ERR_DTYPE, "%s: random values are float32 or float64, not %s", k->label, nb_dtype_name(dt));
 }
 
 /* lo + (hi - lo) * u with u in [0, 1) can still round up to hi (or, in
@@ -129,18 +134,23 @@ static void uniform_f64(double *p, int64_t n, const nb_rng *base, double lo, dou
     }
 }
 
-nb_status nb_cpu_uniform_random(nb_op_ctx *ctx)
+/* uniform_random, and the other random kernels below: Out drawn from
+ * k->rng. Element i reads generator positions that depend only on i and the
+ * generator's state on entry, so the values do not depend on the number of
+ * threads; on return k->rng has moved past every position used. */
+static nb_status run_uniform_random(const nb_kernel_ctx *k)
 {
-    nb_tensor *out = nb_out(ctx, 0, 0);
+    const nb_uniform_random_params *p = k->params;
+    nb_tensor *out = nb_kout(k, 0, 0);
     int64_t n = nb_tensor_numel(out);
-    double lo = nb_attr_float(ctx, "min"), hi = nb_attr_float(ctx, "max");
-    if (!ctx->rng) return no_rng(ctx);
+    double lo = p->min, hi = p->max;
+    if (!k->rng) return no_rng(k);
     switch (out->dtype) {
-    case NB_F32: uniform_f32(nb_tensor_data(out), n, ctx->rng, lo, hi); break;
-    case NB_F64: uniform_f64(nb_tensor_data(out), n, ctx->rng, lo, hi); break;
-    default: return random_dtype_error(ctx, out->dtype);
+    case NB_F32: uniform_f32(nb_tensor_data(out), n, k->rng, lo, hi); break;
+    case NB_F64: uniform_f64(nb_tensor_data(out), n, k->rng, lo, hi); break;
+    default: return random_dtype_error(k, out->dtype);
     }
-    ctx->rng->counter += (uint64_t)n;
+    k->rng->counter += (uint64_t)n;
     return NB_OK;
 }
 
@@ -159,18 +169,19 @@ nb_status nb_cpu_uniform_random(nb_op_ctx *ctx)
 DEFINE_GAUSSIAN(float)
 DEFINE_GAUSSIAN(double)
 
-nb_status nb_cpu_gaussian_random(nb_op_ctx *ctx)
+static nb_status run_gaussian_random(const nb_kernel_ctx *k)
 {
-    nb_tensor *out = nb_out(ctx, 0, 0);
+    const nb_gaussian_random_params *p = k->params;
+    nb_tensor *out = nb_kout(k, 0, 0);
     int64_t n = nb_tensor_numel(out);
-    double mean = nb_attr_float(ctx, "mean"), std = nb_attr_float(ctx, "std");
-    if (!ctx->rng) return no_rng(ctx);
+    double mean = p->mean, std = p->std;
+    if (!k->rng) return no_rng(k);
     switch (out->dtype) {
-    case NB_F32: gaussian_float(nb_tensor_data(out), n, ctx->rng, mean, std); break;
-    case NB_F64: gaussian_double(nb_tensor_data(out), n, ctx->rng, mean, std); break;
-    default: return random_dtype_error(ctx, out->dtype);
+    case NB_F32: gaussian_float(nb_tensor_data(out), n, k->rng, mean, std); break;
+    case NB_F64: gaussian_double(nb_tensor_data(out), n, k->rng, mean, std); break;
+    default: return random_dtype_error(k, out->dtype);
     }
-    ctx->rng->counter += (uint64_t)n * NORMAL_POSITIONS;
+    k->rng->counter += (uint64_t)n * NORMAL_POSITIONS;
     return NB_OK;
 }
 
@@ -203,30 +214,33 @@ static inline double truncated_normal(nb_rng s)
 DEFINE_TRUNCATED(float)
 DEFINE_TRUNCATED(double)
 
-nb_status nb_cpu_truncated_gaussian_random(nb_op_ctx *ctx)
+static nb_status run_truncated_gaussian_random(const nb_kernel_ctx *k)
 {
-    nb_tensor *out = nb_out(ctx, 0, 0);
+    const nb_gaussian_random_params *p = k->params;
+    nb_tensor *out = nb_kout(k, 0, 0);
     int64_t n = nb_tensor_numel(out);
-    double mean = nb_attr_float(ctx, "mean"), std = nb_attr_float(ctx, "std");
-    if (!ctx->rng) return no_rng(ctx);
+    double mean = p->mean, std = p->std;
+    if (!k->rng) return no_rng(k);
     switch (out->dtype) {
-    case NB_F32: truncated_float(nb_tensor_data(out), n, ctx->rng, mean, std); break;
-    case NB_F64: truncated_double(nb_tensor_data(out), n, ctx->rng, mean, std); break;
-    default: return random_dtype_error(ctx, out->dtype);
+    case NB_F32: truncated_float(nb_tensor_data(out), n, k->rng, mean, std); break;
+    case NB_F64: truncated_double(nb_tensor_data(out), n, k->rng, mean, std); break;
+    default: return random_dtype_error(k, out->dtype);
     }
-    ctx->rng->counter += (uint64_t)n * NORMAL_POSITIONS * TRUNC_TRIES;
+    k->rng->counter += (uint64_t)n * NORMAL_POSITIONS * TRUNC_TRIES;
     return NB_OK;
 }
 
 /* ---- increment --------------------------------------------------------------- */
 
-nb_status nb_cpu_increment(nb_op_ctx *ctx)
+/* Out = X + step for a one-element X (Out may be X). */
+static nb_status run_increment(const nb_kernel_ctx *k)
 {
-    const nb_tensor *x = nb_in(ctx, 0, 0);
-    nb_tensor *out = nb_out(ctx, 0, 0);
-    double step = nb_attr_float(ctx, "step");
+    const char *label = k->label;
+    const nb_tensor *x = nb_kin(k, 0, 0);
+    nb_tensor *out = nb_kout(k, 0, 0);
+    double step = ((const nb_increment_params *)k->params)->step;
     if (nb_tensor_numel(x) != 1 || nb_tensor_numel(out) != 1)
-        return nb_error(NB_ERR_SHAPE, "%s: X must hold exactly one element, it holds %lld", ctx->label,
+        return nb_error(NB_ERR_SHAPE, "%s: X must hold exactly one element, it holds %lld", label,
                         (long long)nb_tensor_numel(x));
     const void *xp = nb_tensor_data(x);
     void *op = nb_tensor_data(out);
@@ -238,7 +252,7 @@ nb_status nb_cpu_increment(nb_op_ctx *ctx)
         int32_t v = *(const int32_t *)xp, s, r;
         nb_store(NB_I32, &s, 0, step);
         if (__builtin_add_overflow(v, s, &r))
-            return nb_error(NB_ERR_ARG, "%s: int32 counter %d + %d overflows", ctx->label, (int)v, (int)s);
+            return nb_error(NB_ERR_ARG, "%s: int32 counter %d + %d overflows", label, (int)v, (int)s);
         *(int32_t *)op = r;
         return NB_OK;
     }
@@ -246,16 +260,40 @@ nb_status nb_cpu_increment(nb_op_ctx *ctx)
         int64_t v = *(const int64_t *)xp, s, r;
         nb_store(NB_I64, &s, 0, step);
         if (__builtin_add_overflow(v, s, &r))
-            return nb_error(NB_ERR_ARG, "%s: int64 counter %lld + %lld overflows", ctx->label, (long long)v,
+            return nb_error(NB_ERR_ARG, "%s: int64 counter %lld + %lld overflows", label, (long long)v,
                             (long long)s);
         *(int64_t *)op = r;
         return NB_OK;
     }
     default:
-        return nb_error(NB_ERR_DTYPE, "%s: X is %s; increment takes float32, float64, int32 or int64", ctx->label,
+        return nb_error(NB_ERR_DTYPE, "%s: X is %s; increment takes float32, float64, int32 or int64", label,
                         nb_dtype_name(x->dtype));
     }
 }
 
-/* TRANSITION: filled as the family's kernels move to the registry. */
-const nb_kernel_def *const nb_cpu_kernels_creation[] = {NULL};
+/* ---- table ---------------------------------------------------------------------- */
+
+#define CPU_KERNEL(name, dts) \
+    static const nb_kernel_def k_##name = {.op = #name, .device = NB_DEVICE_CPU, .dtypes = (dts), .provider = "cpu", \
+                                           .run = run_##name}
+
+/* The fills and assign take every dtype (fill reports the ones it cannot
+ * write); fill_constant is typed by its output, fill_constant_batch_size_like
+ * by its Input, which only gives a size. Random values are float (as
+ * inference demands); increment takes what inference takes. */
+CPU_KERNEL(fill_constant, NB_DT_ALL);
+static const nb_kernel_def k_fill_constant_batch_size_like = {.op = "fill_constant_batch_size_like",
+                                                              .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL,
+                                                              .provider = "cpu", .run = run_fill_constant};
+CPU_KERNEL(fill_zeros_like, NB_DT_ALL);
+CPU_KERNEL(ones_like, NB_DT_ALL);
+CPU_KERNEL(assign, NB_DT_ALL);
+CPU_KERNEL(uniform_random, NB_DT_FLOAT);
+CPU_KERNEL(gaussian_random, NB_DT_FLOAT);
+CPU_KERNEL(truncated_gaussian_random, NB_DT_FLOAT);
+CPU_KERNEL(increment, NB_DT_NUMERIC);
+
+const nb_kernel_def *const nb_cpu_kernels_creation[] = {
+    &k_fill_constant, &k_fill_constant_batch_size_like, &k_fill_zeros_like, &k_ones_like, &k_assign,
+    &k_uniform_random, &k_gaussian_random, &k_truncated_gaussian_random, &k_increment, NULL,
+};

@@ -2,7 +2,8 @@
  * whatever the dtype. Batch norm reduces per plane (one channel of one
  * image, contiguous) in parallel and then per channel, so NCHW is read in
  * order; layer norm works row by row. The typed code lives in norm_impl.h,
- * included once per dtype. */
+ * included once per dtype; the kernels that the registry runs, and the
+ * family's table, are at the end. */
 #include <math.h>
 #include "../kernels.h"
 #include "nabla/device.h"
@@ -105,5 +106,185 @@ nb_status nb_cpu_layer_norm_grad(const char *label, nb_dtype dt, int64_t rows, i
     }
 }
 
-/* TRANSITION: filled as the family's kernels move to the registry. */
-const nb_kernel_def *const nb_cpu_kernels_norm[] = {NULL};
+/* ---- kernels ------------------------------------------------------------------- */
+
+static const void *in_data(const nb_kernel_ctx *k, int slot)
+{
+    return nb_khas_in(k, slot) ? nb_tensor_data(nb_kin(k, slot, 0)) : NULL;
+}
+
+/* An optional output's data, NULL when it is not wanted. */
+static void *out_data(const nb_kernel_ctx *k, int slot)
+{
+    return nb_kout_count(k, slot) ? nb_tensor_data(nb_kout(k, slot, 0)) : NULL;
+}
+
+/* X as [n, c, s]. */
+static void bn_dims(const nb_tensor *x, int64_t *n, int64_t *c, int64_t *s)
+{
+    *n = x->shape[0];
+    *c = x->shape[1];
+    *s = 1;
+    for (int i = 2; i < x->ndim; i++) *s *= x->shape[i];
+}
+
+/* The mean and 1 / sqrt(biased variance + eps) of each of `groups` groups
+ * of `len` values of x (contiguous, float32 or float64), where value j of
+ * group g is at (j / inner) * outer_stride + g * inner + j % inner. */
+#define GROUP_STATS(T)                                                                          \
+    for (int64_t g = 0; g < groups; g++) {                                                      \
+        double sum = 0, sq = 0;                                                                 \
+        for (int64_t o = 0; o < len / inner; o++) {                                             \
+            const T *row = p + o * outer_stride + g * inner;                                    \
+            for (int64_t i = 0; i < inner; i++) sum += row[i];                                  \
+        }                                                                                       \
+        const double m = sum / (double)len;                                                     \
+        for (int64_t o = 0; o < len / inner; o++) {                                             \
+            const T *row = p + o * outer_stride + g * inner;                                    \
+            for (int64_t i = 0; i < inner; i++) sq += (row[i] - m) * (row[i] - m);              \
+        }                                                                                       \
+        mean[g] = m;                                                                            \
+        invstd[g] = 1 / sqrt(sq / (double)len + eps);                                           \
+    }
+
+static void group_stats(const nb_tensor *x, int64_t groups, int64_t len, int64_t inner, int64_t outer_stride,
+                        double eps, double *mean, double *invstd)
+{
+    if (x->dtype == NB_F32) {
+        const float *p = nb_tensor_data(x);
+        GROUP_STATS(float)
+    } else {
+        const double *p = nb_tensor_data(x);
+        GROUP_STATS(double)
+    }
+}
+#undef GROUP_STATS
+
+/* Statistics as tensors of X's dtype: [count] mean, and invstd or variance. */
+static nb_status stats_tensors(const nb_tensor *x, int64_t count, const double *mean, const double *invstd, bool as_var,
+                               double eps, nb_tensor **m, nb_tensor **v)
+{
+    nb_status st = nb_tensor_new(m, x->dtype, 1, &count);
+    if (!st && (st = nb_tensor_new(v, x->dtype, 1, &count))) nb_tensor_release(*m);
+    for (int64_t i = 0; i < count && !st; i++) {
+        nb_tensor_set(*m, i, mean[i]);
+        nb_tensor_set(*v, i, as_var ? 1 / (invstd[i] * invstd[i]) - eps : invstd[i]);
+    }
+    return st;
+}
+
+/* batch_norm: X 0, Scale 1, Bias 2, Mean 3, Variance 4 -> Y 0, MeanOut 1,
+ * VarianceOut 2, SavedMean 3, SavedVariance 4. */
+static nb_status run_batch_norm(const nb_kernel_ctx *k)
+{
+    const nb_batch_norm_params *p = k->params;
+    int64_t n, c, s;
+    const nb_tensor *x = nb_kin(k, 0, 0);
+    bn_dims(x, &n, &c, &s);
+    return nb_cpu_batch_norm(k->label, x->dtype, n, c, s, nb_tensor_data(x), in_data(k, 1), in_data(k, 2),
+                             in_data(k, 3), in_data(k, 4), p->global_stats, p->momentum, p->epsilon, out_data(k, 0),
+                             out_data(k, 1), out_data(k, 2), out_data(k, 3), out_data(k, 4));
+}
+
+/* batch_norm_grad: X 0, Scale 1, SavedMean 2, SavedVariance 3, DY 4, Mean 5,
+ * Variance 6 -> DX 0, DScale 1, DBias 2. */
+static nb_status run_batch_norm_grad(const nb_kernel_ctx *k)
+{
+    const nb_batch_norm_params *p = k->params;
+    int64_t n, c, s;
+    const nb_tensor *x = nb_kin(k, 0, 0);
+    bn_dims(x, &n, &c, &s);
+    const bool global = p->global_stats;
+    const double eps = p->epsilon;
+    /* With global statistics the running Mean and Variance, when given, are
+     * the statistics; otherwise the saved ones are (the forward op saves the
+     * running ones in that mode too). In training the batch's statistics
+     * are recomputed from X, not read from SavedMean/SavedVariance: that
+     * makes the op a function of X, Scale and DY alone, which is what its
+     * own rules differentiate (ops/norm_composite.c). */
+    const bool running = global && nb_khas_in(k, 5);
+    if (global)
+        return nb_cpu_batch_norm_grad(k->label, x->dtype, n, c, s, nb_tensor_data(x), in_data(k, 1),
+                                      in_data(k, running ? 5 : 2), in_data(k, running ? 6 : 3), running, global, eps,
+                                      in_data(k, 4), out_data(k, 0), out_data(k, 1), out_data(k, 2));
+    double *mean = nb_malloc((size_t)(2 * c + 1) * sizeof *mean);
+    nb_tensor *m = NULL, *r = NULL;
+    nb_status st = mean ? NB_OK : nb_error(NB_ERR_NOMEM, "%s: out of memory", k->label);
+    if (!st) {
+        group_stats(x, c, n * s, s, c * s, eps, mean, mean + c);
+        st = stats_tensors(x, c, mean, mean + c, false, eps, &m, &r);
+    }
+    if (!st)
+        st = nb_cpu_batch_norm_grad(k->label, x->dtype, n, c, s, nb_tensor_data(x), in_data(k, 1), nb_tensor_data(m),
+                                    nb_tensor_data(r), false, false, eps, in_data(k, 4), out_data(k, 0),
+                                    out_data(k, 1), out_data(k, 2));
+    nb_tensor_release(m);
+    nb_tensor_release(r);
+    nb_free(mean);
+    return st;
+}
+
+/* X as [rows, cols]: the dims before begin_norm_axis (negative: counted
+ * from the end, which inference has checked) and those from it on. */
+static void ln_dims(const nb_layer_norm_params *p, const nb_tensor *x, int64_t *rows, int64_t *cols)
+{
+    int64_t a = p->begin_norm_axis;
+    if (a < 0) a += x->ndim;
+    *rows = 1;
+    *cols = 1;
+    for (int i = 0; i < x->ndim; i++) *(i < a ? rows : cols) *= x->shape[i];
+}
+
+/* layer_norm: X 0, Scale 1, Bias 2 (both optional) -> Y 0, Mean 1, Variance 2. */
+static nb_status run_layer_norm(const nb_kernel_ctx *k)
+{
+    const nb_layer_norm_params *p = k->params;
+    int64_t rows, cols;
+    const nb_tensor *x = nb_kin(k, 0, 0);
+    ln_dims(p, x, &rows, &cols);
+    return nb_cpu_layer_norm(k->label, x->dtype, rows, cols, nb_tensor_data(x), in_data(k, 1), in_data(k, 2),
+                             p->epsilon, out_data(k, 0), out_data(k, 1), out_data(k, 2));
+}
+
+/* layer_norm_grad: X 0, Scale 1, Mean 2, Variance 3, DY 4 -> DX 0, DScale 1,
+ * DBias 2. The row statistics are recomputed from X rather than read from
+ * Mean and Variance, so that the op is a function of X, Scale and DY alone
+ * (see run_batch_norm_grad). */
+static nb_status run_layer_norm_grad(const nb_kernel_ctx *k)
+{
+    const nb_layer_norm_params *p = k->params;
+    int64_t rows, cols;
+    const nb_tensor *x = nb_kin(k, 0, 0);
+    ln_dims(p, x, &rows, &cols);
+    const double eps = p->epsilon;
+    double *mean = nb_malloc((size_t)(2 * rows + 1) * sizeof *mean);
+    nb_tensor *m = NULL, *v = NULL;
+    nb_status st = mean ? NB_OK : nb_error(NB_ERR_NOMEM, "%s: out of memory", k->label);
+    if (!st) {
+        group_stats(x, rows, cols, cols, 0, eps, mean, mean + rows); /* row g: g * cols + j */
+        st = stats_tensors(x, rows, mean, mean + rows, true, eps, &m, &v);
+    }
+    if (!st)
+        st = nb_cpu_layer_norm_grad(k->label, x->dtype, rows, cols, nb_tensor_data(x), in_data(k, 1),
+                                    nb_tensor_data(m), nb_tensor_data(v), eps, in_data(k, 4), out_data(k, 0),
+                                    out_data(k, 1), out_data(k, 2));
+    nb_tensor_release(m);
+    nb_tensor_release(v);
+    nb_free(mean);
+    return st;
+}
+
+/* Inference takes float32 and float64 only. */
+static const nb_kernel_def k_batch_norm = {.op = "batch_norm", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
+                                           .provider = "cpu", .run = run_batch_norm};
+static const nb_kernel_def k_batch_norm_grad = {.op = "batch_norm_grad", .device = NB_DEVICE_CPU,
+                                                .dtypes = NB_DT_FLOAT, .provider = "cpu",
+                                                .run = run_batch_norm_grad};
+static const nb_kernel_def k_layer_norm = {.op = "layer_norm", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
+                                           .provider = "cpu", .run = run_layer_norm};
+static const nb_kernel_def k_layer_norm_grad = {.op = "layer_norm_grad", .device = NB_DEVICE_CPU,
+                                                .dtypes = NB_DT_FLOAT, .provider = "cpu",
+                                                .run = run_layer_norm_grad};
+
+const nb_kernel_def *const nb_cpu_kernels_norm[] = {&k_batch_norm, &k_batch_norm_grad, &k_layer_norm,
+                                                    &k_layer_norm_grad, NULL};

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include "nabla/tensor.h"
+#include "../params/norm.h"
 
 /* Batch normalisation of x viewed as [n, c, s] (s: the product of the
  * spatial dims, 1 for [N, C]), per channel.

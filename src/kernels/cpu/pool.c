@@ -54,3 +54,40 @@ nb_status nb_cpu_pool2d_grad(const char *label, nb_dtype dt, const nb_pool2d_geo
                              nb_dtype_name(dt));
     }
 }
+
+/* ---- kernels ------------------------------------------------------------------- */
+
+/* The geometry from X [n, c, h, w], the pooled output [n, c, ho, wo] (whose
+ * size inference has checked against the parameters) and the parameters. */
+static nb_pool2d_geom pool_geom(const nb_pool2d_params *p, const nb_tensor *x, const nb_tensor *out)
+{
+    nb_pool2d_geom g = {.n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
+                        .ho = out->shape[2], .wo = out->shape[3], .kh = p->ksize[0], .kw = p->ksize[1],
+                        .stride_h = p->strides[0], .stride_w = p->strides[1], .pad_top = p->paddings[0],
+                        .pad_left = p->paddings[2], .is_max = p->is_max, .exclusive = p->exclusive};
+    if (p->global_pooling) {
+        /* One window covering the image, whatever ksize, strides and paddings say. */
+        g.kh = g.h, g.kw = g.w;
+        g.stride_h = g.stride_w = 1;
+        g.pad_top = g.pad_left = 0;
+    }
+    return g;
+}
+
+/* pool2d: X 0 -> Out 0. */
+nb_status nb_cpu_run_pool2d(const nb_kernel_ctx *k)
+{
+    const nb_tensor *x = nb_kin(k, 0, 0);
+    nb_tensor *out = nb_kout(k, 0, 0);
+    const nb_pool2d_geom g = pool_geom(k->params, x, out);
+    return nb_cpu_pool2d(k->label, x->dtype, &g, nb_tensor_data(x), nb_tensor_data(out));
+}
+
+/* pool2d_grad: X 0, Out 1, DOut 2 -> DX 0. */
+nb_status nb_cpu_run_pool2d_grad(const nb_kernel_ctx *k)
+{
+    const nb_tensor *x = nb_kin(k, 0, 0), *out = nb_kin(k, 1, 0);
+    const nb_pool2d_geom g = pool_geom(k->params, x, out);
+    return nb_cpu_pool2d_grad(k->label, x->dtype, &g, nb_tensor_data(x), nb_tensor_data(out),
+                              nb_tensor_data(nb_kin(k, 2, 0)), nb_tensor_data(nb_kout(k, 0, 0)));
+}

@@ -4,10 +4,12 @@
 #define NABLA_KERNELS_CPU_POOL_H
 
 #include <stdbool.h>
+#include "nabla/kernel.h"
 #include "nabla/tensor.h"
+#include "../params/conv.h"
 
-/* Shapes and window of a pooling; the op layer fills it after validating
- * (global pooling arrives as a window the size of the image). The window of
+/* Shapes and window of a pooling; the kernels fill it from the tensors
+ * (validated by inference) and the parameters (global pooling arrives as a window the size of the image). The window of
  * output (i, j) starts at input row i * stride_h - pad_top and column
  * j * stride_w - pad_left; the parts outside the image are padding. */
 typedef struct nb_pool2d_geom {
@@ -24,5 +26,10 @@ nb_status nb_cpu_pool2d(const char *label, nb_dtype dt, const nb_pool2d_geom *g,
  * of the window equal to its output (the first maximum). */
 nb_status nb_cpu_pool2d_grad(const char *label, nb_dtype dt, const nb_pool2d_geom *g, const void *x,
                              const void *out, const void *dout, void *dx);
+
+/* The kernels of pool2d and pool2d_grad (nb_pool2d_params), which conv.c
+ * lists in the family's table. */
+nb_status nb_cpu_run_pool2d(const nb_kernel_ctx *k);
+nb_status nb_cpu_run_pool2d_grad(const nb_kernel_ctx *k);
 
 #endif
