@@ -35,8 +35,70 @@ static void test_values_know_their_mode(void)
     nb_program_free(p);
 }
 
+/* A constant from host data lives in the program: nothing feeds it, it keeps
+ * float64 and int64 values exactly, and it survives a program file. */
+static void test_constants_from_host_data(void)
+{
+    nb_program *p, *q = NULL;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&p));
+    REQUIRE_OK(nb_builder_new_record(&b, p, NULL));
+    nb_tensor *w = T(NB_F64, S(3), 0.1, -2.5, 1e-300), *big = T(NB_I64, S(2), 0, 0);
+    ((int64_t *)nb_tensor_data(big))[0] = ((int64_t)1 << 60) + 1;
+    ((int64_t *)nb_tensor_data(big))[1] = -7;
+    nb_value x = nb_layer_data(b, "x", NB_F64, 1, S(3));
+    nb_value y = nb_mul(b, x, nb_constant(b, w));
+    nb_value k = nb_constant(b, big);
+    REQUIRE_OK(nb_builder_status(b));
+    const char *fetch[2] = {nb_value_name(y), nb_value_name(k)};
+    for (int round = 0; round < 2; round++) {
+        nb_program *run = round ? q : p;
+        nb_executor *ex;
+        nb_scope *scope;
+        REQUIRE_OK(nb_executor_new(&ex));
+        REQUIRE_OK(nb_scope_new(&scope, NULL));
+        nb_tensor *xs = T(NB_F64, S(3), 1, 1, 1), *out[2] = {NULL, NULL};
+        CHECK_OK(nb_executor_run(ex, run, scope, 1, (nb_feed[]){{"x", xs}}, 2, fetch, out));
+        if (out[0] && out[1]) {
+            const double *yd = nb_tensor_data(out[0]);
+            CHECK(yd[0] == 0.1 && yd[1] == -2.5 && yd[2] == 1e-300);
+            CHECK(((const int64_t *)nb_tensor_data(out[1]))[0] == ((int64_t)1 << 60) + 1);
+            CHECK(((const int64_t *)nb_tensor_data(out[1]))[1] == -7);
+        }
+        release_all(xs, out[0], out[1], NULL);
+        nb_scope_free(scope);
+        nb_executor_free(ex);
+        if (!round) {
+            uint8_t *buf;
+            size_t len;
+            REQUIRE_OK(nb_program_serialize(p, &buf, &len));
+            CHECK_OK(nb_program_deserialize(buf, len, &q));
+            nb_free(buf);
+            if (!q) break;
+        }
+    }
+    /* Eagerly, a copy. */
+    nb_builder *e;
+    REQUIRE_OK(nb_builder_new_eager(&e));
+    nb_value c = nb_constant(e, w);
+    CHECK_OK(nb_builder_status(e));
+    CHECK(nb_eager_tensor(c) != w);
+    CHECK_TENSOR(nb_eager_tensor(c), S(3), 0, 0.1, -2.5, 1e-300);
+    /* Values that do not fit the shape are refused, naming the op. */
+    nb_value bad = nb_emit1(e, "assign_value", 0, NULL, 2,
+                            (nb_attr[]){NB_ATTR_INTS("shape", 2), NB_ATTR_FLOATS("fp_values", 1.0)});
+    CHECK(nb_is_none(bad));
+    CHECK(strstr(nb_builder_error(e), "assign_value: a float32 constant of shape [2] has 2 elements, but fp_values holds 1"));
+    release_all(w, big, NULL);
+    nb_builder_free(e);
+    nb_builder_free(b);
+    nb_program_free(p);
+    nb_program_free(q);
+}
+
 int main(void)
 {
     RUN(test_values_know_their_mode);
+    RUN(test_constants_from_host_data);
     return test_report();
 }

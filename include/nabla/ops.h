@@ -97,6 +97,10 @@ NB_API nb_value nb_accuracy(nb_builder *b, nb_value scores, nb_value label, int 
 
 /* ---- creation ---- */
 NB_API nb_value nb_fill_constant(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double value);
+/* A constant with the values of `value` (any dtype; a view is fine), copied
+ * into the program (an assign_value op), so a static program needs no feed
+ * for it and keeps it in its file; eagerly, a copy. */
+NB_API nb_value nb_constant(nb_builder *b, const nb_tensor *value);
 NB_API nb_value nb_fill_zeros_like(nb_builder *b, nb_value x);
 NB_API nb_value nb_ones_like(nb_builder *b, nb_value x);
 NB_API nb_value nb_assign(nb_builder *b, nb_value x);

@@ -85,6 +85,52 @@ static const nb_op_def op_fill_constant = {
     .flags = NB_OP_NOT_DIFFERENTIABLE,
 };
 
+/* assign_value: a constant whose values the program holds, so that nothing
+ * needs to feed it. Floats keep float64 exactly (fp_values); integers and
+ * bools go in int_values, int64 exactly. */
+static nb_status infer_assign_value(nb_op_ctx *ctx)
+{
+    nb_var_info *o = nb_out_info(ctx, 0, 0);
+    nb_status st = shape_attr(ctx, o, -1);
+    if (!st) st = dtype_attr(ctx, -1, &o->dtype);
+    if (st) return st;
+    for (int d = 0; d < o->ndim; d++)
+        if (o->shape[d] < 0)
+            return nb_error(NB_ERR_SHAPE, "%s: a constant needs a known shape; dim %d is %lld", ctx->label, d,
+                            (long long)o->shape[d]);
+    bool fp = nb_dtype_is_float(o->dtype);
+    const nb_attr_value *vals = nb_attr_get(ctx, fp ? "fp_values" : "int_values");
+    int64_t n = nb_shape_numel(o->ndim, o->shape);
+    char s[NB_SHAPE_STR_MAX];
+    if (vals->n != n)
+        return nb_error(NB_ERR_ARG, "%s: a %s constant of shape %s has %lld elements, but %s holds %d", ctx->label,
+                        nb_dtype_name(o->dtype), nb_shape_str(s, sizeof s, o->ndim, o->shape), (long long)n,
+                        fp ? "fp_values" : "int_values", vals->n);
+    return NB_OK;
+}
+
+static nb_status assign_value_params(const nb_op_ctx *ctx, void *params)
+{
+    nb_assign_value_params *p = params;
+    const nb_attr_value *fp = nb_attr_get(ctx, "fp_values"), *ints = nb_attr_get(ctx, "int_values");
+    p->n = fp->n ? fp->n : ints->n;
+    p->fp_values = fp->floats;
+    p->int_values = ints->ints;
+    return NB_OK;
+}
+
+static const nb_op_def op_assign_value = {
+    .name = "assign_value",
+    .doc = "Out: a constant of the given shape and dtype whose values the program holds (fp_values or int_values)",
+    .outputs = {{"Out"}},
+    .attrs = {NB_ADEF_REQUIRED("shape", NB_ATTR_INTS), NB_ADEF_INT("dtype", NB_F32), NB_ADEF_FLOATS_EMPTY("fp_values"),
+              NB_ADEF_INTS_EMPTY("int_values")},
+    .infer = infer_assign_value,
+    .params_size = sizeof(nb_assign_value_params),
+    .params = assign_value_params,
+    .flags = NB_OP_NOT_DIFFERENTIABLE,
+};
+
 static nb_status infer_fill_constant_batch_size_like(nb_op_ctx *ctx)
 {
     const nb_var_info *in = nb_in_info(ctx, 0, 0);
@@ -299,7 +345,7 @@ static const nb_op_def op_increment = {
 };
 
 const nb_op_def *const nb_ops_creation[] = {
-    &op_fill_constant,
+    &op_fill_constant, &op_assign_value,
     &op_fill_constant_batch_size_like,
     &op_fill_zeros_like,
     &op_ones_like,

@@ -71,6 +71,26 @@ static nb_status run_fill_constant(const nb_kernel_ctx *k)
     return nb_cpu_fill(k->label, nb_kout(k, 0, 0), p->value);
 }
 
+/* assign_value: element i from the values the program holds. */
+static nb_status run_assign_value(const nb_kernel_ctx *k)
+{
+    const nb_assign_value_params *p = k->params;
+    nb_tensor *out = nb_kout(k, 0, 0);
+    void *d = nb_tensor_data(out);
+    int64_t n = nb_tensor_numel(out);
+    if (n != p->n) return nb_error(NB_ERR_SHAPE, "%s: %lld values for %lld elements", k->label, (long long)p->n, (long long)n);
+    for (int64_t i = 0; i < n; i++) switch (out->dtype) {
+        case NB_F32: ((float *)d)[i] = (float)p->fp_values[i]; break;
+        case NB_F64: ((double *)d)[i] = p->fp_values[i]; break;
+        case NB_I32: ((int32_t *)d)[i] = (int32_t)p->int_values[i]; break;
+        case NB_I64: ((int64_t *)d)[i] = p->int_values[i]; break;
+        case NB_U8: ((uint8_t *)d)[i] = (uint8_t)p->int_values[i]; break;
+        case NB_BOOL: ((uint8_t *)d)[i] = p->int_values[i] != 0; break;
+        default: return nb_error(NB_ERR_DTYPE, "%s: cannot hold %s", k->label, nb_dtype_name(out->dtype));
+        }
+    return NB_OK;
+}
+
 static nb_status run_fill_zeros_like(const nb_kernel_ctx *k) { return nb_cpu_fill(k->label, nb_kout(k, 0, 0), 0.0); }
 static nb_status run_ones_like(const nb_kernel_ctx *k) { return nb_cpu_fill(k->label, nb_kout(k, 0, 0), 1.0); }
 
@@ -286,6 +306,7 @@ static const nb_kernel_def k_fill_constant_batch_size_like = {.op = "fill_consta
                                                               .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL,
                                                               .provider = "cpu", .run = run_fill_constant};
 CPU_KERNEL(fill_zeros_like, NB_DT_ALL);
+CPU_KERNEL(assign_value, NB_DT_ALL);
 CPU_KERNEL(ones_like, NB_DT_ALL);
 CPU_KERNEL(assign, NB_DT_ALL);
 CPU_KERNEL(uniform_random, NB_DT_FLOAT);
@@ -294,6 +315,6 @@ CPU_KERNEL(truncated_gaussian_random, NB_DT_FLOAT);
 CPU_KERNEL(increment, NB_DT_NUMERIC);
 
 const nb_kernel_def *const nb_cpu_kernels_creation[] = {
-    &k_fill_constant, &k_fill_constant_batch_size_like, &k_fill_zeros_like, &k_ones_like, &k_assign,
+    &k_fill_constant, &k_assign_value, &k_fill_constant_batch_size_like, &k_fill_zeros_like, &k_ones_like, &k_assign,
     &k_uniform_random, &k_gaussian_random, &k_truncated_gaussian_random, &k_increment, NULL,
 };
