@@ -96,9 +96,42 @@ static void test_constants_from_host_data(void)
     nb_program_free(q);
 }
 
+/* Messages read as English and name what was wrong. */
+static void test_messages(void)
+{
+    /* An ordinal is "2nd", not "2-th". */
+    nb_builder *e;
+    REQUIRE_OK(nb_builder_new_eager(&e));
+    nb_tensor *x = T(NB_F64, S(2), 0, 1);
+    REQUIRE_OK(nb_tensor_set_requires_grad(x, true));
+    nb_tensor *l = nb_eager_tensor(nb_reduce_sum(e, nb_sqrt(e, nb_eager_value(e, x)), 0, NULL, false));
+    nb_set_anomaly_mode(true);
+    CHECK(nb_backward(1, &l, NULL, false, false) == NB_ERR_STATE);
+    nb_set_anomaly_mode(false);
+    const char *m = strstr(nb_last_error(), " op recorded)");
+    CHECK(m && !strstr(nb_last_error(), "-th"));
+    CHECK(m && (!strncmp(m - 2, "st", 2) || !strncmp(m - 2, "nd", 2) || !strncmp(m - 2, "rd", 2) ||
+                !strncmp(m - 2, "th", 2)));
+    nb_builder_free(e);
+    nb_tensor_release(x);
+    /* A NULL fetch is named as such, not as a var called "(null)". */
+    nb_program *p;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&p));
+    REQUIRE_OK(nb_builder_new_record(&b, p, NULL));
+    nb_relu(b, nb_layer_data(b, "x", NB_F32, 1, S(2)));
+    nb_prepared *pp;
+    CHECK_ERR(nb_prepare(&pp, p, 0, 0, NULL, 1, (const char *[]){NULL}), NB_ERR_ARG,
+              "prepare: fetch 0 is NULL; fetches are names of vars");
+    CHECK(!strstr(nb_last_error(), "(null)"));
+    nb_builder_free(b);
+    nb_program_free(p);
+}
+
 int main(void)
 {
     RUN(test_values_know_their_mode);
     RUN(test_constants_from_host_data);
+    RUN(test_messages);
     return test_report();
 }

@@ -26,17 +26,20 @@ NB_BEGIN_DECLS
 NB_API nb_status nb_builder_new_eager(nb_builder **out);
 /* Wraps a tensor of yours as a value (the builder holds a reference). */
 NB_API nb_value nb_eager_value(nb_builder *b, nb_tensor *t);
-/* The tensor of a value (borrowed). */
+/* The tensor of a value (borrowed); NULL, with an error, for NB_NONE or a
+ * record builder's value. */
 NB_API nb_tensor *nb_eager_tensor(nb_value v);
 /* Drops the builder's references to the tensors it produced or wrapped (call
  * once per training step), and restarts its layer names, so that calling the
- * same model code again finds the same parameters (see nb_eager_param). */
+ * same model code again finds the same parameters (see nb_param in
+ * nabla/init.h). */
 NB_API void nb_eager_release_values(nb_builder *b);
 
-/* Parameters of eager models live in the builder, by name: the first call
- * creates one (a leaf that requires grad, initialised by `init`), later
- * calls with the same name return it. Layers use this, so the same model
- * code builds a program or runs eagerly. */
+/* Parameters of eager models live in the builder, by name: nb_param's first
+ * call with a name creates one (a leaf that requires grad, initialised as
+ * its nb_init says), later calls with that name return it. Layers use this,
+ * so the same model code builds a program or runs eagerly. These look them
+ * up: by name (borrowed, or NULL), and the i-th in creation order. */
 NB_API nb_tensor *nb_eager_find_param(nb_builder *b, const char *name);
 NB_API int nb_eager_param_count(const nb_builder *b);
 NB_API const char *nb_eager_param_name(const nb_builder *b, int i);

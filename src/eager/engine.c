@@ -27,6 +27,18 @@ typedef struct task {
     nb_builder *b;
 } task;
 
+/* "st", "nd", "rd" or "th", as English writes the ordinal of n. */
+static const char *ordinal_suffix(uint64_t n)
+{
+    if (n % 100 >= 11 && n % 100 <= 13) return "th";
+    switch (n % 10) {
+    case 1: return "st";
+    case 2: return "nd";
+    case 3: return "rd";
+    default: return "th";
+    }
+}
+
 static _Thread_local uint64_t task_ids;
 
 /* ---- bookkeeping --------------------------------------------------------------- */
@@ -283,9 +295,9 @@ static nb_status deliver(task *t, nb_node *n, nb_tensor **dx)
         }
         if (!st && g && nb_anomaly_mode() && !finite(g))
             st = nb_error(NB_ERR_STATE,
-                          "backward: anomaly: the gradient that %s (node #%llu: the %llu-th op recorded) produced for "
+                          "backward: anomaly: the gradient that %s (node #%llu, the %llu%s op recorded) produced for "
                           "its input %d holds NaN or Inf", n->def->name, (unsigned long long)n->seq,
-                          (unsigned long long)n->seq, k);
+                          (unsigned long long)n->seq, ordinal_suffix(n->seq), k);
         if (!st && g) st = accumulate(t, &m->buffer[n->next[k].nr], g);
         else nb_tensor_release(g);
         if (!st && --m->deps == 0) heap_push(t, m);

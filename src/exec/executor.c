@@ -271,9 +271,12 @@ static nb_status prepare(nb_prepared **out, nb_program *p, int block_idx, int n_
         int v = name ? value_index(pp, name) : -1;
         if (v < 0) {
             /* A var no op touches: fetch it from the scope. */
-            if (!name || !nb_block_find_var_recursive(b, name)) {
-                st = nb_error(NB_ERR_NOT_FOUND, "prepare: fetch '%s' is not a var of block %d", name ? name : "(null)",
-                              block_idx);
+            if (!name) {
+                st = nb_error(NB_ERR_ARG, "prepare: fetch %d is NULL; fetches are names of vars", i);
+                goto fail;
+            }
+            if (!nb_block_find_var_recursive(b, name)) {
+                st = nb_error(NB_ERR_NOT_FOUND, "prepare: fetch '%s' is not a var of block %d", name, block_idx);
                 goto fail;
             }
             if ((v = add_value(pp, name, V_SCOPE, nb_block_find_var_recursive(b, name))) < 0) goto nomem;
