@@ -1,9 +1,9 @@
 /* The comparison family: comparisons and logic, giving bool tensors, and
- * where. Loops are in kernels/cpu/compare.h. */
+ * where. Definitions and shape inference; the kernels are in
+ * kernels/cpu/compare.c. */
 #include "families.h"
 #include "broadcast_infer.h"
 #include "compare_grad.h"
-#include "kernels/cpu/compare.h"
 
 /* ---- comparisons: X, Y of one dtype, broadcast -> bool ------------------------- */
 
@@ -16,21 +16,17 @@ static nb_status infer_compare(nb_op_ctx *c)
     return nb_infer_broadcast(c, 2, (const int[]){0, 1}, out);
 }
 
-#define COMPARE_OP(id, ENUM, DOC)                                                           \
-    static nb_status cpu_##id(nb_op_ctx *c)                                                \
-    {                                                                                      \
-        return nb_cmp(ENUM, nb_in(c, 0, 0), nb_in(c, 1, 0), nb_out(c, 0, 0), c->label);    \
-    }                                                                                      \
+#define COMPARE_OP(id, DOC)                                                                \
     static const nb_op_def op_##id = {                                                     \
         .name = #id, .doc = DOC, .inputs = {{"X", 0}, {"Y", 0}}, .outputs = {{"Out", 0}},  \
-        .infer = infer_compare, .cpu = cpu_##id, .flags = NB_OP_NOT_DIFFERENTIABLE};
+        .infer = infer_compare, .flags = NB_OP_NOT_DIFFERENTIABLE};
 
-COMPARE_OP(equal, NB_CMP_EQ, "X == Y, broadcasting, as bool")
-COMPARE_OP(not_equal, NB_CMP_NE, "X != Y, broadcasting, as bool (true where either is NaN)")
-COMPARE_OP(less, NB_CMP_LT, "X < Y, broadcasting, as bool")
-COMPARE_OP(less_equal, NB_CMP_LE, "X <= Y, broadcasting, as bool")
-COMPARE_OP(greater, NB_CMP_GT, "X > Y, broadcasting, as bool")
-COMPARE_OP(greater_equal, NB_CMP_GE, "X >= Y, broadcasting, as bool")
+COMPARE_OP(equal, "X == Y, broadcasting, as bool")
+COMPARE_OP(not_equal, "X != Y, broadcasting, as bool (true where either is NaN)")
+COMPARE_OP(less, "X < Y, broadcasting, as bool")
+COMPARE_OP(less_equal, "X <= Y, broadcasting, as bool")
+COMPARE_OP(greater, "X > Y, broadcasting, as bool")
+COMPARE_OP(greater_equal, "X >= Y, broadcasting, as bool")
 
 /* ---- logic: any dtypes, nonzero is true -> bool ------------------------------------ */
 
@@ -49,27 +45,19 @@ static nb_status infer_logic_not(nb_op_ctx *c)
     return NB_OK;
 }
 
-#define LOGIC_OP(id, ENUM, DOC)                                                             \
-    static nb_status cpu_##id(nb_op_ctx *c)                                                \
-    {                                                                                      \
-        return nb_logic(ENUM, nb_in(c, 0, 0), nb_in(c, 1, 0), nb_out(c, 0, 0), c->label);  \
-    }                                                                                      \
+#define LOGIC_OP(id, DOC)                                                                  \
     static const nb_op_def op_##id = {                                                     \
         .name = #id, .doc = DOC, .inputs = {{"X", 0}, {"Y", 0}}, .outputs = {{"Out", 0}},  \
-        .infer = infer_logic_binary, .cpu = cpu_##id, .flags = NB_OP_NOT_DIFFERENTIABLE};
+        .infer = infer_logic_binary, .flags = NB_OP_NOT_DIFFERENTIABLE};
 
-LOGIC_OP(logical_and, NB_LOGIC_AND, "X and Y, broadcasting; nonzero values are true")
-LOGIC_OP(logical_or, NB_LOGIC_OR, "X or Y, broadcasting; nonzero values are true")
-LOGIC_OP(logical_xor, NB_LOGIC_XOR, "Exactly one of X and Y, broadcasting; nonzero values are true")
+LOGIC_OP(logical_and, "X and Y, broadcasting; nonzero values are true")
+LOGIC_OP(logical_or, "X or Y, broadcasting; nonzero values are true")
+LOGIC_OP(logical_xor, "Exactly one of X and Y, broadcasting; nonzero values are true")
 
-static nb_status cpu_logical_not(nb_op_ctx *c)
-{
-    return nb_logic(NB_LOGIC_NOT, nb_in(c, 0, 0), NULL, nb_out(c, 0, 0), c->label);
-}
 static const nb_op_def op_logical_not = {
     .name = "logical_not", .doc = "Not X, as bool; nonzero values are true",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
-    .infer = infer_logic_not, .cpu = cpu_logical_not, .flags = NB_OP_NOT_DIFFERENTIABLE};
+    .infer = infer_logic_not, .flags = NB_OP_NOT_DIFFERENTIABLE};
 
 /* ---- where ------------------------------------------------------------------------ */
 
@@ -86,15 +74,10 @@ static nb_status infer_where(nb_op_ctx *c)
     return nb_infer_broadcast(c, 3, (const int[]){0, 1, 2}, out);
 }
 
-static nb_status cpu_where(nb_op_ctx *c)
-{
-    return nb_cpu_where(nb_in(c, 0, 0), nb_in(c, 1, 0), nb_in(c, 2, 0), nb_out(c, 0, 0), c->label);
-}
-
 static const nb_op_def op_where = {
     .name = "where", .doc = "X where Condition is true, else Y; all three broadcast",
     .inputs = {{"Condition", NB_SLOT_NO_GRAD}, {"X", 0}, {"Y", 0}}, .outputs = {{"Out", 0}},
-    .infer = infer_where, .cpu = cpu_where, .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
+    .infer = infer_where, .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
     .vjp = nb_where_vjp, .jvp = nb_where_jvp};
 
 const nb_op_def *const nb_ops_compare[] = {

@@ -38,7 +38,8 @@ static nb_status infer_reduce_common(nb_op_ctx *ctx, bool float_only)
     nb_status st = check_dtype(ctx, "X", x->dtype, float_only);
     if (st) return st;
     bool mask[NB_MAX_DIMS];
-    if ((st = nb_reduce_axes_mask(ctx->label, nb_attr_get(ctx, "axes"), x->ndim, x->shape, mask))) return st;
+    const nb_attr_value *axes = nb_attr_get(ctx, "axes");
+    if ((st = nb_reduce_axes_mask(ctx->label, axes->n, axes->ints, x->ndim, x->shape, mask))) return st;
     nb_var_info *out = nb_out_info(ctx, 0, 0);
     out->dtype = x->dtype;
     reduced_shape(x, mask, nb_attr_bool(ctx, "keepdim"), out);
@@ -48,9 +49,21 @@ static nb_status infer_reduce_common(nb_op_ctx *ctx, bool float_only)
 static nb_status infer_reduce(nb_op_ctx *ctx) { return infer_reduce_common(ctx, false); }
 static nb_status infer_reduce_float(nb_op_ctx *ctx) { return infer_reduce_common(ctx, true); }
 
+static nb_status reduce_params(const nb_op_ctx *ctx, void *params)
+{
+    nb_reduce_params *p = params;
+    const nb_attr_value *axes = nb_attr_get(ctx, "axes");
+    if (axes->n > NB_MAX_DIMS)
+        return nb_error(NB_ERR_ARG, "%s: %d axes, more than a tensor has dims", ctx->label, axes->n);
+    p->n_axes = axes->n;
+    for (int i = 0; i < axes->n; i++) p->axes[i] = axes->ints[i];
+    p->keepdim = nb_attr_bool(ctx, "keepdim");
+    return NB_OK;
+}
+
 /* Sum and mean read only X's shape in their gradient; max, min, prod and
  * logsumexp compare or divide by X and Out. */
-#define REDUCE_OP(NAME, DOC, INFER, KERNEL, USES_IN, USES_OUT, VJP, JVP)             \
+#define REDUCE_OP(NAME, DOC, INFER, USES_IN, USES_OUT, VJP, JVP)                     \
     static const nb_op_def op_##NAME = {                                             \
         .name = #NAME,                                                               \
         .doc = DOC,                                                                  \
@@ -58,25 +71,26 @@ static nb_status infer_reduce_float(nb_op_ctx *ctx) { return infer_reduce_common
         .outputs = {{"Out", 0}},                                                     \
         .attrs = {NB_ADEF_INTS_EMPTY("axes"), NB_ADEF_BOOL("keepdim", false)},      \
         .infer = INFER,                                                              \
-        .cpu = KERNEL,                                                               \
+        .params_size = sizeof(nb_reduce_params),                                     \
+        .params = reduce_params,                                                     \
         .grad_uses_inputs = USES_IN,                                                 \
         .grad_uses_outputs = USES_OUT,                                               \
         .vjp = VJP,                                                                  \
         .jvp = JVP,                                                                  \
     };
 
-REDUCE_OP(reduce_sum, "Sum over axes (all if empty); keepdim keeps them as size 1", infer_reduce,
-          nb_cpu_reduce_sum, 1u << 0, 0, nb_vjp_reduce_sum, nb_jvp_reduce_sum)
-REDUCE_OP(reduce_mean, "Mean over axes (all if empty); the mean of nothing is NaN", infer_reduce_float,
-          nb_cpu_reduce_mean, 1u << 0, 0, nb_vjp_reduce_mean, nb_jvp_reduce_mean)
-REDUCE_OP(reduce_max, "Maximum over axes (all if empty); NaN propagates", infer_reduce, nb_cpu_reduce_max,
-          1u << 0, 1u << 0, nb_vjp_reduce_max, nb_jvp_reduce_max)
-REDUCE_OP(reduce_min, "Minimum over axes (all if empty); NaN propagates", infer_reduce, nb_cpu_reduce_min,
-          1u << 0, 1u << 0, nb_vjp_reduce_max, nb_jvp_reduce_max)
-REDUCE_OP(reduce_prod, "Product over axes (all if empty)", infer_reduce, nb_cpu_reduce_prod, 1u << 0, 1u << 0,
-          nb_vjp_reduce_prod, nb_jvp_reduce_prod)
-REDUCE_OP(logsumexp, "log(sum(exp(X))) over axes (all if empty), computed without overflow",
-          infer_reduce_float, nb_cpu_logsumexp, 1u << 0, 1u << 0, nb_vjp_logsumexp, nb_jvp_logsumexp)
+REDUCE_OP(reduce_sum, "Sum over axes (all if empty); keepdim keeps them as size 1", infer_reduce, 1u << 0, 0,
+          nb_vjp_reduce_sum, nb_jvp_reduce_sum)
+REDUCE_OP(reduce_mean, "Mean over axes (all if empty); the mean of nothing is NaN", infer_reduce_float, 1u << 0, 0,
+          nb_vjp_reduce_mean, nb_jvp_reduce_mean)
+REDUCE_OP(reduce_max, "Maximum over axes (all if empty); NaN propagates", infer_reduce, 1u << 0, 1u << 0,
+          nb_vjp_reduce_max, nb_jvp_reduce_max)
+REDUCE_OP(reduce_min, "Minimum over axes (all if empty); NaN propagates", infer_reduce, 1u << 0, 1u << 0,
+          nb_vjp_reduce_max, nb_jvp_reduce_max)
+REDUCE_OP(reduce_prod, "Product over axes (all if empty)", infer_reduce, 1u << 0, 1u << 0, nb_vjp_reduce_prod,
+          nb_jvp_reduce_prod)
+REDUCE_OP(logsumexp, "log(sum(exp(X))) over axes (all if empty), computed without overflow", infer_reduce_float,
+          1u << 0, 1u << 0, nb_vjp_logsumexp, nb_jvp_logsumexp)
 
 /* ---- argmax / argmin ------------------------------------------------------------ */
 
@@ -102,7 +116,15 @@ static nb_status infer_arg(nb_op_ctx *ctx)
     return NB_OK;
 }
 
-#define ARG_OP(NAME, DOC, KERNEL)                                                  \
+static nb_status arg_params(const nb_op_ctx *ctx, void *params)
+{
+    nb_arg_params *p = params;
+    p->axis = nb_attr_int(ctx, "axis");
+    p->keepdim = nb_attr_bool(ctx, "keepdim");
+    return NB_OK;
+}
+
+#define ARG_OP(NAME, DOC)                                                          \
     static const nb_op_def op_##NAME = {                                           \
         .name = #NAME,                                                             \
         .doc = DOC,                                                                \
@@ -110,12 +132,13 @@ static nb_status infer_arg(nb_op_ctx *ctx)
         .outputs = {{"Out", 0}},                                                   \
         .attrs = {NB_ADEF_INT("axis", -1), NB_ADEF_BOOL("keepdim", false)},       \
         .infer = infer_arg,                                                        \
-        .cpu = KERNEL,                                                             \
+        .params_size = sizeof(nb_arg_params),                                      \
+        .params = arg_params,                                                      \
         .flags = NB_OP_NOT_DIFFERENTIABLE,                                         \
     };
 
-ARG_OP(argmax, "Index (int64) of the largest value along axis; the first wins ties", nb_cpu_argmax)
-ARG_OP(argmin, "Index (int64) of the smallest value along axis; the first wins ties", nb_cpu_argmin)
+ARG_OP(argmax, "Index (int64) of the largest value along axis; the first wins ties")
+ARG_OP(argmin, "Index (int64) of the smallest value along axis; the first wins ties")
 
 /* ---- sum of several tensors -------------------------------------------------------- */
 
@@ -153,7 +176,6 @@ static const nb_op_def op_sum = {
     .inputs = {{"X", NB_SLOT_VARIADIC}},
     .outputs = {{"Out", 0}},
     .infer = infer_sum,
-    .cpu = nb_cpu_sum,
     .vjp = nb_vjp_sum,
     .jvp = nb_jvp_sum,
 };
@@ -187,7 +209,6 @@ static const nb_op_def op_sum_to = {
     .inputs = {{"X", 0}, {"Like", NB_SLOT_NO_GRAD}},
     .outputs = {{"Out", 0}},
     .infer = infer_sum_to,
-    .cpu = nb_cpu_sum_to,
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_vjp_sum_to,
     .jvp = nb_jvp_sum_to,

@@ -42,7 +42,7 @@ static nb_status red_info_of(nb_builder *b, const nb_grad_ctx *g, red_info *r)
     nb_status st = nb_builder_status(b);
     if (st) return st;
     /* The forward op's shape inference accepted these axes already. */
-    return nb_reduce_axes_mask(g->def->name, r->axes, r->xi.ndim, r->xi.shape, r->mask);
+    return nb_reduce_axes_mask(g->def->name, r->axes->n, r->axes->ints, r->xi.ndim, r->xi.shape, r->mask);
 }
 
 /* v, shaped like Out, in a form that broadcasts against X (see the top). */

@@ -165,5 +165,41 @@ nb_status nb_cpu_where(const nb_tensor *cond, const nb_tensor *x, const nb_tenso
     return NB_OK;
 }
 
-/* TRANSITION: filled as the family's kernels move to the registry. */
-const nb_kernel_def *const nb_cpu_kernels_compare[] = {NULL};
+/* ---- the family's kernels --------------------------------------------------------- */
+
+#define CMP_KERNEL(id, ENUM)                                                                       \
+    static nb_status run_##id(const nb_kernel_ctx *k)                                              \
+    {                                                                                              \
+        return nb_cmp(ENUM, nb_kin(k, 0, 0), nb_kin(k, 1, 0), nb_kout(k, 0, 0), k->label);        \
+    }                                                                                              \
+    static const nb_kernel_def kernel_##id = {#id, NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, run_##id, NULL};
+#define LOGIC_KERNEL(id, ENUM)                                                                     \
+    static nb_status run_##id(const nb_kernel_ctx *k)                                              \
+    {                                                                                              \
+        return nb_logic(ENUM, nb_kin(k, 0, 0), ENUM == NB_LOGIC_NOT ? NULL : nb_kin(k, 1, 0),      \
+                        nb_kout(k, 0, 0), k->label);                                               \
+    }                                                                                              \
+    static const nb_kernel_def kernel_##id = {#id, NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, run_##id, NULL};
+
+CMP_KERNEL(equal, NB_CMP_EQ)
+CMP_KERNEL(not_equal, NB_CMP_NE)
+CMP_KERNEL(less, NB_CMP_LT)
+CMP_KERNEL(less_equal, NB_CMP_LE)
+CMP_KERNEL(greater, NB_CMP_GT)
+CMP_KERNEL(greater_equal, NB_CMP_GE)
+LOGIC_KERNEL(logical_and, NB_LOGIC_AND)
+LOGIC_KERNEL(logical_or, NB_LOGIC_OR)
+LOGIC_KERNEL(logical_xor, NB_LOGIC_XOR)
+LOGIC_KERNEL(logical_not, NB_LOGIC_NOT)
+
+/* The dtype that chooses where's kernel is Condition's (bool); X's may be any. */
+static nb_status run_where(const nb_kernel_ctx *k)
+{
+    return nb_cpu_where(nb_kin(k, 0, 0), nb_kin(k, 1, 0), nb_kin(k, 2, 0), nb_kout(k, 0, 0), k->label);
+}
+static const nb_kernel_def kernel_where = {"where", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, run_where, NULL};
+
+const nb_kernel_def *const nb_cpu_kernels_compare[] = {
+    &kernel_equal, &kernel_not_equal, &kernel_less, &kernel_less_equal, &kernel_greater, &kernel_greater_equal,
+    &kernel_logical_and, &kernel_logical_or, &kernel_logical_xor, &kernel_logical_not, &kernel_where, NULL,
+};

@@ -37,22 +37,31 @@ typedef void (*red_fn)(const void *x, void *out, int64_t outer, int64_t R, int64
 
 /* ---- axes ------------------------------------------------------------------ */
 
-nb_status nb_reduce_axes_mask(const char *label, const nb_attr_value *axes, int ndim, const int64_t *shape,
+/* "[0, 2, -1]", for messages (the list is cut short with "..." when long). */
+static const char *axes_str(char *buf, size_t size, int n, const int64_t *axes)
+{
+    size_t u = (size_t)snprintf(buf, size, "[");
+    for (int k = 0; k < n && u + 24 < size; k++) u += (size_t)snprintf(buf + u, size - u, k ? ", %lld" : "%lld", (long long)axes[k]);
+    snprintf(buf + u, size - u, u + 24 < size ? "]" : "...]");
+    return buf;
+}
+
+nb_status nb_reduce_axes_mask(const char *label, int n, const int64_t *axes, int ndim, const int64_t *shape,
                               bool mask[NB_MAX_DIMS])
 {
     char xs[NB_SHAPE_STR_MAX], as[NB_SHAPE_STR_MAX];
-    bool all = axes->type != NB_ATTR_INTS || axes->n == 0;
+    bool all = n == 0;
     for (int d = 0; d < NB_MAX_DIMS; d++) mask[d] = all && d < ndim;
     if (all) return NB_OK;
-    for (int k = 0; k < axes->n; k++) {
-        int64_t a = axes->ints[k];
+    for (int k = 0; k < n; k++) {
+        int64_t a = axes[k];
         if (a < -ndim || a >= ndim)
             return nb_error(NB_ERR_ARG, "%s: axis %lld is out of range for X of shape %s (rank %d)", label,
                             (long long)a, nb_shape_str(xs, sizeof xs, ndim, shape), ndim);
         if (a < 0) a += ndim;
         if (mask[a])
             return nb_error(NB_ERR_ARG, "%s: axes %s name dim %lld twice (X has shape %s)", label,
-                            nb_attr_value_str(as, sizeof as, axes), (long long)a,
+                            axes_str(as, sizeof as, n, axes), (long long)a,
                             nb_shape_str(xs, sizeof xs, ndim, shape));
         mask[a] = true;
     }
@@ -322,33 +331,34 @@ static nb_status reduce_masked(const char *label, red_kind kind, nb_tensor *x, c
     return NB_OK;
 }
 
-static nb_status reduce_kernel(nb_op_ctx *ctx, red_kind kind)
+static nb_status reduce_kernel(const nb_kernel_ctx *k, red_kind kind)
 {
-    nb_tensor *x = nb_in(ctx, 0, 0);
+    const nb_reduce_params *p = k->params;
+    nb_tensor *x = nb_kin(k, 0, 0);
     bool mask[NB_MAX_DIMS];
-    nb_status st = nb_reduce_axes_mask(ctx->label, nb_attr_get(ctx, "axes"), x->ndim, x->shape, mask);
+    nb_status st = nb_reduce_axes_mask(k->label, p->n_axes, p->axes, x->ndim, x->shape, mask);
     if (st) return st;
-    return reduce_masked(ctx->label, kind, x, mask, nb_out(ctx, 0, 0));
+    return reduce_masked(k->label, kind, x, mask, nb_kout(k, 0, 0));
 }
 
-nb_status nb_cpu_reduce_sum(nb_op_ctx *ctx) { return reduce_kernel(ctx, RED_SUM); }
-nb_status nb_cpu_reduce_mean(nb_op_ctx *ctx) { return reduce_kernel(ctx, RED_MEAN); }
-nb_status nb_cpu_reduce_max(nb_op_ctx *ctx) { return reduce_kernel(ctx, RED_MAX); }
-nb_status nb_cpu_reduce_min(nb_op_ctx *ctx) { return reduce_kernel(ctx, RED_MIN); }
-nb_status nb_cpu_reduce_prod(nb_op_ctx *ctx) { return reduce_kernel(ctx, RED_PROD); }
-nb_status nb_cpu_logsumexp(nb_op_ctx *ctx) { return reduce_kernel(ctx, RED_LSE); }
+static nb_status run_reduce_sum(const nb_kernel_ctx *k) { return reduce_kernel(k, RED_SUM); }
+static nb_status run_reduce_mean(const nb_kernel_ctx *k) { return reduce_kernel(k, RED_MEAN); }
+static nb_status run_reduce_max(const nb_kernel_ctx *k) { return reduce_kernel(k, RED_MAX); }
+static nb_status run_reduce_min(const nb_kernel_ctx *k) { return reduce_kernel(k, RED_MIN); }
+static nb_status run_reduce_prod(const nb_kernel_ctx *k) { return reduce_kernel(k, RED_PROD); }
+static nb_status run_logsumexp(const nb_kernel_ctx *k) { return reduce_kernel(k, RED_LSE); }
 
-nb_status nb_cpu_sum_to(nb_op_ctx *ctx)
+static nb_status run_sum_to(const nb_kernel_ctx *k)
 {
-    nb_tensor *x = nb_in(ctx, 0, 0), *like = nb_in(ctx, 1, 0);
+    nb_tensor *x = nb_kin(k, 0, 0), *like = nb_kin(k, 1, 0);
     bool mask[NB_MAX_DIMS];
     if (!nb_sum_to_mask(x->ndim, x->shape, like->ndim, like->shape, mask)) {
         char xs[NB_SHAPE_STR_MAX], ls[NB_SHAPE_STR_MAX];
         return nb_error(NB_ERR_SHAPE, "%s: Like has shape %s, which does not broadcast to X's shape %s",
-                        ctx->label, nb_shape_str(ls, sizeof ls, like->ndim, like->shape),
+                        k->label, nb_shape_str(ls, sizeof ls, like->ndim, like->shape),
                         nb_shape_str(xs, sizeof xs, x->ndim, x->shape));
     }
-    return reduce_masked(ctx->label, RED_SUM, x, mask, nb_out(ctx, 0, 0));
+    return reduce_masked(k->label, RED_SUM, x, mask, nb_kout(k, 0, 0));
 }
 
 /* ---- argmax / argmin ------------------------------------------------------------ */
@@ -400,18 +410,18 @@ static const arg_fn arg_table[2][4] = {
     {argmin_f32, argmin_f64, argmin_i32, argmin_i64},
 };
 
-static nb_status arg_kernel(nb_op_ctx *ctx, bool is_min)
+static nb_status arg_kernel(const nb_kernel_ctx *k, bool is_min)
 {
-    nb_tensor *x = nb_in(ctx, 0, 0), *out = nb_out(ctx, 0, 0);
+    nb_tensor *x = nb_kin(k, 0, 0), *out = nb_kout(k, 0, 0);
     char xs[NB_SHAPE_STR_MAX];
     int col = dtype_column(x->dtype);
     if (col < 0 || out->dtype != NB_I64)
-        return nb_error(NB_ERR_DTYPE, "%s: no kernel for X of dtype %s", ctx->label, nb_dtype_name(x->dtype));
-    int64_t axis = nb_attr_int(ctx, "axis");
+        return nb_error(NB_ERR_DTYPE, "%s: no kernel for X of dtype %s", k->label, nb_dtype_name(x->dtype));
+    int64_t axis = ((const nb_arg_params *)k->params)->axis;
     /* A 0-d X is one element: its arg-reduction is index 0. */
     int nd = x->ndim ? x->ndim : 1;
     if (axis < -nd || axis >= nd)
-        return nb_error(NB_ERR_ARG, "%s: axis %lld is out of range for X of shape %s", ctx->label,
+        return nb_error(NB_ERR_ARG, "%s: axis %lld is out of range for X of shape %s", k->label,
                         (long long)axis, nb_shape_str(xs, sizeof xs, x->ndim, x->shape));
     if (axis < 0) axis += nd;
     int64_t outer = 1, R = 1, inner = 1;
@@ -422,15 +432,15 @@ static nb_status arg_kernel(nb_op_ctx *ctx, bool is_min)
     }
     if (outer * inner == 0) return NB_OK;
     if (R == 0)
-        return nb_error(NB_ERR_SHAPE, "%s: X has shape %s: axis %lld is empty, so there is no %s", ctx->label,
+        return nb_error(NB_ERR_SHAPE, "%s: X has shape %s: axis %lld is empty, so there is no %s", k->label,
                         nb_shape_str(xs, sizeof xs, x->ndim, x->shape), (long long)axis,
                         is_min ? "minimum" : "maximum");
     arg_table[is_min][col](nb_tensor_data(x), nb_tensor_data(out), outer, R, inner);
     return NB_OK;
 }
 
-nb_status nb_cpu_argmax(nb_op_ctx *ctx) { return arg_kernel(ctx, false); }
-nb_status nb_cpu_argmin(nb_op_ctx *ctx) { return arg_kernel(ctx, true); }
+static nb_status run_argmax(const nb_kernel_ctx *k) { return arg_kernel(k, false); }
+static nb_status run_argmin(const nb_kernel_ctx *k) { return arg_kernel(k, true); }
 
 /* ---- sum of several tensors -------------------------------------------------------- */
 
@@ -467,25 +477,41 @@ DEF_SUMN(sumn_f64, double, ADD_PLAIN)
 DEF_SUMN(sumn_i32, int32_t, ADD_I32)
 DEF_SUMN(sumn_i64, int64_t, ADD_I64)
 
-nb_status nb_cpu_sum(nb_op_ctx *ctx)
+static nb_status run_sum(const nb_kernel_ctx *k)
 {
-    int n = nb_in_count(ctx, 0);
-    nb_tensor *const *xs = &ctx->in[ctx->in_begin[0]];
-    nb_tensor *out = nb_out(ctx, 0, 0);
+    int n = nb_kin_count(k, 0);
+    nb_tensor *const *xs = &k->in[k->in_begin[0]];
+    nb_tensor *out = nb_kout(k, 0, 0);
     int64_t numel = nb_tensor_numel(out);
-    for (int k = 0; k < n; k++)
-        if (xs[k]->dtype != out->dtype || nb_tensor_numel(xs[k]) != numel)
-            return nb_error(NB_ERR_SHAPE, "%s: X[%d] does not match the output", ctx->label, k);
+    for (int i = 0; i < n; i++)
+        if (xs[i]->dtype != out->dtype || nb_tensor_numel(xs[i]) != numel)
+            return nb_error(NB_ERR_SHAPE, "%s: X[%d] does not match the output", k->label, i);
     switch (out->dtype) {
     case NB_F32: sumn_f32(n, xs, nb_tensor_data(out), numel); break;
     case NB_F64: sumn_f64(n, xs, nb_tensor_data(out), numel); break;
     case NB_I32: sumn_i32(n, xs, nb_tensor_data(out), numel); break;
     case NB_I64: sumn_i64(n, xs, nb_tensor_data(out), numel); break;
     default:
-        return nb_error(NB_ERR_DTYPE, "%s: no kernel for dtype %s", ctx->label, nb_dtype_name(out->dtype));
+        return nb_error(NB_ERR_DTYPE, "%s: no kernel for dtype %s", k->label, nb_dtype_name(out->dtype));
     }
     return NB_OK;
 }
 
-/* TRANSITION: filled as the family's kernels move to the registry. */
-const nb_kernel_def *const nb_cpu_kernels_reduce[] = {NULL};
+/* ---- the family's kernels ------------------------------------------------------------ */
+
+#define KERNEL(id, dts) static const nb_kernel_def kernel_##id = {#id, NB_DEVICE_CPU, dts, "nabla", 0, run_##id, NULL};
+KERNEL(reduce_sum, NB_DT_NUMERIC)
+KERNEL(reduce_mean, NB_DT_FLOAT)
+KERNEL(reduce_max, NB_DT_NUMERIC)
+KERNEL(reduce_min, NB_DT_NUMERIC)
+KERNEL(reduce_prod, NB_DT_NUMERIC)
+KERNEL(logsumexp, NB_DT_FLOAT)
+KERNEL(argmax, NB_DT_NUMERIC)
+KERNEL(argmin, NB_DT_NUMERIC)
+KERNEL(sum, NB_DT_NUMERIC)
+KERNEL(sum_to, NB_DT_NUMERIC)
+
+const nb_kernel_def *const nb_cpu_kernels_reduce[] = {
+    &kernel_reduce_sum, &kernel_reduce_mean, &kernel_reduce_max, &kernel_reduce_min, &kernel_reduce_prod,
+    &kernel_logsumexp, &kernel_argmax, &kernel_argmin, &kernel_sum, &kernel_sum_to, NULL,
+};

@@ -3,14 +3,15 @@
 #ifndef NABLA_KERNELS_CPU_REDUCE_H
 #define NABLA_KERNELS_CPU_REDUCE_H
 
-#include "nabla/op.h"
+#include "nabla/tensor.h"
+#include "../params/reduce.h"
 
-/* Turns an "axes" attribute into a mask over the ndim dims of X (an empty
- * list selects them all). Negative axes count from the end; an axis out of
- * range or given twice is an NB_ERR_ARG naming `label` and X's shape. Shared
- * by shape inference and the kernels so that both read axes the same way. */
-nb_status nb_reduce_axes_mask(const char *label, const nb_attr_value *axes, int ndim,
-                              const int64_t *shape, bool mask[NB_MAX_DIMS]);
+/* Turns a list of n axes into a mask over the ndim dims of X (an empty list
+ * selects them all). Negative axes count from the end; an axis out of range
+ * or given twice is an NB_ERR_ARG naming `label` and X's shape. Shared by
+ * shape inference, the kernels and the rules, so that all read axes alike. */
+nb_status nb_reduce_axes_mask(const char *label, int n, const int64_t *axes, int ndim, const int64_t *shape,
+                              bool mask[NB_MAX_DIMS]);
 
 /* Which dims of X sum_to adds up so that X takes Like's shape: the leading
  * dims Like lacks, and those where Like has 1 and X does not. False if Like
@@ -18,15 +19,5 @@ nb_status nb_reduce_axes_mask(const char *label, const nb_attr_value *axes, int 
 bool nb_sum_to_mask(int x_ndim, const int64_t *x_shape, int like_ndim, const int64_t *like_shape,
                     bool mask[NB_MAX_DIMS]);
 
-nb_status nb_cpu_reduce_sum(nb_op_ctx *ctx);
-nb_status nb_cpu_reduce_mean(nb_op_ctx *ctx);
-nb_status nb_cpu_reduce_max(nb_op_ctx *ctx);
-nb_status nb_cpu_reduce_min(nb_op_ctx *ctx);
-nb_status nb_cpu_reduce_prod(nb_op_ctx *ctx);
-nb_status nb_cpu_logsumexp(nb_op_ctx *ctx);
-nb_status nb_cpu_argmax(nb_op_ctx *ctx);
-nb_status nb_cpu_argmin(nb_op_ctx *ctx);
-nb_status nb_cpu_sum(nb_op_ctx *ctx);
-nb_status nb_cpu_sum_to(nb_op_ctx *ctx);
 
 #endif
