@@ -128,10 +128,97 @@ static void test_messages(void)
     nb_program_free(p);
 }
 
+/* A parameter made with no startup program is initialised once per scope
+ * (a run-once op), so a hand-written update survives the next run. */
+static void test_initialisers_run_once(void)
+{
+    nb_program *p;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&p));
+    REQUIRE_OK(nb_builder_new_record(&b, p, NULL));
+    nb_value x = nb_layer_data(b, "x", NB_F64, 1, S(2));
+    nb_value w = nb_param(b, "w", NB_F64, 1, S(2), nb_init_constant(3.0));
+    nb_value y = nb_mul(b, x, w);
+    REQUIRE_OK(nb_builder_status(b));
+    nb_executor *ex;
+    nb_scope *scope;
+    REQUIRE_OK(nb_executor_new(&ex));
+    REQUIRE_OK(nb_scope_new(&scope, NULL));
+    nb_tensor *xs = T(NB_F64, S(2), 1, 2), *out = NULL;
+    const char *fetch = nb_value_name(y);
+    CHECK_OK(nb_executor_run(ex, p, scope, 1, (nb_feed[]){{"x", xs}}, 1, &fetch, &out));
+    CHECK_TENSOR(out, S(2), 0, 3, 6);
+    nb_tensor_release(out);
+    /* The user's own update: w = w - 1. */
+    nb_tensor *wt = nb_scope_find(scope, "w");
+    REQUIRE_OK(wt ? NB_OK : NB_ERR_NOT_FOUND);
+    for (int i = 0; i < 2; i++) nb_tensor_set(wt, i, nb_tensor_get(wt, i) - 1);
+    CHECK_OK(nb_executor_run(ex, p, scope, 1, (nb_feed[]){{"x", xs}}, 1, &fetch, &out));
+    CHECK_TENSOR(out, S(2), 0, 2, 4);
+    nb_tensor_release(out);
+    /* A fresh scope gets it initialised again. */
+    nb_scope *fresh;
+    REQUIRE_OK(nb_scope_new(&fresh, NULL));
+    CHECK_OK(nb_executor_run(ex, p, fresh, 1, (nb_feed[]){{"x", xs}}, 1, &fetch, &out));
+    CHECK_TENSOR(out, S(2), 0, 3, 6);
+    release_all(out, xs, NULL);
+    nb_scope_free(fresh);
+    nb_scope_free(scope);
+    nb_executor_free(ex);
+    nb_builder_free(b);
+    nb_program_free(p);
+}
+
+/* A run does only what its fetches and the program's lasting updates need:
+ * a test clone's logits need no label; a feed that is no var is an error. */
+static void test_runs_prune_by_fetch(void)
+{
+    nb_program *main_p, *startup, *test_p;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&main_p));
+    REQUIRE_OK(nb_program_new(&startup));
+    REQUIRE_OK(nb_builder_new_record(&b, main_p, startup));
+    nb_value x = nb_layer_data(b, "x", NB_F32, 2, S(-1, 4));
+    nb_value label = nb_layer_data(b, "label", NB_I64, 2, S(-1, 1));
+    nb_value logits = nb_layer_fc(b, x, 3, NULL);
+    nb_value loss = nb_layer_softmax_cross_entropy(b, logits, label);
+    REQUIRE_OK(nb_builder_status(b));
+    const char *logits_name = nb_value_name(logits);
+    nb_optimizer opt = nb_sgd(0.1);
+    nb_backward_result r;
+    REQUIRE_OK(nb_minimize(&opt, main_p, startup, nb_value_name(loss), 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_program_clone_for_test(&test_p, main_p));
+    nb_executor *ex;
+    nb_scope *scope;
+    REQUIRE_OK(nb_executor_new(&ex));
+    REQUIRE_OK(nb_scope_new(&scope, NULL));
+    CHECK_OK(nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL));
+    nb_tensor *xs = T(NB_F32, S(2, 4), 1, 2, 3, 4, 5, 6, 7, 8), *out = NULL;
+    CHECK_OK(nb_executor_run(ex, test_p, scope, 1, (nb_feed[]){{"x", xs}}, 1, &logits_name, &out));
+    CHECK(out && out->ndim == 2 && out->shape[0] == 2 && out->shape[1] == 3);
+    nb_tensor_release(out);
+    out = NULL;
+    /* Training still needs the label: the update of the parameters does. */
+    CHECK_ERR(nb_executor_run(ex, main_p, scope, 1, (nb_feed[]){{"x", xs}}, 0, NULL, NULL), NB_ERR_NOT_FOUND,
+              "data var 'label' was not fed");
+    CHECK_ERR(nb_executor_run(ex, test_p, scope, 1, (nb_feed[]){{"images", xs}}, 1, &logits_name, &out),
+              NB_ERR_NOT_FOUND, "prepare: feed 'images' is not a var of block 0");
+    release_all(xs, NULL);
+    nb_backward_result_free(&r);
+    nb_scope_free(scope);
+    nb_executor_free(ex);
+    nb_builder_free(b);
+    nb_program_free(main_p);
+    nb_program_free(startup);
+    nb_program_free(test_p);
+}
+
 int main(void)
 {
     RUN(test_values_know_their_mode);
     RUN(test_constants_from_host_data);
     RUN(test_messages);
+    RUN(test_initialisers_run_once);
+    RUN(test_runs_prune_by_fetch);
     return test_report();
 }

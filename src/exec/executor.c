@@ -49,6 +49,7 @@ typedef struct step {
     bool *out_is_input; /* output k is also an input of this op (in place) */
     bool inferred;
     bool random;      /* NB_OP_RANDOM: reseeded every run */
+    bool run_once;    /* an initialiser among other ops: runs while its outputs have no value */
     uint64_t seed;    /* its stream's base seed */
     nb_rng rng;
 } step;
@@ -128,10 +129,11 @@ static uint64_t mix_seed(uint64_t a, uint64_t b)
     return z ^ (z >> 27);
 }
 
-static nb_status prepare_step(nb_prepared *pp, const nb_block *b, int s)
+/* Step s runs op `op_index` of block b. */
+static nb_status prepare_step(nb_prepared *pp, const nb_block *b, int op_index, int s)
 {
     step *st = &pp->steps[s];
-    const nb_op *op = b->ops[s];
+    const nb_op *op = b->ops[op_index];
     st->op = op;
     nb_op_label(op, st->label, sizeof st->label);
     st->n_in = nb_op_n_inputs(op);
@@ -211,6 +213,36 @@ static nb_status plan_buffers(nb_prepared *pp)
     return pp->buffers ? NB_OK : nb_error(NB_ERR_NOMEM, "prepare: out of memory");
 }
 
+/* Which ops of block b a run needs (Fluid's pruning by fetch list): those
+ * that write a fetched var, a persistable one (the run's lasting effects:
+ * parameters, optimiser state) or an input in place, those that hold blocks,
+ * and, transitively, those that write what a needed op reads. So fetching a
+ * test clone's logits needs no label. A sub-block keeps every op, since its
+ * control op reads its vars by name. */
+static nb_status needed_ops(const nb_block *b, int n_fetch, const char *const *fetch, bool *keep)
+{
+    nb_strmap live;
+    nb_strmap_init(&live);
+    nb_status st = NB_OK;
+    for (int i = 0; i < n_fetch && !st; i++)
+        if (fetch[i] && nb_strmap_put(&live, fetch[i], NULL)) st = NB_ERR_NOMEM;
+    for (int i = b->n_ops - 1; i >= 0 && !st; i--) {
+        const nb_op *op = b->ops[i];
+        bool need = (op->def->flags & (NB_OP_STATEFUL | NB_OP_CONTROL)) != 0;
+        for (int k = 0; k < nb_op_n_outputs(op) && !need; k++) {
+            int found = 0;
+            nb_strmap_get(&live, op->outputs[k], &found);
+            const nb_var *v = nb_block_find_var_recursive(b, op->outputs[k]);
+            need = found || (v && v->persistable);
+        }
+        keep[i] = need;
+        for (int k = 0; need && k < nb_op_n_inputs(op) && !st; k++)
+            if (op->inputs[k] && nb_strmap_put(&live, op->inputs[k], NULL)) st = NB_ERR_NOMEM;
+    }
+    nb_strmap_free(&live);
+    return st ? nb_error(st, "prepare: out of memory") : NB_OK;
+}
+
 static nb_status prepare(nb_prepared **out, nb_program *p, int block_idx, int n_feed, const char *const *feed_names,
                         int n_fetch, const char *const *fetch_names, nb_block_cache *cache)
 {
@@ -252,20 +284,47 @@ static nb_status prepare(nb_prepared **out, nb_program *p, int block_idx, int n_
             st = nb_error(NB_ERR_ARG, "prepare: '%s' is fed twice", feed_names[i]);
             goto fail;
         }
-        if ((pp->feed_values[i] = add_value(pp, feed_names[i], V_FEED, nb_block_find_var_recursive(b, feed_names[i]))) < 0)
-            goto nomem;
+        const nb_var *fv = nb_block_find_var_recursive(b, feed_names[i]);
+        if (!fv) {
+            st = nb_error(NB_ERR_NOT_FOUND, "prepare: feed '%s' is not a var of block %d (misspelt?)", feed_names[i],
+                          block_idx);
+            goto fail;
+        }
+        if ((pp->feed_values[i] = add_value(pp, feed_names[i], V_FEED, fv)) < 0) goto nomem;
     }
-    pp->n_steps = b->n_ops;
+    /* Feeds are read-only: no op of the block may write one, needed or not. */
     for (int s = 0; s < b->n_ops; s++)
-        if ((st = prepare_step(pp, b, s))) goto fail;
-    for (int s = 0; s < b->n_ops; s++)
-        for (int k = 0; k < pp->steps[s].n_out; k++) {
-            const value *v = &pp->values[pp->steps[s].out[k]];
-            if (v->kind == V_FEED) {
-                st = nb_error(NB_ERR_ARG, "%s writes '%s', which is fed: feeds are read-only", pp->steps[s].label, v->name);
+        for (int k = 0; k < nb_op_n_outputs(b->ops[s]); k++) {
+            int v = value_index(pp, b->ops[s]->outputs[k]);
+            if (v >= 0 && pp->values[v].kind == V_FEED) {
+                char label[200];
+                nb_op_label(b->ops[s], label, sizeof label);
+                st = nb_error(NB_ERR_ARG, "%s writes '%s', which is fed: feeds are read-only", label,
+                              pp->values[v].name);
                 goto fail;
             }
         }
+    /* Initialisers among other ops (a parameter made with no startup
+     * program) are run-once ops, as the design documents call them. */
+    bool mixed = false;
+    for (int s = 0; s < b->n_ops; s++) mixed |= b->ops[s]->role != NB_ROLE_STARTUP;
+    bool *keep = nb_calloc((size_t)b->n_ops + 1, sizeof *keep);
+    if (!keep) goto nomem;
+    if (pp->scope_resident) {
+        for (int s = 0; s < b->n_ops; s++) keep[s] = true;
+    } else if ((st = needed_ops(b, n_fetch, fetch_names, keep))) {
+        nb_free(keep);
+        goto fail;
+    }
+    for (int s = 0; s < b->n_ops; s++) {
+        if (!keep[s]) continue;
+        int at = pp->n_steps++;
+        if ((st = prepare_step(pp, b, s, at))) break;
+        pp->steps[at].run_once = mixed && b->ops[s]->role == NB_ROLE_STARTUP;
+    }
+    nb_free(keep);
+    if (st) goto fail;
+
     for (int i = 0; i < n_fetch; i++) {
         const char *name = fetch_names[i];
         int v = name ? value_index(pp, name) : -1;
@@ -496,8 +555,17 @@ static nb_status bind_feeds(nb_prepared *pp, nb_tensor *const *feeds)
     return NB_OK;
 }
 
+/* Whether every output of a run-once step has a value in the scope. */
+static bool initialised(const nb_prepared *pp, nb_scope *scope, const step *st)
+{
+    for (int k = 0; k < st->n_out; k++)
+        if (!nb_scope_find(scope, pp->values[st->out[k]].name)) return false;
+    return true;
+}
+
 static nb_status run_step(nb_prepared *pp, nb_scope *scope, step *st)
 {
+    if (st->run_once && initialised(pp, scope, st)) return NB_OK;
     bool same = st->inferred;
     for (int k = 0; k < st->n_in; k++) {
         value *v = &pp->values[st->in[k]];
