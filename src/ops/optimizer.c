@@ -78,6 +78,26 @@ static nb_status check_range(nb_op_ctx *ctx, const char *name, double lo, double
     return NB_OK;
 }
 
+/* The updates' parameters: whichever of the family's attributes the op has. */
+static nb_status update_params(const nb_op_ctx *ctx, void *params)
+{
+    nb_update_params *p = params;
+    static const struct {
+        const char *name;
+        size_t at;
+    } fields[] = {{"mu", offsetof(nb_update_params, mu)},         {"beta1", offsetof(nb_update_params, beta1)},
+                  {"beta2", offsetof(nb_update_params, beta2)},   {"epsilon", offsetof(nb_update_params, epsilon)},
+                  {"weight_decay", offsetof(nb_update_params, weight_decay)},
+                  {"rho", offsetof(nb_update_params, rho)},       {"momentum", offsetof(nb_update_params, momentum)}};
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+        int a = nb_op_attr_index(ctx->def, fields[i].name);
+        if (a >= 0) *(double *)((char *)p + fields[i].at) = ctx->attrs[a].f;
+    }
+    int nest = nb_op_attr_index(ctx->def, "use_nesterov");
+    p->use_nesterov = nest >= 0 && ctx->attrs[nest].b;
+    return NB_OK;
+}
+
 /* ---- sgd --------------------------------------------------------------------------------- */
 
 static nb_status infer_sgd(nb_op_ctx *ctx)
@@ -91,7 +111,6 @@ static const nb_op_def op_sgd = {
     .inputs = {{"Param"}, {"Grad"}, {"LearningRate"}},
     .outputs = {{"ParamOut"}},
     .infer = infer_sgd,
-    .cpu = nb_cpu_sgd,
     .flags = NB_OP_STATEFUL | NB_OP_NOT_DIFFERENTIABLE,
 };
 
@@ -113,7 +132,8 @@ static const nb_op_def op_momentum = {
     .outputs = {{"ParamOut"}, {"VelocityOut"}},
     .attrs = {NB_ADEF_FLOAT("mu", 0.9), NB_ADEF_BOOL("use_nesterov", false)},
     .infer = infer_momentum,
-    .cpu = nb_cpu_momentum,
+    .params_size = sizeof(nb_update_params),
+    .params = update_params,
     .flags = NB_OP_STATEFUL | NB_OP_NOT_DIFFERENTIABLE,
 };
 
@@ -142,7 +162,8 @@ static const nb_op_def op_adam = {
     .attrs = {NB_ADEF_FLOAT("beta1", 0.9), NB_ADEF_FLOAT("beta2", 0.999), NB_ADEF_FLOAT("epsilon", 1e-8),
               NB_ADEF_FLOAT("weight_decay", 0.0)},
     .infer = infer_adam,
-    .cpu = nb_cpu_adam,
+    .params_size = sizeof(nb_update_params),
+    .params = update_params,
     .flags = NB_OP_STATEFUL | NB_OP_NOT_DIFFERENTIABLE,
 };
 
@@ -153,7 +174,8 @@ static const nb_op_def op_adamw = {
     .attrs = {NB_ADEF_FLOAT("beta1", 0.9), NB_ADEF_FLOAT("beta2", 0.999), NB_ADEF_FLOAT("epsilon", 1e-8),
               NB_ADEF_FLOAT("weight_decay", 0.01)},
     .infer = infer_adam,
-    .cpu = nb_cpu_adam,
+    .params_size = sizeof(nb_update_params),
+    .params = update_params,
     .flags = NB_OP_STATEFUL | NB_OP_NOT_DIFFERENTIABLE,
 };
 
@@ -195,7 +217,8 @@ static const nb_op_def op_rmsprop = {
     .attrs = {NB_ADEF_FLOAT("rho", 0.99), NB_ADEF_FLOAT("epsilon", 1e-8), NB_ADEF_FLOAT("momentum", 0.0),
               NB_ADEF_BOOL("centered", false)},
     .infer = infer_rmsprop,
-    .cpu = nb_cpu_rmsprop,
+    .params_size = sizeof(nb_update_params),
+    .params = update_params,
     .flags = NB_OP_STATEFUL | NB_OP_NOT_DIFFERENTIABLE,
 };
 
@@ -215,7 +238,8 @@ static const nb_op_def op_adagrad = {
     .outputs = {{"ParamOut"}, {"MomentOut"}},
     .attrs = {NB_ADEF_FLOAT("epsilon", 1e-10)},
     .infer = infer_adagrad,
-    .cpu = nb_cpu_adagrad,
+    .params_size = sizeof(nb_update_params),
+    .params = update_params,
     .flags = NB_OP_STATEFUL | NB_OP_NOT_DIFFERENTIABLE,
 };
 
@@ -255,6 +279,20 @@ static nb_status infer_lr_schedule(nb_op_ctx *ctx)
     return NB_OK;
 }
 
+static nb_status lr_schedule_params(const nb_op_ctx *ctx, void *params)
+{
+    *(nb_lr_params *)params = (nb_lr_params){
+        .kind = nb_lr_kind_parse(nb_attr_string(ctx, "kind")),
+        .base_lr = nb_attr_float(ctx, "base_lr"),
+        .gamma = nb_attr_float(ctx, "gamma"),
+        .min_lr = nb_attr_float(ctx, "min_lr"),
+        .step_size = nb_attr_int(ctx, "step_size"),
+        .total_steps = nb_attr_int(ctx, "total_steps"),
+        .warmup_steps = nb_attr_int(ctx, "warmup_steps"),
+    };
+    return NB_OK;
+}
+
 static const nb_op_def op_lr_schedule = {
     .name = "lr_schedule",
     .doc = "LearningRate of update number Step (from 1): linear warm-up, then constant/step/exponential/cosine decay.",
@@ -264,7 +302,8 @@ static const nb_op_def op_lr_schedule = {
               NB_ADEF_INT("step_size", 1), NB_ADEF_FLOAT("gamma", 0.1), NB_ADEF_INT("total_steps", 0),
               NB_ADEF_FLOAT("min_lr", 0.0), NB_ADEF_INT("warmup_steps", 0), NB_ADEF_INT("dtype", NB_F32)},
     .infer = infer_lr_schedule,
-    .cpu = nb_cpu_lr_schedule,
+    .params_size = sizeof(nb_lr_params),
+    .params = lr_schedule_params,
     .flags = NB_OP_NOT_DIFFERENTIABLE,
 };
 

@@ -16,9 +16,9 @@
 #endif
 
 /* The one element of a [1] or 0-d tensor, whatever its dtype. */
-static nb_status scalar_in(const nb_op_ctx *ctx, int slot, const char *name, double *out)
+static nb_status scalar_in(const nb_kernel_ctx *ctx, int slot, const char *name, double *out)
 {
-    const nb_tensor *t = nb_in(ctx, slot, 0);
+    const nb_tensor *t = nb_kin(ctx, slot, 0);
     if (nb_tensor_numel(t) != 1)
         return nb_error(NB_ERR_SHAPE, "%s: %s must hold one element, it holds %lld", ctx->label, name,
                         (long long)nb_tensor_numel(t));
@@ -26,7 +26,7 @@ static nb_status scalar_in(const nb_op_ctx *ctx, int slot, const char *name, dou
     return NB_OK;
 }
 
-static nb_status bad_dtype(const nb_op_ctx *ctx, nb_dtype dt)
+static nb_status bad_dtype(const nb_kernel_ctx *ctx, nb_dtype dt)
 {
     return nb_error(NB_ERR_DTYPE, "%s: Param is %s; optimisers update float32 or float64 parameters", ctx->label,
                     nb_dtype_name(dt));
@@ -35,24 +35,24 @@ static nb_status bad_dtype(const nb_op_ctx *ctx, nb_dtype dt)
 /* Calls KERNEL(T) with T the parameter's element type. */
 #define DISPATCH(ctx, KERNEL)                                         \
     do {                                                              \
-        switch (nb_in(ctx, 0, 0)->dtype) {                            \
+        switch (nb_kin(ctx, 0, 0)->dtype) {                            \
         case NB_F32: KERNEL(float); break;                            \
         case NB_F64: KERNEL(double); break;                           \
-        default: return bad_dtype(ctx, nb_in(ctx, 0, 0)->dtype);      \
+        default: return bad_dtype(ctx, nb_kin(ctx, 0, 0)->dtype);      \
         }                                                             \
     } while (0)
 
-#define IN(T, slot) ((const T *)nb_tensor_data(nb_in(ctx, (slot), 0)))
-#define OUT(T, slot) ((T *)nb_tensor_data(nb_out(ctx, (slot), 0)))
+#define IN(T, slot) ((const T *)nb_tensor_data(nb_kin(ctx, (slot), 0)))
+#define OUT(T, slot) ((T *)nb_tensor_data(nb_kout(ctx, (slot), 0)))
 
 /* ---- sgd: p -= lr * g ------------------------------------------------------------ */
 
-nb_status nb_cpu_sgd(nb_op_ctx *ctx)
+static nb_status run_sgd(const nb_kernel_ctx *ctx)
 {
     double lrd = 0;
     nb_status st = scalar_in(ctx, 2, "LearningRate", &lrd);
     if (st) return st;
-    const int64_t n = nb_tensor_numel(nb_in(ctx, 0, 0));
+    const int64_t n = nb_tensor_numel(nb_kin(ctx, 0, 0));
     const bool par = n >= PAR_MIN;
     (void)par;
 #define SGD(T)                                                   \
@@ -70,14 +70,15 @@ nb_status nb_cpu_sgd(nb_op_ctx *ctx)
 
 /* ---- momentum (torch.optim.SGD, dampening 0) ---------------------------------------- */
 
-nb_status nb_cpu_momentum(nb_op_ctx *ctx)
+static nb_status run_momentum(const nb_kernel_ctx *ctx)
 {
     double lrd = 0;
     nb_status st = scalar_in(ctx, 3, "LearningRate", &lrd);
     if (st) return st;
-    const double mud = nb_attr_float(ctx, "mu");
-    const bool nesterov = nb_attr_bool(ctx, "use_nesterov");
-    const int64_t n = nb_tensor_numel(nb_in(ctx, 0, 0));
+    const nb_update_params *P = ctx->params;
+    const double mud = P->mu;
+    const bool nesterov = P->use_nesterov;
+    const int64_t n = nb_tensor_numel(nb_kin(ctx, 0, 0));
     const bool par = n >= PAR_MIN;
     (void)par;
 #define MOMENTUM(T)                                              \
@@ -102,20 +103,21 @@ nb_status nb_cpu_momentum(nb_op_ctx *ctx)
 /* Slots: in Param, Grad, Moment1, Moment2, LearningRate, Beta1Pow, Beta2Pow;
  * out ParamOut, Moment1Out, Moment2Out, Beta1PowOut, Beta2PowOut. The pows
  * hold beta^t of the current update t, and leave holding beta^(t+1). */
-nb_status nb_cpu_adam(nb_op_ctx *ctx)
+static nb_status run_adam(const nb_kernel_ctx *ctx)
 {
     double lrd = 0, b1p = 0, b2p = 0;
     nb_status st = scalar_in(ctx, 4, "LearningRate", &lrd);
     if (!st) st = scalar_in(ctx, 5, "Beta1Pow", &b1p);
     if (!st) st = scalar_in(ctx, 6, "Beta2Pow", &b2p);
     if (st) return st;
-    const double b1d = nb_attr_float(ctx, "beta1"), b2d = nb_attr_float(ctx, "beta2");
-    const double epsd = nb_attr_float(ctx, "epsilon"), wdd = nb_attr_float(ctx, "weight_decay");
+    const nb_update_params *P = ctx->params;
+    const double b1d = P->beta1, b2d = P->beta2;
+    const double epsd = P->epsilon, wdd = P->weight_decay;
     if (!(b1p < 1.0) || !(b2p < 1.0))
         return nb_error(NB_ERR_ARG, "%s: Beta1Pow %g and Beta2Pow %g must be below 1 (they hold beta^t)", ctx->label,
                         b1p, b2p);
     const double step_size_d = lrd / (1.0 - b1p), bc2_sqrt_d = sqrt(1.0 - b2p);
-    const int64_t n = nb_tensor_numel(nb_in(ctx, 0, 0));
+    const int64_t n = nb_tensor_numel(nb_kin(ctx, 0, 0));
     const bool par = n >= PAR_MIN;
     (void)par;
 #define ADAM(T)                                                                         \
@@ -137,8 +139,8 @@ nb_status nb_cpu_adam(nb_op_ctx *ctx)
     }
     DISPATCH(ctx, ADAM);
 #undef ADAM
-    nb_tensor_set(nb_out(ctx, 3, 0), 0, b1p * b1d);
-    nb_tensor_set(nb_out(ctx, 4, 0), 0, b2p * b2d);
+    nb_tensor_set(nb_kout(ctx, 3, 0), 0, b1p * b1d);
+    nb_tensor_set(nb_kout(ctx, 4, 0), 0, b2p * b2d);
     return NB_OK;
 }
 
@@ -148,15 +150,16 @@ nb_status nb_cpu_adam(nb_op_ctx *ctx)
  * out ParamOut, MeanSquareOut, MomentOut?, MeanGradOut?. With a Moment
  * buffer the step goes through it (buf = momentum*buf + g/avg), which for
  * momentum 0 is the plain step. */
-nb_status nb_cpu_rmsprop(nb_op_ctx *ctx)
+static nb_status run_rmsprop(const nb_kernel_ctx *ctx)
 {
     double lrd = 0;
     nb_status st = scalar_in(ctx, 3, "LearningRate", &lrd);
     if (st) return st;
-    const double rhod = nb_attr_float(ctx, "rho"), epsd = nb_attr_float(ctx, "epsilon");
-    const double momd = nb_attr_float(ctx, "momentum");
-    const bool has_mom = nb_has_in(ctx, 4), centered = nb_has_in(ctx, 5);
-    const int64_t n = nb_tensor_numel(nb_in(ctx, 0, 0));
+    const nb_update_params *P = ctx->params;
+    const double rhod = P->rho, epsd = P->epsilon;
+    const double momd = P->momentum;
+    const bool has_mom = nb_khas_in(ctx, 4), centered = nb_khas_in(ctx, 5);
+    const int64_t n = nb_tensor_numel(nb_kin(ctx, 0, 0));
     const bool par = n >= PAR_MIN;
     (void)par;
 #define RMSPROP(T)                                                                          \
@@ -194,13 +197,13 @@ nb_status nb_cpu_rmsprop(nb_op_ctx *ctx)
 
 /* ---- adagrad ----------------------------------------------------------------------------- */
 
-nb_status nb_cpu_adagrad(nb_op_ctx *ctx)
+static nb_status run_adagrad(const nb_kernel_ctx *ctx)
 {
     double lrd = 0;
     nb_status st = scalar_in(ctx, 3, "LearningRate", &lrd);
     if (st) return st;
-    const double epsd = nb_attr_float(ctx, "epsilon");
-    const int64_t n = nb_tensor_numel(nb_in(ctx, 0, 0));
+    const double epsd = ((const nb_update_params *)ctx->params)->epsilon;
+    const int64_t n = nb_tensor_numel(nb_kin(ctx, 0, 0));
     const bool par = n >= PAR_MIN;
     (void)par;
 #define ADAGRAD(T)                                                  \
@@ -249,23 +252,29 @@ double nb_lr_value(const nb_lr_params *p, double t)
     }
 }
 
-nb_status nb_cpu_lr_schedule(nb_op_ctx *ctx)
+static nb_status run_lr_schedule(const nb_kernel_ctx *ctx)
 {
     double t = 0;
     nb_status st = scalar_in(ctx, 0, "Step", &t);
     if (st) return st;
-    nb_lr_params p = {
-        .kind = nb_lr_kind_parse(nb_attr_string(ctx, "kind")),
-        .base_lr = nb_attr_float(ctx, "base_lr"),
-        .gamma = nb_attr_float(ctx, "gamma"),
-        .min_lr = nb_attr_float(ctx, "min_lr"),
-        .step_size = nb_attr_int(ctx, "step_size"),
-        .total_steps = nb_attr_int(ctx, "total_steps"),
-        .warmup_steps = nb_attr_int(ctx, "warmup_steps"),
-    };
-    nb_tensor_set(nb_out(ctx, 0, 0), 0, nb_lr_value(&p, t));
+    nb_tensor_set(nb_kout(ctx, 0, 0), 0, nb_lr_value(ctx->params, t));
     return NB_OK;
 }
 
-/* TRANSITION: filled as the family's kernels move to the registry. */
-const nb_kernel_def *const nb_cpu_kernels_optimizer[] = {NULL};
+/* ---- the family's kernels ------------------------------------------------------------ */
+
+#define KERNEL(op, fn) static const nb_kernel_def kernel_##op = {#op, NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0, fn, NULL};
+KERNEL(sgd, run_sgd)
+KERNEL(momentum, run_momentum)
+KERNEL(adam, run_adam)
+KERNEL(adamw, run_adam) /* adam with decoupled weight decay: the same update */
+KERNEL(rmsprop, run_rmsprop)
+KERNEL(adagrad, run_adagrad)
+/* Step may be any numeric dtype. */
+static const nb_kernel_def kernel_lr_schedule = {"lr_schedule", NB_DEVICE_CPU, NB_DT_NUMERIC, "nabla", 0,
+                                                 run_lr_schedule, NULL};
+
+const nb_kernel_def *const nb_cpu_kernels_optimizer[] = {
+    &kernel_sgd, &kernel_momentum, &kernel_adam, &kernel_adamw, &kernel_rmsprop, &kernel_adagrad,
+    &kernel_lr_schedule, NULL,
+};

@@ -14,34 +14,13 @@
 #define NABLA_KERNELS_CPU_OPTIMIZER_H
 
 #include <stdint.h>
-#include "nabla/op.h"
-
-nb_status nb_cpu_sgd(nb_op_ctx *ctx);
-nb_status nb_cpu_momentum(nb_op_ctx *ctx);
-/* adam and adamw (decoupled weight decay from the "weight_decay" attribute). */
-nb_status nb_cpu_adam(nb_op_ctx *ctx);
-nb_status nb_cpu_rmsprop(nb_op_ctx *ctx);
-nb_status nb_cpu_adagrad(nb_op_ctx *ctx);
-nb_status nb_cpu_lr_schedule(nb_op_ctx *ctx);
+#include "nabla/tensor.h"
+#include "../params/optimizer.h"
 
 /* ---- learning-rate schedules, shared with nb_lr_at() ----------------------- */
 
-typedef enum nb_lr_kind {
-    NB_LR_BAD = -1,
-    NB_LR_CONSTANT,
-    NB_LR_STEP,
-    NB_LR_EXPONENTIAL,
-    NB_LR_COSINE
-} nb_lr_kind;
-
 /* "constant", "step", "exponential", "cosine"; NB_LR_BAD otherwise. */
 nb_lr_kind nb_lr_kind_parse(const char *s);
-
-typedef struct nb_lr_params {
-    nb_lr_kind kind;
-    double base_lr, gamma, min_lr;
-    int64_t step_size, total_steps, warmup_steps;
-} nb_lr_params;
 
 /* The learning rate of update number t (1 for the first): t/warmup_steps
  * of base_lr during the warm-up, then the schedule of the s = t - 1 -
