@@ -38,11 +38,40 @@ static nb_status cond_infer(nb_op_ctx *ctx)
 
 static nb_status net_infer(nb_op_ctx *ctx) { return branch_infer(ctx, nb_attr_get(ctx, "block_out")->n); }
 
+/* What the kernels read of the attributes, filled once per prepared op:
+ * per branch (1: then, or a net's one block; 0: else) its block and the
+ * names of its outputs (pointing into the op's attributes). */
+typedef struct branch_params {
+    int block[2];
+    const nb_attr_value *out[2];
+    bool is_test;
+} branch_params;
+
+static nb_status cond_params(const nb_op_ctx *ctx, void *params)
+{
+    *(branch_params *)params = (branch_params){
+        .block = {nb_attr_get(ctx, "else_block")->block, nb_attr_get(ctx, "then_block")->block},
+        .out = {nb_attr_get(ctx, "else_out"), nb_attr_get(ctx, "then_out")},
+        .is_test = nb_attr_bool(ctx, "is_test")};
+    return NB_OK;
+}
+
+static nb_status net_params(const nb_op_ctx *ctx, void *params)
+{
+    *(branch_params *)params = (branch_params){.block = {0, nb_attr_get(ctx, "sub_block")->block},
+                                               .out = {NULL, nb_attr_get(ctx, "block_out")},
+                                               .is_test = nb_attr_bool(ctx, "is_test")};
+    return NB_OK;
+}
+
 /* Runs `block` once with the captured inputs (input slot x_slot), copies
  * its `outs` to Out, and keeps the scopes for the gradient. */
-static nb_status run_once(nb_op_ctx *ctx, int x_slot, int block, const nb_attr_value *outs, int branch)
+static nb_status run_once(const nb_kernel_ctx *ctx, int x_slot, int branch)
 {
-    bool keep = !nb_attr_bool(ctx, "is_test");
+    const branch_params *P = ctx->params;
+    int block = P->block[branch];
+    const nb_attr_value *outs = P->out[branch];
+    bool keep = !P->is_test;
     nb_step_scopes *ss;
     nb_scope *bind, *step;
     nb_status st = nb_steps_new(ctx, &ss);
@@ -67,22 +96,21 @@ static nb_status run_once(nb_op_ctx *ctx, int x_slot, int block, const nb_attr_v
     return nb_steps_keep(ctx, ss, B_STEPS, keep);
 }
 
-static nb_status cond_kernel(nb_op_ctx *ctx)
+static nb_status cond_kernel(const nb_kernel_ctx *ctx)
 {
     if (!ctx->exec) return nb_ctl_needs_executor(ctx);
     bool taken;
-    nb_status st = nb_ctl_pred(ctx, nb_in(ctx, 0, 0), "Condition", &taken);
+    nb_status st = nb_ctl_pred(ctx, nb_kin(ctx, 0, 0), "Condition", &taken);
     if (st) return st;
     const char *which = taken ? "then" : "else";
-    int block = nb_attr_get(ctx, taken ? "then_block" : "else_block")->block;
-    st = run_once(ctx, 1, block, nb_attr_get(ctx, taken ? "then_out" : "else_out"), taken);
+    st = run_once(ctx, 1, taken);
     return st ? nb_error_context(st, "%s: in its %s branch", ctx->label, which) : NB_OK;
 }
 
-static nb_status net_kernel(nb_op_ctx *ctx)
+static nb_status net_kernel(const nb_kernel_ctx *ctx)
 {
     if (!ctx->exec) return nb_ctl_needs_executor(ctx);
-    return run_once(ctx, 0, nb_attr_get(ctx, "sub_block")->block, nb_attr_get(ctx, "block_out"), 1);
+    return run_once(ctx, 0, 1);
 }
 
 /* ---- gradients --------------------------------------------------------------
@@ -92,31 +120,53 @@ static nb_status net_kernel(nb_op_ctx *ctx)
 
 static nb_status branch_grad_infer(nb_op_ctx *ctx) { return nb_ctl_grad_infer(ctx, (int)nb_attr_int(ctx, "n_out")); }
 
+/* Per branch (as above) its grad block and the names of its seeds and of
+ * the captured values' gradients. */
+typedef struct branch_grad_params {
+    int grad_block[2];
+    const nb_attr_value *seeds[2], *x_grad[2], *x_grad_pos;
+    int n_out;
+} branch_grad_params;
+
+static nb_status cond_grad_params(const nb_op_ctx *ctx, void *params)
+{
+    *(branch_grad_params *)params = (branch_grad_params){
+        .grad_block = {nb_attr_get(ctx, "else_grad_block")->block, nb_attr_get(ctx, "then_grad_block")->block},
+        .seeds = {nb_attr_get(ctx, "else_seeds"), nb_attr_get(ctx, "then_seeds")},
+        .x_grad = {nb_attr_get(ctx, "else_x_grad"), nb_attr_get(ctx, "then_x_grad")},
+        .x_grad_pos = nb_attr_get(ctx, "x_grad_pos"), .n_out = (int)nb_attr_int(ctx, "n_out")};
+    return NB_OK;
+}
+
+static nb_status net_grad_params(const nb_op_ctx *ctx, void *params)
+{
+    const nb_attr_value *seeds = nb_attr_get(ctx, "seeds"), *x_grad = nb_attr_get(ctx, "x_grad");
+    *(branch_grad_params *)params = (branch_grad_params){
+        .grad_block = {0, nb_attr_get(ctx, "sub_block")->block}, .seeds = {seeds, seeds}, .x_grad = {x_grad, x_grad},
+        .x_grad_pos = nb_attr_get(ctx, "x_grad_pos"), .n_out = (int)nb_attr_int(ctx, "n_out")};
+    return NB_OK;
+}
+
 /* Runs the grad block of the block that ran (prefix "then_"/"else_", or ""
  * for net) and hands out the captured values' gradients. */
-static nb_status branch_grad_kernel(nb_op_ctx *ctx)
+static nb_status branch_grad_kernel(const nb_kernel_ctx *ctx)
 {
     if (!ctx->exec) return nb_ctl_needs_executor(ctx);
+    const branch_grad_params *P = ctx->params;
     nb_step_scopes *ss;
     nb_status st = nb_steps_find(ctx, 0, &ss);
     if (st) return st;
-    bool is_net = nb_op_attr_index(ctx->def, "then_grad_block") < 0;
-    const char *pre = is_net ? "" : ss->branch ? "then_" : "else_";
-    char a_block[32], a_seed[32], a_xg[32];
-    snprintf(a_block, sizeof a_block, "%s%s", pre, is_net ? "sub_block" : "grad_block");
-    snprintf(a_seed, sizeof a_seed, "%sseeds", pre);
-    snprintf(a_xg, sizeof a_xg, "%sx_grad", pre);
-    const nb_attr_value *seeds = nb_attr_get(ctx, a_seed), *xg = nb_attr_get(ctx, a_xg);
-    const nb_attr_value *pos = nb_attr_get(ctx, "x_grad_pos");
-    int n_out = (int)nb_attr_int(ctx, "n_out"), n_x = nb_in_count(ctx, 1) - n_out;
+    int br = ss->branch; /* a net's one block ran as branch 1 */
+    const nb_attr_value *seeds = P->seeds[br], *xg = P->x_grad[br];
+    const nb_attr_value *pos = P->x_grad_pos;
+    int n_out = P->n_out, n_x = nb_kin_count(ctx, 1) - n_out;
     nb_scope *gs = NULL;
-    st = nb_ctl_run_grad(ctx, nb_attr_get(ctx, a_block)->block, ss->step[0], n_out, seeds,
-                         ctx->in + ctx->in_begin[1] + n_x, &gs);
+    st = nb_ctl_run_grad(ctx, P->grad_block[br], ss->step[0], n_out, seeds, ctx->in + ctx->in_begin[1] + n_x, &gs);
     for (int o = 0; o < pos->n && !st; o++) {
         int p = (int)pos->ints[o];
         nb_tensor *t = nb_ctl_grad_of(gs, xg->strs[p]), *z;
         st = t ? nb_ctl_output_copy(ctx, ctx->out_begin[0] + o, t)
-               : nb_ctl_output_zeros(ctx, ctx->out_begin[0] + o, nb_in(ctx, 1, p), &z);
+               : nb_ctl_output_zeros(ctx, ctx->out_begin[0] + o, nb_kin(ctx, 1, p), &z);
     }
     nb_ctl_grad_done(gs);
     if (!st) nb_steps_release(ctx, 0);
@@ -206,7 +256,8 @@ const nb_op_def nb_op_cond = {
     .attrs = {NB_ADEF_REQUIRED("then_block", NB_ATTR_BLOCK), NB_ADEF_REQUIRED("else_block", NB_ATTR_BLOCK),
               NB_ADEF_STRINGS_EMPTY("then_out"), NB_ADEF_STRINGS_EMPTY("else_out"), OUT_INFO_ATTRS},
     .infer = cond_infer,
-    .cpu = cond_kernel,
+    .params_size = sizeof(branch_params),
+    .params = cond_params,
     .flags = NB_OP_CONTROL,
     .grad_uses_inputs = 1u << 1,
     .grad_uses_outputs = 1u << B_STEPS,
@@ -224,7 +275,8 @@ const nb_op_def nb_op_cond_grad = {
               NB_ADEF_STRINGS_EMPTY("then_x_grad"), NB_ADEF_STRINGS_EMPTY("else_x_grad"),
               NB_ADEF_INTS_EMPTY("x_grad_pos"), NB_ADEF_INT("n_out", 0)},
     .infer = branch_grad_infer,
-    .cpu = branch_grad_kernel,
+    .params_size = sizeof(branch_grad_params),
+    .params = cond_grad_params,
     .flags = NB_OP_CONTROL | NB_OP_NOT_DIFFERENTIABLE,
 };
 
@@ -235,7 +287,8 @@ const nb_op_def nb_op_net = {
     .outputs = {{"StepScopes"}, {"Out", NB_SLOT_VARIADIC}},
     .attrs = {NB_ADEF_REQUIRED("sub_block", NB_ATTR_BLOCK), NB_ADEF_STRINGS_EMPTY("block_out"), OUT_INFO_ATTRS},
     .infer = net_infer,
-    .cpu = net_kernel,
+    .params_size = sizeof(branch_params),
+    .params = net_params,
     .flags = NB_OP_CONTROL,
     .grad_uses_inputs = 1u << 0,
     .grad_uses_outputs = 1u << B_STEPS,
@@ -251,6 +304,12 @@ const nb_op_def nb_op_net_grad = {
     .attrs = {NB_ADEF_REQUIRED("sub_block", NB_ATTR_BLOCK), NB_ADEF_STRINGS_EMPTY("seeds"),
               NB_ADEF_STRINGS_EMPTY("x_grad"), NB_ADEF_INTS_EMPTY("x_grad_pos"), NB_ADEF_INT("n_out", 0)},
     .infer = branch_grad_infer,
-    .cpu = branch_grad_kernel,
+    .params_size = sizeof(branch_grad_params),
+    .params = net_grad_params,
     .flags = NB_OP_CONTROL | NB_OP_NOT_DIFFERENTIABLE,
 };
+
+const nb_kernel_def nb_kernel_cond = {"cond", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, cond_kernel, NULL};
+const nb_kernel_def nb_kernel_cond_grad = {"cond_grad", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, branch_grad_kernel, NULL};
+const nb_kernel_def nb_kernel_net = {"net", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, net_kernel, NULL};
+const nb_kernel_def nb_kernel_net_grad = {"net_grad", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, branch_grad_kernel, NULL};

@@ -5,7 +5,7 @@
 #include "control_exec.h"
 #include "../core/tensor_internal.h"
 
-nb_status nb_steps_new(nb_op_ctx *ctx, nb_step_scopes **out)
+nb_status nb_steps_new(const nb_kernel_ctx *ctx, nb_step_scopes **out)
 {
     nb_step_scopes *ss = nb_calloc(1, sizeof *ss);
     nb_status st = ss ? nb_scope_new(&ss->outer, ctx->exec->scope) : NB_ERR_NOMEM;
@@ -28,7 +28,7 @@ void nb_steps_free(void *p)
     nb_free(ss);
 }
 
-nb_status nb_steps_push(nb_op_ctx *ctx, nb_step_scopes *ss, nb_scope **bind, nb_scope **step)
+nb_status nb_steps_push(const nb_kernel_ctx *ctx, nb_step_scopes *ss, nb_scope **bind, nb_scope **step)
 {
     if (ss->n == ss->cap) {
         int cap = ss->cap ? 2 * ss->cap : 16;
@@ -50,7 +50,7 @@ nb_status nb_steps_push(nb_op_ctx *ctx, nb_step_scopes *ss, nb_scope **bind, nb_
     return NB_OK;
 }
 
-nb_status nb_steps_next(nb_op_ctx *ctx, nb_step_scopes *ss, bool keep, nb_scope **bind, nb_scope **step)
+nb_status nb_steps_next(const nb_kernel_ctx *ctx, nb_step_scopes *ss, bool keep, nb_scope **bind, nb_scope **step)
 {
     if (keep || ss->n == 0) return nb_steps_push(ctx, ss, bind, step);
     *bind = ss->bind[ss->n - 1];
@@ -82,7 +82,7 @@ void nb_steps_pop(nb_step_scopes *ss)
     nb_scope_free(ss->bind[ss->n]);
 }
 
-nb_status nb_steps_keep(nb_op_ctx *ctx, nb_step_scopes *ss, int slot, bool keep)
+nb_status nb_steps_keep(const nb_kernel_ctx *ctx, nb_step_scopes *ss, int slot, bool keep)
 {
     if (!keep) {
         nb_steps_free(ss);
@@ -91,7 +91,7 @@ nb_status nb_steps_keep(nb_op_ctx *ctx, nb_step_scopes *ss, int slot, bool keep)
     return nb_scope_attach(ctx->exec->scope, nb_ctl_out_name(ctx, ctx->out_begin[slot]), ss, nb_steps_free);
 }
 
-nb_status nb_steps_find(nb_op_ctx *ctx, int slot, nb_step_scopes **out)
+nb_status nb_steps_find(const nb_kernel_ctx *ctx, int slot, nb_step_scopes **out)
 {
     const char *name = nb_ctl_in_name(ctx, ctx->in_begin[slot]);
     *out = nb_scope_attachment(ctx->exec->scope, name);
@@ -101,13 +101,13 @@ nb_status nb_steps_find(nb_op_ctx *ctx, int slot, nb_step_scopes **out)
                     "or is its gradient run twice?)", ctx->label, name);
 }
 
-void nb_steps_release(nb_op_ctx *ctx, int slot)
+void nb_steps_release(const nb_kernel_ctx *ctx, int slot)
 {
     nb_scope_detach(ctx->exec->scope, nb_ctl_in_name(ctx, ctx->in_begin[slot]));
 }
 
-const char *nb_ctl_in_name(const nb_op_ctx *ctx, int k) { return ctx->exec->op->inputs[k]; }
-const char *nb_ctl_out_name(const nb_op_ctx *ctx, int k) { return ctx->exec->op->outputs[k]; }
+const char *nb_ctl_in_name(const nb_kernel_ctx *ctx, int k) { return ctx->exec->op->inputs[k]; }
+const char *nb_ctl_out_name(const nb_kernel_ctx *ctx, int k) { return ctx->exec->op->outputs[k]; }
 
 nb_status nb_ctl_bind(nb_scope *s, int n, const nb_attr_value *names, nb_tensor *const *ts)
 {
@@ -117,21 +117,21 @@ nb_status nb_ctl_bind(nb_scope *s, int n, const nb_attr_value *names, nb_tensor 
     return st;
 }
 
-nb_status nb_ctl_bind_inputs(nb_op_ctx *ctx, nb_scope *s, int from, int to)
+nb_status nb_ctl_bind_inputs(const nb_kernel_ctx *ctx, nb_scope *s, int from, int to)
 {
     nb_status st = NB_OK;
     for (int k = from; k < to && !st; k++) st = nb_scope_set(s, nb_ctl_in_name(ctx, k), ctx->in[k]);
     return st;
 }
 
-nb_status nb_ctl_result(nb_op_ctx *ctx, nb_scope *s, const char *name, const char *what, nb_tensor **out)
+nb_status nb_ctl_result(const nb_kernel_ctx *ctx, nb_scope *s, const char *name, const char *what, nb_tensor **out)
 {
     *out = nb_scope_find_local(s, name);
     if (*out) return NB_OK;
     return nb_error(NB_ERR_NOT_FOUND, "%s: the block did not write %s '%s'", ctx->label, what, name);
 }
 
-nb_status nb_ctl_pred(nb_op_ctx *ctx, const nb_tensor *t, const char *what, bool *out)
+nb_status nb_ctl_pred(const nb_kernel_ctx *ctx, const nb_tensor *t, const char *what, bool *out)
 {
     if (t->dtype != NB_BOOL || nb_tensor_numel(t) != 1) {
         char s[NB_SHAPE_STR_MAX];
@@ -149,7 +149,7 @@ static nb_var_info info_of(const nb_tensor *t)
     return i;
 }
 
-nb_status nb_ctl_output_copy(nb_op_ctx *ctx, int k, const nb_tensor *t)
+nb_status nb_ctl_output_copy(const nb_kernel_ctx *ctx, int k, const nb_tensor *t)
 {
     nb_var_info info = info_of(t);
     nb_tensor *o;
@@ -157,13 +157,13 @@ nb_status nb_ctl_output_copy(nb_op_ctx *ctx, int k, const nb_tensor *t)
     return st ? st : nb_tensor_copy_into(o, t);
 }
 
-nb_status nb_ctl_output_zeros(nb_op_ctx *ctx, int k, const nb_tensor *like, nb_tensor **out)
+nb_status nb_ctl_output_zeros(const nb_kernel_ctx *ctx, int k, const nb_tensor *like, nb_tensor **out)
 {
     nb_var_info info = info_of(like);
     return nb_exec_output(ctx, k, &info, out);
 }
 
-nb_status nb_ctl_check_like(nb_op_ctx *ctx, const nb_tensor *was, const nb_tensor *now, const char *what, int i)
+nb_status nb_ctl_check_like(const nb_kernel_ctx *ctx, const nb_tensor *was, const nb_tensor *now, const char *what, int i)
 {
     if (was->dtype == now->dtype && nb_shape_equal(was->ndim, was->shape, now->ndim, now->shape)) return NB_OK;
     char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
@@ -194,7 +194,7 @@ nb_status nb_ctl_time_slice(nb_tensor **out, nb_tensor *x, int64_t t)
     return st;
 }
 
-nb_status nb_ctl_run_grad(nb_op_ctx *ctx, int grad_block, nb_scope *step, int n_seed, const nb_attr_value *seed_names,
+nb_status nb_ctl_run_grad(const nb_kernel_ctx *ctx, int grad_block, nb_scope *step, int n_seed, const nb_attr_value *seed_names,
                           nb_tensor *const *seeds, nb_scope **grad)
 {
     nb_scope *seed_scope = NULL;

@@ -15,12 +15,19 @@ static const nb_op_def *const ops[] = {
     &nb_op_net,   &nb_op_net_grad,   &nb_op_recurrent, &nb_op_recurrent_grad,
 };
 
+static const nb_kernel_def *const kernels[] = {
+    &nb_kernel_while, &nb_kernel_while_grad, &nb_kernel_cond,      &nb_kernel_cond_grad,
+    &nb_kernel_net,   &nb_kernel_net_grad,   &nb_kernel_recurrent, &nb_kernel_recurrent_grad,
+};
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static nb_status registered;
 
 static void register_all(void)
 {
     for (size_t i = 0; i < sizeof ops / sizeof *ops && !registered; i++) registered = nb_op_register(ops[i]);
+    for (size_t i = 0; i < sizeof kernels / sizeof *kernels && !registered; i++)
+        registered = nb_kernel_register(kernels[i]);
 }
 
 nb_status nb_control_register_ops(void)
@@ -29,7 +36,7 @@ nb_status nb_control_register_ops(void)
     return registered;
 }
 
-nb_status nb_ctl_needs_executor(const nb_op_ctx *ctx)
+nb_status nb_ctl_needs_executor(const nb_kernel_ctx *ctx)
 {
     return nb_error(NB_ERR_UNSUPPORTED,
                     "%s: control-flow ops run inside an executor; eagerly, use nb_while_loop, nb_cond, nb_scan or "

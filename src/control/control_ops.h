@@ -10,6 +10,10 @@ extern const nb_op_def nb_op_cond, nb_op_cond_grad;           /* branch_ops.c */
 extern const nb_op_def nb_op_net, nb_op_net_grad;             /* branch_ops.c */
 extern const nb_op_def nb_op_recurrent, nb_op_recurrent_grad; /* recurrent_op.c */
 
+/* Their kernels, registered with them (nb_control_register_ops). */
+extern const nb_kernel_def nb_kernel_while, nb_kernel_while_grad, nb_kernel_cond, nb_kernel_cond_grad;
+extern const nb_kernel_def nb_kernel_net, nb_kernel_net_grad, nb_kernel_recurrent, nb_kernel_recurrent_grad;
+
 /* Their JVP rules (control_jvp.c). */
 nb_status nb_ctl_while_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
 nb_status nb_ctl_recurrent_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
@@ -17,7 +21,7 @@ nb_status nb_ctl_cond_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
 nb_status nb_ctl_net_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
 
 /* The error of a control-flow kernel run outside an executor (nb_op_run). */
-nb_status nb_ctl_needs_executor(const nb_op_ctx *ctx);
+nb_status nb_ctl_needs_executor(const nb_kernel_ctx *k);
 
 /* Output infos recorded at build time (the blocks decide them): attrs
  * out_dtypes and out_shapes (each rank, then the dims) into out[0..n). */

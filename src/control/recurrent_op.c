@@ -67,7 +67,7 @@ static nb_status bind_slices(nb_scope *s, const nb_attr_value *names, nb_tensor 
 }
 
 /* Writes y into row t of output k, binding the output at the first step. */
-static nb_status store_row(nb_op_ctx *ctx, int k, int64_t T, int64_t t, bool first, const nb_tensor *y)
+static nb_status store_row(const nb_kernel_ctx *ctx, int k, int64_t T, int64_t t, bool first, const nb_tensor *y)
 {
     nb_tensor *out = ctx->out[k], *row = NULL;
     if (first) {
@@ -88,14 +88,33 @@ static nb_status store_row(nb_op_ctx *ctx, int k, int64_t T, int64_t t, bool fir
     return st;
 }
 
-static nb_status recurrent_kernel(nb_op_ctx *ctx)
+/* What the kernel reads of the attributes, filled once per prepared op (the
+ * name lists point into the op's attributes). */
+typedef struct recurrent_params {
+    int sub_block;
+    bool is_test, reverse;
+    const nb_attr_value *mem_in, *mem_out, *seq_in, *seq_out;
+} recurrent_params;
+
+static nb_status recurrent_params_fill(const nb_op_ctx *ctx, void *params)
+{
+    *(recurrent_params *)params = (recurrent_params){
+        .sub_block = nb_attr_get(ctx, "sub_block")->block, .is_test = nb_attr_bool(ctx, "is_test"),
+        .reverse = nb_attr_bool(ctx, "reverse"), .mem_in = nb_attr_get(ctx, "mem_in"),
+        .mem_out = nb_attr_get(ctx, "mem_out"), .seq_in = nb_attr_get(ctx, "seq_in"),
+        .seq_out = nb_attr_get(ctx, "seq_out")};
+    return NB_OK;
+}
+
+static nb_status recurrent_kernel(const nb_kernel_ctx *ctx)
 {
     if (!ctx->exec) return nb_ctl_needs_executor(ctx);
-    counts c = counts_of(ctx);
-    const nb_attr_value *mem_in = nb_attr_get(ctx, "mem_in"), *mem_out = nb_attr_get(ctx, "mem_out");
-    const nb_attr_value *seq_in = nb_attr_get(ctx, "seq_in"), *seq_out = nb_attr_get(ctx, "seq_out");
-    int block = nb_attr_get(ctx, "sub_block")->block;
-    bool keep = !nb_attr_bool(ctx, "is_test"), reverse = nb_attr_bool(ctx, "reverse");
+    const recurrent_params *P = ctx->params;
+    const nb_attr_value *mem_in = P->mem_in, *mem_out = P->mem_out, *seq_in = P->seq_in, *seq_out = P->seq_out;
+    counts c = {.mem = mem_in->n, .seq = seq_in->n, .y = seq_out->n, .x = nb_kin_count(ctx, 0)};
+    c.cap = c.x - c.mem - c.seq;
+    int block = P->sub_block;
+    bool keep = !P->is_test, reverse = P->reverse;
     nb_tensor *const *x = ctx->in + ctx->in_begin[0];
     int64_t T = x[c.mem]->shape[0];
     for (int j = 1; j < c.seq; j++)
@@ -152,15 +171,31 @@ static nb_status recurrent_grad_infer(nb_op_ctx *ctx)
     return nb_ctl_grad_infer(ctx, (int)(nb_attr_int(ctx, "n_mem") + nb_attr_int(ctx, "n_y")));
 }
 
-static nb_status recurrent_grad_kernel(nb_op_ctx *ctx)
+typedef struct recurrent_grad_params {
+    int sub_block, n_mem, n_seq, n_y;
+    bool reverse;
+    const nb_attr_value *seeds, *in_grad, *x_grad_pos;
+} recurrent_grad_params;
+
+static nb_status recurrent_grad_params_fill(const nb_op_ctx *ctx, void *params)
+{
+    *(recurrent_grad_params *)params = (recurrent_grad_params){
+        .sub_block = nb_attr_get(ctx, "sub_block")->block, .n_mem = (int)nb_attr_int(ctx, "n_mem"),
+        .n_seq = (int)nb_attr_int(ctx, "n_seq"), .n_y = (int)nb_attr_int(ctx, "n_y"),
+        .reverse = nb_attr_bool(ctx, "reverse"), .seeds = nb_attr_get(ctx, "seeds"),
+        .in_grad = nb_attr_get(ctx, "in_grad"), .x_grad_pos = nb_attr_get(ctx, "x_grad_pos")};
+    return NB_OK;
+}
+
+static nb_status recurrent_grad_kernel(const nb_kernel_ctx *ctx)
 {
     if (!ctx->exec) return nb_ctl_needs_executor(ctx);
-    int n_mem = (int)nb_attr_int(ctx, "n_mem"), n_seq = (int)nb_attr_int(ctx, "n_seq"), n_y = (int)nb_attr_int(ctx, "n_y");
-    int n_x = nb_in_count(ctx, RG_X) - n_mem - n_y, n_cap = n_x - n_mem - n_seq;
-    const nb_attr_value *seed_names = nb_attr_get(ctx, "seeds"), *in_grad = nb_attr_get(ctx, "in_grad");
-    const nb_attr_value *pos = nb_attr_get(ctx, "x_grad_pos");
-    int block = nb_attr_get(ctx, "sub_block")->block;
-    bool reverse = nb_attr_bool(ctx, "reverse");
+    const recurrent_grad_params *P = ctx->params;
+    int n_mem = P->n_mem, n_seq = P->n_seq, n_y = P->n_y;
+    int n_x = nb_kin_count(ctx, RG_X) - n_mem - n_y, n_cap = n_x - n_mem - n_seq;
+    const nb_attr_value *seed_names = P->seeds, *in_grad = P->in_grad, *pos = P->x_grad_pos;
+    int block = P->sub_block;
+    bool reverse = P->reverse;
     nb_tensor *const *x = ctx->in + ctx->in_begin[RG_X];
     nb_tensor *const *d_final = x + n_x, *const *d_ys = x + n_x + n_mem;
     int64_t T = x[n_mem]->shape[0];
@@ -283,7 +318,8 @@ const nb_op_def nb_op_recurrent = {
               NB_ADEF_INTS_EMPTY("out_dtypes"), NB_ADEF_INTS_EMPTY("out_shapes"), NB_ADEF_BOOL("reverse", false),
               NB_ADEF_BOOL("is_test", false)},
     .infer = recurrent_infer,
-    .cpu = recurrent_kernel,
+    .params_size = sizeof(recurrent_params),
+    .params = recurrent_params_fill,
     .flags = NB_OP_CONTROL,
     .grad_uses_inputs = 1u << 0,
     .grad_uses_outputs = 1u << R_STEPS,
@@ -300,6 +336,11 @@ const nb_op_def nb_op_recurrent_grad = {
               NB_ADEF_INT("n_y", 0), NB_ADEF_STRINGS_EMPTY("seeds"), NB_ADEF_STRINGS_EMPTY("in_grad"),
               NB_ADEF_INTS_EMPTY("x_grad_pos"), NB_ADEF_BOOL("reverse", false)},
     .infer = recurrent_grad_infer,
-    .cpu = recurrent_grad_kernel,
+    .params_size = sizeof(recurrent_grad_params),
+    .params = recurrent_grad_params_fill,
     .flags = NB_OP_CONTROL | NB_OP_NOT_DIFFERENTIABLE,
 };
+
+const nb_kernel_def nb_kernel_recurrent = {"recurrent", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, recurrent_kernel, NULL};
+const nb_kernel_def nb_kernel_recurrent_grad = {"recurrent_grad", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0,
+                                                recurrent_grad_kernel, NULL};

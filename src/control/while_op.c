@@ -34,21 +34,40 @@ static nb_status while_infer(nb_op_ctx *ctx)
     return NB_OK;
 }
 
-static nb_status while_kernel(nb_op_ctx *ctx)
+/* What the kernels read of the attributes, filled once per prepared op (the
+ * lists point into the op's attributes). */
+typedef struct while_params {
+    int sub_block;
+    bool is_test;
+    const nb_attr_value *carry_in, *carry_out;
+    const char *cond_out;
+} while_params;
+
+static nb_status while_params_fill(const nb_op_ctx *ctx, void *params)
+{
+    *(while_params *)params = (while_params){
+        .sub_block = nb_attr_get(ctx, "sub_block")->block, .is_test = nb_attr_bool(ctx, "is_test"),
+        .carry_in = nb_attr_get(ctx, "carry_in"), .carry_out = nb_attr_get(ctx, "carry_out"),
+        .cond_out = nb_attr_string(ctx, "cond_out")};
+    return NB_OK;
+}
+
+static nb_status while_kernel(const nb_kernel_ctx *ctx)
 {
     if (!ctx->exec) return nb_ctl_needs_executor(ctx);
-    const nb_attr_value *cin = nb_attr_get(ctx, "carry_in"), *cout = nb_attr_get(ctx, "carry_out");
-    const char *cond_out = nb_attr_string(ctx, "cond_out");
-    int block = nb_attr_get(ctx, "sub_block")->block, n_carry = cin->n, n_x = nb_in_count(ctx, W_X);
-    bool keep = !nb_attr_bool(ctx, "is_test");
+    const while_params *P = ctx->params;
+    const nb_attr_value *cin = P->carry_in, *cout = P->carry_out;
+    const char *cond_out = P->cond_out;
+    int block = P->sub_block, n_carry = cin->n, n_x = nb_kin_count(ctx, W_X);
+    bool keep = !P->is_test;
     nb_tensor **cur = nb_calloc((size_t)n_carry + 1, sizeof *cur);
     nb_step_scopes *ss = NULL;
     nb_status st = cur ? nb_steps_new(ctx, &ss) : nb_error(NB_ERR_NOMEM, "%s: out of memory", ctx->label);
     if (!st) st = nb_ctl_bind_inputs(ctx, ss->outer, ctx->in_begin[W_X] + n_carry, ctx->in_begin[W_X] + n_x);
     /* The initial values are copied: an output may share the init's buffer. */
-    for (int i = 0; i < n_carry && !st; i++) st = nb_tensor_clone(&cur[i], nb_in(ctx, W_X, i));
+    for (int i = 0; i < n_carry && !st; i++) st = nb_tensor_clone(&cur[i], nb_kin(ctx, W_X, i));
     bool go = false;
-    if (!st) st = nb_ctl_pred(ctx, nb_in(ctx, W_COND, 0), "Condition", &go);
+    if (!st) st = nb_ctl_pred(ctx, nb_kin(ctx, W_COND, 0), "Condition", &go);
     int64_t iters = 0;
     while (!st && go) {
         nb_scope *bind, *step;
@@ -61,7 +80,7 @@ static nb_status while_kernel(nb_op_ctx *ctx)
         for (int i = 0; i < n_carry && !st; i++) {
             nb_tensor *t;
             if ((st = nb_ctl_result(ctx, step, cout->strs[i], "carried value", &t))) break;
-            if ((st = nb_ctl_check_like(ctx, nb_in(ctx, W_X, i), t, "carried value", i))) break;
+            if ((st = nb_ctl_check_like(ctx, nb_kin(ctx, W_X, i), t, "carried value", i))) break;
             st = nb_ctl_take(&cur[i], t, !keep);
         }
         nb_tensor *c;
@@ -87,19 +106,34 @@ enum { WG_STEPS, WG_X };
 
 static nb_status while_grad_infer(nb_op_ctx *ctx) { return nb_ctl_grad_infer(ctx, (int)nb_attr_int(ctx, "n_carry")); }
 
-static nb_status while_grad_kernel(nb_op_ctx *ctx)
+typedef struct while_grad_params {
+    int sub_block, n_carry;
+    const nb_attr_value *carry_out_grad, *carry_in_grad, *x_grad, *x_grad_pos;
+} while_grad_params;
+
+static nb_status while_grad_params_fill(const nb_op_ctx *ctx, void *params)
+{
+    *(while_grad_params *)params = (while_grad_params){
+        .sub_block = nb_attr_get(ctx, "sub_block")->block, .n_carry = (int)nb_attr_int(ctx, "n_carry"),
+        .carry_out_grad = nb_attr_get(ctx, "carry_out_grad"), .carry_in_grad = nb_attr_get(ctx, "carry_in_grad"),
+        .x_grad = nb_attr_get(ctx, "x_grad"), .x_grad_pos = nb_attr_get(ctx, "x_grad_pos")};
+    return NB_OK;
+}
+
+static nb_status while_grad_kernel(const nb_kernel_ctx *ctx)
 {
     if (!ctx->exec) return nb_ctl_needs_executor(ctx);
-    const nb_attr_value *seeds = nb_attr_get(ctx, "carry_out_grad"), *cin_g = nb_attr_get(ctx, "carry_in_grad");
-    const nb_attr_value *x_g = nb_attr_get(ctx, "x_grad"), *pos = nb_attr_get(ctx, "x_grad_pos");
-    int block = nb_attr_get(ctx, "sub_block")->block, n_carry = (int)nb_attr_int(ctx, "n_carry");
-    int n_x = nb_in_count(ctx, WG_X) - n_carry, n_cap = n_x - n_carry;
+    const while_grad_params *P = ctx->params;
+    const nb_attr_value *seeds = P->carry_out_grad, *cin_g = P->carry_in_grad;
+    const nb_attr_value *x_g = P->x_grad, *pos = P->x_grad_pos;
+    int block = P->sub_block, n_carry = P->n_carry;
+    int n_x = nb_kin_count(ctx, WG_X) - n_carry, n_cap = n_x - n_carry;
     nb_step_scopes *ss;
     nb_status st = nb_steps_find(ctx, WG_STEPS, &ss);
     if (st) return st;
     nb_tensor **g = nb_calloc((size_t)n_carry + 1, sizeof *g), **acc = nb_calloc((size_t)n_cap + 1, sizeof *acc);
     if (!g || !acc) st = nb_error(NB_ERR_NOMEM, "%s: out of memory", ctx->label);
-    for (int i = 0; i < n_carry && !st; i++) g[i] = nb_tensor_retain(nb_in(ctx, WG_X, n_x + i));
+    for (int i = 0; i < n_carry && !st; i++) g[i] = nb_tensor_retain(nb_kin(ctx, WG_X, n_x + i));
     for (int k = ss->n - 1; k >= 0 && !st; k--) {
         nb_scope *gs;
         if ((st = nb_ctl_run_grad(ctx, block, ss->step[k], n_carry, seeds, g, &gs))) {
@@ -117,7 +151,7 @@ static nb_status while_grad_kernel(nb_op_ctx *ctx)
         int p = (int)pos->ints[o];
         nb_tensor *src = p < n_carry ? g[p] : acc[p - n_carry], *z;
         st = src ? nb_ctl_output_copy(ctx, ctx->out_begin[0] + o, src)
-                 : nb_ctl_output_zeros(ctx, ctx->out_begin[0] + o, nb_in(ctx, WG_X, p), &z);
+                 : nb_ctl_output_zeros(ctx, ctx->out_begin[0] + o, nb_kin(ctx, WG_X, p), &z);
     }
     for (int i = 0; g && i < n_carry; i++) nb_tensor_release(g[i]);
     for (int j = 0; acc && j < n_cap; j++) nb_tensor_release(acc[j]);
@@ -198,7 +232,8 @@ const nb_op_def nb_op_while = {
               NB_ADEF_STRINGS_EMPTY("carry_out"), NB_ADEF_REQUIRED("cond_out", NB_ATTR_STRING),
               NB_ADEF_BOOL("is_test", false)},
     .infer = while_infer,
-    .cpu = while_kernel,
+    .params_size = sizeof(while_params),
+    .params = while_params_fill,
     .flags = NB_OP_CONTROL,
     .grad_uses_inputs = 1u << W_X,
     .grad_uses_outputs = 1u << W_STEPS,
@@ -215,6 +250,10 @@ const nb_op_def nb_op_while_grad = {
               NB_ADEF_STRINGS_EMPTY("carry_out_grad"), NB_ADEF_STRINGS_EMPTY("carry_in_grad"),
               NB_ADEF_STRINGS_EMPTY("x_grad"), NB_ADEF_INTS_EMPTY("x_grad_pos")},
     .infer = while_grad_infer,
-    .cpu = while_grad_kernel,
+    .params_size = sizeof(while_grad_params),
+    .params = while_grad_params_fill,
     .flags = NB_OP_CONTROL | NB_OP_NOT_DIFFERENTIABLE,
 };
+
+const nb_kernel_def nb_kernel_while = {"while", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, while_kernel, NULL};
+const nb_kernel_def nb_kernel_while_grad = {"while_grad", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, while_grad_kernel, NULL};

@@ -24,8 +24,8 @@ typedef struct nb_exec_env {
 /* Control-flow ops (NB_OP_CONTROL) learn the shapes of their outputs only by
  * running their blocks, so the executor leaves their outputs unbound and the
  * kernel binds output k (flat index) with the dtype and shape it found. The
- * tensor, zero-filled, is also stored in ctx->out. */
-nb_status nb_exec_output(nb_op_ctx *ctx, int k, const nb_var_info *info, nb_tensor **out);
+ * tensor, zero-filled, is also stored in the kernel's k->out. */
+nb_status nb_exec_output(const nb_kernel_ctx *k, int out_index, const nb_var_info *info, nb_tensor **out);
 
 /* Runs block `block_idx` of env's program with every var it writes kept in
  * `scope` (its own vars, and outer vars it redefines, shadow outer ones;

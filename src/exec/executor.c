@@ -613,13 +613,13 @@ static nb_status run_step(nb_prepared *pp, nb_scope *scope, step *st)
     return st->kernel->run(&st->kctx);
 }
 
-nb_status nb_exec_output(nb_op_ctx *ctx, int k, const nb_var_info *info, nb_tensor **out)
+nb_status nb_exec_output(const nb_kernel_ctx *kc, int k, const nb_var_info *info, nb_tensor **out)
 {
-    nb_prepared *pp = ctx->exec->pp;
-    step *st = ctx->exec->step;
+    nb_prepared *pp = kc->exec->pp;
+    step *st = kc->exec->step;
     if (k < 0 || k >= st->n_out) return nb_error(NB_ERR_ARG, "%s: no output %d", st->label, k);
     value *v = &pp->values[st->out[k]];
-    nb_scope *scope = ctx->exec->scope;
+    nb_scope *scope = kc->exec->scope;
     nb_status s = v->kind == V_TEMP ? bind_temp(pp, v, info, false, st->label)
                                     : bind_scope_output(pp, scope, v, info, false, st->label);
     if (s) return s;
