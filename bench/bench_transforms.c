@@ -62,7 +62,7 @@ static nb_status small_loss(nb_builder *b, const nb_value *in, nb_value *out, vo
 {
     data *d = ctx;
     nb_value parts[4];
-    die_on(nb_emit(b, "split", 1, in, 1, (nb_attr[]){NB_ATTR_INTS("sections", 512, 32, 320, 10)}, 4, parts));
+    die_on(nb_emit(b, "split", NB_VALUES_N(1, in), NB_ATTRS(NB_ATTR_INTS("sections", 512, 32, 320, 10)), 4, parts));
     nb_value w1 = nb_reshape(b, parts[0], 2, (int64_t[]){16, 32}), w2 = nb_reshape(b, parts[2], 2, (int64_t[]){32, 10});
     nb_value h = nb_tanh(b, nb_add(b, nb_matmul(b, nb_eager_value(b, d->x), w1, false, false), parts[1]));
     nb_value r = nb_sub(b, nb_add(b, nb_matmul(b, h, w2, false, false), parts[3]), nb_eager_value(b, d->y));

@@ -85,8 +85,7 @@ static void test_constants_from_host_data(void)
     CHECK(nb_eager_tensor(c) != w);
     CHECK_TENSOR(nb_eager_tensor(c), S(3), 0, 0.1, -2.5, 1e-300);
     /* Values that do not fit the shape are refused, naming the op. */
-    nb_value bad = nb_emit1(e, "assign_value", 0, NULL, 2,
-                            (nb_attr[]){NB_ATTR_INTS("shape", 2), NB_ATTR_FLOATS("fp_values", 1.0)});
+    nb_value bad = nb_emit1(e, "assign_value", NB_NO_VALUES, NB_ATTRS(NB_ATTR_INTS("shape", 2), NB_ATTR_FLOATS("fp_values", 1.0)));
     CHECK(nb_is_none(bad));
     CHECK(strstr(nb_builder_error(e), "assign_value: a float32 constant of shape [2] has 2 elements, but fp_values holds 1"));
     release_all(w, big, NULL);

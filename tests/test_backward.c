@@ -210,7 +210,7 @@ static void test_op_without_rule_is_an_error(void)
     model m;
     model_init(&m);
     nb_value w = param(&m, "w", 1, S(2), 1.0);
-    nb_value y = nb_emit1(m.b, "test_no_rule", 1, &w, 0, NULL);
+    nb_value y = nb_emit1(m.b, "test_no_rule", NB_VALUES_N(1, &w), NB_NO_ATTRS);
     nb_value loss = nb_reduce_sum(m.b, y, 0, NULL, false);
     REQUIRE_OK(nb_builder_status(m.b));
     int n = nb_program_global_block(m.main)->n_ops;
@@ -339,10 +339,8 @@ static void test_cnn_gradients_match_finite_differences(void)
     nb_value x = nb_data(m.b, "img", NB_F64, 4, S(-1, 1, 6, 6));
     nb_value label = nb_data(m.b, "label", NB_I64, 1, S(-1));
     nb_value k = param_random(&m, "conv.w", 4, S(2, 1, 3, 3), 0.5, 5), kb = param_random(&m, "conv.b", 1, S(2), 0.1, 6);
-    nb_value conv = nb_emit1(m.b, "conv2d", 3, (nb_value[]){x, k, kb}, 1, (nb_attr[]){NB_ATTR_INTS("paddings", 1, 1)});
-    nb_value pool = nb_emit1(m.b, "pool2d", 1, (nb_value[]){nb_relu(m.b, conv)}, 2,
-                             (nb_attr[]){NB_ATTR_STRING("pooling_type", "max"), NB_ATTR_INTS("ksize", 2, 2),
-                                         });
+    nb_value conv = nb_emit1(m.b, "conv2d", NB_VALUES(x, k, kb), NB_ATTRS(NB_ATTR_INTS("paddings", 1, 1)));
+    nb_value pool = nb_emit1(m.b, "pool2d", NB_VALUES(nb_relu(m.b, conv)), NB_ATTRS(NB_ATTR_STRING("pooling_type", "max"), NB_ATTR_INTS("ksize", 2, 2),));
     nb_value flat = nb_flatten(m.b, pool, 1, -1);
     nb_value w = param_random(&m, "fc.w", 2, S(2 * 5 * 5, 3), 0.3, 7), b = param_random(&m, "fc.b", 1, S(3), 0.1, 8);
     nb_value loss = nb_reduce_mean(m.b, nb_softmax_with_cross_entropy(m.b, nb_fc(m.b, flat, w, b, 1), label, NULL), 0,

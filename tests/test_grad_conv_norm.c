@@ -100,7 +100,7 @@ static int emit_spec(nb_builder *b, const spec *s, bool dynamic, nb_dtype dt, nb
     for (int k = 0; k < s->n_in; k++)
         in[k] = s->ndim[k] < 0 ? NB_NONE : nb_data(b, names[k], dt, s->ndim[k], dynamic ? s->build[k] : s->shape[k]);
     int n_out = nb_op_num_outputs(nb_op_find(s->op));
-    nb_emit(b, s->op, s->n_in, in, s->n_attrs, s->attrs, n_out, out);
+    nb_emit(b, s->op, NB_VALUES_N(s->n_in, in), NB_ATTRS_N(s->n_attrs, s->attrs), n_out, out);
     return n_out;
 }
 
@@ -223,7 +223,7 @@ static nb_program *backward_of(const char *op, int n_in, const int *ndim, const 
     }
     nb_value in[MAX_IN], out[NB_MAX_SLOTS];
     for (int k = 0; k < n_in; k++) in[k] = ndim[k] < 0 ? NB_NONE : nb_data(b, names[k], NB_F64, ndim[k], shape[k]);
-    nb_emit(b, op, n_in, in, n_attrs, attrs, nb_op_num_outputs(nb_op_find(op)), out);
+    nb_emit(b, op, NB_VALUES_N(n_in, in), NB_ATTRS_N(n_attrs, attrs), nb_op_num_outputs(nb_op_find(op)), out);
     const char *wrt[MAX_IN];
     int n_wrt = 0;
     for (int k = 0; k < n_in; k++)

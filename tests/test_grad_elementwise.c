@@ -114,7 +114,7 @@ static nb_status build(built *w, const op_spec *s, nb_dtype dt)
         w->in[k] = nb_data(w->b, name, s->in[k].is_bool ? NB_BOOL : dt, s->in[k].ndim, s->in[k].shape);
         if (!s->in[k].is_bool) w->wrt[w->n_wrt++] = nb_value_name(w->in[k]);
     }
-    nb_emit(w->b, s->op, s->n_in, w->in, s->n_attrs, s->attrs, 1, &w->out);
+    nb_emit(w->b, s->op, NB_VALUES_N(s->n_in, w->in), NB_ATTRS_N(s->n_attrs, s->attrs), 1, &w->out);
     if ((st = nb_builder_status(w->b))) return st;
     nb_var_info oi = nb_value_info(w->b, w->out);
     w->dy = nb_data(w->b, "dy", oi.dtype, oi.ndim, oi.shape);
@@ -179,7 +179,7 @@ static void check_masked(const op_spec *s, nb_dtype dt)
         snprintf(name, sizeof name, "x%d", k);
         w.in[k] = nb_data(w.b, name, s->in[k].is_bool ? NB_BOOL : dt, s->in[k].ndim, s->in[k].shape);
     }
-    nb_emit(w.b, s->op, s->n_in, w.in, s->n_attrs, s->attrs, 1, &w.out);
+    nb_emit(w.b, s->op, NB_VALUES_N(s->n_in, w.in), NB_ATTRS_N(s->n_attrs, s->attrs), 1, &w.out);
     REQUIRE_OK(nb_builder_status(w.b));
     nb_var_info oi = nb_value_info(w.b, w.out);
     nb_value dy = nb_data(w.b, "dy", oi.dtype, oi.ndim, oi.shape);

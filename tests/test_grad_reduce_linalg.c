@@ -87,7 +87,7 @@ static nb_status gradients(const spec *s, bool dynamic, nb_dtype dt, nb_tensor *
     if (st) goto done;
     nb_value in[MAX_IN], out;
     for (int k = 0; k < s->n_in; k++) in[k] = nb_data(b, names[k], dt, s->ndim[k], dynamic ? s->build[k] : s->shape[k]);
-    nb_emit(b, s->op, s->n_in, in, s->n_attrs, s->attrs, 1, &out);
+    nb_emit(b, s->op, NB_VALUES_N(s->n_in, in), NB_ATTRS_N(s->n_attrs, s->attrs), 1, &out);
     if ((st = nb_builder_status(b))) goto done;
     /* W: declared with Out's build-time shape, fed with its run-time one
      * (that of the program with known shapes). */
@@ -100,7 +100,7 @@ static nb_status gradients(const spec *s, bool dynamic, nb_dtype dt, nb_tensor *
         if (!(st = nb_builder_new_record(&qb, q, NULL))) {
             nb_value qin[MAX_IN], qout;
             for (int k = 0; k < s->n_in; k++) qin[k] = nb_data(qb, names[k], dt, s->ndim[k], s->shape[k]);
-            nb_emit(qb, s->op, s->n_in, qin, s->n_attrs, s->attrs, 1, &qout);
+            nb_emit(qb, s->op, NB_VALUES_N(s->n_in, qin), NB_ATTRS_N(s->n_attrs, s->attrs), 1, &qout);
             if (!(st = nb_builder_status(qb))) known = nb_value_info(qb, qout);
             nb_builder_free(qb);
         }
@@ -176,7 +176,7 @@ static int rule_ops(const char *op, int n_in, const int *ndim, const int64_t (*s
     const char *names[MAX_IN] = {"x0", "x1", "x2"};
     nb_value in[MAX_IN], out;
     for (int k = 0; k < n_in; k++) in[k] = nb_data(b, names[k], NB_F64, ndim[k], shape[k]);
-    nb_emit(b, op, n_in, in, n_attrs, attrs, 1, &out);
+    nb_emit(b, op, NB_VALUES_N(n_in, in), NB_ATTRS_N(n_attrs, attrs), 1, &out);
     int n = -1;
     nb_backward_result r;
     const char *target = nb_value_name(out);

@@ -270,20 +270,20 @@ static void test_builder_record(void)
     CHECK(nb_value_var(w)->persistable && nb_value_var(w)->is_parameter && nb_value_var(w)->trainable);
     CHECK(nb_program_global_block(startup)->n_ops == 1);
     CHECK(nb_program_global_block(startup)->ops[0]->role == NB_ROLE_STARTUP);
-    nb_value y = nb_emit1(b, "test_axpy", 2, (nb_value[]){x, x}, 1, (nb_attr[]){NB_ATTR_FLOAT("alpha", 2)});
+    nb_value y = nb_emit1(b, "test_axpy", NB_VALUES(x, x), NB_ATTRS(NB_ATTR_FLOAT("alpha", 2)));
     CHECK_OK(nb_builder_status(b));
     nb_var_info yi = nb_value_info(b, y);
     CHECK(yi.ndim == 2 && yi.shape[0] == -1 && yi.shape[1] == 4);
     CHECK_STR(nb_value_name(y), "test_axpy_0.tmp_0");
     /* The first error sticks; later emits do nothing and return it. */
-    nb_value bad = nb_emit1(b, "test_axpy", 2, (nb_value[]){x, w}, 0, NULL);
+    nb_value bad = nb_emit1(b, "test_axpy", NB_VALUES(x, w), NB_NO_ATTRS);
     CHECK(nb_is_none(bad));
     CHECK(nb_builder_status(b) == NB_ERR_SHAPE);
     CHECK(strstr(nb_builder_error(b), "X has shape [-1, 4] but Y has shape [1, 4]") != NULL);
     int n_ops = p->blocks[0]->n_ops;
-    nb_value later = nb_emit1(b, "test_axpy", 2, (nb_value[]){x, x}, 0, NULL);
+    nb_value later = nb_emit1(b, "test_axpy", NB_VALUES(x, x), NB_NO_ATTRS);
     CHECK(nb_is_none(later) && p->blocks[0]->n_ops == n_ops);
-    CHECK(nb_emit(b, "test_axpy", 2, (nb_value[]){x, x}, 0, NULL, 1, &later) == NB_ERR_SHAPE);
+    CHECK(nb_emit(b, "test_axpy", NB_VALUES(x, x), NB_NO_ATTRS, 1, &later) == NB_ERR_SHAPE);
     nb_builder_clear_error(b);
     CHECK(nb_is_none(nb_value_by_name(b, "missing")));
     CHECK(strstr(nb_builder_error(b), "no var named 'missing'") != NULL);

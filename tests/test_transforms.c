@@ -349,9 +349,9 @@ static nb_status f_norms(nb_builder *b, const nb_value *in, nb_value *out, void 
     nb_tensor **p = ctx; /* x [5, 4], scale [3], bias [3], running mean [3], running var [3] */
     nb_value h = nb_matmul(b, nb_eager_value(b, p[0]), in[0], false, false), y[5];
     nb_value bn_in[5] = {h, nb_eager_value(b, p[1]), nb_eager_value(b, p[2]), nb_eager_value(b, p[3]), nb_eager_value(b, p[4])};
-    if (nb_emit(b, "batch_norm", 5, bn_in, 0, NULL, 5, y)) return nb_builder_status(b);
+    if (nb_emit(b, "batch_norm", NB_VALUES_N(5, bn_in), NB_NO_ATTRS, 5, y)) return nb_builder_status(b);
     nb_value ln_in[3] = {nb_tanh(b, y[0]), nb_eager_value(b, p[1]), nb_eager_value(b, p[2])}, z[3];
-    if (nb_emit(b, "layer_norm", 3, ln_in, 0, NULL, 3, z)) return nb_builder_status(b);
+    if (nb_emit(b, "layer_norm", NB_VALUES_N(3, ln_in), NB_NO_ATTRS, 3, z)) return nb_builder_status(b);
     nb_value t = nb_tanh(b, nb_mul(b, z[0], nb_eager_value(b, p[1])));
     out[0] = nb_reduce_sum(b, nb_mul(b, t, t), 0, NULL, false);
     return nb_builder_status(b);
@@ -457,7 +457,7 @@ static const nb_kernel_def user_cube_kernel = {"user_cube", NB_DEVICE_CPU, NB_DT
 
 static nb_status f_cube(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
-    out[0] = nb_reduce_sum(b, nb_emit1(b, "user_cube", 1, in, 0, NULL), 0, NULL, false);
+    out[0] = nb_reduce_sum(b, nb_emit1(b, "user_cube", NB_VALUES_N(1, in), NB_NO_ATTRS), 0, NULL, false);
     return nb_builder_status(b);
 }
 

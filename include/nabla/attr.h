@@ -49,6 +49,17 @@ typedef struct nb_attr {
     nb_attr_value value;
 } nb_attr;
 
+/* A list of attributes, as calls that take several lists pass them. In C,
+ * NB_ATTRS(NB_ATTR_FLOAT("alpha", 0.1), ...) makes one in place; in C++,
+ * nb_attrs{n, array}. */
+typedef struct nb_attrs {
+    int n;
+    const nb_attr *v;
+} nb_attrs;
+#define NB_ATTRS(...) ((nb_attrs){(int)(sizeof((nb_attr[]){__VA_ARGS__}) / sizeof(nb_attr)), (nb_attr[]){__VA_ARGS__}})
+#define NB_ATTRS_N(count, array) ((nb_attrs){(count), (array)})
+#define NB_NO_ATTRS ((nb_attrs){0, 0})
+
 #define NB_ATTR_BOOL(nm, v)   ((nb_attr){(nm), {.type = NB_ATTR_BOOL, .b = (v)}})
 #define NB_ATTR_INT(nm, v)    ((nb_attr){(nm), {.type = NB_ATTR_INT, .i = (v)}})
 #define NB_ATTR_FLOAT(nm, v)  ((nb_attr){(nm), {.type = NB_ATTR_FLOAT, .f = (v)}})

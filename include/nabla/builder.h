@@ -40,6 +40,16 @@ typedef struct nb_value {
 #endif
 static inline bool nb_is_none(nb_value v) { return v.p == 0; }
 
+/* A list of values (nb_emit's inputs, a loop's carried values):
+ * NB_VALUES(x, y) in C, nb_values{n, array} in C++. */
+typedef struct nb_values {
+    int n;
+    const nb_value *v;
+} nb_values;
+#define NB_VALUES(...) ((nb_values){(int)(sizeof((nb_value[]){__VA_ARGS__}) / sizeof(nb_value)), (nb_value[]){__VA_ARGS__}})
+#define NB_VALUES_N(count, array) ((nb_values){(count), (array)})
+#define NB_NO_VALUES ((nb_values){0, 0})
+
 typedef struct nb_builder nb_builder;
 
 /* A builder that records into `main` (block 0 to start with). `startup`, which
@@ -72,15 +82,13 @@ NB_API nb_status nb_builder_unique_name(nb_builder *b, const char *prefix, char 
 
 /* Emits op `type`. `in` lists inputs in slot order as nb_op_run does (NB_NONE
  * for an absent optional slot); `n_out` outputs are written to `out` (the
- * count a variadic output slot gets is what remains). */
-NB_API nb_status nb_emit(nb_builder *b, const char *type,
-                  int n_in, const nb_value *in,
-                  int n_attrs, const nb_attr *attrs,
-                  int n_out, nb_value *out);
+ * count a variadic output slot gets is what remains):
+ *
+ *     nb_value parts[2];
+ *     nb_emit(b, "split", NB_VALUES(x), NB_ATTRS(NB_ATTR_INT("axis", 1), NB_ATTR_INT("num", 2)), 2, parts); */
+NB_API nb_status nb_emit(nb_builder *b, const char *type, nb_values in, nb_attrs attrs, int n_out, nb_value *out);
 /* The same for an op whose outputs after the first are not wanted. */
-NB_API nb_value nb_emit1(nb_builder *b, const char *type,
-                  int n_in, const nb_value *in,
-                  int n_attrs, const nb_attr *attrs);
+NB_API nb_value nb_emit1(nb_builder *b, const char *type, nb_values in, nb_attrs attrs);
 
 /* Dtype and shape of a value (-1 for unknown dims in a program). */
 NB_API nb_var_info nb_value_info(const nb_builder *b, nb_value v);

@@ -24,6 +24,15 @@ typedef struct nb_feed {
     nb_tensor *tensor;
 } nb_feed;
 
+/* A list of feeds: NB_FEEDS({"x", x}, {"label", y}) in C. */
+typedef struct nb_feeds {
+    int n;
+    const nb_feed *v;
+} nb_feeds;
+#define NB_FEEDS(...) ((nb_feeds){(int)(sizeof((nb_feed[]){__VA_ARGS__}) / sizeof(nb_feed)), (nb_feed[]){__VA_ARGS__}})
+#define NB_FEEDS_N(count, array) ((nb_feeds){(count), (array)})
+#define NB_NO_FEEDS ((nb_feeds){0, 0})
+
 typedef struct nb_prepared nb_prepared;
 
 /* Prepares block `block_idx` of `p` for runs with the named feeds and

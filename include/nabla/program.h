@@ -20,6 +20,16 @@
 
 NB_BEGIN_DECLS
 
+/* A list of var names (feeds, fetches, parameters, targets): NB_NAMES("x",
+ * "y") in C, nb_names{n, array} in C++. */
+typedef struct nb_names {
+    int n;
+    const char *const *v;
+} nb_names;
+#define NB_NAMES(...) ((nb_names){(int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), (const char *[]){__VA_ARGS__}})
+#define NB_NAMES_N(count, array) ((nb_names){(count), (array)})
+#define NB_NO_NAMES ((nb_names){0, 0})
+
 typedef struct nb_program nb_program;
 typedef struct nb_block nb_block;
 

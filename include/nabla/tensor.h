@@ -42,6 +42,16 @@ typedef struct nb_tensor {
     void *autograd;               /* eager-mode state; NULL otherwise */
 } nb_tensor;
 
+/* A list of tensors (nb_op_run's inputs, nb_autograd_grad's outputs and
+ * inputs): NB_TENSORS(a, b) in C, nb_tensors{n, array} in C++. */
+typedef struct nb_tensors {
+    int n;
+    nb_tensor *const *v;
+} nb_tensors;
+#define NB_TENSORS(...) ((nb_tensors){(int)(sizeof((nb_tensor *[]){__VA_ARGS__}) / sizeof(nb_tensor *)), (nb_tensor *[]){__VA_ARGS__}})
+#define NB_TENSORS_N(count, array) ((nb_tensors){(count), (array)})
+#define NB_NO_TENSORS ((nb_tensors){0, 0})
+
 /* ---- creation --------------------------------------------------------- */
 
 /* A new contiguous tensor; its contents are zero. ndim may be 0 (a scalar). */

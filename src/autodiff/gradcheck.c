@@ -242,7 +242,7 @@ static nb_status build_case(const nb_gradcheck_case *c, uint64_t seed, built_cas
         }
     }
     w->n_out = c->n_out ? c->n_out : nb_op_num_outputs(def);
-    nb_emit(b, c->op, c->n_in, w->in, c->n_attrs, c->attrs, w->n_out, w->out);
+    nb_emit(b, c->op, NB_VALUES_N(c->n_in, w->in), NB_ATTRS_N(c->n_attrs, c->attrs), w->n_out, w->out);
     if ((st = nb_builder_status(b))) return st;
     nb_block *g = nb_program_global_block(w->p);
     w->op = g->ops[g->n_ops - 1];

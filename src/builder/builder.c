@@ -86,9 +86,11 @@ static nb_status check_inputs(const nb_builder *b, const char *type, int n_in, c
     return NB_OK;
 }
 
-nb_status nb_emit(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs, const nb_attr *attrs,
-                  int n_out, nb_value *out)
+nb_status nb_emit(nb_builder *b, const char *type, nb_values ins, nb_attrs as, int n_out, nb_value *out)
 {
+    int n_in = ins.n, n_attrs = as.n;
+    const nb_value *in = ins.v;
+    const nb_attr *attrs = as.v;
     for (int i = 0; i < n_out && out; i++) out[i] = NB_NONE;
     if (!b) return nb_error(NB_ERR_ARG, "emit %s: builder is NULL", type ? type : "?");
     if (b->status) return b->status;
@@ -100,8 +102,11 @@ nb_status nb_emit(nb_builder *b, const char *type, int n_in, const nb_value *in,
     return nb_builder_record_error(b, b->backend->emit(b, type, n_in, in, n_attrs, attrs, n_out, out));
 }
 
-nb_value nb_emit1(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs, const nb_attr *attrs)
+nb_value nb_emit1(nb_builder *b, const char *type, nb_values ins, nb_attrs as)
 {
+    int n_in = ins.n, n_attrs = as.n;
+    const nb_value *in = ins.v;
+    const nb_attr *attrs = as.v;
     /* Every declared output gets a value, so that multi-output ops run whole. */
     nb_value outs[NB_MAX_SLOTS];
     for (int i = 0; i < NB_MAX_SLOTS; i++) outs[i] = NB_NONE;

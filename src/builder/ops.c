@@ -2,9 +2,9 @@
 #include "nabla/device.h"
 #include "nabla/ops.h"
 
-#define IN(...) (int)(sizeof((nb_value[]){__VA_ARGS__}) / sizeof(nb_value)), (nb_value[]){__VA_ARGS__}
-#define ATTRS(...) (int)(sizeof((nb_attr[]){__VA_ARGS__}) / sizeof(nb_attr)), (nb_attr[]){__VA_ARGS__}
-#define NO_ATTRS 0, NULL
+#define IN NB_VALUES
+#define ATTRS NB_ATTRS
+#define NO_ATTRS NB_NO_ATTRS
 
 #define UNARY(fn, op) \
     nb_value fn(nb_builder *b, nb_value x) { return nb_emit1(b, op, IN(x), NO_ATTRS); }
@@ -83,7 +83,7 @@ nb_value nb_argmin(nb_builder *b, nb_value x, int axis, bool keepdim)
     return nb_emit1(b, "argmin", IN(x), ATTRS(NB_ATTR_INT("axis", axis), NB_ATTR_BOOL("keepdim", keepdim)));
 }
 
-nb_value nb_sum(nb_builder *b, int n, const nb_value *xs) { return nb_emit1(b, "sum", n, xs, NO_ATTRS); }
+nb_value nb_sum(nb_builder *b, int n, const nb_value *xs) { return nb_emit1(b, "sum", NB_VALUES_N(n, xs), NO_ATTRS); }
 BINARY(nb_sum_to, "sum_to")
 
 nb_value nb_matmul(nb_builder *b, nb_value x, nb_value y, bool transpose_x, bool transpose_y)
@@ -131,12 +131,12 @@ BINARY(nb_expand_as, "expand_as")
 
 nb_value nb_concat(nb_builder *b, int n, const nb_value *xs, int axis)
 {
-    return nb_emit1(b, "concat", n, xs, ATTRS(NB_ATTR_INT("axis", axis)));
+    return nb_emit1(b, "concat", NB_VALUES_N(n, xs), ATTRS(NB_ATTR_INT("axis", axis)));
 }
 
 nb_value nb_stack(nb_builder *b, int n, const nb_value *xs, int axis)
 {
-    return nb_emit1(b, "stack", n, xs, ATTRS(NB_ATTR_INT("axis", axis)));
+    return nb_emit1(b, "stack", NB_VALUES_N(n, xs), ATTRS(NB_ATTR_INT("axis", axis)));
 }
 
 nb_status nb_split(nb_builder *b, nb_value x, int axis, int n_out, nb_value *outs)
@@ -214,8 +214,7 @@ nb_value nb_accuracy(nb_builder *b, nb_value scores, nb_value label, int k)
 
 nb_value nb_fill_constant(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double value)
 {
-    return nb_emit1(b, "fill_constant", 0, NULL,
-                    ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("value", value)));
+    return nb_emit1(b, "fill_constant", NB_NO_VALUES, ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("value", value)));
 }
 
 nb_value nb_constant(nb_builder *b, const nb_tensor *value)
@@ -250,8 +249,7 @@ nb_value nb_constant(nb_builder *b, const nb_tensor *value)
         default: ((int64_t *)vals)[i] = ((const uint8_t *)d)[i]; break; /* u8, bool */
         }
     nb_tensor_release(c);
-    nb_value v = nb_emit1(b, "assign_value", 0, NULL,
-                          ATTRS(NB_ATTR_INTS_N("shape", value->ndim, value->shape), NB_ATTR_INT("dtype", value->dtype),
+    nb_value v = nb_emit1(b, "assign_value", NB_NO_VALUES, ATTRS(NB_ATTR_INTS_N("shape", value->ndim, value->shape), NB_ATTR_INT("dtype", value->dtype),
                                 fp ? NB_ATTR_FLOATS_N("fp_values", (int)n, vals) : NB_ATTR_INTS_N("int_values", (int)n, vals)));
     nb_free(vals);
     return v;
@@ -264,15 +262,13 @@ UNARY(nb_assign, "assign")
 nb_value nb_uniform_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double min, double max,
                            uint64_t seed)
 {
-    return nb_emit1(b, "uniform_random", 0, NULL,
-                    ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("min", min),
+    return nb_emit1(b, "uniform_random", NB_NO_VALUES, ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("min", min),
                           NB_ATTR_FLOAT("max", max), NB_ATTR_INT("seed", (int64_t)seed)));
 }
 
 nb_value nb_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double mean, double std,
                             uint64_t seed)
 {
-    return nb_emit1(b, "gaussian_random", 0, NULL,
-                    ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("mean", mean),
+    return nb_emit1(b, "gaussian_random", NB_NO_VALUES, ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("mean", mean),
                           NB_ATTR_FLOAT("std", std), NB_ATTR_INT("seed", (int64_t)seed)));
 }

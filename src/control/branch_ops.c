@@ -230,8 +230,8 @@ static nb_status branch_vjp(nb_builder *b, nb_grad_ctx *g, bool is_cond)
         nb_attr net_attrs[] = {NB_ATTR_BLOCK("sub_block", sg[0].block), NB_ATTR_STRINGS_N("seeds", n_out, seeds[0]),
                                NB_ATTR_STRINGS_N("x_grad", n_x, xg[0]), NB_ATTR_INTS_N("x_grad_pos", n_pos, pos),
                                NB_ATTR_INT("n_out", n_out)};
-        st = is_cond ? nb_emit(b, "cond_grad", 1 + n_x + n_out, in, 8, cond_attrs, n_pos, out)
-                     : nb_emit(b, "net_grad", 1 + n_x + n_out, in, 5, net_attrs, n_pos, out);
+        st = is_cond ? nb_emit(b, "cond_grad", NB_VALUES_N(1 + n_x + n_out, in), NB_ATTRS_N(8, cond_attrs), n_pos, out)
+                     : nb_emit(b, "net_grad", NB_VALUES_N(1 + n_x + n_out, in), NB_ATTRS_N(5, net_attrs), n_pos, out);
     }
     for (int o = 0; !st && o < n_pos; o++) nb_grad_set_dx(g, x_slot, (int)pos[o], out[o]);
     nb_sub_grad_free(&sg[0]);

@@ -76,7 +76,7 @@ static nb_status derive(nb_builder *b, const nb_grad_ctx *g, int x_slot, int src
         if (!d->out_on[k]) continue;
         nb_var *t = nb_strmap_get(&tan, d->outs[k], NULL);
         nb_value v = t ? nb_value_from_var(t)
-                       : nb_emit1(b, "fill_zeros_like", 1, (nb_value[]){nb_value_from_var(nb_block_find_var(dst, d->outs[k]))}, 0, NULL);
+                       : nb_emit1(b, "fill_zeros_like", NB_VALUES(nb_value_from_var(nb_block_find_var(dst, d->outs[k]))), NB_NO_ATTRS);
         v = nb_ctl_local(b, dst, v);
         if (!(st = nb_builder_status(b))) d->tout[k] = nb_value_name(v);
     }
@@ -91,7 +91,7 @@ static bool is_float(nb_builder *b, nb_value v) { return nb_dtype_is_float(nb_va
 /* The tangent of x, or zeros shaped like it. */
 static nb_value tangent_or_zeros(nb_builder *b, nb_value x, nb_value t)
 {
-    return nb_is_none(t) ? nb_emit1(b, "fill_zeros_like", 1, &x, 0, NULL) : t;
+    return nb_is_none(t) ? nb_emit1(b, "fill_zeros_like", NB_VALUES_N(1, &x), NB_NO_ATTRS) : t;
 }
 
 /* ---- while ----------------------------------------------------------------- */
@@ -126,7 +126,7 @@ nb_status nb_ctl_while_jvp(nb_builder *b, nb_grad_ctx *g)
     nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", d.block->idx), NB_ATTR_STRINGS_N("carry_in", m, c_in),
                        NB_ATTR_STRINGS_N("carry_out", m, c_out), NB_ATTR_STRING("cond_out", nb_grad_attr(g, "cond_out")->s),
                        NB_ATTR_BOOL("is_test", nb_grad_attr(g, "is_test")->b)};
-    if ((st = nb_emit(b, "while", 1 + n_x, in, 5, attrs, 1 + m, res))) return st;
+    if ((st = nb_emit(b, "while", NB_VALUES_N(1 + n_x, in), NB_ATTRS_N(5, attrs), 1 + m, res))) return st;
     for (int i = 0, u = n_carry; i < n_carry; i++)
         if (on[i]) nb_grad_set_ty(g, 1, i, res[1 + u++]);
     return NB_OK;
@@ -188,7 +188,7 @@ nb_status nb_ctl_recurrent_jvp(nb_builder *b, nb_grad_ctx *g)
                        NB_ATTR_STRINGS_N("seq_out", ny, so), NB_ATTR_INTS_N("out_dtypes", ny, dt),
                        NB_ATTR_INTS_N("out_shapes", nsh, sh), NB_ATTR_BOOL("reverse", nb_grad_attr(g, "reverse")->b),
                        NB_ATTR_BOOL("is_test", nb_grad_attr(g, "is_test")->b)};
-    if ((st = nb_emit(b, "recurrent", n_x, in, 9, attrs, 1 + nm + ny, res))) return st;
+    if ((st = nb_emit(b, "recurrent", NB_VALUES_N(n_x, in), NB_ATTRS_N(9, attrs), 1 + nm + ny, res))) return st;
     for (int i = 0, u = n_mem; i < n_mem; i++)
         if (par_on[i]) nb_grad_set_ty(g, 1, i, res[1 + u++]);
     for (int k = 0, u = n_y; k < n_y; k++)
@@ -253,8 +253,8 @@ static nb_status branch_jvp(nb_builder *b, nb_grad_ctx *g, bool is_cond)
     nb_attr net_attrs[] = {NB_ATTR_BLOCK("sub_block", tb->idx), NB_ATTR_STRINGS_N("block_out", ny, t_names),
                            NB_ATTR_INTS_N("out_dtypes", ny, dt), NB_ATTR_INTS_N("out_shapes", nsh, sh),
                            NB_ATTR_BOOL("is_test", nb_grad_attr(g, "is_test")->b)};
-    st = is_cond ? nb_emit(b, "cond", n + n_x, in, 7, cond_attrs, 1 + ny, res)
-                 : nb_emit(b, "net", n_x, in, 5, net_attrs, 1 + ny, res);
+    st = is_cond ? nb_emit(b, "cond", NB_VALUES_N(n + n_x, in), NB_ATTRS_N(7, cond_attrs), 1 + ny, res)
+                 : nb_emit(b, "net", NB_VALUES_N(n_x, in), NB_ATTRS_N(5, net_attrs), 1 + ny, res);
     if (st) return st;
     for (int k = 0, u = n_out; k < n_out; k++)
         if (on[k]) nb_grad_set_ty(g, 1, k, res[1 + u++]);

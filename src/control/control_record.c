@@ -139,7 +139,7 @@ nb_status nb_control_record_while(nb_builder *b, nb_loop_cond_fn cond, nb_loop_b
     memcpy(in + 1, x, (size_t)n_x * sizeof *x);
     nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", s.block->idx), NB_ATTR_STRINGS_N("carry_in", n_carry, cin),
                        NB_ATTR_STRINGS_N("carry_out", n_carry, cout), NB_ATTR_STRING("cond_out", cond_out)};
-    if ((st = nb_emit(b, "while", 1 + n_x, in, 4, attrs, 1 + n_carry, out))) return st;
+    if ((st = nb_emit(b, "while", NB_VALUES_N(1 + n_x, in), NB_ATTRS_N(4, attrs), 1 + n_carry, out))) return st;
     memcpy(final, out + 1, (size_t)n_carry * sizeof *final);
     return NB_OK;
 }
@@ -186,7 +186,7 @@ nb_status nb_control_record_cond(nb_builder *b, nb_value pred, nb_branch_fn then
     nb_attr attrs[] = {NB_ATTR_BLOCK("then_block", ts.block->idx), NB_ATTR_BLOCK("else_block", es.block->idx),
                        NB_ATTR_STRINGS_N("then_out", n_out, t_names), NB_ATTR_STRINGS_N("else_out", n_out, e_names),
                        NB_ATTR_INTS_N("out_dtypes", n_out, r.dtypes), NB_ATTR_INTS_N("out_shapes", r.n_shapes, r.shapes)};
-    if ((st = nb_emit(b, "cond", 1 + n_x, args, 6, attrs, 1 + n_out, res))) return st;
+    if ((st = nb_emit(b, "cond", NB_VALUES_N(1 + n_x, args), NB_ATTRS_N(6, attrs), 1 + n_out, res))) return st;
     memcpy(out, res + 1, (size_t)n_out * sizeof *out);
     return NB_OK;
 }
@@ -206,7 +206,7 @@ nb_status nb_control_record_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n
     record_infos(b, n_out, o, false, 0, &r);
     nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", s.block->idx), NB_ATTR_STRINGS_N("block_out", n_out, names),
                        NB_ATTR_INTS_N("out_dtypes", n_out, r.dtypes), NB_ATTR_INTS_N("out_shapes", r.n_shapes, r.shapes)};
-    if ((st = nb_emit(b, "net", n_x, x, 4, attrs, 1 + n_out, res))) return st;
+    if ((st = nb_emit(b, "net", NB_VALUES_N(n_x, x), NB_ATTRS_N(4, attrs), 1 + n_out, res))) return st;
     memcpy(out, res + 1, (size_t)n_out * sizeof *out);
     return NB_OK;
 }
@@ -255,7 +255,7 @@ nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, int 
                        NB_ATTR_STRINGS_N("mem_out", n_carry, mem_out), NB_ATTR_STRINGS_N("seq_in", n_xs, seq_in),
                        NB_ATTR_STRINGS_N("seq_out", n_ys, seq_out), NB_ATTR_INTS_N("out_dtypes", n_ys, r.dtypes),
                        NB_ATTR_INTS_N("out_shapes", r.n_shapes, r.shapes), NB_ATTR_BOOL("reverse", reverse)};
-    if ((st = nb_emit(b, "recurrent", n_x, x, 8, attrs, 1 + n_carry + n_ys, res))) return st;
+    if ((st = nb_emit(b, "recurrent", NB_VALUES_N(n_x, x), NB_ATTRS_N(8, attrs), 1 + n_carry + n_ys, res))) return st;
     if (n_carry) memcpy(final, res + 1, (size_t)n_carry * sizeof *final);
     memcpy(ys, res + 1 + n_carry, (size_t)n_ys * sizeof *ys);
     return NB_OK;

@@ -292,7 +292,7 @@ static nb_status recurrent_vjp(nb_builder *b, nb_grad_ctx *g)
                        NB_ATTR_INT("n_y", n_y), NB_ATTR_STRINGS_N("seeds", n_mem + n_y, seeds),
                        NB_ATTR_STRINGS_N("in_grad", n_x, in_grad), NB_ATTR_INTS_N("x_grad_pos", n_pos, pos),
                        NB_ATTR_BOOL("reverse", nb_grad_attr(g, "reverse")->b)};
-    st = nb_emit(b, "recurrent_grad", 1 + n_x + n_mem + n_y, in, 8, attrs, n_pos, out);
+    st = nb_emit(b, "recurrent_grad", NB_VALUES_N(1 + n_x + n_mem + n_y, in), NB_ATTRS_N(8, attrs), n_pos, out);
     for (int o = 0; !st && o < n_pos; o++) nb_grad_set_dx(g, 0, (int)pos[o], out[o]);
 done:
     nb_free(targets);

@@ -207,7 +207,7 @@ static nb_status while_vjp(nb_builder *b, nb_grad_ctx *g)
                        NB_ATTR_STRINGS_N("carry_out_grad", n_carry, seeds),
                        NB_ATTR_STRINGS_N("carry_in_grad", n_carry, cin_grad),
                        NB_ATTR_STRINGS_N("x_grad", n_cap, x_grad), NB_ATTR_INTS_N("x_grad_pos", n_out, pos)};
-    st = nb_emit(b, "while_grad", 1 + n_x + n_carry, in, 6, attrs, n_out, out);
+    st = nb_emit(b, "while_grad", NB_VALUES_N(1 + n_x + n_carry, in), NB_ATTRS_N(6, attrs), n_out, out);
     for (int o = 0; !st && o < n_out; o++) nb_grad_set_dx(g, W_X, (int)pos[o], out[o]);
 done:
     nb_free(targets);

@@ -55,7 +55,7 @@ nb_value nb_layer_conv2d(nb_builder *b, nb_value x, int64_t out_channels, int ke
     if (nb_builder_status(b)) return NB_NONE;
     nb_attr attrs[] = {NB_ATTR_INTS("strides", stride, stride), NB_ATTR_INTS("paddings", opts->padding, opts->padding),
                        NB_ATTR_INTS("dilations", dilation, dilation), NB_ATTR_INT("groups", groups)};
-    nb_value y = nb_emit1(b, "conv2d", 3, (nb_value[]){x, w, bias}, 4, attrs);
+    nb_value y = nb_emit1(b, "conv2d", NB_VALUES(x, w, bias), NB_ATTRS_N(4, attrs));
     return nb_layer_activation(b, y, act);
 }
 
@@ -92,5 +92,5 @@ nb_value nb_layer_pool2d_ex(nb_builder *b, nb_value x, const nb_pool2d_opts *opt
                        NB_ATTR_BOOL("global_pooling", opts->global),
                        NB_ATTR_BOOL("ceil_mode", opts->ceil_mode),
                        NB_ATTR_BOOL("exclusive", !opts->count_include_pad)};
-    return nb_emit1(b, "pool2d", 1, &x, 7, attrs);
+    return nb_emit1(b, "pool2d", NB_VALUES_N(1, &x), NB_ATTRS_N(7, attrs));
 }

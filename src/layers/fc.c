@@ -60,6 +60,6 @@ nb_value nb_layer_fc_ex(nb_builder *b, nb_value x, int64_t size, const nb_fc_opt
     if (nb_builder_status(b)) return NB_NONE;
     const bool fuse = act[0] && fused(act);
     nb_attr attrs[] = {NB_ATTR_INT("in_num_col_dims", ncd), NB_ATTR_STRING("activation", fuse ? act : "")};
-    nb_value y = nb_emit1(b, "fc", 3, (nb_value[]){x, w, bias}, 2, attrs);
+    nb_value y = nb_emit1(b, "fc", NB_VALUES(x, w, bias), NB_ATTRS_N(2, attrs));
     return fuse ? y : nb_layer_activation(b, y, act);
 }

@@ -39,7 +39,7 @@ static nb_value append_batch_norm(nb_builder *b, const nb_value in[5], int n_att
 static nb_value eager_batch_norm(nb_builder *b, const nb_value in[5], int n_attrs, const nb_attr *attrs)
 {
     nb_value out[5];
-    if (nb_emit(b, "batch_norm", 5, in, n_attrs, attrs, 5, out)) return NB_NONE;
+    if (nb_emit(b, "batch_norm", NB_VALUES_N(5, in), NB_ATTRS_N(n_attrs, attrs), 5, out)) return NB_NONE;
     nb_grad_mode_push(false);
     nb_status st = nb_tensor_copy_into(nb_eager_tensor(in[3]), nb_eager_tensor(out[1]));
     if (!st) st = nb_tensor_copy_into(nb_eager_tensor(in[4]), nb_eager_tensor(out[2]));
@@ -123,5 +123,5 @@ nb_value nb_layer_layer_norm(nb_builder *b, nb_value x, int begin_norm_axis, dou
     nb_value bias = nb_param(b, n_bias, xi.dtype, 1, &cols, nb_init_zeros());
     if (nb_builder_status(b)) return NB_NONE;
     nb_attr attrs[] = {NB_ATTR_INT("begin_norm_axis", axis), NB_ATTR_FLOAT("epsilon", epsilon ? epsilon : 1e-5)};
-    return nb_emit1(b, "layer_norm", 3, (nb_value[]){x, scale, bias}, 2, attrs);
+    return nb_emit1(b, "layer_norm", NB_VALUES(x, scale, bias), NB_ATTRS_N(2, attrs));
 }

@@ -63,7 +63,7 @@ nb_value nb_cmp_emit(nb_composite *c, const char *type, int n_in, const nb_value
         nb_builder_fail(b, NB_ERR_ARG, "composite rule: %s is not a primitive it can use", type);
         return NB_NONE;
     }
-    nb_value y = nb_emit1(b, type, n_in, in, n_attrs, attrs);
+    nb_value y = nb_emit1(b, type, NB_VALUES_N(n_in, in), NB_ATTRS_N(n_attrs, attrs));
     if (nb_builder_status(b)) return NB_NONE;
     step *s = &c->steps[c->n_steps];
     memset(s, 0, sizeof *s);

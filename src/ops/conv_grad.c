@@ -32,7 +32,7 @@ nb_status nb_conv2d_vjp(nb_builder *b, nb_grad_ctx *g)
     const int n_attrs = nb_convgrad_attrs(g, "conv2d_grad", attrs);
     const nb_value in[3] = {nb_grad_x(g, 0, 0), nb_grad_x(g, 1, 0), dy};
     nb_value out[3];
-    if (nb_emit(b, "conv2d_grad", 3, in, n_attrs, attrs, n_out, out)) return nb_builder_status(b);
+    if (nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), n_out, out)) return nb_builder_status(b);
     for (int k = 0; k < n_out; k++)
         if (want[k]) nb_grad_set_dx(g, k, 0, out[k]);
     return nb_builder_status(b);
@@ -46,7 +46,7 @@ nb_status nb_pool2d_vjp(nb_builder *b, nb_grad_ctx *g)
     nb_attr attrs[NB_MAX_ATTRS];
     const int n_attrs = nb_convgrad_attrs(g, "pool2d_grad", attrs);
     const nb_value in[3] = {nb_grad_x(g, 0, 0), nb_grad_y(g, 0, 0), dy};
-    nb_grad_set_dx(g, 0, 0, nb_emit1(b, "pool2d_grad", 3, in, n_attrs, attrs));
+    nb_grad_set_dx(g, 0, 0, nb_emit1(b, "pool2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs)));
     return nb_builder_status(b);
 }
 
@@ -74,12 +74,12 @@ nb_status nb_conv2d_grad_vjp(nb_builder *b, nb_grad_ctx *g)
         bool bias_used = false;
         if (!nb_is_none(gi)) {
             const nb_value in[3] = {gi, w, gb};
-            terms[n++] = nb_emit1(b, "conv2d", 3, in, n_attrs, attrs);
+            terms[n++] = nb_emit1(b, "conv2d", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs));
             bias_used = true;
         }
         if (!nb_is_none(gf)) {
             const nb_value in[3] = {x, gf, bias_used ? NB_NONE : gb};
-            terms[n++] = nb_emit1(b, "conv2d", 3, in, n_attrs, attrs);
+            terms[n++] = nb_emit1(b, "conv2d", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs));
             bias_used = true;
         }
         if (!nb_is_none(gb) && !bias_used) {
@@ -91,12 +91,12 @@ nb_status nb_conv2d_grad_vjp(nb_builder *b, nb_grad_ctx *g)
     if (!nb_is_none(gi) && nb_grad_wants_dx(g, 1, 0)) {
         const nb_value in[3] = {gi, w, d};
         nb_value out[2];
-        if (!nb_emit(b, "conv2d_grad", 3, in, n_attrs, attrs, 2, out)) nb_grad_set_dx(g, 1, 0, out[1]);
+        if (!nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), 2, out)) nb_grad_set_dx(g, 1, 0, out[1]);
     }
     if (!nb_is_none(gf) && nb_grad_wants_dx(g, 0, 0)) {
         const nb_value in[3] = {x, gf, d};
         nb_value out[1];
-        if (!nb_emit(b, "conv2d_grad", 3, in, n_attrs, attrs, 1, out)) nb_grad_set_dx(g, 0, 0, out[0]);
+        if (!nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), 1, out)) nb_grad_set_dx(g, 0, 0, out[0]);
     }
     return nb_builder_status(b);
 }
@@ -108,7 +108,7 @@ static nb_value window_class(nb_builder *b, int64_t len, int64_t r, int64_t c, i
     const int64_t q = (len + r - 1) / r, flat[1] = {q * r}, zero = 0, axis0 = 0;
     const nb_value idx = nb_fill_constant(b, NB_I64, 1, &q, (double)c);
     const nb_attr attrs[2] = {NB_ATTR_INT("depth", r), NB_ATTR_INT("dtype", dt)};
-    nb_value v = nb_reshape(b, nb_emit1(b, "one_hot", 1, &idx, 2, attrs), 1, flat);
+    nb_value v = nb_reshape(b, nb_emit1(b, "one_hot", NB_VALUES_N(1, &idx), NB_ATTRS_N(2, attrs)), 1, flat);
     v = nb_slice(b, v, 1, &axis0, &zero, &len);
     const int64_t shape[2] = {axis ? 1 : len, axis ? len : 1};
     return nb_reshape(b, v, 2, shape);
@@ -134,13 +134,13 @@ static nb_value pool_apply(nb_builder *b, const nb_grad_ctx *g, nb_value x, nb_v
     nb_attr attrs[NB_MAX_ATTRS];
     const int n_attrs = nb_convgrad_attrs(g, "pool2d", attrs);
     const nb_attr_value *type = nb_grad_attr(g, "pooling_type");
-    if (type->type == NB_ATTR_STRING && strcmp(type->s, "max")) return nb_emit1(b, "pool2d", 1, &a, n_attrs, attrs);
+    if (type->type == NB_ATTR_STRING && strcmp(type->s, "max")) return nb_emit1(b, "pool2d", NB_VALUES_N(1, &a), NB_ATTRS_N(n_attrs, attrs));
     const nb_var_info xi = nb_value_info(b, x), oi = nb_value_info(b, out);
     if (nb_grad_attr(g, "global_pooling")->b) {
         /* One window, the whole image: a sum over it, whatever its size. */
         const int64_t hw[2] = {2, 3};
         const nb_value in[3] = {x, out, nb_ones_like(b, out)};
-        const nb_value marks = nb_emit1(b, "pool2d_grad", 3, in, n_attrs, attrs);
+        const nb_value marks = nb_emit1(b, "pool2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs));
         return nb_reduce_sum(b, nb_mul(b, marks, a), 2, hw, true);
     }
     const nb_attr_value *ks = nb_grad_attr(g, "ksize"), *st = nb_grad_attr(g, "strides");
@@ -179,9 +179,9 @@ static nb_value pool_apply(nb_builder *b, const nb_grad_ctx *g, nb_value x, nb_v
             if (rh > 1) cls = nb_mul(b, cls, rows[ch]);
             if (rw > 1) cls = nb_mul(b, cls, cols[cw]);
             const nb_value in[3] = {x, out, cls};
-            const nb_value marks = nb_emit1(b, "pool2d_grad", 3, in, n_attrs, attrs);
+            const nb_value marks = nb_emit1(b, "pool2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs));
             const nb_value picked = nb_mul(b, marks, a);
-            nb_value v = nb_scale(b, nb_emit1(b, "pool2d", 1, &picked, n_attrs, avg), (double)(kh * kw), 0);
+            nb_value v = nb_scale(b, nb_emit1(b, "pool2d", NB_VALUES_N(1, &picked), NB_ATTRS_N(n_attrs, avg)), (double)(kh * kw), 0);
             if (rh > 1 || rw > 1) v = nb_mul(b, v, cls);
             sum = nb_is_none(sum) ? v : nb_add(b, sum, v);
         }
@@ -215,12 +215,12 @@ nb_status nb_conv2d_jvp(nb_builder *b, nb_grad_ctx *g)
     bool bias_used = false;
     if (!nb_is_none(tx)) {
         const nb_value in[3] = {tx, nb_grad_x(g, 1, 0), tb};
-        terms[n++] = nb_emit1(b, "conv2d", 3, in, n_attrs, attrs);
+        terms[n++] = nb_emit1(b, "conv2d", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs));
         bias_used = true;
     }
     if (!nb_is_none(tw)) {
         const nb_value in[3] = {nb_grad_x(g, 0, 0), tw, bias_used ? NB_NONE : tb};
-        terms[n++] = nb_emit1(b, "conv2d", 3, in, n_attrs, attrs);
+        terms[n++] = nb_emit1(b, "conv2d", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs));
         bias_used = true;
     }
     if (!nb_is_none(tb) && !bias_used) {
@@ -251,20 +251,20 @@ nb_status nb_conv2d_grad_jvp(nb_builder *b, nb_grad_ctx *g)
     if (!nb_is_none(td)) {
         const nb_value in[3] = {x, w, td};
         nb_value out[3];
-        if (nb_emit(b, "conv2d_grad", 3, in, n_attrs, attrs, n_out, out)) return nb_builder_status(b);
+        if (nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), n_out, out)) return nb_builder_status(b);
         for (int s = 0; s < n_out; s++)
             if (has[s]) t[s] = out[s];
     }
     if (!nb_is_none(tw) && has[0]) {
         const nb_value in[3] = {x, tw, d};
         nb_value out[1];
-        if (nb_emit(b, "conv2d_grad", 3, in, n_attrs, attrs, 1, out)) return nb_builder_status(b);
+        if (nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), 1, out)) return nb_builder_status(b);
         t[0] = nb_is_none(t[0]) ? out[0] : nb_add(b, t[0], out[0]);
     }
     if (!nb_is_none(tx) && has[1]) {
         const nb_value in[3] = {tx, w, d};
         nb_value out[2];
-        if (nb_emit(b, "conv2d_grad", 3, in, n_attrs, attrs, 2, out)) return nb_builder_status(b);
+        if (nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), 2, out)) return nb_builder_status(b);
         t[1] = nb_is_none(t[1]) ? out[1] : nb_add(b, t[1], out[1]);
     }
     for (int s = 0; s < 3; s++)
@@ -293,6 +293,6 @@ nb_status nb_pool2d_grad_jvp(nb_builder *b, nb_grad_ctx *g)
     nb_attr attrs[NB_MAX_ATTRS];
     const int n_attrs = nb_convgrad_attrs(g, "pool2d_grad", attrs);
     const nb_value in[3] = {nb_grad_x(g, 0, 0), nb_grad_x(g, 1, 0), td};
-    nb_grad_set_ty(g, 0, 0, nb_emit1(b, "pool2d_grad", 3, in, n_attrs, attrs));
+    nb_grad_set_ty(g, 0, 0, nb_emit1(b, "pool2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs)));
     return nb_builder_status(b);
 }

@@ -24,7 +24,7 @@
 static nb_value mm(nb_builder *b, nb_value x, nb_value y, bool tx, bool ty, double alpha)
 {
     nb_attr a[3] = {NB_ATTR_BOOL("transpose_x", tx), NB_ATTR_BOOL("transpose_y", ty), NB_ATTR_FLOAT("alpha", alpha)};
-    return nb_emit1(b, "matmul", 2, (nb_value[]){x, y}, alpha == 1.0 ? 2 : 3, a);
+    return nb_emit1(b, "matmul", NB_VALUES(x, y), NB_ATTRS_N(alpha == 1.0 ? 2 : 3, a));
 }
 
 /* Whether operand v (2-D or more) was broadcast along a batch dim of the
@@ -192,7 +192,7 @@ nb_status nb_jvp_matmul(nb_builder *b, nb_grad_ctx *g)
 static nb_value fc_term(nb_builder *b, nb_value in, nb_value w, nb_value bias, int64_t ncd)
 {
     nb_attr a[1] = {NB_ATTR_INT("in_num_col_dims", ncd)};
-    return nb_emit1(b, "fc", 3, (nb_value[]){in, w, bias}, 1, a);
+    return nb_emit1(b, "fc", NB_VALUES(in, w, bias), NB_ATTRS_N(1, a));
 }
 
 nb_status nb_jvp_fc(nb_builder *b, nb_grad_ctx *g)

@@ -22,7 +22,7 @@ static nb_value swce_grad(nb_builder *b, const nb_grad_ctx *g, nb_value s, nb_va
     nb_attr attrs[3] = {NB_ATTR_INT("axis", nb_grad_attr(g, "axis")->i),
                         NB_ATTR_BOOL("soft_label", nb_grad_attr(g, "soft_label")->b),
                         NB_ATTR_INT("ignore_index", nb_grad_attr(g, "ignore_index")->i)};
-    return nb_emit1(b, "softmax_with_cross_entropy_grad", 3, in, 3, attrs);
+    return nb_emit1(b, "softmax_with_cross_entropy_grad", NB_VALUES_N(3, in), NB_ATTRS_N(3, attrs));
 }
 
 /* embedding_grad: DW, shaped like W, from the rows of DOut that Ids name. */
@@ -30,7 +30,7 @@ static nb_value embedding_grad(nb_builder *b, const nb_grad_ctx *g, nb_value ids
 {
     nb_value in[3] = {ids, dout, w};
     nb_attr attrs[1] = {NB_ATTR_INT("padding_idx", nb_grad_attr(g, "padding_idx")->i)};
-    return nb_emit1(b, "embedding_grad", 3, in, 1, attrs);
+    return nb_emit1(b, "embedding_grad", NB_VALUES_N(3, in), NB_ATTRS_N(1, attrs));
 }
 
 /* The softmax VJP given its output y and the gradient dy of y:
@@ -104,7 +104,7 @@ static nb_value cross_entropy_target(nb_builder *b, const nb_grad_ctx *g, nb_val
                                                             (double)nb_grad_attr(g, "ignore_index")->i));
     nb_value safe = nb_where(b, valid, flat, nb_fill_constant(b, li.dtype, 0, NULL, 0));
     nb_attr oh[2] = {NB_ATTR_INT("depth", C), NB_ATTR_INT("dtype", xi.dtype)};
-    nb_value t = nb_emit1(b, "one_hot", 1, &safe, 2, oh);
+    nb_value t = nb_emit1(b, "one_hot", NB_VALUES_N(1, &safe), NB_ATTRS_N(2, oh));
     return nb_mul(b, t, nb_unsqueeze(b, nb_cast(b, valid, xi.dtype), 1, (const int64_t[]){-1}));
 }
 

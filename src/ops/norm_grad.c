@@ -37,7 +37,7 @@ nb_status nb_batch_norm_vjp(nb_builder *b, nb_grad_ctx *g)
     const nb_value in[7] = {nb_grad_x(g, 0, 0), nb_grad_x(g, 1, 0), nb_grad_y(g, 3, 0), nb_grad_y(g, 4, 0), dy,
                             nb_grad_x(g, 3, 0), nb_grad_x(g, 4, 0)};
     nb_value out[3];
-    if (nb_emit(b, "batch_norm_grad", global ? 7 : 5, in, n_attrs, attrs, n_out, out)) return nb_builder_status(b);
+    if (nb_emit(b, "batch_norm_grad", NB_VALUES_N(global ? 7 : 5, in), NB_ATTRS_N(n_attrs, attrs), n_out, out)) return nb_builder_status(b);
     for (int k = 0; k < n_out; k++)
         if (want[k]) nb_grad_set_dx(g, k, 0, out[k]);
     return nb_builder_status(b);
@@ -60,7 +60,7 @@ nb_status nb_layer_norm_vjp(nb_builder *b, nb_grad_ctx *g)
     const nb_value in[5] = {nb_grad_x(g, 0, 0), has_scale ? nb_grad_x(g, 1, 0) : NB_NONE, nb_grad_y(g, 1, 0),
                             nb_grad_y(g, 2, 0), dy};
     nb_value out[3];
-    if (nb_emit(b, "layer_norm_grad", 5, in, n_attrs, attrs, n_out, out)) return nb_builder_status(b);
+    if (nb_emit(b, "layer_norm_grad", NB_VALUES_N(5, in), NB_ATTRS_N(n_attrs, attrs), n_out, out)) return nb_builder_status(b);
     if (want[0]) nb_grad_set_dx(g, 0, 0, out[0]);
     if (want[1]) nb_grad_set_dx(g, 1, 0, out[1]);
     if (want[2]) {
@@ -172,6 +172,6 @@ nb_status nb_layer_norm_jvp(nb_builder *b, nb_grad_ctx *g)
                                     nb_is_none(tb) ? tb : nb_reshape(b, tb, 2, row), true, 1, axes, x2);
     if (nb_is_none(t)) return nb_builder_status(b);
     const nb_value in[2] = {t, x};
-    nb_grad_set_ty(g, 0, 0, nb_emit1(b, "reshape_as", 2, in, 0, NULL));
+    nb_grad_set_ty(g, 0, 0, nb_emit1(b, "reshape_as", NB_VALUES_N(2, in), NB_NO_ATTRS));
     return nb_builder_status(b);
 }

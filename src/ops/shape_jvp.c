@@ -28,7 +28,7 @@ static nb_status reemit(nb_builder *b, nb_grad_ctx *g, const nb_value *in)
         if (!strcmp(attrs[n_attrs].name, "pad_value")) attrs[n_attrs].value.f = 0.0;
     }
     int n_in = g->in_begin[slot_count(def->inputs)], n_out = g->out_begin[slot_count(def->outputs)];
-    return nb_emit(b, def->name, n_in, in, n_attrs, attrs, n_out, g->ty);
+    return nb_emit(b, def->name, NB_VALUES_N(n_in, in), NB_ATTRS_N(n_attrs, attrs), n_out, g->ty);
 }
 
 /* Ops linear in their first input alone (reshape, flatten, squeeze,
