@@ -49,7 +49,7 @@ static inline nb_status run_op(const char *op, int n_in, nb_tensor *const *in, i
                                int n_out, nb_tensor **out)
 {
     for (int i = 0; i < n_out; i++) out[i] = NULL;
-    return nb_op_run(op, n_in, in, n_attrs, attrs, n_out, out, NULL);
+    return nb_op_run(op, NB_TENSORS_N(n_in, in), NB_ATTRS_N(n_attrs, attrs), n_out, out);
 }
 
 static inline void release_n(int n, nb_tensor **t)
@@ -151,7 +151,7 @@ static inline nb_status infer_shapes(const char *op, int n_in, const nb_var_info
 {
     nb_var_info flat[16];
     for (int i = 0; i < n_in && i < 16; i++) flat[i] = in[i] ? *in[i] : (nb_var_info){.ndim = -1};
-    return nb_op_infer(op, n_in, flat, n_attrs, attrs, n_out, out);
+    return nb_op_infer(op, n_in, flat, NB_ATTRS_N(n_attrs, attrs), n_out, out);
 }
 
 #define CHECK_INFO(info, dt, want)                                                                       \

@@ -15,7 +15,7 @@
 static inline nb_status infer_op(const char *type, int n_in, const nb_var_info *in, int n_attrs,
                                  const nb_attr *attrs, int n_out, nb_var_info *out)
 {
-    return nb_op_infer(type, n_in, in, n_attrs, attrs, n_out, out);
+    return nb_op_infer(type, n_in, in, NB_ATTRS_N(n_attrs, attrs), n_out, out);
 }
 
 #define INFER1(type, ins, attrs, out) \

@@ -831,7 +831,7 @@ static void test_errors(void)
     nb_tensor *c, *x = gc_filled(NB_F64, 1, S(2), 0, -1, 1), *o[2] = {0};
     REQUIRE_OK(nb_tensor_full(&c, NB_BOOL, 1, S(1), 1));
     nb_attr a[] = {NB_ATTR_BLOCK("sub_block", 1), NB_ATTR_STRING("cond_out", "c")};
-    CHECK_ERR(nb_op_run("while", 2, (nb_tensor *[]){c, x}, 2, a, 1, o, NULL), NB_ERR_UNSUPPORTED, "executor");
+    CHECK_ERR(nb_op_run("while", NB_TENSORS(c, x), NB_ATTRS_N(2, a), 1, o), NB_ERR_UNSUPPORTED, "executor");
     nb_tensor_release(c);
     nb_tensor_release(x);
 }

@@ -127,7 +127,7 @@ static void test_grad_allow_unused_and_pruning(void)
 static nb_status double_it(nb_tensor *grad, nb_tensor **replace, void *ctx)
 {
     ++*(int *)ctx;
-    return nb_op_run("scale", 1, &grad, 1, (nb_attr[]){NB_ATTR_FLOAT("scale", 2)}, 1, replace, NULL);
+    return nb_op_run("scale", NB_TENSORS_N(1, &grad), NB_ATTRS(NB_ATTR_FLOAT("scale", 2)), 1, replace);
 }
 
 static nb_status count_calls(nb_node *n, int count, nb_tensor **grads, void *ctx)

@@ -19,7 +19,7 @@ int main(void)
     nb_tensor *t;
     if (nb_tensor_full(&t, NB_F64, 1, (int64_t[]){3}, 2.5)) return 1;
     nb_tensor *out = NULL;
-    if (nb_op_run("exp", 1, &t, 0, NULL, 1, &out, NULL)) { fprintf(stderr, "%s\n", nb_last_error()); return 1; }
+    if (nb_op_run("exp", NB_TENSORS(t), NB_NO_ATTRS, 1, &out)) { fprintf(stderr, "%s\n", nb_last_error()); return 1; }
     printf("%.4f %d\n", nb_tensor_get(out, 0), nb_op_count() > 50);
     nb_tensor_release(t);
     nb_tensor_release(out);
@@ -55,7 +55,7 @@ int main()
     if (nb_executor_run(ex, prog, scope, 1, &feed, 1, &fetch, &out)) { std::fprintf(stderr, "%s\n", nb_last_error()); return 1; }
     bool finite = nb_tensor_get(out, 0) == nb_tensor_get(out, 0);
     nb_tensor *e = nullptr;
-    if (nb_op_run("exp", 1, &in, 0, nullptr, 1, &e, nullptr)) return 1;
+    if (nb_op_run("exp", nb_tensors{1, &in}, nb_attrs{0, nullptr}, 1, &e)) return 1;
     std::printf("%.4f %d\n", nb_tensor_get(e, 0), finite ? 1 : 0);
     nb_tensor_release(e);
     nb_tensor_release(out);

@@ -195,7 +195,7 @@ static void test_large(void)
 
 static nb_status infer(const char *op, int n, const nb_var_info *in, nb_var_info *out)
 {
-    return nb_op_infer(op, n, in, 0, NULL, 1, out);
+    return nb_op_infer(op, n, in, NB_NO_ATTRS, 1, out);
 }
 
 #define INFO(dt, ...) ((nb_var_info){(dt), NDIM_OF(S(__VA_ARGS__)), {__VA_ARGS__}})
@@ -225,23 +225,23 @@ static void test_errors(void)
     nb_tensor *x = T(NB_F32, S(2, 3), 1, 2, 3, 4, 5, 6), *y = T(NB_F32, S(2), 1, 2), *out = NULL;
     nb_tensor *yd = T(NB_F64, S(3), 1, 2, 3), *c = T(NB_BOOL, S(3), 1, 0, 1), *ci = T(NB_I32, S(3), 1, 0, 1);
     nb_tensor *in1[] = {x, y};
-    CHECK_ERR(nb_op_run("equal", 2, in1, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("equal", NB_TENSORS_N(2, in1), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
               "equal: cannot broadcast X of shape [2, 3] with Y of shape [2]");
-    CHECK_ERR(nb_op_run("logical_and", 2, in1, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE, "logical_and: cannot broadcast");
+    CHECK_ERR(nb_op_run("logical_and", NB_TENSORS_N(2, in1), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE, "logical_and: cannot broadcast");
     nb_tensor *in2[] = {x, yd};
-    CHECK_ERR(nb_op_run("less", 2, in2, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE,
+    CHECK_ERR(nb_op_run("less", NB_TENSORS_N(2, in2), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
               "less: X is float32 but Y is float64; they must have the same dtype");
     nb_tensor *in3[] = {ci, x, x};
-    CHECK_ERR(nb_op_run("where", 3, in3, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE,
+    CHECK_ERR(nb_op_run("where", NB_TENSORS_N(3, in3), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
               "where: Condition must be bool, not int32");
     nb_tensor *in4[] = {c, x, yd};
-    CHECK_ERR(nb_op_run("where", 3, in4, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE,
+    CHECK_ERR(nb_op_run("where", NB_TENSORS_N(3, in4), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
               "where: X is float32 but Y is float64");
     nb_tensor *in5[] = {y, x, x};
-    CHECK_ERR(nb_op_run("where", 3, in5, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE, "where: Condition must be bool");
+    CHECK_ERR(nb_op_run("where", NB_TENSORS_N(3, in5), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE, "where: Condition must be bool");
     nb_tensor *cb = T(NB_BOOL, S(2), 1, 0);
     nb_tensor *in6[] = {cb, x, x};
-    CHECK_ERR(nb_op_run("where", 3, in6, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("where", NB_TENSORS_N(3, in6), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
               "where: cannot broadcast Condition of shape [2], X of shape [2, 3] and Y of shape [2, 3]");
     CHECK(out == NULL);
     release_all(x, y, yd, c, ci, cb, NULL);

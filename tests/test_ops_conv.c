@@ -131,7 +131,7 @@ static void test_conv2d_reference(void)
         for (int d = 0; d < 2; d++) {
             nb_tensor *in[] = {tcast(x, dtypes[d]), tcast(f, dtypes[d]), tcast(b, dtypes[d])};
             nb_tensor *y = NULL;
-            CHECK_OK(nb_op_run("conv2d", k->bias ? 3 : 2, in, na, a, 1, &y, NULL));
+            CHECK_OK(nb_op_run("conv2d", NB_TENSORS_N(k->bias ? 3 : 2, in), NB_ATTRS_N(na, a), 1, &y));
             double err = rel_diff(y, want);
             if (!(err <= (d ? 1e-12 : 1e-5))) {
                 fprintf(stderr, "  conv case %d (%s): differs from the direct convolution by %g\n", ci,
@@ -175,7 +175,7 @@ static void test_conv2d_grad(void)
         }
         /* Only some outputs: DInput alone. */
         nb_tensor *only = NULL;
-        CHECK_OK(nb_op_run("conv2d_grad", 3, gin, na, a, 1, &only, NULL));
+        CHECK_OK(nb_op_run("conv2d_grad", NB_TENSORS_N(3, gin), NB_ATTRS_N(na, a), 1, &only));
         CHECK(rel_diff(only, g[0]) == 0);
         nb_tensor_release(only);
         release_n(3, g);
@@ -269,32 +269,32 @@ static void test_conv2d_errors(void)
     CHECK_OK(nb_tensor_new(&x4, NB_F32, 4, S(1, 4, 4, 4)));
 
     nb_tensor *mismatch[] = {x, f2};
-    CHECK_ERR(nb_op_run("conv2d", 2, mismatch, 0, NULL, 1, &y, NULL), NB_ERR_SHAPE, "conv2d: Input has shape [1, 3, 4, 4]");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, mismatch), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE, "conv2d: Input has shape [1, 3, 4, 4]");
     CHECK(strstr(nb_last_error(), "[4, 2, 3, 3]") != NULL);
     nb_attr g2[] = {NB_ATTR_INT("groups", 2)};
-    CHECK_ERR(nb_op_run("conv2d", 2, mismatch, 1, g2, 1, &y, NULL), NB_ERR_SHAPE, "not divisible by groups 2");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, mismatch), NB_ATTRS_N(1, g2), 1, &y), NB_ERR_SHAPE, "not divisible by groups 2");
     nb_tensor *odd[] = {x4, f_odd};
-    CHECK_ERR(nb_op_run("conv2d", 2, odd, 1, g2, 1, &y, NULL), NB_ERR_SHAPE, "conv2d: Filter has shape [3, 2, 3, 3]");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, odd), NB_ATTRS_N(1, g2), 1, &y), NB_ERR_SHAPE, "conv2d: Filter has shape [3, 2, 3, 3]");
     nb_tensor *too_big[] = {x, big};
-    CHECK_ERR(nb_op_run("conv2d", 2, too_big, 0, NULL, 1, &y, NULL), NB_ERR_SHAPE, "bigger than the padded input");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, too_big), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE, "bigger than the padded input");
     nb_attr pad1[] = {NB_ATTR_INTS("paddings", 1, 1)};
-    CHECK_OK(nb_op_run("conv2d", 2, too_big, 1, pad1, 1, &y, NULL));
+    CHECK_OK(nb_op_run("conv2d", NB_TENSORS_N(2, too_big), NB_ATTRS_N(1, pad1), 1, &y));
     CHECK(y && y->shape[2] == 2);
     nb_tensor_release(y);
     y = NULL;
     nb_attr dil[] = {NB_ATTR_INTS("dilations", 2, 2)};
     nb_tensor *ok[] = {x, f3};
-    CHECK_ERR(nb_op_run("conv2d", 2, ok, 1, dil, 1, &y, NULL), NB_ERR_SHAPE, "dilated kernel (5)");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, ok), NB_ATTRS_N(1, dil), 1, &y), NB_ERR_SHAPE, "dilated kernel (5)");
     nb_tensor *bias_bad[] = {x, f3, b5};
-    CHECK_ERR(nb_op_run("conv2d", 3, bias_bad, 0, NULL, 1, &y, NULL), NB_ERR_SHAPE, "conv2d: Bias has shape [5]");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(3, bias_bad), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE, "conv2d: Bias has shape [5]");
     nb_tensor *ints[] = {xi, f3};
-    CHECK_ERR(nb_op_run("conv2d", 2, ints, 0, NULL, 1, &y, NULL), NB_ERR_DTYPE, "conv2d: Input has dtype int32");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, ints), NB_NO_ATTRS, 1, &y), NB_ERR_DTYPE, "conv2d: Input has dtype int32");
     nb_attr pad3[] = {NB_ATTR_INTS("paddings", 1, 1, 1)};
-    CHECK_ERR(nb_op_run("conv2d", 2, ok, 1, pad3, 1, &y, NULL), NB_ERR_ARG, "conv2d: attribute paddings");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, ok), NB_ATTRS_N(1, pad3), 1, &y), NB_ERR_ARG, "conv2d: attribute paddings");
     nb_attr s0[] = {NB_ATTR_INTS("strides", 0, 1)};
-    CHECK_ERR(nb_op_run("conv2d", 2, ok, 1, s0, 1, &y, NULL), NB_ERR_ARG, "conv2d: attribute strides");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, ok), NB_ATTRS_N(1, s0), 1, &y), NB_ERR_ARG, "conv2d: attribute strides");
     nb_tensor *rank[] = {b5, f3};
-    CHECK_ERR(nb_op_run("conv2d", 2, rank, 0, NULL, 1, &y, NULL), NB_ERR_SHAPE, "conv2d: Input has shape [5]");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, rank), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE, "conv2d: Input has shape [5]");
     CHECK(y == NULL);
     RELEASE(x, f2, f3, big, b5, f_odd, xi, x4);
 }
@@ -439,7 +439,7 @@ static void test_pool2d_reference(void)
         for (int d = 0; d < 2; d++) {
             nb_tensor *in[] = {tcast(x, dtypes[d])};
             nb_tensor *y = NULL;
-            CHECK_OK(nb_op_run("pool2d", 1, in, na, a, 1, &y, NULL));
+            CHECK_OK(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_ATTRS_N(na, a), 1, &y));
             double err = rel_diff(y, want);
             if (!(err <= (d ? 1e-14 : 1e-6))) {
                 fprintf(stderr, "  pool case %d (%s): differs from the reference by %g\n", ci, nb_dtype_name(dtypes[d]), err);
@@ -460,21 +460,21 @@ static void test_pool2d_grad(void)
         int na = pool_attrs(k, a);
         nb_tensor *x = TR(NB_F64, &seed, S(k->n, k->c, k->h, k->w)), *out = NULL;
         nb_tensor *fin[] = {x};
-        CHECK_OK(nb_op_run("pool2d", 1, fin, na, a, 1, &out, NULL));
+        CHECK_OK(nb_op_run("pool2d", NB_TENSORS_N(1, fin), NB_ATTRS_N(na, a), 1, &out));
         if (!out) {
             nb_tensor_release(x);
             continue;
         }
         nb_tensor *dout = TR(NB_F64, &seed, S(out->shape[0], out->shape[1], out->shape[2], out->shape[3]));
         nb_tensor *gin[] = {x, out, dout}, *dx = NULL;
-        CHECK_OK(nb_op_run("pool2d_grad", 3, gin, na, a, 1, &dx, NULL));
+        CHECK_OK(nb_op_run("pool2d_grad", NB_TENSORS_N(3, gin), NB_ATTRS_N(na, a), 1, &dx));
         double err = fd_check("pool2d", 1, fin, na, a, 1, 0, dout, 0, dx);
         if (!(err <= 1e-6)) {
             fprintf(stderr, "  pool case %d: gradient differs from finite differences by %g\n", ci, err);
             test_failures_in_current++;
         }
         nb_tensor *gin32[] = {tcast(x, NB_F32), tcast(out, NB_F32), tcast(dout, NB_F32)}, *dx32 = NULL;
-        CHECK_OK(nb_op_run("pool2d_grad", 3, gin32, na, a, 1, &dx32, NULL));
+        CHECK_OK(nb_op_run("pool2d_grad", NB_TENSORS_N(3, gin32), NB_ATTRS_N(na, a), 1, &dx32));
         CHECK(rel_diff(dx32, dx) < 1e-6);
         release_n(3, gin32);
         RELEASE(x, out, dout, dx, dx32);
@@ -517,24 +517,24 @@ static void test_pool2d_infer(void)
 static void test_pool2d_errors(void)
 {
     nb_tensor *x = T(NB_F32, S(1, 1, 2, 2), 1, 2, 3, 4), *in[] = {x}, *y = NULL;
-    CHECK_ERR(nb_op_run("pool2d", 1, in, 0, NULL, 1, &y, NULL), NB_ERR_ARG, "pool2d: missing required attribute 'ksize'");
+    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_NO_ATTRS, 1, &y), NB_ERR_ARG, "pool2d: missing required attribute 'ksize'");
     nb_attr big[] = {NB_ATTR_INTS("ksize", 3, 3)};
-    CHECK_ERR(nb_op_run("pool2d", 1, in, 1, big, 1, &y, NULL), NB_ERR_SHAPE, "pool2d: X has shape [1, 1, 2, 2]: ksize 3 is bigger");
+    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_ATTRS_N(1, big), 1, &y), NB_ERR_SHAPE, "pool2d: X has shape [1, 1, 2, 2]: ksize 3 is bigger");
     nb_attr bad_type[] = {NB_ATTR_STRING("pooling_type", "min"), NB_ATTR_INTS("ksize", 2, 2)};
-    CHECK_ERR(nb_op_run("pool2d", 1, in, 2, bad_type, 1, &y, NULL), NB_ERR_ARG, "pool2d: pooling_type");
+    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_ATTRS_N(2, bad_type), 1, &y), NB_ERR_ARG, "pool2d: pooling_type");
     nb_attr wide_pad[] = {NB_ATTR_INTS("ksize", 2, 2), NB_ATTR_INTS("paddings", 2, 0)};
-    CHECK_ERR(nb_op_run("pool2d", 1, in, 2, wide_pad, 1, &y, NULL), NB_ERR_ARG, "smaller than ksize");
+    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_ATTRS_N(2, wide_pad), 1, &y), NB_ERR_ARG, "smaller than ksize");
     nb_attr k1[] = {NB_ATTR_INTS("ksize", 1)};
-    CHECK_ERR(nb_op_run("pool2d", 1, in, 1, k1, 1, &y, NULL), NB_ERR_ARG, "pool2d: attribute ksize");
+    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_ATTRS_N(1, k1), 1, &y), NB_ERR_ARG, "pool2d: attribute ksize");
     nb_tensor *x3 = T(NB_F32, S(1, 2, 2), 1, 2, 3, 4), *in3[] = {x3};
     nb_attr k2[] = {NB_ATTR_INTS("ksize", 2, 2)};
-    CHECK_ERR(nb_op_run("pool2d", 1, in3, 1, k2, 1, &y, NULL), NB_ERR_SHAPE, "pool2d: X has shape [1, 2, 2]");
+    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in3), NB_ATTRS_N(1, k2), 1, &y), NB_ERR_SHAPE, "pool2d: X has shape [1, 2, 2]");
     nb_tensor *xi = NULL;
     CHECK_OK(nb_tensor_new(&xi, NB_I64, 4, S(1, 1, 2, 2)));
     nb_tensor *ini[] = {xi};
-    CHECK_ERR(nb_op_run("pool2d", 1, ini, 1, k2, 1, &y, NULL), NB_ERR_DTYPE, "pool2d: X has dtype int64");
+    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, ini), NB_ATTRS_N(1, k2), 1, &y), NB_ERR_DTYPE, "pool2d: X has dtype int64");
     nb_tensor *o = T(NB_F32, S(1, 1, 2, 2), 0, 0, 0, 0), *gin[] = {x, o, o};
-    CHECK_ERR(nb_op_run("pool2d_grad", 3, gin, 1, k2, 1, &y, NULL), NB_ERR_SHAPE, "pool2d_grad: Out has shape [1, 1, 2, 2]");
+    CHECK_ERR(nb_op_run("pool2d_grad", NB_TENSORS_N(3, gin), NB_ATTRS_N(1, k2), 1, &y), NB_ERR_SHAPE, "pool2d_grad: Out has shape [1, 1, 2, 2]");
     CHECK(y == NULL);
     RELEASE(x, x3, xi, o);
 }

@@ -17,7 +17,7 @@
 static nb_status infer_with(const char *op, int n_in, const nb_var_info *in, int n_attrs, const nb_attr *attrs,
                             nb_var_info *out)
 {
-    return nb_op_infer(op, n_in, in, n_attrs, attrs, 1, out);
+    return nb_op_infer(op, n_in, in, NB_ATTRS_N(n_attrs, attrs), 1, out);
 }
 
 static nb_var_info info(nb_dtype dt, int ndim, const int64_t *shape)
@@ -31,7 +31,7 @@ static nb_var_info info(nb_dtype dt, int ndim, const int64_t *shape)
 static nb_status run0(const char *op, int n_attrs, const nb_attr *attrs, nb_rng *rng, nb_tensor **out)
 {
     *out = NULL;
-    return nb_op_run(op, 0, NULL, n_attrs, attrs, 1, out, rng);
+    return nb_op_run_rng(op, 0, NULL, n_attrs, attrs, 1, out, rng);
 }
 
 static bool same_bytes(const nb_tensor *a, const nb_tensor *b)
@@ -185,7 +185,7 @@ static void test_fill_constant_errors(void)
     /* A given output of the wrong shape is refused, not overrun. */
     nb_tensor *small = T(NB_F32, S(2), 0, 0);
     nb_attr a[] = {NB_ATTR_INTS("shape", 3)};
-    CHECK_ERR(nb_op_run("fill_constant", 0, NULL, 1, a, 1, &small, NULL), NB_ERR_SHAPE, "fill_constant");
+    CHECK_ERR(nb_op_run("fill_constant", NB_NO_TENSORS, NB_ATTRS_N(1, a), 1, &small), NB_ERR_SHAPE, "fill_constant");
     nb_tensor_release(small);
 }
 
@@ -222,25 +222,25 @@ static void test_fill_batch_size_like(void)
 
     nb_tensor *o2 = NULL;
     nb_attr bad_in[] = {NB_ATTR_INTS("shape", -1, 2), NB_ATTR_INT("input_dim_idx", 2)};
-    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", 1, in, 2, bad_in, 1, &o2, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_TENSORS_N(1, in), NB_ATTRS_N(2, bad_in), 1, &o2), NB_ERR_ARG,
               "fill_constant_batch_size_like: input_dim_idx 2 is out of range for Input of shape [5, 3]");
     nb_attr bad_out[] = {NB_ATTR_INTS("shape", -1, 2), NB_ATTR_INT("output_dim_idx", 2)};
-    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", 1, in, 2, bad_out, 1, &o2, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_TENSORS_N(1, in), NB_ATTRS_N(2, bad_out), 1, &o2), NB_ERR_ARG,
               "output_dim_idx 2");
     nb_attr neg_out[] = {NB_ATTR_INTS("shape", -1, 2), NB_ATTR_INT("output_dim_idx", -1)};
-    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", 1, in, 2, neg_out, 1, &o2, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_TENSORS_N(1, in), NB_ATTRS_N(2, neg_out), 1, &o2), NB_ERR_ARG,
               "output_dim_idx -1");
     nb_attr neg_other[] = {NB_ATTR_INTS("shape", -1, -2)};
-    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", 1, in, 1, neg_other, 1, &o2, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_TENSORS_N(1, in), NB_ATTRS_N(1, neg_other), 1, &o2), NB_ERR_SHAPE,
               "fill_constant_batch_size_like: attribute 'shape' [-1, -2] has a negative dimension");
     nb_attr bad_dt[] = {NB_ATTR_INTS("shape", -1, 2), NB_ATTR_INT("dtype", 6)};
-    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", 1, in, 2, bad_dt, 1, &o2, NULL), NB_ERR_DTYPE,
+    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_TENSORS_N(1, in), NB_ATTRS_N(2, bad_dt), 1, &o2), NB_ERR_DTYPE,
               "fill_constant_batch_size_like");
-    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", 0, NULL, 1, a0, 1, &o2, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_NO_TENSORS, NB_ATTRS_N(1, a0), 1, &o2), NB_ERR_ARG,
               "missing input 'Input'");
     nb_tensor *s = tscalar(NB_F32, 1);
     nb_tensor *sin[] = {s};
-    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", 1, sin, 1, a0, 1, &o2, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_TENSORS_N(1, sin), NB_ATTRS_N(1, a0), 1, &o2), NB_ERR_ARG,
               "input_dim_idx 0 is out of range for Input of shape []");
     CHECK(o2 == NULL);
     release_all(x, s, NULL);
@@ -282,7 +282,7 @@ static void test_fill_like(void)
 
     /* Into an existing (dirty) output: the fill overwrites everything. */
     nb_tensor *dirty = T(NB_F64, S(2, 2), 5, 5, 5, 5);
-    CHECK_OK(nb_op_run("fill_zeros_like", 1, in, 0, NULL, 1, &dirty, NULL));
+    CHECK_OK(nb_op_run("fill_zeros_like", NB_TENSORS_N(1, in), NB_NO_ATTRS, 1, &dirty));
     CHECK_TENSOR(dirty, S(2, 2), 0, 0, 0, 0, 0);
     nb_tensor_release(dirty);
 
@@ -303,11 +303,11 @@ static void test_fill_like(void)
 
     nb_tensor *bad = NULL;
     nb_attr bad_dt[] = {NB_ATTR_INT("dtype", 17)};
-    CHECK_ERR(nb_op_run("ones_like", 1, in, 1, bad_dt, 1, &bad, NULL), NB_ERR_DTYPE,
+    CHECK_ERR(nb_op_run("ones_like", NB_TENSORS_N(1, in), NB_ATTRS_N(1, bad_dt), 1, &bad), NB_ERR_DTYPE,
               "ones_like: attribute 'dtype' is 17");
     nb_attr bad_dt2[] = {NB_ATTR_INT("dtype", -2)};
-    CHECK_ERR(nb_op_run("fill_zeros_like", 1, in, 1, bad_dt2, 1, &bad, NULL), NB_ERR_DTYPE, "fill_zeros_like");
-    CHECK_ERR(nb_op_run("ones_like", 0, NULL, 0, NULL, 1, &bad, NULL), NB_ERR_ARG, "missing input 'X'");
+    CHECK_ERR(nb_op_run("fill_zeros_like", NB_TENSORS_N(1, in), NB_ATTRS_N(1, bad_dt2), 1, &bad), NB_ERR_DTYPE, "fill_zeros_like");
+    CHECK_ERR(nb_op_run("ones_like", NB_NO_TENSORS, NB_NO_ATTRS, 1, &bad), NB_ERR_ARG, "missing input 'X'");
     CHECK(bad == NULL);
     nb_tensor_release(x);
 }
@@ -361,13 +361,13 @@ static void test_assign(void)
 
     /* In place and into an existing output. */
     nb_tensor *same = s;
-    CHECK_OK(nb_op_run("assign", 1, sin, 0, NULL, 1, &same, NULL));
+    CHECK_OK(nb_op_run("assign", NB_TENSORS_N(1, sin), NB_NO_ATTRS, 1, &same));
     CHECK(same == s && nb_tensor_get(s, 0) == -2.5);
     nb_tensor *dst = tscalar(NB_F64, 0);
-    CHECK_OK(nb_op_run("assign", 1, sin, 0, NULL, 1, &dst, NULL));
+    CHECK_OK(nb_op_run("assign", NB_TENSORS_N(1, sin), NB_NO_ATTRS, 1, &dst));
     CHECK(nb_tensor_get(dst, 0) == -2.5);
     nb_tensor *wrong = tscalar(NB_F32, 0);
-    CHECK_ERR(nb_op_run("assign", 1, sin, 0, NULL, 1, &wrong, NULL), NB_ERR_SHAPE, "assign");
+    CHECK_ERR(nb_op_run("assign", NB_TENSORS_N(1, sin), NB_NO_ATTRS, 1, &wrong), NB_ERR_SHAPE, "assign");
     release_all(dst, wrong, s, NULL);
 
     nb_var_info vi = info(NB_I32, 2, S(-1, 7)), out;
@@ -665,15 +665,15 @@ static void test_increment_in_place(void)
     nb_tensor *in[] = {x};
     nb_tensor *out = x;
     void *data = nb_tensor_data(x);
-    for (int k = 0; k < 5; k++) CHECK_OK(nb_op_run("increment", 1, in, 0, NULL, 1, &out, NULL));
+    for (int k = 0; k < 5; k++) CHECK_OK(nb_op_run("increment", NB_TENSORS_N(1, in), NB_NO_ATTRS, 1, &out));
     CHECK(out == x && nb_tensor_data(x) == data && x->refcount == 1);
     CHECK_TENSOR(x, S(1), 0, 5);
     nb_attr half[] = {NB_ATTR_FLOAT("step", 0.5)};
     nb_tensor *f = tscalar(NB_F32, 1);
     nb_tensor *fin[] = {f};
     out = f;
-    CHECK_OK(nb_op_run("increment", 1, fin, 1, half, 1, &out, NULL));
-    CHECK_OK(nb_op_run("increment", 1, fin, 1, half, 1, &out, NULL));
+    CHECK_OK(nb_op_run("increment", NB_TENSORS_N(1, fin), NB_ATTRS_N(1, half), 1, &out));
+    CHECK_OK(nb_op_run("increment", NB_TENSORS_N(1, fin), NB_ATTRS_N(1, half), 1, &out));
     CHECK(out == f && nb_tensor_get(f, 0) == 2.0 && f->refcount == 1);
     release_all(x, f, NULL);
 }
@@ -683,33 +683,33 @@ static void test_increment_errors(void)
     nb_tensor *o = NULL;
     nb_tensor *two = T(NB_F32, S(2), 1, 2);
     nb_tensor *in2[] = {two};
-    CHECK_ERR(nb_op_run("increment", 1, in2, 0, NULL, 1, &o, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("increment", NB_TENSORS_N(1, in2), NB_NO_ATTRS, 1, &o), NB_ERR_SHAPE,
               "increment: X has shape [2] but must hold exactly one element");
     nb_tensor *e = NULL;
     CHECK_OK(nb_tensor_new(&e, NB_F32, 1, S(0)));
     nb_tensor *ine[] = {e};
-    CHECK_ERR(nb_op_run("increment", 1, ine, 0, NULL, 1, &o, NULL), NB_ERR_SHAPE, "increment: X has shape [0]");
+    CHECK_ERR(nb_op_run("increment", NB_TENSORS_N(1, ine), NB_NO_ATTRS, 1, &o), NB_ERR_SHAPE, "increment: X has shape [0]");
     nb_tensor *b = T(NB_BOOL, S(1), 1);
     nb_tensor *inb[] = {b};
-    CHECK_ERR(nb_op_run("increment", 1, inb, 0, NULL, 1, &o, NULL), NB_ERR_DTYPE, "increment: X is bool");
+    CHECK_ERR(nb_op_run("increment", NB_TENSORS_N(1, inb), NB_NO_ATTRS, 1, &o), NB_ERR_DTYPE, "increment: X is bool");
     nb_tensor *u = T(NB_U8, S(1), 1);
     nb_tensor *inu[] = {u};
-    CHECK_ERR(nb_op_run("increment", 1, inu, 0, NULL, 1, &o, NULL), NB_ERR_DTYPE, "increment: X is uint8");
+    CHECK_ERR(nb_op_run("increment", NB_TENSORS_N(1, inu), NB_NO_ATTRS, 1, &o), NB_ERR_DTYPE, "increment: X is uint8");
     nb_tensor *i = T(NB_I32, S(1), 2147483647);
     nb_tensor *ini[] = {i};
-    CHECK_ERR(nb_op_run("increment", 1, ini, 0, NULL, 1, &o, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("increment", NB_TENSORS_N(1, ini), NB_NO_ATTRS, 1, &o), NB_ERR_ARG,
               "increment: int32 counter 2147483647 + 1 overflows");
     CHECK(nb_tensor_get(i, 0) == 2147483647);
     nb_attr half[] = {NB_ATTR_FLOAT("step", 0.5)};
-    CHECK_ERR(nb_op_run("increment", 1, ini, 1, half, 1, &o, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("increment", NB_TENSORS_N(1, ini), NB_ATTRS_N(1, half), 1, &o), NB_ERR_ARG,
               "increment: step 0.5 is not a whole number");
     nb_attr huge[] = {NB_ATTR_FLOAT("step", 1e10)};
-    CHECK_ERR(nb_op_run("increment", 1, ini, 1, huge, 1, &o, NULL), NB_ERR_ARG, "int32");
+    CHECK_ERR(nb_op_run("increment", NB_TENSORS_N(1, ini), NB_ATTRS_N(1, huge), 1, &o), NB_ERR_ARG, "int32");
     CHECK(o == NULL);
 
     /* In place with an output of the wrong shape is refused before writing. */
     nb_tensor *out = two;
-    CHECK_ERR(nb_op_run("increment", 1, in2, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE, "increment");
+    CHECK_ERR(nb_op_run("increment", NB_TENSORS_N(1, in2), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE, "increment");
     CHECK_TENSOR(two, S(2), 0, 1, 2);
 
     /* Build time: unknown dims may still be 1; known dims other than 1 cannot. */

@@ -152,10 +152,10 @@ static void test_in_place(void)
     /* The output may be the input itself (an optimiser's update). */
     nb_tensor *x = T(NB_F64, S(2, 3), 1, 2, 3, 4, 5, 6), *b = T(NB_F64, S(3), 1, 1, 2);
     nb_tensor *in[] = {x, b}, *out[] = {x};
-    CHECK_OK(nb_op_run("mul", 2, in, 0, NULL, 1, out, NULL));
+    CHECK_OK(nb_op_run("mul", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, out));
     CHECK_TENSOR(x, S(2, 3), 0, 1, 2, 6, 4, 5, 12);
     nb_tensor *in2[] = {x};
-    CHECK_OK(nb_op_run("exp", 1, in2, 0, NULL, 1, out, NULL));
+    CHECK_OK(nb_op_run("exp", NB_TENSORS_N(1, in2), NB_NO_ATTRS, 1, out));
     CHECK_TENSOR(x, S(2, 3), 1e-13, exp(1), exp(2), exp(6), exp(4), exp(5), exp(12));
     release_all(x, b, NULL);
 }
@@ -264,11 +264,11 @@ static void test_int_division_by_zero(void)
 {
     nb_tensor *x = T(NB_I32, S(2, 2), 1, 2, 3, 4), *y = T(NB_I32, S(2), 5, 0), *out = NULL;
     nb_tensor *in[] = {x, y};
-    CHECK_ERR(nb_op_run("div", 2, in, 0, NULL, 1, &out, NULL), NB_ERR_ARG, "div: integer division by zero");
+    CHECK_ERR(nb_op_run("div", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, &out), NB_ERR_ARG, "div: integer division by zero");
     CHECK(out == NULL);
     nb_tensor *x64 = T(NB_I64, S(3), 1, 2, 3), *z64 = tscalar(NB_I64, 0);
     nb_tensor *in64[] = {x64, z64};
-    CHECK_ERR(nb_op_run("div", 2, in64, 0, NULL, 1, &out, NULL), NB_ERR_ARG, "element 0 of Y is 0");
+    CHECK_ERR(nb_op_run("div", NB_TENSORS_N(2, in64), NB_NO_ATTRS, 1, &out), NB_ERR_ARG, "element 0 of Y is 0");
     /* Floats divide by zero the IEEE way. */
     nb_tensor *xf = T(NB_F32, S(3), 1, -1, 0), *zf = tscalar(NB_F32, 0);
     nb_tensor *inf[] = {xf, zf};
@@ -326,7 +326,7 @@ static void test_int_unary(void)
 static nb_status infer(const char *op, int n, const nb_var_info *in, int n_attrs, const nb_attr *attrs,
                        nb_var_info *out)
 {
-    return nb_op_infer(op, n, in, n_attrs, attrs, 1, out);
+    return nb_op_infer(op, n, in, NB_ATTRS_N(n_attrs, attrs), 1, out);
 }
 
 #define INFO(dt, ...) ((nb_var_info){(dt), NDIM_OF(S(__VA_ARGS__)), {__VA_ARGS__}})
@@ -358,19 +358,19 @@ static void test_shape_and_dtype_errors(void)
 {
     nb_tensor *x = T(NB_F32, S(2, 3), 1, 2, 3, 4, 5, 6), *y = T(NB_F32, S(4), 1, 2, 3, 4), *out = NULL;
     nb_tensor *in[] = {x, y};
-    CHECK_ERR(nb_op_run("add", 2, in, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("add", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
               "add: cannot broadcast X of shape [2, 3] with Y of shape [4]");
     nb_tensor *a = T(NB_F32, S(2, 1, 3), 1, 2, 3, 4, 5, 6), *b = T(NB_F32, S(3, 2, 1), 1, 2, 3, 4, 5, 6);
     nb_tensor *in2[] = {a, b};
-    CHECK_ERR(nb_op_run("maximum", 2, in2, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("maximum", NB_TENSORS_N(2, in2), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
               "maximum: cannot broadcast X of shape [2, 1, 3] with Y of shape [3, 2, 1]");
     nb_tensor *z = T(NB_F64, S(3), 1, 2, 3);
     nb_tensor *in3[] = {x, z};
-    CHECK_ERR(nb_op_run("mul", 2, in3, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE,
+    CHECK_ERR(nb_op_run("mul", NB_TENSORS_N(2, in3), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
               "mul: X is float32 but Y is float64; they must have the same dtype");
     nb_tensor *iz = T(NB_I32, S(3), 1, 2, 3);
     nb_tensor *in4[] = {iz, x};
-    CHECK_ERR(nb_op_run("div", 2, in4, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE, "div: X is int32 but Y is float32");
+    CHECK_ERR(nb_op_run("div", NB_TENSORS_N(2, in4), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE, "div: X is int32 but Y is float32");
     CHECK(out == NULL);
     release_all(x, y, a, b, z, iz, NULL);
 }

@@ -59,17 +59,17 @@ static void test_slice_infer_errors(void)
 
     nb_tensor *x = IOTA(NB_F32, S(3, 4)), *y = NULL;
     nb_attr len[] = {NB_ATTR_INTS("axes", 0, 1), NB_ATTR_INTS("starts", 0), NB_ATTR_INTS("ends", 1, 2)};
-    CHECK_ERR(nb_op_run("slice", 1, &x, 3, len, 1, &y, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("slice", NB_TENSORS_N(1, &x), NB_ATTRS_N(3, len), 1, &y), NB_ERR_ARG,
               "slice: axes, starts, ends (and strides, if given) need the same length; got 2, 1, 2, 0");
     nb_attr zero[] = {NB_ATTR_INTS("axes", 0), NB_ATTR_INTS("starts", 0), NB_ATTR_INTS("ends", 1),
                       NB_ATTR_INTS("strides", 0)};
-    CHECK_ERR(nb_op_run("slice", 1, &x, 4, zero, 1, &y, NULL), NB_ERR_ARG, "slice: strides[0] = 0 must be positive");
+    CHECK_ERR(nb_op_run("slice", NB_TENSORS_N(1, &x), NB_ATTRS_N(4, zero), 1, &y), NB_ERR_ARG, "slice: strides[0] = 0 must be positive");
     nb_attr dup[] = {NB_ATTR_INTS("axes", 1, -1), NB_ATTR_INTS("starts", 0, 0), NB_ATTR_INTS("ends", 1, 1)};
-    CHECK_ERR(nb_op_run("slice", 1, &x, 3, dup, 1, &y, NULL), NB_ERR_ARG, "slice: axes names dim 1 twice");
+    CHECK_ERR(nb_op_run("slice", NB_TENSORS_N(1, &x), NB_ATTRS_N(3, dup), 1, &y), NB_ERR_ARG, "slice: axes names dim 1 twice");
     nb_attr far[] = {NB_ATTR_INTS("axes", 2), NB_ATTR_INTS("starts", 0), NB_ATTR_INTS("ends", 1)};
-    CHECK_ERR(nb_op_run("slice", 1, &x, 3, far, 1, &y, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("slice", NB_TENSORS_N(1, &x), NB_ATTRS_N(3, far), 1, &y), NB_ERR_ARG,
               "slice: axes entry 2 is out of range [-2, 2) for Input of shape [3, 4]");
-    CHECK_ERR(nb_op_run("slice", 1, &x, 2, far, 1, &y, NULL), NB_ERR_ARG, "missing required attribute 'ends'");
+    CHECK_ERR(nb_op_run("slice", NB_TENSORS_N(1, &x), NB_ATTRS_N(2, far), 1, &y), NB_ERR_ARG, "missing required attribute 'ends'");
     CHECK(y == NULL);
     nb_tensor_release(x);
 }
@@ -135,18 +135,18 @@ static void test_pad_infer_errors(void)
 
     nb_tensor *x = IOTA(NB_F32, S(2, 3)), *y = NULL;
     nb_attr neg[] = {NB_ATTR_INTS("paddings", 0, 0, -1, 0)};
-    CHECK_ERR(nb_op_run("pad", 1, &x, 1, neg, 1, &y, NULL), NB_ERR_ARG, "pad: paddings [0, 0, -1, 0] for dim 1 must be >= 0");
+    CHECK_ERR(nb_op_run("pad", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, neg), 1, &y), NB_ERR_ARG, "pad: paddings [0, 0, -1, 0] for dim 1 must be >= 0");
     nb_attr count[] = {NB_ATTR_INTS("paddings", 1, 1)};
-    CHECK_ERR(nb_op_run("pad", 1, &x, 1, count, 1, &y, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("pad", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, count), 1, &y), NB_ERR_ARG,
               "pad: paddings [1, 1] has 2 entries but X of shape [2, 3] needs 4");
     nb_attr refl[] = {NB_ATTR_INTS("paddings", 0, 0, 3, 0), NB_ATTR_STRING("mode", "reflect")};
-    CHECK_ERR(nb_op_run("pad", 1, &x, 2, refl, 1, &y, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("pad", NB_TENSORS_N(1, &x), NB_ATTRS_N(2, refl), 1, &y), NB_ERR_SHAPE,
               "pad: reflect padding (3, 0) of dim 1 needs pads smaller than its size 3 (X has shape [2, 3])");
     nb_attr mode[] = {NB_ATTR_INTS("paddings", 0, 0, 1, 0), NB_ATTR_STRING("mode", "wrap")};
-    CHECK_ERR(nb_op_run("pad", 1, &x, 2, mode, 1, &y, NULL), NB_ERR_ARG, "pad: mode \"wrap\" is not one of constant, reflect, edge");
+    CHECK_ERR(nb_op_run("pad", NB_TENSORS_N(1, &x), NB_ATTRS_N(2, mode), 1, &y), NB_ERR_ARG, "pad: mode \"wrap\" is not one of constant, reflect, edge");
     nb_tensor *empty = IOTA(NB_F32, S(0, 2));
     nb_attr edge[] = {NB_ATTR_INTS("paddings", 1, 0, 0, 0), NB_ATTR_STRING("mode", "edge")};
-    CHECK_ERR(nb_op_run("pad", 1, &empty, 2, edge, 1, &y, NULL), NB_ERR_SHAPE, "pad: edge padding of dim 0 has no edge to repeat");
+    CHECK_ERR(nb_op_run("pad", NB_TENSORS_N(1, &empty), NB_ATTRS_N(2, edge), 1, &y), NB_ERR_SHAPE, "pad: edge padding of dim 0 has no edge to repeat");
     nb_attr cst[] = {NB_ATTR_INTS("paddings", 1, 0, 0, 1), NB_ATTR_FLOAT("pad_value", 2)};
     CHECK(y == NULL);
     y = RUN1X("pad", empty, cst);
@@ -282,21 +282,21 @@ static void test_gather_infer_errors(void)
 
     nb_tensor *x = IOTA(NB_F32, S(3, 2)), *bad = T(NB_I64, S(3), 0, 5, 1), *neg = T(NB_I32, S(2), 1, -1), *y = NULL;
     nb_tensor *in_bad[] = {x, bad}, *in_neg[] = {x, neg};
-    CHECK_ERR(nb_op_run("gather", 2, in_bad, 0, NULL, 1, &y, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("gather", NB_TENSORS_N(2, in_bad), NB_NO_ATTRS, 1, &y), NB_ERR_ARG,
               "gather: Index[1] = 5 is out of range [0, 3) for dim 0 of X (shape [3, 2])");
-    CHECK_ERR(nb_op_run("index_select", 2, in_neg, 1, ax1 /* unknown */, 1, &y, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("index_select", NB_TENSORS_N(2, in_neg), NB_ATTRS_N(1, ax1 /* unknown */), 1, &y), NB_ERR_ARG,
               "index_select: unknown attribute 'axis'");
     nb_attr dm1[] = {NB_ATTR_INT("dim", -1)};
-    CHECK_ERR(nb_op_run("index_select", 2, in_neg, 1, dm1, 1, &y, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("index_select", NB_TENSORS_N(2, in_neg), NB_ATTRS_N(1, dm1), 1, &y), NB_ERR_ARG,
               "index_select: Index[1] = -1 is out of range [0, 2) for dim 1 of X (shape [3, 2])");
     nb_tensor *fidx = T(NB_F32, S(1), 0), *idx2 = T(NB_I64, S(1, 1), 0);
     nb_tensor *in_f[] = {x, fidx}, *in_2[] = {x, idx2};
-    CHECK_ERR(nb_op_run("gather", 2, in_f, 0, NULL, 1, &y, NULL), NB_ERR_DTYPE, "gather: Index must be int32 or int64, got float32");
-    CHECK_ERR(nb_op_run("gather", 2, in_2, 0, NULL, 1, &y, NULL), NB_ERR_SHAPE, "gather: Index must be 1-D, got shape [1, 1]");
+    CHECK_ERR(nb_op_run("gather", NB_TENSORS_N(2, in_f), NB_NO_ATTRS, 1, &y), NB_ERR_DTYPE, "gather: Index must be int32 or int64, got float32");
+    CHECK_ERR(nb_op_run("gather", NB_TENSORS_N(2, in_2), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE, "gather: Index must be 1-D, got shape [1, 1]");
     nb_attr far[] = {NB_ATTR_INT("axis", 2)};
-    CHECK_ERR(nb_op_run("gather", 2, in_bad, 1, far, 1, &y, NULL), NB_ERR_ARG, "gather: axis 2 is out of range [-2, 2) for X of shape [3, 2]");
+    CHECK_ERR(nb_op_run("gather", NB_TENSORS_N(2, in_bad), NB_ATTRS_N(1, far), 1, &y), NB_ERR_ARG, "gather: axis 2 is out of range [-2, 2) for X of shape [3, 2]");
     nb_tensor *s = tscalar(NB_F32, 1), *in_s[] = {s, neg};
-    CHECK_ERR(nb_op_run("gather", 2, in_s, 0, NULL, 1, &y, NULL), NB_ERR_SHAPE, "gather: X is a scalar");
+    CHECK_ERR(nb_op_run("gather", NB_TENSORS_N(2, in_s), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE, "gather: X is a scalar");
     CHECK(y == NULL);
     release_all(x, bad, neg, fidx, idx2, s, NULL);
 }
@@ -318,7 +318,7 @@ static void test_scatter_add(void)
         nb_tensor *y1 = RUN1("scatter_add", in1, ax);
         CHECK_TENSOR(y1, S(3, 2), 0, 0, 1, 0, 2, 10, 13);
         /* In place: Out is X's own tensor. */
-        CHECK_OK(nb_op_run("scatter_add", 3, in, 0, NULL, 1, &x, NULL));
+        CHECK_OK(nb_op_run("scatter_add", NB_TENSORS_N(3, in), NB_NO_ATTRS, 1, &x));
         CHECK_TENSOR(x, S(3, 2), 0, 6, 8, 0, 0, 13, 14);
         release_all(x, idx, u, y, i1, u1, y1, NULL);
     }
@@ -351,15 +351,15 @@ static void test_scatter_add_infer_errors(void)
 
     nb_tensor *x = IOTA(NB_F32, S(3, 2)), *idx = T(NB_I64, S(2), 1, 3), *u = IOTA(NB_F32, S(2, 2)), *y = NULL;
     nb_tensor *in_bad[] = {x, idx, u};
-    CHECK_ERR(nb_op_run("scatter_add", 3, in_bad, 0, NULL, 1, &y, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("scatter_add", NB_TENSORS_N(3, in_bad), NB_NO_ATTRS, 1, &y), NB_ERR_ARG,
               "scatter_add: Index[1] = 3 is out of range [0, 3) for dim 0 of X (shape [3, 2])");
     nb_tensor *idx_ok = T(NB_I64, S(2), 1, 2), *u3 = IOTA(NB_F32, S(3, 2)), *in_shape[] = {x, idx_ok, u3};
-    CHECK_ERR(nb_op_run("scatter_add", 3, in_shape, 0, NULL, 1, &y, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("scatter_add", NB_TENSORS_N(3, in_shape), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE,
               "scatter_add: Updates has shape [3, 2] but X has shape [3, 2] and Index [2]: Updates must be X's shape with dim 0 = len(Index)");
     nb_tensor *ud = IOTA(NB_F64, S(2, 2)), *in_dt[] = {x, idx_ok, ud};
-    CHECK_ERR(nb_op_run("scatter_add", 3, in_dt, 0, NULL, 1, &y, NULL), NB_ERR_DTYPE, "scatter_add: Updates is float64 but X is float32");
+    CHECK_ERR(nb_op_run("scatter_add", NB_TENSORS_N(3, in_dt), NB_NO_ATTRS, 1, &y), NB_ERR_DTYPE, "scatter_add: Updates is float64 but X is float32");
     nb_tensor *xb = IOTA(NB_U8, S(3, 2)), *ub = IOTA(NB_U8, S(2, 2)), *in_u8[] = {xb, idx_ok, ub};
-    CHECK_ERR(nb_op_run("scatter_add", 3, in_u8, 0, NULL, 1, &y, NULL), NB_ERR_DTYPE, "scatter_add: X is uint8");
+    CHECK_ERR(nb_op_run("scatter_add", NB_TENSORS_N(3, in_u8), NB_NO_ATTRS, 1, &y), NB_ERR_DTYPE, "scatter_add: X is uint8");
     CHECK(y == NULL);
     release_all(x, idx, u, idx_ok, u3, ud, xb, ub, NULL);
 }
@@ -397,17 +397,17 @@ static void test_one_hot_infer_errors(void)
 
     nb_tensor *x = T(NB_I64, S(2, 2), 0, 1, 4, 2), *y = NULL;
     nb_attr d3[] = {NB_ATTR_INT("depth", 3)};
-    CHECK_ERR(nb_op_run("one_hot", 1, &x, 1, d3, 1, &y, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, d3), 1, &y), NB_ERR_ARG,
               "one_hot: X[2] = 4 (flat index into X of shape [2, 2]) is out of range [0, 3) for depth 3");
     nb_tensor *neg = T(NB_I32, S(1), -2);
-    CHECK_ERR(nb_op_run("one_hot", 1, &neg, 1, d3, 1, &y, NULL), NB_ERR_ARG, "one_hot: X[0] = -2");
+    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS_N(1, &neg), NB_ATTRS_N(1, d3), 1, &y), NB_ERR_ARG, "one_hot: X[0] = -2");
     nb_attr d0[] = {NB_ATTR_INT("depth", 0)};
-    CHECK_ERR(nb_op_run("one_hot", 1, &x, 1, d0, 1, &y, NULL), NB_ERR_ARG, "one_hot: depth must be positive, got 0");
+    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, d0), 1, &y), NB_ERR_ARG, "one_hot: depth must be positive, got 0");
     nb_attr bad_dt[] = {NB_ATTR_INT("depth", 5), NB_ATTR_INT("dtype", 99)};
-    CHECK_ERR(nb_op_run("one_hot", 1, &x, 2, bad_dt, 1, &y, NULL), NB_ERR_ARG, "one_hot: dtype 99 is not a valid nb_dtype");
+    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS_N(1, &x), NB_ATTRS_N(2, bad_dt), 1, &y), NB_ERR_ARG, "one_hot: dtype 99 is not a valid nb_dtype");
     nb_tensor *f = T(NB_F32, S(1), 0);
-    CHECK_ERR(nb_op_run("one_hot", 1, &f, 1, d3, 1, &y, NULL), NB_ERR_DTYPE, "one_hot: X must be int32 or int64, got float32");
-    CHECK_ERR(nb_op_run("one_hot", 1, &x, 0, NULL, 1, &y, NULL), NB_ERR_ARG, "missing required attribute 'depth'");
+    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS_N(1, &f), NB_ATTRS_N(1, d3), 1, &y), NB_ERR_DTYPE, "one_hot: X must be int32 or int64, got float32");
+    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS_N(1, &x), NB_NO_ATTRS, 1, &y), NB_ERR_ARG, "missing required attribute 'depth'");
     CHECK(y == NULL);
     release_all(x, neg, f, NULL);
 }
@@ -417,18 +417,18 @@ static void test_one_hot_infer_errors(void)
 static void test_in_place_outputs(void)
 {
     nb_tensor *x = IOTA(NB_F32, S(3, 2)), *idx = T(NB_I64, S(3), 2, 1, 0), *in[] = {x, idx};
-    CHECK_OK(nb_op_run("gather", 2, in, 0, NULL, 1, &x, NULL));
+    CHECK_OK(nb_op_run("gather", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, &x));
     CHECK_TENSOR(x, S(3, 2), 0, 4, 5, 2, 3, 0, 1);
     nb_attr none[] = {NB_ATTR_INTS("paddings", 0, 0, 0, 0)};
-    CHECK_OK(nb_op_run("pad", 1, &x, 1, none, 1, &x, NULL));
+    CHECK_OK(nb_op_run("pad", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, none), 1, &x));
     CHECK_TENSOR(x, S(3, 2), 0, 4, 5, 2, 3, 0, 1);
     nb_attr rev[] = {NB_ATTR_INTS("axes", 0), NB_ATTR_INTS("starts", 0), NB_ATTR_INTS("ends", 3)};
-    CHECK_OK(nb_op_run("slice", 1, &x, 3, rev, 1, &x, NULL));
+    CHECK_OK(nb_op_run("slice", NB_TENSORS_N(1, &x), NB_ATTRS_N(3, rev), 1, &x));
     CHECK_TENSOR(x, S(3, 2), 0, 4, 5, 2, 3, 0, 1);
     /* scatter_add writing over its Updates. */
     nb_tensor *b = T(NB_F64, S(3), 1, 2, 3), *u = T(NB_F64, S(3), 10, 20, 30), *j = T(NB_I32, S(3), 2, 2, 0);
     nb_tensor *sin[] = {b, j, u};
-    CHECK_OK(nb_op_run("scatter_add", 3, sin, 0, NULL, 1, &u, NULL));
+    CHECK_OK(nb_op_run("scatter_add", NB_TENSORS_N(3, sin), NB_NO_ATTRS, 1, &u));
     CHECK_TENSOR(u, S(3), 0, 31, 2, 33);
     CHECK_TENSOR(b, S(3), 0, 1, 2, 3);
     release_all(x, idx, b, u, j, NULL);

@@ -9,7 +9,7 @@ static const nb_dtype float_types[] = {NB_F32, NB_F64};
 static nb_status infer(const char *op, int n_in, const nb_var_info *ins, int n_attrs, const nb_attr *attrs,
                        nb_var_info *out)
 {
-    return nb_op_infer(op, n_in, ins, n_attrs, attrs, 1, out);
+    return nb_op_infer(op, n_in, ins, NB_ATTRS_N(n_attrs, attrs), 1, out);
 }
 
 #define CHECK_INFO(info, dt, ...)                                                                     \
@@ -172,7 +172,7 @@ static void test_matmul_empty_and_inplace(void)
     /* Out written over X. */
     nb_tensor *p = T(NB_F64, S(2, 2), 1, 2, 3, 4), *q = T(NB_F64, S(2, 2), 0, 1, 1, 0);
     nb_tensor *in[] = {p, q}, *out[] = {p};
-    CHECK_OK(nb_op_run("matmul", 2, in, 0, NULL, 1, out, NULL));
+    CHECK_OK(nb_op_run("matmul", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, out));
     CHECK_TENSOR(p, S(2, 2), 0, 2, 1, 4, 3);
     release_all(x, y, r, a, b, z, p, q, NULL);
 }
@@ -183,26 +183,26 @@ static void test_matmul_errors(void)
     CHECK_OK(nb_tensor_new(&x, NB_F32, 2, S(64, 784)));
     CHECK_OK(nb_tensor_new(&y, NB_F32, 2, S(256, 10)));
     nb_tensor *in[] = {x, y};
-    CHECK_ERR(nb_op_run("matmul", 2, in, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("matmul", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
               "matmul: X has shape [64, 784] but Y has shape [256, 10]: inner dimensions differ");
     nb_attr ty[] = {NB_ATTR_BOOL("transpose_y", true)};
-    CHECK_ERR(nb_op_run("matmul", 2, in, 1, ty, 1, &out, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("matmul", NB_TENSORS_N(2, in), NB_ATTRS_N(1, ty), 1, &out), NB_ERR_SHAPE,
               "matmul: X has shape [64, 784] but Y has shape [256, 10]: inner dimensions differ (Y transposed)");
     nb_tensor *b1, *b2, *i32, *s;
     CHECK_OK(nb_tensor_new(&b1, NB_F64, 3, S(2, 3, 4)));
     CHECK_OK(nb_tensor_new(&b2, NB_F64, 3, S(3, 4, 5)));
     nb_tensor *ib[] = {b1, b2};
-    CHECK_ERR(nb_op_run("matmul", 2, ib, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("matmul", NB_TENSORS_N(2, ib), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
               "matmul: X has shape [2, 3, 4] but Y has shape [3, 4, 5]: batch dimensions do not broadcast");
     nb_tensor *mixed[] = {x, b2};
-    CHECK_ERR(nb_op_run("matmul", 2, mixed, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE,
+    CHECK_ERR(nb_op_run("matmul", NB_TENSORS_N(2, mixed), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
               "matmul: X has dtype float32 but Y has dtype float64");
     CHECK_OK(nb_tensor_new(&i32, NB_I32, 2, S(2, 2)));
     nb_tensor *ii[] = {i32, i32};
-    CHECK_ERR(nb_op_run("matmul", 2, ii, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE, "matmul: X has dtype int32");
+    CHECK_ERR(nb_op_run("matmul", NB_TENSORS_N(2, ii), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE, "matmul: X has dtype int32");
     s = tscalar(NB_F32, 1);
     nb_tensor *is[] = {s, x};
-    CHECK_ERR(nb_op_run("matmul", 2, is, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE, "matmul: X has shape []");
+    CHECK_ERR(nb_op_run("matmul", NB_TENSORS_N(2, is), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE, "matmul: X has shape []");
     CHECK(out == NULL);
     release_all(x, y, b1, b2, i32, s, NULL);
 }
@@ -235,7 +235,7 @@ static nb_tensor *fc(nb_tensor *in, nb_tensor *w, nb_tensor *bias, int64_t ncd, 
     nb_attr attrs[] = {NB_ATTR_INT("in_num_col_dims", ncd), NB_ATTR_STRING("activation", act)};
     nb_tensor *ins[] = {in, w, bias};
     nb_tensor *out = NULL;
-    nb_status st = nb_op_run("fc", bias ? 3 : 2, ins, 2, attrs, 1, &out, NULL);
+    nb_status st = nb_op_run("fc", NB_TENSORS_N(bias ? 3 : 2, ins), NB_ATTRS_N(2, attrs), 1, &out);
     if (st) {
         fprintf(stderr, "  fc failed: %s\n", nb_last_error());
         test_failures_in_current++;
@@ -332,17 +332,17 @@ static void test_fc_errors_and_inference(void)
     CHECK_OK(nb_tensor_new(&w3, NB_F32, 3, S(3, 2, 1)));
     CHECK_OK(nb_tensor_new(&wd, NB_F64, 2, S(3, 2)));
     nb_tensor *i1[] = {in, w, bad_bias}, *i2[] = {in, w3}, *i3[] = {in, wd}, *i4[] = {in, w}, *i5[] = {w, w};
-    CHECK_ERR(nb_op_run("fc", 3, i1, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("fc", NB_TENSORS_N(3, i1), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
               "fc: Bias has shape [3] but W has shape [3, 2]");
-    CHECK_ERR(nb_op_run("fc", 2, i2, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE, "fc: W has shape [3, 2, 1] but it must be 2-D");
-    CHECK_ERR(nb_op_run("fc", 2, i3, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE,
+    CHECK_ERR(nb_op_run("fc", NB_TENSORS_N(2, i2), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE, "fc: W has shape [3, 2, 1] but it must be 2-D");
+    CHECK_ERR(nb_op_run("fc", NB_TENSORS_N(2, i3), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
               "fc: Input has dtype float32 but W has dtype float64");
     nb_attr bad_act[] = {NB_ATTR_STRING("activation", "gelu")};
-    CHECK_ERR(nb_op_run("fc", 2, i4, 1, bad_act, 1, &out, NULL), NB_ERR_ARG, "fc: unknown activation \"gelu\"");
+    CHECK_ERR(nb_op_run("fc", NB_TENSORS_N(2, i4), NB_ATTRS_N(1, bad_act), 1, &out), NB_ERR_ARG, "fc: unknown activation \"gelu\"");
     nb_attr bad_ncd[] = {NB_ATTR_INT("in_num_col_dims", 2)};
-    CHECK_ERR(nb_op_run("fc", 2, i4, 1, bad_ncd, 1, &out, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("fc", NB_TENSORS_N(2, i4), NB_ATTRS_N(1, bad_ncd), 1, &out), NB_ERR_ARG,
               "fc: in_num_col_dims is 2 but Input has shape [2, 3]");
-    CHECK_ERR(nb_op_run("fc", 2, i5, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("fc", NB_TENSORS_N(2, i5), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
               "fc: Input has shape [3, 2] (2 columns with in_num_col_dims=1) but W has shape [3, 2]: inner dimensions differ");
     CHECK(out == NULL);
     release_all(in, w, bad_bias, w3, wd, NULL);

@@ -81,12 +81,12 @@ static void test_cross_entropy_errors_and_infer(void)
 {
     nb_tensor *x = T(NB_F64, S(2, 3), 0.2, 0.3, 0.5, 0.1, 0.6, 0.3), *lab = T(NB_I64, S(2), 1, 3), *y = NULL;
     nb_tensor *in[] = {x, lab};
-    CHECK_ERR(nb_op_run("cross_entropy", 2, in, 0, NULL, 1, &y, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("cross_entropy", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, &y), NB_ERR_ARG,
               "cross_entropy: Label value 3 at position [1] is out of range");
     nb_tensor_release(lab);
     lab = T(NB_I64, S(3), 1, 1, 1);
     in[1] = lab;
-    CHECK_ERR(nb_op_run("cross_entropy", 2, in, 0, NULL, 1, &y, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("cross_entropy", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE,
               "cross_entropy: Label has shape [3] but X has shape [2, 3]");
     CHECK(y == NULL);
     release_all(x, lab, NULL);
@@ -146,18 +146,18 @@ static void test_mse_loss_errors_and_infer(void)
 {
     nb_tensor *x = T(NB_F32, S(3), 1, 2, 3), *y = T(NB_F32, S(3, 1), 1, 2, 3), *o = NULL;
     nb_tensor *in[] = {x, y};
-    CHECK_ERR(nb_op_run("mse_loss", 2, in, 0, NULL, 1, &o, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("mse_loss", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, &o), NB_ERR_SHAPE,
               "mse_loss: X has shape [3] but Label has shape [3, 1]");
     nb_tensor_release(y);
     y = T(NB_F64, S(3), 1, 2, 3);
     in[1] = y;
-    CHECK_ERR(nb_op_run("mse_loss", 2, in, 0, NULL, 1, &o, NULL), NB_ERR_DTYPE,
+    CHECK_ERR(nb_op_run("mse_loss", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, &o), NB_ERR_DTYPE,
               "mse_loss: Label is float64 but X is float32");
     nb_tensor_release(y);
     y = T(NB_F32, S(3), 1, 2, 3);
     in[1] = y;
     nb_attr bad[] = {NB_ATTR_STRING("reduction", "avg")};
-    CHECK_ERR(nb_op_run("mse_loss", 2, in, 1, bad, 1, &o, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("mse_loss", NB_TENSORS_N(2, in), NB_ATTRS_N(1, bad), 1, &o), NB_ERR_ARG,
               "mse_loss: reduction must be \"mean\", \"sum\" or \"none\", got \"avg\"");
     CHECK(o == NULL);
     release_all(x, y, NULL);
@@ -217,7 +217,7 @@ static void test_bce_with_logits_errors_and_infer(void)
 {
     nb_tensor *x = T(NB_F32, S(2), 1, 2), *y = T(NB_F32, S(3), 1, 0, 1), *o = NULL;
     nb_tensor *in[] = {x, y};
-    CHECK_ERR(nb_op_run("bce_with_logits", 2, in, 0, NULL, 1, &o, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("bce_with_logits", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, &o), NB_ERR_SHAPE,
               "bce_with_logits: X has shape [2] but Label has shape [3]");
     release_all(x, y, NULL);
     nb_var_info vi[] = {INFO(NB_F64, S(-1, 3)), INFO(NB_F64, S(-1, 3))}, vo[1];

@@ -55,7 +55,7 @@ static void test_dropout_draws_from_ctx_rng(void)
     nb_attr a[] = {NB_ATTR_FLOAT("dropout_prob", p)};
     for (int call = 0; call < 2; call++) {
         nb_tensor *out[2] = {NULL, NULL}, *in[] = {x};
-        CHECK_OK(nb_op_run("dropout", 1, in, 1, a, 2, out, &r));
+        CHECK_OK(nb_op_run_rng("dropout", 1, in, 1, a, 2, out, &r));
         if (!out[0]) return;
         int bad = 0;
         for (int64_t i = 0; i < 50000; i++) bad += nb_tensor_get(out[1], i) != (nb_rng_uniform(&ref) >= p);
@@ -175,10 +175,10 @@ static void test_embedding_errors_and_infer(void)
 {
     nb_tensor *w = T(NB_F32, S(4, 2), 0, 1, 2, 3, 4, 5, 6, 7), *ids = T(NB_I64, S(2, 2), 0, 1, 4, 2), *o = NULL;
     nb_tensor *in[] = {w, ids};
-    CHECK_ERR(nb_op_run("embedding", 2, in, 0, NULL, 1, &o, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("embedding", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, &o), NB_ERR_ARG,
               "embedding: Ids value 4 at position [1, 0] is out of range: W has V = 4 rows");
     nb_tensor_set(ids, 2, -1);
-    CHECK_ERR(nb_op_run("embedding", 2, in, 0, NULL, 1, &o, NULL), NB_ERR_ARG, "Ids value -1 at position [1, 0]");
+    CHECK_ERR(nb_op_run("embedding", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, &o), NB_ERR_ARG, "Ids value -1 at position [1, 0]");
     CHECK(o == NULL);
     release_all(w, ids, NULL);
 
@@ -217,7 +217,7 @@ static void test_embedding_grad_values(void)
         CHECK_TENSOR(dwp, S(4, 2), 0, 0, 0, 0, 0, 3, 4, 7, 8);
         /* Written into a caller's non-zero buffer, it still starts from zero. */
         nb_tensor *buf = T(dt, S(4, 2), 9, 9, 9, 9, 9, 9, 9, 9), *outs[] = {buf};
-        CHECK_OK(nb_op_run("embedding_grad", 3, in, 0, NULL, 1, outs, NULL));
+        CHECK_OK(nb_op_run("embedding_grad", NB_TENSORS_N(3, in), NB_NO_ATTRS, 1, outs));
         CHECK_TENSOR(buf, S(4, 2), 0, 6, 8, 0, 0, 3, 4, 7, 8);
         release_all(ids, w, dout, dw, dwp, buf, NULL);
     }
@@ -261,7 +261,7 @@ static void test_embedding_grad_errors_and_infer(void)
 {
     nb_tensor *ids = T(NB_I64, S(2), 0, 9), *w = NEW(NB_F32, S(4, 2)), *dout = NEW(NB_F32, S(2, 2)), *o = NULL;
     nb_tensor *in[] = {ids, dout, w};
-    CHECK_ERR(nb_op_run("embedding_grad", 3, in, 0, NULL, 1, &o, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("embedding_grad", NB_TENSORS_N(3, in), NB_NO_ATTRS, 1, &o), NB_ERR_ARG,
               "embedding_grad: Ids value 9 at position [1] is out of range: W has V = 4 rows");
     release_all(ids, w, dout, NULL);
 

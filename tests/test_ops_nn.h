@@ -26,7 +26,7 @@ static inline nb_var_info vinfo(nb_dtype dt, int ndim, const int64_t *shape)
 static inline nb_status infer_op(const char *type, int n_in, const nb_var_info *in, int n_attrs,
                                  const nb_attr *attrs, int n_out, nb_var_info *out)
 {
-    return nb_op_infer(type, n_in, in, n_attrs, attrs, n_out, out);
+    return nb_op_infer(type, n_in, in, NB_ATTRS_N(n_attrs, attrs), n_out, out);
 }
 
 static inline bool info_is(const nb_var_info *v, nb_dtype dt, int ndim, const int64_t *shape)
@@ -41,7 +41,7 @@ static inline nb_status run_op(const char *type, int n_in, nb_tensor *const *in,
                                const nb_attr *attrs, int n_out, nb_tensor **out)
 {
     for (int i = 0; i < n_out; i++) out[i] = NULL;
-    return nb_op_run(type, n_in, in, n_attrs, attrs, n_out, out, NULL);
+    return nb_op_run(type, NB_TENSORS_N(n_in, in), NB_ATTRS_N(n_attrs, attrs), n_out, out);
 }
 
 /* sum(w * output o) of op `type` run on `in`; NAN if the op fails. */

@@ -142,13 +142,13 @@ static void test_batch_norm_inplace(void)
     nb_tensor *mean = T(NB_F64, S(2), 0, 1), *var = T(NB_F64, S(2), 1, 2);
     nb_tensor *in[] = {x, scale, bias, mean, var};
     nb_tensor *out[5] = {NULL, mean, var, NULL, NULL};
-    CHECK_OK(nb_op_run("batch_norm", 5, in, 0, NULL, 5, out, NULL));
+    CHECK_OK(nb_op_run("batch_norm", NB_TENSORS_N(5, in), NB_NO_ATTRS, 5, out));
     CHECK_TENSOR(mean, S(2), 1e-12, 0.25, 1.0);
     CHECK_TENSOR(var, S(2), 1e-12, 0.9 + 0.1 * 5.0 / 3, 1.8 + 0.1 * 4.0 / 3);
     CHECK(out[1] == mean && out[2] == var);
     /* Y written over X. */
     nb_tensor *out2[5] = {x, NULL, NULL, NULL, NULL};
-    CHECK_OK(nb_op_run("batch_norm", 5, in, 0, NULL, 5, out2, NULL));
+    CHECK_OK(nb_op_run("batch_norm", NB_TENSORS_N(5, in), NB_NO_ATTRS, 5, out2));
     const double inv0 = 1 / sqrt(1.25 + 1e-5);
     CHECK_NEAR(nb_tensor_get(x, 0), -1.5 * inv0, 1e-12);
     CHECK_NEAR(nb_tensor_get(x, 6), 1.5 * inv0, 1e-12);
@@ -185,7 +185,7 @@ static void bn_grad_case(const char *what, int ndim, const int64_t *shape, int m
     CHECK_OK(run_op("batch_norm_grad", pass_running ? 7 : 5, gin32, 2, a, 3, g32));
     for (int i = 0; i < 3; i++) CHECK(g32[i] && g32[i]->dtype == NB_F32 && rel_diff(g32[i], g[i]) < 1e-4);
     nb_tensor *dx_only = NULL;
-    CHECK_OK(nb_op_run("batch_norm_grad", pass_running ? 7 : 5, gin, 2, a, 1, &dx_only, NULL));
+    CHECK_OK(nb_op_run("batch_norm_grad", NB_TENSORS_N(pass_running ? 7 : 5, gin), NB_ATTRS_N(2, a), 1, &dx_only));
     CHECK(rel_diff(dx_only, g[0]) == 0);
     nb_tensor_release(dx_only);
     release_n(7, gin32);
@@ -411,45 +411,45 @@ static void test_norm_errors(void)
     nb_tensor *x = T(NB_F32, S(2, 3), 1, 2, 3, 4, 5, 6), *c3 = T(NB_F32, S(3), 1, 1, 1), *c2 = T(NB_F32, S(2), 1, 1);
     nb_tensor *out[5] = {NULL};
     nb_tensor *bad_c[] = {x, c3, c2, c3, c3};
-    CHECK_ERR(nb_op_run("batch_norm", 5, bad_c, 0, NULL, 5, out, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("batch_norm", NB_TENSORS_N(5, bad_c), NB_NO_ATTRS, 5, out), NB_ERR_SHAPE,
               "batch_norm: Bias has shape [2] but X's channels need [3]");
     nb_tensor *one = T(NB_F32, S(1, 3), 1, 2, 3), *single[] = {one, c3, c3, c3, c3};
-    CHECK_ERR(nb_op_run("batch_norm", 5, single, 0, NULL, 5, out, NULL), NB_ERR_SHAPE, "more than one value per channel");
+    CHECK_ERR(nb_op_run("batch_norm", NB_TENSORS_N(5, single), NB_NO_ATTRS, 5, out), NB_ERR_SHAPE, "more than one value per channel");
     nb_attr t[] = {NB_ATTR_BOOL("is_test", true)};
-    CHECK_OK(nb_op_run("batch_norm", 5, single, 1, t, 5, out, NULL));
+    CHECK_OK(nb_op_run("batch_norm", NB_TENSORS_N(5, single), NB_ATTRS_N(1, t), 5, out));
     release_n(5, out);
     nb_tensor *d64 = T(NB_F64, S(3), 1, 1, 1), *mixed[] = {x, c3, c3, d64, c3};
-    CHECK_ERR(nb_op_run("batch_norm", 5, mixed, 0, NULL, 5, out, NULL), NB_ERR_DTYPE, "batch_norm: Mean has dtype float64");
+    CHECK_ERR(nb_op_run("batch_norm", NB_TENSORS_N(5, mixed), NB_NO_ATTRS, 5, out), NB_ERR_DTYPE, "batch_norm: Mean has dtype float64");
     nb_tensor *flat[] = {c3, c3, c3, c3, c3};
-    CHECK_ERR(nb_op_run("batch_norm", 5, flat, 0, NULL, 5, out, NULL), NB_ERR_SHAPE, "batch_norm: X has shape [3]");
+    CHECK_ERR(nb_op_run("batch_norm", NB_TENSORS_N(5, flat), NB_NO_ATTRS, 5, out), NB_ERR_SHAPE, "batch_norm: X has shape [3]");
     nb_attr mom[] = {NB_ATTR_FLOAT("momentum", 1.5)};
     nb_tensor *ok[] = {x, c3, c3, c3, c3};
-    CHECK_ERR(nb_op_run("batch_norm", 5, ok, 1, mom, 5, out, NULL), NB_ERR_ARG, "batch_norm: momentum");
+    CHECK_ERR(nb_op_run("batch_norm", NB_TENSORS_N(5, ok), NB_ATTRS_N(1, mom), 5, out), NB_ERR_ARG, "batch_norm: momentum");
     nb_tensor *gin[] = {x, c3, c3, c3, x, c3, NULL};
-    CHECK_ERR(nb_op_run("batch_norm_grad", 7, gin, 0, NULL, 3, out, NULL), NB_ERR_ARG, "batch_norm_grad: Mean and Variance");
+    CHECK_ERR(nb_op_run("batch_norm_grad", NB_TENSORS_N(7, gin), NB_NO_ATTRS, 3, out), NB_ERR_ARG, "batch_norm_grad: Mean and Variance");
     nb_tensor *dy_bad[] = {x, c3, c3, c3, one};
-    CHECK_ERR(nb_op_run("batch_norm_grad", 5, dy_bad, 0, NULL, 3, out, NULL), NB_ERR_SHAPE, "batch_norm_grad: DY has shape [1, 3]");
+    CHECK_ERR(nb_op_run("batch_norm_grad", NB_TENSORS_N(5, dy_bad), NB_NO_ATTRS, 3, out), NB_ERR_SHAPE, "batch_norm_grad: DY has shape [1, 3]");
 
     nb_attr ax[] = {NB_ATTR_INT("begin_norm_axis", 2)};
     nb_tensor *ln[] = {x, c3, c3};
-    CHECK_ERR(nb_op_run("layer_norm", 3, ln, 1, ax, 3, out, NULL), NB_ERR_ARG, "layer_norm: begin_norm_axis 2 is out of range");
+    CHECK_ERR(nb_op_run("layer_norm", NB_TENSORS_N(3, ln), NB_ATTRS_N(1, ax), 3, out), NB_ERR_ARG, "layer_norm: begin_norm_axis 2 is out of range");
     nb_tensor *ln_bad[] = {x, c2, NULL};
-    CHECK_ERR(nb_op_run("layer_norm", 3, ln_bad, 0, NULL, 3, out, NULL), NB_ERR_SHAPE, "layer_norm: Scale has shape [2]");
+    CHECK_ERR(nb_op_run("layer_norm", NB_TENSORS_N(3, ln_bad), NB_NO_ATTRS, 3, out), NB_ERR_SHAPE, "layer_norm: Scale has shape [2]");
     nb_tensor *x3 = T(NB_F32, S(1, 2, 3), 1, 2, 3, 4, 5, 6), *s6 = T(NB_F32, S(6), 1, 1, 1, 1, 1, 1);
     nb_tensor *s23 = T(NB_F32, S(2, 3), 1, 1, 1, 1, 1, 1), *forms[] = {x3, s6, s23};
-    CHECK_ERR(nb_op_run("layer_norm", 3, forms, 0, NULL, 3, out, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("layer_norm", NB_TENSORS_N(3, forms), NB_NO_ATTRS, 3, out), NB_ERR_SHAPE,
               "layer_norm: Scale has shape [6] but Bias has shape [2, 3]");
     RELEASE(x3, s6, s23);
     nb_tensor *xi = NULL;
     CHECK_OK(nb_tensor_new(&xi, NB_I32, 2, S(2, 3)));
     nb_tensor *ln_int[] = {xi, NULL, NULL};
-    CHECK_ERR(nb_op_run("layer_norm", 3, ln_int, 0, NULL, 3, out, NULL), NB_ERR_DTYPE, "layer_norm: X has dtype int32");
+    CHECK_ERR(nb_op_run("layer_norm", NB_TENSORS_N(3, ln_int), NB_NO_ATTRS, 3, out), NB_ERR_DTYPE, "layer_norm: X has dtype int32");
     nb_tensor *lg_bad[] = {x, NULL, c3, c2, x};
-    CHECK_ERR(nb_op_run("layer_norm_grad", 5, lg_bad, 0, NULL, 3, out, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("layer_norm_grad", NB_TENSORS_N(5, lg_bad), NB_NO_ATTRS, 3, out), NB_ERR_SHAPE,
               "layer_norm_grad: Mean has shape [3]");
     nb_attr neg_eps[] = {NB_ATTR_FLOAT("epsilon", -1)};
     nb_tensor *plain[] = {x};
-    CHECK_ERR(nb_op_run("layer_norm", 1, plain, 1, neg_eps, 3, out, NULL), NB_ERR_ARG, "layer_norm: epsilon");
+    CHECK_ERR(nb_op_run("layer_norm", NB_TENSORS_N(1, plain), NB_ATTRS_N(1, neg_eps), 3, out), NB_ERR_ARG, "layer_norm: epsilon");
     for (int i = 0; i < 5; i++) CHECK(out[i] == NULL);
     RELEASE(x, c3, c2, one, d64, xi);
 }

@@ -11,7 +11,7 @@ static const nb_dtype num_types[] = {NB_F32, NB_F64, NB_I32, NB_I64};
 static nb_status infer(const char *op, int n_in, const nb_var_info *ins, int n_attrs, const nb_attr *attrs,
                        nb_var_info *out)
 {
-    return nb_op_infer(op, n_in, ins, n_attrs, attrs, 1, out);
+    return nb_op_infer(op, n_in, ins, NB_ATTRS_N(n_attrs, attrs), 1, out);
 }
 
 #define CHECK_INFO(info, dt, ...)                                                                     \
@@ -169,10 +169,10 @@ static void test_reduce_empty(void)
     CHECK(kept && nb_tensor_numel(kept) == 0);
     nb_tensor *out = NULL, *in[] = {x};
     nb_attr a[] = {NB_ATTR_INTS("axes", 0)};
-    CHECK_ERR(nb_op_run("reduce_max", 1, in, 1, a, 1, &out, NULL), NB_ERR_SHAPE, "reduce_max: cannot take the maximum");
-    CHECK_ERR(nb_op_run("reduce_min", 1, in, 1, a, 1, &out, NULL), NB_ERR_SHAPE, "reduce_min");
+    CHECK_ERR(nb_op_run("reduce_max", NB_TENSORS_N(1, in), NB_ATTRS_N(1, a), 1, &out), NB_ERR_SHAPE, "reduce_max: cannot take the maximum");
+    CHECK_ERR(nb_op_run("reduce_min", NB_TENSORS_N(1, in), NB_ATTRS_N(1, a), 1, &out), NB_ERR_SHAPE, "reduce_min");
     nb_attr b[] = {NB_ATTR_INT("axis", 0)};
-    CHECK_ERR(nb_op_run("argmax", 1, in, 1, b, 1, &out, NULL), NB_ERR_SHAPE, "argmax: X has shape [0, 3]");
+    CHECK_ERR(nb_op_run("argmax", NB_TENSORS_N(1, in), NB_ATTRS_N(1, b), 1, &out), NB_ERR_SHAPE, "argmax: X has shape [0, 3]");
     CHECK(out == NULL);
     release_all(x, sum, prod, mean, lse, kept, NULL);
 }
@@ -361,7 +361,7 @@ static void test_sum_variadic(void)
         CHECK_TENSOR(s1, S(2, 2), 0, 1, 2, 3, 4);
         /* Accumulating into one of the inputs. */
         nb_tensor *out[] = {b};
-        CHECK_OK(nb_op_run("sum", 3, in3, 0, NULL, 1, out, NULL));
+        CHECK_OK(nb_op_run("sum", NB_TENSORS_N(3, in3), NB_NO_ATTRS, 1, out));
         CHECK_TENSOR(b, S(2, 2), 0, 111, 222, 333, 444);
         release_all(a, b, c, s3, s1, NULL);
     }
@@ -385,11 +385,11 @@ static void test_sum_errors(void)
     nb_tensor *c = T(NB_F32, S(2, 4), 1, 2, 3, 4, 5, 6, 7, 8), *d = T(NB_F64, S(2, 3), 1, 2, 3, 4, 5, 6);
     nb_tensor *out = NULL;
     nb_tensor *bad_shape[] = {a, b, c}, *bad_dtype[] = {a, d};
-    CHECK_ERR(nb_op_run("sum", 3, bad_shape, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("sum", NB_TENSORS_N(3, bad_shape), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
               "sum: X[2] has shape [2, 4] but X[0] has shape [2, 3]");
-    CHECK_ERR(nb_op_run("sum", 2, bad_dtype, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE,
+    CHECK_ERR(nb_op_run("sum", NB_TENSORS_N(2, bad_dtype), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
               "sum: X[1] has dtype float64 but X[0] has dtype float32");
-    CHECK_ERR(nb_op_run("sum", 0, NULL, 0, NULL, 1, &out, NULL), NB_ERR_ARG, "sum");
+    CHECK_ERR(nb_op_run("sum", NB_NO_TENSORS, NB_NO_ATTRS, 1, &out), NB_ERR_ARG, "sum");
     CHECK(out == NULL);
     /* Build time: -1 matches anything, and a known size fills it in. */
     nb_var_info ins[] = {{NB_F32, 2, {-1, 3}}, {NB_F32, 2, {4, -1}}}, o;
@@ -435,7 +435,7 @@ static void test_sum_to_errors_and_inference(void)
     nb_tensor *x = T(NB_F32, S(2, 3), 1, 2, 3, 4, 5, 6), *like, *out = NULL;
     CHECK_OK(nb_tensor_new(&like, NB_F32, 1, S(2)));
     nb_tensor *in[] = {x, like};
-    CHECK_ERR(nb_op_run("sum_to", 2, in, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("sum_to", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
               "sum_to: Like has shape [2], which does not broadcast to X's shape [2, 3]");
     CHECK(out == NULL);
     nb_var_info o;
@@ -475,29 +475,29 @@ static void test_reduce_errors(void)
 {
     nb_tensor *x = iota234(NB_F32), *out = NULL, *in[] = {x};
     nb_attr big[] = {NB_ATTR_INTS("axes", 3)};
-    CHECK_ERR(nb_op_run("reduce_sum", 1, in, 1, big, 1, &out, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("reduce_sum", NB_TENSORS_N(1, in), NB_ATTRS_N(1, big), 1, &out), NB_ERR_ARG,
               "reduce_sum: axis 3 is out of range for X of shape [2, 3, 4]");
     nb_attr neg[] = {NB_ATTR_INTS("axes", -4)};
-    CHECK_ERR(nb_op_run("reduce_max", 1, in, 1, neg, 1, &out, NULL), NB_ERR_ARG, "reduce_max: axis -4 is out of range");
+    CHECK_ERR(nb_op_run("reduce_max", NB_TENSORS_N(1, in), NB_ATTRS_N(1, neg), 1, &out), NB_ERR_ARG, "reduce_max: axis -4 is out of range");
     nb_attr dup[] = {NB_ATTR_INTS("axes", 1, -2)};
-    CHECK_ERR(nb_op_run("reduce_mean", 1, in, 1, dup, 1, &out, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("reduce_mean", NB_TENSORS_N(1, in), NB_ATTRS_N(1, dup), 1, &out), NB_ERR_ARG,
               "reduce_mean: axes [1, -2] name dim 1 twice");
     nb_attr bad_axis[] = {NB_ATTR_INT("axis", 3)};
-    CHECK_ERR(nb_op_run("argmin", 1, in, 1, bad_axis, 1, &out, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("argmin", NB_TENSORS_N(1, in), NB_ATTRS_N(1, bad_axis), 1, &out), NB_ERR_ARG,
               "argmin: axis 3 is out of range for X of shape [2, 3, 4]");
     nb_attr wrong_type[] = {NB_ATTR_INT("axes", 1)};
-    CHECK_ERR(nb_op_run("reduce_sum", 1, in, 1, wrong_type, 1, &out, NULL), NB_ERR_ARG, "reduce_sum");
+    CHECK_ERR(nb_op_run("reduce_sum", NB_TENSORS_N(1, in), NB_ATTRS_N(1, wrong_type), 1, &out), NB_ERR_ARG, "reduce_sum");
     nb_tensor *xi = T(NB_I32, S(2), 1, 2), *xb, *ii[] = {xi};
-    CHECK_ERR(nb_op_run("reduce_mean", 1, ii, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE,
+    CHECK_ERR(nb_op_run("reduce_mean", NB_TENSORS_N(1, ii), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
               "reduce_mean: X has dtype int32 but it takes float32 or float64");
-    CHECK_ERR(nb_op_run("logsumexp", 1, ii, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE, "logsumexp: X has dtype int32");
+    CHECK_ERR(nb_op_run("logsumexp", NB_TENSORS_N(1, ii), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE, "logsumexp: X has dtype int32");
     CHECK_OK(nb_tensor_new(&xb, NB_BOOL, 1, S(2)));
     nb_tensor *ib[] = {xb};
-    CHECK_ERR(nb_op_run("reduce_sum", 1, ib, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE, "reduce_sum: X has dtype bool");
+    CHECK_ERR(nb_op_run("reduce_sum", NB_TENSORS_N(1, ib), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE, "reduce_sum: X has dtype bool");
     /* A 0-d X has no axes to name. */
     nb_tensor *s = tscalar(NB_F64, 1), *is[] = {s};
     nb_attr zero[] = {NB_ATTR_INTS("axes", 0)};
-    CHECK_ERR(nb_op_run("reduce_sum", 1, is, 1, zero, 1, &out, NULL), NB_ERR_ARG, "reduce_sum: axis 0 is out of range");
+    CHECK_ERR(nb_op_run("reduce_sum", NB_TENSORS_N(1, is), NB_ATTRS_N(1, zero), 1, &out), NB_ERR_ARG, "reduce_sum: axis 0 is out of range");
     CHECK(out == NULL);
     release_all(x, xi, xb, s, NULL);
 }

@@ -117,7 +117,7 @@ static void test_softmax_in_place(void)
         nb_tensor *in[] = {x}, *rin[] = {ref}, *out[] = {x};
         nb_attr a[] = {NB_ATTR_INT("axis", axis)};
         nb_tensor *want = RUN1("log_softmax", rin, a);
-        CHECK_OK(nb_op_run("log_softmax", 1, in, 1, a, 1, out, NULL));
+        CHECK_OK(nb_op_run("log_softmax", NB_TENSORS_N(1, in), NB_ATTRS_N(1, a), 1, out));
         CHECK_CLOSE(x, want, 1e-14, 1e-14);
         release_all(x, ref, want, NULL);
     }
@@ -148,7 +148,7 @@ static void test_softmax_infer_and_errors(void)
     CHECK_ERR(infer_op("log_softmax", 1, in, 1, bad2, 1, out), NB_ERR_ARG, "log_softmax: axis -3");
     nb_tensor *xi = T(NB_I32, S(3), 1, 2, 3), *out1 = NULL;
     nb_tensor *ins[] = {xi};
-    CHECK_ERR(nb_op_run("softmax", 1, ins, 0, NULL, 1, &out1, NULL), NB_ERR_DTYPE, "softmax: X must be float32");
+    CHECK_ERR(nb_op_run("softmax", NB_TENSORS_N(1, ins), NB_NO_ATTRS, 1, &out1), NB_ERR_DTYPE, "softmax: X must be float32");
     CHECK(out1 == NULL);
     nb_tensor_release(xi);
 }
@@ -315,7 +315,7 @@ static void test_swce_in_place(void)
     /* Softmax written over Logits still gives the right loss. */
     nb_tensor *x = T(NB_F64, S(2, 3), 1, 2, 3, 1, 2, 3), *lab = T(NB_I64, S(2), 2, 0);
     nb_tensor *in[] = {x, lab}, *out[2] = {x, NULL};
-    CHECK_OK(nb_op_run("softmax_with_cross_entropy", 2, in, 0, NULL, 2, out, NULL));
+    CHECK_OK(nb_op_run("softmax_with_cross_entropy", NB_TENSORS_N(2, in), NB_NO_ATTRS, 2, out));
     CHECK_TENSOR(out[1], S(2, 1), 1e-12, LSE123 - 3, LSE123 - 1);
     CHECK_TENSOR(x, S(2, 3), 1e-12, 0.09003057317038046, 0.24472847105479764, 0.6652409557748219,
                  0.09003057317038046, 0.24472847105479764, 0.6652409557748219);

@@ -88,15 +88,15 @@ static void test_unary_rejects_ints(void)
 {
     nb_tensor *x = T(NB_I32, S(2), 1, 2), *out = NULL;
     nb_tensor *in[] = {x};
-    CHECK_ERR(nb_op_run("exp", 1, in, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE,
+    CHECK_ERR(nb_op_run("exp", NB_TENSORS_N(1, in), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
               "exp: X is int32 but it takes float32, float64");
-    CHECK_ERR(nb_op_run("sigmoid", 1, in, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE, "sigmoid: X is int32");
+    CHECK_ERR(nb_op_run("sigmoid", NB_TENSORS_N(1, in), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE, "sigmoid: X is int32");
     nb_tensor *b = T(NB_BOOL, S(2), 1, 0);
     nb_tensor *inb[] = {b};
-    CHECK_ERR(nb_op_run("neg", 1, inb, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE,
+    CHECK_ERR(nb_op_run("neg", NB_TENSORS_N(1, inb), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
               "neg: X is bool but it takes float32, float64, int32, int64");
     nb_tensor *in2[] = {x, x};
-    CHECK_ERR(nb_op_run("pow", 2, in2, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE,
+    CHECK_ERR(nb_op_run("pow", NB_TENSORS_N(2, in2), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
               "pow: X and Y are int32 but it takes float32, float64");
     release_all(x, b, NULL);
 }
@@ -237,12 +237,12 @@ static void test_attribute_errors(void)
     nb_tensor *x = T(NB_F32, S(2), 1, 2), *out = NULL;
     nb_tensor *in[] = {x};
     nb_attr c[] = {NB_ATTR_FLOAT("min", 2), NB_ATTR_FLOAT("max", 1)};
-    CHECK_ERR(nb_op_run("clip", 1, in, 2, c, 1, &out, NULL), NB_ERR_ARG, "clip: min (2) is greater than max (1)");
+    CHECK_ERR(nb_op_run("clip", NB_TENSORS_N(1, in), NB_ATTRS_N(2, c), 1, &out), NB_ERR_ARG, "clip: min (2) is greater than max (1)");
     nb_attr sp[] = {NB_ATTR_FLOAT("beta", 0)};
-    CHECK_ERR(nb_op_run("softplus", 1, in, 1, sp, 1, &out, NULL), NB_ERR_ARG, "softplus: beta");
-    CHECK_ERR(nb_op_run("cast", 1, in, 0, NULL, 1, &out, NULL), NB_ERR_ARG, "missing required attribute 'dtype'");
+    CHECK_ERR(nb_op_run("softplus", NB_TENSORS_N(1, in), NB_ATTRS_N(1, sp), 1, &out), NB_ERR_ARG, "softplus: beta");
+    CHECK_ERR(nb_op_run("cast", NB_TENSORS_N(1, in), NB_NO_ATTRS, 1, &out), NB_ERR_ARG, "missing required attribute 'dtype'");
     nb_attr bad[] = {NB_ATTR_INT("dtype", 42)};
-    CHECK_ERR(nb_op_run("cast", 1, in, 1, bad, 1, &out, NULL), NB_ERR_ARG, "cast: dtype 42");
+    CHECK_ERR(nb_op_run("cast", NB_TENSORS_N(1, in), NB_ATTRS_N(1, bad), 1, &out), NB_ERR_ARG, "cast: dtype 42");
     CHECK(out == NULL);
     nb_tensor_release(x);
 }

@@ -22,7 +22,7 @@ static void run3(const char *type, nb_dtype dt, int n_in, nb_tensor **in, int gr
 {
     for (int s = 0; s < 3; s++) {
         in[grad_slot] = T(dt, S(2), G[s][0], G[s][1]);
-        CHECK_OK(nb_op_run(type, n_in, in, n_attrs, attrs, n_out, out, NULL));
+        CHECK_OK(nb_op_run(type, NB_TENSORS_N(n_in, in), NB_ATTRS_N(n_attrs, attrs), n_out, out));
         nb_tensor_release(in[grad_slot]);
         in[grad_slot] = NULL;
         for (int k = 0; k < n_check; k++) CHECK_TENSOR(check[k], S(2), tol_of(dt), want[s][2 * k], want[s][2 * k + 1]);
@@ -63,7 +63,7 @@ static void test_sgd_fresh_output(void)
 {
     nb_tensor *p = param(NB_F64), *g = T(NB_F64, S(2), 0.5, -1.0), *lr = T(NB_F64, S(1), LR);
     nb_tensor *out[1] = {NULL};
-    CHECK_OK(nb_op_run("sgd", 3, (nb_tensor *[]){p, g, lr}, 0, NULL, 1, out, NULL));
+    CHECK_OK(nb_op_run("sgd", NB_TENSORS(p, g, lr), NB_NO_ATTRS, 1, out));
     CHECK_TENSOR(out[0], S(2), 1e-15, 0.95, -0.4);
     CHECK_TENSOR(p, S(2), 0, 1.0, -0.5);
     release_all(p, g, lr, out[0], NULL);
@@ -115,7 +115,7 @@ static void test_adam(void)
             } else {
                 /* 0.01 instead of 0.1: only the first step is easy to state. */
                 in[1] = T(dt, S(2), G[0][0], G[0][1]);
-                CHECK_OK(nb_op_run("adamw", 7, in, 0, NULL, 5, out, NULL));
+                CHECK_OK(nb_op_run("adamw", NB_TENSORS_N(7, in), NB_NO_ATTRS, 5, out));
                 CHECK_TENSOR(p, S(2), tol_of(dt), 1 * (1 - LR * 0.01) - 0.099999998, -0.5 * (1 - LR * 0.01) + 0.099999999);
                 nb_tensor_release(in[1]);
             }
@@ -179,7 +179,7 @@ static void test_adagrad(void)
 static void test_lr_dtype_independent(void)
 {
     nb_tensor *p = param(NB_F64), *g = T(NB_F64, S(2), 1, 2), *lr = T(NB_F32, S(1), 0.25);
-    CHECK_OK(nb_op_run("sgd", 3, (nb_tensor *[]){p, g, lr}, 0, NULL, 1, (nb_tensor *[]){p}, NULL));
+    CHECK_OK(nb_op_run("sgd", NB_TENSORS(p, g, lr), NB_NO_ATTRS, 1, (nb_tensor *[]){p}));
     CHECK_TENSOR(p, S(2), 0, 0.75, -1.0);
     release_all(p, g, lr, NULL);
 }
@@ -190,34 +190,28 @@ static void test_update_errors(void)
     nb_tensor *lr2 = T(NB_F64, S(2), 0.1, 0.1), *lr = T(NB_F64, S(1), 0.1), *g = T(NB_F64, S(2), 1, 2);
     nb_tensor *pi = T(NB_I64, S(2), 1, 2), *gi = T(NB_I64, S(2), 1, 2), *z = zeros2(NB_F64);
     nb_tensor *out = NULL;
-    CHECK_ERR(nb_op_run("sgd", 3, (nb_tensor *[]){p, g3, lr}, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE, "Grad is float64 [3]");
-    CHECK_ERR(nb_op_run("sgd", 3, (nb_tensor *[]){p, g32, lr}, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE, "Grad is float32");
-    CHECK_ERR(nb_op_run("sgd", 3, (nb_tensor *[]){p, g, lr2}, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("sgd", NB_TENSORS(p, g3, lr), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE, "Grad is float64 [3]");
+    CHECK_ERR(nb_op_run("sgd", NB_TENSORS(p, g32, lr), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE, "Grad is float32");
+    CHECK_ERR(nb_op_run("sgd", NB_TENSORS(p, g, lr2), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
               "LearningRate has shape [2]");
-    CHECK_ERR(nb_op_run("sgd", 3, (nb_tensor *[]){pi, gi, lr}, 0, NULL, 1, &out, NULL), NB_ERR_DTYPE, "Param is int64");
-    CHECK_ERR(nb_op_run("momentum", 4, (nb_tensor *[]){p, g, z, lr}, 1, (nb_attr[]){NB_ATTR_FLOAT("mu", -1)}, 2,
-                        (nb_tensor *[]){NULL, NULL}, NULL),
+    CHECK_ERR(nb_op_run("sgd", NB_TENSORS(pi, gi, lr), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE, "Param is int64");
+    CHECK_ERR(nb_op_run("momentum", NB_TENSORS(p, g, z, lr), NB_ATTRS(NB_ATTR_FLOAT("mu", -1)), 2, (nb_tensor *[]){NULL, NULL}),
               NB_ERR_ARG, "'mu' is -1");
-    CHECK_ERR(nb_op_run("momentum", 4, (nb_tensor *[]){p, g, z, lr},
-                        2, (nb_attr[]){NB_ATTR_FLOAT("mu", 0), NB_ATTR_BOOL("use_nesterov", true)}, 2,
-                        (nb_tensor *[]){NULL, NULL}, NULL),
+    CHECK_ERR(nb_op_run("momentum", NB_TENSORS(p, g, z, lr), NB_ATTRS(NB_ATTR_FLOAT("mu", 0), NB_ATTR_BOOL("use_nesterov", true)), 2, (nb_tensor *[]){NULL, NULL}),
               NB_ERR_ARG, "Nesterov");
     nb_tensor *b1p = T(NB_F64, S(1), 0.9), *one = T(NB_F64, S(1), 1.0), *outs[5] = {0};
-    CHECK_ERR(nb_op_run("adam", 7, (nb_tensor *[]){p, g, z, z, lr, b1p, b1p}, 1,
-                        (nb_attr[]){NB_ATTR_FLOAT("beta1", 1.0)}, 5, outs, NULL),
+    CHECK_ERR(nb_op_run("adam", NB_TENSORS(p, g, z, z, lr, b1p, b1p), NB_ATTRS(NB_ATTR_FLOAT("beta1", 1.0)), 5, outs),
               NB_ERR_ARG, "'beta1' is 1");
-    CHECK_ERR(nb_op_run("adam", 7, (nb_tensor *[]){p, g, z, z, lr, one, b1p}, 0, NULL, 5, outs, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("adam", NB_TENSORS(p, g, z, z, lr, one, b1p), NB_NO_ATTRS, 5, outs), NB_ERR_ARG,
               "Beta1Pow 1");
-    CHECK_ERR(nb_op_run("rmsprop", 4, (nb_tensor *[]){p, g, z, lr}, 1, (nb_attr[]){NB_ATTR_FLOAT("momentum", 0.5)}, 2,
-                        outs, NULL),
+    CHECK_ERR(nb_op_run("rmsprop", NB_TENSORS(p, g, z, lr), NB_ATTRS(NB_ATTR_FLOAT("momentum", 0.5)), 2, outs),
               NB_ERR_ARG, "no Moment input");
-    CHECK_ERR(nb_op_run("rmsprop", 6, (nb_tensor *[]){p, g, z, lr, NULL, z}, 1,
-                        (nb_attr[]){NB_ATTR_BOOL("centered", true)}, 3, outs, NULL),
+    CHECK_ERR(nb_op_run("rmsprop", NB_TENSORS(p, g, z, lr, NULL, z), NB_ATTRS(NB_ATTR_BOOL("centered", true)), 3, outs),
               NB_ERR_ARG, "needs a Moment input too");
-    CHECK_ERR(nb_op_run("rmsprop", 5, (nb_tensor *[]){p, g, z, lr, z}, 0, NULL, 2, outs, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("rmsprop", NB_TENSORS(p, g, z, lr, z), NB_NO_ATTRS, 2, outs), NB_ERR_ARG,
               "2 outputs given but its inputs need 3");
     /* Writing in place into a tensor of the wrong shape is refused. */
-    CHECK_ERR(nb_op_run("sgd", 3, (nb_tensor *[]){p, g, lr}, 0, NULL, 1, (nb_tensor *[]){g3}, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("sgd", NB_TENSORS(p, g, lr), NB_NO_ATTRS, 1, (nb_tensor *[]){g3}), NB_ERR_SHAPE,
               "output 0");
     CHECK(!out && !outs[0]);
     CHECK_TENSOR(p, S(2), 0, 1.0, -0.5);
@@ -231,7 +225,7 @@ static double lr_at(int64_t t, nb_dtype step_dt, int n_attrs, const nb_attr *att
 {
     nb_tensor *step = T(step_dt, S(1), (double)t), *out = NULL;
     double v = NAN;
-    CHECK_OK(nb_op_run("lr_schedule", 1, &step, n_attrs, attrs, 1, &out, NULL));
+    CHECK_OK(nb_op_run("lr_schedule", NB_TENSORS_N(1, &step), NB_ATTRS_N(n_attrs, attrs), 1, &out));
     if (out) {
         CHECK(out->dtype == NB_F32 && out->ndim == 1 && out->shape[0] == 1);
         v = nb_tensor_get(out, 0);
@@ -290,33 +284,26 @@ static void test_schedule_dtype_and_errors(void)
     nb_tensor *step = T(NB_I64, S(1), 3), *out = NULL;
     nb_attr a[] = {NB_ATTR_STRING("kind", "exponential"), NB_ATTR_FLOAT("base_lr", 0.1), NB_ATTR_FLOAT("gamma", 0.9),
                    NB_ATTR_INT("dtype", NB_F64)};
-    CHECK_OK(nb_op_run("lr_schedule", 1, &step, 4, a, 1, &out, NULL));
+    CHECK_OK(nb_op_run("lr_schedule", NB_TENSORS_N(1, &step), NB_ATTRS_N(4, a), 1, &out));
     CHECK(out && out->dtype == NB_F64);
     if (out) CHECK_TENSOR(out, S(1), 1e-15, 0.1 * 0.81);
     nb_tensor_release(out);
     out = NULL;
     nb_tensor *two = T(NB_I64, S(2), 1, 2), *b = T(NB_BOOL, S(1), 1);
-    CHECK_ERR(nb_op_run("lr_schedule", 1, &two, 1, (nb_attr[]){NB_ATTR_FLOAT("base_lr", 1)}, 1, &out, NULL),
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS_N(1, &two), NB_ATTRS(NB_ATTR_FLOAT("base_lr", 1)), 1, &out),
               NB_ERR_SHAPE, "Step has shape [2]");
-    CHECK_ERR(nb_op_run("lr_schedule", 1, &b, 1, (nb_attr[]){NB_ATTR_FLOAT("base_lr", 1)}, 1, &out, NULL), NB_ERR_DTYPE,
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS_N(1, &b), NB_ATTRS(NB_ATTR_FLOAT("base_lr", 1)), 1, &out), NB_ERR_DTYPE,
               "Step is bool");
-    CHECK_ERR(nb_op_run("lr_schedule", 1, &step, 0, NULL, 1, &out, NULL), NB_ERR_ARG, "base_lr");
-    CHECK_ERR(nb_op_run("lr_schedule", 1, &step, 2,
-                        (nb_attr[]){NB_ATTR_STRING("kind", "linear"), NB_ATTR_FLOAT("base_lr", 1)}, 1, &out, NULL),
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS_N(1, &step), NB_NO_ATTRS, 1, &out), NB_ERR_ARG, "base_lr");
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS_N(1, &step), NB_ATTRS(NB_ATTR_STRING("kind", "linear"), NB_ATTR_FLOAT("base_lr", 1)), 1, &out),
               NB_ERR_ARG, "kind \"linear\"");
-    CHECK_ERR(nb_op_run("lr_schedule", 1, &step, 3,
-                        (nb_attr[]){NB_ATTR_STRING("kind", "step"), NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_FLOAT("gamma", 0)},
-                        1, &out, NULL),
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS_N(1, &step), NB_ATTRS(NB_ATTR_STRING("kind", "step"), NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_FLOAT("gamma", 0)), 1, &out),
               NB_ERR_ARG, "gamma is 0");
-    CHECK_ERR(nb_op_run("lr_schedule", 1, &step, 3,
-                        (nb_attr[]){NB_ATTR_STRING("kind", "step"), NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_INT("step_size", 0)},
-                        1, &out, NULL),
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS_N(1, &step), NB_ATTRS(NB_ATTR_STRING("kind", "step"), NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_INT("step_size", 0)), 1, &out),
               NB_ERR_ARG, "step_size is 0");
-    CHECK_ERR(nb_op_run("lr_schedule", 1, &step, 2,
-                        (nb_attr[]){NB_ATTR_STRING("kind", "cosine"), NB_ATTR_FLOAT("base_lr", 1)}, 1, &out, NULL),
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS_N(1, &step), NB_ATTRS(NB_ATTR_STRING("kind", "cosine"), NB_ATTR_FLOAT("base_lr", 1)), 1, &out),
               NB_ERR_ARG, "total_steps");
-    CHECK_ERR(nb_op_run("lr_schedule", 1, &step, 2, (nb_attr[]){NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_INT("dtype", NB_I32)},
-                        1, &out, NULL),
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS_N(1, &step), NB_ATTRS(NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_INT("dtype", NB_I32)), 1, &out),
               NB_ERR_DTYPE, "dtype");
     CHECK(!out);
     release_all(step, two, b, NULL);

@@ -153,22 +153,22 @@ static void test_op_run_user_op(void)
     CHECK_TENSOR(o2, S(3), 0, 13, 26, 39);
     nb_tensor *out = NULL;
     nb_attr bad[] = {NB_ATTR_STRING("alpha", "x")};
-    CHECK_ERR(nb_op_run("test_axpy", 2, ins, 1, bad, 1, &out, NULL), NB_ERR_ARG, "'alpha' must be of type float");
+    CHECK_ERR(nb_op_run("test_axpy", NB_TENSORS_N(2, ins), NB_ATTRS_N(1, bad), 1, &out), NB_ERR_ARG, "'alpha' must be of type float");
     nb_attr unknown[] = {NB_ATTR_FLOAT("beta", 1)};
-    CHECK_ERR(nb_op_run("test_axpy", 2, ins, 1, unknown, 1, &out, NULL), NB_ERR_ARG, "unknown attribute 'beta' (it takes: alpha)");
-    CHECK_ERR(nb_op_run("test_axpy", 1, ins, 0, NULL, 1, &out, NULL), NB_ERR_ARG, "missing input 'Y'");
-    CHECK_ERR(nb_op_run("test_axpy", 3, (nb_tensor *[]){x, y, x}, 0, NULL, 1, &out, NULL), NB_ERR_ARG, "3 inputs given");
-    CHECK_ERR(nb_op_run("nope", 0, NULL, 0, NULL, 1, &out, NULL), NB_ERR_NOT_FOUND, "unknown op 'nope'");
-    CHECK_ERR(nb_op_run("test_fill", 0, NULL, 0, NULL, 1, &out, NULL), NB_ERR_ARG, "missing required attribute 'shape'");
+    CHECK_ERR(nb_op_run("test_axpy", NB_TENSORS_N(2, ins), NB_ATTRS_N(1, unknown), 1, &out), NB_ERR_ARG, "unknown attribute 'beta' (it takes: alpha)");
+    CHECK_ERR(nb_op_run("test_axpy", NB_TENSORS_N(1, ins), NB_NO_ATTRS, 1, &out), NB_ERR_ARG, "missing input 'Y'");
+    CHECK_ERR(nb_op_run("test_axpy", NB_TENSORS(x, y, x), NB_NO_ATTRS, 1, &out), NB_ERR_ARG, "3 inputs given");
+    CHECK_ERR(nb_op_run("nope", NB_NO_TENSORS, NB_NO_ATTRS, 1, &out), NB_ERR_NOT_FOUND, "unknown op 'nope'");
+    CHECK_ERR(nb_op_run("test_fill", NB_NO_TENSORS, NB_NO_ATTRS, 1, &out), NB_ERR_ARG, "missing required attribute 'shape'");
     nb_tensor *z = T(NB_F64, S(2), 1, 2);
-    CHECK_ERR(nb_op_run("test_axpy", 2, (nb_tensor *[]){x, z}, 0, NULL, 1, &out, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("test_axpy", NB_TENSORS(x, z), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
               "X has shape [3] but Y has shape [2]");
     /* Writing into a given output tensor, including in place. */
     nb_tensor *outs[] = {x};
-    CHECK_OK(nb_op_run("test_axpy", 2, ins, 1, attrs, 1, outs, NULL));
+    CHECK_OK(nb_op_run("test_axpy", NB_TENSORS_N(2, ins), NB_ATTRS_N(1, attrs), 1, outs));
     CHECK_TENSOR(x, S(3), 0, 12, 24, 36);
     nb_tensor *wrong[] = {z};
-    CHECK_ERR(nb_op_run("test_axpy", 2, ins, 0, NULL, 1, wrong, NULL), NB_ERR_SHAPE, "output 0 given as float64 [2]");
+    CHECK_ERR(nb_op_run("test_axpy", NB_TENSORS_N(2, ins), NB_NO_ATTRS, 1, wrong), NB_ERR_SHAPE, "output 0 given as float64 [2]");
     /* Variadic inputs. */
     nb_tensor *cat = RUN1_NOATTR("test_concat", ((nb_tensor *[]){x, y, z}));
     CHECK_TENSOR(cat, S(8), 0, 12, 24, 36, 10, 20, 30, 1, 2);

@@ -74,7 +74,7 @@ nb_tensor *run1_(const char *file, int line, const char *type, int n_in, nb_tens
                  const nb_attr *attrs)
 {
     nb_tensor *out = NULL;
-    nb_status st = nb_op_run(type, n_in, in, n_attrs, attrs, 1, &out, NULL);
+    nb_status st = nb_op_run(type, NB_TENSORS_N(n_in, in), NB_ATTRS_N(n_attrs, attrs), 1, &out);
     if (st) {
         fprintf(stderr, "  %s:%d: %s failed: %s\n", file, line, type, nb_last_error());
         test_failures_in_current++;

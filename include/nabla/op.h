@@ -172,8 +172,8 @@ NB_API int nb_op_num_outputs(const nb_op_def *def);
  * inputs (dims may be -1), as building a program does. `in` lists inputs in
  * slot order as nb_op_run does; an entry with ndim < 0 marks an absent
  * optional input. */
-NB_API nb_status nb_op_infer(const char *type, int n_in, const nb_var_info *in, int n_attrs, const nb_attr *attrs,
-                      int n_out, nb_var_info *out);
+NB_API nb_status nb_op_infer(const char *type, int n_in, const nb_var_info *in, nb_attrs attrs, int n_out,
+                             nb_var_info *out);
 
 /* ---- running one op on tensors --------------------------------------------- */
 
@@ -184,11 +184,12 @@ NB_API nb_status nb_op_infer(const char *type, int n_in, const nb_var_info *in, 
  * optional one), and for the variadic slot, if any, all that remain. `out`
  * likewise; a NULL entry receives a new tensor (one reference, yours), a
  * non-NULL one is written in place and must have the inferred shape and
- * dtype. `rng` may be NULL (a generator seeded from the op's "seed"
- * attribute, or 0, is used). */
-NB_API nb_status nb_op_run(const char *type, int n_in, nb_tensor *const *in,
-                    int n_attrs, const nb_attr *attrs,
-                    int n_out, nb_tensor **out, nb_rng *rng);
+ * dtype. A random op draws from a generator seeded with its "seed"
+ * attribute (0 if none):
+ *
+ *     nb_tensor *y = NULL;
+ *     nb_op_run("scale", NB_TENSORS(x), NB_ATTRS(NB_ATTR_FLOAT("scale", 2)), 1, &y); */
+NB_API nb_status nb_op_run(const char *type, nb_tensors in, nb_attrs attrs, int n_out, nb_tensor **out);
 
 NB_END_DECLS
 

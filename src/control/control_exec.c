@@ -182,7 +182,7 @@ nb_status nb_ctl_accumulate(nb_tensor **acc, const nb_tensor *t)
     if (!*acc) return nb_tensor_clone(acc, t);
     /* The add kernel, in place: it checks the shapes and dtypes. */
     nb_tensor *in[2] = {*acc, (nb_tensor *)t};
-    return nb_op_run("add", 2, in, 0, NULL, 1, acc, NULL);
+    return nb_op_run("add", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, acc);
 }
 
 nb_status nb_ctl_time_slice(nb_tensor **out, nb_tensor *x, int64_t t)

@@ -107,7 +107,7 @@ static nb_status eager_emit(nb_builder *b, const char *type, int n_in, const nb_
         all[m++] = attrs[i];
     }
     if (s->is_test && !has_test && nb_op_attr_index(def, "is_test") >= 0) all[m++] = NB_ATTR_BOOL("is_test", true);
-    nb_status st = nb_op_run(def->name, n_in, ins, m, all, n_out, outs, (def->flags & NB_OP_RANDOM) ? &s->rng : NULL);
+    nb_status st = nb_op_run_rng(def->name, n_in, ins, m, all, n_out, outs, (def->flags & NB_OP_RANDOM) ? &s->rng : NULL);
     if (st) return st;
     if ((s->level || nb_grad_mode_enabled()) && !(def->flags & NB_OP_NOT_DIFFERENTIABLE)) {
         /* The node needs the resolved attributes and the compacted inputs. */
@@ -285,7 +285,7 @@ nb_status nb_eager_inplace(nb_builder *b, const char *type, int n_in, const nb_v
     if (n_in > MAX_ARGS) return nb_error(NB_ERR_ARG, "inplace %s: too many inputs", type);
     nb_tensor *ins[MAX_ARGS], *outs[1] = {t};
     for (int i = 0; i < n_in; i++) ins[i] = in[i].p;
-    nb_status st = nb_op_run(type, n_in, ins, n_attrs, attrs, 1, outs, &state_of(b)->rng);
+    nb_status st = nb_op_run_rng(type, n_in, ins, n_attrs, attrs, 1, outs, &state_of(b)->rng);
     if (!st) {
         t->storage->version++;
         t->storage->last_writer = nb_op_find(type)->name;

@@ -172,7 +172,7 @@ static nb_status add_grads(task *t, nb_tensor *a, nb_tensor *b, nb_tensor **out)
     bool tangents = nb_eager_carries_tangents(t->b);
     if (!t->create_graph && !tangents) {
         *out = NULL;
-        return nb_op_run("add", 2, (nb_tensor *[]){a, b}, 0, NULL, 1, out, NULL);
+        return nb_op_run("add", NB_TENSORS(a, b), NB_NO_ATTRS, 1, out);
     }
     if (!t->create_graph) nb_grad_mode_push(false);
     nb_value s = nb_add(t->b, nb_eager_value(t->b, a), nb_eager_value(t->b, b));

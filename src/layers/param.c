@@ -6,6 +6,7 @@
 #include <string.h>
 #include "layer_internal.h"
 #include "nabla/eager.h"
+#include "../ops/op_internal.h"
 
 /* The attrs of a draw's op; shape and dtype are added by the caller. Seed
  * 0 leaves the stream to the program's seed. */
@@ -86,7 +87,7 @@ static nb_value eager_var(nb_builder *b, const char *what, const char *name, nb_
     attrs[n++] = NB_ATTR_INTS_N("shape", ndim, shape);
     attrs[n++] = NB_ATTR_INT("dtype", dtype);
     nb_tensor *out[1] = {NULL};
-    nb_status st = nb_op_run(nb_init_draw_op(d->kind), 0, NULL, n, attrs, 1, out, nb_eager_rng(b));
+    nb_status st = nb_op_run_rng(nb_init_draw_op(d->kind), 0, NULL, n, attrs, 1, out, nb_eager_rng(b));
     if (!st) st = nb_eager_add_param(b, name, out[0]);
     if (!st && !trainable) st = nb_tensor_set_requires_grad(out[0], false);
     if (st) {

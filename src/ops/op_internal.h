@@ -20,6 +20,11 @@ nb_status nb_assign_slots(const nb_op_def *def, bool inputs, int n, const bool *
 /* Runs `infer` and checks what it produced (valid dtypes, ranks). */
 nb_status nb_run_infer(nb_op_ctx *ctx);
 
+/* nb_op_run with the random generator `rng` (NULL: one seeded from the
+ * op's "seed" attribute), as the eager backend runs ops. */
+nb_status nb_op_run_rng(const char *type, int n_in, nb_tensor *const *in, int n_attrs, const nb_attr *attrs, int n_out,
+                        nb_tensor **out, nb_rng *rng);
+
 /* How many outputs a builder gives an op when the caller did not say (n_out
  * < 0 in a backend's emit): one per declared output slot, at least one. */
 int nb_op_default_outputs(const nb_op_def *def);

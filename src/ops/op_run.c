@@ -76,8 +76,13 @@ static nb_var_info info_of(const nb_tensor *t)
     return v;
 }
 
-nb_status nb_op_run(const char *type, int n_in, nb_tensor *const *in, int n_attrs, const nb_attr *attrs,
-                    int n_out, nb_tensor **out, nb_rng *rng)
+nb_status nb_op_run(const char *type, nb_tensors in, nb_attrs attrs, int n_out, nb_tensor **out)
+{
+    return nb_op_run_rng(type, in.n, in.v, attrs.n, attrs.v, n_out, out, NULL);
+}
+
+nb_status nb_op_run_rng(const char *type, int n_in, nb_tensor *const *in, int n_attrs, const nb_attr *attrs,
+                        int n_out, nb_tensor **out, nb_rng *rng)
 {
     const nb_op_def *def = nb_op_find(type);
     if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type ? type : "(null)");
@@ -166,9 +171,10 @@ done:
     return st;
 }
 
-nb_status nb_op_infer(const char *type, int n_in, const nb_var_info *in, int n_attrs, const nb_attr *attrs, int n_out,
-                      nb_var_info *out)
+nb_status nb_op_infer(const char *type, int n_in, const nb_var_info *in, nb_attrs as, int n_out, nb_var_info *out)
 {
+    int n_attrs = as.n;
+    const nb_attr *attrs = as.v;
     const nb_op_def *def = nb_op_find(type);
     if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type ? type : "(null)");
     if (n_in < 0 || n_out < 1 || (n_in && !in) || !out || (n_attrs && !attrs))

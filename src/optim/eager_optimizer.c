@@ -250,7 +250,7 @@ static nb_status run_update(const nb_optimizer *o, item *it, nb_tensor *lr)
     nb_attr attrs[4];
     const int n_attrs = update_attrs(o, attrs);
     const char *type = update_op(o->kind);
-    nb_status st = nb_op_run(type, n_in, in, n_attrs, attrs, 1 + it->state->n, out, NULL);
+    nb_status st = nb_op_run(type, NB_TENSORS_N(n_in, in), NB_ATTRS_N(n_attrs, attrs), 1 + it->state->n, out);
     if (st) return nb_error(st, "eager optimizer: updating '%s': %s", it->name, nb_last_error());
     for (int k = 0; k <= it->state->n; k++) {
         out[k]->storage->version++;

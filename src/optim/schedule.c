@@ -23,7 +23,7 @@ nb_status nb_lr_at(const nb_lr_schedule *s, double base_lr, int64_t t, double *o
     nb_attr attrs[8];
     int n = nb_optim_schedule_attrs(s, base_lr, NB_F64, attrs);
     nb_var_info step = {.dtype = NB_I64, .ndim = 1, .shape = {1}}, lr;
-    nb_status st = nb_op_infer("lr_schedule", 1, &step, n, attrs, 1, &lr);
+    nb_status st = nb_op_infer("lr_schedule", 1, &step, NB_ATTRS_N(n, attrs), 1, &lr);
     if (st) return st;
     nb_lr_params p = {
         .kind = nb_lr_kind_parse(s->kind),
