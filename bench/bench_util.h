@@ -60,8 +60,8 @@ static inline void bench_program_init(bench_program *bp, nb_program *main_p, nb_
 {
     bench_die_on(nb_scope_new(&bp->scope, NULL), "scope");
     bench_die_on(nb_executor_new(&bp->ex), "executor");
-    bench_die_on(nb_executor_run(bp->ex, startup, bp->scope, 0, NULL, 0, NULL, NULL), "startup");
-    bench_die_on(nb_prepare(&bp->pp, main_p, 0, n_feed, feeds, 1, &fetch), "prepare");
+    bench_die_on(nb_executor_run(bp->ex, startup, bp->scope, NB_NO_FEEDS, NB_NO_NAMES, NULL), "startup");
+    bench_die_on(nb_prepare(&bp->pp, main_p, 0, NB_NAMES_N(n_feed, feeds), NB_NAMES_N(1, &fetch)), "prepare");
     bp->in = in;
 }
 

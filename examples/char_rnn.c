@@ -402,11 +402,11 @@ static void static_build(static_model *m, const run *r)
     die_on(nb_minimize(&opt, m->main, m->startup, nb_value_name(loss), 0, NULL, 0, NULL, &m->grads), "minimize");
     die_on(nb_scope_new(&m->scope, NULL), "scope");
     die_on(nb_executor_new(&m->ex), "executor");
-    die_on(nb_executor_run(m->ex, m->startup, m->scope, 0, NULL, 0, NULL, NULL), "startup");
+    die_on(nb_executor_run(m->ex, m->startup, m->scope, NB_NO_FEEDS, NB_NO_NAMES, NULL), "startup");
     const char *feeds[] = {"ids", "targets", "h0", "c0"};
     const char *fetch[] = {nb_value_name(loss), nb_value_name(h_n), nb_value_name(c_n)};
-    die_on(nb_prepare(&m->train_step, m->main, 0, 4, feeds, 3, fetch), "prepare");
-    die_on(nb_prepare(&m->eval_step, m->test, 0, 4, feeds, 3, fetch), "prepare");
+    die_on(nb_prepare(&m->train_step, m->main, 0, NB_NAMES_N(4, feeds), NB_NAMES_N(3, fetch)), "prepare");
+    die_on(nb_prepare(&m->eval_step, m->test, 0, NB_NAMES_N(4, feeds), NB_NAMES_N(3, fetch)), "prepare");
 }
 
 static void static_free(static_model *m)

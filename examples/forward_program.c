@@ -52,13 +52,13 @@ int main(void)
     nb_scope *scope;
     CHECK(nb_executor_new(&ex));
     CHECK(nb_scope_new(&scope, NULL));
-    CHECK(nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL)); /* initialise W and b once */
+    CHECK(nb_executor_run(ex, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL)); /* initialise W and b once */
 
     for (int64_t batch = 2; batch <= 3; batch++) {
         nb_tensor *xt, *yt;
         CHECK(nb_tensor_new(&xt, NB_F32, 2, (int64_t[]){batch, 4}));
         for (int64_t i = 0; i < batch * 4; i++) nb_tensor_set(xt, i, (double)(i % 5) - 2.0);
-        CHECK(nb_executor_run(ex, prog, scope, 1, &(nb_feed){"x", xt}, 1, &fetch, &yt));
+        CHECK(nb_executor_run(ex, prog, scope, NB_FEEDS({"x", xt}), NB_NAMES_N(1, &fetch), &yt));
         printf("\nbatch of %lld, x =\n", (long long)batch);
         nb_tensor_print(xt, stdout);
         printf("y = softmax(fc(relu(fc(x)))) =\n");

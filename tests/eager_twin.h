@@ -71,7 +71,7 @@ static inline bool twin_init(twin *t, twin_model_fn fn, nb_tensor *x, nb_tensor 
     else if (r) st = nb_append_backward(t->main, t->out, 0, NULL, 0, NULL, r);
     CHECK_OK(st);
     if (st) return false;
-    CHECK_OK(st = nb_executor_run(t->ex, t->startup, t->scope, 0, NULL, 0, NULL, NULL));
+    CHECK_OK(st = nb_executor_run(t->ex, t->startup, t->scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
     if (st) return false;
     /* The eager model's first call makes its parameters; then they take the
      * static values, name by name. */
@@ -109,7 +109,7 @@ static inline void twin_free(twin *t)
 static inline nb_status twin_run(twin *t, int n, const char *const *names, nb_tensor **out)
 {
     nb_feed feeds[2] = {{"x", t->x}, {"label", t->label}};
-    return nb_executor_run(t->ex, t->main, t->scope, t->label ? 2 : 1, feeds, n, names, out);
+    return nb_executor_run(t->ex, t->main, t->scope, NB_FEEDS_N(t->label ? 2 : 1, feeds), NB_NAMES_N(n, names), out);
 }
 
 /* The largest |a - b| / (1 + |b|) over the elements (INFINITY if the shapes differ). */

@@ -37,14 +37,14 @@ static inline void model_free(model *m)
 
 static inline nb_status model_startup(model *m)
 {
-    return nb_executor_run(m->ex, m->startup, m->scope, 0, NULL, 0, NULL, NULL);
+    return nb_executor_run(m->ex, m->startup, m->scope, NB_NO_FEEDS, NB_NO_NAMES, NULL);
 }
 
 /* Runs main with the feeds and fetches one var (NULL on failure, counted). */
 static inline nb_tensor *model_fetch(model *m, nb_program *p, int n_feed, const nb_feed *feeds, const char *name)
 {
     nb_tensor *t = NULL;
-    CHECK_OK(nb_executor_run(m->ex, p ? p : m->main, m->scope, n_feed, feeds, 1, &name, &t));
+    CHECK_OK(nb_executor_run(m->ex, p ? p : m->main, m->scope, NB_FEEDS_N(n_feed, feeds), NB_NAMES_N(1, &name), &t));
     return t;
 }
 

@@ -104,18 +104,18 @@ static void static_job(const char *dir)
     REQUIRE_OK(nb_executor_new(&ex));
     REQUIRE_OK(nb_scope_new(&scope, NULL));
     REQUIRE_OK(nb_scope_new(&other, NULL));
-    CHECK_OK(nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL));
+    CHECK_OK(nb_executor_run(ex, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
     nb_tensor *xs = inputs(8, 5, 0.5), *ys = inputs(8, 1, 1.0), *l = NULL;
     const char *fetch = nb_value_name(loss);
     for (int step = 0; step < 3; step++) {
-        CHECK_OK(nb_executor_run(ex, main_p, scope, 2, (nb_feed[]){{"x", xs}, {"y", ys}}, 1, &fetch, &l));
+        CHECK_OK(nb_executor_run(ex, main_p, scope, NB_FEEDS({"x", xs}, {"y", ys}), NB_NAMES_N(1, &fetch), &l));
         nb_tensor_release(l);
         l = NULL;
     }
     char path[512];
     snprintf(path, sizeof path, "%s/job.safetensors", dir);
     CHECK_OK(nb_checkpoint_save(path, main_p, scope, 0, NULL, NULL));
-    CHECK_OK(nb_executor_run(ex, startup, other, 0, NULL, 0, NULL, NULL));
+    CHECK_OK(nb_executor_run(ex, startup, other, NB_NO_FEEDS, NB_NO_NAMES, NULL));
     CHECK_OK(nb_checkpoint_load(path, main_p, other, NULL));
     snprintf(path, sizeof path, "%s/job.nbprog", dir);
     CHECK_OK(nb_programs_save(path, main_p, startup));

@@ -58,7 +58,7 @@ static void test_constants_from_host_data(void)
         REQUIRE_OK(nb_executor_new(&ex));
         REQUIRE_OK(nb_scope_new(&scope, NULL));
         nb_tensor *xs = T(NB_F64, S(3), 1, 1, 1), *out[2] = {NULL, NULL};
-        CHECK_OK(nb_executor_run(ex, run, scope, 1, (nb_feed[]){{"x", xs}}, 2, fetch, out));
+        CHECK_OK(nb_executor_run(ex, run, scope, NB_FEEDS({"x", xs}), NB_NAMES_N(2, fetch), out));
         if (out[0] && out[1]) {
             const double *yd = nb_tensor_data(out[0]);
             CHECK(yd[0] == 0.1 && yd[1] == -2.5 && yd[2] == 1e-300);
@@ -120,7 +120,7 @@ static void test_messages(void)
     REQUIRE_OK(nb_builder_new_record(&b, p, NULL));
     nb_relu(b, nb_layer_data(b, "x", NB_F32, 1, S(2)));
     nb_prepared *pp;
-    CHECK_ERR(nb_prepare(&pp, p, 0, 0, NULL, 1, (const char *[]){NULL}), NB_ERR_ARG,
+    CHECK_ERR(nb_prepare(&pp, p, 0, NB_NO_NAMES, NB_NAMES(NULL)), NB_ERR_ARG,
               "prepare: fetch 0 is NULL; fetches are names of vars");
     CHECK(!strstr(nb_last_error(), "(null)"));
     nb_builder_free(b);
@@ -145,20 +145,20 @@ static void test_initialisers_run_once(void)
     REQUIRE_OK(nb_scope_new(&scope, NULL));
     nb_tensor *xs = T(NB_F64, S(2), 1, 2), *out = NULL;
     const char *fetch = nb_value_name(y);
-    CHECK_OK(nb_executor_run(ex, p, scope, 1, (nb_feed[]){{"x", xs}}, 1, &fetch, &out));
+    CHECK_OK(nb_executor_run(ex, p, scope, NB_FEEDS({"x", xs}), NB_NAMES_N(1, &fetch), &out));
     CHECK_TENSOR(out, S(2), 0, 3, 6);
     nb_tensor_release(out);
     /* The user's own update: w = w - 1. */
     nb_tensor *wt = nb_scope_find(scope, "w");
     REQUIRE_OK(wt ? NB_OK : NB_ERR_NOT_FOUND);
     for (int i = 0; i < 2; i++) nb_tensor_set(wt, i, nb_tensor_get(wt, i) - 1);
-    CHECK_OK(nb_executor_run(ex, p, scope, 1, (nb_feed[]){{"x", xs}}, 1, &fetch, &out));
+    CHECK_OK(nb_executor_run(ex, p, scope, NB_FEEDS({"x", xs}), NB_NAMES_N(1, &fetch), &out));
     CHECK_TENSOR(out, S(2), 0, 2, 4);
     nb_tensor_release(out);
     /* A fresh scope gets it initialised again. */
     nb_scope *fresh;
     REQUIRE_OK(nb_scope_new(&fresh, NULL));
-    CHECK_OK(nb_executor_run(ex, p, fresh, 1, (nb_feed[]){{"x", xs}}, 1, &fetch, &out));
+    CHECK_OK(nb_executor_run(ex, p, fresh, NB_FEEDS({"x", xs}), NB_NAMES_N(1, &fetch), &out));
     CHECK_TENSOR(out, S(2), 0, 3, 6);
     release_all(out, xs, NULL);
     nb_scope_free(fresh);
@@ -191,16 +191,16 @@ static void test_runs_prune_by_fetch(void)
     nb_scope *scope;
     REQUIRE_OK(nb_executor_new(&ex));
     REQUIRE_OK(nb_scope_new(&scope, NULL));
-    CHECK_OK(nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL));
+    CHECK_OK(nb_executor_run(ex, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
     nb_tensor *xs = T(NB_F32, S(2, 4), 1, 2, 3, 4, 5, 6, 7, 8), *out = NULL;
-    CHECK_OK(nb_executor_run(ex, test_p, scope, 1, (nb_feed[]){{"x", xs}}, 1, &logits_name, &out));
+    CHECK_OK(nb_executor_run(ex, test_p, scope, NB_FEEDS({"x", xs}), NB_NAMES_N(1, &logits_name), &out));
     CHECK(out && out->ndim == 2 && out->shape[0] == 2 && out->shape[1] == 3);
     nb_tensor_release(out);
     out = NULL;
     /* Training still needs the label: the update of the parameters does. */
-    CHECK_ERR(nb_executor_run(ex, main_p, scope, 1, (nb_feed[]){{"x", xs}}, 0, NULL, NULL), NB_ERR_NOT_FOUND,
+    CHECK_ERR(nb_executor_run(ex, main_p, scope, NB_FEEDS({"x", xs}), NB_NO_NAMES, NULL), NB_ERR_NOT_FOUND,
               "data var 'label' was not fed");
-    CHECK_ERR(nb_executor_run(ex, test_p, scope, 1, (nb_feed[]){{"images", xs}}, 1, &logits_name, &out),
+    CHECK_ERR(nb_executor_run(ex, test_p, scope, NB_FEEDS({"images", xs}), NB_NAMES_N(1, &logits_name), &out),
               NB_ERR_NOT_FOUND, "prepare: feed 'images' is not a var of block 0");
     release_all(xs, NULL);
     nb_backward_result_free(&r);

@@ -61,7 +61,7 @@ static int count_ops(const nb_block *b, const char *type, int from)
 static nb_tensor *fetch1(model *m, int n_feed, const nb_feed *feeds, const char *name)
 {
     nb_tensor *t = NULL;
-    CHECK_OK(nb_executor_run(m->ex, m->main, m->scope, n_feed, feeds, 1, &name, &t));
+    CHECK_OK(nb_executor_run(m->ex, m->main, m->scope, NB_FEEDS_N(n_feed, feeds), NB_NAMES_N(1, &name), &t));
     return t;
 }
 
@@ -98,7 +98,7 @@ static void test_shared_weight_renamed_and_summed(void)
     CHECK(g->n_ops > fwd && g->ops[fwd]->role == NB_ROLE_LOSS && !strcmp(g->ops[fwd]->def->name, "ones_like"));
     for (int i = fwd + 1; i < g->n_ops; i++) CHECK(g->ops[i]->role == NB_ROLE_BACKWARD);
     /* d/dw sum(x*w + w) = column sums of x + 2 rows. */
-    CHECK_OK(nb_executor_run(m.ex, m.startup, m.scope, 0, NULL, 0, NULL, NULL));
+    CHECK_OK(nb_executor_run(m.ex, m.startup, m.scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
     nb_tensor *xt = T(NB_F64, S(2, 3), 1, 2, 3, 4, 5, 6);
     nb_tensor *gw = fetch1(&m, 1, &(nb_feed){"x", xt}, "w@GRAD");
     CHECK_TENSOR(gw, S(3), 1e-12, 7, 9, 11);
@@ -152,7 +152,7 @@ static void test_fill_zeros_like_inserted(void)
     int z = find_op(g, "fill_zeros_like", fwd);
     CHECK(z >= 0);
     if (z >= 0) CHECK_STR(nb_op_in_name(g->ops[z], 0, 0), nb_value_name(parts[1]));
-    CHECK_OK(nb_executor_run(m.ex, m.startup, m.scope, 0, NULL, 0, NULL, NULL));
+    CHECK_OK(nb_executor_run(m.ex, m.startup, m.scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
     nb_tensor *gw = fetch1(&m, 0, NULL, "w@GRAD");
     CHECK_TENSOR(gw, S(4), 1e-12, 2, 2, 0, 0);
     nb_tensor_release(gw);
@@ -178,7 +178,7 @@ static void check_cut(bool use_stop_gradient)
                                 use_stop_gradient ? NULL : &ng, &r));
     CHECK(r.n_pairs == 1 && !strcmp(r.pairs[0].param, "w2"));
     CHECK(nb_backward_grad_of(&r, "w1") == NULL);
-    CHECK_OK(nb_executor_run(m.ex, m.startup, m.scope, 0, NULL, 0, NULL, NULL));
+    CHECK_OK(nb_executor_run(m.ex, m.startup, m.scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
     nb_tensor *xt = T(NB_F64, S(2), 1, 2);
     nb_tensor *gw2 = fetch1(&m, 1, &(nb_feed){"x", xt}, r.pairs[0].grad);
     CHECK_TENSOR(gw2, S(2), 1e-12, 3, 6);
@@ -210,7 +210,7 @@ static void test_op_without_rule_is_an_error(void)
     model m;
     model_init(&m);
     nb_value w = param(&m, "w", 1, S(2), 1.0);
-    nb_value y = nb_emit1(m.b, "test_no_rule", NB_VALUES_N(1, &w), NB_NO_ATTRS);
+    nb_value y = nb_emit1(m.b, "test_no_rule", NB_VALUES(w), NB_NO_ATTRS);
     nb_value loss = nb_reduce_sum(m.b, y, 0, NULL, false);
     REQUIRE_OK(nb_builder_status(m.b));
     int n = nb_program_global_block(m.main)->n_ops;
@@ -257,8 +257,7 @@ static void test_second_derivative(void)
     CHECK(r2.grads[0] && strcmp(r2.grads[0], "x@GRAD") != 0);
     nb_tensor *xt = T(NB_F64, S(3), 1, -2, 0.5);
     nb_tensor *out[2];
-    CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, 1, &(nb_feed){"x", xt}, 2, (const char *[]){r1.grads[0], r2.grads[0]},
-                             out));
+    CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, NB_FEEDS({"x", xt}), NB_NAMES(r1.grads[0], r2.grads[0]), out));
     CHECK_TENSOR(out[0], S(3), 1e-12, 3, 12, 0.75);
     CHECK_TENSOR(out[1], S(3), 1e-12, 6, -12, 3);
     release_all(xt, out[0], out[1], NULL);
@@ -289,8 +288,7 @@ static void test_given_target_gradient(void)
     nb_backward_result r;
     REQUIRE_OK(nb_gradients(m.main, 1, &yn, &vn, 1, &xn, 0, NULL, false, &r));
     nb_tensor *xt = T(NB_F64, S(2), 3, 4), *vt = T(NB_F64, S(2), 10, 100), *gx;
-    CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, 2, (nb_feed[]){{"x", xt}, {"v", vt}}, 1, (const char *[]){r.grads[0]},
-                             &gx));
+    CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, NB_FEEDS({"x", xt}, {"v", vt}), NB_NAMES(r.grads[0]), &gx));
     CHECK_TENSOR(gx, S(2), 1e-12, 60, 800);
     release_all(xt, vt, gx, NULL);
     nb_backward_result_free(&r);
@@ -300,7 +298,7 @@ static void test_given_target_gradient(void)
 /* Whole programs against finite differences. */
 static void check_program(model *m, nb_value loss, int n_feed, const nb_feed *feeds)
 {
-    CHECK_OK(nb_executor_run(m->ex, m->startup, m->scope, 0, NULL, 0, NULL, NULL));
+    CHECK_OK(nb_executor_run(m->ex, m->startup, m->scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
     const char *params[16];
     int n = 0;
     nb_block *g = nb_program_global_block(m->main);
@@ -377,10 +375,10 @@ static void test_clone_for_test(void)
     CHECK(d >= 0 && nb_op_attr(g->ops[d], "is_test")->b);
     CHECK(!nb_op_attr(nb_program_global_block(m.main)->ops[d], "is_test")->b);
     /* In test mode dropout is the identity: mean(x * w). */
-    CHECK_OK(nb_executor_run(m.ex, m.startup, m.scope, 0, NULL, 0, NULL, NULL));
+    CHECK_OK(nb_executor_run(m.ex, m.startup, m.scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
     nb_tensor *xt = T(NB_F64, S(2, 3), 1, 2, 3, 4, 5, 6), *out = NULL;
     const char *ln = nb_value_name(loss);
-    CHECK_OK(nb_executor_run(m.ex, t, m.scope, 1, &(nb_feed){"x", xt}, 1, &ln, &out));
+    CHECK_OK(nb_executor_run(m.ex, t, m.scope, NB_FEEDS({"x", xt}), NB_NAMES_N(1, &ln), &out));
     CHECK_SCALAR(out, 21 * 0.5 / 6, 1e-12);
     release_all(xt, out, NULL);
     nb_program_free(t);
@@ -412,8 +410,7 @@ static void test_static_hvp_forward_over_reverse(void)
     const char *sn = nb_value_name(s);
     REQUIRE_OK(nb_gradients(m.main, 1, &sn, NULL, 1, &xn, 0, NULL, false, &gg));
     nb_tensor *xt = T(NB_F64, S(3), 1, -2, 0.5), *vt = T(NB_F64, S(3), 1, 10, 100), *out[2];
-    REQUIRE_OK(nb_executor_run(m.ex, m.main, m.scope, 2, (nb_feed[]){{"x", xt}, {"v", vt}}, 2,
-                               (const char *[]){hv_fwd, gg.grads[0]}, out));
+    REQUIRE_OK(nb_executor_run(m.ex, m.main, m.scope, NB_FEEDS({"x", xt}, {"v", vt}), NB_NAMES(hv_fwd, gg.grads[0]), out));
     CHECK_TENSOR(out[0], S(3), 1e-12, 6 + 10, 1 - 120, 300);
     CHECK(nb_tensor_allclose(out[0], out[1], 1e-12, 1e-12));
     release_all(xt, vt, out[0], out[1], NULL);

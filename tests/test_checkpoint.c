@@ -71,7 +71,7 @@ static nb_scope *init_scope(model *m)
     nb_executor *ex;
     nb_scope *scope;
     if (nb_executor_new(&ex) || nb_scope_new(&scope, NULL)) return NULL;
-    nb_status st = nb_executor_run(ex, m->startup, scope, 0, NULL, 0, NULL, NULL);
+    nb_status st = nb_executor_run(ex, m->startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL);
     nb_executor_free(ex);
     if (st) {
         fprintf(stderr, "  startup: %s\n", nb_last_error());
@@ -92,7 +92,7 @@ static nb_tensor *run_fc(model *m, nb_scope *scope)
     nb_executor *ex;
     nb_tensor *x = T(NB_F32, S(2, 4), 1, 2, 3, 4, -1, 0.5, 0, 2), *y = NULL;
     if (!nb_executor_new(&ex)) {
-        CHECK_OK(nb_executor_run(ex, m->main, scope, 1, &(nb_feed){"x", x}, 1, &m->y, &y));
+        CHECK_OK(nb_executor_run(ex, m->main, scope, NB_FEEDS({"x", x}), NB_NAMES_N(1, &m->y), &y));
         nb_executor_free(ex);
     }
     nb_tensor_release(x);

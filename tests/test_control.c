@@ -47,12 +47,12 @@ static void compile(const setup *s, compiled *c, bool grads)
     const char *ln = nb_value_name(loss);
     if (!ln) return;
     snprintf(c->loss, sizeof c->loss, "%s", ln);
-    REQUIRE_OK(nb_prepare(&c->loss_only, c->prog, 0, s->n, s->names, 1, &ln));
+    REQUIRE_OK(nb_prepare(&c->loss_only, c->prog, 0, NB_NAMES_N(s->n, s->names), NB_NAMES_N(1, &ln)));
     if (grads) {
         CHECK_OK(nb_gradients(c->prog, 1, &ln, NULL, s->n, s->names, 0, NULL, true, &c->r));
         const char *fetch[MAXP + 1] = {ln};
         for (int i = 0; i < s->n; i++) fetch[1 + i] = c->r.grads[i] ? c->r.grads[i] : ln;
-        REQUIRE_OK(nb_prepare(&c->with_grads, c->prog, 0, s->n, s->names, 1 + s->n, fetch));
+        REQUIRE_OK(nb_prepare(&c->with_grads, c->prog, 0, NB_NAMES_N(s->n, s->names), NB_NAMES_N(1 + s->n, fetch)));
     }
     REQUIRE_OK(nb_scope_new(&c->scope, NULL));
     nb_builder_free(b);
@@ -173,7 +173,7 @@ static void check_jvp(const char *name, const setup *s, nb_tensor *const *grads)
         nb_prepared *pp;
         const char *fetch = lt;
         nb_tensor *got = NULL;
-        CHECK_OK(nb_prepare(&pp, prog, 0, 2 * s->n, feeds, 1, &fetch));
+        CHECK_OK(nb_prepare(&pp, prog, 0, NB_NAMES_N(2 * s->n, feeds), NB_NAMES_N(1, &fetch)));
         nb_scope *scope;
         CHECK_OK(nb_scope_new(&scope, NULL));
         CHECK_OK(nb_prepared_run(pp, scope, vals, &got));
@@ -209,7 +209,7 @@ static void check_model(const char *name, setup *s)
     REQUIRE_OK(nb_program_clone_for_test(&test_prog, c.prog));
     compiled ct = {.prog = test_prog, .scope = c.scope};
     const char *ln = c.loss;
-    if (!nb_prepare(&ct.loss_only, test_prog, 0, s->n, s->names, 1, &ln)) CHECK(run_loss(&ct, s->p) == ls);
+    if (!nb_prepare(&ct.loss_only, test_prog, 0, NB_NAMES_N(s->n, s->names), NB_NAMES_N(1, &ln))) CHECK(run_loss(&ct, s->p) == ls);
     nb_prepared_free(ct.loss_only);
     nb_program_free(test_prog);
     for (int i = 0; i < s->n; i++) {
@@ -336,7 +336,7 @@ static void test_while_data_dependent(void)
     CHECK(steps != NULL);
     if (!steps) return;
     nb_prepared *pp;
-    REQUIRE_OK(nb_prepare(&pp, c.prog, 0, s.n, s.names, 1, &steps));
+    REQUIRE_OK(nb_prepare(&pp, c.prog, 0, NB_NAMES_N(s.n, s.names), NB_NAMES_N(1, &steps)));
     nb_tensor *k = NULL;
     CHECK_OK(nb_prepared_run(pp, c.scope, s.p, &k));
     if (k) printf("  the data-dependent loop ran %g times\n", nb_tensor_get(k, 0));
@@ -694,7 +694,7 @@ static void test_clone_and_file(void)
     REQUIRE_OK(nb_program_clone_for_test(&test_prog, c.prog));
     compiled ct = {.prog = test_prog, .scope = c.scope};
     const char *ln = c.loss;
-    REQUIRE_OK(nb_prepare(&ct.loss_only, test_prog, 0, s.n, s.names, 1, &ln));
+    REQUIRE_OK(nb_prepare(&ct.loss_only, test_prog, 0, NB_NAMES_N(s.n, s.names), NB_NAMES_N(1, &ln)));
     CHECK(run_loss(&ct, s.p) == loss);
     nb_prepared_free(ct.loss_only);
     nb_program_free(test_prog);
@@ -710,7 +710,7 @@ static void test_clone_and_file(void)
     const char *fetch[MAXP + 1] = {ln};
     for (int i = 0; i < s.n; i++) fetch[1 + i] = c.r.grads[i] ? c.r.grads[i] : ln;
     nb_prepared *pp;
-    REQUIRE_OK(nb_prepare(&pp, back, 0, s.n, s.names, 1 + s.n, fetch));
+    REQUIRE_OK(nb_prepare(&pp, back, 0, NB_NAMES_N(s.n, s.names), NB_NAMES_N(1 + s.n, fetch)));
     nb_tensor *out[MAXP + 1] = {0};
     CHECK_OK(nb_prepared_run(pp, c.scope, s.p, out));
     CHECK(out[0] && nb_tensor_get(out[0], 0) == loss);
@@ -764,14 +764,14 @@ static void test_training(void)
     nb_executor *ex;
     REQUIRE_OK(nb_scope_new(&scope, NULL));
     REQUIRE_OK(nb_executor_new(&ex));
-    CHECK_OK(nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL));
+    CHECK_OK(nb_executor_run(ex, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
     nb_tensor *xs = gc_filled(NB_F64, 3, S(6, 2, 3), 0, -1, 1), *zs = gc_filled(NB_F64, 3, S(6, 2, 3), 1, -0.3, 0.3);
     nb_feed feeds[2] = {{"xs", xs}, {"zs", zs}};
     const char *ln = nb_value_name(loss);
     double first = 0, last = 0;
     for (int step = 0; step < 30; step++) {
         nb_tensor *l = NULL;
-        CHECK_OK(nb_executor_run(ex, main_p, scope, 2, feeds, 1, &ln, &l));
+        CHECK_OK(nb_executor_run(ex, main_p, scope, NB_FEEDS_N(2, feeds), NB_NAMES_N(1, &ln), &l));
         if (!l) break;
         if (step == 0) first = nb_tensor_get(l, 0);
         last = nb_tensor_get(l, 0);

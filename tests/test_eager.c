@@ -127,7 +127,7 @@ static void test_grad_allow_unused_and_pruning(void)
 static nb_status double_it(nb_tensor *grad, nb_tensor **replace, void *ctx)
 {
     ++*(int *)ctx;
-    return nb_op_run("scale", NB_TENSORS_N(1, &grad), NB_ATTRS(NB_ATTR_FLOAT("scale", 2)), 1, replace);
+    return nb_op_run("scale", NB_TENSORS(grad), NB_ATTRS(NB_ATTR_FLOAT("scale", 2)), 1, replace);
 }
 
 static nb_status count_calls(nb_node *n, int count, nb_tensor **grads, void *ctx)
@@ -278,7 +278,7 @@ static void test_same_gradients_as_static_program(void)
     REQUIRE_OK(nb_executor_new(&ex));
     REQUIRE_OK(nb_scope_new(&scope, NULL));
     nb_tensor *got[2];
-    REQUIRE_OK(nb_executor_run(ex, p, scope, 4, (nb_feed[]){{"x", xt}, {"l", lt}, {"w1", w1}, {"w2", w2}}, 2, r.grads, got));
+    REQUIRE_OK(nb_executor_run(ex, p, scope, NB_FEEDS({"x", xt}, {"l", lt}, {"w1", w1}, {"w2", w2}), NB_NAMES_N(2, r.grads), got));
     CHECK(nb_tensor_allclose(nb_tensor_grad(w1), got[0], 1e-12, 1e-15));
     CHECK(nb_tensor_allclose(nb_tensor_grad(w2), got[1], 1e-12, 1e-15));
     release_all(got[0], got[1], NULL);

@@ -44,7 +44,7 @@ static nb_tensor *static_out(twin *t, nb_program *p)
     nb_tensor *y = NULL;
     const char *name = t->out;
     nb_feed feed = {"x", t->x};
-    CHECK_OK(nb_executor_run(t->ex, p ? p : t->main, t->scope, 1, &feed, 1, &name, &y));
+    CHECK_OK(nb_executor_run(t->ex, p ? p : t->main, t->scope, NB_FEEDS_N(1, &feed), NB_NAMES_N(1, &name), &y));
     return y;
 }
 

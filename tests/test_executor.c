@@ -87,7 +87,7 @@ static void append(nb_block *b, const char *type, const char *in, const char *ou
 {
     nb_attr a = NB_ATTR_FLOAT("c", c);
     bool has_c = !strcmp(type, "test_addc");
-    CHECK_OK(nb_block_append_op(b, type, 1, &in, 1, &out, has_c, has_c ? &a : NULL, NULL));
+    CHECK_OK(nb_block_append_op(b, type, NB_NAMES_N(1, &in), NB_NAMES_N(1, &out), NB_ATTRS_N(has_c, has_c ? &a : NULL), NULL));
 }
 
 static void test_scope(void)
@@ -139,7 +139,7 @@ static void test_feed_fetch_repeated(void)
     nb_program *p = chain_program(10);
     nb_prepared *pp;
     int params_before = addc_params_calls;
-    CHECK_OK(nb_prepare(&pp, p, 0, 1, (const char *[]){"x"}, 2, (const char *[]){"total", "t9"}));
+    CHECK_OK(nb_prepare(&pp, p, 0, NB_NAMES("x"), NB_NAMES("total", "t9")));
     /* Each op's parameters are filled when the program is prepared, once. */
     CHECK(addc_params_calls == params_before + 10);
     nb_scope *scope;
@@ -216,15 +216,15 @@ static void test_persistable_state_and_startup(void)
     CHECK_OK(nb_scope_new(&scope, NULL));
     nb_tensor *y = NULL;
     /* Before the startup program, w is missing. */
-    CHECK_ERR(nb_executor_run(ex, main_p, scope, 0, NULL, 1, (const char *[]){"y"}, &y), NB_ERR_NOT_FOUND,
+    CHECK_ERR(nb_executor_run(ex, main_p, scope, NB_NO_FEEDS, NB_NAMES("y"), &y), NB_ERR_NOT_FOUND,
               "persistable var 'w' is not in the scope (was the startup program run?)");
     nb_tensor *zero = T(NB_F32, S(2), 0, 0);
     CHECK_OK(nb_scope_set(scope, "zero", zero));
-    CHECK_OK(nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL));
+    CHECK_OK(nb_executor_run(ex, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
     nb_tensor *w = nb_scope_find(scope, "w");
     CHECK_TENSOR(w, S(2), 0, 10, 10);
     for (int r = 1; r <= 3; r++) {
-        CHECK_OK(nb_executor_run(ex, main_p, scope, 0, NULL, 1, (const char *[]){"y"}, &y));
+        CHECK_OK(nb_executor_run(ex, main_p, scope, NB_NO_FEEDS, NB_NAMES("y"), &y));
         CHECK_TENSOR(y, S(2), 0, 10 + r + 0.5, 10 + r + 0.5);
         nb_tensor_release(y);
     }
@@ -233,9 +233,9 @@ static void test_persistable_state_and_startup(void)
     CHECK_TENSOR(w, S(2), 0, 13, 13);
     /* Fetching a persistable gives a copy that later runs leave alone. */
     nb_tensor *wc;
-    CHECK_OK(nb_executor_run(ex, main_p, scope, 0, NULL, 1, (const char *[]){"w"}, &wc));
+    CHECK_OK(nb_executor_run(ex, main_p, scope, NB_NO_FEEDS, NB_NAMES("w"), &wc));
     CHECK(wc != w);
-    CHECK_OK(nb_executor_run(ex, main_p, scope, 0, NULL, 1, (const char *[]){"w"}, &y));
+    CHECK_OK(nb_executor_run(ex, main_p, scope, NB_NO_FEEDS, NB_NAMES("w"), &y));
     CHECK_NEAR(nb_tensor_get(wc, 0), 14, 0);
     CHECK_NEAR(nb_tensor_get(y, 0), 15, 0);
     release_all(wc, y, zero, NULL);
@@ -256,25 +256,25 @@ static void test_run_errors(void)
     CHECK_OK(nb_executor_new(&ex));
     CHECK_OK(nb_scope_new(&scope, NULL));
     nb_tensor *out = NULL;
-    CHECK_ERR(nb_executor_run(ex, p, scope, 0, NULL, 1, (const char *[]){"total"}, &out), NB_ERR_NOT_FOUND,
+    CHECK_ERR(nb_executor_run(ex, p, scope, NB_NO_FEEDS, NB_NAMES("total"), &out), NB_ERR_NOT_FOUND,
               "data var 'x' was not fed");
     nb_tensor *xf = T(NB_F32, S(2), 1, 2);
-    CHECK_ERR(nb_executor_run(ex, p, scope, 1, &(nb_feed){"x", xf}, 1, (const char *[]){"total"}, &out), NB_ERR_DTYPE,
+    CHECK_ERR(nb_executor_run(ex, p, scope, NB_FEEDS({"x", xf}), NB_NAMES("total"), &out), NB_ERR_DTYPE,
               "feed 'x' is float32 [2] but the var is declared float64 [-1]");
     nb_tensor *x2 = T(NB_F64, S(1, 2), 1, 2);
-    CHECK_ERR(nb_executor_run(ex, p, scope, 1, &(nb_feed){"x", x2}, 1, (const char *[]){"total"}, &out), NB_ERR_SHAPE,
+    CHECK_ERR(nb_executor_run(ex, p, scope, NB_FEEDS({"x", x2}), NB_NAMES("total"), &out), NB_ERR_SHAPE,
               "feed 'x' is float64 [1, 2]");
-    CHECK_ERR(nb_executor_run(ex, p, scope, 1, &(nb_feed){"x", NULL}, 0, NULL, NULL), NB_ERR_ARG, "feed 'x' is NULL");
+    CHECK_ERR(nb_executor_run(ex, p, scope, NB_FEEDS({"x", NULL}), NB_NO_NAMES, NULL), NB_ERR_ARG, "feed 'x' is NULL");
     nb_tensor *x = T(NB_F64, S(2), 1, 2);
-    CHECK_ERR(nb_executor_run(ex, p, scope, 1, &(nb_feed){"x", x}, 1, (const char *[]){"nope"}, &out), NB_ERR_NOT_FOUND,
+    CHECK_ERR(nb_executor_run(ex, p, scope, NB_FEEDS({"x", x}), NB_NAMES("nope"), &out), NB_ERR_NOT_FOUND,
               "fetch 'nope' is not a var");
-    CHECK_ERR(nb_executor_run(ex, p, scope, 1, &(nb_feed){"t0", x}, 0, NULL, NULL), NB_ERR_ARG,
+    CHECK_ERR(nb_executor_run(ex, p, scope, NB_FEEDS({"t0", x}), NB_NO_NAMES, NULL), NB_ERR_ARG,
               "writes 't0', which is fed");
     CHECK(out == NULL);
     /* A view is accepted as a feed (copied to contiguous memory). */
     nb_tensor *big = T(NB_F64, S(4), 1, 100, 2, 100), *view;
     CHECK_OK(nb_tensor_slice(&view, big, 0, 0, 4, 2));
-    CHECK_OK(nb_executor_run(ex, p, scope, 1, &(nb_feed){"x", view}, 1, (const char *[]){"total"}, &out));
+    CHECK_OK(nb_executor_run(ex, p, scope, NB_FEEDS({"x", view}), NB_NAMES("total"), &out));
     CHECK_SCALAR(out, 1 + 2 + 2 * 3, 0);
     release_all(out, xf, x2, x, big, view, NULL);
     nb_scope_free(scope);
@@ -299,7 +299,7 @@ static void test_random_ops_reproducible(void)
         CHECK_OK(nb_scope_new(&scope, NULL));
         nb_tensor *x = T(NB_F64, S(1), 0), *y;
         for (int r = 0; r < 2; r++) {
-            CHECK_OK(nb_executor_run(ex, p, scope, 1, &(nb_feed){"x", x}, 1, (const char *[]){"y"}, &y));
+            CHECK_OK(nb_executor_run(ex, p, scope, NB_FEEDS({"x", x}), NB_NAMES("y"), &y));
             first[trial][r] = nb_tensor_get(y, 0);
             nb_tensor_release(y);
         }
@@ -324,7 +324,7 @@ static void test_run_index_replays_random_ops(void)
     append(g, "test_rand", "x", "y", 0);
     nb_prepared *pp;
     nb_scope *scope;
-    REQUIRE_OK(nb_prepare(&pp, p, 0, 1, (const char *[]){"x"}, 1, (const char *[]){"y"}));
+    REQUIRE_OK(nb_prepare(&pp, p, 0, NB_NAMES("x"), NB_NAMES("y")));
     CHECK_OK(nb_scope_new(&scope, NULL));
     nb_tensor *x = T(NB_F64, S(1), 0), *y;
     double seen[3];
@@ -354,12 +354,12 @@ static void test_executor_cache_follows_program_changes(void)
     CHECK_OK(nb_executor_new(&ex));
     CHECK_OK(nb_scope_new(&scope, NULL));
     nb_tensor *x = T(NB_F64, S(1), 0), *out;
-    CHECK_OK(nb_executor_run(ex, p, scope, 1, &(nb_feed){"x", x}, 1, (const char *[]){"total"}, &out));
+    CHECK_OK(nb_executor_run(ex, p, scope, NB_FEEDS({"x", x}), NB_NAMES("total"), &out));
     CHECK_SCALAR(out, 1, 0);
     nb_tensor_release(out);
     /* Appending an op changes the version; the executor re-prepares. */
     append(nb_program_global_block(p), "test_addc", "total", "total2", 5);
-    CHECK_OK(nb_executor_run(ex, p, scope, 1, &(nb_feed){"x", x}, 1, (const char *[]){"total2"}, &out));
+    CHECK_OK(nb_executor_run(ex, p, scope, NB_FEEDS({"x", x}), NB_NAMES("total2"), &out));
     CHECK_SCALAR(out, 6, 0);
     release_all(out, x, NULL);
     nb_scope_free(scope);

@@ -161,7 +161,7 @@ static nb_status gradients(const spec *s, bool dynamic, nb_dtype dt, nb_tensor *
     for (int k = 0; k < n_wrt; k++)
         if (r.grads[k]) fetch[n_fetch++] = r.grads[k];
     nb_tensor *got[MAX_IN] = {0};
-    if ((st = nb_prepare(&pp, p, 0, n_feed, feed_names, n_fetch, fetch))) goto done;
+    if ((st = nb_prepare(&pp, p, 0, NB_NAMES_N(n_feed, feed_names), NB_NAMES_N(n_fetch, fetch)))) goto done;
     if ((st = nb_prepared_run(pp, scope, fv, got))) goto done;
     for (int k = 0, j = 0; k < n_wrt; k++)
         if (r.grads[k]) grads[wrt_input[k]] = got[j++];

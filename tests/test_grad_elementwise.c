@@ -157,7 +157,7 @@ static nb_status run(built *w, const op_spec *s, nb_dtype dt, const double *cons
     nb_scope *scope = NULL;
     nb_prepared *pp = NULL;
     if (!(st = nb_scope_new(&scope, NULL)) &&
-        !(st = nb_prepare(&pp, w->p, 0, n, names, w->n_wrt, (const char *const *)w->res.grads)))
+        !(st = nb_prepare(&pp, w->p, 0, NB_NAMES_N(n, names), NB_NAMES_N(w->n_wrt, (const char *const *)w->res.grads))))
         st = nb_prepared_run(pp, scope, feeds, grads);
     nb_prepared_free(pp);
     nb_scope_free(scope);

@@ -121,7 +121,7 @@ static nb_status gradients(const spec *s, bool dynamic, nb_dtype dt, nb_tensor *
     for (int k = 0; k < n_wrt; k++)
         if (r.grads[k]) fetch[n_fetch++] = r.grads[k];
     nb_tensor *got[MAX_IN] = {0};
-    if ((st = nb_prepare(&pp, p, 0, s->n_in + 1, names, n_fetch, fetch))) goto done;
+    if ((st = nb_prepare(&pp, p, 0, NB_NAMES_N(s->n_in + 1, names), NB_NAMES_N(n_fetch, fetch)))) goto done;
     if ((st = nb_prepared_run(pp, scope, feeds, got))) goto done;
     for (int k = 0, j = 0; k < n_wrt; k++)
         if (r.grads[k]) grads[k] = got[j++];

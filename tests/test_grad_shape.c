@@ -58,7 +58,7 @@ static nb_tensor *fetch(fx *f, int n_feed, const nb_feed *feeds, const char *nam
 {
     nb_tensor *t = NULL;
     CHECK(name != NULL);
-    if (name) CHECK_OK(nb_executor_run(f->ex, f->p, f->scope, n_feed, feeds, 1, &name, &t));
+    if (name) CHECK_OK(nb_executor_run(f->ex, f->p, f->scope, NB_FEEDS_N(n_feed, feeds), NB_NAMES_N(1, &name), &t));
     return t;
 }
 
@@ -168,7 +168,7 @@ static void test_slice_unknown(void)
     fx f;
     fx_init(&f);
     nb_value x = DATA(&f, "x", S(-1, 7));
-    nb_value y = nb_emit1(f.b, "slice", NB_VALUES_N(1, &x), NB_ATTRS(NB_ATTR_INTS("axes", -1), NB_ATTR_INTS("starts", 1), NB_ATTR_INTS("ends", -1),
+    nb_value y = nb_emit1(f.b, "slice", NB_VALUES(x), NB_ATTRS(NB_ATTR_INTS("axes", -1), NB_ATTR_INTS("starts", 1), NB_ATTR_INTS("ends", -1),
                                       NB_ATTR_INTS("strides", 3)));
     DATA(&f, "dout", S(-1, 2));
     nb_backward_result r;
@@ -196,8 +196,8 @@ static void test_pad_unknown(void)
     fx f;
     fx_init(&f);
     nb_value x = DATA(&f, "x", S(-1, 3));
-    nb_value yc = nb_emit1(f.b, "pad", NB_VALUES_N(1, &x), NB_ATTRS(NB_ATTR_INTS("paddings", 1, 1, 0, 2)));
-    nb_value yr = nb_emit1(f.b, "pad", NB_VALUES_N(1, &x), NB_ATTRS(NB_ATTR_INTS("paddings", 0, 0, 2, 1), NB_ATTR_STRING("mode", "reflect")));
+    nb_value yc = nb_emit1(f.b, "pad", NB_VALUES(x), NB_ATTRS(NB_ATTR_INTS("paddings", 1, 1, 0, 2)));
+    nb_value yr = nb_emit1(f.b, "pad", NB_VALUES(x), NB_ATTRS(NB_ATTR_INTS("paddings", 0, 0, 2, 1), NB_ATTR_STRING("mode", "reflect")));
     DATA(&f, "dc", S(-1, 5));
     DATA(&f, "dr", S(-1, 6));
     nb_backward_result r;
@@ -320,8 +320,8 @@ static void test_float32(void)
     fx f;
     fx_init(&f);
     nb_value x = data(&f, "x", NB_F32, 2, S(-1, 4));
-    nb_value p = nb_emit1(f.b, "pad", NB_VALUES_N(1, &x), NB_ATTRS(NB_ATTR_INTS("paddings", 0, 0, 1, 1), NB_ATTR_STRING("mode", "edge")));
-    nb_value y = nb_emit1(f.b, "slice", NB_VALUES_N(1, &p), NB_ATTRS(NB_ATTR_INTS("axes", 1), NB_ATTR_INTS("starts", 0), NB_ATTR_INTS("ends", 6),
+    nb_value p = nb_emit1(f.b, "pad", NB_VALUES(x), NB_ATTRS(NB_ATTR_INTS("paddings", 0, 0, 1, 1), NB_ATTR_STRING("mode", "edge")));
+    nb_value y = nb_emit1(f.b, "slice", NB_VALUES(p), NB_ATTRS(NB_ATTR_INTS("axes", 1), NB_ATTR_INTS("starts", 0), NB_ATTR_INTS("ends", 6),
                                       NB_ATTR_INTS("strides", 2)));
     data(&f, "dout", NB_F32, 2, S(-1, 3));
     nb_backward_result r;

@@ -238,7 +238,7 @@ static void test_rerun_same_executor(void)
     REQUIRE_OK(model_startup(&m));
     CHECK(!nb_tensor_allclose(first, nb_scope_find(m.scope, "w"), 0, 0));
     nb_prepared *pp;
-    REQUIRE_OK(nb_prepare(&pp, m.startup, 0, 0, NULL, 0, NULL));
+    REQUIRE_OK(nb_prepare(&pp, m.startup, 0, NB_NO_NAMES, NB_NO_NAMES));
     nb_prepared_set_run_index(pp, 0);
     CHECK_OK(nb_prepared_run(pp, m.scope, NULL, NULL));
     CHECK(nb_tensor_allclose(first, nb_scope_find(m.scope, "w"), 0, 0));

@@ -45,14 +45,14 @@ int main()
     nb_executor *ex = nullptr;
     nb_scope *scope = nullptr;
     if (nb_executor_new(&ex) || nb_scope_new(&scope, nullptr)) return 1;
-    if (nb_executor_run(ex, startup, scope, 0, nullptr, 0, nullptr, nullptr)) return 1;
+    if (nb_executor_run(ex, startup, scope, nb_feeds{0, nullptr}, nb_names{0, nullptr}, nullptr)) return 1;
     std::vector<double> data = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6};
     const int64_t shape[] = {2, 3};
     nb_tensor *in = nullptr, *out = nullptr;
     if (nb_tensor_from_data(&in, NB_F64, 2, shape, data.data())) { std::fprintf(stderr, "%s\n", nb_last_error()); return 1; }
     nb_feed feed = {"x", in};
     const char *fetch = nb_value_name(y);
-    if (nb_executor_run(ex, prog, scope, 1, &feed, 1, &fetch, &out)) { std::fprintf(stderr, "%s\n", nb_last_error()); return 1; }
+    if (nb_executor_run(ex, prog, scope, nb_feeds{1, &feed}, nb_names{1, &fetch}, &out)) { std::fprintf(stderr, "%s\n", nb_last_error()); return 1; }
     bool finite = nb_tensor_get(out, 0) == nb_tensor_get(out, 0);
     nb_tensor *e = nullptr;
     if (nb_op_run("exp", nb_tensors{1, &in}, nb_attrs{0, nullptr}, 1, &e)) return 1;

@@ -45,14 +45,14 @@ static void test_eager_picks_per_call(void)
     nb_tensor *big = T(NB_F32, S(4), -1, 2, -3, 4), *small = T(NB_F32, S(2), -1, 2), *d = T(NB_F64, S(4), -1, 2, -3, 4);
     nb_tensor *o = NULL;
     int before = fake_runs;
-    CHECK_OK(nb_op_run("relu", NB_TENSORS_N(1, &big), NB_NO_ATTRS, 1, &o));
+    CHECK_OK(nb_op_run("relu", NB_TENSORS(big), NB_NO_ATTRS, 1, &o));
     CHECK_TENSOR(o, S(4), 0, 7, 7, 7, 7);
     nb_tensor_release(o), o = NULL;
     CHECK(fake_runs == before + 1);
-    CHECK_OK(nb_op_run("relu", NB_TENSORS_N(1, &small), NB_NO_ATTRS, 1, &o)); /* not accepted: nabla's own */
+    CHECK_OK(nb_op_run("relu", NB_TENSORS(small), NB_NO_ATTRS, 1, &o)); /* not accepted: nabla's own */
     CHECK_TENSOR(o, S(2), 0, 0, 2);
     nb_tensor_release(o), o = NULL;
-    CHECK_OK(nb_op_run("relu", NB_TENSORS_N(1, &d), NB_NO_ATTRS, 1, &o)); /* float64: nabla's own */
+    CHECK_OK(nb_op_run("relu", NB_TENSORS(d), NB_NO_ATTRS, 1, &o)); /* float64: nabla's own */
     CHECK_TENSOR(o, S(4), 0, 0, 2, 0, 4);
     CHECK(fake_runs == before + 1);
     release_all(o, big, small, d, NULL);
@@ -70,7 +70,7 @@ static void test_executor_picks_again_when_shapes_change(void)
     nb_prepared *pp;
     nb_scope *scope;
     const char *fetch = nb_value_name(y);
-    REQUIRE_OK(nb_prepare(&pp, p, 0, 1, (const char *[]){"x"}, 1, &fetch));
+    REQUIRE_OK(nb_prepare(&pp, p, 0, NB_NAMES("x"), NB_NAMES_N(1, &fetch)));
     REQUIRE_OK(nb_scope_new(&scope, NULL));
     nb_tensor *big = T(NB_F32, S(4), -1, 2, -3, 4), *small = T(NB_F32, S(2), -1, 2), *o;
     int before = fake_runs;
@@ -104,9 +104,9 @@ static void test_missing_kernels_are_named(void)
 {
     if (!nb_op_find("test_bare")) CHECK_OK(nb_op_register(&bare));
     nb_tensor *x = T(NB_F64, S(2), 1, 2), *o = NULL, *flag = T(NB_BOOL, S(1), 1);
-    CHECK_ERR(nb_op_run("test_bare", NB_TENSORS_N(1, &x), NB_NO_ATTRS, 1, &o), NB_ERR_UNSUPPORTED,
+    CHECK_ERR(nb_op_run("test_bare", NB_TENSORS(x), NB_NO_ATTRS, 1, &o), NB_ERR_UNSUPPORTED,
               "test_bare: no cpu kernel takes float64");
-    CHECK_ERR(nb_op_run("relu", NB_TENSORS_N(1, &flag), NB_NO_ATTRS, 1, &o), NB_ERR_DTYPE, "relu: X is bool");
+    CHECK_ERR(nb_op_run("relu", NB_TENSORS(flag), NB_NO_ATTRS, 1, &o), NB_ERR_DTYPE, "relu: X is bool");
     CHECK(nb_kernel_find("relu", NB_DEVICE_CPU, NB_BOOL, NULL) == NULL);
     CHECK(strstr(nb_last_error(), "relu: no cpu kernel takes bool (it has kernels for float32, float64, int32, int64)"));
     release_all(x, flag, NULL);

@@ -286,7 +286,7 @@ static void test_pool2d(void)
                            nb_value_name(ov), nb_value_name(excl), nb_value_name(incl)};
     nb_tensor *r[7] = {0};
     nb_feed feeds[] = {FEED("x", xt), FEED("o", ot)};
-    CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, 2, feeds, 7, fetch, r));
+    CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, NB_FEEDS_N(2, feeds), NB_NAMES_N(7, fetch), r));
     if (r[0]) {
         CHECK_TENSOR(r[0], S(1, 1, 2, 2), 0, 5, 7, 13, 15);
         CHECK_TENSOR(r[1], S(1, 1, 2, 2), 1e-12, 2.5, 4.5, 10.5, 12.5);
@@ -420,7 +420,7 @@ static void test_batch_norm_backward(void)
     nb_feed feeds[] = {FEED("x", xt), FEED("t", tt_)};
     const char *fetch[] = {nb_backward_grad_of(&r, "batch_norm_0.w_0"), nb_backward_grad_of(&r, "batch_norm_0.b_0")};
     nb_tensor *g[2] = {0};
-    CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, 2, feeds, 2, fetch, g));
+    CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, NB_FEEDS_N(2, feeds), NB_NAMES_N(2, fetch), g));
     for (int i = 0; i < 4 && g[0]; i++) CHECK(fabs(nb_tensor_get(g[i / 2], i % 2)) > 1e-4);
     CHECK_TENSOR(nb_scope_find(m.scope, "batch_norm_0.w_1"), S(2), 1e-12, 1.25, 0.5);
     release_all(g[0], g[1], xt, tt_, NULL);
@@ -568,7 +568,7 @@ static void test_losses(void)
     const char *fetch[6];
     for (int i = 0; i < 6; i++) fetch[i] = nb_value_name(outs[i]);
     nb_tensor *r[6] = {0};
-    CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, 9, feeds, 6, fetch, r));
+    CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, NB_FEEDS_N(9, feeds), NB_NAMES_N(6, fetch), r));
     if (r[0]) {
         CHECK_SCALAR(r[0], 3.5, 1e-12);
         CHECK_SCALAR(r[1], 0.753109126556245, 1e-12);
@@ -620,7 +620,7 @@ static void test_cnn_builds_and_differentiates(void)
     const char *fetch[7] = {nb_value_name(loss)};
     for (int i = 0; i < r.n_pairs && i < 6; i++) fetch[1 + i] = r.pairs[i].grad;
     nb_tensor *out[7] = {0};
-    CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, 2, feeds, 1 + (r.n_pairs < 6 ? r.n_pairs : 6), fetch, out));
+    CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, NB_FEEDS_N(2, feeds), NB_NAMES_N(1 + (r.n_pairs < 6 ? r.n_pairs : 6), fetch), out));
     if (out[0]) CHECK(isfinite(nb_tensor_get(out[0], 0)) && nb_tensor_get(out[0], 0) > 0);
     for (int i = 0; i < 7; i++) nb_tensor_release(out[i]);
     release_all(xt, lt, NULL);
@@ -672,7 +672,7 @@ static void test_mlp_trains(void)
     /* Plain SGD, applied in C to the parameters in the scope. */
     for (int step = 0; step < 150; step++) {
         nb_tensor *out[6] = {0};
-        nb_status st = nb_executor_run(m.ex, m.main, m.scope, 2, feeds, 6, fetch, out);
+        nb_status st = nb_executor_run(m.ex, m.main, m.scope, NB_FEEDS_N(2, feeds), NB_NAMES_N(6, fetch), out);
         CHECK_OK(st);
         if (st) break;
         last = nb_tensor_get(out[0], 0);

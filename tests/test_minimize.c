@@ -82,13 +82,13 @@ static void model_free(model *m)
     nb_program_free(m->main);
 }
 
-static nb_status run_startup(model *m) { return nb_executor_run(m->ex, m->startup, m->scope, 0, NULL, 0, NULL, NULL); }
+static nb_status run_startup(model *m) { return nb_executor_run(m->ex, m->startup, m->scope, NB_NO_FEEDS, NB_NO_NAMES, NULL); }
 
 /* One training step; fetches the named vars (n of them) if asked. */
 static nb_status step(model *m, int n, const char *const *fetch, nb_tensor **out)
 {
     nb_feed feeds[2] = {{"x", m->fx}, {"label", m->fy}};
-    return nb_executor_run(m->ex, m->main, m->scope, 2, feeds, n, fetch, out);
+    return nb_executor_run(m->ex, m->main, m->scope, NB_FEEDS_N(2, feeds), NB_NAMES_N(n, fetch), out);
 }
 
 static double scalar_of(nb_tensor *t) { return t ? nb_tensor_get(t, 0) : NAN; }
@@ -580,10 +580,10 @@ static void test_mixed_dtypes_global_norm(void)
         const char *lr = nb_optimizer_lr_var(main);
         nb_var *lv = lr ? nb_block_find_var(nb_program_global_block(main), lr) : NULL;
         CHECK(lv && lv->dtype == NB_F64);
-        CHECK_OK(nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL));
+        CHECK_OK(nb_executor_run(ex, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
         const char *fetch[2] = {grad_of_pair(&r, "a"), grad_of_pair(&r, "c")};
         nb_tensor *g[2] = {0};
-        CHECK_OK(nb_executor_run(ex, main, scope, 0, NULL, 2, fetch, g));
+        CHECK_OK(nb_executor_run(ex, main, scope, NB_NO_FEEDS, NB_NAMES_N(2, fetch), g));
         /* Raw gradients (6, 6) and (8): norm sqrt(36 + 36 + 64) = sqrt(136). */
         const double k = 1.0 / sqrt(136.0);
         CHECK(g[0] && g[0]->dtype == NB_F32 && g[1] && g[1]->dtype == NB_F64);
@@ -749,7 +749,7 @@ static void test_resume_from_persistables(void)
         nb_feed feeds[2] = {{"x", m.fx}, {"label", m.fy}};
         for (int s = 0; s < 3; s++) {
             CHECK_OK(step(&m, 0, NULL, NULL));
-            CHECK_OK(nb_executor_run(m.ex, m.main, copy, 2, feeds, 0, NULL, NULL));
+            CHECK_OK(nb_executor_run(m.ex, m.main, copy, NB_FEEDS_N(2, feeds), NB_NO_NAMES, NULL));
         }
         const char *params[2] = {"fc.w", "fc.b"};
         for (int i = 0; i < 2; i++) {

@@ -127,7 +127,7 @@ static void grads_in(nb_dtype dt, nb_tensor **out)
         {"w", filled(dt, 2, S(5, 4), -1, 1, 5)},   {"lab", T(NB_I64, S(3, 1), 2, -100, 0)},
         {"ids", T(NB_I32, S(3), 1, 2, 1)},
     };
-    CHECK_OK(nb_executor_run(ex, p, scope, 7, feeds, N_GRADS, r.grads, out));
+    CHECK_OK(nb_executor_run(ex, p, scope, NB_FEEDS_N(7, feeds), NB_NAMES_N(N_GRADS, r.grads), out));
     for (int i = 0; i < N_GRADS; i++) CHECK(out[i] && out[i]->dtype == dt);
     for (int i = 0; i < 7; i++) nb_tensor_release(feeds[i].tensor);
     nb_backward_result_free(&r);

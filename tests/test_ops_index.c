@@ -59,17 +59,17 @@ static void test_slice_infer_errors(void)
 
     nb_tensor *x = IOTA(NB_F32, S(3, 4)), *y = NULL;
     nb_attr len[] = {NB_ATTR_INTS("axes", 0, 1), NB_ATTR_INTS("starts", 0), NB_ATTR_INTS("ends", 1, 2)};
-    CHECK_ERR(nb_op_run("slice", NB_TENSORS_N(1, &x), NB_ATTRS_N(3, len), 1, &y), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("slice", NB_TENSORS(x), NB_ATTRS_N(3, len), 1, &y), NB_ERR_ARG,
               "slice: axes, starts, ends (and strides, if given) need the same length; got 2, 1, 2, 0");
     nb_attr zero[] = {NB_ATTR_INTS("axes", 0), NB_ATTR_INTS("starts", 0), NB_ATTR_INTS("ends", 1),
                       NB_ATTR_INTS("strides", 0)};
-    CHECK_ERR(nb_op_run("slice", NB_TENSORS_N(1, &x), NB_ATTRS_N(4, zero), 1, &y), NB_ERR_ARG, "slice: strides[0] = 0 must be positive");
+    CHECK_ERR(nb_op_run("slice", NB_TENSORS(x), NB_ATTRS_N(4, zero), 1, &y), NB_ERR_ARG, "slice: strides[0] = 0 must be positive");
     nb_attr dup[] = {NB_ATTR_INTS("axes", 1, -1), NB_ATTR_INTS("starts", 0, 0), NB_ATTR_INTS("ends", 1, 1)};
-    CHECK_ERR(nb_op_run("slice", NB_TENSORS_N(1, &x), NB_ATTRS_N(3, dup), 1, &y), NB_ERR_ARG, "slice: axes names dim 1 twice");
+    CHECK_ERR(nb_op_run("slice", NB_TENSORS(x), NB_ATTRS_N(3, dup), 1, &y), NB_ERR_ARG, "slice: axes names dim 1 twice");
     nb_attr far[] = {NB_ATTR_INTS("axes", 2), NB_ATTR_INTS("starts", 0), NB_ATTR_INTS("ends", 1)};
-    CHECK_ERR(nb_op_run("slice", NB_TENSORS_N(1, &x), NB_ATTRS_N(3, far), 1, &y), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("slice", NB_TENSORS(x), NB_ATTRS_N(3, far), 1, &y), NB_ERR_ARG,
               "slice: axes entry 2 is out of range [-2, 2) for Input of shape [3, 4]");
-    CHECK_ERR(nb_op_run("slice", NB_TENSORS_N(1, &x), NB_ATTRS_N(2, far), 1, &y), NB_ERR_ARG, "missing required attribute 'ends'");
+    CHECK_ERR(nb_op_run("slice", NB_TENSORS(x), NB_ATTRS_N(2, far), 1, &y), NB_ERR_ARG, "missing required attribute 'ends'");
     CHECK(y == NULL);
     nb_tensor_release(x);
 }
@@ -135,18 +135,18 @@ static void test_pad_infer_errors(void)
 
     nb_tensor *x = IOTA(NB_F32, S(2, 3)), *y = NULL;
     nb_attr neg[] = {NB_ATTR_INTS("paddings", 0, 0, -1, 0)};
-    CHECK_ERR(nb_op_run("pad", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, neg), 1, &y), NB_ERR_ARG, "pad: paddings [0, 0, -1, 0] for dim 1 must be >= 0");
+    CHECK_ERR(nb_op_run("pad", NB_TENSORS(x), NB_ATTRS_N(1, neg), 1, &y), NB_ERR_ARG, "pad: paddings [0, 0, -1, 0] for dim 1 must be >= 0");
     nb_attr count[] = {NB_ATTR_INTS("paddings", 1, 1)};
-    CHECK_ERR(nb_op_run("pad", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, count), 1, &y), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("pad", NB_TENSORS(x), NB_ATTRS_N(1, count), 1, &y), NB_ERR_ARG,
               "pad: paddings [1, 1] has 2 entries but X of shape [2, 3] needs 4");
     nb_attr refl[] = {NB_ATTR_INTS("paddings", 0, 0, 3, 0), NB_ATTR_STRING("mode", "reflect")};
-    CHECK_ERR(nb_op_run("pad", NB_TENSORS_N(1, &x), NB_ATTRS_N(2, refl), 1, &y), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("pad", NB_TENSORS(x), NB_ATTRS_N(2, refl), 1, &y), NB_ERR_SHAPE,
               "pad: reflect padding (3, 0) of dim 1 needs pads smaller than its size 3 (X has shape [2, 3])");
     nb_attr mode[] = {NB_ATTR_INTS("paddings", 0, 0, 1, 0), NB_ATTR_STRING("mode", "wrap")};
-    CHECK_ERR(nb_op_run("pad", NB_TENSORS_N(1, &x), NB_ATTRS_N(2, mode), 1, &y), NB_ERR_ARG, "pad: mode \"wrap\" is not one of constant, reflect, edge");
+    CHECK_ERR(nb_op_run("pad", NB_TENSORS(x), NB_ATTRS_N(2, mode), 1, &y), NB_ERR_ARG, "pad: mode \"wrap\" is not one of constant, reflect, edge");
     nb_tensor *empty = IOTA(NB_F32, S(0, 2));
     nb_attr edge[] = {NB_ATTR_INTS("paddings", 1, 0, 0, 0), NB_ATTR_STRING("mode", "edge")};
-    CHECK_ERR(nb_op_run("pad", NB_TENSORS_N(1, &empty), NB_ATTRS_N(2, edge), 1, &y), NB_ERR_SHAPE, "pad: edge padding of dim 0 has no edge to repeat");
+    CHECK_ERR(nb_op_run("pad", NB_TENSORS(empty), NB_ATTRS_N(2, edge), 1, &y), NB_ERR_SHAPE, "pad: edge padding of dim 0 has no edge to repeat");
     nb_attr cst[] = {NB_ATTR_INTS("paddings", 1, 0, 0, 1), NB_ATTR_FLOAT("pad_value", 2)};
     CHECK(y == NULL);
     y = RUN1X("pad", empty, cst);
@@ -397,17 +397,17 @@ static void test_one_hot_infer_errors(void)
 
     nb_tensor *x = T(NB_I64, S(2, 2), 0, 1, 4, 2), *y = NULL;
     nb_attr d3[] = {NB_ATTR_INT("depth", 3)};
-    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, d3), 1, &y), NB_ERR_ARG,
+    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS(x), NB_ATTRS_N(1, d3), 1, &y), NB_ERR_ARG,
               "one_hot: X[2] = 4 (flat index into X of shape [2, 2]) is out of range [0, 3) for depth 3");
     nb_tensor *neg = T(NB_I32, S(1), -2);
-    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS_N(1, &neg), NB_ATTRS_N(1, d3), 1, &y), NB_ERR_ARG, "one_hot: X[0] = -2");
+    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS(neg), NB_ATTRS_N(1, d3), 1, &y), NB_ERR_ARG, "one_hot: X[0] = -2");
     nb_attr d0[] = {NB_ATTR_INT("depth", 0)};
-    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, d0), 1, &y), NB_ERR_ARG, "one_hot: depth must be positive, got 0");
+    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS(x), NB_ATTRS_N(1, d0), 1, &y), NB_ERR_ARG, "one_hot: depth must be positive, got 0");
     nb_attr bad_dt[] = {NB_ATTR_INT("depth", 5), NB_ATTR_INT("dtype", 99)};
-    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS_N(1, &x), NB_ATTRS_N(2, bad_dt), 1, &y), NB_ERR_ARG, "one_hot: dtype 99 is not a valid nb_dtype");
+    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS(x), NB_ATTRS_N(2, bad_dt), 1, &y), NB_ERR_ARG, "one_hot: dtype 99 is not a valid nb_dtype");
     nb_tensor *f = T(NB_F32, S(1), 0);
-    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS_N(1, &f), NB_ATTRS_N(1, d3), 1, &y), NB_ERR_DTYPE, "one_hot: X must be int32 or int64, got float32");
-    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS_N(1, &x), NB_NO_ATTRS, 1, &y), NB_ERR_ARG, "missing required attribute 'depth'");
+    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS(f), NB_ATTRS_N(1, d3), 1, &y), NB_ERR_DTYPE, "one_hot: X must be int32 or int64, got float32");
+    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS(x), NB_NO_ATTRS, 1, &y), NB_ERR_ARG, "missing required attribute 'depth'");
     CHECK(y == NULL);
     release_all(x, neg, f, NULL);
 }
@@ -420,10 +420,10 @@ static void test_in_place_outputs(void)
     CHECK_OK(nb_op_run("gather", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, &x));
     CHECK_TENSOR(x, S(3, 2), 0, 4, 5, 2, 3, 0, 1);
     nb_attr none[] = {NB_ATTR_INTS("paddings", 0, 0, 0, 0)};
-    CHECK_OK(nb_op_run("pad", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, none), 1, &x));
+    CHECK_OK(nb_op_run("pad", NB_TENSORS(x), NB_ATTRS_N(1, none), 1, &x));
     CHECK_TENSOR(x, S(3, 2), 0, 4, 5, 2, 3, 0, 1);
     nb_attr rev[] = {NB_ATTR_INTS("axes", 0), NB_ATTR_INTS("starts", 0), NB_ATTR_INTS("ends", 3)};
-    CHECK_OK(nb_op_run("slice", NB_TENSORS_N(1, &x), NB_ATTRS_N(3, rev), 1, &x));
+    CHECK_OK(nb_op_run("slice", NB_TENSORS(x), NB_ATTRS_N(3, rev), 1, &x));
     CHECK_TENSOR(x, S(3, 2), 0, 4, 5, 2, 3, 0, 1);
     /* scatter_add writing over its Updates. */
     nb_tensor *b = T(NB_F64, S(3), 1, 2, 3), *u = T(NB_F64, S(3), 10, 20, 30), *j = T(NB_I32, S(3), 2, 2, 0);

@@ -56,17 +56,17 @@ static void test_reshape_errors(void)
 {
     nb_tensor *x = IOTA(NB_F32, S(2, 3)), *y = NULL;
     nb_attr a1[] = {NB_ATTR_INTS("shape", 4, 2)};
-    CHECK_ERR(nb_op_run("reshape", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, a1), 1, &y), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("reshape", NB_TENSORS(x), NB_ATTRS_N(1, a1), 1, &y), NB_ERR_SHAPE,
               "reshape: cannot reshape X of shape [2, 3] (6 elements) into [4, 2]");
     nb_attr a2[] = {NB_ATTR_INTS("shape", -1, -1)};
-    CHECK_ERR(nb_op_run("reshape", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, a2), 1, &y), NB_ERR_ARG, "reshape: shape [-1, -1] has more than one -1");
+    CHECK_ERR(nb_op_run("reshape", NB_TENSORS(x), NB_ATTRS_N(1, a2), 1, &y), NB_ERR_ARG, "reshape: shape [-1, -1] has more than one -1");
     nb_attr a3[] = {NB_ATTR_INTS("shape", 6, 1, 0)};
-    CHECK_ERR(nb_op_run("reshape", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, a3), 1, &y), NB_ERR_ARG, "shape[2] = 0 copies dim 2 of X, but X has shape [2, 3]");
+    CHECK_ERR(nb_op_run("reshape", NB_TENSORS(x), NB_ATTRS_N(1, a3), 1, &y), NB_ERR_ARG, "shape[2] = 0 copies dim 2 of X, but X has shape [2, 3]");
     nb_attr a4[] = {NB_ATTR_INTS("shape", -2, 3)};
-    CHECK_ERR(nb_op_run("reshape", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, a4), 1, &y), NB_ERR_ARG, "shape[0] = -2 is invalid");
+    CHECK_ERR(nb_op_run("reshape", NB_TENSORS(x), NB_ATTRS_N(1, a4), 1, &y), NB_ERR_ARG, "shape[0] = -2 is invalid");
     nb_attr a5[] = {NB_ATTR_INTS("shape", 4, -1)};
-    CHECK_ERR(nb_op_run("reshape", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, a5), 1, &y), NB_ERR_SHAPE, "reshape: cannot reshape X of shape [2, 3]");
-    CHECK_ERR(nb_op_run("reshape", NB_TENSORS_N(1, &x), NB_NO_ATTRS, 1, &y), NB_ERR_ARG, "missing required attribute 'shape'");
+    CHECK_ERR(nb_op_run("reshape", NB_TENSORS(x), NB_ATTRS_N(1, a5), 1, &y), NB_ERR_SHAPE, "reshape: cannot reshape X of shape [2, 3]");
+    CHECK_ERR(nb_op_run("reshape", NB_TENSORS(x), NB_NO_ATTRS, 1, &y), NB_ERR_ARG, "missing required attribute 'shape'");
     CHECK(y == NULL);
     /* Known parts that cannot fit are caught at build time too. */
     nb_var_info in[] = {VI(NB_F32, 5, 7)}, out;
@@ -255,7 +255,7 @@ static void check_transpose_big(nb_dtype dt, int ndim, const int64_t *shape, con
 {
     nb_tensor *x = iota(dt, ndim, shape), *y = NULL;
     nb_attr p[] = {NB_ATTR_INTS_N("perm", ndim, perm)};
-    CHECK_OK(nb_op_run("transpose", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, p), 1, &y));
+    CHECK_OK(nb_op_run("transpose", NB_TENSORS(x), NB_ATTRS_N(1, p), 1, &y));
     if (!y) {
         nb_tensor_release(x);
         return;
@@ -300,10 +300,10 @@ static void test_in_place_outputs(void)
 {
     nb_tensor *x = IOTA(NB_F32, S(3, 3));
     nb_attr p[] = {NB_ATTR_INTS("perm", 1, 0)};
-    CHECK_OK(nb_op_run("transpose", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, p), 1, &x));
+    CHECK_OK(nb_op_run("transpose", NB_TENSORS(x), NB_ATTRS_N(1, p), 1, &x));
     CHECK_TENSOR(x, S(3, 3), 0, 0, 3, 6, 1, 4, 7, 2, 5, 8);
     nb_attr s[] = {NB_ATTR_INTS("shape", 3, 3)};
-    CHECK_OK(nb_op_run("reshape", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, s), 1, &x));
+    CHECK_OK(nb_op_run("reshape", NB_TENSORS(x), NB_ATTRS_N(1, s), 1, &x));
     CHECK_TENSOR(x, S(3, 3), 0, 0, 3, 6, 1, 4, 7, 2, 5, 8);
     nb_tensor_release(x);
 }
@@ -330,7 +330,7 @@ static void test_expand(void)
     /* Large enough for the threaded path. */
     nb_tensor *r = IOTA(NB_F32, S(1, 300)), *big = NULL;
     nb_attr ab[] = {NB_ATTR_INTS("shape", 200, 300)};
-    CHECK_OK(nb_op_run("expand", NB_TENSORS_N(1, &r), NB_ATTRS_N(1, ab), 1, &big));
+    CHECK_OK(nb_op_run("expand", NB_TENSORS(r), NB_ATTRS_N(1, ab), 1, &big));
     int64_t bad = 0;
     for (int64_t i = 0; big && i < 200 * 300; i++) bad += nb_tensor_get(big, i) != (double)(i % 300);
     CHECK(big && bad == 0);
@@ -348,12 +348,12 @@ static void test_expand_infer_errors(void)
     CHECK_INFO(out, NB_F32, S(2, -1, 5));
     nb_tensor *x = IOTA(NB_F32, S(3, 2)), *y = NULL;
     nb_attr bad[] = {NB_ATTR_INTS("shape", 3, 4)};
-    CHECK_ERR(nb_op_run("expand", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, bad), 1, &y), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("expand", NB_TENSORS(x), NB_ATTRS_N(1, bad), 1, &y), NB_ERR_SHAPE,
               "expand: X of shape [3, 2] cannot expand to [3, 4]: dim 1 has size 2, not 1 or 4");
     nb_attr newneg[] = {NB_ATTR_INTS("shape", -1, 3, 2)};
-    CHECK_ERR(nb_op_run("expand", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, newneg), 1, &y), NB_ERR_ARG, "expand: shape[0] = -1 is invalid");
+    CHECK_ERR(nb_op_run("expand", NB_TENSORS(x), NB_ATTRS_N(1, newneg), 1, &y), NB_ERR_ARG, "expand: shape[0] = -1 is invalid");
     nb_attr shortp[] = {NB_ATTR_INTS("shape", 6)};
-    CHECK_ERR(nb_op_run("expand", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, shortp), 1, &y), NB_ERR_ARG, "expand: shape [6] must have between 2");
+    CHECK_ERR(nb_op_run("expand", NB_TENSORS(x), NB_ATTRS_N(1, shortp), 1, &y), NB_ERR_ARG, "expand: shape [6] must have between 2");
     CHECK(y == NULL);
     nb_tensor_release(x);
 }
@@ -457,19 +457,19 @@ static void test_split(void)
     for (int k = 0; k < 2; k++) {
         nb_dtype dt = float_dtypes[k];
         nb_tensor *x = IOTA(dt, S(4, 2)), *outs[2] = {NULL, NULL};
-        CHECK_OK(nb_op_run("split", NB_TENSORS_N(1, &x), NB_NO_ATTRS, 2, outs));
+        CHECK_OK(nb_op_run("split", NB_TENSORS(x), NB_NO_ATTRS, 2, outs));
         CHECK_TENSOR(outs[0], S(2, 2), 0, 0, 1, 2, 3);
         CHECK_TENSOR(outs[1], S(2, 2), 0, 4, 5, 6, 7);
         nb_tensor *x2 = IOTA(dt, S(2, 3)), *o2[2] = {NULL, NULL};
         nb_attr a[] = {NB_ATTR_INT("axis", -1), NB_ATTR_INTS("sections", 1, -1)};
-        CHECK_OK(nb_op_run("split", NB_TENSORS_N(1, &x2), NB_ATTRS_N(2, a), 2, o2));
+        CHECK_OK(nb_op_run("split", NB_TENSORS(x2), NB_ATTRS_N(2, a), 2, o2));
         CHECK_TENSOR(o2[0], S(2, 1), 0, 0, 3);
         CHECK_TENSOR(o2[1], S(2, 2), 0, 1, 2, 4, 5);
         release_all(x, outs[0], outs[1], x2, o2[0], o2[1], NULL);
     }
     nb_tensor *x = IOTA(NB_I64, S(2, 6)), *o[3] = {NULL, NULL, NULL};
     nb_attr a[] = {NB_ATTR_INT("axis", 1), NB_ATTR_INTS("sections", 3, 0, 3)};
-    CHECK_OK(nb_op_run("split", NB_TENSORS_N(1, &x), NB_ATTRS_N(2, a), 3, o));
+    CHECK_OK(nb_op_run("split", NB_TENSORS(x), NB_ATTRS_N(2, a), 3, o));
     CHECK_TENSOR(o[0], S(2, 3), 0, 0, 1, 2, 6, 7, 8);
     CHECK(o[1] && o[1]->shape[1] == 0);
     CHECK_TENSOR(o[2], S(2, 3), 0, 3, 4, 5, 9, 10, 11);
@@ -491,19 +491,19 @@ static void test_split_infer_errors(void)
     CHECK_INFO(out[1], NB_F32, S(-1, 6));
 
     nb_tensor *x = IOTA(NB_F32, S(5, 2)), *o[3] = {NULL, NULL, NULL};
-    CHECK_ERR(nb_op_run("split", NB_TENSORS_N(1, &x), NB_NO_ATTRS, 2, o), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("split", NB_TENSORS(x), NB_NO_ATTRS, 2, o), NB_ERR_SHAPE,
               "split: dim 0 of X (shape [5, 2]) has size 5, which does not split into 2 equal parts");
     nb_attr sum[] = {NB_ATTR_INTS("sections", 2, 2)};
-    CHECK_ERR(nb_op_run("split", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, sum), 2, o), NB_ERR_SHAPE,
+    CHECK_ERR(nb_op_run("split", NB_TENSORS(x), NB_ATTRS_N(1, sum), 2, o), NB_ERR_SHAPE,
               "split: sections [2, 2] do not add up to 5, the size of dim 0 of X (shape [5, 2])");
     nb_attr over[] = {NB_ATTR_INTS("sections", 4, -1, 2)};
-    CHECK_ERR(nb_op_run("split", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, over), 3, o), NB_ERR_SHAPE, "split: sections [4, -1, 2] do not add up to 5");
+    CHECK_ERR(nb_op_run("split", NB_TENSORS(x), NB_ATTRS_N(1, over), 3, o), NB_ERR_SHAPE, "split: sections [4, -1, 2] do not add up to 5");
     nb_attr count[] = {NB_ATTR_INTS("sections", 2, 3)};
-    CHECK_ERR(nb_op_run("split", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, count), 3, o), NB_ERR_ARG, "split: sections [2, 3] has 2 entries but 3 outputs were given");
+    CHECK_ERR(nb_op_run("split", NB_TENSORS(x), NB_ATTRS_N(1, count), 3, o), NB_ERR_ARG, "split: sections [2, 3] has 2 entries but 3 outputs were given");
     nb_attr neg[] = {NB_ATTR_INTS("sections", -1, -1)};
-    CHECK_ERR(nb_op_run("split", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, neg), 2, o), NB_ERR_ARG, "at most one -1");
+    CHECK_ERR(nb_op_run("split", NB_TENSORS(x), NB_ATTRS_N(1, neg), 2, o), NB_ERR_ARG, "at most one -1");
     nb_attr far[] = {NB_ATTR_INT("axis", -3)};
-    CHECK_ERR(nb_op_run("split", NB_TENSORS_N(1, &x), NB_ATTRS_N(1, far), 1, o), NB_ERR_ARG, "split: axis -3 is out of range [-2, 2) for X of shape [5, 2]");
+    CHECK_ERR(nb_op_run("split", NB_TENSORS(x), NB_ATTRS_N(1, far), 1, o), NB_ERR_ARG, "split: axis -3 is out of range [-2, 2) for X of shape [5, 2]");
     CHECK(!o[0] && !o[1] && !o[2]);
     nb_tensor_release(x);
 }

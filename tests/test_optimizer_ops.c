@@ -225,7 +225,7 @@ static double lr_at(int64_t t, nb_dtype step_dt, int n_attrs, const nb_attr *att
 {
     nb_tensor *step = T(step_dt, S(1), (double)t), *out = NULL;
     double v = NAN;
-    CHECK_OK(nb_op_run("lr_schedule", NB_TENSORS_N(1, &step), NB_ATTRS_N(n_attrs, attrs), 1, &out));
+    CHECK_OK(nb_op_run("lr_schedule", NB_TENSORS(step), NB_ATTRS_N(n_attrs, attrs), 1, &out));
     if (out) {
         CHECK(out->dtype == NB_F32 && out->ndim == 1 && out->shape[0] == 1);
         v = nb_tensor_get(out, 0);
@@ -284,26 +284,26 @@ static void test_schedule_dtype_and_errors(void)
     nb_tensor *step = T(NB_I64, S(1), 3), *out = NULL;
     nb_attr a[] = {NB_ATTR_STRING("kind", "exponential"), NB_ATTR_FLOAT("base_lr", 0.1), NB_ATTR_FLOAT("gamma", 0.9),
                    NB_ATTR_INT("dtype", NB_F64)};
-    CHECK_OK(nb_op_run("lr_schedule", NB_TENSORS_N(1, &step), NB_ATTRS_N(4, a), 1, &out));
+    CHECK_OK(nb_op_run("lr_schedule", NB_TENSORS(step), NB_ATTRS_N(4, a), 1, &out));
     CHECK(out && out->dtype == NB_F64);
     if (out) CHECK_TENSOR(out, S(1), 1e-15, 0.1 * 0.81);
     nb_tensor_release(out);
     out = NULL;
     nb_tensor *two = T(NB_I64, S(2), 1, 2), *b = T(NB_BOOL, S(1), 1);
-    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS_N(1, &two), NB_ATTRS(NB_ATTR_FLOAT("base_lr", 1)), 1, &out),
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(two), NB_ATTRS(NB_ATTR_FLOAT("base_lr", 1)), 1, &out),
               NB_ERR_SHAPE, "Step has shape [2]");
-    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS_N(1, &b), NB_ATTRS(NB_ATTR_FLOAT("base_lr", 1)), 1, &out), NB_ERR_DTYPE,
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(b), NB_ATTRS(NB_ATTR_FLOAT("base_lr", 1)), 1, &out), NB_ERR_DTYPE,
               "Step is bool");
-    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS_N(1, &step), NB_NO_ATTRS, 1, &out), NB_ERR_ARG, "base_lr");
-    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS_N(1, &step), NB_ATTRS(NB_ATTR_STRING("kind", "linear"), NB_ATTR_FLOAT("base_lr", 1)), 1, &out),
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(step), NB_NO_ATTRS, 1, &out), NB_ERR_ARG, "base_lr");
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(step), NB_ATTRS(NB_ATTR_STRING("kind", "linear"), NB_ATTR_FLOAT("base_lr", 1)), 1, &out),
               NB_ERR_ARG, "kind \"linear\"");
-    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS_N(1, &step), NB_ATTRS(NB_ATTR_STRING("kind", "step"), NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_FLOAT("gamma", 0)), 1, &out),
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(step), NB_ATTRS(NB_ATTR_STRING("kind", "step"), NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_FLOAT("gamma", 0)), 1, &out),
               NB_ERR_ARG, "gamma is 0");
-    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS_N(1, &step), NB_ATTRS(NB_ATTR_STRING("kind", "step"), NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_INT("step_size", 0)), 1, &out),
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(step), NB_ATTRS(NB_ATTR_STRING("kind", "step"), NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_INT("step_size", 0)), 1, &out),
               NB_ERR_ARG, "step_size is 0");
-    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS_N(1, &step), NB_ATTRS(NB_ATTR_STRING("kind", "cosine"), NB_ATTR_FLOAT("base_lr", 1)), 1, &out),
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(step), NB_ATTRS(NB_ATTR_STRING("kind", "cosine"), NB_ATTR_FLOAT("base_lr", 1)), 1, &out),
               NB_ERR_ARG, "total_steps");
-    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS_N(1, &step), NB_ATTRS(NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_INT("dtype", NB_I32)), 1, &out),
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(step), NB_ATTRS(NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_INT("dtype", NB_I32)), 1, &out),
               NB_ERR_DTYPE, "dtype");
     CHECK(!out);
     release_all(step, two, b, NULL);

@@ -213,22 +213,22 @@ static void test_ops_in_blocks(void)
     CHECK_OK(nb_block_create_var(g, "a", NB_F64, 2, S(-1, 3), NULL));
     CHECK_OK(nb_block_create_var(g, "b", NB_F64, 2, S(-1, 3), NULL));
     nb_op *op;
-    CHECK_OK(nb_block_append_op(g, "test_axpy", 2, (const char *[]){"a", "b"}, 1, (const char *[]){"c"}, 1,
-                                (nb_attr[]){NB_ATTR_FLOAT("alpha", 0.5)}, &op));
+    CHECK_OK(nb_block_append_op(g, "test_axpy", NB_NAMES("a", "b"), NB_NAMES("c"), NB_ATTRS(NB_ATTR_FLOAT("alpha", 0.5)), &op));
     nb_var *c = nb_block_find_var(g, "c");
     CHECK(c && c->ndim == 2 && c->shape[0] == -1 && c->shape[1] == 3 && c->dtype == NB_F64);
     CHECK(op->attrs[0].f == 0.5 && op->role == NB_ROLE_FORWARD);
     CHECK_STR(nb_op_in_name(op, 1, 0), "b");
     CHECK_STR(nb_op_out_name(op, 0, 0), "c");
-    CHECK_ERR(nb_block_append_op(g, "test_axpy", 2, (const char *[]){"a", "nope"}, 1, (const char *[]){"d"}, 0, NULL, NULL),
+    CHECK_ERR(nb_block_append_op(g, "test_axpy", NB_NAMES("a", "nope"), NB_NAMES("d"), NB_NO_ATTRS, NULL),
               NB_ERR_NOT_FOUND, "input var 'nope' does not exist");
-    CHECK_ERR(nb_block_append_op(g, "frobnicate", 0, NULL, 1, (const char *[]){"d"}, 0, NULL, NULL), NB_ERR_NOT_FOUND,
+    CHECK_ERR(nb_block_append_op(g, "frobnicate", NB_NO_NAMES, NB_NAMES("d"), NB_NO_ATTRS, NULL), NB_ERR_NOT_FOUND,
               "unknown op 'frobnicate'");
     CHECK(g->n_ops == 1);
-    /* Insert at the front, then remove it. */
-    CHECK_OK(nb_block_insert_op(g, 0, "test_fill", 0, NULL, 1, (const char *[]){"f"}, 1,
-                                (nb_attr[]){NB_ATTR_INTS("shape", 2, 2)}, NULL));
-    CHECK(g->n_ops == 2 && !strcmp(g->ops[0]->def->name, "test_fill"));
+    /* Append, move to the front, then remove it. */
+    CHECK_OK(nb_block_append_op(g, "test_fill", NB_NO_NAMES, NB_NAMES("f"), NB_ATTRS(NB_ATTR_INTS("shape", 2, 2)), NULL));
+    CHECK_OK(nb_block_move_op(g, 1, 0));
+    CHECK(g->n_ops == 2 && !strcmp(g->ops[0]->def->name, "test_fill") && g->ops[1] == op);
+    CHECK_ERR(nb_block_move_op(g, 0, 2), NB_ERR_ARG, "move op: positions 0 and 2 must lie in [0, 2)");
     CHECK_OK(nb_block_remove_op(g, 0));
     CHECK(g->n_ops == 1 && g->ops[0] == op);
     CHECK_ERR(nb_block_remove_op(g, 5), NB_ERR_ARG, "position 5");

@@ -58,7 +58,7 @@ static nb_status run(nb_program *p, nb_scope *s, int n_feed, const nb_feed *feed
 {
     nb_executor *e;
     nb_status st = nb_executor_new(&e);
-    if (!st) st = nb_executor_run(e, p, s, n_feed, feeds, n_fetch, names, out);
+    if (!st) st = nb_executor_run(e, p, s, NB_FEEDS_N(n_feed, feeds), NB_NAMES_N(n_fetch, names), out);
     nb_executor_free(e);
     return st;
 }
@@ -175,8 +175,8 @@ static void test_ids_and_seed_survive(void)
     nb_program_set_seed(p, 99);
     nb_block *g = nb_program_global_block(p);
     nb_attr shape[] = {NB_ATTR_INTS("shape", 3, 3)};
-    CHECK_OK(nb_block_append_op(g, "fill_constant", 0, NULL, 1, (const char *[]){"gone"}, 1, shape, NULL));
-    CHECK_OK(nb_block_append_op(g, "uniform_random", 0, NULL, 1, (const char *[]){"r"}, 1, shape, NULL));
+    CHECK_OK(nb_block_append_op(g, "fill_constant", NB_NO_NAMES, NB_NAMES("gone"), NB_ATTRS_N(1, shape), NULL));
+    CHECK_OK(nb_block_append_op(g, "uniform_random", NB_NO_NAMES, NB_NAMES("r"), NB_ATTRS_N(1, shape), NULL));
     CHECK_OK(nb_block_remove_op(g, 0));
     uint8_t *buf;
     size_t len;
@@ -245,18 +245,12 @@ static nb_program *build_blocks(void)
         st = nb_block_create_var(b0, "x", NB_F64, 2, S(2, 3), NULL);
     }
     if (!st) st = nb_block_create_var(b0, "w", NB_F64, 2, S(3, 2), NULL);
-    if (!st) st = nb_block_append_op(b1, "scale", 1, (const char *[]){"x"}, 1, (const char *[]){"z"}, 1,
-                                     (nb_attr[]){NB_ATTR_FLOAT("scale", 3)}, NULL);
-    if (!st) st = nb_block_append_op(b0, "test_run_block", 1, (const char *[]){"x"}, 1, (const char *[]){"y"}, 1,
-                                     (nb_attr[]){NB_ATTR_BLOCK("sub_block", 1)}, NULL);
-    if (!st) st = nb_block_append_op(b0, "sum", 3, (const char *[]){"x", "y", "x"}, 1, (const char *[]){"s"}, 0, NULL,
-                                     NULL);
-    if (!st) st = nb_block_append_op(b0, "split", 1, (const char *[]){"s"}, 3, (const char *[]){"p0", "p1", "p2"}, 1,
-                                     (nb_attr[]){NB_ATTR_INT("axis", 1)}, NULL);
-    if (!st) st = nb_block_append_op(b0, "concat", 3, (const char *[]){"p2", "p0", "p1"}, 1, (const char *[]){"c"}, 1,
-                                     (nb_attr[]){NB_ATTR_INT("axis", 1)}, NULL);
-    if (!st) st = nb_block_append_op(b0, "fc", 3, (const char *[]){"c", "w", NULL}, 1, (const char *[]){"f"}, 0, NULL,
-                                     NULL);
+    if (!st) st = nb_block_append_op(b1, "scale", NB_NAMES("x"), NB_NAMES("z"), NB_ATTRS(NB_ATTR_FLOAT("scale", 3)), NULL);
+    if (!st) st = nb_block_append_op(b0, "test_run_block", NB_NAMES("x"), NB_NAMES("y"), NB_ATTRS(NB_ATTR_BLOCK("sub_block", 1)), NULL);
+    if (!st) st = nb_block_append_op(b0, "sum", NB_NAMES("x", "y", "x"), NB_NAMES("s"), NB_NO_ATTRS, NULL);
+    if (!st) st = nb_block_append_op(b0, "split", NB_NAMES("s"), NB_NAMES("p0", "p1", "p2"), NB_ATTRS(NB_ATTR_INT("axis", 1)), NULL);
+    if (!st) st = nb_block_append_op(b0, "concat", NB_NAMES("p2", "p0", "p1"), NB_NAMES("c"), NB_ATTRS(NB_ATTR_INT("axis", 1)), NULL);
+    if (!st) st = nb_block_append_op(b0, "fc", NB_NAMES("c", "w", NULL), NB_NAMES("f"), NB_NO_ATTRS, NULL);
     if (st) {
         fprintf(stderr, "  build_blocks: %s\n", nb_last_error());
         nb_program_free(p);
@@ -308,9 +302,7 @@ static void test_block_attr_must_name_a_sub_block(void)
         CHECK_OK(nb_program_add_block(p, 0, &b1));
         CHECK_OK(nb_program_add_block(p, 0, &b2));
         CHECK_OK(nb_block_create_var(p->blocks[0], "x", NB_F64, 1, S(2), NULL));
-        CHECK_OK(nb_block_append_op(p->blocks[cases[c].op_block], "test_run_block", 1, (const char *[]){"x"}, 1,
-                                    (const char *[]){"y"}, 1, (nb_attr[]){NB_ATTR_BLOCK("sub_block", cases[c].target)},
-                                    NULL));
+        CHECK_OK(nb_block_append_op(p->blocks[cases[c].op_block], "test_run_block", NB_NAMES("x"), NB_NAMES("y"), NB_ATTRS(NB_ATTR_BLOCK("sub_block", cases[c].target)), NULL));
         uint8_t *buf;
         size_t len;
         CHECK_OK(nb_program_serialize(p, &buf, &len));

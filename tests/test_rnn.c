@@ -241,7 +241,7 @@ static void static_case_check(const ref_case *c)
     for (int j = 0; j < s.n_out; j++) fetch[n_fetch++] = nb_value_name(s.out[j]);
     for (int k = 0; k < n_wrt; k++) fetch[n_fetch++] = r.grads[k];
     nb_tensor *got[10] = {NULL};
-    CHECK_OK(nb_executor_run(s.m.ex, s.m.main, s.m.scope, s.n_feeds, s.feeds, n_fetch, fetch, got));
+    CHECK_OK(nb_executor_run(s.m.ex, s.m.main, s.m.scope, NB_FEEDS_N(s.n_feeds, s.feeds), NB_NAMES_N(n_fetch, fetch), got));
     char what[96];
     for (int j = 0; j < s.n_out; j++) {
         snprintf(what, sizeof what, "static %s, output %d", c->name, j);

@@ -37,9 +37,7 @@ typedef struct nb_prepared nb_prepared;
 
 /* Prepares block `block_idx` of `p` for runs with the named feeds and
  * fetches. The program must not change while the prepared form is used. */
-NB_API nb_status nb_prepare(nb_prepared **out, nb_program *p, int block_idx,
-                     int n_feed, const char *const *feed_names,
-                     int n_fetch, const char *const *fetch_names);
+NB_API nb_status nb_prepare(nb_prepared **out, nb_program *p, int block_idx, nb_names feeds, nb_names fetches);
 NB_API void nb_prepared_free(nb_prepared *pp);
 /* Runs it: feeds[i] binds feed_names[i]; fetched[i] receives fetch_names[i]
  * (a new reference each). */
@@ -62,10 +60,8 @@ typedef struct nb_executor nb_executor;
 
 NB_API nb_status nb_executor_new(nb_executor **out);
 NB_API void nb_executor_free(nb_executor *e);
-NB_API nb_status nb_executor_run(nb_executor *e, nb_program *p, nb_scope *scope,
-                          int n_feed, const nb_feed *feeds,
-                          int n_fetch, const char *const *fetch_names,
-                          nb_tensor **fetched);
+NB_API nb_status nb_executor_run(nb_executor *e, nb_program *p, nb_scope *scope, nb_feeds feeds, nb_names fetches,
+                                 nb_tensor **fetched);
 
 NB_END_DECLS
 

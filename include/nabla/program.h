@@ -125,19 +125,16 @@ NB_API nb_var_info nb_var_info_of(const nb_var *v);
 
 /* ---- ops --------------------------------------------------------------- */
 
-/* Appends (or, with nb_block_insert_op, inserts at position `pos`) an op
- * after checking it against its definition: known type, slot counts, attr
- * names and types (defaults filled in), every input var present in the
- * block or an ancestor. Output vars that do not exist are created, and
- * shapes and dtypes of all outputs are inferred. */
-NB_API nb_status nb_block_append_op(nb_block *b, const char *type,
-                             int n_in, const char *const *in,
-                             int n_out, const char *const *out,
-                             int n_attrs, const nb_attr *attrs, nb_op **op_out);
-NB_API nb_status nb_block_insert_op(nb_block *b, int pos, const char *type,
-                             int n_in, const char *const *in,
-                             int n_out, const char *const *out,
-                             int n_attrs, const nb_attr *attrs, nb_op **op_out);
+/* Appends an op after checking it against its definition: known type, slot
+ * counts, attr names and types (defaults filled in), every input var present
+ * in the block or an ancestor. Output vars that do not exist are created,
+ * and shapes and dtypes of all outputs are inferred. op_out may be NULL.
+ *
+ *     nb_block_append_op(b, "mul", NB_NAMES("x", "w"), NB_NAMES("y"), NB_NO_ATTRS, NULL); */
+NB_API nb_status nb_block_append_op(nb_block *b, const char *type, nb_names in, nb_names out, nb_attrs attrs,
+                                    nb_op **op_out);
+/* Moves the op at position `from` to position `to`, shifting those between. */
+NB_API nb_status nb_block_move_op(nb_block *b, int from, int to);
 /* Removes op at `pos` (its vars stay). */
 NB_API nb_status nb_block_remove_op(nb_block *b, int pos);
 

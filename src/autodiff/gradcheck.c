@@ -21,7 +21,7 @@ static nb_status run_once(nb_program *p, nb_scope *scope, int n_feed, const nb_f
         tensors[i] = feeds[i].tensor;
     }
     nb_prepared *pp;
-    nb_status st = nb_prepare(&pp, p, 0, n_feed, names, n_fetch, fetch);
+    nb_status st = nb_prepare(&pp, p, 0, NB_NAMES_N(n_feed, names), NB_NAMES_N(n_fetch, fetch));
     if (st) return st;
     /* Without a scope (nb_gradcheck_op's programs need none), run in a
      * fresh empty one: the executor wants one. */

@@ -91,7 +91,7 @@ static bool is_float(nb_builder *b, nb_value v) { return nb_dtype_is_float(nb_va
 /* The tangent of x, or zeros shaped like it. */
 static nb_value tangent_or_zeros(nb_builder *b, nb_value x, nb_value t)
 {
-    return nb_is_none(t) ? nb_emit1(b, "fill_zeros_like", NB_VALUES_N(1, &x), NB_NO_ATTRS) : t;
+    return nb_is_none(t) ? nb_emit1(b, "fill_zeros_like", NB_VALUES(x), NB_NO_ATTRS) : t;
 }
 
 /* ---- while ----------------------------------------------------------------- */

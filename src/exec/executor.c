@@ -353,10 +353,9 @@ fail:
     return st;
 }
 
-nb_status nb_prepare(nb_prepared **out, nb_program *p, int block_idx, int n_feed, const char *const *feed_names,
-                     int n_fetch, const char *const *fetch_names)
+nb_status nb_prepare(nb_prepared **out, nb_program *p, int block_idx, nb_names feeds, nb_names fetches)
 {
-    return prepare(out, p, block_idx, n_feed, feed_names, n_fetch, fetch_names, NULL);
+    return prepare(out, p, block_idx, feeds.n, feeds.v, fetches.n, fetches.v, NULL);
 }
 
 void nb_prepared_free(nb_prepared *pp)

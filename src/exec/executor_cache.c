@@ -54,9 +54,12 @@ static char *make_key(int n_feed, const nb_feed *feeds, int n_fetch, const char 
     return k;
 }
 
-nb_status nb_executor_run(nb_executor *e, nb_program *p, nb_scope *scope, int n_feed, const nb_feed *feeds,
-                          int n_fetch, const char *const *fetch_names, nb_tensor **fetched)
+nb_status nb_executor_run(nb_executor *e, nb_program *p, nb_scope *scope, nb_feeds feed_list, nb_names fetch_list,
+                          nb_tensor **fetched)
 {
+    int n_feed = feed_list.n, n_fetch = fetch_list.n;
+    const nb_feed *feeds = feed_list.v;
+    const char *const *fetch_names = fetch_list.v;
     if (!e || !p || !scope) return nb_error(NB_ERR_ARG, "executor run: NULL executor, program or scope");
     if (n_feed < 0 || n_fetch < 0 || (n_feed && !feeds) || (n_fetch && (!fetch_names || !fetched)))
         return nb_error(NB_ERR_ARG, "executor run: bad feed or fetch lists");
@@ -79,7 +82,7 @@ nb_status nb_executor_run(nb_executor *e, nb_program *p, nb_scope *scope, int n_
         }
         for (int i = 0; i < n_feed; i++) feed_names[i] = feeds[i].name;
         nb_prepared *pp;
-        nb_status st = nb_prepare(&pp, p, 0, n_feed, feed_names, n_fetch, fetch_names);
+        nb_status st = nb_prepare(&pp, p, 0, NB_NAMES_N(n_feed, feed_names), NB_NAMES_N(n_fetch, fetch_names));
         nb_free(feed_names);
         if (st) {
             nb_free(key);

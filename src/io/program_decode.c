@@ -275,7 +275,7 @@ static nb_status load_op(loader *L, nb_block *b, size_t oi, const Nabla__OpDesc 
     nb_status st = lay_out(L, where, def, true, od->inputs, od->n_inputs, &in);
     if (!st) st = lay_out(L, where, def, false, od->outputs, od->n_outputs, &out);
     if (!st) st = to_attrs(L, where, od, attrs);
-    if (!st && (st = nb_block_append_op(b, type, in.n, in.flat, out.n, out.flat, (int)od->n_attrs, attrs, &op)))
+    if (!st && (st = nb_block_append_op(b, type, NB_NAMES_N(in.n, in.flat), NB_NAMES_N(out.n, out.flat), NB_ATTRS_N((int)od->n_attrs, attrs), &op)))
         nb_error_context(st, "%s: %s program, %s", L->source, L->which, where);
     if (!st && (!same_layout(op, true, &in) || !same_layout(op, false, &out)))
         st = bad(L, NB_ERR_FORMAT, "%s: its vars do not fit its slots", where);

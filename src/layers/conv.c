@@ -92,5 +92,5 @@ nb_value nb_layer_pool2d_ex(nb_builder *b, nb_value x, const nb_pool2d_opts *opt
                        NB_ATTR_BOOL("global_pooling", opts->global),
                        NB_ATTR_BOOL("ceil_mode", opts->ceil_mode),
                        NB_ATTR_BOOL("exclusive", !opts->count_include_pad)};
-    return nb_emit1(b, "pool2d", NB_VALUES_N(1, &x), NB_ATTRS_N(7, attrs));
+    return nb_emit1(b, "pool2d", NB_VALUES(x), NB_ATTRS_N(7, attrs));
 }

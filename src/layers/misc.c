@@ -73,7 +73,7 @@ nb_value nb_layer_dropout(nb_builder *b, nb_value x, double p)
      * is_test themselves (nb_eager_set_test_mode), so it is left out there. */
     nb_attr attrs[] = {NB_ATTR_FLOAT("dropout_prob", p), NB_ATTR_INT("seed", 0),
                        NB_ATTR_STRING("mode", "upscale_in_train"), NB_ATTR_BOOL("is_test", false)};
-    return nb_emit1(b, "dropout", NB_VALUES_N(1, &x), NB_ATTRS_N(nb_builder_is_eager(b) ? 3 : 4, attrs));
+    return nb_emit1(b, "dropout", NB_VALUES(x), NB_ATTRS_N(nb_builder_is_eager(b) ? 3 : 4, attrs));
 }
 
 /* ---- embedding ---------------------------------------------------------------------- */

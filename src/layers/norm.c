@@ -23,7 +23,7 @@ static nb_value append_batch_norm(nb_builder *b, const nb_value in[5], int n_att
     for (int i = 0; i < 5; i++) ins[i] = nb_value_name(in[i]);
     nb_block *blk = nb_builder_block(b);
     nb_op *op;
-    if ((st = nb_block_append_op(blk, "batch_norm", 5, ins, 5, outs, n_attrs, attrs, &op))) {
+    if ((st = nb_block_append_op(blk, "batch_norm", NB_NAMES_N(5, ins), NB_NAMES_N(5, outs), NB_ATTRS_N(n_attrs, attrs), &op))) {
         nb_builder_fail(b, st, "%s", nb_last_error());
         return NB_NONE;
     }

@@ -160,8 +160,7 @@ nb_value nb_persistable_var(nb_builder *b, const char *name, nb_dtype dtype, int
     attrs[n++] = NB_ATTR_INT("dtype", dtype);
     nb_op *op = NULL;
     if (!st)
-        st = nb_block_append_op(nb_program_global_block(init_prog), nb_init_draw_op(d.kind), 0, NULL, 1,
-                                (const char *[]){name}, n, attrs, &op);
+        st = nb_block_append_op(nb_program_global_block(init_prog), nb_init_draw_op(d.kind), NB_NO_NAMES, NB_NAMES(name), NB_ATTRS_N(n, attrs), &op);
     if (st) {
         nb_builder_fail(b, st, "persistable var %s: %s", name, nb_last_error());
         return NB_NONE;

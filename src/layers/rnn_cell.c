@@ -137,7 +137,7 @@ bool nb_rnn_states_or_zeros(nb_builder *b, const nb_rnn_params *p, const char *w
              * be unknown while a program is built). */
             nb_attr a[] = {NB_ATTR_INTS("shape", 1, p->hidden), NB_ATTR_INT("dtype", li.dtype),
                            NB_ATTR_INT("input_dim_idx", like_batch_axis)};
-            out[k] = nb_emit1(b, "fill_constant_batch_size_like", NB_VALUES_N(1, &like), NB_ATTRS_N(3, a));
+            out[k] = nb_emit1(b, "fill_constant_batch_size_like", NB_VALUES(like), NB_ATTRS_N(3, a));
             continue;
         }
         nb_var_info vi = nb_value_info(b, v);

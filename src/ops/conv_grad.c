@@ -108,7 +108,7 @@ static nb_value window_class(nb_builder *b, int64_t len, int64_t r, int64_t c, i
     const int64_t q = (len + r - 1) / r, flat[1] = {q * r}, zero = 0, axis0 = 0;
     const nb_value idx = nb_fill_constant(b, NB_I64, 1, &q, (double)c);
     const nb_attr attrs[2] = {NB_ATTR_INT("depth", r), NB_ATTR_INT("dtype", dt)};
-    nb_value v = nb_reshape(b, nb_emit1(b, "one_hot", NB_VALUES_N(1, &idx), NB_ATTRS_N(2, attrs)), 1, flat);
+    nb_value v = nb_reshape(b, nb_emit1(b, "one_hot", NB_VALUES(idx), NB_ATTRS_N(2, attrs)), 1, flat);
     v = nb_slice(b, v, 1, &axis0, &zero, &len);
     const int64_t shape[2] = {axis ? 1 : len, axis ? len : 1};
     return nb_reshape(b, v, 2, shape);
@@ -134,7 +134,7 @@ static nb_value pool_apply(nb_builder *b, const nb_grad_ctx *g, nb_value x, nb_v
     nb_attr attrs[NB_MAX_ATTRS];
     const int n_attrs = nb_convgrad_attrs(g, "pool2d", attrs);
     const nb_attr_value *type = nb_grad_attr(g, "pooling_type");
-    if (type->type == NB_ATTR_STRING && strcmp(type->s, "max")) return nb_emit1(b, "pool2d", NB_VALUES_N(1, &a), NB_ATTRS_N(n_attrs, attrs));
+    if (type->type == NB_ATTR_STRING && strcmp(type->s, "max")) return nb_emit1(b, "pool2d", NB_VALUES(a), NB_ATTRS_N(n_attrs, attrs));
     const nb_var_info xi = nb_value_info(b, x), oi = nb_value_info(b, out);
     if (nb_grad_attr(g, "global_pooling")->b) {
         /* One window, the whole image: a sum over it, whatever its size. */
@@ -181,7 +181,7 @@ static nb_value pool_apply(nb_builder *b, const nb_grad_ctx *g, nb_value x, nb_v
             const nb_value in[3] = {x, out, cls};
             const nb_value marks = nb_emit1(b, "pool2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs));
             const nb_value picked = nb_mul(b, marks, a);
-            nb_value v = nb_scale(b, nb_emit1(b, "pool2d", NB_VALUES_N(1, &picked), NB_ATTRS_N(n_attrs, avg)), (double)(kh * kw), 0);
+            nb_value v = nb_scale(b, nb_emit1(b, "pool2d", NB_VALUES(picked), NB_ATTRS_N(n_attrs, avg)), (double)(kh * kw), 0);
             if (rh > 1 || rw > 1) v = nb_mul(b, v, cls);
             sum = nb_is_none(sum) ? v : nb_add(b, sum, v);
         }

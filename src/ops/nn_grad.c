@@ -104,7 +104,7 @@ static nb_value cross_entropy_target(nb_builder *b, const nb_grad_ctx *g, nb_val
                                                             (double)nb_grad_attr(g, "ignore_index")->i));
     nb_value safe = nb_where(b, valid, flat, nb_fill_constant(b, li.dtype, 0, NULL, 0));
     nb_attr oh[2] = {NB_ATTR_INT("depth", C), NB_ATTR_INT("dtype", xi.dtype)};
-    nb_value t = nb_emit1(b, "one_hot", NB_VALUES_N(1, &safe), NB_ATTRS_N(2, oh));
+    nb_value t = nb_emit1(b, "one_hot", NB_VALUES(safe), NB_ATTRS_N(2, oh));
     return nb_mul(b, t, nb_unsqueeze(b, nb_cast(b, valid, xi.dtype), 1, (const int64_t[]){-1}));
 }
 

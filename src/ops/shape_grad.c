@@ -100,7 +100,7 @@ nb_status nb_concat_vjp(nb_builder *b, nb_grad_ctx *g)
         unknown = k;
     }
     if (!nb_builder_status(b))
-        nb_emit(b, "split", NB_VALUES_N(1, &dy), NB_ATTRS(NB_ATTR_INT("axis", axis), NB_ATTR_INTS_N("sections", n, sections)), n, pieces);
+        nb_emit(b, "split", NB_VALUES(dy), NB_ATTRS(NB_ATTR_INT("axis", axis), NB_ATTR_INTS_N("sections", n, sections)), n, pieces);
     for (int k = 0; k < n && !nb_builder_status(b); k++) nb_grad_set_dx(g, 0, k, pieces[k]);
     nb_free(sections);
     nb_free(pieces);
@@ -136,7 +136,7 @@ nb_status nb_stack_vjp(nb_builder *b, nb_grad_ctx *g)
     if (axis < 0) axis += nb_value_info(b, dy).ndim;
     nb_value *pieces = nb_calloc((size_t)n, sizeof *pieces);
     if (!pieces) return nb_builder_fail(b, NB_ERR_NOMEM, "stack: out of memory for its gradient");
-    nb_emit(b, "split", NB_VALUES_N(1, &dy), NB_ATTRS(NB_ATTR_INT("axis", axis)), n, pieces);
+    nb_emit(b, "split", NB_VALUES(dy), NB_ATTRS(NB_ATTR_INT("axis", axis)), n, pieces);
     for (int k = 0; k < n && !nb_builder_status(b); k++)
         if (nb_grad_wants_dx(g, 0, k)) nb_grad_set_dx(g, 0, k, nb_squeeze(b, pieces[k], 1, &axis));
     nb_free(pieces);

@@ -20,7 +20,7 @@ nb_status nb_optim_create_state(nb_optim_ctx *c, const char *prefix, nb_dtype dt
     const char *out = name;
     nb_attr attrs[] = {NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("value", value)};
     nb_op *op;
-    if ((st = nb_block_append_op(c->sb, "fill_constant", 0, NULL, 1, &out, 3, attrs, &op))) return st;
+    if ((st = nb_block_append_op(c->sb, "fill_constant", NB_NO_NAMES, NB_NAMES_N(1, &out), NB_ATTRS_N(3, attrs), &op))) return st;
     op->role = NB_ROLE_STARTUP;
     return NB_OK;
 }
@@ -160,7 +160,7 @@ static nb_status append_update(nb_optim_ctx *c, const char *param, const char *g
     if (!u) return nb_error(NB_ERR_NOMEM, "minimize: out of memory");
     int from = c->mb->n_ops;
     nb_status st = plan_update(c, p, grad, u);
-    if (!st) st = nb_block_append_op(c->mb, u->type, u->n_in, u->in, u->n_out, u->out, u->n_attrs, u->attrs, NULL);
+    if (!st) st = nb_block_append_op(c->mb, u->type, NB_NAMES_N(u->n_in, u->in), NB_NAMES_N(u->n_out, u->out), NB_ATTRS_N(u->n_attrs, u->attrs), NULL);
     if (!st) st = nb_optim_mark(c, from, param, grad);
     nb_free(u);
     return st;

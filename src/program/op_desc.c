@@ -197,10 +197,23 @@ nb_status nb_block_insert_op(nb_block *b, int pos, const char *type, int n_in, c
     return NB_OK;
 }
 
-nb_status nb_block_append_op(nb_block *b, const char *type, int n_in, const char *const *in, int n_out,
-                             const char *const *out, int n_attrs, const nb_attr *attrs, nb_op **op_out)
+nb_status nb_block_append_op(nb_block *b, const char *type, nb_names in, nb_names out, nb_attrs attrs, nb_op **op_out)
 {
-    return nb_block_insert_op(b, b ? b->n_ops : 0, type, n_in, in, n_out, out, n_attrs, attrs, op_out);
+    return nb_block_insert_op(b, b ? b->n_ops : 0, type, in.n, in.v, out.n, out.v, attrs.n, attrs.v, op_out);
+}
+
+nb_status nb_block_move_op(nb_block *b, int from, int to)
+{
+    if (!b) return nb_error(NB_ERR_ARG, "move op: block is NULL");
+    if (from < 0 || from >= b->n_ops || to < 0 || to >= b->n_ops)
+        return nb_error(NB_ERR_ARG, "move op: positions %d and %d must lie in [0, %d) (block %d)", from, to, b->n_ops,
+                        b->idx);
+    nb_op *op = b->ops[from];
+    if (from < to) memmove(&b->ops[from], &b->ops[from + 1], (size_t)(to - from) * sizeof *b->ops);
+    else memmove(&b->ops[to + 1], &b->ops[to], (size_t)(from - to) * sizeof *b->ops);
+    b->ops[to] = op;
+    b->program->version++;
+    return NB_OK;
 }
 
 nb_status nb_block_remove_op(nb_block *b, int pos)

@@ -35,7 +35,7 @@ static nb_status record_emit(nb_builder *b, const char *type, int n_in, const nb
         out_ptrs[i] = out_names[i];
     }
     nb_op *op;
-    if ((st = nb_block_append_op(b->block, def->name, n_in, in_names, n_out, out_ptrs, n_attrs, attrs, &op)))
+    if ((st = nb_block_append_op(b->block, def->name, NB_NAMES_N(n_in, in_names), NB_NAMES_N(n_out, out_ptrs), NB_ATTRS_N(n_attrs, attrs), &op)))
         goto done;
     op->role = b->role;
     for (int i = 0; i < n_out; i++) out[i] = nb_value_from_var(nb_block_find_var(b->block, out_names[i]));
@@ -180,7 +180,7 @@ nb_value nb_create_parameter(nb_builder *b, const char *name, nb_dtype dtype, in
     if (!st) {
         sv->persistable = sv->is_parameter = sv->trainable = true;
         const char *outs[1] = {name};
-        st = nb_block_append_op(tb, init_type, 0, NULL, 1, outs, m, all, &op);
+        st = nb_block_append_op(tb, init_type, NB_NO_NAMES, NB_NAMES_N(1, outs), NB_ATTRS_N(m, all), &op);
     }
     nb_free(all);
     if (nb_builder_record_error(b, st)) return NB_NONE;

@@ -59,7 +59,7 @@ static nb_status prepare_for(nb_prepared **pp, nb_program *p, int n_feeds, const
                              const char *metric)
 {
     const char *fetch[2] = {loss, metric};
-    return nb_prepare(pp, p, 0, n_feeds, feeds, metric ? 2 : 1, fetch);
+    return nb_prepare(pp, p, 0, NB_NAMES_N(n_feeds, feeds), NB_NAMES_N(metric ? 2 : 1, fetch));
 }
 
 nb_status nb_evaluate(nb_program *main, nb_scope *scope, nb_reader *reader, int n_feeds, const char *const *feeds,
@@ -137,7 +137,7 @@ nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *sta
 
     /* The startup program creates every persistable var; a checkpoint then
      * overwrites them. */
-    if ((st = nb_executor_new(&ex)) || (startup && (st = nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL))))
+    if ((st = nb_executor_new(&ex)) || (startup && (st = nb_executor_run(ex, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL))))
         goto done;
     if (resuming && (st = restore(cfg->checkpoint_path, main, scope, &epochs_done, &steps))) goto done;
     if ((st = prepare_for(&pp, main, cfg->n_feeds, cfg->feeds, cfg->loss, cfg->metric))) goto done;
