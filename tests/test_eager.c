@@ -33,7 +33,7 @@ static void test_backward_and_accumulation(void)
     CHECK(nb_tensor_requires_grad(T_(loss)) && !nb_tensor_is_leaf(T_(loss)));
     CHECK_STR(nb_node_op(nb_tensor_grad_fn(T_(loss))), "reduce_sum");
     nb_tensor *l = T_(loss);
-    REQUIRE_OK(nb_backward(1, &l, NULL, true, false));
+    REQUIRE_OK(nb_backward(1, &l, NULL, NB_RETAIN_GRAPH));
     double want[3];
     for (int i = 0; i < 3; i++) {
         double v = nb_tensor_get(xt, i);
@@ -41,10 +41,10 @@ static void test_backward_and_accumulation(void)
     }
     CHECK_TENSOR(nb_tensor_grad(xt), S(3), 1e-12, want[0], want[1], want[2]);
     /* A second backward (graph retained) adds to .grad. */
-    REQUIRE_OK(nb_backward(1, &l, NULL, false, false));
+    REQUIRE_OK(nb_backward(1, &l, NULL, 0));
     CHECK_TENSOR(nb_tensor_grad(xt), S(3), 1e-12, 2 * want[0], 2 * want[1], 2 * want[2]);
     /* The graph was freed: a third one fails clearly. */
-    CHECK_ERR(nb_backward(1, &l, NULL, false, false), NB_ERR_STATE, "backward through the graph a second time");
+    CHECK_ERR(nb_backward(1, &l, NULL, 0), NB_ERR_STATE, "backward through the graph a second time");
     nb_tensor_zero_grad(xt);
     CHECK(nb_tensor_grad(xt) == NULL);
     nb_builder_free(b);
@@ -59,7 +59,7 @@ static void test_diamond(void)
     nb_value x = nb_eager_value(b, xt), a = nb_exp(b, x);
     nb_value loss = nb_reduce_sum(b, nb_add(b, nb_mul(b, a, a), a), 0, NULL, false);
     nb_tensor *l = T_(loss);
-    REQUIRE_OK(nb_backward(1, &l, NULL, false, false));
+    REQUIRE_OK(nb_backward(1, &l, NULL, 0));
     double a0 = exp(0.1), a1 = exp(-0.3);
     CHECK_TENSOR(nb_tensor_grad(xt), S(2), 1e-12, (2 * a0 + 1) * a0, (2 * a1 + 1) * a1);
     nb_builder_free(b);
@@ -75,20 +75,20 @@ static void test_create_graph(void)
     nb_value x = nb_eager_value(b, xt);
     nb_value y = nb_reduce_sum(b, nb_mul(b, nb_square(b, x), x), 0, NULL, false);
     nb_tensor *yt = T_(y), *g = NULL, *gg = NULL;
-    REQUIRE_OK(nb_autograd_grad(1, &yt, NULL, 1, &xt, false, true, false, &g));
+    REQUIRE_OK(nb_autograd_grad(NB_TENSORS_N(1, &yt), NULL, NB_TENSORS_N(1, &xt), NB_CREATE_GRAPH, &g));
     CHECK_TENSOR(g, S(3), 1e-12, 3, 12, 0.75);
     CHECK(nb_tensor_requires_grad(g));
     nb_value gs = nb_reduce_sum(b, nb_eager_value(b, g), 0, NULL, false);
     nb_tensor *gst = T_(gs);
-    REQUIRE_OK(nb_autograd_grad(1, &gst, NULL, 1, &xt, false, false, false, &gg));
+    REQUIRE_OK(nb_autograd_grad(NB_TENSORS_N(1, &gst), NULL, NB_TENSORS_N(1, &xt), 0, &gg));
     CHECK_TENSOR(gg, S(3), 1e-12, 6, -12, 3);
     release_all(g, gg, NULL);
 
     nb_value th = nb_reduce_sum(b, nb_tanh(b, x), 0, NULL, false);
     nb_tensor *tht = T_(th), *d1 = NULL, *d2 = NULL;
-    REQUIRE_OK(nb_autograd_grad(1, &tht, NULL, 1, &xt, false, true, false, &d1));
+    REQUIRE_OK(nb_autograd_grad(NB_TENSORS_N(1, &tht), NULL, NB_TENSORS_N(1, &xt), NB_CREATE_GRAPH, &d1));
     nb_tensor *d1s = T_(nb_reduce_sum(b, nb_eager_value(b, d1), 0, NULL, false));
-    REQUIRE_OK(nb_autograd_grad(1, &d1s, NULL, 1, &xt, false, false, false, &d2));
+    REQUIRE_OK(nb_autograd_grad(NB_TENSORS_N(1, &d1s), NULL, NB_TENSORS_N(1, &xt), 0, &d2));
     double w[3];
     for (int i = 0; i < 3; i++) {
         double t = tanh(nb_tensor_get(xt, i));
@@ -111,13 +111,13 @@ static void test_grad_allow_unused_and_pruning(void)
     nb_value y = nb_reduce_sum(b, nb_add(b, nb_mul(b, x, x), nb_log(b, nb_neg(b, w))), 0, NULL, false);
     nb_tensor *yt = T_(y), *gs[2] = {0};
     nb_set_anomaly_mode(true);
-    REQUIRE_OK(nb_autograd_grad(1, &yt, NULL, 1, &xt, true, false, false, gs));
+    REQUIRE_OK(nb_autograd_grad(NB_TENSORS_N(1, &yt), NULL, NB_TENSORS_N(1, &xt), NB_RETAIN_GRAPH, gs));
     nb_set_anomaly_mode(false);
     CHECK_TENSOR(gs[0], S(2), 0, 2, 4);
     nb_tensor_release(gs[0]);
-    CHECK_ERR(nb_autograd_grad(1, &yt, NULL, 2, (nb_tensor *[]){xt, zt}, true, false, false, gs), NB_ERR_ARG,
+    CHECK_ERR(nb_autograd_grad(NB_TENSORS_N(1, &yt), NULL, NB_TENSORS(xt, zt), NB_RETAIN_GRAPH, gs), NB_ERR_ARG,
               "input 1 is not used");
-    REQUIRE_OK(nb_autograd_grad(1, &yt, NULL, 2, (nb_tensor *[]){xt, zt}, true, false, true, gs));
+    REQUIRE_OK(nb_autograd_grad(NB_TENSORS_N(1, &yt), NULL, NB_TENSORS(xt, zt), NB_RETAIN_GRAPH | NB_ALLOW_UNUSED, gs));
     CHECK(gs[0] != NULL && gs[1] == NULL);
     nb_tensor_release(gs[0]);
     nb_builder_free(b);
@@ -149,7 +149,7 @@ static void test_hooks(void)
     REQUIRE_OK(nb_node_register_pre_hook(nb_tensor_grad_fn(T_(h)), count_calls, &pre));
     REQUIRE_OK(nb_node_register_post_hook(nb_tensor_grad_fn(T_(h)), count_calls, &post));
     nb_tensor *l = T_(loss);
-    REQUIRE_OK(nb_backward(1, &l, NULL, false, false));
+    REQUIRE_OK(nb_backward(1, &l, NULL, 0));
     /* dL/dh = 1, doubled by h's hook (and retained as such); times 3; doubled by x's hook. */
     CHECK_TENSOR(nb_tensor_grad(T_(h)), S(2), 0, 2, 2);
     CHECK_TENSOR(nb_tensor_grad(xt), S(2), 0, 12, 12);
@@ -171,7 +171,7 @@ static void test_inplace_on_saved_value_is_an_error(void)
     nb_grad_mode_pop();
     CHECK(nb_tensor_version(T_(a)) == 1);
     nb_tensor *l = T_(loss);
-    CHECK_ERR(nb_backward(1, &l, NULL, false, false), NB_ERR_STATE,
+    CHECK_ERR(nb_backward(1, &l, NULL, 0), NB_ERR_STATE,
               "exp (node #");
     CHECK(strstr(nb_last_error(), "modified by an in-place scale") != NULL);
     nb_builder_free(b);
@@ -205,9 +205,9 @@ static void test_no_grad_detach_and_propagation(void)
     CHECK_ERR(nb_tensor_set_requires_grad(it, true), NB_ERR_DTYPE, "floating-point");
     nb_tensor_release(it);
     nb_tensor *root = d;
-    CHECK_ERR(nb_backward(1, &root, NULL, false, false), NB_ERR_ARG, "does not require grad");
+    CHECK_ERR(nb_backward(1, &root, NULL, 0), NB_ERR_ARG, "does not require grad");
     nb_tensor *zt = T_(z);
-    CHECK_ERR(nb_backward(1, &zt, NULL, false, false), NB_ERR_SHAPE, "pass root_grads");
+    CHECK_ERR(nb_backward(1, &zt, NULL, 0), NB_ERR_SHAPE, "pass root_grads");
     nb_tensor_release(d);
     nb_builder_free(b);
     release_all(xt, ct, NULL);
@@ -220,7 +220,7 @@ static void test_anomaly_mode_names_the_op(void)
     nb_value loss = nb_reduce_sum(b, nb_sqrt(b, nb_eager_value(b, xt)), 0, NULL, false);
     nb_tensor *l = T_(loss);
     nb_set_anomaly_mode(true);
-    CHECK_ERR(nb_backward(1, &l, NULL, false, false), NB_ERR_STATE, "anomaly: the gradient that sqrt (node #");
+    CHECK_ERR(nb_backward(1, &l, NULL, 0), NB_ERR_STATE, "anomaly: the gradient that sqrt (node #");
     nb_set_anomaly_mode(false);
     nb_builder_free(b);
     nb_tensor_release(xt);
@@ -236,7 +236,7 @@ static void test_deep_chain(void)
     nb_value loss = nb_reduce_sum(b, nb_scale(b, v, 3.0, 0.0), 0, NULL, false);
     nb_tensor *l = nb_tensor_retain(T_(loss));
     nb_eager_release_values(b);
-    REQUIRE_OK(nb_backward(1, &l, NULL, false, false));
+    REQUIRE_OK(nb_backward(1, &l, NULL, 0));
     CHECK_TENSOR(nb_tensor_grad(xt), S(1), 0, 3);
     nb_tensor_release(l); /* frees the 100,002 nodes */
     nb_builder_free(b);
@@ -258,7 +258,7 @@ static void test_same_gradients_as_static_program(void)
     nb_value logits = nb_matmul(e, h, nb_eager_value(e, w2), false, false);
     nb_value loss = nb_reduce_mean(e, nb_softmax_with_cross_entropy(e, logits, nb_eager_value(e, lt), NULL), 0, NULL, false);
     nb_tensor *l = T_(loss);
-    REQUIRE_OK(nb_backward(1, &l, NULL, false, false));
+    REQUIRE_OK(nb_backward(1, &l, NULL, 0));
     /* static */
     nb_program *p;
     nb_builder *s;

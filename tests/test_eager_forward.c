@@ -63,7 +63,7 @@ static void test_autograd_grad_carries_tangents(void)
         REQUIRE_OK(setup(&f, 1));
         CHECK_OK(nb_eager_forward_push(f.b));
         nb_tensor *y = loss(f.b, f.x);
-        CHECK_OK(nb_autograd_grad(1, &y, NULL, 1, &f.x, false, create, false, &g));
+        CHECK_OK(nb_autograd_grad(NB_TENSORS_N(1, &y), NULL, NB_TENSORS_N(1, &f.x), (create ? NB_CREATE_GRAPH : 0), &g));
         nb_eager_forward_pop();
         check_hvp(g, nb_eager_tangent(f.b, nb_eager_value(f.b, g)));
         nb_tensor_release(g);
@@ -79,7 +79,7 @@ static void test_backward_accumulates_tangents(void)
     REQUIRE_OK(setup(&f, 1));
     CHECK_OK(nb_eager_forward_push(f.b));
     nb_tensor *y = loss(f.b, f.x);
-    CHECK_OK(nb_backward(1, &y, NULL, false, false));
+    CHECK_OK(nb_backward(1, &y, NULL, 0));
     nb_eager_forward_pop();
     check_hvp(nb_tensor_grad(f.x), nb_eager_tangent(f.b, nb_eager_value(f.b, nb_tensor_grad(f.x))));
     teardown(&f);
@@ -94,7 +94,7 @@ static void test_backward_outside_the_push_has_no_tangents(void)
     REQUIRE_OK(setup(&f, 1));
     nb_tensor *y = loss(f.b, f.x);
     CHECK(nb_eager_tangent(f.b, nb_eager_value(f.b, y)) != NULL); /* the forward has its tangent */
-    CHECK_OK(nb_autograd_grad(1, &y, NULL, 1, &f.x, false, false, false, &g));
+    CHECK_OK(nb_autograd_grad(NB_TENSORS_N(1, &y), NULL, NB_TENSORS_N(1, &f.x), 0, &g));
     CHECK(g && nb_eager_tangent(f.b, nb_eager_value(f.b, g)) == NULL);
     nb_tensor_release(g);
     teardown(&f);
@@ -112,7 +112,7 @@ static void test_sets_of_tangents_share_one_pass(void)
     CHECK_ERR(nb_eager_forward_mode_sets(f.b, 3), NB_ERR_STATE, "has 2 tangent sets already");
     CHECK_OK(nb_eager_forward_push(f.b));
     nb_tensor *y = loss(f.b, f.x);
-    CHECK_OK(nb_autograd_grad(1, &y, NULL, 1, &f.x, false, false, false, &g));
+    CHECK_OK(nb_autograd_grad(NB_TENSORS_N(1, &y), NULL, NB_TENSORS_N(1, &f.x), 0, &g));
     nb_eager_forward_pop();
     check_hvp(g, nb_eager_tangent_in(f.b, 0, nb_eager_value(f.b, g)));
     nb_tensor *t1 = nb_eager_tangent_in(f.b, 1, nb_eager_value(f.b, g));

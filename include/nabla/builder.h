@@ -52,6 +52,15 @@ typedef struct nb_values {
 
 typedef struct nb_builder nb_builder;
 
+/* Flags of the gradient calls (nb_backward, nb_autograd_grad, nb_gradients,
+ * nb_grad), as PyTorch's keyword arguments and JAX's has_aux. */
+enum {
+    NB_RETAIN_GRAPH = 1 << 0, /* keep the tape for another backward pass */
+    NB_CREATE_GRAPH = 1 << 1, /* record the backward pass, for gradients of gradients (implies retaining) */
+    NB_ALLOW_UNUSED = 1 << 2, /* an input the outputs do not depend on gets no gradient, not an error */
+    NB_HAS_AUX = 1 << 3       /* nb_grad: outputs after the first are auxiliary values, handed back */
+};
+
 /* A builder that records into `main` (block 0 to start with). `startup`, which
  * may be NULL, receives parameter initialisers. Neither is owned. */
 NB_API nb_status nb_builder_new_record(nb_builder **out, nb_program *main, nb_program *startup);

@@ -142,19 +142,22 @@ NB_API nb_status nb_node_register_post_hook(nb_node *n, nb_node_hook fn, void *c
 
 /* Accumulates into .grad of every leaf that requires grad the gradients of
  * the roots (root_grads NULL, or NULL entries: ones, for scalar roots).
- * Without retain_graph the saved values are freed, and a second backward
- * through the same nodes fails clearly. With create_graph the backward
- * itself is recorded, so gradients can be differentiated again. */
-NB_API nb_status nb_backward(int n_roots, nb_tensor *const *roots, nb_tensor *const *root_grads, bool retain_graph,
-                      bool create_graph);
+ * flags: without NB_RETAIN_GRAPH the saved values are freed, and a second
+ * backward through the same nodes fails clearly; with NB_CREATE_GRAPH the
+ * backward itself is recorded, so gradients can be differentiated again.
+ *
+ *     nb_backward(1, &loss, NULL, 0); */
+NB_API nb_status nb_backward(int n_roots, nb_tensor *const *roots, nb_tensor *const *root_grads, unsigned flags);
 /* torch.autograd.grad: the gradients of `outputs` with respect to `inputs`
  * (new references in grads_out), running only the nodes on a path to them
  * and leaving .grad alone. An input the outputs do not depend on gets NULL
- * with allow_unused, an error otherwise. (nb_grad, in nabla/transforms.h,
- * is the function transform, JAX's grad.) */
-NB_API nb_status nb_autograd_grad(int n_out, nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int n_in,
-                           nb_tensor *const *inputs, bool retain_graph, bool create_graph, bool allow_unused,
-                           nb_tensor **grads_out);
+ * with NB_ALLOW_UNUSED, an error otherwise. grad_outputs may be NULL (ones
+ * for scalar outputs). (nb_grad, in nabla/transforms.h, is the function
+ * transform, JAX's grad.)
+ *
+ *     nb_autograd_grad(NB_TENSORS(y), NULL, NB_TENSORS(x), NB_CREATE_GRAPH, &dx); */
+NB_API nb_status nb_autograd_grad(nb_tensors outputs, nb_tensor *const *grad_outputs, nb_tensors inputs,
+                                  unsigned flags, nb_tensor **grads_out);
 
 NB_END_DECLS
 

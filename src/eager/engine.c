@@ -484,9 +484,9 @@ static nb_status root_gradients(int n, nb_tensor *const *roots, nb_tensor *const
     return NB_OK;
 }
 
-nb_status nb_backward(int n_roots, nb_tensor *const *roots, nb_tensor *const *root_grads, bool retain_graph,
-                      bool create_graph)
+nb_status nb_backward(int n_roots, nb_tensor *const *roots, nb_tensor *const *root_grads, unsigned flags)
 {
+    bool create_graph = flags & NB_CREATE_GRAPH, retain_graph = flags & NB_RETAIN_GRAPH;
     if (n_roots < 1 || !roots) return nb_error(NB_ERR_ARG, "backward: no roots");
     nb_tensor **grads = nb_calloc((size_t)n_roots, sizeof *grads);
     if (!grads) return nb_error(NB_ERR_NOMEM, "backward: out of memory");
@@ -499,10 +499,13 @@ nb_status nb_backward(int n_roots, nb_tensor *const *roots, nb_tensor *const *ro
     return st;
 }
 
-nb_status nb_autograd_grad(int n_out, nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int n_in,
-                           nb_tensor *const *inputs, bool retain_graph, bool create_graph, bool allow_unused,
+nb_status nb_autograd_grad(nb_tensors outs, nb_tensor *const *grad_outputs, nb_tensors ins, unsigned flags,
                            nb_tensor **grads_out)
 {
+    int n_out = outs.n, n_in = ins.n;
+    nb_tensor *const *outputs = outs.v, *const *inputs = ins.v;
+    bool create_graph = flags & NB_CREATE_GRAPH, retain_graph = flags & NB_RETAIN_GRAPH;
+    bool allow_unused = flags & NB_ALLOW_UNUSED;
     if (n_out < 1 || !outputs || n_in < 1 || !inputs || !grads_out)
         return nb_error(NB_ERR_ARG, "autograd_grad: need outputs, inputs and room for the gradients");
     for (int i = 0; i < n_in; i++) grads_out[i] = NULL;
@@ -525,7 +528,7 @@ nb_status nb_autograd_grad(int n_out, nb_tensor *const *outputs, nb_tensor *cons
     if (!st) st = run_task(&t, n_out, outputs, grads);
     for (int i = 0; i < n_in && !st; i++)
         if (!grads_out[i] && !allow_unused)
-            st = nb_error(NB_ERR_ARG, "autograd_grad: input %d is not used to compute the outputs (pass allow_unused)",
+            st = nb_error(NB_ERR_ARG, "autograd_grad: input %d is not used to compute the outputs (pass NB_ALLOW_UNUSED)",
                           i);
     if (st)
         for (int i = 0; i < n_in; i++) {

@@ -107,7 +107,7 @@ nb_status nb_pullback_apply(nb_pullback *pb, nb_tensor *const *cotangents, nb_te
     }
     if (n == 0 || m == 0) return NB_OK; /* nothing depends on anything: zero */
     nb_tensor *got[MAX_IO] = {0};
-    nb_status st = nb_autograd_grad(n, outs, cots, m, ins, true, true, true, got);
+    nb_status st = nb_autograd_grad(NB_TENSORS_N(n, outs), cots, NB_TENSORS_N(m, ins), NB_RETAIN_GRAPH | NB_CREATE_GRAPH | NB_ALLOW_UNUSED, got);
     for (int j = 0; j < m && !st; j++) grads[where[j]] = got[j];
     return st;
 }
@@ -149,7 +149,7 @@ nb_status nb_value_and_grad(const nb_function *f, nb_tensor *const *primals, int
     int n = 0;
     for (int i = 0; i < n_args; i++) wrt[n++] = pb->inputs[args[i]];
     for (int i = 0; i < n_free; i++) wrt[n++] = free_vars[i];
-    if (!st && nb_tensor_requires_grad(y)) st = nb_autograd_grad(1, &y, NULL, n, wrt, true, true, true, got);
+    if (!st && nb_tensor_requires_grad(y)) st = nb_autograd_grad(NB_TENSORS_N(1, &y), NULL, NB_TENSORS_N(n, wrt), NB_RETAIN_GRAPH | NB_CREATE_GRAPH | NB_ALLOW_UNUSED, got);
     /* An input the output does not depend on gets a zero gradient. */
     for (int i = 0; i < n && !st; i++)
         if (!got[i] && nb_dtype_is_float(wrt[i]->dtype)) st = zeros_like(wrt[i], &got[i]);
@@ -255,7 +255,7 @@ nb_status nb_jvp_by_reverse(const nb_function *f, nb_tensor *const *primals, nb_
             for (int i = 0; i < f->n_out; i++)
                 if (nb_tensor_requires_grad(u[i])) idx[k] = i, us[k++] = u[i];
             nb_tensor *jt[MAX_IO] = {0};
-            st = nb_autograd_grad(1, &st_t, NULL, k, us, true, true, true, jt);
+            st = nb_autograd_grad(NB_TENSORS_N(1, &st_t), NULL, NB_TENSORS_N(k, us), NB_RETAIN_GRAPH | NB_CREATE_GRAPH | NB_ALLOW_UNUSED, jt);
             for (int j = 0; j < k; j++) out_tangents[idx[j]] = jt[j];
         }
     }
