@@ -95,7 +95,7 @@ static double bench_static(int steps, int reps)
     bench_die_on(nb_builder_status(b), nb_builder_error(b));
     nb_optimizer opt = optimizer();
     nb_backward_result r;
-    bench_die_on(nb_minimize(&opt, main_p, startup, nb_value_name(cost), 0, NULL, 0, NULL, &r), "minimize");
+    bench_die_on(nb_minimize(&opt, main_p, startup, nb_value_name(cost), NULL, &r), "minimize");
     nb_tensor *in[2];
     make_batch(&in[0], &in[1]);
     bench_program bp;

@@ -39,7 +39,7 @@ static double bench_case(model_fn model, int64_t batch, int steps, int reps)
     bench_die_on(nb_builder_status(b), nb_builder_error(b));
     nb_optimizer opt = nb_sgd(0.01);
     nb_backward_result r;
-    bench_die_on(nb_minimize(&opt, main_p, startup, nb_value_name(cost), 0, NULL, 0, NULL, &r), "minimize");
+    bench_die_on(nb_minimize(&opt, main_p, startup, nb_value_name(cost), NULL, &r), "minimize");
 
     nb_tensor *xt, *lt;
     bench_die_on(nb_tensor_new(&xt, NB_F32, 2, (int64_t[]){batch, 784}), "tensor");

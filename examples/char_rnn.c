@@ -399,7 +399,7 @@ static void static_build(static_model *m, const run *r)
     }
     die_on(nb_program_clone_for_test(&m->test, m->main), "evaluation program");
     nb_optimizer opt = char_optimizer(a);
-    die_on(nb_minimize(&opt, m->main, m->startup, nb_value_name(loss), 0, NULL, 0, NULL, &m->grads), "minimize");
+    die_on(nb_minimize(&opt, m->main, m->startup, nb_value_name(loss), NULL, &m->grads), "minimize");
     die_on(nb_scope_new(&m->scope, NULL), "scope");
     die_on(nb_executor_new(&m->ex), "executor");
     die_on(nb_executor_run(m->ex, m->startup, m->scope, NB_NO_FEEDS, NB_NO_NAMES, NULL), "startup");

@@ -163,7 +163,7 @@ static int mnist_finish(const mnist_args *a, mnist_model *m, nb_value cost, nb_v
     }
     nb_optimizer opt = mnist_optimizer(a);
     nb_backward_result grads;
-    die_on(nb_minimize(&opt, m->main, m->startup, nb_value_name(cost), 0, NULL, 0, NULL, &grads), "minimize");
+    die_on(nb_minimize(&opt, m->main, m->startup, nb_value_name(cost), NULL, &grads), "minimize");
     int rc = mnist_train(a, m->main, m->startup, nb_value_name(cost), nb_value_name(acc));
     nb_backward_result_free(&grads);
     nb_builder_free(m->b);

@@ -67,8 +67,8 @@ static inline bool twin_init(twin *t, twin_model_fn fn, nb_tensor *x, nb_tensor 
     }
     snprintf(t->out, sizeof t->out, "%s", nb_value_name(out));
     nb_status st = NB_OK;
-    if (opt) st = nb_minimize(opt, t->main, t->startup, t->out, 0, NULL, 0, NULL, r);
-    else if (r) st = nb_append_backward(t->main, t->out, 0, NULL, 0, NULL, r);
+    if (opt) st = nb_minimize(opt, t->main, t->startup, t->out, NULL, r);
+    else if (r) st = nb_append_backward(t->main, t->out, NULL, r);
     CHECK_OK(st);
     if (st) return false;
     CHECK_OK(st = nb_executor_run(t->ex, t->startup, t->scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));

@@ -98,7 +98,7 @@ static void static_job(const char *dir)
     REQUIRE_OK(nb_builder_status(b));
     nb_optimizer opt = nb_adam(0.01);
     nb_backward_result r;
-    REQUIRE_OK(nb_minimize(&opt, main_p, startup, nb_value_name(loss), 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_minimize(&opt, main_p, startup, nb_value_name(loss), NULL, &r));
     nb_executor *ex;
     nb_scope *scope, *other;
     REQUIRE_OK(nb_executor_new(&ex));

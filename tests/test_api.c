@@ -185,7 +185,7 @@ static void test_runs_prune_by_fetch(void)
     const char *logits_name = nb_value_name(logits);
     nb_optimizer opt = nb_sgd(0.1);
     nb_backward_result r;
-    REQUIRE_OK(nb_minimize(&opt, main_p, startup, nb_value_name(loss), 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_minimize(&opt, main_p, startup, nb_value_name(loss), NULL, &r));
     REQUIRE_OK(nb_program_clone_for_test(&test_p, main_p));
     nb_executor *ex;
     nb_scope *scope;

@@ -78,7 +78,7 @@ static void test_shared_weight_renamed_and_summed(void)
     REQUIRE_OK(nb_builder_status(m.b));
     int fwd = nb_program_global_block(m.main)->n_ops;
     nb_backward_result r;
-    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), NULL, &r));
     nb_block *g = nb_program_global_block(m.main);
     int s = find_op(g, "sum", fwd);
     CHECK(s >= 0 && count_ops(g, "sum", fwd) == 1);
@@ -122,7 +122,7 @@ static void test_no_gradient_branches_pruned(void)
     (void)unused;
     int fwd = nb_program_global_block(m.main)->n_ops;
     nb_backward_result r;
-    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), NULL, &r));
     nb_block *g = nb_program_global_block(m.main);
     /* Neither sin's rule (cos) nor exp's rule appears. */
     CHECK(find_op(g, "cos", fwd) < 0);
@@ -147,7 +147,7 @@ static void test_fill_zeros_like_inserted(void)
     REQUIRE_OK(nb_builder_status(m.b));
     int fwd = nb_program_global_block(m.main)->n_ops;
     nb_backward_result r;
-    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), NULL, &r));
     nb_block *g = nb_program_global_block(m.main);
     int z = find_op(g, "fill_zeros_like", fwd);
     CHECK(z >= 0);
@@ -174,8 +174,7 @@ static void check_cut(bool use_stop_gradient)
     if (use_stop_gradient) nb_value_var(h)->stop_gradient = true;
     const char *ng = nb_value_name(h);
     nb_backward_result r;
-    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, use_stop_gradient ? 0 : 1,
-                                use_stop_gradient ? NULL : &ng, &r));
+    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), &(nb_backward_opts){.no_grad = NB_NAMES_N(use_stop_gradient ? 0 : 1, use_stop_gradient ? NULL : &ng)}, &r));
     CHECK(r.n_pairs == 1 && !strcmp(r.pairs[0].param, "w2"));
     CHECK(nb_backward_grad_of(&r, "w1") == NULL);
     CHECK_OK(nb_executor_run(m.ex, m.startup, m.scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
@@ -215,7 +214,7 @@ static void test_op_without_rule_is_an_error(void)
     REQUIRE_OK(nb_builder_status(m.b));
     int n = nb_program_global_block(m.main)->n_ops;
     nb_backward_result r;
-    CHECK_ERR(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, 0, NULL, &r), NB_ERR_UNSUPPORTED,
+    CHECK_ERR(nb_append_backward(m.main, nb_value_name(loss), NULL, &r), NB_ERR_UNSUPPORTED,
               "op test_no_rule (test_no_rule_0.tmp_0) lies on the path to the gradient but test_no_rule has no gradient rule");
     CHECK(nb_program_global_block(m.main)->n_ops == n);
     model_free(&m);
@@ -230,9 +229,9 @@ static void test_loss_must_be_scalar(void)
     nb_value y = nb_mul(m.b, x, w);
     REQUIRE_OK(nb_builder_status(m.b));
     nb_backward_result r;
-    CHECK_ERR(nb_append_backward(m.main, nb_value_name(y), 0, NULL, 0, NULL, &r), NB_ERR_SHAPE,
+    CHECK_ERR(nb_append_backward(m.main, nb_value_name(y), NULL, &r), NB_ERR_SHAPE,
               "has shape [-1, 3]; it must be a scalar");
-    CHECK_ERR(nb_append_backward(m.main, "nope", 0, NULL, 0, NULL, &r), NB_ERR_NOT_FOUND, "no loss var named 'nope'");
+    CHECK_ERR(nb_append_backward(m.main, "nope", NULL, &r), NB_ERR_NOT_FOUND, "no loss var named 'nope'");
     model_free(&m);
 }
 
@@ -247,13 +246,13 @@ static void test_second_derivative(void)
     REQUIRE_OK(nb_builder_status(m.b));
     const char *yn = nb_value_name(y), *xn = "x";
     nb_backward_result r1, r2;
-    REQUIRE_OK(nb_gradients(m.main, 1, &yn, NULL, 1, &xn, 0, NULL, false, &r1));
+    REQUIRE_OK(nb_gradients(m.main, NB_NAMES_N(1, &yn), NB_NAMES_N(1, &xn), NULL, &r1));
     CHECK_STR(r1.grads[0], "x@GRAD");
     nb_value g = nb_value_by_name(m.b, r1.grads[0]);
     nb_value gs = nb_reduce_sum(m.b, g, 0, NULL, false);
     REQUIRE_OK(nb_builder_status(m.b));
     const char *gsn = nb_value_name(gs);
-    REQUIRE_OK(nb_gradients(m.main, 1, &gsn, NULL, 1, &xn, 0, NULL, false, &r2));
+    REQUIRE_OK(nb_gradients(m.main, NB_NAMES_N(1, &gsn), NB_NAMES_N(1, &xn), NULL, &r2));
     CHECK(r2.grads[0] && strcmp(r2.grads[0], "x@GRAD") != 0);
     nb_tensor *xt = T(NB_F64, S(3), 1, -2, 0.5);
     nb_tensor *out[2];
@@ -266,10 +265,10 @@ static void test_second_derivative(void)
     (void)z;
     nb_backward_result r3;
     const char *two[] = {"x", "z"};
-    REQUIRE_OK(nb_gradients(m.main, 1, &yn, NULL, 2, two, 0, NULL, true, &r3));
+    REQUIRE_OK(nb_gradients(m.main, NB_NAMES_N(1, &yn), NB_NAMES_N(2, two), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r3));
     CHECK(r3.grads[0] != NULL && r3.grads[1] == NULL);
     nb_backward_result_free(&r3);
-    CHECK_ERR(nb_gradients(m.main, 1, &yn, NULL, 2, two, 0, NULL, false, &r3), NB_ERR_ARG, "'z' does not affect the targets");
+    CHECK_ERR(nb_gradients(m.main, NB_NAMES_N(1, &yn), NB_NAMES_N(2, two), NULL, &r3), NB_ERR_ARG, "'z' does not affect the targets");
     nb_backward_result_free(&r1);
     nb_backward_result_free(&r2);
     model_free(&m);
@@ -286,7 +285,7 @@ static void test_given_target_gradient(void)
     REQUIRE_OK(nb_builder_status(m.b));
     const char *yn = nb_value_name(y), *vn = nb_value_name(v), *xn = "x";
     nb_backward_result r;
-    REQUIRE_OK(nb_gradients(m.main, 1, &yn, &vn, 1, &xn, 0, NULL, false, &r));
+    REQUIRE_OK(nb_gradients(m.main, NB_NAMES_N(1, &yn), NB_NAMES_N(1, &xn), &(nb_gradients_opts){.target_grads = &vn}, &r));
     nb_tensor *xt = T(NB_F64, S(2), 3, 4), *vt = T(NB_F64, S(2), 10, 100), *gx;
     CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, NB_FEEDS({"x", xt}, {"v", vt}), NB_NAMES(r.grads[0]), &gx));
     CHECK_TENSOR(gx, S(2), 1e-12, 60, 800);
@@ -366,7 +365,7 @@ static void test_clone_for_test(void)
     REQUIRE_OK(nb_builder_status(m.b));
     int fwd = nb_program_global_block(m.main)->n_ops;
     nb_backward_result r;
-    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), NULL, &r));
     nb_program *t;
     REQUIRE_OK(nb_program_clone_for_test(&t, m.main));
     nb_block *g = nb_program_global_block(t);
@@ -400,15 +399,15 @@ static void test_static_hvp_forward_over_reverse(void)
     REQUIRE_OK(nb_builder_status(m.b));
     const char *ln = nb_value_name(loss), *xn = "x", *vn = "v";
     nb_backward_result g, gg;
-    REQUIRE_OK(nb_gradients(m.main, 1, &ln, NULL, 1, &xn, 0, NULL, false, &g));
+    REQUIRE_OK(nb_gradients(m.main, NB_NAMES_N(1, &ln), NB_NAMES_N(1, &xn), NULL, &g));
     char *hv_fwd = NULL;
-    REQUIRE_OK(nb_append_jvp(m.main, 1, &xn, &vn, 1, (const char *[]){g.grads[0]}, &hv_fwd));
+    REQUIRE_OK(nb_append_jvp(m.main, NB_NAMES_N(1, &xn), &vn, NB_NAMES(g.grads[0]), &hv_fwd));
     REQUIRE_OK(hv_fwd ? NB_OK : NB_ERR_STATE);
     /* Reverse over reverse: the gradient of <grad, v>. */
     nb_value s = nb_reduce_sum(m.b, nb_mul(m.b, nb_value_by_name(m.b, g.grads[0]), v), 0, NULL, false);
     REQUIRE_OK(nb_builder_status(m.b));
     const char *sn = nb_value_name(s);
-    REQUIRE_OK(nb_gradients(m.main, 1, &sn, NULL, 1, &xn, 0, NULL, false, &gg));
+    REQUIRE_OK(nb_gradients(m.main, NB_NAMES_N(1, &sn), NB_NAMES_N(1, &xn), NULL, &gg));
     nb_tensor *xt = T(NB_F64, S(3), 1, -2, 0.5), *vt = T(NB_F64, S(3), 1, 10, 100), *out[2];
     REQUIRE_OK(nb_executor_run(m.ex, m.main, m.scope, NB_FEEDS({"x", xt}, {"v", vt}), NB_NAMES(hv_fwd, gg.grads[0]), out));
     CHECK_TENSOR(out[0], S(3), 1e-12, 6 + 10, 1 - 120, 300);

@@ -49,7 +49,7 @@ static void compile(const setup *s, compiled *c, bool grads)
     snprintf(c->loss, sizeof c->loss, "%s", ln);
     REQUIRE_OK(nb_prepare(&c->loss_only, c->prog, 0, NB_NAMES_N(s->n, s->names), NB_NAMES_N(1, &ln)));
     if (grads) {
-        CHECK_OK(nb_gradients(c->prog, 1, &ln, NULL, s->n, s->names, 0, NULL, true, &c->r));
+        CHECK_OK(nb_gradients(c->prog, NB_NAMES_N(1, &ln), NB_NAMES_N(s->n, s->names), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &c->r));
         const char *fetch[MAXP + 1] = {ln};
         for (int i = 0; i < s->n; i++) fetch[1 + i] = c->r.grads[i] ? c->r.grads[i] : ln;
         REQUIRE_OK(nb_prepare(&c->with_grads, c->prog, 0, NB_NAMES_N(s->n, s->names), NB_NAMES_N(1 + s->n, fetch)));
@@ -167,7 +167,7 @@ static void check_jvp(const char *name, const setup *s, nb_tensor *const *grads)
     CHECK_OK(s->f(b, p, &loss, s->ctx));
     const char *ln = nb_value_name(loss);
     char *lt = NULL;
-    nb_status st = nb_append_jvp(prog, s->n, s->names, tnames, 1, &ln, &lt);
+    nb_status st = nb_append_jvp(prog, NB_NAMES_N(s->n, s->names), tnames, NB_NAMES_N(1, &ln), &lt);
     CHECK_OK(st);
     if (!st && lt) {
         nb_prepared *pp;
@@ -758,7 +758,7 @@ static void test_training(void)
     CHECK_OK(rnn_model(b, p, &loss, &r));
     nb_optimizer sgd = nb_sgd(0.02);
     nb_backward_result res;
-    REQUIRE_OK(nb_minimize(&sgd, main_p, startup, nb_value_name(loss), 0, NULL, 0, NULL, &res));
+    REQUIRE_OK(nb_minimize(&sgd, main_p, startup, nb_value_name(loss), NULL, &res));
     CHECK(res.n_pairs == 4);
     nb_scope *scope;
     nb_executor *ex;

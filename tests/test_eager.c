@@ -272,7 +272,7 @@ static void test_same_gradients_as_static_program(void)
     REQUIRE_OK(nb_builder_status(s));
     nb_backward_result r;
     const char *ln = nb_value_name(sloss), *ins[] = {"w1", "w2"};
-    REQUIRE_OK(nb_gradients(p, 1, &ln, NULL, 2, ins, 0, NULL, false, &r));
+    REQUIRE_OK(nb_gradients(p, NB_NAMES_N(1, &ln), NB_NAMES_N(2, ins), NULL, &r));
     nb_executor *ex;
     nb_scope *scope;
     REQUIRE_OK(nb_executor_new(&ex));

@@ -147,7 +147,7 @@ static nb_status gradients(const spec *s, bool dynamic, nb_dtype dt, nb_tensor *
     int n_wrt = 0, wrt_input[MAX_IN];
     for (int k = 0; k < s->n_in; k++)
         if (s->ndim[k] >= 0 && !(s->no_grad >> k & 1)) wrt_input[n_wrt] = k, wrt[n_wrt++] = names[k];
-    if ((st = nb_gradients(p, n_targets, targets, target_grads, n_wrt, wrt, 0, NULL, true, &r))) goto done;
+    if ((st = nb_gradients(p, NB_NAMES_N(n_targets, targets), NB_NAMES_N(n_wrt, wrt), &(nb_gradients_opts){.target_grads = target_grads, .flags = NB_ALLOW_UNUSED}, &r))) goto done;
     nb_tensor *fv[MAX_IN + NB_MAX_SLOTS];
     for (int k = 0; k < s->n_in; k++) {
         if (s->ndim[k] < 0) continue;
@@ -230,7 +230,7 @@ static nb_program *backward_of(const char *op, int n_in, const int *ndim, const 
         if (wrt_mask >> k & 1) wrt[n_wrt++] = names[k];
     nb_backward_result r;
     const char *t = nb_value_name(out[target]);
-    if (!(*st = nb_builder_status(b)) && !(*st = nb_gradients(p, 1, &t, NULL, n_wrt, wrt, 0, NULL, true, &r)))
+    if (!(*st = nb_builder_status(b)) && !(*st = nb_gradients(p, NB_NAMES_N(1, &t), NB_NAMES_N(n_wrt, wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r)))
         nb_backward_result_free(&r);
     nb_builder_free(b);
     if (*st) {

@@ -120,7 +120,7 @@ static nb_status build(built *w, const op_spec *s, nb_dtype dt)
     w->dy = nb_data(w->b, "dy", oi.dtype, oi.ndim, oi.shape);
     if ((st = nb_builder_status(w->b))) return st;
     const char *target = nb_value_name(w->out), *tg = nb_value_name(w->dy);
-    return nb_gradients(w->p, 1, &target, &tg, w->n_wrt, w->wrt, 0, NULL, false, &w->res);
+    return nb_gradients(w->p, NB_NAMES_N(1, &target), NB_NAMES_N(w->n_wrt, w->wrt), &(nb_gradients_opts){.target_grads = &tg}, &w->res);
 }
 
 static void built_free(built *w)

@@ -112,7 +112,7 @@ static nb_status gradients(const spec *s, bool dynamic, nb_dtype dt, nb_tensor *
     const char *wrt[MAX_IN];
     int n_wrt = s->n_in - (s->no_grad_last ? 1 : 0);
     for (int k = 0; k < n_wrt; k++) wrt[k] = names[k];
-    if ((st = nb_gradients(p, 1, &target, &target_grad, n_wrt, wrt, 0, NULL, true, &r))) goto done;
+    if ((st = nb_gradients(p, NB_NAMES_N(1, &target), NB_NAMES_N(n_wrt, wrt), &(nb_gradients_opts){.target_grads = &target_grad, .flags = NB_ALLOW_UNUSED}, &r))) goto done;
     for (int k = 0; k < s->n_in; k++) feeds[k] = gc_filled(dt, s->ndim[k], s->shape[k], k, s->lo, s->hi);
     feeds[s->n_in] = gc_filled(dt, known.ndim, known.shape, 9, 0, 0);
     names[s->n_in] = "w";
@@ -180,7 +180,7 @@ static int rule_ops(const char *op, int n_in, const int *ndim, const int64_t (*s
     int n = -1;
     nb_backward_result r;
     const char *target = nb_value_name(out);
-    if (!nb_builder_status(b) && !nb_gradients(p, 1, &target, NULL, n_in, names, 0, NULL, true, &r)) {
+    if (!nb_builder_status(b) && !nb_gradients(p, NB_NAMES_N(1, &target), NB_NAMES_N(n_in, names), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r)) {
         nb_block *blk = nb_program_global_block(p);
         n = 0;
         for (int i = 1; i < blk->n_ops; i++)
@@ -236,10 +236,10 @@ static void test_fc_unrestorable_shape(void)
     CHECK_OK(nb_builder_status(b));
     nb_backward_result r;
     const char *target = nb_value_name(out), *wrt[] = {"in", "w"};
-    CHECK_ERR(nb_gradients(p, 1, &target, NULL, 2, wrt, 0, NULL, true, &r), NB_ERR_UNSUPPORTED,
+    CHECK_ERR(nb_gradients(p, NB_NAMES_N(1, &target), NB_NAMES_N(2, wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r), NB_ERR_UNSUPPORTED,
               "more than one unknown dim");
     /* W alone is fine. */
-    CHECK_OK(nb_gradients(p, 1, &target, NULL, 1, wrt + 1, 0, NULL, true, &r));
+    CHECK_OK(nb_gradients(p, NB_NAMES_N(1, &target), NB_NAMES_N(1, wrt + 1), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r));
     nb_backward_result_free(&r);
     nb_builder_free(b);
     nb_program_free(p);

@@ -43,7 +43,7 @@ static nb_status grads(fx *f, nb_value target, const char *dout, int n, const nb
     const char *t = nb_value_name(target), *in[8];
     for (int i = 0; i < n; i++) in[i] = nb_value_name(xs[i]);
     f->fwd = nb_program_global_block(f->p)->n_ops;
-    return nb_gradients(f->p, 1, &t, &dout, n, in, 0, NULL, true, r);
+    return nb_gradients(f->p, NB_NAMES_N(1, &t), NB_NAMES_N(n, in), &(nb_gradients_opts){.target_grads = &dout, .flags = NB_ALLOW_UNUSED}, r);
 }
 
 static int count_ops(fx *f, const char *type)

@@ -407,7 +407,7 @@ static void test_batch_norm_backward(void)
     REQUIRE_OK(nb_builder_status(m.b));
     CHECK(count_ops_of(m.main, "sigmoid") == 1);
     nb_backward_result r;
-    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), NULL, &r));
     CHECK(r.n_pairs == 2);
     CHECK(nb_backward_grad_of(&r, "batch_norm_0.w_0") != NULL);
     CHECK(nb_backward_grad_of(&r, "batch_norm_0.b_0") != NULL);
@@ -610,7 +610,7 @@ static void test_cnn_builds_and_differentiates(void)
     CHECK(nb_shape_equal(li.ndim, li.shape, 2, S(-1, 3)));
     CHECK_PARAM(&m, "fc_0.w_0", S(36, 3)); /* 4 channels * 3 * 3 */
     nb_backward_result r;
-    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), NULL, &r));
     CHECK(r.n_pairs == 6); /* conv w, b; bn scale, bias; fc w, b */
     REQUIRE_OK(model_startup(&m));
     nb_tensor *xt, *lt = T(NB_I64, S(2, 1), 0, 2);
@@ -659,7 +659,7 @@ static void test_mlp_trains(void)
     nb_value acc = nb_layer_accuracy(m.b, logits, label, 1);
     REQUIRE_OK(nb_builder_status(m.b));
     nb_backward_result r;
-    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), NULL, &r));
     CHECK(r.n_pairs == 4);
     REQUIRE_OK(model_startup(&m));
 

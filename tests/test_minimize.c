@@ -204,7 +204,7 @@ static void compare_with_reference(const char *what, const nb_optimizer *o, nb_d
     model m;
     model_init(&m, dt, 1.0);
     nb_backward_result r;
-    CHECK_OK(nb_minimize(o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r));
+    CHECK_OK(nb_minimize(o, m.main, m.startup, m.loss, NULL, &r));
     CHECK_OK(run_startup(&m));
     double p[NP], p_init[NP];
     read_params(&m, p);
@@ -278,7 +278,7 @@ static void test_sgd_converges_monotonically(void)
         model_init(&m, dt, 1.0);
         nb_optimizer o = nb_sgd(0.1);
         nb_backward_result r;
-        REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r));
+        REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, NULL, &r));
         CHECK(r.n_pairs == 2);
         REQUIRE_OK(run_startup(&m));
         const char *fetch = m.loss;
@@ -315,7 +315,7 @@ static void test_frozen_parameter_unchanged(void)
     m.bias->trainable = false;
     nb_optimizer o = nb_adam(0.05);
     nb_backward_result r;
-    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, NULL, &r));
     CHECK(r.n_pairs == 1 && !strcmp(r.pairs[0].param, "fc.w"));
     REQUIRE_OK(run_startup(&m));
     double p0[NP], p[NP];
@@ -335,7 +335,7 @@ static void test_frozen_parameter_unchanged(void)
     model m2;
     model_init(&m2, NB_F64, 1.0);
     m2.bias->trainable = false;
-    REQUIRE_OK(nb_minimize(&o, m2.main, m2.startup, m2.loss, 2, (const char *[]){"fc.w", "fc.b"}, 0, NULL, &r));
+    REQUIRE_OK(nb_minimize(&o, m2.main, m2.startup, m2.loss, &(nb_backward_opts){.params = NB_NAMES("fc.w", "fc.b")}, &r));
     CHECK(r.n_pairs == 1 && !strcmp(r.pairs[0].param, "fc.w"));
     nb_backward_result_free(&r);
     model_free(&m2);
@@ -349,7 +349,7 @@ static void test_explicit_param_list(void)
     model_init(&m, NB_F64, 1.0);
     nb_optimizer o = nb_sgd(0.1);
     nb_backward_result r;
-    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, 1, (const char *[]){"fc.b"}, 0, NULL, &r));
+    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, &(nb_backward_opts){.params = NB_NAMES("fc.b")}, &r));
     CHECK(r.n_pairs == 1 && !strcmp(r.pairs[0].param, "fc.b"));
     REQUIRE_OK(run_startup(&m));
     double p0[NP], p[NP];
@@ -396,7 +396,7 @@ static void test_l2_gradient(void)
     nb_optimizer o = nb_sgd(0.1);
     o.l2 = 0.5;
     nb_backward_result r;
-    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, NULL, &r));
     CHECK(strcmp(grad_of_pair(&r, "fc.w"), nb_backward_grad_of(&r, "fc.w")) != 0);
     REQUIRE_OK(run_startup(&m));
     for (int s = 0; s < 3; s++) {
@@ -422,7 +422,7 @@ static void test_weight_decay_decoupled(void)
         model_init(&m, NB_F64, 1.0);
         nb_optimizer o = k ? nb_adamw(0.05, 0.4) : nb_adam(0.05);
         nb_backward_result r;
-        REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r));
+        REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, NULL, &r));
         REQUIRE_OK(run_startup(&m));
         read_params(&m, p0);
         CHECK_OK(step(&m, 0, NULL, NULL));
@@ -441,7 +441,7 @@ static void test_clip_by_value(void)
     o.clip = NB_CLIP_VALUE;
     o.clip_value = 0.5;
     nb_backward_result r;
-    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, NULL, &r));
     REQUIRE_OK(run_startup(&m));
     double raw[NP], g[NP], p0[NP], p1[NP];
     grads_of_step(&m, &r, raw, g, p0, p1);
@@ -466,7 +466,7 @@ static void test_clip_by_norm(void)
     o.clip = NB_CLIP_NORM;
     o.clip_value = 1.0;
     nb_backward_result r;
-    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, NULL, &r));
     REQUIRE_OK(run_startup(&m));
     double raw[NP], g[NP], p0[NP], p1[NP];
     grads_of_step(&m, &r, raw, g, p0, p1);
@@ -484,7 +484,7 @@ static void test_clip_by_norm(void)
     model m2;
     model_init(&m2, NB_F64, 10.0);
     o.clip_value = 1e6;
-    REQUIRE_OK(nb_minimize(&o, m2.main, m2.startup, m2.loss, 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_minimize(&o, m2.main, m2.startup, m2.loss, NULL, &r));
     REQUIRE_OK(run_startup(&m2));
     grads_of_step(&m2, &r, raw, g, p0, p1);
     for (int j = 0; j < NP; j++) CHECK_NEAR(g[j], raw[j], 0);
@@ -502,7 +502,7 @@ static void test_clip_by_global_norm(void)
     o.clip = NB_CLIP_GLOBAL_NORM;
     o.clip_value = 2.0;
     nb_backward_result r;
-    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, NULL, &r));
     REQUIRE_OK(run_startup(&m));
     for (int s = 0; s < 3; s++) {
         double raw[NP], g[NP], p0[NP], p1[NP];
@@ -528,7 +528,7 @@ static void test_schedule_in_program(void)
     nb_optimizer o = nb_sgd(0.2);
     o.schedule = (nb_lr_schedule){.kind = "step", .step_size = 1, .gamma = 0.5, .warmup_steps = 2};
     nb_backward_result r;
-    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, NULL, &r));
     const char *lr_var = nb_optimizer_lr_var(m.main);
     CHECK(lr_var != NULL);
     REQUIRE_OK(run_startup(&m));
@@ -574,7 +574,7 @@ static void test_mixed_dtypes_global_norm(void)
     CHECK_OK(nb_scope_new(&scope, NULL));
     CHECK_OK(nb_executor_new(&ex));
     nb_status st = nb_builder_status(b);
-    if (!st) st = nb_minimize(&o, main, startup, nb_value_name(loss), 0, NULL, 0, NULL, &r);
+    if (!st) st = nb_minimize(&o, main, startup, nb_value_name(loss), NULL, &r);
     CHECK_OK(st);
     if (!st) {
         const char *lr = nb_optimizer_lr_var(main);
@@ -612,7 +612,7 @@ static void test_roles_and_role_vars(void)
     o.clip = NB_CLIP_GLOBAL_NORM;
     o.clip_value = 1;
     nb_backward_result r;
-    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, NULL, &r));
     nb_block *b = nb_program_global_block(m.main);
     int n_update = 0, n_inc = 0, n_sched = 0, first_opt = -1, last_bwd = -1;
     for (int i = fwd; i < b->n_ops; i++) {
@@ -678,7 +678,7 @@ static void test_state_vars_persistable_and_listed(void)
     model_init(&m, NB_F64, 1.0);
     nb_optimizer o = nb_adam(0.01);
     nb_backward_result r;
-    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r));
+    REQUIRE_OK(nb_minimize(&o, m.main, m.startup, m.loss, NULL, &r));
     int n;
     const char **names;
     REQUIRE_OK(nb_optimizer_state_vars(m.main, &n, &names));
@@ -731,7 +731,7 @@ static void test_resume_from_persistables(void)
         model m;
         model_init(&m, NB_F64, 1.0);
         nb_backward_result r;
-        REQUIRE_OK(nb_minimize(&kinds[k], m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r));
+        REQUIRE_OK(nb_minimize(&kinds[k], m.main, m.startup, m.loss, NULL, &r));
         REQUIRE_OK(run_startup(&m));
         for (int s = 0; s < 3; s++) CHECK_OK(step(&m, 0, NULL, NULL));
         nb_scope *copy;
@@ -773,33 +773,33 @@ static void test_errors_leave_programs_unchanged(void)
     nb_backward_result r;
     nb_optimizer o = nb_adam(0.01);
     o.beta1 = 1.0;
-    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r), NB_ERR_ARG, "beta1 is 1");
+    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, NULL, &r), NB_ERR_ARG, "beta1 is 1");
     o = nb_sgd(0.1);
     o.weight_decay = 0.1;
-    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r), NB_ERR_ARG, "use l2");
+    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, NULL, &r), NB_ERR_ARG, "use l2");
     o = nb_sgd(0.1);
     o.clip = NB_CLIP_NORM;
-    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r), NB_ERR_ARG, "clip_value is 0");
+    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, NULL, &r), NB_ERR_ARG, "clip_value is 0");
     o = nb_sgd(0.1);
     o.schedule.kind = "cosine";
-    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r), NB_ERR_ARG, "total_steps");
+    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, NULL, &r), NB_ERR_ARG, "total_steps");
     o = nb_sgd(-1);
-    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r), NB_ERR_ARG, "lr is -1");
+    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, NULL, &r), NB_ERR_ARG, "lr is -1");
     o = nb_sgd(0.1);
-    CHECK_ERR(nb_minimize(&o, m.main, NULL, m.loss, 0, NULL, 0, NULL, &r), NB_ERR_ARG, "startup");
-    CHECK_ERR(nb_minimize(&o, m.main, m.startup, "nope", 0, NULL, 0, NULL, &r), NB_ERR_NOT_FOUND, "nope");
-    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, 1, (const char *[]){"x"}, 0, NULL, &r), NB_ERR_ARG,
+    CHECK_ERR(nb_minimize(&o, m.main, NULL, m.loss, NULL, &r), NB_ERR_ARG, "startup");
+    CHECK_ERR(nb_minimize(&o, m.main, m.startup, "nope", NULL, &r), NB_ERR_NOT_FOUND, "nope");
+    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, &(nb_backward_opts){.params = NB_NAMES("x")}, &r), NB_ERR_ARG,
               "not persistable");
-    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, 1, (const char *[]){"fc.q"}, 0, NULL, &r), NB_ERR_NOT_FOUND,
+    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, &(nb_backward_opts){.params = NB_NAMES("fc.q")}, &r), NB_ERR_NOT_FOUND,
               "fc.q");
     m.bias->trainable = false;
-    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, 1, (const char *[]){"fc.b"}, 0, NULL, &r), NB_ERR_ARG,
+    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, &(nb_backward_opts){.params = NB_NAMES("fc.b")}, &r), NB_ERR_ARG,
               "frozen");
     CHECK(r.n_pairs == 0 && !r.pairs);
     CHECK(mb->n_ops == n_main && sb->n_ops == n_start);
     /* It still works afterwards. */
     m.bias->trainable = true;
-    CHECK_OK(nb_minimize(&o, m.main, m.startup, m.loss, 0, NULL, 0, NULL, &r));
+    CHECK_OK(nb_minimize(&o, m.main, m.startup, m.loss, NULL, &r));
     CHECK(mb->n_ops > n_main);
     nb_backward_result_free(&r);
     model_free(&m);
@@ -821,7 +821,7 @@ static void test_late_failure_rolls_back(void)
     const int n_main = mb->n_ops, n_start = sb->n_ops;
     nb_optimizer o = nb_momentum(0.1, 0.9, false);
     nb_backward_result r;
-    CHECK_ERR(nb_minimize(&o, m.main, m.startup, nb_value_name(cost), 0, NULL, 0, NULL, &r), NB_ERR_ARG, "too long");
+    CHECK_ERR(nb_minimize(&o, m.main, m.startup, nb_value_name(cost), NULL, &r), NB_ERR_ARG, "too long");
     CHECK(mb->n_ops == n_main && sb->n_ops == n_start);
     CHECK(r.n_pairs == 0 && !r.pairs);
     model_free(&m);

@@ -72,7 +72,7 @@ static void test_cross_entropy_needs_known_class_count(void)
     REQUIRE_OK(nb_builder_status(b));
     const char *ln = nb_value_name(loss), *in = "x";
     nb_backward_result r;
-    CHECK_ERR(nb_gradients(p, 1, &ln, NULL, 1, &in, 0, NULL, false, &r), NB_ERR_SHAPE, "number of classes");
+    CHECK_ERR(nb_gradients(p, NB_NAMES_N(1, &ln), NB_NAMES_N(1, &in), NULL, &r), NB_ERR_SHAPE, "number of classes");
     nb_builder_free(b);
     nb_program_free(p);
 }
@@ -119,7 +119,7 @@ static void grads_in(nb_dtype dt, nb_tensor **out)
     REQUIRE_OK(nb_builder_status(b));
     const char *ln = nb_value_name(loss), *wrt[N_GRADS] = {"x", "t", "w"};
     nb_backward_result r;
-    REQUIRE_OK(nb_gradients(p, 1, &ln, NULL, N_GRADS, wrt, 0, NULL, false, &r));
+    REQUIRE_OK(nb_gradients(p, NB_NAMES_N(1, &ln), NB_NAMES_N(N_GRADS, wrt), NULL, &r));
     CHECK(count_ops(p, "softmax_with_cross_entropy_grad") == 1 && count_ops(p, "embedding_grad") == 1);
     nb_feed feeds[7] = {
         {"x", filled(dt, 2, S(3, 4), -2, 2, 1)},   {"t", filled(dt, 2, S(3, 4), -2, 2, 2)},

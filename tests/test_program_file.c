@@ -96,7 +96,7 @@ static bool build_train(train *t)
     /* Random initialisers draw from (program seed, op id): both must survive. */
     nb_program_set_seed(t->startup, 1234);
     nb_backward_result r;
-    if (!st && (st = nb_append_backward(t->main, t->loss, 0, NULL, 0, NULL, &r)))
+    if (!st && (st = nb_append_backward(t->main, t->loss, NULL, &r)))
         fprintf(stderr, "  build_train: %s\n", nb_last_error());
     if (!st) nb_backward_result_free(&r);
     return !st;

@@ -235,7 +235,7 @@ static void static_case_check(const ref_case *c)
     CHECK(count_ops_of(s.m.main, "recurrent") == (c->seq ? 1 : 0));
     const char *loss = nb_value_name(s.loss);
     nb_backward_result r;
-    REQUIRE_OK(nb_gradients(s.m.main, 1, &loss, NULL, n_wrt, wrt, 0, NULL, false, &r));
+    REQUIRE_OK(nb_gradients(s.m.main, NB_NAMES_N(1, &loss), NB_NAMES_N(n_wrt, wrt), NULL, &r));
     const char *fetch[10];
     int n_fetch = 0;
     for (int j = 0; j < s.n_out; j++) fetch[n_fetch++] = nb_value_name(s.out[j]);

@@ -60,7 +60,7 @@ static nb_status build(setup *s, bool dropout)
     s->loss = nb_value_name(loss);
     s->acc = nb_value_name(acc);
     nb_optimizer opt = nb_adam(0.05);
-    return nb_minimize(&opt, s->main, s->startup, s->loss, 0, NULL, 0, NULL, &s->grads);
+    return nb_minimize(&opt, s->main, s->startup, s->loss, NULL, &s->grads);
 }
 
 static void teardown(setup *s)

@@ -110,28 +110,41 @@ NB_API void nb_backward_result_free(nb_backward_result *r);
 /* The gradient var of forward var `var`, or NULL. */
 NB_API const char *nb_backward_grad_of(const nb_backward_result *r, const char *var);
 
+/* What nb_append_backward and nb_minimize differentiate with respect to.
+ * NULL, or a zeroed struct: every trainable parameter of block 0. */
+typedef struct nb_backward_opts {
+    nb_names params;  /* the vars to differentiate; none: every trainable parameter */
+    nb_names no_grad; /* vars that take no gradient (as stop_gradient) */
+} nb_backward_opts;
+
 /* Appends the gradient part of block 0 of `p` for the scalar `loss`, as
  * PaddlePaddle Fluid's append_backward: seeds loss@GRAD with ones; keeps only
- * the ops on a path from the parameters (all trainable ones when n_params is
- * 0) to the loss; honours stop_gradient vars and the no-grad set; emits each
+ * the ops on a path from the parameters (opts->params; all trainable ones by
+ * default) to the loss; honours stop_gradient vars and the no-grad set; emits each
  * op's VJP rule in reverse order; renames a gradient written by several ops
  * to x@GRAD@RENAME@k and adds them with one `sum` op; inserts
  * fill_zeros_like where a gradient is needed but never produced; removes
  * grad ops nothing needs; marks roles and (param, grad) pairs. An op on the
  * path without a rule is an error that names it. */
-NB_API nb_status nb_append_backward(nb_program *p, const char *loss, int n_params, const char *const *params,
-                             int n_no_grad, const char *const *no_grad, nb_backward_result *out);
+NB_API nb_status nb_append_backward(nb_program *p, const char *loss, const nb_backward_opts *opts,
+                                    nb_backward_result *out);
+
+/* How nb_gradients differentiates; NULL for the defaults. */
+typedef struct nb_gradients_opts {
+    const char *const *target_grads; /* NULL, or one per target (NULL entries: ones) */
+    nb_names no_grad;                /* vars that take no gradient */
+    unsigned flags;                  /* NB_ALLOW_UNUSED */
+} nb_gradients_opts;
 
 /* Gradients of `targets` with respect to `inputs` (any vars of block 0),
- * with the given output gradients (target_grads may be NULL, or hold NULL
- * entries, for ones). out->grads[i] is the gradient var of inputs[i], or
- * NULL if inputs[i] does not affect the targets (an error instead when
- * `allow_unused` is false). Called again on a program that already holds
+ * with the given output gradients (opts->target_grads; ones by default).
+ * out->grads[i] is the gradient var of inputs[i], or NULL if inputs[i] does
+ * not affect the targets (an error instead, unless opts->flags holds
+ * NB_ALLOW_UNUSED). Called again on a program that already holds
  * gradient ops, it differentiates them too: second and higher derivatives,
  * with names that never collide. */
-NB_API nb_status nb_gradients(nb_program *p, int n_targets, const char *const *targets, const char *const *target_grads,
-                       int n_inputs, const char *const *inputs, int n_no_grad, const char *const *no_grad,
-                       bool allow_unused, nb_backward_result *out);
+NB_API nb_status nb_gradients(nb_program *p, nb_names targets, nb_names inputs, const nb_gradients_opts *opts,
+                              nb_backward_result *out);
 
 /* Appends the forward-mode part of block 0: given a tangent var for each of
  * `inputs` (tangents[i], same shape), emits in order the JVP rule of every
@@ -139,8 +152,8 @@ NB_API nb_status nb_gradients(nb_program *p, int n_targets, const char *const *t
  * string, or NULL where it is zero) the tangent var of outputs[i]. On a
  * program that holds its gradient ops already this is forward over reverse:
  * the tangent of a gradient along v is a Hessian-vector product. */
-NB_API nb_status nb_append_jvp(nb_program *p, int n_inputs, const char *const *inputs, const char *const *tangents,
-                        int n_outputs, const char *const *outputs, char **out_tangents);
+NB_API nb_status nb_append_jvp(nb_program *p, nb_names inputs, const char *const *tangents, nb_names outputs,
+                               char **out_tangents);
 
 NB_END_DECLS
 

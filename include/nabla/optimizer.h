@@ -9,7 +9,7 @@
  *     nb_optimizer opt = nb_adam(1e-3);
  *     opt.clip = NB_CLIP_GLOBAL_NORM;  opt.clip_value = 1.0;
  *     nb_backward_result r;
- *     nb_minimize(&opt, main, startup, nb_value_name(cost), 0, NULL, 0, NULL, &r);
+ *     nb_minimize(&opt, main, startup, nb_value_name(cost), NULL, &r);
  *     nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL);
  *     for (...) nb_executor_run(ex, main, scope, 2, feeds, 1, &loss_name, &loss);
  *     nb_backward_result_free(&r);
@@ -121,10 +121,10 @@ NB_API nb_optimizer nb_adagrad(double lr);                    /* eps 1e-10, init
 NB_API nb_status nb_optimizer_check(const nb_optimizer *opt);
 
 /* Appends the gradient and optimisation parts described above for the
- * scalar `loss`. `params` (n_params of them; 0 for every trainable
+ * scalar `loss`. opts->params (NULL opts, or none listed: every trainable
  * parameter of block 0) are the vars to update; a frozen parameter
  * (is_parameter with trainable false) is left out even when listed, and so
- * is a parameter the loss does not depend on. `no_grad` is passed to
+ * is a parameter the loss does not depend on. opts->no_grad is passed to
  * nb_append_backward. `startup` is required: it receives the initialisers.
  *
  * `out` receives nb_append_backward's result, except that pairs[i].grad is
@@ -133,8 +133,7 @@ NB_API nb_status nb_optimizer_check(const nb_optimizer *opt);
  * gives the raw gradient. On failure both programs get their ops back as
  * they were and `out` is empty. */
 NB_API nb_status nb_minimize(const nb_optimizer *opt, nb_program *main, nb_program *startup, const char *loss,
-                      int n_params, const char *const *params, int n_no_grad, const char *const *no_grad,
-                      nb_backward_result *out);
+                             const nb_backward_opts *opts, nb_backward_result *out);
 
 /* The optimiser-state vars of `p`: the persistable vars, other than
  * parameters, that its NB_ROLE_OPTIMIZE ops write, in program order.

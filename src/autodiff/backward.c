@@ -386,10 +386,15 @@ done:
     return st;
 }
 
-nb_status nb_gradients(nb_program *p, int n_targets, const char *const *targets, const char *const *target_grads,
-                       int n_inputs, const char *const *inputs, int n_no_grad, const char *const *no_grad,
-                       bool allow_unused, nb_backward_result *out)
+nb_status nb_gradients(nb_program *p, nb_names target_list, nb_names input_list, const nb_gradients_opts *opts,
+                       nb_backward_result *out)
 {
+    static const nb_gradients_opts defaults;
+    if (!opts) opts = &defaults;
+    int n_targets = target_list.n, n_inputs = input_list.n, n_no_grad = opts->no_grad.n;
+    const char *const *targets = target_list.v, *const *inputs = input_list.v, *const *no_grad = opts->no_grad.v;
+    const char *const *target_grads = opts->target_grads;
+    bool allow_unused = opts->flags & NB_ALLOW_UNUSED;
     if (out) memset(out, 0, sizeof *out);
     if (!p || !out || n_targets < 1 || !targets || n_inputs < 1 || !inputs || n_no_grad < 0 || (n_no_grad && !no_grad))
         return nb_error(NB_ERR_ARG, "gradients: need a program, at least one target and one input");
@@ -398,9 +403,12 @@ nb_status nb_gradients(nb_program *p, int n_targets, const char *const *targets,
                           allow_unused, false, out);
 }
 
-nb_status nb_append_backward(nb_program *p, const char *loss, int n_params, const char *const *params, int n_no_grad,
-                             const char *const *no_grad, nb_backward_result *out)
+nb_status nb_append_backward(nb_program *p, const char *loss, const nb_backward_opts *opts, nb_backward_result *out)
 {
+    static const nb_backward_opts defaults;
+    if (!opts) opts = &defaults;
+    int n_params = opts->params.n, n_no_grad = opts->no_grad.n;
+    const char *const *params = opts->params.v, *const *no_grad = opts->no_grad.v;
     if (out) memset(out, 0, sizeof *out);
     if (!p || !loss || !out || n_params < 0 || (n_params && !params))
         return nb_error(NB_ERR_ARG, "append_backward: need a program, a loss and a result");

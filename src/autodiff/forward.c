@@ -56,9 +56,11 @@ nb_status nb_jvp_block(nb_program *p, nb_block *blk, int n_ops, nb_strmap *tan)
     return st;
 }
 
-nb_status nb_append_jvp(nb_program *p, int n_inputs, const char *const *inputs, const char *const *tangents,
-                        int n_outputs, const char *const *outputs, char **out_tangents)
+nb_status nb_append_jvp(nb_program *p, nb_names input_list, const char *const *tangents, nb_names output_list,
+                        char **out_tangents)
 {
+    int n_inputs = input_list.n, n_outputs = output_list.n;
+    const char *const *inputs = input_list.v, *const *outputs = output_list.v;
     for (int i = 0; i < n_outputs && out_tangents; i++) out_tangents[i] = NULL;
     if (!p || n_inputs < 1 || !inputs || !tangents || n_outputs < 1 || !outputs || !out_tangents)
         return nb_error(NB_ERR_ARG, "append_jvp: need a program, inputs with tangents and outputs");

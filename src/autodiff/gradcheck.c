@@ -57,7 +57,7 @@ nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, int n_wrt, con
     nb_status st = nb_program_clone(&g, fwd);
     if (st) return st;
     nb_backward_result res;
-    if ((st = nb_gradients(g, 1, &loss, NULL, n_wrt, wrt, 0, NULL, true, &res))) {
+    if ((st = nb_gradients(g, NB_NAMES_N(1, &loss), NB_NAMES_N(n_wrt, wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &res))) {
         nb_program_free(g);
         return st;
     }
@@ -268,7 +268,7 @@ nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, 
         /* Second order: check the gradient of <grad, s> for random s. */
         nb_backward_result r;
         const char *ln = nb_value_name(w.loss);
-        if ((st = nb_gradients(w.p, 1, &ln, NULL, w.n_wrt, w.wrt, 0, NULL, true, &r))) goto done;
+        if ((st = nb_gradients(w.p, NB_NAMES_N(1, &ln), NB_NAMES_N(w.n_wrt, w.wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r))) goto done;
         nb_value gv[NB_MAX_SLOTS * 4];
         for (int i = 0; i < w.n_wrt; i++) gv[i] = r.grads[i] ? nb_value_by_name(w.b, r.grads[i]) : NB_NONE;
         nb_backward_result_free(&r);
@@ -365,7 +365,7 @@ nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_grad
     /* The VJP of the same loss, for <JVP(t), w> = <t, VJP(w)>. */
     nb_backward_result r;
     const char *ln = nb_value_name(w.loss);
-    if ((st = nb_gradients(w.p, 1, &ln, NULL, w.n_wrt, w.wrt, 0, NULL, true, &r))) goto done;
+    if ((st = nb_gradients(w.p, NB_NAMES_N(1, &ln), NB_NAMES_N(w.n_wrt, w.wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r))) goto done;
     int loss_out[64];
     for (int k = 0; k < w.n_out && k < 64; k++) {
         if (nb_is_none(w.in_loss[k]) || !nb_dtype_is_float(nb_value_info(w.b, w.out[k]).dtype)) continue;
@@ -402,7 +402,7 @@ nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_grad
                 wn[i] = wbuf[i];
             }
             nb_backward_result d;
-            if ((st = nb_builder_status(w.b)) || (st = nb_gradients(w.p, 1, &sn, NULL, n_y, wn, 0, NULL, true, &d))) {
+            if ((st = nb_builder_status(w.b)) || (st = nb_gradients(w.p, NB_NAMES_N(1, &sn), NB_NAMES_N(n_y, wn), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &d))) {
                 nb_backward_result_free(&r);
                 goto done;
             }

@@ -235,9 +235,13 @@ static nb_status select_params(nb_block *mb, int n_params, const char *const *pa
     return NB_OK;
 }
 
-nb_status nb_minimize(const nb_optimizer *opt, nb_program *main, nb_program *startup, const char *loss, int n_params,
-                      const char *const *params, int n_no_grad, const char *const *no_grad, nb_backward_result *out)
+nb_status nb_minimize(const nb_optimizer *opt, nb_program *main, nb_program *startup, const char *loss,
+                      const nb_backward_opts *opts, nb_backward_result *out)
 {
+    static const nb_backward_opts defaults;
+    if (!opts) opts = &defaults;
+    int n_params = opts->params.n, n_no_grad = opts->no_grad.n;
+    const char *const *params = opts->params.v, *const *no_grad = opts->no_grad.v;
     if (out) memset(out, 0, sizeof *out);
     if (!opt || !main || !startup || !loss || !out || n_params < 0 || (n_params && !params) || n_no_grad < 0 ||
         (n_no_grad && !no_grad))
@@ -251,7 +255,8 @@ nb_status nb_minimize(const nb_optimizer *opt, nb_program *main, nb_program *sta
     const char **sel;
     int n_sel;
     if ((st = select_params(c.mb, n_params, params, &sel, &n_sel))) return st;
-    st = nb_append_backward(main, loss, n_sel, sel, n_no_grad, no_grad, out);
+    st = nb_append_backward(main, loss, &(nb_backward_opts){.params = NB_NAMES_N(n_sel, sel), .no_grad = opts->no_grad},
+                            out);
     nb_free(sel);
     if (st) return st;
     if (out->n_pairs == 0)

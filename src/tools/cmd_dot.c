@@ -30,7 +30,7 @@ static nb_status build_example(nb_program *main_p, nb_program *startup, bool bac
     if (st) nb_error(st, "%s", nb_builder_error(b));
     if (!st && backward) {
         nb_backward_result r;
-        st = nb_append_backward(main_p, nb_value_name(cost), 0, NULL, 0, NULL, &r);
+        st = nb_append_backward(main_p, nb_value_name(cost), NULL, &r);
         nb_backward_result_free(&r);
     }
     nb_builder_free(b);
