@@ -1,5 +1,6 @@
 /* What new users tripped over, each kept from coming back: values of one
  * mode handed to the other, ... */
+#include <stdlib.h>
 #include "test.h"
 
 /* An eager value given to a record builder (or the reverse) is an error that
@@ -95,9 +96,40 @@ static void test_constants_from_host_data(void)
     nb_program_free(q);
 }
 
+static nb_status square_sum(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    out[0] = nb_reduce_sum(b, nb_square(b, in[0]), 0, NULL, false);
+    return nb_builder_status(b);
+}
+
 /* Messages read as English and name what was wrong. */
 static void test_messages(void)
 {
+    /* nb_grad's errors name nb_grad, not the function it calls. */
+    nb_function f = {square_sum, 1, 1, NULL};
+    nb_tensor *g1 = NULL, *x1 = T(NB_F64, S(2), 1, 2);
+    CHECK_ERR(nb_grad(&f, &x1, &(nb_grad_opts){.n_argnums = 1, .argnums = (int[]){3}}, &g1, NULL), NB_ERR_ARG,
+              "grad: argnum 3 is not an input of a 1-input function");
+    CHECK(strncmp(nb_last_error(), "grad:", 5) == 0);
+    nb_tensor_release(x1);
+    /* Program printing names dtypes, not their numbers. */
+    {
+        nb_program *pp_;
+        nb_builder *pb;
+        REQUIRE_OK(nb_program_new(&pp_));
+        REQUIRE_OK(nb_builder_new_record(&pb, pp_, NULL));
+        nb_cast(pb, nb_layer_data(pb, "x", NB_F32, 1, S(2)), NB_F64);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mf = open_memstream(&text, &len);
+        CHECK_OK(nb_program_print(pp_, mf));
+        fclose(mf);
+        CHECK(text && strstr(text, "dtype=float64") && !strstr(text, "dtype=1"));
+        free(text);
+        nb_builder_free(pb);
+        nb_program_free(pp_);
+    }
     /* An ordinal is "2nd", not "2-th". */
     nb_builder *e;
     REQUIRE_OK(nb_builder_new_eager(&e));

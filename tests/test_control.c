@@ -629,7 +629,7 @@ static void test_transforms(void)
     s.p[5] = gc_filled(NB_F64, 2, S(2, 3), 5, -1, 1);
     nb_function f = {as_function, s.n, 1, &s};
     nb_tensor *out = NULL, *g[MAXP] = {0}, *t[MAXP], *tout = NULL, *jout = NULL;
-    REQUIRE_OK(nb_value_and_grad(&f, s.p, 0, NULL, 0, NULL, &out, g, NULL));
+    REQUIRE_OK(nb_value_and_grad(&f, s.p, NULL, &out, g));
     double want = 0;
     for (int i = 0; i < s.n; i++) {
         t[i] = gc_filled(NB_F64, s.p[i]->ndim, s.p[i]->shape, 30 + i, -1, 1);
@@ -645,9 +645,9 @@ static void test_transforms(void)
         double w0 = nb_tensor_get(s.p[3], col);
         nb_tensor *gp[MAXP] = {0}, *gm[MAXP] = {0}, *o1 = NULL, *o2 = NULL;
         nb_tensor_set(s.p[3], col, w0 + eps);
-        CHECK_OK(nb_value_and_grad(&f, s.p, 1, (int[]){3}, 0, NULL, &o1, gp, NULL));
+        CHECK_OK(nb_value_and_grad(&f, s.p, &(nb_grad_opts){.n_argnums = 1, .argnums = (int[]){3}}, &o1, gp));
         nb_tensor_set(s.p[3], col, w0 - eps);
-        CHECK_OK(nb_value_and_grad(&f, s.p, 1, (int[]){3}, 0, NULL, &o2, gm, NULL));
+        CHECK_OK(nb_value_and_grad(&f, s.p, &(nb_grad_opts){.n_argnums = 1, .argnums = (int[]){3}}, &o2, gm));
         nb_tensor_set(s.p[3], col, w0);
         for (int64_t row = 0; gp[0] && gm[0] && row < 9; row++) {
             double fd = (nb_tensor_get(gp[0], row) - nb_tensor_get(gm[0], row)) / (2 * eps);

@@ -48,16 +48,16 @@ static void test_value_and_grad_argnums_free_and_aux(void)
     REQUIRE_OK(nb_tensor_set_requires_grad(w, true));
     nb_function f = {f_free, 1, 2, w};
     nb_tensor *out[2], *g[1], *fg[1];
-    REQUIRE_OK(nb_value_and_grad(&f, &x, 0, NULL, 1, &w, out, g, fg));
+    REQUIRE_OK(nb_value_and_grad(&f, &x, &(nb_grad_opts){.free_vars = NB_TENSORS_N(1, &w), .free_grads = fg}, out, g));
     CHECK_SCALAR(out[0], 3 + 20, 1e-12);
     CHECK_TENSOR(out[1], S(2), 0, 2, 3); /* auxiliary output, as is */
     CHECK_TENSOR(g[0], S(2), 1e-12, 6, 20);
     CHECK_TENSOR(fg[0], S(2), 1e-12, 1, 4);
     release_all(out[0], out[1], g[0], fg[0], NULL);
-    CHECK_ERR(nb_value_and_grad(&f, &x, 1, (int[]){3}, 0, NULL, out, g, NULL), NB_ERR_ARG, "argnum 3");
+    CHECK_ERR(nb_value_and_grad(&f, &x, &(nb_grad_opts){.n_argnums = 1, .argnums = (int[]){3}}, out, g), NB_ERR_ARG, "argnum 3");
     nb_function bad = {f_xy, 2, 2, NULL};
     nb_tensor *g2[2];
-    CHECK_ERR(nb_value_and_grad(&bad, (nb_tensor *[]){x, x}, 0, NULL, 0, NULL, out, g2, NULL), NB_ERR_SHAPE, "must be a scalar");
+    CHECK_ERR(nb_value_and_grad(&bad, (nb_tensor *[]){x, x}, NULL, out, g2), NB_ERR_SHAPE, "must be a scalar");
     release_all(w, x, z, NULL);
 }
 
@@ -76,7 +76,7 @@ static nb_status f_derivative(nb_builder *b, const nb_value *in, nb_value *out, 
 {
     const level *l = ctx;
     nb_tensor *x = nb_eager_tensor(in[0]), *o[1], *g[1];
-    nb_status st = nb_value_and_grad(l->inner, &x, 0, NULL, 0, NULL, o, g, NULL);
+    nb_status st = nb_value_and_grad(l->inner, &x, NULL, o, g);
     if (st) return st;
     out[0] = nb_reduce_sum(b, nb_eager_value(b, g[0]), 0, NULL, false);
     release_all(o[0], g[0], NULL);
@@ -93,7 +93,7 @@ static void test_fourth_derivative_of_sin_by_nesting(void)
     level l3 = {&f2};
     nb_function f3 = {f_derivative, 1, 1, &l3};
     nb_tensor *x = T(NB_F64, S(3), 0.3, -1.2, 2.0), *o[1], *g[1];
-    REQUIRE_OK(nb_value_and_grad(&f3, &x, 0, NULL, 0, NULL, o, g, NULL));
+    REQUIRE_OK(nb_value_and_grad(&f3, &x, NULL, o, g));
     /* d/dx of the third derivative (-cos) is sin. */
     CHECK_TENSOR(g[0], S(3), 1e-10, sin(0.3), sin(-1.2), sin(2.0));
     CHECK_SCALAR(o[0], -(cos(0.3) + cos(-1.2) + cos(2.0)), 1e-10);
@@ -114,25 +114,25 @@ static void test_grad_argnums_and_has_aux(void)
     nb_tensor *x = T(NB_F64, S(2), 1, -2), *y = T(NB_F64, S(2), 3, 0.5), *g[2], *aux[2];
     nb_function f = {f_aux, 2, 3, NULL};
     /* d/dx = 2 x y, d/dy = x^2. */
-    REQUIRE_OK(nb_grad(&f, (nb_tensor *[]){x, y}, 0, NULL, true, g, aux));
+    REQUIRE_OK(nb_grad(&f, (nb_tensor *[]){x, y}, &(nb_grad_opts){.flags = NB_HAS_AUX}, g, aux));
     CHECK_TENSOR(g[0], S(2), 1e-12, 6, -2);
     CHECK_TENSOR(g[1], S(2), 1e-12, 1, 4);
     CHECK_TENSOR(aux[0], S(2), 0, 4, -1.5);
     CHECK_TENSOR(aux[1], S(2), 0, 6, 1);
     release_all(g[0], g[1], aux[0], aux[1], NULL);
     /* argnums picks and orders the inputs. */
-    REQUIRE_OK(nb_grad(&f, (nb_tensor *[]){x, y}, 2, (int[]){1, 0}, true, g, aux));
+    REQUIRE_OK(nb_grad(&f, (nb_tensor *[]){x, y}, &(nb_grad_opts){.n_argnums = 2, .argnums = (int[]){1, 0}, .flags = NB_HAS_AUX}, g, aux));
     CHECK_TENSOR(g[0], S(2), 1e-12, 1, 4);
     CHECK_TENSOR(g[1], S(2), 1e-12, 6, -2);
     release_all(g[0], g[1], aux[0], aux[1], NULL);
     /* A single output needs no has_aux. */
     nb_function s = {f_sin, 1, 1, NULL};
-    REQUIRE_OK(nb_grad(&s, &x, 0, NULL, false, g, NULL));
+    REQUIRE_OK(nb_grad(&s, &x, NULL, g, NULL));
     CHECK_TENSOR(g[0], S(2), 1e-12, cos(1.0), cos(-2.0));
     nb_tensor_release(g[0]);
-    CHECK_ERR(nb_grad(&f, (nb_tensor *[]){x, y}, 0, NULL, false, g, NULL), NB_ERR_ARG, "pass has_aux");
-    CHECK_ERR(nb_grad(&s, &x, 0, NULL, true, g, aux), NB_ERR_ARG, "has_aux needs a function of 2 or more outputs");
-    CHECK_ERR(nb_grad(&f, (nb_tensor *[]){x, y}, 1, (int[]){2}, true, g, aux), NB_ERR_ARG, "argnum 2");
+    CHECK_ERR(nb_grad(&f, (nb_tensor *[]){x, y}, NULL, g, NULL), NB_ERR_ARG, "pass NB_HAS_AUX");
+    CHECK_ERR(nb_grad(&s, &x, &(nb_grad_opts){.flags = NB_HAS_AUX}, g, aux), NB_ERR_ARG, "NB_HAS_AUX needs a function of 2 or more outputs");
+    CHECK_ERR(nb_grad(&f, (nb_tensor *[]){x, y}, &(nb_grad_opts){.n_argnums = 1, .argnums = (int[]){2}, .flags = NB_HAS_AUX}, g, aux), NB_ERR_ARG, "argnum 2");
     release_all(x, y, NULL);
 }
 
@@ -250,7 +250,7 @@ static void test_mlp_hessian_matches_finite_differences(void)
         for (int side = 0; side < 2; side++) {
             nb_tensor_set(w, j, orig + (side ? -eps : eps));
             nb_tensor *o[1], *g[1];
-            REQUIRE_OK(nb_value_and_grad(&f, &w, 0, NULL, 0, NULL, o, g, NULL));
+            REQUIRE_OK(nb_value_and_grad(&f, &w, NULL, o, g));
             for (int i = 0; i < 6; i++) (side ? gm : gp)[i] = nb_tensor_get(g[0], i);
             release_all(o[0], g[0], NULL);
         }
@@ -298,7 +298,7 @@ static double hvp_fd_error(const nb_function *f, nb_tensor *w, const nb_tensor *
     for (int side = 0; side < 2; side++) {
         for (int64_t i = 0; i < n; i++) nb_tensor_set(w, i, orig[i] + (side ? -eps : eps) * nb_tensor_get(v, i));
         nb_tensor *g[1];
-        if (nb_grad(f, &w, 0, NULL, false, g, NULL)) worst = INFINITY;
+        if (nb_grad(f, &w, NULL, g, NULL)) worst = INFINITY;
         for (int64_t i = 0; i < n && !isinf(worst); i++) {
             double gi = nb_tensor_get(g[0], i);
             if (!side) gp[i] = gi;
@@ -409,7 +409,7 @@ static void test_nesting_with_forward_mode(void)
 {
     nb_tensor *x = T(NB_F64, S(3), 0.5, -1, 2), *v = T(NB_F64, S(3), 1, 3, -2), *g[1], *o[1], *t[1];
     nb_function f = {f_sum_hvp, 1, 1, v};
-    REQUIRE_OK(nb_grad(&f, &x, 0, NULL, false, g, NULL));
+    REQUIRE_OK(nb_grad(&f, &x, NULL, g, NULL));
     CHECK_TENSOR(g[0], S(3), 1e-12, 6 * 0.5 * 1, 6 * -1.0 * 3, 6 * 2.0 * -2);
     nb_function j = {f_jvp_sin, 1, 1, v};
     REQUIRE_OK(nb_jvp(&j, &x, &v, o, t));
@@ -467,7 +467,7 @@ static void test_user_defined_rules(void)
     REQUIRE_OK(nb_kernel_register(&user_cube_kernel));
     nb_function f = {f_cube, 1, 1, NULL};
     nb_tensor *x = T(NB_F64, S(2), 2, -1), *t = T(NB_F64, S(2), 1, 1), *o[1], *g[1], *ot[1];
-    REQUIRE_OK(nb_value_and_grad(&f, &x, 0, NULL, 0, NULL, o, g, NULL));
+    REQUIRE_OK(nb_value_and_grad(&f, &x, NULL, o, g));
     CHECK_TENSOR(g[0], S(2), 1e-12, 12, 3);
     CHECK(vjp_calls >= 1);
     release_all(o[0], g[0], NULL);

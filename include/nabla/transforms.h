@@ -36,23 +36,33 @@ NB_API nb_status nb_vjp(const nb_function *f, nb_tensor *const *primals, nb_tens
 NB_API nb_status nb_pullback_apply(nb_pullback *pb, nb_tensor *const *cotangents, nb_tensor **grads);
 NB_API void nb_pullback_free(nb_pullback *pb);
 
+/* What nb_grad and nb_value_and_grad differentiate. NULL, or a zeroed
+ * struct: every input, no auxiliary outputs, no free tensors. */
+typedef struct nb_grad_opts {
+    int n_argnums;          /* the inputs to differentiate, by index (none: all) */
+    const int *argnums;
+    unsigned flags;         /* NB_HAS_AUX (nb_grad) */
+    nb_tensors free_vars;   /* nb_value_and_grad: tensors f reads from its context (they must require grad) */
+    nb_tensor **free_grads; /* ... and where their gradients go, one each */
+} nb_grad_opts;
+
 /* JAX's grad: the gradients of f's first output (a one-element tensor)
- * with respect to the inputs listed in argnums (all when n_argnums is 0;
- * grads has one entry per listed input; an input the output does not depend
- * on gets zeros). With has_aux, f's other outputs come back in aux (n_out - 1
- * new references), undifferentiated; without it f must have one output.
- * The gradients are differentiable again: nest for higher derivatives. (The
- * engine's torch.autograd.grad is nb_autograd_grad, in nabla/eager.h.) */
-NB_API nb_status nb_grad(const nb_function *f, nb_tensor *const *primals, int n_argnums, const int *argnums, bool has_aux,
-                  nb_tensor **grads, nb_tensor **aux);
+ * with respect to the inputs listed in opts->argnums (grads has one entry
+ * per listed input; an input the output does not depend on gets zeros).
+ * With NB_HAS_AUX, f's other outputs come back in aux (n_out - 1 new
+ * references), undifferentiated; without it f must have one output. The
+ * gradients are differentiable again: nest for higher derivatives. (The
+ * engine's torch.autograd.grad is nb_autograd_grad, in nabla/eager.h.)
+ *
+ *     nb_grad(&f, &x, NULL, &dx, NULL); */
+NB_API nb_status nb_grad(const nb_function *f, nb_tensor *const *primals, const nb_grad_opts *opts, nb_tensor **grads,
+                         nb_tensor **aux);
 
 /* The same with f's outputs: the value first, then the auxiliary ones
- * (outputs holds all n_out), and also the gradients with respect to the
- * free tensors f reads from its context (which must require grad;
- * free_grads one per free tensor). */
-NB_API nb_status nb_value_and_grad(const nb_function *f, nb_tensor *const *primals, int n_argnums, const int *argnums,
-                            int n_free, nb_tensor *const *free_vars, nb_tensor **outputs, nb_tensor **grads,
-                            nb_tensor **free_grads);
+ * (outputs holds all n_out), and also the gradients with respect to
+ * opts->free_vars, into opts->free_grads. */
+NB_API nb_status nb_value_and_grad(const nb_function *f, nb_tensor *const *primals, const nb_grad_opts *opts,
+                                   nb_tensor **outputs, nb_tensor **grads);
 
 /* Forward mode: outputs of f and their tangents along `tangents` (NULL
  * entries: zero), by each op's JVP rule, zero tangents skipped. */

@@ -121,28 +121,36 @@ void nb_pullback_free(nb_pullback *pb)
     nb_free(pb);
 }
 
-nb_status nb_value_and_grad(const nb_function *f, nb_tensor *const *primals, int n_argnums, const int *argnums,
-                            int n_free, nb_tensor *const *free_vars, nb_tensor **outputs, nb_tensor **grads,
-                            nb_tensor **free_grads)
+/* nb_value_and_grad, with errors named after `who` (the call the user
+ * made). */
+static nb_status value_and_grad(const char *who, const nb_function *f, nb_tensor *const *primals,
+                                const nb_grad_opts *opts, nb_tensor **outputs, nb_tensor **grads)
 {
-    nb_status st = check_fn(f, "value_and_grad");
+    static const nb_grad_opts defaults;
+    if (!opts) opts = &defaults;
+    int n_argnums = opts->n_argnums, n_free = opts->free_vars.n;
+    const int *argnums = opts->argnums;
+    nb_tensor *const *free_vars = opts->free_vars.v;
+    nb_tensor **free_grads = opts->free_grads;
+    nb_status st = check_fn(f, who);
     if (st) return st;
     int args[MAX_IO], n_args = n_argnums ? n_argnums : f->n_in;
-    if (n_args > MAX_IO || n_free < 0 || n_free > MAX_IO) return nb_error(NB_ERR_ARG, "value_and_grad: too many argnums or free vars");
+    if (n_args > MAX_IO || n_free < 0 || n_free > MAX_IO || (n_argnums && !argnums) || (n_free && (!free_vars || !free_grads)))
+        return nb_error(NB_ERR_ARG, "%s: too many argnums or free vars, or a NULL list", who);
     for (int i = 0; i < n_args; i++) {
         args[i] = n_argnums ? argnums[i] : i;
         if (args[i] < 0 || args[i] >= f->n_in)
-            return nb_error(NB_ERR_ARG, "value_and_grad: argnum %d is not an input of a %d-input function", args[i], f->n_in);
+            return nb_error(NB_ERR_ARG, "%s: argnum %d is not an input of a %d-input function", who, args[i], f->n_in);
     }
     for (int i = 0; i < n_free; i++)
         if (!free_vars[i] || !nb_tensor_requires_grad(free_vars[i]))
-            return nb_error(NB_ERR_ARG, "value_and_grad: free variable %d does not require grad", i);
+            return nb_error(NB_ERR_ARG, "%s: free variable %d does not require grad", who, i);
     nb_pullback *pb;
     if ((st = nb_vjp(f, primals, outputs, &pb))) return st;
     nb_tensor *y = pb->outputs[0];
     if (nb_tensor_numel(y) != 1) {
         char s[NB_SHAPE_STR_MAX];
-        st = nb_error(NB_ERR_SHAPE, "value_and_grad: the function's first output has shape %s; it must be a scalar",
+        st = nb_error(NB_ERR_SHAPE, "%s: the function's first output has shape %s; it must be a scalar", who,
                       nb_shape_str(s, sizeof s, y->ndim, y->shape));
     }
     nb_tensor *wrt[2 * MAX_IO], *got[2 * MAX_IO] = {0};
@@ -163,19 +171,27 @@ nb_status nb_value_and_grad(const nb_function *f, nb_tensor *const *primals, int
     return st;
 }
 
-nb_status nb_grad(const nb_function *f, nb_tensor *const *primals, int n_argnums, const int *argnums, bool has_aux,
-                  nb_tensor **grads, nb_tensor **aux)
+nb_status nb_value_and_grad(const nb_function *f, nb_tensor *const *primals, const nb_grad_opts *opts,
+                            nb_tensor **outputs, nb_tensor **grads)
 {
+    return value_and_grad("value_and_grad", f, primals, opts, outputs, grads);
+}
+
+nb_status nb_grad(const nb_function *f, nb_tensor *const *primals, const nb_grad_opts *opts, nb_tensor **grads,
+                  nb_tensor **aux)
+{
+    bool has_aux = opts && (opts->flags & NB_HAS_AUX);
     nb_status st = check_fn(f, "grad");
     if (st) return st;
     if (!has_aux && f->n_out > 1)
-        return nb_error(NB_ERR_ARG, "grad: the function has %d outputs; pass has_aux to get all but the first back",
+        return nb_error(NB_ERR_ARG, "grad: the function has %d outputs; pass NB_HAS_AUX to get all but the first back",
                         f->n_out);
     if (has_aux && f->n_out < 2)
-        return nb_error(NB_ERR_ARG, "grad: has_aux needs a function of 2 or more outputs (the value, then the "
+        return nb_error(NB_ERR_ARG, "grad: NB_HAS_AUX needs a function of 2 or more outputs (the value, then the "
                                     "auxiliary ones); it has %d", f->n_out);
     nb_tensor *outputs[MAX_IO] = {0};
-    if ((st = nb_value_and_grad(f, primals, n_argnums, argnums, 0, NULL, outputs, grads, NULL))) return st;
+    nb_grad_opts plain = {.n_argnums = opts ? opts->n_argnums : 0, .argnums = opts ? opts->argnums : NULL};
+    if ((st = value_and_grad("grad", f, primals, &plain, outputs, grads))) return st;
     nb_tensor_release(outputs[0]);
     for (int i = 1; i < f->n_out; i++) aux[i - 1] = outputs[i];
     return NB_OK;
@@ -409,7 +425,7 @@ static nb_status grad_fn(nb_builder *b, const nb_value *in, nb_value *out, void 
     const grad_ctx *c = ctx;
     nb_tensor *primals[MAX_IO], *outputs[MAX_IO] = {0}, *g = NULL;
     for (int i = 0; i < c->f->n_in; i++) primals[i] = nb_eager_tensor(in[i]);
-    nb_status st = nb_value_and_grad(c->f, primals, 1, &c->arg, 0, NULL, outputs, &g, NULL);
+    nb_status st = nb_value_and_grad(c->f, primals, &(nb_grad_opts){.n_argnums = 1, .argnums = &c->arg}, outputs, &g);
     release_n(outputs, c->f->n_out);
     if (st) return st;
     out[0] = nb_eager_value(b, g);
