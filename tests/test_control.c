@@ -264,7 +264,7 @@ static nb_status while_model(nb_builder *b, const nb_value *p, nb_value *loss, v
     l->x = p[1];
     l->n_var = scalar(b, NB_I64, (double)l->n);
     nb_value init[2] = {scalar(b, NB_I64, 0), p[2]}, fin[2];
-    nb_status st = nb_while_loop(b, loop_cond, loop_body, l, 2, init, fin);
+    nb_status st = nb_while_loop(b, loop_cond, loop_body, l, NB_VALUES_N(2, init), fin);
     if (st) return st;
     *loss = nb_reduce_sum(b, nb_mul(b, fin[1], fin[1]), 0, NULL, false);
     return nb_builder_status(b);
@@ -378,7 +378,7 @@ static nb_status outer_body(nb_builder *b, const nb_value *c, nb_value *next, vo
 {
     nest_ctx *n = ctx;
     nb_value init[3] = {scalar(b, NB_I64, 0), c[1], nb_mul(b, c[1], n->u)}, fin[3];
-    nb_status st = nb_while_loop(b, inner_cond, inner_body, n, 3, init, fin);
+    nb_status st = nb_while_loop(b, inner_cond, inner_body, n, NB_VALUES_N(3, init), fin);
     if (st) return st;
     next[0] = nb_add(b, c[0], scalar(b, NB_I64, 1));
     next[1] = fin[1];
@@ -397,7 +397,7 @@ static nb_status nested_model(nb_builder *b, const nb_value *p, nb_value *loss, 
     n->w = p[0];
     n->u = p[1];
     nb_value init[2] = {scalar(b, NB_I64, 0), p[2]}, fin[2];
-    nb_status st = nb_while_loop(b, outer_cond, outer_body, n, 2, init, fin);
+    nb_status st = nb_while_loop(b, outer_cond, outer_body, n, NB_VALUES_N(2, init), fin);
     if (st) return st;
     *loss = nb_reduce_sum(b, nb_mul(b, fin[1], fin[1]), 0, NULL, false);
     return nb_builder_status(b);
@@ -444,7 +444,7 @@ static nb_status cond_model(nb_builder *b, const nb_value *p, nb_value *loss, vo
     c->W = p[1];
     c->v = p[2];
     nb_value pred = nb_greater(b, nb_reduce_sum(b, p[0], 0, NULL, false), nb_fill_constant(b, NB_F64, 0, NULL, c->threshold));
-    nb_status st = nb_cond(b, pred, then_branch, else_branch, c, 1, &p[0], 1, loss);
+    nb_status st = nb_cond(b, pred, &(nb_branches){then_branch, else_branch, c}, NB_VALUES_N(1, &p[0]), 1, loss);
     return st ? st : nb_builder_status(b);
 }
 
@@ -499,7 +499,7 @@ static nb_status rnn_model(nb_builder *b, const nb_value *p, nb_value *loss, voi
     r->W = p[3];
     r->a = p[4];
     nb_value fin, ys[3];
-    nb_status st = nb_scan(b, rnn_step, r, 1, &p[5], 2, p, 3, &fin, ys, r->reverse);
+    nb_status st = nb_scan(b, rnn_step, r, &(nb_scan_io){.init = NB_VALUES_N(1, &p[5]), .xs = NB_VALUES_N(2, p), .n_ys = 3, .ys = ys, .final = &fin, .reverse = r->reverse});
     if (st) return st;
     nb_value l = nb_add(b, nb_reduce_sum(b, nb_mul(b, ys[0], ys[0]), 0, NULL, false), nb_reduce_sum(b, ys[1], 0, NULL, false));
     l = nb_add(b, l, nb_reduce_sum(b, nb_mul(b, ys[2], p[0]), 0, NULL, false));
@@ -539,7 +539,7 @@ static nb_status net_model(nb_builder *b, const nb_value *p, nb_value *loss, voi
 {
     (void)ctx;
     nb_value out[2], w[2] = {p[1], p[2]};
-    nb_status st = nb_net(b, mlp_block, w, 1, p, 2, out);
+    nb_status st = nb_net(b, mlp_block, w, NB_VALUES_N(1, p), 2, out);
     if (st) return st;
     *loss = nb_add(b, nb_reduce_sum(b, nb_mul(b, out[0], out[0]), 0, NULL, false), nb_reduce_sum(b, out[1], 0, NULL, false));
     return nb_builder_status(b);
@@ -588,7 +588,7 @@ static nb_status array_model(nb_builder *b, const nb_value *p, nb_value *loss, v
     a->U = p[1];
     a->W = p[2];
     nb_value init[3] = {scalar(b, NB_I64, 0), p[3], nb_array_new(b, 4, NB_F64, 2, S(2, 3))}, fin[3];
-    nb_status st = nb_while_loop(b, array_cond, array_body, a, 3, init, fin);
+    nb_status st = nb_while_loop(b, array_cond, array_body, a, NB_VALUES_N(3, init), fin);
     if (st) return st;
     nb_value w = nb_array_read(b, fin[2], scalar(b, NB_I64, 2));
     *loss = nb_add(b, nb_reduce_sum(b, nb_mul(b, fin[2], fin[2]), 0, NULL, false), nb_reduce_sum(b, w, 0, NULL, false));
@@ -810,7 +810,7 @@ static void test_errors(void)
     REQUIRE_OK(nb_program_new(&prog));
     REQUIRE_OK(nb_builder_new_record(&b, prog, NULL));
     nb_value init[2] = {scalar(b, NB_I64, 0), nb_data(b, "h", NB_F64, 2, S(2, 3))}, fin[2];
-    CHECK_ERR(nb_while_loop(b, three_times, bad_body, NULL, 2, init, fin), NB_ERR_SHAPE, "carried value 1");
+    CHECK_ERR(nb_while_loop(b, three_times, bad_body, NULL, NB_VALUES_N(2, init), fin), NB_ERR_SHAPE, "carried value 1");
     nb_builder_free(b);
     nb_program_free(prog);
 
@@ -819,10 +819,10 @@ static void test_errors(void)
     nb_tensor *h = gc_filled(NB_F64, 2, S(2, 3), 0, -1, 1), *zero;
     REQUIRE_OK(nb_tensor_full(&zero, NB_I64, 1, S(1), 0));
     nb_value ev[2] = {nb_eager_value(b, zero), nb_eager_value(b, h)};
-    CHECK_ERR(nb_while_loop(b, three_times, bad_body, NULL, 2, ev, fin), NB_ERR_SHAPE, "carried value 1");
+    CHECK_ERR(nb_while_loop(b, three_times, bad_body, NULL, NB_VALUES_N(2, ev), fin), NB_ERR_SHAPE, "carried value 1");
     nb_builder_clear_error(b);
     nb_value out;
-    CHECK_ERR(nb_cond(b, ev[1], then_branch, else_branch, NULL, 1, &ev[1], 1, &out), NB_ERR_DTYPE, "bool");
+    CHECK_ERR(nb_cond(b, ev[1], &(nb_branches){then_branch, else_branch, NULL}, NB_VALUES_N(1, &ev[1]), 1, &out), NB_ERR_DTYPE, "bool");
     nb_tensor_release(h);
     nb_tensor_release(zero);
     nb_builder_free(b);

@@ -45,19 +45,25 @@ typedef nb_status (*nb_loop_body_fn)(nb_builder *b, const nb_value *carry, nb_va
 
 /* As JAX's lax.while_loop: carry = init; while (cond(carry)) carry =
  * body(carry); final = carry. The trip count may depend on the data. */
-NB_API nb_status nb_while_loop(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx,
-                        int n_carry, const nb_value *init, nb_value *final);
+NB_API nb_status nb_while_loop(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx, nb_values init,
+                               nb_value *final);
 
 /* ---- cond -------------------------------------------------------------- */
 
 /* A branch computes out[0..n_out) from in[0..n_in). */
 typedef nb_status (*nb_branch_fn)(nb_builder *b, const nb_value *in, nb_value *out, void *ctx);
 
+/* The two branches of nb_cond, and the context both get. */
+typedef struct nb_branches {
+    nb_branch_fn then_fn, else_fn;
+    void *ctx;
+} nb_branches;
+
 /* As lax.cond: out = pred ? then_fn(in) : else_fn(in). Both branches must
  * give outputs of the same dtypes and shapes. Only the branch taken runs, and
  * in the backward pass only its gradient. */
-NB_API nb_status nb_cond(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx,
-                  int n_in, const nb_value *in, int n_out, nb_value *out);
+NB_API nb_status nb_cond(nb_builder *b, nb_value pred, const nb_branches *branches, nb_values in, int n_out,
+                         nb_value *out);
 
 /* ---- scan (recurrence) -------------------------------------------------- */
 
@@ -67,18 +73,29 @@ NB_API nb_status nb_cond(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_
 typedef nb_status (*nb_step_fn)(nb_builder *b, const nb_value *carry, const nb_value *x_t,
                                 nb_value *next, nb_value *y_t, void *ctx);
 
+/* What nb_scan reads and writes: the carried values' initial values and
+ * the sequences in; final (one per carried value) and the n_ys stacked
+ * step outputs ys out; reverse runs time backwards. */
+typedef struct nb_scan_io {
+    nb_values init;
+    nb_values xs;
+    int n_ys;
+    nb_value *final;
+    nb_value *ys;
+    bool reverse;
+} nb_scan_io;
+
 /* As lax.scan over axis 0 (time-major: xs[j] is [T, ...], sliced to x_t of
  * shape [...]): carry = init; for t in 0..T (T-1..0 when `reverse`):
  * (carry, y_t) = step(carry, xs[:, t]); final = carry; ys[k] = stack of the
  * y_t along axis 0, in time order. Needs at least one sequence. */
-NB_API nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const nb_value *init,
-                  int n_xs, const nb_value *xs, int n_ys, nb_value *final, nb_value *ys, bool reverse);
+NB_API nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io);
 
 /* ---- nested net ---------------------------------------------------------- */
 
 /* Seed 000's NetOp: fn's ops as one op of the enclosing block, whose
  * gradient recurses into them. Eagerly it simply calls fn. */
-NB_API nb_status nb_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n_in, const nb_value *in, int n_out, nb_value *out);
+NB_API nb_status nb_net(nb_builder *b, nb_branch_fn fn, void *ctx, nb_values in, int n_out, nb_value *out);
 
 /* ---- tensor arrays ------------------------------------------------------ */
 

@@ -45,9 +45,11 @@ static nb_status check_args(nb_builder *b, const char *who, bool ok)
     return ok ? NB_OK : nb_builder_fail(b, NB_ERR_ARG, "%s: bad arguments (a NULL callback, or counts out of range)", who);
 }
 
-nb_status nb_while_loop(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx, int n_carry,
-                        const nb_value *init, nb_value *final)
+nb_status nb_while_loop(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx, nb_values inits,
+                        nb_value *final)
 {
+    int n_carry = inits.n;
+    const nb_value *init = inits.v;
     nb_status st = check_args(b, "while_loop", cond && body && n_carry >= 1 && n_carry <= NB_CONTROL_MAX && init && final);
     if (st) return st;
     if (!nb_builder_is_eager(b)) return nb_control_record_while(b, cond, body, ctx, n_carry, init, final);
@@ -68,9 +70,13 @@ nb_status nb_while_loop(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn bod
     return st;
 }
 
-nb_status nb_cond(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx, int n_in,
-                  const nb_value *in, int n_out, nb_value *out)
+nb_status nb_cond(nb_builder *b, nb_value pred, const nb_branches *br, nb_values ins, int n_out, nb_value *out)
 {
+    if (!br) return check_args(b, "cond", false);
+    nb_branch_fn then_fn = br->then_fn, else_fn = br->else_fn;
+    void *ctx = br->ctx;
+    int n_in = ins.n;
+    const nb_value *in = ins.v;
     nb_status st = check_args(b, "cond", then_fn && else_fn && n_in >= 0 && n_in <= NB_CONTROL_MAX && (in || !n_in) &&
                                              n_out >= 1 && n_out <= NB_CONTROL_MAX && out);
     if (st) return st;
@@ -95,9 +101,13 @@ static nb_status time_steps(nb_builder *b, nb_value x, int64_t T, nb_value *step
     return st ? st : nb_builder_status(b);
 }
 
-nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const nb_value *init, int n_xs,
-                  const nb_value *xs, int n_ys, nb_value *final, nb_value *ys, bool reverse)
+nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io)
 {
+    if (!io) return check_args(b, "scan", false);
+    int n_carry = io->init.n, n_xs = io->xs.n, n_ys = io->n_ys;
+    const nb_value *init = io->init.v, *xs = io->xs.v;
+    nb_value *final = io->final, *ys = io->ys;
+    bool reverse = io->reverse;
     nb_status st = check_args(b, "scan", step && n_carry >= 0 && n_carry <= NB_CONTROL_MAX && (init || !n_carry) &&
                                              n_xs >= 1 && n_xs <= NB_CONTROL_MAX && xs && n_ys >= 0 &&
                                              n_ys <= NB_CONTROL_MAX && (final || !n_carry) && (ys || !n_ys));
@@ -143,8 +153,10 @@ nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const 
     return st;
 }
 
-nb_status nb_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n_in, const nb_value *in, int n_out, nb_value *out)
+nb_status nb_net(nb_builder *b, nb_branch_fn fn, void *ctx, nb_values ins, int n_out, nb_value *out)
 {
+    int n_in = ins.n;
+    const nb_value *in = ins.v;
     nb_status st = check_args(b, "net", fn && n_in >= 0 && n_in <= NB_CONTROL_MAX && (in || !n_in) && n_out >= 1 &&
                                             n_out <= NB_CONTROL_MAX && out);
     if (st) return st;

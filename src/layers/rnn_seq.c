@@ -35,7 +35,7 @@ nb_status nb_rnn_sequence(nb_builder *b, const nb_rnn_params *p, nb_value x, con
     nb_value s0[NB_RNN_MAX_STATES], last[NB_RNN_MAX_STATES] = {NB_NONE, NB_NONE};
     if (!nb_rnn_check_input(b, p, who, x, 3) || !nb_rnn_states_or_zeros(b, p, who, init, x, 1, s0))
         return nb_builder_status(b);
-    nb_status st = nb_scan(b, scan_step, (void *)p, n, s0, 1, &x, 1, last, ys, reverse);
+    nb_status st = nb_scan(b, scan_step, (void *)p, &(nb_scan_io){.init = NB_VALUES_N(n, s0), .xs = NB_VALUES_N(1, &x), .n_ys = 1, .ys = ys, .final = last, .reverse = reverse});
     if (!st && final)
         for (int k = 0; k < n; k++) final[k] = last[k];
     return st;
