@@ -86,7 +86,7 @@ static int run_case(nb_builder *b, const ref_case *c, const nb_rnn_params *p, nb
 {
     const int n = nb_rnn_state_count(c->kind);
     if (c->seq) {
-        CHECK_OK(nb_rnn_sequence(b, p, x, state, false, &out[0], out + 1));
+        CHECK_OK(nb_rnn_sequence(b, p, x, state, &out[0], out + 1));
         return n + 1;
     }
     CHECK_OK(nb_rnn_cell(b, p, x, state, out));
@@ -122,7 +122,7 @@ static void eager_case(const ref_case *c)
     nb_builder *b;
     REQUIRE_OK(nb_builder_new_eager(&b));
     nb_rnn_params p;
-    CHECK_OK(nb_rnn_params_new(b, c->kind, NB_F64, I, H, NULL, &p));
+    CHECK_OK(nb_rnn_params_new(&p, b, c->kind, I, H, &(nb_rnn_opts){.dtype = NB_F64}));
     nb_value pv[4] = {p.w_ih, p.w_hh, p.b_ih, p.b_hh};
     for (int k = 0; k < 4; k++) ref_fill(nb_eager_tensor(pv[k]), k);
     const int n_state = nb_rnn_state_count(c->kind);
@@ -187,9 +187,9 @@ static bool static_case_init(static_case *s, const ref_case *c)
     nb_value x = nb_data(b, "x", NB_F64, c->seq ? 3 : 2, c->seq ? S(-1, -1, I) : S(-1, I));
     nb_value state[2] = {nb_data(b, "h", NB_F64, 2, S(-1, H)), NB_NONE};
     if (s->n_state == 2) state[1] = nb_data(b, "c", NB_F64, 2, S(-1, H));
-    CHECK_OK(nb_rnn_params_new(b, c->kind, NB_F64, I, H, NULL, &s->p));
+    CHECK_OK(nb_rnn_params_new(&s->p, b, c->kind, I, H, &(nb_rnn_opts){.dtype = NB_F64}));
     if (c->seq) {
-        CHECK_OK(nb_rnn_sequence(b, &s->p, x, state, false, &s->out[0], s->out + 1));
+        CHECK_OK(nb_rnn_sequence(b, &s->p, x, state, &s->out[0], s->out + 1));
         s->n_out = s->n_state + 1;
     } else {
         CHECK_OK(nb_rnn_cell(b, &s->p, x, state, s->out));
@@ -319,19 +319,20 @@ static int unroll_run(nb_rnn_kind kind, bool by_hand, bool reverse, nb_tensor **
     const int n = nb_rnn_state_count(kind);
     nb_tensor *x = pseudo_tensor(1, 3, S(UT, UB, UI)), *h0 = pseudo_tensor(2, 2, S(UB, UH)),
               *c0 = pseudo_tensor(3, 2, S(UB, UH));
-    nb_rnn_opts o = {.name = "seq"};
+    nb_rnn_opts o = {.name = "seq", .dtype = NB_F64};
     nb_rnn_params p;
-    CHECK_OK(nb_rnn_params_new(b, kind, NB_F64, UI, UH, &o, &p));
+    CHECK_OK(nb_rnn_params_new(&p, b, kind, UI, UH, &o));
     nb_value pv[4] = {p.w_ih, p.w_hh, p.b_ih, p.b_hh};
     nb_value init[2] = {nb_eager_value(b, h0), nb_eager_value(b, c0)}, fin[2] = {NB_NONE, NB_NONE}, ys = NB_NONE;
     nb_value xv = nb_eager_value(b, x);
     if (!by_hand && !reverse) {
         /* The layer, given the name of the parameters made above, finds them. */
-        if (kind == NB_RNN_LSTM) ys = nb_layer_lstm(b, xv, init[0], init[1], UH, &o, &fin[0], &fin[1]);
+        if (kind == NB_RNN_LSTM) ys = nb_layer_lstm(b, xv, init, UH, &o, fin);
         else if (kind == NB_RNN_GRU) ys = nb_layer_gru(b, xv, init[0], UH, &o, &fin[0]);
         else ys = nb_layer_rnn(b, xv, init[0], UH, &o, &fin[0]);
     } else if (!by_hand) {
-        CHECK_OK(nb_rnn_sequence(b, &p, xv, init, true, &ys, fin));
+        p.reverse = true;
+        CHECK_OK(nb_rnn_sequence(b, &p, xv, init, &ys, fin));
     } else {
         nb_value hs[UT], cur[2] = {init[0], init[1]};
         for (int i = 0; i < UT; i++) {
@@ -390,14 +391,14 @@ static void test_missing_initial_state_is_zeros(void)
         nb_builder *b;
         REQUIRE_OK(nb_builder_new_eager(&b));
         nb_rnn_params p;
-        CHECK_OK(nb_rnn_params_new(b, (nb_rnn_kind)kind, NB_F64, UI, UH, NULL, &p));
+        CHECK_OK(nb_rnn_params_new(&p, b, (nb_rnn_kind)kind, UI, UH, &(nb_rnn_opts){.dtype = NB_F64}));
         nb_tensor *x = pseudo_tensor(1, 3, S(UT, UB, UI)), *z;
         REQUIRE_OK(nb_tensor_new(&z, NB_F64, 2, S(UB, UH)));
         set_all(z, 0);
         nb_value xv = nb_eager_value(b, x), zeros[2] = {nb_eager_value(b, z), nb_eager_value(b, z)};
         nb_value ya, yb, fa[2] = {NB_NONE, NB_NONE}, fb[2] = {NB_NONE, NB_NONE};
-        CHECK_OK(nb_rnn_sequence(b, &p, xv, NULL, false, &ya, fa));
-        CHECK_OK(nb_rnn_sequence(b, &p, xv, zeros, false, &yb, fb));
+        CHECK_OK(nb_rnn_sequence(b, &p, xv, NULL, &ya, fa));
+        CHECK_OK(nb_rnn_sequence(b, &p, xv, zeros, &yb, fb));
         gc_check_same("zero init", 0, nb_eager_tensor(yb), nb_eager_tensor(ya), 0, "ys");
         gc_check_same("zero init", 1, nb_eager_tensor(fb[0]), nb_eager_tensor(fa[0]), 0, "h_n");
         /* And in a cell: a NB_NONE state, or none given. */
@@ -462,8 +463,8 @@ static void test_parameters_names_shapes_and_init(void)
     nb_value xe = nb_eager_value(e, xt);
     nb_rnn_params ps[3], pe[3];
     for (int kind = 0; kind < 3; kind++) {
-        CHECK_OK(nb_rnn_params_new(m.b, (nb_rnn_kind)kind, NB_F32, 20, 30, NULL, &ps[kind]));
-        CHECK_OK(nb_rnn_params_new(e, (nb_rnn_kind)kind, NB_F32, 20, 30, NULL, &pe[kind]));
+        CHECK_OK(nb_rnn_params_new(&ps[kind], m.b, (nb_rnn_kind)kind, 20, 30, &(nb_rnn_opts){.dtype = NB_F32}));
+        CHECK_OK(nb_rnn_params_new(&pe[kind], e, (nb_rnn_kind)kind, 20, 30, &(nb_rnn_opts){.dtype = NB_F32}));
     }
     CHECK_OK(model_startup(&m));
     for (int kind = 0; kind < 3; kind++) {
@@ -474,8 +475,9 @@ static void test_parameters_names_shapes_and_init(void)
         check_params(e, NULL, &pe[kind], layer, gh, 20, 30);
     }
     /* A second layer gets the next name; no_bias leaves the biases out. */
-    nb_value hn = NB_NONE, cn = NB_NONE;
-    nb_value ys = nb_layer_lstm(m.b, xs, NB_NONE, NB_NONE, 7, &(nb_rnn_opts){.no_bias = true}, &hn, &cn);
+    nb_value fin[2] = {NB_NONE, NB_NONE}, hn, cn;
+    nb_value ys = nb_layer_lstm(m.b, xs, NULL, 7, &(nb_rnn_opts){.no_bias = true}, fin);
+    hn = fin[0], cn = fin[1];
     CHECK_OK(nb_builder_status(m.b));
     if (!nb_builder_status(m.b)) {
         nb_var_info yi = nb_value_info(m.b, ys), hi = nb_value_info(m.b, hn), ci = nb_value_info(m.b, cn);
@@ -485,7 +487,8 @@ static void test_parameters_names_shapes_and_init(void)
     nb_block *g = nb_program_global_block(m.main);
     CHECK(nb_block_find_var(g, "lstm_1.w_0") && nb_block_find_var(g, "lstm_1.w_1"));
     CHECK(!nb_block_find_var(g, "lstm_1.b_0") && !nb_block_find_var(g, "lstm_1.b_1"));
-    ys = nb_layer_lstm(e, xe, NB_NONE, NB_NONE, 7, &(nb_rnn_opts){.no_bias = true}, &hn, &cn);
+    ys = nb_layer_lstm(e, xe, NULL, 7, &(nb_rnn_opts){.no_bias = true}, fin);
+    hn = fin[0], cn = fin[1];
     CHECK_OK(nb_builder_status(e));
     CHECK(nb_eager_find_param(e, "lstm_1.w_0") && !nb_eager_find_param(e, "lstm_1.b_0"));
     CHECK(nb_eager_param_count(e) == 14);
@@ -507,8 +510,8 @@ static void test_no_bias_is_zero_bias(void)
     nb_value xv = nb_eager_value(b, x);
     for (int kind = NB_RNN_TANH; kind <= NB_RNN_GRU; kind++) {
         nb_rnn_params a, z;
-        CHECK_OK(nb_rnn_params_new(b, (nb_rnn_kind)kind, NB_F64, UI, UH, &(nb_rnn_opts){.no_bias = true}, &a));
-        CHECK_OK(nb_rnn_params_new(b, (nb_rnn_kind)kind, NB_F64, UI, UH, NULL, &z));
+        CHECK_OK(nb_rnn_params_new(&a, b, (nb_rnn_kind)kind, UI, UH, &(nb_rnn_opts){.no_bias = true, .dtype = NB_F64}));
+        CHECK_OK(nb_rnn_params_new(&z, b, (nb_rnn_kind)kind, UI, UH, &(nb_rnn_opts){.dtype = NB_F64}));
         if (nb_builder_status(b)) break;
         CHECK(nb_is_none(a.b_ih) && nb_is_none(a.b_hh));
         nb_tensor_copy_into(nb_eager_tensor(z.w_ih), nb_eager_tensor(a.w_ih));
@@ -516,8 +519,8 @@ static void test_no_bias_is_zero_bias(void)
         set_all(nb_eager_tensor(z.b_ih), 0);
         set_all(nb_eager_tensor(z.b_hh), 0);
         nb_value ya = NB_NONE, yz = NB_NONE;
-        CHECK_OK(nb_rnn_sequence(b, &a, xv, NULL, false, &ya, NULL));
-        CHECK_OK(nb_rnn_sequence(b, &z, xv, NULL, false, &yz, NULL));
+        CHECK_OK(nb_rnn_sequence(b, &a, xv, NULL, &ya, NULL));
+        CHECK_OK(nb_rnn_sequence(b, &z, xv, NULL, &yz, NULL));
         gc_check_same("no bias", kind, nb_eager_tensor(yz), nb_eager_tensor(ya), 0, "ys");
     }
     nb_tensor_release(x);
@@ -565,10 +568,10 @@ static void test_errors_name_the_layer_and_shapes(void)
     REQUIRE_OK(nb_tensor_new(&h32, NB_F32, 2, S(UB, UH)));
     nb_rnn_params p, none;
     memset(&none, 0, sizeof none);
-    REQUIRE_OK(nb_rnn_params_new(b, NB_RNN_LSTM, NB_F64, UI, UH, NULL, &p));
+    REQUIRE_OK(nb_rnn_params_new(&p, b, NB_RNN_LSTM, UI, UH, &(nb_rnn_opts){.dtype = NB_F64}));
     nb_value v2 = nb_eager_value(b, x2), v3 = nb_eager_value(b, x3), out[2], ys;
 
-    CHECK_ERR(nb_rnn_sequence(b, &p, v2, NULL, false, &ys, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_rnn_sequence(b, &p, v2, NULL, &ys, NULL), NB_ERR_SHAPE,
               "lstm sequence: input has shape [3, 4]; it must be [T, B, I] with 4 features");
     nb_builder_clear_error(b);
     CHECK_ERR(nb_rnn_cell(b, &p, v3, NULL, out), NB_ERR_SHAPE,
@@ -577,7 +580,7 @@ static void test_errors_name_the_layer_and_shapes(void)
     CHECK_ERR(nb_rnn_cell(b, &p, v2, (nb_value[]){nb_eager_value(b, h5), NB_NONE}, out), NB_ERR_SHAPE,
               "lstm cell: state h has shape [3, 5]; it must be [B, H] = [3, 6]");
     nb_builder_clear_error(b);
-    CHECK_ERR(nb_rnn_sequence(b, &p, v3, (nb_value[]){NB_NONE, nb_eager_value(b, hb)}, false, &ys, NULL), NB_ERR_SHAPE,
+    CHECK_ERR(nb_rnn_sequence(b, &p, v3, (nb_value[]){NB_NONE, nb_eager_value(b, hb)}, &ys, NULL), NB_ERR_SHAPE,
               "lstm sequence: state c has shape [4, 6]; it must be [B, H] = [3, 6]");
     nb_builder_clear_error(b);
     CHECK_ERR(nb_rnn_cell(b, &p, v2, (nb_value[]){nb_eager_value(b, h32), NB_NONE}, out), NB_ERR_DTYPE,
@@ -585,12 +588,12 @@ static void test_errors_name_the_layer_and_shapes(void)
     nb_builder_clear_error(b);
     CHECK_ERR(nb_rnn_cell(b, &none, v2, NULL, out), NB_ERR_ARG, "make them with nb_rnn_params_new");
     nb_builder_clear_error(b);
-    CHECK_ERR(nb_rnn_params_new(b, NB_RNN_GRU, NB_F64, UI, 0, NULL, &p), NB_ERR_ARG,
+    CHECK_ERR(nb_rnn_params_new(&p, b, NB_RNN_GRU, UI, 0, &(nb_rnn_opts){.dtype = NB_F64}), NB_ERR_ARG,
               "gru: input size 4 and hidden size 0 must both be at least 1");
     nb_builder_clear_error(b);
-    CHECK_ERR(nb_rnn_params_new(b, NB_RNN_GRU, NB_I64, UI, 3, NULL, &p), NB_ERR_DTYPE, "gru: parameters must be float");
+    CHECK_ERR(nb_rnn_params_new(&p, b, NB_RNN_GRU, UI, 3, &(nb_rnn_opts){.dtype = NB_I64}), NB_ERR_DTYPE, "gru: parameters must be float");
     nb_builder_clear_error(b);
-    CHECK_ERR(nb_rnn_params_new(b, (nb_rnn_kind)7, NB_F64, UI, 3, NULL, &p), NB_ERR_ARG, "unknown kind 7");
+    CHECK_ERR(nb_rnn_params_new(&p, b, (nb_rnn_kind)7, UI, 3, &(nb_rnn_opts){.dtype = NB_F64}), NB_ERR_ARG, "unknown kind 7");
     nb_builder_clear_error(b);
 
     /* The layers: NB_NONE and the error kept in the builder. */
@@ -600,7 +603,7 @@ static void test_errors_name_the_layer_and_shapes(void)
     CHECK(nb_is_none(nb_layer_gru(b, v2, NB_NONE, 4, NULL, NULL)));
     CHECK_ERR(nb_builder_status(b), NB_ERR_SHAPE, "gru: input has shape [3, 4]; it must be time-major [T, B, I]");
     nb_builder_clear_error(b);
-    CHECK(nb_is_none(nb_layer_lstm_cell(b, NB_NONE, NB_NONE, NB_NONE, 4, NULL, NULL)));
+    CHECK(nb_is_none(nb_layer_lstm_cell(b, NB_NONE, (nb_value[]){NB_NONE, NB_NONE}, 4, NULL, NULL)));
     CHECK_ERR(nb_builder_status(b), NB_ERR_ARG, "lstm: input 0 is NB_NONE");
     /* A builder that failed does nothing more. */
     CHECK(nb_is_none(nb_layer_rnn_cell(b, v2, NB_NONE, 4, NULL)));

@@ -66,7 +66,9 @@ NB_API int nb_rnn_gate_count(nb_rnn_kind kind);
 typedef struct nb_rnn_opts {
     const char *name;       /* layer name (default: a fresh "<kind>_k") */
     bool no_bias;           /* torch's bias=False: no b_ih, b_hh */
+    bool reverse;           /* sequences run from the last step to the first */
     nb_init w_init, b_init; /* default: U(-1/sqrt(hidden), 1/sqrt(hidden)), torch's */
+    nb_dtype dtype;         /* nb_rnn_params_new: the parameters' float dtype (default float32); layers take x's */
 } nb_rnn_opts;
 
 /* The parameters of one recurrent layer. */
@@ -75,13 +77,15 @@ typedef struct nb_rnn_params {
     int64_t input_size, hidden;
     nb_value w_ih, w_hh; /* [G*H, I], [G*H, H] */
     nb_value b_ih, b_hh; /* [G*H], or NB_NONE with no_bias */
+    bool reverse;        /* nb_rnn_sequence runs time backwards */
 } nb_rnn_params;
 
 /* Creates the parameters of a layer (in an eager builder: finds them when
- * the builder already holds them under those names) of float dtype `dtype`.
- * opts may be NULL. Errors go to the builder, and are returned. */
-NB_API nb_status nb_rnn_params_new(nb_builder *b, nb_rnn_kind kind, nb_dtype dtype, int64_t input_size, int64_t hidden,
-                            const nb_rnn_opts *opts, nb_rnn_params *out);
+ * the builder already holds them under those names) of float dtype
+ * opts->dtype. opts may be NULL. Errors go to the builder, and are
+ * returned. */
+NB_API nb_status nb_rnn_params_new(nb_rnn_params *out, nb_builder *b, nb_rnn_kind kind, int64_t input_size,
+                                   int64_t hidden, const nb_rnn_opts *opts);
 
 /* ---- the building blocks: cells and sequences over given parameters ------ */
 
@@ -89,31 +93,33 @@ NB_API nb_status nb_rnn_params_new(nb_builder *b, nb_rnn_kind kind, nb_dtype dty
  * [B, H] each, NB_NONE for zeros) give next[0..n). */
 NB_API nb_status nb_rnn_cell(nb_builder *b, const nb_rnn_params *p, nb_value x, const nb_value *state, nb_value *next);
 
-/* The cell over a time-major sequence x [T, B, I] (reverse: from t = T-1
- * down to 0), from init[0..n) (NULL, or NB_NONE entries: zeros): *ys
- * [T, B, H] receives h after every step, in time order; final[0..n) (may be
- * NULL) the state after the last one. Built on nb_scan. */
-NB_API nb_status nb_rnn_sequence(nb_builder *b, const nb_rnn_params *p, nb_value x, const nb_value *init, bool reverse,
-                          nb_value *ys, nb_value *final);
+/* The cell over a time-major sequence x [T, B, I] (p->reverse: from
+ * t = T-1 down to 0), from init[0..n) (NULL, or NB_NONE entries: zeros):
+ * *ys [T, B, H] receives h after every step, in time order; final[0..n)
+ * (may be NULL) the state after the last one. Built on nb_scan. */
+NB_API nb_status nb_rnn_sequence(nb_builder *b, const nb_rnn_params *p, nb_value x, const nb_value *init, nb_value *ys,
+                                 nb_value *final);
 
 /* ---- layers: parameters and cell (or sequence) in one call --------------- */
 
 /* x [B, I], h [B, H] (or NB_NONE) -> h' [B, H]. */
 NB_API nb_value nb_layer_rnn_cell(nb_builder *b, nb_value x, nb_value h, int64_t hidden, const nb_rnn_opts *opts);
 NB_API nb_value nb_layer_gru_cell(nb_builder *b, nb_value x, nb_value h, int64_t hidden, const nb_rnn_opts *opts);
-/* x [B, I], h and c [B, H] (or NB_NONE) -> h' [B, H]; *c_next (may be
- * NULL) receives c'. */
-NB_API nb_value nb_layer_lstm_cell(nb_builder *b, nb_value x, nb_value h, nb_value c, int64_t hidden,
-                            const nb_rnn_opts *opts, nb_value *c_next);
+/* x [B, I], state {h, c} ([B, H] each, NB_NONE entries or a NULL state:
+ * zeros) -> h' [B, H]; *c_next (may be NULL) receives c'. */
+NB_API nb_value nb_layer_lstm_cell(nb_builder *b, nb_value x, const nb_value *state, int64_t hidden,
+                                   const nb_rnn_opts *opts, nb_value *c_next);
 
-/* x [T, B, I] -> every step's h, [T, B, H]; *h_n (and *c_n), which may be
- * NULL, receive the final state [B, H]. h0 (and c0) may be NB_NONE: zeros. */
+/* x [T, B, I] -> every step's h, [T, B, H]; *h_n, which may be NULL,
+ * receives the final state [B, H]. h0 may be NB_NONE: zeros. The LSTM takes
+ * {h0, c0} in init (NULL: zeros) and gives {h_n, c_n} in final (may be
+ * NULL). */
 NB_API nb_value nb_layer_rnn(nb_builder *b, nb_value x, nb_value h0, int64_t hidden, const nb_rnn_opts *opts,
                       nb_value *h_n);
 NB_API nb_value nb_layer_gru(nb_builder *b, nb_value x, nb_value h0, int64_t hidden, const nb_rnn_opts *opts,
                       nb_value *h_n);
-NB_API nb_value nb_layer_lstm(nb_builder *b, nb_value x, nb_value h0, nb_value c0, int64_t hidden, const nb_rnn_opts *opts,
-                       nb_value *h_n, nb_value *c_n);
+NB_API nb_value nb_layer_lstm(nb_builder *b, nb_value x, const nb_value *init, int64_t hidden, const nb_rnn_opts *opts,
+                              nb_value *final);
 
 NB_END_DECLS
 

@@ -43,8 +43,8 @@ const char *nb_rnn_var_label(nb_builder *b, nb_value v, char *buf, size_t size)
     return buf;
 }
 
-nb_status nb_rnn_params_new(nb_builder *b, nb_rnn_kind kind, nb_dtype dtype, int64_t input_size, int64_t hidden,
-                            const nb_rnn_opts *opts, nb_rnn_params *out)
+nb_status nb_rnn_params_new(nb_rnn_params *out, nb_builder *b, nb_rnn_kind kind, int64_t input_size, int64_t hidden,
+                            const nb_rnn_opts *opts)
 {
     static const nb_rnn_opts none = {0};
     if (!b) return nb_error(NB_ERR_ARG, "recurrent layer: NULL builder");
@@ -53,6 +53,7 @@ nb_status nb_rnn_params_new(nb_builder *b, nb_rnn_kind kind, nb_dtype dtype, int
     nb_status st = nb_builder_status(b);
     if (st) return st;
     if (!opts) opts = &none;
+    const nb_dtype dtype = opts->dtype;
     if (!kind_valid(kind)) return nb_builder_fail(b, NB_ERR_ARG, "recurrent layer: unknown kind %d", (int)kind);
     const char *kn = nb_rnn_kind_name(kind);
     if (!nb_dtype_is_float(dtype))
@@ -84,6 +85,7 @@ nb_status nb_rnn_params_new(nb_builder *b, nb_rnn_kind kind, nb_dtype dtype, int
         return st;
     }
     out->kind = kind;
+    out->reverse = opts->reverse;
     out->input_size = input_size;
     out->hidden = hidden;
     return NB_OK;
@@ -237,8 +239,9 @@ static nb_value cell_layer(nb_builder *b, nb_rnn_kind kind, nb_value x, const nb
     if (!nb_rnn_layer_input(b, kind, x, 2, &xi)) return NB_NONE;
     nb_rnn_params p;
     nb_value next[NB_RNN_MAX_STATES] = {NB_NONE, NB_NONE};
-    if (nb_rnn_params_new(b, kind, xi.dtype, xi.shape[1], hidden, opts, &p) || nb_rnn_cell(b, &p, x, state, next))
-        return NB_NONE;
+    nb_rnn_opts o = opts ? *opts : (nb_rnn_opts){0};
+    o.dtype = xi.dtype;
+    if (nb_rnn_params_new(&p, b, kind, xi.shape[1], hidden, &o) || nb_rnn_cell(b, &p, x, state, next)) return NB_NONE;
     if (c_next) *c_next = next[1];
     return next[0];
 }
@@ -253,9 +256,9 @@ nb_value nb_layer_gru_cell(nb_builder *b, nb_value x, nb_value h, int64_t hidden
     return cell_layer(b, NB_RNN_GRU, x, &h, hidden, opts, NULL);
 }
 
-nb_value nb_layer_lstm_cell(nb_builder *b, nb_value x, nb_value h, nb_value c, int64_t hidden,
-                            const nb_rnn_opts *opts, nb_value *c_next)
+nb_value nb_layer_lstm_cell(nb_builder *b, nb_value x, const nb_value *state, int64_t hidden, const nb_rnn_opts *opts,
+                            nb_value *c_next)
 {
     if (c_next) *c_next = NB_NONE;
-    return cell_layer(b, NB_RNN_LSTM, x, (nb_value[]){h, c}, hidden, opts, c_next);
+    return cell_layer(b, NB_RNN_LSTM, x, state ? state : (nb_value[]){NB_NONE, NB_NONE}, hidden, opts, c_next);
 }

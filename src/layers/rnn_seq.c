@@ -22,8 +22,8 @@ static nb_status scan_step(nb_builder *b, const nb_value *carry, const nb_value 
     return st;
 }
 
-nb_status nb_rnn_sequence(nb_builder *b, const nb_rnn_params *p, nb_value x, const nb_value *init, bool reverse,
-                          nb_value *ys, nb_value *final)
+nb_status nb_rnn_sequence(nb_builder *b, const nb_rnn_params *p, nb_value x, const nb_value *init, nb_value *ys,
+                          nb_value *final)
 {
     if (!b) return nb_error(NB_ERR_ARG, "recurrent sequence: NULL builder");
     if (!nb_rnn_params_ok(b, p, "sequence")) return nb_builder_status(b);
@@ -35,7 +35,7 @@ nb_status nb_rnn_sequence(nb_builder *b, const nb_rnn_params *p, nb_value x, con
     nb_value s0[NB_RNN_MAX_STATES], last[NB_RNN_MAX_STATES] = {NB_NONE, NB_NONE};
     if (!nb_rnn_check_input(b, p, who, x, 3) || !nb_rnn_states_or_zeros(b, p, who, init, x, 1, s0))
         return nb_builder_status(b);
-    nb_status st = nb_scan(b, scan_step, (void *)p, &(nb_scan_io){.init = NB_VALUES_N(n, s0), .xs = NB_VALUES_N(1, &x), .n_ys = 1, .ys = ys, .final = last, .reverse = reverse});
+    nb_status st = nb_scan(b, scan_step, (void *)p, &(nb_scan_io){.init = NB_VALUES_N(n, s0), .xs = NB_VALUES_N(1, &x), .n_ys = 1, .ys = ys, .final = last, .reverse = p->reverse});
     if (!st && final)
         for (int k = 0; k < n; k++) final[k] = last[k];
     return st;
@@ -50,8 +50,9 @@ static nb_value sequence_layer(nb_builder *b, nb_rnn_kind kind, nb_value x, cons
     if (!nb_rnn_layer_input(b, kind, x, 3, &xi)) return NB_NONE;
     nb_rnn_params p;
     nb_value ys = NB_NONE;
-    if (nb_rnn_params_new(b, kind, xi.dtype, xi.shape[2], hidden, opts, &p) ||
-        nb_rnn_sequence(b, &p, x, init, false, &ys, final))
+    nb_rnn_opts o = opts ? *opts : (nb_rnn_opts){0};
+    o.dtype = xi.dtype;
+    if (nb_rnn_params_new(&p, b, kind, xi.shape[2], hidden, &o) || nb_rnn_sequence(b, &p, x, init, &ys, final))
         return NB_NONE;
     return ys;
 }
@@ -78,12 +79,11 @@ nb_value nb_layer_gru(nb_builder *b, nb_value x, nb_value h0, int64_t hidden, co
     return h_sequence_layer(b, NB_RNN_GRU, x, h0, hidden, opts, h_n);
 }
 
-nb_value nb_layer_lstm(nb_builder *b, nb_value x, nb_value h0, nb_value c0, int64_t hidden, const nb_rnn_opts *opts,
-                       nb_value *h_n, nb_value *c_n)
+nb_value nb_layer_lstm(nb_builder *b, nb_value x, const nb_value *init, int64_t hidden, const nb_rnn_opts *opts,
+                       nb_value *final)
 {
     nb_value fin[2] = {NB_NONE, NB_NONE};
-    nb_value ys = sequence_layer(b, NB_RNN_LSTM, x, (nb_value[]){h0, c0}, hidden, opts, fin);
-    if (h_n) *h_n = fin[0];
-    if (c_n) *c_n = fin[1];
+    nb_value ys = sequence_layer(b, NB_RNN_LSTM, x, init, hidden, opts, fin);
+    if (final) final[0] = fin[0], final[1] = fin[1];
     return ys;
 }
