@@ -1,10 +1,12 @@
 /* The linear-algebra family: matmul (NumPy semantics, batched, with
  * transposes) and fc (Paddle's fully connected layer with a fused bias and
- * activation). Kernels: src/kernels/cpu/linalg.c on the shared GEMM. */
+ * activation). Kernels: src/kernels/cpu/linalg.c on the shared GEMM; their
+ * parameter structs: src/kernels/params/linalg.h. */
 #include <stddef.h>
 #include <string.h>
 #include "families.h"
 #include "kernels/cpu/linalg.h"
+#include "kernels/params/linalg.h"
 #include "linalg_grad.h"
 
 static bool is_float(nb_dtype dt) { return dt == NB_F32 || dt == NB_F64; }
@@ -30,6 +32,15 @@ static nb_status infer_matmul(nb_op_ctx *ctx)
     return NB_OK;
 }
 
+static nb_status params_matmul(const nb_op_ctx *ctx, void *params)
+{
+    nb_matmul_params *p = params;
+    p->transpose_x = nb_attr_bool(ctx, "transpose_x");
+    p->transpose_y = nb_attr_bool(ctx, "transpose_y");
+    p->alpha = nb_attr_float(ctx, "alpha");
+    return NB_OK;
+}
+
 /* The gradient of a product needs both factors. */
 static const nb_op_def op_matmul = {
     .name = "matmul",
@@ -39,7 +50,8 @@ static const nb_op_def op_matmul = {
     .attrs = {NB_ADEF_BOOL("transpose_x", false), NB_ADEF_BOOL("transpose_y", false),
               NB_ADEF_FLOAT("alpha", 1.0)},
     .infer = infer_matmul,
-    .cpu = nb_cpu_matmul,
+    .params_size = sizeof(nb_matmul_params),
+    .params = params_matmul,
     .grad_uses_inputs = (1u << 0) | (1u << 1),
     .vjp = nb_vjp_matmul,
     .jvp = nb_jvp_matmul,
@@ -98,6 +110,18 @@ static nb_status infer_fc(nb_op_ctx *ctx)
     return NB_OK;
 }
 
+/* Inference has checked the activation; a program whose attributes were
+ * changed since fails here, before its kernel runs. */
+static nb_status params_fc(const nb_op_ctx *ctx, void *params)
+{
+    nb_fc_params *p = params;
+    const char *act = nb_attr_string(ctx, "activation");
+    if (!nb_fc_act_parse(act, &p->act))
+        return nb_error(NB_ERR_ARG, "%s: unknown activation \"%s\"", ctx->label, act);
+    p->in_num_col_dims = nb_attr_int(ctx, "in_num_col_dims");
+    return NB_OK;
+}
+
 /* The gradient needs Input and W for the product, Out to undo the
  * activation (relu, sigmoid and tanh derivatives are functions of Out) and
  * Bias's rank (dBias is [N] or [1, N]). */
@@ -108,7 +132,8 @@ static const nb_op_def op_fc = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_INT("in_num_col_dims", 1), NB_ADEF_STRING("activation", "")},
     .infer = infer_fc,
-    .cpu = nb_cpu_fc,
+    .params_size = sizeof(nb_fc_params),
+    .params = params_fc,
     .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
     .grad_uses_outputs = 1u << 0,
     .vjp = nb_vjp_fc,

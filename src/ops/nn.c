@@ -3,12 +3,14 @@
  * gradient rules of softmax_with_cross_entropy and embedding emit.
  *
  * Shape inference here validates everything the kernels rely on; label and
- * id values can only be checked at run time, so the kernels do that. */
+ * id values can only be checked at run time, so the kernels do that. The
+ * params functions fill the structs of kernels/params/nn.h that the kernels
+ * (src/kernels/cpu/nn*.c) read. */
 #include <inttypes.h>
 #include <stddef.h>
 #include <string.h>
 #include "families.h"
-#include "kernels/cpu/nn.h"
+#include "kernels/params/nn.h"
 #include "nn_grad.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -125,6 +127,12 @@ static nb_status infer_softmax(nb_op_ctx *ctx)
     return NB_OK;
 }
 
+static nb_status params_softmax(const nb_op_ctx *ctx, void *params)
+{
+    ((nb_softmax_params *)params)->axis = nb_attr_int(ctx, "axis");
+    return NB_OK;
+}
+
 static const nb_op_def op_softmax = {
     .name = "softmax",
     .doc = "Out = exp(X - max) / sum(exp(X - max)) along axis",
@@ -132,7 +140,8 @@ static const nb_op_def op_softmax = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_INT("axis", -1)},
     .infer = infer_softmax,
-    .cpu = nb_cpu_softmax,
+    .params_size = sizeof(nb_softmax_params),
+    .params = params_softmax,
     .grad_uses_outputs = 1 << 0,
     .vjp = nb_nn_softmax_vjp,
     .jvp = nb_nn_softmax_jvp,
@@ -145,7 +154,8 @@ static const nb_op_def op_log_softmax = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_INT("axis", -1)},
     .infer = infer_softmax,
-    .cpu = nb_cpu_log_softmax,
+    .params_size = sizeof(nb_softmax_params),
+    .params = params_softmax,
     .grad_uses_outputs = 1 << 0,
     .vjp = nb_nn_log_softmax_vjp,
     .jvp = nb_nn_log_softmax_jvp,
@@ -170,6 +180,17 @@ static nb_status infer_swce(nb_op_ctx *ctx)
     return NB_OK;
 }
 
+/* Also the params of softmax_with_cross_entropy_grad, which has the same
+ * attributes. */
+static nb_status params_swce(const nb_op_ctx *ctx, void *params)
+{
+    nb_softmax_with_cross_entropy_params *p = params;
+    p->axis = nb_attr_int(ctx, "axis");
+    p->soft_label = nb_attr_bool(ctx, "soft_label");
+    p->ignore_index = nb_attr_int(ctx, "ignore_index");
+    return NB_OK;
+}
+
 static const nb_op_def op_softmax_with_cross_entropy = {
     .name = "softmax_with_cross_entropy",
     .doc = "Softmax = softmax(Logits); Loss = logsumexp(Logits) - Logits[Label] (or -sum(Label*log Softmax))",
@@ -177,7 +198,8 @@ static const nb_op_def op_softmax_with_cross_entropy = {
     .outputs = {{"Softmax", 0}, {"Loss", 0}},
     .attrs = {NB_ADEF_INT("axis", -1), NB_ADEF_BOOL("soft_label", false), NB_ADEF_INT("ignore_index", -100)},
     .infer = infer_swce,
-    .cpu = nb_cpu_softmax_with_cross_entropy,
+    .params_size = sizeof(nb_softmax_with_cross_entropy_params),
+    .params = params_swce,
     .grad_uses_inputs = 1 << 1,
     .grad_uses_outputs = 1 << 0,
     .vjp = nb_nn_softmax_with_cross_entropy_vjp,
@@ -215,7 +237,8 @@ static const nb_op_def op_softmax_with_cross_entropy_grad = {
     .outputs = {{"DLogits", 0}},
     .attrs = {NB_ADEF_INT("axis", -1), NB_ADEF_BOOL("soft_label", false), NB_ADEF_INT("ignore_index", -100)},
     .infer = infer_swce_grad,
-    .cpu = nb_cpu_softmax_with_cross_entropy_grad,
+    .params_size = sizeof(nb_softmax_with_cross_entropy_params),
+    .params = params_swce,
     .grad_uses_inputs = (1 << 0) | (1 << 1) | (1 << 2),
     .vjp = nb_nn_softmax_with_cross_entropy_grad_vjp,
     .jvp = nb_nn_softmax_with_cross_entropy_grad_jvp,
@@ -233,6 +256,14 @@ static nb_status infer_cross_entropy(nb_op_ctx *ctx)
     return check_label(ctx, "X", x, x->ndim - 1, lab, nb_attr_bool(ctx, "soft_label"), nb_out_info(ctx, 0, 0));
 }
 
+static nb_status params_cross_entropy(const nb_op_ctx *ctx, void *params)
+{
+    nb_cross_entropy_params *p = params;
+    p->soft_label = nb_attr_bool(ctx, "soft_label");
+    p->ignore_index = nb_attr_int(ctx, "ignore_index");
+    return NB_OK;
+}
+
 static const nb_op_def op_cross_entropy = {
     .name = "cross_entropy",
     .doc = "Y = -log(X[Label]) per row of probabilities X (or -sum(Label*log X)), classes on the last axis",
@@ -240,7 +271,8 @@ static const nb_op_def op_cross_entropy = {
     .outputs = {{"Y", 0}},
     .attrs = {NB_ADEF_BOOL("soft_label", false), NB_ADEF_INT("ignore_index", -100)},
     .infer = infer_cross_entropy,
-    .cpu = nb_cpu_cross_entropy,
+    .params_size = sizeof(nb_cross_entropy_params),
+    .params = params_cross_entropy,
     .grad_uses_inputs = (1 << 0) | (1 << 1),
     .vjp = nb_nn_cross_entropy_vjp,
     .jvp = nb_nn_cross_entropy_jvp,
@@ -272,6 +304,17 @@ static nb_status infer_pointwise_loss(nb_op_ctx *ctx)
     return NB_OK;
 }
 
+/* Inference has checked the reduction; a program whose attributes were
+ * changed since fails here, before its kernel runs. */
+static nb_status params_pointwise_loss(const nb_op_ctx *ctx, void *params)
+{
+    const char *s = nb_attr_string(ctx, "reduction");
+    nb_nn_reduction r = nb_nn_parse_reduction(s);
+    if (r == NB_RED_BAD) return nb_error(NB_ERR_ARG, "%s: bad reduction \"%s\"", ctx->label, s);
+    ((nb_pointwise_loss_params *)params)->reduction = r;
+    return NB_OK;
+}
+
 static const nb_op_def op_mse_loss = {
     .name = "mse_loss",
     .doc = "Out = (X - Label)^2, reduced by \"mean\" (default), \"sum\" or \"none\"",
@@ -279,7 +322,8 @@ static const nb_op_def op_mse_loss = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_STRING("reduction", "mean")},
     .infer = infer_pointwise_loss,
-    .cpu = nb_cpu_mse_loss,
+    .params_size = sizeof(nb_pointwise_loss_params),
+    .params = params_pointwise_loss,
     .grad_uses_inputs = (1 << 0) | (1 << 1),
     .vjp = nb_nn_mse_loss_vjp,
     .jvp = nb_nn_mse_loss_jvp,
@@ -292,7 +336,8 @@ static const nb_op_def op_bce_with_logits = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_STRING("reduction", "mean")},
     .infer = infer_pointwise_loss,
-    .cpu = nb_cpu_bce_with_logits,
+    .params_size = sizeof(nb_pointwise_loss_params),
+    .params = params_pointwise_loss,
     .grad_uses_inputs = (1 << 0) | (1 << 1),
     .vjp = nb_nn_bce_with_logits_vjp,
     .jvp = nb_nn_bce_with_logits_jvp,
@@ -317,6 +362,19 @@ static nb_status infer_dropout(nb_op_ctx *ctx)
     return NB_OK;
 }
 
+/* Inference has checked dropout_prob and mode; a program whose attributes
+ * were changed since fails here, before its kernel runs. */
+static nb_status params_dropout(const nb_op_ctx *ctx, void *params)
+{
+    nb_dropout_params *p = params;
+    p->prob = nb_attr_float(ctx, "dropout_prob");
+    p->is_test = nb_attr_bool(ctx, "is_test");
+    p->upscale = !strcmp(nb_attr_string(ctx, "mode"), "upscale_in_train");
+    if (!(p->prob >= 0 && p->prob < 1))
+        return nb_error(NB_ERR_ARG, "%s: dropout_prob must be in [0, 1), got %g", ctx->label, p->prob);
+    return NB_OK;
+}
+
 static const nb_op_def op_dropout = {
     .name = "dropout",
     .doc = "Zeroes each element of X with probability dropout_prob; Mask (uint8) marks the kept ones",
@@ -325,7 +383,8 @@ static const nb_op_def op_dropout = {
     .attrs = {NB_ADEF_FLOAT("dropout_prob", 0.5), NB_ADEF_BOOL("is_test", false), NB_ADEF_INT("seed", 0),
               NB_ADEF_STRING("mode", "upscale_in_train")},
     .infer = infer_dropout,
-    .cpu = nb_cpu_dropout,
+    .params_size = sizeof(nb_dropout_params),
+    .params = params_dropout,
     .flags = NB_OP_RANDOM,
     .grad_uses_outputs = 1 << 1,
     .vjp = nb_nn_dropout_vjp,
@@ -365,6 +424,13 @@ static nb_status infer_embedding(nb_op_ctx *ctx)
     return NB_OK;
 }
 
+/* Also the params of embedding_grad. */
+static nb_status params_embedding(const nb_op_ctx *ctx, void *params)
+{
+    ((nb_embedding_params *)params)->padding_idx = nb_attr_int(ctx, "padding_idx");
+    return NB_OK;
+}
+
 static const nb_op_def op_embedding = {
     .name = "embedding",
     .doc = "Out[i..., :] = W[Ids[i...], :], zero for ids equal to padding_idx (-1: none)",
@@ -372,7 +438,8 @@ static const nb_op_def op_embedding = {
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_INT("padding_idx", -1)},
     .infer = infer_embedding,
-    .cpu = nb_cpu_embedding,
+    .params_size = sizeof(nb_embedding_params),
+    .params = params_embedding,
     /* The rule reads Ids, and W for the shape of its gradient. */
     .grad_uses_inputs = (1 << 0) | (1 << 1),
     .vjp = nb_nn_embedding_vjp,
@@ -403,7 +470,8 @@ static const nb_op_def op_embedding_grad = {
     .outputs = {{"DW", 0}},
     .attrs = {NB_ADEF_INT("padding_idx", -1)},
     .infer = infer_embedding_grad,
-    .cpu = nb_cpu_embedding_grad,
+    .params_size = sizeof(nb_embedding_params),
+    .params = params_embedding,
     .grad_uses_inputs = 1 << 0,
     .vjp = nb_nn_embedding_grad_vjp,
     .jvp = nb_nn_embedding_grad_jvp,
@@ -433,6 +501,12 @@ static nb_status infer_accuracy(nb_op_ctx *ctx)
     return NB_OK;
 }
 
+static nb_status params_accuracy(const nb_op_ctx *ctx, void *params)
+{
+    ((nb_accuracy_params *)params)->k = nb_attr_int(ctx, "k");
+    return NB_OK;
+}
+
 static const nb_op_def op_accuracy = {
     .name = "accuracy",
     .doc = "Fraction of rows of scores Out whose Label is among the k highest (ties go to the lower class)",
@@ -440,7 +514,8 @@ static const nb_op_def op_accuracy = {
     .outputs = {{"Accuracy", 0}, {"Correct", 0}, {"Total", 0}},
     .attrs = {NB_ADEF_INT("k", 1)},
     .infer = infer_accuracy,
-    .cpu = nb_cpu_accuracy,
+    .params_size = sizeof(nb_accuracy_params),
+    .params = params_accuracy,
     .flags = NB_OP_NOT_DIFFERENTIABLE,
 };
 

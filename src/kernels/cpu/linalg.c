@@ -17,38 +17,38 @@
 
 /* The shapes are formatted only on failure: this runs for every matmul,
  * eager ones included, where formatting them cost more than the check. */
-static nb_status dims_error(const char *label, const nb_var_info *x, const char *join, const nb_var_info *y,
-                            const char *what, const char *how)
+static nb_status dims_error(const char *label, int xnd, const int64_t *xsh, const char *join, int ynd,
+                            const int64_t *ysh, const char *what, const char *how)
 {
     char xs[NB_SHAPE_STR_MAX], ys[NB_SHAPE_STR_MAX];
-    nb_shape_str(xs, sizeof xs, x->ndim, x->shape);
-    nb_shape_str(ys, sizeof ys, y->ndim, y->shape);
+    nb_shape_str(xs, sizeof xs, xnd, xsh);
+    nb_shape_str(ys, sizeof ys, ynd, ysh);
     return nb_error(NB_ERR_SHAPE, "%s: X has shape %s %s Y has shape %s: %s%s", label, xs, join, ys, what, how);
 }
 
-nb_status nb_matmul_dims_of(const char *label, const nb_var_info *x, const nb_var_info *y, bool transpose_x,
-                            bool transpose_y, nb_matmul_dims *d)
+nb_status nb_matmul_dims_shapes(const char *label, int xnd, const int64_t *xsh, int ynd, const int64_t *ysh,
+                                bool transpose_x, bool transpose_y, nb_matmul_dims *d)
 {
-    if (x->ndim < 1 || y->ndim < 1) return dims_error(label, x, "and", y, "both must have at least 1 dim", "");
+    if (xnd < 1 || ynd < 1) return dims_error(label, xnd, xsh, "and", ynd, ysh, "both must have at least 1 dim", "");
     memset(d, 0, sizeof *d);
-    d->x_vec = x->ndim == 1;
-    d->y_vec = y->ndim == 1;
+    d->x_vec = xnd == 1;
+    d->y_vec = ynd == 1;
     d->tx = transpose_x && !d->x_vec;
     d->ty = transpose_y && !d->y_vec;
     int64_t kx, ky;
     if (d->x_vec) {
         d->M = 1;
-        kx = x->shape[0];
+        kx = xsh[0];
     } else {
-        int64_t r = x->shape[x->ndim - 2], c = x->shape[x->ndim - 1];
+        int64_t r = xsh[xnd - 2], c = xsh[xnd - 1];
         d->M = d->tx ? c : r;
         kx = d->tx ? r : c;
     }
     if (d->y_vec) {
         d->N = 1;
-        ky = y->shape[0];
+        ky = ysh[0];
     } else {
-        int64_t r = y->shape[y->ndim - 2], c = y->shape[y->ndim - 1];
+        int64_t r = ysh[ynd - 2], c = ysh[ynd - 1];
         ky = d->ty ? c : r;
         d->N = d->ty ? r : c;
     }
@@ -56,12 +56,12 @@ nb_status nb_matmul_dims_of(const char *label, const nb_var_info *x, const nb_va
         const char *how = d->tx && d->ty ? " (both transposed)" : d->tx ? " (X transposed)"
                           : d->ty        ? " (Y transposed)"
                                          : "";
-        return dims_error(label, x, "but", y, "inner dimensions differ", how);
+        return dims_error(label, xnd, xsh, "but", ynd, ysh, "inner dimensions differ", how);
     }
     d->K = kx != -1 ? kx : ky;
-    int xb = x->ndim > 2 ? x->ndim - 2 : 0, yb = y->ndim > 2 ? y->ndim - 2 : 0;
-    if (nb_broadcast_shapes(xb, x->shape, yb, y->shape, &d->batch_ndim, d->batch))
-        return dims_error(label, x, "but", y, "batch dimensions do not broadcast", "");
+    int xb = xnd > 2 ? xnd - 2 : 0, yb = ynd > 2 ? ynd - 2 : 0;
+    if (nb_broadcast_shapes(xb, xsh, yb, ysh, &d->batch_ndim, d->batch))
+        return dims_error(label, xnd, xsh, "but", ynd, ysh, "batch dimensions do not broadcast", "");
     return NB_OK;
 }
 
@@ -72,13 +72,6 @@ void nb_matmul_out_shape(const nb_matmul_dims *d, int *ndim, int64_t *shape)
     if (!d->x_vec) shape[n++] = d->M;
     if (!d->y_vec) shape[n++] = d->N;
     *ndim = n;
-}
-
-static nb_var_info info_of(const nb_tensor *t)
-{
-    nb_var_info v = {.dtype = t->dtype, .ndim = t->ndim};
-    memcpy(v.shape, t->shape, sizeof v.shape);
-    return v;
 }
 
 /* Copies a result computed aside (because Out shares storage with an
@@ -154,16 +147,15 @@ static void batch_offsets(const batch_walk *w, int64_t b, int64_t *xo, int64_t *
 DEF_MATMUL(matmul_f32, float, nb_gemm_f32)
 DEF_MATMUL(matmul_f64, double, nb_gemm_f64)
 
-nb_status nb_cpu_matmul(nb_op_ctx *ctx)
+static nb_status run_matmul(const nb_kernel_ctx *k)
 {
-    nb_tensor *x = nb_in(ctx, 0, 0), *y = nb_in(ctx, 1, 0), *out = nb_out(ctx, 0, 0);
-    nb_var_info xi = info_of(x), yi = info_of(y);
+    const nb_matmul_params *p = k->params;
+    nb_tensor *x = nb_kin(k, 0, 0), *y = nb_kin(k, 1, 0), *out = nb_kout(k, 0, 0);
     nb_matmul_dims d;
-    nb_status st = nb_matmul_dims_of(ctx->label, &xi, &yi, nb_attr_bool(ctx, "transpose_x"),
-                                     nb_attr_bool(ctx, "transpose_y"), &d);
+    nb_status st = nb_matmul_dims_of(k->label, x, y, p->transpose_x, p->transpose_y, &d);
     if (st) return st;
     if (x->dtype != y->dtype || out->dtype != x->dtype || (x->dtype != NB_F32 && x->dtype != NB_F64))
-        return nb_error(NB_ERR_DTYPE, "%s: no kernel for X of dtype %s and Y of dtype %s", ctx->label,
+        return nb_error(NB_ERR_DTYPE, "%s: no kernel for X of dtype %s and Y of dtype %s", k->label,
                         nb_dtype_name(x->dtype), nb_dtype_name(y->dtype));
     int64_t nbatch = nb_shape_numel(d.batch_ndim, d.batch);
     if (nbatch == 0 || d.M == 0 || d.N == 0) return NB_OK;
@@ -190,25 +182,14 @@ nb_status nb_cpu_matmul(nb_op_ctx *ctx)
     }
     if (x->dtype == NB_F32)
         matmul_f32(&dd, &w, nbatch, nb_tensor_data(x), lda, nb_tensor_data(y), ldb, nb_tensor_data(dst),
-                   (float)nb_attr_float(ctx, "alpha"));
+                   (float)p->alpha);
     else
         matmul_f64(&dd, &w, nbatch, nb_tensor_data(x), lda, nb_tensor_data(y), ldb, nb_tensor_data(dst),
-                   nb_attr_float(ctx, "alpha"));
+                   p->alpha);
     return finish_aside(out, dst);
 }
 
 /* ---- fc ------------------------------------------------------------------------------ */
-
-bool nb_fc_act_parse(const char *name, nb_fc_act *act)
-{
-    static const char *const names[] = {"", "relu", "sigmoid", "tanh"};
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(name, names[i])) {
-            *act = (nb_fc_act)i;
-            return true;
-        }
-    return false;
-}
 
 /* Out = act(Out + Bias) row by row, after the GEMM wrote Input x W into Out:
  * one more pass over Out while it is still warm in cache. */
@@ -240,20 +221,19 @@ bool nb_fc_act_parse(const char *name, nb_fc_act *act)
 DEF_FC_EPILOGUE(fc_epilogue_f32, float, expf, tanhf)
 DEF_FC_EPILOGUE(fc_epilogue_f64, double, exp, tanh)
 
-nb_status nb_cpu_fc(nb_op_ctx *ctx)
+static nb_status run_fc(const nb_kernel_ctx *k)
 {
-    nb_tensor *in = nb_in(ctx, 0, 0), *w = nb_in(ctx, 1, 0), *out = nb_out(ctx, 0, 0);
-    nb_tensor *bias = nb_has_in(ctx, 2) ? nb_in(ctx, 2, 0) : NULL;
-    int64_t ncd = nb_attr_int(ctx, "in_num_col_dims");
-    nb_fc_act act;
-    if (!nb_fc_act_parse(nb_attr_string(ctx, "activation"), &act))
-        return nb_error(NB_ERR_ARG, "%s: unknown activation \"%s\"", ctx->label, nb_attr_string(ctx, "activation"));
+    const nb_fc_params *p = k->params;
+    nb_tensor *in = nb_kin(k, 0, 0), *w = nb_kin(k, 1, 0), *out = nb_kout(k, 0, 0);
+    nb_tensor *bias = nb_khas_in(k, 2) ? nb_kin(k, 2, 0) : NULL;
+    int64_t ncd = p->in_num_col_dims;
+    nb_fc_act act = p->act;
     if (ncd < 1 || ncd >= in->ndim || w->ndim != 2)
-        return nb_error(NB_ERR_SHAPE, "%s: bad Input or W rank", ctx->label);
+        return nb_error(NB_ERR_SHAPE, "%s: bad Input or W rank", k->label);
     int64_t rows = nb_shape_numel((int)ncd, in->shape);
     int64_t K = nb_shape_numel(in->ndim - (int)ncd, in->shape + ncd), N = w->shape[1];
     if (K != w->shape[0] || nb_tensor_numel(out) != rows * N || (bias && nb_tensor_numel(bias) != N))
-        return nb_error(NB_ERR_SHAPE, "%s: Input, W, Bias and Out do not fit together", ctx->label);
+        return nb_error(NB_ERR_SHAPE, "%s: Input, W, Bias and Out do not fit together", k->label);
     if (rows == 0 || N == 0) return NB_OK;
     nb_tensor *dst = out;
     if (out->storage == in->storage || out->storage == w->storage || (bias && out->storage == bias->storage)) {
@@ -271,11 +251,17 @@ nb_status nb_cpu_fc(nb_op_ctx *ctx)
         fc_epilogue_f64(nb_tensor_data(dst), bias ? nb_tensor_data(bias) : NULL, rows, N, act);
     } else {
         if (dst != out) nb_tensor_release(dst);
-        return nb_error(NB_ERR_DTYPE, "%s: no kernel for Input of dtype %s and W of dtype %s", ctx->label,
+        return nb_error(NB_ERR_DTYPE, "%s: no kernel for Input of dtype %s and W of dtype %s", k->label,
                         nb_dtype_name(in->dtype), nb_dtype_name(w->dtype));
     }
     return finish_aside(out, dst);
 }
 
-/* TRANSITION: filled as the family's kernels move to the registry. */
-const nb_kernel_def *const nb_cpu_kernels_linalg[] = {NULL};
+/* ---- the table ------------------------------------------------------------------------ */
+
+static const nb_kernel_def k_matmul = {
+    .op = "matmul", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "cpu", .run = run_matmul};
+static const nb_kernel_def k_fc = {
+    .op = "fc", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "cpu", .run = run_fc};
+
+const nb_kernel_def *const nb_cpu_kernels_linalg[] = {&k_matmul, &k_fc, NULL};

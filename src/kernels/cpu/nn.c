@@ -22,7 +22,7 @@ char *nb_nn_index_str(char *buf, size_t size, int ndim, const int64_t *shape, in
     return buf;
 }
 
-nb_status nb_nn_check_labels(const nb_op_ctx *ctx, const nb_tensor *label, int64_t C, const int64_t *ignore_index)
+nb_status nb_nn_check_labels(const char *op, const nb_tensor *label, int64_t C, const int64_t *ignore_index)
 {
     const void *p = nb_tensor_data(label);
     int64_t n = nb_tensor_numel(label);
@@ -32,7 +32,7 @@ nb_status nb_nn_check_labels(const nb_op_ctx *ctx, const nb_tensor *label, int64
         char pos[NB_SHAPE_STR_MAX], ign[64] = "";
         if (ignore_index) snprintf(ign, sizeof ign, " or equal ignore_index (%" PRId64 ")", *ignore_index);
         return nb_error(NB_ERR_ARG, "%s: Label value %" PRId64 " at position %s is out of range: labels must be in "
-                        "[0, %" PRId64 ")%s", ctx->label, l,
+                        "[0, %" PRId64 ")%s", op, l,
                         nb_nn_index_str(pos, sizeof pos, label->ndim, label->shape, i), C, ign);
     }
     return NB_OK;
@@ -73,36 +73,35 @@ nb_status nb_nn_check_labels(const nb_op_ctx *ctx, const nb_tensor *label, int64
 DEFINE_DROPOUT(float, f32)
 DEFINE_DROPOUT(double, f64)
 
-nb_status nb_cpu_dropout(nb_op_ctx *ctx)
+nb_status nb_cpu_dropout(const nb_kernel_ctx *k)
 {
-    nb_tensor *x = nb_in(ctx, 0, 0), *out = nb_out(ctx, 0, 0), *mask = nb_out(ctx, 1, 0);
-    double p = nb_attr_float(ctx, "dropout_prob");
-    bool test = nb_attr_bool(ctx, "is_test");
-    bool upscale = !strcmp(nb_attr_string(ctx, "mode"), "upscale_in_train");
+    const nb_dropout_params *prm = k->params;
+    nb_tensor *x = nb_kin(k, 0, 0), *out = nb_kout(k, 0, 0), *mask = nb_kout(k, 1, 0);
+    double p = prm->prob;
+    bool test = prm->is_test, upscale = prm->upscale;
     int64_t n = nb_tensor_numel(x);
     if (x->dtype != NB_F32 && x->dtype != NB_F64)
-        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", ctx->label, nb_dtype_name(x->dtype));
-    if (!(p >= 0 && p < 1)) return nb_error(NB_ERR_ARG, "%s: dropout_prob must be in [0, 1), got %g", ctx->label, p);
+        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(x->dtype));
     /* Upscaling in training and downgrading in inference keep the expected
      * value of Out equal to X's, in whichever phase carries the factor. */
     double scale = test ? (upscale ? 1.0 : 1.0 - p) : (upscale ? 1.0 / (1.0 - p) : 1.0);
     void *xd = nb_tensor_data(x), *od = nb_tensor_data(out);
     uint8_t *md = nb_tensor_data(mask);
-    if (!test && !ctx->rng) return nb_error(NB_ERR_STATE, "%s: no random generator was given", ctx->label);
+    if (!test && !k->rng) return nb_error(NB_ERR_STATE, "%s: no random generator was given", k->label);
     if (test) {
         if (x->dtype == NB_F32) scale_f32(xd, od, md, n, (float)scale);
         else scale_f64(xd, od, md, n, scale);
         return NB_OK;
     }
-    if (x->dtype == NB_F32) dropout_f32(xd, od, md, n, p, (float)scale, ctx->rng);
-    else dropout_f64(xd, od, md, n, p, scale, ctx->rng);
-    ctx->rng->counter += (uint64_t)n;
+    if (x->dtype == NB_F32) dropout_f32(xd, od, md, n, p, (float)scale, k->rng);
+    else dropout_f64(xd, od, md, n, p, scale, k->rng);
+    k->rng->counter += (uint64_t)n;
     return NB_OK;
 }
 
 /* ---- embedding ------------------------------------------------------------------- */
 
-static nb_status check_ids(const nb_op_ctx *ctx, const nb_tensor *ids, int64_t V)
+static nb_status check_ids(const char *op, const nb_tensor *ids, int64_t V)
 {
     const void *p = nb_tensor_data(ids);
     int64_t n = nb_tensor_numel(ids);
@@ -111,19 +110,20 @@ static nb_status check_ids(const nb_op_ctx *ctx, const nb_tensor *ids, int64_t V
         if (id >= 0 && id < V) continue;
         char pos[NB_SHAPE_STR_MAX];
         return nb_error(NB_ERR_ARG, "%s: Ids value %" PRId64 " at position %s is out of range: W has V = %" PRId64
-                        " rows", ctx->label, id, nb_nn_index_str(pos, sizeof pos, ids->ndim, ids->shape, i), V);
+                        " rows", op, id, nb_nn_index_str(pos, sizeof pos, ids->ndim, ids->shape, i), V);
     }
     return NB_OK;
 }
 
 /* Rows are copied as bytes, so any dtype of W works. */
-nb_status nb_cpu_embedding(nb_op_ctx *ctx)
+nb_status nb_cpu_embedding(const nb_kernel_ctx *k)
 {
-    nb_tensor *w = nb_in(ctx, 0, 0), *ids = nb_in(ctx, 1, 0), *out = nb_out(ctx, 0, 0);
-    int64_t V = w->shape[0], n = nb_tensor_numel(ids), pad = nb_attr_int(ctx, "padding_idx");
+    const nb_embedding_params *p = k->params;
+    nb_tensor *w = nb_kin(k, 0, 0), *ids = nb_kin(k, 1, 0), *out = nb_kout(k, 0, 0);
+    int64_t V = w->shape[0], n = nb_tensor_numel(ids), pad = p->padding_idx;
     size_t row = (size_t)w->shape[1] * nb_dtype_size(w->dtype);
     nb_status st;
-    if ((st = check_ids(ctx, ids, V))) return st;
+    if ((st = check_ids(k->label, ids, V))) return st;
     const char *wd = nb_tensor_data(w);
     char *od = nb_tensor_data(out);
     const void *idp = nb_tensor_data(ids);
@@ -166,14 +166,15 @@ nb_status nb_cpu_embedding(nb_op_ctx *ctx)
 DEFINE_EMBEDDING_GRAD(float, f32)
 DEFINE_EMBEDDING_GRAD(double, f64)
 
-nb_status nb_cpu_embedding_grad(nb_op_ctx *ctx)
+nb_status nb_cpu_embedding_grad(const nb_kernel_ctx *k)
 {
-    nb_tensor *ids = nb_in(ctx, 0, 0), *dout = nb_in(ctx, 1, 0), *w = nb_in(ctx, 2, 0), *dw = nb_out(ctx, 0, 0);
-    int64_t V = w->shape[0], D = w->shape[1], n = nb_tensor_numel(ids), pad = nb_attr_int(ctx, "padding_idx");
+    const nb_embedding_params *p = k->params;
+    nb_tensor *ids = nb_kin(k, 0, 0), *dout = nb_kin(k, 1, 0), *w = nb_kin(k, 2, 0), *dw = nb_kout(k, 0, 0);
+    int64_t V = w->shape[0], D = w->shape[1], n = nb_tensor_numel(ids), pad = p->padding_idx;
     nb_status st;
     if (dw->dtype != NB_F32 && dw->dtype != NB_F64)
-        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", ctx->label, nb_dtype_name(dw->dtype));
-    if ((st = check_ids(ctx, ids, V))) return st;
+        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(dw->dtype));
+    if ((st = check_ids(k->label, ids, V))) return st;
     /* DW may be a caller's buffer, not a fresh zeroed one. */
     memset(nb_tensor_data(dw), 0, (size_t)nb_tensor_numel(dw) * nb_dtype_size(dw->dtype));
     if (dw->dtype == NB_F32)
@@ -214,22 +215,46 @@ nb_status nb_cpu_embedding_grad(nb_op_ctx *ctx)
 DEFINE_ACCURACY(float, f32)
 DEFINE_ACCURACY(double, f64)
 
-nb_status nb_cpu_accuracy(nb_op_ctx *ctx)
+nb_status nb_cpu_accuracy(const nb_kernel_ctx *k)
 {
-    nb_tensor *x = nb_in(ctx, 0, 0), *lab = nb_in(ctx, 1, 0);
-    int64_t N = x->shape[0], C = x->shape[1], k = nb_attr_int(ctx, "k"), correct;
+    nb_tensor *x = nb_kin(k, 0, 0), *lab = nb_kin(k, 1, 0);
+    int64_t N = x->shape[0], C = x->shape[1], topk = ((const nb_accuracy_params *)k->params)->k, correct;
     nb_status st;
-    if ((st = nb_nn_check_labels(ctx, lab, C, NULL))) return st;
+    if ((st = nb_nn_check_labels(k->label, lab, C, NULL))) return st;
     switch (x->dtype) {
-    case NB_F32: correct = correct_f32(nb_tensor_data(x), nb_tensor_data(lab), lab->dtype, N, C, k); break;
-    case NB_F64: correct = correct_f64(nb_tensor_data(x), nb_tensor_data(lab), lab->dtype, N, C, k); break;
-    default: return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", ctx->label, nb_dtype_name(x->dtype));
+    case NB_F32: correct = correct_f32(nb_tensor_data(x), nb_tensor_data(lab), lab->dtype, N, C, topk); break;
+    case NB_F64: correct = correct_f64(nb_tensor_data(x), nb_tensor_data(lab), lab->dtype, N, C, topk); break;
+    default: return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(x->dtype));
     }
-    *(float *)nb_tensor_data(nb_out(ctx, 0, 0)) = N ? (float)((double)correct / (double)N) : 0.0f;
-    *(int64_t *)nb_tensor_data(nb_out(ctx, 1, 0)) = correct;
-    *(int64_t *)nb_tensor_data(nb_out(ctx, 2, 0)) = N;
+    *(float *)nb_tensor_data(nb_kout(k, 0, 0)) = N ? (float)((double)correct / (double)N) : 0.0f;
+    *(int64_t *)nb_tensor_data(nb_kout(k, 1, 0)) = correct;
+    *(int64_t *)nb_tensor_data(nb_kout(k, 2, 0)) = N;
     return NB_OK;
 }
 
-/* TRANSITION: filled as the family's kernels move to the registry. */
-const nb_kernel_def *const nb_cpu_kernels_nn[] = {NULL};
+/* ---- the table ------------------------------------------------------------------------ */
+
+/* Each takes the dtypes its op's inference accepts for the first input:
+ * float values, except embedding, which copies rows of a W of any dtype as
+ * bytes, and embedding_grad, whose first input is Ids. */
+#define NN_KERNEL(NAME, DTYPES, RUN)     \
+    static const nb_kernel_def k_##NAME = { \
+        .op = #NAME, .device = NB_DEVICE_CPU, .dtypes = (DTYPES), .provider = "cpu", .run = (RUN)}
+
+NN_KERNEL(softmax, NB_DT_FLOAT, nb_cpu_softmax);
+NN_KERNEL(log_softmax, NB_DT_FLOAT, nb_cpu_log_softmax);
+NN_KERNEL(softmax_with_cross_entropy, NB_DT_FLOAT, nb_cpu_softmax_with_cross_entropy);
+NN_KERNEL(softmax_with_cross_entropy_grad, NB_DT_FLOAT, nb_cpu_softmax_with_cross_entropy_grad);
+NN_KERNEL(cross_entropy, NB_DT_FLOAT, nb_cpu_cross_entropy);
+NN_KERNEL(mse_loss, NB_DT_FLOAT, nb_cpu_mse_loss);
+NN_KERNEL(bce_with_logits, NB_DT_FLOAT, nb_cpu_bce_with_logits);
+NN_KERNEL(dropout, NB_DT_FLOAT, nb_cpu_dropout);
+NN_KERNEL(embedding, NB_DT_ALL, nb_cpu_embedding);
+NN_KERNEL(embedding_grad, NB_DT_INT, nb_cpu_embedding_grad);
+NN_KERNEL(accuracy, NB_DT_FLOAT, nb_cpu_accuracy);
+
+const nb_kernel_def *const nb_cpu_kernels_nn[] = {
+    &k_softmax, &k_log_softmax, &k_softmax_with_cross_entropy, &k_softmax_with_cross_entropy_grad,
+    &k_cross_entropy, &k_mse_loss, &k_bce_with_logits, &k_dropout, &k_embedding, &k_embedding_grad,
+    &k_accuracy, NULL,
+};

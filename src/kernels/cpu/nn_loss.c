@@ -37,14 +37,15 @@
 DEFINE_CE(float, f32, logf)
 DEFINE_CE(double, f64, log)
 
-nb_status nb_cpu_cross_entropy(nb_op_ctx *ctx)
+nb_status nb_cpu_cross_entropy(const nb_kernel_ctx *k)
 {
-    nb_tensor *x = nb_in(ctx, 0, 0), *lab = nb_in(ctx, 1, 0), *y = nb_out(ctx, 0, 0);
-    bool soft = nb_attr_bool(ctx, "soft_label");
-    int64_t ignore = nb_attr_int(ctx, "ignore_index");
+    const nb_cross_entropy_params *p = k->params;
+    nb_tensor *x = nb_kin(k, 0, 0), *lab = nb_kin(k, 1, 0), *y = nb_kout(k, 0, 0);
+    bool soft = p->soft_label;
+    int64_t ignore = p->ignore_index;
     int64_t C = x->shape[x->ndim - 1], rows = nb_tensor_numel(y);
     nb_status st;
-    if (!soft && (st = nb_nn_check_labels(ctx, lab, C, &ignore))) return st;
+    if (!soft && (st = nb_nn_check_labels(k->label, lab, C, &ignore))) return st;
     switch (x->dtype) {
     case NB_F32:
         ce_f32(nb_tensor_data(x), nb_tensor_data(lab), lab->dtype, soft, ignore, nb_tensor_data(y), rows, C);
@@ -53,7 +54,7 @@ nb_status nb_cpu_cross_entropy(nb_op_ctx *ctx)
         ce_f64(nb_tensor_data(x), nb_tensor_data(lab), lab->dtype, soft, ignore, nb_tensor_data(y), rows, C);
         return NB_OK;
     default:
-        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", ctx->label, nb_dtype_name(x->dtype));
+        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(x->dtype));
     }
 }
 
@@ -114,19 +115,17 @@ DEFINE_POINTWISE(bce, double, f64, bce_d)
 typedef void (*pointwise_f32)(const float *, const float *, float *, int64_t, nb_nn_reduction);
 typedef void (*pointwise_f64)(const double *, const double *, double *, int64_t, nb_nn_reduction);
 
-static nb_status run_pointwise(nb_op_ctx *ctx, pointwise_f32 f32, pointwise_f64 f64)
+static nb_status run_pointwise(const nb_kernel_ctx *k, pointwise_f32 f32, pointwise_f64 f64)
 {
-    nb_tensor *x = nb_in(ctx, 0, 0), *y = nb_in(ctx, 1, 0), *out = nb_out(ctx, 0, 0);
-    nb_nn_reduction r = nb_nn_parse_reduction(nb_attr_string(ctx, "reduction"));
-    if (r == NB_RED_BAD)
-        return nb_error(NB_ERR_ARG, "%s: bad reduction \"%s\"", ctx->label, nb_attr_string(ctx, "reduction"));
+    nb_tensor *x = nb_kin(k, 0, 0), *y = nb_kin(k, 1, 0), *out = nb_kout(k, 0, 0);
+    nb_nn_reduction r = ((const nb_pointwise_loss_params *)k->params)->reduction;
     int64_t n = nb_tensor_numel(x);
     switch (x->dtype) {
     case NB_F32: f32(nb_tensor_data(x), nb_tensor_data(y), nb_tensor_data(out), n, r); return NB_OK;
     case NB_F64: f64(nb_tensor_data(x), nb_tensor_data(y), nb_tensor_data(out), n, r); return NB_OK;
-    default: return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", ctx->label, nb_dtype_name(x->dtype));
+    default: return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(x->dtype));
     }
 }
 
-nb_status nb_cpu_mse_loss(nb_op_ctx *ctx) { return run_pointwise(ctx, mse_f32, mse_f64); }
-nb_status nb_cpu_bce_with_logits(nb_op_ctx *ctx) { return run_pointwise(ctx, bce_f32, bce_f64); }
+nb_status nb_cpu_mse_loss(const nb_kernel_ctx *k) { return run_pointwise(k, mse_f32, mse_f64); }
+nb_status nb_cpu_bce_with_logits(const nb_kernel_ctx *k) { return run_pointwise(k, bce_f32, bce_f64); }

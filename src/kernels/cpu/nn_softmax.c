@@ -21,10 +21,11 @@ typedef struct {
     int64_t outer, C, inner;
 } dims3;
 
-static dims3 class_dims(const nb_op_ctx *ctx, const nb_tensor *x)
+/* `axis` as the op's attribute gave it, in [-ndim, ndim). */
+static dims3 class_dims(int64_t axis_attr, const nb_tensor *x)
 {
     dims3 d;
-    int axis = nb_nn_axis(nb_attr_int(ctx, "axis"), x->ndim);
+    int axis = nb_nn_axis(axis_attr, x->ndim);
     nb_nn_split_axis(x->ndim, x->shape, axis, &d.outer, &d.C, &d.inner);
     return d;
 }
@@ -97,10 +98,10 @@ static dims3 class_dims(const nb_op_ctx *ctx, const nb_tensor *x)
 DEFINE_SOFTMAX(float, f32, expf)
 DEFINE_SOFTMAX(double, f64, exp)
 
-static nb_status run_softmax(nb_op_ctx *ctx, bool lg)
+static nb_status run_softmax(const nb_kernel_ctx *k, bool lg)
 {
-    nb_tensor *x = nb_in(ctx, 0, 0), *y = nb_out(ctx, 0, 0);
-    dims3 d = class_dims(ctx, x);
+    nb_tensor *x = nb_kin(k, 0, 0), *y = nb_kout(k, 0, 0);
+    dims3 d = class_dims(((const nb_softmax_params *)k->params)->axis, x);
     switch (x->dtype) {
     case NB_F32:
         (d.inner == 1 ? softmax_rows_f32 : softmax_tiles_f32)(nb_tensor_data(x), nb_tensor_data(y), d, lg);
@@ -109,12 +110,12 @@ static nb_status run_softmax(nb_op_ctx *ctx, bool lg)
         (d.inner == 1 ? softmax_rows_f64 : softmax_tiles_f64)(nb_tensor_data(x), nb_tensor_data(y), d, lg);
         return NB_OK;
     default:
-        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", ctx->label, nb_dtype_name(x->dtype));
+        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(x->dtype));
     }
 }
 
-nb_status nb_cpu_softmax(nb_op_ctx *ctx) { return run_softmax(ctx, false); }
-nb_status nb_cpu_log_softmax(nb_op_ctx *ctx) { return run_softmax(ctx, true); }
+nb_status nb_cpu_softmax(const nb_kernel_ctx *k) { return run_softmax(k, false); }
+nb_status nb_cpu_log_softmax(const nb_kernel_ctx *k) { return run_softmax(k, true); }
 
 /* ---- softmax_with_cross_entropy -------------------------------------------------- */
 
@@ -221,20 +222,20 @@ typedef struct {
 DEFINE_SWCE(float, f32, expf)
 DEFINE_SWCE(double, f64, exp)
 
-static labels get_labels(const nb_op_ctx *ctx, const nb_tensor *lab)
+static labels get_labels(const nb_softmax_with_cross_entropy_params *p, const nb_tensor *lab)
 {
-    return (labels){nb_tensor_data(lab), lab->dtype, nb_attr_bool(ctx, "soft_label"),
-                    nb_attr_int(ctx, "ignore_index")};
+    return (labels){nb_tensor_data(lab), lab->dtype, p->soft_label, p->ignore_index};
 }
 
-nb_status nb_cpu_softmax_with_cross_entropy(nb_op_ctx *ctx)
+nb_status nb_cpu_softmax_with_cross_entropy(const nb_kernel_ctx *k)
 {
-    nb_tensor *x = nb_in(ctx, 0, 0), *lab = nb_in(ctx, 1, 0);
-    nb_tensor *sm = nb_out(ctx, 0, 0), *loss = nb_out(ctx, 1, 0);
-    dims3 d = class_dims(ctx, x);
-    labels lb = get_labels(ctx, lab);
+    const nb_softmax_with_cross_entropy_params *p = k->params;
+    nb_tensor *x = nb_kin(k, 0, 0), *lab = nb_kin(k, 1, 0);
+    nb_tensor *sm = nb_kout(k, 0, 0), *loss = nb_kout(k, 1, 0);
+    dims3 d = class_dims(p->axis, x);
+    labels lb = get_labels(p, lab);
     nb_status st;
-    if (!lb.soft && (st = nb_nn_check_labels(ctx, lab, d.C, &lb.ignore))) return st;
+    if (!lb.soft && (st = nb_nn_check_labels(k->label, lab, d.C, &lb.ignore))) return st;
     switch (x->dtype) {
     case NB_F32:
         (d.inner == 1 ? swce_rows_f32 : swce_tiles_f32)(nb_tensor_data(x), lb, nb_tensor_data(sm),
@@ -245,7 +246,7 @@ nb_status nb_cpu_softmax_with_cross_entropy(nb_op_ctx *ctx)
                                                         nb_tensor_data(loss), d);
         return NB_OK;
     default:
-        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", ctx->label, nb_dtype_name(x->dtype));
+        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(x->dtype));
     }
 }
 
@@ -291,14 +292,15 @@ nb_status nb_cpu_softmax_with_cross_entropy(nb_op_ctx *ctx)
 DEFINE_SWCE_GRAD(float, f32)
 DEFINE_SWCE_GRAD(double, f64)
 
-nb_status nb_cpu_softmax_with_cross_entropy_grad(nb_op_ctx *ctx)
+nb_status nb_cpu_softmax_with_cross_entropy_grad(const nb_kernel_ctx *k)
 {
-    nb_tensor *sm = nb_in(ctx, 0, 0), *lab = nb_in(ctx, 1, 0), *dl = nb_in(ctx, 2, 0);
-    nb_tensor *dx = nb_out(ctx, 0, 0);
-    dims3 d = class_dims(ctx, sm);
-    labels lb = get_labels(ctx, lab);
+    const nb_softmax_with_cross_entropy_params *p = k->params;
+    nb_tensor *sm = nb_kin(k, 0, 0), *lab = nb_kin(k, 1, 0), *dl = nb_kin(k, 2, 0);
+    nb_tensor *dx = nb_kout(k, 0, 0);
+    dims3 d = class_dims(p->axis, sm);
+    labels lb = get_labels(p, lab);
     nb_status st;
-    if (!lb.soft && (st = nb_nn_check_labels(ctx, lab, d.C, &lb.ignore))) return st;
+    if (!lb.soft && (st = nb_nn_check_labels(k->label, lab, d.C, &lb.ignore))) return st;
     switch (sm->dtype) {
     case NB_F32:
         swce_grad_f32(nb_tensor_data(sm), lb, nb_tensor_data(dl), nb_tensor_data(dx), d);
@@ -307,6 +309,6 @@ nb_status nb_cpu_softmax_with_cross_entropy_grad(nb_op_ctx *ctx)
         swce_grad_f64(nb_tensor_data(sm), lb, nb_tensor_data(dl), nb_tensor_data(dx), d);
         return NB_OK;
     default:
-        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", ctx->label, nb_dtype_name(sm->dtype));
+        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(sm->dtype));
     }
 }
