@@ -40,7 +40,7 @@ static void test_definitions_are_well_formed(void)
     for (int i = 0; i < nb_op_count(); i++) {
         const nb_op_def *d = nb_op_at(i);
         /* Every op runs on the CPU, and a parameter struct comes with the function that fills it. */
-        bool ok = d->name && d->infer && (d->cpu || nb_kernel_at(d->name, NB_DEVICE_CPU, 0)) && nb_op_num_outputs(d) > 0;
+        bool ok = d->name && d->infer && nb_kernel_at(d->name, NB_DEVICE_CPU, 0) && nb_op_num_outputs(d) > 0;
         ok &= !d->params_size == !d->params;
         for (int a = 0; a < NB_MAX_ATTRS && d->attrs[a].name; a++)
             ok &= d->attrs[a].required || d->attrs[a].def.type == d->attrs[a].type;

@@ -12,10 +12,10 @@
  * A kernel never sees attributes: it reads the op's parameter struct, which
  * the op's `params` function fills from the attributes once, when a program
  * is prepared (nb_op_def.params_size and .params). Its inputs are
- * contiguous; its outputs arrive allocated, contiguous and shaped as the
- * op's inference said, with unspecified contents. An output may be the very
- * tensor of an input (in-place ops), so a kernel reads an element before it
- * writes it. */
+ * contiguous; its outputs arrive allocated, contiguous, zero-filled and
+ * shaped as the op's inference said (control-flow ops bind theirs). An
+ * output may be the very tensor of an input (in-place ops), so a kernel
+ * reads an element before it writes it. */
 #ifndef NABLA_KERNEL_H
 #define NABLA_KERNEL_H
 

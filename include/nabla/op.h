@@ -86,12 +86,8 @@ typedef struct nb_op_ctx {
     const nb_attr_value *attrs; /* in the def's order, defaults filled in */
     int in_begin[NB_MAX_SLOTS + 1];
     int out_begin[NB_MAX_SLOTS + 1];
-    const nb_var_info *in_info; /* infer and kernels: shapes of the inputs */
+    const nb_var_info *in_info; /* infer: the inputs' dtypes and shapes (NULL for a params function) */
     nb_var_info *out_info;      /* infer writes these */
-    nb_tensor *const *in;       /* kernels only */
-    nb_tensor *const *out;      /* kernels only */
-    nb_rng *rng;                /* legacy kernels of NB_OP_RANDOM ops */
-    struct nb_exec_env *exec;   /* legacy control-flow kernels: the executor running them (NULL outside one) */
 } nb_op_ctx;
 
 /* Shape/dtype inference: fill ctx->out_info from ctx->in_info and attrs, and
@@ -102,8 +98,6 @@ typedef nb_status (*nb_infer_fn)(nb_op_ctx *ctx);
 /* Fills the op's parameter struct (params_size bytes, zeroed) from
  * ctx->attrs; inputs are not known yet. Called once per prepared op. */
 typedef nb_status (*nb_params_fn)(const nb_op_ctx *ctx, void *params);
-/* TRANSITION: a kernel that still reads its attributes from the op context. */
-typedef nb_status (*nb_legacy_kernel_fn)(nb_op_ctx *ctx);
 
 /* Gradient rules emit ops through a builder; see nabla/autodiff.h. */
 struct nb_builder;
@@ -122,7 +116,6 @@ typedef struct nb_op_def {
      * (0: none) and the function that fills it from the attributes. */
     size_t params_size;
     nb_params_fn params;
-    nb_legacy_kernel_fn cpu;             /* TRANSITION: NULL once the op's kernels are registered */
     unsigned flags;
     /* Which forward values the gradient rule reads: bit k of grad_uses_inputs
      * is input slot k, bit k of grad_uses_outputs is output slot k. Eager mode
@@ -133,15 +126,13 @@ typedef struct nb_op_def {
     nb_jvp_fn jvp;
 } nb_op_def;
 
-/* ---- context accessors for infer functions and kernels ------------------ */
+/* ---- context accessors for infer and params functions ------------------- */
 
 static inline int nb_in_count(const nb_op_ctx *c, int slot) { return c->in_begin[slot + 1] - c->in_begin[slot]; }
 static inline int nb_out_count(const nb_op_ctx *c, int slot) { return c->out_begin[slot + 1] - c->out_begin[slot]; }
 static inline bool nb_has_in(const nb_op_ctx *c, int slot) { return nb_in_count(c, slot) > 0; }
 static inline const nb_var_info *nb_in_info(const nb_op_ctx *c, int slot, int k) { return &c->in_info[c->in_begin[slot] + k]; }
 static inline nb_var_info *nb_out_info(const nb_op_ctx *c, int slot, int k) { return &c->out_info[c->out_begin[slot] + k]; }
-static inline nb_tensor *nb_in(const nb_op_ctx *c, int slot, int k) { return c->in[c->in_begin[slot] + k]; }
-static inline nb_tensor *nb_out(const nb_op_ctx *c, int slot, int k) { return c->out[c->out_begin[slot] + k]; }
 
 /* Attribute values by name (the def must declare the name). */
 NB_API const nb_attr_value *nb_attr_get(const nb_op_ctx *c, const char *name);

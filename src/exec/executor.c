@@ -155,8 +155,7 @@ static nb_status prepare_step(nb_prepared *pp, const nb_block *b, int op_index, 
         for (int j = 0; j < st->n_in; j++) st->out_is_input[k] |= st->in[j] == st->out[k];
     }
     st->ctx = (nb_op_ctx){.def = op->def, .label = st->label, .attrs = op->attrs, .in_info = st->in_info,
-                          .out_info = st->out_info, .in = st->in_t, .out = st->out_t, .rng = &st->rng,
-                          .exec = &pp->env};
+                          .out_info = st->out_info};
     memcpy(st->ctx.in_begin, op->in_begin, sizeof st->ctx.in_begin);
     memcpy(st->ctx.out_begin, op->out_begin, sizeof st->ctx.out_begin);
     if (op->def->params_size) {
@@ -603,7 +602,6 @@ static nb_status run_step(nb_prepared *pp, nb_scope *scope, step *st)
         if (!st->out_is_input[k])
             memset(nb_tensor_data(v->t), 0, (size_t)nb_tensor_numel(v->t) * nb_dtype_size(v->t->dtype));
     }
-    if (st->op->def->cpu) return st->op->def->cpu(&st->ctx); /* TRANSITION */
     if (!st->kernel) {
         nb_dtype dt = st->n_in ? st->in_t[0]->dtype : st->out_info[0].dtype;
         if (!(st->kernel = nb_kernel_find(st->op->def->name, NB_DEVICE_CPU, dt, &st->kctx)))

@@ -137,25 +137,21 @@ nb_status nb_op_run_rng(const char *type, int n_in, nb_tensor *const *in, int n_
         nb_rng_seed(&local_rng, seed->type == NB_ATTR_INT ? (uint64_t)seed->i : 0);
         rng = &local_rng;
     }
-    ctx.in = ins;
-    ctx.out = outs;
-    ctx.rng = rng;
-    if (def->cpu) {
-        st = def->cpu(&ctx); /* TRANSITION */
-    } else {
-        _Alignas(16) unsigned char params[NB_MAX_PARAMS_SIZE];
-        nb_kernel_ctx k = {.params = def->params_size ? params : NULL, .label = label, .in = ins, .out = outs,
-                           .rng = rng};
-        memcpy(k.in_begin, ctx.in_begin, sizeof k.in_begin);
-        memcpy(k.out_begin, ctx.out_begin, sizeof k.out_begin);
-        if (def->params_size) {
-            memset(params, 0, def->params_size);
-            if ((st = def->params(&ctx, params))) goto done;
-        }
-        nb_dtype dt = n_compact ? ins[0]->dtype : out_info[0].dtype;
-        const nb_kernel_def *kern = nb_kernel_find(def->name, NB_DEVICE_CPU, dt, &k);
-        st = kern ? kern->run(&k) : NB_ERR_UNSUPPORTED;
+
+
+
+    _Alignas(16) unsigned char params[NB_MAX_PARAMS_SIZE];
+    nb_kernel_ctx k = {.params = def->params_size ? params : NULL, .label = label, .in = ins, .out = outs,
+                       .rng = rng};
+    memcpy(k.in_begin, ctx.in_begin, sizeof k.in_begin);
+    memcpy(k.out_begin, ctx.out_begin, sizeof k.out_begin);
+    if (def->params_size) {
+        memset(params, 0, def->params_size);
+        if ((st = def->params(&ctx, params))) goto done;
     }
+    nb_dtype dt = n_compact ? ins[0]->dtype : out_info[0].dtype;
+    const nb_kernel_def *kern = nb_kernel_find(def->name, NB_DEVICE_CPU, dt, &k);
+    st = kern ? kern->run(&k) : NB_ERR_UNSUPPORTED;
     if (!st)
         for (int i = 0; i < n_out; i++)
             if (!out[i]) out[i] = nb_tensor_retain(outs[i]);

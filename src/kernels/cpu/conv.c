@@ -156,12 +156,12 @@ static nb_status run_conv2d_grad(const nb_kernel_ctx *k)
 
 /* Inference takes float32 and float64 only. */
 static const nb_kernel_def k_conv2d = {.op = "conv2d", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
-                                       .provider = "cpu", .run = run_conv2d};
+                                       .provider = "nabla", .run = run_conv2d};
 static const nb_kernel_def k_conv2d_grad = {.op = "conv2d_grad", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
-                                            .provider = "cpu", .run = run_conv2d_grad};
+                                            .provider = "nabla", .run = run_conv2d_grad};
 static const nb_kernel_def k_pool2d = {.op = "pool2d", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
-                                       .provider = "cpu", .run = nb_cpu_run_pool2d};
+                                       .provider = "nabla", .run = nb_cpu_run_pool2d};
 static const nb_kernel_def k_pool2d_grad = {.op = "pool2d_grad", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
-                                            .provider = "cpu", .run = nb_cpu_run_pool2d_grad};
+                                            .provider = "nabla", .run = nb_cpu_run_pool2d_grad};
 
 const nb_kernel_def *const nb_cpu_kernels_conv[] = {&k_conv2d, &k_conv2d_grad, &k_pool2d, &k_pool2d_grad, NULL};

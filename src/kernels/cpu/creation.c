@@ -294,7 +294,7 @@ static nb_status run_increment(const nb_kernel_ctx *k)
 /* ---- table ---------------------------------------------------------------------- */
 
 #define CPU_KERNEL(name, dts) \
-    static const nb_kernel_def k_##name = {.op = #name, .device = NB_DEVICE_CPU, .dtypes = (dts), .provider = "cpu", \
+    static const nb_kernel_def k_##name = {.op = #name, .device = NB_DEVICE_CPU, .dtypes = (dts), .provider = "nabla", \
                                            .run = run_##name}
 
 /* The fills and assign take every dtype (fill reports the ones it cannot
@@ -304,7 +304,7 @@ static nb_status run_increment(const nb_kernel_ctx *k)
 CPU_KERNEL(fill_constant, NB_DT_ALL);
 static const nb_kernel_def k_fill_constant_batch_size_like = {.op = "fill_constant_batch_size_like",
                                                               .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL,
-                                                              .provider = "cpu", .run = run_fill_constant};
+                                                              .provider = "nabla", .run = run_fill_constant};
 CPU_KERNEL(fill_zeros_like, NB_DT_ALL);
 CPU_KERNEL(assign_value, NB_DT_ALL);
 CPU_KERNEL(ones_like, NB_DT_ALL);

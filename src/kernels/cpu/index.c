@@ -212,10 +212,10 @@ static nb_status run_one_hot(const nb_kernel_ctx *k)
 /* The dtypes are those of the first input, X: gather moves any element,
  * scatter_add adds numbers, one_hot reads int32 or int64 indices. */
 const nb_kernel_def nb_cpu_kernel_gather = {
-    .op = "gather", .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL, .provider = "cpu", .run = run_gather};
+    .op = "gather", .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL, .provider = "nabla", .run = run_gather};
 const nb_kernel_def nb_cpu_kernel_index_select = {
-    .op = "index_select", .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL, .provider = "cpu", .run = run_gather};
+    .op = "index_select", .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL, .provider = "nabla", .run = run_gather};
 const nb_kernel_def nb_cpu_kernel_scatter_add = {
-    .op = "scatter_add", .device = NB_DEVICE_CPU, .dtypes = NB_DT_NUMERIC, .provider = "cpu", .run = run_scatter_add};
+    .op = "scatter_add", .device = NB_DEVICE_CPU, .dtypes = NB_DT_NUMERIC, .provider = "nabla", .run = run_scatter_add};
 const nb_kernel_def nb_cpu_kernel_one_hot = {
-    .op = "one_hot", .device = NB_DEVICE_CPU, .dtypes = NB_DT_INT, .provider = "cpu", .run = run_one_hot};
+    .op = "one_hot", .device = NB_DEVICE_CPU, .dtypes = NB_DT_INT, .provider = "nabla", .run = run_one_hot};

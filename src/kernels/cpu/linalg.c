@@ -260,8 +260,8 @@ static nb_status run_fc(const nb_kernel_ctx *k)
 /* ---- the table ------------------------------------------------------------------------ */
 
 static const nb_kernel_def k_matmul = {
-    .op = "matmul", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "cpu", .run = run_matmul};
+    .op = "matmul", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "nabla", .run = run_matmul};
 static const nb_kernel_def k_fc = {
-    .op = "fc", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "cpu", .run = run_fc};
+    .op = "fc", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "nabla", .run = run_fc};
 
 const nb_kernel_def *const nb_cpu_kernels_linalg[] = {&k_matmul, &k_fc, NULL};

@@ -239,7 +239,7 @@ nb_status nb_cpu_accuracy(const nb_kernel_ctx *k)
  * bytes, and embedding_grad, whose first input is Ids. */
 #define NN_KERNEL(NAME, DTYPES, RUN)     \
     static const nb_kernel_def k_##NAME = { \
-        .op = #NAME, .device = NB_DEVICE_CPU, .dtypes = (DTYPES), .provider = "cpu", .run = (RUN)}
+        .op = #NAME, .device = NB_DEVICE_CPU, .dtypes = (DTYPES), .provider = "nabla", .run = (RUN)}
 
 NN_KERNEL(softmax, NB_DT_FLOAT, nb_cpu_softmax);
 NN_KERNEL(log_softmax, NB_DT_FLOAT, nb_cpu_log_softmax);

@@ -276,14 +276,14 @@ static nb_status run_layer_norm_grad(const nb_kernel_ctx *k)
 
 /* Inference takes float32 and float64 only. */
 static const nb_kernel_def k_batch_norm = {.op = "batch_norm", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
-                                           .provider = "cpu", .run = run_batch_norm};
+                                           .provider = "nabla", .run = run_batch_norm};
 static const nb_kernel_def k_batch_norm_grad = {.op = "batch_norm_grad", .device = NB_DEVICE_CPU,
-                                                .dtypes = NB_DT_FLOAT, .provider = "cpu",
+                                                .dtypes = NB_DT_FLOAT, .provider = "nabla",
                                                 .run = run_batch_norm_grad};
 static const nb_kernel_def k_layer_norm = {.op = "layer_norm", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
-                                           .provider = "cpu", .run = run_layer_norm};
+                                           .provider = "nabla", .run = run_layer_norm};
 static const nb_kernel_def k_layer_norm_grad = {.op = "layer_norm_grad", .device = NB_DEVICE_CPU,
-                                                .dtypes = NB_DT_FLOAT, .provider = "cpu",
+                                                .dtypes = NB_DT_FLOAT, .provider = "nabla",
                                                 .run = run_layer_norm_grad};
 
 const nb_kernel_def *const nb_cpu_kernels_norm[] = {&k_batch_norm, &k_batch_norm_grad, &k_layer_norm,

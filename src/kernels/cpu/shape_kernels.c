@@ -229,7 +229,7 @@ static nb_status run_split(const nb_kernel_ctx *k)
  * pad_grad, which adds. */
 #define SHAPE_KERNEL(name, dts, fn)                                                                              \
     const nb_kernel_def nb_cpu_kernel_##name = {                                                                 \
-        .op = #name, .device = NB_DEVICE_CPU, .dtypes = (dts), .provider = "cpu", .run = (fn)}
+        .op = #name, .device = NB_DEVICE_CPU, .dtypes = (dts), .provider = "nabla", .run = (fn)}
 
 SHAPE_KERNEL(reshape, NB_DT_ALL, run_copy);
 SHAPE_KERNEL(flatten, NB_DT_ALL, run_copy);
