@@ -24,10 +24,8 @@ static nb_value fc(nb_builder *b, nb_value x, int64_t in, int64_t out, const cha
     snprintf(wname, sizeof wname, "%s.w_0", name);
     snprintf(bname, sizeof bname, "%s.b_0", name);
     double bound = 1.0 / (double)in;
-    nb_value w = nb_create_parameter(b, wname, NB_F32, 2, (int64_t[]){in, out}, "uniform_random", 3,
-                                     (nb_attr[]){NB_ATTR_FLOAT("min", -bound), NB_ATTR_FLOAT("max", bound),
-                                                 NB_ATTR_INT("seed", 7)});
-    nb_value bias = nb_create_parameter(b, bname, NB_F32, 1, (int64_t[]){out}, "fill_constant", 0, NULL);
+    nb_value w = nb_param(b, wname, NB_F32, 2, (int64_t[]){in, out}, nb_init_uniform(-bound, bound));
+    nb_value bias = nb_param(b, bname, NB_F32, 1, (int64_t[]){out}, nb_init_zeros());
     return nb_fc(b, x, w, bias, 1);
 }
 

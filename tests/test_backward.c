@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include "test.h"
 #include "nabla/gradcheck.h"
+#include "program/record.h"
 
 typedef struct model {
     nb_program *main, *startup;

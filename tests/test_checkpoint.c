@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "nabla/checkpoint.h"
 #include "test.h"
+#include "program/record.h"
 
 static char dir[256];
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "test.h"
 #include "grad_compare.h"
+#include "program/record.h"
 
 #define MAXP 6
 

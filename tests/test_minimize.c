@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include "nabla/optimizer.h"
 #include "test.h"
+#include "program/record.h"
 
 #define N 8   /* samples */
 #define D 3   /* features */

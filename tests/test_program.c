@@ -3,6 +3,7 @@
  * nb_op_register), so that the program machinery is tested on its own. */
 #include <stdlib.h>
 #include "test.h"
+#include "program/record.h"
 
 /* test_axpy: Out = alpha * X + Y, same shapes. */
 static nb_status axpy_infer(nb_op_ctx *c)

@@ -10,6 +10,7 @@
 #include "test.h"
 #include "nabla/program_file.h"
 #include "nabla_program.pb-c.h"
+#include "program/record.h"
 
 static char tmpdir[64];
 

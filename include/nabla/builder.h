@@ -115,12 +115,7 @@ NB_API nb_value nb_value_from_var(nb_var *v);
 NB_API nb_var *nb_value_var(nb_value v);
 NB_API const char *nb_value_name(nb_value v);
 
-/* A persistable var in `main`, created in `startup` too with an op of type
- * `init_type` (attrs given) that initialises it once. With no startup program
- * the init op goes to `main` itself. */
-NB_API nb_value nb_create_parameter(nb_builder *b, const char *name, nb_dtype dtype,
-                             int ndim, const int64_t *shape,
-                             const char *init_type, int n_attrs, const nb_attr *attrs);
+/* Parameters are made with nb_param (nabla/init.h), in both modes. */
 
 NB_END_DECLS
 

@@ -7,6 +7,7 @@
 #include "layer_internal.h"
 #include "nabla/eager.h"
 #include "../ops/op_internal.h"
+#include "../program/record.h"
 
 /* The attrs of a draw's op; shape and dtype are added by the caller. Seed
  * 0 leaves the stream to the program's seed. */

@@ -7,6 +7,7 @@
 #include "../builder/builder_internal.h"
 #include "program_internal.h"
 #include "../ops/op_internal.h"
+#include "record.h"
 
 #define NAME_MAX_LEN 256
 

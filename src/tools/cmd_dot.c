@@ -14,6 +14,7 @@
 #include "nabla/nabla.h"
 #include "nabla/program_file.h"
 #include "cli.h"
+#include "program/record.h"
 
 static nb_status build_example(nb_program *main_p, nb_program *startup, bool backward)
 {

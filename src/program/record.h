@@ -1,0 +1,14 @@
+/* The record backend's parameter maker, under nb_param (src/layers/param.c):
+ * a persistable var in `main`, created in `startup` too with an op of type
+ * `init_type` (attrs given) that initialises it once. With no startup
+ * program the init op goes to `main` itself, as a run-once op. Tools and
+ * tests that need a particular initialiser op use it directly. */
+#ifndef NABLA_PROGRAM_RECORD_H
+#define NABLA_PROGRAM_RECORD_H
+
+#include "nabla/builder.h"
+
+nb_value nb_create_parameter(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape,
+                             const char *init_type, int n_attrs, const nb_attr *attrs);
+
+#endif
