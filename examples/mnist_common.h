@@ -127,10 +127,10 @@ static int mnist_train(const mnist_args *a, nb_program *main_p, nb_program *star
     die_on(nb_scope_new(&scope, NULL), "scope");
     const char *feeds[] = {"images", "label"};
     nb_train_config cfg = {.epochs = a->epochs, .n_feeds = 2, .feeds = feeds, .loss = loss, .metric = acc,
-                           .csv_path = a->csv, .plot_path = a->plot, .checkpoint_path = a->checkpoint,
+                           .test = test, .csv_path = a->csv, .plot_path = a->plot, .checkpoint_path = a->checkpoint,
                            .resume = a->resume, .progress = a->quiet ? NB_PROGRESS_QUIET : NB_PROGRESS_AUTO};
     nb_train_result r;
-    die_on(nb_train(&cfg, main_p, startup, scope, train, test, &r), "training");
+    die_on(nb_train(&cfg, main_p, startup, scope, train, &r), "training");
     printf("test accuracy: %.4f\n", r.last.test_metric);
     nb_reader_free(train);
     nb_reader_free(test);

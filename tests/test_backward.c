@@ -305,7 +305,7 @@ static void check_program(model *m, nb_value loss, int n_feed, const nb_feed *fe
     for (int i = 0; i < g->n_vars && n < 16; i++)
         if (g->vars[i]->is_parameter) params[n++] = g->vars[i]->name;
     nb_gradcheck_report rep;
-    CHECK_OK(nb_gradcheck_program(m->main, nb_value_name(loss), n, params, m->scope, n_feed, feeds, NULL, &rep));
+    CHECK_OK(nb_gradcheck_program(m->main, nb_value_name(loss), NB_NAMES_N(n, params), m->scope, &(nb_gradcheck_opts){.feeds = NB_FEEDS_N(n_feed, feeds)}, &rep));
     CHECK(rep.checked > 0 && rep.failed == 0);
     if (rep.failed) fprintf(stderr, "  worst: %s\n", rep.worst);
 }

@@ -51,7 +51,7 @@ static void test_mean_losses_with_unknown_batch(void)
         {"lab", T(NB_I64, S(3, 1), 2, -100, 0)},
     };
     nb_gradcheck_report rep;
-    CHECK_OK(nb_gradcheck_program(p, nb_value_name(loss), 2, (const char *[]){"x", "t"}, NULL, 4, feeds, NULL, &rep));
+    CHECK_OK(nb_gradcheck_program(p, nb_value_name(loss), NB_NAMES("x", "t"), NULL, &(nb_gradcheck_opts){.feeds = NB_FEEDS_N(4, feeds)}, &rep));
     CHECK(rep.checked == 24 && rep.failed == 0);
     if (rep.failed) fprintf(stderr, "  worst: %s\n", rep.worst);
     for (int i = 0; i < 4; i++) nb_tensor_release(feeds[i].tensor);

@@ -282,8 +282,7 @@ static void test_gradients_match_finite_differences(void)
             const char *wrt[7] = {nb_value_name(s.p.w_ih), nb_value_name(s.p.w_hh), nb_value_name(s.p.b_ih),
                                   nb_value_name(s.p.b_hh), "x", "h", "c"};
             nb_gradcheck_report rep;
-            CHECK_OK(nb_gradcheck_program(s.m.main, nb_value_name(s.loss), 5 + s.n_state, wrt, s.m.scope, s.n_feeds,
-                                          s.feeds, NULL, &rep));
+            CHECK_OK(nb_gradcheck_program(s.m.main, nb_value_name(s.loss), NB_NAMES_N(5 + s.n_state, wrt), s.m.scope, &(nb_gradcheck_opts){.feeds = NB_FEEDS_N(s.n_feeds, s.feeds)}, &rep));
             const int gh = nb_rnn_gate_count(c->kind) * H;
             CHECK(rep.checked == gh * (I + H + 2) + (c->seq ? TT : 1) * B * I + s.n_state * B * H);
             CHECK(rep.failed == 0);

@@ -85,9 +85,9 @@ static void test_learns_and_writes_metrics(void)
     nb_reader *train = toy_reader(1, true, 16), *test = toy_reader(0, false, 64);
     REQUIRE_OK(train && test ? NB_OK : NB_ERR_NOMEM);
     nb_train_config cfg = {.epochs = 30, .n_feeds = 2, .feeds = feeds, .loss = s.loss, .metric = s.acc,
-                           .csv_path = csv, .plot_path = png, .progress = NB_PROGRESS_QUIET};
+                           .test = test, .csv_path = csv, .plot_path = png, .progress = NB_PROGRESS_QUIET};
     nb_train_result r;
-    REQUIRE_OK(nb_train(&cfg, s.main, s.startup, s.scope, train, test, &r));
+    REQUIRE_OK(nb_train(&cfg, s.main, s.startup, s.scope, train, &r));
     CHECK(r.epochs_done == 30 && r.steps == 30 * (N / 16));
     CHECK(r.last.test_metric >= 0.95);
     CHECK(r.last.train_loss < 0.2);
@@ -101,7 +101,7 @@ static void test_learns_and_writes_metrics(void)
     /* The plot exists where gnuplot does (make test installs it). */
     if (system("command -v gnuplot >/dev/null 2>&1") == 0) CHECK(access(png, F_OK) == 0);
     double loss, acc;
-    CHECK_OK(nb_evaluate(s.main, s.scope, test, 2, feeds, s.loss, s.acc, &loss, &acc));
+    CHECK_OK(nb_evaluate(&cfg, s.main, s.scope, test, &loss, &acc));
     CHECK_NEAR(acc, r.last.test_metric, 1e-12);
     nb_reader_free(train);
     nb_reader_free(test);
@@ -130,7 +130,7 @@ static nb_status train_in_pieces(const int *pieces, int n_pieces, const char *ck
                                    .checkpoint_path = ckpt, .resume = true, .stop_after_epochs = pieces[p],
                                    .progress = NB_PROGRESS_QUIET};
             nb_train_result r;
-            st = train ? nb_train(&cfg, s.main, s.startup, s.scope, train, NULL, &r) : NB_ERR_NOMEM;
+            st = train ? nb_train(&cfg, s.main, s.startup, s.scope, train, &r) : NB_ERR_NOMEM;
             done += pieces[p];
             if (!st && r.epochs_done != done) st = nb_error(NB_ERR_STATE, "epochs_done %d, expected %d", r.epochs_done, done);
             if (!st && p == n_pieces - 1) st = nb_tensor_clone(w_out, nb_scope_find(s.scope, "fc_0.w_0"));
@@ -166,10 +166,10 @@ static void test_config_errors(void)
     nb_reader *train = toy_reader(1, false, 8);
     nb_train_result r;
     nb_train_config cfg = {.epochs = 1, .n_feeds = 1, .feeds = feeds, .loss = s.loss, .progress = NB_PROGRESS_QUIET};
-    CHECK_ERR(nb_train(&cfg, s.main, s.startup, s.scope, train, NULL, &r), NB_ERR_ARG, "yields 2 fields but 1 feeds");
+    CHECK_ERR(nb_train(&cfg, s.main, s.startup, s.scope, train, &r), NB_ERR_ARG, "yields 2 fields but 1 feeds");
     cfg.n_feeds = 2;
     cfg.resume = true;
-    CHECK_ERR(nb_train(&cfg, s.main, s.startup, s.scope, train, NULL, &r), NB_ERR_ARG, "resume needs a checkpoint");
+    CHECK_ERR(nb_train(&cfg, s.main, s.startup, s.scope, train, &r), NB_ERR_ARG, "resume needs a checkpoint");
     nb_reader_free(train);
     teardown(&s);
 }

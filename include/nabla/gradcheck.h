@@ -19,6 +19,7 @@ typedef struct nb_gradcheck_opts {
     double rtol; /* allowed |analytic - numeric| <= atol + rtol * |numeric| */
     double atol;
     int max_elements; /* per var: check at most this many elements (0: all) */
+    nb_feeds feeds;   /* nb_gradcheck_program: values of the fed vars */
 } nb_gradcheck_opts;
 
 typedef struct nb_gradcheck_report {
@@ -29,12 +30,11 @@ typedef struct nb_gradcheck_report {
 } nb_gradcheck_report;
 
 /* Checks d(loss)/d(v) for each v in `wrt` (vars of block 0 of `fwd` that are
- * fed, or found in `scope`), at the values given. `fwd` is not changed: the
+ * fed, in opts->feeds, or found in `scope`), at the values given. `fwd` is not changed: the
  * gradient part is built on a clone. NB_OK means the check ran; look at
  * report->failed for its verdict. */
-NB_API nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, int n_wrt, const char *const *wrt, nb_scope *scope,
-                               int n_feed, const nb_feed *feeds, const nb_gradcheck_opts *opts,
-                               nb_gradcheck_report *report);
+NB_API nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, nb_names wrt, nb_scope *scope,
+                                      const nb_gradcheck_opts *opts, nb_gradcheck_report *report);
 
 /* How to fill one input of an op under test. */
 typedef enum { NB_GC_UNIFORM = 0, NB_GC_INTS, NB_GC_VALUES } nb_gc_fill;

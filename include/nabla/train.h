@@ -27,6 +27,7 @@ typedef struct nb_train_config {
     const char *metric_name;  /* how to print it ("acc" when NULL) */
     const char *csv_path;     /* per-epoch metrics, or NULL */
     const char *plot_path;    /* PNG of the curves through gnuplot, or NULL */
+    nb_reader *test;          /* evaluated after every epoch, or NULL */
     const char *checkpoint_path; /* saved after every epoch, or NULL */
     bool resume;              /* continue from checkpoint_path when it exists */
     int stop_after_epochs;    /* stop (as if killed) after this many epochs of this call; 0: never */
@@ -49,15 +50,15 @@ typedef struct nb_train_result {
 } nb_train_result;
 
 /* Trains `main` (which holds its backward and optimisation parts) with the
- * parameters in `scope`, after running `startup` once (unless resuming).
- * `test` may be NULL. */
+ * parameters in `scope` on the batches of `train`, after running `startup`
+ * once (unless resuming), evaluating on cfg->test after every epoch. */
 NB_API nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *startup, nb_scope *scope,
-                   nb_reader *train, nb_reader *test, nb_train_result *result);
+                          nb_reader *train, nb_train_result *result);
 
-/* Runs the inference copy of `main` over `reader`; the batch-size-weighted
- * means of `loss` and `metric` (metric may be NULL). */
-NB_API nb_status nb_evaluate(nb_program *main, nb_scope *scope, nb_reader *reader, int n_feeds, const char *const *feeds,
-                      const char *loss, const char *metric, double *mean_loss, double *mean_metric);
+/* Runs the inference copy of `main` over `reader`, feeding cfg->feeds: the
+ * batch-size-weighted means of cfg->loss and cfg->metric (if not NULL). */
+NB_API nb_status nb_evaluate(const nb_train_config *cfg, nb_program *main, nb_scope *scope, nb_reader *reader,
+                             double *mean_loss, double *mean_metric);
 
 NB_END_DECLS
 

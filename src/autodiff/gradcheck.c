@@ -44,11 +44,13 @@ static nb_status eval_loss(nb_program *p, const char *loss, nb_scope *scope, int
     return NB_OK;
 }
 
-nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, int n_wrt, const char *const *wrt, nb_scope *scope,
-                               int n_feed, const nb_feed *feeds, const nb_gradcheck_opts *opts,
-                               nb_gradcheck_report *rep)
+nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, nb_names wrt_list, nb_scope *scope,
+                               const nb_gradcheck_opts *opts, nb_gradcheck_report *rep)
 {
     nb_gradcheck_opts o = opts ? *opts : (nb_gradcheck_opts){0};
+    int n_wrt = wrt_list.n, n_feed = o.feeds.n;
+    const char *const *wrt = wrt_list.v;
+    const nb_feed *feeds = o.feeds.v;
     if (o.eps <= 0) o.eps = 1e-6;
     if (o.rtol <= 0) o.rtol = 1e-5;
     if (o.atol <= 0) o.atol = 1e-6;
@@ -263,7 +265,8 @@ nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, 
     nb_gradcheck_opts o = {.rtol = c->rtol};
     if (st) goto done;
     if (order == 1) {
-        st = nb_gradcheck_program(w.p, nb_value_name(w.loss), w.n_wrt, w.wrt, NULL, w.fs.n, w.fs.f, &o, rep);
+        o.feeds = NB_FEEDS_N(w.fs.n, w.fs.f);
+        st = nb_gradcheck_program(w.p, nb_value_name(w.loss), NB_NAMES_N(w.n_wrt, w.wrt), NULL, &o, rep);
     } else {
         /* Second order: check the gradient of <grad, s> for random s. */
         nb_backward_result r;
@@ -276,7 +279,8 @@ nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, 
         if ((st = nb_builder_status(w.b))) goto done;
         if (nb_is_none(loss2)) goto done; /* no gradient at all: nothing to check */
         if (!o.rtol) o.rtol = 1e-4;
-        st = nb_gradcheck_program(w.p, nb_value_name(loss2), w.n_wrt, w.wrt, NULL, w.fs.n, w.fs.f, &o, rep);
+        o.feeds = NB_FEEDS_N(w.fs.n, w.fs.f);
+        st = nb_gradcheck_program(w.p, nb_value_name(loss2), NB_NAMES_N(w.n_wrt, w.wrt), NULL, &o, rep);
     }
 done:
     if (st && w.b && nb_builder_status(w.b)) nb_error(st, "%s", nb_builder_error(w.b));

@@ -62,9 +62,14 @@ static nb_status prepare_for(nb_prepared **pp, nb_program *p, int n_feeds, const
     return nb_prepare(pp, p, 0, NB_NAMES_N(n_feeds, feeds), NB_NAMES_N(metric ? 2 : 1, fetch));
 }
 
-nb_status nb_evaluate(nb_program *main, nb_scope *scope, nb_reader *reader, int n_feeds, const char *const *feeds,
-                      const char *loss, const char *metric, double *mean_loss, double *mean_metric)
+nb_status nb_evaluate(const nb_train_config *cfg, nb_program *main, nb_scope *scope, nb_reader *reader,
+                      double *mean_loss, double *mean_metric)
 {
+    if (!cfg || cfg->n_feeds < 1 || cfg->n_feeds > MAX_FIELDS || !cfg->feeds || !cfg->loss || !reader || !mean_loss)
+        return nb_error(NB_ERR_ARG, "evaluate: need 1..%d feeds, a loss, a reader and room for the mean loss", MAX_FIELDS);
+    int n_feeds = cfg->n_feeds;
+    const char *const *feeds = cfg->feeds;
+    const char *loss = cfg->loss, *metric = cfg->metric;
     nb_program *test;
     nb_prepared *pp = NULL;
     nb_status st = nb_program_clone_for_test(&test, main);
@@ -123,8 +128,9 @@ static nb_status save(const char *path, nb_program *main, nb_scope *scope, int e
 }
 
 nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *startup, nb_scope *scope,
-                   nb_reader *train, nb_reader *test, nb_train_result *result)
+                   nb_reader *train, nb_train_result *result)
 {
+    nb_reader *test = cfg ? cfg->test : NULL;
     nb_status st = check_config(cfg, train, test);
     if (st) return st;
     memset(result, 0, sizeof *result);
