@@ -114,7 +114,7 @@ static void static_job(const char *dir)
     }
     char path[512];
     snprintf(path, sizeof path, "%s/job.safetensors", dir);
-    CHECK_OK(nb_checkpoint_save(path, main_p, scope, 0, NULL, NULL));
+    CHECK_OK(nb_checkpoint_save(path, main_p, scope, NULL));
     CHECK_OK(nb_executor_run(ex, startup, other, NB_NO_FEEDS, NB_NO_NAMES, NULL));
     CHECK_OK(nb_checkpoint_load(path, main_p, other, NULL));
     snprintf(path, sizeof path, "%s/job.nbprog", dir);

@@ -108,7 +108,7 @@ static void test_round_trip(void)
     REQUIRE_OK(scope ? NB_OK : NB_ERR_STATE);
     const char *keys[] = {"epoch", "step"}, *values[] = {"3", "1200"};
     const char *path = path_of("a.ckpt");
-    REQUIRE_OK(nb_checkpoint_save(path, m.main, scope, 2, keys, values));
+    REQUIRE_OK(nb_checkpoint_save(path, m.main, scope, &(nb_meta){2, keys, values}));
 
     REQUIRE_OK(nb_scope_new(&fresh, NULL));
     nb_safetensors *meta;
@@ -133,7 +133,7 @@ static void test_round_trip(void)
     CHECK(y1 && y2 && nb_tensor_allclose(y1, y2, 0, 0));
     release_all(y1, y2, NULL);
     /* Saving the restored state gives the same file. */
-    CHECK_OK(nb_checkpoint_save(path_of("b.ckpt"), m.main, fresh, 2, keys, values));
+    CHECK_OK(nb_checkpoint_save(path_of("b.ckpt"), m.main, fresh, &(nb_meta){2, keys, values}));
     nb_safetensors *a, *b;
     REQUIRE_OK(nb_safetensors_load(path_of("a.ckpt"), &a));
     REQUIRE_OK(nb_safetensors_load(path_of("b.ckpt"), &b));
@@ -152,7 +152,7 @@ static void test_values_go_to_existing_tensors(void)
     nb_scope *scope = init_scope(&m);
     REQUIRE_OK(scope ? NB_OK : NB_ERR_STATE);
     const char *path = path_of("c.ckpt");
-    REQUIRE_OK(nb_checkpoint_save(path, m.main, scope, 0, NULL, NULL));
+    REQUIRE_OK(nb_checkpoint_save(path, m.main, scope, NULL));
 
     nb_scope *parent, *child;
     REQUIRE_OK(nb_scope_new(&parent, NULL));
@@ -218,7 +218,7 @@ static void test_every_mismatch_reported(void)
     REQUIRE_OK(sa && sb ? NB_OK : NB_ERR_STATE);
     const char *path = path_of("d.ckpt");
     const char *k[] = {"epoch"}, *v[] = {"1"};
-    REQUIRE_OK(nb_checkpoint_save(path, a.main, sa, 1, k, v));
+    REQUIRE_OK(nb_checkpoint_save(path, a.main, sa, &(nb_meta){1, k, v}));
     snapshot s;
     snap(&s, sb);
     nb_safetensors *meta = (nb_safetensors *)&meta;
@@ -271,7 +271,7 @@ static void test_many_mismatches(void)
         nb_tensor_release(t);
     }
     const char *path = path_of("e.ckpt");
-    REQUIRE_OK(nb_checkpoint_save(path, p, scope, 0, NULL, NULL));
+    REQUIRE_OK(nb_checkpoint_save(path, p, scope, NULL));
     CHECK_ERR(nb_checkpoint_load(path, q, scope, NULL), NB_ERR_FORMAT, "(200 mismatches");
     CHECK(strstr(nb_last_error(), "more") && strstr(nb_last_error(), "layer_000"));
     nb_scope_free(scope);
@@ -291,11 +291,11 @@ static void test_shapes_with_unknown_sizes(void)
     REQUIRE_OK(nb_scope_new(&fresh, NULL));
     nb_tensor *t = T(NB_F32, S(2, 3), 1, 2, 3, 4, 5, 6), *wrong = T(NB_F32, S(2, 2), 1, 2, 3, 4);
     CHECK_OK(nb_scope_set(scope, "table", t));
-    CHECK_OK(nb_checkpoint_save(path_of("f.ckpt"), p, scope, 0, NULL, NULL));
+    CHECK_OK(nb_checkpoint_save(path_of("f.ckpt"), p, scope, NULL));
     CHECK_OK(nb_checkpoint_load(path_of("f.ckpt"), p, fresh, NULL));
     CHECK_TENSOR(nb_scope_find(fresh, "table"), S(2, 3), 0, 1, 2, 3, 4, 5, 6);
     CHECK_OK(nb_scope_set(scope, "table", wrong));
-    CHECK_OK(nb_checkpoint_save(path_of("f.ckpt"), p, scope, 0, NULL, NULL));
+    CHECK_OK(nb_checkpoint_save(path_of("f.ckpt"), p, scope, NULL));
     CHECK_ERR(nb_checkpoint_load(path_of("f.ckpt"), p, fresh, NULL), NB_ERR_FORMAT,
               "var 'table': expected float32 [-1, 3], found float32 [2, 2]");
     release_all(t, wrong, NULL);
@@ -310,7 +310,7 @@ static void test_extra_tensors_in_file_are_ignored(void)
     REQUIRE_OK(build(&a, A) ? NB_OK : NB_ERR_STATE);
     nb_scope *sa = init_scope(&a), *fresh;
     REQUIRE_OK(sa ? NB_OK : NB_ERR_STATE);
-    REQUIRE_OK(nb_checkpoint_save(path_of("g.ckpt"), a.main, sa, 0, NULL, NULL));
+    REQUIRE_OK(nb_checkpoint_save(path_of("g.ckpt"), a.main, sa, NULL));
     nb_program *p;
     REQUIRE_OK(nb_program_new(&p));
     nb_var *v;
@@ -333,13 +333,13 @@ static void test_errors(void)
     nb_scope *empty;
     REQUIRE_OK(nb_scope_new(&empty, NULL));
     const char *path = path_of("h.ckpt");
-    CHECK_ERR(nb_checkpoint_save(path, a.main, empty, 0, NULL, NULL), NB_ERR_NOT_FOUND,
+    CHECK_ERR(nb_checkpoint_save(path, a.main, empty, NULL), NB_ERR_NOT_FOUND,
               "4 persistable var(s) have no value in the scope (was the startup program run?): 'fc.w'; 'fc.b'; "
               "'lr'; 'step'");
     CHECK(access(path, F_OK) != 0);
     CHECK_ERR(nb_checkpoint_load(path, a.main, empty, NULL), NB_ERR_NOT_FOUND, "h.ckpt");
     CHECK_ERR(nb_checkpoint_load(NULL, a.main, empty, NULL), NB_ERR_ARG, "NULL");
-    CHECK_ERR(nb_checkpoint_save(path, NULL, empty, 0, NULL, NULL), NB_ERR_ARG, "NULL");
+    CHECK_ERR(nb_checkpoint_save(path, NULL, empty, NULL), NB_ERR_ARG, "NULL");
     /* A malformed file is reported as such. */
     FILE *f = fopen(path, "wb");
     fputs("garbage", f);
@@ -378,7 +378,7 @@ static void test_failed_write_keeps_old_file(void)
     REQUIRE_OK(nb_tensor_full(&t, NB_F32, 1, S(100000), 1.0));
     CHECK_OK(nb_scope_set(scope, "big", t));
     const char *path = path_of("i.ckpt");
-    REQUIRE_OK(nb_checkpoint_save(path, p, scope, 0, NULL, NULL));
+    REQUIRE_OK(nb_checkpoint_save(path, p, scope, NULL));
     nb_tensor_set(t, 0, 2.0);
     fflush(NULL);
     pid_t pid = fork();
@@ -386,7 +386,7 @@ static void test_failed_write_keeps_old_file(void)
         signal(SIGXFSZ, SIG_IGN);
         struct rlimit lim = {100000, 100000}; /* bytes; the file needs 400 KB */
         setrlimit(RLIMIT_FSIZE, &lim);
-        nb_status st = nb_checkpoint_save(path, p, scope, 0, NULL, NULL);
+        nb_status st = nb_checkpoint_save(path, p, scope, NULL);
         int ok = st == NB_ERR_IO && strstr(nb_last_error(), "i.ckpt.tmp.") && strstr(nb_last_error(), "too large");
         if (!ok) fprintf(stderr, "  child: %s %s\n", nb_status_name(st), nb_last_error());
         _exit(ok ? 0 : 1);

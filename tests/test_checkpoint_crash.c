@@ -110,7 +110,7 @@ static pid_t save_in_child(double k, long stop)
         snprintf(s, sizeof s, "%ld", stop);
         if (stop > 0) setenv("NABLA_TEST_STOP_AFTER_BYTES", s, 1);
         fill(k);
-        nb_status st = nb_checkpoint_save(path, prog, state, 0, NULL, NULL);
+        nb_status st = nb_checkpoint_save(path, prog, state, NULL);
         if (st) fprintf(stderr, "  child: %s\n", nb_last_error());
         _exit(st ? 1 : 0);
     }
@@ -120,7 +120,7 @@ static pid_t save_in_child(double k, long stop)
 static void test_kill_in_the_middle_of_a_save(void)
 {
     fill(1);
-    REQUIRE_OK(nb_checkpoint_save(path, prog, state, 0, NULL, NULL));
+    REQUIRE_OK(nb_checkpoint_save(path, prog, state, NULL));
     long full = file_size(path), half = full / 2;
     CHECK(full > 4 * N_WEIGHTS);
 
@@ -142,7 +142,7 @@ static void test_kill_in_the_middle_of_a_save(void)
     CHECK(file_size(temp_of(pid)) == half);
     /* The next save removes it. */
     fill(3);
-    CHECK_OK(nb_checkpoint_save(path, prog, state, 0, NULL, NULL));
+    CHECK_OK(nb_checkpoint_save(path, prog, state, NULL));
     CHECK(file_size(temp_of(pid)) == -1);
     CHECK(count_temp_files() == 0);
     CHECK(load_k() == 3);
@@ -152,7 +152,7 @@ static void test_kill_in_the_middle_of_a_save(void)
 static void test_stopped_save_goes_on(void)
 {
     fill(4);
-    REQUIRE_OK(nb_checkpoint_save(path, prog, state, 0, NULL, NULL));
+    REQUIRE_OK(nb_checkpoint_save(path, prog, state, NULL));
     pid_t pid = save_in_child(5, file_size(path) / 3);
     int status;
     REQUIRE_OK(pid > 0 && waitpid(pid, &status, WUNTRACED) == pid ? NB_OK : NB_ERR_STATE);
@@ -170,13 +170,13 @@ static void test_stopped_save_goes_on(void)
 static void test_kill_at_arbitrary_moments(void)
 {
     fill(100);
-    REQUIRE_OK(nb_checkpoint_save(path, prog, state, 0, NULL, NULL));
+    REQUIRE_OK(nb_checkpoint_save(path, prog, state, NULL));
     for (int round = 0; round < 8; round++) {
         pid_t pid = fork_child();
         if (pid == 0) {
             for (int k = 1000 * (round + 1);; k++) {
                 fill(k);
-                if (nb_checkpoint_save(path, prog, state, 0, NULL, NULL)) _exit(1);
+                if (nb_checkpoint_save(path, prog, state, NULL)) _exit(1);
             }
         }
         REQUIRE_OK(pid > 0 ? NB_OK : NB_ERR_STATE);
@@ -190,7 +190,7 @@ static void test_kill_at_arbitrary_moments(void)
         CHECK(k == 100 || k >= 1000);
     }
     CHECK(count_temp_files() <= 1);
-    CHECK_OK(nb_checkpoint_save(path, prog, state, 0, NULL, NULL));
+    CHECK_OK(nb_checkpoint_save(path, prog, state, NULL));
     CHECK(count_temp_files() == 0);
 }
 

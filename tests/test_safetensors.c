@@ -128,7 +128,7 @@ static void test_round_trip_all_dtypes(void)
     int n = (int)(sizeof t / sizeof *t);
     const char *keys[] = {"epoch", "note"}, *values[] = {"3", "caf\xc3\xa9 \"quoted\"\n"};
     const char *path = path_of("all.safetensors");
-    REQUIRE_OK(nb_safetensors_save(path, n, names, t, 2, keys, values));
+    REQUIRE_OK(nb_safetensors_save(path, n, names, t, &(nb_meta){2, keys, values}));
 
     nb_safetensors *f;
     REQUIRE_OK(nb_safetensors_load(path, &f));
@@ -166,8 +166,8 @@ static void test_deterministic_bytes(void)
     nb_tensor *t1[] = {a, b, c}, *t2[] = {c, a, b};
     const char *k1[] = {"x", "y"}, *v1[] = {"1", "2"}, *k2[] = {"y", "x"}, *v2[] = {"2", "1"};
     const char *p1 = path_of("det1.safetensors"), *p2 = path_of("det2.safetensors"), *p3 = path_of("det3.safetensors");
-    REQUIRE_OK(nb_safetensors_save(p1, 3, n1, t1, 2, k1, v1));
-    REQUIRE_OK(nb_safetensors_save(p2, 3, n2, t2, 2, k2, v2));
+    REQUIRE_OK(nb_safetensors_save(p1, 3, n1, t1, &(nb_meta){2, k1, v1}));
+    REQUIRE_OK(nb_safetensors_save(p2, 3, n2, t2, &(nb_meta){2, k2, v2}));
     size_t n;
     unsigned char *bytes = read_all(p1, &n);
     CHECK(file_equals(p2, bytes, n));
@@ -184,7 +184,7 @@ static void test_deterministic_bytes(void)
         names[i] = nb_safetensors_name(f, i);
         ts[i] = nb_safetensors_tensor(f, i);
     }
-    CHECK_OK(nb_safetensors_save(p3, 3, names, ts, 2, k1, v1));
+    CHECK_OK(nb_safetensors_save(p3, 3, names, ts, &(nb_meta){2, k1, v1}));
     CHECK(file_equals(p3, bytes, n));
     nb_safetensors_free(f);
     free(bytes);
@@ -218,7 +218,7 @@ static void check_fixture(const char *name, const unsigned char *bytes, size_t n
         keys[i] = nb_safetensors_meta_key(f, i);
         values[i] = nb_safetensors_meta(f, keys[i]);
     }
-    CHECK_OK(nb_safetensors_save(out, count, names, ts, nm, keys, values));
+    CHECK_OK(nb_safetensors_save(out, count, names, ts, &(nb_meta){nm, keys, values}));
     if (!file_equals(out, bytes, n)) {
         fprintf(stderr, "  fixture %s: nabla's bytes differ\n", name);
         test_failures_in_current++;
@@ -322,7 +322,7 @@ static void test_reads_other_layouts(void)
     const char *names[] = {nb_safetensors_name(f, 0), "q\"\\\x01\t"};
     nb_tensor *ts[] = {nb_safetensors_tensor(f, 0), nb_safetensors_tensor(f, 1)};
     const char *out = path_of("layout2.safetensors");
-    CHECK_OK(nb_safetensors_save(out, 2, names, ts, 0, NULL, NULL));
+    CHECK_OK(nb_safetensors_save(out, 2, names, ts, NULL));
     size_t n;
     unsigned char *bytes = read_all(out, &n);
     CHECK(bytes && contains(bytes, n, "\"q\\\"\\\\\\u0001\\t\""));
@@ -342,25 +342,25 @@ static void test_save_errors(void)
     nb_tensor *a = T(NB_F32, S(1), 1);
     const char *path = path_of("keep.safetensors");
     const char *good[] = {"a"};
-    REQUIRE_OK(nb_safetensors_save(path, 1, good, &a, 0, NULL, NULL));
+    REQUIRE_OK(nb_safetensors_save(path, 1, good, &a, NULL));
     size_t n;
     unsigned char *before = read_all(path, &n);
     nb_tensor *two[] = {a, a};
     const char *dup[] = {"x", "x"}, *reserved[] = {"__metadata__"}, *bad_utf8[] = {"\xc3("}, *empty[] = {""};
-    CHECK_ERR(nb_safetensors_save(path, 2, dup, two, 0, NULL, NULL), NB_ERR_ARG, "'x' is given twice");
-    CHECK_ERR(nb_safetensors_save(path, 1, reserved, &a, 0, NULL, NULL), NB_ERR_ARG, "reserved");
-    CHECK_ERR(nb_safetensors_save(path, 1, bad_utf8, &a, 0, NULL, NULL), NB_ERR_ARG, "UTF-8");
-    CHECK_ERR(nb_safetensors_save(path, 1, empty, &a, 0, NULL, NULL), NB_ERR_ARG, "empty");
+    CHECK_ERR(nb_safetensors_save(path, 2, dup, two, NULL), NB_ERR_ARG, "'x' is given twice");
+    CHECK_ERR(nb_safetensors_save(path, 1, reserved, &a, NULL), NB_ERR_ARG, "reserved");
+    CHECK_ERR(nb_safetensors_save(path, 1, bad_utf8, &a, NULL), NB_ERR_ARG, "UTF-8");
+    CHECK_ERR(nb_safetensors_save(path, 1, empty, &a, NULL), NB_ERR_ARG, "empty");
     nb_tensor *null_t = NULL;
-    CHECK_ERR(nb_safetensors_save(path, 1, good, &null_t, 0, NULL, NULL), NB_ERR_ARG, "NULL");
+    CHECK_ERR(nb_safetensors_save(path, 1, good, &null_t, NULL), NB_ERR_ARG, "NULL");
     const char *keys[] = {"k", "k"}, *values[] = {"1", "2"};
-    CHECK_ERR(nb_safetensors_save(path, 1, good, &a, 2, keys, values), NB_ERR_ARG, "metadata key 'k' is given twice");
-    CHECK_ERR(nb_safetensors_save(path, -1, good, &a, 0, NULL, NULL), NB_ERR_ARG, path);
+    CHECK_ERR(nb_safetensors_save(path, 1, good, &a, &(nb_meta){2, keys, values}), NB_ERR_ARG, "metadata key 'k' is given twice");
+    CHECK_ERR(nb_safetensors_save(path, -1, good, &a, NULL), NB_ERR_ARG, path);
     CHECK(file_equals(path, before, n)); /* untouched by every failed save */
     /* A directory that does not exist: an i/o error, and no file anywhere. */
     char missing[600];
     snprintf(missing, sizeof missing, "%s/no/such/dir/x.safetensors", dir);
-    CHECK_ERR(nb_safetensors_save(missing, 1, good, &a, 0, NULL, NULL), NB_ERR_IO, "no/such/dir/x.safetensors");
+    CHECK_ERR(nb_safetensors_save(missing, 1, good, &a, NULL), NB_ERR_IO, "no/such/dir/x.safetensors");
     free(before);
     nb_tensor_release(a);
 }
@@ -558,7 +558,7 @@ static void test_truncated_and_flipped(void)
     const char *names[] = {"w", "step", "mask", "u", "none"};
     const char *keys[] = {"epoch"}, *values[] = {"12"};
     const char *good = path_of("good.safetensors"), *bad = path_of("damaged.safetensors");
-    REQUIRE_OK(nb_safetensors_save(good, 5, names, t, 1, keys, values));
+    REQUIRE_OK(nb_safetensors_save(good, 5, names, t, &(nb_meta){1, keys, values}));
     size_t n;
     unsigned char *bytes = read_all(good, &n);
     REQUIRE_OK(bytes ? NB_OK : NB_ERR_IO);

@@ -32,11 +32,10 @@
 NB_BEGIN_DECLS
 
 /* Saves the value in `scope` (or its ancestors) of every persistable var of
- * block 0 of `program`, with the metadata pairs keys[i] -> values[i].
+ * block 0 of `program`, with the metadata pairs of `meta` (may be NULL).
  * NB_ERR_NOT_FOUND, naming every such var, when some have no value in the
  * scope (was the startup program run?); nothing is written then. */
-NB_API nb_status nb_checkpoint_save(const char *path, const nb_program *program, nb_scope *scope, int n_meta,
-                             const char *const *keys, const char *const *values);
+NB_API nb_status nb_checkpoint_save(const char *path, const nb_program *program, nb_scope *scope, const nb_meta *meta);
 
 /* Restores the persistable vars of block 0 of `program` from the checkpoint
  * at `path` into `scope`.

@@ -104,10 +104,12 @@ NB_API nb_value nb_constant(nb_builder *b, const nb_tensor *value);
 NB_API nb_value nb_fill_zeros_like(nb_builder *b, nb_value x);
 NB_API nb_value nb_ones_like(nb_builder *b, nb_value x);
 NB_API nb_value nb_assign(nb_builder *b, nb_value x);
-NB_API nb_value nb_uniform_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double min, double max,
-                           uint64_t seed);
-NB_API nb_value nb_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double mean, double std,
-                            uint64_t seed);
+/* Random values, drawn from the program's stream (nb_program_set_seed) in a
+ * program and from the builder's generator eagerly; for a seed of the op's
+ * own, emit "uniform_random" or "gaussian_random" with a "seed" attribute. */
+NB_API nb_value nb_uniform_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double min, double max);
+NB_API nb_value nb_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double mean,
+                                   double std);
 
 NB_END_DECLS
 

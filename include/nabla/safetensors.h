@@ -37,13 +37,20 @@ NB_BEGIN_DECLS
 /* The largest header accepted, as in the reference reader. */
 #define NB_SAFETENSORS_MAX_HEADER 100000000
 
+/* Metadata of a file: n string pairs keys[i] -> values[i]. */
+typedef struct nb_meta {
+    int n;
+    const char *const *keys;
+    const char *const *values;
+} nb_meta;
+
 /* Writes tensors[i] under names[i] (any strides; values are written in C
- * order) and the metadata pairs meta_keys[j] -> meta_values[j] (UTF-8
- * strings) to `path`, replacing it atomically. NB_ERR_ARG for a NULL, empty,
- * duplicate or non-UTF-8 name, the reserved name "__metadata__", or a
- * duplicate metadata key; the file is then untouched. */
+ * order) and the metadata pairs of `meta` (may be NULL; UTF-8 strings) to
+ * `path`, replacing it atomically. NB_ERR_ARG for a NULL, empty, duplicate
+ * or non-UTF-8 name, the reserved name "__metadata__", or a duplicate
+ * metadata key; the file is then untouched. */
 NB_API nb_status nb_safetensors_save(const char *path, int n, const char *const *names, nb_tensor *const *tensors,
-                              int n_meta, const char *const *meta_keys, const char *const *meta_values);
+                                     const nb_meta *meta);
 
 /* A loaded file: its tensors (in the order of their data in the file), and
  * its metadata. */

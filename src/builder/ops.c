@@ -259,16 +259,16 @@ UNARY(nb_fill_zeros_like, "fill_zeros_like")
 UNARY(nb_ones_like, "ones_like")
 UNARY(nb_assign, "assign")
 
-nb_value nb_uniform_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double min, double max,
-                           uint64_t seed)
+nb_value nb_uniform_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double min, double max)
 {
-    return nb_emit1(b, "uniform_random", NB_NO_VALUES, ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("min", min),
-                          NB_ATTR_FLOAT("max", max), NB_ATTR_INT("seed", (int64_t)seed)));
+    return nb_emit1(b, "uniform_random", NB_NO_VALUES,
+                    ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("min", min),
+                          NB_ATTR_FLOAT("max", max)));
 }
 
-nb_value nb_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double mean, double std,
-                            uint64_t seed)
+nb_value nb_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double mean, double std)
 {
-    return nb_emit1(b, "gaussian_random", NB_NO_VALUES, ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("mean", mean),
-                          NB_ATTR_FLOAT("std", std), NB_ATTR_INT("seed", (int64_t)seed)));
+    return nb_emit1(b, "gaussian_random", NB_NO_VALUES,
+                    ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype),
+                          NB_ATTR_FLOAT("mean", mean), NB_ATTR_FLOAT("std", std)));
 }

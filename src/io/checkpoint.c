@@ -45,8 +45,7 @@ static char *describe(char *buf, size_t size, nb_dtype dtype, int ndim, const in
     return buf;
 }
 
-nb_status nb_checkpoint_save(const char *path, const nb_program *program, nb_scope *scope, int n_meta,
-                             const char *const *keys, const char *const *values)
+nb_status nb_checkpoint_save(const char *path, const nb_program *program, nb_scope *scope, const nb_meta *meta)
 {
     if (!path || !program || !scope) return nb_error(NB_ERR_ARG, "checkpoint save: NULL path, program or scope");
     const nb_block *b = global_block(program);
@@ -77,7 +76,7 @@ nb_status nb_checkpoint_save(const char *path, const nb_program *program, nb_sco
                       "program run?): %s%s",
                       path, missing.count, missing.text, missing.dropped ? ", ..." : "");
     else
-        st = nb_safetensors_save(path, n, names, tensors, n_meta, keys, values);
+        st = nb_safetensors_save(path, n, names, tensors, meta);
     nb_free(names);
     nb_free(tensors);
     return st;

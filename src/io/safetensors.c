@@ -216,8 +216,10 @@ static nb_status write_tensor(nb_atomic_file *af, nb_tensor *t)
 }
 
 nb_status nb_safetensors_save(const char *path, int n, const char *const *names, nb_tensor *const *tensors,
-                              int n_meta, const char *const *meta_keys, const char *const *meta_values)
+                              const nb_meta *pairs)
 {
+    int n_meta = pairs ? pairs->n : 0;
+    const char *const *meta_keys = pairs ? pairs->keys : NULL, *const *meta_values = pairs ? pairs->values : NULL;
     nb_status st = check_args(path, n, names, tensors, n_meta, meta_keys, meta_values);
     if (st) return st;
     sort_item *order = NULL, *meta = NULL;

@@ -124,7 +124,7 @@ static nb_status save(const char *path, nb_program *main, nb_scope *scope, int e
     snprintf(e, sizeof e, "%d", epochs_done);
     snprintf(s, sizeof s, "%" PRId64, steps);
     const char *keys[] = {"epoch", "step", "format"}, *values[] = {e, s, "nabla checkpoint 1"};
-    return nb_checkpoint_save(path, main, scope, 3, keys, values);
+    return nb_checkpoint_save(path, main, scope, &(nb_meta){3, keys, values});
 }
 
 nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *startup, nb_scope *scope,
