@@ -106,8 +106,8 @@ static void mnist_readers(const mnist_args *a, nb_reader **train, nb_reader **te
 {
     char dir[4096];
     die_on(nb_data_find(a->data, "mnist", dir, sizeof dir), "data");
-    die_on(nb_mnist_reader(train, dir, true, a->batch, true, a->seed, 2), "training data");
-    die_on(nb_mnist_reader(test, dir, false, 1000, false, 0, 2), "test data");
+    die_on(nb_mnist_reader(train, dir, NB_MNIST_TRAIN | NB_MNIST_SHUFFLE, a->batch, a->seed, 2), "training data");
+    die_on(nb_mnist_reader(test, dir, 0, 1000, 0, 2), "test data");
 }
 
 /* Adam, its learning rate decayed to zero along a cosine over the run. */

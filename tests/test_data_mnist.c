@@ -53,14 +53,14 @@ static void test_mnist_load(void)
     write_split("ok", "train", 1, 5, 5, (uint8_t[]){7, 2, 1, 0, 4});
     write_split("ok", "t10k", 0, 3, 3, (uint8_t[]){9, 9, 3});
     nb_tensor *im = NULL, *lb = NULL;
-    CHECK_OK(nb_mnist_load(at("ok"), true, &im, &lb));
+    CHECK_OK(nb_mnist_load(&im, &lb, at("ok"), true));
     if (im) {
         CHECK(im->dtype == NB_U8 && nb_shape_equal(im->ndim, im->shape, 3, S(5, 2, 3)));
         CHECK(nb_tensor_get(im, 4 * 6 + 5) == 45);
     }
     CHECK_TENSOR(lb, S(5), 0, 7, 2, 1, 0, 4);
     release_all(im, lb, NULL);
-    CHECK_OK(nb_mnist_load(at("ok"), false, &im, &lb));
+    CHECK_OK(nb_mnist_load(&im, &lb, at("ok"), false));
     CHECK_TENSOR(lb, S(3), 0, 9, 9, 3);
     release_all(im, lb, NULL);
 }
@@ -69,17 +69,17 @@ static void test_mnist_load_refuses_bad_sets(void)
 {
     nb_tensor *im = NULL, *lb = NULL;
     write_split("count", "train", 0, 5, 4, (uint8_t[]){1, 2, 3, 4});
-    CHECK_ERR(nb_mnist_load(at("count"), true, &im, &lb), NB_ERR_FORMAT, "has 5 images but");
+    CHECK_ERR(nb_mnist_load(&im, &lb, at("count"), true), NB_ERR_FORMAT, "has 5 images but");
     CHECK(strstr(nb_last_error(), "train-labels-idx1-ubyte has 4 labels"));
     CHECK(im == NULL && lb == NULL);
     write_split("label", "train", 1, 3, 3, (uint8_t[]){1, 9, 10});
-    CHECK_ERR(nb_mnist_load(at("label"), true, &im, &lb), NB_ERR_FORMAT, "label 10 at index 2 (labels are 0 to 9)");
-    CHECK_ERR(nb_mnist_load(at("label"), false, &im, &lb), NB_ERR_NOT_FOUND, "has neither t10k-images-idx3-ubyte nor t10k-images-idx3-ubyte.gz");
+    CHECK_ERR(nb_mnist_load(&im, &lb, at("label"), true), NB_ERR_FORMAT, "label 10 at index 2 (labels are 0 to 9)");
+    CHECK_ERR(nb_mnist_load(&im, &lb, at("label"), false), NB_ERR_NOT_FOUND, "has neither t10k-images-idx3-ubyte nor t10k-images-idx3-ubyte.gz");
     /* images with the wrong rank */
     make_dirs("rank");
     write_idx(at("rank/train-images-idx3-ubyte"), 0, 0x08, 2, (uint32_t[]){2, 6}, "012345678901", 12, 0);
     write_idx(at("rank/train-labels-idx1-ubyte"), 0, 0x08, 1, (uint32_t[]){2}, "\1\2", 2, 0);
-    CHECK_ERR(nb_mnist_load(at("rank"), true, &im, &lb), NB_ERR_FORMAT, "holds uint8 [2, 6]; images are uint8 [N, rows, cols]");
+    CHECK_ERR(nb_mnist_load(&im, &lb, at("rank"), true), NB_ERR_FORMAT, "holds uint8 [2, 6]; images are uint8 [N, rows, cols]");
     CHECK(im == NULL && lb == NULL);
 }
 
@@ -90,7 +90,7 @@ static void test_mnist_reader(void)
     write_split("rd", "train", 1, 5, 5, (uint8_t[]){7, 2, 1, 0, 4});
     for (int prefetch = 0; prefetch <= 2; prefetch += 2) {
         nb_reader *r = NULL;
-        REQUIRE_OK(nb_mnist_reader(&r, at("rd"), true, 2, false, 0, prefetch));
+        REQUIRE_OK(nb_mnist_reader(&r, at("rd"), NB_MNIST_TRAIN, 2, 0, prefetch));
         CHECK(nb_reader_fields(r) == 2);
         nb_tensor *rec[2];
         bool end;
@@ -115,7 +115,7 @@ static void test_mnist_reader(void)
         nb_reader_free(r);
     }
     nb_reader *r = NULL;
-    REQUIRE_OK(nb_mnist_reader(&r, at("rd"), true, 5, true, 42, 1));
+    REQUIRE_OK(nb_mnist_reader(&r, at("rd"), NB_MNIST_TRAIN | NB_MNIST_SHUFFLE, 5, 42, 1));
     nb_tensor *rec[2];
     bool end;
     CHECK_OK(nb_reader_next(r, rec, &end));
@@ -131,8 +131,8 @@ static void test_mnist_reader(void)
         release_all(rec[0], rec[1], NULL);
     }
     nb_reader_free(r);
-    CHECK_ERR(nb_mnist_reader(&r, at("rd"), true, 0, false, 0, 0), NB_ERR_ARG, "batch size 0");
-    CHECK_ERR(nb_mnist_reader(&r, at("nowhere"), true, 8, false, 0, 0), NB_ERR_NOT_FOUND, "has neither");
+    CHECK_ERR(nb_mnist_reader(&r, at("rd"), NB_MNIST_TRAIN, 0, 0, 0), NB_ERR_ARG, "batch size 0");
+    CHECK_ERR(nb_mnist_reader(&r, at("nowhere"), NB_MNIST_TRAIN, 8, 0, 0), NB_ERR_NOT_FOUND, "has neither");
     CHECK(r == NULL);
 }
 
@@ -268,13 +268,13 @@ static void test_real_mnist(void)
     }
     nb_tensor *im = NULL, *lb = NULL;
     int64_t counts[10];
-    REQUIRE_OK(nb_mnist_load(dir, true, &im, &lb));
+    REQUIRE_OK(nb_mnist_load(&im, &lb, dir, true));
     CHECK(nb_shape_equal(im->ndim, im->shape, 3, S(60000, 28, 28)));
     count_classes(lb, counts);
     const int64_t train[10] = {5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949};
     for (int c = 0; c < 10; c++) CHECK(counts[c] == train[c]);
     release_all(im, lb, NULL);
-    REQUIRE_OK(nb_mnist_load(dir, false, &im, &lb));
+    REQUIRE_OK(nb_mnist_load(&im, &lb, dir, false));
     CHECK(nb_shape_equal(im->ndim, im->shape, 3, S(10000, 28, 28)));
     count_classes(lb, counts);
     const int64_t test[10] = {980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009};
@@ -283,7 +283,7 @@ static void test_real_mnist(void)
 
     for (int prefetch = 0; prefetch <= 4; prefetch += 4) {
         nb_reader *r = NULL;
-        REQUIRE_OK(nb_mnist_reader(&r, dir, true, 64, true, 1, prefetch));
+        REQUIRE_OK(nb_mnist_reader(&r, dir, NB_MNIST_TRAIN | NB_MNIST_SHUFFLE, 64, 1, prefetch));
         nb_tensor *rec[2];
         bool end = false;
         int64_t batches = 0, examples = 0;

@@ -30,7 +30,7 @@ NB_BEGIN_DECLS
  * found, as are a bad magic, 0 or more than 8 dimensions and corrupt gzip
  * data. A lying header costs nothing: nothing is allocated for more than the
  * file holds. */
-NB_API nb_status nb_idx_load(const char *path, nb_tensor **out);
+NB_API nb_status nb_idx_load(nb_tensor **out, const char *path);
 
 /* ---- finding a data set ---------------------------------------------------------
  *
@@ -60,18 +60,26 @@ NB_API nb_status nb_data_find_file(const char *cli, const char *dataset, const c
  * raw IDX file when present, else from its .gz: images [N, rows, cols]
  * uint8 (N, 28, 28 for MNIST) and labels [N] uint8. Checks that both have
  * the same N and that every label is below 10. */
-NB_API nb_status nb_mnist_load(const char *dir, bool train, nb_tensor **images, nb_tensor **labels);
+NB_API nb_status nb_mnist_load(nb_tensor **images, nb_tensor **labels, const char *dir, bool train);
+
+/* nb_mnist_reader's flags. */
+enum {
+    NB_MNIST_TRAIN = 1 << 0,  /* the training set (else the test set) */
+    NB_MNIST_SHUFFLE = 1 << 1 /* a new order every epoch */
+};
 
 /* A reader over an MNIST-style data set, for training and evaluation: each
  * record is (images float32 [B, rows*cols] with values in [0, 1] (pixel/255),
  * labels int64 [B, 1]). The last batch of an epoch is kept even when short
  * (60000 = 937*64 + 32 gives a last batch of 32), for training as well as
- * testing, so every example is seen once per epoch. With shuffle, each epoch
- * has its own order drawn from (seed, epoch) (see nb_reader_shuffle). With
- * prefetch_depth > 0, batches are made on a background thread, that many
- * ahead. */
-NB_API nb_status nb_mnist_reader(nb_reader **out, const char *dir, bool train, int batch_size, bool shuffle,
-                          uint64_t seed, int prefetch_depth);
+ * testing, so every example is seen once per epoch. With NB_MNIST_SHUFFLE,
+ * each epoch has its own order drawn from (seed, epoch) (see
+ * nb_reader_shuffle). With prefetch_depth > 0, batches are made on a
+ * background thread, that many ahead.
+ *
+ *     nb_mnist_reader(&train, dir, NB_MNIST_TRAIN | NB_MNIST_SHUFFLE, 64, seed, 2); */
+NB_API nb_status nb_mnist_reader(nb_reader **out, const char *dir, unsigned flags, int batch_size, uint64_t seed,
+                                 int prefetch_depth);
 
 NB_END_DECLS
 

@@ -258,4 +258,4 @@ nb_status nb_idx_load_with(const char *path, nb_tensor **out, int64_t direct_max
     return st;
 }
 
-nb_status nb_idx_load(const char *path, nb_tensor **out) { return nb_idx_load_with(path, out, NB_IDX_DIRECT_MAX); }
+nb_status nb_idx_load(nb_tensor **out, const char *path) { return nb_idx_load_with(path, out, NB_IDX_DIRECT_MAX); }

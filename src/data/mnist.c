@@ -16,7 +16,7 @@ static nb_status pick_file(const char *dir, const char *name, char *path, size_t
     return nb_error(NB_ERR_NOT_FOUND, "mnist: %s has neither %s nor %s.gz", dir, name, name);
 }
 
-nb_status nb_mnist_load(const char *dir, bool train, nb_tensor **images, nb_tensor **labels)
+nb_status nb_mnist_load(nb_tensor **images, nb_tensor **labels, const char *dir, bool train)
 {
     if (!images || !labels) return nb_error(NB_ERR_ARG, "mnist: images or labels is NULL");
     *images = *labels = NULL;
@@ -30,11 +30,11 @@ nb_status nb_mnist_load(const char *dir, bool train, nb_tensor **images, nb_tens
     st = pick_file(dir, name, lpath, sizeof lpath);
     if (st) return st;
     nb_tensor *im = NULL, *lb = NULL;
-    st = nb_idx_load(ipath, &im);
+    st = nb_idx_load(&im, ipath);
     if (!st && (im->dtype != NB_U8 || im->ndim != 3))
         st = nb_error(NB_ERR_FORMAT, "mnist: %s holds %s %s; images are uint8 [N, rows, cols]", ipath,
                       nb_dtype_name(im->dtype), nb_shape_str(s, sizeof s, im->ndim, im->shape));
-    if (!st) st = nb_idx_load(lpath, &lb);
+    if (!st) st = nb_idx_load(&lb, lpath);
     if (!st && (lb->dtype != NB_U8 || lb->ndim != 1))
         st = nb_error(NB_ERR_FORMAT, "mnist: %s holds %s %s; labels are uint8 [N]", lpath, nb_dtype_name(lb->dtype),
                       nb_shape_str(s, sizeof s, lb->ndim, lb->shape));
@@ -89,16 +89,17 @@ static nb_status to_training_batch(void *ctx, int n_fields, nb_tensor **rec)
     return NB_OK;
 }
 
-nb_status nb_mnist_reader(nb_reader **out, const char *dir, bool train, int batch_size, bool shuffle, uint64_t seed,
+nb_status nb_mnist_reader(nb_reader **out, const char *dir, unsigned flags, int batch_size, uint64_t seed,
                           int prefetch_depth)
 {
+    bool train = flags & NB_MNIST_TRAIN, shuffle = flags & NB_MNIST_SHUFFLE;
     if (!out) return nb_error(NB_ERR_ARG, "mnist reader: out is NULL");
     *out = NULL;
     if (batch_size < 1) return nb_error(NB_ERR_ARG, "mnist reader: batch size %d (must be at least 1)", batch_size);
     if (prefetch_depth < 0)
         return nb_error(NB_ERR_ARG, "mnist reader: prefetch depth %d (0 for none)", prefetch_depth);
     nb_tensor *images, *labels;
-    nb_status st = nb_mnist_load(dir, train, &images, &labels);
+    nb_status st = nb_mnist_load(&images, &labels, dir, train);
     if (st) return st;
     nb_reader *r;
     st = nb_reader_from_tensors(&r, 2, (nb_tensor *[]){images, labels});
