@@ -119,7 +119,7 @@ static void static_job(const char *dir)
     CHECK_OK(nb_checkpoint_load(path, main_p, other, NULL));
     snprintf(path, sizeof path, "%s/job.nbprog", dir);
     CHECK_OK(nb_programs_save(path, main_p, startup));
-    CHECK_OK(nb_programs_load(path, &loaded_main, &loaded_startup));
+    CHECK_OK(nb_programs_load(&loaded_main, &loaded_startup, path));
     nb_program_free(loaded_main);
     nb_program_free(loaded_startup);
     release_all(xs, ys, NULL);

@@ -73,7 +73,7 @@ static void test_constants_from_host_data(void)
             uint8_t *buf;
             size_t len;
             REQUIRE_OK(nb_program_serialize(p, &buf, &len));
-            CHECK_OK(nb_program_deserialize(buf, len, &q));
+            CHECK_OK(nb_program_deserialize(&q, buf, len));
             nb_free(buf);
             if (!q) break;
         }

@@ -135,8 +135,8 @@ static void test_round_trip(void)
     /* Saving the restored state gives the same file. */
     CHECK_OK(nb_checkpoint_save(path_of("b.ckpt"), m.main, fresh, &(nb_meta){2, keys, values}));
     nb_safetensors *a, *b;
-    REQUIRE_OK(nb_safetensors_load(path_of("a.ckpt"), &a));
-    REQUIRE_OK(nb_safetensors_load(path_of("b.ckpt"), &b));
+    REQUIRE_OK(nb_safetensors_load(&a, path_of("a.ckpt")));
+    REQUIRE_OK(nb_safetensors_load(&b, path_of("b.ckpt")));
     for (int i = 0; i < 4; i++) CHECK(same_bytes(nb_safetensors_find(a, vars[i]), nb_safetensors_find(b, vars[i])));
     nb_safetensors_free(a);
     nb_safetensors_free(b);

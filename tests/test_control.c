@@ -705,7 +705,7 @@ static void test_clone_and_file(void)
     size_t len;
     REQUIRE_OK(nb_program_serialize(c.prog, &buf, &len));
     nb_program *back;
-    nb_status st = nb_program_deserialize(buf, len, &back);
+    nb_status st = nb_program_deserialize(&back, buf, len);
     free(buf);
     REQUIRE_OK(st);
     const char *fetch[MAXP + 1] = {ln};

@@ -164,10 +164,10 @@ static void test_inplace_on_saved_value_is_an_error(void)
     nb_tensor *xt = LEAF(NB_F64, S(2), 1, 2);
     nb_value x = nb_eager_value(b, xt), a = nb_exp(b, x); /* exp saves its output; scale saves nothing */
     nb_value loss = nb_reduce_sum(b, nb_scale(b, a, 2, 0), 0, NULL, false);
-    CHECK_ERR(nb_eager_inplace(b, "scale", 1, &a, 1, (nb_attr[]){NB_ATTR_FLOAT("scale", 2)}, 0), NB_ERR_STATE,
+    CHECK_ERR(nb_eager_inplace(b, "scale", NB_VALUES_N(1, &a), NB_ATTRS(NB_ATTR_FLOAT("scale", 2)), 0), NB_ERR_STATE,
               "only in no-grad mode");
     nb_grad_mode_push(false);
-    CHECK_OK(nb_eager_inplace(b, "scale", 1, &a, 1, (nb_attr[]){NB_ATTR_FLOAT("scale", 2)}, 0));
+    CHECK_OK(nb_eager_inplace(b, "scale", NB_VALUES_N(1, &a), NB_ATTRS(NB_ATTR_FLOAT("scale", 2)), 0));
     nb_grad_mode_pop();
     CHECK(nb_tensor_version(T_(a)) == 1);
     nb_tensor *l = T_(loss);

@@ -124,7 +124,7 @@ static void test_train_round_trip(void)
     tmp_path(path, sizeof path, "train.nbp");
     REQUIRE_OK(nb_programs_save(path, t.main, t.startup));
     nb_program *m2, *s2;
-    REQUIRE_OK(nb_programs_load(path, &m2, &s2));
+    REQUIRE_OK(nb_programs_load(&m2, &s2, path));
     REQUIRE_OK(s2 ? NB_OK : NB_ERR_STATE);
     CHECK_SAME_PRINT(t.main, m2);
     CHECK_SAME_PRINT(t.startup, s2);
@@ -182,7 +182,7 @@ static void test_ids_and_seed_survive(void)
     uint8_t *buf;
     size_t len;
     REQUIRE_OK(nb_program_serialize(p, &buf, &len));
-    CHECK_OK(nb_program_deserialize(buf, len, &q));
+    CHECK_OK(nb_program_deserialize(&q, buf, len));
     free(buf);
     if (!q) {
         nb_program_free(p);
@@ -267,7 +267,7 @@ static void test_blocks_round_trip(void)
     uint8_t *buf;
     size_t len;
     CHECK_OK(nb_program_serialize(p, &buf, &len));
-    CHECK_OK(nb_program_deserialize(buf, len, &q));
+    CHECK_OK(nb_program_deserialize(&q, buf, len));
     free(buf);
     if (q) {
         CHECK_SAME_PRINT(p, q);
@@ -307,7 +307,7 @@ static void test_block_attr_must_name_a_sub_block(void)
         uint8_t *buf;
         size_t len;
         CHECK_OK(nb_program_serialize(p, &buf, &len));
-        CHECK_ERR(nb_program_deserialize(buf, len, &q), NB_ERR_FORMAT, "which is not nested in block");
+        CHECK_ERR(nb_program_deserialize(&q, buf, len), NB_ERR_FORMAT, "which is not nested in block");
         CHECK(q == NULL);
         free(buf);
         nb_program_free(p);
@@ -361,7 +361,7 @@ static nb_status load_mutated(Nabla__ProgramFile *pf, nb_program **main_p, nb_pr
     size_t n = nabla__program_file__get_packed_size(pf);
     uint8_t *b = malloc(n + 1);
     nabla__program_file__pack(pf, b);
-    nb_status st = nb_programs_deserialize(b, n, main_p, startup);
+    nb_status st = nb_programs_deserialize(main_p, startup, b, n);
     free(b);
     return st;
 }
@@ -516,10 +516,10 @@ static void test_hostile_fields(void)
 
     /* Not protobuf at all, or nothing. */
     nb_program *q = NULL;
-    CHECK_ERR(nb_program_deserialize((const uint8_t *)"", 0, &q), NB_ERR_FORMAT, "empty, not a nabla program file");
-    CHECK_ERR(nb_program_deserialize((const uint8_t *)"\xff\xff\xff\xff", 4, &q), NB_ERR_FORMAT,
+    CHECK_ERR(nb_program_deserialize(&q, (const uint8_t *)"", 0), NB_ERR_FORMAT, "empty, not a nabla program file");
+    CHECK_ERR(nb_program_deserialize(&q, (const uint8_t *)"\xff\xff\xff\xff", 4), NB_ERR_FORMAT,
               "not a nabla program file (malformed or truncated protobuf data)");
-    CHECK_ERR(nb_program_deserialize((const uint8_t *)"hello, world", 12, &q), NB_ERR_FORMAT,
+    CHECK_ERR(nb_program_deserialize(&q, (const uint8_t *)"hello, world", 12), NB_ERR_FORMAT,
               "not a nabla program file");
     CHECK(q == NULL);
 }
@@ -535,7 +535,7 @@ static void check_loaded_valid(nb_program *m, nb_program *s, int *bad_count)
     nb_program *m2 = NULL, *s2 = NULL;
     bool ok = !nb_programs_serialize(m, s, &b, &n);
     if (ok) {
-        ok = !nb_programs_deserialize(b, n, &m2, &s2) && (s2 != NULL) == (s != NULL);
+        ok = !nb_programs_deserialize(&m2, &s2, b, n) && (s2 != NULL) == (s != NULL);
         free(b);
     }
     char *a = printed(m), *c = m2 ? printed(m2) : NULL;
@@ -552,7 +552,7 @@ static void try_load(const uint8_t *bytes, size_t n, int *loaded, int *refused, 
 {
     nb_program *m = NULL, *s = NULL;
     nb_clear_error();
-    if (nb_programs_deserialize(bytes, n, &m, &s)) {
+    if (nb_programs_deserialize(&m, &s, bytes, n)) {
         (*refused)++;
         *silent += !*nb_last_error() || m || s;
     } else {
@@ -645,14 +645,14 @@ static void test_files(void)
 
     /* One program: nb_programs_load says there is no startup program. */
     CHECK_OK(nb_program_save(path, t.startup));
-    CHECK_OK(nb_programs_load(path, &m, &s));
+    CHECK_OK(nb_programs_load(&m, &s, path));
     CHECK(m && !s);
     if (m) CHECK_SAME_PRINT(t.startup, m);
     nb_program_free(m);
     /* Saving again replaces the file atomically; nb_program_load of a file
      * of two programs gives the main one. */
     CHECK_OK(nb_programs_save(path, t.main, t.startup));
-    CHECK_OK(nb_program_load(path, &m));
+    CHECK_OK(nb_program_load(&m, path));
     if (m) CHECK_SAME_PRINT(t.main, m);
     nb_program_free(m);
     CHECK(count_temp_files() == 0);
@@ -668,12 +668,12 @@ static void test_files(void)
     free(buf);
 
     /* Failures name the file and leave nothing behind. */
-    CHECK_ERR(nb_program_load(missing, &m), NB_ERR_NOT_FOUND, "no/such/dir/p.nbp");
+    CHECK_ERR(nb_program_load(&m, missing), NB_ERR_NOT_FOUND, "no/such/dir/p.nbp");
     CHECK(m == NULL);
     CHECK_ERR(nb_program_save(missing, t.main), NB_ERR_IO, "cannot write program file");
     CHECK(mkdir(dirpath, 0755) == 0);
     CHECK_ERR(nb_program_save(dirpath, t.main), NB_ERR_IO, "a_directory");
-    CHECK_ERR(nb_program_load(dirpath, &m), NB_ERR_IO, "a_directory");
+    CHECK_ERR(nb_program_load(&m, dirpath), NB_ERR_IO, "a_directory");
     CHECK(count_temp_files() == 0);
     rmdir(dirpath);
     /* A damaged file on disk: the error names it. */
@@ -684,7 +684,7 @@ static void test_files(void)
         CHECK(ftruncate(fileno(f), n / 2) == 0);
         fclose(f);
     }
-    CHECK_ERR(nb_program_load(path, &m), NB_ERR_FORMAT, "one.nbp");
+    CHECK_ERR(nb_program_load(&m, path), NB_ERR_FORMAT, "one.nbp");
     CHECK(m == NULL);
     unlink(path);
 
@@ -713,7 +713,7 @@ static void test_names_after_load(void)
             }
             arena_clear(&the_arena);
         } else {
-            CHECK_OK(nb_program_deserialize(buf, len, &m));
+            CHECK_OK(nb_program_deserialize(&m, buf, len));
         }
         if (!m) continue;
         nb_builder *b;

@@ -131,7 +131,7 @@ static void test_round_trip_all_dtypes(void)
     REQUIRE_OK(nb_safetensors_save(path, n, names, t, &(nb_meta){2, keys, values}));
 
     nb_safetensors *f;
-    REQUIRE_OK(nb_safetensors_load(path, &f));
+    REQUIRE_OK(nb_safetensors_load(&f, path));
     CHECK(nb_safetensors_count(f) == n);
     for (int i = 0; i < n; i++) {
         nb_tensor *got = nb_safetensors_find(f, names[i]);
@@ -177,7 +177,7 @@ static void test_deterministic_bytes(void)
     CHECK(hn % 8 == 0 && bytes[8] == '{');
     /* Loading and saving again gives the same bytes. */
     nb_safetensors *f;
-    REQUIRE_OK(nb_safetensors_load(p1, &f));
+    REQUIRE_OK(nb_safetensors_load(&f, p1));
     const char *names[3];
     nb_tensor *ts[3];
     for (int i = 0; i < 3; i++) {
@@ -200,7 +200,7 @@ static void check_fixture(const char *name, const unsigned char *bytes, size_t n
     const char *in = path_of("fixture.safetensors"), *out = path_of("fixture_out.safetensors");
     write_bytes(in, bytes, n);
     nb_safetensors *f;
-    nb_status st = nb_safetensors_load(in, &f);
+    nb_status st = nb_safetensors_load(&f, in);
     if (st) {
         fprintf(stderr, "  fixture %s: %s\n", name, nb_last_error());
         test_failures_in_current++;
@@ -312,7 +312,7 @@ static void test_reads_other_layouts(void)
               "\"__metadata__\":{\"k\\n\":\"v\\\"\"}}\r\n   ",
               data, sizeof data);
     nb_safetensors *f;
-    REQUIRE_OK(nb_safetensors_load(path, &f));
+    REQUIRE_OK(nb_safetensors_load(&f, path));
     CHECK(nb_safetensors_count(f) == 2);
     CHECK_STR(nb_safetensors_name(f, 0), "a/\xf0\x9f\x98\x80\xc3\xa9"); /* file order: offset 0 first */
     CHECK_TENSOR(nb_safetensors_tensor(f, 0), S(4), 0, 1, 2, 3, 4);
@@ -328,7 +328,7 @@ static void test_reads_other_layouts(void)
     CHECK(bytes && contains(bytes, n, "\"q\\\"\\\\\\u0001\\t\""));
     free(bytes);
     nb_safetensors *g;
-    REQUIRE_OK(nb_safetensors_load(out, &g));
+    REQUIRE_OK(nb_safetensors_load(&g, out));
     CHECK(same_bytes(nb_safetensors_find(g, "q\"\\\x01\t"), ts[1]));
     CHECK(same_bytes(nb_safetensors_find(g, names[0]), ts[0]));
     nb_safetensors_free(g);
@@ -372,7 +372,7 @@ static void check_bad(const char *header, const void *data, size_t data_len, nb_
     const char *path = path_of("bad.safetensors");
     make_file(path, header, data, data_len);
     nb_safetensors *f = (nb_safetensors *)&f; /* must be reset to NULL */
-    nb_status st = nb_safetensors_load(path, &f);
+    nb_status st = nb_safetensors_load(&f, path);
     if (st != code || !strstr(nb_last_error(), needle) || !strstr(nb_last_error(), path) || f) {
         fprintf(stderr, "  header %s: got %s \"%s\", wanted %s containing \"%s\"\n", header, nb_status_name(st),
                 nb_last_error(), nb_status_name(code), needle);
@@ -388,17 +388,17 @@ static void test_load_errors(void)
     nb_safetensors *f;
     /* Sizes. */
     write_bytes(path, "\x02\0\0\0", 4);
-    CHECK_ERR(nb_safetensors_load(path, &f), NB_ERR_FORMAT, "too short for the 8-byte header size");
+    CHECK_ERR(nb_safetensors_load(&f, path), NB_ERR_FORMAT, "too short for the 8-byte header size");
     write_bytes(path, "\x20\0\0\0\0\0\0\0{}", 10);
-    CHECK_ERR(nb_safetensors_load(path, &f), NB_ERR_FORMAT, "header size 32 is larger than the 2 bytes");
+    CHECK_ERR(nb_safetensors_load(&f, path), NB_ERR_FORMAT, "header size 32 is larger than the 2 bytes");
     write_bytes(path, "\0\0\0\0\0\x01\0\0{}", 10);
-    CHECK_ERR(nb_safetensors_load(path, &f), NB_ERR_FORMAT, "over the limit");
+    CHECK_ERR(nb_safetensors_load(&f, path), NB_ERR_FORMAT, "over the limit");
     write_bytes(path, "\xff\xff\xff\xff\xff\xff\xff\xff{}", 10);
-    CHECK_ERR(nb_safetensors_load(path, &f), NB_ERR_FORMAT, "over the limit");
+    CHECK_ERR(nb_safetensors_load(&f, path), NB_ERR_FORMAT, "over the limit");
     write_bytes(path, "\0\0\0\0\0\0\0\0", 8);
-    CHECK_ERR(nb_safetensors_load(path, &f), NB_ERR_FORMAT, "header is empty");
-    CHECK_ERR(nb_safetensors_load(path_of("nothing.safetensors"), &f), NB_ERR_NOT_FOUND, "nothing.safetensors");
-    CHECK_ERR(nb_safetensors_load(dir, &f), NB_ERR_IO, dir);
+    CHECK_ERR(nb_safetensors_load(&f, path), NB_ERR_FORMAT, "header is empty");
+    CHECK_ERR(nb_safetensors_load(&f, path_of("nothing.safetensors")), NB_ERR_NOT_FOUND, "nothing.safetensors");
+    CHECK_ERR(nb_safetensors_load(&f, dir), NB_ERR_IO, dir);
     /* JSON. */
     check_bad(" {}", NULL, 0, NB_ERR_FORMAT, "does not start with '{'");
     check_bad("[]", NULL, 0, NB_ERR_FORMAT, "does not start with '{'");
@@ -546,7 +546,7 @@ static void test_json_reader(void)
 static nb_status load_quietly(const char *path)
 {
     nb_safetensors *f;
-    nb_status st = nb_safetensors_load(path, &f);
+    nb_status st = nb_safetensors_load(&f, path);
     if (!st) nb_safetensors_free(f);
     return st;
 }

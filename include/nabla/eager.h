@@ -55,8 +55,7 @@ NB_API void nb_eager_set_test_mode(nb_builder *b, bool is_test);
  * (an in-place op, e.g. an optimiser update). Bumps that tensor's version,
  * so that a node which saved it refuses to run its backward. Not allowed on
  * a tensor that requires grad while grad mode is on. */
-NB_API nb_status nb_eager_inplace(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
-                           const nb_attr *attrs, int target);
+NB_API nb_status nb_eager_inplace(nb_builder *b, const char *type, nb_values in, nb_attrs attrs, int target);
 
 /* Forward mode: once switched on, every op the builder runs also turns the
  * tangents of its inputs into tangents of its outputs with its JVP rule

@@ -51,21 +51,21 @@ NB_BEGIN_DECLS
 NB_API nb_status nb_program_save(const char *path, const nb_program *p);
 /* Reads the program of a file; for a file of two programs, the main one.
  * *out is a new program (free with nb_program_free), NULL on error. */
-NB_API nb_status nb_program_load(const char *path, nb_program **out);
+NB_API nb_status nb_program_load(nb_program **out, const char *path);
 
 /* A training setup: `main` and its `startup` program in one file (startup
  * may be NULL: then this is nb_program_save). */
 NB_API nb_status nb_programs_save(const char *path, const nb_program *main, const nb_program *startup);
 /* Reads both programs. *startup is NULL when the file holds one program.
  * Both are new programs; on error both are NULL. */
-NB_API nb_status nb_programs_load(const char *path, nb_program **main, nb_program **startup);
+NB_API nb_status nb_programs_load(nb_program **main, nb_program **startup, const char *path);
 
 /* The same bytes as a file, in memory: *buf is nabla's to release with nb_free. */
 NB_API nb_status nb_program_serialize(const nb_program *p, uint8_t **buf, size_t *len);
 NB_API nb_status nb_programs_serialize(const nb_program *main, const nb_program *startup, uint8_t **buf, size_t *len);
 /* Reads the bytes of a program file (the main program, as nb_program_load). */
-NB_API nb_status nb_program_deserialize(const uint8_t *buf, size_t len, nb_program **out);
-NB_API nb_status nb_programs_deserialize(const uint8_t *buf, size_t len, nb_program **main, nb_program **startup);
+NB_API nb_status nb_program_deserialize(nb_program **out, const uint8_t *buf, size_t len);
+NB_API nb_status nb_programs_deserialize(nb_program **main, nb_program **startup, const uint8_t *buf, size_t len);
 
 NB_END_DECLS
 

@@ -58,7 +58,7 @@ typedef struct nb_safetensors nb_safetensors;
 
 /* Reads and checks the whole file. NB_ERR_NOT_FOUND if it does not exist,
  * NB_ERR_IO if it cannot be read, NB_ERR_FORMAT if it is malformed. */
-NB_API nb_status nb_safetensors_load(const char *path, nb_safetensors **out);
+NB_API nb_status nb_safetensors_load(nb_safetensors **out, const char *path);
 NB_API void nb_safetensors_free(nb_safetensors *f); /* NULL is fine */
 
 NB_API int nb_safetensors_count(const nb_safetensors *f);

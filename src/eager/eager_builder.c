@@ -272,9 +272,11 @@ nb_rng *nb_eager_rng(nb_builder *b) { return &state_of(b)->rng; }
 void nb_eager_set_seed(nb_builder *b, uint64_t seed) { nb_rng_seed(&state_of(b)->rng, seed); }
 void nb_eager_set_test_mode(nb_builder *b, bool is_test) { state_of(b)->is_test = is_test; }
 
-nb_status nb_eager_inplace(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
-                           const nb_attr *attrs, int target)
+nb_status nb_eager_inplace(nb_builder *b, const char *type, nb_values values, nb_attrs as, int target)
 {
+    int n_in = values.n, n_attrs = as.n;
+    const nb_value *in = values.v;
+    const nb_attr *attrs = as.v;
     if (!b || !nb_builder_is_eager(b)) return nb_error(NB_ERR_ARG, "inplace %s: needs an eager builder", type);
     if (target < 0 || target >= n_in || !in[target].p)
         return nb_error(NB_ERR_ARG, "inplace %s: target %d is not one of its %d inputs", type, target, n_in);

@@ -144,7 +144,7 @@ nb_status nb_checkpoint_load(const char *path, const nb_program *program, nb_sco
     if (meta_out) *meta_out = NULL;
     if (!path || !program || !scope) return nb_error(NB_ERR_ARG, "checkpoint load: NULL path, program or scope");
     nb_safetensors *f;
-    nb_status st = nb_safetensors_load(path, &f);
+    nb_status st = nb_safetensors_load(&f, path);
     if (st) return st;
     const nb_block *b = global_block(program);
     int n_vars = b ? b->n_vars : 0, n = 0;

@@ -115,15 +115,15 @@ nb_status nb_program_serialize(const nb_program *p, uint8_t **buf, size_t *len)
     return nb_programs_serialize(p, NULL, buf, len);
 }
 
-nb_status nb_programs_deserialize(const uint8_t *buf, size_t len, nb_program **main, nb_program **startup)
+nb_status nb_programs_deserialize(nb_program **main, nb_program **startup, const uint8_t *buf, size_t len)
 {
     if (!main) return nb_error(NB_ERR_ARG, "deserialize program: NULL output");
     return nb_programs_decode(buf, len, "program data", main, startup);
 }
 
-nb_status nb_program_deserialize(const uint8_t *buf, size_t len, nb_program **out)
+nb_status nb_program_deserialize(nb_program **out, const uint8_t *buf, size_t len)
 {
-    return nb_programs_deserialize(buf, len, out, NULL);
+    return nb_programs_deserialize(out, NULL, buf, len);
 }
 
 nb_status nb_programs_save(const char *path, const nb_program *main, const nb_program *startup)
@@ -141,7 +141,7 @@ nb_status nb_programs_save(const char *path, const nb_program *main, const nb_pr
 
 nb_status nb_program_save(const char *path, const nb_program *p) { return nb_programs_save(path, p, NULL); }
 
-nb_status nb_programs_load(const char *path, nb_program **main, nb_program **startup)
+nb_status nb_programs_load(nb_program **main, nb_program **startup, const char *path)
 {
     if (!main) return nb_error(NB_ERR_ARG, "load program: NULL output");
     *main = NULL;
@@ -156,4 +156,4 @@ nb_status nb_programs_load(const char *path, nb_program **main, nb_program **sta
     return st;
 }
 
-nb_status nb_program_load(const char *path, nb_program **out) { return nb_programs_load(path, out, NULL); }
+nb_status nb_program_load(nb_program **out, const char *path) { return nb_programs_load(out, NULL, path); }

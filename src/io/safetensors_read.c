@@ -365,7 +365,7 @@ static nb_status load_from(FILE *fp, nb_safetensors *f)
     return st;
 }
 
-nb_status nb_safetensors_load(const char *path, nb_safetensors **out)
+nb_status nb_safetensors_load(nb_safetensors **out, const char *path)
 {
     if (!out) return nb_error(NB_ERR_ARG, "safetensors load: out is NULL");
     *out = NULL;

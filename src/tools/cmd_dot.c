@@ -87,7 +87,7 @@ int cmd_dot(int argc, char **argv)
         if (!st) st = build_example(main_p, startup, backward);
         if (!st && save_path) st = nb_programs_save(save_path, main_p, startup);
     } else {
-        st = nb_program_load(in_path, &main_p);
+        st = nb_program_load(&main_p, in_path);
     }
     FILE *f = stdout;
     if (!st && out_path && !(f = fopen(out_path, "w"))) st = nb_error(NB_ERR_IO, "cannot write %s", out_path);

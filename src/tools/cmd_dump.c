@@ -31,7 +31,7 @@ int cmd_dump(int argc, char **argv)
         return 2;
     }
     nb_program *main_p, *startup;
-    nb_status st = nb_programs_load(path, &main_p, &startup);
+    nb_status st = nb_programs_load(&main_p, &startup, path);
     if (st) {
         fprintf(stderr, "nabla dump: %s\n", nb_last_error());
         return 1;
