@@ -16,9 +16,9 @@ enum { VOCAB = 65, EMBED = 64, HIDDEN = 128, SEQ = 64, BATCH = 32 };
 /* The mean cross-entropy of predicting targets [T, B] from ids [T, B]. */
 static nb_value char_lstm_loss(nb_builder *b, nb_value ids, nb_value targets)
 {
-    nb_value x = nb_layer_embedding(b, ids, VOCAB, EMBED, -1);
+    nb_value x = nb_layer_embedding(b, ids, VOCAB, EMBED, -1, NULL);
     nb_value ys = nb_layer_lstm(b, x, NULL, HIDDEN, NULL, NULL);
-    nb_value logits = nb_layer_fc_ex(b, ys, VOCAB, &(nb_fc_opts){.in_num_col_dims = 2});
+    nb_value logits = nb_layer_fc(b, ys, VOCAB, NULL, &(nb_fc_opts){.in_num_col_dims = 2});
     nb_value flat = nb_reshape(b, logits, 2, (int64_t[]){-1, VOCAB});
     return nb_layer_softmax_cross_entropy(b, flat, nb_reshape(b, targets, 1, (int64_t[]){-1}));
 }

@@ -11,17 +11,17 @@ typedef nb_value (*model_fn)(nb_builder *b, nb_value x);
 
 static nb_value mlp(nb_builder *b, nb_value x)
 {
-    return nb_layer_fc(b, nb_layer_fc(b, x, 256, "relu"), 10, NULL);
+    return nb_layer_fc(b, nb_layer_fc(b, x, 256, "relu", NULL), 10, NULL, NULL);
 }
 
 static nb_value lenet(nb_builder *b, nb_value x)
 {
     nb_value img = nb_reshape(b, x, 4, (int64_t[]){-1, 1, 28, 28});
     nb_conv2d_opts c = {.act = "relu"};
-    nb_value h = nb_layer_pool2d(b, nb_layer_conv2d(b, img, 20, 5, &c), "max", 2, 2, 0);
-    h = nb_layer_pool2d(b, nb_layer_conv2d(b, h, 50, 5, &c), "max", 2, 2, 0);
-    h = nb_layer_fc(b, nb_flatten(b, h, 1, -1), 500, "relu");
-    return nb_layer_fc(b, h, 10, NULL);
+    nb_value h = nb_layer_pool2d(b, nb_layer_conv2d(b, img, 20, 5, &c), "max", 2, &(nb_pool2d_opts){.stride = 2});
+    h = nb_layer_pool2d(b, nb_layer_conv2d(b, h, 50, 5, &c), "max", 2, &(nb_pool2d_opts){.stride = 2});
+    h = nb_layer_fc(b, nb_flatten(b, h, 1, -1), 500, "relu", NULL);
+    return nb_layer_fc(b, h, 10, NULL, NULL);
 }
 
 /* Median milliseconds per step over `reps` timings of `steps` steps. */

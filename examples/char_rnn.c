@@ -132,12 +132,12 @@ static double now(void)
 static nb_value char_model(nb_builder *b, const args *a, int vocab, nb_value ids, nb_value h0, nb_value c0,
                            nb_value *h_n, nb_value *c_n)
 {
-    nb_value x = nb_layer_embedding_ex(b, ids, vocab, a->embed, -1, &(nb_embedding_opts){.name = "embed"});
+    nb_value x = nb_layer_embedding(b, ids, vocab, a->embed, -1, &(nb_embedding_opts){.name = "embed"});
     nb_value fin[2];
     nb_value ys = nb_layer_lstm(b, x, (nb_value[]){h0, c0}, a->hidden, &(nb_rnn_opts){.name = "lstm"}, fin);
     if (h_n) *h_n = fin[0];
     if (c_n) *c_n = fin[1];
-    return nb_layer_fc_ex(b, ys, vocab, &(nb_fc_opts){.name = "out", .in_num_col_dims = 2});
+    return nb_layer_fc(b, ys, vocab, NULL, &(nb_fc_opts){.name = "out", .in_num_col_dims = 2});
 }
 
 /* The mean cross-entropy, in nats, of logits [T, B, V] against targets [T, B]. */

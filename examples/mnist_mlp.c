@@ -10,8 +10,8 @@
 /* The model, written once: a static program or eager mode runs it. */
 static nb_value mlp(nb_builder *b, nb_value x)
 {
-    nb_value h = nb_layer_fc(b, x, 256, "relu");
-    return nb_layer_fc(b, h, 10, NULL);
+    nb_value h = nb_layer_fc(b, x, 256, "relu", NULL);
+    return nb_layer_fc(b, h, 10, NULL, NULL);
 }
 
 int main(int argc, char **argv)

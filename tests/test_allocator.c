@@ -74,8 +74,8 @@ static const nb_allocator tracking = {t_malloc, t_realloc, t_free, NULL};
 
 static nb_value model(nb_builder *b, nb_value x, nb_value y)
 {
-    nb_value h = nb_layer_fc(b, x, 6, "tanh");
-    return nb_layer_mse(b, nb_layer_fc(b, h, 1, NULL), y);
+    nb_value h = nb_layer_fc(b, x, 6, "tanh", NULL);
+    return nb_layer_mse(b, nb_layer_fc(b, h, 1, NULL, NULL), y);
 }
 
 static nb_tensor *inputs(int64_t rows, int64_t cols, double scale)

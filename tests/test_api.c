@@ -211,7 +211,7 @@ static void test_runs_prune_by_fetch(void)
     REQUIRE_OK(nb_builder_new_record(&b, main_p, startup));
     nb_value x = nb_layer_data(b, "x", NB_F32, 2, S(-1, 4));
     nb_value label = nb_layer_data(b, "label", NB_I64, 2, S(-1, 1));
-    nb_value logits = nb_layer_fc(b, x, 3, NULL);
+    nb_value logits = nb_layer_fc(b, x, 3, NULL, NULL);
     nb_value loss = nb_layer_softmax_cross_entropy(b, logits, label);
     REQUIRE_OK(nb_builder_status(b));
     const char *logits_name = nb_value_name(logits);

@@ -11,10 +11,10 @@ static nb_value convnet(nb_builder *b, nb_value x, double p)
     nb_conv2d_opts co = {.padding = 1};
     nb_value h = nb_layer_conv2d(b, x, 3, 3, &co);
     h = nb_layer_batch_norm(b, h, &(nb_norm_opts){.act = "relu"});
-    h = nb_layer_pool2d(b, h, "max", 2, 0, 0);
-    h = nb_layer_fc(b, h, 5, "tanh");
+    h = nb_layer_pool2d(b, h, "max", 2, NULL);
+    h = nb_layer_fc(b, h, 5, "tanh", NULL);
     h = nb_layer_dropout(b, h, p);
-    return nb_layer_fc(b, h, 3, NULL);
+    return nb_layer_fc(b, h, 3, NULL, NULL);
 }
 
 static nb_value convnet_nodrop(nb_builder *b, nb_value x, nb_value label)
@@ -170,8 +170,8 @@ static void test_named_layers(void)
     REQUIRE_OK(nb_builder_new_eager(&b));
     nb_tensor *x = twin_input(NB_F32, 2, S(2, 3), 0);
     for (int step = 0; step < 3; step++) {
-        nb_value h = nb_layer_fc_ex(b, nb_eager_value(b, x), 4, &(nb_fc_opts){.name = "enc"});
-        nb_layer_fc_ex(b, h, 4, &(nb_fc_opts){.name = "dec", .no_bias = true});
+        nb_value h = nb_layer_fc(b, nb_eager_value(b, x), 4, NULL, &(nb_fc_opts){.name = "enc"});
+        nb_layer_fc(b, h, 4, NULL, &(nb_fc_opts){.name = "dec", .no_bias = true});
         CHECK_OK(nb_builder_status(b));
         nb_eager_release_values(b);
     }
@@ -227,9 +227,9 @@ static void test_dropout(void)
 static nb_value embed_model(nb_builder *b, nb_value ids, nb_value label)
 {
     (void)label;
-    nb_value e = nb_layer_embedding(b, ids, 10, 6, 0);
+    nb_value e = nb_layer_embedding(b, ids, 10, 6, 0, NULL);
     e = nb_layer_layer_norm(b, e, -1, 0);
-    return nb_layer_fc_ex(b, e, 2, &(nb_fc_opts){.in_num_col_dims = 2, .act = "gelu"});
+    return nb_layer_fc(b, e, 2, "gelu", &(nb_fc_opts){.in_num_col_dims = 2});
 }
 
 static void test_embedding_layer_norm(void)
@@ -252,12 +252,12 @@ static void test_eager_errors(void)
     nb_builder *b;
     REQUIRE_OK(nb_builder_new_eager(&b));
     nb_tensor *x = twin_input(NB_F32, 2, S(2, 3), 0);
-    nb_layer_fc_ex(b, nb_eager_value(b, x), 4, &(nb_fc_opts){.name = "a"});
+    nb_layer_fc(b, nb_eager_value(b, x), 4, NULL, &(nb_fc_opts){.name = "a"});
     CHECK_OK(nb_builder_status(b));
     nb_eager_release_values(b);
     /* The same name with another input width: the stored weight does not fit. */
     nb_tensor *x5 = twin_input(NB_F32, 2, S(2, 5), 0);
-    CHECK(nb_is_none(nb_layer_fc_ex(b, nb_eager_value(b, x5), 4, &(nb_fc_opts){.name = "a"})));
+    CHECK(nb_is_none(nb_layer_fc(b, nb_eager_value(b, x5), 4, NULL, &(nb_fc_opts){.name = "a"})));
     CHECK(nb_builder_status(b) == NB_ERR_ARG && strstr(nb_builder_error(b), "a.w_0"));
     nb_tensor_release(x);
     nb_tensor_release(x5);

@@ -12,8 +12,8 @@
 
 static nb_value mlp(nb_builder *b, nb_value x, nb_value label)
 {
-    nb_value h = nb_layer_fc(b, x, 4, "tanh");
-    return nb_layer_mse(b, nb_layer_fc(b, h, 1, NULL), label);
+    nb_value h = nb_layer_fc(b, x, 4, "tanh", NULL);
+    return nb_layer_mse(b, nb_layer_fc(b, h, 1, NULL, NULL), label);
 }
 
 /* Gives p this .grad (a copy), as backward would leave it. */

@@ -9,9 +9,9 @@
 
 static nb_value mlp(nb_builder *b, nb_value x, nb_value label)
 {
-    nb_value h = nb_layer_fc(b, x, 6, "tanh");
-    h = nb_layer_fc(b, h, 4, "relu");
-    return nb_layer_mse(b, nb_layer_fc(b, h, 1, NULL), label);
+    nb_value h = nb_layer_fc(b, x, 6, "tanh", NULL);
+    h = nb_layer_fc(b, h, 4, "relu", NULL);
+    return nb_layer_mse(b, nb_layer_fc(b, h, 1, NULL, NULL), label);
 }
 
 static nb_value convnet(nb_builder *b, nb_value x, nb_value label)
@@ -19,10 +19,10 @@ static nb_value convnet(nb_builder *b, nb_value x, nb_value label)
     nb_conv2d_opts co = {.padding = 1};
     nb_value h = nb_layer_conv2d(b, x, 3, 3, &co);
     h = nb_layer_batch_norm(b, h, &(nb_norm_opts){.act = "relu"});
-    h = nb_layer_pool2d(b, h, "max", 2, 0, 0);
-    h = nb_layer_fc(b, h, 5, "tanh");
+    h = nb_layer_pool2d(b, h, "max", 2, NULL);
+    h = nb_layer_fc(b, h, 5, "tanh", NULL);
     h = nb_layer_dropout(b, h, 0.0);
-    return nb_layer_softmax_cross_entropy(b, nb_layer_fc(b, h, 3, NULL), label);
+    return nb_layer_softmax_cross_entropy(b, nb_layer_fc(b, h, 3, NULL, NULL), label);
 }
 
 static nb_tensor *mlp_x(nb_dtype dt) { return twin_input(dt, 2, S(8, 5), 0.3); }

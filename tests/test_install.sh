@@ -40,7 +40,7 @@ int main()
     if (nb_program_new(&prog) || nb_program_new(&startup) || nb_builder_new_record(&b, prog, startup)) return 1;
     const int64_t xshape[] = {-1, 3};
     nb_value x = nb_layer_data(b, "x", NB_F64, 2, xshape);
-    nb_value y = nb_reduce_sum(b, nb_tanh(b, nb_layer_fc(b, x, 2, "relu")), 0, nullptr, false);
+    nb_value y = nb_reduce_sum(b, nb_tanh(b, nb_layer_fc(b, x, 2, "relu", nullptr)), 0, nullptr, false);
     if (nb_builder_status(b)) { std::fprintf(stderr, "%s\n", nb_builder_error(b)); return 1; }
     nb_executor *ex = nullptr;
     nb_scope *scope = nullptr;

@@ -20,8 +20,8 @@ static void test_fc_builds(void)
     model m;
     model_init(&m);
     nb_value x = nb_layer_data(m.b, "x", NB_F32, 2, S(-1, 784));
-    nb_value h = nb_layer_fc(m.b, x, 128, "relu");
-    nb_value y = nb_layer_fc(m.b, h, 10, "softmax");
+    nb_value h = nb_layer_fc(m.b, x, 128, "relu", NULL);
+    nb_value y = nb_layer_fc(m.b, h, 10, "softmax", NULL);
     REQUIRE_OK(nb_builder_status(m.b));
     /* Names, as Paddle gives them: layers fc_0 and fc_1 (op outputs count
      * apart, fc_0.tmp_0, ...). */
@@ -63,7 +63,7 @@ static void test_fc_values(void)
     model_init(&m);
     nb_value x = nb_layer_data(m.b, "x", NB_F64, 2, S(2, 3));
     nb_fc_opts o = {.name = "lin", .w_init = nb_init_constant(0.5), .b_init = nb_init_constant(0.1)};
-    nb_value y = nb_layer_fc_ex(m.b, x, 2, &o);
+    nb_value y = nb_layer_fc(m.b, x, 2, NULL, &o);
     REQUIRE_OK(nb_builder_status(m.b));
     CHECK_PARAM(&m, "lin.w_0", S(3, 2));
     CHECK_PARAM(&m, "lin.b_0", S(2));
@@ -89,8 +89,8 @@ static void test_fc_options(void)
     model_init(&m);
     nb_value x = nb_layer_data(m.b, "x", NB_F64, 3, S(-1, 3, 4));
     /* in_num_col_dims 2: rows are dims 0-1, features dim 2. */
-    nb_fc_opts o = {.in_num_col_dims = 2, .no_bias = true, .act = "tanh", .w_init = nb_init_constant(0.25)};
-    nb_value y = nb_layer_fc_ex(m.b, x, 5, &o);
+    nb_fc_opts o = {.in_num_col_dims = 2, .no_bias = true, .w_init = nb_init_constant(0.25)};
+    nb_value y = nb_layer_fc(m.b, x, 5, "tanh", &o);
     REQUIRE_OK(nb_builder_status(m.b));
     CHECK_PARAM(&m, "fc_0.w_0", S(4, 5));
     CHECK(main_var(&m, "fc_0.b_0") == NULL);
@@ -118,7 +118,7 @@ static void test_fc_errors(void)
     model_init(&m);
     nb_value x = nb_layer_data(m.b, "x", NB_F32, 2, S(-1, 8));
     int ops = nb_program_global_block(m.main)->n_ops;
-    nb_layer_fc(m.b, x, 4, "swish");
+    nb_layer_fc(m.b, x, 4, "swish", NULL);
     CHECK(nb_builder_status(m.b) == NB_ERR_ARG);
     CHECK(strstr(nb_builder_error(m.b), "unknown activation \"swish\"") &&
           strstr(nb_builder_error(m.b), "leaky_relu") && strstr(nb_builder_error(m.b), "log_softmax"));
@@ -129,26 +129,26 @@ static void test_fc_errors(void)
     nb_builder_clear_error(m.b);
 
     nb_value u = nb_layer_data(m.b, "u", NB_F32, 2, S(4, -1));
-    nb_layer_fc(m.b, u, 4, NULL);
+    nb_layer_fc(m.b, u, 4, NULL, NULL);
     CHECK(nb_builder_status(m.b) == NB_ERR_SHAPE && strstr(nb_builder_error(m.b), "unknown feature dims"));
     nb_builder_clear_error(m.b);
     nb_value ids = nb_layer_data(m.b, "ids", NB_I64, 2, S(4, 3));
-    nb_layer_fc(m.b, ids, 4, NULL);
+    nb_layer_fc(m.b, ids, 4, NULL, NULL);
     CHECK(nb_builder_status(m.b) == NB_ERR_DTYPE && strstr(nb_builder_error(m.b), "int64"));
     nb_builder_clear_error(m.b);
-    nb_layer_fc(m.b, x, 0, NULL);
+    nb_layer_fc(m.b, x, 0, NULL, NULL);
     CHECK(nb_builder_status(m.b) == NB_ERR_ARG && strstr(nb_builder_error(m.b), "size"));
     nb_builder_clear_error(m.b);
-    nb_layer_fc_ex(m.b, x, 3, &(nb_fc_opts){.in_num_col_dims = 2});
+    nb_layer_fc(m.b, x, 3, NULL, &(nb_fc_opts){.in_num_col_dims = 2});
     CHECK(nb_builder_status(m.b) == NB_ERR_ARG && strstr(nb_builder_error(m.b), "in_num_col_dims"));
     nb_builder_clear_error(m.b);
-    nb_layer_fc(m.b, NB_NONE, 3, NULL);
+    nb_layer_fc(m.b, NB_NONE, 3, NULL, NULL);
     CHECK(nb_builder_status(m.b) == NB_ERR_ARG && strstr(nb_builder_error(m.b), "NB_NONE"));
     /* A builder that failed makes layers do nothing. */
     ops = nb_program_global_block(m.main)->n_ops;
-    CHECK(nb_is_none(nb_layer_fc(m.b, x, 3, NULL)));
+    CHECK(nb_is_none(nb_layer_fc(m.b, x, 3, NULL, NULL)));
     CHECK(nb_program_global_block(m.main)->n_ops == ops);
-    CHECK(nb_is_none(nb_layer_fc(NULL, x, 3, NULL)));
+    CHECK(nb_is_none(nb_layer_fc(NULL, x, 3, NULL, NULL)));
     model_free(&m);
 }
 
@@ -268,15 +268,15 @@ static void test_pool2d(void)
     model m;
     model_init(&m);
     nb_value x = nb_layer_data(m.b, "x", NB_F64, 4, S(1, 1, 4, 4));
-    nb_value mx = nb_layer_pool2d(m.b, x, "max", 2, 0, 0); /* stride 0 = kernel */
-    nb_value av = nb_layer_pool2d(m.b, x, "avg", 2, 2, 0);
-    nb_value gavg = nb_layer_pool2d_ex(m.b, x, &(nb_pool2d_opts){.type = "avg", .global = true});
-    nb_value gmax = nb_layer_pool2d_ex(m.b, x, &(nb_pool2d_opts){.global = true});
-    nb_value ov = nb_layer_pool2d(m.b, x, "max", 3, 1, 0);
+    nb_value mx = nb_layer_pool2d(m.b, x, "max", 2, NULL); /* stride 0 = kernel */
+    nb_value av = nb_layer_pool2d(m.b, x, "avg", 2, &(nb_pool2d_opts){.stride = 2});
+    nb_value gavg = nb_layer_pool2d(m.b, x, "avg", 0, &(nb_pool2d_opts){.global = true});
+    nb_value gmax = nb_layer_pool2d(m.b, x, NULL, 0, &(nb_pool2d_opts){.global = true});
+    nb_value ov = nb_layer_pool2d(m.b, x, "max", 3, &(nb_pool2d_opts){.stride = 1});
     REQUIRE_OK(nb_builder_status(m.b));
     nb_value o = nb_layer_data(m.b, "o", NB_F64, 4, S(1, 1, 2, 2));
-    nb_value excl = nb_layer_pool2d(m.b, o, "avg", 2, 2, 1);
-    nb_value incl = nb_layer_pool2d_ex(m.b, o, &(nb_pool2d_opts){.type = "avg", .kernel = 2, .padding = 1,
+    nb_value excl = nb_layer_pool2d(m.b, o, "avg", 2, &(nb_pool2d_opts){.stride = 2, .padding = 1});
+    nb_value incl = nb_layer_pool2d(m.b, o, "avg", 2, &(nb_pool2d_opts){.padding = 1,
                                                                  .count_include_pad = true});
     REQUIRE_OK(nb_builder_status(m.b));
     nb_tensor *xt = T(NB_F64, S(1, 1, 4, 4), 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -300,10 +300,10 @@ static void test_pool2d(void)
     for (int i = 0; i < 7; i++) nb_tensor_release(r[i]);
     release_all(xt, ot, NULL);
 
-    nb_layer_pool2d(m.b, x, "min", 2, 2, 0);
+    nb_layer_pool2d(m.b, x, "min", 2, &(nb_pool2d_opts){.stride = 2});
     CHECK(nb_builder_status(m.b) == NB_ERR_ARG && strstr(nb_builder_error(m.b), "\"min\""));
     nb_builder_clear_error(m.b);
-    nb_layer_pool2d(m.b, x, "max", 0, 0, 0);
+    nb_layer_pool2d(m.b, x, "max", 0, NULL);
     CHECK(nb_builder_status(m.b) == NB_ERR_ARG && strstr(nb_builder_error(m.b), "kernel"));
     model_free(&m);
 }
@@ -509,8 +509,8 @@ static void test_embedding(void)
     model m;
     model_init(&m);
     nb_value ids = nb_layer_data(m.b, "ids", NB_I64, 2, S(-1, 2));
-    nb_value big = nb_layer_embedding(m.b, ids, 1000, 16, -1);
-    nb_value e = nb_layer_embedding_ex(m.b, ids, 4, 2, 0, &(nb_embedding_opts){.name = "tok", .dtype = NB_F64});
+    nb_value big = nb_layer_embedding(m.b, ids, 1000, 16, -1, NULL);
+    nb_value e = nb_layer_embedding(m.b, ids, 4, 2, 0, &(nb_embedding_opts){.name = "tok", .dtype = NB_F64});
     REQUIRE_OK(nb_builder_status(m.b));
     CHECK_PARAM(&m, "embedding_0.w_0", S(1000, 16));
     CHECK(main_var(&m, "embedding_0.w_0")->dtype == NB_F32);
@@ -530,10 +530,10 @@ static void test_embedding(void)
     if (out) CHECK_TENSOR(out, S(2, 2, 2), 0, 10, 11, 30, 31, 0, 0, 20, 21);
     release_all(out, it, NULL);
 
-    nb_layer_embedding(m.b, ids, 4, 2, 4);
+    nb_layer_embedding(m.b, ids, 4, 2, 4, NULL);
     CHECK(nb_builder_status(m.b) == NB_ERR_ARG && strstr(nb_builder_error(m.b), "padding_idx 4"));
     nb_builder_clear_error(m.b);
-    nb_layer_embedding(m.b, nb_layer_data(m.b, "f", NB_F32, 1, S(3)), 4, 2, -1);
+    nb_layer_embedding(m.b, nb_layer_data(m.b, "f", NB_F32, 1, S(3)), 4, 2, -1, NULL);
     CHECK(nb_builder_status(m.b) == NB_ERR_DTYPE && strstr(nb_builder_error(m.b), "int64 or int32"));
     model_free(&m);
 }
@@ -601,9 +601,9 @@ static void test_cnn_builds_and_differentiates(void)
     nb_value label = nb_layer_data(m.b, "label", NB_I64, 2, S(-1, 1));
     nb_value h = nb_layer_conv2d(m.b, x, 4, 3, &(nb_conv2d_opts){.padding = 1});
     h = nb_layer_batch_norm(m.b, h, &(nb_norm_opts){.act = "relu"});
-    h = nb_layer_pool2d(m.b, h, "max", 2, 2, 0);
+    h = nb_layer_pool2d(m.b, h, "max", 2, &(nb_pool2d_opts){.stride = 2});
     h = nb_layer_dropout(m.b, h, 0.25);
-    nb_value logits = nb_layer_fc(m.b, h, 3, NULL);
+    nb_value logits = nb_layer_fc(m.b, h, 3, NULL, NULL);
     nb_value loss = nb_layer_softmax_cross_entropy(m.b, logits, label);
     REQUIRE_OK(nb_builder_status(m.b));
     nb_var_info li = nb_value_info(m.b, logits);
@@ -653,8 +653,8 @@ static void test_mlp_trains(void)
     nb_program_set_seed(m.startup, 2024);
     nb_value x = nb_layer_data(m.b, "x", NB_F64, 2, S(-1, 2));
     nb_value label = nb_layer_data(m.b, "label", NB_I64, 2, S(-1, 1));
-    nb_value h = nb_layer_fc(m.b, x, 16, "relu");
-    nb_value logits = nb_layer_fc(m.b, h, 2, NULL);
+    nb_value h = nb_layer_fc(m.b, x, 16, "relu", NULL);
+    nb_value logits = nb_layer_fc(m.b, h, 2, NULL, NULL);
     nb_value loss = nb_layer_softmax_cross_entropy(m.b, logits, label);
     nb_value acc = nb_layer_accuracy(m.b, logits, label, 1);
     REQUIRE_OK(nb_builder_status(m.b));

@@ -51,9 +51,9 @@ static nb_status build(setup *s, bool dropout)
     nb_program_set_seed(s->startup, 5);
     nb_value x = nb_layer_data(s->b, "x", NB_F32, 2, S(-1, 2));
     nb_value y = nb_layer_data(s->b, "y", NB_I64, 2, S(-1, 1));
-    nb_value h = nb_layer_fc(s->b, x, 32, "tanh");
+    nb_value h = nb_layer_fc(s->b, x, 32, "tanh", NULL);
     if (dropout) h = nb_layer_dropout(s->b, h, 0.1);
-    nb_value logits = nb_layer_fc(s->b, h, 2, NULL);
+    nb_value logits = nb_layer_fc(s->b, h, 2, NULL, NULL);
     nb_value loss = nb_layer_softmax_cross_entropy(s->b, logits, y);
     nb_value acc = nb_layer_accuracy(s->b, logits, y, 1);
     if ((st = nb_builder_status(s->b))) return nb_error(st, "%s", nb_builder_error(s->b));

@@ -1,8 +1,8 @@
 /* nabla/layers.h: layers, losses and metrics written against the builder.
  *
  *     nb_value x = nb_layer_data(b, "images", NB_F32, 2, (int64_t[]){-1, 784});
- *     nb_value h = nb_layer_fc(b, x, 128, "relu");
- *     nb_value y = nb_layer_fc(b, h, 10, NULL);
+ *     nb_value h = nb_layer_fc(b, x, 128, "relu", NULL);
+ *     nb_value y = nb_layer_fc(b, h, 10, NULL, NULL);
  *     nb_value cost = nb_layer_softmax_cross_entropy(b, y, label);
  *     if (nb_builder_status(b)) puts(nb_builder_error(b));
  *
@@ -39,7 +39,7 @@
  *
  *     nb_value model(nb_builder *b, nb_value x)    // builds or runs
  *     {
- *         return nb_layer_fc(b, nb_layer_fc(b, x, 128, "relu"), 10, NULL);
+ *         return nb_layer_fc(b, nb_layer_fc(b, x, 128, "relu", NULL), 10, NULL, NULL);
  *     }
  *
  * Layers that have an is_test attribute (dropout, batch_norm) leave it to
@@ -73,16 +73,16 @@ NB_API nb_value nb_layer_activation(nb_builder *b, nb_value x, const char *act);
 
 typedef struct nb_fc_opts {
     const char *name;    /* layer name (default: fresh "fc_k") */
-    const char *act;     /* as nb_layer_activation; relu, sigmoid and tanh fuse into the fc op */
     int in_num_col_dims; /* x's dims [0, n) are rows, the rest are flattened into features (default 1) */
     bool no_bias;
     nb_init w_init, b_init; /* defaults: torch's nn.Linear */
 } nb_fc_opts;
 
 /* act(x @ W + b): x [rows..., features...] -> [rows..., size], with W
- * [features, size] and b [size] of x's (float) dtype. */
-NB_API nb_value nb_layer_fc(nb_builder *b, nb_value x, int64_t size, const char *act);
-NB_API nb_value nb_layer_fc_ex(nb_builder *b, nb_value x, int64_t size, const nb_fc_opts *opts);
+ * [features, size] and b [size] of x's (float) dtype. act as
+ * nb_layer_activation (relu, sigmoid and tanh fuse into the fc op); opts
+ * may be NULL. */
+NB_API nb_value nb_layer_fc(nb_builder *b, nb_value x, int64_t size, const char *act, const nb_fc_opts *opts);
 
 /* ---- convolution and pooling (NCHW) ------------------------------------------------ */
 
@@ -103,8 +103,6 @@ typedef struct nb_conv2d_opts {
 NB_API nb_value nb_layer_conv2d(nb_builder *b, nb_value x, int64_t out_channels, int kernel, const nb_conv2d_opts *opts);
 
 typedef struct nb_pool2d_opts {
-    const char *type;       /* "max" (default) or "avg" */
-    int kernel;             /* required unless global */
     int stride;             /* default: kernel, as torch */
     int padding;            /* default 0 */
     bool global;            /* one window over the whole image: [N, C, 1, 1] */
@@ -113,9 +111,9 @@ typedef struct nb_pool2d_opts {
                                true; the default here is Paddle's exclusive average) */
 } nb_pool2d_opts;
 
-/* Pooling over square windows; stride 0 means kernel. */
-NB_API nb_value nb_layer_pool2d(nb_builder *b, nb_value x, const char *type, int kernel, int stride, int padding);
-NB_API nb_value nb_layer_pool2d_ex(nb_builder *b, nb_value x, const nb_pool2d_opts *opts);
+/* Pooling of type "max" (NULL: max) or "avg" over square windows of side
+ * `kernel` (ignored when opts->global); opts may be NULL. */
+NB_API nb_value nb_layer_pool2d(nb_builder *b, nb_value x, const char *type, int kernel, const nb_pool2d_opts *opts);
 
 /* ---- normalisation ------------------------------------------------------------------- */
 
@@ -173,9 +171,8 @@ typedef struct nb_embedding_opts {
 /* Rows of a table W "<layer>.w_0" [vocab, dim] picked by integer ids:
  * ids [...] -> [..., dim]. An id equal to padding_idx gives a row of zeros
  * and no gradient; a negative padding_idx means none. opts may be NULL. */
-NB_API nb_value nb_layer_embedding(nb_builder *b, nb_value ids, int64_t vocab, int64_t dim, int64_t padding_idx);
-NB_API nb_value nb_layer_embedding_ex(nb_builder *b, nb_value ids, int64_t vocab, int64_t dim, int64_t padding_idx,
-                               const nb_embedding_opts *opts);
+NB_API nb_value nb_layer_embedding(nb_builder *b, nb_value ids, int64_t vocab, int64_t dim, int64_t padding_idx,
+                                   const nb_embedding_opts *opts);
 
 /* ---- losses and metrics ------------------------------------------------------------- */
 

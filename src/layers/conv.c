@@ -59,30 +59,22 @@ nb_value nb_layer_conv2d(nb_builder *b, nb_value x, int64_t out_channels, int ke
     return nb_layer_activation(b, y, act);
 }
 
-nb_value nb_layer_pool2d(nb_builder *b, nb_value x, const char *type, int kernel, int stride, int padding)
+nb_value nb_layer_pool2d(nb_builder *b, nb_value x, const char *type, int kernel_size, const nb_pool2d_opts *opts)
 {
-    nb_pool2d_opts o = {.type = type, .kernel = kernel, .stride = stride, .padding = padding};
-    return nb_layer_pool2d_ex(b, x, &o);
-}
-
-nb_value nb_layer_pool2d_ex(nb_builder *b, nb_value x, const nb_pool2d_opts *opts)
-{
+    static const nb_pool2d_opts none = {0};
+    if (!opts) opts = &none;
     if (!nb_layer_ok(b, "pool2d", 1, &x)) return NB_NONE;
-    if (!opts) {
-        nb_builder_fail(b, NB_ERR_ARG, "pool2d: options are NULL");
-        return NB_NONE;
-    }
-    const char *type = opts->type && opts->type[0] ? opts->type : "max";
+    type = type && type[0] ? type : "max";
     if (strcmp(type, "max") && strcmp(type, "avg")) {
         nb_builder_fail(b, NB_ERR_ARG, "pool2d: type \"%s\" must be \"max\" or \"avg\"", type);
         return NB_NONE;
     }
     /* Global pooling ignores the window; the op still wants a ksize. */
-    const int kernel = opts->global ? 1 : opts->kernel;
+    const int kernel = opts->global ? 1 : kernel_size;
     const int stride = opts->stride ? opts->stride : kernel;
     if (kernel < 1 || stride < 1 || opts->padding < 0) {
         nb_builder_fail(b, NB_ERR_ARG, "pool2d: kernel %d and stride %d must be at least 1, padding %d at least 0",
-                        opts->kernel, opts->stride, opts->padding);
+                        kernel_size, opts->stride, opts->padding);
         return NB_NONE;
     }
     nb_attr attrs[] = {NB_ATTR_STRING("pooling_type", type),

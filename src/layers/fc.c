@@ -9,18 +9,12 @@ static bool fused(const char *act)
     return !strcmp(act, "relu") || !strcmp(act, "sigmoid") || !strcmp(act, "tanh");
 }
 
-nb_value nb_layer_fc(nb_builder *b, nb_value x, int64_t size, const char *act)
-{
-    nb_fc_opts o = {.act = act};
-    return nb_layer_fc_ex(b, x, size, &o);
-}
-
-nb_value nb_layer_fc_ex(nb_builder *b, nb_value x, int64_t size, const nb_fc_opts *opts)
+nb_value nb_layer_fc(nb_builder *b, nb_value x, int64_t size, const char *act, const nb_fc_opts *opts)
 {
     static const nb_fc_opts none = {0};
     if (!opts) opts = &none;
     if (!nb_layer_ok(b, "fc", 1, &x)) return NB_NONE;
-    const char *act = opts->act ? opts->act : "";
+    if (!act) act = "";
     if (!nb_activation_known(act)) {
         nb_activation_unknown_error(b, "fc", act);
         return NB_NONE;

@@ -78,13 +78,8 @@ nb_value nb_layer_dropout(nb_builder *b, nb_value x, double p)
 
 /* ---- embedding ---------------------------------------------------------------------- */
 
-nb_value nb_layer_embedding(nb_builder *b, nb_value ids, int64_t vocab, int64_t dim, int64_t padding_idx)
-{
-    return nb_layer_embedding_ex(b, ids, vocab, dim, padding_idx, NULL);
-}
-
-nb_value nb_layer_embedding_ex(nb_builder *b, nb_value ids, int64_t vocab, int64_t dim, int64_t padding_idx,
-                               const nb_embedding_opts *opts)
+nb_value nb_layer_embedding(nb_builder *b, nb_value ids, int64_t vocab, int64_t dim, int64_t padding_idx,
+                            const nb_embedding_opts *opts)
 {
     static const nb_embedding_opts none = {0};
     if (!opts) opts = &none;
