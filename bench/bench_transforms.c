@@ -51,8 +51,8 @@ typedef struct data {
 static nb_status mlp_loss(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
     data *d = ctx;
-    nb_value h = nb_tanh(b, nb_matmul(b, nb_eager_value(b, d->x), in[0], false, false));
-    nb_value r = nb_sub(b, nb_matmul(b, h, nb_eager_value(b, d->w2), false, false), nb_eager_value(b, d->y));
+    nb_value h = nb_tanh(b, nb_matmul(b, nb_eager_value(b, d->x), in[0], 0));
+    nb_value r = nb_sub(b, nb_matmul(b, h, nb_eager_value(b, d->w2), 0), nb_eager_value(b, d->y));
     out[0] = nb_reduce_mean(b, nb_square(b, r), 0, NULL, false);
     return nb_builder_status(b);
 }
@@ -64,8 +64,8 @@ static nb_status small_loss(nb_builder *b, const nb_value *in, nb_value *out, vo
     nb_value parts[4];
     die_on(nb_emit(b, "split", NB_VALUES_N(1, in), NB_ATTRS(NB_ATTR_INTS("sections", 512, 32, 320, 10)), 4, parts));
     nb_value w1 = nb_reshape(b, parts[0], 2, (int64_t[]){16, 32}), w2 = nb_reshape(b, parts[2], 2, (int64_t[]){32, 10});
-    nb_value h = nb_tanh(b, nb_add(b, nb_matmul(b, nb_eager_value(b, d->x), w1, false, false), parts[1]));
-    nb_value r = nb_sub(b, nb_add(b, nb_matmul(b, h, w2, false, false), parts[3]), nb_eager_value(b, d->y));
+    nb_value h = nb_tanh(b, nb_add(b, nb_matmul(b, nb_eager_value(b, d->x), w1, 0), parts[1]));
+    nb_value r = nb_sub(b, nb_add(b, nb_matmul(b, h, w2, 0), parts[3]), nb_eager_value(b, d->y));
     out[0] = nb_reduce_mean(b, nb_square(b, r), 0, NULL, false);
     return nb_builder_status(b);
 }

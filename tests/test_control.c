@@ -254,7 +254,7 @@ static nb_status loop_body(nb_builder *b, const nb_value *c, nb_value *next, voi
 {
     loop_ctx *l = ctx;
     next[0] = nb_add(b, c[0], scalar(b, NB_I64, 1));
-    next[1] = nb_tanh(b, nb_add(b, nb_matmul(b, c[1], l->W, false, false), l->x));
+    next[1] = nb_tanh(b, nb_add(b, nb_matmul(b, c[1], l->W, 0), l->x));
     return nb_builder_status(b);
 }
 
@@ -276,7 +276,7 @@ static nb_status unrolled_model(nb_builder *b, const nb_value *p, nb_value *loss
 {
     loop_ctx *l = ctx;
     nb_value h = p[2];
-    for (int64_t i = 0; i < l->n; i++) h = nb_tanh(b, nb_add(b, nb_matmul(b, h, p[0], false, false), p[1]));
+    for (int64_t i = 0; i < l->n; i++) h = nb_tanh(b, nb_add(b, nb_matmul(b, h, p[0], 0), p[1]));
     *loss = nb_reduce_sum(b, nb_mul(b, h, h), 0, NULL, false);
     return nb_builder_status(b);
 }
@@ -427,7 +427,7 @@ typedef struct cond_ctx {
 static nb_status then_branch(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
     cond_ctx *c = ctx;
-    nb_value y = nb_matmul(b, in[0], c->W, false, false);
+    nb_value y = nb_matmul(b, in[0], c->W, 0);
     out[0] = nb_reduce_sum(b, nb_mul(b, y, y), 0, NULL, false);
     return nb_builder_status(b);
 }
@@ -484,8 +484,8 @@ typedef struct rnn_ctx {
 static nb_status rnn_step(nb_builder *b, const nb_value *c, const nb_value *x, nb_value *next, nb_value *y, void *ctx)
 {
     rnn_ctx *r = ctx;
-    nb_value h = nb_tanh(b, nb_add(b, nb_add(b, nb_matmul(b, x[0], r->U, false, false), x[1]),
-                                   nb_matmul(b, c[0], r->W, false, false)));
+    nb_value h = nb_tanh(b, nb_add(b, nb_add(b, nb_matmul(b, x[0], r->U, 0), x[1]),
+                                   nb_matmul(b, c[0], r->W, 0)));
     next[0] = h;
     y[0] = nb_mul(b, h, r->a);
     y[1] = nb_reduce_sum(b, h, 1, S(1), false);
@@ -530,8 +530,8 @@ static void test_scan(void)
 static nb_status mlp_block(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
     const nb_value *w = ctx;
-    nb_value h = nb_tanh(b, nb_matmul(b, in[0], w[0], false, false));
-    out[0] = nb_matmul(b, h, w[1], false, false);
+    nb_value h = nb_tanh(b, nb_matmul(b, in[0], w[0], 0));
+    out[0] = nb_matmul(b, h, w[1], 0);
     out[1] = h;
     return nb_builder_status(b);
 }
@@ -575,7 +575,7 @@ static nb_status array_body(nb_builder *b, const nb_value *c, nb_value *next, vo
 {
     array_ctx *a = ctx;
     nb_value x = nb_array_read(b, a->xs, c[0]);
-    nb_value h = nb_tanh(b, nb_add(b, nb_matmul(b, x, a->U, false, false), nb_matmul(b, c[1], a->W, false, false)));
+    nb_value h = nb_tanh(b, nb_add(b, nb_matmul(b, x, a->U, 0), nb_matmul(b, c[1], a->W, 0)));
     next[0] = nb_add(b, c[0], scalar(b, NB_I64, 1));
     next[1] = h;
     next[2] = nb_array_write(b, c[2], c[0], h);

@@ -254,8 +254,8 @@ static void test_same_gradients_as_static_program(void)
     nb_builder *e = eager();
     nb_tensor *w1 = leaf(NB_F64, 2, S(4, 3), w1v), *w2 = leaf(NB_F64, 2, S(3, 2), w2v);
     nb_tensor *xt = tt(NB_F64, 2, S(2, 4), xv), *lt = tt(NB_I64, 2, S(2, 1), lv);
-    nb_value h = nb_tanh(e, nb_matmul(e, nb_eager_value(e, xt), nb_eager_value(e, w1), false, false));
-    nb_value logits = nb_matmul(e, h, nb_eager_value(e, w2), false, false);
+    nb_value h = nb_tanh(e, nb_matmul(e, nb_eager_value(e, xt), nb_eager_value(e, w1), 0));
+    nb_value logits = nb_matmul(e, h, nb_eager_value(e, w2), 0);
     nb_value loss = nb_reduce_mean(e, nb_softmax_with_cross_entropy(e, logits, nb_eager_value(e, lt), NULL), 0, NULL, false);
     nb_tensor *l = T_(loss);
     REQUIRE_OK(nb_backward(1, &l, NULL, 0));
@@ -266,8 +266,8 @@ static void test_same_gradients_as_static_program(void)
     REQUIRE_OK(nb_builder_new_record(&s, p, NULL));
     nb_value sx = nb_data(s, "x", NB_F64, 2, S(-1, 4)), sl = nb_data(s, "l", NB_I64, 2, S(-1, 1));
     nb_value sw1 = nb_data(s, "w1", NB_F64, 2, S(4, 3)), sw2 = nb_data(s, "w2", NB_F64, 2, S(3, 2));
-    nb_value sh = nb_tanh(s, nb_matmul(s, sx, sw1, false, false));
-    nb_value sloss = nb_reduce_mean(s, nb_softmax_with_cross_entropy(s, nb_matmul(s, sh, sw2, false, false), sl, NULL), 0,
+    nb_value sh = nb_tanh(s, nb_matmul(s, sx, sw1, 0));
+    nb_value sloss = nb_reduce_mean(s, nb_softmax_with_cross_entropy(s, nb_matmul(s, sh, sw2, 0), sl, NULL), 0,
                                     NULL, false);
     REQUIRE_OK(nb_builder_status(s));
     nb_backward_result r;

@@ -230,8 +230,8 @@ typedef struct mlp_data {
 static nb_status f_mlp(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
     mlp_data *d = ctx;
-    nb_value h = nb_tanh(b, nb_matmul(b, nb_eager_value(b, d->x), in[0], false, false));
-    nb_value r = nb_sub(b, nb_matmul(b, h, nb_eager_value(b, d->w2), false, false), nb_eager_value(b, d->y));
+    nb_value h = nb_tanh(b, nb_matmul(b, nb_eager_value(b, d->x), in[0], 0));
+    nb_value r = nb_sub(b, nb_matmul(b, h, nb_eager_value(b, d->w2), 0), nb_eager_value(b, d->y));
     out[0] = nb_reduce_mean(b, nb_square(b, r), 0, NULL, false);
     return nb_builder_status(b);
 }
@@ -279,8 +279,8 @@ typedef struct cls_data {
 static nb_status f_classifier(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
     cls_data *d = ctx;
-    nb_value a = nb_matmul(b, nb_eager_value(b, d->x), in[0], false, false), h = nb_tanh(b, a);
-    nb_value s = nb_sigmoid(b, nb_matmul(b, h, nb_eager_value(b, d->w2), false, false));
+    nb_value a = nb_matmul(b, nb_eager_value(b, d->x), in[0], 0), h = nb_tanh(b, a);
+    nb_value s = nb_sigmoid(b, nb_matmul(b, h, nb_eager_value(b, d->w2), 0));
     nb_value z = nb_add(b, nb_mul(b, s, h), a);
     nb_value ce = nb_reduce_mean(b, nb_softmax_with_cross_entropy(b, z, nb_eager_value(b, d->label), NULL), 0, NULL, false);
     nb_value sm = nb_reduce_sum(b, nb_mul(b, nb_softmax(b, z, 1), nb_eager_value(b, d->c)), 0, NULL, false);
@@ -347,7 +347,7 @@ static void test_forward_over_reverse_through_saved_outputs_and_fused_grads(void
 static nb_status f_norms(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
     nb_tensor **p = ctx; /* x [5, 4], scale [3], bias [3], running mean [3], running var [3] */
-    nb_value h = nb_matmul(b, nb_eager_value(b, p[0]), in[0], false, false), y[5];
+    nb_value h = nb_matmul(b, nb_eager_value(b, p[0]), in[0], 0), y[5];
     nb_value bn_in[5] = {h, nb_eager_value(b, p[1]), nb_eager_value(b, p[2]), nb_eager_value(b, p[3]), nb_eager_value(b, p[4])};
     if (nb_emit(b, "batch_norm", NB_VALUES_N(5, bn_in), NB_NO_ATTRS, 5, y)) return nb_builder_status(b);
     nb_value ln_in[3] = {nb_tanh(b, y[0]), nb_eager_value(b, p[1]), nb_eager_value(b, p[2])}, z[3];

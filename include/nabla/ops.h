@@ -60,7 +60,11 @@ NB_API nb_value nb_sum(nb_builder *b, int n, const nb_value *xs);
 NB_API nb_value nb_sum_to(nb_builder *b, nb_value x, nb_value like);
 
 /* ---- linear algebra ---- */
-NB_API nb_value nb_matmul(nb_builder *b, nb_value x, nb_value y, bool transpose_x, bool transpose_y);
+/* nb_matmul's flags: multiply by the transpose of x, of y. */
+enum { NB_TRANSPOSE_X = 1 << 0, NB_TRANSPOSE_Y = 1 << 1 };
+/* x @ y over the last two dims, batch dims broadcasting; flags:
+ * NB_TRANSPOSE_X, NB_TRANSPOSE_Y. */
+NB_API nb_value nb_matmul(nb_builder *b, nb_value x, nb_value y, unsigned flags);
 /* input [.., in] x w [in, out] + bias (bias may be NB_NONE). */
 NB_API nb_value nb_fc(nb_builder *b, nb_value input, nb_value w, nb_value bias, int in_num_col_dims);
 

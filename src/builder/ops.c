@@ -86,10 +86,11 @@ nb_value nb_argmin(nb_builder *b, nb_value x, int axis, bool keepdim)
 nb_value nb_sum(nb_builder *b, int n, const nb_value *xs) { return nb_emit1(b, "sum", NB_VALUES_N(n, xs), NO_ATTRS); }
 BINARY(nb_sum_to, "sum_to")
 
-nb_value nb_matmul(nb_builder *b, nb_value x, nb_value y, bool transpose_x, bool transpose_y)
+nb_value nb_matmul(nb_builder *b, nb_value x, nb_value y, unsigned flags)
 {
     return nb_emit1(b, "matmul", IN(x, y),
-                    ATTRS(NB_ATTR_BOOL("transpose_x", transpose_x), NB_ATTR_BOOL("transpose_y", transpose_y)));
+                    ATTRS(NB_ATTR_BOOL("transpose_x", (flags & NB_TRANSPOSE_X) != 0),
+                          NB_ATTR_BOOL("transpose_y", (flags & NB_TRANSPOSE_Y) != 0)));
 }
 
 nb_value nb_fc(nb_builder *b, nb_value input, nb_value w, nb_value bias, int in_num_col_dims)

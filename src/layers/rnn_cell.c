@@ -164,7 +164,7 @@ bool nb_rnn_states_or_zeros(nb_builder *b, const nb_rnn_params *p, const char *w
 /* x W^T + bias (bias may be NB_NONE): torch's layout, rows of W are outputs. */
 static nb_value linear(nb_builder *b, nb_value x, nb_value w, nb_value bias)
 {
-    nb_value y = nb_matmul(b, x, w, false, true);
+    nb_value y = nb_matmul(b, x, w, NB_TRANSPOSE_Y);
     return nb_is_none(bias) ? y : nb_add(b, y, bias);
 }
 
