@@ -94,7 +94,7 @@ NB_API nb_status nb_builder_unique_name(nb_builder *b, const char *prefix, char 
  * count a variadic output slot gets is what remains):
  *
  *     nb_value parts[2];
- *     nb_emit(b, "split", NB_VALUES(x), NB_ATTRS(NB_ATTR_INT("axis", 1), NB_ATTR_INT("num", 2)), 2, parts); */
+ *     nb_emit(b, "split", NB_VALUES(x), NB_ATTRS(NB_ATTR_INT("axis", 1)), 2, parts);  (two equal halves) */
 NB_API nb_status nb_emit(nb_builder *b, const char *type, nb_values in, nb_attrs attrs, int n_out, nb_value *out);
 /* The same for an op whose outputs after the first are not wanted. */
 NB_API nb_value nb_emit1(nb_builder *b, const char *type, nb_values in, nb_attrs attrs);
