@@ -18,7 +18,7 @@
  *   NB_UNARY_A1(name, dtypes, cost, uses_in, uses_out, a, a_default, doc)
  *   NB_UNARY_A2(name, dtypes, cost, uses_in, uses_out, a, a_default, b, b_default, doc)
  *       with one or two float attributes, which are also the call's last
- *       arguments and fields of the kernels' nb_ew_params.
+ *       arguments and fields of the family's parameter struct.
  *
  *   dtypes    FLOAT (float32, float64) or NUMERIC (float32, float64, int32, int64)
  *   cost      CHEAP or MATH: the work per element (threads pay off sooner for MATH)
