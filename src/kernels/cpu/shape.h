@@ -31,43 +31,6 @@
 #define NB_SHAPE_PARALLEL_FOR(cond) NB_SHAPE_PRAGMA_(omp parallel for schedule(static) if(cond))
 #else
 #define NB_SHAPE_PARALLEL_FOR(cond) (void)(cond);
-/* ---- helpers of the family's kernels (shape_kernels.c) ----------------------- */
-
-/* Product of shape[from..to), -1 if any of those dims is unknown. */
-static inline int64_t nb_cpu_shape_product(const int64_t *shape, int from, int to)
-{
-    int64_t p = 1;
-    for (int d = from; d < to; d++) {
-        if (shape[d] < 0) return -1;
-        p *= shape[d];
-    }
-    return p;
-}
-
-/* Whether the bytes of two tensors' elements intersect. */
-bool nb_cpu_shape_overlap(const nb_tensor *a, const nb_tensor *b);
-
-/* Kernels that move elements around cannot write into memory they still
- * read, and an output may be an input's own tensor. nb_cpu_shape_out_begin
- * gives the place to write: the output itself, or, when it overlaps any
- * input of `k`, a scratch buffer that nb_cpu_shape_out_end copies into it
- * afterwards (on failure, free `scratch` instead). */
-typedef struct nb_cpu_shape_out {
-    nb_tensor *t;
-    void *data;
-    void *scratch;
-} nb_cpu_shape_out;
-
-nb_status nb_cpu_shape_out_begin(const nb_kernel_ctx *k, nb_tensor *out, nb_cpu_shape_out *b);
-void nb_cpu_shape_out_end(nb_cpu_shape_out *b);
-
-/* ---- the kernels of shape_kernels.c, listed by nb_cpu_kernels_shape ---------- */
-
-extern const nb_kernel_def nb_cpu_kernel_reshape, nb_cpu_kernel_flatten, nb_cpu_kernel_squeeze,
-    nb_cpu_kernel_unsqueeze, nb_cpu_kernel_reshape_as, nb_cpu_kernel_transpose, nb_cpu_kernel_expand,
-    nb_cpu_kernel_expand_as, nb_cpu_kernel_concat, nb_cpu_kernel_stack, nb_cpu_kernel_split, nb_cpu_kernel_slice,
-    nb_cpu_kernel_pad, nb_cpu_kernel_pad_grad;
-
 #endif
 
 /* dst (contiguous, shape `shape`) receives the view of src whose element at
