@@ -10,8 +10,8 @@
  *     opt.clip = NB_CLIP_GLOBAL_NORM;  opt.clip_value = 1.0;
  *     nb_backward_result r;
  *     nb_minimize(&opt, main, startup, nb_value_name(cost), NULL, &r);
- *     nb_executor_run(ex, startup, scope, 0, NULL, 0, NULL, NULL);
- *     for (...) nb_executor_run(ex, main, scope, 2, feeds, 1, &loss_name, &loss);
+ *     nb_executor_run(ex, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL);
+ *     for (...) nb_executor_run(ex, main, scope, NB_FEEDS_N(2, feeds), NB_NAMES(loss_name), &loss);
  *     nb_backward_result_free(&r);
  *
  * What it appends to block 0 of `main`, all with role NB_ROLE_OPTIMIZE, in

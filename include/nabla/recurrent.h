@@ -1,9 +1,9 @@
 /* nabla/recurrent.h: recurrent layers: a simple RNN (tanh), LSTM and GRU,
  * each as a cell (one time step) and as a sequence layer over time.
  *
- *     nb_value h_n, c_n;                                  // x: [T, B, I], time-major
- *     nb_value ys = nb_layer_lstm(b, x, NB_NONE, NB_NONE, 128, NULL, &h_n, &c_n);
- *     // ys: [T, B, 128], every step's h; h_n, c_n: [B, 128], the last step's state
+ *     nb_value final[2];                                  // x: [T, B, I], time-major
+ *     nb_value ys = nb_layer_lstm(b, x, NULL, 128, NULL, final);
+ *     // ys: [T, B, 128], every step's h; final: h_n, c_n [B, 128], the last step's state
  *
  * The equations, gate order and parameters are PyTorch's nn.RNNCell,
  * nn.LSTMCell and nn.GRUCell (bias on), with gx = x W_ih^T + b_ih and
