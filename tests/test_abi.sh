@@ -16,7 +16,9 @@ command -v nm >/dev/null || { echo "nm is not installed (binutils)"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^_\(init\|fini\)$' | sort -u > "$tmp/exported"
+# (Names starting with a dot are the compiler's, as clang's OpenMP lock
+# .gomp_critical_user_.reduction.var.)
+nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^_\(init\|fini\)$' | grep -v '^\.' | sort -u > "$tmp/exported"
 # Each NB_API becomes a marker; the name is the identifier just before the
 # first '(' after it.
 ${CC:-cc} -E -P -DNB_API=NB_EXPORT_MARK -I"$src/include" "$src/include/nabla/nabla.h" | tr '\n' ' ' |

@@ -9,6 +9,11 @@ src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+# The consumers use nabla's own toolchain: a library built with clang carries
+# clang's OpenMP runtime, which a gcc link would not bring.
+cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
+cc=${cc:-cc}
+case "$(basename "$cc")" in clang*) cxx=clang++ ;; *) cxx=c++ ;; esac
 
 mkdir -p "$tmp/app"
 cat > "$tmp/app/main.c" <<'C'
@@ -77,7 +82,8 @@ target_link_libraries(app nabla::nabla)
 add_executable(app_cxx main.cpp)
 target_link_libraries(app_cxx nabla::nabla)
 C
-cmake -S "$tmp/app" -B "$tmp/app/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+cmake -S "$tmp/app" -B "$tmp/app/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_C_COMPILER="$cc" \
+    -DCMAKE_CXX_COMPILER="$cxx" >/dev/null
 cmake --build "$tmp/app/build" >/dev/null
 out=$("$tmp/app/build/app")
 [ "$out" = "12.1825 1" ] || { echo "find_package build printed '$out'"; exit 1; }
@@ -85,10 +91,10 @@ out=$("$tmp/app/build/app_cxx")
 [ "$out" = "1.1052 1" ] || { echo "find_package C++ build printed '$out'"; exit 1; }
 
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig:$tmp/prefix/lib64/pkgconfig:$tmp/prefix/lib/x86_64-linux-gnu/pkgconfig"
-cc -std=c11 "$tmp/app/main.c" -o "$tmp/app/app_pc" $(pkg-config --cflags nabla) $(pkg-config --libs --static nabla) -Wl,-rpath,"$(pkg-config --variable=libdir nabla)"
+"$cc" -std=c11 "$tmp/app/main.c" -o "$tmp/app/app_pc" $(pkg-config --cflags nabla) $(pkg-config --libs --static nabla) -Wl,-rpath,"$(pkg-config --variable=libdir nabla)"
 out=$("$tmp/app/app_pc")
 [ "$out" = "12.1825 1" ] || { echo "pkg-config build printed '$out'"; exit 1; }
-c++ -std=c++11 -Wall -Wextra -pedantic -Werror "$tmp/app/main.cpp" -o "$tmp/app/app_cxx_pc" $(pkg-config --cflags nabla) \
+"$cxx" -std=c++11 -Wall -Wextra -pedantic -Werror "$tmp/app/main.cpp" -o "$tmp/app/app_cxx_pc" $(pkg-config --cflags nabla) \
     $(pkg-config --libs nabla) -Wl,-rpath,"$(pkg-config --variable=libdir nabla)"
 # (ldd's output is captured first: grep -q stopping early would make ldd
 # die of SIGPIPE, which pipefail counts as a failure.)

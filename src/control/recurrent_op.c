@@ -312,7 +312,7 @@ const nb_op_def nb_op_recurrent = {
     .name = "recurrent",
     .doc = "Runs a step block over time (axis 0) with memories carried from step to step; stacks the step outputs.",
     .inputs = {{"X", NB_SLOT_VARIADIC}},
-    .outputs = {{"StepScopes"}, {"Out", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
+    .outputs = {{"StepScopes", 0}, {"Out", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
     .attrs = {NB_ADEF_REQUIRED("sub_block", NB_ATTR_BLOCK), NB_ADEF_STRINGS_EMPTY("mem_in"),
               NB_ADEF_STRINGS_EMPTY("mem_out"), NB_ADEF_STRINGS_EMPTY("seq_in"), NB_ADEF_STRINGS_EMPTY("seq_out"),
               NB_ADEF_INTS_EMPTY("out_dtypes"), NB_ADEF_INTS_EMPTY("out_shapes"), NB_ADEF_BOOL("reverse", false),

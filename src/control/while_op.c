@@ -227,7 +227,7 @@ const nb_op_def nb_op_while = {
     .name = "while",
     .doc = "Runs sub_block while a bool is true, carrying values from one iteration to the next.",
     .inputs = {{"Condition", NB_SLOT_NO_GRAD}, {"X", NB_SLOT_VARIADIC}},
-    .outputs = {{"StepScopes"}, {"Out", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
+    .outputs = {{"StepScopes", 0}, {"Out", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
     .attrs = {NB_ADEF_REQUIRED("sub_block", NB_ATTR_BLOCK), NB_ADEF_STRINGS_EMPTY("carry_in"),
               NB_ADEF_STRINGS_EMPTY("carry_out"), NB_ADEF_REQUIRED("cond_out", NB_ATTR_STRING),
               NB_ADEF_BOOL("is_test", false)},

@@ -108,8 +108,8 @@ static nb_status infer_sgd(nb_op_ctx *ctx)
 static const nb_op_def op_sgd = {
     .name = "sgd",
     .doc = "ParamOut = Param - LearningRate * Grad.",
-    .inputs = {{"Param"}, {"Grad"}, {"LearningRate"}},
-    .outputs = {{"ParamOut"}},
+    .inputs = {{"Param", 0}, {"Grad", 0}, {"LearningRate", 0}},
+    .outputs = {{"ParamOut", 0}},
     .infer = infer_sgd,
     .flags = NB_OP_STATEFUL | NB_OP_NOT_DIFFERENTIABLE,
 };
@@ -128,8 +128,8 @@ static nb_status infer_momentum(nb_op_ctx *ctx)
 static const nb_op_def op_momentum = {
     .name = "momentum",
     .doc = "torch.optim.SGD with momentum: v = mu*v + g; p -= lr*(g + mu*v) if use_nesterov else lr*v.",
-    .inputs = {{"Param"}, {"Grad"}, {"Velocity"}, {"LearningRate"}},
-    .outputs = {{"ParamOut"}, {"VelocityOut"}},
+    .inputs = {{"Param", 0}, {"Grad", 0}, {"Velocity", 0}, {"LearningRate", 0}},
+    .outputs = {{"ParamOut", 0}, {"VelocityOut", 0}},
     .attrs = {NB_ADEF_FLOAT("mu", 0.9), NB_ADEF_BOOL("use_nesterov", false)},
     .infer = infer_momentum,
     .params_size = sizeof(nb_update_params),
@@ -152,8 +152,8 @@ static nb_status infer_adam(nb_op_ctx *ctx)
 }
 
 #define ADAM_SLOTS                                                                                   \
-    .inputs = {{"Param"}, {"Grad"}, {"Moment1"}, {"Moment2"}, {"LearningRate"}, {"Beta1Pow"}, {"Beta2Pow"}}, \
-    .outputs = {{"ParamOut"}, {"Moment1Out"}, {"Moment2Out"}, {"Beta1PowOut"}, {"Beta2PowOut"}}
+    .inputs = {{"Param", 0}, {"Grad", 0}, {"Moment1", 0}, {"Moment2", 0}, {"LearningRate", 0}, {"Beta1Pow", 0}, {"Beta2Pow", 0}}, \
+    .outputs = {{"ParamOut", 0}, {"Moment1Out", 0}, {"Moment2Out", 0}, {"Beta1PowOut", 0}, {"Beta2PowOut", 0}}
 
 static const nb_op_def op_adam = {
     .name = "adam",
@@ -211,9 +211,9 @@ static nb_status infer_rmsprop(nb_op_ctx *ctx)
 static const nb_op_def op_rmsprop = {
     .name = "rmsprop",
     .doc = "torch.optim.RMSprop (rho is torch's alpha); Moment for momentum, MeanGrad when centered.",
-    .inputs = {{"Param"}, {"Grad"}, {"MeanSquare"}, {"LearningRate"}, {"Moment", NB_SLOT_OPTIONAL},
+    .inputs = {{"Param", 0}, {"Grad", 0}, {"MeanSquare", 0}, {"LearningRate", 0}, {"Moment", NB_SLOT_OPTIONAL},
                {"MeanGrad", NB_SLOT_OPTIONAL}},
-    .outputs = {{"ParamOut"}, {"MeanSquareOut"}, {"MomentOut", NB_SLOT_OPTIONAL}, {"MeanGradOut", NB_SLOT_OPTIONAL}},
+    .outputs = {{"ParamOut", 0}, {"MeanSquareOut", 0}, {"MomentOut", NB_SLOT_OPTIONAL}, {"MeanGradOut", NB_SLOT_OPTIONAL}},
     .attrs = {NB_ADEF_FLOAT("rho", 0.99), NB_ADEF_FLOAT("epsilon", 1e-8), NB_ADEF_FLOAT("momentum", 0.0),
               NB_ADEF_BOOL("centered", false)},
     .infer = infer_rmsprop,
@@ -234,8 +234,8 @@ static nb_status infer_adagrad(nb_op_ctx *ctx)
 static const nb_op_def op_adagrad = {
     .name = "adagrad",
     .doc = "torch.optim.Adagrad: Moment += g^2; p -= lr * g / (sqrt(Moment) + epsilon).",
-    .inputs = {{"Param"}, {"Grad"}, {"Moment"}, {"LearningRate"}},
-    .outputs = {{"ParamOut"}, {"MomentOut"}},
+    .inputs = {{"Param", 0}, {"Grad", 0}, {"Moment", 0}, {"LearningRate", 0}},
+    .outputs = {{"ParamOut", 0}, {"MomentOut", 0}},
     .attrs = {NB_ADEF_FLOAT("epsilon", 1e-10)},
     .infer = infer_adagrad,
     .params_size = sizeof(nb_update_params),
@@ -297,7 +297,7 @@ static const nb_op_def op_lr_schedule = {
     .name = "lr_schedule",
     .doc = "LearningRate of update number Step (from 1): linear warm-up, then constant/step/exponential/cosine decay.",
     .inputs = {{"Step", NB_SLOT_NO_GRAD}},
-    .outputs = {{"LearningRate"}},
+    .outputs = {{"LearningRate", 0}},
     .attrs = {NB_ADEF_STRING("kind", "constant"), NB_ADEF_REQUIRED("base_lr", NB_ATTR_FLOAT),
               NB_ADEF_INT("step_size", 1), NB_ADEF_FLOAT("gamma", 0.1), NB_ADEF_INT("total_steps", 0),
               NB_ADEF_FLOAT("min_lr", 0.0), NB_ADEF_INT("warmup_steps", 0), NB_ADEF_INT("dtype", NB_F32)},

@@ -86,13 +86,13 @@ static inline float nb_fast_tanhf(float x)
     float big = 1.0f - 2.0f / (nb_fast_expf(2.0f * ax) + 1.0f);
     /* Near 0 that form cancels; use the Taylor series of tanh there. */
     float z = ax * ax;
-    float q = -929569.0f / 638512875;
-    q = q * z + 21844.0f / 6081075;
-    q = q * z - 1382.0f / 155925;
-    q = q * z + 62.0f / 2835;
-    q = q * z - 17.0f / 315;
-    q = q * z + 2.0f / 15;
-    q = q * z - 1.0f / 3;
+    float q = (float)(-929569.0 / 638512875.0); /* quotients rounded once, from double */
+    q = q * z + (float)(21844.0 / 6081075.0);
+    q = q * z - (float)(1382.0 / 155925.0);
+    q = q * z + (float)(62.0 / 2835.0);
+    q = q * z - (float)(17.0 / 315.0);
+    q = q * z + (float)(2.0 / 15.0);
+    q = q * z - (float)(1.0 / 3.0);
     float small = ax + ax * z * q;
     float y = ax < 0.45f ? small : big;
     return copysignf(y, x);
