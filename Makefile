@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps test-deps build demo test test-sanitize install clean
+.PHONY: all deps test-deps build demo test test-sanitize test-clang install clean
 
 all: build
 
@@ -33,8 +33,16 @@ test-sanitize: test-deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS)
 
+# The suite built with clang (-Werror, like gcc's build), when clang is installed.
+CLANG_BUILD ?= build-clang
+test-clang: test-deps
+	@if command -v clang >/dev/null; then \
+	  CC=clang cmake -S . -B $(CLANG_BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null && \
+	  cmake --build $(CLANG_BUILD) -j$(JOBS) && ctest --test-dir $(CLANG_BUILD) --output-on-failure -j$(JOBS); \
+	else echo "test-clang: skipped, clang is not installed"; fi
+
 install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(CLANG_BUILD)
