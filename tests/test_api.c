@@ -244,6 +244,27 @@ static void test_runs_prune_by_fetch(void)
     nb_program_free(test_p);
 }
 
+/* A shape with a 0 dim and huge ones holds no element, but its strides
+ * would overflow: refused, naming the shape, wherever a shape comes in. */
+static void test_empty_but_huge_shapes(void)
+{
+    const int64_t huge[4] = {0, (int64_t)1 << 31, (int64_t)1 << 31, (int64_t)1 << 31};
+    nb_tensor *t = NULL;
+    CHECK_ERR(nb_tensor_new(&t, NB_F32, 4, huge), NB_ERR_SHAPE, "shape [0, 2147483648, 2147483648, 2147483648] is too large");
+    nb_tensor *out = NULL;
+    CHECK_ERR(nb_op_run("fill_constant", NB_NO_TENSORS, NB_ATTRS(NB_ATTR_INTS_N("shape", 4, huge)), 1, &out),
+              NB_ERR_SHAPE, "too large");
+    CHECK(out == NULL);
+    nb_program *p;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&p));
+    REQUIRE_OK(nb_builder_new_record(&b, p, NULL));
+    CHECK(nb_is_none(nb_fill_constant(b, NB_F32, 4, huge, 1.0)));
+    CHECK(nb_builder_status(b) == NB_ERR_SHAPE && strstr(nb_builder_error(b), "too large"));
+    nb_builder_free(b);
+    nb_program_free(p);
+}
+
 int main(void)
 {
     RUN(test_values_know_their_mode);
@@ -251,5 +272,6 @@ int main(void)
     RUN(test_messages);
     RUN(test_initialisers_run_once);
     RUN(test_runs_prune_by_fetch);
+    RUN(test_empty_but_huge_shapes);
     return test_report();
 }

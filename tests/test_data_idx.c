@@ -193,6 +193,12 @@ static void test_lying_header(void)
     uint32_t big[8] = {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF};
     write_idx(at("overflow.idx"), 0, 0x0E, 8, big, "x", 1, 0);
     CHECK_ERR(nb_idx_load(&t, at("overflow.idx")), NB_ERR_FORMAT, "describe more data than nabla can hold");
+    /* No element at all, but dims whose strides overflow: refused, not
+     * undefined arithmetic. */
+    uint32_t empty_huge[4] = {0, 0x80000000u, 0x80000000u, 0x80000000u};
+    write_idx(at("empty_huge.idx"), 0, 0x08, 4, empty_huge, "", 0, 0);
+    CHECK(nb_idx_load(&t, at("empty_huge.idx")) != NB_OK && t == NULL);
+    CHECK(strstr(nb_last_error(), "too large") || strstr(nb_last_error(), "more data than nabla can hold"));
 }
 
 static void test_missing_and_odd_paths(void)

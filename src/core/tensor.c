@@ -65,16 +65,19 @@ static nb_status check_shape(int ndim, const int64_t *shape, const char *what)
     if (ndim < 0 || ndim > NB_MAX_DIMS)
         return nb_error(NB_ERR_SHAPE, "%s: %d dimensions (at most %d are supported)", what, ndim, NB_MAX_DIMS);
     if (ndim > 0 && !shape) return nb_error(NB_ERR_ARG, "%s: shape is NULL", what);
+    /* The strides multiply the dims with a 0 counted as 1, so they, not the
+     * element count (0 once any dim is), are what must not overflow. */
     int64_t n = 1;
+    char s[NB_SHAPE_STR_MAX];
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0) {
-            char s[NB_SHAPE_STR_MAX];
+        if (shape[i] < 0)
             return nb_error(NB_ERR_SHAPE, "%s: shape %s has a negative dimension", what,
                             nb_shape_str(s, sizeof s, ndim, shape));
-        }
-        if (shape[i] && n > INT64_MAX / 16 / shape[i])
-            return nb_error(NB_ERR_SHAPE, "%s: shape too large", what);
-        n *= shape[i];
+        int64_t d = shape[i] ? shape[i] : 1;
+        if (n > INT64_MAX / 16 / d)
+            return nb_error(NB_ERR_SHAPE, "%s: shape %s is too large (its strides overflow 64 bits)", what,
+                            nb_shape_str(s, sizeof s, ndim, shape));
+        n *= d;
     }
     return NB_OK;
 }

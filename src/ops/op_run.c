@@ -1,5 +1,6 @@
 /* Mapping values onto slots, running shape inference, and running one op on
  * tensors (the path of eager mode and of op tests). */
+#include <stdint.h>
 #include <stdio.h>
 #include "nabla/device.h"
 #include <stdlib.h>
@@ -65,6 +66,18 @@ nb_status nb_run_infer(nb_op_ctx *ctx)
         if (!nb_dtype_valid(o->dtype) || o->ndim < 0 || o->ndim > NB_MAX_DIMS)
             return nb_error(NB_ERR_STATE, "%s: shape inference left output %d undefined (a bug in the op)",
                             ctx->label, i);
+        /* An output with a 0 dim holds nothing, but its strides still
+         * multiply the other dims: they must fit, for every op. */
+        int64_t m = 1;
+        for (int d = 0; d < o->ndim; d++) {
+            int64_t e = o->shape[d] > 1 ? o->shape[d] : 1;
+            if (m > INT64_MAX / 16 / e) {
+                char sh[NB_SHAPE_STR_MAX];
+                return nb_error(NB_ERR_SHAPE, "%s: output %d would have shape %s, too large for a tensor", ctx->label,
+                                i, nb_shape_str(sh, sizeof sh, o->ndim, o->shape));
+            }
+            m *= e;
+        }
     }
     return NB_OK;
 }
