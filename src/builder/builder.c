@@ -32,7 +32,10 @@ nb_status nb_builder_record_error(nb_builder *b, nb_status st)
     return b->status;
 }
 
-nb_status nb_builder_status(const nb_builder *b) { return b ? b->status : NB_ERR_ARG; }
+nb_status nb_builder_status(const nb_builder *b)
+{
+    return b ? b->status : nb_error(NB_ERR_ARG, "builder status: the builder is NULL");
+}
 const char *nb_builder_error(const nb_builder *b) { return b ? b->error : "builder is NULL"; }
 
 void nb_builder_clear_error(nb_builder *b)

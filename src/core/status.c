@@ -31,10 +31,14 @@ const char *nb_status_name(nb_status s)
 
 nb_status nb_error(nb_status s, const char *fmt, ...)
 {
+    /* Formatted aside first: an argument may be nb_last_error() itself, as
+     * when a caller wraps the error of a call it made. */
+    char text[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    memcpy(last_error, text, sizeof last_error);
     return s;
 }
 

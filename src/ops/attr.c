@@ -115,6 +115,7 @@ nb_status nb_resolve_attrs(const nb_op_def *def, int n, const nb_attr *attrs,
         for (int j = 0; v.type == NB_ATTR_STRINGS && j < v.n; j++)
             if (!v.strs[j]) return nb_error(NB_ERR_ARG, "%s: attribute '%s' has a NULL name at %d", label, a->name, j);
         if (v.type == NB_ATTR_STRING && !v.s) v.s = "";
+        if (given[i]) return nb_error(NB_ERR_ARG, "%s: attribute '%s' is given twice", label, a->name);
         out[i] = v;
         given[i] = true;
     }

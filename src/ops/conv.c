@@ -8,6 +8,10 @@
 #include "infer_check.h"
 #include "kernels/params/conv.h"
 
+/* Strides, dilations and paddings above this are refused: sizes made from
+ * them (in + p0 + p1, dilation * (k - 1)) must stay far from overflow. */
+#define NB_CONV_ATTR_MAX ((int64_t)1 << 31)
+
 static nb_status check_rank(const nb_op_ctx *ctx, const char *slot, const nb_var_info *v, int ndim,
                             const char *what)
 {
@@ -51,9 +55,9 @@ static nb_status int_pair(const nb_op_ctx *ctx, const char *name, int64_t min, i
         return nb_error(NB_ERR_ARG, "%s: attribute %s must hold 2 values (h, w), got %s", ctx->label, name,
                         nb_attr_value_str(buf, sizeof buf, v));
     for (int i = 0; i < 2; i++)
-        if (v->ints[i] < min)
-            return nb_error(NB_ERR_ARG, "%s: attribute %s must be >= %lld, got %s", ctx->label, name,
-                            (long long)min, nb_attr_value_str(buf, sizeof buf, v));
+        if (v->ints[i] < min || v->ints[i] > NB_CONV_ATTR_MAX)
+            return nb_error(NB_ERR_ARG, "%s: attribute %s must lie in [%lld, %lld], got %s", ctx->label, name,
+                            (long long)min, (long long)NB_CONV_ATTR_MAX, nb_attr_value_str(buf, sizeof buf, v));
     out[0] = v->ints[0];
     out[1] = v->ints[1];
     return NB_OK;
@@ -75,9 +79,9 @@ static nb_status read_paddings(const nb_op_ctx *ctx, int64_t p[4])
                         ctx->label, nb_attr_value_str(buf, sizeof buf, v));
     }
     for (int i = 0; i < 4; i++)
-        if (p[i] < 0)
-            return nb_error(NB_ERR_ARG, "%s: attribute paddings must be >= 0, got %s", ctx->label,
-                            nb_attr_value_str(buf, sizeof buf, v));
+        if (p[i] < 0 || p[i] > NB_CONV_ATTR_MAX)
+            return nb_error(NB_ERR_ARG, "%s: attribute paddings must lie in [0, %lld], got %s", ctx->label,
+                            (long long)NB_CONV_ATTR_MAX, nb_attr_value_str(buf, sizeof buf, v));
     return NB_OK;
 }
 

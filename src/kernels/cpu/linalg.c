@@ -205,7 +205,7 @@ static nb_status run_matmul(const nb_kernel_ctx *k)
                 for (int64_t j = 0; j < N; j++) o[j] += bias[j];                                   \
             switch (act) {                                                                         \
             case NB_FC_RELU:                                                                       \
-                for (int64_t j = 0; j < N; j++) o[j] = o[j] > 0 ? o[j] : 0;                        \
+                for (int64_t j = 0; j < N; j++) o[j] = o[j] < 0 ? 0 : o[j];                        \
                 break;                                                                             \
             case NB_FC_SIGMOID:                                                                    \
                 for (int64_t j = 0; j < N; j++) o[j] = 1 / (1 + EXP(-o[j]));                       \
