@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps test-deps build demo test test-sanitize test-clang install clean
+.PHONY: all deps test-deps build demo test test-sanitize test-clang fuzz install clean
 
 all: build
 
@@ -41,8 +41,21 @@ test-clang: test-deps
 	  cmake --build $(CLANG_BUILD) -j$(JOBS) && ctest --test-dir $(CLANG_BUILD) --output-on-failure -j$(JOBS); \
 	else echo "test-clang: skipped, clang is not installed"; fi
 
+# The libFuzzer harnesses of fuzz/ (one per loader), built with clang into
+# $(FUZZ_BUILD) (CMake's NABLA_FUZZ), each run for FUZZ_SECONDS over seed
+# corpora written by the library; fails on any crash, leak or hang found.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 30
+fuzz: test-deps
+	@fuzz/run.sh --check || { echo "fuzz: clang cannot link a libFuzzer harness" \
+	  "(apt-get install clang libclang-rt-14-dev)"; exit 1; }
+	@CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DNABLA_FUZZ=ON -DNABLA_BUILD_TESTS=OFF \
+	  -DNABLA_USE_OPENMP=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzzers
+	fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(CLANG_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(CLANG_BUILD) $(FUZZ_BUILD)

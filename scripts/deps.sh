@@ -4,7 +4,8 @@
 # zlib, and protobuf-c (the protoc-c compiler and the library: program files
 # are protobuf).
 # With --test, also what the test suite uses: Graphviz (the drawing test
-# renders with it) and gnuplot (the training test draws its curves). Optional ones are only reported: the build detects them
+# renders with it), gnuplot (the training test draws its curves) and, where
+# clang is installed, its libFuzzer runtime (`make fuzz`). Optional ones are only reported: the build detects them
 # and works without.
 set -euo pipefail
 
@@ -25,6 +26,11 @@ have_cmd protoc-c || missing+=(protobuf-c-compiler)
 if [ $for_tests = 1 ]; then
     have_cmd dot || missing+=(graphviz)
     have_cmd gnuplot || missing+=(gnuplot-nox)
+    # Debian ships libFuzzer apart from clang, as libclang-rt-<major>-dev.
+    if have_cmd clang && ! "$(dirname "$0")/../fuzz/run.sh" --check; then
+        clang_major=$(clang -dumpversion 2>/dev/null | cut -d. -f1)
+        if [ -n "$clang_major" ]; then missing+=("libclang-rt-$clang_major-dev"); fi
+    fi
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then

@@ -201,6 +201,26 @@ static void test_lying_header(void)
     CHECK(strstr(nb_last_error(), "too large") || strstr(nb_last_error(), "more data than nabla can hold"));
 }
 
+/* Found by fuzz/fuzz_idx: a 0 size made the payload empty and hid the other
+ * sizes, whose product (what the tensor's strides multiply) overflowed:
+ * undefined behaviour in nb_tensor_new. The file is the fuzzer's input. */
+static void test_zero_size_hides_overflow(void)
+{
+    static const uint8_t input[] = {0x00, 0x00, 0x08, 0x04, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00,
+                                    0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 0x95, 0x41, 0xba};
+    FILE *f = fopen(at("zero-overflow.idx"), "wb");
+    REQUIRE_OK(f && fwrite(input, 1, sizeof input, f) == sizeof input && !fclose(f) ? NB_OK : NB_ERR_IO);
+    nb_tensor *t = NULL;
+    CHECK_ERR(nb_idx_load(&t, at("zero-overflow.idx")), NB_ERR_FORMAT,
+              "sizes [0, 16777216, 16777216, 43336122] describe more data than nabla can hold");
+    CHECK(t == NULL);
+    /* Large sizes beside a 0 are fine while their product fits. */
+    write_idx(at("zero-wide.idx"), 0, 0x08, 3, (uint32_t[]){0, 1u << 20, 1u << 20}, NULL, 0, 0);
+    CHECK_OK(nb_idx_load(&t, at("zero-wide.idx")));
+    if (t) CHECK(nb_tensor_numel(t) == 0);
+    nb_tensor_release(t);
+}
+
 static void test_missing_and_odd_paths(void)
 {
     nb_tensor *t = NULL;
@@ -223,6 +243,7 @@ int main(void)
     RUN(test_trailing_bytes);
     RUN(test_corrupt_gzip);
     RUN(test_lying_header);
+    RUN(test_zero_size_hides_overflow);
     RUN(test_missing_and_odd_paths);
     remove_tree(tmp);
     return test_report();

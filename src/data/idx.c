@@ -179,16 +179,20 @@ static nb_status read_header(idx_file *f, nb_dtype *dt, int *ndim, int64_t *shap
     if (n < 4 * *ndim)
         return nb_error(NB_ERR_FORMAT, "idx: %s: truncated header: %d dimensions need %d bytes of sizes, found %lld",
                         f->path, *ndim, 4 * *ndim, (long long)n);
-    /* The tensor code's own limit on elements, in bytes here. */
+    /* The tensor code's own limit on elements, in bytes here. The strides of
+     * a tensor multiply every non-zero size, so those must stay under the
+     * limit even when another size is 0 and the payload is empty. */
     const int64_t limit = INT64_MAX / 16;
-    int64_t bytes = (int64_t)nb_dtype_size(*dt);
-    bool too_big = false;
+    int64_t span = (int64_t)nb_dtype_size(*dt);
+    bool too_big = false, empty = false;
     for (int i = 0; i < *ndim; i++) {
         const uint8_t *p = raw + 4 * i;
         shape[i] = (int64_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
-        if (shape[i] && bytes > limit / shape[i]) too_big = true;
-        else bytes *= shape[i];
+        if (!shape[i]) empty = true;
+        else if (span > limit / shape[i]) too_big = true;
+        else span *= shape[i];
     }
+    int64_t bytes = empty ? 0 : span;
     nb_shape_str(f->dims, sizeof f->dims, *ndim, shape);
     if (too_big || (uint64_t)bytes > SIZE_MAX)
         return nb_error(NB_ERR_FORMAT, "idx: %s: the header's sizes %s describe more data than nabla can hold", f->path,
