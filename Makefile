@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps test-deps build demo test test-sanitize test-clang fuzz install clean
+.PHONY: all deps test-deps build demo test test-sanitize test-tsan test-clang fuzz install clean
 
 all: build
 
@@ -32,6 +32,15 @@ test-sanitize: test-deps
 	@cmake --build $(ASAN_BUILD) -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS)
+
+# The suite under ThreadSanitizer, tests/test_threads.c above all (eager builders, static
+# programs and one shared program, each in threads of their own). OpenMP is off in this
+# build: libgomp is not instrumented, so TSan would report its barriers as races.
+TSAN_BUILD ?= build-tsan
+test-tsan: test-deps
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DNABLA_TSAN=ON -DNABLA_USE_OPENMP=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(TSAN_BUILD) -j$(JOBS)
+	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -j$(JOBS)
 
 # The suite built with clang (-Werror, like gcc's build), when clang is installed.
 CLANG_BUILD ?= build-clang

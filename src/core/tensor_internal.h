@@ -10,7 +10,7 @@ void nb_store(nb_dtype dt, void *p, int64_t i, double v);
 void nb_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 
 /* Called when a tensor carrying eager-mode state is freed (set by the eager
- * engine). */
+ * engine, once per process, before the first tensor gets that state). */
 extern void (*nb_tensor_autograd_free_hook)(nb_tensor *t);
 
 #endif

@@ -1,4 +1,5 @@
 /* The autograd state of tensors, backward nodes, and recording an op. */
+#include <pthread.h>
 #include <stdlib.h>
 #include "nabla/device.h"
 #include <string.h>
@@ -76,12 +77,20 @@ static void autograd_free(nb_tensor *t)
     t->autograd = NULL;
 }
 
+static void install_free_hook(void) { nb_tensor_autograd_free_hook = autograd_free; }
+
 nb_autograd *nb_autograd_of(nb_tensor *t, bool create)
 {
     if (!t) return NULL;
     if (!t->autograd && create) {
+        /* Set once for the process: threads creating autograd state at once
+         * would otherwise race on the global. pthread_once also orders the
+         * store before any tensor given autograd state here, so the thread
+         * that frees such a tensor (after it reached that thread through
+         * some synchronisation) sees the hook. */
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        pthread_once(&once, install_free_hook);
         t->autograd = nb_calloc(1, sizeof(nb_autograd));
-        nb_tensor_autograd_free_hook = autograd_free;
     }
     return t->autograd;
 }
