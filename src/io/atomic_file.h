@@ -1,17 +1,28 @@
 /* Replacing a file atomically: readers (and a later run after a crash) see
- * either the old file whole or the new one whole, never a mix.
+ * either the old file whole or the new one whole, never a mix. Program files
+ * and checkpoints (safetensors) are both saved through here.
  *
- * nb_atomic_open writes to "<path>.tmp.<pid>" in the same directory (so the
- * final rename never crosses file systems); nb_atomic_commit flushes it,
- * fsyncs it, closes it, renames it over `path` and fsyncs the directory so
- * that the rename itself survives a power cut. Any failure, and
- * nb_atomic_abort, removes the temporary file and leaves `path` untouched.
+ * nb_atomic_open writes to a temporary file "<name>.tmp.<pid>" (".tmp.<pid>.<n>"
+ * when that name is taken) in the same directory as the file (so the final
+ * rename never crosses file systems); nb_atomic_commit flushes it, fsyncs it,
+ * closes it, renames it over the file and fsyncs the directory so that the
+ * rename itself survives a power cut. Any failure, and nb_atomic_abort,
+ * removes the temporary file and leaves the file untouched.
+ *
+ * What the new file keeps of the old one:
+ *  - its permissions (and owner and group, where the process may set them);
+ *    a new file gets 0666 less the umask, as fopen would give it;
+ *  - its links: when `path` is a symbolic link (or a chain of them), the file
+ *    it points to is the one replaced, in that file's directory, and the
+ *    link stays as it was. A link to nothing yet makes its target.
+ *
+ * A file name near the file system's limit (NAME_MAX) would make "<name>.tmp.
+ * <pid>" too long: then the temporary name starts with as much of the name as
+ * fits, then "~" and a hash of the whole name.
  *
  * A process killed mid-write leaves its temporary file behind; the next
- * nb_atomic_open of the same path removes such files of processes that no
- * longer exist (so do not give other files such names). Two threads of
- * one process must not write the same path at once (they would share the
- * temporary name).
+ * nb_atomic_open of the same file removes such files of processes that no
+ * longer exist (so do not give other files such names).
  *
  * For tests: when the environment variable NABLA_TEST_STOP_AFTER_BYTES holds
  * a number N > 0, the writer, once it has written N bytes of a file, flushes

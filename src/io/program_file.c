@@ -2,11 +2,10 @@
  * decoder, and the file handling around them (atomic writes, bounded reads). */
 #include <errno.h>
 #include "nabla/device.h"
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include "atomic_file.h"
 #include "program_file_internal.h"
 
 /* Far beyond any program; a bigger file is not one. */
@@ -51,54 +50,20 @@ static nb_status read_file(const char *path, uint8_t **buf, size_t *len)
     return NB_OK;
 }
 
-/* Makes a rename durable by syncing the directory holding `path`. Some file
- * systems refuse to sync a directory; the file itself is synced already. */
-static void sync_dir_of(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? nb_strndup(path, slash == path ? 1 : (size_t)(slash - path)) : nb_strdup(".");
-    if (!dir) return;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    nb_free(dir);
-}
-
-/* Writes a temporary file beside `path`, syncs it and renames it over
- * `path`: readers see the old file or the new one, never part of one. */
+/* Replaces `path` through nb_atomic_open, as checkpoints are: readers see
+ * the old file or the new one, never part of one; the file keeps its mode,
+ * a link is written through, and temporary files left by writers killed
+ * mid-save are cleaned up (atomic_file.h). */
 static nb_status write_atomic(const char *path, const uint8_t *buf, size_t len)
 {
-    size_t size = strlen(path) + 48;
-    char *tmp = nb_malloc(size);
-    if (!tmp) return nb_error(NB_ERR_NOMEM, "saving %s: out of memory", path);
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        snprintf(tmp, size, "%s.tmp.%ld.%d", path, (long)getpid(), attempt);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
+    nb_atomic_file *af;
+    nb_status st = nb_atomic_open(&af, path);
+    if (!st) {
+        st = nb_atomic_write(af, buf, len);
+        if (!st) st = nb_atomic_commit(af);
+        else nb_atomic_abort(af);
     }
-    if (fd < 0) {
-        nb_status st = nb_error(NB_ERR_IO, "cannot write program file %s: %s", path, strerror(errno));
-        nb_free(tmp);
-        return st;
-    }
-    nb_status st = NB_OK;
-    for (size_t done = 0; done < len && !st;) {
-        ssize_t w = write(fd, buf + done, len - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) st = nb_error(NB_ERR_IO, "cannot write program file %s: %s", path, w < 0 ? strerror(errno) : "no progress");
-        else done += (size_t)w;
-    }
-    if (!st && fsync(fd)) st = nb_error(NB_ERR_IO, "cannot write program file %s: fsync: %s", path, strerror(errno));
-    if (close(fd) && !st) st = nb_error(NB_ERR_IO, "cannot write program file %s: %s", path, strerror(errno));
-    if (!st && rename(tmp, path))
-        st = nb_error(NB_ERR_IO, "cannot write program file %s: rename: %s", path, strerror(errno));
-    if (st) unlink(tmp);
-    else sync_dir_of(path);
-    nb_free(tmp);
-    return st;
+    return st ? nb_error_context(st, "cannot write program file") : NB_OK;
 }
 
 nb_status nb_programs_serialize(const nb_program *main, const nb_program *startup, uint8_t **buf, size_t *len)
