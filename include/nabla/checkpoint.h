@@ -14,7 +14,11 @@
  * checkpoint or the new one, whole. On any error the temporary file is
  * removed and `path` is left as it was. A temporary file left by a killed
  * process is removed by the next save to the same path (once that process
- * is gone); loading never looks at it.
+ * is gone); loading never looks at it. A replaced file keeps its mode (the
+ * temporary file is readable by its owner only until then); a `path` that is
+ * a symbolic link is followed, and the file it names is replaced in its own
+ * directory, the link kept. Names up to the directory's limit (usually 255
+ * bytes) save: a temporary name that would be too long is shortened.
  *
  * For tests: with the environment variable NABLA_TEST_STOP_AFTER_BYTES set to
  * N > 0, a save stops its own process (SIGSTOP) once it has written N bytes

@@ -47,7 +47,8 @@ NB_BEGIN_DECLS
 
 /* Writes `p` to `path` atomically: into a temporary file beside it, synced to
  * disk, then renamed over `path`, so that a crash or a full disk never leaves
- * a half-written file where a good one was. */
+ * a half-written file where a good one was. The same writer as checkpoints:
+ * mode kept, links followed, leftovers removed (see nabla/checkpoint.h). */
 NB_API nb_status nb_program_save(const char *path, const nb_program *p);
 /* Reads the program of a file; for a file of two programs, the main one.
  * *out is a new program (free with nb_program_free), NULL on error. */
