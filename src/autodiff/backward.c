@@ -270,12 +270,13 @@ static nb_status fill_result(bw *w, int n_in, const char *const *inputs, nb_var 
     r->info = nb_calloc((size_t)nb_strmap_size(&w->grad_of) + 1, sizeof *r->info);
     if (!r->grads || !r->pairs || !r->info) return nb_error(NB_ERR_NOMEM, "backward: out of memory");
     r->n_grads = n_in;
+    bool ok = true;
     for (int i = 0; i < n_in; i++) {
         if (!grads[i]) continue;
-        r->grads[i] = nb_strdup(grads[i]->name);
+        ok &= (r->grads[i] = nb_strdup(grads[i]->name)) != NULL;
         if (pairs) {
-            r->pairs[r->n_pairs].param = nb_strdup(inputs[i]);
-            r->pairs[r->n_pairs++].grad = nb_strdup(grads[i]->name);
+            ok &= (r->pairs[r->n_pairs].param = nb_strdup(inputs[i])) != NULL;
+            ok &= (r->pairs[r->n_pairs++].grad = nb_strdup(grads[i]->name)) != NULL;
         }
     }
     for (int i = 0; i < w->grad_of.n; i++) {
@@ -286,9 +287,12 @@ static nb_status fill_result(bw *w, int n_in, const char *const *inputs, nb_var 
         for (int j = w->grad_start; j < w->b->n_ops && !written; j++)
             for (int k = 0; k < nb_op_n_outputs(w->b->ops[j]); k++) written |= !strcmp(w->b->ops[j]->outputs[k], g->name);
         if (!written) continue;
-        r->info[r->n_info++] = (nb_grad_info){nb_strdup(w->grad_of.keys[i]), nb_strdup(g->name), w->b->idx};
+        nb_grad_info *info = &r->info[r->n_info++];
+        *info = (nb_grad_info){nb_strdup(w->grad_of.keys[i]), nb_strdup(g->name), w->b->idx};
+        ok &= info->var && info->grad;
     }
-    return NB_OK;
+    /* The caller frees the half-filled result. */
+    return ok ? NB_OK : nb_error(NB_ERR_NOMEM, "backward: out of memory");
 }
 
 /* The shared body of nb_gradients, nb_append_backward and the recursion
@@ -360,7 +364,7 @@ static nb_status build_backward(nb_program *p, nb_block *fwd, nb_block *target, 
     }
     if (st || (st = remove_dead_ops(&w, w.grad_start, n_in, grads))) goto done;
     /* Mark the op that makes each parameter's gradient (Fluid's op_role_var). */
-    for (int i = 0; i < n_in && is_append; i++) {
+    for (int i = 0; i < n_in && is_append && !st; i++) {
         if (!grads[i]) continue;
         for (int j = w.b->n_ops - 1; j >= w.grad_start; j--) {
             nb_op *op = w.b->ops[j];
@@ -371,10 +375,12 @@ static nb_status build_backward(nb_program *p, nb_block *fwd, nb_block *target, 
             nb_free(op->role_var[1]);
             op->role_var[0] = nb_strdup(inputs[i]);
             op->role_var[1] = nb_strdup(grads[i]->name);
+            if (!op->role_var[0] || !op->role_var[1])
+                st = nb_error(NB_ERR_NOMEM, "backward: out of memory marking the gradient of '%s'", inputs[i]);
             break;
         }
     }
-    st = fill_result(&w, n_in, inputs, grads, is_append, out);
+    if (!st) st = fill_result(&w, n_in, inputs, grads, is_append, out);
 done:
     if (st) {
         /* Leave the program as it was. */

@@ -250,29 +250,32 @@ void nb_node_release(nb_node *n)
     if (stack != stack_inline) nb_free(stack);
 }
 
-/* Returns a new reference to the node in the edge. */
-nb_edge nb_edge_of(nb_tensor *t)
+nb_status nb_edge_of(nb_tensor *t, nb_edge *e)
 {
     nb_autograd *a = t ? t->autograd : NULL;
-    if (!a) return (nb_edge){NULL, 0};
+    *e = (nb_edge){NULL, 0};
+    if (!a) return NB_OK;
     if (a->grad_fn) {
         nb_node_retain(a->grad_fn);
-        return (nb_edge){a->grad_fn, a->output_nr};
+        *e = (nb_edge){a->grad_fn, a->output_nr};
+        return NB_OK;
     }
-    if (!a->requires_grad) return (nb_edge){NULL, 0};
+    if (!a->requires_grad) return NB_OK;
     if (!a->accumulator) {
         nb_node *n = nb_calloc(1, sizeof *n);
-        if (!n) return (nb_edge){NULL, 0};
+        if (!n) return nb_error(NB_ERR_NOMEM, "autograd: out of memory making a leaf's gradient accumulator");
         n->refcount = 1; /* the caller's */
         n->kind = NODE_ACCUMULATE;
         n->n_out = 1;
         n->leaf = nb_tensor_retain(t);
         n->seq = UINT64_MAX; /* accumulate as soon as ready */
         a->accumulator = n; /* weak: its users own it */
-        return (nb_edge){n, 0};
+        *e = (nb_edge){n, 0};
+        return NB_OK;
     }
     nb_node_retain(a->accumulator);
-    return (nb_edge){a->accumulator, 0};
+    *e = (nb_edge){a->accumulator, 0};
+    return NB_OK;
 }
 
 nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const int *in_begin, const int *out_begin,
@@ -310,7 +313,7 @@ nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const
                 n->saved_in_version[k] = in[k]->storage->version;
             }
             if ((def->inputs[s].flags & NB_SLOT_NO_GRAD) || !nb_tensor_requires_grad(in[k])) continue;
-            n->next[k] = nb_edge_of(in[k]);
+            if (nb_edge_of(in[k], &n->next[k])) ok = false;
             n->wants[k] = n->next[k].node != NULL;
         }
     for (int s = 0; ok && s < NB_MAX_SLOTS && def->outputs[s].name; s++)

@@ -62,8 +62,10 @@ nb_autograd *nb_autograd_of(nb_tensor *t, bool create); /* NULL if none and !cre
 void nb_node_retain(nb_node *n);
 void nb_node_release(nb_node *n);
 /* The edge a gradient for t travels along (its node, or its leaf's
- * accumulator, created on demand); {NULL} if t takes no gradient. */
-nb_edge nb_edge_of(nb_tensor *t);
+ * accumulator, created on demand), a new reference in *e; {NULL} if t takes
+ * no gradient. NB_ERR_NOMEM (with a message) if the accumulator could not be
+ * made: never read as "no gradient". */
+nb_status nb_edge_of(nb_tensor *t, nb_edge *e);
 void nb_node_release_saved(nb_node *n);
 nb_status hook_list_add(hook_list *h, void *fn, void *ctx);
 void hook_list_free(hook_list *h);

@@ -424,7 +424,8 @@ static nb_status run_task(task *t, int n_roots, nb_tensor *const *roots, nb_tens
     int *root_nr = nb_calloc((size_t)n_roots + 1, sizeof *root_nr);
     nb_status st = root_nodes && root_nr ? nb_eager_builder_for_engine(&t->b) : nb_error(NB_ERR_NOMEM, "backward: out of memory");
     for (int i = 0; i < n_roots && !st; i++) {
-        nb_edge e = nb_edge_of(roots[i]);
+        nb_edge e;
+        if ((st = nb_edge_of(roots[i], &e))) break;
         if (!e.node)
             st = nb_error(NB_ERR_ARG, "backward: root %d does not require grad: no recorded op made it and it is not a "
                                       "leaf that requires grad", i);
@@ -448,7 +449,7 @@ static nb_status run_task(task *t, int n_roots, nb_tensor *const *roots, nb_tens
         }
     }
     while (!st && t->n_heap > 0) st = process(t, heap_pop(t));
-    for (int i = 0; i < n_roots; i++) nb_node_release(root_nodes[i]);
+    for (int i = 0; root_nodes && i < n_roots; i++) nb_node_release(root_nodes[i]);
     nb_free(root_nodes);
     nb_free(root_nr);
     return st;
@@ -520,7 +521,8 @@ nb_status nb_autograd_grad(nb_tensors outs, nb_tensor *const *grad_outputs, nb_t
             st = nb_error(NB_ERR_ARG, "autograd_grad: input %d does not require grad", i);
             break;
         }
-        nb_edge e = nb_edge_of(inputs[i]);
+        nb_edge e;
+        if ((st = nb_edge_of(inputs[i], &e))) break;
         t.cap_node[i] = e.node;
         t.cap_nr[i] = e.nr;
     }

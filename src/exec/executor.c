@@ -188,7 +188,7 @@ static nb_status plan_buffers(nb_prepared *pp)
         return nb_error(NB_ERR_NOMEM, "prepare: out of memory");
     }
     int n_free = 0;
-    for (int s = 0; s < pp->n_steps; s++) {
+    for (int s = 0; pp->steps && s < pp->n_steps; s++) {
         step *st = &pp->steps[s];
         for (int k = 0; k < st->n_out; k++) {
             value *v = &pp->values[st->out[k]];
@@ -332,11 +332,11 @@ void nb_prepared_free(nb_prepared *pp)
 {
     if (!pp) return;
     if (pp->owns_cache && pp->env.cache) {
-        for (int i = 0; i < pp->env.cache->n; i++) nb_prepared_free(pp->env.cache->blocks[i]);
+        for (int i = 0; pp->env.cache->blocks && i < pp->env.cache->n; i++) nb_prepared_free(pp->env.cache->blocks[i]);
         nb_free(pp->env.cache->blocks);
         nb_free(pp->env.cache);
     }
-    for (int s = 0; s < pp->n_steps; s++) {
+    for (int s = 0; pp->steps && s < pp->n_steps; s++) {
         step *st = &pp->steps[s];
         nb_free(st->in);
         nb_free(st->out);
@@ -347,9 +347,9 @@ void nb_prepared_free(nb_prepared *pp)
         nb_free(st->out_t);
         nb_free(st->out_is_input);
     }
-    for (int i = 0; i < pp->n_values; i++)
+    for (int i = 0; pp->values && i < pp->n_values; i++)
         if (pp->values[i].kind == V_TEMP) nb_tensor_release(pp->values[i].t);
-    for (int i = 0; i < pp->n_buffers; i++) {
+    for (int i = 0; pp->buffers && i < pp->n_buffers; i++) { /* n_buffers is counted before they exist */
         nb_storage *s = pp->buffers[i].storage;
         if (s && --s->refcount == 0) {
             nb_device_free(s->device, s->data);

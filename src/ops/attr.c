@@ -14,29 +14,35 @@ const char *nb_attr_type_name(nb_attr_type t)
 
 int nb_attr_value_copy(nb_attr_value *dst, const nb_attr_value *src)
 {
-    *dst = *src;
+    /* On failure dst is left empty (type NONE), never pointing at src's data,
+     * so that freeing it afterwards is safe. */
+    nb_attr_value v = *src;
     if (src->type == NB_ATTR_STRING && src->s) {
-        if (!(dst->s = nb_strdup(src->s))) return -1;
+        if (!(v.s = nb_strdup(src->s))) goto fail;
     } else if (src->type == NB_ATTR_INTS || src->type == NB_ATTR_FLOATS) {
         size_t sz = src->type == NB_ATTR_INTS ? sizeof(int64_t) : sizeof(double);
         const void *from = src->type == NB_ATTR_INTS ? (const void *)src->ints : (const void *)src->floats;
         void *p = nb_malloc(src->n ? (size_t)src->n * sz : 1);
-        if (!p) return -1;
+        if (!p) goto fail;
         if (src->n) memcpy(p, from, (size_t)src->n * sz);
-        if (src->type == NB_ATTR_INTS) dst->ints = p;
-        else dst->floats = p;
+        if (src->type == NB_ATTR_INTS) v.ints = p;
+        else v.floats = p;
     } else if (src->type == NB_ATTR_STRINGS) {
         char **p = nb_calloc((size_t)src->n + 1, sizeof *p);
-        if (!p) return -1;
+        if (!p) goto fail;
         for (int i = 0; i < src->n; i++)
             if (!(p[i] = nb_strdup(src->strs[i] ? src->strs[i] : ""))) {
                 while (i--) nb_free(p[i]);
                 nb_free(p);
-                return -1;
+                goto fail;
             }
-        dst->strs = (const char *const *)p;
+        v.strs = (const char *const *)p;
     }
+    *dst = v;
     return 0;
+fail:
+    memset(dst, 0, sizeof *dst);
+    return -1;
 }
 
 void nb_attr_value_free(nb_attr_value *v)

@@ -9,8 +9,10 @@
 void nb_op_free(nb_op *op)
 {
     if (!op) return;
-    for (int i = 0; i < nb_op_n_inputs(op); i++) nb_free(op->inputs[i]);
-    for (int i = 0; i < nb_op_n_outputs(op); i++) nb_free(op->outputs[i]);
+    /* The slot counts can be set before the arrays exist (a clone that ran
+     * out of memory half-way). */
+    for (int i = 0; op->inputs && i < nb_op_n_inputs(op); i++) nb_free(op->inputs[i]);
+    for (int i = 0; op->outputs && i < nb_op_n_outputs(op); i++) nb_free(op->outputs[i]);
     nb_free(op->inputs);
     nb_free(op->outputs);
     for (int i = 0; i < NB_MAX_ATTRS; i++) nb_attr_value_free(&op->attrs[i]);
@@ -42,7 +44,8 @@ nb_op *nb_op_clone(const nb_op *src)
     memset(op->attrs, 0, sizeof op->attrs);
     op->role_var[0] = src->role_var[0] ? nb_strdup(src->role_var[0]) : NULL;
     op->role_var[1] = src->role_var[1] ? nb_strdup(src->role_var[1]) : NULL;
-    bool ok = op->inputs && op->outputs;
+    bool ok = op->inputs && op->outputs && (op->role_var[0] || !src->role_var[0]) &&
+              (op->role_var[1] || !src->role_var[1]);
     for (int i = 0; i < NB_MAX_ATTRS && ok; i++) ok = !nb_attr_value_copy(&op->attrs[i], &src->attrs[i]);
     if (!ok) {
         nb_op_free(op);

@@ -262,12 +262,25 @@ nb_status nb_block_rename_var(nb_block *b, const char *old_name, const char *new
     if (!v) return nb_error(NB_ERR_NOT_FOUND, "rename: block %d has no var '%s'", b->idx, old_name);
     if (nb_block_find_var_recursive(b, new_name))
         return nb_error(NB_ERR_ARG, "rename %s: a var named '%s' already exists", old_name, new_name);
-    char *nn = nb_strdup(new_name);
-    if (!nn || nb_strmap_put(b->var_index, new_name, v)) {
-        nb_free(nn);
-        return nb_error(NB_ERR_NOMEM, "rename: out of memory");
+    /* Every string the rename needs is made first, so that running out of
+     * memory leaves the block as it was, never half renamed. */
+    int n_uses = 0;
+    for (int i = 0; i < b->n_ops; i++) {
+        nb_op *op = b->ops[i];
+        for (int k = 0; k < nb_op_n_inputs(op); k++) n_uses += !strcmp(op->inputs[k], old_name);
+        for (int k = 0; k < nb_op_n_outputs(op); k++) n_uses += !strcmp(op->outputs[k], old_name);
+        for (int r = 0; r < 2; r++) n_uses += op->role_var[r] && !strcmp(op->role_var[r], old_name);
+    }
+    char **fresh = nb_calloc((size_t)n_uses + 1, sizeof *fresh);
+    bool ok = fresh != NULL;
+    for (int i = 0; ok && i <= n_uses; i++) ok = (fresh[i] = nb_strdup(new_name)) != NULL;
+    if (!ok || nb_strmap_put(b->var_index, new_name, v)) {
+        for (int i = 0; fresh && i <= n_uses; i++) nb_free(fresh[i]);
+        nb_free(fresh);
+        return nb_error(NB_ERR_NOMEM, "rename %s to %s: out of memory", old_name, new_name);
     }
     nb_strmap_remove(b->var_index, old_name);
+    int used = 0;
     for (int i = 0; i < b->n_ops; i++) {
         nb_op *op = b->ops[i];
         for (int side = 0; side < 2; side++) {
@@ -275,20 +288,19 @@ nb_status nb_block_rename_var(nb_block *b, const char *old_name, const char *new
             char **names = side ? op->outputs : op->inputs;
             for (int k = 0; k < n; k++)
                 if (!strcmp(names[k], old_name)) {
-                    char *c = nb_strdup(new_name);
-                    if (!c) return nb_error(NB_ERR_NOMEM, "rename: out of memory");
                     nb_free(names[k]);
-                    names[k] = c;
+                    names[k] = fresh[used++];
                 }
         }
         for (int r = 0; r < 2; r++)
             if (op->role_var[r] && !strcmp(op->role_var[r], old_name)) {
                 nb_free(op->role_var[r]);
-                op->role_var[r] = nb_strdup(new_name);
+                op->role_var[r] = fresh[used++];
             }
     }
     nb_free(v->name);
-    v->name = nn;
+    v->name = fresh[used];
+    nb_free(fresh);
     b->program->version++;
     return NB_OK;
 }
