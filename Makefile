@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps test-deps build demo test test-sanitize test-tsan test-clang fuzz install clean
+.PHONY: all deps test-deps build demo test test-sanitize test-tsan test-oom test-clang fuzz install clean
 
 all: build
 
@@ -36,6 +36,13 @@ test-sanitize: test-deps
 # The suite under ThreadSanitizer, tests/test_threads.c above all (eager builders, static
 # programs and one shared program, each in threads of their own). OpenMP is off in this
 # build: libgomp is not instrumented, so TSan would report its barriers as races.
+# The allocation-failure walk over every k, in the ASan+UBSan build so that a
+# bad read counts as a crash (tests/oom_walk.c says what each outcome means).
+test-oom: test-deps
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DNABLA_SANITIZE=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(ASAN_BUILD) -j$(JOBS) --target oom_walk
+	UBSAN_OPTIONS=halt_on_error=1 ASAN_OPTIONS=detect_leaks=0 $(ASAN_BUILD)/tests/oom_walk
+
 TSAN_BUILD ?= build-tsan
 test-tsan: test-deps
 	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DNABLA_TSAN=ON -DNABLA_USE_OPENMP=OFF $(CMAKE_FLAGS) >/dev/null

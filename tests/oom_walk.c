@@ -1,7 +1,8 @@
 /* The allocation-failure walk (`make test-oom`), as SQLite tests malloc
  * failure: a representative job (a static MLP minimised with Adam for three
  * steps, a checkpoint saved and loaded, a program file written and read back,
- * eager training) is run once to count its allocations, then once per k with
+ * eager training, a Hessian by forward over reverse and one by reverse over
+ * reverse) is run once to count its allocations, then once per k with
  * the k-th allocation failing. Each run happens in a child process so that a
  * crash is counted, not fatal. For every k the job must either
  *   - fail with an error status and a message, or
@@ -84,7 +85,7 @@ static const nb_allocator walking = {w_malloc, w_realloc, w_free, NULL};
 
 /* ---- the job: returns its status, the losses it saw in `losses` ---------- */
 
-#define NLOSS 6
+#define NLOSS 8
 #define TRY(expr)                        \
     do {                                 \
         if ((st = (expr)) != NB_OK) goto done; \
@@ -189,12 +190,40 @@ done:
     return st;
 }
 
+/* f(x) = sum(tanh(x) * x) */
+static nb_status f_tanh_x(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    out[0] = nb_reduce_sum(b, nb_mul(b, nb_tanh(b, in[0]), in[0]), 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+static nb_status transforms_job(double *losses)
+{
+    nb_status st = NB_OK;
+    nb_function f = {f_tanh_x, 1, 1, NULL};
+    nb_tensor *x = NULL, *h = NULL, *hr = NULL;
+    int64_t n = 4;
+    TRY(nb_tensor_new(&x, NB_F64, 1, &n));
+    for (int64_t i = 0; i < n; i++) nb_tensor_set(x, i, 0.8 * sin(0.7 * (double)i));
+    TRY(nb_hessian(&f, &x, 0, &h));
+    TRY(nb_hessian_by_reverse(&f, &x, 0, &hr));
+    losses[0] = nb_tensor_get(h, 5);
+    losses[1] = nb_tensor_get(hr, 5);
+done:
+    nb_tensor_release(x);
+    nb_tensor_release(h);
+    nb_tensor_release(hr);
+    return st;
+}
+
 static char dir[256];
 
 static nb_status job(double *losses)
 {
     nb_status st = static_job(dir, losses);
-    return st != NB_OK ? st : eager_job(losses + 3);
+    if (st == NB_OK) st = eager_job(losses + 3);
+    return st != NB_OK ? st : transforms_job(losses + 6);
 }
 
 /* ---- the walk -------------------------------------------------------------- */

@@ -128,7 +128,7 @@ static nb_status eager_emit(nb_builder *b, const char *type, int n_in, const nb_
     }
     for (int i = 0; i < n_out; i++) {
         if (!st) st = hold(s, outs[i]);
-        else nb_tensor_release(outs[i]);
+        if (st) nb_tensor_release(outs[i]); /* not held: ours to drop */
         out[i] = st ? NB_NONE : nb_value_make(outs[i], NB_VALUE_TENSOR);
     }
     return st;

@@ -263,11 +263,14 @@ static nb_value unpack_output(task *t, nb_node *n, int k)
     nb_tensor *v;
     if (nb_tensor_detach(&v, n->saved_out[k])) return NB_NONE;
     nb_autograd *a = nb_autograd_of(v, true);
-    if (a) {
-        nb_node_retain(n);
-        a->grad_fn = n;
-        a->output_nr = k;
+    if (!a) {
+        nb_builder_fail(t->b, NB_ERR_NOMEM, "backward: out of memory unpacking a saved output of %s", n->def->name);
+        nb_tensor_release(v);
+        return NB_NONE;
     }
+    nb_node_retain(n);
+    a->grad_fn = n;
+    a->output_nr = k;
     nb_status st = nb_eager_alias_tangent(t->b, n->saved_out[k], v);
     if (st) {
         nb_builder_fail(t->b, st, "%s", nb_last_error());
@@ -409,7 +412,7 @@ static void task_free(task *t)
         n->task = 0;
         nb_node_release(n);
     }
-    for (int i = 0; i < t->n_capture; i++) nb_node_release(t->cap_node[i]);
+    for (int i = 0; t->cap_node && i < t->n_capture; i++) nb_node_release(t->cap_node[i]);
     nb_free(t->nodes);
     nb_free(t->heap);
     nb_free(t->cap_node);

@@ -1,6 +1,9 @@
 /* The op registry: the built-in families plus ops that users register. It is
- * built once, on first use, and sorted by name. */
+ * built on first use, and sorted by name. A build that runs out of memory is
+ * undone and tried again by the next call, so that one failed allocation at
+ * start-up never loses an op for the life of the process. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +22,7 @@ static struct {
     int n, cap;
 } reg;
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+static atomic_bool ready;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int by_name_cmp(const void *a, const void *b)
@@ -41,29 +44,47 @@ static nb_status add(const nb_op_def *def)
     return NB_OK;
 }
 
-static void init(void)
+/* True once the built-in ops are in; false (with an error set) if building
+ * the registry ran out of memory this time. */
+static bool ensure_built(void)
 {
-    nb_strmap_init(&reg.by_name);
-    for (size_t f = 0; f < sizeof families / sizeof *families; f++)
-        for (const nb_op_def *const *d = families[f]; *d; d++) add(*d);
-    if (reg.n) qsort(reg.sorted, (size_t)reg.n, sizeof *reg.sorted, by_name_cmp);
+    if (atomic_load_explicit(&ready, memory_order_acquire)) return true;
+    pthread_mutex_lock(&lock);
+    if (!atomic_load_explicit(&ready, memory_order_relaxed)) {
+        nb_strmap_init(&reg.by_name);
+        nb_status st = NB_OK;
+        for (size_t f = 0; f < sizeof families / sizeof *families && !st; f++)
+            for (const nb_op_def *const *d = families[f]; *d && !st; d++) st = add(*d);
+        if (st) {
+            nb_strmap_free(&reg.by_name);
+            nb_free(reg.sorted);
+            memset(&reg, 0, sizeof reg);
+        } else {
+            qsort(reg.sorted, (size_t)reg.n, sizeof *reg.sorted, by_name_cmp);
+            atomic_store_explicit(&ready, true, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    if (atomic_load_explicit(&ready, memory_order_acquire)) return true;
+    nb_error(NB_ERR_NOMEM, "ops: out of memory building the op registry");
+    return false;
 }
 
 const nb_op_def *nb_op_find(const char *name)
 {
-    pthread_once(&once, init);
+    if (!ensure_built()) return NULL;
     return name ? nb_strmap_get(&reg.by_name, name, NULL) : NULL;
 }
 
 int nb_op_count(void)
 {
-    pthread_once(&once, init);
+    if (!ensure_built()) return 0;
     return reg.n;
 }
 
 const nb_op_def *nb_op_at(int i)
 {
-    pthread_once(&once, init);
+    if (!ensure_built()) return NULL;
     return i >= 0 && i < reg.n ? reg.sorted[i] : NULL;
 }
 
@@ -92,7 +113,7 @@ static nb_status check_def(const nb_op_def *def)
 
 nb_status nb_op_register(const nb_op_def *def)
 {
-    pthread_once(&once, init);
+    if (!ensure_built()) return NB_ERR_NOMEM;
     nb_status st = check_def(def);
     if (st) return st;
     pthread_mutex_lock(&lock);
