@@ -22,66 +22,23 @@
 #include <execinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "alloc_track.h"
 #include "data_test_util.h"
 #include "nabla/nabla.h"
 
-#define SLOTS (1 << 20)
-static void **live;
-static long n_live, n_allocs, fail_at = -1;
-
-static size_t slot_of(const void *p) { return ((uintptr_t)p >> 4) * 2654435761u & (SLOTS - 1); }
-static void track(void *p)
-{
-    size_t i = slot_of(p);
-    while (live[i] && live[i] != (void *)1) i = (i + 1) & (SLOTS - 1);
-    live[i] = p;
-    n_live++;
-}
-static void untrack(void *p)
-{
-    for (size_t i = slot_of(p); live[i]; i = (i + 1) & (SLOTS - 1))
-        if (live[i] == p) {
-            live[i] = (void *)1;
-            n_live--;
-            return;
-        }
-}
-/* Fails the fail_at-th allocation only: the ones after it succeed again. */
+static long fail_at = -1;
 static bool trace;
-static bool fails_now(void)
+
+/* Fails the fail_at-th allocation only: the ones after it succeed again. */
+static bool should_fail(long k)
 {
-    if (n_allocs++ != fail_at) return false;
+    if (k != fail_at) return false;
     if (trace) { /* --trace: where the failing allocation was asked for */
         void *frames[16];
         backtrace_symbols_fd(frames, backtrace(frames, 16), 2);
     }
     return true;
 }
-static void *w_malloc(void *ud, size_t size)
-{
-    (void)ud;
-    if (fails_now()) return NULL;
-    void *p = malloc(size);
-    if (p) track(p);
-    return p;
-}
-static void *w_realloc(void *ud, void *p, size_t size)
-{
-    (void)ud;
-    if (fails_now()) return NULL;
-    if (p) untrack(p);
-    void *q = realloc(p, size);
-    if (q) track(q);
-    else if (p) track(p);
-    return q;
-}
-static void w_free(void *ud, void *p)
-{
-    (void)ud;
-    if (p) untrack(p);
-    free(p);
-}
-static const nb_allocator walking = {w_malloc, w_realloc, w_free, NULL};
 
 /* ---- the job: returns its status, the losses it saw in `losses` ---------- */
 
@@ -284,7 +241,7 @@ int main(int argc, char **argv)
     }
     live = calloc(SLOTS, sizeof *live);
     if (!live) return 1;
-    nb_set_allocator(&walking);
+    nb_set_allocator(&tracking);
     n_allocs = 0;
     double again[NLOSS];
     if (job(again) != NB_OK || !same(again, want)) {
