@@ -6,6 +6,7 @@
  * first time anything that can meet them runs (nabla/control.h's builders,
  * the program-file loader, the nabla tool). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include "nabla/control.h"
 #include "nabla/program.h"
 #include "control_ops.h"
@@ -20,20 +21,27 @@ static const nb_kernel_def *const kernels[] = {
     &nb_kernel_net,   &nb_kernel_net_grad,   &nb_kernel_recurrent, &nb_kernel_recurrent_grad,
 };
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static nb_status registered;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool done;
 
-static void register_all(void)
-{
-    for (size_t i = 0; i < sizeof ops / sizeof *ops && !registered; i++) registered = nb_op_register(ops[i]);
-    for (size_t i = 0; i < sizeof kernels / sizeof *kernels && !registered; i++)
-        registered = nb_kernel_register(kernels[i]);
-}
-
+/* Registers what is not registered yet, so that a call that ran out of
+ * memory half way is finished by the next one. */
 nb_status nb_control_register_ops(void)
 {
-    pthread_once(&once, register_all);
-    return registered;
+    if (atomic_load_explicit(&done, memory_order_acquire)) return NB_OK;
+    pthread_mutex_lock(&lock);
+    nb_status st = NB_OK;
+    for (size_t i = 0; i < sizeof ops / sizeof *ops && !st; i++)
+        if (nb_op_find(ops[i]->name) != ops[i]) st = nb_op_register(ops[i]);
+    for (size_t i = 0; i < sizeof kernels / sizeof *kernels && !st; i++) {
+        const nb_kernel_def *k = kernels[i], *had;
+        int at = 0;
+        while ((had = nb_kernel_at(k->op, k->device, at)) && had != k) at++;
+        if (!had) st = nb_kernel_register(k);
+    }
+    if (!st) atomic_store_explicit(&done, true, memory_order_release);
+    pthread_mutex_unlock(&lock);
+    return st;
 }
 
 nb_status nb_ctl_needs_executor(const nb_kernel_ctx *ctx)

@@ -3,6 +3,8 @@
  * kernels/cpu/; users and other providers add theirs with
  * nb_kernel_register. */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 #include "nabla/device.h"
 #include "nabla/kernel.h"
@@ -23,8 +25,7 @@ static const nb_kernel_def *const *const builtin[] = {
 };
 
 static nb_strmap lists; /* op name -> kernel_list */
-static nb_status init_status;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+static atomic_bool ready;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static nb_status check(const nb_kernel_def *k)
@@ -63,17 +64,37 @@ static nb_status add(const nb_kernel_def *k)
     return NB_OK;
 }
 
-static void init(void)
+static void free_lists(void)
 {
-    nb_strmap_init(&lists);
-    for (size_t t = 0; t < sizeof builtin / sizeof *builtin && !init_status; t++)
-        for (const nb_kernel_def *const *k = builtin[t]; *k && !init_status; k++) init_status = add(*k);
+    for (int i = 0; i < lists.n; i++)
+        if (lists.keys[i]) nb_free(lists.vals[i]);
+    nb_strmap_free(&lists);
+}
+
+/* True once the built-in kernels are in; false (with an error set) if
+ * building the registry ran out of memory this time, in which case the next
+ * call tries again rather than leaving the process without kernels. */
+static bool ensure_built(void)
+{
+    if (atomic_load_explicit(&ready, memory_order_acquire)) return true;
+    pthread_mutex_lock(&lock);
+    nb_status st = NB_OK;
+    if (!atomic_load_explicit(&ready, memory_order_relaxed)) {
+        nb_strmap_init(&lists);
+        for (size_t t = 0; t < sizeof builtin / sizeof *builtin && !st; t++)
+            for (const nb_kernel_def *const *k = builtin[t]; *k && !st; k++) st = add(*k);
+        if (st) free_lists();
+        else atomic_store_explicit(&ready, true, memory_order_release);
+    }
+    pthread_mutex_unlock(&lock);
+    if (!st) return true;
+    nb_error(st, "kernels: the registry could not be built (out of memory)");
+    return false;
 }
 
 nb_status nb_kernel_register(const nb_kernel_def *k)
 {
-    pthread_once(&once, init);
-    if (init_status) return init_status;
+    if (!ensure_built()) return NB_ERR_NOMEM;
     pthread_mutex_lock(&lock);
     nb_status st = add(k);
     pthread_mutex_unlock(&lock);
@@ -99,19 +120,14 @@ static const kernel_list *list_of(const char *op)
 
 const nb_kernel_def *nb_kernel_at(const char *op, nb_device device, int i)
 {
-    pthread_once(&once, init);
-    if (!op || (unsigned)device >= NB_DEVICE_COUNT) return NULL;
+    if (!ensure_built() || !op || (unsigned)device >= NB_DEVICE_COUNT) return NULL;
     const kernel_list *l = list_of(op);
     return l && i >= 0 && i < l->n[device] ? l->k[device][i] : NULL;
 }
 
 const nb_kernel_def *nb_kernel_find(const char *op, nb_device device, nb_dtype dt, const nb_kernel_ctx *k)
 {
-    pthread_once(&once, init);
-    if (init_status) {
-        nb_error(init_status, "kernels: the registry could not be built (out of memory)");
-        return NULL;
-    }
+    if (!ensure_built()) return NULL;
     if (!op || (unsigned)device >= NB_DEVICE_COUNT || !nb_dtype_valid((int)dt)) {
         nb_error(NB_ERR_ARG, "kernel for %s: bad device or dtype", op ? op : "(null)");
         return NULL;
