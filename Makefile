@@ -23,7 +23,7 @@ build: deps
 demo: build
 	./$(BUILD)/examples/mnist_mlp
 
-test: build test-deps
+test: test-deps build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
 # The same suite under AddressSanitizer and UndefinedBehaviorSanitizer.

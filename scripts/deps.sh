@@ -4,8 +4,10 @@
 # zlib, and protobuf-c (the protoc-c compiler and the library: program files
 # are protobuf).
 # With --test, also what the test suite uses: Graphviz (the drawing test
-# renders with it), gnuplot (the training test draws its curves) and, where
-# clang is installed, its libFuzzer runtime (`make fuzz`). Optional ones are only reported: the build detects them
+# renders with it), gnuplot (the training test draws its curves), Debian's
+# Python with NumPy, ONNX and PyTorch (the interchange tests compare with
+# them), ONNX's proto (libonnx-dev: ONNX import and export are built when it
+# is there) and, where clang is installed, its libFuzzer runtime (`make fuzz`). Optional ones are only reported: the build detects them
 # and works without.
 set -euo pipefail
 
@@ -26,6 +28,13 @@ have_cmd protoc-c || missing+=(protobuf-c-compiler)
 if [ $for_tests = 1 ]; then
     have_cmd dot || missing+=(graphviz)
     have_cmd gnuplot || missing+=(gnuplot-nox)
+    [ -f /usr/include/onnx/onnx.proto ] || have_pkg libonnx-dev || missing+=(libonnx-dev)
+    # Debian's own Python (not one first on PATH), as the tests call it.
+    py=/usr/bin/python3
+    [ -x $py ] || missing+=(python3)
+    [ -x $py ] && $py -c 'import numpy' 2>/dev/null || missing+=(python3-numpy)
+    [ -x $py ] && $py -c 'import onnx' 2>/dev/null || missing+=(python3-onnx)
+    [ -x $py ] && $py -c 'import torch' 2>/dev/null || missing+=(python3-torch)
     # Debian ships libFuzzer apart from clang, as libclang-rt-<major>-dev.
     if have_cmd clang && ! "$(dirname "$0")/../fuzz/run.sh" --check; then
         clang_major=$(clang -dumpversion 2>/dev/null | cut -d. -f1)
@@ -54,5 +63,6 @@ if [ "${NABLA_DEPS_QUIET:-0}" != 1 ]; then
     report graphviz "have_cmd dot" "rendering program drawings" graphviz
     report gnuplot "have_cmd gnuplot" "training curve plots" gnuplot
     report mpi "have_cmd mpicc" "data-parallel training" libopenmpi-dev
-    report torch "python3 -c 'import torch' 2>/dev/null" "side-by-side benchmarks" python3-torch
+    report torch "/usr/bin/python3 -c 'import torch' 2>/dev/null" "side-by-side benchmarks, interchange tests" python3-torch
+    report onnx "[ -f /usr/include/onnx/onnx.proto ]" "ONNX import and export" libonnx-dev
 fi
