@@ -317,6 +317,52 @@ static void test_persistable_var(void)
     nb_program_free(main);
 }
 
+/* nb_param_from and nb_persistable_from: values copied in, in both modes. */
+static void test_vars_from_values(void)
+{
+    nb_tensor *w, *wt, *ids;
+    REQUIRE_OK(nb_tensor_from_data(&w, NB_F32, 2, S(2, 3), (float[]){1, 2, 3, 4, 5, 6}));
+    REQUIRE_OK(nb_tensor_transpose(&wt, w, 0, 1)); /* a view: [[1, 4], [2, 5], [3, 6]] */
+    REQUIRE_OK(nb_tensor_from_data(&ids, NB_I64, 1, S(2), (int64_t[]){-7, 1LL << 60}));
+    model m;
+    model_init(&m);
+    nb_value p = nb_param_from(m.b, "wt", wt), s = nb_persistable_from(m.b, "ids", ids);
+    REQUIRE_OK(nb_builder_status(m.b));
+    CHECK_PARAM(&m, "wt", S(3, 2));
+    CHECK_STATE(&m, "ids", S(2));
+    CHECK_STR(nb_value_name(p), "wt");
+    CHECK_STR(nb_value_name(s), "ids");
+    nb_op *op = init_op_of(m.startup, "wt");
+    CHECK(op && !strcmp(op->def->name, "assign_value") && op->role == NB_ROLE_STARTUP);
+    REQUIRE_OK(model_startup(&m));
+    CHECK_TENSOR(nb_scope_find(m.scope, "wt"), S(3, 2), 0, 1, 4, 2, 5, 3, 6);
+    nb_tensor *got = nb_scope_find(m.scope, "ids");
+    CHECK(got && got->dtype == NB_I64 && ((int64_t *)nb_tensor_data(got))[1] == 1LL << 60); /* exact, not via double */
+    nb_param_from(m.b, "wt", w);
+    CHECK(nb_builder_status(m.b) == NB_ERR_ARG && strstr(nb_builder_error(m.b), "already exists"));
+    model_free(&m);
+
+    nb_builder *b;
+    REQUIRE_OK(nb_builder_new_eager(&b));
+    nb_value e = nb_param_from(b, "wt", wt);
+    REQUIRE_OK(nb_builder_status(b));
+    nb_tensor *et = nb_eager_tensor(e);
+    CHECK(et != wt && nb_tensor_requires_grad(et) && nb_tensor_allclose(et, wt, 0, 0));
+    nb_tensor_set(wt, 0, 100); /* a copy: the caller's tensor is not shared */
+    CHECK(nb_tensor_get(et, 0) == 1);
+    /* The next step of a loop finds the same parameter, values unchanged. */
+    CHECK(nb_eager_tensor(nb_param_from(b, "wt", wt)) == et && nb_tensor_get(et, 0) == 1);
+    nb_value es = nb_persistable_from(b, "ids", ids);
+    CHECK(!nb_tensor_requires_grad(nb_eager_tensor(es)));
+    nb_param_from(b, "ids", ids); /* a state var of that name, asked for as a parameter */
+    CHECK(nb_builder_status(b) == NB_ERR_ARG && strstr(nb_builder_error(b), "already holds"));
+    nb_builder_clear_error(b);
+    nb_param_from(b, "x", NULL);
+    CHECK(nb_builder_status(b) == NB_ERR_ARG && strstr(nb_builder_error(b), "parameter x: the tensor is NULL"));
+    nb_builder_free(b);
+    nb_tensor_release(w), nb_tensor_release(wt), nb_tensor_release(ids);
+}
+
 static void test_param_errors(void)
 {
     model m;
@@ -435,6 +481,7 @@ int main(void)
     RUN(test_rerun_same_executor);
     RUN(test_param_program);
     RUN(test_persistable_var);
+    RUN(test_vars_from_values);
     RUN(test_param_errors);
     RUN(test_param_eager);
     return test_report();

@@ -44,7 +44,7 @@ NB_API nb_tensor *nb_eager_find_param(nb_builder *b, const char *name);
 NB_API int nb_eager_param_count(const nb_builder *b);
 NB_API const char *nb_eager_param_name(const nb_builder *b, int i);
 NB_API nb_tensor *nb_eager_param_at(const nb_builder *b, int i);
-NB_API nb_status nb_eager_add_param(nb_builder *b, const char *name, nb_tensor *t); /* retains t; sets requires_grad */
+NB_API nb_status nb_eager_add_param(nb_builder *b, const char *name, nb_tensor *t); /* retains t; sets requires_grad (float tensors) */
 /* The generator random ops and initialisers draw from in this builder. */
 NB_API nb_rng *nb_eager_rng(nb_builder *b);
 NB_API void nb_eager_set_seed(nb_builder *b, uint64_t seed);

@@ -159,6 +159,17 @@ NB_API nb_value nb_param(nb_builder *b, const char *name, nb_dtype dtype, int nd
 NB_API nb_value nb_persistable_var(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape,
                             nb_init init);
 
+/* A trainable parameter (nb_param_from) or persistable state
+ * (nb_persistable_from) `name` holding a copy of `value` (any dtype, any
+ * strides): pretrained weights, or a model read from another format. A
+ * record builder sets it in the startup program by an assign_value op that
+ * carries the values, so the program file holds them too; an eager builder
+ * copies the tensor into its store, or, when it already holds a tensor of
+ * that name (the next step of a training loop), returns that one unchanged,
+ * as nb_param does. Errors go to the builder, as for nb_param. */
+NB_API nb_value nb_param_from(nb_builder *b, const char *name, const nb_tensor *value);
+NB_API nb_value nb_persistable_from(nb_builder *b, const char *name, const nb_tensor *value);
+
 NB_END_DECLS
 
 #endif

@@ -42,6 +42,12 @@ static inline nb_value nb_value_make(void *p, nb_value_kind kind)
  * (the call and the argument). */
 nb_status nb_builder_check_value(const nb_builder *b, nb_value v, const char *what);
 
+/* The assign_value attribute that holds a copy of value's elements in C
+ * order: "fp_values" (doubles) for a float tensor, else "int_values"
+ * (int64). *vals, which the attribute points into, is the caller's to free
+ * with nb_free once the attribute has been used. */
+nb_status nb_values_attr(const nb_tensor *value, void **vals, nb_attr *attr);
+
 /* Sets up the common fields of a new builder. */
 nb_status nb_builder_init(nb_builder **out, const nb_builder_backend *backend);
 /* Records st (with the thread's error text) as the builder's first error. */

@@ -1,4 +1,6 @@
 /* The typed op calls of nabla/ops.h: each packs its arguments for nb_emit. */
+#include <stdint.h>
+#include "builder_internal.h"
 #include "nabla/device.h"
 #include "nabla/ops.h"
 
@@ -218,6 +220,36 @@ nb_value nb_fill_constant(nb_builder *b, nb_dtype dtype, int ndim, const int64_t
     return nb_emit1(b, "fill_constant", NB_NO_VALUES, ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("value", value)));
 }
 
+nb_status nb_values_attr(const nb_tensor *value, void **vals, nb_attr *attr)
+{
+    *vals = NULL;
+    int64_t n = nb_tensor_numel(value);
+    if (n > INT32_MAX) return nb_error(NB_ERR_ARG, "%lld values are too many for an attribute", (long long)n);
+    bool fp = nb_dtype_is_float(value->dtype);
+    void *v = nb_calloc((size_t)n + 1, fp ? sizeof(double) : sizeof(int64_t));
+    if (!v) return nb_error(NB_ERR_NOMEM, "out of memory for %lld values", (long long)n);
+    /* value may be a view: read a contiguous copy. Integers are read in
+     * their own type, since int64 does not survive a trip through double. */
+    nb_tensor *c = NULL;
+    nb_status st = nb_tensor_contiguous(&c, (nb_tensor *)value);
+    if (st) {
+        nb_free(v);
+        return st;
+    }
+    const void *d = nb_tensor_data(c);
+    for (int64_t i = 0; i < n; i++) switch (c->dtype) {
+        case NB_F32: ((double *)v)[i] = ((const float *)d)[i]; break;
+        case NB_F64: ((double *)v)[i] = ((const double *)d)[i]; break;
+        case NB_I32: ((int64_t *)v)[i] = ((const int32_t *)d)[i]; break;
+        case NB_I64: ((int64_t *)v)[i] = ((const int64_t *)d)[i]; break;
+        default: ((int64_t *)v)[i] = ((const uint8_t *)d)[i]; break; /* u8, bool */
+        }
+    nb_tensor_release(c);
+    *attr = fp ? NB_ATTR_FLOATS_N("fp_values", (int)n, v) : NB_ATTR_INTS_N("int_values", (int)n, v);
+    *vals = v;
+    return NB_OK;
+}
+
 nb_value nb_constant(nb_builder *b, const nb_tensor *value)
 {
     if (!b) return NB_NONE;
@@ -225,33 +257,15 @@ nb_value nb_constant(nb_builder *b, const nb_tensor *value)
         nb_builder_fail(b, NB_ERR_ARG, "constant: the tensor is NULL");
         return NB_NONE;
     }
-    int64_t n = nb_tensor_numel(value);
-    bool fp = nb_dtype_is_float(value->dtype);
-    void *vals = nb_calloc((size_t)n + 1, fp ? sizeof(double) : sizeof(int64_t));
-    if (!vals) {
-        nb_builder_fail(b, NB_ERR_NOMEM, "constant: out of memory for %lld values", (long long)n);
-        return NB_NONE;
-    }
-    /* value may be a view: read a contiguous copy. Integers are read in
-     * their own type, since int64 does not survive a trip through double. */
-    nb_tensor *c = NULL;
-    nb_status st = nb_tensor_contiguous(&c, (nb_tensor *)value);
+    void *vals;
+    nb_attr values;
+    nb_status st = nb_values_attr(value, &vals, &values);
     if (st) {
-        nb_free(vals);
         nb_builder_fail(b, st, "constant: %s", nb_last_error());
         return NB_NONE;
     }
-    const void *d = nb_tensor_data(c);
-    for (int64_t i = 0; i < n; i++) switch (c->dtype) {
-        case NB_F32: ((double *)vals)[i] = ((const float *)d)[i]; break;
-        case NB_F64: ((double *)vals)[i] = ((const double *)d)[i]; break;
-        case NB_I32: ((int64_t *)vals)[i] = ((const int32_t *)d)[i]; break;
-        case NB_I64: ((int64_t *)vals)[i] = ((const int64_t *)d)[i]; break;
-        default: ((int64_t *)vals)[i] = ((const uint8_t *)d)[i]; break; /* u8, bool */
-        }
-    nb_tensor_release(c);
-    nb_value v = nb_emit1(b, "assign_value", NB_NO_VALUES, ATTRS(NB_ATTR_INTS_N("shape", value->ndim, value->shape), NB_ATTR_INT("dtype", value->dtype),
-                                fp ? NB_ATTR_FLOATS_N("fp_values", (int)n, vals) : NB_ATTR_INTS_N("int_values", (int)n, vals)));
+    nb_value v = nb_emit1(b, "assign_value", NB_NO_VALUES,
+                          ATTRS(NB_ATTR_INTS_N("shape", value->ndim, value->shape), NB_ATTR_INT("dtype", value->dtype), values));
     nb_free(vals);
     return v;
 }

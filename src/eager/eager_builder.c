@@ -259,7 +259,9 @@ nb_status nb_eager_add_param(nb_builder *b, const char *name, nb_tensor *t)
 {
     eager_state *s = state_of(b);
     if (nb_strmap_get(&s->params, name, NULL)) return nb_error(NB_ERR_ARG, "eager: a parameter named '%s' exists", name);
-    nb_status st = nb_tensor_set_requires_grad(t, true);
+    /* An integer tensor (a step counter, a table of ids) is state that no
+     * gradient reaches. */
+    nb_status st = nb_dtype_is_float(t->dtype) ? nb_tensor_set_requires_grad(t, true) : NB_OK;
     if (st) return st;
     if (nb_strmap_put(&s->params, name, nb_tensor_retain(t))) {
         nb_tensor_release(t);
