@@ -21,6 +21,7 @@ typedef struct mnist_args {
     const char *csv;      /* --csv FILE */
     const char *plot;     /* --plot FILE.png */
     const char *checkpoint; /* --checkpoint FILE */
+    const char *save_program; /* --save-program FILE */
     bool resume;          /* --resume */
     bool quiet;           /* --quiet */
     bool eager;           /* --eager */
@@ -29,10 +30,13 @@ typedef struct mnist_args {
 static void mnist_usage(const char *prog, const mnist_args *d)
 {
     printf("usage: %s [--data DIR] [--epochs N] [--batch B] [--lr X] [--seed S]\n"
-           "       [--csv FILE] [--plot FILE.png] [--checkpoint FILE [--resume]] [--quiet] [--eager]\n\n"
+           "       [--csv FILE] [--plot FILE.png] [--checkpoint FILE [--resume]] [--save-program FILE]\n"
+           "       [--quiet] [--eager]\n\n"
            "Trains on MNIST and ends with the line 'test accuracy: 0.XXXX'.\n"
            "--eager runs the same model in eager mode (no program; --csv, --plot and\n"
-           "--checkpoint are for the static program only).\n"
+           "--checkpoint are for the static program only). --save-program writes the\n"
+           "training programs (nb_programs_save), whose output var is named 'logits', so that\n"
+           "with the checkpoint `nabla onnx-export FILE CKPT --fetch logits -o m.onnx` exports it.\n"
            "Defaults: --epochs %d --batch %d --lr %g --seed %llu. The data is looked up in\n"
            "--data DIR, then $NABLA_DATA, then data/, then ../shared/data/.\n",
            prog, d->epochs, d->batch, d->lr, (unsigned long long)d->seed);
@@ -71,6 +75,7 @@ static void mnist_parse(int argc, char **argv, mnist_args *a)
         else if (!strcmp(f, "--csv")) a->csv = argv[++i];
         else if (!strcmp(f, "--plot")) a->plot = argv[++i];
         else if (!strcmp(f, "--checkpoint")) a->checkpoint = argv[++i];
+        else if (!strcmp(f, "--save-program")) a->save_program = argv[++i];
         else if (!strcmp(f, "--epochs") && parse_number(f, argv[++i], 1, 1000, &v)) a->epochs = (int)v;
         else if (!strcmp(f, "--batch") && parse_number(f, argv[++i], 1, 65536, &v)) a->batch = (int)v;
         else if (!strcmp(f, "--lr") && parse_number(f, argv[++i], 1e-9, 100, &v)) a->lr = v;
@@ -84,8 +89,8 @@ static void mnist_parse(int argc, char **argv, mnist_args *a)
         fprintf(stderr, "--resume needs --checkpoint FILE\n");
         exit(2);
     }
-    if (a->eager && (a->csv || a->plot || a->checkpoint)) {
-        fprintf(stderr, "--eager: --csv, --plot and --checkpoint work with the static program only\n");
+    if (a->eager && (a->csv || a->plot || a->checkpoint || a->save_program)) {
+        fprintf(stderr, "--eager: --csv, --plot, --checkpoint and --save-program work with the static program only\n");
         exit(2);
     }
 }
@@ -164,6 +169,7 @@ static int mnist_finish(const mnist_args *a, mnist_model *m, nb_value cost, nb_v
     nb_optimizer opt = mnist_optimizer(a);
     nb_backward_result grads;
     die_on(nb_minimize(&opt, m->main, m->startup, nb_value_name(cost), NULL, &grads), "minimize");
+    if (a->save_program) die_on(nb_programs_save(a->save_program, m->main, m->startup), "saving the program");
     int rc = mnist_train(a, m->main, m->startup, nb_value_name(cost), nb_value_name(acc));
     nb_backward_result_free(&grads);
     nb_builder_free(m->b);
@@ -186,6 +192,8 @@ static inline int mnist_run_static(const mnist_args *a, mnist_model_fn model)
     nb_value x = nb_layer_data(m.b, "images", NB_F32, 2, (int64_t[]){-1, 784});
     nb_value l = nb_layer_data(m.b, "label", NB_I64, 2, (int64_t[]){-1, 1});
     nb_value y = model(m.b, x);
+    /* A name to fetch the model's output by (nabla onnx-export --fetch logits). */
+    if (!nb_builder_status(m.b)) die_on(nb_block_rename_var(nb_builder_block(m.b), nb_value_name(y), "logits"), "naming the output");
     nb_value cost = nb_layer_softmax_cross_entropy(m.b, y, l);
     nb_value acc = nb_layer_accuracy(m.b, y, l, 1);
     return mnist_finish(a, &m, cost, acc);

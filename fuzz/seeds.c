@@ -14,7 +14,11 @@
 #include "nabla/checkpoint.h"
 #include "nabla/control.h"
 #include "nabla/init.h"
+#include "nabla/npy.h"
+#include "nabla/onnx.h"
 #include "nabla/ops.h"
+#include "nabla/layers.h"
+#include "nabla/executor.h"
 #include "nabla/optimizer.h"
 #include "nabla/program_file.h"
 #include "nabla/safetensors.h"
@@ -104,6 +108,11 @@ static void safetensors_seeds(void)
         fail("empty.safetensors");
     if (nb_safetensors_save(path_of("safetensors", "zero-size.safetensors"), 1, (const char *[]){"z"}, &zero, NULL))
         fail("zero-size.safetensors");
+    /* The float tensors narrowed to F16 and BF16 (they load as F32). */
+    if (nb_safetensors_save_as(path_of("safetensors", "f16.safetensors"), 6, names, t, &meta, NB_STORE_F16))
+        fail("f16.safetensors");
+    if (nb_safetensors_save_as(path_of("safetensors", "bf16.safetensors"), 6, names, t, &meta, NB_STORE_BF16))
+        fail("bf16.safetensors");
     for (int i = 0; i < 6; i++) nb_tensor_release(t[i]);
     nb_tensor_release(zero);
 }
@@ -176,6 +185,58 @@ static void checkpoint_seeds(void)
     if (nb_checkpoint_save(path_of("checkpoint", "state-extra.ckpt"), p, scope, NULL)) fail("state-extra.ckpt");
     nb_scope_free(scope);
     nb_program_free(p);
+}
+
+/* ---- NumPy: .npy files and .npz archives written by nabla, and layouts
+ * nabla does not write (Fortran order, version 2.0 and 3.0 headers, float16
+ * and the narrow integers), by the format's rules ---------------------------- */
+
+static void npy_bytes(const char *name, int major, const char *dict, const void *data, size_t n)
+{
+    uint8_t buf[1024];
+    size_t prefix = major == 1 ? 10 : 12, hlen = strlen(dict), total = hlen + 1;
+    total += (64 - (prefix + total) % 64) % 64;
+    if (prefix + total + n > sizeof buf) {
+        fail(name);
+        return;
+    }
+    memcpy(buf, "\x93NUMPY", 6);
+    buf[6] = (uint8_t)major;
+    buf[7] = 0;
+    for (size_t i = 0; i < prefix - 8; i++) buf[8 + i] = (uint8_t)(total >> (8 * i));
+    memcpy(buf + prefix, dict, hlen);
+    memset(buf + prefix + hlen, ' ', total - hlen - 1);
+    buf[prefix + total - 1] = '\n';
+    memcpy(buf + prefix + total, data, n);
+    write_bytes("npy", name, buf, prefix + total + n);
+}
+
+static void npy_seeds(void)
+{
+    nb_tensor *t[6] = {
+        tensor(NB_F32, 2, (const int64_t[]){2, 3}), tensor(NB_F64, 1, (const int64_t[]){2}),
+        tensor(NB_I32, 0, NULL),                    tensor(NB_I64, 1, (const int64_t[]){3}),
+        tensor(NB_U8, 3, (const int64_t[]){2, 1, 2}), tensor(NB_BOOL, 1, (const int64_t[]){3}),
+    };
+    const char *names[] = {"w", "b", "scalar", "ids", "bytes", "mask"};
+    for (int i = 0; i < 6; i++) {
+        char file[64];
+        snprintf(file, sizeof file, "%s.npy", names[i]);
+        if (nb_npy_save(path_of("npy", file), t[i])) fail(file);
+    }
+    if (nb_npz_save(path_of("npy", "stored.npz"), 6, names, t, 0)) fail("stored.npz");
+    if (nb_npz_save(path_of("npy", "deflated.npz"), 6, names, t, NB_NPZ_COMPRESSED)) fail("deflated.npz");
+    if (nb_npz_save(path_of("npy", "one.npz"), 1, names, t, NB_NPZ_COMPRESSED)) fail("one.npz");
+    if (nb_npz_save(path_of("npy", "empty.npz"), 0, NULL, NULL, 0)) fail("empty.npz");
+    for (int i = 0; i < 6; i++) nb_tensor_release(t[i]);
+    static const float fortran[] = {1, 4, 2, 5, 3, 6};
+    npy_bytes("fortran.npy", 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", fortran, 24);
+    static const uint16_t halves[] = {0x0001, 0x03ff, 0x3c00, 0xc000, 0x7bff, 0x7c00, 0xfc00, 0x7e00, 0x8000};
+    npy_bytes("f16.npy", 2, "{'descr': '<f2', 'fortran_order': False, 'shape': (9,), }", halves, sizeof halves);
+    npy_bytes("i16.npy", 3, "{\"shape\":(2,),\"fortran_order\":False,\"descr\":\"<i2\"}", "\x00\x80\xff\x7f", 4);
+    npy_bytes("i8.npy", 1, "{'descr': '|i1', 'fortran_order': False, 'shape': (2, 1), }", "\x80\x7f", 2);
+    npy_bytes("u16.npy", 1, "{'descr': '<u2', 'fortran_order': True, 'shape': (1, 2), }", "\xff\xff\x01\x00", 4);
+    npy_bytes("u32.npy", 1, "{'descr': '<u4', 'fortran_order': False, 'shape': (), }", "\xff\xff\xff\xff", 4);
 }
 
 /* ---- program files -------------------------------------------------------------------- */
@@ -291,6 +352,51 @@ static void text_seeds(void)
     }
 }
 
+/* ---- ONNX: models exported by nabla itself ---------------------------------------- */
+
+static nb_value seed_mlp(nb_builder *b, nb_value x)
+{
+    return nb_softmax(b, nb_layer_fc(b, nb_layer_fc(b, x, 6, "relu", NULL), 3, NULL, NULL), 1);
+}
+
+static nb_value seed_cnn(nb_builder *b, nb_value x)
+{
+    nb_value h = nb_layer_conv2d(b, nb_reshape(b, x, 4, (const int64_t[]){-1, 1, 4, 4}), 2, 3, &(nb_conv2d_opts){.padding = 1});
+    h = nb_layer_pool2d(b, nb_layer_batch_norm(b, h, NULL), "max", 2, NULL);
+    h = nb_layer_layer_norm(b, nb_flatten(b, h, 1, -1), 1, 1e-5);
+    return nb_gelu(b, nb_layer_fc(b, h, 2, "tanh", NULL), false);
+}
+
+static void onnx_seed(const char *name, nb_value (*model)(nb_builder *, nb_value))
+{
+    nb_program *main_p, *startup, *test = NULL;
+    nb_builder *b;
+    nb_scope *scope;
+    nb_executor *e;
+    if (nb_program_new(&main_p) || nb_program_new(&startup) || nb_builder_new_record(&b, main_p, startup) ||
+        nb_scope_new(&scope, NULL) || nb_executor_new(&e)) {
+        fail(name);
+        return;
+    }
+    nb_value y = model(b, nb_layer_data(b, "x", NB_F32, 2, (const int64_t[]){-1, 16}));
+    if (nb_builder_status(b) || nb_executor_run(e, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL) ||
+        nb_program_clone_for_test(&test, main_p) || nb_onnx_export(test, scope, NB_NAMES(nb_value_name(y)), path_of("onnx", name)))
+        fail(name);
+    nb_program_free(test);
+    nb_executor_free(e);
+    nb_scope_free(scope);
+    nb_builder_free(b);
+    nb_program_free(main_p);
+    nb_program_free(startup);
+}
+
+static void onnx_seeds(void)
+{
+    if (!nb_onnx_available()) return; /* the harness then checks the refusal on what it makes up */
+    onnx_seed("mlp.onnx", seed_mlp);
+    onnx_seed("cnn.onnx", seed_cnn);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -306,8 +412,10 @@ int main(int argc, char **argv)
     safetensors_seeds();
     json_seeds();
     checkpoint_seeds();
+    npy_seeds();
     train_seed();
     control_seed();
     text_seeds();
+    onnx_seeds();
     return failures ? 1 : 0;
 }

@@ -1,10 +1,12 @@
 /* The allocation-failure walk (`make test-oom`), as SQLite tests malloc
  * failure: a representative job (a static MLP minimised with Adam for three
- * steps, a checkpoint saved and loaded, a program file written and read back,
- * eager training, a Hessian by forward over reverse and one by reverse over
- * reverse) is run once to count its allocations, then once per k with
- * the k-th allocation failing. Each run happens in a child process so that a
- * crash is counted, not fatal. For every k the job must either
+ * steps, a checkpoint saved and loaded, the same state as a deflated .npz,
+ * a program file written and read back, the model exported to ONNX and
+ * imported again (where the build has ONNX), eager training, a Hessian by forward
+ * over reverse and one by reverse over reverse) is run once to count its
+ * allocations, then once per k with the k-th allocation failing. Each run
+ * happens in a child process so that a crash is counted, not fatal. For
+ * every k the job must either
  *   - fail with an error status and a message, or
  *   - succeed with exactly the losses of the clean run (the failure was
  *     absorbed: counted, as the issue asks, as "swallowed");
@@ -48,10 +50,29 @@ static bool should_fail(long k)
         if ((st = (expr)) != NB_OK) goto done; \
     } while (0)
 
-static nb_value model(nb_builder *b, nb_value x, nb_value y)
+static nb_value predict(nb_builder *b, nb_value x)
 {
-    nb_value h = nb_layer_fc(b, x, 6, "tanh", NULL);
-    return nb_layer_mse(b, nb_layer_fc(b, h, 1, NULL, NULL), y);
+    return nb_layer_fc(b, nb_layer_fc(b, x, 6, "tanh", NULL), 1, NULL, NULL);
+}
+
+static nb_value model(nb_builder *b, nb_value x, nb_value y) { return nb_layer_mse(b, predict(b, x), y); }
+
+/* The model's prediction out to ONNX and back into a program of its own. */
+static nb_status onnx_round_trip(const char *dir, nb_program *main_p, nb_scope *scope, const char *pred)
+{
+    if (!nb_onnx_available()) return NB_OK;
+    char path[512];
+    snprintf(path, sizeof path, "%s/job.onnx", dir);
+    nb_status st = nb_onnx_export(main_p, scope, NB_NAMES(pred), path);
+    nb_program *p = NULL;
+    nb_builder *b = NULL;
+    nb_value y;
+    if (!st) st = nb_program_new(&p);
+    if (!st) st = nb_builder_new_record(&b, p, NULL);
+    if (!st) st = nb_onnx_import(path, b, NB_NO_VALUES, 1, &y, NULL);
+    nb_builder_free(b);
+    nb_program_free(p);
+    return st;
 }
 
 static nb_status inputs(nb_tensor **t, int64_t rows, int64_t cols, double scale)
@@ -77,7 +98,7 @@ static nb_status static_job(const char *dir, double *losses)
     TRY(nb_builder_new_record(&b, main_p, startup));
     int64_t sx[2] = {-1, 5}, sy[2] = {-1, 1};
     nb_value x = nb_layer_data(b, "x", NB_F32, 2, sx), y = nb_layer_data(b, "y", NB_F32, 2, sy);
-    nb_value loss = model(b, x, y);
+    nb_value pred = predict(b, x), loss = nb_layer_mse(b, pred, y);
     TRY(nb_builder_status(b));
     nb_optimizer opt = nb_adam(0.01);
     TRY(nb_minimize(&opt, main_p, startup, nb_value_name(loss), NULL, &r));
@@ -100,9 +121,13 @@ static nb_status static_job(const char *dir, double *losses)
     TRY(nb_checkpoint_save(path, main_p, scope, NULL));
     TRY(nb_executor_run(ex, startup, other, NB_NO_FEEDS, NB_NO_NAMES, NULL));
     TRY(nb_checkpoint_load(path, main_p, other, NULL));
+    snprintf(path, sizeof path, "%s/job.npz", dir);
+    TRY(nb_npz_save_state(path, main_p, scope, NB_NPZ_COMPRESSED));
+    TRY(nb_npz_load_state(path, main_p, other));
     snprintf(path, sizeof path, "%s/job.nbprog", dir);
     TRY(nb_programs_save(path, main_p, startup));
     TRY(nb_programs_load(&lm, &ls, path));
+    TRY(onnx_round_trip(dir, main_p, scope, nb_value_name(pred)));
 done:
     nb_program_free(lm);
     nb_program_free(ls);

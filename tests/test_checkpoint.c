@@ -9,19 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "nabla/checkpoint.h"
+#include "file_test_util.h"
 #include "test.h"
 #include "program/record.h"
-
-static char dir[256];
-
-static const char *path_of(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
 
 typedef struct model {
     nb_program *main, *startup;

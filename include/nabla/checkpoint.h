@@ -41,12 +41,21 @@ NB_BEGIN_DECLS
  * scope (was the startup program run?); nothing is written then. */
 NB_API nb_status nb_checkpoint_save(const char *path, const nb_program *program, nb_scope *scope, const nb_meta *meta);
 
+/* As nb_checkpoint_save, with the float vars stored as `storage` says
+ * (nb_safetensors_save_as): NB_STORE_BF16 or NB_STORE_F16 halves the file of
+ * an F32 model, for publishing its weights. The values are rounded, so a
+ * checkpoint to resume training from is better saved natively. */
+NB_API nb_status nb_checkpoint_save_as(const char *path, const nb_program *program, nb_scope *scope,
+                                       const nb_meta *meta, nb_float_storage storage);
+
 /* Restores the persistable vars of block 0 of `program` from the checkpoint
  * at `path` into `scope`.
  *
  * Every persistable var is checked against the file first: a var missing in
  * the file, or stored with another dtype, or with a shape that does not fit
- * the var's (a -1 in the var's shape fits any size), is a mismatch. All
+ * the var's (a -1 in the var's shape fits any size), is a mismatch; a tensor
+ * stored as F16 or BF16 fits a var of either float dtype, and is widened to
+ * it (exactly: every 16-bit value is an F32 and an F64 value). All
  * mismatches are reported in one NB_ERR_FORMAT message, each naming the var
  * and the expected and found dtype and shape; the scope is then left exactly
  * as it was. Tensors in the file that are no var of the program are allowed
@@ -59,7 +68,8 @@ NB_API nb_status nb_checkpoint_save(const char *path, const nb_program *program,
  *
  * When meta_out is not NULL it receives the loaded file, for reading its
  * metadata (nb_safetensors_meta); it holds the tensors too, so free it
- * (nb_safetensors_free) when done. It is set only on success. */
+ * (nb_safetensors_free) when done (an F16 or BF16 tensor that an F64 var
+ * took is held there widened to F64). It is set only on success. */
 NB_API nb_status nb_checkpoint_load(const char *path, const nb_program *program, nb_scope *scope,
                              nb_safetensors **meta_out);
 

@@ -33,6 +33,8 @@
 #include "nabla/gradcheck.h"
 #include "nabla/kernel.h"
 #include "nabla/safetensors.h"
+#include "nabla/onnx.h"
+#include "nabla/npy.h"
 
 #define NABLA_VERSION_MAJOR 0
 #define NABLA_VERSION_MINOR 1

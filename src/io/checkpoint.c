@@ -1,9 +1,13 @@
-/* Checkpoints: the persistable vars of a program, in a safetensors file. */
+/* Checkpoints: the persistable vars of a program, in a safetensors file;
+ * the gathering and the all-or-nothing restoring serve .npz state files too
+ * (checkpoint_internal.h). */
 #include <stdarg.h>
 #include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
+#include "checkpoint_internal.h"
 #include "nabla/checkpoint.h"
+#include "safetensors_internal.h"
 
 /* A message listing problems, one after another; past `limit` bytes the
  * rest are only counted, so the error text (2 KB) keeps its ending. */
@@ -45,9 +49,9 @@ static char *describe(char *buf, size_t size, nb_dtype dtype, int ndim, const in
     return buf;
 }
 
-nb_status nb_checkpoint_save(const char *path, const nb_program *program, nb_scope *scope, const nb_meta *meta)
+nb_status nb_ckpt_collect(const char *what, const char *path, const nb_program *program, nb_scope *scope,
+                          int *n_out, const char ***names_out, nb_tensor ***tensors_out)
 {
-    if (!path || !program || !scope) return nb_error(NB_ERR_ARG, "checkpoint save: NULL path, program or scope");
     const nb_block *b = global_block(program);
     int n_vars = b ? b->n_vars : 0, n = 0;
     const char **names = nb_malloc(((size_t)n_vars + 1) * sizeof *names);
@@ -55,7 +59,7 @@ nb_status nb_checkpoint_save(const char *path, const nb_program *program, nb_sco
     if (!names || !tensors) {
         nb_free(names);
         nb_free(tensors);
-        return nb_error(NB_ERR_NOMEM, "checkpoint save '%s': out of memory", path);
+        return nb_error(NB_ERR_NOMEM, "%s save '%s': out of memory", what, path);
     }
     problems missing = {0};
     for (int i = 0; i < n_vars; i++) {
@@ -69,14 +73,35 @@ nb_status nb_checkpoint_save(const char *path, const nb_program *program, nb_sco
         names[n] = v->name;
         tensors[n++] = t;
     }
-    nb_status st;
-    if (missing.count)
-        st = nb_error(NB_ERR_NOT_FOUND,
-                      "checkpoint save '%s': %d persistable var(s) have no value in the scope (was the startup "
-                      "program run?): %s%s",
-                      path, missing.count, missing.text, missing.dropped ? ", ..." : "");
-    else
-        st = nb_safetensors_save(path, n, names, tensors, meta);
+    if (missing.count) {
+        nb_free(names);
+        nb_free(tensors);
+        return nb_error(NB_ERR_NOT_FOUND,
+                        "%s save '%s': %d persistable var(s) have no value in the scope (was the startup "
+                        "program run?): %s%s",
+                        what, path, missing.count, missing.text, missing.dropped ? ", ..." : "");
+    }
+    *n_out = n;
+    *names_out = names;
+    *tensors_out = tensors;
+    return NB_OK;
+}
+
+nb_status nb_checkpoint_save(const char *path, const nb_program *program, nb_scope *scope, const nb_meta *meta)
+{
+    return nb_checkpoint_save_as(path, program, scope, meta, NB_STORE_NATIVE);
+}
+
+nb_status nb_checkpoint_save_as(const char *path, const nb_program *program, nb_scope *scope, const nb_meta *meta,
+                                nb_float_storage storage)
+{
+    if (!path || !program || !scope) return nb_error(NB_ERR_ARG, "checkpoint save: NULL path, program or scope");
+    int n;
+    const char **names;
+    nb_tensor **tensors;
+    nb_status st = nb_ckpt_collect("checkpoint", path, program, scope, &n, &names, &tensors);
+    if (st) return st;
+    st = nb_safetensors_save_as(path, n, names, tensors, meta, storage);
     nb_free(names);
     nb_free(tensors);
     return st;
@@ -117,7 +142,7 @@ static void plan_var(plan *p, nb_scope *scope)
 /* Puts the loaded values in the scope, all or nothing: the only steps that
  * can fail (adding new names) go first and are undone on failure; rebinding
  * an existing name and copying into a tensor of the same shape cannot fail. */
-static nb_status commit(plan *plans, int n, const char *path)
+static nb_status commit(plan *plans, int n, const char *what, const char *path)
 {
     for (int i = 0; i < n; i++) {
         if (!plans[i].is_new) continue;
@@ -125,7 +150,7 @@ static nb_status commit(plan *plans, int n, const char *path)
         if (st) {
             for (int j = 0; j < i; j++)
                 if (plans[j].is_new) nb_scope_remove(plans[j].owner, plans[j].name);
-            return nb_error(st, "checkpoint '%s': out of memory binding var '%s' (the scope is unchanged)", path,
+            return nb_error(st, "%s '%s': out of memory binding var '%s' (the scope is unchanged)", what, path,
                             plans[i].name);
         }
     }
@@ -133,7 +158,66 @@ static nb_status commit(plan *plans, int n, const char *path)
         nb_status st = NB_OK;
         if (plans[i].copy) st = nb_tensor_copy_into(plans[i].existing, plans[i].loaded);
         else if (!plans[i].is_new) st = nb_scope_set(plans[i].owner, plans[i].name, plans[i].loaded);
-        if (st) return nb_error_context(st, "checkpoint '%s': var '%s'", path, plans[i].name);
+        if (st) return nb_error_context(st, "%s '%s': var '%s'", what, path, plans[i].name);
+    }
+    return NB_OK;
+}
+
+nb_status nb_ckpt_restore(const char *what, const char *path, const nb_program *program, nb_scope *scope,
+                          nb_ckpt_find_fn find, const void *file)
+{
+    const nb_block *b = global_block(program);
+    int n_vars = b ? b->n_vars : 0, n = 0;
+    plan *plans = nb_calloc((size_t)n_vars + 1, sizeof *plans);
+    if (!plans) return nb_error(NB_ERR_NOMEM, "%s '%s': out of memory", what, path);
+    problems bad = {0};
+    char want[NB_SHAPE_STR_MAX + 16], got[NB_SHAPE_STR_MAX + 16];
+    for (int i = 0; i < n_vars; i++) {
+        const nb_var *v = b->vars[i];
+        if (!v->persistable) continue;
+        nb_tensor *t = find(file, v->name);
+        describe(want, sizeof want, v->dtype, v->ndim, v->shape);
+        if (!t) {
+            problem(&bad, "var '%s': expected %s, missing in the file", v->name, want);
+        } else if (t->dtype != v->dtype || !shape_fits(v, t)) {
+            problem(&bad, "var '%s': expected %s, found %s", v->name, want,
+                    describe(got, sizeof got, t->dtype, t->ndim, t->shape));
+        } else {
+            plans[n] = (plan){.name = v->name, .loaded = t};
+            plan_var(&plans[n++], scope);
+        }
+    }
+    nb_status st;
+    if (bad.count) {
+        char more[48] = "";
+        if (bad.dropped) snprintf(more, sizeof more, "; and %d more", bad.dropped);
+        st = nb_error(NB_ERR_FORMAT, "%s '%s' does not fit the program (%d mismatch%s, the scope is unchanged): %s%s",
+                      what, path, bad.count, bad.count == 1 ? "" : "es", bad.text, more);
+    } else {
+        st = commit(plans, n, what, path);
+    }
+    nb_free(plans);
+    return st;
+}
+
+static nb_tensor *find_in_safetensors(const void *file, const char *name) { return nb_safetensors_find(file, name); }
+
+/* F16 and BF16 tensors load as F32; the ones an F64 var will take are
+ * widened again here, in the loaded file (exactly: a 16-bit float is an F64
+ * value), so that they fit the var like any F64 tensor. */
+static nb_status widen_half_for_f64_vars(nb_safetensors *f, const nb_program *program, const char *path)
+{
+    const nb_block *b = global_block(program);
+    for (int i = 0; b && i < b->n_vars; i++) {
+        const nb_var *v = b->vars[i];
+        int at = v->persistable && v->dtype == NB_F64 ? nb_st_find_index(f, v->name) : -1;
+        if (at < 0 || (f->stored[at] != NB_ST_F16 && f->stored[at] != NB_ST_BF16) || f->tensors[at]->dtype != NB_F32)
+            continue;
+        nb_tensor *wide;
+        nb_status st = nb_tensor_cast(&wide, f->tensors[at], NB_F64);
+        if (st) return nb_error_context(st, "checkpoint '%s': var '%s'", path, v->name);
+        nb_tensor_release(f->tensors[at]);
+        f->tensors[at] = wide;
     }
     return NB_OK;
 }
@@ -146,39 +230,8 @@ nb_status nb_checkpoint_load(const char *path, const nb_program *program, nb_sco
     nb_safetensors *f;
     nb_status st = nb_safetensors_load(&f, path);
     if (st) return st;
-    const nb_block *b = global_block(program);
-    int n_vars = b ? b->n_vars : 0, n = 0;
-    plan *plans = nb_calloc((size_t)n_vars + 1, sizeof *plans);
-    if (!plans) {
-        nb_safetensors_free(f);
-        return nb_error(NB_ERR_NOMEM, "checkpoint '%s': out of memory", path);
-    }
-    problems bad = {0};
-    char want[NB_SHAPE_STR_MAX + 16], got[NB_SHAPE_STR_MAX + 16];
-    for (int i = 0; i < n_vars; i++) {
-        const nb_var *v = b->vars[i];
-        if (!v->persistable) continue;
-        nb_tensor *t = nb_safetensors_find(f, v->name);
-        describe(want, sizeof want, v->dtype, v->ndim, v->shape);
-        if (!t) {
-            problem(&bad, "var '%s': expected %s, missing in the file", v->name, want);
-        } else if (t->dtype != v->dtype || !shape_fits(v, t)) {
-            problem(&bad, "var '%s': expected %s, found %s", v->name, want,
-                    describe(got, sizeof got, t->dtype, t->ndim, t->shape));
-        } else {
-            plans[n] = (plan){.name = v->name, .loaded = t};
-            plan_var(&plans[n++], scope);
-        }
-    }
-    if (bad.count) {
-        char more[48] = "";
-        if (bad.dropped) snprintf(more, sizeof more, "; and %d more", bad.dropped);
-        st = nb_error(NB_ERR_FORMAT, "checkpoint '%s' does not fit the program (%d mismatch%s, the scope is unchanged): %s%s",
-                      path, bad.count, bad.count == 1 ? "" : "es", bad.text, more);
-    }
-    else
-        st = commit(plans, n, path);
-    nb_free(plans);
+    st = widen_half_for_f64_vars(f, program, path);
+    if (!st) st = nb_ckpt_restore("checkpoint", path, program, scope, find_in_safetensors, f);
     if (!st && meta_out) *meta_out = f;
     else nb_safetensors_free(f);
     return st;

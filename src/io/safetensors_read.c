@@ -1,18 +1,20 @@
 /* Reading safetensors files. Every number in the file is checked before it
  * is used, so a hostile or damaged file gives an error, never an
- * out-of-bounds access or an allocation larger than the file. */
+ * out-of-bounds access or an allocation larger than twice the file (F16 and
+ * BF16 tensors widen to F32 on their way in). */
 #include <errno.h>
 #include "nabla/device.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "core/half.h"
 #include "json.h"
 #include "safetensors_internal.h"
 
 typedef struct entry {
     char *name;
-    nb_dtype dtype;
+    nb_st_dtype dtype; /* in the file */
     int ndim;
     int64_t shape[NB_MAX_DIMS];
     uint64_t begin, end, nbytes;
@@ -141,7 +143,7 @@ static nb_status entry_size(entry *e)
         if (d > 1) span *= d;
         numel *= d;
     }
-    e->nbytes = (uint64_t)numel * nb_dtype_size(e->dtype);
+    e->nbytes = (uint64_t)numel * nb_st_dtype_size(e->dtype);
     return NB_OK;
 }
 
@@ -282,9 +284,10 @@ static nb_status take_header(header *h, nb_safetensors *f)
     size_t n = (size_t)h->n + 1, m = (size_t)h->n_meta + 1;
     f->names = nb_calloc(n, sizeof *f->names);
     f->tensors = nb_calloc(n, sizeof *f->tensors);
+    f->stored = nb_calloc(n, sizeof *f->stored);
     f->meta_keys = nb_calloc(m, sizeof *f->meta_keys);
     f->meta_values = nb_calloc(m, sizeof *f->meta_values);
-    if (!f->names || !f->tensors || !f->meta_keys || !f->meta_values) return oom();
+    if (!f->names || !f->tensors || !f->stored || !f->meta_keys || !f->meta_values) return oom();
     for (int i = 0; i < h->n; i++) {
         f->names[i] = h->e[i].name;
         h->e[i].name = NULL;
@@ -307,20 +310,44 @@ static nb_status take_header(header *h, nb_safetensors *f)
     return NB_OK;
 }
 
+/* Reads `count` F16 or BF16 elements into the F32 array `out`, a chunk at a
+ * time, widening each (exactly). */
+static nb_status read_widened(FILE *fp, nb_st_dtype dtype, float *out, size_t count, const char *name)
+{
+    uint16_t chunk[2048];
+    for (size_t done = 0; done < count;) {
+        size_t k = count - done < sizeof chunk / sizeof *chunk ? count - done : sizeof chunk / sizeof *chunk;
+        if (fread(chunk, sizeof *chunk, k, fp) != k)
+            return nb_error(NB_ERR_FORMAT, "the file ended while reading tensor '%.100s' (did it change while being read?)",
+                            name);
+        if (!nb_st_host_is_little_endian()) nb_st_swap_bytes(chunk, k, sizeof *chunk);
+        if (dtype == NB_ST_F16) nb_f16_to_f32_n(chunk, out + done, k);
+        else nb_bf16_to_f32_n(chunk, out + done, k);
+        done += k;
+    }
+    return NB_OK;
+}
+
 /* Reads each tensor's bytes, in file order (the buffer is read front to back). */
 static nb_status read_data(FILE *fp, const header *h, nb_safetensors *f)
 {
     for (int i = 0; i < h->n; i++) {
         const entry *e = &h->e[i];
-        nb_status st = nb_tensor_new(&f->tensors[i], e->dtype, e->ndim, e->shape);
+        f->stored[i] = (unsigned char)e->dtype;
+        nb_status st = nb_tensor_new(&f->tensors[i], nb_st_dtype_loaded(e->dtype), e->ndim, e->shape);
         if (st) return st;
         unsigned char *p = nb_tensor_data(f->tensors[i]);
+        size_t es = nb_st_dtype_size(e->dtype), count = (size_t)(e->nbytes / es);
+        if (e->dtype == NB_ST_F16 || e->dtype == NB_ST_BF16) {
+            st = read_widened(fp, e->dtype, (float *)p, count, f->names[i]);
+            if (st) return st;
+            continue;
+        }
         if (e->nbytes && fread(p, 1, (size_t)e->nbytes, fp) != e->nbytes)
             return nb_error(NB_ERR_FORMAT, "the file ended while reading tensor '%.100s' (did it change while being read?)",
                             f->names[i]);
-        size_t es = nb_dtype_size(e->dtype), count = (size_t)(e->nbytes / es);
         if (!nb_st_host_is_little_endian() && es > 1) nb_st_swap_bytes(p, count, es);
-        if (e->dtype == NB_BOOL)
+        if (e->dtype == NB_ST_BOOL)
             for (size_t k = 0; k < count; k++)
                 if (p[k] > 1)
                     return nb_error(NB_ERR_FORMAT, "BOOL tensor '%.100s' holds byte %u at element %zu (not 0 or 1)",

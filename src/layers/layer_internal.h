@@ -41,4 +41,10 @@ bool nb_layer_need_float(nb_builder *b, const char *layer, nb_value x, nb_var_in
 bool nb_activation_known(const char *act);
 nb_status nb_activation_unknown_error(nb_builder *b, const char *layer, const char *act);
 
+/* The batch_norm op over in = {X, Scale, Bias, Mean, Variance} as
+ * nb_layer_batch_norm emits it (in training mode, the running statistics
+ * written back into Mean and Variance), for callers that made the vars
+ * themselves (the ONNX importer). Returns Y. */
+nb_value nb_batch_norm_of(nb_builder *b, const nb_value in[5], double momentum, double epsilon, bool use_global_stats);
+
 #endif

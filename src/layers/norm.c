@@ -86,12 +86,17 @@ nb_value nb_layer_batch_norm(nb_builder *b, nb_value x, const nb_norm_opts *opts
         nb_persistable_var(b, n_var, xi.dtype, 1, &C, nb_init_ones()),
     };
     if (nb_builder_status(b)) return NB_NONE;
-    nb_attr attrs[] = {NB_ATTR_FLOAT("momentum", opts->momentum ? opts->momentum : 0.9),
-                       NB_ATTR_FLOAT("epsilon", opts->epsilon ? opts->epsilon : 1e-5),
-                       NB_ATTR_BOOL("use_global_stats", opts->use_global_stats), NB_ATTR_BOOL("is_test", false)};
-    /* Eager: is_test is left to the builder's test mode. */
-    nb_value y = nb_builder_is_eager(b) ? eager_batch_norm(b, in, 3, attrs) : append_batch_norm(b, in, 4, attrs);
+    nb_value y = nb_batch_norm_of(b, in, opts->momentum ? opts->momentum : 0.9, opts->epsilon ? opts->epsilon : 1e-5,
+                                  opts->use_global_stats);
     return nb_layer_activation(b, y, act);
+}
+
+nb_value nb_batch_norm_of(nb_builder *b, const nb_value in[5], double momentum, double epsilon, bool use_global_stats)
+{
+    nb_attr attrs[] = {NB_ATTR_FLOAT("momentum", momentum), NB_ATTR_FLOAT("epsilon", epsilon),
+                       NB_ATTR_BOOL("use_global_stats", use_global_stats), NB_ATTR_BOOL("is_test", false)};
+    /* Eager: is_test is left to the builder's test mode. */
+    return nb_builder_is_eager(b) ? eager_batch_norm(b, in, 3, attrs) : append_batch_norm(b, in, 4, attrs);
 }
 
 nb_value nb_layer_layer_norm(nb_builder *b, nb_value x, int begin_norm_axis, double epsilon)

@@ -13,13 +13,16 @@ static const struct {
     {"gradcheck", cmd_gradcheck, "check every gradient rule against finite differences"},
     {"dot", cmd_dot, "draw a program (a program file, or the example) as Graphviz DOT"},
     {"dump", cmd_dump, "print the programs of a program file"},
+    {"npy", cmd_npy, "print the arrays of a NumPy .npy or .npz file (and write them again)"},
+    {"onnx-export", cmd_onnx_export, "write a trained program's inference part as an ONNX model"},
+    {"onnx-import", cmd_onnx_import, "read an ONNX model into a program file"},
 };
 
 static void usage(FILE *f)
 {
     fprintf(f, "nabla %s: differentiable computation in C\n\nusage: nabla COMMAND [ARGS]\n\ncommands:\n", NABLA_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
 }
 
 int main(int argc, char **argv)

@@ -1,0 +1,104 @@
+/* nabla/onnx.h: models in and out of nabla as ONNX files.
+ *
+ * Export writes the inference part of a static program, with its parameters
+ * as initializers, as an ONNX model of opset NB_ONNX_OPSET (IR version 7),
+ * readable by onnxruntime, onnx.checker and the frameworks that import ONNX.
+ * Import reads an ONNX model (opsets NB_ONNX_MIN_OPSET to NB_ONNX_MAX_OPSET)
+ * and emits its graph through a builder: into a static program (a record
+ * builder) or at once (an eager builder); its float initializers become
+ * trainable parameters, so an imported model fine-tunes like one built in
+ * nabla.
+ *
+ * The ops both directions know (ONNX name <- -> nabla op):
+ *
+ *   Gemm, MatMul (+ Add)        fc, matmul
+ *   Add Sub Mul Div Pow Max Min add sub mul div pow maximum minimum
+ *   Sum                         sum
+ *   Relu Tanh Sigmoid Exp Log Sqrt Neg Abs Erf Sin Cos
+ *                               the op of the same name
+ *   LeakyRelu Elu Softplus      leaky_relu elu softplus (beta 1)
+ *   Softmax LogSoftmax          softmax log_softmax (one axis)
+ *   Conv                        conv2d (2-D, NOTSET padding)
+ *   MaxPool AveragePool         pool2d
+ *   GlobalAveragePool GlobalMaxPool  pool2d with global_pooling
+ *   BatchNormalization          batch_norm (inference form: running statistics)
+ *   LayerNormalization          layer_norm (import, opset 17; export writes
+ *                               the decomposition, as opset 13 has none)
+ *   Reshape Flatten Transpose Squeeze Unsqueeze Concat Gather
+ *                               reshape flatten transpose squeeze unsqueeze
+ *                               concat gather (embedding exports as Gather)
+ *   ReduceMean ReduceSum        reduce_mean reduce_sum
+ *   Cast Clip Identity Dropout  cast clip assign dropout (inference: identity)
+ *   Pad                         pad (constant, reflect, edge)
+ *   Reciprocal                  div (import)
+ *   Constant                    a constant (assign_value)
+ *   Shape + ConstantOfShape     ones_like, fill_zeros_like (import reads a
+ *                               Shape only into a ConstantOfShape)
+ *   (export only) gelu, silu, scale, square, rsqrt as their decompositions;
+ *                 fill_constant and assign_value as initializers
+ *
+ * Anything else is an error naming it: export names the nabla op and its
+ * output var; import names the node, its op type and the model's opset.
+ *
+ * This is an optional feature: nb_onnx_available() says whether this build
+ * has it (it needs ONNX's onnx.proto, Debian's libonnx-dev, at build time);
+ * without it the calls return NB_ERR_UNSUPPORTED. */
+#ifndef NABLA_ONNX_H
+#define NABLA_ONNX_H
+
+#include "nabla/export.h"
+
+#include "nabla/builder.h"
+#include "nabla/scope.h"
+
+NB_BEGIN_DECLS
+
+#define NB_ONNX_OPSET 13     /* what export writes */
+#define NB_ONNX_MIN_OPSET 11 /* what import reads */
+#define NB_ONNX_MAX_OPSET 17
+
+NB_API bool nb_onnx_available(void);
+
+/* Writes to `path` (atomically) the ops of block 0 of `program` that compute
+ * the vars `fetches` for inference: ops of the forward role only (no loss,
+ * backward or optimiser op), pruned to what the fetches need; batch_norm
+ * uses its running statistics and dropout is the identity. The vars the
+ * pruned ops read that the user feeds (nb_data) become the graph's inputs,
+ * in the order the program declares them; persistable vars become
+ * initializers holding their values in `scope` (NB_ERR_NOT_FOUND naming the
+ * var when the scope lacks one: run the startup program, or train, first).
+ * A dimension of -1 becomes a symbolic dimension ("N" for the first).
+ * NB_ERR_UNSUPPORTED names an op with no ONNX form (control flow among them);
+ * models over 2 GB, which need external data, are refused. */
+NB_API nb_status nb_onnx_export(const nb_program *program, nb_scope *scope, nb_names fetches, const char *path);
+
+/* Reads the ONNX model at `path` and emits its graph through `b`.
+ *
+ * `inputs` gives a value for each graph input that is not an initializer, in
+ * the graph's order; with inputs.n == 0 a record builder makes them data
+ * vars (nb_data) named and shaped as in the model, symbolic dims -1. Each
+ * initializer becomes a var named as in the model: a float one used as a
+ * weight a trainable parameter (nb_param_from), BatchNormalization's running
+ * mean and variance persistable state (nb_persistable_from); ints read as
+ * shapes or axes stay constants of the import. An eager builder that already
+ * holds parameters of those names uses them, as nb_param does, so that a
+ * training loop can import the model at every step.
+ *
+ * The imported graph is a model to train, as one built with nabla's layers:
+ * BatchNormalization is batch_norm in training mode (running statistics
+ * updated), so evaluate through nb_program_clone_for_test or an eager
+ * builder's test mode, where it uses the running statistics as ONNX does;
+ * Dropout and Identity are the identity.
+ *
+ * The graph's outputs are written to outputs[0..max_outputs) and their count
+ * to *n_outputs (may be NULL). External-data tensors are read from files
+ * beside the model (never outside its folder); float16 and bfloat16
+ * initializers become float32. NB_ERR_FORMAT for a file that is not a valid
+ * ONNX model, NB_ERR_UNSUPPORTED naming the node, op type and opset for
+ * what nabla cannot import. Errors are also the builder's. */
+NB_API nb_status nb_onnx_import(const char *path, nb_builder *b, nb_values inputs, int max_outputs, nb_value *outputs,
+                                int *n_outputs);
+
+NB_END_DECLS
+
+#endif

@@ -1,0 +1,364 @@
+/* ONNX import (nabla/onnx.h): the model unpacked by protobuf-c through
+ * nabla's allocator, checked, and its graph walked node by node in order
+ * (ONNX graphs are topologically sorted), each node emitted through the
+ * builder by onnx_import_ops.c. Initializers become vars on first use. */
+#ifdef NABLA_HAVE_ONNX
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "nabla/device.h"
+#include "nabla/init.h"
+#include "nabla/onnx.h"
+#include "nabla/ops.h"
+#include "onnx_internal.h"
+
+/* ---- reading the file ----------------------------------------------------- */
+
+static void *pb_alloc(void *ud, size_t n) { (void)ud; return nb_malloc(n ? n : 1); }
+static void pb_free(void *ud, void *p) { (void)ud; nb_free(p); }
+
+static nb_status read_file(const char *path, uint8_t **buf, size_t *n)
+{
+    *buf = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return nb_error(NB_ERR_NOT_FOUND, "onnx import: cannot open %s", path);
+    nb_status st = NB_OK;
+    long size = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+    if (size < 0 || fseek(f, 0, SEEK_SET)) st = nb_error(NB_ERR_IO, "onnx import: cannot read %s", path);
+    else if ((unsigned long)size > 0x7fffffffu)
+        st = nb_error(NB_ERR_FORMAT, "onnx import: %s is %ld bytes, over protobuf's 2 GB (large weights belong in "
+                      "external data files)", path, size);
+    else if (!(*buf = nb_malloc((size_t)size + 1))) st = nb_error(NB_ERR_NOMEM, "onnx import: out of memory for %s", path);
+    else if (fread(*buf, 1, (size_t)size, f) != (size_t)size) st = nb_error(NB_ERR_IO, "onnx import: cannot read %s", path);
+    fclose(f);
+    *n = (size_t)size;
+    if (st) nb_free(*buf), *buf = NULL;
+    return st;
+}
+
+/* The model's version of the default ONNX domain. */
+static nb_status check_model(const Onnx__ModelProto *m, const char *path, int *opset)
+{
+    *opset = -1;
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = m->opset_import[i];
+        if (!o->domain || !*o->domain || !strcmp(o->domain, "ai.onnx")) *opset = o->has_version ? (int)o->version : 1;
+    }
+    if (*opset < 0) return nb_error(NB_ERR_FORMAT, "onnx import: %s imports no opset of the default ONNX domain", path);
+    if (*opset < NB_ONNX_MIN_OPSET || *opset > NB_ONNX_MAX_OPSET)
+        return nb_error(NB_ERR_UNSUPPORTED, "onnx import: %s uses opset %d; nabla reads opsets %d to %d", path, *opset,
+                        NB_ONNX_MIN_OPSET, NB_ONNX_MAX_OPSET);
+    if (!m->graph) return nb_error(NB_ERR_FORMAT, "onnx import: %s has no graph", path);
+    const Onnx__GraphProto *g = m->graph;
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        if (!n->op_type) return nb_error(NB_ERR_FORMAT, "onnx import: %s: node %zu has no op type", path, i);
+        if (!n->n_output) return nb_error(NB_ERR_FORMAT, "onnx import: %s: node %zu (%s) has no outputs", path, i, n->op_type);
+        for (size_t k = 0; k < n->n_input; k++)
+            if (!n->input[k]) return nb_error(NB_ERR_FORMAT, "onnx import: %s: node %zu has a NULL input", path, i);
+        for (size_t k = 0; k < n->n_output; k++)
+            if (!n->output[k] || !*n->output[k])
+                return nb_error(NB_ERR_FORMAT, "onnx import: %s: node %zu has an unnamed output", path, i);
+    }
+    for (size_t i = 0; i < g->n_initializer; i++)
+        if (!g->initializer[i]->name || !*g->initializer[i]->name)
+            return nb_error(NB_ERR_FORMAT, "onnx import: %s: initializer %zu has no name", path, i);
+    for (size_t i = 0; i < g->n_input; i++)
+        if (!g->input[i]->name) return nb_error(NB_ERR_FORMAT, "onnx import: %s: graph input %zu has no name", path, i);
+    for (size_t i = 0; i < g->n_output; i++)
+        if (!g->output[i]->name) return nb_error(NB_ERR_FORMAT, "onnx import: %s: graph output %zu has no name", path, i);
+    return NB_OK;
+}
+
+/* ---- helpers for onnx_import_ops.c ---------------------------------------- */
+
+nb_status ox_node_error(ox_import *im, nb_status st, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const Onnx__NodeProto *n = im->node;
+    const char *name = n->name && *n->name ? n->name : n->output[0];
+    nb_error(st, "onnx import: node '%s' (%s, opset %d): %s", name, n->op_type, im->opset, msg);
+    return nb_builder_fail(im->b, st, "%s", nb_last_error());
+}
+
+bool ox_has_in(const ox_import *im, int k) { return k < (int)im->node->n_input && *im->node->input[k]; }
+
+static nb_status put_value(nb_strmap *m, const char *name, nb_value v);
+
+static nb_status set_value(ox_import *im, const char *name, nb_value v) { return put_value(&im->values, name, v); }
+
+/* An initializer or Constant as a tensor, made once and kept in consts:
+ * NB_ERR_NOT_FOUND (no error set) when `name` is neither. */
+static nb_status const_of(ox_import *im, const char *name, const nb_tensor **out)
+{
+    nb_tensor *t = nb_strmap_get(&im->consts, name, NULL);
+    *out = t;
+    if (t) return NB_OK;
+    const Onnx__TensorProto *p = nb_strmap_get(&im->protos, name, NULL);
+    if (!p) return NB_ERR_NOT_FOUND;
+    char what[512];
+    snprintf(what, sizeof what, "initializer '%.400s'", name);
+    nb_status st = ox_tensor_from_proto(p, im->dir, what, &t);
+    if (st) return ox_node_error(im, st, "%s", nb_last_error());
+    if (nb_strmap_put(&im->consts, name, t)) {
+        nb_tensor_release(t);
+        return ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+    }
+    *out = t;
+    return NB_OK;
+}
+
+nb_value ox_in(ox_import *im, int k)
+{
+    if (!ox_has_in(im, k)) {
+        ox_node_error(im, NB_ERR_FORMAT, "input %d is missing", k);
+        return NB_NONE;
+    }
+    const char *name = im->node->input[k];
+    nb_value *v = nb_strmap_get(&im->values, name, NULL);
+    if (v) return *v;
+    const nb_tensor *t;
+    nb_status st = const_of(im, name, &t);
+    if (st == NB_ERR_NOT_FOUND && nb_strmap_get(&im->shapes, name, NULL))
+        ox_node_error(im, NB_ERR_UNSUPPORTED, "input '%s' is a shape computed at run time, which nabla imports only "
+                      "into ConstantOfShape", name);
+    else if (st == NB_ERR_NOT_FOUND)
+        ox_node_error(im, NB_ERR_FORMAT, "input '%s' is neither a graph input, an initializer nor an output of an "
+                      "earlier node", name);
+    if (st) return NB_NONE;
+    /* Float initializers are what training changes; the rest are constants. */
+    bool init = nb_strmap_get(&im->protos, name, NULL) != NULL;
+    nb_value made = !init || !nb_dtype_is_float(t->dtype) ? nb_constant(im->b, t)
+                    : nb_strmap_get(&im->state, name, NULL) ? nb_persistable_from(im->b, name, t)
+                                                            : nb_param_from(im->b, name, t);
+    if (nb_is_none(made)) return NB_NONE;
+    if (set_value(im, name, made)) {
+        ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+        return NB_NONE;
+    }
+    return made;
+}
+
+const nb_tensor *ox_const_in(ox_import *im, int k)
+{
+    if (!ox_has_in(im, k)) {
+        ox_node_error(im, NB_ERR_FORMAT, "input %d is missing", k);
+        return NULL;
+    }
+    const nb_tensor *t;
+    nb_status st = const_of(im, im->node->input[k], &t);
+    if (st == NB_ERR_NOT_FOUND)
+        ox_node_error(im, NB_ERR_UNSUPPORTED, "input %d ('%s') must be a constant (an initializer or a Constant node), "
+                      "not computed at run time", k, im->node->input[k]);
+    return st ? NULL : t;
+}
+
+/* A Constant node's value, kept for the nodes that read it. */
+nb_status ox_set_const(ox_import *im, int k, nb_tensor *t)
+{
+    if (k >= (int)im->node->n_output) {
+        nb_tensor_release(t);
+        return NB_OK;
+    }
+    nb_tensor *old = nb_strmap_get(&im->consts, im->node->output[k], NULL);
+    if (nb_strmap_put(&im->consts, im->node->output[k], t)) {
+        nb_tensor_release(t);
+        return ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+    }
+    nb_tensor_release(old);
+    return NB_OK;
+}
+
+static nb_status put_value(nb_strmap *m, const char *name, nb_value v)
+{
+    nb_value *p = nb_strmap_get(m, name, NULL);
+    if (!p) {
+        if (!(p = nb_malloc(sizeof *p))) return NB_ERR_NOMEM;
+        if (nb_strmap_put(m, name, p)) {
+            nb_free(p);
+            return NB_ERR_NOMEM;
+        }
+    }
+    *p = v;
+    return NB_OK;
+}
+
+nb_status ox_set_shape(ox_import *im, nb_value v)
+{
+    if (nb_is_none(v)) return nb_builder_status(im->b);
+    if (put_value(&im->shapes, im->node->output[0], v)) return ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+    return NB_OK;
+}
+
+nb_value ox_shape_in(const ox_import *im, int k)
+{
+    nb_value *v = ox_has_in(im, k) ? nb_strmap_get(&im->shapes, im->node->input[k], NULL) : NULL;
+    return v ? *v : NB_NONE;
+}
+
+nb_status ox_out(ox_import *im, int k, nb_value v)
+{
+    if (nb_is_none(v)) return nb_builder_status(im->b) ? nb_builder_status(im->b) : NB_ERR_ARG;
+    if (k >= (int)im->node->n_output) return NB_OK; /* an output the model does not name */
+    if (set_value(im, im->node->output[k], v)) return ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+    return NB_OK;
+}
+
+const Onnx__AttributeProto *ox_attr(const ox_import *im, const char *name)
+{
+    for (size_t i = 0; i < im->node->n_attribute; i++)
+        if (im->node->attribute[i]->name && !strcmp(im->node->attribute[i]->name, name)) return im->node->attribute[i];
+    return NULL;
+}
+
+int64_t ox_attr_i(const ox_import *im, const char *name, int64_t def)
+{
+    const Onnx__AttributeProto *a = ox_attr(im, name);
+    return a && a->has_i ? a->i : def;
+}
+
+double ox_attr_f(const ox_import *im, const char *name, double def)
+{
+    const Onnx__AttributeProto *a = ox_attr(im, name);
+    return a && a->has_f ? a->f : def;
+}
+
+const char *ox_attr_s(const ox_import *im, const char *name, const char *def)
+{
+    const Onnx__AttributeProto *a = ox_attr(im, name);
+    static _Thread_local char buf[64];
+    if (!a || !a->has_s) return def;
+    snprintf(buf, sizeof buf, "%.*s", (int)(a->s.len < 63 ? a->s.len : 63), (const char *)a->s.data);
+    return buf;
+}
+
+/* ---- the graph -------------------------------------------------------------- */
+
+/* A data var for a graph input, shaped as the model says (symbolic dims -1). */
+static nb_value data_for(ox_import *im, const Onnx__ValueInfoProto *vi)
+{
+    const Onnx__TypeProto *tp = vi->type;
+    const Onnx__TypeProto__Tensor *tt = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? tp->tensor_type : NULL;
+    nb_dtype dt;
+    if (!tt || !tt->has_elem_type || !ox_nabla_dtype(tt->elem_type, &dt) || !tt->shape || tt->shape->n_dim > NB_MAX_DIMS) {
+        nb_builder_fail(im->b, NB_ERR_UNSUPPORTED, "onnx import: graph input '%s' is not a tensor of a dtype and rank "
+                        "nabla has", vi->name);
+        return NB_NONE;
+    }
+    int64_t shape[NB_MAX_DIMS];
+    for (size_t d = 0; d < tt->shape->n_dim; d++) {
+        const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
+        shape[d] = dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && dim->dim_value >= 0 ? dim->dim_value : -1;
+    }
+    return nb_data(im->b, vi->name, dt, (int)tt->shape->n_dim, shape);
+}
+
+static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs, int max_outputs, nb_value *outputs,
+                      int *n_outputs)
+{
+    nb_status st = NB_OK;
+    for (size_t i = 0; i < g->n_initializer && !st; i++)
+        if (nb_strmap_put(&im->protos, g->initializer[i]->name, g->initializer[i])) st = NB_ERR_NOMEM;
+    for (size_t i = 0; i < g->n_node && !st; i++)
+        if (ox_reads_state(g->node[i]->op_type))
+            for (size_t k = 3; k < 5 && k < g->node[i]->n_input && !st; k++)
+                if (nb_strmap_put(&im->state, g->node[i]->input[k], (void *)1)) st = NB_ERR_NOMEM;
+    if (st) return nb_builder_fail(im->b, NB_ERR_NOMEM, "onnx import: out of memory");
+
+    int n_in = 0;
+    for (size_t i = 0; i < g->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = g->input[i];
+        if (nb_strmap_get(&im->protos, vi->name, NULL)) continue; /* older exporters list initializers as inputs */
+        nb_value v;
+        if (inputs.n) {
+            if (n_in >= inputs.n) break;
+            v = inputs.v[n_in];
+        } else {
+            if (nb_builder_is_eager(im->b))
+                return nb_builder_fail(im->b, NB_ERR_ARG, "onnx import: an eager builder needs a value for each graph "
+                                       "input ('%s' first)", vi->name);
+            v = data_for(im, vi);
+        }
+        n_in++;
+        if (nb_is_none(v)) return nb_builder_status(im->b) ? nb_builder_status(im->b) : NB_ERR_ARG;
+        if (set_value(im, vi->name, v)) return nb_builder_fail(im->b, NB_ERR_NOMEM, "onnx import: out of memory");
+    }
+    int want = 0;
+    for (size_t i = 0; i < g->n_input; i++) want += !nb_strmap_get(&im->protos, g->input[i]->name, NULL);
+    if (inputs.n && inputs.n != want)
+        return nb_builder_fail(im->b, NB_ERR_ARG, "onnx import: the model has %d graph inputs; %d values were given",
+                               want, inputs.n);
+
+    for (size_t i = 0; i < g->n_node; i++) {
+        im->node = g->node[i];
+        if (im->node->domain && *im->node->domain && strcmp(im->node->domain, "ai.onnx"))
+            return ox_node_error(im, NB_ERR_UNSUPPORTED, "its domain '%s' is not ONNX's", im->node->domain);
+        if ((st = ox_import_node(im))) return nb_builder_status(im->b) ? nb_builder_status(im->b) : st;
+    }
+    if (n_outputs) *n_outputs = (int)g->n_output;
+    for (size_t i = 0; i < g->n_output; i++) {
+        nb_value *v = nb_strmap_get(&im->values, g->output[i]->name, NULL);
+        if (!v && nb_strmap_get(&im->protos, g->output[i]->name, NULL)) {
+            nb_builder_fail(im->b, NB_ERR_UNSUPPORTED, "onnx import: graph output '%s' is an initializer",
+                            g->output[i]->name);
+            return NB_ERR_UNSUPPORTED;
+        }
+        if (!v)
+            return nb_builder_fail(im->b, NB_ERR_FORMAT, "onnx import: graph output '%s' is computed by no node",
+                                   g->output[i]->name);
+        if ((int)i < max_outputs && outputs) outputs[i] = *v;
+    }
+    return NB_OK;
+}
+
+nb_status nb_onnx_import(const char *path, nb_builder *b, nb_values inputs, int max_outputs, nb_value *outputs,
+                         int *n_outputs)
+{
+    if (n_outputs) *n_outputs = 0;
+    if (!b) return nb_error(NB_ERR_ARG, "onnx import: the builder is NULL");
+    if (nb_builder_status(b)) return nb_builder_status(b);
+    if (!path || (inputs.n && !inputs.v) || inputs.n < 0 || max_outputs < 0 || (max_outputs && !outputs))
+        return nb_builder_fail(b, NB_ERR_ARG, "onnx import: needs a path, and arrays for the inputs and outputs given");
+    uint8_t *buf;
+    size_t n = 0;
+    nb_status st = read_file(path, &buf, &n);
+    if (st) return nb_builder_fail(b, st, "%s", nb_last_error());
+    ProtobufCAllocator alloc = {pb_alloc, pb_free, NULL};
+    Onnx__ModelProto *m = onnx__model_proto__unpack(&alloc, n, buf);
+    nb_free(buf);
+    if (!m) return nb_builder_fail(b, NB_ERR_FORMAT, "onnx import: %s is not an ONNX model (protobuf-c could not "
+                                   "decode it)", path);
+    ox_import im = {.b = b};
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    if (slash == path) snprintf(dir, sizeof dir, "/");
+    im.dir = dir;
+    nb_strmap_init(&im.values);
+    nb_strmap_init(&im.protos);
+    nb_strmap_init(&im.consts);
+    nb_strmap_init(&im.state);
+    nb_strmap_init(&im.shapes);
+    st = check_model(m, path, &im.opset);
+    if (st) nb_builder_fail(b, st, "%s", nb_last_error());
+    else st = walk(&im, m->graph, inputs, max_outputs, outputs, n_outputs);
+    for (int i = 0; i < im.values.n; i++)
+        if (im.values.keys[i]) nb_free(im.values.vals[i]);
+    for (int i = 0; i < im.shapes.n; i++)
+        if (im.shapes.keys[i]) nb_free(im.shapes.vals[i]);
+    nb_strmap_free(&im.shapes);
+    for (int i = 0; i < im.consts.n; i++)
+        if (im.consts.keys[i]) nb_tensor_release(im.consts.vals[i]);
+    nb_strmap_free(&im.values);
+    nb_strmap_free(&im.protos);
+    nb_strmap_free(&im.consts);
+    nb_strmap_free(&im.state);
+    onnx__model_proto__free_unpacked(m, &alloc);
+    return st;
+}
+
+#endif

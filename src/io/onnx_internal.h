@@ -1,0 +1,130 @@
+/* What ONNX export (onnx_export*.c) and import (onnx_import*.c) share: an
+ * arena for the protobuf-c messages an export builds, and the conversions
+ * between nabla's tensors and dtypes and ONNX's TensorProto. Built only with
+ * NABLA_HAVE_ONNX (libonnx-dev's onnx.proto, see CMakeLists.txt). */
+#ifndef NABLA_IO_ONNX_INTERNAL_H
+#define NABLA_IO_ONNX_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "nabla/builder.h"
+#include "nabla/program.h"
+#include "nabla/tensor.h"
+#include "onnx.pb-c.h"
+#include "../core/strmap.h"
+
+/* Every message of an export comes from one arena, freed at once when the
+ * model has been packed: a half-built model never needs unpicking. A failed
+ * allocation returns NULL and sets `failed`, so code can check once. */
+typedef struct ox_chunk ox_chunk;
+typedef struct ox_arena {
+    ox_chunk *head;
+    size_t left; /* bytes free in head */
+    bool failed;
+} ox_arena;
+
+void *ox_alloc(ox_arena *a, size_t size); /* zeroed, 16-byte aligned */
+char *ox_strdup(ox_arena *a, const char *s);
+void ox_arena_free(ox_arena *a);
+
+/* ONNX's TensorProto.DataType of a nabla dtype, and back (false for an ONNX
+ * type nabla has no dtype for; FLOAT16 and BFLOAT16 map to float32, which
+ * ox_tensor_from_proto converts to). */
+int ox_onnx_type(nb_dtype dt);
+bool ox_nabla_dtype(int onnx_type, nb_dtype *out);
+const char *ox_type_name(int onnx_type); /* "FLOAT", "INT64", ... */
+
+/* A TensorProto named `name` holding t's values (any strides) as raw
+ * little-endian bytes, from the arena. */
+Onnx__TensorProto *ox_tensor_proto(ox_arena *a, const char *name, const nb_tensor *t);
+
+/* The tensor a TensorProto holds: its values from raw_data, the typed
+ * fields, or an external-data file (a location relative to `model_dir`,
+ * which must stay inside it). `what` names the tensor in errors. */
+nb_status ox_tensor_from_proto(const Onnx__TensorProto *p, const char *model_dir, const char *what, nb_tensor **out);
+
+/* ---- export ---------------------------------------------------------------
+ * onnx_export.c walks the program and writes the model; onnx_export_ops.c
+ * turns each nabla op into nodes through these helpers. */
+
+typedef struct ox_export {
+    ox_arena a;
+    const nb_block *blk;
+    Onnx__NodeProto **nodes;
+    size_t n_nodes, cap_nodes;
+    Onnx__TensorProto **inits;
+    size_t n_inits, cap_inits;
+    int n_tmp;
+} ox_export;
+
+/* A fresh value name made from `base` ("fc_0.tmp_0" -> "fc_0.tmp_0/3"). */
+const char *ox_tmp(ox_export *e, const char *base);
+/* Appends a node of `type` reading in[0..n_in) ("" for an absent optional
+ * input) and writing `out`; NULL when out of memory (e->a.failed). */
+Onnx__NodeProto *ox_node(ox_export *e, const char *type, int n_in, const char *const *in, const char *out);
+void ox_attr_int(ox_export *e, Onnx__NodeProto *n, const char *name, int64_t v);
+void ox_attr_float(ox_export *e, Onnx__NodeProto *n, const char *name, double v);
+void ox_attr_ints(ox_export *e, Onnx__NodeProto *n, const char *name, int count, const int64_t *v);
+void ox_attr_string(ox_export *e, Onnx__NodeProto *n, const char *name, const char *v);
+void ox_attr_tensor(ox_export *e, Onnx__NodeProto *n, const char *name, const nb_tensor *t);
+/* Initializers made by the export: a scalar of dtype dt, and a 1-D int64
+ * list (shapes, axes). Their names, or NULL when out of memory. */
+const char *ox_scalar(ox_export *e, nb_dtype dt, double v);
+const char *ox_int64s(ox_export *e, int count, const int64_t *v);
+/* Adds t (not kept) as an initializer named `name`. */
+bool ox_add_init(ox_export *e, const char *name, const nb_tensor *t);
+
+/* The nodes of one op of the pruned program (onnx_export_ops.c);
+ * NB_ERR_UNSUPPORTED naming it when it has no ONNX form. */
+nb_status ox_export_op(ox_export *e, const nb_op *op);
+
+/* ---- import -----------------------------------------------------------------
+ * onnx_import.c reads the model and walks the graph; onnx_import_ops.c turns
+ * each node into nabla ops through these helpers. */
+
+typedef struct ox_import {
+    nb_builder *b;
+    const char *dir; /* the model's folder, for external data */
+    int opset;
+    nb_strmap values; /* name -> nb_value (nb_malloc'ed): what the graph has computed so far */
+    nb_strmap protos; /* name -> Onnx__TensorProto: initializers */
+    nb_strmap consts; /* name -> nb_tensor: initializers and Constant values read as constants */
+    nb_strmap state;  /* initializers that become state rather than parameters */
+    nb_strmap shapes; /* name -> nb_value (nb_malloc'ed): a Shape node's output, as the value it measures */
+    const Onnx__NodeProto *node;
+} ox_import;
+
+/* An error about the node being imported, naming it, its op type and the
+ * opset; it is also the builder's. */
+nb_status ox_node_error(ox_import *im, nb_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* The node's input k as a value (an initializer or constant made a var or
+ * constant on first use); NB_NONE with the error set when it has none. */
+nb_value ox_in(ox_import *im, int k);
+bool ox_has_in(const ox_import *im, int k); /* present and not "" */
+/* Input k as a constant tensor (a borrowed initializer or Constant value),
+ * for shapes and axes; NULL with an error when it is computed at run time. */
+const nb_tensor *ox_const_in(ox_import *im, int k);
+/* Gives output k of a Constant node its value (t, taken over). */
+nb_status ox_set_const(ox_import *im, int k, nb_tensor *t);
+/* Records output 0 of a Shape node as the shape of v; ox_shape_in gives v
+ * back to the one reader nabla imports it for (ConstantOfShape), or NB_NONE
+ * when input k is not such a shape. */
+nb_status ox_set_shape(ox_import *im, nb_value v);
+nb_value ox_shape_in(const ox_import *im, int k);
+/* Names output k of the node. */
+nb_status ox_out(ox_import *im, int k, nb_value v);
+
+/* The node's attribute `name`, or NULL; and its value with a default. */
+const Onnx__AttributeProto *ox_attr(const ox_import *im, const char *name);
+int64_t ox_attr_i(const ox_import *im, const char *name, int64_t def);
+double ox_attr_f(const ox_import *im, const char *name, double def);
+const char *ox_attr_s(const ox_import *im, const char *name, const char *def);
+
+/* The node through b (onnx_import_ops.c); NB_ERR_UNSUPPORTED naming it when
+ * nabla has no form for it. */
+nb_status ox_import_node(ox_import *im);
+/* Whether op_type reads inputs 3 and 4 as running statistics (state). */
+bool ox_reads_state(const char *op_type);
+
+#endif
