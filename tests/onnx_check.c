@@ -5,9 +5,6 @@
  *       the inference copy (nb_program_clone_for_test) of a saved program,
  *       its parameters from CHECKPOINT, on raw float32 input of SHAPE
  *       ("8,784"); writes the fetched output as raw float32
- *   onnx_check init PROGRAM_FILE CHECKPOINT
- *       runs the startup program of a saved pair and saves the initial
- *       parameters as a checkpoint (a model exported untrained)
  *   onnx_check compare MODEL.onnx IN.f32 SHAPE WANT.f32 TOLERANCE
  *       imports the model, runs its inference copy on the input and compares
  *       with WANT (same element count); prints the largest difference
@@ -96,18 +93,6 @@ static int cmd_run(char **a)
     return 0;
 }
 
-static int cmd_init(char **a)
-{
-    nb_program *main_p, *startup;
-    nb_scope *scope;
-    nb_executor *e;
-    if (nb_programs_load(&main_p, &startup, a[0]) || nb_scope_new(&scope, NULL) || nb_executor_new(&e)) return die("program");
-    if (nb_executor_run(e, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL)) return die("startup");
-    if (nb_checkpoint_save(a[1], main_p, scope, NULL)) return die("checkpoint");
-    nb_executor_free(e), nb_scope_free(scope), nb_program_free(main_p), nb_program_free(startup);
-    return 0;
-}
-
 /* A record builder on fresh programs holding the imported model, startup run. */
 typedef struct imported {
     nb_program *main, *startup;
@@ -127,6 +112,14 @@ static nb_status import_model(imported *m, const char *path, nb_values inputs)
     if ((st = nb_onnx_import(path, m->b, inputs, 1, &m->y, &n_out))) return st;
     if (n_out != 1) return nb_error(NB_ERR_ARG, "the model has %d outputs; one was expected", n_out);
     return NB_OK;
+}
+
+static void imported_free(imported *m)
+{
+    nb_builder_free(m->b);
+    nb_scope_free(m->scope);
+    nb_program_free(m->main);
+    nb_program_free(m->startup);
 }
 
 static nb_status run_startup(imported *m)
@@ -160,6 +153,8 @@ static int cmd_compare(char **a)
         if (!(d <= worst)) worst = d;
     }
     printf("%s: %lld outputs, largest difference %.3g (tolerance %g)\n", a[0], (long long)n, worst, tol);
+    nb_tensor_release(x), nb_tensor_release(y), nb_tensor_release(want);
+    imported_free(&m);
     return worst <= tol ? 0 : 1;
 }
 
@@ -205,6 +200,7 @@ static int cmd_finetune(char **a)
     nb_executor_free(e);
     nb_backward_result_free(&r);
     nb_reader_free(train);
+    imported_free(&m);
     return last < 0.75 * first ? 0 : 1;
 }
 
@@ -212,7 +208,6 @@ int main(int argc, char **argv)
 {
     if (nb_control_register_ops()) return die("registry");
     if (argc == 9 && !strcmp(argv[1], "run")) return cmd_run(argv + 2);
-    if (argc == 4 && !strcmp(argv[1], "init")) return cmd_init(argv + 2);
     if (argc == 7 && !strcmp(argv[1], "compare")) return cmd_compare(argv + 2);
     if (argc == 5 && !strcmp(argv[1], "finetune")) return cmd_finetune(argv + 2);
     fprintf(stderr, "usage: onnx_check run|compare|finetune ... (see tests/onnx_check.c)\n");
