@@ -315,6 +315,39 @@ static void test_while_gradients(void)
     }
 }
 
+/* A second derivative through a loop's gradient op is not yet computed
+ * (issue 13): it must be an error naming while_grad, in both modes, never
+ * a zero tangent nor "does not affect the targets" (as it was when the
+ * control-flow gradient ops were marked not differentiable). */
+static void test_second_order_through_loop_is_an_error(void)
+{
+    loop_ctx l = {.n = 2};
+    setup s;
+    loop_setup(&s, &l, while_model);
+    compiled c;
+    compile(&s, &c, true);
+    REQUIRE_OK(c.r.grads[0] ? NB_OK : NB_ERR_NOT_FOUND);
+    const char *dW = c.r.grads[0];
+    nb_builder *b;
+    REQUIRE_OK(nb_builder_new_record(&b, c.prog, NULL));
+    nb_value tW = nb_data(b, "tW", NB_F64, 2, S(3, 3));
+    nb_value q = nb_reduce_sum(b, nb_mul(b, nb_value_by_name(b, dW), tW), 0, NULL, false);
+    REQUIRE_OK(nb_builder_status(b));
+    char *out = NULL;
+    CHECK_ERR(nb_append_jvp(c.prog, NB_NAMES("W"), (const char *[]){"tW"}, NB_NAMES(dW), &out), NB_ERR_UNSUPPORTED,
+              "reaches while_grad");
+    free(out);
+    const char *qn = nb_value_name(q);
+    nb_backward_result r;
+    CHECK_ERR(nb_gradients(c.prog, NB_NAMES_N(1, &qn), NB_NAMES("W"), NULL, &r), NB_ERR_UNSUPPORTED,
+              "while_grad has no gradient rule");
+    CHECK_ERR(nb_gradients(c.prog, NB_NAMES_N(1, &qn), NB_NAMES("W"), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r),
+              NB_ERR_UNSUPPORTED, "while_grad has no gradient rule");
+    nb_builder_free(b);
+    compiled_free(&c);
+    setup_free(&s);
+}
+
 /* The trip count depends on the values: stop once sum(h^2) passes a limit. */
 static void test_while_data_dependent(void)
 {
@@ -849,6 +882,7 @@ int main(void)
     RUN(test_net);
     RUN(test_while_gradients);
     RUN(test_while_data_dependent);
+    RUN(test_second_order_through_loop_is_an_error);
     RUN(test_nested_while);
     return test_report();
 }

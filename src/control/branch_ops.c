@@ -277,7 +277,7 @@ const nb_op_def nb_op_cond_grad = {
     .infer = branch_grad_infer,
     .params_size = sizeof(branch_grad_params),
     .params = cond_grad_params,
-    .flags = NB_OP_CONTROL | NB_OP_NOT_DIFFERENTIABLE,
+    .flags = NB_OP_CONTROL,
 };
 
 const nb_op_def nb_op_net = {
@@ -306,7 +306,7 @@ const nb_op_def nb_op_net_grad = {
     .infer = branch_grad_infer,
     .params_size = sizeof(branch_grad_params),
     .params = net_grad_params,
-    .flags = NB_OP_CONTROL | NB_OP_NOT_DIFFERENTIABLE,
+    .flags = NB_OP_CONTROL,
 };
 
 const nb_kernel_def nb_kernel_cond = {"cond", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, cond_kernel, NULL};

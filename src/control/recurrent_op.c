@@ -338,7 +338,7 @@ const nb_op_def nb_op_recurrent_grad = {
     .infer = recurrent_grad_infer,
     .params_size = sizeof(recurrent_grad_params),
     .params = recurrent_grad_params_fill,
-    .flags = NB_OP_CONTROL | NB_OP_NOT_DIFFERENTIABLE,
+    .flags = NB_OP_CONTROL,
 };
 
 const nb_kernel_def nb_kernel_recurrent = {"recurrent", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, recurrent_kernel, NULL};

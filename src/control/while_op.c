@@ -252,7 +252,7 @@ const nb_op_def nb_op_while_grad = {
     .infer = while_grad_infer,
     .params_size = sizeof(while_grad_params),
     .params = while_grad_params_fill,
-    .flags = NB_OP_CONTROL | NB_OP_NOT_DIFFERENTIABLE,
+    .flags = NB_OP_CONTROL,
 };
 
 const nb_kernel_def nb_kernel_while = {"while", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, while_kernel, NULL};
