@@ -348,6 +348,62 @@ static void test_second_order_through_loop_is_an_error(void)
     setup_free(&s);
 }
 
+/* The gradient of the loop's loss with respect to W, eagerly, at W + eps t
+ * (a graph of it kept with create_graph when hvp_t is given: then hvp gets
+ * the Hessian-vector product H t by a second reverse pass). */
+static void eager_loop_grad(const setup *s, double eps, const nb_tensor *t, nb_tensor **g, nb_tensor **hvp)
+{
+    nb_builder *b;
+    REQUIRE_OK(nb_builder_new_eager(&b));
+    nb_tensor *leaf[MAXP];
+    nb_value p[MAXP], loss = NB_NONE;
+    for (int i = 0; i < s->n; i++) {
+        REQUIRE_OK(nb_tensor_clone(&leaf[i], s->p[i]));
+        for (int64_t e = 0; i == 0 && e < nb_tensor_numel(leaf[0]); e++)
+            nb_tensor_set(leaf[0], e, nb_tensor_get(leaf[0], e) + eps * nb_tensor_get(t, e));
+        REQUIRE_OK(nb_tensor_set_requires_grad(leaf[i], true));
+        p[i] = nb_eager_value(b, leaf[i]);
+    }
+    REQUIRE_OK(s->f(b, p, &loss, s->ctx));
+    nb_tensor *l = nb_eager_tensor(loss);
+    CHECK_OK(nb_autograd_grad(NB_TENSORS(l), NULL, NB_TENSORS(leaf[0]), hvp ? NB_CREATE_GRAPH : 0, g));
+    if (hvp && *g) {
+        nb_value q = nb_reduce_sum(b, nb_mul(b, nb_eager_value(b, *g), nb_eager_value(b, (nb_tensor *)t)), 0, NULL, false);
+        nb_tensor *qt = nb_eager_tensor(q);
+        CHECK_OK(nb_autograd_grad(NB_TENSORS(qt), NULL, NB_TENSORS(leaf[0]), 0, hvp));
+    }
+    for (int i = 0; i < s->n; i++) nb_tensor_release(leaf[i]);
+    nb_builder_free(b);
+}
+
+/* Eagerly the loop is unrolled on the tape, so second derivatives through it
+ * are those of the unrolled graph: H t equals central differences of the
+ * gradient along t. */
+static void test_eager_second_order_through_loop(void)
+{
+    loop_ctx l = {.n = 50, .limit = 1.9};
+    setup s;
+    loop_setup(&s, &l, while_model);
+    nb_tensor_release(s.p[2]);
+    s.p[2] = gc_filled(NB_F64, 2, S(2, 3), 2, -0.5, 0.5);
+    nb_tensor *t = gc_filled(NB_F64, 2, S(3, 3), 9, -1, 1), *g = NULL, *hvp = NULL, *gp = NULL, *gm = NULL;
+    eager_loop_grad(&s, 0, t, &g, &hvp);
+    const double eps = 1e-5;
+    eager_loop_grad(&s, eps, t, &gp, NULL);
+    eager_loop_grad(&s, -eps, t, &gm, NULL);
+    CHECK(hvp && gp && gm);
+    double worst = 0, norm = 0;
+    for (int64_t e = 0; hvp && gp && gm && e < 9; e++) {
+        double fd = (nb_tensor_get(gp, e) - nb_tensor_get(gm, e)) / (2 * eps);
+        worst = fmax(worst, fabs(fd - nb_tensor_get(hvp, e)));
+        norm = fmax(norm, fabs(fd));
+    }
+    if (!(worst <= 1e-6 * (1 + norm))) fprintf(stderr, "  H t differs from differences by %g\n", worst);
+    CHECK(norm > 1e-3 && worst <= 1e-6 * (1 + norm));
+    nb_tensor_release(t), nb_tensor_release(g), nb_tensor_release(hvp), nb_tensor_release(gp), nb_tensor_release(gm);
+    setup_free(&s);
+}
+
 /* The trip count depends on the values: stop once sum(h^2) passes a limit. */
 static void test_while_data_dependent(void)
 {
@@ -883,6 +939,7 @@ int main(void)
     RUN(test_while_gradients);
     RUN(test_while_data_dependent);
     RUN(test_second_order_through_loop_is_an_error);
+    RUN(test_eager_second_order_through_loop);
     RUN(test_nested_while);
     return test_report();
 }
