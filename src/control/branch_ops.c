@@ -277,6 +277,8 @@ const nb_op_def nb_op_cond_grad = {
     .infer = branch_grad_infer,
     .params_size = sizeof(branch_grad_params),
     .params = cond_grad_params,
+    .vjp = nb_ctl_cond_grad_vjp,
+    .jvp = nb_ctl_cond_grad_jvp,
     .flags = NB_OP_CONTROL,
 };
 
@@ -306,6 +308,8 @@ const nb_op_def nb_op_net_grad = {
     .infer = branch_grad_infer,
     .params_size = sizeof(branch_grad_params),
     .params = net_grad_params,
+    .vjp = nb_ctl_net_grad_vjp,
+    .jvp = nb_ctl_net_grad_jvp,
     .flags = NB_OP_CONTROL,
 };
 

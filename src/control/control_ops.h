@@ -20,6 +20,13 @@ nb_status nb_ctl_recurrent_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
 nb_status nb_ctl_cond_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
 nb_status nb_ctl_net_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
 
+/* The rules of cond_grad and net_grad (replay_grad.c): those of a cond or
+ * net op replaying the forward block and its grad block. */
+nb_status nb_ctl_net_grad_vjp(struct nb_builder *b, struct nb_grad_ctx *g);
+nb_status nb_ctl_net_grad_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
+nb_status nb_ctl_cond_grad_vjp(struct nb_builder *b, struct nb_grad_ctx *g);
+nb_status nb_ctl_cond_grad_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
+
 /* The error of a control-flow kernel run outside an executor (nb_op_run). */
 nb_status nb_ctl_needs_executor(const nb_kernel_ctx *k);
 
