@@ -315,39 +315,6 @@ static void test_while_gradients(void)
     }
 }
 
-/* A second derivative through a loop's gradient op is not yet computed
- * (issue 13): it must be an error naming while_grad, in both modes, never
- * a zero tangent nor "does not affect the targets" (as it was when the
- * control-flow gradient ops were marked not differentiable). */
-static void test_second_order_through_loop_is_an_error(void)
-{
-    loop_ctx l = {.n = 2};
-    setup s;
-    loop_setup(&s, &l, while_model);
-    compiled c;
-    compile(&s, &c, true);
-    REQUIRE_OK(c.r.grads[0] ? NB_OK : NB_ERR_NOT_FOUND);
-    const char *dW = c.r.grads[0];
-    nb_builder *b;
-    REQUIRE_OK(nb_builder_new_record(&b, c.prog, NULL));
-    nb_value tW = nb_data(b, "tW", NB_F64, 2, S(3, 3));
-    nb_value q = nb_reduce_sum(b, nb_mul(b, nb_value_by_name(b, dW), tW), 0, NULL, false);
-    REQUIRE_OK(nb_builder_status(b));
-    char *out = NULL;
-    CHECK_ERR(nb_append_jvp(c.prog, NB_NAMES("W"), (const char *[]){"tW"}, NB_NAMES(dW), &out), NB_ERR_UNSUPPORTED,
-              "reaches while_grad");
-    free(out);
-    const char *qn = nb_value_name(q);
-    nb_backward_result r;
-    CHECK_ERR(nb_gradients(c.prog, NB_NAMES_N(1, &qn), NB_NAMES("W"), NULL, &r), NB_ERR_UNSUPPORTED,
-              "while_grad has no gradient rule");
-    CHECK_ERR(nb_gradients(c.prog, NB_NAMES_N(1, &qn), NB_NAMES("W"), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r),
-              NB_ERR_UNSUPPORTED, "while_grad has no gradient rule");
-    nb_builder_free(b);
-    compiled_free(&c);
-    setup_free(&s);
-}
-
 /* The gradient of the loss with respect to parameter wrt, eagerly, at p + eps t
  * (a graph of it kept with create_graph when hvp_t is given: then hvp gets
  * the Hessian-vector product H t by a second reverse pass). */
@@ -477,6 +444,7 @@ static void test_while_data_dependent(void)
     nb_tensor_release(s.p[2]);
     s.p[2] = gc_filled(NB_F64, 2, S(2, 3), 2, -0.5, 0.5);
     check_model("while, data-dependent", &s);
+    for (int wrt = 0; wrt < 3; wrt++) check_second_order("while, data-dependent", &s, wrt);
     /* How many iterations ran: the StepScopes var holds the count. */
     compiled c;
     compile(&s, &c, false);
@@ -562,6 +530,7 @@ static void test_nested_while(void)
     s.p[1] = gc_filled(NB_F64, 1, S(4), 1, -1, 1);
     s.p[2] = gc_filled(NB_F64, 2, S(2, 4), 2, -1, 1);
     check_model("nested while", &s);
+    for (int wrt = 0; wrt < 3; wrt++) check_second_order("nested while", &s, wrt);
     setup_free(&s);
 }
 
@@ -672,6 +641,7 @@ static void test_scan(void)
         s.p[4] = gc_filled(NB_F64, 1, S(3), 4, -1, 1);
         s.p[5] = gc_filled(NB_F64, 2, S(2, 3), 5, -1, 1);
         check_model(reverse ? "scan, reverse" : "scan", &s);
+        for (int wrt = 0; wrt < 6; wrt++) check_second_order(reverse ? "scan, reverse" : "scan", &s, wrt);
         setup_free(&s);
     }
 }
@@ -757,6 +727,7 @@ static void test_tensor_array(void)
     s.p[2] = gc_filled(NB_F64, 2, S(3, 3), 2, -0.7, 0.7);
     s.p[3] = gc_filled(NB_F64, 2, S(2, 3), 3, -1, 1);
     check_model("tensor array", &s);
+    for (int wrt = 0; wrt < 4; wrt++) check_second_order("tensor array", &s, wrt);
     setup_free(&s);
 }
 
@@ -1001,7 +972,6 @@ int main(void)
     RUN(test_net);
     RUN(test_while_gradients);
     RUN(test_while_data_dependent);
-    RUN(test_second_order_through_loop_is_an_error);
     RUN(test_eager_second_order_through_loop);
     RUN(test_nested_while);
     return test_report();

@@ -101,29 +101,30 @@ nb_status nb_steps_find(const nb_kernel_ctx *ctx, int slot, nb_step_scopes **out
                     "or is its gradient run twice?)", ctx->label, name);
 }
 
-/* Whether an op after `op` in its block reads var `name`. */
-static bool read_later(const nb_program *p, const nb_op *op, const char *name)
+/* Whether another op still to run may read var `name`: one after `op` in
+ * its block, or one in another block (a second derivative differentiates a
+ * loop twice, and the grad blocks of both passes read the step scopes its
+ * inner loops left in each iteration). */
+static bool read_elsewhere(const nb_program *p, const nb_op *op, const char *name)
 {
     for (int b = 0; b < p->n_blocks; b++) {
         const nb_block *blk = p->blocks[b];
-        for (int i = 0; i < blk->n_ops; i++) {
-            if (blk->ops[i] != op) continue;
-            for (int j = i + 1; j < blk->n_ops; j++)
-                for (int k = 0; k < nb_op_n_inputs(blk->ops[j]); k++)
-                    if (!strcmp(blk->ops[j]->inputs[k], name)) return true;
-            return false;
-        }
+        int from = 0;
+        for (int i = 0; i < blk->n_ops; i++)
+            if (blk->ops[i] == op) from = i + 1;
+        for (int j = from; j < blk->n_ops; j++)
+            for (int k = 0; blk->ops[j] != op && k < nb_op_n_inputs(blk->ops[j]); k++)
+                if (!strcmp(blk->ops[j]->inputs[k], name)) return true;
     }
     return false;
 }
 
-/* The last gradient op to read a forward op's step scopes frees them: a
- * second derivative has two (the first derivative's, and that of the
- * second pass through the forward op). */
+/* The last gradient op to read a forward op's step scopes frees them (at
+ * the latest, the next run of the forward op replaces them). */
 void nb_steps_release(const nb_kernel_ctx *ctx, int slot)
 {
     const char *name = nb_ctl_in_name(ctx, ctx->in_begin[slot]);
-    if (!read_later(ctx->exec->program, ctx->exec->op, name)) nb_scope_detach(ctx->exec->scope, name);
+    if (!read_elsewhere(ctx->exec->program, ctx->exec->op, name)) nb_scope_detach(ctx->exec->scope, name);
 }
 
 const char *nb_ctl_in_name(const nb_kernel_ctx *ctx, int k) { return ctx->exec->op->inputs[k]; }

@@ -26,6 +26,9 @@ nb_status nb_ctl_net_grad_vjp(struct nb_builder *b, struct nb_grad_ctx *g);
 nb_status nb_ctl_net_grad_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
 nb_status nb_ctl_cond_grad_vjp(struct nb_builder *b, struct nb_grad_ctx *g);
 nb_status nb_ctl_cond_grad_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
+/* ... and of while_grad and recurrent_grad, through the loop's JVP rule. */
+nb_status nb_ctl_loop_grad_vjp(struct nb_builder *b, struct nb_grad_ctx *g);
+nb_status nb_ctl_loop_grad_jvp(struct nb_builder *b, struct nb_grad_ctx *g);
 
 /* The error of a control-flow kernel run outside an executor (nb_op_run). */
 nb_status nb_ctl_needs_executor(const nb_kernel_ctx *k);

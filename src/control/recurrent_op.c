@@ -338,6 +338,8 @@ const nb_op_def nb_op_recurrent_grad = {
     .infer = recurrent_grad_infer,
     .params_size = sizeof(recurrent_grad_params),
     .params = recurrent_grad_params_fill,
+    .vjp = nb_ctl_loop_grad_vjp,
+    .jvp = nb_ctl_loop_grad_jvp,
     .flags = NB_OP_CONTROL,
 };
 

@@ -1,5 +1,5 @@
-/* Rules for the gradient ops of net and cond: higher-order gradients
- * through branches and nested nets.
+/* Rules for the gradient ops of control flow: higher-order gradients
+ * through branches, nested nets, loops and scans.
  *
  * net_grad runs a grad block G in the scope its forward block F left; what
  * it computes, dX = VJP_F(X, dOut), is also what one block C = (the seeds
@@ -8,9 +8,21 @@
  * net op (which replays F and G), and hands the VJP or JVP rule of net the
  * context of that op, mapping its inputs to net_grad's by name. cond_grad
  * is the same with a cond op over one such block per branch, on the forward
- * cond's condition. Ops of F and G that have no rules of their own (a loop's
- * gradient op inside a nested net) make the derivative an error naming them
- * when it is taken. */
+ * cond's condition.
+ *
+ * A loop's gradient op cannot be replayed that way (its grad block runs once
+ * per iteration, in reverse), so while_grad and recurrent_grad go through
+ * forward mode instead. The gradient op computes dX = J(X)^T dOut, J the
+ * Jacobian of the whole loop. With a cotangent u on dX,
+ *     <u, J^T dOut> = <J u, dOut>,
+ * so the gradient with respect to dOut is J u, the loop's JVP along u, and
+ * the gradient with respect to X is the gradient of <J(X) u, dOut>: the
+ * reverse pass (the loop op's own VJP) through the op that the loop's JVP
+ * rule emits. Likewise the tangent of dX along (tX, tdOut) is J^T tdOut plus
+ * the gradient of <J(X) tX, dOut>, one reverse pass through the JVP op with
+ * cotangents tdOut on its primal outputs and dOut on its tangents. So every
+ * rule here is made of the first-order rules of cond, net, while and
+ * recurrent. */
 #include <stdio.h>
 #include <string.h>
 #include "nabla/device.h"
@@ -181,19 +193,29 @@ static nb_status net_grad_rule(nb_builder *b, nb_grad_ctx *g, bool forward)
     return op ? rule_of_replay(b, g, op, forward) : nb_builder_status(b);
 }
 
-/* The forward cond whose StepScopes the gradient op reads: its condition. */
-static nb_value condition_of(nb_builder *b, nb_grad_ctx *g)
+/* The forward op whose StepScopes the gradient op reads, and its block. */
+static const nb_op *forward_op(nb_builder *b, nb_grad_ctx *g, const nb_block **where)
 {
     const char *steps = nb_value_name(nb_grad_x(g, 0, 0));
     nb_program *p = nb_builder_program(b);
     for (int k = 0; k < p->n_blocks; k++)
         for (int i = 0; i < p->blocks[k]->n_ops; i++) {
             const nb_op *op = p->blocks[k]->ops[i];
-            if (!strcmp(op->def->name, "cond") && !strcmp(nb_op_out_name(op, 0, 0), steps))
-                return nb_value_from_var(nb_block_find_var_recursive(p->blocks[k], nb_op_in_name(op, 0, 0)));
+            if ((op->def->flags & NB_OP_CONTROL) && nb_op_n_outputs(op) > 0 && !strcmp(nb_op_out_name(op, 0, 0), steps)) {
+                *where = p->blocks[k];
+                return op;
+            }
         }
-    nb_builder_fail(b, NB_ERR_ARG, "cond_grad: no cond op writes its StepScopes '%s'", steps);
-    return NB_NONE;
+    nb_builder_fail(b, NB_ERR_ARG, "%s: no op writes its StepScopes '%s'", g->def->name, steps);
+    return NULL;
+}
+
+/* The forward cond's condition. */
+static nb_value condition_of(nb_builder *b, nb_grad_ctx *g)
+{
+    const nb_block *blk;
+    const nb_op *op = forward_op(b, g, &blk);
+    return op ? nb_value_from_var(nb_block_find_var_recursive(blk, nb_op_in_name(op, 0, 0))) : NB_NONE;
 }
 
 static nb_status cond_grad_rule(nb_builder *b, nb_grad_ctx *g, bool forward)
@@ -213,6 +235,125 @@ static nb_status cond_grad_rule(nb_builder *b, nb_grad_ctx *g, bool forward)
     const nb_op *op = emit_replay(b, g, pred, ct, ce, t_res, e_res);
     return op ? rule_of_replay(b, g, op, forward) : nb_builder_status(b);
 }
+
+/* ---- loops: through forward mode ------------------------------------------------ */
+
+/* The values of an op's inputs and outputs. */
+static void values_of(nb_builder *b, const nb_op *op, nb_value *x, nb_value *y)
+{
+    const nb_block *blk = nb_builder_block(b);
+    for (int k = 0; k < nb_op_n_inputs(op); k++) x[k] = nb_value_from_var(nb_block_find_var_recursive(blk, op->inputs[k]));
+    for (int k = 0; k < nb_op_n_outputs(op); k++) y[k] = nb_value_from_var(nb_block_find_var_recursive(blk, op->outputs[k]));
+}
+
+/* The last op of b's block that writes var `name`. */
+static const nb_op *writer_of(nb_builder *b, const char *name)
+{
+    const nb_block *blk = nb_builder_block(b);
+    for (int i = blk->n_ops - 1; i >= 0; i--)
+        for (int k = 0; k < nb_op_n_outputs(blk->ops[i]); k++)
+            if (!strcmp(blk->ops[i]->outputs[k], name)) return blk->ops[i];
+    return NULL;
+}
+
+/* The first position in the gradient op's forward inputs X[0..n_fx) of the
+ * var named `name` whose gradient is wanted (forward: any), or -1. */
+static int wanted_index(const nb_grad_ctx *g, int n_fx, const char *name, bool any)
+{
+    for (int j = 0; j < n_fx; j++)
+        if (!strcmp(nb_value_name(nb_grad_x(g, 1, j)), name) && (any || nb_grad_wants_dx(g, 1, j))) return j;
+    return -1;
+}
+
+static nb_value add_to(nb_builder *b, nb_value sum, nb_value v)
+{
+    return nb_is_none(sum) ? v : nb_is_none(v) ? sum : nb_add(b, sum, v);
+}
+
+static nb_status loop_grad_rule(nb_builder *b, nb_grad_ctx *g, bool forward)
+{
+    const nb_block *fblk;
+    const nb_op *f = forward_op(b, g, &fblk);
+    if (!f) return nb_builder_status(b);
+    int xs = f->def->inputs[0].flags & NB_SLOT_NO_GRAD ? 1 : 0; /* while has its Condition first */
+    int n_fo = nb_op_out_count(f, 1), n_fx = nb_grad_in_count(g, 1) - n_fo;
+    const nb_attr_value *pos = nb_grad_attr(g, "x_grad_pos");
+    if (n_fx != nb_op_in_count(f, xs) || nb_op_n_inputs(f) > 1 + CAP || nb_op_n_outputs(f) > 1 + NB_CONTROL_MAX)
+        return nb_builder_fail(b, NB_ERR_ARG, "%s: its inputs do not match its forward op's", g->def->name);
+
+    /* The forward op's JVP along u (reverse) or tX (forward). */
+    nb_value fx[1 + CAP], fy[1 + NB_CONTROL_MAX], ftx[1 + CAP] = {{0}}, fty[1 + NB_CONTROL_MAX] = {{0}};
+    values_of(b, f, fx, fy);
+    if (forward)
+        for (int j = 0; j < n_fx; j++) ftx[f->in_begin[xs] + j] = nb_grad_tx(g, 1, j);
+    else
+        for (int o = 0; o < pos->n; o++) ftx[f->in_begin[xs] + pos->ints[o]] = nb_grad_dy(g, 0, o);
+    nb_grad_ctx jf = {.def = f->def, .attrs = f->attrs, .x = fx, .y = fy, .tx = ftx, .ty = fty};
+    memcpy(jf.in_begin, f->in_begin, sizeof jf.in_begin);
+    memcpy(jf.out_begin, f->out_begin, sizeof jf.out_begin);
+    nb_status st = f->def->jvp(b, &jf);
+    if (st || (st = nb_builder_status(b))) return st;
+    const nb_op *d = NULL;
+    for (int i = 0; i < n_fo && !d; i++)
+        if (!nb_is_none(fty[f->out_begin[1] + i])) d = writer_of(b, nb_value_name(fty[f->out_begin[1] + i]));
+    /* J u is the gradient with respect to dOut. */
+    for (int i = 0; !forward && i < n_fo; i++)
+        if (nb_grad_wants_dx(g, 1, n_fx + i)) nb_grad_set_dx(g, 1, n_fx + i, fty[f->out_begin[1] + i]);
+    if (!d) return NB_OK; /* no tangent reaches the loop's outputs: the rest is zero */
+    if (nb_op_n_inputs(d) > 1 + 2 * CAP || nb_op_n_outputs(d) > 1 + 2 * NB_CONTROL_MAX)
+        return nb_builder_fail(b, NB_ERR_ARG, "%s: too many values for its rule", g->def->name);
+
+    /* One reverse pass through the JVP op: cotangent dOut on each tangent
+     * output, and (forward) tdOut on each primal one. */
+    nb_value dx[1 + 2 * CAP] = {{0}}, dy[1 + 2 * NB_CONTROL_MAX] = {{0}}, x[1 + 2 * CAP], y[1 + 2 * NB_CONTROL_MAX];
+    bool want[1 + 2 * CAP] = {0};
+    values_of(b, d, x, y);
+    bool is_tangent[1 + 2 * NB_CONTROL_MAX] = {0};
+    for (int i = 0; i < n_fo; i++) {
+        nb_value t = fty[f->out_begin[1] + i];
+        for (int k = 0; !nb_is_none(t) && k < nb_op_n_outputs(d); k++)
+            if (!strcmp(d->outputs[k], nb_value_name(t))) dy[k] = nb_grad_x(g, 1, n_fx + i), is_tangent[k] = true;
+    }
+    /* The JVP op's outputs are the loop's, in order, with tangents among them. */
+    for (int k = d->out_begin[1], i = 0; forward && k < nb_op_n_outputs(d) && i < n_fo; k++)
+        if (!is_tangent[k]) dy[k] = nb_grad_tx(g, 1, n_fx + i++);
+    for (int k = 0; k < nb_op_n_inputs(d); k++) {
+        int j = wanted_index(g, n_fx, d->inputs[k], forward);
+        if (forward) {
+            bool at_pos = false;
+            for (int o = 0; j >= 0 && o < pos->n; o++) at_pos |= pos->ints[o] == j;
+            j = at_pos ? j : -1;
+        }
+        want[k] = j >= 0 && !(d->def->inputs[0].flags & NB_SLOT_NO_GRAD && k < d->in_begin[1]);
+    }
+    nb_grad_ctx r = {.def = d->def, .attrs = d->attrs, .x = x, .y = y, .dy = dy, .dx = dx, .want_dx = want};
+    memcpy(r.in_begin, d->in_begin, sizeof r.in_begin);
+    memcpy(r.out_begin, d->out_begin, sizeof r.out_begin);
+    if ((st = d->def->vjp(b, &r)) || (st = nb_builder_status(b))) return st;
+    if (forward) {
+        /* t(dX) at each output position: the reverse pass's gradient of the
+         * forward input there (its name, summed over the JVP op's inputs). */
+        for (int o = 0; o < pos->n; o++) {
+            const char *name = nb_value_name(nb_grad_x(g, 1, (int)pos->ints[o]));
+            nb_value t = NB_NONE;
+            for (int k = 0; k < nb_op_n_inputs(d); k++)
+                if (want[k] && !strcmp(d->inputs[k], name)) t = add_to(b, t, dx[k]);
+            nb_grad_set_ty(g, 0, o, t);
+        }
+        return nb_builder_status(b);
+    }
+    nb_value sum[1 + CAP] = {{0}};
+    for (int k = 0; k < nb_op_n_inputs(d); k++) {
+        int j = want[k] ? wanted_index(g, n_fx, d->inputs[k], false) : -1;
+        if (j >= 0) sum[j] = add_to(b, sum[j], dx[k]);
+    }
+    for (int j = 0; j < n_fx; j++)
+        if (!nb_is_none(sum[j])) nb_grad_set_dx(g, 1, j, sum[j]);
+    return nb_builder_status(b);
+}
+
+nb_status nb_ctl_loop_grad_vjp(nb_builder *b, nb_grad_ctx *g) { return loop_grad_rule(b, g, false); }
+nb_status nb_ctl_loop_grad_jvp(nb_builder *b, nb_grad_ctx *g) { return loop_grad_rule(b, g, true); }
 
 nb_status nb_ctl_net_grad_vjp(nb_builder *b, nb_grad_ctx *g) { return net_grad_rule(b, g, false); }
 nb_status nb_ctl_net_grad_jvp(nb_builder *b, nb_grad_ctx *g) { return net_grad_rule(b, g, true); }

@@ -252,6 +252,8 @@ const nb_op_def nb_op_while_grad = {
     .infer = while_grad_infer,
     .params_size = sizeof(while_grad_params),
     .params = while_grad_params_fill,
+    .vjp = nb_ctl_loop_grad_vjp,
+    .jvp = nb_ctl_loop_grad_jvp,
     .flags = NB_OP_CONTROL,
 };
 
