@@ -432,6 +432,141 @@ static void check_second_order(const char *name, const setup *s, int wrt)
     nb_program_free(prog);
 }
 
+/* A third derivative of a static program through its control flow:
+ * T(p)[t, s, v], the gradient of <H t, s> (reverse over reverse over
+ * reverse) along v, against central differences of <H t, s> itself. */
+static void check_third_order(const char *name, const setup *s, int wrt, bool supported)
+{
+    nb_program *prog;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&prog));
+    REQUIRE_OK(nb_builder_new_record(&b, prog, NULL));
+    nb_value p[MAXP], loss = NB_NONE;
+    for (int i = 0; i < s->n; i++) p[i] = nb_data(b, s->names[i], NB_F64, s->p[i]->ndim, s->p[i]->shape);
+    const int nd = s->p[wrt]->ndim;
+    const int64_t *shape = s->p[wrt]->shape;
+    nb_value tv = nb_data(b, "dir_t", NB_F64, nd, shape), sv = nb_data(b, "dir_s", NB_F64, nd, shape);
+    REQUIRE_OK(s->f(b, p, &loss, s->ctx));
+    const char *ln = nb_value_name(loss), *wn = s->names[wrt];
+    nb_backward_result r1, r2, r3;
+    REQUIRE_OK(nb_gradients(prog, NB_NAMES_N(1, &ln), NB_NAMES_N(1, &wn), NULL, &r1));
+    nb_value q2 = nb_reduce_sum(b, nb_mul(b, nb_value_by_name(b, r1.grads[0]), tv), 0, NULL, false);
+    const char *q2n = nb_value_name(q2);
+    REQUIRE_OK(nb_gradients(prog, NB_NAMES_N(1, &q2n), NB_NAMES_N(1, &wn), NULL, &r2));
+    nb_value q3 = nb_reduce_sum(b, nb_mul(b, nb_value_by_name(b, r2.grads[0]), sv), 0, NULL, false);
+    const char *q3n = nb_value_name(q3);
+    if (!supported) {
+        /* Through a loop: refused by name, not a wrong value. */
+        CHECK_ERR(nb_gradients(prog, NB_NAMES_N(1, &q3n), NB_NAMES_N(1, &wn), NULL, &r3), NB_ERR_UNSUPPORTED,
+                  "a third derivative through a loop");
+        nb_backward_result_free(&r1), nb_backward_result_free(&r2);
+        nb_builder_free(b);
+        nb_program_free(prog);
+        return;
+    }
+    REQUIRE_OK(nb_gradients(prog, NB_NAMES_N(1, &q3n), NB_NAMES_N(1, &wn), NULL, &r3));
+    nb_data(b, "dir_v", NB_F64, nd, shape);
+    char *q3t = NULL;
+    const char *vn = "dir_v";
+    REQUIRE_OK(nb_append_jvp(prog, NB_NAMES_N(1, &wn), &vn, NB_NAMES_N(1, &q3n), &q3t));
+    REQUIRE_OK(nb_builder_status(b));
+    nb_tensor *t = gc_filled(NB_F64, nd, shape, 41, -1, 1), *sd = gc_filled(NB_F64, nd, shape, 42, -1, 1);
+    nb_tensor *v = gc_filled(NB_F64, nd, shape, 43, -1, 1), *w0 = s->p[wrt], *w = NULL;
+    const char *feeds[MAXP + 3], *fetch[3] = {q3n, r3.grads[0], q3t};
+    nb_tensor *vals[MAXP + 3];
+    for (int i = 0; i < s->n; i++) feeds[i] = s->names[i], vals[i] = s->p[i];
+    feeds[s->n] = "dir_t", vals[s->n] = t, feeds[s->n + 1] = "dir_s", vals[s->n + 1] = sd;
+    feeds[s->n + 2] = "dir_v", vals[s->n + 2] = v;
+    nb_prepared *pp;
+    nb_scope *scope;
+    REQUIRE_OK(nb_prepare(&pp, prog, 0, NB_NAMES_N(s->n + 3, feeds), NB_NAMES_N(3, fetch)));
+    REQUIRE_OK(nb_scope_new(&scope, NULL));
+    double at[2] = {0}, analytic = 0, fwd = NAN;
+    const double eps = 1e-5;
+    for (int run = 0; run < 3; run++) {
+        nb_tensor *got[3] = {0};
+        REQUIRE_OK(nb_tensor_clone(&w, w0));
+        for (int64_t e = 0; run && e < nb_tensor_numel(w); e++)
+            nb_tensor_set(w, e, nb_tensor_get(w, e) + (run == 1 ? eps : -eps) * nb_tensor_get(v, e));
+        vals[wrt] = w;
+        CHECK_OK(nb_prepared_run(pp, scope, vals, got));
+        if (run == 0)
+            for (int64_t e = 0; got[1] && e < nb_tensor_numel(v); e++) analytic += nb_tensor_get(got[1], e) * nb_tensor_get(v, e);
+        else if (got[0]) at[run - 1] = nb_tensor_get(got[0], 0);
+        if (run == 0 && got[2]) fwd = nb_tensor_get(got[2], 0);
+        nb_tensor_release(got[2]);
+        nb_tensor_release(got[0]), nb_tensor_release(got[1]), nb_tensor_release(w);
+    }
+    vals[wrt] = w0;
+    double fd = (at[0] - at[1]) / (2 * eps);
+    if (!(fabs(fd - analytic) <= 1e-6 * (1 + fabs(fd))))
+        fprintf(stderr, "  %s: third derivative %.12g, differences %.12g\n", name, analytic, fd);
+    CHECK(fabs(analytic) > 1e-6 && fabs(fd - analytic) <= 1e-6 * (1 + fabs(fd)));
+    /* The same along v by forward mode over the two reverse passes. */
+    if (!(fabs(fwd - analytic) <= 1e-9 * (1 + fabs(fd))))
+        fprintf(stderr, "  %s: forward over reverse over reverse %.12g, reverse %.12g\n", name, fwd, analytic);
+    CHECK(fabs(fwd - analytic) <= 1e-9 * (1 + fabs(fd)));
+    nb_scope_free(scope);
+    nb_prepared_free(pp);
+    nb_tensor_release(t), nb_tensor_release(sd), nb_tensor_release(v);
+    nb_backward_result_free(&r1), nb_backward_result_free(&r2), nb_backward_result_free(&r3);
+    free(q3t);
+    nb_builder_free(b);
+    nb_program_free(prog);
+}
+
+/* Reverse over forward, the gradient of the JVP <grad, t>, is H t too; and
+ * forward over forward, the JVP of that JVP, is <t, H t>. */
+static void check_reverse_over_forward(const char *name, const setup *s, int wrt)
+{
+    nb_program *prog;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&prog));
+    REQUIRE_OK(nb_builder_new_record(&b, prog, NULL));
+    nb_value p[MAXP], loss = NB_NONE;
+    for (int i = 0; i < s->n; i++) p[i] = nb_data(b, s->names[i], NB_F64, s->p[i]->ndim, s->p[i]->shape);
+    nb_data(b, "direction", NB_F64, s->p[wrt]->ndim, s->p[wrt]->shape);
+    REQUIRE_OK(s->f(b, p, &loss, s->ctx));
+    const char *ln = nb_value_name(loss), *wn = s->names[wrt], *tn = "direction";
+    char *lt = NULL;
+    REQUIRE_OK(nb_append_jvp(prog, NB_NAMES_N(1, &wn), &tn, NB_NAMES_N(1, &ln), &lt));
+    nb_backward_result r;
+    const char *ltn = lt;
+    char *ltt = NULL;
+    REQUIRE_OK(nb_append_jvp(prog, NB_NAMES_N(1, &wn), &tn, NB_NAMES_N(1, &ltn), &ltt));
+    REQUIRE_OK(nb_gradients(prog, NB_NAMES_N(1, &ltn), NB_NAMES_N(1, &wn), NULL, &r));
+    nb_tensor *t = gc_filled(NB_F64, s->p[wrt]->ndim, s->p[wrt]->shape, 31, -1, 1), *g = NULL, *want = NULL;
+    eager_grad_of(s, wrt, 0, t, &g, &want);
+    const char *feeds[MAXP + 1], *fetch[2] = {r.grads[0], ltt};
+    nb_tensor *vals[MAXP + 1], *got = NULL, *gots[2] = {0};
+    for (int i = 0; i < s->n; i++) feeds[i] = s->names[i], vals[i] = s->p[i];
+    feeds[s->n] = tn, vals[s->n] = t;
+    nb_prepared *pp;
+    nb_scope *scope;
+    REQUIRE_OK(nb_prepare(&pp, prog, 0, NB_NAMES_N(s->n + 1, feeds), NB_NAMES_N(2, fetch)));
+    REQUIRE_OK(nb_scope_new(&scope, NULL));
+    CHECK_OK(nb_prepared_run(pp, scope, vals, gots));
+    got = gots[0];
+    double tht = 0;
+    for (int64_t e = 0; e < nb_tensor_numel(want); e++) tht += nb_tensor_get(want, e) * nb_tensor_get(t, e);
+    double ff = gots[1] ? nb_tensor_get(gots[1], 0) : NAN;
+    if (!(fabs(ff - tht) <= 1e-10 * (1 + fabs(tht)))) fprintf(stderr, "  %s: forward over forward %.12g, eager t.Ht %.12g\n", name, ff, tht);
+    CHECK(fabs(ff - tht) <= 1e-10 * (1 + fabs(tht)));
+    nb_tensor_release(gots[1]);
+    free(ltt);
+    double worst = 0;
+    for (int64_t e = 0; got && e < nb_tensor_numel(want); e++) worst = fmax(worst, fabs(nb_tensor_get(got, e) - nb_tensor_get(want, e)));
+    if (!(worst <= 1e-10)) fprintf(stderr, "  %s: reverse over forward differs from the eager H t by %g\n", name, worst);
+    CHECK(got && worst <= 1e-10);
+    nb_tensor_release(got), nb_tensor_release(t), nb_tensor_release(g), nb_tensor_release(want);
+    nb_scope_free(scope);
+    nb_prepared_free(pp);
+    nb_backward_result_free(&r);
+    free(lt);
+    nb_builder_free(b);
+    nb_program_free(prog);
+}
+
 /* The trip count depends on the values: stop once sum(h^2) passes a limit. */
 static void test_while_data_dependent(void)
 {
@@ -445,6 +580,8 @@ static void test_while_data_dependent(void)
     s.p[2] = gc_filled(NB_F64, 2, S(2, 3), 2, -0.5, 0.5);
     check_model("while, data-dependent", &s);
     for (int wrt = 0; wrt < 3; wrt++) check_second_order("while, data-dependent", &s, wrt);
+    check_third_order("while, data-dependent", &s, 0, false);
+    for (int wrt = 0; wrt < 3; wrt++) check_reverse_over_forward("while, data-dependent", &s, wrt);
     /* How many iterations ran: the StepScopes var holds the count. */
     compiled c;
     compile(&s, &c, false);
@@ -642,6 +779,7 @@ static void test_scan(void)
         s.p[5] = gc_filled(NB_F64, 2, S(2, 3), 5, -1, 1);
         check_model(reverse ? "scan, reverse" : "scan", &s);
         for (int wrt = 0; wrt < 6; wrt++) check_second_order(reverse ? "scan, reverse" : "scan", &s, wrt);
+        check_third_order(reverse ? "scan, reverse" : "scan", &s, 3, false);
         setup_free(&s);
     }
 }
@@ -675,6 +813,7 @@ static void test_net(void)
     s.p[2] = gc_filled(NB_F64, 2, S(4, 2), 2, -1, 1);
     check_model("net", &s);
     for (int wrt = 0; wrt < 3; wrt++) check_second_order("net", &s, wrt);
+    check_third_order("net", &s, 1, true);
     setup_free(&s);
 }
 

@@ -8,14 +8,14 @@
 #include "../program/program_internal.h"
 #include "forward_internal.h"
 
-nb_status nb_jvp_block(nb_program *p, nb_block *blk, int n_ops, nb_strmap *tan)
+nb_status nb_jvp_block(nb_program *p, nb_block *blk, int n_ops, const bool *needed, nb_strmap *tan)
 {
     nb_builder *b = NULL;
     nb_status st = nb_builder_new_record(&b, p, NULL);
     if (!st) nb_builder_set_block(b, blk);
     for (int i = 0; i < n_ops && !st; i++) {
         const nb_op *op = blk->ops[i];
-        if (op->role == NB_ROLE_OPTIMIZE || (op->def->flags & NB_OP_NOT_DIFFERENTIABLE)) continue;
+        if (op->role == NB_ROLE_OPTIMIZE || (op->def->flags & NB_OP_NOT_DIFFERENTIABLE) || (needed && !needed[i])) continue;
         int n_in = nb_op_n_inputs(op), n_out = nb_op_n_outputs(op);
         nb_value *x = nb_calloc((size_t)(2 * n_in + 2 * n_out) + 1, sizeof *x);
         if (!x) {
@@ -76,7 +76,23 @@ nb_status nb_append_jvp(nb_program *p, nb_names input_list, const char *const *t
             st = nb_error(NB_ERR_SHAPE, "append_jvp: tangent '%s' does not match '%s' in dtype and shape", tangents[i], inputs[i]);
         else if (nb_strmap_put(&tan, inputs[i], t)) st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
     }
-    if (!st) st = nb_jvp_block(p, blk, n_ops, &tan);
+    /* Only the ops the outputs depend on: a tangent that reaches others
+     * (a later gradient pass, say) has nothing to give the outputs. */
+    bool *needed = st ? NULL : nb_calloc((size_t)n_ops + 1, sizeof *needed);
+    nb_strmap want;
+    nb_strmap_init(&want);
+    if (!st && !needed) st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
+    for (int i = 0; i < n_outputs && !st; i++)
+        if (nb_strmap_put(&want, outputs[i], (void *)1)) st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
+    for (int i = n_ops - 1; i >= 0 && !st; i--) {
+        const nb_op *op = blk->ops[i];
+        for (int k = 0; k < nb_op_n_outputs(op) && !needed[i]; k++) needed[i] = nb_strmap_get(&want, op->outputs[k], NULL) != NULL;
+        for (int k = 0; needed[i] && k < nb_op_n_inputs(op) && !st; k++)
+            if (nb_strmap_put(&want, op->inputs[k], (void *)1)) st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
+    }
+    nb_strmap_free(&want);
+    if (!st) st = nb_jvp_block(p, blk, n_ops, needed, &tan);
+    nb_free(needed);
     for (int i = 0; i < n_outputs && !st; i++) {
         nb_var *t = nb_strmap_get(&tan, outputs[i], NULL);
         if (t && !(out_tangents[i] = nb_strdup(t->name))) st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");

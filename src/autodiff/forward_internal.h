@@ -6,8 +6,9 @@
 #include "../core/strmap.h"
 
 /* Appends to block `blk` the JVP rule of each of its first n_ops ops that a
- * tangent reaches. `tan` maps var names to their tangents' nb_var (NULL or
+ * tangent reaches (and, when `needed` is not NULL, that needed[i] marks).
+ * `tan` maps var names to their tangents' nb_var (NULL or
  * absent: zero) and receives the tangents of the ops' outputs. */
-nb_status nb_jvp_block(nb_program *p, nb_block *blk, int n_ops, nb_strmap *tan);
+nb_status nb_jvp_block(nb_program *p, nb_block *blk, int n_ops, const bool *needed, nb_strmap *tan);
 
 #endif

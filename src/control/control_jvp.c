@@ -69,7 +69,7 @@ static nb_status derive(nb_builder *b, const nb_grad_ctx *g, int x_slot, int src
         nb_value t = nb_grad_tx(g, x_slot, k);
         if (!nb_is_none(t) && nb_strmap_put(&tan, nb_value_name(nb_grad_x(g, x_slot, k)), nb_value_var(t))) st = NB_ERR_NOMEM;
     }
-    if (!st) st = nb_jvp_block(p, dst, src->n_ops, &tan);
+    if (!st) st = nb_jvp_block(p, dst, src->n_ops, NULL, &tan);
     nb_block *was = nb_builder_block(b);
     nb_builder_set_block(b, dst);
     for (int k = 0; k < d->n_out && !st; k++) {
