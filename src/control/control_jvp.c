@@ -56,8 +56,12 @@ static nb_status derive(nb_builder *b, const nb_grad_ctx *g, int x_slot, int src
     for (int i = 0; i < d->n_par && !st; i++) {
         if (!d->par_on[i]) continue;
         const nb_var *v = nb_block_find_var(dst, d->par[i]);
+        /* A fresh name: the block of a JVP op derived again (forward over
+         * forward) has "x@TANGENT" already, and sharing it would make the
+         * two tangents one. */
         char name[512];
         snprintf(name, sizeof name, "%s@TANGENT", d->par[i]);
+        for (int k = 2; nb_block_find_var(dst, name); k++) snprintf(name, sizeof name, "%s@TANGENT@%d", d->par[i], k);
         nb_var *t = NULL;
         if (!(st = nb_block_create_var(dst, name, v->dtype, v->ndim, v->shape, &t))) {
             d->tpar[i] = t->name;

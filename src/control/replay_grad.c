@@ -270,29 +270,11 @@ static nb_value add_to(nb_builder *b, nb_value sum, nb_value v)
     return nb_is_none(sum) ? v : nb_is_none(v) ? sum : nb_add(b, sum, v);
 }
 
-/* Whether loop op f runs a block that a JVP rule derived (it binds tangent
- * parameters, which derive() names "<param>@TANGENT"). */
-static bool runs_derived_block(nb_builder *b, const nb_op *f)
-{
-    const nb_attr_value *sb = nb_op_attr(f, "sub_block");
-    const nb_block *blk = sb ? nb_program_block(nb_builder_program(b), sb->block) : NULL;
-    for (int i = 0; blk && i < blk->n_vars; i++)
-        if (strstr(blk->vars[i]->name, "@TANGENT")) return true;
-    return false;
-}
-
 static nb_status loop_grad_rule(nb_builder *b, nb_grad_ctx *g, bool forward)
 {
     const nb_block *fblk;
     const nb_op *f = forward_op(b, g, &fblk);
     if (!f) return nb_builder_status(b);
-    /* The gradient op of a loop's JVP is what a third derivative meets; the
-     * construction below gives wrong values there (test_control checks the
-     * refusal), so it is refused until it is right. */
-    if (runs_derived_block(b, f))
-        return nb_builder_fail(b, NB_ERR_UNSUPPORTED,
-                               "%s: a third derivative through a loop (the derivative of the gradient of a loop's JVP) "
-                               "is not supported yet; second derivatives are", g->def->name);
     int xs = f->def->inputs[0].flags & NB_SLOT_NO_GRAD ? 1 : 0; /* while has its Condition first */
     int n_fo = nb_op_out_count(f, 1), n_fx = nb_grad_in_count(g, 1) - n_fo;
     const nb_attr_value *pos = nb_grad_attr(g, "x_grad_pos");
