@@ -1,5 +1,7 @@
 /* The gradient checker checks what it says: correct rules pass, and a wrong
- * VJP or JVP rule is caught. Uses ops registered here: Out = X^3. */
+ * VJP or JVP rule is caught; the closure check passes rules that emit only
+ * ops with rules and names an op a rule emits that has none. Uses ops
+ * registered here: Out = X^3. */
 #include "test.h"
 #include "nabla/gradcheck.h"
 
@@ -91,8 +93,52 @@ static void test_checker_passes_right_rules_and_catches_wrong_ones(void)
     CHECK(r.checked == 13 && r.failed == 7);
 }
 
+/* A cube whose rules multiply by 3 x^2 through an op with no rules of its
+ * own, and not marked as having a zero derivative. */
+static nb_status times_infer(nb_op_ctx *c)
+{
+    *nb_out_info(c, 0, 0) = *nb_in_info(c, 0, 0);
+    return NB_OK;
+}
+static const nb_op_def ruleless = {.name = "test_ruleless_mul", .inputs = {{"X", 0}, {"Y", 0}},
+                                   .outputs = {{"Out", 0}}, .infer = times_infer};
+
+static nb_value via_ruleless(nb_builder *b, nb_grad_ctx *g, nb_value v)
+{
+    nb_value k = nb_scale(b, nb_square(b, nb_grad_x(g, 0, 0)), 3, 0);
+    return nb_emit1(b, "test_ruleless_mul", NB_VALUES(v, k), NB_NO_ATTRS);
+}
+static nb_status leaky_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_grad_set_dx(g, 0, 0, via_ruleless(b, g, nb_grad_dy(g, 0, 0)));
+    return nb_builder_status(b);
+}
+static nb_status leaky_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    if (!nb_is_none(nb_grad_tx(g, 0, 0))) nb_grad_set_ty(g, 0, 0, via_ruleless(b, g, nb_grad_tx(g, 0, 0)));
+    return nb_builder_status(b);
+}
+static const nb_op_def cube_leaky = CUBE("test_cube_leaky", leaky_vjp, leaky_jvp);
+
+static void test_closure_names_the_op_that_breaks_the_chain(void)
+{
+    CHECK_OK(nb_op_register(&ruleless));
+    CHECK_OK(nb_op_register(&cube_leaky));
+    CHECK(nb_op_rules_closed(nb_op_find("test_cube")));
+    CHECK(nb_op_rules_closed(nb_op_find("less"))); /* a zero derivative, marked */
+    CHECK(!nb_op_rules_closed(nb_op_find("test_ruleless_mul")));
+    nb_gradcheck_report r;
+    nb_gradcheck_case good = case_of("test_cube"), leaky = case_of("test_cube_leaky");
+    CHECK_OK(nb_gradcheck_closure(&good, 7, &r));
+    CHECK(r.checked > 3 && r.failed == 0 && !r.worst[0]);
+    CHECK_OK(nb_gradcheck_closure(&leaky, 7, &r));
+    CHECK(r.failed >= 1 && strstr(r.worst, "test_ruleless_mul"));
+    if (!strstr(r.worst, "test_ruleless_mul")) fprintf(stderr, "  closure said: %s\n", r.worst);
+}
+
 int main(void)
 {
     RUN(test_checker_passes_right_rules_and_catches_wrong_ones);
+    RUN(test_closure_names_the_op_that_breaks_the_chain);
     return test_report();
 }

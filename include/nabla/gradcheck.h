@@ -73,6 +73,18 @@ NB_API nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t
  * against its VJP by the identity <JVP(t), w> = <t, VJP(w)>. */
 NB_API nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
 
+/* Whether derivatives of the op can be taken again: it has a VJP and a JVP
+ * rule, or is marked NB_OP_NOT_DIFFERENTIABLE (a zero derivative). */
+NB_API bool nb_op_rules_closed(const nb_op_def *def);
+
+/* The closure check of one case: the op differentiated in reverse mode,
+ * its gradient differentiated again, and the op in forward mode; every op
+ * those rules emit must be closed in the sense above, or "any order" breaks
+ * there. report->checked counts the op types seen, report->failed those
+ * that break the chain, and report->worst names them (and a pass that
+ * stopped at one). */
+NB_API nb_status nb_gradcheck_closure(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
+
 NB_END_DECLS
 
 #endif

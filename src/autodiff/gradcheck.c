@@ -9,6 +9,7 @@
 #include "nabla/gradcheck.h"
 #include "nabla/ops.h"
 #include "../ops/op_internal.h"
+#include "gradcheck_internal.h"
 
 static nb_status run_once(nb_program *p, nb_scope *scope, int n_feed, const nb_feed *feeds, int n_fetch,
                           const char *const *fetch, nb_tensor **out)
@@ -123,12 +124,6 @@ done:
 
 /* ---- op cases ----------------------------------------------------------- */
 
-typedef struct feeds {
-    nb_feed f[64];
-    char names[64][32];
-    int n;
-} feeds;
-
 static nb_status add_feed(feeds *fs, const char *name, nb_tensor *t)
 {
     if (fs->n == 64) {
@@ -155,7 +150,7 @@ static nb_status random_tensor(nb_tensor **out, nb_dtype dt, int ndim, const int
 
 /* Adds a weighted sum of `vals` (each times a random fed weight) to the
  * builder and returns the scalar. */
-static nb_value weighted_sum(nb_builder *b, int n, const nb_value *vals, const char *prefix, feeds *fs, nb_rng *rng)
+nb_value nb_gc_weighted_sum(nb_builder *b, int n, const nb_value *vals, const char *prefix, feeds *fs, nb_rng *rng)
 {
     nb_value terms[64];
     int m = 0;
@@ -175,30 +170,14 @@ static nb_value weighted_sum(nb_builder *b, int n, const nb_value *vals, const c
     return m == 1 ? terms[0] : nb_sum(b, m, terms);
 }
 
-/* A case built into a program: fed inputs, the op, and a loss that is a
- * random weighted sum of the op's outputs the case puts in it. */
-typedef struct built_case {
-    const nb_op_def *def;
-    nb_program *p;
-    nb_builder *b;
-    feeds fs;
-    nb_rng rng;
-    nb_value in[NB_MAX_SLOTS * 4], out[NB_MAX_SLOTS * 4], in_loss[NB_MAX_SLOTS * 4], loss;
-    int n_in, n_out;
-    const char *wrt[NB_MAX_SLOTS * 4]; /* the inputs that take gradients */
-    int wrt_index[NB_MAX_SLOTS * 4];   /* their positions in `in` */
-    int n_wrt;
-    nb_op *op; /* the op under test */
-} built_case;
-
-static void built_case_free(built_case *w)
+void nb_gc_built_free(built_case *w)
 {
     free_feeds(&w->fs);
     nb_builder_free(w->b);
     nb_program_free(w->p);
 }
 
-static nb_status build_case(const nb_gradcheck_case *c, uint64_t seed, built_case *w)
+nb_status nb_gc_build(const nb_gradcheck_case *c, uint64_t seed, built_case *w)
 {
     memset(w, 0, sizeof *w);
     const nb_op_def *def = w->def = nb_op_find(c->op);
@@ -250,7 +229,7 @@ static nb_status build_case(const nb_gradcheck_case *c, uint64_t seed, built_cas
     w->op = g->ops[g->n_ops - 1];
     for (int k = 0; k < w->n_out; k++)
         w->in_loss[k] = !c->loss_outputs || (k < 32 && (c->loss_outputs >> k & 1u)) ? w->out[k] : NB_NONE;
-    w->loss = weighted_sum(b, w->n_out, w->in_loss, "w", &w->fs, &w->rng);
+    w->loss = nb_gc_weighted_sum(b, w->n_out, w->in_loss, "w", &w->fs, &w->rng);
     if ((st = nb_builder_status(b))) return st;
     if (nb_is_none(w->loss) || w->n_wrt == 0)
         return nb_error(NB_ERR_ARG, "gradcheck %s (%s): nothing to differentiate", c->op, c->name ? c->name : "");
@@ -261,7 +240,7 @@ nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, 
 {
     memset(rep, 0, sizeof *rep);
     built_case w;
-    nb_status st = build_case(c, seed, &w);
+    nb_status st = nb_gc_build(c, seed, &w);
     nb_gradcheck_opts o = {.rtol = c->rtol};
     if (st) goto done;
     if (order == 1) {
@@ -275,7 +254,7 @@ nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, 
         nb_value gv[NB_MAX_SLOTS * 4];
         for (int i = 0; i < w.n_wrt; i++) gv[i] = r.grads[i] ? nb_value_by_name(w.b, r.grads[i]) : NB_NONE;
         nb_backward_result_free(&r);
-        nb_value loss2 = weighted_sum(w.b, w.n_wrt, gv, "s", &w.fs, &w.rng);
+        nb_value loss2 = nb_gc_weighted_sum(w.b, w.n_wrt, gv, "s", &w.fs, &w.rng);
         if ((st = nb_builder_status(w.b))) goto done;
         if (nb_is_none(loss2)) goto done; /* no gradient at all: nothing to check */
         if (!o.rtol) o.rtol = 1e-4;
@@ -284,7 +263,7 @@ nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, 
     }
 done:
     if (st && w.b && nb_builder_status(w.b)) nb_error(st, "%s", nb_builder_error(w.b));
-    built_case_free(&w);
+    nb_gc_built_free(&w);
     return st;
 }
 
@@ -326,7 +305,7 @@ nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_grad
 {
     memset(rep, 0, sizeof *rep);
     built_case w;
-    nb_status st = build_case(c, seed, &w);
+    nb_status st = nb_gc_build(c, seed, &w);
     nb_tensor *tangents[NB_MAX_SLOTS * 4] = {0}, *num_p[64] = {0}, *num_m[64] = {0}, *got[128] = {0};
     const char *names[128];
     int n_y = 0, n_fetch = 0;
@@ -478,6 +457,6 @@ done:
         nb_tensor_release(num_m[i]);
     }
     for (int i = 0; i < n_fetch; i++) nb_tensor_release(got[i]);
-    built_case_free(&w);
+    nb_gc_built_free(&w);
     return st;
 }

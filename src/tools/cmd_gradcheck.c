@@ -1,8 +1,9 @@
-/* nabla gradcheck [--second | --jvp] [--verbose] [OP...]: checks every op
- * that has a VJP rule (or the named ones) against central finite differences
- * in float64; with --second, the gradient of the gradient; with --jvp, the
- * op's JVP rule (against finite differences and against its VJP). Prints a
- * line per op and ends with "N passed, M failed". */
+/* nabla gradcheck [--second | --jvp | --closure] [--verbose] [OP...]: checks
+ * every op that has a VJP rule (or the named ones) against central finite
+ * differences in float64; with --second, the gradient of the gradient; with
+ * --jvp, the op's JVP rule (against finite differences and against its VJP);
+ * with --closure, that every op its rules emit has rules of its own. Prints
+ * a line per op and ends with "N passed, M failed". */
 #include <stdio.h>
 #include <string.h>
 #include "nabla/nabla.h"
@@ -29,7 +30,7 @@ static bool wanted(const char *op, int argc, char **argv)
 /* Runs every case of one op; returns true if all pass. */
 static bool check_op(const nb_op_def *def, int order, bool verbose)
 {
-    if (order == 3 && !def->jvp) {
+    if (order >= 3 && !def->jvp) {
         printf("FAIL %-28s no JVP rule for an op with a VJP rule\n", def->name);
         return false;
     }
@@ -45,8 +46,10 @@ static bool check_op(const nb_op_def *def, int order, bool verbose)
             }
             cases++;
             nb_gradcheck_report rep;
-            nb_status st = order == 3 ? nb_gradcheck_op_jvp(c, 1234 + (uint64_t)cases, &rep)
-                                      : nb_gradcheck_op(c, order, 1234 + (uint64_t)cases, &rep);
+            uint64_t seed = 1234 + (uint64_t)cases;
+            nb_status st = order == 4   ? nb_gradcheck_closure(c, seed, &rep)
+                           : order == 3 ? nb_gradcheck_op_jvp(c, seed, &rep)
+                                        : nb_gradcheck_op(c, order, seed, &rep);
             if (st) {
                 failed++;
                 snprintf(where, sizeof where, "case '%s': %s", c->name ? c->name : "", nb_last_error());
@@ -73,7 +76,12 @@ static bool check_op(const nb_op_def *def, int order, bool verbose)
         printf("FAIL %-28s %d/%d cases failed; %s\n", def->name, failed, cases, where);
         return false;
     }
-    printf("ok   %-28s %d case%s, %d elements, max error %.1e\n", def->name, cases, cases == 1 ? "" : "s", elements, worst);
+    if (order == 4)
+        printf("ok   %-28s %d case%s: every op its rules emit has rules (%d op types met over the cases)\n",
+               def->name, cases, cases == 1 ? "" : "s", elements);
+    else
+        printf("ok   %-28s %d case%s, %d elements, max error %.1e\n", def->name, cases, cases == 1 ? "" : "s", elements,
+               worst);
     return true;
 }
 
@@ -84,13 +92,17 @@ int cmd_gradcheck(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--second")) order = 2;
         else if (!strcmp(argv[i], "--jvp")) order = 3;
+        else if (!strcmp(argv[i], "--closure")) order = 4;
         else if (!strcmp(argv[i], "--verbose") || !strcmp(argv[i], "-v")) verbose = true;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: nabla gradcheck [--second | --jvp] [--verbose] [OP...]\n\n"
+            printf("usage: nabla gradcheck [--second | --jvp | --closure] [--verbose] [OP...]\n\n"
                    "Checks the gradient rule of every op (or the named ones) against central\n"
                    "finite differences in float64; --second checks the gradient of the gradient;\n"
                    "--jvp checks the forward-mode (JVP) rule against finite differences and\n"
-                   "against the VJP rule, by <JVP(t), w> = <t, VJP(w)>.\n");
+                   "against the VJP rule, by <JVP(t), w> = <t, VJP(w)>; --closure checks that\n"
+                   "every op the rules emit (in reverse mode, reverse over reverse and forward\n"
+                   "mode) has a VJP and a JVP rule or is marked as having a zero derivative,\n"
+                   "and that every registered op is, so that derivatives go to any order.\n");
             return 0;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "nabla gradcheck: unknown option %s\n", argv[i]);
@@ -101,6 +113,14 @@ int cmd_gradcheck(int argc, char **argv)
         }
     }
     int passed = 0, failed = 0;
+    if (order == 4)
+        for (int i = 0; i < nb_op_count(); i++) {
+            const nb_op_def *def = nb_op_at(i);
+            if (nb_op_rules_closed(def) || !wanted(def->name, argc, argv)) continue;
+            printf("FAIL %-28s %s, and it is not marked as having a zero derivative\n", def->name,
+                   !def->vjp && !def->jvp ? "no VJP or JVP rule" : !def->vjp ? "no VJP rule" : "no JVP rule");
+            failed++;
+        }
     for (int i = 0; i < nb_op_count(); i++) {
         const nb_op_def *def = nb_op_at(i);
         if (!def->vjp || !wanted(def->name, argc, argv)) continue;
