@@ -73,6 +73,24 @@ NB_API nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t
  * against its VJP by the identity <JVP(t), w> = <t, VJP(w)>. */
 NB_API nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
 
+/* The other columns of the check matrix (`nabla gradcheck --all`), each one
+ * quantity computed two ways on a case, differences counted in the report:
+ *  - forward over reverse: the JVP of the op's gradient along random t
+ *    equals the gradient of <gradient, t> (both are the loss's Hessian times
+ *    t), to 1e-7 relative;
+ *  - shapes: each gradient has its input's dtype and shape, as declared in
+ *    the program and as computed;
+ *  - float32: the op's outputs on float32 inputs agree with float64 within
+ *    tol (relative and absolute);
+ *  - eager: the op on an eager builder, once on contiguous inputs and once on
+ *    strided views holding the same values, gives the static program's
+ *    outputs and gradients (to 1e-10; random ops are not compared, their
+ *    draws differ between the modes). */
+NB_API nb_status nb_gradcheck_fwd_over_rev(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
+NB_API nb_status nb_gradcheck_shapes(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
+NB_API nb_status nb_gradcheck_f32(const nb_gradcheck_case *c, uint64_t seed, double tol, nb_gradcheck_report *report);
+NB_API nb_status nb_gradcheck_eager(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
+
 /* Whether derivatives of the op can be taken again: it has a VJP and a JVP
  * rule, or is marked NB_OP_NOT_DIFFERENTIABLE (a zero derivative). */
 NB_API bool nb_op_rules_closed(const nb_op_def *def);

@@ -177,7 +177,9 @@ void nb_gc_built_free(built_case *w)
     nb_program_free(w->p);
 }
 
-nb_status nb_gc_build(const nb_gradcheck_case *c, uint64_t seed, built_case *w)
+nb_status nb_gc_build(const nb_gradcheck_case *c, uint64_t seed, built_case *w) { return nb_gc_build_as(c, seed, NB_F64, w); }
+
+nb_status nb_gc_build_as(const nb_gradcheck_case *c, uint64_t seed, nb_dtype float_dtype, built_case *w)
 {
     memset(w, 0, sizeof *w);
     const nb_op_def *def = w->def = nb_op_find(c->op);
@@ -201,7 +203,7 @@ nb_status nb_gc_build(const nb_gradcheck_case *c, uint64_t seed, built_case *w)
             w->in[k] = NB_NONE;
             continue;
         }
-        nb_dtype dt = nb_dtype_is_float(gi->dtype) ? NB_F64 : gi->dtype;
+        nb_dtype dt = nb_dtype_is_float(gi->dtype) ? float_dtype : gi->dtype;
         char name[32];
         snprintf(name, sizeof name, "x%d", k);
         w->in[k] = nb_data(b, name, dt, gi->ndim, gi->shape);
@@ -265,6 +267,21 @@ done:
     if (st && w.b && nb_builder_status(w.b)) nb_error(st, "%s", nb_builder_error(w.b));
     nb_gc_built_free(&w);
     return st;
+}
+
+nb_value nb_gc_random_input(built_case *w, const char *name, nb_var_info info, nb_tensor **value)
+{
+    nb_value v = nb_data(w->b, name, info.dtype, info.ndim, info.shape);
+    nb_tensor *t = NULL;
+    if (nb_builder_status(w->b) || random_tensor(&t, info.dtype, info.ndim, info.shape, &w->rng) || add_feed(&w->fs, name, t))
+        return NB_NONE;
+    if (value) *value = t;
+    return v;
+}
+
+nb_status nb_gc_run(built_case *w, int n, const char *const *fetches, nb_tensor **out)
+{
+    return run_once(w->p, NULL, w->fs.n, w->fs.f, n, fetches, out);
 }
 
 /* ---- forward mode ------------------------------------------------------------ */

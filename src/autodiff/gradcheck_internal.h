@@ -31,6 +31,14 @@ typedef struct built_case {
 /* The case as a program (its op in it, a loss of its outputs); free it
  * with nb_gc_built_free. */
 nb_status nb_gc_build(const nb_gradcheck_case *c, uint64_t seed, built_case *w);
+/* The same with the float inputs in float_dtype (float32 for the check of
+ * float32 values against float64 ones). */
+nb_status nb_gc_build_as(const nb_gradcheck_case *c, uint64_t seed, nb_dtype float_dtype, built_case *w);
+/* A new fed input `name` of this dtype and shape with random values (its
+ * tensor, held by the feeds, in *value when value is not NULL). */
+nb_value nb_gc_random_input(built_case *w, const char *name, nb_var_info info, nb_tensor **value);
+/* Runs program p on the case's feeds: fetches[0..n) into out. */
+nb_status nb_gc_run(built_case *w, int n, const char *const *fetches, nb_tensor **out);
 void nb_gc_built_free(built_case *w);
 /* A random weighted sum of the float values vals[0..n), its weights fed. */
 nb_value nb_gc_weighted_sum(nb_builder *b, int n, const nb_value *vals, const char *prefix, feeds *fs, nb_rng *rng);

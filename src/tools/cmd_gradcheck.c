@@ -85,6 +85,60 @@ static bool check_op(const nb_op_def *def, int order, bool verbose)
     return true;
 }
 
+/* ---- the matrix (--all) ---------------------------------------------------- */
+
+enum { COL_VJP, COL_SECOND, COL_JVP, COL_FWD_REV, COL_CLOSURE, COL_SHAPES, COL_F32, COL_EAGER, N_COLS };
+static const char *const col_names[N_COLS] = {"vjp", "2nd", "jvp", "fwr", "clo", "shp", "f32", "egr"};
+#define F32_TOL 1e-4 /* float32 values against float64, relative and absolute */
+
+static nb_status run_column(int col, const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *rep)
+{
+    switch (col) {
+    case COL_VJP: return nb_gradcheck_op(c, 1, seed, rep);
+    case COL_SECOND: return nb_gradcheck_op(c, 2, seed, rep);
+    case COL_JVP: return nb_gradcheck_op_jvp(c, seed, rep);
+    case COL_FWD_REV: return nb_gradcheck_fwd_over_rev(c, seed, rep);
+    case COL_CLOSURE: return nb_gradcheck_closure(c, seed, rep);
+    case COL_SHAPES: return nb_gradcheck_shapes(c, seed, rep);
+    case COL_F32: return nb_gradcheck_f32(c, seed, F32_TOL, rep);
+    default: return nb_gradcheck_eager(c, seed, rep);
+    }
+}
+
+/* One line for the op, a column per check (ok, FAIL, or - where a column
+ * does not apply), then a line per failure. */
+static bool check_op_all(const nb_op_def *def)
+{
+    bool col_ok[N_COLS], all = true;
+    int cases = 0;
+    char why[N_COLS][360] = {{0}};
+    for (int k = 0; k < N_COLS; k++) col_ok[k] = true;
+    for (size_t t = 0; t < sizeof tables / sizeof *tables; t++)
+        for (const nb_gradcheck_case *c = tables[t]; c->op; c++) {
+            if (strcmp(c->op, def->name)) continue;
+            cases++;
+            for (int k = 0; k < N_COLS; k++) {
+                if (k == COL_SECOND && c->skip_second_order) continue;
+                nb_gradcheck_report rep;
+                nb_status st = run_column(k, c, 1234 + (uint64_t)cases, &rep);
+                if (!st && !rep.failed) continue;
+                col_ok[k] = false;
+                snprintf(why[k], sizeof why[k], "case '%s': %s", c->name ? c->name : "", st ? nb_last_error() : rep.worst);
+            }
+        }
+    if (!cases) {
+        printf("FAIL %-28s no gradcheck case for an op with a VJP rule\n", def->name);
+        return false;
+    }
+    for (int k = 0; k < N_COLS; k++) all &= col_ok[k];
+    printf("%s %-28s", all ? "ok  " : "FAIL", def->name);
+    for (int k = 0; k < N_COLS; k++) printf(" %-4s", col_ok[k] ? "ok" : "FAIL");
+    printf(" %d case%s\n", cases, cases == 1 ? "" : "s");
+    for (int k = 0; k < N_COLS; k++)
+        if (!col_ok[k]) printf("       %s: %s\n", col_names[k], why[k]);
+    return all;
+}
+
 int cmd_gradcheck(int argc, char **argv)
 {
     int order = 1;
@@ -93,16 +147,22 @@ int cmd_gradcheck(int argc, char **argv)
         if (!strcmp(argv[i], "--second")) order = 2;
         else if (!strcmp(argv[i], "--jvp")) order = 3;
         else if (!strcmp(argv[i], "--closure")) order = 4;
+        else if (!strcmp(argv[i], "--all")) order = 5;
         else if (!strcmp(argv[i], "--verbose") || !strcmp(argv[i], "-v")) verbose = true;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: nabla gradcheck [--second | --jvp | --closure] [--verbose] [OP...]\n\n"
+            printf("usage: nabla gradcheck [--second | --jvp | --closure | --all] [--verbose] [OP...]\n\n"
                    "Checks the gradient rule of every op (or the named ones) against central\n"
                    "finite differences in float64; --second checks the gradient of the gradient;\n"
                    "--jvp checks the forward-mode (JVP) rule against finite differences and\n"
                    "against the VJP rule, by <JVP(t), w> = <t, VJP(w)>; --closure checks that\n"
                    "every op the rules emit (in reverse mode, reverse over reverse and forward\n"
                    "mode) has a VJP and a JVP rule or is marked as having a zero derivative,\n"
-                   "and that every registered op is, so that derivatives go to any order.\n");
+                   "and that every registered op is, so that derivatives go to any order.\n"
+                   "--all runs the whole matrix, a column per check: vjp (first order), 2nd\n"
+                   "(reverse over reverse), jvp (forward mode and the adjoint identity), fwr\n"
+                   "(forward over reverse against reverse over reverse), clo (closure), shp\n"
+                   "(gradient dtypes and shapes), f32 (float32 values within 1e-4 of float64),\n"
+                   "egr (the eager tape, on contiguous and strided inputs, against the program).\n");
             return 0;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "nabla gradcheck: unknown option %s\n", argv[i]);
@@ -113,7 +173,12 @@ int cmd_gradcheck(int argc, char **argv)
         }
     }
     int passed = 0, failed = 0;
-    if (order == 4)
+    if (order == 5) {
+        printf("     %-28s", "op");
+        for (int k = 0; k < N_COLS; k++) printf(" %-4s", col_names[k]);
+        printf("\n");
+    }
+    if (order >= 4)
         for (int i = 0; i < nb_op_count(); i++) {
             const nb_op_def *def = nb_op_at(i);
             if (nb_op_rules_closed(def) || !wanted(def->name, argc, argv)) continue;
@@ -129,7 +194,7 @@ int cmd_gradcheck(int argc, char **argv)
             printf("prog %-28s checked on whole programs by tests/test_control.c\n", def->name);
             continue;
         }
-        if (check_op(def, order, verbose)) passed++;
+        if (order == 5 ? check_op_all(def) : check_op(def, order, verbose)) passed++;
         else failed++;
     }
     printf("%d passed, %d failed\n", passed, failed);
