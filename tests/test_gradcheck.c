@@ -2,6 +2,7 @@
  * VJP or JVP rule is caught; the closure check passes rules that emit only
  * ops with rules and names an op a rule emits that has none. Uses ops
  * registered here: Out = X^3. */
+#include <math.h>
 #include "test.h"
 #include "nabla/gradcheck.h"
 
@@ -136,9 +137,125 @@ static void test_closure_names_the_op_that_breaks_the_chain(void)
     if (!strstr(r.worst, "test_ruleless_mul")) fprintf(stderr, "  closure said: %s\n", r.worst);
 }
 
+/* ---- the other columns catch what they check ------------------------------------ */
+
+/* Out = X^4 / 4, whose gradient X^3 goes through test_cube_bad_jvp: right
+ * in reverse mode at any order, wrong when forward mode meets the gradient. */
+static nb_status quartic_cpu(const nb_kernel_ctx *k)
+{
+    nb_tensor *x = nb_kin(k, 0, 0), *o = nb_kout(k, 0, 0);
+    for (int64_t i = 0; i < nb_tensor_numel(o); i++) nb_tensor_set(o, i, pow(nb_tensor_get(x, i), 4) / 4);
+    return NB_OK;
+}
+static nb_status quartic_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value c = nb_emit1(b, "test_cube_bad_jvp", NB_VALUES(nb_grad_x(g, 0, 0)), NB_NO_ATTRS);
+    nb_grad_set_dx(g, 0, 0, nb_mul(b, nb_grad_dy(g, 0, 0), c));
+    return nb_builder_status(b);
+}
+static nb_status quartic_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value c = nb_emit1(b, "test_cube", NB_VALUES(nb_grad_x(g, 0, 0)), NB_NO_ATTRS);
+    if (!nb_is_none(nb_grad_tx(g, 0, 0))) nb_grad_set_ty(g, 0, 0, nb_mul(b, nb_grad_tx(g, 0, 0), c));
+    return nb_builder_status(b);
+}
+
+/* Ops with a flaw each: an identity whose float32 kernel is off by 1e-2;
+ * Out = exp(X) whose VJP reads Out without declaring it (grad_uses_outputs),
+ * which a static program has at hand but the tape does not keep; an
+ * identity whose VJP gives the gradient back flattened. */
+static nb_status copy_rules_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_grad_set_dx(g, 0, 0, nb_assign(b, nb_grad_dy(g, 0, 0)));
+    return nb_builder_status(b);
+}
+static nb_status copy_rules_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    if (!nb_is_none(nb_grad_tx(g, 0, 0))) nb_grad_set_ty(g, 0, 0, nb_assign(b, nb_grad_tx(g, 0, 0)));
+    return nb_builder_status(b);
+}
+static nb_status flat_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_grad_set_dx(g, 0, 0, nb_reshape(b, nb_grad_dy(g, 0, 0), 1, (int64_t[]){-1}));
+    return nb_builder_status(b);
+}
+static nb_status f32_off_cpu(const nb_kernel_ctx *k)
+{
+    nb_tensor *x = nb_kin(k, 0, 0), *o = nb_kout(k, 0, 0);
+    for (int64_t i = 0; i < nb_tensor_numel(o); i++) nb_tensor_set(o, i, nb_tensor_get(x, i) + (x->dtype == NB_F32 ? 1e-2 : 0));
+    return NB_OK;
+}
+static nb_status exp_cpu(const nb_kernel_ctx *k)
+{
+    nb_tensor *x = nb_kin(k, 0, 0), *o = nb_kout(k, 0, 0);
+    for (int64_t i = 0; i < nb_tensor_numel(o); i++) nb_tensor_set(o, i, exp(nb_tensor_get(x, i)));
+    return NB_OK;
+}
+static nb_status exp_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_grad_set_dx(g, 0, 0, nb_mul(b, nb_grad_dy(g, 0, 0), nb_grad_y(g, 0, 0)));
+    return nb_builder_status(b);
+}
+static nb_status exp_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    if (!nb_is_none(nb_grad_tx(g, 0, 0))) nb_grad_set_ty(g, 0, 0, nb_mul(b, nb_grad_tx(g, 0, 0), nb_grad_y(g, 0, 0)));
+    return nb_builder_status(b);
+}
+
+static const nb_op_def quartic = CUBE("test_quartic", quartic_vjp, quartic_jvp);
+static const nb_op_def f32_off = CUBE("test_f32_off", copy_rules_vjp, copy_rules_jvp);
+static const nb_op_def undeclared = CUBE("test_exp_undeclared", exp_vjp, exp_jvp); /* declares inputs only */
+static const nb_op_def flat_grad = CUBE("test_flat_grad", flat_vjp, copy_rules_jvp);
+static const nb_kernel_def column_kernels[] = {
+    {"test_quartic", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, quartic_cpu, NULL},
+    {"test_f32_off", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, f32_off_cpu, NULL},
+    {"test_exp_undeclared", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, exp_cpu, NULL},
+    {"test_flat_grad", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, f32_off_cpu, NULL}, /* an identity in float64 */
+};
+
+static void test_each_column_catches_its_flaw(void)
+{
+    const nb_op_def *defs[] = {&quartic, &f32_off, &undeclared, &flat_grad};
+    for (int i = 0; i < 4; i++) CHECK_OK(nb_op_register(defs[i]));
+    for (int i = 0; i < 4; i++) CHECK_OK(nb_kernel_register(&column_kernels[i]));
+    nb_gradcheck_report r;
+    nb_gradcheck_case c = case_of("test_cube");
+    /* The right cube passes every column. */
+    CHECK_OK(nb_gradcheck_fwd_over_rev(&c, 7, &r));
+    CHECK(r.checked == 6 && r.failed == 0);
+    CHECK_OK(nb_gradcheck_shapes(&c, 7, &r));
+    CHECK(r.checked == 1 && r.failed == 0);
+    CHECK_OK(nb_gradcheck_f32(&c, 7, 1e-4, &r));
+    CHECK(r.checked == 6 && r.failed == 0);
+    CHECK_OK(nb_gradcheck_eager(&c, 7, &r));
+    CHECK(r.checked == 24 && r.failed == 0); /* outputs and gradients, contiguous and strided */
+
+    nb_gradcheck_case q = case_of("test_quartic");
+    CHECK_OK(nb_gradcheck_op(&q, 2, 7, &r)); /* reverse over reverse is right */
+    CHECK(r.failed == 0);
+    CHECK_OK(nb_gradcheck_fwd_over_rev(&q, 7, &r));
+    CHECK(r.failed == 6);
+
+    nb_gradcheck_case f = case_of("test_f32_off");
+    CHECK_OK(nb_gradcheck_f32(&f, 7, 1e-4, &r));
+    CHECK(r.checked == 6 && r.failed == 6);
+
+    nb_gradcheck_case u = case_of("test_exp_undeclared");
+    CHECK_OK(nb_gradcheck_op(&u, 1, 7, &r)); /* right in a program */
+    CHECK(r.failed == 0);
+    nb_status est = nb_gradcheck_eager(&u, 7, &r);
+    CHECK(est != NB_OK || r.failed > 0);
+
+    nb_gradcheck_case g = case_of("test_flat_grad");
+    nb_status st = nb_gradcheck_shapes(&g, 7, &r);
+    CHECK(st != NB_OK || (r.failed == 1 && strstr(r.worst, "gradient of x0 is float64 [6]")));
+    if (!st && !strstr(r.worst, "[6]")) fprintf(stderr, "  shapes said: %s\n", r.worst);
+}
+
 int main(void)
 {
     RUN(test_checker_passes_right_rules_and_catches_wrong_ones);
     RUN(test_closure_names_the_op_that_breaks_the_chain);
+    RUN(test_each_column_catches_its_flaw);
     return test_report();
 }
