@@ -64,8 +64,9 @@ typedef struct nb_gradcheck_case {
 } nb_gradcheck_case;
 
 /* Runs one case: order 1 checks the VJP rule, order 2 the gradient of the
- * gradient. The loss is a random weighted sum of the op's float outputs
- * (those in loss_outputs, when it is not 0). */
+ * gradient (of <grad, s> for random s), order 3 one more pass (of <grad
+ * <grad, s1>, s2>), and so on. The loss is a random weighted sum of the op's
+ * float outputs (those in loss_outputs, when it is not 0). */
 NB_API nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, nb_gradcheck_report *report);
 
 /* Checks one case of the op's JVP rule: its output tangents along random

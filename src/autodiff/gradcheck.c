@@ -249,19 +249,24 @@ nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, 
         o.feeds = NB_FEEDS_N(w.fs.n, w.fs.f);
         st = nb_gradcheck_program(w.p, nb_value_name(w.loss), NB_NAMES_N(w.n_wrt, w.wrt), NULL, &o, rep);
     } else {
-        /* Second order: check the gradient of <grad, s> for random s. */
-        nb_backward_result r;
-        const char *ln = nb_value_name(w.loss);
-        if ((st = nb_gradients(w.p, NB_NAMES_N(1, &ln), NB_NAMES_N(w.n_wrt, w.wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r))) goto done;
-        nb_value gv[NB_MAX_SLOTS * 4];
-        for (int i = 0; i < w.n_wrt; i++) gv[i] = r.grads[i] ? nb_value_by_name(w.b, r.grads[i]) : NB_NONE;
-        nb_backward_result_free(&r);
-        nb_value loss2 = nb_gc_weighted_sum(w.b, w.n_wrt, gv, "s", &w.fs, &w.rng);
-        if ((st = nb_builder_status(w.b))) goto done;
-        if (nb_is_none(loss2)) goto done; /* no gradient at all: nothing to check */
-        if (!o.rtol) o.rtol = 1e-4;
+        /* Order k: the gradient of <grad, s> for random s, k - 1 times over
+         * (order 3: <grad <grad L, s1>, s2>), checked by differences. */
+        nb_value loss = w.loss;
+        for (int k = 1; k < order && !st; k++) {
+            nb_backward_result r;
+            const char *ln = nb_value_name(loss);
+            if ((st = nb_gradients(w.p, NB_NAMES_N(1, &ln), NB_NAMES_N(w.n_wrt, w.wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r))) break;
+            nb_value gv[NB_MAX_SLOTS * 4];
+            for (int i = 0; i < w.n_wrt; i++) gv[i] = r.grads[i] ? nb_value_by_name(w.b, r.grads[i]) : NB_NONE;
+            nb_backward_result_free(&r);
+            loss = nb_gc_weighted_sum(w.b, w.n_wrt, gv, k == 1 ? "s" : "u", &w.fs, &w.rng);
+            if ((st = nb_builder_status(w.b))) break;
+            if (nb_is_none(loss)) goto done; /* no gradient at all: nothing to check */
+        }
+        if (st) goto done;
+        if (!o.rtol) o.rtol = order == 2 ? 1e-4 : 1e-3;
         o.feeds = NB_FEEDS_N(w.fs.n, w.fs.f);
-        st = nb_gradcheck_program(w.p, nb_value_name(loss2), NB_NAMES_N(w.n_wrt, w.wrt), NULL, &o, rep);
+        st = nb_gradcheck_program(w.p, nb_value_name(loss), NB_NAMES_N(w.n_wrt, w.wrt), NULL, &o, rep);
     }
 done:
     if (st && w.b && nb_builder_status(w.b)) nb_error(st, "%s", nb_builder_error(w.b));

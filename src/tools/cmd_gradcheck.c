@@ -87,8 +87,8 @@ static bool check_op(const nb_op_def *def, int order, bool verbose)
 
 /* ---- the matrix (--all) ---------------------------------------------------- */
 
-enum { COL_VJP, COL_SECOND, COL_JVP, COL_FWD_REV, COL_CLOSURE, COL_SHAPES, COL_F32, COL_EAGER, N_COLS };
-static const char *const col_names[N_COLS] = {"vjp", "2nd", "jvp", "fwr", "clo", "shp", "f32", "egr"};
+enum { COL_VJP, COL_SECOND, COL_THIRD, COL_JVP, COL_FWD_REV, COL_CLOSURE, COL_SHAPES, COL_F32, COL_EAGER, N_COLS };
+static const char *const col_names[N_COLS] = {"vjp", "2nd", "3rd", "jvp", "fwr", "clo", "shp", "f32", "egr"};
 #define F32_TOL 1e-4 /* float32 values against float64, relative and absolute */
 
 static nb_status run_column(int col, const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *rep)
@@ -96,6 +96,7 @@ static nb_status run_column(int col, const nb_gradcheck_case *c, uint64_t seed, 
     switch (col) {
     case COL_VJP: return nb_gradcheck_op(c, 1, seed, rep);
     case COL_SECOND: return nb_gradcheck_op(c, 2, seed, rep);
+    case COL_THIRD: return nb_gradcheck_op(c, 3, seed, rep);
     case COL_JVP: return nb_gradcheck_op_jvp(c, seed, rep);
     case COL_FWD_REV: return nb_gradcheck_fwd_over_rev(c, seed, rep);
     case COL_CLOSURE: return nb_gradcheck_closure(c, seed, rep);
@@ -118,7 +119,7 @@ static bool check_op_all(const nb_op_def *def)
             if (strcmp(c->op, def->name)) continue;
             cases++;
             for (int k = 0; k < N_COLS; k++) {
-                if (k == COL_SECOND && c->skip_second_order) continue;
+                if ((k == COL_SECOND || k == COL_THIRD) && c->skip_second_order) continue;
                 nb_gradcheck_report rep;
                 nb_status st = run_column(k, c, 1234 + (uint64_t)cases, &rep);
                 if (!st && !rep.failed) continue;
@@ -159,7 +160,7 @@ int cmd_gradcheck(int argc, char **argv)
                    "mode) has a VJP and a JVP rule or is marked as having a zero derivative,\n"
                    "and that every registered op is, so that derivatives go to any order.\n"
                    "--all runs the whole matrix, a column per check: vjp (first order), 2nd\n"
-                   "(reverse over reverse), jvp (forward mode and the adjoint identity), fwr\n"
+                   "(reverse over reverse), 3rd (three reverse passes), jvp (forward mode and the adjoint identity), fwr\n"
                    "(forward over reverse against reverse over reverse), clo (closure), shp\n"
                    "(gradient dtypes and shapes), f32 (float32 values within 1e-4 of float64),\n"
                    "egr (the eager tape, on contiguous and strided inputs, against the program).\n");
