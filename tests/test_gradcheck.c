@@ -202,7 +202,65 @@ static nb_status exp_jvp(nb_builder *b, nb_grad_ctx *g)
     return nb_builder_status(b);
 }
 
+/* The same quartic whose gradient goes through test_cube_bad_vjp instead:
+ * right at first order, wrong from the second on. */
+static nb_status quartic2_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value c = nb_emit1(b, "test_cube_bad_vjp", NB_VALUES(nb_grad_x(g, 0, 0)), NB_NO_ATTRS);
+    nb_grad_set_dx(g, 0, 0, nb_mul(b, nb_grad_dy(g, 0, 0), c));
+    return nb_builder_status(b);
+}
+
+/* x^5 / 20, whose gradient x^4 / 4 is test_quartic2: right at the first and
+ * second order, wrong at the third (where cube_bad_vjp's rule is met). */
+static nb_status quintic_cpu(const nb_kernel_ctx *k)
+{
+    nb_tensor *x = nb_kin(k, 0, 0), *o = nb_kout(k, 0, 0);
+    for (int64_t i = 0; i < nb_tensor_numel(o); i++) nb_tensor_set(o, i, pow(nb_tensor_get(x, i), 5) / 20);
+    return NB_OK;
+}
+static nb_status quintic_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value c = nb_emit1(b, "test_quartic2", NB_VALUES(nb_grad_x(g, 0, 0)), NB_NO_ATTRS);
+    nb_grad_set_dx(g, 0, 0, nb_mul(b, nb_grad_dy(g, 0, 0), c));
+    return nb_builder_status(b);
+}
+static nb_status quintic_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value c = nb_emit1(b, "test_quartic2", NB_VALUES(nb_grad_x(g, 0, 0)), NB_NO_ATTRS);
+    if (!nb_is_none(nb_grad_tx(g, 0, 0))) nb_grad_set_ty(g, 0, 0, nb_mul(b, nb_grad_tx(g, 0, 0), c));
+    return nb_builder_status(b);
+}
+
+/* Two outputs, X and 2X, whose VJP assumes both output gradients are there. */
+static nb_status pair_infer(nb_op_ctx *c)
+{
+    *nb_out_info(c, 0, 0) = *nb_out_info(c, 1, 0) = *nb_in_info(c, 0, 0);
+    return NB_OK;
+}
+static nb_status pair_cpu(const nb_kernel_ctx *k)
+{
+    nb_tensor *x = nb_kin(k, 0, 0), *a = nb_kout(k, 0, 0), *d = nb_kout(k, 1, 0);
+    for (int64_t i = 0; i < nb_tensor_numel(x); i++) nb_tensor_set(a, i, nb_tensor_get(x, i)), nb_tensor_set(d, i, 2 * nb_tensor_get(x, i));
+    return NB_OK;
+}
+static nb_status pair_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_grad_set_dx(g, 0, 0, nb_add(b, nb_grad_dy(g, 0, 0), nb_scale(b, nb_grad_dy(g, 1, 0), 2, 0)));
+    return nb_builder_status(b);
+}
+static nb_status pair_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value t = nb_grad_tx(g, 0, 0);
+    if (!nb_is_none(t)) nb_grad_set_ty(g, 0, 0, nb_assign(b, t)), nb_grad_set_ty(g, 1, 0, nb_scale(b, t, 2, 0));
+    return nb_builder_status(b);
+}
+static const nb_op_def pair = {.name = "test_pair", .inputs = {{"X", 0}}, .outputs = {{"A", 0}, {"B", 0}},
+                               .infer = pair_infer, .vjp = pair_vjp, .jvp = pair_jvp};
+
 static const nb_op_def quartic = CUBE("test_quartic", quartic_vjp, quartic_jvp);
+static const nb_op_def quartic2 = CUBE("test_quartic2", quartic2_vjp, quartic_jvp);
+static const nb_op_def quintic = CUBE("test_quintic", quintic_vjp, quintic_jvp);
 static const nb_op_def f32_off = CUBE("test_f32_off", copy_rules_vjp, copy_rules_jvp);
 static const nb_op_def undeclared = CUBE("test_exp_undeclared", exp_vjp, exp_jvp); /* declares inputs only */
 static const nb_op_def flat_grad = CUBE("test_flat_grad", flat_vjp, copy_rules_jvp);
@@ -211,13 +269,16 @@ static const nb_kernel_def column_kernels[] = {
     {"test_f32_off", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, f32_off_cpu, NULL},
     {"test_exp_undeclared", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, exp_cpu, NULL},
     {"test_flat_grad", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, f32_off_cpu, NULL}, /* an identity in float64 */
+    {"test_quartic2", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, quartic_cpu, NULL},
+    {"test_pair", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, pair_cpu, NULL},
+    {"test_quintic", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, quintic_cpu, NULL},
 };
 
 static void test_each_column_catches_its_flaw(void)
 {
-    const nb_op_def *defs[] = {&quartic, &f32_off, &undeclared, &flat_grad};
-    for (int i = 0; i < 4; i++) CHECK_OK(nb_op_register(defs[i]));
-    for (int i = 0; i < 4; i++) CHECK_OK(nb_kernel_register(&column_kernels[i]));
+    const nb_op_def *defs[] = {&quartic, &f32_off, &undeclared, &flat_grad, &quartic2, &pair, &quintic};
+    for (int i = 0; i < 7; i++) CHECK_OK(nb_op_register(defs[i]));
+    for (int i = 0; i < 7; i++) CHECK_OK(nb_kernel_register(&column_kernels[i]));
     nb_gradcheck_report r;
     nb_gradcheck_case c = case_of("test_cube");
     /* The right cube passes every column. */
@@ -229,6 +290,30 @@ static void test_each_column_catches_its_flaw(void)
     CHECK(r.checked == 6 && r.failed == 0);
     CHECK_OK(nb_gradcheck_eager(&c, 7, &r));
     CHECK(r.checked == 24 && r.failed == 0); /* outputs and gradients, contiguous and strided */
+    CHECK_OK(nb_gradcheck_transforms(&c, 7, &r));
+    CHECK(r.checked == 6 && r.failed == 0);
+    CHECK_OK(nb_gradcheck_op(&c, 3, 7, &r));
+    CHECK(r.checked == 6 && r.failed == 0);
+
+    nb_gradcheck_case q2 = case_of("test_quartic2");
+    CHECK_OK(nb_gradcheck_op(&q2, 1, 7, &r));
+    CHECK(r.failed == 0);
+    CHECK_OK(nb_gradcheck_op(&q2, 2, 7, &r));
+    CHECK(r.failed == 6);
+    nb_gradcheck_case q5 = case_of("test_quintic");
+    CHECK_OK(nb_gradcheck_op(&q5, 2, 7, &r));
+    CHECK(r.failed == 0);
+    CHECK_OK(nb_gradcheck_op(&q5, 3, 7, &r));
+    CHECK(r.failed > 0);
+
+    nb_gradcheck_case pr = case_of("test_pair");
+    CHECK_OK(nb_gradcheck_op(&pr, 1, 7, &r)); /* both outputs in the loss: right */
+    CHECK(r.failed == 0);
+    nb_status ast = nb_gradcheck_absent(&pr, 7, &r);
+    CHECK(ast != NB_OK && strstr(nb_last_error(), "in the gradient rule of test_pair"));
+    if (ast == NB_OK) fprintf(stderr, "  absent said: %s\n", nb_last_error());
+    CHECK_OK(nb_gradcheck_absent(&c, 7, &r)); /* one output: nothing to leave out */
+    CHECK(r.checked == 0);
 
     nb_gradcheck_case q = case_of("test_quartic");
     CHECK_OK(nb_gradcheck_op(&q, 2, 7, &r)); /* reverse over reverse is right */
@@ -244,6 +329,8 @@ static void test_each_column_catches_its_flaw(void)
     CHECK_OK(nb_gradcheck_op(&u, 1, 7, &r)); /* right in a program */
     CHECK(r.failed == 0);
     nb_status est = nb_gradcheck_eager(&u, 7, &r);
+    CHECK(est != NB_OK || r.failed > 0);
+    est = nb_gradcheck_transforms(&u, 7, &r);
     CHECK(est != NB_OK || r.failed > 0);
 
     nb_gradcheck_case g = case_of("test_flat_grad");

@@ -83,14 +83,22 @@ NB_API nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, 
  *    the program and as computed;
  *  - float32: the op's outputs on float32 inputs agree with float64 within
  *    tol (relative and absolute);
- *  - eager: the op on an eager builder, once on contiguous inputs and once on
- *    strided views holding the same values, gives the static program's
- *    outputs and gradients (to 1e-10; random ops are not compared, their
- *    draws differ between the modes). */
+ *  - eager: the op on an eager builder, once on contiguous inputs and output
+ *    gradients and once on strided views holding the same values, gives the
+ *    static program's outputs and gradients (to 1e-10; random ops are not
+ *    compared, their draws differ between the modes);
+ *  - absent: for an op with two or more float outputs, a gradient through
+ *    the first alone (the others' output gradients absent, NB_NONE in the
+ *    rules) is the same on the tape as in a program, and no rule fails on
+ *    the missing ones. An op with one output passes with nothing checked;
+ *  - transforms: the op and its loss as a function, nb_grad of it
+ *    (nabla/transforms.h), gives the program's gradients (to 1e-10). */
 NB_API nb_status nb_gradcheck_fwd_over_rev(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
 NB_API nb_status nb_gradcheck_shapes(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
 NB_API nb_status nb_gradcheck_f32(const nb_gradcheck_case *c, uint64_t seed, double tol, nb_gradcheck_report *report);
 NB_API nb_status nb_gradcheck_eager(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
+NB_API nb_status nb_gradcheck_absent(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
+NB_API nb_status nb_gradcheck_transforms(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
 
 /* Whether derivatives of the op can be taken again: it has a VJP and a JVP
  * rule, or is marked NB_OP_NOT_DIFFERENTIABLE (a zero derivative). */

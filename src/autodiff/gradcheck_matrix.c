@@ -186,15 +186,19 @@ static nb_status strided_copy(nb_tensor **out, const nb_tensor *t)
     return st;
 }
 
-/* The op on an eager builder with the case's inputs (strided views when
- * views), its weighted loss, and the gradients of the case's wrt inputs. */
-static nb_status eager_run(built_case *w, const nb_gradcheck_case *c, bool views, nb_tensor **outs, int *n_outs,
-                           nb_tensor **grads)
+/* The op on an eager builder with the case's inputs, and the gradients of
+ * the case's wrt inputs given each loss output's weight "w<k>" as its
+ * output gradient (torch.autograd.grad's grad_outputs). With views, the
+ * inputs and the output gradients are strided views holding the same values.
+ * With first_only, only the first loss output gets a gradient: the others'
+ * are absent. */
+static nb_status eager_run(built_case *w, const nb_gradcheck_case *c, bool views, bool first_only, nb_tensor **outs,
+                           int *n_outs, nb_tensor **grads)
 {
     nb_builder *b;
     nb_status st = nb_builder_new_eager(&b);
     if (st) return st;
-    nb_tensor *leaf[NB_MAX_SLOTS * 4] = {0};
+    nb_tensor *leaf[NB_MAX_SLOTS * 4] = {0}, *ys[NB_MAX_SLOTS * 4], *dys[NB_MAX_SLOTS * 4] = {0};
     nb_value in[NB_MAX_SLOTS * 4], out[NB_MAX_SLOTS * 4];
     for (int k = 0; !st && k < w->n_in; k++) {
         in[k] = NB_NONE;
@@ -209,11 +213,9 @@ static nb_status eager_run(built_case *w, const nb_gradcheck_case *c, bool views
         if (!st) in[k] = nb_eager_value(b, leaf[k]);
     }
     if (!st) st = nb_emit(b, c->op, NB_VALUES_N(w->n_in, in), NB_ATTRS_N(c->n_attrs, c->attrs), w->n_out, out);
-    /* The same loss: each loss output times its fed weight "w<k>", summed. */
-    nb_value terms[NB_MAX_SLOTS * 4];
     int m = 0;
     *n_outs = 0;
-    for (int k = 0; !st && k < w->n_out; k++) {
+    for (int k = 0; !st && k < w->n_out && !(first_only && m == 1); k++) {
         if (nb_is_none(w->in_loss[k]) || !nb_dtype_is_float(nb_value_info(b, out[k]).dtype)) continue;
         char name[32];
         snprintf(name, sizeof name, "w%d", k);
@@ -222,20 +224,61 @@ static nb_status eager_run(built_case *w, const nb_gradcheck_case *c, bool views
             if (!strcmp(w->fs.f[f].name, name)) wt = w->fs.f[f].tensor;
         if (!wt) continue;
         outs[(*n_outs)++] = nb_tensor_retain(nb_eager_tensor(out[k]));
-        terms[m++] = nb_reduce_sum(b, nb_mul(b, out[k], nb_eager_value(b, wt)), 0, NULL, false);
+        ys[m] = nb_eager_tensor(out[k]);
+        st = views ? strided_copy(&dys[m], wt) : nb_tensor_clone(&dys[m], wt);
+        m++;
     }
     if (!st) st = nb_builder_status(b);
     nb_tensor *wrt[NB_MAX_SLOTS * 4];
     for (int j = 0; j < w->n_wrt; j++) wrt[j] = leaf[w->wrt_index[j]];
-    if (!st && m) {
-        nb_value loss = m == 1 ? terms[0] : nb_sum(b, m, terms);
-        nb_tensor *lt = nb_eager_tensor(loss);
-        st = nb_builder_status(b);
-        if (!st) st = nb_autograd_grad(NB_TENSORS(lt), NULL, NB_TENSORS_N(w->n_wrt, wrt), NB_ALLOW_UNUSED, grads);
-    }
+    if (!st && m) st = nb_autograd_grad(NB_TENSORS_N(m, ys), dys, NB_TENSORS_N(w->n_wrt, wrt), NB_ALLOW_UNUSED, grads);
     if (st && nb_builder_status(b)) nb_error(st, "%s", nb_builder_error(b));
+    for (int k = 0; k < m; k++) nb_tensor_release(dys[k]);
     for (int k = 0; k < w->n_in; k++) nb_tensor_release(leaf[k]);
     nb_builder_free(b);
+    return st;
+}
+
+/* Static outputs and gradients of a built case (gi: which wrt each is). */
+static nb_status static_run(built_case *w, nb_backward_result *r, bool *have, nb_tensor **so, int *n_so, nb_tensor **sg,
+                            int *gi, int *m)
+{
+    const char *ln = nb_value_name(w->loss);
+    nb_status st = nb_gradients(w->p, NB_NAMES_N(1, &ln), NB_NAMES_N(w->n_wrt, w->wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, r);
+    *have = !st;
+    if (!st) st = op_outputs(w, so, n_so);
+    const char *fetch[NB_MAX_SLOTS * 4];
+    *m = 0;
+    for (int i = 0; !st && i < w->n_wrt; i++)
+        if (r->grads[i]) gi[*m] = i, fetch[(*m)++] = r->grads[i];
+    if (!st && *m) st = nb_gc_run(w, *m, fetch, sg);
+    return st;
+}
+
+/* Eager (first_only or not, views or not) against static, into rep. */
+static nb_status against_static(built_case *w, const nb_gradcheck_case *c, bool first_only, nb_gradcheck_report *rep)
+{
+    nb_backward_result r = {0};
+    bool have = false;
+    nb_tensor *so[NB_MAX_SLOTS * 4] = {0}, *sg[NB_MAX_SLOTS * 4] = {0};
+    int n_so = 0, m = 0, gi[NB_MAX_SLOTS * 4];
+    nb_status st = static_run(w, &r, &have, so, &n_so, sg, &gi[0], &m);
+    for (int views = 0; !st && views < 2; views++) {
+        nb_tensor *eo[NB_MAX_SLOTS * 4] = {0}, *eg[NB_MAX_SLOTS * 4] = {0};
+        int n_eo = 0;
+        st = eager_run(w, c, views, first_only, eo, &n_eo, eg);
+        const char *mode = first_only ? (views ? "absent output gradients, strided" : "absent output gradients")
+                                      : (views ? "eager, strided inputs and output gradients" : "eager");
+        for (int k = 0; !st && k < n_eo && k < n_so; k++) compare(rep, mode, eo[k], so[k], 1e-12, 1e-12);
+        for (int k = 0; !st && k < m; k++) {
+            char what[128];
+            snprintf(what, sizeof what, "%s: gradient of %s", mode, w->wrt[gi[k]]);
+            compare(rep, what, eg[gi[k]], sg[k], 1e-10, 1e-12);
+        }
+        for (int k = 0; k < NB_MAX_SLOTS * 4; k++) nb_tensor_release(eo[k]), nb_tensor_release(eg[k]);
+    }
+    for (int k = 0; k < NB_MAX_SLOTS * 4; k++) nb_tensor_release(so[k]), nb_tensor_release(sg[k]);
+    if (have) nb_backward_result_free(&r);
     return st;
 }
 
@@ -243,39 +286,34 @@ nb_status nb_gradcheck_eager(const nb_gradcheck_case *c, uint64_t seed, nb_gradc
 {
     memset(rep, 0, sizeof *rep);
     built_case w;
-    nb_backward_result r = {0};
-    bool have = false;
     nb_status st = nb_gc_build(c, seed, &w);
-    if (!st && (w.def->flags & NB_OP_RANDOM)) goto done; /* its draws differ between the modes */
-    const char *ln = st ? NULL : nb_value_name(w.loss);
-    if (!st) st = nb_gradients(w.p, NB_NAMES_N(1, &ln), NB_NAMES_N(w.n_wrt, w.wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r);
-    have = ln && !st;
-    /* The static program: the loss outputs, then the gradients. */
-    nb_tensor *so[NB_MAX_SLOTS * 4] = {0}, *sg[NB_MAX_SLOTS * 4] = {0};
-    int n_so = 0;
-    if (!st) st = op_outputs(&w, so, &n_so);
-    const char *fetch[NB_MAX_SLOTS * 4];
-    int m = 0, gi[NB_MAX_SLOTS * 4];
-    for (int i = 0; !st && i < w.n_wrt; i++)
-        if (r.grads[i]) gi[m] = i, fetch[m++] = r.grads[i];
-    if (!st && m) st = nb_gc_run(&w, m, fetch, sg);
-    for (int views = 0; !st && views < 2; views++) {
-        nb_tensor *eo[NB_MAX_SLOTS * 4] = {0}, *eg[NB_MAX_SLOTS * 4] = {0};
-        int n_eo = 0;
-        st = eager_run(&w, c, views, eo, &n_eo, eg);
-        const char *mode = views ? "eager, strided inputs" : "eager";
-        for (int k = 0; !st && k < n_eo && k < n_so; k++) compare(rep, mode, eo[k], so[k], 1e-12, 1e-12);
-        for (int k = 0; !st && k < m; k++) {
-            char what[96];
-            snprintf(what, sizeof what, "%s: gradient of %s", mode, w.wrt[gi[k]]);
-            compare(rep, what, eg[gi[k]], sg[k], 1e-10, 1e-12);
-        }
-        for (int k = 0; k < NB_MAX_SLOTS * 4; k++) nb_tensor_release(eo[k]), nb_tensor_release(eg[k]);
-    }
-    for (int k = 0; k < NB_MAX_SLOTS * 4; k++) nb_tensor_release(so[k]), nb_tensor_release(sg[k]);
-done:
+    /* A random op's draws differ between the modes. */
+    if (!st && !(w.def->flags & NB_OP_RANDOM)) st = against_static(&w, c, false, rep);
     if (st && w.b && nb_builder_status(w.b)) nb_error(st, "%s", nb_builder_error(w.b));
-    if (have) nb_backward_result_free(&r);
+    nb_gc_built_free(&w);
+    return st;
+}
+
+nb_status nb_gradcheck_absent(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    built_case w;
+    /* The case with only its first loss output in the loss: a program whose
+     * other outputs get no gradient, the same as the tape given none. */
+    nb_gradcheck_case first = *c;
+    nb_status st = nb_gc_build(c, seed, &w);
+    int first_k = -1, n_float = 0;
+    for (int k = 0; !st && k < w.n_out; k++)
+        if (!nb_is_none(w.in_loss[k]) && nb_dtype_is_float(nb_value_info(w.b, w.out[k]).dtype)) {
+            if (first_k < 0) first_k = k;
+            n_float++;
+        }
+    nb_gc_built_free(&w);
+    if (st || n_float < 2 || (w.def && (w.def->flags & NB_OP_RANDOM))) return st; /* nothing to leave out */
+    first.loss_outputs = 1u << first_k;
+    st = nb_gc_build(&first, seed, &w);
+    if (!st) st = against_static(&w, &first, true, rep);
+    if (st && w.b && nb_builder_status(w.b)) nb_error(st, "%s", nb_builder_error(w.b));
     nb_gc_built_free(&w);
     return st;
 }

@@ -87,8 +87,9 @@ static bool check_op(const nb_op_def *def, int order, bool verbose)
 
 /* ---- the matrix (--all) ---------------------------------------------------- */
 
-enum { COL_VJP, COL_SECOND, COL_THIRD, COL_JVP, COL_FWD_REV, COL_CLOSURE, COL_SHAPES, COL_F32, COL_EAGER, N_COLS };
-static const char *const col_names[N_COLS] = {"vjp", "2nd", "3rd", "jvp", "fwr", "clo", "shp", "f32", "egr"};
+enum { COL_VJP, COL_SECOND, COL_THIRD, COL_JVP, COL_FWD_REV, COL_CLOSURE, COL_SHAPES, COL_ABSENT, COL_F32, COL_EAGER,
+       COL_TRANSFORMS, N_COLS };
+static const char *const col_names[N_COLS] = {"vjp", "2nd", "3rd", "jvp", "fwr", "clo", "shp", "abs", "f32", "egr", "trf"};
 #define F32_TOL 1e-4 /* float32 values against float64, relative and absolute */
 
 static nb_status run_column(int col, const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *rep)
@@ -101,8 +102,10 @@ static nb_status run_column(int col, const nb_gradcheck_case *c, uint64_t seed, 
     case COL_FWD_REV: return nb_gradcheck_fwd_over_rev(c, seed, rep);
     case COL_CLOSURE: return nb_gradcheck_closure(c, seed, rep);
     case COL_SHAPES: return nb_gradcheck_shapes(c, seed, rep);
+    case COL_ABSENT: return nb_gradcheck_absent(c, seed, rep);
     case COL_F32: return nb_gradcheck_f32(c, seed, F32_TOL, rep);
-    default: return nb_gradcheck_eager(c, seed, rep);
+    case COL_EAGER: return nb_gradcheck_eager(c, seed, rep);
+    default: return nb_gradcheck_transforms(c, seed, rep);
     }
 }
 
@@ -162,8 +165,10 @@ int cmd_gradcheck(int argc, char **argv)
                    "--all runs the whole matrix, a column per check: vjp (first order), 2nd\n"
                    "(reverse over reverse), 3rd (three reverse passes), jvp (forward mode and the adjoint identity), fwr\n"
                    "(forward over reverse against reverse over reverse), clo (closure), shp\n"
-                   "(gradient dtypes and shapes), f32 (float32 values within 1e-4 of float64),\n"
-                   "egr (the eager tape, on contiguous and strided inputs, against the program).\n");
+                   "(gradient dtypes and shapes), abs (absent output gradients), f32 (float32\n"
+                   "values within 1e-4 of float64), egr (the eager tape, on contiguous and\n"
+                   "strided inputs and output gradients, against the program), trf (nb_grad\n"
+                   "of the op as a function against the program).\n");
             return 0;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "nabla gradcheck: unknown option %s\n", argv[i]);
