@@ -257,6 +257,6 @@ nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, int 
                        NB_ATTR_INTS_N("out_shapes", r.n_shapes, r.shapes), NB_ATTR_BOOL("reverse", reverse)};
     if ((st = nb_emit(b, "recurrent", NB_VALUES_N(n_x, x), NB_ATTRS_N(8, attrs), 1 + n_carry + n_ys, res))) return st;
     if (n_carry) memcpy(final, res + 1, (size_t)n_carry * sizeof *final);
-    memcpy(ys, res + 1 + n_carry, (size_t)n_ys * sizeof *ys);
+    if (n_ys) memcpy(ys, res + 1 + n_carry, (size_t)n_ys * sizeof *ys); /* ys may be NULL then */
     return NB_OK;
 }
