@@ -83,8 +83,9 @@ NB_API nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, 
  *    the program and as computed;
  *  - float32: the op's outputs on float32 inputs agree with float64 within
  *    tol (relative and absolute);
- *  - eager: the op on an eager builder, once on contiguous inputs and output
- *    gradients and once on strided views holding the same values, gives the
+ *  - eager: the op on an eager builder, on contiguous inputs and output
+ *    gradients, then on transposed and on sliced views holding the same
+ *    values (strided, with an offset), gives the
  *    static program's outputs and gradients (to 1e-10; random ops are not
  *    compared, their draws differ between the modes);
  *  - absent: for an op with two or more float outputs, a gradient through

@@ -168,19 +168,24 @@ nb_status nb_gradcheck_f32(const nb_gradcheck_case *c, uint64_t seed, double tol
     return st;
 }
 
-/* A copy of t that is a strided view: the same values, stored transposed
- * (reversed dims) and read through a permutation. */
-static nb_status strided_copy(nb_tensor **out, const nb_tensor *t)
+/* A copy of t that is a strided view holding the same values: kind 1 stores
+ * it transposed (reversed dims) and reads it through a permutation; kind 2
+ * stores it every other element of a larger tensor, from an offset, and
+ * reads it through a slice. */
+static nb_status strided_copy(nb_tensor **out, const nb_tensor *t, int kind)
 {
     *out = NULL;
-    if (t->ndim < 2) return nb_tensor_clone(out, t);
-    int64_t rev[NB_MAX_DIMS];
+    if (t->ndim < (kind == 1 ? 2 : 1)) return nb_tensor_clone(out, t);
+    int64_t big[NB_MAX_DIMS];
     int perm[NB_MAX_DIMS];
-    for (int d = 0; d < t->ndim; d++) rev[d] = t->shape[t->ndim - 1 - d], perm[d] = t->ndim - 1 - d;
+    for (int d = 0; d < t->ndim; d++)
+        big[d] = kind == 1 ? t->shape[t->ndim - 1 - d] : t->shape[d], perm[d] = t->ndim - 1 - d;
+    if (kind == 2) big[t->ndim - 1] = 2 * t->shape[t->ndim - 1] + 1;
     nb_tensor *store, *view;
-    nb_status st = nb_tensor_new(&store, t->dtype, t->ndim, rev);
+    nb_status st = nb_tensor_new(&store, t->dtype, t->ndim, big);
     if (st) return st;
-    if (!(st = nb_tensor_permute(&view, store, perm))) st = nb_tensor_copy_into(view, t);
+    st = kind == 1 ? nb_tensor_permute(&view, store, perm) : nb_tensor_slice(&view, store, t->ndim - 1, 1, big[t->ndim - 1], 2);
+    if (!st && (st = nb_tensor_copy_into(view, t))) nb_tensor_release(view);
     nb_tensor_release(store);
     if (!st) *out = view;
     return st;
@@ -192,7 +197,7 @@ static nb_status strided_copy(nb_tensor **out, const nb_tensor *t)
  * inputs and the output gradients are strided views holding the same values.
  * With first_only, only the first loss output gets a gradient: the others'
  * are absent. */
-static nb_status eager_run(built_case *w, const nb_gradcheck_case *c, bool views, bool first_only, nb_tensor **outs,
+static nb_status eager_run(built_case *w, const nb_gradcheck_case *c, int views, bool first_only, nb_tensor **outs,
                            int *n_outs, nb_tensor **grads)
 {
     nb_builder *b;
@@ -207,7 +212,7 @@ static nb_status eager_run(built_case *w, const nb_gradcheck_case *c, bool views
         for (int f = 0; f < w->fs.n; f++)
             if (!strcmp(w->fs.f[f].name, nb_value_name(w->in[k]))) fed = w->fs.f[f].tensor;
         if (!fed) st = nb_error(NB_ERR_NOT_FOUND, "gradcheck: no value for input %d", k);
-        else st = views ? strided_copy(&leaf[k], fed) : nb_tensor_clone(&leaf[k], fed);
+        else st = views ? strided_copy(&leaf[k], fed, views) : nb_tensor_clone(&leaf[k], fed);
         for (int j = 0; !st && j < w->n_wrt; j++)
             if (w->wrt_index[j] == k) st = nb_tensor_set_requires_grad(leaf[k], true);
         if (!st) in[k] = nb_eager_value(b, leaf[k]);
@@ -225,7 +230,7 @@ static nb_status eager_run(built_case *w, const nb_gradcheck_case *c, bool views
         if (!wt) continue;
         outs[(*n_outs)++] = nb_tensor_retain(nb_eager_tensor(out[k]));
         ys[m] = nb_eager_tensor(out[k]);
-        st = views ? strided_copy(&dys[m], wt) : nb_tensor_clone(&dys[m], wt);
+        st = views ? strided_copy(&dys[m], wt, views) : nb_tensor_clone(&dys[m], wt);
         m++;
     }
     if (!st) st = nb_builder_status(b);
@@ -263,12 +268,14 @@ static nb_status against_static(built_case *w, const nb_gradcheck_case *c, bool 
     nb_tensor *so[NB_MAX_SLOTS * 4] = {0}, *sg[NB_MAX_SLOTS * 4] = {0};
     int n_so = 0, m = 0, gi[NB_MAX_SLOTS * 4];
     nb_status st = static_run(w, &r, &have, so, &n_so, sg, &gi[0], &m);
-    for (int views = 0; !st && views < 2; views++) {
+    for (int views = 0; !st && views < 3; views++) {
         nb_tensor *eo[NB_MAX_SLOTS * 4] = {0}, *eg[NB_MAX_SLOTS * 4] = {0};
         int n_eo = 0;
         st = eager_run(w, c, views, first_only, eo, &n_eo, eg);
-        const char *mode = first_only ? (views ? "absent output gradients, strided" : "absent output gradients")
-                                      : (views ? "eager, strided inputs and output gradients" : "eager");
+        static const char *const modes[2][3] = {
+            {"eager", "eager, transposed inputs and output gradients", "eager, sliced inputs and output gradients"},
+            {"absent output gradients", "absent output gradients, transposed", "absent output gradients, sliced"}};
+        const char *mode = modes[first_only][views];
         for (int k = 0; !st && k < n_eo && k < n_so; k++) compare(rep, mode, eo[k], so[k], 1e-12, 1e-12);
         for (int k = 0; !st && k < m; k++) {
             char what[128];
