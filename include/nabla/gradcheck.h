@@ -85,7 +85,8 @@ NB_API nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, 
  *    tol (relative and absolute);
  *  - eager: the op on an eager builder, on contiguous inputs and output
  *    gradients, then on transposed and on sliced views holding the same
- *    values (strided, with an offset), gives the
+ *    values (strided, with an offset), and with output gradients that are
+ *    expanded views (stride 0; the weights made equal along dim 0), gives the
  *    static program's outputs and gradients (to 1e-10; random ops are not
  *    compared, their draws differ between the modes);
  *  - absent: for an op with two or more float outputs, a gradient through

@@ -175,6 +175,23 @@ nb_status nb_gradcheck_f32(const nb_gradcheck_case *c, uint64_t seed, double tol
 static nb_status strided_copy(nb_tensor **out, const nb_tensor *t, int kind)
 {
     *out = NULL;
+    if (kind == 3) {
+        /* Every row along dim 0 the same (the caller made them so): row 0
+         * expanded, stride 0 along dim 0. */
+        if (t->ndim < 1 || t->shape[0] < 2) return nb_tensor_clone(out, t);
+        nb_tensor *row, *one;
+        int64_t shape1[NB_MAX_DIMS];
+        memcpy(shape1, t->shape, sizeof shape1);
+        shape1[0] = 1;
+        nb_status st = nb_tensor_slice(&row, (nb_tensor *)t, 0, 0, 1, 1);
+        if (!st) st = nb_tensor_clone(&one, row);
+        nb_tensor_release(row);
+        if (!st) {
+            st = nb_tensor_expand(out, one, t->ndim, t->shape);
+            nb_tensor_release(one);
+        }
+        return st;
+    }
     if (t->ndim < (kind == 1 ? 2 : 1)) return nb_tensor_clone(out, t);
     int64_t big[NB_MAX_DIMS];
     int perm[NB_MAX_DIMS];
@@ -212,7 +229,7 @@ static nb_status eager_run(built_case *w, const nb_gradcheck_case *c, int views,
         for (int f = 0; f < w->fs.n; f++)
             if (!strcmp(w->fs.f[f].name, nb_value_name(w->in[k]))) fed = w->fs.f[f].tensor;
         if (!fed) st = nb_error(NB_ERR_NOT_FOUND, "gradcheck: no value for input %d", k);
-        else st = views ? strided_copy(&leaf[k], fed, views) : nb_tensor_clone(&leaf[k], fed);
+        else st = views == 1 || views == 2 ? strided_copy(&leaf[k], fed, views) : nb_tensor_clone(&leaf[k], fed);
         for (int j = 0; !st && j < w->n_wrt; j++)
             if (w->wrt_index[j] == k) st = nb_tensor_set_requires_grad(leaf[k], true);
         if (!st) in[k] = nb_eager_value(b, leaf[k]);
@@ -289,6 +306,35 @@ static nb_status against_static(built_case *w, const nb_gradcheck_case *c, bool 
     return st;
 }
 
+/* Output gradients given as expanded views (stride 0 along dim 0): the
+ * weights are first made the same in every row, so that the program (which
+ * reads them whole) and the tape (which reads row 0 expanded) see the same
+ * values. */
+static nb_status expanded_cotangents(built_case *w, const nb_gradcheck_case *c, nb_gradcheck_report *rep)
+{
+    for (int f = 0; f < w->fs.n; f++) {
+        nb_tensor *t = w->fs.f[f].tensor;
+        if (w->fs.f[f].name[0] != 'w' || t->ndim < 1 || t->shape[0] < 2) continue;
+        int64_t row = nb_tensor_numel(t) / t->shape[0];
+        for (int64_t i = row; i < nb_tensor_numel(t); i++) nb_tensor_set(t, i, nb_tensor_get(t, i % row));
+    }
+    nb_backward_result r = {0};
+    bool have = false;
+    nb_tensor *so[NB_MAX_SLOTS * 4] = {0}, *sg[NB_MAX_SLOTS * 4] = {0}, *eo[NB_MAX_SLOTS * 4] = {0}, *eg[NB_MAX_SLOTS * 4] = {0};
+    int n_so = 0, n_eo = 0, m = 0, gi[NB_MAX_SLOTS * 4];
+    nb_status st = static_run(w, &r, &have, so, &n_so, sg, gi, &m);
+    if (!st) st = eager_run(w, c, 3, false, eo, &n_eo, eg);
+    for (int k = 0; !st && k < m; k++) {
+        char what[128];
+        snprintf(what, sizeof what, "eager, expanded output gradients: gradient of %s", w->wrt[gi[k]]);
+        compare(rep, what, eg[gi[k]], sg[k], 1e-10, 1e-12);
+    }
+    for (int k = 0; k < NB_MAX_SLOTS * 4; k++)
+        nb_tensor_release(so[k]), nb_tensor_release(sg[k]), nb_tensor_release(eo[k]), nb_tensor_release(eg[k]);
+    if (have) nb_backward_result_free(&r);
+    return st;
+}
+
 nb_status nb_gradcheck_eager(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *rep)
 {
     memset(rep, 0, sizeof *rep);
@@ -296,6 +342,8 @@ nb_status nb_gradcheck_eager(const nb_gradcheck_case *c, uint64_t seed, nb_gradc
     nb_status st = nb_gc_build(c, seed, &w);
     /* A random op's draws differ between the modes. */
     if (!st && !(w.def->flags & NB_OP_RANDOM)) st = against_static(&w, c, false, rep);
+    /* Last: it changes the weights. */
+    if (!st && !(w.def->flags & NB_OP_RANDOM)) st = expanded_cotangents(&w, c, rep);
     if (st && w.b && nb_builder_status(w.b)) nb_error(st, "%s", nb_builder_error(w.b));
     nb_gc_built_free(&w);
     return st;
