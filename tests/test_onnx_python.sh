@@ -9,7 +9,8 @@
 #  - an MLP and a LeNet (with batch norm) built in PyTorch and exported by
 #    torch.onnx.export give PyTorch's outputs in nabla (to 1e-5), also with
 #    their weights in an external-data file, and fine-tune on MNIST there
-#    (the loss falls).
+#    (the loss falls); and one that flattens with x.view(x.size(0), -1),
+#    which the exporter writes as a shape computed at run time.
 set -euo pipefail
 build=$1
 py=/usr/bin/python3
@@ -109,8 +110,17 @@ lenet = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.BatchNorm2d(6), nn.ReLU(
 with torch.no_grad():
     lenet[1].running_mean.uniform_(-0.5, 0.5); lenet[1].running_var.uniform_(0.5, 2.0)
     lenet[1].weight.uniform_(0.5, 1.5); lenet[1].bias.uniform_(-0.2, 0.2)
+class ViewNet(nn.Module):
+    """Flattens with x.view(x.size(0), -1): the exporter writes the batch size as
+    a shape computed at run time (Shape, Gather, Unsqueeze, Concat, Reshape)."""
+    def __init__(self):
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(1, 4, 5, stride=2), nn.Linear(4 * 12 * 12, 10)
+    def forward(self, x):
+        h = torch.relu(self.conv(x))
+        return self.fc(h.view(h.size(0), -1))
 x = torch.rand(16, 1, 28, 28)
-for name, model in (("torch_mlp", mlp), ("torch_lenet", lenet)):
+for name, model in (("torch_mlp", mlp), ("torch_lenet", lenet), ("torch_viewnet", ViewNet())):
     model.eval()
     # PRESERVE keeps batch norm a node of its own (torch folds it into the
     # convolution otherwise), so that its import is tested.
@@ -125,7 +135,7 @@ for name, model in (("torch_mlp", mlp), ("torch_lenet", lenet)):
                     location="%s.weights" % name, size_threshold=0)
 x.numpy().tofile(out + "/x28.f32")
 EOF
-for name in torch_mlp torch_lenet; do
+for name in torch_mlp torch_lenet torch_viewnet; do
     "$check" compare "$out/$name.onnx" "$out/x28.f32" 16,1,28,28 "$out/$name.want.f32" 1e-5
     "$check" compare "$out/${name}_ext.onnx" "$out/x28.f32" 16,1,28,28 "$out/$name.want.f32" 1e-5
 done

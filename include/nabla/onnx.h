@@ -32,8 +32,12 @@
  *   Pad                         pad (constant, reflect, edge)
  *   Reciprocal                  div (import)
  *   Constant                    a constant (assign_value)
- *   Shape + ConstantOfShape     ones_like, fill_zeros_like (import reads a
- *                               Shape only into a ConstantOfShape)
+ *   Shape + ConstantOfShape     ones_like, fill_zeros_like
+ *   Shape, Gather, Unsqueeze, Concat, Cast into Reshape
+ *                               (import) the shapes PyTorch's exporter computes
+ *                               at run time, as for x.view(x.size(0), -1): a
+ *                               dim only a run knows must stay where it is;
+ *                               int constants through these ops are folded
  *   (export only) gelu, silu, scale, square, rsqrt as their decompositions;
  *                 fill_constant and assign_value as initializers
  *

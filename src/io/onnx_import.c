@@ -124,8 +124,8 @@ nb_value ox_in(ox_import *im, int k)
     const nb_tensor *t;
     nb_status st = const_of(im, name, &t);
     if (st == NB_ERR_NOT_FOUND && nb_strmap_get(&im->shapes, name, NULL))
-        ox_node_error(im, NB_ERR_UNSUPPORTED, "input '%s' is a shape computed at run time, which nabla imports only "
-                      "into ConstantOfShape", name);
+        ox_node_error(im, NB_ERR_UNSUPPORTED, "input '%s' is a shape computed at run time, which nabla follows only "
+                      "through Gather, Unsqueeze, Concat and Cast into Reshape and ConstantOfShape", name);
     else if (st == NB_ERR_NOT_FOUND)
         ox_node_error(im, NB_ERR_FORMAT, "input '%s' is neither a graph input, an initializer nor an output of an "
                       "earlier node", name);
@@ -187,17 +187,23 @@ static nb_status put_value(nb_strmap *m, const char *name, nb_value v)
     return NB_OK;
 }
 
-nb_status ox_set_shape(ox_import *im, nb_value v)
+nb_status ox_set_shape(ox_import *im, const ox_shape *s)
 {
-    if (nb_is_none(v)) return nb_builder_status(im->b);
-    if (put_value(&im->shapes, im->node->output[0], v)) return ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+    ox_shape *p = nb_strmap_get(&im->shapes, im->node->output[0], NULL);
+    if (!p) {
+        if (!(p = nb_malloc(sizeof *p))) return ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+        if (nb_strmap_put(&im->shapes, im->node->output[0], p)) {
+            nb_free(p);
+            return ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+        }
+    }
+    *p = *s;
     return NB_OK;
 }
 
-nb_value ox_shape_in(const ox_import *im, int k)
+const ox_shape *ox_shape_in(const ox_import *im, int k)
 {
-    nb_value *v = ox_has_in(im, k) ? nb_strmap_get(&im->shapes, im->node->input[k], NULL) : NULL;
-    return v ? *v : NB_NONE;
+    return ox_has_in(im, k) ? nb_strmap_get(&im->shapes, im->node->input[k], NULL) : NULL;
 }
 
 nb_status ox_out(ox_import *im, int k, nb_value v)

@@ -179,6 +179,17 @@ static nb_status i_reshape(ox_import *im)
 {
     nb_value x = ox_in(im, 0);
     int64_t shape[NB_MAX_DIMS];
+    const ox_shape *rs = ox_shape_in(im, 1);
+    if (rs && !nb_is_none(x)) {
+        /* A dim of x that only a run knows can stay where it is (0: copy). */
+        if (rs->n > NB_MAX_DIMS) return unsupported(im, "reshapes to more dims than nabla has");
+        for (int i = 0; i < rs->n; i++) {
+            if (rs->dim[i] < 0) shape[i] = rs->value[i];
+            else if (rs->of[i].p == x.p && rs->dim[i] == i) shape[i] = 0;
+            else return unsupported(im, "reshapes to a shape whose size a run decides and that moves a dim");
+        }
+        return ox_out(im, 0, nb_reshape(B, x, rs->n, shape));
+    }
     int n = const_ints(im, 1, shape, NB_MAX_DIMS);
     if (n < -1 || nb_is_none(x)) return nb_builder_status(B);
     if (n > NB_MAX_DIMS) return unsupported(im, "reshapes to more dims than nabla has");
@@ -398,7 +409,124 @@ static nb_status i_pad(ox_import *im)
     return ox_out(im, 0, nb_emit1(B, "pad", NB_VALUES(x), NB_ATTRS_N(3, attrs)));
 }
 
-static nb_status i_shape(ox_import *im) { return ox_set_shape(im, ox_in(im, 0)); }
+static nb_status i_shape(ox_import *im)
+{
+    nb_value x = ox_in(im, 0);
+    if (nb_is_none(x)) return nb_builder_status(B);
+    nb_var_info info = nb_value_info(B, x);
+    ox_shape s = {.n = info.ndim, .whole = x};
+    for (int d = 0; d < info.ndim; d++) {
+        s.dim[d] = info.shape[d] >= 0 ? -1 : d;
+        s.value[d] = info.shape[d];
+        s.of[d] = x;
+    }
+    return ox_set_shape(im, &s);
+}
+
+/* Whether input k is an int constant of at most a shape's entries, 0-d or
+ * 1-d, with no error left behind when it is not. */
+static bool small_int_const(ox_import *im, int k)
+{
+    if (!ox_has_in(im, k) || nb_strmap_get(&im->values, im->node->input[k], NULL)) return false;
+    const char *name = im->node->input[k];
+    if (!nb_strmap_get(&im->consts, name, NULL) && !nb_strmap_get(&im->protos, name, NULL)) return false;
+    const nb_tensor *t = ox_const_in(im, k);
+    return t && (t->dtype == NB_I64 || t->dtype == NB_I32) && t->ndim <= 1 && nb_tensor_numel(t) <= 2 * NB_MAX_DIMS;
+}
+
+/* Input k as a run-time shape: one, or an int constant made one. */
+static bool shape_or_const(ox_import *im, int k, ox_shape *out)
+{
+    const ox_shape *s = ox_shape_in(im, k);
+    if (s) {
+        *out = *s;
+        return true;
+    }
+    const nb_tensor *t = ox_const_in(im, k);
+    if (!t || (t->dtype != NB_I64 && t->dtype != NB_I32) || t->ndim > 1 || nb_tensor_numel(t) > 2 * NB_MAX_DIMS) return false;
+    *out = (ox_shape){.n = (int)nb_tensor_numel(t), .scalar = t->ndim == 0};
+    for (int i = 0; i < out->n; i++) out->dim[i] = -1, out->value[i] = (int64_t)nb_tensor_get(t, i);
+    return true;
+}
+
+/* Gather, Unsqueeze, Concat and Cast on run-time shapes. Returns false when
+ * the node's inputs are no run-time shape (the node is imported as usual). */
+static bool shape_node(ox_import *im, nb_status *st)
+{
+    const char *type = im->node->op_type;
+    bool known = !strcmp(type, "Cast") || !strcmp(type, "Unsqueeze") || !strcmp(type, "Gather") || !strcmp(type, "Concat");
+    int n_in = !strcmp(type, "Concat") ? (int)im->node->n_input : 1;
+    bool any = false, all_small = known;
+    for (int k = 0; k < n_in; k++) {
+        any |= ox_shape_in(im, k) != NULL;
+        all_small &= ox_shape_in(im, k) || small_int_const(im, k);
+    }
+    /* Int constants through these ops fold into constants (the -1 of
+     * x.view(x.size(0), -1) arrives as Unsqueeze of a Constant): a scalar
+     * unsqueezed, a cast between ints, a gather or a concat of int lists. */
+    bool fold = !any && all_small;
+    int64_t to = ox_attr_i(im, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+    if (!strcmp(type, "Cast") && to != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && to != ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
+        fold = false;
+    if (fold && !strcmp(type, "Unsqueeze")) {
+        const nb_tensor *t = ox_const_in(im, 0);
+        fold = t && t->ndim == 0;
+    }
+    if (!any && !fold) return false;
+    ox_shape c0, r = {0};
+    const ox_shape *s0 = ox_shape_in(im, 0);
+    if (!s0 && shape_or_const(im, 0, &c0)) s0 = &c0;
+    *st = NB_OK;
+    if (!strcmp(type, "Cast")) {
+        r = *s0;
+    } else if (!strcmp(type, "Unsqueeze")) {
+        if (!s0->scalar) *st = unsupported(im, "unsqueezes a run-time shape of more than one entry");
+        r = *s0;
+        r.scalar = false;
+    } else if (!strcmp(type, "Gather")) {
+        const nb_tensor *idx = ox_const_in(im, 1);
+        if (!idx || ox_attr_i(im, "axis", 0) != 0 || nb_tensor_numel(idx) > 2 * NB_MAX_DIMS) {
+            *st = idx ? unsupported(im, "gathers from a run-time shape with other than constant indices on axis 0")
+                      : nb_builder_status(B);
+            return true;
+        }
+        r.scalar = idx->ndim == 0;
+        r.n = (int)nb_tensor_numel(idx);
+        for (int i = 0; i < r.n && !*st; i++) {
+            int64_t j = (int64_t)nb_tensor_get(idx, i);
+            if (j < 0) j += s0->n;
+            if (j < 0 || j >= s0->n) *st = ox_node_error(im, NB_ERR_ARG, "index %lld is out of the shape's %d entries", (long long)j, s0->n);
+            else r.value[i] = s0->value[j], r.dim[i] = s0->dim[j], r.of[i] = s0->of[j];
+        }
+    } else if (!strcmp(type, "Concat")) {
+        for (int k = 0; k < (int)im->node->n_input && !*st; k++) {
+            ox_shape part;
+            if (!shape_or_const(im, k, &part)) *st = unsupported(im, "joins a run-time shape with what is not an int constant");
+            else if (r.n + part.n > 2 * NB_MAX_DIMS) *st = unsupported(im, "makes a shape of too many entries");
+            else {
+                memcpy(r.value + r.n, part.value, (size_t)part.n * sizeof *r.value);
+                memcpy(r.dim + r.n, part.dim, (size_t)part.n * sizeof *r.dim);
+                memcpy(r.of + r.n, part.of, (size_t)part.n * sizeof *r.of);
+                r.n += part.n;
+            }
+        }
+    } else {
+        *st = unsupported(im, "uses a shape computed at run time, which nabla follows only through Gather, Unsqueeze, "
+                              "Concat and Cast into Reshape and ConstantOfShape");
+        return true;
+    }
+    if (*st) return true;
+    if (!fold) {
+        *st = ox_set_shape(im, &r);
+        return true;
+    }
+    nb_tensor *t;
+    int64_t n = r.n;
+    if ((*st = nb_tensor_new(&t, NB_I64, r.scalar ? 0 : 1, &n))) return true;
+    for (int i = 0; i < r.n; i++) ((int64_t *)nb_tensor_data(t))[i] = r.value[i];
+    *st = ox_set_const(im, 0, t);
+    return true;
+}
 
 /* ConstantOfShape: of a Shape node's value, a fill like that value; of a
  * constant shape, fill_constant. */
@@ -418,7 +546,9 @@ static nb_status i_constant_of_shape(ox_import *im)
         fill = nb_tensor_get(v, 0), dt = v->dtype;
         nb_tensor_release(v);
     }
-    nb_value like = ox_shape_in(im, 0);
+    const ox_shape *rs = ox_shape_in(im, 0);
+    nb_value like = rs ? rs->whole : NB_NONE;
+    if (rs && nb_is_none(like)) return unsupported(im, "fills a shape pieced together at run time");
     if (!nb_is_none(like)) {
         nb_value y = fill == 0 ? nb_fill_zeros_like(B, like) : nb_ones_like(B, like);
         if (fill != 0 && fill != 1) y = nb_scale(B, y, fill, 0);
@@ -467,6 +597,9 @@ bool ox_reads_state(const char *op_type) { return op_type && !strcmp(op_type, "B
 
 nb_status ox_import_node(ox_import *im)
 {
+    nb_status sst;
+    if (strcmp(im->node->op_type, "Reshape") && strcmp(im->node->op_type, "ConstantOfShape") && shape_node(im, &sst))
+        return sst;
     for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
         const importer *m = &table[i];
         if (strcmp(m->onnx, im->node->op_type)) continue;

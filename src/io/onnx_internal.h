@@ -82,6 +82,19 @@ nb_status ox_export_op(ox_export *e, const nb_op *op);
  * onnx_import.c reads the model and walks the graph; onnx_import_ops.c turns
  * each node into nabla ops through these helpers. */
 
+/* A shape computed at run time (a Shape node's output, and what Gather,
+ * Unsqueeze, Concat and Cast make of it) that the import follows by symbols,
+ * as PyTorch's exporter writes x.view(x.size(0), -1): each entry a known
+ * number, or dim `dim` of value `of`, whose size only a run knows. */
+typedef struct ox_shape {
+    int n;
+    bool scalar;                    /* one entry, 0-d (Gather with a scalar index) */
+    int64_t value[2 * NB_MAX_DIMS]; /* where dim < 0 */
+    int dim[2 * NB_MAX_DIMS];
+    nb_value of[2 * NB_MAX_DIMS];
+    nb_value whole; /* the value it is the whole shape of, or NB_NONE */
+} ox_shape;
+
 typedef struct ox_import {
     nb_builder *b;
     const char *dir; /* the model's folder, for external data */
@@ -90,7 +103,7 @@ typedef struct ox_import {
     nb_strmap protos; /* name -> Onnx__TensorProto: initializers */
     nb_strmap consts; /* name -> nb_tensor: initializers and Constant values read as constants */
     nb_strmap state;  /* initializers that become state rather than parameters */
-    nb_strmap shapes; /* name -> nb_value (nb_malloc'ed): a Shape node's output, as the value it measures */
+    nb_strmap shapes; /* name -> ox_shape (nb_malloc'ed): shapes computed at run time, followed symbolically */
     const Onnx__NodeProto *node;
 } ox_import;
 
@@ -107,11 +120,10 @@ bool ox_has_in(const ox_import *im, int k); /* present and not "" */
 const nb_tensor *ox_const_in(ox_import *im, int k);
 /* Gives output k of a Constant node its value (t, taken over). */
 nb_status ox_set_const(ox_import *im, int k, nb_tensor *t);
-/* Records output 0 of a Shape node as the shape of v; ox_shape_in gives v
- * back to the one reader nabla imports it for (ConstantOfShape), or NB_NONE
- * when input k is not such a shape. */
-nb_status ox_set_shape(ox_import *im, nb_value v);
-nb_value ox_shape_in(const ox_import *im, int k);
+/* Gives output 0 of the node the run-time shape s; ox_shape_in gives the
+ * shape input k is, or NULL when it is not one. */
+nb_status ox_set_shape(ox_import *im, const ox_shape *s);
+const ox_shape *ox_shape_in(const ox_import *im, int k);
 /* Names output k of the node. */
 nb_status ox_out(ox_import *im, int k, nb_value v);
 
