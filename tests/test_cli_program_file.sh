@@ -68,5 +68,13 @@ check "dump --help" bash -c "'$nabla' dump --help | grep -q 'usage: nabla dump F
 check "dot --help mentions --save" bash -c "'$nabla' dot --help | grep -q -- '--save FILE'"
 check "nabla --help lists dump" bash -c "'$nabla' --help | grep -q 'dump'"
 
+# `nabla mem` runs one step of the example's training program and prints
+# where its memory goes.
+check "mem succeeds" bash -c "'$nabla' mem '$out/p.nbp' --batch 32 > '$out/mem.txt'"
+for want in 'one step of the main program at batch 32' 'peak of temporaries' 'planned buffers (held)' \
+            'one buffer per temporary' 'parameters and state (scope)' 'temporaries of backward ops' 'fc.w@GRAD'; do
+    check "mem shows $want" contains "$out/mem.txt" "$want"
+done
+check "mem refuses a bad batch" bash -c "! '$nabla' mem '$out/p.nbp' --batch 0 2>/dev/null"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

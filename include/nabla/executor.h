@@ -47,6 +47,27 @@ NB_API nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope,
  * life (to show that steady-state runs allocate nothing). */
 NB_API size_t nb_prepared_buffer_bytes(const nb_prepared *pp);
 NB_API uint64_t nb_prepared_alloc_count(const nb_prepared *pp);
+/* Where a prepared program's memory goes, read after at least one run (the
+ * sizes of temporaries are known then; before, they count as 0). The
+ * temporaries (values no scope holds) live from the op that writes them to
+ * the last op that reads them; the executor keeps them in buffers it plans by
+ * that liveness and holds from run to run, so the bytes it holds for them
+ * are planned_bytes. */
+typedef struct nb_memory_report {
+    size_t peak_bytes;     /* the most temporary bytes live at once during a run */
+    int peak_op;           /* the position, in the block, of the op at that peak */
+    const char *peak_vars[8]; /* the largest temporaries live there (valid while pp lives) */
+    size_t peak_var_bytes[8];
+    int n_peak_vars;
+    size_t planned_bytes;  /* the planned buffers: what the executor holds for temporaries */
+    size_t fetched_bytes;  /* fetched temporaries, in storage of their own */
+    size_t unplanned_bytes; /* what one buffer per temporary would take (no reuse) */
+    size_t scope_bytes;    /* the scope values the block reads or writes (parameters, optimiser state) */
+    size_t role_bytes[5];  /* temporaries by the role of the op that writes them (nb_op_role) */
+    int n_temporaries, n_buffers;
+} nb_memory_report;
+NB_API nb_status nb_prepared_memory(const nb_prepared *pp, nb_scope *scope, nb_memory_report *report);
+
 /* Random ops (dropout, random initialisers) draw numbers that depend only on
  * their seed and the index of the run (0 for the first). Setting the index
  * replays a run: resuming training at step k, set it to k. */

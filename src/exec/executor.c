@@ -13,77 +13,12 @@
 #include <string.h>
 #include "nabla/executor.h"
 #include "exec_env.h"
+#include "executor_internal.h"
 #include "prune.h"
 #include "../core/strmap.h"
 #include "../core/tensor_internal.h"
 #include "../ops/op_internal.h"
 #include "../program/program_internal.h"
-
-typedef enum { V_TEMP, V_SCOPE, V_FEED } value_kind;
-
-typedef struct value {
-    const char *name;
-    value_kind kind;
-    const nb_var *var; /* NULL for a name with no VarDesc */
-    int buffer;        /* temporaries: planned buffer, -1 for fetched ones */
-    int last_use;      /* index of the last step touching it */
-    bool fetched, written;
-    nb_tensor *t;   /* bound during a run (owned by the slot for temporaries) */
-} value;
-
-typedef struct buffer {
-    nb_storage *storage;
-    size_t cap;
-} buffer;
-
-typedef struct step {
-    const nb_op *op;
-    char label[200];
-    int *in, *out; /* value indices */
-    int n_in, n_out;
-    nb_op_ctx ctx;                /* inference, and control-flow kernels */
-    nb_kernel_ctx kctx;           /* what the kernel sees */
-    const nb_kernel_def *kernel;  /* picked on the first run, again when shapes change */
-    void *params;                 /* the op's parameter struct, filled at prepare time */
-    nb_var_info *in_info, *out_info;
-    nb_tensor **in_t, **out_t;
-    bool *out_is_input; /* output k is also an input of this op (in place) */
-    bool inferred;
-    bool random;      /* NB_OP_RANDOM: reseeded every run */
-    bool run_once;    /* an initialiser among other ops: runs while its outputs have no value */
-    uint64_t seed;    /* its stream's base seed */
-    nb_rng rng;
-} step;
-
-struct nb_prepared {
-    nb_program *program;
-    int block_idx;
-    value *values;
-    int n_values, cap_values;
-    nb_strmap index; /* name -> value index + 1 */
-    buffer *buffers;
-    int n_buffers;
-    step *steps;
-    int n_steps;
-    int *feed_values, n_feed;
-    int *fetch_values, n_fetch;
-    nb_tensor **feed_copies;
-    uint64_t allocs;
-    uint64_t runs; /* index of the next run: random ops draw from (seed, runs) */
-    /* A sub-block (run by a control-flow op) keeps every value in the scope
-     * it runs in, so that each iteration's scope holds what its gradient
-     * needs; block 0 keeps temporaries in planned buffers. */
-    bool scope_resident;
-    nb_exec_env env;
-    bool owns_cache;
-};
-
-/* The sub-blocks prepared so far, by block index; the prepared block 0 owns
- * it and every sub-block run under it shares it. */
-struct nb_block_cache {
-    nb_prepared **blocks;
-    int n;
-};
 
 /* ---- preparing ------------------------------------------------------------ */
 
@@ -406,6 +341,7 @@ static void storage_drop(nb_storage *s)
 static nb_status bind_temp(nb_prepared *pp, value *v, const nb_var_info *info, bool in_place, const char *label)
 {
     size_t nbytes = (size_t)nb_shape_numel(info->ndim, info->shape) * nb_dtype_size(info->dtype);
+    v->bytes = nbytes;
     nb_tensor *held = NULL;
     /* The caller still holds the tensor fetched last run: leave it to them
      * (an in-place op still needs its values, so keep them for a copy). */
@@ -635,8 +571,18 @@ nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope, nb_tensor *const *fe
         nb_tensor_release(pp->feed_copies[i]);
         pp->feed_copies[i] = NULL;
     }
-    for (int i = 0; i < pp->n_values; i++)
-        if (pp->values[i].kind == V_SCOPE) pp->values[i].t = NULL;
+    for (int i = 0; i < pp->n_values; i++) {
+        value *v = &pp->values[i];
+        if (v->kind == V_SCOPE) v->t = NULL;
+        /* A buffer that grew during the run would stay pinned, in its old
+         * storage, by an earlier temporary's tensor until that temporary's
+         * next binding: let that storage go now. */
+        if (v->kind == V_TEMP && v->buffer >= 0 && v->t && v->t->refcount == 1 && v->t->storage &&
+            v->t->storage != pp->buffers[v->buffer].storage) {
+            storage_drop(v->t->storage);
+            v->t->storage = NULL;
+        }
+    }
     return st;
 }
 

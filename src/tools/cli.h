@@ -9,5 +9,6 @@ int cmd_dump(int argc, char **argv);
 int cmd_npy(int argc, char **argv);
 int cmd_onnx_export(int argc, char **argv);
 int cmd_onnx_import(int argc, char **argv);
+int cmd_mem(int argc, char **argv);
 
 #endif

@@ -14,6 +14,7 @@ static const struct {
     {"dot", cmd_dot, "draw a program (a program file, or the example) as Graphviz DOT"},
     {"dump", cmd_dump, "print the programs of a program file"},
     {"npy", cmd_npy, "print the arrays of a NumPy .npy or .npz file (and write them again)"},
+    {"mem", cmd_mem, "where one step of a program's memory goes: its peak, its buffers"},
     {"onnx-export", cmd_onnx_export, "write a trained program's inference part as an ONNX model"},
     {"onnx-import", cmd_onnx_import, "read an ONNX model into a program file"},
 };

@@ -1,0 +1,120 @@
+/* The memory report of a prepared program (nb_prepared_memory): its figures
+ * hang together (peak <= planned buffers <= one buffer per temporary; the
+ * largest temporary live at the peak), and the planned figure is what the
+ * executor really holds: an allocator that counts live bytes sees the
+ * prepared program grow by that much, plus its bookkeeping, over a first
+ * training step, and not at all over a second. `nabla mem` prints it
+ * (tests/test_cli_program_file.sh runs it). */
+#include <stdlib.h>
+#include "test.h"
+
+/* Live bytes through the allocation hook: each block carries its size. */
+static size_t live_bytes;
+
+static void *c_malloc(void *ud, size_t n)
+{
+    (void)ud;
+    size_t *p = malloc(n + 16);
+    if (!p) return NULL;
+    *p = n;
+    live_bytes += n;
+    return (char *)p + 16;
+}
+
+static void *c_realloc(void *ud, void *q, size_t n)
+{
+    (void)ud;
+    size_t *p = q ? (size_t *)((char *)q - 16) : NULL, old = p ? *p : 0;
+    size_t *r = realloc(p, n + 16);
+    if (!r) return NULL;
+    *r = n;
+    live_bytes += n - old;
+    return (char *)r + 16;
+}
+
+static void c_free(void *ud, void *q)
+{
+    (void)ud;
+    if (!q) return;
+    size_t *p = (size_t *)((char *)q - 16);
+    live_bytes -= *p;
+    free(p);
+}
+
+static const nb_allocator counting = {c_malloc, c_realloc, c_free, NULL};
+
+static void test_report_matches_what_the_executor_holds(void)
+{
+    nb_set_allocator(&counting);
+    nb_program *main_p, *startup;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&main_p));
+    REQUIRE_OK(nb_program_new(&startup));
+    REQUIRE_OK(nb_builder_new_record(&b, main_p, startup));
+    nb_value x = nb_layer_data(b, "x", NB_F32, 2, S(-1, 256)), y = nb_layer_data(b, "y", NB_I64, 2, S(-1, 1));
+    nb_value h = nb_layer_fc(b, nb_layer_fc(b, x, 512, "relu", NULL), 512, "tanh", NULL);
+    nb_value loss = nb_layer_softmax_cross_entropy(b, nb_layer_fc(b, h, 10, NULL, NULL), y);
+    REQUIRE_OK(nb_builder_status(b));
+    nb_optimizer opt = nb_adam(1e-3);
+    nb_backward_result r;
+    REQUIRE_OK(nb_minimize(&opt, main_p, startup, nb_value_name(loss), NULL, &r));
+    nb_scope *scope;
+    nb_executor *e;
+    REQUIRE_OK(nb_scope_new(&scope, NULL));
+    REQUIRE_OK(nb_executor_new(&e));
+    REQUIRE_OK(nb_executor_run(e, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
+    nb_tensor *xs, *ys;
+    REQUIRE_OK(nb_tensor_full(&xs, NB_F32, 2, S(128, 256), 0.5));
+    REQUIRE_OK(nb_tensor_new(&ys, NB_I64, 2, S(128, 1)));
+
+    size_t before = live_bytes;
+    nb_prepared *pp;
+    REQUIRE_OK(nb_prepare(&pp, main_p, 0, NB_NAMES("x", "y"), NB_NO_NAMES));
+    nb_memory_report m;
+    CHECK_OK(nb_prepared_memory(pp, scope, &m));
+    CHECK(m.peak_bytes == 0 && m.planned_bytes == 0); /* nothing has run */
+    REQUIRE_OK(nb_prepared_run(pp, scope, (nb_tensor *[]){xs, ys}, NULL));
+    size_t grown = live_bytes - before;
+    REQUIRE_OK(nb_prepared_memory(pp, scope, &m));
+    /* Hidden activations and their gradients: 128 x 512 floats each. */
+    CHECK(m.planned_bytes >= 4 * 128 * 512 * 4);
+    CHECK(m.peak_bytes <= m.planned_bytes && m.planned_bytes < m.unplanned_bytes);
+    CHECK(m.n_peak_vars > 0 && m.peak_var_bytes[0] <= m.peak_bytes && m.peak_op >= 0);
+    for (int i = 1; i < m.n_peak_vars; i++) CHECK(m.peak_var_bytes[i] <= m.peak_var_bytes[i - 1]);
+    CHECK(m.role_bytes[NB_ROLE_FORWARD] > 0 && m.role_bytes[NB_ROLE_BACKWARD] > m.role_bytes[NB_ROLE_FORWARD]);
+    /* Parameters (256*512 + 512*512 + 512*10 + biases) and Adam's two moments. */
+    size_t params = (size_t)(256 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10) * 4;
+    CHECK(m.scope_bytes >= 3 * params && m.scope_bytes < 3 * params + 4096);
+    /* What the executor allocated and kept over the first step: the planned
+     * buffers, and bookkeeping (tensor headers, kernel state) beside them. */
+    if (!(grown >= m.planned_bytes && grown <= m.planned_bytes + 256 * 1024))
+        fprintf(stderr, "  the first step kept %zu bytes; the plan says %zu\n", grown, m.planned_bytes);
+    CHECK(grown >= m.planned_bytes && grown <= m.planned_bytes + 256 * 1024);
+    size_t after_first = live_bytes;
+    REQUIRE_OK(nb_prepared_run(pp, scope, (nb_tensor *[]){xs, ys}, NULL));
+    if (live_bytes != after_first) fprintf(stderr, "  second step: %zd bytes\n", (ssize_t)(live_bytes - after_first));
+    CHECK(live_bytes == after_first); /* the second step allocates nothing it keeps */
+
+    nb_prepared_free(pp);
+    nb_tensor_release(xs), nb_tensor_release(ys);
+    nb_backward_result_free(&r);
+    nb_executor_free(e);
+    nb_scope_free(scope);
+    nb_builder_free(b);
+    nb_program_free(main_p);
+    nb_program_free(startup);
+    nb_set_allocator(NULL);
+}
+
+static void test_report_errors(void)
+{
+    nb_memory_report m;
+    CHECK_ERR(nb_prepared_memory(NULL, NULL, &m), NB_ERR_ARG, "memory report: needs a prepared program");
+}
+
+int main(void)
+{
+    RUN(test_report_matches_what_the_executor_holds);
+    RUN(test_report_errors);
+    return test_report();
+}
