@@ -4,7 +4,9 @@
  * executor really holds: an allocator that counts live bytes sees the
  * prepared program grow by that much, plus its bookkeeping, over a first
  * training step, and not at all over a second. `nabla mem` prints it
- * (tests/test_cli_program_file.sh runs it). */
+ * (tests/test_cli_program_file.sh runs it). The tape's figure
+ * (nb_autograd_saved_bytes) counts what a small graph saves, and nothing
+ * after its backward pass. */
 #include <stdlib.h>
 #include "test.h"
 
@@ -106,6 +108,36 @@ static void test_report_matches_what_the_executor_holds(void)
     nb_set_allocator(NULL);
 }
 
+/* The tape: y = sum(tanh(x W)^2). matmul keeps x and W, tanh its output,
+ * the square its input (that same tensor), and the sum its input, the
+ * square (for its shape: a rule that could do with less): four storages. A
+ * backward pass frees them all. */
+static void test_eager_saved_bytes(void)
+{
+    nb_builder *b;
+    REQUIRE_OK(nb_builder_new_eager(&b));
+    nb_tensor *x, *W;
+    REQUIRE_OK(nb_tensor_full(&x, NB_F32, 2, S(64, 256), 0.01));
+    REQUIRE_OK(nb_tensor_full(&W, NB_F32, 2, S(256, 512), 0.01));
+    REQUIRE_OK(nb_tensor_set_requires_grad(W, true));
+    nb_value h = nb_tanh(b, nb_matmul(b, nb_eager_value(b, x), nb_eager_value(b, W), 0));
+    nb_value y = nb_reduce_sum(b, nb_mul(b, h, h), 0, NULL, false);
+    REQUIRE_OK(nb_builder_status(b));
+    nb_tensor *yt = nb_eager_tensor(y);
+    size_t bytes;
+    int nodes;
+    REQUIRE_OK(nb_autograd_saved_bytes(NB_TENSORS(yt), &bytes, &nodes));
+    size_t want = (64 * 256 + 256 * 512 + 64 * 512 + 64 * 512) * 4;
+    if (bytes != want) fprintf(stderr, "  saved %zu bytes, expected %zu\n", bytes, want);
+    CHECK(bytes == want && nodes == 4);
+    REQUIRE_OK(nb_backward(1, &yt, NULL, 0));
+    REQUIRE_OK(nb_autograd_saved_bytes(NB_TENSORS(yt), &bytes, &nodes));
+    CHECK(bytes == 0 && nodes == 0);
+    CHECK_ERR(nb_autograd_saved_bytes(NB_TENSORS(yt), NULL, NULL), NB_ERR_ARG, "saved bytes");
+    nb_tensor_release(x), nb_tensor_release(W);
+    nb_builder_free(b);
+}
+
 static void test_report_errors(void)
 {
     nb_memory_report m;
@@ -115,6 +147,7 @@ static void test_report_errors(void)
 int main(void)
 {
     RUN(test_report_matches_what_the_executor_holds);
+    RUN(test_eager_saved_bytes);
     RUN(test_report_errors);
     return test_report();
 }

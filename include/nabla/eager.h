@@ -121,6 +121,13 @@ NB_API bool nb_anomaly_mode(void);
 
 typedef struct nb_node nb_node;
 
+/* The memory the tape holds for a backward pass from `roots`: the bytes of
+ * every storage that the saved values of the nodes behind them keep alive
+ * (each storage once, whole, however many views of it are saved), and how
+ * many nodes still hold values. Taken at the end of a forward pass, it is
+ * what recomputation could save; after a backward pass without
+ * NB_RETAIN_GRAPH it is 0. */
+NB_API nb_status nb_autograd_saved_bytes(nb_tensors roots, size_t *bytes, int *n_nodes);
 NB_API nb_node *nb_tensor_grad_fn(const nb_tensor *t); /* NULL for leaves */
 NB_API const char *nb_node_op(const nb_node *n);       /* the forward op's type */
 NB_API uint64_t nb_node_sequence(const nb_node *n);    /* creation order; later nodes run first */
