@@ -142,16 +142,21 @@ typedef struct nb_gradients_opts {
  * not affect the targets (an error instead, unless opts->flags holds
  * NB_ALLOW_UNUSED). Called again on a program that already holds
  * gradient ops, it differentiates them too: second and higher derivatives,
- * with names that never collide. */
+ * with names that never collide, through control flow as well (while_grad,
+ * cond_grad, recurrent_grad and net_grad have rules). An op on the path
+ * without a VJP rule is an error naming it. */
 NB_API nb_status nb_gradients(nb_program *p, nb_names targets, nb_names inputs, const nb_gradients_opts *opts,
                               nb_backward_result *out);
 
 /* Appends the forward-mode part of block 0: given a tangent var for each of
  * `inputs` (tangents[i], same shape), emits in order the JVP rule of every
- * op that a tangent reaches, and names in out_tangents[i] (allocated by nabla, nb_free it: a
- * string, or NULL where it is zero) the tangent var of outputs[i]. On a
- * program that holds its gradient ops already this is forward over reverse:
- * the tangent of a gradient along v is a Hessian-vector product. */
+ * op that a tangent reaches and that `outputs` depend on, and names in
+ * out_tangents[i] (allocated by nabla, nb_free it: a string, or NULL where it
+ * is zero) the tangent var of outputs[i]. A tangent that reaches an op with
+ * no JVP rule is an error naming the op. On a program that holds its
+ * gradient ops already this is forward over reverse: the tangent of a
+ * gradient along v is a Hessian-vector product, through loops and branches
+ * too (their gradient ops have rules). */
 NB_API nb_status nb_append_jvp(nb_program *p, nb_names inputs, const char *const *tangents, nb_names outputs,
                                char **out_tangents);
 
