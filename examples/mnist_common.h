@@ -25,18 +25,23 @@ typedef struct mnist_args {
     bool resume;          /* --resume */
     bool quiet;           /* --quiet */
     bool eager;           /* --eager */
+    bool mpi;             /* --mpi */
+    nb_comm *comm;        /* with --mpi: MPI_COMM_WORLD; else NULL */
 } mnist_args;
 
 static void mnist_usage(const char *prog, const mnist_args *d)
 {
     printf("usage: %s [--data DIR] [--epochs N] [--batch B] [--lr X] [--seed S]\n"
            "       [--csv FILE] [--plot FILE.png] [--checkpoint FILE [--resume]] [--save-program FILE]\n"
-           "       [--quiet] [--eager]\n\n"
+           "       [--quiet] [--eager] [--mpi]\n\n"
            "Trains on MNIST and ends with the line 'test accuracy: 0.XXXX'.\n"
            "--eager runs the same model in eager mode (no program; --csv, --plot and\n"
            "--checkpoint are for the static program only). --save-program writes the\n"
            "training programs (nb_programs_save), whose output var is named 'logits', so that\n"
            "with the checkpoint `nabla onnx-export FILE CKPT --fetch logits -o m.onnx` exports it.\n"
+           "--mpi trains data-parallel over the processes of `mpirun -np N`: each rank takes\n"
+           "its shard of every epoch and batch B/N, so that the N ranks together train with\n"
+           "batch B; rank 0 reports.\n"
            "Defaults: --epochs %d --batch %d --lr %g --seed %llu. The data is looked up in\n"
            "--data DIR, then $NABLA_DATA, then data/, then ../shared/data/.\n",
            prog, d->epochs, d->batch, d->lr, (unsigned long long)d->seed);
@@ -67,6 +72,7 @@ static void mnist_parse(int argc, char **argv, mnist_args *a)
             exit(0);
         } else if (!strcmp(f, "--resume")) a->resume = true;
         else if (!strcmp(f, "--eager")) a->eager = true;
+        else if (!strcmp(f, "--mpi")) a->mpi = true;
         else if (!strcmp(f, "--quiet")) a->quiet = true;
         else if (!has_value) {
             fprintf(stderr, "%s: unknown flag or missing value (try --help)\n", f);
@@ -111,7 +117,13 @@ static void mnist_readers(const mnist_args *a, nb_reader **train, nb_reader **te
 {
     char dir[4096];
     die_on(nb_data_find(a->data, "mnist", dir, sizeof dir), "data");
-    die_on(nb_mnist_reader(train, dir, NB_MNIST_TRAIN | NB_MNIST_SHUFFLE, a->batch, a->seed, 2), "training data");
+    const int rank = nb_comm_rank(a->comm), size = nb_comm_size(a->comm);
+    nb_mnist_shard_opts shard = {.rank = rank, .size = size, .prefetch_depth = 2};
+    die_on(nb_mnist_reader_shard(train, dir, NB_MNIST_TRAIN | NB_MNIST_SHUFFLE, a->batch / size, a->seed, &shard),
+           "training data");
+    if (a->comm)
+        printf("rank %d of %d: %d of the 60000 training examples per epoch, batches of %d\n", rank, size,
+               60000 / size + (rank < 60000 % size), a->batch / size);
     die_on(nb_mnist_reader(test, dir, 0, 1000, 0, 2), "test data");
 }
 
@@ -133,10 +145,11 @@ static int mnist_train(const mnist_args *a, nb_program *main_p, nb_program *star
     const char *feeds[] = {"images", "label"};
     nb_train_config cfg = {.epochs = a->epochs, .n_feeds = 2, .feeds = feeds, .loss = loss, .metric = acc,
                            .test = test, .csv_path = a->csv, .plot_path = a->plot, .checkpoint_path = a->checkpoint,
-                           .resume = a->resume, .progress = a->quiet ? NB_PROGRESS_QUIET : NB_PROGRESS_AUTO};
+                           .resume = a->resume, .progress = a->quiet ? NB_PROGRESS_QUIET : NB_PROGRESS_AUTO,
+                           .comm = a->comm};
     nb_train_result r;
     die_on(nb_train(&cfg, main_p, startup, scope, train, &r), "training");
-    printf("test accuracy: %.4f\n", r.last.test_metric);
+    if (nb_comm_rank(a->comm) == 0) printf("test accuracy: %.4f\n", r.last.test_metric);
     nb_reader_free(train);
     nb_reader_free(test);
     nb_scope_free(scope);
@@ -167,6 +180,10 @@ static int mnist_finish(const mnist_args *a, mnist_model *m, nb_value cost, nb_v
         return 1;
     }
     nb_optimizer opt = mnist_optimizer(a);
+    /* With --mpi: gradients averaged over the ranks in buckets, parameters
+     * broadcast from rank 0 by the startup program. */
+    nb_data_parallel_opts dp = {.nranks = nb_comm_size(a->comm)};
+    if (a->comm) opt.data_parallel = &dp;
     nb_backward_result grads;
     die_on(nb_minimize(&opt, m->main, m->startup, nb_value_name(cost), NULL, &grads), "minimize");
     if (a->save_program) die_on(nb_programs_save(a->save_program, m->main, m->startup), "saving the program");
@@ -215,7 +232,7 @@ typedef struct mnist_sums {
 /* The model on one batch: loss and accuracy added to *s; with o, the
  * backward and the update too. The batch's tensors are released here. */
 static inline void mnist_eager_batch(nb_builder *b, mnist_model_fn model, nb_tensor **rec, nb_eager_optimizer *o,
-                              mnist_sums *s)
+                                     nb_ddp *ddp, mnist_sums *s)
 {
     nb_value l = nb_eager_value(b, rec[1]);
     nb_value y = model(b, nb_eager_value(b, rec[0]));
@@ -233,7 +250,7 @@ static inline void mnist_eager_batch(nb_builder *b, mnist_model_fn model, nb_ten
     s->acc += nb_tensor_get(nb_eager_tensor(acc), 0) * (double)n;
     s->samples += n;
     if (o) {
-        die_on(nb_backward(1, &loss, NULL, 0), "backward");
+        die_on(ddp ? nb_ddp_backward(ddp, loss) : nb_backward(1, &loss, NULL, 0), "backward");
         die_on(nb_eager_optimizer_step(o, b), "optimizer step");
         nb_eager_zero_grad(b);
     }
@@ -242,7 +259,7 @@ static inline void mnist_eager_batch(nb_builder *b, mnist_model_fn model, nb_ten
 
 /* One pass over a reader: training (with o) or evaluation. */
 static inline mnist_sums mnist_eager_epoch(nb_builder *b, mnist_model_fn model, nb_reader *r, uint64_t epoch,
-                                    nb_eager_optimizer *o)
+                                           nb_eager_optimizer *o, nb_ddp *ddp)
 {
     mnist_sums s = {0};
     die_on(nb_reader_reset(r, epoch), "data");
@@ -251,7 +268,7 @@ static inline mnist_sums mnist_eager_epoch(nb_builder *b, mnist_model_fn model, 
         bool end;
         die_on(nb_reader_next(r, rec, &end), "data");
         if (end) break;
-        mnist_eager_batch(b, model, rec, o, &s);
+        mnist_eager_batch(b, model, rec, o, ddp, &s);
     }
     return s;
 }
@@ -270,24 +287,48 @@ static inline int mnist_run_eager(const mnist_args *a, mnist_model_fn model)
     nb_optimizer opt = mnist_optimizer(a);
     nb_eager_optimizer *o;
     die_on(nb_eager_optimizer_new(&o, &opt), "optimizer");
+    nb_ddp *ddp = NULL;
+    if (a->comm) {
+        /* DDP wraps parameters that exist: one forward pass (no tape) makes
+         * them, then every rank takes rank 0's. */
+        nb_tensor *rec[2];
+        bool end;
+        die_on(nb_reader_next(test, rec, &end), "data");
+        nb_grad_mode_push(false);
+        model(b, nb_eager_value(b, rec[0]));
+        nb_grad_mode_pop();
+        nb_tensor_release(rec[0]);
+        nb_tensor_release(rec[1]);
+        nb_eager_release_values(b);
+        die_on(nb_ddp_new(&ddp, a->comm, b, 0), "ddp");
+    }
     mnist_sums te = {0};
     for (int epoch = 0; epoch < a->epochs; epoch++) {
         const double t0 = mnist_now();
         nb_eager_set_test_mode(b, false);
-        mnist_sums tr = mnist_eager_epoch(b, model, train, (uint64_t)epoch, o);
+        mnist_sums tr = mnist_eager_epoch(b, model, train, (uint64_t)epoch, o, ddp);
         const double secs = mnist_now() - t0;
         nb_eager_set_test_mode(b, true);
         nb_grad_mode_push(false);
-        te = mnist_eager_epoch(b, model, test, 0, NULL);
+        te = mnist_eager_epoch(b, model, test, 0, NULL, NULL);
         nb_grad_mode_pop();
+        if (a->comm) { /* the whole batch's figures: every rank's sums */
+            double v[3] = {tr.loss, tr.acc, (double)tr.samples};
+            nb_tensor *t;
+            die_on(nb_tensor_wrap(&t, NB_F64, 1, (const int64_t[]){3}, v), "sums");
+            die_on(nb_comm_allreduce_sum(a->comm, t), "summing over the ranks");
+            nb_tensor_release(t);
+            tr = (mnist_sums){v[0], v[1], (int64_t)v[2]};
+        }
         const double ns = tr.samples ? (double)tr.samples : 1, nt = te.samples ? (double)te.samples : 1;
-        if (!a->quiet)
+        if (!a->quiet && nb_comm_rank(a->comm) == 0)
             printf("epoch %d/%d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.1f s, %.0f samples/s\n",
                    epoch + 1, a->epochs, tr.loss / ns, tr.acc / ns, te.loss / nt, te.acc / nt, secs,
                    (double)tr.samples / secs);
         fflush(stdout);
     }
-    printf("test accuracy: %.4f\n", te.samples ? te.acc / (double)te.samples : 0.0);
+    if (nb_comm_rank(a->comm) == 0) printf("test accuracy: %.4f\n", te.samples ? te.acc / (double)te.samples : 0.0);
+    nb_ddp_free(ddp);
     nb_eager_optimizer_free(o);
     nb_builder_free(b);
     nb_reader_free(train);
@@ -296,9 +337,20 @@ static inline int mnist_run_eager(const mnist_args *a, mnist_model_fn model)
 }
 
 /* Trains `model` the way the flags say. */
-static inline int mnist_run(const mnist_args *a, mnist_model_fn model)
+static inline int mnist_run(mnist_args *a, mnist_model_fn model)
 {
-    return a->eager ? mnist_run_eager(a, model) : mnist_run_static(a, model);
+    if (a->mpi) {
+        die_on(nb_comm_init_mpi(&a->comm, NULL), "--mpi");
+        if (a->batch % nb_comm_size(a->comm)) {
+            fprintf(stderr, "--mpi: --batch %d is not a multiple of the %d ranks\n", a->batch, nb_comm_size(a->comm));
+            exit(2);
+        }
+        die_on(nb_comm_set_ring(0, a->comm), "--mpi");
+    }
+    int rc = a->eager ? mnist_run_eager(a, model) : mnist_run_static(a, model);
+    nb_comm_set_ring(0, NULL);
+    nb_comm_free(a->comm);
+    return rc;
 }
 
 #endif

@@ -7,7 +7,8 @@
 # renders with it), gnuplot (the training test draws its curves), Debian's
 # Python with NumPy, ONNX and PyTorch (the interchange tests compare with
 # them), ONNX's proto (libonnx-dev: ONNX import and export are built when it
-# is there) and, where clang is installed, its libFuzzer runtime (`make fuzz`). Optional ones are only reported: the build detects them
+# is there), Open MPI (libopenmpi-dev and openmpi-bin: the MPI communicator
+# is built when it is there, and tests/test_mpi.sh runs ranks with mpirun) and, where clang is installed, its libFuzzer runtime (`make fuzz`). Optional ones are only reported: the build detects them
 # and works without.
 set -euo pipefail
 
@@ -29,6 +30,8 @@ if [ $for_tests = 1 ]; then
     have_cmd dot || missing+=(graphviz)
     have_cmd gnuplot || missing+=(gnuplot-nox)
     [ -f /usr/include/onnx/onnx.proto ] || have_pkg libonnx-dev || missing+=(libonnx-dev)
+    have_pkg libopenmpi-dev || missing+=(libopenmpi-dev)
+    have_cmd mpirun || missing+=(openmpi-bin)
     # Debian's own Python (not one first on PATH), as the tests call it.
     py=/usr/bin/python3
     [ -x $py ] || missing+=(python3)
@@ -62,7 +65,7 @@ if [ "${NABLA_DEPS_QUIET:-0}" != 1 ]; then
     report openblas "ls /usr/lib/*/libopenblas.so /usr/lib/*/openblas*/libopenblas.so >/dev/null 2>&1" "BLAS matrix products" libopenblas-dev
     report graphviz "have_cmd dot" "rendering program drawings" graphviz
     report gnuplot "have_cmd gnuplot" "training curve plots" gnuplot
-    report mpi "have_cmd mpicc" "data-parallel training" libopenmpi-dev
+    report mpi "have_cmd mpicc && have_cmd mpirun" "data-parallel training over processes" "libopenmpi-dev openmpi-bin"
     report torch "/usr/bin/python3 -c 'import torch' 2>/dev/null" "side-by-side benchmarks, interchange tests" python3-torch
     report onnx "[ -f /usr/include/onnx/onnx.proto ]" "ONNX import and export" libonnx-dev
 fi

@@ -81,6 +81,26 @@ enum {
 NB_API nb_status nb_mnist_reader(nb_reader **out, const char *dir, unsigned flags, int batch_size, uint64_t seed,
                                  int prefetch_depth);
 
+/* nb_mnist_reader for rank `rank` of `size` in data-parallel training
+ * (nb_mnist_reader is rank 0 of 1): the same reader with nb_reader_shard
+ * after the shuffle and before the batching, so that every rank, given the
+ * same seed, batches its own share of the same shuffled order, batch_size
+ * records at a time. The shards of an epoch are disjoint and hold every
+ * example once; with batch_size = B/size, the k-th batches of all ranks
+ * together are the k-th batch of nb_mnist_reader(..., B, seed, ...). Since
+ * ranks' shares differ by at most one example, a rank may have one batch
+ * more than another at the end of an epoch. size >= 1 and
+ * 0 <= rank < size, else NB_ERR_ARG (checked before the files are read).
+ *
+ *     nb_mnist_shard_opts sh = {.rank = rank, .size = size, .prefetch_depth = 2};
+ *     nb_mnist_reader_shard(&train, dir, NB_MNIST_TRAIN | NB_MNIST_SHUFFLE, 64 / size, seed, &sh); */
+typedef struct nb_mnist_shard_opts {
+    int rank, size;
+    int prefetch_depth; /* as nb_mnist_reader's */
+} nb_mnist_shard_opts;
+NB_API nb_status nb_mnist_reader_shard(nb_reader **out, const char *dir, unsigned flags, int batch_size,
+                                       uint64_t seed, const nb_mnist_shard_opts *shard);
+
 NB_END_DECLS
 
 #endif

@@ -137,6 +137,17 @@ NB_API uint64_t nb_node_sequence(const nb_node *n);    /* creation order; later 
  * or leave it (*replace = NULL). */
 typedef nb_status (*nb_tensor_hook)(nb_tensor *grad, nb_tensor **replace, void *ctx);
 NB_API nb_status nb_tensor_register_hook(nb_tensor *t, nb_tensor_hook fn, void *ctx);
+/* A hook on a leaf that runs once per backward pass, when .grad holds the
+ * pass's whole contribution (after its hooks above and the accumulation,
+ * like torch's register_post_accumulate_grad_hook); nb_autograd_grad, which
+ * leaves .grad alone, does not run it. Removing one that is not there does
+ * nothing. nb_ddp (nabla/ddp.h) starts its all-reduces from here. */
+typedef nb_status (*nb_grad_ready_hook)(nb_tensor *leaf, void *ctx);
+NB_API nb_status nb_tensor_register_post_accumulate_hook(nb_tensor *t, nb_grad_ready_hook fn, void *ctx);
+NB_API void nb_tensor_remove_post_accumulate_hook(nb_tensor *t, nb_grad_ready_hook fn, void *ctx);
+/* Replaces t's .grad with grad (retained; same dtype and shape as t), or
+ * drops it (grad NULL). */
+NB_API nb_status nb_tensor_set_grad(nb_tensor *t, nb_tensor *grad);
 /* Hooks around a node: `pre` sees the gradients of its outputs (entries may
  * be NULL), `post` the gradients it produced for its inputs; both may replace
  * entries (release the old, store a new reference). */

@@ -73,6 +73,11 @@ NB_API nb_status nb_prepared_memory(const nb_prepared *pp, nb_scope *scope, nb_m
  * replays a run: resuming training at step k, set it to k. */
 NB_API uint64_t nb_prepared_run_index(const nb_prepared *pp);
 NB_API void nb_prepared_set_run_index(nb_prepared *pp, uint64_t index);
+/* A stream of random numbers of its own for block 0's random ops: stream 0
+ * (the default) draws what is described above, every other stream
+ * something else, as reproducibly. Data-parallel training gives rank r
+ * stream r, so that dropout differs across ranks. */
+NB_API void nb_prepared_set_stream(nb_prepared *pp, uint64_t stream);
 
 /* An executor caches prepared programs, keyed on the program, its version
  * and the feed and fetch names, so that calling nb_executor_run in a loop

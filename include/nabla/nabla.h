@@ -35,6 +35,8 @@
 #include "nabla/safetensors.h"
 #include "nabla/onnx.h"
 #include "nabla/npy.h"
+#include "nabla/comm.h"
+#include "nabla/data_parallel.h"
 
 #define NABLA_VERSION_MAJOR 0
 #define NABLA_VERSION_MINOR 1

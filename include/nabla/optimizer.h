@@ -107,6 +107,10 @@ typedef struct nb_optimizer {
     nb_clip_kind clip;
     double clip_value;
     nb_lr_schedule schedule;
+    /* Static programs only: NULL, or data parallelism, applied by
+     * nb_minimize between the gradient and the optimisation parts (see
+     * nb_data_parallel in nabla/data_parallel.h). Eager mode uses nb_ddp. */
+    const struct nb_data_parallel_opts *data_parallel;
 } nb_optimizer;
 
 /* Optimisers with PyTorch's defaults (and no L2, clipping or schedule). */

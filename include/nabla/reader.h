@@ -56,6 +56,23 @@ NB_API nb_status nb_reader_from_tensors(nb_reader **out, int n_fields, nb_tensor
  * into memory first (on the first next after a reset). */
 NB_API nb_status nb_reader_shuffle(nb_reader **out, nb_reader *inner, uint64_t seed);
 
+/* Rank `rank` of `size` in data-parallel training: the records at positions
+ * rank, rank + size, rank + 2*size, ... of each epoch of `inner` (PyTorch's
+ * DistributedSampler, indices[rank::size], without its padding). With the
+ * same inner reader on every rank (a shuffle with the same seed), the shards
+ * of an epoch are disjoint and together hold each of its n records exactly
+ * once; the first n % size ranks get ceil(n / size) records, the others
+ * floor(n / size), so near the end of an epoch some ranks may have one
+ * batch more than others. Strided rather than in blocks on purpose: with
+ * batches of B/size on every rank, the k-th batches of all ranks together
+ * are exactly the k-th batch of B of one process reading the unsharded
+ * epoch. Over a random-access inner the shard is random access too
+ * (batching or shuffling it gathers rows); over any other inner it takes
+ * one record and skips size - 1, and skip passes over records with one skip
+ * of inner. Reset passes the epoch to inner. size >= 1 and 0 <= rank < size,
+ * else NB_ERR_ARG. */
+NB_API nb_status nb_reader_shard(nb_reader **out, nb_reader *inner, int rank, int size);
+
 /* Stacks batch_size records into one: field k of shape [...] becomes
  * [B, ...]. All records of a batch must agree on each field's dtype and
  * shape. The last batch of an epoch may be short (B < batch_size) unless

@@ -33,6 +33,15 @@ typedef struct nb_train_config {
     int stop_after_epochs;    /* stop (as if killed) after this many epochs of this call; 0: never */
     nb_progress_mode progress;
     FILE *log;                /* where progress goes (stderr when NULL) */
+    /* Data parallelism (nabla/data_parallel.h): NULL for one process. With
+     * a communicator, `main` is one made data-parallel and `train` reads
+     * this rank's shard. Every rank runs the same epochs and steps and
+     * resumes from the checkpoint; the epoch's training loss, metric and
+     * sample count are summed over the ranks (so the figures are the whole
+     * batch's); only rank 0 shows progress and writes the CSV, the plot and
+     * the checkpoint; each rank's random ops draw from stream `rank`
+     * (nb_prepared_set_stream). */
+    struct nb_comm *comm;
 } nb_train_config;
 
 typedef struct nb_epoch_stats {

@@ -89,15 +89,21 @@ static nb_status to_training_batch(void *ctx, int n_fields, nb_tensor **rec)
     return NB_OK;
 }
 
-nb_status nb_mnist_reader(nb_reader **out, const char *dir, unsigned flags, int batch_size, uint64_t seed,
-                          int prefetch_depth)
+nb_status nb_mnist_reader_shard(nb_reader **out, const char *dir, unsigned flags, int batch_size, uint64_t seed,
+                                const nb_mnist_shard_opts *shard)
 {
+    if (!shard) return nb_error(NB_ERR_ARG, "mnist reader: no shard options");
+    const int rank = shard->rank, size = shard->size, prefetch_depth = shard->prefetch_depth;
     bool train = flags & NB_MNIST_TRAIN, shuffle = flags & NB_MNIST_SHUFFLE;
     if (!out) return nb_error(NB_ERR_ARG, "mnist reader: out is NULL");
     *out = NULL;
     if (batch_size < 1) return nb_error(NB_ERR_ARG, "mnist reader: batch size %d (must be at least 1)", batch_size);
     if (prefetch_depth < 0)
         return nb_error(NB_ERR_ARG, "mnist reader: prefetch depth %d (0 for none)", prefetch_depth);
+    /* Checked before the files are read, which is the slow part. */
+    if (size < 1 || rank < 0 || rank >= size)
+        return nb_error(NB_ERR_ARG, "mnist reader: rank %d, size %d: %s", rank, size,
+                        size < 1 ? "size must be at least 1" : "rank must be in [0, size)");
     nb_tensor *images, *labels;
     nb_status st = nb_mnist_load(&images, &labels, dir, train);
     if (st) return st;
@@ -105,11 +111,21 @@ nb_status nb_mnist_reader(nb_reader **out, const char *dir, unsigned flags, int 
     st = nb_reader_from_tensors(&r, 2, (nb_tensor *[]){images, labels});
     nb_tensor_release(images);
     nb_tensor_release(labels);
-    /* Each decorator frees its inner reader when it fails. */
+    /* Each decorator frees its inner reader when it fails. The shard comes
+     * after the shuffle, so every rank takes its part of the same order, and
+     * before the batching, so every rank batches its own part. */
     if (!st && shuffle) st = nb_reader_shuffle(&r, r, seed);
+    if (!st && size > 1) st = nb_reader_shard(&r, r, rank, size);
     if (!st) st = nb_reader_batch(&r, r, batch_size, false);
     if (!st) st = nb_reader_map(&r, r, to_training_batch, NULL);
     if (!st && prefetch_depth > 0) st = nb_reader_prefetch(&r, r, prefetch_depth);
     if (!st) *out = r;
     return st;
+}
+
+nb_status nb_mnist_reader(nb_reader **out, const char *dir, unsigned flags, int batch_size, uint64_t seed,
+                          int prefetch_depth)
+{
+    return nb_mnist_reader_shard(out, dir, flags, batch_size, seed,
+                                 &(nb_mnist_shard_opts){.rank = 0, .size = 1, .prefetch_depth = prefetch_depth});
 }

@@ -73,6 +73,7 @@ static void autograd_free(nb_tensor *t)
     if (a->accumulator && a->accumulator->leaf == t) a->accumulator->leaf = NULL;
     nb_tensor_release(a->grad);
     hook_list_free(&a->hooks);
+    hook_list_free(&a->accumulated);
     nb_free(a);
     t->autograd = NULL;
 }
@@ -172,6 +173,49 @@ nb_status nb_tensor_register_hook(nb_tensor *t, nb_tensor_hook fn, void *ctx)
     if (!n->out_hooks && !(n->out_hooks = nb_calloc((size_t)n->n_out + 1, sizeof *n->out_hooks)))
         return nb_error(NB_ERR_NOMEM, "register_hook: out of memory");
     return hook_list_add(&n->out_hooks[a->output_nr], (void *)fn, ctx);
+}
+
+nb_status nb_tensor_register_post_accumulate_hook(nb_tensor *t, nb_grad_ready_hook fn, void *ctx)
+{
+    nb_autograd *a = t ? t->autograd : NULL;
+    if (!fn || !a || !a->requires_grad || a->grad_fn)
+        return nb_error(NB_ERR_ARG, "register_post_accumulate_hook: %s", !fn ? "no function" : "the tensor is not a leaf that requires grad");
+    return hook_list_add(&a->accumulated, (void *)fn, ctx);
+}
+
+void nb_tensor_remove_post_accumulate_hook(nb_tensor *t, nb_grad_ready_hook fn, void *ctx)
+{
+    nb_autograd *a = t ? t->autograd : NULL;
+    if (!a) return;
+    hook_list *h = &a->accumulated;
+    for (int i = 0; i < h->n; i++)
+        if (h->fns[i] == (void *)fn && h->ctxs[i] == ctx) {
+            memmove(h->fns + i, h->fns + i + 1, (size_t)(h->n - i - 1) * sizeof *h->fns);
+            memmove(h->ctxs + i, h->ctxs + i + 1, (size_t)(h->n - i - 1) * sizeof *h->ctxs);
+            h->n--;
+            return;
+        }
+}
+
+nb_status nb_tensor_set_grad(nb_tensor *t, nb_tensor *grad)
+{
+    nb_autograd *a = t ? nb_autograd_of(t, grad != NULL) : NULL;
+    if (!t) return nb_error(NB_ERR_ARG, "set_grad: NULL tensor");
+    if (!grad) {
+        nb_tensor_zero_grad(t);
+        return NB_OK;
+    }
+    if (!a) return nb_error(NB_ERR_NOMEM, "set_grad: out of memory");
+    if (grad->dtype != t->dtype || !nb_shape_equal(grad->ndim, grad->shape, t->ndim, t->shape)) {
+        char x[NB_SHAPE_STR_MAX], y[NB_SHAPE_STR_MAX];
+        return nb_error(NB_ERR_SHAPE, "set_grad: the gradient is %s %s but the tensor is %s %s", nb_dtype_name(grad->dtype),
+                        nb_shape_str(x, sizeof x, grad->ndim, grad->shape), nb_dtype_name(t->dtype),
+                        nb_shape_str(y, sizeof y, t->ndim, t->shape));
+    }
+    nb_tensor_retain(grad);
+    nb_tensor_release(a->grad);
+    a->grad = grad;
+    return NB_OK;
 }
 
 /* ---- nodes -------------------------------------------------------------------- */

@@ -374,7 +374,14 @@ static nb_status run_accumulate(task *t, nb_node *n)
         nb_tensor_release(g);
         return st;
     }
-    return accumulate(t, &a->grad, g);
+    if ((st = accumulate(t, &a->grad, g))) return st;
+    /* Each leaf's accumulator runs once per pass, after all its
+     * contributions: .grad is final for this pass (DDP starts its
+     * all-reduces here). */
+    for (int i = 0; i < a->accumulated.n && !st; i++)
+        if ((st = ((nb_grad_ready_hook)a->accumulated.fns[i])(n->leaf, a->accumulated.ctxs[i])))
+            st = nb_error_context(st, "backward: a post-accumulate hook failed");
+    return st;
 }
 
 /* A node's gradients are complete: hooks and retained grads of its outputs,

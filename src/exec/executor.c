@@ -311,6 +311,7 @@ size_t nb_prepared_buffer_bytes(const nb_prepared *pp)
 uint64_t nb_prepared_alloc_count(const nb_prepared *pp) { return pp->allocs; }
 uint64_t nb_prepared_run_index(const nb_prepared *pp) { return pp->runs; }
 void nb_prepared_set_run_index(nb_prepared *pp, uint64_t index) { pp->runs = index; }
+void nb_prepared_set_stream(nb_prepared *pp, uint64_t stream) { pp->stream = stream; }
 
 /* ---- running ---------------------------------------------------------------- */
 
@@ -546,7 +547,10 @@ nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope, nb_tensor *const *fe
      * training run resumed at step k (nb_prepared_set_run_index) draws what
      * the uninterrupted run drew. */
     for (int s = 0; s < pp->n_steps; s++)
-        if (pp->steps[s].random) nb_rng_seed(&pp->steps[s].rng, mix_seed(pp->steps[s].seed, pp->runs));
+        if (pp->steps[s].random) {
+            uint64_t sd = mix_seed(pp->steps[s].seed, pp->runs);
+            nb_rng_seed(&pp->steps[s].rng, pp->stream ? mix_seed(sd, pp->stream) : sd);
+        }
     pp->runs++;
     for (int s = 0; !st && s < pp->n_steps; s++) st = run_step(pp, scope, &pp->steps[s]);
     for (int i = 0; !st && i < pp->n_fetch; i++) {

@@ -60,7 +60,8 @@ struct nb_prepared {
     int *fetch_values, n_fetch;
     nb_tensor **feed_copies;
     uint64_t allocs;
-    uint64_t runs; /* index of the next run: random ops draw from (seed, runs) */
+    uint64_t runs; /* index of the next run: random ops draw from (seed, runs, stream) */
+    uint64_t stream;
     /* A sub-block (run by a control-flow op) keeps every value in the scope
      * it runs in, so that each iteration's scope holds what its gradient
      * needs; block 0 keeps temporaries in planned buffers. */

@@ -15,5 +15,6 @@ extern const nb_kernel_def *const nb_cpu_kernels_conv[];        /* cpu/conv.c, p
 extern const nb_kernel_def *const nb_cpu_kernels_norm[];        /* cpu/norm.c */
 extern const nb_kernel_def *const nb_cpu_kernels_creation[];    /* cpu/creation.c */
 extern const nb_kernel_def *const nb_cpu_kernels_optimizer[];   /* cpu/optimizer.c */
+extern const nb_kernel_def *const nb_cpu_kernels_collective[];  /* cpu/collective.c */
 
 #endif

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include "nabla/device.h"
 #include <string.h>
+#include "nabla/data_parallel.h"
 #include "optim_internal.h"
 
 nb_status nb_optim_create_state(nb_optim_ctx *c, const char *prefix, nb_dtype dtype, int ndim, const int64_t *shape,
@@ -261,6 +262,7 @@ nb_status nb_minimize(const nb_optimizer *opt, nb_program *main, nb_program *sta
     if (st) return st;
     if (out->n_pairs == 0)
         st = nb_error(NB_ERR_ARG, "minimize: loss '%s' depends on none of the parameters to optimise", loss);
+    if (!st && opt->data_parallel) st = nb_data_parallel(main, startup, loss, out, opt->data_parallel);
     if (!st) st = append_optimize(&c, out);
     if (st) {
         while (c.mb->n_ops > main_ops) nb_block_remove_op(c.mb, c.mb->n_ops - 1);

@@ -37,7 +37,7 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("nabla %s\n", NABLA_VERSION);
+        printf("nabla %s\nfeatures: %s\n", NABLA_VERSION, NABLA_FEATURES[0] ? NABLA_FEATURES : "(none)");
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "nabla/checkpoint.h"
+#include "nabla/comm.h"
 #include "nabla/train.h"
 #include "metrics_log.h"
 #include "progress.h"
@@ -53,6 +54,24 @@ static nb_status run_epoch(nb_prepared *pp, nb_scope *scope, nb_reader *reader, 
         if (steps) ++*steps;
         if (prog) progress_step(prog, bs, loss, metric);
     }
+}
+
+/* Sums the epoch's figures over the ranks, so that every rank reports the
+ * whole batch's. */
+static nb_status sum_over_ranks(nb_comm *comm, double *loss_sum, double *metric_sum, int64_t *samples)
+{
+    if (!comm || nb_comm_size(comm) == 1) return NB_OK;
+    double v[3] = {*loss_sum, *metric_sum, (double)*samples};
+    nb_tensor *t;
+    nb_status st = nb_tensor_wrap(&t, NB_F64, 1, (const int64_t[]){3}, v);
+    if (st) return st;
+    st = nb_comm_allreduce_sum(comm, t);
+    nb_tensor_release(t);
+    if (st) return nb_error_context(st, "train: summing the epoch's loss over the ranks");
+    *loss_sum = v[0];
+    *metric_sum = v[1];
+    *samples = (int64_t)v[2];
+    return NB_OK;
 }
 
 static nb_status prepare_for(nb_prepared **pp, nb_program *p, int n_feeds, const char *const *feeds, const char *loss,
@@ -140,6 +159,8 @@ nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *sta
     int epochs_done = 0;
     int64_t steps = 0;
     bool resuming = cfg->resume && access(cfg->checkpoint_path, F_OK) == 0;
+    int rank = cfg->comm ? nb_comm_rank(cfg->comm) : 0;
+    bool root = rank == 0;
 
     /* The startup program creates every persistable var; a checkpoint then
      * overwrites them. */
@@ -148,6 +169,7 @@ nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *sta
     if (resuming && (st = restore(cfg->checkpoint_path, main, scope, &epochs_done, &steps))) goto done;
     if ((st = prepare_for(&pp, main, cfg->n_feeds, cfg->feeds, cfg->loss, cfg->metric))) goto done;
     nb_prepared_set_run_index(pp, (uint64_t)steps);
+    nb_prepared_set_stream(pp, (uint64_t)rank);
     if (test) {
         if ((st = nb_program_clone_for_test(&test_prog, main)) ||
             (st = prepare_for(&tp, test_prog, cfg->n_feeds, cfg->feeds, cfg->loss, cfg->metric)))
@@ -155,6 +177,7 @@ nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *sta
     }
     progress prog;
     progress_init(&prog, cfg, cfg->epochs);
+    if (!root) prog.mode = NB_PROGRESS_QUIET;
     int ran = 0;
     for (int e = epochs_done; e < cfg->epochs; e++) {
         if (cfg->stop_after_epochs && ran == cfg->stop_after_epochs) break;
@@ -162,7 +185,8 @@ nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *sta
         double t0 = nb_now_seconds(), ls, ms;
         int64_t n;
         if ((st = nb_reader_reset(train, (uint64_t)e)) ||
-            (st = run_epoch(pp, scope, train, cfg->n_feeds, cfg->metric != NULL, &prog, &steps, &ls, &ms, &n)))
+            (st = run_epoch(pp, scope, train, cfg->n_feeds, cfg->metric != NULL, &prog, &steps, &ls, &ms, &n)) ||
+            (st = sum_over_ranks(cfg->comm, &ls, &ms, &n)))
             goto done;
         double secs = nb_now_seconds() - t0;
         nb_epoch_stats s = {.epoch = e + 1, .train_loss = n ? ls / (double)n : 0, .train_metric = n ? ms / (double)n : 0,
@@ -180,6 +204,7 @@ nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *sta
         result->epochs_done = e + 1;
         result->steps = steps;
         ran++;
+        if (!root) continue;
         if (cfg->checkpoint_path && (st = save(cfg->checkpoint_path, main, scope, e + 1, steps))) goto done;
         if (cfg->csv_path && (st = metrics_csv_append(cfg->csv_path, &s, e == 0))) goto done;
         if (cfg->csv_path && cfg->plot_path) {

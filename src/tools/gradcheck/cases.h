@@ -24,5 +24,6 @@ extern const nb_gradcheck_case nb_gc_nn[];
 extern const nb_gradcheck_case nb_gc_conv[];
 extern const nb_gradcheck_case nb_gc_norm[];
 extern const nb_gradcheck_case nb_gc_creation[];
+extern const nb_gradcheck_case nb_gc_collective[];
 
 #endif

@@ -1,0 +1,111 @@
+/* nabla/data_parallel.h: data-parallel training, static and eager.
+ *
+ * N processes (ranks of a communicator, nabla/comm.h) each hold the whole
+ * model and take 1/N of every batch (nb_reader_shard, nabla/reader.h). After
+ * each backward pass the gradients are averaged over the ranks, so every
+ * rank applies the same update and the parameters stay identical: N ranks
+ * with batch B/N each compute what one process computes with batch B (for
+ * models whose loss is a mean over the batch and that have no batch
+ * statistics, such as batch norm, which sees only its rank's share).
+ *
+ * Gradients travel in buckets: consecutive gradients, in the order the
+ * backward pass finishes them, packed together up to bucket_bytes, so that
+ * one all-reduce carries many small ones. Every rank forms the same buckets
+ * and reduces them in the same order. */
+#ifndef NABLA_DATA_PARALLEL_H
+#define NABLA_DATA_PARALLEL_H
+
+#include "nabla/export.h"
+
+#include "nabla/autodiff.h"
+#include "nabla/comm.h"
+
+NB_BEGIN_DECLS
+
+/* PyTorch DDP's default bucket size. */
+#define NB_DEFAULT_BUCKET_BYTES ((size_t)25 << 20)
+
+/* ---- static programs (PaddlePaddle's collective mode) --------------------------
+ *
+ * nb_data_parallel rewrites a program that nb_append_backward has given
+ * its gradient part (nb_minimize calls it when nb_optimizer.data_parallel is
+ * set, between the two, so the optimiser reads averaged gradients):
+ *  - the op seeding loss@GRAD is scaled by 1/nranks (its `value` attribute),
+ *    so every gradient becomes this rank's share of the average;
+ *  - right after the op that finishes the last gradient of each bucket, a
+ *    c_allreduce_sum op (role backward) sums the bucket's gradients over the
+ *    ranks in place;
+ *  - at the end of `startup`, one c_broadcast op gives every parameter of
+ *    `main` rank `root`'s initial values, after checking that all ranks
+ *    have the same parameters (a hash of their names, dtypes and shapes): a
+ *    rank whose model differs makes every rank fail with an error naming it.
+ * The ops name their communicator by ring (nb_comm_set_ring), so the
+ * rewritten programs can be saved and run later; on the single-process
+ * communicator (ring 0's default) they run as one process.
+ *
+ * `grads` is nb_append_backward's result for `loss`. */
+typedef struct nb_data_parallel_opts {
+    int nranks;          /* how many ranks will run it (nb_comm_size): the gradients are averaged over them */
+    int ring;            /* the ring of the collective ops (nb_comm_set_ring); 0 by default */
+    size_t bucket_bytes; /* the most bytes of gradients one all-reduce carries; 0: NB_DEFAULT_BUCKET_BYTES */
+    int root;            /* the rank whose initial parameters every rank takes; 0 by default */
+} nb_data_parallel_opts;
+
+NB_API nb_status nb_data_parallel(nb_program *main, nb_program *startup, const char *loss,
+                                  const nb_backward_result *grads, const nb_data_parallel_opts *opts);
+
+/* ---- the eager tape (PyTorch's DistributedDataParallel) ------------------------
+ *
+ *     // the model's parameters exist (run it once, or create them with nb_param)
+ *     nb_ddp *d;
+ *     nb_ddp_new(&d, comm, eager, 0);            // broadcasts them from rank 0
+ *     for (each batch of this rank's shard) {
+ *         nb_value loss = model(eager, ...);
+ *         nb_ddp_backward(d, nb_eager_tensor(loss)); // nb_backward, gradients averaged
+ *         nb_eager_optimizer_step(o, eager);
+ *         nb_eager_zero_grad(eager);
+ *         nb_eager_release_values(eager);
+ *     }
+ *     nb_ddp_free(d);
+ *
+ * nb_ddp_new takes the builder's parameters as they are (nb_eager_param_at:
+ * all of them, in creation order), checks that every rank has the same ones
+ * (names, dtypes, shapes; a rank that differs makes every rank fail, naming
+ * it), copies rank 0's values to every rank, and gives the builder's random
+ * generator a stream of the rank's own (rank 0 keeps its stream), so that
+ * dropout draws differently on each rank. Buckets are formed from the
+ * parameters in reverse creation order (the order backward tends to finish
+ * them).
+ *
+ * nb_ddp_backward runs nb_backward(loss) with a post-accumulate hook on
+ * every parameter: when the last gradient of a bucket is ready, the bucket's
+ * all-reduce starts, while the rest of the backward pass runs; buckets start
+ * in order. At the end it starts the buckets left (a parameter the loss did
+ * not reach contributes zeros), waits for all, and sets each parameter's
+ * .grad to the average over the ranks (a new tensor: one that other code
+ * still holds is not overwritten). Only nb_ddp_backward triggers the hooks:
+ * a plain nb_backward is not synchronised. */
+typedef struct nb_ddp nb_ddp;
+
+typedef struct nb_ddp_stats {
+    int64_t steps;             /* nb_ddp_backward calls */
+    int64_t allreduces;        /* bucket all-reduces started */
+    int n_buckets;             /* per step */
+    double bytes;              /* all-reduced, in all */
+    double backward_seconds;   /* inside nb_backward */
+    double comm_seconds;       /* from each all-reduce's start to its completion, summed */
+    double overlap_seconds;    /* the part of comm_seconds before the backward pass ended */
+    double wait_seconds;       /* blocked after the backward pass, waiting for the all-reduces */
+} nb_ddp_stats;
+
+NB_API nb_status nb_ddp_new(nb_ddp **out, nb_comm *c, nb_builder *eager, size_t bucket_bytes);
+NB_API nb_status nb_ddp_backward(nb_ddp *d, nb_tensor *loss);
+NB_API void nb_ddp_stats_get(const nb_ddp *d, nb_ddp_stats *s);
+NB_API int nb_ddp_bucket_count(const nb_ddp *d);
+/* The bucket of the builder's i-th parameter (0 starts first). */
+NB_API int nb_ddp_bucket_of(const nb_ddp *d, int param);
+NB_API void nb_ddp_free(nb_ddp *d); /* removes the hooks; NULL is fine */
+
+NB_END_DECLS
+
+#endif

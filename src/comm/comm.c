@@ -1,0 +1,292 @@
+/* Communicators: the part every kind shares (starting and waiting with a
+ * timeout, the tensor calls, the hash check, the rings) and the
+ * single-process kind, for which every collective is the identity. */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "nabla/device.h"
+#include "comm_internal.h"
+
+#define DEFAULT_TIMEOUT 300.0
+
+double nb_comm_clock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double default_timeout(void)
+{
+    const char *s = getenv("NABLA_COMM_TIMEOUT");
+    double v = s ? strtod(s, NULL) : 0;
+    return v > 0 ? v : DEFAULT_TIMEOUT;
+}
+
+nb_status nb_comm_alloc(nb_comm **out, const nb_comm_impl_ops *kind, int rank, int size)
+{
+    nb_comm *c = nb_calloc(1, sizeof *c);
+    if (!c) return nb_error(NB_ERR_NOMEM, "comm: out of memory");
+    *c = (nb_comm){.kind = kind, .rank = rank, .size = size, .timeout = default_timeout()};
+    *out = c;
+    return NB_OK;
+}
+
+/* ---- the single-process kind ------------------------------------------------------ */
+
+static nb_status single_allreduce(nb_comm *c, void *buf, int64_t n, nb_dtype dt, void **req)
+{
+    *req = NULL;
+    return NB_OK;
+}
+
+static nb_status single_broadcast(nb_comm *c, void *buf, int64_t bytes, int root, void **req)
+{
+    *req = NULL;
+    return NB_OK;
+}
+
+static nb_status single_barrier(nb_comm *c, void **req)
+{
+    *req = NULL;
+    return NB_OK;
+}
+
+static nb_status single_test(nb_comm *c, void *req, bool *done)
+{
+    *done = true;
+    return NB_OK;
+}
+
+static const nb_comm_impl_ops single_kind = {"single", single_allreduce, single_broadcast, single_barrier, single_test,
+                                         NULL};
+
+nb_status nb_comm_init_single(nb_comm **out)
+{
+    if (!out) return nb_error(NB_ERR_ARG, "comm_init_single: out is NULL");
+    return nb_comm_alloc(out, &single_kind, 0, 1);
+}
+
+void nb_comm_free(nb_comm *c)
+{
+    if (!c) return;
+    if (c->kind->free) c->kind->free(c);
+    nb_free(c);
+}
+
+int nb_comm_rank(const nb_comm *c) { return c ? c->rank : 0; }
+int nb_comm_size(const nb_comm *c) { return c ? c->size : 1; }
+const char *nb_comm_kind(const nb_comm *c) { return c ? c->kind->name : "single"; }
+double nb_comm_timeout(const nb_comm *c) { return c->timeout; }
+
+void nb_comm_set_timeout(nb_comm *c, double seconds)
+{
+    if (c && seconds > 0) c->timeout = seconds;
+}
+
+/* ---- starting and waiting ------------------------------------------------------------- */
+
+static nb_status usable(nb_comm *c, const char *what)
+{
+    if (!c) return nb_error(NB_ERR_ARG, "comm: %s on a NULL communicator", what);
+    if (c->broken)
+        return nb_error(NB_ERR_STATE, "comm: %s on rank %d: an earlier collective timed out, so the ranks no longer "
+                                      "agree on what comes next; the communicator is unusable", what, c->rank);
+    return NB_OK;
+}
+
+/* Wraps the kind's request (NULL: already complete) in one of ours. */
+static nb_status make_request(nb_comm *c, void *impl, const char *what, int64_t n, nb_dtype dt, nb_comm_request **out)
+{
+    nb_comm_request *r = nb_malloc(sizeof *r);
+    if (!r) {
+        /* Complete it rather than lose it: the other ranks are in it too. */
+        bool done = impl == NULL;
+        while (!done && !c->kind->test(c, impl, &done)) {}
+        *out = NULL;
+        return nb_error(NB_ERR_NOMEM, "comm: out of memory for a request");
+    }
+    *r = (nb_comm_request){.c = c, .impl = impl, .what = what, .n = n, .dtype = dt, .started = nb_comm_clock()};
+    *out = r;
+    return NB_OK;
+}
+
+nb_status nb_comm_allreduce_buffer(nb_comm *c, void *buf, int64_t n, nb_dtype dt, nb_comm_request **req)
+{
+    *req = NULL;
+    nb_status st = usable(c, "all-reduce");
+    if (st) return st;
+    if (dt != NB_F32 && dt != NB_F64)
+        return nb_error(NB_ERR_DTYPE, "comm: all-reduce of %s; it sums float32 or float64", nb_dtype_name(dt));
+    void *impl = NULL;
+    if ((st = c->kind->allreduce_sum(c, buf, n, dt, &impl))) return st;
+    return make_request(c, impl, "all-reduce", n, dt, req);
+}
+
+nb_status nb_comm_broadcast_buffer(nb_comm *c, void *buf, int64_t n, nb_dtype dt, int root, nb_comm_request **req)
+{
+    *req = NULL;
+    nb_status st = usable(c, "broadcast");
+    if (st) return st;
+    if (root < 0 || root >= c->size)
+        return nb_error(NB_ERR_ARG, "comm: broadcast from rank %d, but ranks are 0..%d", root, c->size - 1);
+    void *impl = NULL;
+    if ((st = c->kind->broadcast(c, buf, n * (int64_t)nb_dtype_size(dt), root, &impl))) return st;
+    return make_request(c, impl, "broadcast", n, dt, req);
+}
+
+nb_status nb_comm_test(nb_comm_request *r, bool *done)
+{
+    if (!r || !done) return nb_error(NB_ERR_ARG, "comm_test: NULL request or flag");
+    if (r->impl) {
+        bool d = false;
+        nb_status st = r->c->kind->test(r->c, r->impl, &d);
+        if (st) return st;
+        if (d) r->impl = NULL;
+    }
+    *done = r->impl == NULL;
+    return NB_OK;
+}
+
+nb_status nb_comm_wait(nb_comm_request *r)
+{
+    if (!r) return nb_error(NB_ERR_ARG, "comm_wait: NULL request");
+    nb_comm *c = r->c;
+    nb_status st = NB_OK;
+    for (long spins = 0; r->impl; spins++) {
+        bool done = false;
+        if ((st = c->kind->test(c, r->impl, &done))) break;
+        if (done) {
+            r->impl = NULL;
+            break;
+        }
+        if (nb_comm_clock() - r->started > c->timeout) {
+            c->broken = true;
+            st = nb_error(NB_ERR_STATE, "comm: rank %d waited %.0f s for an %s of %lld %s values and the other ranks "
+                                        "did not join (a rank died, or took another path); raise the limit with "
+                                        "nb_comm_set_timeout or NABLA_COMM_TIMEOUT", c->rank, c->timeout, r->what,
+                          (long long)r->n, nb_dtype_name(r->dtype));
+            break;
+        }
+        /* Spin a little (most collectives complete in microseconds), then
+         * let the other ranks on this machine have the core. */
+        if (spins > 1000) {
+            struct timespec ts = {0, spins > 100000 ? 1000000 : 20000};
+            nanosleep(&ts, NULL);
+        } else sched_yield();
+    }
+    nb_free(r);
+    return st;
+}
+
+/* ---- the tensor calls --------------------------------------------------------------------- */
+
+static nb_status check_tensor(const char *what, const nb_tensor *t)
+{
+    if (!t) return nb_error(NB_ERR_ARG, "comm: %s of a NULL tensor", what);
+    if (!nb_tensor_is_contiguous(t))
+        return nb_error(NB_ERR_ARG, "comm: %s of a non-contiguous tensor (make it contiguous first)", what);
+    return NB_OK;
+}
+
+nb_status nb_comm_allreduce_sum_async(nb_comm *c, nb_tensor *t, nb_comm_request **req)
+{
+    if (!req) return nb_error(NB_ERR_ARG, "comm: all-reduce without room for the request");
+    *req = NULL;
+    nb_status st = check_tensor("all-reduce", t);
+    return st ? st : nb_comm_allreduce_buffer(c, nb_tensor_data(t), nb_tensor_numel(t), t->dtype, req);
+}
+
+nb_status nb_comm_allreduce_sum(nb_comm *c, nb_tensor *t)
+{
+    nb_comm_request *r;
+    nb_status st = nb_comm_allreduce_sum_async(c, t, &r);
+    return st ? st : nb_comm_wait(r);
+}
+
+nb_status nb_comm_broadcast(nb_comm *c, nb_tensor *t, int root)
+{
+    nb_comm_request *r = NULL;
+    nb_status st = check_tensor("broadcast", t);
+    if (!st) st = nb_comm_broadcast_buffer(c, nb_tensor_data(t), nb_tensor_numel(t), t->dtype, root, &r);
+    return st ? st : nb_comm_wait(r);
+}
+
+nb_status nb_comm_barrier(nb_comm *c)
+{
+    nb_status st = usable(c, "barrier");
+    void *impl = NULL;
+    if (!st) st = c->kind->barrier(c, &impl);
+    nb_comm_request *r = NULL;
+    if (!st) st = make_request(c, impl, "barrier", 0, NB_F32, &r);
+    return st ? st : nb_comm_wait(r);
+}
+
+/* ---- the same-model check ------------------------------------------------------------------- */
+
+uint64_t nb_hash_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+/* Each rank writes its hash, as two 32-bit halves (exact in float64), into
+ * its own slots of a zeroed vector; the sum over ranks is every rank's hash,
+ * so one all-reduce of a fixed size tells everyone everything, however the
+ * models differ. */
+nb_status nb_comm_check_same(nb_comm *c, const char *what, uint64_t hash)
+{
+    nb_status st = usable(c, "hash check");
+    if (st) return st;
+    int n = c->size;
+    double *v = nb_calloc((size_t)2 * (size_t)n, sizeof *v);
+    if (!v) return nb_error(NB_ERR_NOMEM, "comm: out of memory for the hash check");
+    v[2 * c->rank] = (double)(hash >> 32);
+    v[2 * c->rank + 1] = (double)(hash & 0xffffffffu);
+    nb_comm_request *r = NULL;
+    st = nb_comm_allreduce_buffer(c, v, 2 * (int64_t)n, NB_F64, &r);
+    if (!st) st = nb_comm_finish(r);
+    if (!st) {
+        char ranks[256] = "";
+        size_t len = 0;
+        int bad = 0;
+        for (int k = 1; k < n; k++)
+            if (v[2 * k] != v[0] || v[2 * k + 1] != v[1]) {
+                if (bad++ < 16 && len < sizeof ranks)
+                    len += (size_t)snprintf(ranks + len, sizeof ranks - len, "%s%d", bad > 1 ? ", " : "", k);
+            }
+        if (bad)
+            st = nb_error(NB_ERR_ARG, "comm: rank %d of %d: %s differ across ranks: rank%s %s%s differ%s from rank 0's",
+                          c->rank, n, what, bad > 1 ? "s" : "", ranks, bad > 16 ? ", ..." : "", bad > 1 ? "" : "s");
+    }
+    nb_free(v);
+    return st;
+}
+
+/* ---- rings ---------------------------------------------------------------------------------------- */
+
+static nb_comm single_ring0 = {.kind = &single_kind, .rank = 0, .size = 1, .timeout = DEFAULT_TIMEOUT};
+static nb_comm *rings[NB_COMM_MAX_RINGS];
+
+nb_status nb_comm_set_ring(int ring, nb_comm *c)
+{
+    if (ring < 0 || ring >= NB_COMM_MAX_RINGS)
+        return nb_error(NB_ERR_ARG, "comm_set_ring: ring %d is not in [0, %d)", ring, NB_COMM_MAX_RINGS);
+    rings[ring] = c;
+    return NB_OK;
+}
+
+nb_comm *nb_comm_ring(int ring)
+{
+    if (ring < 0 || ring >= NB_COMM_MAX_RINGS) {
+        nb_error(NB_ERR_ARG, "comm: ring %d is not in [0, %d)", ring, NB_COMM_MAX_RINGS);
+        return NULL;
+    }
+    if (rings[ring]) return rings[ring];
+    if (ring == 0) return &single_ring0;
+    nb_error(NB_ERR_NOT_FOUND, "comm: no communicator is set for ring %d (nb_comm_set_ring)", ring);
+    return NULL;
+}

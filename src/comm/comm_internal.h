@@ -1,0 +1,52 @@
+/* The communicator's insides: one struct, and the small interface each kind
+ * (single process, MPI) implements. Every collective is started, then
+ * tested until it completes; comm.c does the waiting, with the timeout, so
+ * a kind only says how to start and how to test. */
+#ifndef NABLA_COMM_INTERNAL_H
+#define NABLA_COMM_INTERNAL_H
+
+#include "nabla/comm.h"
+
+typedef struct nb_comm_impl_ops {
+    const char *name;
+    /* Each starts a collective and sets *req to the kind's request, or to
+     * NULL when it completed at once. */
+    nb_status (*allreduce_sum)(nb_comm *c, void *buf, int64_t n, nb_dtype dt, void **req);
+    nb_status (*broadcast)(nb_comm *c, void *buf, int64_t bytes, int root, void **req);
+    nb_status (*barrier)(nb_comm *c, void **req);
+    /* Sets *done; once done, the request is gone. */
+    nb_status (*test)(nb_comm *c, void *req, bool *done);
+    void (*free)(nb_comm *c);
+} nb_comm_impl_ops;
+
+struct nb_comm {
+    const nb_comm_impl_ops *kind;
+    void *impl;
+    int rank, size;
+    double timeout;
+    bool broken; /* a collective timed out: the ranks no longer agree on what comes next */
+};
+
+struct nb_comm_request {
+    nb_comm *c;
+    void *impl;        /* the kind's request, NULL once complete */
+    const char *what;  /* "all-reduce", ... for errors */
+    int64_t n;
+    nb_dtype dtype;
+    double started;
+};
+
+/* A new communicator of `kind` (impl set by the caller). */
+nb_status nb_comm_alloc(nb_comm **out, const nb_comm_impl_ops *kind, int rank, int size);
+
+/* The buffer versions of the collectives, as collective kernels call them:
+ * n elements of dt at buf. */
+nb_status nb_comm_allreduce_buffer(nb_comm *c, void *buf, int64_t n, nb_dtype dt, nb_comm_request **req);
+nb_status nb_comm_broadcast_buffer(nb_comm *c, void *buf, int64_t n, nb_dtype dt, int root, nb_comm_request **req);
+/* Waits for req, or returns at once when req is NULL. */
+static inline nb_status nb_comm_finish(nb_comm_request *req) { return req ? nb_comm_wait(req) : NB_OK; }
+
+/* Seconds on a monotonic clock. */
+double nb_comm_clock(void);
+
+#endif

@@ -1,0 +1,317 @@
+/* nb_ddp: PyTorch's DistributedDataParallel for the eager tape
+ * (nabla/data_parallel.h says what it does). A post-accumulate hook on each
+ * parameter counts down its bucket; a bucket whose count reaches zero is
+ * packed and its all-reduce started, in bucket order, while the backward
+ * pass goes on. Open requests are tested at every hook, since MPI moves a
+ * nonblocking collective forward only inside MPI calls. */
+#include <string.h>
+#include "nabla/data_parallel.h"
+#include "nabla/device.h"
+#include "nabla/eager.h"
+#include "../comm/comm_internal.h"
+#include "bucket.h"
+
+typedef struct bucket {
+    int first, count;        /* its parameters: order[first .. first+count) */
+    int64_t numel;
+    nb_dtype dtype;
+    void *buf;               /* packed gradients */
+    int pending;             /* parameters not ready yet this step */
+    nb_comm_request *req;    /* while its all-reduce runs */
+    bool started, done;
+    double t_start, t_done;
+} bucket;
+
+typedef struct param_hook {
+    struct nb_ddp *d;
+    int param;
+} param_hook;
+
+struct nb_ddp {
+    nb_comm *comm;
+    nb_builder *b;
+    int n_params;
+    nb_tensor **params;      /* retained, in creation order */
+    param_hook *hooks;       /* one per parameter: the hook's ctx */
+    int *order;              /* parameter indices, reverse creation order */
+    int *bucket_of;          /* per parameter */
+    bucket *buckets;
+    int n_buckets;
+    int next;                /* the next bucket to start */
+    bool active;             /* inside nb_ddp_backward */
+    nb_status failed;        /* a hook's failure, reported at the end */
+    double t_backward_end;
+    nb_ddp_stats stats;
+};
+
+/* ---- buckets during a step ------------------------------------------------------------ */
+
+static void poll(nb_ddp *d, double now)
+{
+    for (int k = 0; k < d->next; k++) {
+        bucket *bk = &d->buckets[k];
+        bool done = false;
+        if (!bk->req || bk->done) continue;
+        if (nb_comm_test(bk->req, &done) == NB_OK && done) {
+            bk->done = true;
+            bk->t_done = now;
+        }
+    }
+}
+
+/* Packs the bucket's gradients (zeros for a parameter without one) and
+ * starts its all-reduce. */
+static nb_status start_bucket(nb_ddp *d, bucket *bk)
+{
+    size_t esize = nb_dtype_size(bk->dtype);
+    char *at = bk->buf;
+    for (int j = 0; j < bk->count; j++) {
+        nb_tensor *p = d->params[d->order[bk->first + j]];
+        nb_tensor *g = nb_tensor_grad(p), *c = NULL;
+        size_t bytes = (size_t)nb_tensor_numel(p) * esize;
+        if (!g) memset(at, 0, bytes);
+        else {
+            nb_status st = nb_tensor_contiguous(&c, g);
+            if (st) return st;
+            memcpy(at, nb_tensor_data(c), bytes);
+            nb_tensor_release(c);
+        }
+        at += bytes;
+    }
+    bk->started = true;
+    bk->t_start = nb_comm_clock();
+    d->stats.allreduces++;
+    d->stats.bytes += (double)bk->numel * (double)esize;
+    return nb_comm_allreduce_buffer(d->comm, bk->buf, bk->numel, bk->dtype, &bk->req);
+}
+
+/* Starts every bucket from d->next on that is ready (all of them when
+ * `all`), stopping at the first that is not: buckets start in order on
+ * every rank. */
+static nb_status start_ready(nb_ddp *d, bool all)
+{
+    nb_status st = NB_OK;
+    while (!st && d->next < d->n_buckets && (all || d->buckets[d->next].pending == 0))
+        st = start_bucket(d, &d->buckets[d->next++]);
+    return st;
+}
+
+static nb_status on_grad_ready(nb_tensor *leaf, void *ctx)
+{
+    param_hook *h = ctx;
+    nb_ddp *d = h->d;
+    if (!d->active || d->failed) return NB_OK;
+    bucket *bk = &d->buckets[d->bucket_of[h->param]];
+    if (bk->pending > 0) bk->pending--;
+    nb_status st = start_ready(d, false);
+    poll(d, nb_comm_clock());
+    if (st) d->failed = st;
+    return st;
+}
+
+/* Waits for every bucket and gives each parameter the average. */
+static nb_status finish(nb_ddp *d)
+{
+    nb_status st = start_ready(d, true);
+    double t0 = nb_comm_clock();
+    double inv = 1.0 / nb_comm_size(d->comm);
+    for (int k = 0; k < d->n_buckets && !st; k++) {
+        bucket *bk = &d->buckets[k];
+        nb_comm_request *r = bk->req;
+        bk->req = NULL;
+        st = nb_comm_finish(r);
+        if (!bk->done) bk->t_done = nb_comm_clock();
+        if (st) break;
+        d->stats.comm_seconds += bk->t_done - bk->t_start;
+        double end = bk->t_done < d->t_backward_end ? bk->t_done : d->t_backward_end;
+        if (end > bk->t_start) d->stats.overlap_seconds += end - bk->t_start;
+        const char *at = bk->buf;
+        size_t esize = nb_dtype_size(bk->dtype);
+        for (int j = 0; j < bk->count && !st; j++) {
+            nb_tensor *p = d->params[d->order[bk->first + j]], *g;
+            int64_t n = nb_tensor_numel(p);
+            if ((st = nb_tensor_new(&g, p->dtype, p->ndim, p->shape))) break;
+            if (bk->dtype == NB_F64) {
+                const double *s = (const double *)at;
+                double *o = nb_tensor_data(g);
+                for (int64_t i = 0; i < n; i++) o[i] = s[i] * inv;
+            } else {
+                const float *s = (const float *)at;
+                float *o = nb_tensor_data(g);
+                for (int64_t i = 0; i < n; i++) o[i] = (float)(s[i] * inv);
+            }
+            st = nb_tensor_set_grad(p, g);
+            nb_tensor_release(g);
+            at += (size_t)n * esize;
+        }
+    }
+    /* After a failure, complete what was started before giving up. */
+    for (int k = 0; k < d->n_buckets; k++) {
+        nb_comm_request *r = d->buckets[k].req;
+        d->buckets[k].req = NULL;
+        if (r) nb_comm_wait(r);
+    }
+    d->stats.wait_seconds += nb_comm_clock() - t0;
+    return st;
+}
+
+nb_status nb_ddp_backward(nb_ddp *d, nb_tensor *loss)
+{
+    if (!d || !loss) return nb_error(NB_ERR_ARG, "ddp_backward: NULL ddp or loss");
+    for (int k = 0; k < d->n_buckets; k++) {
+        bucket *bk = &d->buckets[k];
+        bk->pending = bk->count;
+        bk->started = bk->done = false;
+        bk->req = NULL;
+    }
+    d->next = 0;
+    d->failed = NB_OK;
+    d->active = true;
+    double t0 = nb_comm_clock();
+    nb_status st = nb_backward(1, &loss, NULL, 0);
+    d->t_backward_end = nb_comm_clock();
+    d->active = false;
+    d->stats.backward_seconds += d->t_backward_end - t0;
+    d->stats.steps++;
+    /* A failed backward on one rank leaves the others waiting for its
+     * all-reduces: finishing them here (zeros where gradients are missing)
+     * keeps every rank in step, and the failure is still reported. */
+    nb_status fin = finish(d);
+    if (st) return nb_error_context(st, "ddp_backward on rank %d", nb_comm_rank(d->comm));
+    if (d->failed) return d->failed;
+    return fin;
+}
+
+/* ---- setting up ------------------------------------------------------------------------------ */
+
+static uint64_t params_hash(nb_ddp *d)
+{
+    uint64_t h = NB_HASH_INIT;
+    for (int i = 0; i < d->n_params; i++) {
+        const char *name = nb_eager_param_name(d->b, i);
+        const nb_tensor *p = d->params[i];
+        int32_t dt = p->dtype, nd = p->ndim;
+        h = nb_hash_bytes(h, name, strlen(name) + 1);
+        h = nb_hash_bytes(h, &dt, sizeof dt);
+        h = nb_hash_bytes(h, &nd, sizeof nd);
+        h = nb_hash_bytes(h, p->shape, (size_t)p->ndim * sizeof *p->shape);
+    }
+    return h;
+}
+
+static nb_status plan(nb_ddp *d, size_t cap)
+{
+    int n = d->n_params;
+    size_t *bytes = nb_calloc((size_t)n, sizeof *bytes);
+    nb_dtype *dts = nb_calloc((size_t)n, sizeof *dts);
+    int *in_order = nb_calloc((size_t)n, sizeof *in_order);
+    nb_status st = bytes && dts && in_order ? NB_OK : nb_error(NB_ERR_NOMEM, "ddp: out of memory");
+    if (!st) {
+        for (int j = 0; j < n; j++) {
+            d->order[j] = n - 1 - j;
+            nb_tensor *p = d->params[d->order[j]];
+            bytes[j] = (size_t)nb_tensor_numel(p) * nb_dtype_size(p->dtype);
+            dts[j] = p->dtype;
+        }
+        d->n_buckets = nb_plan_buckets(n, bytes, dts, cap, in_order);
+        d->buckets = nb_calloc((size_t)d->n_buckets, sizeof *d->buckets);
+        if (!d->buckets) st = nb_error(NB_ERR_NOMEM, "ddp: out of memory");
+    }
+    for (int j = 0; j < n && !st; j++) {
+        bucket *bk = &d->buckets[in_order[j]];
+        if (bk->count++ == 0) {
+            bk->first = j;
+            bk->dtype = dts[j];
+        }
+        bk->numel += (int64_t)(bytes[j] / nb_dtype_size(dts[j]));
+        d->bucket_of[d->order[j]] = in_order[j];
+    }
+    for (int k = 0; k < d->n_buckets && !st; k++) {
+        bucket *bk = &d->buckets[k];
+        if (!(bk->buf = nb_malloc((size_t)(bk->numel > 0 ? bk->numel : 1) * nb_dtype_size(bk->dtype))))
+            st = nb_error(NB_ERR_NOMEM, "ddp: out of memory for a bucket of %lld values", (long long)bk->numel);
+    }
+    nb_free(bytes);
+    nb_free(dts);
+    nb_free(in_order);
+    return st;
+}
+
+/* Rank r > 0 draws from its own stream; rank 0 keeps the builder's. */
+static void own_stream(nb_builder *b, int rank)
+{
+    if (rank == 0) return;
+    nb_rng *r = nb_eager_rng(b);
+    uint64_t z = r->key + 0x9e3779b97f4a7c15ULL * (uint64_t)rank;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    r->key = z ^ (z >> 27);
+}
+
+nb_status nb_ddp_new(nb_ddp **out, nb_comm *c, nb_builder *b, size_t bucket_bytes)
+{
+    if (!out || !c || !b) return nb_error(NB_ERR_ARG, "ddp_new: need room for the result, a communicator and an eager builder");
+    *out = NULL;
+    int n = nb_eager_param_count(b);
+    if (n < 1)
+        return nb_error(NB_ERR_ARG, "ddp_new: the builder has no parameters yet (run the model once, or create "
+                                    "them with nb_param, before wrapping it)");
+    nb_ddp *d = nb_calloc(1, sizeof *d);
+    if (!d) return nb_error(NB_ERR_NOMEM, "ddp_new: out of memory");
+    d->comm = c;
+    d->b = b;
+    d->params = nb_calloc((size_t)n, sizeof *d->params);
+    d->hooks = nb_calloc((size_t)n, sizeof *d->hooks);
+    d->order = nb_calloc((size_t)n, sizeof *d->order);
+    d->bucket_of = nb_calloc((size_t)n, sizeof *d->bucket_of);
+    nb_status st = d->params && d->hooks && d->order && d->bucket_of ? NB_OK : nb_error(NB_ERR_NOMEM, "ddp_new: out of memory");
+    for (int i = 0; i < n && !st; i++) {
+        nb_tensor *p = nb_eager_param_at(b, i);
+        if (!nb_tensor_is_contiguous(p) || (p->dtype != NB_F32 && p->dtype != NB_F64))
+            st = nb_error(NB_ERR_ARG, "ddp_new: parameter '%s' is not a contiguous float32 or float64 tensor",
+                          nb_eager_param_name(b, i));
+        else d->params[d->n_params++] = nb_tensor_retain(p);
+    }
+    if (!st) st = plan(d, bucket_bytes);
+    if (!st) st = nb_comm_check_same(c, "the eager parameters (names, dtypes and shapes)", params_hash(d));
+    for (int i = 0; i < n && !st; i++) st = nb_comm_broadcast(c, d->params[i], 0);
+    for (int i = 0; i < n && !st; i++) {
+        d->hooks[i] = (param_hook){d, i};
+        st = nb_tensor_register_post_accumulate_hook(d->params[i], on_grad_ready, &d->hooks[i]);
+    }
+    if (st) {
+        nb_ddp_free(d);
+        return st;
+    }
+    d->stats.n_buckets = d->n_buckets;
+    own_stream(b, nb_comm_rank(c));
+    *out = d;
+    return NB_OK;
+}
+
+void nb_ddp_free(nb_ddp *d)
+{
+    if (!d) return;
+    for (int i = 0; i < d->n_params; i++) {
+        nb_tensor_remove_post_accumulate_hook(d->params[i], on_grad_ready, &d->hooks[i]);
+        nb_tensor_release(d->params[i]);
+    }
+    for (int k = 0; d->buckets && k < d->n_buckets; k++) nb_free(d->buckets[k].buf);
+    nb_free(d->buckets);
+    nb_free(d->params);
+    nb_free(d->hooks);
+    nb_free(d->order);
+    nb_free(d->bucket_of);
+    nb_free(d);
+}
+
+void nb_ddp_stats_get(const nb_ddp *d, nb_ddp_stats *s)
+{
+    if (d && s) *s = d->stats;
+}
+
+int nb_ddp_bucket_count(const nb_ddp *d) { return d ? d->n_buckets : 0; }
+
+int nb_ddp_bucket_of(const nb_ddp *d, int param)
+{
+    return d && param >= 0 && param < d->n_params ? d->bucket_of[param] : -1;
+}

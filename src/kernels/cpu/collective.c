@@ -1,0 +1,99 @@
+/* CPU kernels of the collective ops (src/ops/collective.c): they hand the
+ * tensors to the communicator of the op's ring (src/comm).
+ *
+ * c_allreduce_sum packs its inputs into one buffer, so that a bucket of
+ * many small gradients costs one all-reduce (the latency of a collective,
+ * not its bandwidth, dominates for small ones), then unpacks the sums into
+ * the outputs. A single input that is its own output is reduced where it
+ * lies. Outputs may be the inputs' tensors (programs) or fresh ones (eager
+ * mode). */
+#include <string.h>
+#include "nabla/device.h"
+#include "nabla/kernel.h"
+#include "../../comm/comm_internal.h"
+#include "../params/collective.h"
+
+/* Copies x's values into buf (x may be a strided view). */
+static nb_status pack(const nb_tensor *x, void *buf)
+{
+    nb_tensor *c;
+    nb_status st = nb_tensor_contiguous(&c, (nb_tensor *)x);
+    if (st) return st;
+    memcpy(buf, nb_tensor_data(c), (size_t)nb_tensor_numel(c) * nb_dtype_size(c->dtype));
+    nb_tensor_release(c);
+    return NB_OK;
+}
+
+static nb_status ring_of(const nb_kernel_ctx *ctx, nb_comm **c)
+{
+    const nb_collective_params *p = ctx->params;
+    *c = nb_comm_ring(p->ring);
+    return *c ? NB_OK : nb_error_context(NB_ERR_NOT_FOUND, "%s", ctx->label);
+}
+
+static nb_status run_allreduce(const nb_kernel_ctx *ctx)
+{
+    nb_comm *c;
+    nb_status st = ring_of(ctx, &c);
+    if (st) return st;
+    int n = nb_kin_count(ctx, 0);
+    nb_dtype dt = nb_kin(ctx, 0, 0)->dtype;
+    size_t esize = nb_dtype_size(dt);
+    nb_tensor *x0 = nb_kin(ctx, 0, 0), *y0 = nb_kout(ctx, 0, 0);
+    nb_comm_request *req = NULL;
+    if (n == 1) {
+        if (nb_tensor_data(y0) != nb_tensor_data(x0)) st = nb_tensor_copy_into(y0, x0);
+        if (!st) st = nb_comm_allreduce_buffer(c, nb_tensor_data(y0), nb_tensor_numel(y0), dt, &req);
+        if (!st) st = nb_comm_finish(req);
+        return st ? nb_error_context(st, "%s", ctx->label) : NB_OK;
+    }
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += nb_tensor_numel(nb_kin(ctx, 0, i));
+    char *buf = nb_malloc((size_t)(total > 0 ? total : 1) * esize);
+    if (!buf) return nb_error(NB_ERR_NOMEM, "%s: out of memory for a bucket of %lld values", ctx->label,
+                              (long long)total);
+    int64_t at = 0;
+    for (int i = 0; i < n && !st; i++) {
+        nb_tensor *x = nb_kin(ctx, 0, i);
+        st = pack(x, buf + at * (int64_t)esize);
+        at += nb_tensor_numel(x);
+    }
+    if (!st) st = nb_comm_allreduce_buffer(c, buf, total, dt, &req);
+    if (!st) st = nb_comm_finish(req);
+    at = 0;
+    for (int i = 0; i < n && !st; i++) {
+        nb_tensor *y = nb_kout(ctx, 0, i);
+        memcpy(nb_tensor_data(y), buf + at * (int64_t)esize, (size_t)nb_tensor_numel(y) * esize);
+        at += nb_tensor_numel(y);
+    }
+    nb_free(buf);
+    return st ? nb_error_context(st, "%s", ctx->label) : NB_OK;
+}
+
+static nb_status run_broadcast(const nb_kernel_ctx *ctx)
+{
+    const nb_collective_params *p = ctx->params;
+    nb_comm *c;
+    nb_status st = ring_of(ctx, &c);
+    if (st) return st;
+    if (p->root >= nb_comm_size(c))
+        return nb_error(NB_ERR_ARG, "%s: root %d, but ring %d has ranks 0..%d", ctx->label, p->root, p->ring,
+                        nb_comm_size(c) - 1);
+    if (p->check && (st = nb_comm_check_same(c, "the parameters (names and shapes)", p->check)))
+        return nb_error_context(st, "%s", ctx->label);
+    int n = nb_kin_count(ctx, 0);
+    for (int i = 0; i < n && !st; i++) {
+        nb_tensor *x = nb_kin(ctx, 0, i), *y = nb_kout(ctx, 0, i);
+        nb_comm_request *req = NULL;
+        if (nb_tensor_data(y) != nb_tensor_data(x)) st = nb_tensor_copy_into(y, x);
+        if (!st) st = nb_comm_broadcast_buffer(c, nb_tensor_data(y), nb_tensor_numel(y), y->dtype, p->root, &req);
+        if (!st) st = nb_comm_finish(req);
+    }
+    return st ? nb_error_context(st, "%s", ctx->label) : NB_OK;
+}
+
+static const nb_kernel_def kernel_allreduce = {"c_allreduce_sum", NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0,
+                                               run_allreduce, NULL};
+static const nb_kernel_def kernel_broadcast = {"c_broadcast", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, run_broadcast, NULL};
+
+const nb_kernel_def *const nb_cpu_kernels_collective[] = {&kernel_allreduce, &kernel_broadcast, NULL};

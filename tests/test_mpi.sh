@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Data parallelism over real processes (Open MPI on loopback; skipped,
+# saying so, where mpirun or nabla's MPI support is missing):
+#  - tests/mpi_check.c under `mpirun -np 2` and `-np 4` (oversubscribed):
+#    N ranks with batch B/N train as one process with batch B, SGD and Adam,
+#    static and eager, every rank identical after every step, whatever the
+#    bucket size; the sharded reader covers each epoch once; a rank with a
+#    different model is named on every rank; a rank that stays away makes
+#    the others fail after the timeout rather than hang;
+#  - `mpirun -np 2 examples/mnist_mlp --mpi` (static and --eager, one
+#    epoch) reaches the test accuracy of one process within 0.2 points and
+#    prints each rank's share once (needs MNIST in ../shared/data).
+set -euo pipefail
+build=$1
+src=$2
+if ! command -v mpirun >/dev/null; then
+    echo "skipped: mpirun is not installed (make test installs openmpi-bin)"
+    exit 0
+fi
+if ! "$build/nabla" --version | grep -q '^features:.* mpi'; then
+    echo "skipped: this build has no MPI support (libopenmpi-dev was not found when it was configured)"
+    exit 0
+fi
+# CI runs as root; Open MPI refuses that unless told. One thread per rank.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+# No network beyond loopback, and no complaint about it.
+mpirun_() { timeout 300 mpirun --oversubscribe --mca btl self,vader -np "$@"; }
+pass=0 fail=0
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# expect NAME COUNT FILE: COUNT "ok" lines and no FAIL in FILE.
+expect() {
+    local oks
+    oks=$(grep -c ': ok ' "$3" || true)
+    if [ "$oks" -eq "$2" ] && ! grep -q FAIL "$3"; then
+        echo "ok   $1 ($oks checks)"; pass=$((pass + 1))
+    else
+        echo "FAIL $1: $oks of $2 checks passed"; cat "$3"; fail=$((fail + 1))
+    fi
+}
+
+for np in 2 4; do
+    mpirun_ $np "$build/tests/mpi_check" equal >"$out/equal" 2>&1 || true
+    expect "equal, $np ranks" $((np * 4)) "$out/equal"
+    mpirun_ $np "$build/tests/mpi_check" shard >"$out/shard" 2>&1 || true
+    expect "shard, $np ranks" $np "$out/shard"
+    mpirun_ $np "$build/tests/mpi_check" mismatch >"$out/mismatch" 2>&1 || true
+    expect "mismatch, $np ranks" $((np * 2)) "$out/mismatch"
+done
+# Rank 1 leaves without joining: mpirun itself fails, the others report.
+mpirun_ 3 "$build/tests/mpi_check" timeout >"$out/timeout" 2>&1 || true
+expect "timeout, 3 ranks" 3 "$out/timeout"
+
+data=$(cd "$src/../shared/data" 2>/dev/null && pwd || true)
+if [ -n "$data" ] && [ -d "$data/mnist" ]; then
+    export NABLA_DATA=$data
+    for mode in "" --eager; do
+        one=$("$build/examples/mnist_mlp" --epochs 1 --quiet $mode | sed -n 's/^test accuracy: //p')
+        mpirun_ 2 "$build/examples/mnist_mlp" --mpi --epochs 1 --quiet $mode >"$out/mnist" 2>&1 || true
+        two=$(sed -n 's/^test accuracy: //p' "$out/mnist")
+        shares=$(grep -c '^rank [01] of 2: 30000 of the 60000 training examples' "$out/mnist" || true)
+        if [ -n "$one" ] && [ -n "$two" ] && [ "$shares" -eq 2 ] &&
+            awk -v a="$one" -v b="$two" 'BEGIN { d = a - b; exit !(d < 0.002 && d > -0.002) }'; then
+            echo "ok   mnist_mlp --mpi ${mode:-static}: 2 ranks $two, 1 process $one"; pass=$((pass + 1))
+        else
+            echo "FAIL mnist_mlp --mpi ${mode:-static}: 2 ranks '$two', 1 process '$one', shares printed $shares"
+            cat "$out/mnist"; fail=$((fail + 1))
+        fi
+    done
+else
+    echo "skipped: mnist_mlp --mpi (no MNIST in ../shared/data)"
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
