@@ -9,6 +9,10 @@
 #     transforms  jvp and hvp of a tanh MLP loss, the full Hessian of a small MLP loss
 #     lstm        one training step of char_rnn's LSTM (hidden 128, 64 steps, batch 32,
 #                 vocabulary 65) beside nn.LSTM
+#     ddp         data-parallel training (needs Open MPI): samples per second of the MNIST MLP
+#                 and LeNet at a global batch of 64, static and eager (nb_ddp), at 1 and 2
+#                 processes of one thread each, the 2-process speed-up, the all-reduce time per
+#                 step and the part of it that overlaps backward; beside PyTorch's DDP (gloo)
 #     SCALE  < 1 runs fewer training steps (a quick look)
 #
 # Uses build-bench/ (a Release build) and Debian's python3-torch if present.
@@ -22,7 +26,8 @@ case "$which" in
     eager) target=bench_eager; torch_script=bench/bench_eager_torch.py; torch_args=() ;;
     transforms) target=bench_transforms; torch_script=bench/bench_transforms_torch.py; torch_args=() ;;
     lstm) target=bench_lstm; torch_script=bench/bench_lstm_torch.py; torch_args=("$scale") ;;
-    *) echo "usage: bench/run.sh [train|eager|transforms|lstm] [SCALE]" >&2; exit 2 ;;
+    ddp) target=bench_ddp; torch_script=bench/bench_ddp_torch.py; torch_args=() ;;
+    *) echo "usage: bench/run.sh [train|eager|transforms|lstm|ddp] [SCALE]" >&2; exit 2 ;;
 esac
 cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DNABLA_BUILD_TESTS=OFF >/dev/null
 cmake --build build-bench -j"$(nproc)" --target "$target" >/dev/null
@@ -46,6 +51,45 @@ best_of() {
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+
+# ddp: rounds of (nabla 1 process, nabla 2, PyTorch 1, PyTorch 2), so that
+# drift hits every side; per case the median over the rounds and its range.
+if [ "$which" = ddp ]; then
+    command -v mpirun >/dev/null || { echo "bench ddp: mpirun is not installed (apt-get install openmpi-bin libopenmpi-dev)" >&2; exit 1; }
+    ./build-bench/nabla --version 2>/dev/null | grep -q '^features:.* mpi' || cmake --build build-bench --target nabla_cli >/dev/null
+    ./build-bench/nabla --version | grep -q '^features:.* mpi' || { echo "bench ddp: nabla was built without MPI" >&2; exit 1; }
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+    have_torch=0
+    "$python" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null && have_torch=1
+    rounds=${NABLA_BENCH_ROUNDS:-3}
+    for r in $(seq "$rounds"); do
+        for np in 1 2; do
+            mpirun --bind-to core --mca btl self,vader -np $np ./build-bench/bench/bench_ddp "$scale" | sed "s/^/nabla /" >> "$out/all.txt"
+            [ $have_torch = 1 ] && "$python" bench/bench_ddp_torch.py $np "$scale" | sed "s/^/torch /" >> "$out/all.txt"
+        done
+    done
+    echo "ddp benchmark: samples/s at a global batch of 64 (64/P per process), one thread per process;"
+    echo "medians of $rounds rounds that alternate nabla and PyTorch (min-max); $(nproc) cores."
+    echo "speed-up = 2 processes / 1; vs torch = nabla / PyTorch DDP (gloo) samples/s at 2 processes;"
+    echo "comm and overlap: ms per step from each all-reduce's start to its end, and the part before backward ended"
+    awk '
+        function median(k,   n, i, j, t, v) { n = split(vals[k], v, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+                                             lo[k] = v[1]; hi[k] = v[n]; return v[int((n + 1) / 2)] }
+        { k = $1 " " $3 " " $5; vals[k] = vals[k] " " $9; comm[k] = $11; ov[k] = $13; seen[$3] = 1; if (!($3 in order)) order[$3] = ++nc; names[order[$3]] = $3 }
+        END {
+            printf "%-14s %22s %22s %8s %22s %8s %8s %8s\n", "case", "nabla 1 proc", "nabla 2 procs", "speed-up", "torch 2 procs", "vs torch", "comm", "overlap"
+            for (i = 1; i <= nc; i++) {
+                c = names[i]; a = "nabla " c " 1"; b = "nabla " c " 2"; m = c; sub(/_.*/, "", m); t = "torch " m "_eager 2"
+                ma = median(a); mb = median(b)
+                tm = (t in vals) ? median(t) : 0
+                ts = tm ? sprintf("%8.0f (%.0f-%.0f)", tm, lo[t], hi[t]) : "-"
+                printf "%-14s %8.0f (%.0f-%.0f) %8.0f (%.0f-%.0f) %8.2f %22s %8s %8.3f %8.3f\n", c, ma, lo[a], hi[a], mb, lo[b], hi[b], mb / ma, ts, tm ? sprintf("%.2f", mb / tm) : "-", comm[b], ov[b]
+            }
+            for (i = 1; i <= nc; i++) { c = names[i]; t1 = "torch " c " 1"; t2 = "torch " c " 2"
+                if (t1 in vals) printf "PyTorch DDP %s: 1 process %.0f, 2 processes %.0f samples/s, speed-up %.2f\n", c, median(t1), median(t2), median(t2) / median(t1) }
+        }' "$out/all.txt"
+    exit 0
+fi
 if [ "$which" = train ]; then
     OMP_NUM_THREADS=$threads ./build-bench/bench/bench_train "$scale" > "$out/nabla.txt"
 elif [ "$which" = transforms ]; then

@@ -73,7 +73,22 @@ void nb_comm_free(nb_comm *c)
 {
     if (!c) return;
     if (c->kind->free) c->kind->free(c);
+    nb_free(c->staging);
     nb_free(c);
+}
+
+void *nb_comm_staging(nb_comm *c, size_t bytes)
+{
+    if (bytes <= c->staging_size) return c->staging;
+    void *p = nb_malloc(bytes);
+    if (!p) {
+        nb_error(NB_ERR_NOMEM, "comm: out of memory for %zu bytes of staging", bytes);
+        return NULL;
+    }
+    nb_free(c->staging);
+    c->staging = p;
+    c->staging_size = bytes;
+    return p;
 }
 
 int nb_comm_rank(const nb_comm *c) { return c ? c->rank : 0; }
@@ -155,14 +170,16 @@ nb_status nb_comm_wait(nb_comm_request *r)
     if (!r) return nb_error(NB_ERR_ARG, "comm_wait: NULL request");
     nb_comm *c = r->c;
     nb_status st = NB_OK;
-    for (long spins = 0; r->impl; spins++) {
+    for (unsigned spins = 1; r->impl; spins++) {
         bool done = false;
         if ((st = c->kind->test(c, r->impl, &done))) break;
         if (done) {
             r->impl = NULL;
             break;
         }
-        if (nb_comm_clock() - r->started > c->timeout) {
+        if (spins % 256) continue; /* the clock, now and then */
+        double waited = nb_comm_clock() - r->started;
+        if (waited > c->timeout) {
             c->broken = true;
             st = nb_error(NB_ERR_STATE, "comm: rank %d waited %.0f s for an %s of %lld %s values and the other ranks "
                                         "did not join (a rank died, or took another path); raise the limit with "
@@ -170,12 +187,14 @@ nb_status nb_comm_wait(nb_comm_request *r)
                           (long long)r->n, nb_dtype_name(r->dtype));
             break;
         }
-        /* Spin a little (most collectives complete in microseconds), then
-         * let the other ranks on this machine have the core. */
-        if (spins > 1000) {
-            struct timespec ts = {0, spins > 100000 ? 1000000 : 20000};
+        /* MPI moves a nonblocking collective on only inside MPI calls, so
+         * test without pause for the first 0.2 s (a collective of a few MB
+         * takes milliseconds), then let the other ranks on this machine
+         * have the core. */
+        if (waited > 0.2) {
+            struct timespec ts = {0, 100000};
             nanosleep(&ts, NULL);
-        } else sched_yield();
+        }
     }
     nb_free(r);
     return st;

@@ -25,6 +25,8 @@ struct nb_comm {
     int rank, size;
     double timeout;
     bool broken; /* a collective timed out: the ranks no longer agree on what comes next */
+    void *staging; /* nb_comm_staging's buffer */
+    size_t staging_size;
 };
 
 struct nb_comm_request {
@@ -45,6 +47,12 @@ nb_status nb_comm_allreduce_buffer(nb_comm *c, void *buf, int64_t n, nb_dtype dt
 nb_status nb_comm_broadcast_buffer(nb_comm *c, void *buf, int64_t n, nb_dtype dt, int root, nb_comm_request **req);
 /* Waits for req, or returns at once when req is NULL. */
 static inline nb_status nb_comm_finish(nb_comm_request *req) { return req ? nb_comm_wait(req) : NB_OK; }
+
+/* A buffer of at least `bytes` that lives with the communicator, for a
+ * caller that packs, reduces and unpacks before it returns (the
+ * c_allreduce_sum kernel): reused, so that a step does not pay for fresh
+ * pages every time. NULL, with an error, when out of memory. */
+void *nb_comm_staging(nb_comm *c, size_t bytes);
 
 /* Seconds on a monotonic clock. */
 double nb_comm_clock(void);

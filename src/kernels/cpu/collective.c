@@ -49,9 +49,8 @@ static nb_status run_allreduce(const nb_kernel_ctx *ctx)
     }
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += nb_tensor_numel(nb_kin(ctx, 0, i));
-    char *buf = nb_malloc((size_t)(total > 0 ? total : 1) * esize);
-    if (!buf) return nb_error(NB_ERR_NOMEM, "%s: out of memory for a bucket of %lld values", ctx->label,
-                              (long long)total);
+    char *buf = nb_comm_staging(c, (size_t)(total > 0 ? total : 1) * esize);
+    if (!buf) return nb_error_context(NB_ERR_NOMEM, "%s: a bucket of %lld values", ctx->label, (long long)total);
     int64_t at = 0;
     for (int i = 0; i < n && !st; i++) {
         nb_tensor *x = nb_kin(ctx, 0, i);
@@ -66,7 +65,6 @@ static nb_status run_allreduce(const nb_kernel_ctx *ctx)
         memcpy(nb_tensor_data(y), buf + at * (int64_t)esize, (size_t)nb_tensor_numel(y) * esize);
         at += nb_tensor_numel(y);
     }
-    nb_free(buf);
     return st ? nb_error_context(st, "%s", ctx->label) : NB_OK;
 }
 
