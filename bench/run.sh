@@ -69,7 +69,7 @@ if [ "$which" = ddp ]; then
         done
     done
     echo "ddp benchmark: samples/s at a global batch of 64 (64/P per process), one thread per process;"
-    echo "medians of $rounds rounds that alternate nabla and PyTorch (min-max); $(nproc) cores."
+    echo "medians of $rounds rounds that alternate nabla and PyTorch (min-max); $(nproc --all) cores."
     echo "speed-up = 2 processes / 1; vs torch = nabla / PyTorch DDP (gloo) samples/s at 2 processes;"
     echo "comm and overlap: ms per step from each all-reduce's start to its end, and the part before backward ended"
     awk '
@@ -82,8 +82,9 @@ if [ "$which" = ddp ]; then
                 c = names[i]; a = "nabla " c " 1"; b = "nabla " c " 2"; m = c; sub(/_.*/, "", m); t = "torch " m "_eager 2"
                 ma = median(a); mb = median(b)
                 tm = (t in vals) ? median(t) : 0
-                ts = tm ? sprintf("%8.0f (%.0f-%.0f)", tm, lo[t], hi[t]) : "-"
-                printf "%-14s %8.0f (%.0f-%.0f) %8.0f (%.0f-%.0f) %8.2f %22s %8s %8.3f %8.3f\n", c, ma, lo[a], hi[a], mb, lo[b], hi[b], mb / ma, ts, tm ? sprintf("%.2f", mb / tm) : "-", comm[b], ov[b]
+                ts = tm ? sprintf("%.0f (%.0f-%.0f)", tm, lo[t], hi[t]) : "-"
+                printf "%-14s %22s %22s %8.2f %22s %8s %8.3f %8.3f\n", c, sprintf("%.0f (%.0f-%.0f)", ma, lo[a], hi[a]),
+                       sprintf("%.0f (%.0f-%.0f)", mb, lo[b], hi[b]), mb / ma, ts, tm ? sprintf("%.2f", mb / tm) : "-", comm[b], ov[b]
             }
             for (i = 1; i <= nc; i++) { c = names[i]; t1 = "torch " c " 1"; t2 = "torch " c " 2"
                 if (t1 in vals) printf "PyTorch DDP %s: 1 process %.0f, 2 processes %.0f samples/s, speed-up %.2f\n", c, median(t1), median(t2), median(t2) / median(t1) }
