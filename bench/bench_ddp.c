@@ -18,21 +18,6 @@
 
 typedef nb_value (*model_fn)(nb_builder *b, nb_value x);
 
-static nb_value mlp(nb_builder *b, nb_value x)
-{
-    return nb_layer_fc(b, nb_layer_fc(b, x, 256, "relu", NULL), 10, NULL, NULL);
-}
-
-static nb_value lenet(nb_builder *b, nb_value x)
-{
-    nb_value img = nb_reshape(b, x, 4, (int64_t[]){-1, 1, 28, 28});
-    nb_conv2d_opts c = {.act = "relu"};
-    nb_value h = nb_layer_pool2d(b, nb_layer_conv2d(b, img, 20, 5, &c), "max", 2, &(nb_pool2d_opts){.stride = 2});
-    h = nb_layer_pool2d(b, nb_layer_conv2d(b, h, 50, 5, &c), "max", 2, &(nb_pool2d_opts){.stride = 2});
-    h = nb_layer_fc(b, nb_flatten(b, h, 1, -1), 500, "relu", NULL);
-    return nb_layer_fc(b, h, 10, NULL, NULL);
-}
-
 static nb_comm *comm;
 
 /* This rank's images and labels: batch rows of synthetic data. */
@@ -84,7 +69,7 @@ static void static_case(const char *name, model_fn model, int steps)
     bench_die_on(nb_builder_status(b), nb_builder_error(b));
     nb_optimizer opt = nb_sgd(0.01);
     nb_data_parallel_opts dp = {.nranks = nb_comm_size(comm)};
-    if (!getenv("NO_DP")) opt.data_parallel = &dp;
+    opt.data_parallel = &dp;
     nb_backward_result r;
     bench_die_on(nb_minimize(&opt, main_p, startup, nb_value_name(cost), NULL, &r), "minimize");
     nb_tensor *xt, *lt;
@@ -153,10 +138,10 @@ int main(int argc, char **argv)
     bench_die_on(nb_comm_init_mpi(&comm, NULL), "MPI");
     bench_die_on(nb_comm_set_ring(0, comm), "ring");
     int mlp_steps = (int)(60 * scale) + 1, lenet_steps = (int)(8 * scale) + 1;
-    static_case("mlp_static", mlp, mlp_steps);
-    eager_case("mlp_eager", mlp, mlp_steps);
-    static_case("lenet_static", lenet, lenet_steps);
-    eager_case("lenet_eager", lenet, lenet_steps);
+    static_case("mlp_static", bench_mlp, mlp_steps);
+    eager_case("mlp_eager", bench_mlp, mlp_steps);
+    static_case("lenet_static", bench_lenet, lenet_steps);
+    eager_case("lenet_eager", bench_lenet, lenet_steps);
     nb_comm_set_ring(0, NULL);
     nb_comm_free(comm);
     return 0;

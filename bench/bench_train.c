@@ -9,21 +9,6 @@
 
 typedef nb_value (*model_fn)(nb_builder *b, nb_value x);
 
-static nb_value mlp(nb_builder *b, nb_value x)
-{
-    return nb_layer_fc(b, nb_layer_fc(b, x, 256, "relu", NULL), 10, NULL, NULL);
-}
-
-static nb_value lenet(nb_builder *b, nb_value x)
-{
-    nb_value img = nb_reshape(b, x, 4, (int64_t[]){-1, 1, 28, 28});
-    nb_conv2d_opts c = {.act = "relu"};
-    nb_value h = nb_layer_pool2d(b, nb_layer_conv2d(b, img, 20, 5, &c), "max", 2, &(nb_pool2d_opts){.stride = 2});
-    h = nb_layer_pool2d(b, nb_layer_conv2d(b, h, 50, 5, &c), "max", 2, &(nb_pool2d_opts){.stride = 2});
-    h = nb_layer_fc(b, nb_flatten(b, h, 1, -1), 500, "relu", NULL);
-    return nb_layer_fc(b, h, 10, NULL, NULL);
-}
-
 /* Median milliseconds per step over `reps` timings of `steps` steps. */
 static double bench_case(model_fn model, int64_t batch, int steps, int reps)
 {
@@ -70,8 +55,8 @@ int main(int argc, char **argv)
         int64_t batch;
         int steps;
     } cases[] = {
-        {"mlp_b1", mlp, 1, 400}, {"mlp_b16", mlp, 16, 200}, {"mlp_b64", mlp, 64, 100},
-        {"mlp_b256", mlp, 256, 40}, {"lenet_b64", lenet, 64, 10},
+        {"mlp_b1", bench_mlp, 1, 400}, {"mlp_b16", bench_mlp, 16, 200}, {"mlp_b64", bench_mlp, 64, 100},
+        {"mlp_b256", bench_mlp, 256, 40}, {"lenet_b64", bench_lenet, 64, 10},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         int steps = (int)(cases[i].steps * scale);

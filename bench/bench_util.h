@@ -80,4 +80,20 @@ static inline void bench_program_free(bench_program *bp)
     nb_scope_free(bp->scope);
 }
 
+/* The two MNIST models of the benchmarks: the 784-256-10 MLP and LeNet. */
+static inline nb_value bench_mlp(nb_builder *b, nb_value x)
+{
+    return nb_layer_fc(b, nb_layer_fc(b, x, 256, "relu", NULL), 10, NULL, NULL);
+}
+
+static inline nb_value bench_lenet(nb_builder *b, nb_value x)
+{
+    nb_value img = nb_reshape(b, x, 4, (int64_t[]){-1, 1, 28, 28});
+    nb_conv2d_opts c = {.act = "relu"};
+    nb_value h = nb_layer_pool2d(b, nb_layer_conv2d(b, img, 20, 5, &c), "max", 2, &(nb_pool2d_opts){.stride = 2});
+    h = nb_layer_pool2d(b, nb_layer_conv2d(b, h, 50, 5, &c), "max", 2, &(nb_pool2d_opts){.stride = 2});
+    h = nb_layer_fc(b, nb_flatten(b, h, 1, -1), 500, "relu", NULL);
+    return nb_layer_fc(b, h, 10, NULL, NULL);
+}
+
 #endif

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "nabla/reader.h"
 
 /* A new folder under $TMPDIR (or /tmp); exits the test program on failure. */
 static inline void make_temp_dir(char *out, size_t size)
@@ -97,6 +98,32 @@ static inline void write_idx(const char *path, int gz, uint8_t type, int ndims, 
     for (size_t i = 0; i < extra; i++) b[header + payload_len + i] = (uint8_t)(0xA0 + i);
     write_bytes(path, gz, b, len);
     free(b);
+}
+
+/* A reader of n numbered records, to follow them through decorators:
+ * x float64 [n, 2] with row i = (i, 1000 + i), y int64 [n] with y[i] = i.
+ * Exits the test program on failure. */
+static inline nb_reader *numbered_source(int64_t n)
+{
+    nb_tensor *x, *y;
+    if (nb_tensor_new(&x, NB_F64, 2, (const int64_t[]){n, 2}) || nb_tensor_new(&y, NB_I64, 1, (const int64_t[]){n}))
+        exit(2);
+    double *xd = nb_tensor_data(x);
+    int64_t *yd = nb_tensor_data(y);
+    for (int64_t i = 0; i < n; i++) {
+        xd[2 * i] = (double)i;
+        xd[2 * i + 1] = 1000.0 + (double)i;
+        yd[i] = i;
+    }
+    nb_reader *r = NULL;
+    nb_status st = nb_reader_from_tensors(&r, 2, (nb_tensor *[]){x, y});
+    nb_tensor_release(x);
+    nb_tensor_release(y);
+    if (st) {
+        fprintf(stderr, "source: %s\n", nb_last_error());
+        exit(2);
+    }
+    return r;
 }
 
 #endif

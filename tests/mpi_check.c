@@ -9,7 +9,12 @@
  *   mpi_check mismatch   a rank whose model differs makes every rank fail,
  *                        naming it (static and eager);
  *   mpi_check timeout    a rank that never joins an all-reduce makes the
- *                        others fail after the timeout instead of hanging.
+ *                        others fail after the timeout instead of hanging;
+ *   mpi_check train DIR  nb_train with a communicator: the same epoch
+ *                        figures on every rank, only rank 0 writes the CSV and
+ *                        the checkpoint, and a run stopped after one epoch and
+ *                        resumed (on every rank) ends where an uninterrupted
+ *                        run does.
  *
  * Each rank prints "rank R: ok NAME" per passed check and "rank R: FAIL
  * ..." per failure; the script counts them. */
@@ -206,6 +211,64 @@ static void check_timeout(void)
     _exit(failures ? 1 : 0);
 }
 
+/* Two epochs of the static model through nb_train: uninterrupted, or
+ * stopped after the first and resumed from rank 0's checkpoint. */
+static void train_epochs(const char *dir, bool resumed, double *out, int *n, double *loss)
+{
+    nb_tensor *x, *y;
+    dp_data(120, &x, &y);
+    nb_reader *rd;
+    die_on(dp_reader(&rd, x, y, rank, size, B / size), "reader");
+    char ckpt[512], csv[512];
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt.safetensors", dir);
+    snprintf(csv, sizeof csv, "%s/metrics.csv", dir);
+    const char *feeds[] = {"x", "y"};
+    for (int part = resumed ? 0 : 1; part < 2; part++) {
+        nb_optimizer opt = nb_adam(0.02);
+        nb_data_parallel_opts dp = {.nranks = size};
+        opt.data_parallel = &dp;
+        dp_static m;
+        die_on(dp_static_new(&m, &opt, 16), "model");
+        nb_train_config cfg = {.epochs = 2, .n_feeds = 2, .feeds = feeds, .loss = m.loss, .comm = comm,
+                               .progress = NB_PROGRESS_QUIET, .checkpoint_path = resumed ? ckpt : NULL,
+                               .csv_path = resumed ? csv : NULL, .resume = resumed && part == 1,
+                               .stop_after_epochs = resumed && part == 0 ? 1 : 0};
+        nb_train_result r;
+        die_on(nb_train(&cfg, m.main, m.startup, m.scope, rd, &r), "train");
+        /* Rank 0 has written the checkpoint the others resume from. */
+        die_on(nb_comm_barrier(comm), "barrier");
+        *loss = r.last.train_loss;
+        dp_static_params(&m, out, MAXP, n);
+        dp_static_free(&m);
+    }
+    nb_reader_free(rd);
+    nb_tensor_release(x);
+    nb_tensor_release(y);
+}
+
+static void check_train(const char *dir)
+{
+    double straight[MAXP], resumed[MAXP], l1, l2;
+    int n1, n2;
+    train_epochs(dir, false, straight, &n1, &l1);
+    train_epochs(dir, true, resumed, &n2, &l2);
+    EXPECT(n1 == n2 && dp_max_diff(straight, resumed, n1) == 0, "resumed run differs by %.1e",
+           dp_max_diff(straight, resumed, n1));
+    EXPECT(l1 == l2, "epoch 2's loss: %.17g straight, %.17g resumed", l1, l2);
+    EXPECT(same_everywhere(&l1, 1), "the ranks report different epoch losses");
+    EXPECT(same_everywhere(straight, n1), "the ranks' parameters differ");
+    if (rank == 0) {
+        char csv[512], line[512];
+        snprintf(csv, sizeof csv, "%s/metrics.csv", dir);
+        FILE *f = fopen(csv, "r");
+        int lines = 0;
+        while (f && fgets(line, sizeof line, f)) lines++;
+        if (f) fclose(f);
+        EXPECT(lines == 3, "metrics.csv has %d lines; a header and one per epoch, from rank 0 only, make 3", lines);
+    }
+    if (!failures) ok("nb_train over ranks: resumed on every rank = uninterrupted, rank 0 writes, same figures");
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "equal";
@@ -217,6 +280,7 @@ int main(int argc, char **argv)
     else if (!strcmp(what, "shard")) check_shard();
     else if (!strcmp(what, "mismatch")) check_mismatch();
     else if (!strcmp(what, "timeout")) check_timeout();
+    else if (!strcmp(what, "train") && argc > 2) check_train(argv[2]);
     else {
         printf("rank %d: FAIL unknown check '%s'\n", rank, what);
         failures++;

@@ -6,7 +6,7 @@
  * rests on. tests/test_mpi.sh runs the same models over several ranks. */
 #include "test.h"
 #include "dp_test_util.h"
-#include "dist/bucket.h"
+#include "dist/dist_internal.h"
 
 #define BATCH 8
 #define STEPS 5

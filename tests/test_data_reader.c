@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include "nabla/reader.h"
+#include "data_test_util.h"
 #include "test.h"
 
 #define N 100
@@ -13,27 +14,6 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* x: float64 [n, 2] with row i = (i, 1000 + i); y: int64 [n] with y[i] = i. */
-static nb_reader *source(int64_t n)
-{
-    nb_tensor *x, *y;
-    if (nb_tensor_new(&x, NB_F64, 2, S(n, 2)) || nb_tensor_new(&y, NB_I64, 1, S(n))) exit(2);
-    double *xd = nb_tensor_data(x);
-    int64_t *yd = nb_tensor_data(y);
-    for (int64_t i = 0; i < n; i++) {
-        xd[2 * i] = (double)i;
-        xd[2 * i + 1] = 1000.0 + (double)i;
-        yd[i] = i;
-    }
-    nb_reader *r = NULL;
-    nb_status st = nb_reader_from_tensors(&r, 2, (nb_tensor *[]){x, y});
-    release_all(x, y, NULL);
-    if (st) {
-        fprintf(stderr, "source: %s\n", nb_last_error());
-        exit(2);
-    }
-    return r;
-}
 
 static nb_status identity(void *ctx, int n_fields, nb_tensor **rec) { return NB_OK; }
 
@@ -41,7 +21,7 @@ static nb_status identity(void *ctx, int n_fields, nb_tensor **rec) { return NB_
 static nb_reader *sequential_source(int64_t n)
 {
     nb_reader *r = NULL;
-    if (nb_reader_map(&r, source(n), identity, NULL)) exit(2);
+    if (nb_reader_map(&r, numbered_source(n), identity, NULL)) exit(2);
     return r;
 }
 
@@ -94,7 +74,7 @@ static bool is_permutation(const int64_t *ys, int64_t n)
 
 static void test_from_tensors(void)
 {
-    nb_reader *r = source(3);
+    nb_reader *r = numbered_source(3);
     CHECK(nb_reader_fields(r) == 2);
     nb_tensor *rec[2];
     bool end;
@@ -173,14 +153,14 @@ static void test_batch(void)
     for (int seq = 0; seq <= 1; seq++)
         for (int drop = 0; drop <= 1; drop++) {
             nb_reader *r = NULL;
-            REQUIRE_OK(nb_reader_batch(&r, seq ? sequential_source(5) : source(5), 2, drop));
+            REQUIRE_OK(nb_reader_batch(&r, seq ? sequential_source(5) : numbered_source(5), 2, drop));
             check_batches(r, drop);
             CHECK_OK(nb_reader_reset(r, 1));
             check_batches(r, drop);
             nb_reader_free(r);
         }
     nb_reader *r = NULL;
-    CHECK_ERR(nb_reader_batch(&r, source(5), 0, false), NB_ERR_ARG, "batch size 0"); /* frees its inner */
+    CHECK_ERR(nb_reader_batch(&r, numbered_source(5), 0, false), NB_ERR_ARG, "batch size 0"); /* frees its inner */
     CHECK_ERR(nb_reader_batch(&r, NULL, 2, false), NB_ERR_ARG, "inner is NULL");
 }
 
@@ -256,7 +236,7 @@ static void test_custom_reader(void)
 static void epoch_order(uint64_t seed, uint64_t epoch, bool sequential, int64_t *ys)
 {
     nb_reader *r = NULL;
-    if (nb_reader_shuffle(&r, sequential ? sequential_source(N) : source(N), seed)) exit(2);
+    if (nb_reader_shuffle(&r, sequential ? sequential_source(N) : numbered_source(N), seed)) exit(2);
     CHECK_OK(nb_reader_reset(r, epoch));
     CHECK(drain(r, ys, N, NULL) == N);
     nb_reader_free(r);
@@ -268,7 +248,7 @@ static void test_shuffle(void)
 {
     int64_t a[N], b[N], c[N], d[N], e[N];
     nb_reader *r = NULL;
-    REQUIRE_OK(nb_reader_shuffle(&r, source(N), 5));
+    REQUIRE_OK(nb_reader_shuffle(&r, numbered_source(N), 5));
     CHECK(drain(r, a, N, NULL) == N); /* a new reader stands at epoch 0 */
     CHECK(is_permutation(a, N));
     CHECK_OK(nb_reader_reset(r, 1));
@@ -326,7 +306,7 @@ static void test_shuffle_then_batch(void)
     int64_t a[N], b[N];
     epoch_order(11, 2, false, a);
     nb_reader *r = NULL;
-    REQUIRE_OK(nb_reader_shuffle(&r, source(N), 11));
+    REQUIRE_OK(nb_reader_shuffle(&r, numbered_source(N), 11));
     REQUIRE_OK(nb_reader_batch(&r, r, 32, false));
     CHECK_OK(nb_reader_reset(r, 2));
     int batches;
@@ -337,7 +317,7 @@ static void test_shuffle_then_batch(void)
     CHECK(drain(r, b, N, &batches) == N - 64 && batches == 2);
     CHECK(!memcmp(a + 64, b, (N - 64) * sizeof *a));
     nb_reader_free(r);
-    REQUIRE_OK(nb_reader_shuffle(&r, source(N), 11));
+    REQUIRE_OK(nb_reader_shuffle(&r, numbered_source(N), 11));
     REQUIRE_OK(nb_reader_batch(&r, r, 32, true));
     CHECK_OK(nb_reader_reset(r, 2));
     CHECK(drain(r, b, N, &batches) == 96 && batches == 3);
@@ -365,7 +345,7 @@ static void test_map(void)
 {
     nb_reader *r = NULL;
     int64_t fail = 2;
-    REQUIRE_OK(nb_reader_map(&r, source(4), double_x, &fail));
+    REQUIRE_OK(nb_reader_map(&r, numbered_source(4), double_x, &fail));
     nb_tensor *rec[2];
     bool end;
     for (int i = 0; i < 2; i++) {
@@ -384,14 +364,14 @@ static void test_map(void)
     CHECK_TENSOR(rec[0], S(2), 0, 6, 2006);
     release_all(rec[0], rec[1], NULL);
     nb_reader_free(r);
-    CHECK_ERR(nb_reader_map(&r, source(4), NULL, NULL), NB_ERR_ARG, "fn is NULL");
+    CHECK_ERR(nb_reader_map(&r, numbered_source(4), NULL, NULL), NB_ERR_ARG, "fn is NULL");
 }
 
 /* shuffle -> batch(7) -> map(double_x) [-> prefetch(depth)] over N records. */
 static nb_reader *pipeline(int depth, int64_t *fail)
 {
     nb_reader *r = NULL;
-    nb_status st = nb_reader_shuffle(&r, source(N), 77);
+    nb_status st = nb_reader_shuffle(&r, numbered_source(N), 77);
     if (!st) st = nb_reader_batch(&r, r, 7, false);
     if (!st) st = nb_reader_map(&r, r, double_x, fail);
     if (!st && depth) st = nb_reader_prefetch(&r, r, depth);
@@ -521,7 +501,7 @@ static void test_prefetch_errors(void)
     REQUIRE_OK(nb_reader_prefetch(&pre, counter_reader(10, -1, 0), 4));
     CHECK_ERR(nb_reader_next(pre, rec, &end), NB_ERR_IO, "counter: record 0 is unreadable");
     nb_reader_free(pre);
-    CHECK_ERR(nb_reader_prefetch(&pre, source(3), 0), NB_ERR_ARG, "depth 0");
+    CHECK_ERR(nb_reader_prefetch(&pre, numbered_source(3), 0), NB_ERR_ARG, "depth 0");
     CHECK(pre == NULL);
 }
 

@@ -6,7 +6,8 @@
 #    static and eager, every rank identical after every step, whatever the
 #    bucket size; the sharded reader covers each epoch once; a rank with a
 #    different model is named on every rank; a rank that stays away makes
-#    the others fail after the timeout rather than hang;
+#    the others fail after the timeout rather than hang; nb_train over the
+#    ranks writes from rank 0 only and resumes on every rank exactly;
 #  - `mpirun -np 2 examples/mnist_mlp --mpi` (static and --eager, one
 #    epoch) reaches the test accuracy of one process within 0.2 points and
 #    prints each rank's share once (needs MNIST in ../shared/data).
@@ -52,6 +53,12 @@ for np in 2 3 4; do
         case $check in equal) n=$((np * 4)) ;; shard) n=$np ;; mismatch) n=$((np * 2)) ;; esac
         expect "$check, $np ranks" $n "$out/$check" $rc
     done
+done
+for np in 2 3; do
+    mkdir -p "$out/train$np"
+    rc=0
+    mpirun_ $np "$build/tests/mpi_check" train "$out/train$np" >"$out/train" 2>&1 || rc=$?
+    expect "train, $np ranks" $np "$out/train" $rc
 done
 # Rank 1 leaves without joining: mpirun itself fails, the others report.
 mpirun_ 3 "$build/tests/mpi_check" timeout >"$out/timeout" 2>&1 || true

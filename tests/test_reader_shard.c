@@ -19,25 +19,6 @@
 
 static const int64_t epoch_sizes[] = {0, 1, 7, 10, 23};
 
-/* x: float64 [n, 2] with row i = (i, 1000 + i); y: int64 [n] with y[i] = i. */
-static nb_reader *source(int64_t n)
-{
-    nb_tensor *x, *y;
-    if (nb_tensor_new(&x, NB_F64, 2, S(n, 2)) || nb_tensor_new(&y, NB_I64, 1, S(n))) exit(2);
-    for (int64_t i = 0; i < n; i++) {
-        ((double *)nb_tensor_data(x))[2 * i] = (double)i;
-        ((double *)nb_tensor_data(x))[2 * i + 1] = 1000.0 + (double)i;
-        ((int64_t *)nb_tensor_data(y))[i] = i;
-    }
-    nb_reader *r = NULL;
-    nb_status st = nb_reader_from_tensors(&r, 2, (nb_tensor *[]){x, y});
-    release_all(x, y, NULL);
-    if (st) {
-        fprintf(stderr, "source: %s\n", nb_last_error());
-        exit(2);
-    }
-    return r;
-}
 
 /* ---- sequential readers -------------------------------------------------------
  *
@@ -96,7 +77,7 @@ static const char *kind_names[] = {"random access", "sequential with skip", "seq
  * right under it (SEQ_SKIP only, else NULL). */
 static nb_reader *chain(int kind, bool shuffled, int64_t n, seq_reader **view)
 {
-    nb_reader *r = source(n);
+    nb_reader *r = numbered_source(n);
     if (view) *view = NULL;
     if (kind == SEQ_READ) r = sequential(r, &seq_reading_ops, NULL);
     if (shuffled && nb_reader_shuffle(&r, r, SEED)) exit(2);
@@ -299,7 +280,7 @@ static void test_skip(void)
  * inner position rank + i*size, and a shuffle above it permutes its records. */
 static void test_random_access(void)
 {
-    nb_reader *r = shard(source(10), 1, 3); /* 1, 4, 7 */
+    nb_reader *r = shard(numbered_source(10), 1, 3); /* 1, 4, 7 */
     CHECK(nb_reader_size(r) == 3);
     nb_tensor *f[2];
     CHECK_OK(nb_reader_gather(r, (int64_t[]){2, 0, 2}, 3, f));
@@ -326,17 +307,17 @@ static void test_bad_arguments(void)
 {
     nb_reader *r = NULL;
     /* the inner reader is freed in every case (the sanitizer build checks) */
-    CHECK_ERR(nb_reader_shard(&r, source(3), 0, 0), NB_ERR_ARG,
+    CHECK_ERR(nb_reader_shard(&r, numbered_source(3), 0, 0), NB_ERR_ARG,
               "reader shard: rank 0, size 0: size must be at least 1");
-    CHECK_ERR(nb_reader_shard(&r, source(3), 0, -2), NB_ERR_ARG,
+    CHECK_ERR(nb_reader_shard(&r, numbered_source(3), 0, -2), NB_ERR_ARG,
               "reader shard: rank 0, size -2: size must be at least 1");
-    CHECK_ERR(nb_reader_shard(&r, source(3), 2, 2), NB_ERR_ARG,
+    CHECK_ERR(nb_reader_shard(&r, numbered_source(3), 2, 2), NB_ERR_ARG,
               "reader shard: rank 2, size 2: rank must be in [0, size)");
-    CHECK_ERR(nb_reader_shard(&r, source(3), -1, 4), NB_ERR_ARG,
+    CHECK_ERR(nb_reader_shard(&r, numbered_source(3), -1, 4), NB_ERR_ARG,
               "reader shard: rank -1, size 4: rank must be in [0, size)");
     CHECK_ERR(nb_reader_shard(&r, NULL, 0, 1), NB_ERR_ARG, "reader shard: out or inner is NULL");
     CHECK(r == NULL);
-    CHECK_ERR(nb_reader_shard(NULL, source(3), 0, 1), NB_ERR_ARG, "reader shard: out or inner is NULL");
+    CHECK_ERR(nb_reader_shard(NULL, numbered_source(3), 0, 1), NB_ERR_ARG, "reader shard: out or inner is NULL");
 }
 
 /* ---- the sharded MNIST reader ---------------------------------------------------- */

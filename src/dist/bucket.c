@@ -1,6 +1,8 @@
-/* Cutting gradients into buckets (see bucket.h). */
+/* Cutting gradients into buckets, and the hash of a model's parameters
+ * (see dist_internal.h). */
+#include <string.h>
 #include "nabla/data_parallel.h"
-#include "bucket.h"
+#include "dist_internal.h"
 
 int nb_plan_buckets(int n, const size_t *bytes, const nb_dtype *dtypes, size_t cap, int *bucket_of)
 {
@@ -17,4 +19,13 @@ int nb_plan_buckets(int n, const size_t *bytes, const nb_dtype *dtypes, size_t c
         bucket_of[i] = b;
     }
     return b + 1;
+}
+
+uint64_t nb_hash_param(uint64_t h, const char *name, nb_dtype dtype, int ndim, const int64_t *shape)
+{
+    int32_t dt = dtype, nd = ndim;
+    h = nb_hash_bytes(h, name, strlen(name) + 1);
+    h = nb_hash_bytes(h, &dt, sizeof dt);
+    h = nb_hash_bytes(h, &nd, sizeof nd);
+    return nb_hash_bytes(h, shape, (size_t)ndim * sizeof *shape);
 }

@@ -6,7 +6,7 @@
 #include <string.h>
 #include "nabla/data_parallel.h"
 #include "nabla/device.h"
-#include "bucket.h"
+#include "dist_internal.h"
 
 /* Position of the last op of block b that writes `var`, or -1. */
 static int last_writer(const nb_block *b, const char *var)
@@ -133,11 +133,7 @@ static nb_status startup_params(const nb_block *mb, const nb_block *sb, const ch
         const nb_var *v = mb->vars[i];
         if (!v->is_parameter || !nb_block_find_var(sb, v->name)) continue;
         list[k++] = v->name;
-        h = nb_hash_bytes(h, v->name, strlen(v->name) + 1);
-        int32_t dt = v->dtype, nd = v->ndim;
-        h = nb_hash_bytes(h, &dt, sizeof dt);
-        h = nb_hash_bytes(h, &nd, sizeof nd);
-        h = nb_hash_bytes(h, v->shape, (size_t)v->ndim * sizeof *v->shape);
+        h = nb_hash_param(h, v->name, v->dtype, v->ndim, v->shape);
     }
     *out = list;
     *n = k;

@@ -9,7 +9,7 @@
 #include "nabla/device.h"
 #include "nabla/eager.h"
 #include "../comm/comm_internal.h"
-#include "bucket.h"
+#include "dist_internal.h"
 
 typedef struct bucket {
     int first, count;        /* its parameters: order[first .. first+count) */
@@ -187,15 +187,8 @@ nb_status nb_ddp_backward(nb_ddp *d, nb_tensor *loss)
 static uint64_t params_hash(nb_ddp *d)
 {
     uint64_t h = NB_HASH_INIT;
-    for (int i = 0; i < d->n_params; i++) {
-        const char *name = nb_eager_param_name(d->b, i);
-        const nb_tensor *p = d->params[i];
-        int32_t dt = p->dtype, nd = p->ndim;
-        h = nb_hash_bytes(h, name, strlen(name) + 1);
-        h = nb_hash_bytes(h, &dt, sizeof dt);
-        h = nb_hash_bytes(h, &nd, sizeof nd);
-        h = nb_hash_bytes(h, p->shape, (size_t)p->ndim * sizeof *p->shape);
-    }
+    for (int i = 0; i < d->n_params; i++)
+        h = nb_hash_param(h, nb_eager_param_name(d->b, i), d->params[i]->dtype, d->params[i]->ndim, d->params[i]->shape);
     return h;
 }
 

@@ -1,16 +1,24 @@
-/* Gradient buckets, as the static pass and the eager DDP both form them:
+/* What the static pass and the eager DDP share.
+ *
+ * Gradient buckets, as both form them:
  * items (gradients) in the order the backward pass finishes them, cut into
  * runs of one dtype whose bytes stay within the cap (an item bigger than the
  * cap gets a bucket of its own). The same items give the same buckets on
  * every rank, which is what keeps their all-reduces in step. */
-#ifndef NABLA_DIST_BUCKET_H
-#define NABLA_DIST_BUCKET_H
+#ifndef NABLA_DIST_INTERNAL_H
+#define NABLA_DIST_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "nabla/dtype.h"
 
 /* bucket_of[i] (i < n) receives item i's bucket, counting from 0 in item
  * order; returns the number of buckets. cap 0 means NB_DEFAULT_BUCKET_BYTES. */
 int nb_plan_buckets(int n, const size_t *bytes, const nb_dtype *dtypes, size_t cap, int *bucket_of);
+
+/* The same-model check: h extended by one parameter's name, dtype and
+ * shape (start from NB_HASH_INIT), so that ranks whose models differ in any
+ * of them get different hashes. */
+uint64_t nb_hash_param(uint64_t h, const char *name, nb_dtype dtype, int ndim, const int64_t *shape);
 
 #endif
