@@ -115,7 +115,26 @@ NB_API const char *nb_backward_grad_of(const nb_backward_result *r, const char *
 typedef struct nb_backward_opts {
     nb_names params;  /* the vars to differentiate; none: every trainable parameter */
     nb_names no_grad; /* vars that take no gradient (as stop_gradient) */
+    /* Recomputation (PaddlePaddle's RecomputeOptimizer, JAX's checkpoint):
+     * memory for compute. The forward ops between two checkpoints form a
+     * segment; the backward part emits each segment's ops again (role
+     * backward, writing "<var>@RECOMPUTE" vars) just before the gradient
+     * rules that need them, and those rules read the copies. So after the
+     * forward pass only the checkpoints (and what the last segment, which
+     * is not recomputed, computed) stay alive, and the backward pass holds
+     * one segment at a time. Gradients equal those without recomputation
+     * bit for bit: the same kernels on the same values, and a recomputed
+     * random op (dropout) draws with its original's seed, the same numbers
+     * (set the program's seed before calling this). Ops that update state in
+     * place are not recomputed; their outputs stay alive. The copies are
+     * ordinary ops, so nb_gradients can differentiate the result again.
+     * checkpoints: vars to keep (outputs of forward ops); recompute_segments:
+     * n > 0 also cuts the ops on the gradient path into n even segments,
+     * NB_RECOMPUTE_SQRT into sqrt(their count), 0 adds none. */
+    nb_names checkpoints;
+    int recompute_segments;
 } nb_backward_opts;
+#define NB_RECOMPUTE_SQRT (-1)
 
 /* Appends the gradient part of block 0 of `p` for the scalar `loss`, as
  * PaddlePaddle Fluid's append_backward: seeds loss@GRAD with ones; keeps only

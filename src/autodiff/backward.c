@@ -17,6 +17,7 @@
 #include "nabla/autodiff.h"
 #include "nabla/ops.h"
 #include "backward_internal.h"
+#include "recompute.h"
 #include "../core/strmap.h"
 #include "../program/program_internal.h"
 
@@ -38,6 +39,7 @@ typedef struct bw {
     nb_strmap contribs; /* var -> contrib* */
     nb_strmap grad_of;  /* var -> nb_var* of its final gradient (NULL: none) */
     nb_strmap seeds;    /* given target gradients: contributions never renamed */
+    nb_recompute rc;    /* recomputation segments (block 0 of nb_append_backward only) */
 } bw;
 
 static bool in_set(const nb_strmap *m, const char *name) { return nb_strmap_get(m, name, NULL) != NULL; }
@@ -75,6 +77,7 @@ static void bw_free(bw *w)
     nb_strmap_free(&w->contribs);
     nb_strmap_free(&w->grad_of);
     nb_strmap_free(&w->seeds);
+    nb_recompute_free(&w->rc);
     nb_builder_free(w->builder);
 }
 
@@ -181,9 +184,13 @@ static nb_status emit_rule(bw *w, int i)
         st = nb_error(NB_ERR_NOMEM, "backward: out of memory");
         goto done;
     }
+    /* A control-flow op's rule reads its forward values, recomputed or not:
+     * its step scopes hold views of the very tensors it read, which must
+     * stay alive until its gradient op has run. */
+    bool remap = !(op->def->flags & NB_OP_CONTROL);
     for (int k = 0; k < n_out && !st; k++) {
         const char *o = op->outputs[k];
-        y[k] = nb_value_from_var(var_of(w, o));
+        y[k] = nb_value_from_var(var_of(w, remap ? nb_recompute_name(&w->rc, o) : o));
         if (in_set(&w->reach, o) && in_set(&w->affects, o)) {
             nb_var *g;
             if ((st = finalize(w, o, &g))) goto done;
@@ -193,7 +200,7 @@ static nb_status emit_rule(bw *w, int i)
     }
     for (int s = 0; s < NB_MAX_SLOTS && op->def->inputs[s].name; s++)
         for (int k = op->in_begin[s]; k < op->in_begin[s + 1]; k++) {
-            x[k] = nb_value_from_var(var_of(w, op->inputs[k]));
+            x[k] = nb_value_from_var(var_of(w, remap ? nb_recompute_name(&w->rc, op->inputs[k]) : op->inputs[k]));
             want[k] = !(op->def->inputs[s].flags & NB_SLOT_NO_GRAD) && in_set(&w->reach, op->inputs[k]);
             any_want |= want[k];
         }
@@ -299,12 +306,30 @@ static nb_status fill_result(bw *w, int n_in, const char *const *inputs, nb_var 
  * into sub-blocks: differentiates block `fwd`, writing the gradient ops at
  * the end of block `target` (fwd itself, or a grad block whose parent is
  * fwd). */
+/* The ops of the forward part that gradient flows through: an output that
+ * depends on the inputs and that a target depends on. */
+static nb_status plan_recompute(bw *w, const nb_backward_opts *ro)
+{
+    bool *on_path = nb_calloc((size_t)w->fwd_end + 1, sizeof *on_path);
+    if (!on_path) return nb_error(NB_ERR_NOMEM, "backward: out of memory");
+    for (int i = 0; i < w->fwd_end; i++) {
+        const nb_op *op = w->fwd->ops[i];
+        for (int k = 0; k < nb_op_n_outputs(op) && !on_path[i]; k++)
+            on_path[i] = in_set(&w->reach, op->outputs[k]) && in_set(&w->affects, op->outputs[k]);
+    }
+    nb_status st = nb_recompute_plan(&w->rc, w->fwd, w->fwd_end, on_path, ro->checkpoints, ro->recompute_segments);
+    nb_free(on_path);
+    return st;
+}
+
 static nb_status build_backward(nb_program *p, nb_block *fwd, nb_block *target, int n_targets, const char *const *targets,
                                 const char *const *target_grads, int n_in, const char *const *inputs, int n_no_grad,
-                                const char *const *no_grad, bool allow_unused, bool is_append, nb_backward_result *out)
+                                const char *const *no_grad, bool allow_unused, bool is_append,
+                                const nb_backward_opts *recompute, nb_backward_result *out)
 {
     memset(out, 0, sizeof *out);
     bw w = {.p = p, .fwd = fwd, .b = target};
+    nb_recompute_init(&w.rc);
     nb_strmap_init(&w.reach);
     nb_strmap_init(&w.affects);
     nb_strmap_init(&w.no_grad);
@@ -342,6 +367,9 @@ static nb_status build_backward(nb_program *p, nb_block *fwd, nb_block *target, 
             st = nb_error(NB_ERR_DTYPE, "backward: target '%s' is %s, not floating point", targets[i], nb_dtype_name(v->dtype));
     }
     if (st || (st = mark_paths(&w, n_in, inputs, n_targets, targets))) goto done;
+    if (recompute && (recompute->checkpoints.n > 0 || recompute->recompute_segments != 0) &&
+        (st = plan_recompute(&w, recompute)))
+        goto done;
 
     /* Seed each target's gradient: ones, or the caller's var. */
     nb_builder_set_role(w.builder, NB_ROLE_LOSS);
@@ -356,7 +384,10 @@ static nb_status build_backward(nb_program *p, nb_block *fwd, nb_block *target, 
         if (!(st = nb_builder_status(w.builder))) st = add_contrib(&w, targets[i], nb_value_var(ones));
     }
     nb_builder_set_role(w.builder, NB_ROLE_BACKWARD);
-    for (int i = w.fwd_end - 1; i >= 0 && !st; i--) st = emit_rule(&w, i);
+    for (int i = w.fwd_end - 1; i >= 0 && !st; i--) {
+        st = nb_recompute_before(&w.rc, w.b, w.fwd, i);
+        if (!st) st = emit_rule(&w, i);
+    }
     for (int i = 0; i < n_in && !st; i++) {
         if ((st = finalize(&w, inputs[i], &grads[i]))) break;
         if (!grads[i] && !allow_unused)
@@ -406,7 +437,7 @@ nb_status nb_gradients(nb_program *p, nb_names target_list, nb_names input_list,
         return nb_error(NB_ERR_ARG, "gradients: need a program, at least one target and one input");
     nb_block *b = nb_program_global_block(p);
     return build_backward(p, b, b, n_targets, targets, target_grads, n_inputs, inputs, n_no_grad, no_grad,
-                          allow_unused, false, out);
+                          allow_unused, false, NULL, out);
 }
 
 nb_status nb_append_backward(nb_program *p, const char *loss, const nb_backward_opts *opts, nb_backward_result *out)
@@ -447,7 +478,7 @@ nb_status nb_append_backward(nb_program *p, const char *loss, const nb_backward_
             break;
         }
     }
-    nb_status st = build_backward(p, b, b, 1, &loss, NULL, n_params, params, n_no_grad, no_grad, true, true, out);
+    nb_status st = build_backward(p, b, b, 1, &loss, NULL, n_params, params, n_no_grad, no_grad, true, true, opts, out);
     nb_free(all);
     return st;
 }
@@ -469,7 +500,7 @@ nb_status nb_backward_sub_block(nb_program *p, int fwd_idx, int n_targets, const
         if (!t) st = nb_error(NB_ERR_NOT_FOUND, "backward: sub-block %d has no var '%s'", fwd_idx, targets[i]);
         else st = nb_block_create_var(g, seeds[i], t->dtype, t->ndim, t->shape, NULL);
     }
-    if (!st) st = build_backward(p, fwd, g, n_targets, targets, seeds, n_inputs, inputs, 0, NULL, true, false, out);
+    if (!st) st = build_backward(p, fwd, g, n_targets, targets, seeds, n_inputs, inputs, 0, NULL, true, false, NULL, out);
     return st;
 }
 

@@ -9,6 +9,7 @@
 #include "nabla/device.h"
 #include "nabla/eager.h"
 #include "../comm/comm_internal.h"
+#include "../program/program_internal.h"
 #include "dist_internal.h"
 
 typedef struct bucket {
@@ -235,9 +236,7 @@ static void own_stream(nb_builder *b, int rank)
 {
     if (rank == 0) return;
     nb_rng *r = nb_eager_rng(b);
-    uint64_t z = r->key + 0x9e3779b97f4a7c15ULL * (uint64_t)rank;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    r->key = z ^ (z >> 27);
+    r->key = nb_mix_seed(r->key, (uint64_t)rank);
 }
 
 nb_status nb_ddp_new(nb_ddp **out, nb_comm *c, nb_builder *b, size_t bucket_bytes)

@@ -58,13 +58,6 @@ static int slot_for(nb_prepared *pp, const nb_block *b, const char *name, bool r
     return i;
 }
 
-static uint64_t mix_seed(uint64_t a, uint64_t b)
-{
-    uint64_t z = a * 0x9e3779b97f4a7c15ULL + b + 0x632be59bd9b4e019ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    return z ^ (z >> 27);
-}
-
 /* Step s runs op `op_index` of block b. */
 static nb_status prepare_step(nb_prepared *pp, const nb_block *b, int op_index, int s)
 {
@@ -103,9 +96,7 @@ static nb_status prepare_step(nb_prepared *pp, const nb_block *b, int op_index, 
                                .rng = &st->rng, .exec = &pp->env};
     memcpy(st->kctx.in_begin, op->in_begin, sizeof st->kctx.in_begin);
     memcpy(st->kctx.out_begin, op->out_begin, sizeof st->kctx.out_begin);
-    const nb_attr_value *seed = nb_op_attr(op, "seed");
-    uint64_t sd = seed && seed->type == NB_ATTR_INT && seed->i != 0 ? (uint64_t)seed->i
-                                                                    : mix_seed(pp->program->random_seed, (uint64_t)op->id);
+    uint64_t sd = nb_op_seed(pp->program, op);
     st->seed = sd;
     st->random = (op->def->flags & NB_OP_RANDOM) != 0;
     nb_rng_seed(&st->rng, sd);
@@ -548,8 +539,8 @@ nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope, nb_tensor *const *fe
      * the uninterrupted run drew. */
     for (int s = 0; s < pp->n_steps; s++)
         if (pp->steps[s].random) {
-            uint64_t sd = mix_seed(pp->steps[s].seed, pp->runs);
-            nb_rng_seed(&pp->steps[s].rng, pp->stream ? mix_seed(sd, pp->stream) : sd);
+            uint64_t sd = nb_mix_seed(pp->steps[s].seed, pp->runs);
+            nb_rng_seed(&pp->steps[s].rng, pp->stream ? nb_mix_seed(sd, pp->stream) : sd);
         }
     pp->runs++;
     for (int s = 0; !st && s < pp->n_steps; s++) st = run_step(pp, scope, &pp->steps[s]);

@@ -204,6 +204,83 @@ static nb_status append_optimize(nb_optim_ctx *c, nb_backward_result *r)
     return st;
 }
 
+/* ---- updates as soon as their gradients are final ----------------------------------------
+ *
+ * Each parameter's optimisation ops (L2, its clipping, its update) need only
+ * its own gradient, so they can run as soon as nothing before the
+ * optimisation part reads the parameter or touches the gradient any more,
+ * instead of after the whole backward pass. The executor then frees each
+ * gradient right after its update, and the step never holds all gradients
+ * at once (PyTorch keeps every .grad until optimizer.step()). The same ops
+ * run on the same values: results do not change by a bit. Clipping by
+ * global norm needs every gradient first, so it keeps the order as it is. */
+
+typedef struct group {
+    const char *param;
+    int after; /* the last op before the optimisation part that touches its vars */
+} group;
+
+static bool op_touches(const nb_op *op, const nb_op *other)
+{
+    for (int i = 0; i < nb_op_n_inputs(other) + nb_op_n_outputs(other); i++) {
+        const char *v = i < nb_op_n_inputs(other) ? other->inputs[i] : other->outputs[i - nb_op_n_inputs(other)];
+        for (int k = 0; k < nb_op_n_inputs(op); k++)
+            if (!strcmp(op->inputs[k], v)) return true;
+        for (int k = 0; k < nb_op_n_outputs(op); k++)
+            if (!strcmp(op->outputs[k], v)) return true;
+    }
+    return false;
+}
+
+static nb_status interleave_updates(nb_optim_ctx *c, int opt_begin)
+{
+    nb_block *b = c->mb;
+    int n = b->n_ops, n_groups = 0;
+    group *g = nb_calloc((size_t)(n - opt_begin) + 1, sizeof *g);
+    nb_op **order = nb_calloc((size_t)n + 1, sizeof *order);
+    if (!g || !order) {
+        nb_free(g);
+        nb_free(order);
+        return nb_error(NB_ERR_NOMEM, "minimize: out of memory");
+    }
+    for (int j = opt_begin; j < n; j++) {
+        const nb_op *op = b->ops[j];
+        if (!op->role_var[0]) continue; /* the counter and the learning rate */
+        int k = 0;
+        while (k < n_groups && strcmp(g[k].param, op->role_var[0])) k++;
+        if (k == n_groups) g[n_groups++] = (group){op->role_var[0], -1};
+        for (int i = opt_begin - 1; i > g[k].after; i--)
+            if (op_touches(b->ops[i], op)) {
+                g[k].after = i;
+                break;
+            }
+    }
+    /* The new order: the ops before the optimisation part, with each
+     * group's ops after its `after`, the counter and learning rate before
+     * the first of them. */
+    int first = opt_begin - 1, m = 0;
+    for (int k = 0; k < n_groups; k++)
+        if (g[k].after < first) first = g[k].after;
+    for (int i = -1; i < opt_begin; i++) {
+        if (i >= 0) order[m++] = b->ops[i];
+        if (i == first)
+            for (int j = opt_begin; j < n; j++)
+                if (!b->ops[j]->role_var[0]) order[m++] = b->ops[j];
+        for (int k = 0; k < n_groups; k++)
+            if (g[k].after == i)
+                for (int j = opt_begin; j < n; j++)
+                    if (b->ops[j]->role_var[0] && !strcmp(b->ops[j]->role_var[0], g[k].param)) order[m++] = b->ops[j];
+    }
+    nb_status st = m == n ? NB_OK : nb_error(NB_ERR_STATE, "minimize: reordering lost ops (%d of %d)", m, n);
+    if (!st) {
+        memcpy(b->ops, order, (size_t)n * sizeof *order);
+        c->main->version++;
+    }
+    nb_free(g);
+    nb_free(order);
+    return st;
+}
+
 /* The parameters to update: the caller's, less the frozen ones. */
 static nb_status select_params(nb_block *mb, int n_params, const char *const *params, const char ***sel, int *n_sel)
 {
@@ -256,14 +333,18 @@ nb_status nb_minimize(const nb_optimizer *opt, nb_program *main, nb_program *sta
     const char **sel;
     int n_sel;
     if ((st = select_params(c.mb, n_params, params, &sel, &n_sel))) return st;
-    st = nb_append_backward(main, loss, &(nb_backward_opts){.params = NB_NAMES_N(n_sel, sel), .no_grad = opts->no_grad},
+    st = nb_append_backward(main, loss, &(nb_backward_opts){.params = NB_NAMES_N(n_sel, sel), .no_grad = opts->no_grad,
+                                                          .checkpoints = opts->checkpoints,
+                                                          .recompute_segments = opts->recompute_segments},
                             out);
     nb_free(sel);
     if (st) return st;
     if (out->n_pairs == 0)
         st = nb_error(NB_ERR_ARG, "minimize: loss '%s' depends on none of the parameters to optimise", loss);
     if (!st && opt->data_parallel) st = nb_data_parallel(main, startup, loss, out, opt->data_parallel);
+    const int opt_begin = c.mb->n_ops;
     if (!st) st = append_optimize(&c, out);
+    if (!st && opt->clip != NB_CLIP_GLOBAL_NORM) st = interleave_updates(&c, opt_begin);
     if (st) {
         while (c.mb->n_ops > main_ops) nb_block_remove_op(c.mb, c.mb->n_ops - 1);
         while (c.sb->n_ops > startup_ops) nb_block_remove_op(c.sb, c.sb->n_ops - 1);

@@ -70,6 +70,20 @@ nb_status nb_block_push_op(nb_block *b, int pos, nb_op *op)
     return NB_OK;
 }
 
+uint64_t nb_mix_seed(uint64_t a, uint64_t b)
+{
+    uint64_t z = a * 0x9e3779b97f4a7c15ULL + b + 0x632be59bd9b4e019ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    return z ^ (z >> 27);
+}
+
+uint64_t nb_op_seed(const nb_program *p, const nb_op *op)
+{
+    const nb_attr_value *seed = nb_op_attr(op, "seed");
+    return seed && seed->type == NB_ATTR_INT && seed->i != 0 ? (uint64_t)seed->i
+                                                              : nb_mix_seed(p->random_seed, (uint64_t)op->id);
+}
+
 const nb_attr_value *nb_op_attr(const nb_op *op, const char *name)
 {
     int i = nb_op_attr_index(op->def, name);

@@ -12,6 +12,12 @@
  * fc_1 follows fc_0 whatever ops fc_0 emitted. */
 nb_status nb_program_unique_index(nb_program *p, const char *key, const char *fmt, int *out);
 void nb_op_free(nb_op *op);
+/* Mixes two 64-bit values into a seed (splitmix64's finaliser). */
+uint64_t nb_mix_seed(uint64_t a, uint64_t b);
+/* The seed a random op draws from: its "seed" attribute when nonzero, else
+ * one mixed from the program's seed and the op's id. A recomputed copy of
+ * the op is given this seed, so that it draws what the original drew. */
+uint64_t nb_op_seed(const nb_program *p, const nb_op *op);
 nb_op *nb_op_clone(const nb_op *op);
 /* Inserts an already-built op at pos (no checks); bumps the version. */
 nb_status nb_block_push_op(nb_block *b, int pos, nb_op *op);
