@@ -1,11 +1,11 @@
 """The PyTorch side of bench_memory: the same models and step (forward,
 backward, SGD update), measured the same way: how far the resident set rose
-above what it was once the model and the batch existed (VmHWM after a reset
-through /proc/self/clear_refs, over three steps), and the median time of a
-step. One case per process:
+above what it was once the model and the batch existed, at the peak of the
+second and third steps (VmHWM, reset through /proc/self/clear_refs after the
+first step), and the median time of a step. One case per process:
 
     python3 bench/bench_memory_torch.py CASE
-    case mlp1024 rss_kb 12000 torch_kb 0 ms 10.1
+    case mlp1024 rss_kb 12000 torch_kb 0 ms 10.1 act_kb 0
 """
 import statistics
 import sys
@@ -60,9 +60,10 @@ def main():
         opt.step()
 
     rss0 = status_kb("VmRSS")
+    step()
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
-    for _ in range(3):
+    for _ in range(2):
         step()
     peak = status_kb("VmHWM") - rss0
     steps = 3 if which in ("lenet", "lstm") else 5 if which == "mlp12" else 10
@@ -73,7 +74,7 @@ def main():
         for _ in range(steps):
             step()
         times.append((time.perf_counter() - t0) * 1e3 / steps)
-    print(f"case {which} rss_kb {peak} torch_kb 0 ms {statistics.median(times):.3f}")
+    print(f"case {which} rss_kb {peak} torch_kb 0 ms {statistics.median(times):.3f} act_kb 0")
 
 
 if __name__ == "__main__":

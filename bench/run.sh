@@ -13,6 +13,11 @@
 #                 and LeNet at a global batch of 64, static and eager (nb_ddp), at 1 and 2
 #                 processes of one thread each, the 2-process speed-up, the all-reduce time per
 #                 step and the part of it that overlaps backward; beside PyTorch's DDP (gloo)
+#     memory      the memory of one training step (SGD) of the 784-1024-1024-10 MLP at batch 128,
+#                 a 12-layer 784-wide MLP at batch 256, char_rnn's LSTM and LeNet at batch 64:
+#                 the resident set's rise at its peak (nabla, nabla with sqrt(n) recomputation,
+#                 PyTorch; one process per case and side, one thread), nabla's own count, the
+#                 activations kept for backward, and the time recomputation costs
 #     SCALE  < 1 runs fewer training steps (a quick look)
 #
 # Uses build-bench/ (a Release build) and Debian's python3-torch if present.
@@ -27,7 +32,8 @@ case "$which" in
     transforms) target=bench_transforms; torch_script=bench/bench_transforms_torch.py; torch_args=() ;;
     lstm) target=bench_lstm; torch_script=bench/bench_lstm_torch.py; torch_args=("$scale") ;;
     ddp) target=bench_ddp; torch_script=bench/bench_ddp_torch.py; torch_args=() ;;
-    *) echo "usage: bench/run.sh [train|eager|transforms|lstm|ddp] [SCALE]" >&2; exit 2 ;;
+    memory) target=bench_memory; torch_script=bench/bench_memory_torch.py; torch_args=() ;;
+    *) echo "usage: bench/run.sh [train|eager|transforms|lstm|ddp|memory] [SCALE]" >&2; exit 2 ;;
 esac
 cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DNABLA_BUILD_TESTS=OFF >/dev/null
 cmake --build build-bench -j"$(nproc)" --target "$target" >/dev/null
@@ -88,6 +94,45 @@ if [ "$which" = ddp ]; then
             }
             for (i = 1; i <= nc; i++) { c = names[i]; t1 = "torch " c " 1"; t2 = "torch " c " 2"
                 if (t1 in vals) printf "PyTorch DDP %s: 1 process %.0f, 2 processes %.0f samples/s, speed-up %.2f\n", c, median(t1), median(t2), median(t2) / median(t1) }
+        }' "$out/all.txt"
+    exit 0
+fi
+# memory: rounds of (nabla, nabla recomputing, PyTorch) per case, each a
+# process of its own; per case the median over the rounds.
+if [ "$which" = memory ]; then
+    export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+    have_torch=0
+    "$python" -c 'import torch' 2>/dev/null && have_torch=1
+    rounds=${NABLA_BENCH_ROUNDS:-3}
+    for r in $(seq "$rounds"); do
+        for c in mlp1024 mlp12 lstm lenet; do
+            ./build-bench/bench/bench_memory $c | sed "s/^/nabla /" >> "$out/all.txt"
+            ./build-bench/bench/bench_memory $c --recompute | sed "s/^/recompute /" >> "$out/all.txt"
+            [ $have_torch = 1 ] && "$python" bench/bench_memory_torch.py $c | sed "s/^/torch /" >> "$out/all.txt"
+        done
+    done
+    echo "memory benchmark: one training step (SGD), one thread; medians of $rounds rounds alternating the sides"
+    echo "rss: the resident set's rise at the peak of a step over where it stood once model and batch existed (MB);"
+    echo "own: nabla's count, the peak of its temporaries; act: activations kept for backward (MB);"
+    echo "ratio = nabla rss / PyTorch rss (at most 0.7 is the goal); recompute: sqrt(n) segments"
+    awk '
+        function med(k,   n, i, j, t, v) { n = split(vals[k], v, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] + 0 < v[i] + 0) { t = v[i]; v[i] = v[j]; v[j] = t }
+                                         return v[int((n + 1) / 2)] }
+        { side = $1; c = $3; sub(/_recompute$/, "", c); if (!(c in seen)) { seen[c] = 1; names[++nc] = c }
+          vals[side " " c " rss"] = vals[side " " c " rss"] " " $5; vals[side " " c " own"] = vals[side " " c " own"] " " $7
+          vals[side " " c " ms"] = vals[side " " c " ms"] " " $9; vals[side " " c " act"] = vals[side " " c " act"] " " $11 }
+        END {
+            printf "%-9s %10s %9s %9s %10s %8s | %10s %9s %9s %9s | %10s %9s\n", "case", "nabla rss", "own", "act", "torch rss", "ratio",
+                   "recomp rss", "own", "act", "act cut", "step ms", "+time"
+            for (i = 1; i <= nc; i++) {
+                c = names[i]; nr = med("nabla " c " rss") / 1024; tr = ("torch " c " rss" in vals) ? med("torch " c " rss") / 1024 : 0
+                na = med("nabla " c " act") / 1024; ra = med("recompute " c " act") / 1024
+                nm = med("nabla " c " ms"); rm = med("recompute " c " ms")
+                printf "%-9s %10.1f %9.1f %9.1f %10s %8s | %10.1f %9.1f %9.1f %8.0f%% | %10.2f %8.0f%%\n", c, nr, med("nabla " c " own") / 1024, na,
+                       tr ? sprintf("%.1f", tr) : "-", tr ? sprintf("%.2f", nr / tr) : "-", med("recompute " c " rss") / 1024,
+                       med("recompute " c " own") / 1024, ra, na > 0 ? 100 * (1 - ra / na) : 0, nm, 100 * (rm / nm - 1)
+            }
+            for (i = 1; i <= nc; i++) { c = names[i]; if (("torch " c " ms") in vals) printf "PyTorch %s: %.2f ms a step\n", c, med("torch " c " ms") }
         }' "$out/all.txt"
     exit 0
 fi

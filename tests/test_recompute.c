@@ -159,8 +159,10 @@ static void test_memory_falls(void)
     for (int i = 0; i < sq.r.n_pairs; i++) nb_tensor_release(g[i]);
     REQUIRE_OK(nb_prepared_memory(plain.pp, plain.scope, &a));
     REQUIRE_OK(nb_prepared_memory(sq.pp, sq.scope, &b));
-    printf("  peak of temporaries: %zu bytes plain, %zu with sqrt(n) segments\n", a.peak_bytes, b.peak_bytes);
+    printf("  peak of temporaries: %zu bytes plain, %zu with sqrt(n) segments; activations kept for backward: "
+           "%zu and %zu\n", a.peak_bytes, b.peak_bytes, a.activation_bytes, b.activation_bytes);
     CHECK(b.peak_bytes < a.peak_bytes * 6 / 10);
+    CHECK(b.activation_bytes < a.activation_bytes / 2 && b.activation_bytes > 0);
     nb_tensor_release(x);
     net_free(&plain);
     net_free(&sq);

@@ -120,17 +120,19 @@ typedef struct nb_backward_opts {
      * segment; the backward part emits each segment's ops again (role
      * backward, writing "<var>@RECOMPUTE" vars) just before the gradient
      * rules that need them, and those rules read the copies. So after the
-     * forward pass only the checkpoints (and what the last segment, which
-     * is not recomputed, computed) stay alive, and the backward pass holds
-     * one segment at a time. Gradients equal those without recomputation
+     * forward pass only the checkpoints (and what the ops after the last
+     * one computed, which are not recomputed) stay alive, and the backward
+     * pass holds one segment at a time. Gradients equal those without recomputation
      * bit for bit: the same kernels on the same values, and a recomputed
      * random op (dropout) draws with its original's seed, the same numbers
      * (set the program's seed before calling this). Ops that update state in
      * place are not recomputed; their outputs stay alive. The copies are
      * ordinary ops, so nb_gradients can differentiate the result again.
      * checkpoints: vars to keep (outputs of forward ops); recompute_segments:
-     * n > 0 also cuts the ops on the gradient path into n even segments,
-     * NB_RECOMPUTE_SQRT into sqrt(their count), 0 adds none. */
+     * n > 0 also cuts the m ops on the gradient path into n even segments
+     * (a checkpoint after every m/n of them, the last after the last op, so
+     * that only checkpoints outlive the forward pass), NB_RECOMPUTE_SQRT into
+     * sqrt(m), 0 adds none. */
     nb_names checkpoints;
     int recompute_segments;
 } nb_backward_opts;

@@ -64,6 +64,9 @@ typedef struct nb_memory_report {
     size_t unplanned_bytes; /* what one buffer per temporary would take (no reuse) */
     size_t scope_bytes;    /* the scope values the block reads or writes (parameters, optimiser state) */
     size_t role_bytes[5];  /* temporaries by the role of the op that writes them (nb_op_role) */
+    size_t activation_bytes; /* what the forward part leaves for the backward part: temporaries written
+                                before the first backward op and read at or after it (what recomputation
+                                trades for compute); 0 for a block without backward ops */
     int n_temporaries, n_buffers;
 } nb_memory_report;
 NB_API nb_status nb_prepared_memory(const nb_prepared *pp, nb_scope *scope, nb_memory_report *report);

@@ -6,7 +6,8 @@
  * the forward values. Nothing reads the forward values after the forward
  * pass then, so the executor frees them there, and the backward pass holds
  * one segment's values at a time. Ops after the last checkpoint are not
- * recomputed: their values are still live when the backward pass starts.
+ * recomputed (with checkpoints chosen by nb_backward_opts.recompute_segments
+ * the last one is the last op on the gradient path, so every segment is).
  *
  * A recomputed random op is given the seed its original drew with, so that
  * it draws the same numbers (dropout masks agree, and gradients equal those
@@ -64,10 +65,11 @@ nb_status nb_recompute_plan(nb_recompute *rc, const nb_block *fwd, int fwd_end, 
         rc->boundary[rc->n++] = at;
     }
     /* k segments over the m ops on the gradient path: a boundary after
-     * every m/k of them. */
+     * every m/k of them, the last after the last op, so that every segment
+     * is recomputed and only the checkpoints outlive the forward pass. */
     int k = segments == NB_RECOMPUTE_SQRT ? (int)ceil(sqrt((double)m)) : segments;
     if (k > m) k = m;
-    for (int j = 1, seen = 0, i = 0; j < k && i < fwd_end; i++) {
+    for (int j = 1, seen = 0, i = 0; j <= k && i < fwd_end; i++) {
         if (!on_path[i]) continue;
         if (++seen == (int)((int64_t)m * j / k)) {
             rc->boundary[rc->n++] = i;

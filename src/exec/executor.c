@@ -139,6 +139,100 @@ static nb_status plan_buffers(nb_prepared *pp)
     return pp->buffers ? NB_OK : nb_error(NB_ERR_NOMEM, "prepare: out of memory");
 }
 
+static void storage_drop(nb_storage *s);
+static nb_storage *storage_alloc(nb_prepared *pp, size_t nbytes);
+
+/* The plan again, now that a run has told every temporary's size: each
+ * takes the free buffer that fits it most tightly, or grows the largest
+ * free one, so that buffers hold temporaries of like sizes (the first plan,
+ * made before sizes are known, may pair a small buffer with a large
+ * temporary and a large one with a small). The old buffers are let go and
+ * the new ones allocated at their sizes, so that the next run allocates
+ * nothing. */
+static nb_status plan_by_size(nb_prepared *pp)
+{
+    int n = pp->n_values;
+    int *free_list = nb_malloc(((size_t)n + 1) * sizeof *free_list);
+    size_t *cap = nb_calloc((size_t)n + 1, sizeof *cap);
+    bool *released = nb_calloc((size_t)n + 1, sizeof *released);
+    int *old = nb_malloc(((size_t)n + 1) * sizeof *old);
+    if (!free_list || !cap || !released || !old) {
+        nb_free(free_list);
+        nb_free(cap);
+        nb_free(released);
+        nb_free(old);
+        return nb_error(NB_ERR_NOMEM, "run: the step completed, but there was no memory to plan its buffers by size");
+    }
+    int n_free = 0, n_buffers = 0;
+    for (int i = 0; i < n; i++) {
+        old[i] = pp->values[i].buffer;
+        if (pp->values[i].kind == V_TEMP && !pp->values[i].fetched) pp->values[i].buffer = -1;
+    }
+    for (int s = 0; s < pp->n_steps; s++) {
+        step *st = &pp->steps[s];
+        for (int k = 0; k < st->n_out; k++) {
+            value *v = &pp->values[st->out[k]];
+            if (v->kind != V_TEMP || v->fetched || v->buffer >= 0) continue;
+            int best = -1, largest = -1;
+            for (int j = 0; j < n_free; j++) {
+                size_t c = cap[free_list[j]];
+                if (c >= v->bytes && (best < 0 || c < cap[free_list[best]])) best = j;
+                if (largest < 0 || c > cap[free_list[largest]]) largest = j;
+            }
+            int pick = best >= 0 ? best : largest;
+            if (pick >= 0) {
+                v->buffer = free_list[pick];
+                free_list[pick] = free_list[--n_free];
+            } else v->buffer = n_buffers++;
+            if (cap[v->buffer] < v->bytes) cap[v->buffer] = v->bytes;
+        }
+        for (int side = 0; side < 2; side++) {
+            int m = side ? st->n_out : st->n_in, *ids = side ? st->out : st->in;
+            for (int k = 0; k < m; k++) {
+                value *v = &pp->values[ids[k]];
+                if (v->kind == V_TEMP && v->buffer >= 0 && v->last_use == s && !released[ids[k]]) {
+                    released[ids[k]] = true;
+                    free_list[n_free++] = v->buffer;
+                }
+            }
+        }
+    }
+    /* The new buffers first, so that without memory for them the old plan
+     * stays as it was. */
+    buffer *bufs = nb_calloc((size_t)n_buffers + 1, sizeof *bufs);
+    bool ok = bufs != NULL;
+    for (int b = 0; ok && b < n_buffers; b++) {
+        bufs[b].cap = cap[b];
+        ok = !cap[b] || (bufs[b].storage = storage_alloc(pp, cap[b])) != NULL;
+    }
+    nb_status st = NB_OK;
+    if (ok) {
+        for (int b = 0; b < pp->n_buffers; b++) storage_drop(pp->buffers[b].storage);
+        nb_free(pp->buffers);
+        pp->buffers = bufs;
+        pp->n_buffers = n_buffers;
+        for (int i = 0; i < n; i++) {
+            value *v = &pp->values[i];
+            if (v->kind == V_TEMP && v->t && v->t->refcount == 1 && v->t->storage) {
+                storage_drop(v->t->storage);
+                v->t->storage = NULL;
+            }
+        }
+        pp->sized = true;
+    } else {
+        for (int b = 0; bufs && b < n_buffers; b++) storage_drop(bufs[b].storage);
+        nb_free(bufs);
+        for (int i = 0; i < n; i++) pp->values[i].buffer = old[i];
+        st = nb_error(NB_ERR_NOMEM, "run: the step completed, but there was no memory to plan its buffers by size");
+    }
+    pp->grew = false;
+    nb_free(free_list);
+    nb_free(cap);
+    nb_free(released);
+    nb_free(old);
+    return st;
+}
+
 static nb_status prepare(nb_prepared **out, nb_program *p, int block_idx, int n_feed, const char *const *feed_names,
                         int n_fetch, const char *const *fetch_names, nb_block_cache *cache)
 {
@@ -353,11 +447,14 @@ static nb_status bind_temp(nb_prepared *pp, value *v, const nb_var_info *info, b
     if (v->buffer >= 0) {
         buffer *buf = &pp->buffers[v->buffer];
         if (!buf->storage || buf->cap < nbytes) {
-            nb_storage *s = storage_alloc(pp, nbytes);
-            if (!s) return nb_error(NB_ERR_NOMEM, "%s: out of memory allocating %zu bytes", label, nbytes);
+            /* A fresh buffer of a plan by size is allocated at its planned size. */
+            size_t size = !buf->storage && buf->cap > nbytes ? buf->cap : nbytes;
+            pp->grew |= buf->storage != NULL;
+            nb_storage *s = storage_alloc(pp, size);
+            if (!s) return nb_error(NB_ERR_NOMEM, "%s: out of memory allocating %zu bytes", label, size);
             storage_drop(buf->storage);
             buf->storage = s;
-            buf->cap = nbytes;
+            buf->cap = size;
         }
         want = buf->storage;
     } else {
@@ -556,6 +653,8 @@ nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope, nb_tensor *const *fe
             fetched[i] = nb_tensor_retain(v->t);
         }
     }
+    /* Block 0, once its sizes are known (and again when they grow). */
+    if (!st && !pp->scope_resident && (!pp->sized || pp->grew)) st = plan_by_size(pp);
     if (st)
         for (int i = 0; i < pp->n_fetch; i++) {
             nb_tensor_release(fetched[i]);

@@ -68,6 +68,9 @@ struct nb_prepared {
     bool scope_resident;
     nb_exec_env env;
     bool owns_cache;
+    /* The buffer plan was made by size, from the sizes of a run; a buffer
+     * that had to grow since says the sizes changed (plan_by_size). */
+    bool sized, grew;
 };
 
 /* The sub-blocks prepared so far, by block index; the prepared block 0 owns

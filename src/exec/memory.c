@@ -33,6 +33,14 @@ nb_status nb_prepared_memory(const nb_prepared *pp, nb_scope *scope, nb_memory_r
         if ((unsigned)role < 5) r->role_bytes[role] += v->bytes;
     }
     for (int b = 0; b < pp->n_buffers; b++) r->planned_bytes += pp->buffers[b].cap;
+    int first_bw = -1;
+    for (int s = 0; s < pp->n_steps && first_bw < 0; s++)
+        if (pp->steps[s].op->role == NB_ROLE_BACKWARD) first_bw = s;
+    for (int i = 0; first_bw >= 0 && i < pp->n_values; i++) {
+        const value *v = &pp->values[i];
+        if (v->kind == V_TEMP && born[i] >= 0 && born[i] < first_bw && (v->fetched || v->last_use >= first_bw))
+            r->activation_bytes += v->bytes;
+    }
     r->n_buffers = pp->n_buffers;
     /* Live bytes at each op: a temporary from the op that writes it through
      * the last that touches it (a fetched one to the end). */

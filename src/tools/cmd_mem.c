@@ -101,6 +101,7 @@ int cmd_mem(int argc, char **argv)
         print_bytes("peak of temporaries", r.peak_bytes);
         printf("    at op %d, %s; the largest live there:\n", r.peak_op, label);
         for (int i = 0; i < r.n_peak_vars; i++) printf("      %-40s %12zu bytes\n", r.peak_vars[i], r.peak_var_bytes[i]);
+        if (r.activation_bytes) print_bytes("activations kept for backward", r.activation_bytes);
         print_bytes("planned buffers (held)", r.planned_bytes);
         printf("    %d buffers for %d temporaries\n", r.n_buffers, r.n_temporaries);
         print_bytes("one buffer per temporary", r.unplanned_bytes);
