@@ -6,9 +6,13 @@
  * training step, and not at all over a second. `nabla mem` prints it
  * (tests/test_cli_program_file.sh runs it). The tape's figure
  * (nb_autograd_saved_bytes) counts what a small graph saves, and nothing
- * after its backward pass. */
+ * after its backward pass. A loop kept for its gradient keeps in each
+ * iteration's scope only what the gradient block reads (shapes alone where
+ * only shapes are read). */
 #include <stdlib.h>
 #include "test.h"
+#include "control/control_exec.h"
+#include "exec/scope_internal.h"
 
 /* Live bytes through the allocation hook: each block carries its size. */
 static size_t live_bytes;
@@ -144,8 +148,80 @@ static void test_report_errors(void)
     CHECK_ERR(nb_prepared_memory(NULL, NULL, &m), NB_ERR_ARG, "memory report: needs a prepared program");
 }
 
+/* An LSTM's forward op, run as in training but without the gradient ops
+ * that would free its step scopes: each keeps the values the gradient
+ * block reads (the gates' activations), the shape alone of those it reads
+ * through sum_to's Like (the matmuls and sums), and none of the rest (the
+ * pre-activation sum and its split). */
+static void test_step_scopes_trimmed(void)
+{
+    nb_program *main_p, *startup;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&main_p));
+    REQUIRE_OK(nb_program_new(&startup));
+    REQUIRE_OK(nb_builder_new_record(&b, main_p, startup));
+    nb_value x = nb_data(b, "x", NB_F32, 3, S(5, -1, 8));
+    nb_value ys = nb_layer_lstm(b, x, NULL, 16, NULL, NULL);
+    nb_value loss = nb_reduce_mean(b, ys, 0, NULL, false);
+    REQUIRE_OK(nb_builder_status(b));
+    nb_backward_result r;
+    REQUIRE_OK(nb_append_backward(main_p, nb_value_name(loss), NULL, &r));
+    nb_block *g = nb_program_global_block(main_p);
+    const char *steps_var = NULL;
+    for (int i = 0; i < g->n_ops; i++)
+        if (!strcmp(g->ops[i]->def->name, "recurrent")) steps_var = g->ops[i]->outputs[0];
+    REQUIRE_OK(steps_var ? NB_OK : NB_ERR_NOT_FOUND);
+    nb_scope *scope;
+    nb_executor *e;
+    REQUIRE_OK(nb_scope_new(&scope, NULL));
+    REQUIRE_OK(nb_executor_new(&e));
+    REQUIRE_OK(nb_executor_run(e, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
+    nb_tensor *xs;
+    REQUIRE_OK(nb_tensor_full(&xs, NB_F32, 3, S(5, 4, 8), 0.25));
+    /* The forward ops alone: a copy of the program (its gradient blocks
+     * included) without the gradient ops of block 0. */
+    nb_program *fwd;
+    REQUIRE_OK(nb_program_clone(&fwd, main_p));
+    nb_block *fb = nb_program_global_block(fwd);
+    for (int i = fb->n_ops - 1; i >= 0; i--)
+        if (fb->ops[i]->role == NB_ROLE_BACKWARD || !strcmp(fb->ops[i]->def->name, "ones_like")) nb_block_remove_op(fb, i);
+    nb_prepared *pp;
+    REQUIRE_OK(nb_prepare(&pp, fwd, 0, NB_NAMES("x"), NB_NAMES(nb_value_name(loss))));
+    nb_tensor *out;
+    REQUIRE_OK(nb_prepared_run(pp, scope, &xs, &out));
+    nb_step_scopes *ss = nb_scope_attachment(scope, steps_var);
+    if (!ss || ss->n != 5) printf("  step scopes under %s: %p, %d\n", steps_var, (void *)ss, ss ? ss->n : -1);
+    CHECK(ss && ss->n == 5);
+    for (int i = 0; ss && i < ss->n; i++) {
+        const nb_scope *st = ss->step[i];
+        int full = 0, shape_only = 0;
+        for (int k = 0; k < nb_scope_size(st); k++) {
+            const nb_tensor *t = nb_scope_tensor_at(st, k);
+            bool broadcast = t->ndim > 0 && t->strides[0] == 0;
+            shape_only += broadcast;
+            full += !broadcast;
+        }
+        if (i == 0) printf("  a step scope keeps %d values and %d shapes\n", full, shape_only);
+        /* sigmoid x3, tanh x2, c and h (carried); matmul x2, add x2 and the
+         * two products of c's update, as shapes. */
+        CHECK(full == 7 && shape_only == 6);
+        CHECK(nb_scope_find_local(st, "add_2.tmp_0") == NULL);
+    }
+    nb_tensor_release(out);
+    nb_tensor_release(xs);
+    nb_prepared_free(pp);
+    nb_backward_result_free(&r);
+    nb_executor_free(e);
+    nb_scope_free(scope);
+    nb_builder_free(b);
+    nb_program_free(fwd);
+    nb_program_free(main_p);
+    nb_program_free(startup);
+}
+
 int main(void)
 {
+    RUN(test_step_scopes_trimmed);
     RUN(test_report_matches_what_the_executor_holds);
     RUN(test_eager_saved_bytes);
     RUN(test_report_errors);

@@ -35,7 +35,8 @@ NB_BEGIN_DECLS
 enum {
     NB_SLOT_VARIADIC = 1 << 0, /* takes any number of values (at most one such slot per side) */
     NB_SLOT_OPTIONAL = 1 << 1, /* may be absent */
-    NB_SLOT_NO_GRAD = 1 << 2   /* never takes a gradient (labels, indices, conditions) */
+    NB_SLOT_NO_GRAD = 1 << 2,   /* never takes a gradient (labels, indices, conditions) */
+    NB_SLOT_SHAPE_ONLY = 1 << 3 /* reads only the value's dtype and shape, never its elements */
 };
 
 /* Op flags. */

@@ -147,6 +147,8 @@ static nb_status recurrent_kernel(const nb_kernel_ctx *ctx)
             st = nb_ctl_result(ctx, step, seq_out->strs[k], "step output", &y);
             if (!st) st = store_row(ctx, ctx->out_begin[R_OUT] + c.mem + k, T, t, i == 0, y);
         }
+        /* The step scope stays for the gradient: only with what it reads. */
+        if (!st && keep) st = nb_exec_trim_step(ctx->exec, block, step, mem_out, seq_out);
     }
     nb_tensor *steps;
     nb_var_info one = {.dtype = NB_I64, .ndim = 1, .shape = {1}};

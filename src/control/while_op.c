@@ -86,6 +86,8 @@ static nb_status while_kernel(const nb_kernel_ctx *ctx)
         nb_tensor *c;
         if (!st) st = nb_ctl_result(ctx, step, cond_out, "condition", &c);
         if (!st) st = nb_ctl_pred(ctx, c, "the condition", &go);
+        /* The iteration scope stays for the gradient: only with what it reads. */
+        if (!st && keep) st = nb_exec_trim_step(ctx->exec, block, step, cout, NULL);
         iters++;
     }
     nb_tensor *steps;

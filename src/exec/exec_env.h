@@ -32,4 +32,13 @@ nb_status nb_exec_output(const nb_kernel_ctx *k, int out_index, const nb_var_inf
  * reads go up the scope chain). Sub-blocks are prepared once per executor. */
 nb_status nb_exec_run_block(const nb_exec_env *env, int block_idx, nb_scope *scope);
 
+/* After an iteration whose scope is kept for the backward pass (a loop's
+ * step scope): lets go of what no op of another block will read, and keeps
+ * only the dtype and shape (a one-element tensor broadcast to the shape) of
+ * what other blocks read through NB_SLOT_SHAPE_ONLY slots alone. `keep`
+ * (NULL, or string attrs such as a recurrent op's mem_out and seq_out) names
+ * vars the caller reads itself. Which vars go is worked out once per block. */
+nb_status nb_exec_trim_step(const nb_exec_env *env, int block_idx, nb_scope *step, const nb_attr_value *keep1,
+                            const nb_attr_value *keep2);
+
 #endif

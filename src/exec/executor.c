@@ -369,6 +369,7 @@ void nb_prepared_free(nb_prepared *pp)
     }
     for (int i = 0; pp->values && i < pp->n_values; i++)
         if (pp->values[i].kind == V_TEMP) nb_tensor_release(pp->values[i].t);
+    nb_free(pp->trim);
     for (int i = 0; pp->buffers && i < pp->n_buffers; i++) { /* n_buffers is counted before they exist */
         nb_storage *s = pp->buffers[i].storage;
         if (s && --s->refcount == 0) {

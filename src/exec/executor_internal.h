@@ -71,6 +71,9 @@ struct nb_prepared {
     /* The buffer plan was made by size, from the sizes of a run; a buffer
      * that had to grow since says the sizes changed (plan_by_size). */
     bool sized, grew;
+    /* A sub-block: per value, what nb_exec_trim_step does with it in a kept
+     * iteration scope (TRIM_*), worked out on first use. */
+    unsigned char *trim;
 };
 
 /* The sub-blocks prepared so far, by block index; the prepared block 0 owns

@@ -177,7 +177,7 @@ static nb_status infer_fill_like(nb_op_ctx *ctx)
 static const nb_op_def op_fill_zeros_like = {
     .name = "fill_zeros_like",
     .doc = "Out: zeros with X's shape, and X's dtype unless dtype says otherwise.",
-    .inputs = {{"X", NB_SLOT_NO_GRAD}},
+    .inputs = {{"X", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}},
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_INT("dtype", -1)},
     .infer = infer_fill_like,
@@ -187,7 +187,7 @@ static const nb_op_def op_fill_zeros_like = {
 static const nb_op_def op_ones_like = {
     .name = "ones_like",
     .doc = "Out: ones with X's shape, and X's dtype unless dtype says otherwise.",
-    .inputs = {{"X", NB_SLOT_NO_GRAD}},
+    .inputs = {{"X", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}},
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_INT("dtype", -1)},
     .infer = infer_fill_like,

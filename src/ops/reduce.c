@@ -206,7 +206,7 @@ static nb_status infer_sum_to(nb_op_ctx *ctx)
 static const nb_op_def op_sum_to = {
     .name = "sum_to",
     .doc = "Sums X over the dims along which Like's shape was broadcast to X's, giving Like's shape",
-    .inputs = {{"X", 0}, {"Like", NB_SLOT_NO_GRAD}},
+    .inputs = {{"X", 0}, {"Like", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}},
     .outputs = {{"Out", 0}},
     .infer = infer_sum_to,
     .grad_uses_inputs = 1u << 0,
