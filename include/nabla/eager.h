@@ -155,6 +155,35 @@ typedef nb_status (*nb_node_hook)(nb_node *n, int count, nb_tensor **grads, void
 NB_API nb_status nb_node_register_pre_hook(nb_node *n, nb_node_hook fn, void *ctx);
 NB_API nb_status nb_node_register_post_hook(nb_node *n, nb_node_hook fn, void *ctx);
 
+/* ---- recomputation ------------------------------------------------------------ */
+
+/* torch.utils.checkpoint: runs f(b, ctx, in) -> out without recording it, so
+ * that the tape keeps none of f's intermediate values, only one node that
+ * holds f's inputs and the parameters f read (through nb_param, by name).
+ * When a backward pass reaches that node, it runs f again, recording, its
+ * random ops drawing what they drew the first time (dropout draws the same
+ * masks, even when the first run also drew initial values for parameters
+ * it created) and its layers finding the same parameters, and
+ * passes on the gradients of f's outputs with respect to its inputs and
+ * parameters: they equal those of running f without checkpoint, to the
+ * bit. It nests (a checkpoint inside f), and with NB_CREATE_GRAPH the
+ * recomputation is recorded too, so gradients through it can be
+ * differentiated again. f writes n_out values (eager ones, of b) to out;
+ * it must compute the same thing when called again. Without grad mode, or
+ * when nothing f reads requires grad, this just runs f.
+ *
+ *     static nb_status block(nb_builder *b, void *ctx, int n_in, const nb_value *in, int n_out, nb_value *out)
+ *     {
+ *         out[0] = nb_layer_fc(b, nb_layer_fc(b, in[0], 512, "relu", NULL), 512, "relu", NULL);
+ *         return nb_builder_status(b);
+ *     }
+ *     nb_value h;
+ *     nb_checkpoint(b, block, NULL, 1, &x, 1, &h); */
+typedef nb_status (*nb_checkpoint_fn)(nb_builder *b, void *ctx, int n_in, const nb_value *in, int n_out,
+                                      nb_value *out);
+NB_API nb_status nb_checkpoint(nb_builder *b, nb_checkpoint_fn f, void *ctx, int n_in, const nb_value *in,
+                               int n_out, nb_value *out);
+
 /* ---- the engine ------------------------------------------------------------- */
 
 /* Accumulates into .grad of every leaf that requires grad the gradients of

@@ -113,7 +113,7 @@ nb_status nb_tensor_set_requires_grad(nb_tensor *t, bool requires)
     if (!t) return nb_error(NB_ERR_ARG, "requires_grad: tensor is NULL");
     if (!nb_tensor_is_leaf(t))
         return nb_error(NB_ERR_ARG, "requires_grad: only leaves can be changed (this tensor was made by %s); "
-                                    "detach it first", ((nb_autograd *)t->autograd)->grad_fn->def->name);
+                                    "detach it first", nb_node_op(((nb_autograd *)t->autograd)->grad_fn));
     if (requires && !nb_dtype_is_float(t->dtype))
         return nb_error(NB_ERR_DTYPE, "requires_grad: only floating-point tensors have gradients, not %s",
                         nb_dtype_name(t->dtype));
@@ -221,7 +221,10 @@ nb_status nb_tensor_set_grad(nb_tensor *t, nb_tensor *grad)
 /* ---- nodes -------------------------------------------------------------------- */
 
 nb_node *nb_tensor_grad_fn(const nb_tensor *t) { return t && t->autograd ? ((nb_autograd *)t->autograd)->grad_fn : NULL; }
-const char *nb_node_op(const nb_node *n) { return n->kind == NODE_ACCUMULATE ? "accumulate_grad" : n->def->name; }
+const char *nb_node_op(const nb_node *n)
+{
+    return n->kind == NODE_ACCUMULATE ? "accumulate_grad" : n->kind == NODE_FN ? n->fn_name : n->def->name;
+}
 uint64_t nb_node_sequence(const nb_node *n) { return n->seq; }
 nb_status nb_node_register_pre_hook(nb_node *n, nb_node_hook fn, void *ctx) { return hook_list_add(&n->pre, (void *)fn, ctx); }
 nb_status nb_node_register_post_hook(nb_node *n, nb_node_hook fn, void *ctx) { return hook_list_add(&n->post, (void *)fn, ctx); }
@@ -241,6 +244,8 @@ void nb_node_release_saved(nb_node *n)
         nb_tensor_release(n->saved_out[i]);
         n->saved_out[i] = NULL;
     }
+    if (n->fn_ctx && n->fn_free) n->fn_free(n->fn_ctx);
+    n->fn_ctx = NULL;
     n->released = true;
 }
 
@@ -381,4 +386,44 @@ nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const
     }
     nb_node_release(n); /* the outputs hold it now */
     return ok ? NB_OK : nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", def->name);
+}
+
+nb_status nb_record_fn_node(const char *name, nb_node_fn fn, void *ctx, void (*free_fn)(void *), int n_in,
+                            nb_tensor *const *in, int n_out, nb_tensor *const *out)
+{
+    nb_node *n = nb_calloc(1, sizeof *n);
+    if (!n) {
+        if (free_fn) free_fn(ctx);
+        return nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", name);
+    }
+    *n = (nb_node){.refcount = 1, .kind = NODE_FN, .seq = nb_next_sequence(), .n_in = n_in, .n_out = n_out,
+                   .fn = fn, .fn_ctx = ctx, .fn_free = free_fn, .fn_name = name};
+    n->next = nb_calloc((size_t)n_in + 1, sizeof *n->next);
+    n->wants = nb_calloc((size_t)n_in + 1, sizeof *n->wants);
+    n->out_info = nb_calloc((size_t)n_out + 1, sizeof *n->out_info);
+    /* What the function keeps, as an op node's saved values are counted
+     * (nb_autograd_saved_bytes). */
+    n->saved_in = nb_calloc((size_t)n_in + 1, sizeof *n->saved_in);
+    bool ok = n->next && n->wants && n->out_info && n->saved_in;
+    for (int k = 0; ok && k < n_in; k++) {
+        n->saved_in[k] = nb_tensor_retain(in[k]);
+        if (!nb_tensor_requires_grad(in[k])) continue;
+        if (nb_edge_of(in[k], &n->next[k])) ok = false;
+        n->wants[k] = n->next[k].node != NULL;
+    }
+    for (int k = 0; ok && k < n_out; k++) {
+        n->out_info[k] = (nb_var_info){.dtype = out[k]->dtype, .ndim = out[k]->ndim};
+        memcpy(n->out_info[k].shape, out[k]->shape, sizeof out[k]->shape);
+        if (!nb_dtype_is_float(out[k]->dtype)) continue;
+        nb_autograd *a = nb_autograd_of(out[k], true);
+        if (!a) {
+            ok = false;
+            break;
+        }
+        nb_node_retain(n);
+        a->grad_fn = n;
+        a->output_nr = k;
+    }
+    nb_node_release(n); /* the outputs hold it now */
+    return ok ? NB_OK : nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", name);
 }

@@ -4,6 +4,7 @@
 #define NABLA_AUTOGRAD_H
 
 #include "nabla/eager.h"
+#include "../core/strmap.h"
 #include "nabla/op.h"
 
 typedef struct nb_edge {
@@ -17,7 +18,13 @@ typedef struct hook_list {
     void **ctxs;
 } hook_list;
 
-typedef enum { NODE_OP, NODE_ACCUMULATE } node_kind;
+typedef enum { NODE_OP, NODE_ACCUMULATE, NODE_FN } node_kind;
+
+/* A NODE_FN's backward (nb_checkpoint's): the gradients of its inputs
+ * (dx[k] for want[k], new references or NULL) from those of its outputs
+ * (dy entries may be NULL). create_graph: the backward is being recorded. */
+typedef nb_status (*nb_node_fn)(void *ctx, int n_out, nb_tensor *const *dy, int n_in, const bool *want,
+                                nb_tensor **dx, bool create_graph);
 
 struct nb_node {
     int refcount;
@@ -37,6 +44,11 @@ struct nb_node {
     nb_tensor **retain;         /* per output: a tensor that retains its grad (weak) */
     hook_list *out_hooks;       /* per output: hooks of that output's tensor */
     bool released;
+    /* NODE_FN: its function and what it keeps (freed with the saved values) */
+    nb_node_fn fn;
+    void *fn_ctx;
+    void (*fn_free)(void *);
+    const char *fn_name;
     /* NODE_ACCUMULATE */
     nb_tensor *leaf;            /* strong */
     hook_list pre, post;
@@ -75,6 +87,57 @@ uint64_t nb_next_sequence(void);
 /* Records a node for an op just run eagerly; sets the outputs' history. */
 nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const int *in_begin, const int *out_begin,
                          int n_in, nb_tensor *const *in, int n_out, nb_tensor *const *out);
+
+/* Records a node whose backward is fn(ctx, ...), with edges to the inputs
+ * that require grad, and makes it the history of the float outputs (which
+ * must be fresh tensors without one). It owns ctx from the call on (freeing
+ * it with free_fn, also when this fails). */
+nb_status nb_record_fn_node(const char *name, nb_node_fn fn, void *ctx, void (*free_fn)(void *), int n_in,
+                            nb_tensor *const *in, int n_out, nb_tensor *const *out);
+
+/* ---- what nb_checkpoint needs of the eager builder (eager_builder.c) ---- */
+
+/* The parameters looked up or created while a trace is set. */
+typedef struct nb_param_trace {
+    nb_tensor **t; /* strong */
+    char **name;
+    int n, cap;
+    bool failed;   /* out of memory while tracing */
+} nb_param_trace;
+/* Sets the trace (NULL: none) and returns the one it replaces. */
+nb_param_trace *nb_eager_trace_params(nb_builder *b, nb_param_trace *trace);
+/* Adds (name, t) to the trace, once (sets failed when out of memory). */
+void nb_param_trace_add(nb_param_trace *tr, const char *name, nb_tensor *t);
+void nb_param_trace_free(nb_param_trace *tr);
+/* Puts t (retained) under an existing parameter's name and returns the
+ * tensor that was there (the reference passes to the caller), or NULL. */
+nb_tensor *nb_eager_swap_param(nb_builder *b, const char *name, nb_tensor *t);
+/* The generator states a function's random ops started from, in order:
+ * noted while it first runs (nb_eager_rng_record: pushes a tape, NULL pops
+ * the last), replayed while it runs again (nb_eager_rng_replay: sets the
+ * tape random ops take their states from, from pos on, or NULL for the
+ * builder's generator; returns the one it replaces). Noting the states
+ * rather than the generator's state at the start keeps the draws right when
+ * the first run also drew for initialisers that the second does not. */
+#define NB_RNG_TAPES_MAX 16
+typedef struct nb_rng_tape {
+    nb_rng *states;
+    int n, cap, pos;
+} nb_rng_tape;
+nb_status nb_eager_rng_record(nb_builder *b, nb_rng_tape *tape);
+nb_rng_tape *nb_eager_rng_replay(nb_builder *b, nb_rng_tape *tape);
+/* The random generator and layer-name counters of a moment, so that a
+ * function run again finds the same parameters. */
+typedef struct nb_eager_replay {
+    nb_rng rng;
+    nb_strmap names;
+} nb_eager_replay;
+nb_status nb_eager_replay_save(nb_builder *b, nb_eager_replay *r);
+nb_status nb_eager_replay_copy(nb_eager_replay *to, nb_rng rng, const nb_strmap *names);
+void nb_eager_replay_swap(nb_builder *b, nb_eager_replay *r); /* exchanges the builder's with r's */
+/* The builder's count of held values, and dropping those held after it. */
+int nb_eager_values_mark(const nb_builder *b);
+void nb_eager_release_values_after(nb_builder *b, int mark);
 
 /* An eager builder of the engine's own, used to run rules. */
 nb_status nb_eager_builder_for_engine(nb_builder **out);

@@ -25,6 +25,13 @@ typedef struct eager_state {
     nb_strmap names;    /* layer-name counters, restarted every step */
     nb_rng rng;
     bool is_test;
+    nb_param_trace *trace; /* nb_checkpoint: the parameters its function reads */
+    /* nb_checkpoint: the generator states random ops start from are noted
+     * on every tape of `record` while its function first runs, and taken in
+     * order from `replay` (not from rng) while it runs again. */
+    nb_rng_tape *record[NB_RNG_TAPES_MAX];
+    int n_record;
+    nb_rng_tape *replay;
 } eager_state;
 
 static eager_state *state_of(const nb_builder *b) { return b->state; }
@@ -87,6 +94,54 @@ static nb_status propagate_tangents(nb_tangents *l, const nb_op_def *def, const 
     return st;
 }
 
+/* The generator a random op draws from: the builder's (its state first
+ * noted on the tapes being recorded), or, while a checkpointed function
+ * runs again, the next state of the replayed tape in *replayed. */
+static nb_status random_state(eager_state *s, const char *op, nb_rng *replayed, nb_rng **rng)
+{
+    nb_rng at = s->rng;
+    if (s->replay) {
+        if (s->replay->pos >= s->replay->n)
+            return nb_error(NB_ERR_STATE, "%s: a checkpointed function, run again, draws random numbers more times "
+                                          "than it did the first time", op);
+        at = *replayed = s->replay->states[s->replay->pos++];
+        *rng = replayed;
+    } else *rng = &s->rng;
+    for (int i = 0; i < s->n_record; i++) {
+        nb_rng_tape *t = s->record[i];
+        if (t->n == t->cap) {
+            int cap = t->cap ? 2 * t->cap : 8;
+            nb_rng *v = nb_realloc(t->states, (size_t)cap * sizeof *v);
+            if (!v) return nb_error(NB_ERR_NOMEM, "%s: out of memory noting the generator for a checkpoint", op);
+            t->states = v;
+            t->cap = cap;
+        }
+        t->states[t->n++] = at;
+    }
+    return NB_OK;
+}
+
+nb_status nb_eager_rng_record(nb_builder *b, nb_rng_tape *tape)
+{
+    eager_state *s = state_of(b);
+    if (!tape) {
+        if (s->n_record > 0) s->n_record--;
+        return NB_OK;
+    }
+    if (s->n_record == NB_RNG_TAPES_MAX)
+        return nb_error(NB_ERR_UNSUPPORTED, "checkpoint: checkpoints nest at most %d deep", NB_RNG_TAPES_MAX);
+    s->record[s->n_record++] = tape;
+    return NB_OK;
+}
+
+nb_rng_tape *nb_eager_rng_replay(nb_builder *b, nb_rng_tape *tape)
+{
+    eager_state *s = state_of(b);
+    nb_rng_tape *was = s->replay;
+    s->replay = tape;
+    return was;
+}
+
 static nb_status eager_emit(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
                             const nb_attr *attrs, int n_out, nb_value *out)
 {
@@ -107,7 +162,9 @@ static nb_status eager_emit(nb_builder *b, const char *type, int n_in, const nb_
         all[m++] = attrs[i];
     }
     if (s->is_test && !has_test && nb_op_attr_index(def, "is_test") >= 0) all[m++] = NB_ATTR_BOOL("is_test", true);
-    nb_status st = nb_op_run_rng(def->name, n_in, ins, m, all, n_out, outs, (def->flags & NB_OP_RANDOM) ? &s->rng : NULL);
+    nb_rng replayed, *rng = NULL;
+    nb_status st = (def->flags & NB_OP_RANDOM) ? random_state(s, def->name, &replayed, &rng) : NB_OK;
+    if (!st) st = nb_op_run_rng(def->name, n_in, ins, m, all, n_out, outs, rng);
     if (st) return st;
     if ((s->level || nb_grad_mode_enabled()) && !(def->flags & NB_OP_NOT_DIFFERENTIABLE)) {
         /* The node needs the resolved attributes and the compacted inputs. */
@@ -232,7 +289,106 @@ static nb_status eager_unique_name(nb_builder *b, const char *prefix, char *buf,
     return NB_OK;
 }
 
-nb_tensor *nb_eager_find_param(nb_builder *b, const char *name) { return nb_strmap_get(&state_of(b)->params, name, NULL); }
+void nb_param_trace_add(nb_param_trace *tr, const char *name, nb_tensor *t)
+{
+    for (int i = 0; i < tr->n; i++)
+        if (tr->t[i] == t) return;
+    if (tr->n == tr->cap) {
+        int cap = tr->cap ? 2 * tr->cap : 8;
+        nb_tensor **v = nb_realloc(tr->t, (size_t)cap * sizeof *v);
+        if (v) tr->t = v;
+        char **nm = v ? nb_realloc(tr->name, (size_t)cap * sizeof *nm) : NULL;
+        if (!nm) {
+            tr->failed = true;
+            return;
+        }
+        tr->name = nm;
+        tr->cap = cap;
+    }
+    char *copy = nb_strdup(name);
+    if (!copy) {
+        tr->failed = true;
+        return;
+    }
+    tr->name[tr->n] = copy;
+    tr->t[tr->n++] = nb_tensor_retain(t);
+}
+
+nb_tensor *nb_eager_find_param(nb_builder *b, const char *name)
+{
+    eager_state *s = state_of(b);
+    nb_tensor *t = nb_strmap_get(&s->params, name, NULL);
+    if (t && s->trace) nb_param_trace_add(s->trace, name, t);
+    return t;
+}
+
+nb_param_trace *nb_eager_trace_params(nb_builder *b, nb_param_trace *trace)
+{
+    nb_param_trace *was = state_of(b)->trace;
+    state_of(b)->trace = trace;
+    return was;
+}
+
+void nb_param_trace_free(nb_param_trace *tr)
+{
+    for (int i = 0; i < tr->n; i++) {
+        nb_tensor_release(tr->t[i]);
+        nb_free(tr->name[i]);
+    }
+    nb_free(tr->t);
+    nb_free(tr->name);
+    memset(tr, 0, sizeof *tr);
+}
+
+nb_tensor *nb_eager_swap_param(nb_builder *b, const char *name, nb_tensor *t)
+{
+    eager_state *s = state_of(b);
+    int found;
+    nb_tensor *old = nb_strmap_get(&s->params, name, &found);
+    if (!found || nb_strmap_put(&s->params, name, nb_tensor_retain(t))) {
+        nb_tensor_release(t);
+        return NULL;
+    }
+    return old;
+}
+
+nb_status nb_eager_replay_copy(nb_eager_replay *to, nb_rng rng, const nb_strmap *names)
+{
+    to->rng = rng;
+    nb_strmap_init(&to->names);
+    for (int i = 0; i < names->n; i++)
+        if (names->keys[i] && nb_strmap_put(&to->names, names->keys[i], names->vals[i])) {
+            nb_strmap_free(&to->names);
+            return nb_error(NB_ERR_NOMEM, "checkpoint: out of memory");
+        }
+    return NB_OK;
+}
+
+nb_status nb_eager_replay_save(nb_builder *b, nb_eager_replay *r)
+{
+    eager_state *s = state_of(b);
+    return nb_eager_replay_copy(r, s->rng, &s->names);
+}
+
+void nb_eager_replay_swap(nb_builder *b, nb_eager_replay *r)
+{
+    eager_state *s = state_of(b);
+    nb_rng rng = s->rng;
+    nb_strmap names = s->names;
+    s->rng = r->rng;
+    s->names = r->names;
+    r->rng = rng;
+    r->names = names;
+}
+
+int nb_eager_values_mark(const nb_builder *b) { return state_of(b)->n_values; }
+
+void nb_eager_release_values_after(nb_builder *b, int mark)
+{
+    eager_state *s = state_of(b);
+    for (int i = mark; i < s->n_values; i++) nb_tensor_release(s->values[i]);
+    if (mark < s->n_values) s->n_values = mark;
+}
 int nb_eager_param_count(const nb_builder *b) { return nb_strmap_size(&state_of(b)->params); }
 
 static int param_entry(const nb_builder *b, int i)
@@ -267,6 +423,7 @@ nb_status nb_eager_add_param(nb_builder *b, const char *name, nb_tensor *t)
         nb_tensor_release(t);
         return nb_error(NB_ERR_NOMEM, "eager: out of memory");
     }
+    if (s->trace) nb_param_trace_add(s->trace, name, t);
     return NB_OK;
 }
 

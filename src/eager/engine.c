@@ -13,8 +13,21 @@
 #include "nabla/autodiff.h"
 #include "nabla/ops.h"
 
+/* What a node held for the task that owned it before a nested task (a
+ * backward run from inside a node's backward, as nb_checkpoint does) took
+ * it over; given back when the nested task ends. */
+typedef struct saved_state {
+    nb_node *n;
+    uint64_t task;
+    int deps, capture;
+    bool needed;
+    nb_tensor **buffer;
+} saved_state;
+
 typedef struct task {
     uint64_t id;
+    saved_state *saved;
+    int n_saved, cap_saved;
     bool retain_graph, create_graph, capturing;
     nb_node **nodes; /* reachable, each retained for the task */
     int n_nodes, cap_nodes;
@@ -52,6 +65,17 @@ static nb_status push_node(task *t, nb_node *n)
         t->nodes = v;
         t->cap_nodes = cap;
     }
+    if (n->task) { /* an outer task's: keep its state for it */
+        if (t->n_saved == t->cap_saved) {
+            int cap = t->cap_saved ? 2 * t->cap_saved : 16;
+            saved_state *v = nb_realloc(t->saved, (size_t)cap * sizeof *v);
+            if (!v) return nb_error(NB_ERR_NOMEM, "backward: out of memory");
+            t->saved = v;
+            t->cap_saved = cap;
+        }
+        t->saved[t->n_saved++] = (saved_state){n, n->task, n->deps, n->capture, n->needed, n->buffer};
+        n->buffer = NULL;
+    }
     nb_node_retain(n);
     t->nodes[t->n_nodes++] = n;
     n->task = t->id;
@@ -78,7 +102,7 @@ static nb_status discover(task *t, int n_roots, nb_node *const *roots)
         }
     while (top > 0 && !st) {
         nb_node *n = stack[--top];
-        for (int k = 0; n->kind == NODE_OP && k < n->n_in && !st; k++) {
+        for (int k = 0; n->kind != NODE_ACCUMULATE && k < n->n_in && !st; k++) {
             nb_node *m = n->next[k].node;
             if (!m || m->task == t->id) continue;
             if ((st = push_node(t, m))) break;
@@ -114,7 +138,7 @@ static void mark_needed(task *t)
     qsort(t->nodes, (size_t)t->n_nodes, sizeof *t->nodes, by_sequence);
     for (int i = 0; i < t->n_nodes; i++) {
         nb_node *n = t->nodes[i];
-        if (n->kind != NODE_OP) continue;
+        if (n->kind == NODE_ACCUMULATE) continue;
         for (int k = 0; k < n->n_in && !n->needed; k++) {
             nb_node *m = n->next[k].node;
             n->needed = m && m->task == t->id && (m->needed || m->capture);
@@ -129,7 +153,7 @@ static void count_dependencies(task *t)
 {
     for (int i = 0; i < t->n_nodes; i++) {
         nb_node *n = t->nodes[i];
-        if (n->kind != NODE_OP || !n->needed) continue;
+        if (n->kind == NODE_ACCUMULATE || !n->needed) continue;
         for (int k = 0; k < n->n_in; k++)
             if (n->wants[k] && receives(t, n->next[k].node)) n->next[k].node->deps++;
     }
@@ -299,7 +323,7 @@ static nb_status deliver(task *t, nb_node *n, nb_tensor **dx)
         if (!st && g && nb_anomaly_mode() && !finite(g))
             st = nb_error(NB_ERR_STATE,
                           "backward: anomaly: the gradient that %s (node #%llu, the %llu%s op recorded) produced for "
-                          "its input %d holds NaN or Inf", n->def->name, (unsigned long long)n->seq,
+                          "its input %d holds NaN or Inf", nb_node_op(n), (unsigned long long)n->seq,
                           (unsigned long long)n->seq, ordinal_suffix(n->seq), k);
         if (!st && g) st = accumulate(t, &m->buffer[n->next[k].nr], g);
         else nb_tensor_release(g);
@@ -360,6 +384,37 @@ static nb_status run_op_node(task *t, nb_node *n)
     return st;
 }
 
+/* A node whose backward is a function (nb_checkpoint's). */
+static nb_status run_fn_node(task *t, nb_node *n)
+{
+    if (!n->fn_ctx)
+        return nb_error(NB_ERR_STATE, "backward: trying to backward through the graph a second time (node %s #%llu): "
+                        "its saved values were freed; pass retain_graph the first time", n->fn_name,
+                        (unsigned long long)n->seq);
+    nb_status st = run_node_hooks(n, &n->pre, n->n_out, n->buffer);
+    if (st) return st;
+    bool *want = nb_calloc((size_t)n->n_in + 1, sizeof *want);
+    nb_tensor **dx = nb_calloc((size_t)n->n_in + 1, sizeof *dx);
+    if (!want || !dx) st = nb_error(NB_ERR_NOMEM, "backward: out of memory");
+    bool any = false;
+    for (int k = 0; k < n->n_out; k++) any |= n->buffer[k] != NULL;
+    for (int k = 0; !st && k < n->n_in; k++) want[k] = n->wants[k] && receives(t, n->next[k].node);
+    if (!st && any) {
+        nb_grad_mode_push(t->create_graph);
+        st = n->fn(n->fn_ctx, n->n_out, n->buffer, n->n_in, want, dx, t->create_graph);
+        nb_grad_mode_pop();
+        if (st) nb_error_context(st, "backward: in %s (node #%llu)", n->fn_name, (unsigned long long)n->seq);
+    }
+    if (!st) st = run_node_hooks(n, &n->post, n->n_in, dx);
+    if (!st) st = deliver(t, n, dx);
+    else
+        for (int k = 0; dx && k < n->n_in; k++) nb_tensor_release(dx[k]);
+    nb_free(want);
+    nb_free(dx);
+    if (!t->retain_graph) nb_node_release_saved(n);
+    return st;
+}
+
 static nb_status run_accumulate(task *t, nb_node *n)
 {
     nb_tensor *g = n->buffer[0];
@@ -389,7 +444,7 @@ static nb_status run_accumulate(task *t, nb_node *n)
 static nb_status process(task *t, nb_node *n)
 {
     nb_status st = NB_OK;
-    for (int k = 0; n->kind == NODE_OP && k < n->n_out && !st; k++) {
+    for (int k = 0; n->kind != NODE_ACCUMULATE && k < n->n_out && !st; k++) {
         if (n->out_hooks && n->buffer[k]) st = run_tensor_hooks(&n->out_hooks[k], &n->buffer[k]);
         if (!st && n->retain && n->retain[k] && n->buffer[k]) {
             nb_autograd *a = n->retain[k]->autograd;
@@ -404,7 +459,7 @@ static nb_status process(task *t, nb_node *n)
     for (int i = 0; i < t->n_capture && !st; i++)
         if (t->cap_node[i] == n && n->buffer[t->cap_nr[i]]) t->captured[i] = nb_tensor_retain(n->buffer[t->cap_nr[i]]);
     if (st || !n->needed) return st;
-    return n->kind == NODE_ACCUMULATE ? run_accumulate(t, n) : run_op_node(t, n);
+    return n->kind == NODE_ACCUMULATE ? run_accumulate(t, n) : n->kind == NODE_FN ? run_fn_node(t, n) : run_op_node(t, n);
 }
 
 /* ---- a graph task -------------------------------------------------------------- */
@@ -419,6 +474,16 @@ static void task_free(task *t)
         n->task = 0;
         nb_node_release(n);
     }
+    /* Nodes an outer task owns get their state back, innermost first. */
+    for (int i = t->n_saved - 1; i >= 0; i--) {
+        saved_state *s = &t->saved[i];
+        s->n->task = s->task;
+        s->n->deps = s->deps;
+        s->n->capture = s->capture;
+        s->n->needed = s->needed;
+        s->n->buffer = s->buffer;
+    }
+    nb_free(t->saved);
     for (int i = 0; t->cap_node && i < t->n_capture; i++) nb_node_release(t->cap_node[i]);
     nb_free(t->nodes);
     nb_free(t->heap);

@@ -57,7 +57,7 @@ nb_status nb_autograd_saved_bytes(nb_tensors roots, size_t *bytes, int *n_nodes)
         nb_node *n = stack[--top];
         bool fresh;
         if ((st = mark(&nodes, n, &fresh)) || !fresh) continue;
-        if (n->kind != NODE_OP || n->released) continue;
+        if (n->kind == NODE_ACCUMULATE || n->released) continue;
         if (n_nodes) (*n_nodes)++;
         for (int i = 0; !st && n->saved_in && i < n->n_in; i++) st = count(&storages, n->saved_in[i], bytes);
         for (int i = 0; !st && n->saved_out && i < n->n_out; i++) st = count(&storages, n->saved_out[i], bytes);
