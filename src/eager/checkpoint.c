@@ -91,8 +91,12 @@ static nb_status ckpt_backward(void *p, int n_out, nb_tensor *const *dy, int n_a
         nb_eager_replay_swap(b, &run);
         nb_strmap_free(&run.names);
     }
+    /* The registry takes its parameters back (and a reference of its own). */
     for (int j = 0; j < n_par; j++)
-        if (swapped[j]) nb_tensor_release(nb_eager_swap_param(b, c->params.name[j], swapped[j]));
+        if (swapped[j]) {
+            nb_tensor_release(nb_eager_swap_param(b, c->params.name[j], swapped[j]));
+            nb_tensor_release(swapped[j]);
+        }
     for (int k = 0; k < n_out && !st; k++) {
         nb_tensor *y = nb_eager_tensor(out[k]);
         if (!dy[k] || !y || !nb_tensor_requires_grad(y)) continue;
