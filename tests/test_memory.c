@@ -219,8 +219,53 @@ static void test_step_scopes_trimmed(void)
     nb_program_free(startup);
 }
 
+/* A chain of elementwise ops runs in one buffer once the executor knows
+ * the sizes (each op writes over the input it reads last), with the
+ * results of the first run. */
+static void test_elementwise_chain_in_place(void)
+{
+    nb_program *p;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&p));
+    REQUIRE_OK(nb_builder_new_record(&b, p, NULL));
+    nb_value x = nb_data(b, "x", NB_F64, 1, S(-1));
+    nb_value y = nb_sigmoid(b, nb_tanh(b, nb_exp(b, nb_scale(b, x, 0.5, 0))));
+    nb_value s = nb_reduce_sum(b, nb_mul(b, y, y), 0, NULL, false);
+    REQUIRE_OK(nb_builder_status(b));
+    nb_scope *scope;
+    REQUIRE_OK(nb_scope_new(&scope, NULL));
+    nb_prepared *pp;
+    REQUIRE_OK(nb_prepare(&pp, p, 0, NB_NAMES("x"), NB_NAMES(nb_value_name(s))));
+    nb_tensor *xs;
+    REQUIRE_OK(nb_tensor_new(&xs, NB_F64, 1, S(1000)));
+    double want = 0;
+    for (int i = 0; i < 1000; i++) {
+        double v = sin(0.01 * i), t = 1 / (1 + exp(-tanh(exp(0.5 * v))));
+        nb_tensor_set(xs, i, v);
+        want += t * t;
+    }
+    for (int run = 0; run < 3; run++) {
+        nb_tensor *out;
+        REQUIRE_OK(nb_prepared_run(pp, scope, &xs, &out));
+        CHECK_NEAR(nb_tensor_get(out, 0), want, 1e-9);
+        nb_tensor_release(out);
+    }
+    nb_memory_report m;
+    REQUIRE_OK(nb_prepared_memory(pp, scope, &m));
+    printf("  five elementwise ops on 8000 bytes: %d buffers, %zu bytes planned, peak %zu\n", m.n_buffers,
+           m.planned_bytes, m.peak_bytes);
+    CHECK(m.planned_bytes <= 8000 + 64); /* one buffer of the chain's size, and the scalar's */
+    CHECK(m.peak_bytes <= 8000 + 8);
+    nb_tensor_release(xs);
+    nb_prepared_free(pp);
+    nb_scope_free(scope);
+    nb_builder_free(b);
+    nb_program_free(p);
+}
+
 int main(void)
 {
+    RUN(test_elementwise_chain_in_place);
     RUN(test_step_scopes_trimmed);
     RUN(test_report_matches_what_the_executor_holds);
     RUN(test_eager_saved_bytes);

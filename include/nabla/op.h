@@ -44,7 +44,9 @@ enum {
     NB_OP_NOT_DIFFERENTIABLE = 1 << 0, /* comparisons, argmax, initialisers: no gradient */
     NB_OP_RANDOM = 1 << 1,             /* draws from ctx->rng */
     NB_OP_STATEFUL = 1 << 2,           /* writes an input in place (increment, optimisers) */
-    NB_OP_CONTROL = 1 << 3             /* runs sub-blocks; sizes its outputs itself (see src/exec/exec_env.h) */
+    NB_OP_CONTROL = 1 << 3,            /* runs sub-blocks; sizes its outputs itself (see src/exec/exec_env.h) */
+    NB_OP_INPLACE = 1 << 4             /* its kernels may write output 0 over an input of its dtype and size
+                                          (elementwise ops, sum): the executor lets a dying input's buffer serve */
 };
 
 typedef struct nb_slot_def {

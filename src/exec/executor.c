@@ -38,7 +38,7 @@ static int add_value(nb_prepared *pp, const char *name, value_kind kind, const n
     }
     int i = pp->n_values;
     if (nb_strmap_put(&pp->index, name, (void *)(uintptr_t)(i + 1))) return -1;
-    pp->values[i] = (value){.name = name, .kind = kind, .var = var, .buffer = -1, .last_use = -1};
+    pp->values[i] = (value){.name = name, .kind = kind, .var = var, .buffer = -1, .last_use = -1, .inplace_of = -1};
     pp->n_values++;
     return i;
 }
@@ -146,9 +146,10 @@ static nb_storage *storage_alloc(nb_prepared *pp, size_t nbytes);
  * takes the free buffer that fits it most tightly, or grows the largest
  * free one, so that buffers hold temporaries of like sizes (the first plan,
  * made before sizes are known, may pair a small buffer with a large
- * temporary and a large one with a small). The old buffers are let go and
- * the new ones allocated at their sizes, so that the next run allocates
- * nothing. */
+ * temporary and a large one with a small), and the first output of an op
+ * that allows it (NB_OP_INPLACE) takes over the buffer of an input of its
+ * size that the op reads last. The old buffers are let go and the new ones
+ * allocated at their sizes, so that the next run allocates nothing. */
 static nb_status plan_by_size(nb_prepared *pp)
 {
     int n = pp->n_values;
@@ -166,6 +167,7 @@ static nb_status plan_by_size(nb_prepared *pp)
     int n_free = 0, n_buffers = 0;
     for (int i = 0; i < n; i++) {
         old[i] = pp->values[i].buffer;
+        pp->values[i].inplace_of = -1;
         if (pp->values[i].kind == V_TEMP && !pp->values[i].fetched) pp->values[i].buffer = -1;
     }
     for (int s = 0; s < pp->n_steps; s++) {
@@ -173,6 +175,21 @@ static nb_status plan_by_size(nb_prepared *pp)
         for (int k = 0; k < st->n_out; k++) {
             value *v = &pp->values[st->out[k]];
             if (v->kind != V_TEMP || v->fetched || v->buffer >= 0) continue;
+            /* In place: the first output of an op that allows it takes the
+             * buffer of an input of its size that this op reads last. */
+            int from = -1;
+            for (int j = 0; k == 0 && (st->op->def->flags & NB_OP_INPLACE) && j < st->n_in && from < 0; j++) {
+                const value *u = &pp->values[st->in[j]];
+                if (u->kind == V_TEMP && !u->fetched && u->buffer >= 0 && u->last_use == s && !released[st->in[j]] &&
+                    u->bytes == v->bytes && v->bytes > 0)
+                    from = st->in[j];
+            }
+            if (from >= 0) {
+                v->buffer = pp->values[from].buffer;
+                v->inplace_of = from;
+                released[from] = true; /* its buffer goes on with v */
+                continue;
+            }
             int best = -1, largest = -1;
             for (int j = 0; j < n_free; j++) {
                 size_t c = cap[free_list[j]];
@@ -197,20 +214,16 @@ static nb_status plan_by_size(nb_prepared *pp)
             }
         }
     }
-    /* The new buffers first, so that without memory for them the old plan
-     * stays as it was. */
+    /* The old buffers go first, then the new are allocated: freeing after
+     * allocating would leave the allocator holding both (glibc raises its
+     * mmap threshold as large blocks are freed, so the new ones came from
+     * the heap it keeps). One that cannot be allocated now is allocated when
+     * first needed, and the run says so. */
     buffer *bufs = nb_calloc((size_t)n_buffers + 1, sizeof *bufs);
-    bool ok = bufs != NULL;
-    for (int b = 0; ok && b < n_buffers; b++) {
-        bufs[b].cap = cap[b];
-        ok = !cap[b] || (bufs[b].storage = storage_alloc(pp, cap[b])) != NULL;
-    }
     nb_status st = NB_OK;
-    if (ok) {
+    if (bufs) {
         for (int b = 0; b < pp->n_buffers; b++) storage_drop(pp->buffers[b].storage);
         nb_free(pp->buffers);
-        pp->buffers = bufs;
-        pp->n_buffers = n_buffers;
         for (int i = 0; i < n; i++) {
             value *v = &pp->values[i];
             if (v->kind == V_TEMP && v->t && v->t->refcount == 1 && v->t->storage) {
@@ -218,10 +231,16 @@ static nb_status plan_by_size(nb_prepared *pp)
                 v->t->storage = NULL;
             }
         }
+        pp->buffers = bufs;
+        pp->n_buffers = n_buffers;
+        for (int b = 0; b < n_buffers; b++) {
+            bufs[b].cap = cap[b];
+            if (cap[b] && !(bufs[b].storage = storage_alloc(pp, cap[b])) && !st)
+                st = nb_error(NB_ERR_NOMEM, "run: the step completed, but there was no memory for its buffers, "
+                                            "planned again by size");
+        }
         pp->sized = true;
     } else {
-        for (int b = 0; bufs && b < n_buffers; b++) storage_drop(bufs[b].storage);
-        nb_free(bufs);
         for (int i = 0; i < n; i++) pp->values[i].buffer = old[i];
         st = nb_error(NB_ERR_NOMEM, "run: the step completed, but there was no memory to plan its buffers by size");
     }
@@ -445,7 +464,16 @@ static nb_status bind_temp(nb_prepared *pp, value *v, const nb_var_info *info, b
         pp->allocs++;
     }
     nb_storage *want;
-    if (v->buffer >= 0) {
+    /* An output planned in place needs its input in that buffer, of its
+     * size; otherwise (shapes changed since the plan) it gets storage of its
+     * own this run, and the plan is made again after it. */
+    bool shared = v->inplace_of < 0;
+    if (!shared) {
+        const value *u = &pp->values[v->inplace_of];
+        shared = u->bytes == nbytes && u->t && u->t->storage == pp->buffers[v->buffer].storage;
+        if (!shared) pp->grew = true;
+    }
+    if (v->buffer >= 0 && shared) {
         buffer *buf = &pp->buffers[v->buffer];
         if (!buf->storage || buf->cap < nbytes) {
             /* A fresh buffer of a plan by size is allocated at its planned size. */
@@ -595,8 +623,10 @@ static nb_status run_step(nb_prepared *pp, nb_scope *scope, step *st)
                                         : bind_scope_output(pp, scope, v, info, st->out_is_input[k], st->label);
         if (s) return s;
         st->out_t[k] = v->t;
-        /* Kernels may count on zeroed outputs, except in place. */
-        if (!st->out_is_input[k])
+        /* Kernels may count on zeroed outputs, except in place; those of
+         * NB_OP_INPLACE ops write every element (and may be writing over
+         * their input's buffer, which a zero-fill would wipe first). */
+        if (!st->out_is_input[k] && !(st->op->def->flags & NB_OP_INPLACE))
             memset(nb_tensor_data(v->t), 0, (size_t)nb_tensor_numel(v->t) * nb_dtype_size(v->t->dtype));
     }
     if (!st->kernel) {

@@ -19,6 +19,7 @@ typedef struct value {
     int last_use;      /* index of the last step touching it */
     bool fetched, written;
     size_t bytes;      /* temporaries: their size in the last run */
+    int inplace_of;    /* temporaries: the input whose buffer it takes over in place (plan by size), or -1 */
     nb_tensor *t;   /* bound during a run (owned by the slot for temporaries) */
 } value;
 

@@ -50,6 +50,8 @@ nb_status nb_prepared_memory(const nb_prepared *pp, nb_scope *scope, nb_memory_r
         for (int i = 0; i < pp->n_values; i++) {
             const value *v = &pp->values[i];
             if (v->kind == V_TEMP && born[i] >= 0 && born[i] <= s && (v->fetched || v->last_use >= s)) live += v->bytes;
+            /* Written in place over an input that dies here: one buffer. */
+            if (v->kind == V_TEMP && born[i] == s && v->inplace_of >= 0) live -= pp->values[v->inplace_of].bytes;
         }
         if (live > r->peak_bytes || r->peak_op < 0) r->peak_bytes = live, r->peak_op = s;
     }

@@ -78,13 +78,13 @@ static nb_status infer_attrs(nb_op_ctx *c, unsigned dtypes)
     static const nb_op_def op_##op = {                                                              \
         .name = #op, .doc = doc_, .inputs = {{"X", 0}, {"Y", 0}}, .outputs = {{"Out", 0}},          \
         .infer = infer_##op, .grad_uses_inputs = (uses_in), .grad_uses_outputs = (uses_out),        \
-        .vjp = nb_##op##_vjp, .jvp = nb_##op##_jvp};
+        .vjp = nb_##op##_vjp, .jvp = nb_##op##_jvp, .flags = NB_OP_INPLACE};
 #define DEF_UNARY(op, dtypes, uses_in, uses_out, doc_)                                               \
     static nb_status infer_##op(nb_op_ctx *c) { return infer_unary(c, dtypes); }                    \
     static const nb_op_def op_##op = {                                                              \
         .name = #op, .doc = doc_, .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},                    \
         .infer = infer_##op, .grad_uses_inputs = (uses_in), .grad_uses_outputs = (uses_out),        \
-        .vjp = nb_##op##_vjp, .jvp = nb_##op##_jvp};
+        .vjp = nb_##op##_vjp, .jvp = nb_##op##_jvp, .flags = NB_OP_INPLACE};
 /* With float attributes: the kernels read them from nb_ew_params. */
 #define DEF_UNARY_ATTRS(op, dtypes, uses_in, uses_out, doc_, FILL, ...)                              \
     static nb_status infer_##op(nb_op_ctx *c) { return infer_attrs(c, dtypes); }                    \
@@ -98,7 +98,7 @@ static nb_status infer_attrs(nb_op_ctx *c, unsigned dtypes)
         .name = #op, .doc = doc_, .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},                    \
         .attrs = {__VA_ARGS__}, .infer = infer_##op, .params_size = sizeof(nb_ew_params),           \
         .params = params_##op, .grad_uses_inputs = (uses_in), .grad_uses_outputs = (uses_out),      \
-        .vjp = nb_##op##_vjp, .jvp = nb_##op##_jvp};
+        .vjp = nb_##op##_vjp, .jvp = nb_##op##_jvp, .flags = NB_OP_INPLACE};
 
 #define NB_BINARY(name, dtypes, cost, uses_in, uses_out, doc) DEF_BINARY(name, dtypes, uses_in, uses_out, doc)
 #define NB_UNARY(name, dtypes, cost, uses_in, uses_out, doc) DEF_UNARY(name, dtypes, uses_in, uses_out, doc)
@@ -121,7 +121,7 @@ static const nb_op_def op_gelu = {
     .name = "gelu", .doc = "X * Phi(X) with the normal CDF Phi; approximate: its tanh form",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .attrs = {NB_ADEF_BOOL("approximate", false)},
     .infer = infer_gelu, .params_size = sizeof(nb_ew_params), .params = params_gelu, .grad_uses_inputs = X,
-    .grad_uses_outputs = OUT, .vjp = nb_gelu_vjp, .jvp = nb_gelu_jvp};
+    .grad_uses_outputs = OUT, .vjp = nb_gelu_vjp, .jvp = nb_gelu_jvp, .flags = NB_OP_INPLACE};
 
 static nb_status infer_clip(nb_op_ctx *c)
 {
@@ -144,7 +144,7 @@ static const nb_op_def op_clip = {
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_FLOAT("min", -DBL_MAX), NB_ADEF_FLOAT("max", DBL_MAX)},
     .infer = infer_clip, .params_size = sizeof(nb_ew_params), .params = params_clip, .grad_uses_inputs = X,
-    .grad_uses_outputs = OUT, .vjp = nb_clip_vjp, .jvp = nb_clip_jvp};
+    .grad_uses_outputs = OUT, .vjp = nb_clip_vjp, .jvp = nb_clip_jvp, .flags = NB_OP_INPLACE};
 
 static nb_status infer_scale(nb_op_ctx *c) { return infer_unary(c, NUMERIC); }
 static nb_status params_scale(const nb_op_ctx *c, void *params)
@@ -160,7 +160,7 @@ static const nb_op_def op_scale = {
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_FLOAT("scale", 1.0), NB_ADEF_FLOAT("bias", 0.0), NB_ADEF_BOOL("bias_after_scale", true)},
     .infer = infer_scale, .params_size = sizeof(nb_ew_params), .params = params_scale, .vjp = nb_scale_vjp,
-    .jvp = nb_scale_jvp};
+    .jvp = nb_scale_jvp, .flags = NB_OP_INPLACE};
 
 static nb_status infer_cast(nb_op_ctx *c)
 {

@@ -178,6 +178,7 @@ static const nb_op_def op_sum = {
     .infer = infer_sum,
     .vjp = nb_vjp_sum,
     .jvp = nb_jvp_sum,
+    .flags = NB_OP_INPLACE,
 };
 
 /* ---- sum_to ---------------------------------------------------------------------- */
