@@ -130,7 +130,7 @@ if [ "$which" = memory ]; then
                 nm = med("nabla " c " ms"); rm = med("recompute " c " ms")
                 printf "%-9s %10.1f %9.1f %9.1f %10s %8s | %10.1f %9.1f %9.1f %8.0f%% | %10.2f %8.0f%%\n", c, nr, med("nabla " c " own") / 1024, na,
                        tr ? sprintf("%.1f", tr) : "-", tr ? sprintf("%.2f", nr / tr) : "-", med("recompute " c " rss") / 1024,
-                       med("recompute " c " own") / 1024, ra, na > 0 ? 100 * (1 - ra / na) : 0, nm, 100 * (rm / nm - 1)
+                       med("recompute " c " own") / 1024, ra, (na > 0 ? 100 * (1 - ra / na) : 0), nm, 100 * (rm / nm - 1)
             }
             for (i = 1; i <= nc; i++) { c = names[i]; if (("torch " c " ms") in vals) printf "PyTorch %s: %.2f ms a step\n", c, med("torch " c " ms") }
         }' "$out/all.txt"

@@ -30,6 +30,12 @@
  *  5. one update op per parameter, writing the parameter and its state in
  *     place.
  * Ops made for one parameter carry role_var = (param, gradient it reads).
+ * Unless clipping is by global norm (which needs every gradient first),
+ * each parameter's ops (3 to 5) are then moved up to right after the last
+ * op of the gradient part that touches the parameter or its gradient, and
+ * 1 and 2 to before the first of them: the executor frees each gradient as
+ * soon as its update has run, instead of holding them all until the end.
+ * The ops and their inputs are the same, so the results do not change.
  *
  * The optimiser's state (the counter, the learning rate, moments, velocity,
  * beta powers, mean squares, accumulators) lives in persistable vars named
