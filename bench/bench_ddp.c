@@ -20,16 +20,6 @@ typedef nb_value (*model_fn)(nb_builder *b, nb_value x);
 
 static nb_comm *comm;
 
-/* This rank's images and labels: batch rows of synthetic data. */
-static void make_batch(int64_t batch, nb_tensor **x, nb_tensor **l)
-{
-    int rank = nb_comm_rank(comm);
-    bench_die_on(nb_tensor_new(x, NB_F32, 2, (int64_t[]){batch, 784}), "tensor");
-    bench_die_on(nb_tensor_new(l, NB_I64, 2, (int64_t[]){batch, 1}), "tensor");
-    for (int64_t i = 0; i < batch * 784; i++) nb_tensor_set(*x, i, (double)((i * 7919 + rank * 31) % 256) / 255.0);
-    for (int64_t i = 0; i < batch; i++) nb_tensor_set(*l, i, (double)((i + rank) % 10));
-}
-
 /* The median ms of `steps` calls of step(ctx), the ranks starting each
  * timing together. */
 static double timed(void (*step)(void *), void *ctx, int steps)
@@ -59,24 +49,16 @@ static void static_case(const char *name, model_fn model, int steps)
     int64_t batch = BATCH / nb_comm_size(comm);
     nb_program *main_p, *startup;
     nb_builder *b;
-    bench_die_on(nb_program_new(&main_p), "program");
-    bench_die_on(nb_program_new(&startup), "program");
-    nb_program_set_seed(startup, 1);
-    bench_die_on(nb_builder_new_record(&b, main_p, startup), "builder");
-    nb_value x = nb_layer_data(b, "images", NB_F32, 2, (int64_t[]){-1, 784});
-    nb_value l = nb_layer_data(b, "label", NB_I64, 2, (int64_t[]){-1, 1});
-    nb_value cost = nb_layer_softmax_cross_entropy(b, model(b, x), l);
-    bench_die_on(nb_builder_status(b), nb_builder_error(b));
     nb_optimizer opt = nb_sgd(0.01);
     nb_data_parallel_opts dp = {.nranks = nb_comm_size(comm)};
     opt.data_parallel = &dp;
     nb_backward_result r;
-    bench_die_on(nb_minimize(&opt, main_p, startup, nb_value_name(cost), NULL, &r), "minimize");
+    const char *loss = bench_mnist_program(model, &opt, NULL, &main_p, &startup, &b, &r);
     nb_tensor *xt, *lt;
-    make_batch(batch, &xt, &lt);
+    bench_mnist_batch(batch, nb_comm_rank(comm), &xt, &lt);
     nb_tensor *in[2] = {xt, lt};
     bench_program bp;
-    bench_program_init(&bp, main_p, startup, 2, (const char *[]){"images", "label"}, nb_value_name(cost), in);
+    bench_program_init(&bp, main_p, startup, 2, (const char *[]){"images", "label"}, loss, in);
     report(name, timed(bench_program_step, &bp, steps), 0, 0);
     bench_program_free(&bp);
     nb_tensor_release(xt);
@@ -112,7 +94,7 @@ static void eager_case(const char *name, model_fn model, int steps)
     eager_ctx c = {.model = model};
     bench_die_on(nb_builder_new_eager(&c.b), "builder");
     nb_eager_set_seed(c.b, 1);
-    make_batch(BATCH / nb_comm_size(comm), &c.x, &c.l);
+    bench_mnist_batch(BATCH / nb_comm_size(comm), nb_comm_rank(comm), &c.x, &c.l);
     nb_grad_mode_push(false);
     model(c.b, nb_eager_value(c.b, c.x));
     nb_grad_mode_pop();

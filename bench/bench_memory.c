@@ -53,6 +53,33 @@ static nb_value mlp12(nb_builder *b, nb_value x)
     return nb_layer_fc(b, x, 10, NULL, NULL);
 }
 
+/* char_rnn's model as bench_lstm builds it, and a batch of pseudo-text:
+ * feeds "ids" and "next", int64 [SEQ, batch]. */
+static const char *char_lstm_program(const nb_optimizer *opt, const nb_backward_opts *bo, nb_program **main_p,
+                                     nb_program **startup, nb_builder **b, nb_backward_result *r, int64_t batch,
+                                     nb_tensor **in)
+{
+    bench_die_on(nb_program_new(main_p), "program");
+    bench_die_on(nb_program_new(startup), "program");
+    nb_program_set_seed(*startup, 1);
+    bench_die_on(nb_builder_new_record(b, *main_p, *startup), "builder");
+    nb_value ids = nb_layer_data(*b, "ids", NB_I64, 2, (int64_t[]){SEQ, -1});
+    nb_value next = nb_layer_data(*b, "next", NB_I64, 2, (int64_t[]){SEQ, -1});
+    nb_value ys = nb_layer_lstm(*b, nb_layer_embedding(*b, ids, VOCAB, EMBED, -1, NULL), NULL, HIDDEN, NULL, NULL);
+    nb_value logits = nb_layer_fc(*b, ys, VOCAB, NULL, &(nb_fc_opts){.in_num_col_dims = 2});
+    nb_value cost = nb_layer_softmax_cross_entropy(*b, nb_reshape(*b, logits, 2, (int64_t[]){-1, VOCAB}),
+                                                   nb_reshape(*b, next, 1, (int64_t[]){-1}));
+    bench_die_on(nb_builder_status(*b), nb_builder_error(*b));
+    bench_die_on(nb_minimize(opt, *main_p, *startup, nb_value_name(cost), bo, r), "minimize");
+    bench_die_on(nb_tensor_new(&in[0], NB_I64, 2, (int64_t[]){SEQ, batch}), "tensor");
+    bench_die_on(nb_tensor_new(&in[1], NB_I64, 2, (int64_t[]){SEQ, batch}), "tensor");
+    for (int64_t i = 0; i < SEQ * batch; i++) {
+        nb_tensor_set(in[0], i, (double)((i * 31 + i / 7) % VOCAB));
+        nb_tensor_set(in[1], i, (double)(((i + 1) * 31 + (i + 1) / 7) % VOCAB));
+    }
+    return nb_value_name(cost);
+}
+
 int main(int argc, char **argv)
 {
     const char *which = argc > 1 ? argv[1] : "mlp1024";
@@ -61,42 +88,21 @@ int main(int argc, char **argv)
     int64_t batch = !strcmp(which, "mlp1024") ? 128 : !strcmp(which, "mlp12") ? 256 : !strcmp(which, "lenet") ? 64 : 32;
     nb_program *main_p, *startup;
     nb_builder *b;
-    bench_die_on(nb_program_new(&main_p), "program");
-    bench_die_on(nb_program_new(&startup), "program");
-    nb_program_set_seed(startup, 1);
-    bench_die_on(nb_builder_new_record(&b, main_p, startup), "builder");
-    nb_value cost;
     nb_tensor *in[2];
-    if (lstm) {
-        nb_value ids = nb_layer_data(b, "x", NB_I64, 2, (int64_t[]){SEQ, -1});
-        nb_value tg = nb_layer_data(b, "y", NB_I64, 2, (int64_t[]){SEQ, -1});
-        nb_value ys = nb_layer_lstm(b, nb_layer_embedding(b, ids, VOCAB, EMBED, -1, NULL), NULL, HIDDEN, NULL, NULL);
-        nb_value logits = nb_layer_fc(b, ys, VOCAB, NULL, &(nb_fc_opts){.in_num_col_dims = 2});
-        cost = nb_layer_softmax_cross_entropy(b, nb_reshape(b, logits, 2, (int64_t[]){-1, VOCAB}),
-                                              nb_reshape(b, tg, 1, (int64_t[]){-1}));
-        bench_die_on(nb_tensor_new(&in[0], NB_I64, 2, (int64_t[]){SEQ, batch}), "tensor");
-        bench_die_on(nb_tensor_new(&in[1], NB_I64, 2, (int64_t[]){SEQ, batch}), "tensor");
-        for (int64_t i = 0; i < SEQ * batch; i++) {
-            nb_tensor_set(in[0], i, (double)((i * 31 + i / 7) % VOCAB));
-            nb_tensor_set(in[1], i, (double)(((i + 1) * 31 + (i + 1) / 7) % VOCAB));
-        }
-    } else {
-        nb_value x = nb_layer_data(b, "x", NB_F32, 2, (int64_t[]){-1, 784});
-        nb_value l = nb_layer_data(b, "y", NB_I64, 2, (int64_t[]){-1, 1});
-        nb_value y = !strcmp(which, "lenet") ? bench_lenet(b, x) : !strcmp(which, "mlp12") ? mlp12(b, x) : mlp1024(b, x);
-        cost = nb_layer_softmax_cross_entropy(b, y, l);
-        bench_die_on(nb_tensor_new(&in[0], NB_F32, 2, (int64_t[]){batch, 784}), "tensor");
-        bench_die_on(nb_tensor_new(&in[1], NB_I64, 2, (int64_t[]){batch, 1}), "tensor");
-        for (int64_t i = 0; i < batch * 784; i++) nb_tensor_set(in[0], i, (double)((i * 7919) % 256) / 255.0);
-        for (int64_t i = 0; i < batch; i++) nb_tensor_set(in[1], i, (double)(i % 10));
-    }
-    bench_die_on(nb_builder_status(b), nb_builder_error(b));
     nb_optimizer opt = nb_sgd(0.01);
     nb_backward_result r;
     nb_backward_opts bo = {.recompute_segments = recompute ? NB_RECOMPUTE_SQRT : 0};
-    bench_die_on(nb_minimize(&opt, main_p, startup, nb_value_name(cost), &bo, &r), "minimize");
+    const char *loss, *feeds[2] = {"images", "label"};
+    if (lstm) {
+        feeds[0] = "ids", feeds[1] = "next";
+        loss = char_lstm_program(&opt, &bo, &main_p, &startup, &b, &r, batch, in);
+    } else {
+        loss = bench_mnist_program(!strcmp(which, "lenet") ? bench_lenet : !strcmp(which, "mlp12") ? mlp12 : mlp1024,
+                                   &opt, &bo, &main_p, &startup, &b, &r);
+        bench_mnist_batch(batch, 0, &in[0], &in[1]);
+    }
     bench_program bp;
-    bench_program_init(&bp, main_p, startup, 2, (const char *[]){"x", "y"}, nb_value_name(cost), in);
+    bench_program_init(&bp, main_p, startup, 2, feeds, loss, in);
 
     /* The steady state: the first step makes what lasts (gradients, buffers),
      * then the peak of the next two over where the run began. */

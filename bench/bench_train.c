@@ -14,26 +14,14 @@ static double bench_case(model_fn model, int64_t batch, int steps, int reps)
 {
     nb_program *main_p, *startup;
     nb_builder *b;
-    bench_die_on(nb_program_new(&main_p), "program");
-    bench_die_on(nb_program_new(&startup), "program");
-    nb_program_set_seed(startup, 1);
-    bench_die_on(nb_builder_new_record(&b, main_p, startup), "builder");
-    nb_value x = nb_layer_data(b, "images", NB_F32, 2, (int64_t[]){-1, 784});
-    nb_value l = nb_layer_data(b, "label", NB_I64, 2, (int64_t[]){-1, 1});
-    nb_value cost = nb_layer_softmax_cross_entropy(b, model(b, x), l);
-    bench_die_on(nb_builder_status(b), nb_builder_error(b));
     nb_optimizer opt = nb_sgd(0.01);
     nb_backward_result r;
-    bench_die_on(nb_minimize(&opt, main_p, startup, nb_value_name(cost), NULL, &r), "minimize");
-
+    const char *loss = bench_mnist_program(model, &opt, NULL, &main_p, &startup, &b, &r);
     nb_tensor *xt, *lt;
-    bench_die_on(nb_tensor_new(&xt, NB_F32, 2, (int64_t[]){batch, 784}), "tensor");
-    bench_die_on(nb_tensor_new(&lt, NB_I64, 2, (int64_t[]){batch, 1}), "tensor");
-    for (int64_t i = 0; i < batch * 784; i++) nb_tensor_set(xt, i, (double)((i * 7919) % 256) / 255.0);
-    for (int64_t i = 0; i < batch; i++) nb_tensor_set(lt, i, (double)(i % 10));
+    bench_mnist_batch(batch, 0, &xt, &lt);
     nb_tensor *in[2] = {xt, lt};
     bench_program bp;
-    bench_program_init(&bp, main_p, startup, 2, (const char *[]){"images", "label"}, nb_value_name(cost), in);
+    bench_program_init(&bp, main_p, startup, 2, (const char *[]){"images", "label"}, loss, in);
     double median = bench_median_ms(bench_program_step, &bp, 3, steps, reps);
     bench_program_free(&bp);
     nb_tensor_release(xt);

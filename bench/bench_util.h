@@ -96,4 +96,33 @@ static inline nb_value bench_lenet(nb_builder *b, nb_value x)
     return nb_layer_fc(b, h, 10, NULL, NULL);
 }
 
+/* The training program of `model` on MNIST-shaped batches (feeds "images"
+ * float32 [B, 784] and "label" int64 [B, 1]), softmax cross-entropy
+ * minimised by `opt` (with `bo`, which may be NULL); returns the loss var.
+ * The caller frees b, the programs and r. */
+static inline const char *bench_mnist_program(nb_value (*model)(nb_builder *, nb_value), const nb_optimizer *opt,
+                                              const nb_backward_opts *bo, nb_program **main_p, nb_program **startup,
+                                              nb_builder **b, nb_backward_result *r)
+{
+    bench_die_on(nb_program_new(main_p), "program");
+    bench_die_on(nb_program_new(startup), "program");
+    nb_program_set_seed(*startup, 1);
+    bench_die_on(nb_builder_new_record(b, *main_p, *startup), "builder");
+    nb_value x = nb_layer_data(*b, "images", NB_F32, 2, (int64_t[]){-1, 784});
+    nb_value l = nb_layer_data(*b, "label", NB_I64, 2, (int64_t[]){-1, 1});
+    nb_value cost = nb_layer_softmax_cross_entropy(*b, model(*b, x), l);
+    bench_die_on(nb_builder_status(*b), nb_builder_error(*b));
+    bench_die_on(nb_minimize(opt, *main_p, *startup, nb_value_name(cost), bo, r), "minimize");
+    return nb_value_name(cost);
+}
+
+/* A batch of synthetic MNIST-shaped data; `shift` varies it (a rank). */
+static inline void bench_mnist_batch(int64_t batch, int shift, nb_tensor **x, nb_tensor **l)
+{
+    bench_die_on(nb_tensor_new(x, NB_F32, 2, (int64_t[]){batch, 784}), "tensor");
+    bench_die_on(nb_tensor_new(l, NB_I64, 2, (int64_t[]){batch, 1}), "tensor");
+    for (int64_t i = 0; i < batch * 784; i++) nb_tensor_set(*x, i, (double)((i * 7919 + shift * 31) % 256) / 255.0);
+    for (int64_t i = 0; i < batch; i++) nb_tensor_set(*l, i, (double)((i + shift) % 10));
+}
+
 #endif

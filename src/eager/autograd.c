@@ -327,6 +327,20 @@ nb_status nb_edge_of(nb_tensor *t, nb_edge *e)
     return NB_OK;
 }
 
+/* Makes n the history of the float outputs (each holds a reference). */
+static bool adopt_outputs(nb_node *n, int n_out, nb_tensor *const *out)
+{
+    for (int k = 0; k < n_out; k++) {
+        if (!nb_dtype_is_float(out[k]->dtype)) continue;
+        nb_autograd *a = nb_autograd_of(out[k], true);
+        if (!a) return false;
+        nb_node_retain(n);
+        a->grad_fn = n;
+        a->output_nr = k;
+    }
+    return true;
+}
+
 nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const int *in_begin, const int *out_begin,
                          int n_in, nb_tensor *const *in, int n_out, nb_tensor *const *out)
 {
@@ -373,17 +387,7 @@ nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const
             if (((def->grad_uses_outputs >> s) & 1) && nb_tensor_detach(&n->saved_out[k], o)) ok = false;
             if (n->saved_out[k]) n->saved_out_version[k] = o->storage->version;
         }
-    for (int k = 0; ok && k < n_out; k++) {
-        if (!nb_dtype_is_float(out[k]->dtype)) continue;
-        nb_autograd *a = nb_autograd_of(out[k], true);
-        if (!a) {
-            ok = false;
-            break;
-        }
-        nb_node_retain(n);
-        a->grad_fn = n;
-        a->output_nr = k;
-    }
+    if (ok) ok = adopt_outputs(n, n_out, out);
     nb_node_release(n); /* the outputs hold it now */
     return ok ? NB_OK : nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", def->name);
 }
@@ -414,16 +418,8 @@ nb_status nb_record_fn_node(const char *name, nb_node_fn fn, void *ctx, void (*f
     for (int k = 0; ok && k < n_out; k++) {
         n->out_info[k] = (nb_var_info){.dtype = out[k]->dtype, .ndim = out[k]->ndim};
         memcpy(n->out_info[k].shape, out[k]->shape, sizeof out[k]->shape);
-        if (!nb_dtype_is_float(out[k]->dtype)) continue;
-        nb_autograd *a = nb_autograd_of(out[k], true);
-        if (!a) {
-            ok = false;
-            break;
-        }
-        nb_node_retain(n);
-        a->grad_fn = n;
-        a->output_nr = k;
     }
+    if (ok) ok = adopt_outputs(n, n_out, out);
     nb_node_release(n); /* the outputs hold it now */
     return ok ? NB_OK : nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", name);
 }
