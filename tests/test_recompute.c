@@ -50,7 +50,7 @@ static nb_status build(net *n, bool dropout, bool lstm, const nb_backward_opts *
     snprintf(n->loss, sizeof n->loss, "%s", nb_value_name(loss));
     nb_builder_free(b);
     if ((st = nb_append_backward(n->main, n->loss, opts, &n->r))) return st;
-    nb_executor *ex;
+    nb_executor *ex = NULL;
     if (!st) st = nb_scope_new(&n->scope, NULL);
     if (!st) st = nb_executor_new(&ex);
     if (!st) st = nb_executor_run(ex, n->startup, n->scope, NB_NO_FEEDS, NB_NO_NAMES, NULL);
