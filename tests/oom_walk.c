@@ -1,9 +1,11 @@
 /* The allocation-failure walk (`make test-oom`), as SQLite tests malloc
- * failure: a representative job (a static MLP minimised with Adam for three
+ * failure: a representative job (a static MLP minimised with Adam, recomputing
+ * in two segments, for three
  * steps, a checkpoint saved and loaded, the same state as a deflated .npz,
  * a program file written and read back, the model exported to ONNX and
- * imported again (where the build has ONNX), eager training, a Hessian by forward
- * over reverse and one by reverse over reverse) is run once to count its
+ * imported again (where the build has ONNX), eager training, eager training
+ * through nb_checkpoint, a Hessian by forward over reverse and one by reverse
+ * over reverse) is run once to count its
  * allocations, then once per k with the k-th allocation failing. Each run
  * happens in a child process so that a crash is counted, not fatal. For
  * every k the job must either
@@ -44,7 +46,7 @@ static bool should_fail(long k)
 
 /* ---- the job: returns its status, the losses it saw in `losses` ---------- */
 
-#define NLOSS 8
+#define NLOSS 10
 #define TRY(expr)                        \
     do {                                 \
         if ((st = (expr)) != NB_OK) goto done; \
@@ -101,7 +103,7 @@ static nb_status static_job(const char *dir, double *losses)
     nb_value pred = predict(b, x), loss = nb_layer_mse(b, pred, y);
     TRY(nb_builder_status(b));
     nb_optimizer opt = nb_adam(0.01);
-    TRY(nb_minimize(&opt, main_p, startup, nb_value_name(loss), NULL, &r));
+    TRY(nb_minimize(&opt, main_p, startup, nb_value_name(loss), &(nb_backward_opts){.recompute_segments = 2}, &r));
     have_r = true;
     TRY(nb_executor_new(&ex));
     TRY(nb_scope_new(&scope, NULL));
@@ -199,12 +201,47 @@ done:
     return st;
 }
 
+/* The prediction as a checkpointed function (recomputed in backward). */
+static nb_status predict_fn(nb_builder *b, void *ctx, int n_in, const nb_value *in, int n_out, nb_value *out)
+{
+    (void)ctx, (void)n_in, (void)n_out;
+    out[0] = predict(b, in[0]);
+    return nb_builder_status(b);
+}
+
+static nb_status checkpoint_job(double *losses)
+{
+    nb_status st = NB_OK;
+    nb_builder *b = NULL;
+    nb_tensor *xs = NULL, *ys = NULL;
+    TRY(nb_builder_new_eager(&b));
+    TRY(inputs(&xs, 8, 5, 0.5));
+    TRY(inputs(&ys, 8, 1, 1.0));
+    for (int step = 0; step < 2; step++) {
+        nb_value x = nb_eager_value(b, xs), p;
+        TRY(nb_checkpoint(b, predict_fn, NULL, 1, &x, 1, &p));
+        nb_value loss = nb_layer_mse(b, p, nb_eager_value(b, ys));
+        TRY(nb_builder_status(b));
+        nb_tensor *l = nb_eager_tensor(loss);
+        TRY(nb_backward(1, &l, NULL, 0));
+        losses[step] = nb_tensor_get(nb_tensor_grad(nb_eager_param_at(b, 0)), 0);
+        nb_eager_zero_grad(b);
+        nb_eager_release_values(b);
+    }
+done:
+    nb_tensor_release(xs);
+    nb_tensor_release(ys);
+    nb_builder_free(b);
+    return st;
+}
+
 static char dir[256];
 
 static nb_status job(double *losses)
 {
     nb_status st = static_job(dir, losses);
     if (st == NB_OK) st = eager_job(losses + 3);
+    if (st == NB_OK) st = checkpoint_job(losses + 8);
     return st != NB_OK ? st : transforms_job(losses + 6);
 }
 

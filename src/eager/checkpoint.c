@@ -26,7 +26,7 @@ typedef struct ckpt {
 static void ckpt_free(void *p)
 {
     ckpt *c = p;
-    for (int i = 0; i < c->n_in; i++) nb_tensor_release(c->in[i]);
+    for (int i = 0; c->in && i < c->n_in; i++) nb_tensor_release(c->in[i]);
     nb_free(c->in);
     nb_param_trace_free(&c->params);
     nb_strmap_free(&c->replay.names);
@@ -92,7 +92,7 @@ static nb_status ckpt_backward(void *p, int n_out, nb_tensor *const *dy, int n_a
         nb_strmap_free(&run.names);
     }
     /* The registry takes its parameters back (and a reference of its own). */
-    for (int j = 0; j < n_par; j++)
+    for (int j = 0; swapped && j < n_par; j++)
         if (swapped[j]) {
             nb_tensor_release(nb_eager_swap_param(b, c->params.name[j], swapped[j]));
             nb_tensor_release(swapped[j]);
