@@ -103,3 +103,15 @@ void *nb_strmap_remove(nb_strmap *m, const char *key)
 }
 
 int nb_strmap_size(const nb_strmap *m) { return m->live; }
+
+nb_status nb_strmap_copy(nb_strmap *to, const nb_strmap *from)
+{
+    nb_strmap_init(to);
+    for (int i = 0; i < from->n; i++)
+        if (from->keys[i] && nb_strmap_put(to, from->keys[i], from->vals[i])) {
+            nb_strmap_free(to);
+            nb_strmap_init(to);
+            return NB_ERR_NOMEM;
+        }
+    return NB_OK;
+}

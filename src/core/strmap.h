@@ -26,5 +26,8 @@ void *nb_strmap_get(const nb_strmap *m, const char *key, int *found);
 /* Removes key; returns its value (NULL if absent). */
 void *nb_strmap_remove(nb_strmap *m, const char *key);
 int nb_strmap_size(const nb_strmap *m);
+/* *to (uninitialised) becomes a copy of from, in from's order; NB_ERR_NOMEM
+ * (to left empty) on failure. */
+nb_status nb_strmap_copy(nb_strmap *to, const nb_strmap *from);
 
 #endif

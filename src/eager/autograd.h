@@ -126,15 +126,11 @@ typedef struct nb_rng_tape {
 } nb_rng_tape;
 nb_status nb_eager_rng_record(nb_builder *b, nb_rng_tape *tape);
 nb_rng_tape *nb_eager_rng_replay(nb_builder *b, nb_rng_tape *tape);
-/* The random generator and layer-name counters of a moment, so that a
- * function run again finds the same parameters. */
-typedef struct nb_eager_replay {
-    nb_rng rng;
-    nb_strmap names;
-} nb_eager_replay;
-nb_status nb_eager_replay_save(nb_builder *b, nb_eager_replay *r);
-nb_status nb_eager_replay_copy(nb_eager_replay *to, nb_rng rng, const nb_strmap *names);
-void nb_eager_replay_swap(nb_builder *b, nb_eager_replay *r); /* exchanges the builder's with r's */
+/* The layer-name counters: a copy of the builder's (so that a function run
+ * again names its layers as the first time, and finds their parameters),
+ * and an exchange of the builder's with `names`. */
+nb_status nb_eager_names_save(const nb_builder *b, nb_strmap *names);
+void nb_eager_names_swap(nb_builder *b, nb_strmap *names);
 /* The builder's count of held values, and dropping those held after it. */
 int nb_eager_values_mark(const nb_builder *b);
 void nb_eager_release_values_after(nb_builder *b, int mark);

@@ -19,7 +19,7 @@ typedef struct ckpt {
     int n_in, n_out;
     nb_tensor **in;        /* the inputs (strong): what the checkpoint saves */
     nb_param_trace params; /* the parameters f read, and their names */
-    nb_eager_replay replay; /* the layer names before f */
+    nb_strmap names;       /* the layer names before f */
     nb_rng_tape draws;     /* the generator states f's random ops started from */
 } ckpt;
 
@@ -29,7 +29,7 @@ static void ckpt_free(void *p)
     for (int i = 0; c->in && i < c->n_in; i++) nb_tensor_release(c->in[i]);
     nb_free(c->in);
     nb_param_trace_free(&c->params);
-    nb_strmap_free(&c->replay.names);
+    nb_strmap_free(&c->names);
     nb_free(c->draws.states);
     nb_free(c);
 }
@@ -78,9 +78,10 @@ static nb_status ckpt_backward(void *p, int n_out, nb_tensor *const *dy, int n_a
     }
     /* Each run of f starts from a copy of the state before the first:
      * a node may be run again (retain_graph, a second derivative). */
-    nb_eager_replay run;
-    if (!st && !(st = nb_eager_replay_copy(&run, c->replay.rng, &c->replay.names))) {
-        nb_eager_replay_swap(b, &run);
+    nb_strmap run;
+    if (!st && nb_strmap_copy(&run, &c->names)) st = nb_error(NB_ERR_NOMEM, "checkpoint: out of memory");
+    else if (!st) {
+        nb_eager_names_swap(b, &run);
         c->draws.pos = 0;
         nb_rng_tape *outer = nb_eager_rng_replay(b, &c->draws);
         for (int i = 0; i < n_in; i++) in[i] = nb_eager_value(b, alias[i]);
@@ -88,8 +89,8 @@ static nb_status ckpt_backward(void *p, int n_out, nb_tensor *const *dy, int n_a
         if (!st) st = nb_builder_status(b);
         if (st && nb_builder_status(b)) nb_error(st, "%s", nb_builder_error(b));
         nb_eager_rng_replay(b, outer);
-        nb_eager_replay_swap(b, &run);
-        nb_strmap_free(&run.names);
+        nb_eager_names_swap(b, &run);
+        nb_strmap_free(&run);
     }
     /* The registry takes its parameters back (and a reference of its own). */
     for (int j = 0; swapped && j < n_par; j++)
@@ -145,7 +146,7 @@ nb_status nb_checkpoint(nb_builder *b, nb_checkpoint_fn f, void *ctx, int n_in, 
     nb_status st = (c->in = nb_calloc((size_t)n_in + 1, sizeof *c->in)) ? NB_OK
                                                                       : nb_error(NB_ERR_NOMEM, "checkpoint: out of memory");
     for (int i = 0; i < n_in && !st; i++) c->in[i] = nb_tensor_retain(nb_eager_tensor(in[i]));
-    if (!st) st = nb_eager_replay_save(b, &c->replay);
+    if (!st) st = nb_eager_names_save(b, &c->names);
     bool record = nb_grad_mode_enabled();
     if (!st) {
         /* f runs without a tape; the parameters it reads are noted. */

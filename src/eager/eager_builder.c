@@ -352,33 +352,17 @@ nb_tensor *nb_eager_swap_param(nb_builder *b, const char *name, nb_tensor *t)
     return old;
 }
 
-nb_status nb_eager_replay_copy(nb_eager_replay *to, nb_rng rng, const nb_strmap *names)
+nb_status nb_eager_names_save(const nb_builder *b, nb_strmap *names)
 {
-    to->rng = rng;
-    nb_strmap_init(&to->names);
-    for (int i = 0; i < names->n; i++)
-        if (names->keys[i] && nb_strmap_put(&to->names, names->keys[i], names->vals[i])) {
-            nb_strmap_free(&to->names);
-            return nb_error(NB_ERR_NOMEM, "checkpoint: out of memory");
-        }
-    return NB_OK;
+    return nb_strmap_copy(names, &state_of(b)->names) ? nb_error(NB_ERR_NOMEM, "eager: out of memory") : NB_OK;
 }
 
-nb_status nb_eager_replay_save(nb_builder *b, nb_eager_replay *r)
+void nb_eager_names_swap(nb_builder *b, nb_strmap *names)
 {
     eager_state *s = state_of(b);
-    return nb_eager_replay_copy(r, s->rng, &s->names);
-}
-
-void nb_eager_replay_swap(nb_builder *b, nb_eager_replay *r)
-{
-    eager_state *s = state_of(b);
-    nb_rng rng = s->rng;
-    nb_strmap names = s->names;
-    s->rng = r->rng;
-    s->names = r->names;
-    r->rng = rng;
-    r->names = names;
+    nb_strmap t = s->names;
+    s->names = *names;
+    *names = t;
 }
 
 int nb_eager_values_mark(const nb_builder *b) { return state_of(b)->n_values; }
