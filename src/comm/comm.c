@@ -202,6 +202,16 @@ nb_status nb_comm_wait(nb_comm_request *r)
 
 /* ---- the tensor calls --------------------------------------------------------------------- */
 
+nb_status nb_comm_pack(const nb_tensor *t, void *buf)
+{
+    nb_tensor *c;
+    nb_status st = nb_tensor_contiguous(&c, (nb_tensor *)t);
+    if (st) return st;
+    memcpy(buf, nb_tensor_data(c), (size_t)nb_tensor_numel(c) * nb_dtype_size(c->dtype));
+    nb_tensor_release(c);
+    return NB_OK;
+}
+
 static nb_status check_tensor(const char *what, const nb_tensor *t)
 {
     if (!t) return nb_error(NB_ERR_ARG, "comm: %s of a NULL tensor", what);

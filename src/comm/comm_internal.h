@@ -54,6 +54,10 @@ static inline nb_status nb_comm_finish(nb_comm_request *req) { return req ? nb_c
  * pages every time. NULL, with an error, when out of memory. */
 void *nb_comm_staging(nb_comm *c, size_t bytes);
 
+/* Copies t's values (any strides) into buf, which holds numel elements:
+ * how a bucket is packed before its all-reduce. */
+nb_status nb_comm_pack(const nb_tensor *t, void *buf);
+
 /* Seconds on a monotonic clock. */
 double nb_comm_clock(void);
 

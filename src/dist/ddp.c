@@ -68,14 +68,12 @@ static nb_status start_bucket(nb_ddp *d, bucket *bk)
     char *at = bk->buf;
     for (int j = 0; j < bk->count; j++) {
         nb_tensor *p = d->params[d->order[bk->first + j]];
-        nb_tensor *g = nb_tensor_grad(p), *c = NULL;
+        nb_tensor *g = nb_tensor_grad(p);
         size_t bytes = (size_t)nb_tensor_numel(p) * esize;
         if (!g) memset(at, 0, bytes);
         else {
-            nb_status st = nb_tensor_contiguous(&c, g);
+            nb_status st = nb_comm_pack(g, at);
             if (st) return st;
-            memcpy(at, nb_tensor_data(c), bytes);
-            nb_tensor_release(c);
         }
         at += bytes;
     }

@@ -223,7 +223,7 @@ nb_status nb_tensor_set_grad(nb_tensor *t, nb_tensor *grad)
 nb_node *nb_tensor_grad_fn(const nb_tensor *t) { return t && t->autograd ? ((nb_autograd *)t->autograd)->grad_fn : NULL; }
 const char *nb_node_op(const nb_node *n)
 {
-    return n->kind == NODE_ACCUMULATE ? "accumulate_grad" : n->kind == NODE_FN ? n->fn_name : n->def->name;
+    return n->kind == NODE_ACCUMULATE ? "accumulate_grad" : n->kind == NODE_FN ? n->fn->name : n->def->name;
 }
 uint64_t nb_node_sequence(const nb_node *n) { return n->seq; }
 nb_status nb_node_register_pre_hook(nb_node *n, nb_node_hook fn, void *ctx) { return hook_list_add(&n->pre, (void *)fn, ctx); }
@@ -244,8 +244,8 @@ void nb_node_release_saved(nb_node *n)
         nb_tensor_release(n->saved_out[i]);
         n->saved_out[i] = NULL;
     }
-    if (n->fn_ctx && n->fn_free) n->fn_free(n->fn_ctx);
-    n->fn_ctx = NULL;
+    if (n->fn && n->fn->ctx && n->fn->free) n->fn->free(n->fn->ctx);
+    if (n->fn) n->fn->ctx = NULL;
     n->released = true;
 }
 
@@ -294,6 +294,7 @@ void nb_node_release(nb_node *n)
         nb_free(m->saved_out_version);
         nb_free(m->out_info);
         nb_free(m->buffer);
+        nb_free(m->fn);
         nb_free(m);
     }
     if (stack != stack_inline) nb_free(stack);
@@ -400,8 +401,13 @@ nb_status nb_record_fn_node(const char *name, nb_node_fn fn, void *ctx, void (*f
         if (free_fn) free_fn(ctx);
         return nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", name);
     }
-    *n = (nb_node){.refcount = 1, .kind = NODE_FN, .seq = nb_next_sequence(), .n_in = n_in, .n_out = n_out,
-                   .fn = fn, .fn_ctx = ctx, .fn_free = free_fn, .fn_name = name};
+    *n = (nb_node){.refcount = 1, .kind = NODE_FN, .seq = nb_next_sequence(), .n_in = n_in, .n_out = n_out};
+    if (!(n->fn = nb_malloc(sizeof *n->fn))) {
+        nb_free(n);
+        if (free_fn) free_fn(ctx);
+        return nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", name);
+    }
+    *n->fn = (nb_fn_part){fn, ctx, free_fn, name};
     n->next = nb_calloc((size_t)n_in + 1, sizeof *n->next);
     n->wants = nb_calloc((size_t)n_in + 1, sizeof *n->wants);
     n->out_info = nb_calloc((size_t)n_out + 1, sizeof *n->out_info);

@@ -25,6 +25,12 @@ typedef enum { NODE_OP, NODE_ACCUMULATE, NODE_FN } node_kind;
  * (dy entries may be NULL). create_graph: the backward is being recorded. */
 typedef nb_status (*nb_node_fn)(void *ctx, int n_out, nb_tensor *const *dy, int n_in, const bool *want,
                                 nb_tensor **dx, bool create_graph);
+typedef struct nb_fn_part {
+    nb_node_fn fn;
+    void *ctx; /* freed with the saved values (NULL after) */
+    void (*free)(void *);
+    const char *name;
+} nb_fn_part;
 
 struct nb_node {
     int refcount;
@@ -44,11 +50,8 @@ struct nb_node {
     nb_tensor **retain;         /* per output: a tensor that retains its grad (weak) */
     hook_list *out_hooks;       /* per output: hooks of that output's tensor */
     bool released;
-    /* NODE_FN: its function and what it keeps (freed with the saved values) */
-    nb_node_fn fn;
-    void *fn_ctx;
-    void (*fn_free)(void *);
-    const char *fn_name;
+    /* NODE_FN: its function, apart so that op nodes do not carry it */
+    struct nb_fn_part *fn;
     /* NODE_ACCUMULATE */
     nb_tensor *leaf;            /* strong */
     hook_list pre, post;

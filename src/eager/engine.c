@@ -387,9 +387,9 @@ static nb_status run_op_node(task *t, nb_node *n)
 /* A node whose backward is a function (nb_checkpoint's). */
 static nb_status run_fn_node(task *t, nb_node *n)
 {
-    if (!n->fn_ctx)
+    if (!n->fn->ctx)
         return nb_error(NB_ERR_STATE, "backward: trying to backward through the graph a second time (node %s #%llu): "
-                        "its saved values were freed; pass retain_graph the first time", n->fn_name,
+                        "its saved values were freed; pass retain_graph the first time", n->fn->name,
                         (unsigned long long)n->seq);
     nb_status st = run_node_hooks(n, &n->pre, n->n_out, n->buffer);
     if (st) return st;
@@ -401,9 +401,9 @@ static nb_status run_fn_node(task *t, nb_node *n)
     for (int k = 0; !st && k < n->n_in; k++) want[k] = n->wants[k] && receives(t, n->next[k].node);
     if (!st && any) {
         nb_grad_mode_push(t->create_graph);
-        st = n->fn(n->fn_ctx, n->n_out, n->buffer, n->n_in, want, dx, t->create_graph);
+        st = n->fn->fn(n->fn->ctx, n->n_out, n->buffer, n->n_in, want, dx, t->create_graph);
         nb_grad_mode_pop();
-        if (st) nb_error_context(st, "backward: in %s (node #%llu)", n->fn_name, (unsigned long long)n->seq);
+        if (st) nb_error_context(st, "backward: in %s (node #%llu)", n->fn->name, (unsigned long long)n->seq);
     }
     if (!st) st = run_node_hooks(n, &n->post, n->n_in, dx);
     if (!st) st = deliver(t, n, dx);

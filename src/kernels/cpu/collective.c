@@ -13,17 +13,6 @@
 #include "../../comm/comm_internal.h"
 #include "../params/collective.h"
 
-/* Copies x's values into buf (x may be a strided view). */
-static nb_status pack(const nb_tensor *x, void *buf)
-{
-    nb_tensor *c;
-    nb_status st = nb_tensor_contiguous(&c, (nb_tensor *)x);
-    if (st) return st;
-    memcpy(buf, nb_tensor_data(c), (size_t)nb_tensor_numel(c) * nb_dtype_size(c->dtype));
-    nb_tensor_release(c);
-    return NB_OK;
-}
-
 static nb_status ring_of(const nb_kernel_ctx *ctx, nb_comm **c)
 {
     const nb_collective_params *p = ctx->params;
@@ -54,7 +43,7 @@ static nb_status run_allreduce(const nb_kernel_ctx *ctx)
     int64_t at = 0;
     for (int i = 0; i < n && !st; i++) {
         nb_tensor *x = nb_kin(ctx, 0, i);
-        st = pack(x, buf + at * (int64_t)esize);
+        st = nb_comm_pack(x, buf + at * (int64_t)esize);
         at += nb_tensor_numel(x);
     }
     if (!st) st = nb_comm_allreduce_buffer(c, buf, total, dt, &req);
