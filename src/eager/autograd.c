@@ -73,7 +73,8 @@ static void autograd_free(nb_tensor *t)
     if (a->accumulator && a->accumulator->leaf == t) a->accumulator->leaf = NULL;
     nb_tensor_release(a->grad);
     hook_list_free(&a->hooks);
-    hook_list_free(&a->accumulated);
+    if (a->accumulated) hook_list_free(a->accumulated);
+    nb_free(a->accumulated);
     nb_free(a);
     t->autograd = NULL;
 }
@@ -180,14 +181,17 @@ nb_status nb_tensor_register_post_accumulate_hook(nb_tensor *t, nb_grad_ready_ho
     nb_autograd *a = t ? t->autograd : NULL;
     if (!fn || !a || !a->requires_grad || a->grad_fn)
         return nb_error(NB_ERR_ARG, "register_post_accumulate_hook: %s", !fn ? "no function" : "the tensor is not a leaf that requires grad");
-    return hook_list_add(&a->accumulated, (void *)fn, ctx);
+    if (!a->accumulated && !(a->accumulated = nb_calloc(1, sizeof *a->accumulated)))
+        return nb_error(NB_ERR_NOMEM, "register_post_accumulate_hook: out of memory");
+    return hook_list_add(a->accumulated, (void *)fn, ctx);
 }
 
 void nb_tensor_remove_post_accumulate_hook(nb_tensor *t, nb_grad_ready_hook fn, void *ctx)
 {
     nb_autograd *a = t ? t->autograd : NULL;
     if (!a) return;
-    hook_list *h = &a->accumulated;
+    hook_list *h = a->accumulated;
+    if (!h) return;
     for (int i = 0; i < h->n; i++)
         if (h->fns[i] == (void *)fn && h->ctxs[i] == ctx) {
             memmove(h->fns + i, h->fns + i + 1, (size_t)(h->n - i - 1) * sizeof *h->fns);

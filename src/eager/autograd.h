@@ -71,7 +71,7 @@ typedef struct nb_autograd {
     nb_tensor *grad;       /* accumulated gradient */
     nb_node *accumulator;  /* weak: the leaf's accumulate node, while one lives */
     hook_list hooks;       /* leaf hooks (a non-leaf's live in its node) */
-    hook_list accumulated; /* leaf hooks run once .grad holds this backward pass's sum */
+    hook_list *accumulated; /* leaf hooks run once .grad holds this backward pass's sum (made on first use) */
 } nb_autograd;
 
 nb_autograd *nb_autograd_of(nb_tensor *t, bool create); /* NULL if none and !create */

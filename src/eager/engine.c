@@ -433,8 +433,8 @@ static nb_status run_accumulate(task *t, nb_node *n)
     /* Each leaf's accumulator runs once per pass, after all its
      * contributions: .grad is final for this pass (DDP starts its
      * all-reduces here). */
-    for (int i = 0; i < a->accumulated.n && !st; i++)
-        if ((st = ((nb_grad_ready_hook)a->accumulated.fns[i])(n->leaf, a->accumulated.ctxs[i])))
+    for (int i = 0; a->accumulated && i < a->accumulated->n && !st; i++)
+        if ((st = ((nb_grad_ready_hook)a->accumulated->fns[i])(n->leaf, a->accumulated->ctxs[i])))
             st = nb_error_context(st, "backward: a post-accumulate hook failed");
     return st;
 }
