@@ -97,6 +97,27 @@ NB_API nb_value nb_mse_loss(nb_builder *b, nb_value x, nb_value label, const cha
 NB_API nb_value nb_bce_with_logits(nb_builder *b, nb_value x, nb_value label, const char *reduction);
 NB_API nb_value nb_dropout(nb_builder *b, nb_value x, double p, bool is_test, uint64_t seed);
 NB_API nb_value nb_embedding(nb_builder *b, nb_value w, nb_value ids, int64_t padding_idx);
+
+/* nb_scaled_dot_product_attention's options; NULL or all zero: no mask,
+ * scale 1/sqrt(D), no dropout. */
+typedef struct nb_attention_opts {
+    nb_value mask;   /* additive, added to the scores: [T, S] or any shape that broadcasts to
+                        [..., T, S] (-inf masks a pair out); NB_NONE: none */
+    bool causal;     /* query i sees keys j <= i (the top-left aligned lower triangle, as torch) */
+    double scale;    /* the scores' factor; 0: 1/sqrt(D) */
+    double dropout;  /* probability of dropping each attention weight (training only; kept
+                        weights are scaled by 1/(1-p)) */
+    bool is_test;    /* no dropout */
+    uint64_t seed;   /* of the dropout mask: 0 draws one from the generator each run */
+} nb_attention_opts;
+
+/* softmax(scale * q k^T + mask) v for q [..., T, D], k [..., S, D] and v
+ * [..., S, Dv] (the leading dims, batch and heads, equal), giving [..., T,
+ * Dv]. One fused op, scaled_dot_product_attention: its CPU kernel holds one
+ * block of the [T, S] weights at a time (online softmax), and its gradient
+ * op recomputes them the same way. opts may be NULL. */
+NB_API nb_value nb_scaled_dot_product_attention(nb_builder *b, nb_value q, nb_value k, nb_value v,
+                                                const nb_attention_opts *opts);
 NB_API nb_value nb_accuracy(nb_builder *b, nb_value scores, nb_value label, int k);
 
 /* ---- creation ---- */

@@ -82,7 +82,8 @@ nb_value nb_cmp_emit(nb_composite *c, const char *type, int n_in, const nb_value
             return NB_NONE;
         }
     c->n_steps++;
-    if (!c->forward) return y;
+    /* A constant (a mask, say) carries no tangent, whatever its inputs do. */
+    if (!c->forward || (def->flags & NB_OP_NOT_DIFFERENTIABLE)) return y;
     /* Forward mode: this primitive's tangent, from its inputs'. */
     nb_value tx[MAX_IN], ty = NB_NONE;
     bool any = false;
@@ -149,7 +150,7 @@ nb_status nb_composite_vjp(nb_builder *b, nb_grad_ctx *g, nb_composite_fn fn)
     for (int i = c->n_steps - 1; i >= 0 && !st; i--) {
         step *s = &c->steps[i];
         nb_value dy = lookup(c, s->y), dx[MAX_IN] = {{0}};
-        if (nb_is_none(dy)) continue;
+        if (nb_is_none(dy) || (s->def->flags & NB_OP_NOT_DIFFERENTIABLE)) continue;
         bool want[MAX_IN];
         for (int k = 0; k < s->n_in; k++)
             want[k] = !(s->def->inputs[k].flags & NB_SLOT_NO_GRAD) && nb_dtype_is_float(nb_value_info(b, s->x[k]).dtype);

@@ -1,0 +1,263 @@
+/* Typed body of the attention kernels; attention.c includes it once per
+ * dtype with T (the element type), SFX (a name suffix) and EXP (its exp)
+ * defined.
+ *
+ * Both passes walk the [T, S] scores in blocks of BQ queries by BK keys and
+ * never hold more than one block of them. Every product is written as
+ * axpy loops over a contiguous row (a key block is transposed first, so
+ * that the scores of one query are a sum of rows of K^T), which the
+ * compiler vectorises without reassociating a sum. */
+#define ATT_CAT_(a, b) a##_##b
+#define ATT_CAT(a, b) ATT_CAT_(a, b)
+#define FN(name) ATT_CAT(name, SFX)
+
+/* One thread's scratch: a transposed K block, a transposed V block, a block
+ * of scores and one of their gradients, the output rows of a query block,
+ * and each row's running maximum and sum. */
+typedef struct FN(scratch) {
+    T *kt, *vt, *s, *dp, *acc, *m, *l;
+} FN(scratch);
+
+static T *FN(scratch_new)(const att_geom *g, FN(scratch) *w)
+{
+    const int64_t n = (g->D + g->Dv) * BK + 2 * BQ * BK + BQ * g->Dv + 2 * BQ;
+    T *p = nb_malloc((size_t)n * sizeof(T));
+    if (!p) return NULL;
+    w->kt = p;
+    w->vt = w->kt + g->D * BK;
+    w->s = w->vt + g->Dv * BK;
+    w->dp = w->s + BQ * BK;
+    w->acc = w->dp + BQ * BK;
+    w->m = w->acc + BQ * g->Dv;
+    w->l = w->m + BQ;
+    return p;
+}
+
+/* dst [cols, BK] = the transpose of rows [nk, cols] (row stride cols). */
+static void FN(transpose_block)(const T *rows, int64_t nk, int64_t cols, T *dst)
+{
+    for (int64_t j = 0; j < nk; j++)
+        for (int64_t d = 0; d < cols; d++) dst[d * BK + j] = rows[j * cols + d];
+}
+
+/* Scores of queries [i0, i0 + nq) against keys [j0, j0 + nk) of pair bh
+ * into w->s (row stride BK), masked; kt holds the keys transposed. */
+static void FN(score_block)(const att_geom *g, const T *q, const T *mask, int64_t bh, int64_t i0, int64_t nq,
+                            int64_t j0, int64_t nk, const T *kt, T *s)
+{
+    const T scale = (T)g->scale;
+    for (int64_t ii = 0; ii < nq; ii++) {
+        T *row = s + ii * BK;
+        const T *qr = q + ii * g->D;
+        for (int64_t jj = 0; jj < nk; jj++) row[jj] = 0;
+        for (int64_t d = 0; d < g->D; d++) {
+            const T qd = qr[d] * scale;
+            const T *kd = kt + d * BK;
+            for (int64_t jj = 0; jj < nk; jj++) row[jj] += qd * kd[jj];
+        }
+        if (mask) {
+            const T *mr = mask + g->mask_off[bh] + (i0 + ii) * g->mask_t + j0 * g->mask_s;
+            for (int64_t jj = 0; jj < nk; jj++) row[jj] += mr[jj * g->mask_s];
+        }
+        if (g->causal)
+            for (int64_t jj = i0 + ii + 1 - j0 < 0 ? 0 : i0 + ii + 1 - j0; jj < nk; jj++) row[jj] = -(T)INFINITY;
+    }
+}
+
+/* The dropout factor of weight (bh, i, j): the uniform draw at that
+ * position of the stream, as attention_dropout_mask draws it. */
+static void FN(drop_row)(const att_geom *g, int64_t bh, int64_t i, int64_t j0, int64_t nk, T *row)
+{
+    const T keep = (T)(1.0 / (1.0 - g->p));
+    const uint64_t base = (uint64_t)((bh * g->Tq + i) * g->Sk + j0);
+    for (int64_t jj = 0; jj < nk; jj++) {
+        nb_rng r = {g->key, g->counter + base + (uint64_t)jj};
+        row[jj] *= nb_rng_uniform(&r) >= g->p ? keep : 0;
+    }
+}
+
+/* The keys that query block [i0, i0 + nq) sees: all, or up to its last
+ * query when causal. */
+static int64_t FN(key_end)(const att_geom *g, int64_t i0, int64_t nq)
+{
+    return g->causal && i0 + nq < g->Sk ? i0 + nq : g->Sk;
+}
+
+/* Out and LSE of query block [i0, i0 + nq) of pair bh (online softmax). */
+static void FN(forward_block)(const att_geom *g, const T *q, const T *k, const T *v, const T *mask, T *out, T *lse,
+                              int64_t bh, int64_t i0, int64_t nq, FN(scratch) *w)
+{
+    const int64_t D = g->D, Dv = g->Dv;
+    const T *qb = q + (bh * g->Tq + i0) * D;
+    const T *kb = k + bh * g->Sk * D, *vb = v + bh * g->Sk * Dv;
+    for (int64_t ii = 0; ii < nq; ii++) w->m[ii] = -(T)INFINITY, w->l[ii] = 0;
+    for (int64_t x = 0; x < nq * Dv; x++) w->acc[x] = 0;
+    const int64_t end = FN(key_end)(g, i0, nq);
+    for (int64_t j0 = 0; j0 < end; j0 += BK) {
+        const int64_t nk = end - j0 < BK ? end - j0 : BK;
+        FN(transpose_block)(kb + j0 * D, nk, D, w->kt);
+        FN(score_block)(g, qb, mask, bh, i0, nq, j0, nk, w->kt, w->s);
+        for (int64_t ii = 0; ii < nq; ii++) {
+            T *row = w->s + ii * BK, *acc = w->acc + ii * Dv;
+            T mx = w->m[ii];
+            for (int64_t jj = 0; jj < nk; jj++) mx = row[jj] > mx ? row[jj] : mx;
+            if (mx == -(T)INFINITY) continue; /* nothing seen yet in this row */
+            const T alpha = EXP(w->m[ii] - mx);
+            T sum = 0;
+            for (int64_t jj = 0; jj < nk; jj++) {
+                const T e = EXP(row[jj] - mx);
+                row[jj] = e;
+                sum += e;
+            }
+            w->l[ii] = w->l[ii] * alpha + sum;
+            w->m[ii] = mx;
+            if (alpha != 1)
+                for (int64_t c = 0; c < Dv; c++) acc[c] *= alpha;
+            if (g->p > 0) FN(drop_row)(g, bh, i0 + ii, j0, nk, row);
+            for (int64_t jj = 0; jj < nk; jj++) {
+                const T pj = row[jj];
+                const T *vr = vb + (j0 + jj) * Dv;
+                for (int64_t c = 0; c < Dv; c++) acc[c] += pj * vr[c];
+            }
+        }
+    }
+    /* A row that saw no key gives zeros and LSE +inf, so that backward's
+     * exp(score - LSE) is 0 there too. */
+    for (int64_t ii = 0; ii < nq; ii++) {
+        T *o = out + (bh * g->Tq + i0 + ii) * Dv;
+        const T *acc = w->acc + ii * Dv;
+        if (w->l[ii] == 0) {
+            for (int64_t c = 0; c < Dv; c++) o[c] = 0;
+            lse[bh * g->Tq + i0 + ii] = (T)INFINITY;
+            continue;
+        }
+        const T inv = 1 / w->l[ii];
+        for (int64_t c = 0; c < Dv; c++) o[c] = acc[c] * inv;
+        lse[bh * g->Tq + i0 + ii] = w->m[ii] + (T)log((double)w->l[ii]);
+    }
+}
+
+static bool FN(attention_forward)(const att_geom *g, const T *q, const T *k, const T *v, const T *mask, T *out,
+                                       T *lse)
+{
+    const int64_t nqb = (g->Tq + BQ - 1) / BQ, tasks = g->bh * nqb;
+    const bool par = g->work >= ATT_PAR_MIN_WORK && tasks > 1;
+    bool failed = false;
+    (void)par;
+    OMP_PARALLEL_IF(par)
+    {
+        FN(scratch) w = {0};
+        T *mem = FN(scratch_new)(g, &w);
+        if (!mem) failed = true;
+        OMP_FOR
+        for (int64_t t = 0; t < tasks; t++) {
+            if (!mem) continue;
+            const int64_t bh = t / nqb, i0 = (t % nqb) * BQ;
+            FN(forward_block)(g, q, k, v, mask, out, lse, bh, i0, g->Tq - i0 < BQ ? g->Tq - i0 : BQ, &w);
+        }
+        nb_free(mem);
+    }
+    return !failed;
+}
+
+/* DQ, DK and DV of one pair bh. DK and DV gather over every query block, so
+ * a pair is one task. */
+static void FN(backward_pair)(const att_geom *g, const T *q, const T *k, const T *v, const T *mask, const T *lse,
+                              const T *dout, const T *delta, T *dq, T *dk, T *dv, int64_t bh, FN(scratch) *w)
+{
+    const int64_t D = g->D, Dv = g->Dv, T_ = g->Tq, S = g->Sk;
+    const T scale = (T)g->scale;
+    const T *kb = k + bh * S * D, *vb = v + bh * S * Dv;
+    T *dkb = dk + bh * S * D, *dvb = dv + bh * S * Dv;
+    for (int64_t x = 0; x < S * D; x++) dkb[x] = 0;
+    for (int64_t x = 0; x < S * Dv; x++) dvb[x] = 0;
+    for (int64_t i0 = 0; i0 < T_; i0 += BQ) {
+        const int64_t nq = T_ - i0 < BQ ? T_ - i0 : BQ;
+        const T *qb = q + (bh * T_ + i0) * D, *dob = dout + (bh * T_ + i0) * Dv;
+        const T *lb = lse + bh * T_ + i0, *deb = delta + bh * T_ + i0;
+        T *dqb = dq + (bh * T_ + i0) * D;
+        for (int64_t x = 0; x < nq * D; x++) dqb[x] = 0;
+        const int64_t end = FN(key_end)(g, i0, nq);
+        for (int64_t j0 = 0; j0 < end; j0 += BK) {
+            const int64_t nk = end - j0 < BK ? end - j0 : BK;
+            FN(transpose_block)(kb + j0 * D, nk, D, w->kt);
+            FN(transpose_block)(vb + j0 * Dv, nk, Dv, w->vt);
+            FN(score_block)(g, qb, mask, bh, i0, nq, j0, nk, w->kt, w->s);
+            for (int64_t ii = 0; ii < nq; ii++) {
+                T *p = w->s + ii * BK, *dp = w->dp + ii * BK;
+                const T *dor = dob + ii * Dv;
+                for (int64_t jj = 0; jj < nk; jj++) p[jj] = EXP(p[jj] - lb[ii]);
+                /* dp = DOut V^T, through the transposed block. */
+                for (int64_t jj = 0; jj < nk; jj++) dp[jj] = 0;
+                for (int64_t c = 0; c < Dv; c++) {
+                    const T oc = dor[c];
+                    const T *vc = w->vt + c * BK;
+                    for (int64_t jj = 0; jj < nk; jj++) dp[jj] += oc * vc[jj];
+                }
+                if (g->p > 0) {
+                    /* The dropped weights: P * Z feeds DV, and DOut V^T * Z
+                     * is the gradient of P. */
+                    FN(drop_row)(g, bh, i0 + ii, j0, nk, dp);
+                    for (int64_t jj = 0; jj < nk; jj++) {
+                        nb_rng r = {g->key, g->counter + (uint64_t)((bh * T_ + i0 + ii) * S + j0 + jj)};
+                        const T pd = nb_rng_uniform(&r) >= g->p ? p[jj] * (T)(1.0 / (1.0 - g->p)) : 0;
+                        T *dvr = dvb + (j0 + jj) * Dv;
+                        for (int64_t c = 0; c < Dv; c++) dvr[c] += pd * dor[c];
+                    }
+                } else {
+                    for (int64_t jj = 0; jj < nk; jj++) {
+                        const T pj = p[jj];
+                        T *dvr = dvb + (j0 + jj) * Dv;
+                        for (int64_t c = 0; c < Dv; c++) dvr[c] += pj * dor[c];
+                    }
+                }
+                /* The scores' gradient, scaled once for both DQ and DK. */
+                const T di = deb[ii];
+                for (int64_t jj = 0; jj < nk; jj++) dp[jj] = p[jj] * (dp[jj] - di) * scale;
+                T *dqr = dqb + ii * D;
+                const T *qr = qb + ii * D;
+                for (int64_t jj = 0; jj < nk; jj++) {
+                    const T ds = dp[jj];
+                    const T *kr = kb + (j0 + jj) * D;
+                    T *dkr = dkb + (j0 + jj) * D;
+                    for (int64_t d = 0; d < D; d++) dqr[d] += ds * kr[d];
+                    for (int64_t d = 0; d < D; d++) dkr[d] += ds * qr[d];
+                }
+            }
+        }
+    }
+}
+
+static bool FN(attention_backward)(const att_geom *g, const T *q, const T *k, const T *v, const T *mask,
+                                        const T *lse, const T *dout, const T *delta, T *dq, T *dk, T *dv)
+{
+    const bool par = g->work >= ATT_PAR_MIN_WORK && g->bh > 1;
+    bool failed = false;
+    (void)par;
+    OMP_PARALLEL_IF(par)
+    {
+        FN(scratch) w = {0};
+        T *mem = FN(scratch_new)(g, &w);
+        if (!mem) failed = true;
+        OMP_FOR
+        for (int64_t bh = 0; bh < g->bh; bh++)
+            if (mem) FN(backward_pair)(g, q, k, v, mask, lse, dout, delta, dq, dk, dv, bh, &w);
+        nb_free(mem);
+    }
+    return !failed;
+}
+
+/* attention_dropout_mask: the factor of every weight. */
+static void FN(dropout_mask)(const att_geom *g, T *out)
+{
+    const T keep = (T)(1.0 / (1.0 - g->p));
+    const int64_t n = g->bh * g->Tq * g->Sk;
+    for (int64_t x = 0; x < n; x++) {
+        nb_rng r = {g->key, g->counter + (uint64_t)x};
+        out[x] = g->p > 0 && nb_rng_uniform(&r) < g->p ? 0 : keep;
+    }
+}
+
+#undef FN
+#undef ATT_CAT
+#undef ATT_CAT_

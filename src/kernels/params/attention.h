@@ -1,0 +1,16 @@
+/* Parameters of the attention ops, as their kernels read them
+ * (nabla/kernel.h). The op definitions (src/ops/attention.c) fill them from
+ * the attributes once. Device independent. */
+#ifndef NABLA_KERNELS_PARAMS_ATTENTION_H
+#define NABLA_KERNELS_PARAMS_ATTENTION_H
+
+#include <stdbool.h>
+
+/* scaled_dot_product_attention, its grad op and its mask ops. */
+typedef struct nb_attention_params {
+    double scale;   /* the scores' factor; 0: 1/sqrt(D), which only the kernel knows */
+    double dropout; /* probability of dropping a weight; 0 when is_test */
+    bool causal;    /* query i sees keys j <= i */
+} nb_attention_params;
+
+#endif
