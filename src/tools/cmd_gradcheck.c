@@ -31,7 +31,7 @@ static bool wanted(const char *op, int argc, char **argv)
 static bool check_op(const nb_op_def *def, int order, bool verbose)
 {
     if (order >= 3 && !def->jvp) {
-        printf("FAIL %-28s no JVP rule for an op with a VJP rule\n", def->name);
+        printf("FAIL %-33s no JVP rule for an op with a VJP rule\n", def->name);
         return false;
     }
     int cases = 0, elements = 0, failed = 0, skipped = 0;
@@ -61,26 +61,26 @@ static bool check_op(const nb_op_def *def, int order, bool verbose)
                 snprintf(where, sizeof where, "case '%s': %s", c->name ? c->name : "", rep.worst);
             }
             if (rep.max_abs_err > worst) worst = rep.max_abs_err;
-            if (verbose) printf("       %-28s %s: %d elements, max error %.2e\n", def->name, c->name ? c->name : "",
+            if (verbose) printf("       %-33s %s: %d elements, max error %.2e\n", def->name, c->name ? c->name : "",
                                 rep.checked, rep.max_abs_err);
         }
     if (cases == 0 && skipped) {
-        printf("skip %-28s (its rule emits ops without rules of their own)\n", def->name);
+        printf("skip %-33s (its rule emits ops without rules of their own)\n", def->name);
         return true;
     }
     if (cases == 0) {
-        printf("FAIL %-28s no gradcheck case for an op with a VJP rule\n", def->name);
+        printf("FAIL %-33s no gradcheck case for an op with a VJP rule\n", def->name);
         return false;
     }
     if (failed) {
-        printf("FAIL %-28s %d/%d cases failed; %s\n", def->name, failed, cases, where);
+        printf("FAIL %-33s %d/%d cases failed; %s\n", def->name, failed, cases, where);
         return false;
     }
     if (order == 4)
-        printf("ok   %-28s %d case%s: every op its rules emit has rules (%d op types met over the cases)\n",
+        printf("ok   %-33s %d case%s: every op its rules emit has rules (%d op types met over the cases)\n",
                def->name, cases, cases == 1 ? "" : "s", elements);
     else
-        printf("ok   %-28s %d case%s, %d elements, max error %.1e\n", def->name, cases, cases == 1 ? "" : "s", elements,
+        printf("ok   %-33s %d case%s, %d elements, max error %.1e\n", def->name, cases, cases == 1 ? "" : "s", elements,
                worst);
     return true;
 }
@@ -131,11 +131,11 @@ static bool check_op_all(const nb_op_def *def)
             }
         }
     if (!cases) {
-        printf("FAIL %-28s no gradcheck case for an op with a VJP rule\n", def->name);
+        printf("FAIL %-33s no gradcheck case for an op with a VJP rule\n", def->name);
         return false;
     }
     for (int k = 0; k < N_COLS; k++) all &= col_ok[k];
-    printf("%s %-28s", all ? "ok  " : "FAIL", def->name);
+    printf("%s %-33s", all ? "ok  " : "FAIL", def->name);
     for (int k = 0; k < N_COLS; k++) printf(" %-4s", col_ok[k] ? "ok" : "FAIL");
     printf(" %d case%s\n", cases, cases == 1 ? "" : "s");
     for (int k = 0; k < N_COLS; k++)
@@ -180,7 +180,7 @@ int cmd_gradcheck(int argc, char **argv)
     }
     int passed = 0, failed = 0;
     if (order == 5) {
-        printf("     %-28s", "op");
+        printf("     %-33s", "op");
         for (int k = 0; k < N_COLS; k++) printf(" %-4s", col_names[k]);
         printf("\n");
     }
@@ -188,7 +188,7 @@ int cmd_gradcheck(int argc, char **argv)
         for (int i = 0; i < nb_op_count(); i++) {
             const nb_op_def *def = nb_op_at(i);
             if (nb_op_rules_closed(def) || !wanted(def->name, argc, argv)) continue;
-            printf("FAIL %-28s %s, and it is not marked as having a zero derivative\n", def->name,
+            printf("FAIL %-33s %s, and it is not marked as having a zero derivative\n", def->name,
                    !def->vjp && !def->jvp ? "no VJP or JVP rule" : !def->vjp ? "no VJP rule" : "no JVP rule");
             failed++;
         }
@@ -197,7 +197,7 @@ int cmd_gradcheck(int argc, char **argv)
         if (!def->vjp || !wanted(def->name, argc, argv)) continue;
         if (def->flags & NB_OP_CONTROL) {
             /* One op cannot run alone: it needs its sub-blocks. */
-            printf("prog %-28s checked on whole programs by tests/test_control.c\n", def->name);
+            printf("prog %-33s checked on whole programs by tests/test_control.c\n", def->name);
             continue;
         }
         if (order == 5 ? check_op_all(def) : check_op(def, order, verbose)) passed++;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "../kernels.h"
 #include "fastmath.h"
+#include "gemm.h"
 #include "kernels/params/attention.h"
 #include "nabla/device.h"
 #include "nabla/kernel.h"
@@ -39,17 +40,21 @@ typedef struct att_geom {
 #define T float
 #define SFX f32
 #define EXP nb_fast_expf
+#define GEMM nb_gemm_f32
 #include "attention_impl.h"
 #undef T
 #undef SFX
 #undef EXP
+#undef GEMM
 #define T double
 #define SFX f64
 #define EXP exp
+#define GEMM nb_gemm_f64
 #include "attention_impl.h"
 #undef T
 #undef SFX
 #undef EXP
+#undef GEMM
 
 /* The geometry of Q [..., T, D], K [..., S, D], V [..., S, Dv]; inference
  * has checked the shapes. */

@@ -3,58 +3,42 @@
  * defined.
  *
  * Both passes walk the [T, S] scores in blocks of BQ queries by BK keys and
- * never hold more than one block of them. Every product is written as
- * axpy loops over a contiguous row (a key block is transposed first, so
- * that the scores of one query are a sum of rows of K^T), which the
- * compiler vectorises without reassociating a sum. */
+ * never hold more than one block of them. The products of a block go
+ * through the GEMM (GEMM, nb_gemm_f32 or _f64), single-threaded inside the
+ * parallel loop over blocks; the softmax and masking between them are
+ * elementwise loops over a block's rows. */
 #define ATT_CAT_(a, b) a##_##b
 #define ATT_CAT(a, b) ATT_CAT_(a, b)
 #define FN(name) ATT_CAT(name, SFX)
 
-/* One thread's scratch: a transposed K block, a transposed V block, a block
- * of scores and one of their gradients, the output rows of a query block,
- * and each row's running maximum and sum. */
+/* One thread's scratch: a block of scores and one of their gradients, the
+ * output rows of a query block, and each row's running maximum and sum. */
 typedef struct FN(scratch) {
-    T *kt, *vt, *s, *dp, *acc, *m, *l;
+    T *s, *dp, *acc, *m, *l;
 } FN(scratch);
 
 static T *FN(scratch_new)(const att_geom *g, FN(scratch) *w)
 {
-    const int64_t n = (g->D + g->Dv) * BK + 2 * BQ * BK + BQ * g->Dv + 2 * BQ;
+    const int64_t acc = BQ * (g->Dv > BK ? g->Dv : BK); /* backward's dropped weights use it too */
+    const int64_t n = 2 * BQ * BK + acc + 2 * BQ;
     T *p = nb_malloc((size_t)n * sizeof(T));
     if (!p) return NULL;
-    w->kt = p;
-    w->vt = w->kt + g->D * BK;
-    w->s = w->vt + g->Dv * BK;
+    w->s = p;
     w->dp = w->s + BQ * BK;
     w->acc = w->dp + BQ * BK;
-    w->m = w->acc + BQ * g->Dv;
+    w->m = w->acc + acc;
     w->l = w->m + BQ;
     return p;
 }
 
-/* dst [cols, BK] = the transpose of rows [nk, cols] (row stride cols). */
-static void FN(transpose_block)(const T *rows, int64_t nk, int64_t cols, T *dst)
+/* Scores of queries [i0, i0 + nq) (rows qb) against keys [j0, j0 + nk)
+ * (rows kb) of pair bh into s (row stride BK), masked. */
+static void FN(score_block)(const att_geom *g, const T *qb, const T *kb, const T *mask, int64_t bh, int64_t i0,
+                            int64_t nq, int64_t j0, int64_t nk, T *s)
 {
-    for (int64_t j = 0; j < nk; j++)
-        for (int64_t d = 0; d < cols; d++) dst[d * BK + j] = rows[j * cols + d];
-}
-
-/* Scores of queries [i0, i0 + nq) against keys [j0, j0 + nk) of pair bh
- * into w->s (row stride BK), masked; kt holds the keys transposed. */
-static void FN(score_block)(const att_geom *g, const T *q, const T *mask, int64_t bh, int64_t i0, int64_t nq,
-                            int64_t j0, int64_t nk, const T *kt, T *s)
-{
-    const T scale = (T)g->scale;
+    GEMM(false, true, nq, nk, g->D, (T)g->scale, qb, g->D, kb, g->D, 0, s, BK);
     for (int64_t ii = 0; ii < nq; ii++) {
         T *row = s + ii * BK;
-        const T *qr = q + ii * g->D;
-        for (int64_t jj = 0; jj < nk; jj++) row[jj] = 0;
-        for (int64_t d = 0; d < g->D; d++) {
-            const T qd = qr[d] * scale;
-            const T *kd = kt + d * BK;
-            for (int64_t jj = 0; jj < nk; jj++) row[jj] += qd * kd[jj];
-        }
         if (mask) {
             const T *mr = mask + g->mask_off[bh] + (i0 + ii) * g->mask_t + j0 * g->mask_s;
             for (int64_t jj = 0; jj < nk; jj++) row[jj] += mr[jj * g->mask_s];
@@ -95,13 +79,15 @@ static void FN(forward_block)(const att_geom *g, const T *q, const T *k, const T
     const int64_t end = FN(key_end)(g, i0, nq);
     for (int64_t j0 = 0; j0 < end; j0 += BK) {
         const int64_t nk = end - j0 < BK ? end - j0 : BK;
-        FN(transpose_block)(kb + j0 * D, nk, D, w->kt);
-        FN(score_block)(g, qb, mask, bh, i0, nq, j0, nk, w->kt, w->s);
+        FN(score_block)(g, qb, kb + j0 * D, mask, bh, i0, nq, j0, nk, w->s);
         for (int64_t ii = 0; ii < nq; ii++) {
             T *row = w->s + ii * BK, *acc = w->acc + ii * Dv;
             T mx = w->m[ii];
             for (int64_t jj = 0; jj < nk; jj++) mx = row[jj] > mx ? row[jj] : mx;
-            if (mx == -(T)INFINITY) continue; /* nothing seen yet in this row */
+            if (mx == -(T)INFINITY) { /* nothing seen yet in this row */
+                for (int64_t jj = 0; jj < nk; jj++) row[jj] = 0;
+                continue;
+            }
             const T alpha = EXP(w->m[ii] - mx);
             T sum = 0;
             for (int64_t jj = 0; jj < nk; jj++) {
@@ -114,12 +100,8 @@ static void FN(forward_block)(const att_geom *g, const T *q, const T *k, const T
             if (alpha != 1)
                 for (int64_t c = 0; c < Dv; c++) acc[c] *= alpha;
             if (g->p > 0) FN(drop_row)(g, bh, i0 + ii, j0, nk, row);
-            for (int64_t jj = 0; jj < nk; jj++) {
-                const T pj = row[jj];
-                const T *vr = vb + (j0 + jj) * Dv;
-                for (int64_t c = 0; c < Dv; c++) acc[c] += pj * vr[c];
-            }
         }
+        GEMM(false, false, nq, Dv, nk, 1, w->s, BK, vb + j0 * Dv, Dv, 1, w->acc, Dv);
     }
     /* A row that saw no key gives zeros and LSE +inf, so that backward's
      * exp(score - LSE) is 0 there too. */
@@ -180,50 +162,40 @@ static void FN(backward_pair)(const att_geom *g, const T *q, const T *k, const T
         const int64_t end = FN(key_end)(g, i0, nq);
         for (int64_t j0 = 0; j0 < end; j0 += BK) {
             const int64_t nk = end - j0 < BK ? end - j0 : BK;
-            FN(transpose_block)(kb + j0 * D, nk, D, w->kt);
-            FN(transpose_block)(vb + j0 * Dv, nk, Dv, w->vt);
-            FN(score_block)(g, qb, mask, bh, i0, nq, j0, nk, w->kt, w->s);
+            T *p = w->s, *dp = w->dp;
+            FN(score_block)(g, qb, kb + j0 * D, mask, bh, i0, nq, j0, nk, p);
             for (int64_t ii = 0; ii < nq; ii++) {
-                T *p = w->s + ii * BK, *dp = w->dp + ii * BK;
-                const T *dor = dob + ii * Dv;
-                for (int64_t jj = 0; jj < nk; jj++) p[jj] = EXP(p[jj] - lb[ii]);
-                /* dp = DOut V^T, through the transposed block. */
-                for (int64_t jj = 0; jj < nk; jj++) dp[jj] = 0;
-                for (int64_t c = 0; c < Dv; c++) {
-                    const T oc = dor[c];
-                    const T *vc = w->vt + c * BK;
-                    for (int64_t jj = 0; jj < nk; jj++) dp[jj] += oc * vc[jj];
-                }
-                if (g->p > 0) {
-                    /* The dropped weights: P * Z feeds DV, and DOut V^T * Z
-                     * is the gradient of P. */
-                    FN(drop_row)(g, bh, i0 + ii, j0, nk, dp);
-                    for (int64_t jj = 0; jj < nk; jj++) {
-                        nb_rng r = {g->key, g->counter + (uint64_t)((bh * T_ + i0 + ii) * S + j0 + jj)};
-                        const T pd = nb_rng_uniform(&r) >= g->p ? p[jj] * (T)(1.0 / (1.0 - g->p)) : 0;
-                        T *dvr = dvb + (j0 + jj) * Dv;
-                        for (int64_t c = 0; c < Dv; c++) dvr[c] += pd * dor[c];
-                    }
-                } else {
-                    for (int64_t jj = 0; jj < nk; jj++) {
-                        const T pj = p[jj];
-                        T *dvr = dvb + (j0 + jj) * Dv;
-                        for (int64_t c = 0; c < Dv; c++) dvr[c] += pj * dor[c];
-                    }
-                }
-                /* The scores' gradient, scaled once for both DQ and DK. */
-                const T di = deb[ii];
-                for (int64_t jj = 0; jj < nk; jj++) dp[jj] = p[jj] * (dp[jj] - di) * scale;
-                T *dqr = dqb + ii * D;
-                const T *qr = qb + ii * D;
-                for (int64_t jj = 0; jj < nk; jj++) {
-                    const T ds = dp[jj];
-                    const T *kr = kb + (j0 + jj) * D;
-                    T *dkr = dkb + (j0 + jj) * D;
-                    for (int64_t d = 0; d < D; d++) dqr[d] += ds * kr[d];
-                    for (int64_t d = 0; d < D; d++) dkr[d] += ds * qr[d];
-                }
+                T *row = p + ii * BK;
+                const T l = lb[ii];
+                for (int64_t jj = 0; jj < nk; jj++) row[jj] = EXP(row[jj] - l);
             }
+            /* dp = DOut V^T: the gradient of the (dropped) weights. */
+            GEMM(false, true, nq, nk, Dv, 1, dob, Dv, vb + j0 * Dv, Dv, 0, dp, BK);
+            if (g->p > 0) {
+                /* Z = the dropout factors: DV takes (P Z)^T DOut, and the
+                 * weights' gradient is dp Z. The block of dp makes room for
+                 * P Z only after it is used, so P Z goes through the
+                 * output rows' scratch, which backward does not need. */
+                T *pz = w->acc;
+                for (int64_t ii = 0; ii < nq; ii++) {
+                    T *pr = pz + ii * BK;
+                    for (int64_t jj = 0; jj < nk; jj++) pr[jj] = p[ii * BK + jj];
+                    FN(drop_row)(g, bh, i0 + ii, j0, nk, pr);
+                    FN(drop_row)(g, bh, i0 + ii, j0, nk, dp + ii * BK);
+                }
+                GEMM(true, false, nk, Dv, nq, 1, pz, BK, dob, Dv, 1, dvb + j0 * Dv, Dv);
+            } else {
+                GEMM(true, false, nk, Dv, nq, 1, p, BK, dob, Dv, 1, dvb + j0 * Dv, Dv);
+            }
+            /* The scores' gradient, scaled once for both DQ and DK. */
+            for (int64_t ii = 0; ii < nq; ii++) {
+                const T di = deb[ii];
+                const T *pr = p + ii * BK;
+                T *dr = dp + ii * BK;
+                for (int64_t jj = 0; jj < nk; jj++) dr[jj] = pr[jj] * (dr[jj] - di) * scale;
+            }
+            GEMM(false, false, nq, D, nk, 1, dp, BK, kb + j0 * D, D, 1, dqb, D);
+            GEMM(true, false, nk, D, nq, 1, dp, BK, qb, D, 1, dkb + j0 * D, D);
         }
     }
 }
