@@ -3,6 +3,14 @@
  * The typed code is in attention_impl.h; this file works out the geometry
  * (pairs of batch and head, the mask's broadcast strides, the dropout
  * stream) and holds the kernels the registry runs. */
+
+/* The row loops (exp, max, scaling) vectorise only at -O3 and when gcc may
+ * treat FP operations as non-trapping (see unary.c); nothing here reads the
+ * exception flags. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3", "no-trapping-math")
+#endif
+
 #include <math.h>
 #include <string.h>
 #include "../kernels.h"
