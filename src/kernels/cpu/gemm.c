@@ -179,6 +179,15 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
                     for (; i < mr; i++) dst[k * MR + i] = alpha * src[i];                      \
                     for (; i < MR; i++) dst[k * MR + i] = 0;                                   \
                 }                                                                              \
+            } else if (mr == MR) {                                                             \
+                /* k outermost: MR row streams in, one contiguous MR-run out per k (a row \
+                 * at a time would store with stride MR, the slowest way round). */     \
+                const T *src[MR];                                                              \
+                for (int64_t i = 0; i < MR; i++) src[i] = A + (i0 + ir + i) * lda + p0;        \
+                for (int64_t k = 0; k < kc; k++) {                                             \
+                    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)                      \
+                        dst[k * MR + i] = alpha * src[i][k];                                   \
+                }                                                                              \
             } else {                                                                           \
                 int64_t i = 0;                                                                 \
                 for (; i < mr; i++) {                                                          \
@@ -207,6 +216,14 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
                     int64_t j = 0;                                                             \
                     for (; j < nr; j++) dst[k * NR + j] = src[j];                              \
                     for (; j < NR; j++) dst[k * NR + j] = 0;                                   \
+                }                                                                              \
+            } else if (nr == NR) {                                                             \
+                /* As pack_a: NR column streams in, contiguous runs out. */                   \
+                const T *src[NR];                                                              \
+                for (int64_t j = 0; j < NR; j++) src[j] = B + (j0 + jr + j) * ldb + p0;        \
+                for (int64_t k = 0; k < kc; k++) {                                             \
+                    _Pragma("GCC unroll 16") for (int j = 0; j < NR; j++)                      \
+                        dst[k * NR + j] = src[j][k];                                           \
                 }                                                                              \
             } else {                                                                           \
                 int64_t j = 0;                                                                 \
