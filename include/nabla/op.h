@@ -45,8 +45,10 @@ enum {
     NB_OP_RANDOM = 1 << 1,             /* draws from ctx->rng */
     NB_OP_STATEFUL = 1 << 2,           /* writes an input in place (increment, optimisers) */
     NB_OP_CONTROL = 1 << 3,            /* runs sub-blocks; sizes its outputs itself (see src/exec/exec_env.h) */
-    NB_OP_INPLACE = 1 << 4             /* its kernels may write output 0 over an input of its dtype and size
+    NB_OP_INPLACE = 1 << 4,            /* its kernels may write output 0 over an input of its dtype and size
                                           (elementwise ops, sum): the executor lets a dying input's buffer serve */
+    NB_OP_WRITES_ALL = 1 << 5          /* its kernels write every element of every output they are given, so
+                                          the executor does not zero outputs first (NB_OP_INPLACE implies it) */
 };
 
 typedef struct nb_slot_def {

@@ -623,10 +623,11 @@ static nb_status run_step(nb_prepared *pp, nb_scope *scope, step *st)
                                         : bind_scope_output(pp, scope, v, info, st->out_is_input[k], st->label);
         if (s) return s;
         st->out_t[k] = v->t;
-        /* Kernels may count on zeroed outputs, except in place; those of
-         * NB_OP_INPLACE ops write every element (and may be writing over
-         * their input's buffer, which a zero-fill would wipe first). */
-        if (!st->out_is_input[k] && !(st->op->def->flags & NB_OP_INPLACE))
+        /* Kernels may count on zeroed outputs, except in place and for ops
+         * whose kernels write every element: NB_OP_WRITES_ALL, and
+         * NB_OP_INPLACE (which may be writing over their input's buffer,
+         * which a zero-fill would wipe first). */
+        if (!st->out_is_input[k] && !(st->op->def->flags & (NB_OP_INPLACE | NB_OP_WRITES_ALL)))
             memset(nb_tensor_data(v->t), 0, (size_t)nb_tensor_numel(v->t) * nb_dtype_size(v->t->dtype));
     }
     if (!st->kernel) {

@@ -131,7 +131,7 @@ static const nb_op_def op_attention = {
     .infer = attention_infer,
     .params_size = sizeof(nb_attention_params),
     .params = attention_params,
-    .flags = NB_OP_RANDOM,
+    .flags = NB_OP_RANDOM | NB_OP_WRITES_ALL,
     .grad_uses_inputs = 0xf,
     .grad_uses_outputs = 0x7,
     .vjp = nb_attention_vjp,
@@ -192,6 +192,7 @@ static const nb_op_def op_attention_grad = {
     .grad_uses_inputs = 0xff,
     .vjp = nb_attention_grad_vjp,
     .jvp = nb_attention_grad_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 /* ---- the masks of the composite rules ------------------------------------------ */
@@ -230,7 +231,7 @@ static const nb_op_def op_causal_bias = {
     .inputs = {{"Q", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}, {"K", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}},
     .outputs = {{"Out", 0}},
     .infer = causal_bias_infer,
-    .flags = NB_OP_NOT_DIFFERENTIABLE,
+    .flags = NB_OP_NOT_DIFFERENTIABLE | NB_OP_WRITES_ALL,
 };
 
 static const nb_op_def op_dropout_mask = {
@@ -243,7 +244,7 @@ static const nb_op_def op_dropout_mask = {
     .infer = dropout_mask_infer,
     .params_size = sizeof(nb_attention_params),
     .params = attention_params,
-    .flags = NB_OP_NOT_DIFFERENTIABLE,
+    .flags = NB_OP_NOT_DIFFERENTIABLE | NB_OP_WRITES_ALL,
 };
 
 const nb_op_def *const nb_ops_attention[] = {&op_attention, &op_attention_grad, &op_causal_bias, &op_dropout_mask,

@@ -55,6 +55,7 @@ static const nb_op_def op_matmul = {
     .grad_uses_inputs = (1u << 0) | (1u << 1),
     .vjp = nb_vjp_matmul,
     .jvp = nb_jvp_matmul,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 /* ---- fc ---------------------------------------------------------------------------- */
@@ -138,6 +139,7 @@ static const nb_op_def op_fc = {
     .grad_uses_outputs = 1u << 0,
     .vjp = nb_vjp_fc,
     .jvp = nb_jvp_fc,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 const nb_op_def *const nb_ops_linalg[] = {&op_matmul, &op_fc, NULL};

@@ -292,6 +292,7 @@ static const nb_op_def op_layer_norm = {
     .grad_uses_outputs = (1u << 1) | (1u << 2),
     .vjp = nb_layer_norm_vjp,
     .jvp = nb_layer_norm_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 static const nb_op_def op_layer_norm_grad = {
@@ -306,6 +307,7 @@ static const nb_op_def op_layer_norm_grad = {
     .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4),
     .vjp = nb_layer_norm_grad_vjp,
     .jvp = nb_layer_norm_grad_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 const nb_op_def *const nb_ops_norm[] = {&op_batch_norm, &op_batch_norm_grad, &op_layer_norm, &op_layer_norm_grad,

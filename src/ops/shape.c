@@ -363,6 +363,7 @@ static const nb_op_def op_transpose = {
     .params = transpose_params,
     .vjp = nb_transpose_vjp,
     .jvp = nb_shape_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 static const nb_op_def op_expand = {
