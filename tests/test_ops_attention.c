@@ -231,6 +231,57 @@ static void test_static_matches_eager(void)
     release_all(x[0], x[1], x[2], eg[0], eg[1], eg[2], loss, NULL);
 }
 
+/* Heads side by side ([B, T, H * D], the heads attribute) give what the
+ * heads split into [B, H, T, D] give, forward and backward, with a mask over
+ * the heads and causal. */
+typedef struct heads_cfg {
+    int64_t H;
+    bool split;
+    nb_tensor *mask;
+} heads_cfg;
+
+static nb_value split_heads(nb_builder *b, nb_value x, int64_t H)
+{
+    return nb_transpose(b, nb_reshape(b, x, 4, (int64_t[]){0, 0, H, -1}), 4, (int64_t[]){0, 2, 1, 3});
+}
+
+static nb_status heads_fn(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    const heads_cfg *c = ctx;
+    nb_attention_opts o = {.causal = true, .mask = nb_eager_value(b, c->mask)};
+    if (!c->split) {
+        o.heads = (int)c->H;
+        out[0] = nb_scaled_dot_product_attention(b, in[0], in[1], in[2], &o);
+    } else {
+        nb_value y = nb_scaled_dot_product_attention(b, split_heads(b, in[0], c->H), split_heads(b, in[1], c->H),
+                                                     split_heads(b, in[2], c->H), &o);
+        out[0] = nb_reshape(b, nb_transpose(b, y, 4, (int64_t[]){0, 2, 1, 3}), 3, (int64_t[]){0, 0, -1});
+    }
+    return nb_builder_status(b);
+}
+
+static void test_heads_side_by_side(void)
+{
+    const int64_t B = 2, T_ = 70, H = 3, D = 4, Dv = 5;
+    nb_tensor *x[3] = {NEW(NB_F64, S(B, T_, H * D)), NEW(NB_F64, S(B, T_, H * D)), NEW(NB_F64, S(B, T_, H * Dv))};
+    nb_tensor *r = NEW(NB_F64, S(B, T_, H * Dv)), *mask = NEW(NB_F64, S(H, 1, T_));
+    for (int i = 0; i < 3; i++) fill_pattern(x[i], -1, 1, 20 + (unsigned)i);
+    fill_pattern(r, -1, 1, 30);
+    fill_pattern(mask, -1, 1, 31);
+    nb_tensor *out[2] = {NULL, NULL}, *g[2][3] = {{NULL}};
+    for (int split = 0; split < 2; split++) {
+        heads_cfg c = {H, split, mask};
+        const nb_function f = {heads_fn, 3, 1, &c};
+        nb_pullback *pb = NULL;
+        CHECK_OK(nb_vjp(&f, x, &out[split], &pb));
+        CHECK_OK(nb_pullback_apply(pb, &r, g[split]));
+        nb_pullback_free(pb);
+    }
+    CHECK(out[0] && out[1] && max_diff(out[0], nb_tensor_data(out[1])) < 1e-13);
+    for (int i = 0; i < 3; i++) CHECK(g[0][i] && g[1][i] && max_diff(g[0][i], nb_tensor_data(g[1][i])) < 1e-13);
+    release_all(x[0], x[1], x[2], r, mask, out[0], out[1], g[0][0], g[0][1], g[0][2], g[1][0], g[1][1], g[1][2], NULL);
+}
+
 static void test_errors(void)
 {
     nb_tensor *q = NEW(NB_F64, S(2, 3, 4)), *k = NEW(NB_F64, S(2, 5, 4)), *v = NEW(NB_F64, S(2, 5, 3));
@@ -247,6 +298,8 @@ static void test_errors(void)
     CHECK_ERR(run_sdpa(q32, k, v, NULL, 0, NULL, out), NB_ERR_DTYPE, "K has dtype float64 but Q has dtype float32");
     nb_attr p1[] = {NB_ATTR_FLOAT("dropout_prob", 1.0)};
     CHECK_ERR(run_sdpa(q, k, v, NULL, 1, p1, out), NB_ERR_ARG, "dropout_prob must be in [0, 1), got 1");
+    nb_attr h3[] = {NB_ATTR_INT("heads", 3)};
+    CHECK_ERR(run_sdpa(q, k, v, NULL, 1, h3, out), NB_ERR_SHAPE, "3 heads must divide the last dims of Q and V");
     nb_attr inf[] = {NB_ATTR_FLOAT("scale", INFINITY)};
     CHECK_ERR(run_sdpa(q, k, v, NULL, 1, inf, out), NB_ERR_ARG, "scale must be finite");
     release_all(q, k, v, k3, v6, q2, kb, m, q32, NULL);
@@ -258,6 +311,7 @@ int main(void)
     RUN(test_masked_row);
     RUN(test_dropout);
     RUN(test_static_matches_eager);
+    RUN(test_heads_side_by_side);
     RUN(test_errors);
     return test_report();
 }

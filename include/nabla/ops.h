@@ -109,11 +109,15 @@ typedef struct nb_attention_opts {
                         weights are scaled by 1/(1-p)) */
     bool is_test;    /* no dropout */
     uint64_t seed;   /* of the dropout mask: 0 draws one from the generator each run */
+    int heads;       /* > 0: q, k and v hold this many heads side by side in their last dim,
+                        [..., T, heads * D] as a projection writes them, and the output is
+                        [..., T, heads * Dv]: no transposes needed around the op */
 } nb_attention_opts;
 
 /* softmax(scale * q k^T + mask) v for q [..., T, D], k [..., S, D] and v
  * [..., S, Dv] (the leading dims, batch and heads, equal), giving [..., T,
- * Dv]. One fused op, scaled_dot_product_attention: its CPU kernel holds one
+ * Dv]; or, with opts->heads, each head's part of [..., T, heads * D] and so
+ * on. One fused op, scaled_dot_product_attention: its CPU kernel holds one
  * block of the [T, S] weights at a time (online softmax), and its gradient
  * op recomputes them the same way. opts may be NULL. */
 NB_API nb_value nb_scaled_dot_product_attention(nb_builder *b, nb_value q, nb_value k, nb_value v,

@@ -294,5 +294,5 @@ nb_value nb_scaled_dot_product_attention(nb_builder *b, nb_value q, nb_value k, 
     return nb_emit1(b, "scaled_dot_product_attention", IN(q, k, v, o.mask),
                     ATTRS(NB_ATTR_FLOAT("scale", o.scale), NB_ATTR_BOOL("causal", o.causal),
                           NB_ATTR_FLOAT("dropout_prob", o.dropout), NB_ATTR_BOOL("is_test", o.is_test),
-                          NB_ATTR_INT("seed", (int64_t)o.seed)));
+                          NB_ATTR_INT("seed", (int64_t)o.seed), NB_ATTR_INT("heads", o.heads)));
 }

@@ -10,6 +10,7 @@
  * was drawn from, zeros without dropout). LSE is differentiable: its
  * derivative is the row of weights, and second derivatives need it. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include "attention_grad.h"
 #include "families.h"
@@ -43,9 +44,17 @@ static nb_status check_attrs(const nb_op_ctx *ctx)
     return NB_OK;
 }
 
-/* Checks Q, K, V (slots 0-2) and the optional additive Mask (slot 3), and
- * gives the leading rank and T, S, Dv. */
-static nb_status check_qkv(const nb_op_ctx *ctx, int *lead, int64_t *T, int64_t *S, int64_t *Dv)
+/* What inference learns from Q, K and V. */
+typedef struct qkv_dims {
+    int lead;          /* Q's leading dims (batch, and heads unless `heads`) */
+    int64_t heads;     /* > 0: the heads sit side by side in the last dim */
+    int64_t T, S, Dv;  /* queries, keys, V's (and Out's) last dim */
+    int stat_ndim;     /* LSE and Delta: [lead..., heads?, T] */
+    int64_t stat[NB_MAX_DIMS];
+} qkv_dims;
+
+/* Checks Q, K, V (slots 0-2) and the optional additive Mask (slot 3). */
+static nb_status check_qkv(const nb_op_ctx *ctx, qkv_dims *d)
 {
     const nb_var_info *q = nb_in_info(ctx, 0, 0), *k = nb_in_info(ctx, 1, 0), *v = nb_in_info(ctx, 2, 0);
     nb_status st;
@@ -62,28 +71,40 @@ static nb_status check_qkv(const nb_op_ctx *ctx, int *lead, int64_t *T, int64_t 
         return shape_error(ctx, "Q and K must have the same last dim D");
     if (!dim_match(k->shape[nd - 2], v->shape[nd - 2]))
         return shape_error(ctx, "K and V must have the same number of keys S");
-    *lead = nd - 2;
-    *T = q->shape[nd - 2];
-    *S = k->shape[nd - 2];
-    *Dv = v->shape[nd - 1];
+    d->heads = nb_attr_int(ctx, "heads");
+    if (d->heads < 0) return nb_error(NB_ERR_ARG, "%s: heads must be 0 or more, got %lld", ctx->label, (long long)d->heads);
+    if (d->heads > 0 && ((q->shape[nd - 1] >= 0 && q->shape[nd - 1] % d->heads) ||
+                         (v->shape[nd - 1] >= 0 && v->shape[nd - 1] % d->heads))) {
+        char why[80];
+        snprintf(why, sizeof why, "%lld heads must divide the last dims of Q and V", (long long)d->heads);
+        return shape_error(ctx, why);
+    }
+    d->lead = nd - 2;
+    d->T = q->shape[nd - 2];
+    d->S = k->shape[nd - 2];
+    d->Dv = v->shape[nd - 1];
+    memcpy(d->stat, q->shape, (size_t)d->lead * sizeof *d->stat);
+    d->stat_ndim = d->lead;
+    if (d->heads) d->stat[d->stat_ndim++] = d->heads;
+    d->stat[d->stat_ndim++] = d->T;
     if (!nb_has_in(ctx, 3)) return NB_OK;
-    /* The mask broadcasts to [..., T, S]: aligned at the right, each dim 1 or
-     * the target's. */
+    /* The mask broadcasts to the scores, [lead..., heads?, T, S]: aligned at
+     * the right, each dim 1 or the target's. */
     const nb_var_info *m = nb_in_info(ctx, 3, 0);
     if ((st = nb_check_same_dtype(ctx, "Mask", m, "Q", q))) return st;
-    int64_t target[NB_MAX_DIMS];
-    memcpy(target, q->shape, (size_t)*lead * sizeof *target);
-    target[nd - 2] = *T;
-    target[nd - 1] = *S;
-    bool ok = m->ndim <= nd;
+    int64_t target[NB_MAX_DIMS + 1];
+    memcpy(target, d->stat, (size_t)d->stat_ndim * sizeof *target);
+    const int td = d->stat_ndim + 1;
+    target[td - 1] = d->S;
+    bool ok = m->ndim <= td;
     for (int i = 0; ok && i < m->ndim; i++) {
-        const int64_t d = m->shape[m->ndim - 1 - i], t = target[nd - 1 - i];
-        ok = d == 1 || dim_match(d, t);
+        const int64_t md = m->shape[m->ndim - 1 - i], t = target[td - 1 - i];
+        ok = md == 1 || dim_match(md, t);
     }
     if (!ok) {
         char ms[NB_SHAPE_STR_MAX], ts[NB_SHAPE_STR_MAX];
         return nb_error(NB_ERR_SHAPE, "%s: Mask has shape %s, which does not broadcast to the scores' shape %s",
-                        ctx->label, nb_info_shape(ms, m), nb_shape_str(ts, sizeof ts, nd, target));
+                        ctx->label, nb_info_shape(ms, m), nb_shape_str(ts, sizeof ts, td, target));
     }
     return NB_OK;
 }
@@ -96,27 +117,27 @@ static nb_status attention_params(const nb_op_ctx *ctx, void *params)
     p->scale = nb_attr_float(ctx, "scale");
     p->causal = nb_attr_bool(ctx, "causal");
     p->dropout = nb_attr_bool(ctx, "is_test") ? 0 : nb_attr_float(ctx, "dropout_prob");
+    p->heads = nb_attr_int(ctx, "heads");
     return NB_OK;
 }
 
 #define ATTENTION_ATTRS                                                                                  \
     NB_ADEF_FLOAT("scale", 0), NB_ADEF_BOOL("causal", false), NB_ADEF_FLOAT("dropout_prob", 0),          \
-        NB_ADEF_BOOL("is_test", false), NB_ADEF_INT("seed", 0)
+        NB_ADEF_BOOL("is_test", false), NB_ADEF_INT("seed", 0), NB_ADEF_INT("heads", 0)
 
 /* ---- scaled_dot_product_attention -------------------------------------------- */
 
 static nb_status attention_infer(nb_op_ctx *ctx)
 {
-    int lead;
-    int64_t T, S, Dv;
-    nb_status st = check_qkv(ctx, &lead, &T, &S, &Dv);
+    qkv_dims d;
+    nb_status st = check_qkv(ctx, &d);
     if (st) return st;
     const nb_var_info *q = nb_in_info(ctx, 0, 0);
     int64_t shape[NB_MAX_DIMS];
-    memcpy(shape, q->shape, (size_t)(lead + 1) * sizeof *shape);
-    shape[lead + 1] = Dv;
-    set_out(ctx, 0, q->dtype, lead + 2, shape);
-    set_out(ctx, 1, q->dtype, lead + 1, shape);
+    memcpy(shape, q->shape, (size_t)(d.lead + 1) * sizeof *shape);
+    shape[d.lead + 1] = d.Dv;
+    set_out(ctx, 0, q->dtype, d.lead + 2, shape);
+    set_out(ctx, 1, q->dtype, d.stat_ndim, d.stat);
     set_out(ctx, 2, NB_I64, 1, (int64_t[]){2});
     return NB_OK;
 }
@@ -148,24 +169,23 @@ static const nb_op_def op_attention = {
 
 static nb_status attention_grad_infer(nb_op_ctx *ctx)
 {
-    int lead;
-    int64_t T, S, Dv;
-    nb_status st = check_qkv(ctx, &lead, &T, &S, &Dv);
+    qkv_dims dd;
+    nb_status st = check_qkv(ctx, &dd);
     if (st) return st;
     const nb_var_info *q = nb_in_info(ctx, 0, 0), *lse = nb_in_info(ctx, 4, 0), *key = nb_in_info(ctx, 5, 0),
                       *d = nb_in_info(ctx, 6, 0), *delta = nb_in_info(ctx, 7, 0);
     int64_t oshape[NB_MAX_DIMS];
-    memcpy(oshape, q->shape, (size_t)(lead + 1) * sizeof *oshape);
-    oshape[lead + 1] = Dv;
-    bool ok = d->ndim == lead + 2 && lse->ndim == lead + 1 && delta->ndim == lead + 1;
-    for (int i = 0; ok && i < lead + 2; i++)
-        ok = dim_match(d->shape[i], oshape[i]) &&
-             (i > lead || (dim_match(lse->shape[i], oshape[i]) && dim_match(delta->shape[i], oshape[i])));
+    memcpy(oshape, q->shape, (size_t)(dd.lead + 1) * sizeof *oshape);
+    oshape[dd.lead + 1] = dd.Dv;
+    bool ok = d->ndim == dd.lead + 2 && lse->ndim == dd.stat_ndim && delta->ndim == dd.stat_ndim;
+    for (int i = 0; ok && i < dd.lead + 2; i++) ok = dim_match(d->shape[i], oshape[i]);
+    for (int i = 0; ok && i < dd.stat_ndim; i++)
+        ok = dim_match(lse->shape[i], dd.stat[i]) && dim_match(delta->shape[i], dd.stat[i]);
     if (!ok) {
-        char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX], c[NB_SHAPE_STR_MAX], e[NB_SHAPE_STR_MAX];
-        return nb_error(NB_ERR_SHAPE, "%s: DOut %s must be %s, and LSE %s and Delta %s its first %d dims", ctx->label,
-                        nb_info_shape(a, d), nb_shape_str(c, sizeof c, lead + 2, oshape), nb_info_shape(b, lse),
-                        nb_info_shape(e, delta), lead + 1);
+        char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX], c[NB_SHAPE_STR_MAX], e[NB_SHAPE_STR_MAX], f[NB_SHAPE_STR_MAX];
+        return nb_error(NB_ERR_SHAPE, "%s: DOut %s must be %s, and LSE %s and Delta %s must be %s", ctx->label,
+                        nb_info_shape(a, d), nb_shape_str(c, sizeof c, dd.lead + 2, oshape), nb_info_shape(b, lse),
+                        nb_info_shape(e, delta), nb_shape_str(f, sizeof f, dd.stat_ndim, dd.stat));
     }
     if ((st = nb_check_same_dtype(ctx, "LSE", lse, "Q", q)) || (st = nb_check_same_dtype(ctx, "DOut", d, "Q", q)) ||
         (st = nb_check_same_dtype(ctx, "Delta", delta, "Q", q)))
@@ -218,10 +238,15 @@ static nb_status dropout_mask_infer(nb_op_ctx *ctx)
     if (st) return st;
     const nb_var_info *q = nb_in_info(ctx, 0, 0), *k = nb_in_info(ctx, 1, 0), *key = nb_in_info(ctx, 2, 0);
     if (key->dtype != NB_I64) return nb_error(NB_ERR_DTYPE, "%s: Key must be int64", ctx->label);
-    int64_t shape[NB_MAX_DIMS];
-    memcpy(shape, q->shape, (size_t)q->ndim * sizeof *shape);
-    shape[q->ndim - 1] = k->shape[k->ndim - 2];
-    set_out(ctx, 0, q->dtype, q->ndim, shape);
+    const int64_t heads = nb_attr_int(ctx, "heads");
+    int64_t shape[NB_MAX_DIMS + 1];
+    int nd = q->ndim - 2;
+    memcpy(shape, q->shape, (size_t)nd * sizeof *shape);
+    if (heads > 0) shape[nd++] = heads;
+    shape[nd++] = q->shape[q->ndim - 2];
+    shape[nd++] = k->shape[k->ndim - 2];
+    if (nd > NB_MAX_DIMS) return nb_error(NB_ERR_SHAPE, "%s: the weights would have more than %d dims", ctx->label, NB_MAX_DIMS);
+    set_out(ctx, 0, q->dtype, nd, shape);
     return check_attrs(ctx);
 }
 

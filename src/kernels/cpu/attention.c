@@ -35,15 +35,26 @@
 /* Below this many multiply-adds a call stays on one thread. */
 #define ATT_PAR_MIN_WORK 200000.0
 
+/* Pair bh (of batch and head) reads rows of Q, K and V and writes rows of
+ * Out with row strides ldq (Q and K) and ldv (V and Out): D and Dv when
+ * each pair's rows are a matrix of their own ([..., T, D]), H * D and H * Dv
+ * when the heads sit side by side in each row ([..., T, H * D], the heads
+ * attribute). */
 typedef struct att_geom {
-    int64_t bh, Tq, Sk, D, Dv;/* pairs of (batch, head), queries, keys, widths */
-    double scale, p;         /* the scores' factor; the dropout probability (0: none) */
+    int64_t bh, Tq, Sk, D, Dv; /* pairs of (batch, head), queries, keys, widths */
+    int64_t H, ldq, ldv;       /* heads side by side (1: none), row strides */
+    double scale, p;           /* the scores' factor; the dropout probability (0: none) */
     bool causal;
-    uint64_t key, counter;   /* the dropout stream: weight x of the [bh, T, S] array is draw counter + x */
-    const int64_t *mask_off; /* each pair's offset into the mask */
-    int64_t mask_t, mask_s;  /* the mask's strides along queries and keys (0 where it broadcasts) */
-    double work;             /* multiply-adds, to decide on threads */
+    uint64_t key, counter;     /* the dropout stream: weight x of the [bh, T, S] array is draw counter + x */
+    const int64_t *mask_off;   /* each pair's offset into the mask */
+    int64_t mask_t, mask_s;    /* the mask's strides along queries and keys (0 where it broadcasts) */
+    double work;               /* multiply-adds, to decide on threads */
 } att_geom;
+
+static inline int64_t att_q_off(const att_geom *g, int64_t bh) { return bh / g->H * g->Tq * g->ldq + bh % g->H * g->D; }
+static inline int64_t att_k_off(const att_geom *g, int64_t bh) { return bh / g->H * g->Sk * g->ldq + bh % g->H * g->D; }
+static inline int64_t att_v_off(const att_geom *g, int64_t bh) { return bh / g->H * g->Sk * g->ldv + bh % g->H * g->Dv; }
+static inline int64_t att_o_off(const att_geom *g, int64_t bh) { return bh / g->H * g->Tq * g->ldv + bh % g->H * g->Dv; }
 
 #define T float
 #define SFX f32
@@ -73,12 +84,15 @@ static void geometry(const nb_kernel_ctx *k, att_geom *g)
     const int nd = q->ndim;
     if (v->ndim != nd) v = NULL; /* attention_dropout_mask: no V */
     memset(g, 0, sizeof *g);
-    g->bh = 1;
+    g->H = prm->heads > 0 ? prm->heads : 1;
+    g->bh = g->H;
     for (int i = 0; i < nd - 2; i++) g->bh *= q->shape[i];
     g->Tq = q->shape[nd - 2];
-    g->D = q->shape[nd - 1];
     g->Sk = key->shape[nd - 2];
-    g->Dv = v ? v->shape[nd - 1] : 0;
+    g->ldq = q->shape[nd - 1];
+    g->ldv = v ? v->shape[nd - 1] : 0;
+    g->D = g->ldq / g->H;
+    g->Dv = g->ldv / g->H;
     g->scale = prm->scale != 0 ? prm->scale : 1.0 / sqrt((double)(g->D > 0 ? g->D : 1));
     g->p = prm->dropout;
     g->causal = prm->causal;
@@ -93,9 +107,17 @@ static const void *mask_layout(const nb_kernel_ctx *k, att_geom *g, int64_t **of
     *offs = NULL;
     *failed = false;
     if (!nb_khas_in(k, 3)) return NULL;
+    /* The scores are [pairs..., T, S] with pairs = Q's leading dims, and
+     * the heads after them when they sit side by side. */
     const nb_tensor *q = nb_kin(k, 0, 0), *m = nb_kin(k, 3, 0);
-    const int nd = q->ndim, lead = nd - 2, skip = nd - m->ndim;
-    int64_t stride[NB_MAX_DIMS], st = 1;
+    int64_t dims[NB_MAX_DIMS + 1];
+    int lead = q->ndim - 2;
+    memcpy(dims, q->shape, (size_t)lead * sizeof *dims);
+    if (((const nb_attention_params *)k->params)->heads > 0) dims[lead++] = g->H;
+    const int nd = lead + 2, skip = nd - m->ndim;
+    dims[lead] = g->Tq;
+    dims[lead + 1] = g->Sk;
+    int64_t stride[NB_MAX_DIMS + 1], st = 1;
     for (int i = nd - 1; i >= 0; i--) {
         const int64_t size = i >= skip ? m->shape[i - skip] : 1;
         stride[i] = size == 1 ? 0 : st;
@@ -110,8 +132,8 @@ static const void *mask_layout(const nb_kernel_ctx *k, att_geom *g, int64_t **of
     for (int64_t bh = 0; bh < g->bh; bh++) {
         int64_t rest = bh, off = 0;
         for (int i = lead - 1; i >= 0; i--) {
-            off += (rest % q->shape[i]) * stride[i];
-            rest /= q->shape[i];
+            off += (rest % dims[i]) * stride[i];
+            rest /= dims[i];
         }
         (*offs)[bh] = off;
     }

@@ -36,7 +36,7 @@ static T *FN(scratch_new)(const att_geom *g, FN(scratch) *w)
 static void FN(score_block)(const att_geom *g, const T *qb, const T *kb, const T *mask, int64_t bh, int64_t i0,
                             int64_t nq, int64_t j0, int64_t nk, T *s)
 {
-    GEMM(false, true, nq, nk, g->D, (T)g->scale, qb, g->D, kb, g->D, 0, s, BK);
+    GEMM(false, true, nq, nk, g->D, (T)g->scale, qb, g->ldq, kb, g->ldq, 0, s, BK);
     for (int64_t ii = 0; ii < nq; ii++) {
         T *row = s + ii * BK;
         if (mask) {
@@ -71,15 +71,15 @@ static int64_t FN(key_end)(const att_geom *g, int64_t i0, int64_t nq)
 static void FN(forward_block)(const att_geom *g, const T *q, const T *k, const T *v, const T *mask, T *out, T *lse,
                               int64_t bh, int64_t i0, int64_t nq, FN(scratch) *w)
 {
-    const int64_t D = g->D, Dv = g->Dv;
-    const T *qb = q + (bh * g->Tq + i0) * D;
-    const T *kb = k + bh * g->Sk * D, *vb = v + bh * g->Sk * Dv;
+    const int64_t Dv = g->Dv;
+    const T *qb = q + att_q_off(g, bh) + i0 * g->ldq;
+    const T *kb = k + att_k_off(g, bh), *vb = v + att_v_off(g, bh);
     for (int64_t ii = 0; ii < nq; ii++) w->m[ii] = -(T)INFINITY, w->l[ii] = 0;
     for (int64_t x = 0; x < nq * Dv; x++) w->acc[x] = 0;
     const int64_t end = FN(key_end)(g, i0, nq);
     for (int64_t j0 = 0; j0 < end; j0 += BK) {
         const int64_t nk = end - j0 < BK ? end - j0 : BK;
-        FN(score_block)(g, qb, kb + j0 * D, mask, bh, i0, nq, j0, nk, w->s);
+        FN(score_block)(g, qb, kb + j0 * g->ldq, mask, bh, i0, nq, j0, nk, w->s);
         for (int64_t ii = 0; ii < nq; ii++) {
             T *row = w->s + ii * BK, *acc = w->acc + ii * Dv;
             T mx = w->m[ii];
@@ -101,12 +101,12 @@ static void FN(forward_block)(const att_geom *g, const T *q, const T *k, const T
                 for (int64_t c = 0; c < Dv; c++) acc[c] *= alpha;
             if (g->p > 0) FN(drop_row)(g, bh, i0 + ii, j0, nk, row);
         }
-        GEMM(false, false, nq, Dv, nk, 1, w->s, BK, vb + j0 * Dv, Dv, 1, w->acc, Dv);
+        GEMM(false, false, nq, Dv, nk, 1, w->s, BK, vb + j0 * g->ldv, g->ldv, 1, w->acc, Dv);
     }
     /* A row that saw no key gives zeros and LSE +inf, so that backward's
      * exp(score - LSE) is 0 there too. */
     for (int64_t ii = 0; ii < nq; ii++) {
-        T *o = out + (bh * g->Tq + i0 + ii) * Dv;
+        T *o = out + att_o_off(g, bh) + (i0 + ii) * g->ldv;
         const T *acc = w->acc + ii * Dv;
         if (w->l[ii] == 0) {
             for (int64_t c = 0; c < Dv; c++) o[c] = 0;
@@ -147,30 +147,34 @@ static bool FN(attention_forward)(const att_geom *g, const T *q, const T *k, con
 static void FN(backward_pair)(const att_geom *g, const T *q, const T *k, const T *v, const T *mask, const T *lse,
                               const T *dout, const T *delta, T *dq, T *dk, T *dv, int64_t bh, FN(scratch) *w)
 {
-    const int64_t D = g->D, Dv = g->Dv, T_ = g->Tq, S = g->Sk;
+    const int64_t D = g->D, Dv = g->Dv, T_ = g->Tq, S = g->Sk, ldq = g->ldq, ldv = g->ldv;
     const T scale = (T)g->scale;
-    const T *kb = k + bh * S * D, *vb = v + bh * S * Dv;
-    T *dkb = dk + bh * S * D, *dvb = dv + bh * S * Dv;
-    for (int64_t x = 0; x < S * D; x++) dkb[x] = 0;
-    for (int64_t x = 0; x < S * Dv; x++) dvb[x] = 0;
+    const T *kb = k + att_k_off(g, bh), *vb = v + att_v_off(g, bh);
+    T *dkb = dk + att_k_off(g, bh), *dvb = dv + att_v_off(g, bh);
+    for (int64_t j = 0; j < S; j++) {
+        for (int64_t d = 0; d < D; d++) dkb[j * ldq + d] = 0;
+        for (int64_t d = 0; d < Dv; d++) dvb[j * ldv + d] = 0;
+    }
     for (int64_t i0 = 0; i0 < T_; i0 += BQ) {
         const int64_t nq = T_ - i0 < BQ ? T_ - i0 : BQ;
-        const T *qb = q + (bh * T_ + i0) * D, *dob = dout + (bh * T_ + i0) * Dv;
+        const T *qb = q + att_q_off(g, bh) + i0 * ldq;
+        const T *dob = dout + att_o_off(g, bh) + i0 * ldv;
         const T *lb = lse + bh * T_ + i0, *deb = delta + bh * T_ + i0;
-        T *dqb = dq + (bh * T_ + i0) * D;
-        for (int64_t x = 0; x < nq * D; x++) dqb[x] = 0;
+        T *dqb = dq + att_q_off(g, bh) + i0 * ldq;
+        for (int64_t ii = 0; ii < nq; ii++)
+            for (int64_t d = 0; d < D; d++) dqb[ii * ldq + d] = 0;
         const int64_t end = FN(key_end)(g, i0, nq);
         for (int64_t j0 = 0; j0 < end; j0 += BK) {
             const int64_t nk = end - j0 < BK ? end - j0 : BK;
             T *p = w->s, *dp = w->dp;
-            FN(score_block)(g, qb, kb + j0 * D, mask, bh, i0, nq, j0, nk, p);
+            FN(score_block)(g, qb, kb + j0 * ldq, mask, bh, i0, nq, j0, nk, p);
             for (int64_t ii = 0; ii < nq; ii++) {
                 T *row = p + ii * BK;
                 const T l = lb[ii];
                 for (int64_t jj = 0; jj < nk; jj++) row[jj] = EXP(row[jj] - l);
             }
             /* dp = DOut V^T: the gradient of the (dropped) weights. */
-            GEMM(false, true, nq, nk, Dv, 1, dob, Dv, vb + j0 * Dv, Dv, 0, dp, BK);
+            GEMM(false, true, nq, nk, Dv, 1, dob, ldv, vb + j0 * ldv, ldv, 0, dp, BK);
             if (g->p > 0) {
                 /* Z = the dropout factors: DV takes (P Z)^T DOut, and the
                  * weights' gradient is dp Z. The block of dp makes room for
@@ -183,9 +187,9 @@ static void FN(backward_pair)(const att_geom *g, const T *q, const T *k, const T
                     FN(drop_row)(g, bh, i0 + ii, j0, nk, pr);
                     FN(drop_row)(g, bh, i0 + ii, j0, nk, dp + ii * BK);
                 }
-                GEMM(true, false, nk, Dv, nq, 1, pz, BK, dob, Dv, 1, dvb + j0 * Dv, Dv);
+                GEMM(true, false, nk, Dv, nq, 1, pz, BK, dob, ldv, 1, dvb + j0 * ldv, ldv);
             } else {
-                GEMM(true, false, nk, Dv, nq, 1, p, BK, dob, Dv, 1, dvb + j0 * Dv, Dv);
+                GEMM(true, false, nk, Dv, nq, 1, p, BK, dob, ldv, 1, dvb + j0 * ldv, ldv);
             }
             /* The scores' gradient, scaled once for both DQ and DK. */
             for (int64_t ii = 0; ii < nq; ii++) {
@@ -194,8 +198,8 @@ static void FN(backward_pair)(const att_geom *g, const T *q, const T *k, const T
                 T *dr = dp + ii * BK;
                 for (int64_t jj = 0; jj < nk; jj++) dr[jj] = pr[jj] * (dr[jj] - di) * scale;
             }
-            GEMM(false, false, nq, D, nk, 1, dp, BK, kb + j0 * D, D, 1, dqb, D);
-            GEMM(true, false, nk, D, nq, 1, dp, BK, qb, D, 1, dkb + j0 * D, D);
+            GEMM(false, false, nq, D, nk, 1, dp, BK, kb + j0 * ldq, ldq, 1, dqb, ldq);
+            GEMM(true, false, nk, D, nq, 1, dp, BK, qb, ldq, 1, dkb + j0 * ldq, ldq);
         }
     }
 }

@@ -42,8 +42,17 @@ const nb_gradcheck_case nb_gc_attention[] = {
     SDPA("dropout with is_test: none", GC_F(2, 3, 2), GC_F(2, 3, 2), GC_F(2, 3, 2), GC_ABSENT,
          A_FLOAT("dropout_prob", 0.5), A_BOOL("is_test", true)),
 
+    SDPA("2 heads side by side: Q [2, 3, 4], V [2, 5, 6]", GC_F(2, 3, 4), GC_F(2, 5, 4), GC_F(2, 5, 6), GC_ABSENT,
+         A_INT("heads", 2)),
+    SDPA("2 heads side by side, causal, mask [2, T, S], dropout 0.3", GC_F(1, 4, 4), GC_F(1, 4, 4), GC_F(1, 4, 2),
+         GC_F(2, 4, 4), A_INT("heads", 2), A_BOOL("causal", true), A_FLOAT("dropout_prob", 0.3), A_INT("seed", 5)),
+
     SDPA_GRAD("grad op", GC_ABSENT, A_FLOAT("scale", 0)),
     SDPA_GRAD("grad op, causal, mask", GC_F(3, 4), A_BOOL("causal", true)),
     SDPA_GRAD("grad op, dropout 0.3", GC_ABSENT, A_FLOAT("dropout_prob", 0.3), A_FLOAT("scale", 0.9)),
+    {.op = "scaled_dot_product_attention_grad", .name = "grad op, 2 heads side by side, dropout 0.2", .n_in = 8,
+     .in = {GC_F(2, 3, 4), GC_F(2, 4, 4), GC_F(2, 4, 6), GC_ABSENT, GC_F_RANGE(0.5, 1.5, 2, 2, 3),
+            GC_INTS(NB_I64, 0, 1000, 2), GC_F(2, 3, 6), GC_F(2, 2, 3)},
+     .n_attrs = 2, .attrs = {A_INT("heads", 2), A_FLOAT("dropout_prob", 0.2)}},
     {.op = NULL},
 };
