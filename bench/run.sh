@@ -18,6 +18,11 @@
 #                 the resident set's rise at its peak (nabla, nabla with sqrt(n) recomputation,
 #                 PyTorch; one process per case and side, one thread), nabla's own count, the
 #                 activations kept for backward, and the time recomputation costs
+#     transformer one training step (AdamW) of a pre-norm transformer block (batch 16, sequence 64,
+#                 width 128, 4 heads, GELU MLP 512) beside nn.TransformerEncoderLayer, and of
+#                 char_gpt's default model beside the same GPT in PyTorch; static and eager, at 1
+#                 thread and at all threads, rounds alternating the sides; GFLOP/s against the
+#                 FMA peak that bench/fma_peak measures
 #     SCALE  < 1 runs fewer training steps (a quick look)
 #
 # Uses build-bench/ (a Release build) and Debian's python3-torch if present.
@@ -33,7 +38,8 @@ case "$which" in
     lstm) target=bench_lstm; torch_script=bench/bench_lstm_torch.py; torch_args=("$scale") ;;
     ddp) target=bench_ddp; torch_script=bench/bench_ddp_torch.py; torch_args=() ;;
     memory) target=bench_memory; torch_script=bench/bench_memory_torch.py; torch_args=() ;;
-    *) echo "usage: bench/run.sh [train|eager|transforms|lstm|ddp|memory] [SCALE]" >&2; exit 2 ;;
+    transformer) target=bench_transformer; torch_script=bench/bench_transformer_torch.py; torch_args=() ;;
+    *) echo "usage: bench/run.sh [train|eager|transforms|lstm|ddp|memory|transformer] [SCALE]" >&2; exit 2 ;;
 esac
 cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DNABLA_BUILD_TESTS=OFF >/dev/null
 cmake --build build-bench -j"$(nproc)" --target "$target" >/dev/null
@@ -133,6 +139,56 @@ if [ "$which" = memory ]; then
                        med("recompute " c " own") / 1024, ra, (na > 0 ? 100 * (1 - ra / na) : 0), nm, 100 * (rm / nm - 1)
             }
             for (i = 1; i <= nc; i++) { c = names[i]; if (("torch " c " ms") in vals) printf "PyTorch %s: %.2f ms a step\n", c, med("torch " c " ms") }
+        }' "$out/all.txt"
+    exit 0
+fi
+# transformer: rounds of (nabla, PyTorch) per model and thread count, each a
+# process of its own; per case the median over the rounds and its range.
+# PyTorch runs in both of its thread layouts (BLAS threads under one intra-op
+# thread, or intra-op threads over a one-thread BLAS) and keeps the better.
+if [ "$which" = transformer ]; then
+    cmake --build build-bench -j"$(nproc)" --target fma_peak >/dev/null
+    have_torch=0
+    "$python" -c 'import torch' 2>/dev/null && have_torch=1
+    [ $have_torch = 1 ] || echo "bench: PyTorch is not installed (apt-get install python3-torch); nabla's figures only" >&2
+    rounds=${NABLA_BENCH_ROUNDS:-3}
+    tlist="1"
+    [ "$threads" -gt 1 ] && tlist="1 $threads"
+    peaks=$(./build-bench/bench/fma_peak $tlist)
+    for r in $(seq "$rounds"); do
+        for m in block gpt; do
+            for t in $tlist; do
+                OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=1 ./build-bench/bench/bench_transformer $m "$scale" |
+                    sed "s/^/nabla $t /" >> "$out/all.txt"
+                if [ $have_torch = 1 ]; then
+                    a=$(OPENBLAS_NUM_THREADS=$t "$python" bench/bench_transformer_torch.py $m "$scale" 1 | awk '{ print $4 }')
+                    b=$a
+                    [ "$t" -gt 1 ] && b=$(OPENBLAS_NUM_THREADS=1 "$python" bench/bench_transformer_torch.py $m "$scale" $t | awk '{ print $4 }')
+                    echo "torch $t case $m median_ms $(awk -v a="$a" -v b="$b" 'BEGIN { print (a < b ? a : b) }')" >> "$out/all.txt"
+                fi
+            done
+        done
+    done
+    echo "transformer benchmark: one training step (AdamW); medians of $rounds rounds alternating nabla and PyTorch"
+    echo "(min-max); $(nproc) cores; ratio = PyTorch ms / nabla ms (PyTorch: nn.TransformerEncoderLayer for both"
+    echo "modes, its better thread layout); GFLOP/s counts the step's multiply-adds twice"
+    echo "$peaks" | awk '{ printf "FMA peak (bench/fma_peak, %s): %s GFLOP/s at %s thread(s)\n", $3, $7, $5 }'
+    echo "$peaks" | awk '{ print "peak", $5, $7 }' >> "$out/all.txt"
+    awk '
+        function med(k,   n, i, j, t, v) { n = split(vals[k], v, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] + 0 < v[i] + 0) { t = v[i]; v[i] = v[j]; v[j] = t }
+                                         lo[k] = v[1]; hi[k] = v[n]; return v[int((n + 1) / 2)] }
+        $1 == "peak" { peak[$2] = $3; next }
+        { side = $1; t = $2; c = $4; k = side " " t " " c; vals[k] = vals[k] " " $6; if (side == "nabla") { gf[c] = $10; if (!(c " " t in seen)) { seen[c " " t] = 1; rows[++n] = c " " t } } }
+        END {
+            printf "%-14s %7s %22s %22s %7s %9s %7s\n", "case", "threads", "nabla ms", "torch ms", "ratio", "GFLOP/s", "% peak"
+            for (i = 1; i <= n; i++) {
+                split(rows[i], p, " "); c = p[1]; t = p[2]; m = c; sub(/_.*/, "", m)
+                a = med("nabla " t " " c); la = lo["nabla " t " " c]; ha = hi["nabla " t " " c]
+                tk = "torch " t " " m; ts = "-"; ratio = "-"
+                if (tk in vals) { b = med(tk); ts = sprintf("%.2f (%.2f-%.2f)", b, lo[tk], hi[tk]); ratio = sprintf("%.2f", b / a) }
+                g = gf[c] / (a / 1000)
+                printf "%-14s %7s %22s %22s %7s %9.1f %6.0f%%\n", c, t, sprintf("%.2f (%.2f-%.2f)", a, la, ha), ts, ratio, g, 100 * g / peak[t]
+            }
         }' "$out/all.txt"
     exit 0
 fi

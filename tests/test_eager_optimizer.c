@@ -146,6 +146,35 @@ static void test_what_moves(void)
     nb_builder_free(b);
 }
 
+/* Global-norm clipping over more parameters than one eager op takes
+ * inputs (64): 100 parameters, each gradient [3] of 0.5, so the global
+ * norm is sqrt(100 * 3 * 0.25) = sqrt(75); clipped to 1, SGD with lr 1
+ * moves each element by 0.5 / sqrt(75). */
+static void test_clip_many_params(void)
+{
+    nb_builder *b;
+    REQUIRE_OK(nb_builder_new_eager(&b));
+    nb_tensor *p[100], *g = T(NB_F32, S(3), 0.5, 0.5, 0.5);
+    for (int i = 0; i < 100; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", i);
+        p[i] = nb_eager_tensor(nb_param(b, name, NB_F32, 1, S(3), nb_init_constant(1)));
+        set_grad(p[i], g);
+    }
+    REQUIRE_OK(nb_builder_status(b));
+    nb_eager_optimizer *o;
+    nb_optimizer opt = {.kind = NB_SGD, .lr = 1, .clip = NB_CLIP_GLOBAL_NORM, .clip_value = 1};
+    REQUIRE_OK(nb_eager_optimizer_new(&o, &opt));
+    CHECK_OK(nb_eager_optimizer_step(o, b));
+    const double moved = 0.5 / sqrt(75.0);
+    CHECK_TENSOR(p[0], S(3), 1e-6, 1 - moved, 1 - moved, 1 - moved);
+    CHECK_TENSOR(p[99], S(3), 1e-6, 1 - moved, 1 - moved, 1 - moved);
+    nb_eager_zero_grad(b);
+    nb_tensor_release(g);
+    nb_eager_optimizer_free(o);
+    nb_builder_free(b);
+}
+
 /* A gradient of the wrong shape fails the step before any parameter is
  * written; bad options and a bad schedule are refused up front. */
 static void test_errors(void)
@@ -183,6 +212,7 @@ int main(void)
     RUN(test_kinds_match_minimize);
     RUN(test_l2_clip_schedule_match);
     RUN(test_what_moves);
+    RUN(test_clip_many_params);
     RUN(test_errors);
     return test_report();
 }

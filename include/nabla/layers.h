@@ -174,6 +174,39 @@ typedef struct nb_embedding_opts {
 NB_API nb_value nb_layer_embedding(nb_builder *b, nb_value ids, int64_t vocab, int64_t dim, int64_t padding_idx,
                                    const nb_embedding_opts *opts);
 
+/* ---- attention and transformers ------------------------------------------------------ */
+
+typedef struct nb_mha_opts {
+    const char *name; /* default: fresh "mha_k" */
+    bool causal;      /* each position attends to itself and the ones before it */
+    nb_value mask;    /* additive mask as nb_attention_opts; NB_NONE: none */
+    double dropout;   /* on the attention weights, in training */
+    bool no_bias;     /* projections without biases */
+} nb_mha_opts;
+
+/* Multi-head attention as torch's nn.MultiheadAttention (batch first):
+ * queries from x [B, T, E], keys and values from kv [B, S, E] (NB_NONE: x,
+ * self-attention), `heads` heads of width E / heads, then the output
+ * projection: [B, T, E]. Parameters "<layer>.q", ".k", ".v", ".o" (fc
+ * layers of width E). opts may be NULL. */
+NB_API nb_value nb_layer_multi_head_attention(nb_builder *b, nb_value x, nb_value kv, int heads,
+                                              const nb_mha_opts *opts);
+
+typedef struct nb_transformer_block_opts {
+    const char *name; /* default: fresh "block_k" */
+    int64_t mlp;      /* the MLP's hidden width; 0: 4 * E */
+    bool causal;
+    double dropout;   /* after attention and after the MLP, and on the attention weights */
+    const char *act;  /* the MLP's activation, as nb_layer_activation; NULL: "gelu" */
+    double epsilon;   /* of the layer norms; 0: 1e-5 */
+} nb_transformer_block_opts;
+
+/* A pre-norm transformer block (GPT-2's): x + mha(ln1(x)), then h +
+ * mlp(ln2(h)) with mlp = fc(act(fc(., mlp)), E). x [B, T, E] -> [B, T, E].
+ * opts may be NULL. */
+NB_API nb_value nb_layer_transformer_block(nb_builder *b, nb_value x, int heads,
+                                           const nb_transformer_block_opts *opts);
+
 /* ---- losses and metrics ------------------------------------------------------------- */
 
 /* mean((y - label)^2) over every element: a scalar. */

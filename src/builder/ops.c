@@ -291,8 +291,10 @@ nb_value nb_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, const int64
 nb_value nb_scaled_dot_product_attention(nb_builder *b, nb_value q, nb_value k, nb_value v, const nb_attention_opts *opts)
 {
     const nb_attention_opts o = opts ? *opts : (nb_attention_opts){0};
-    return nb_emit1(b, "scaled_dot_product_attention", IN(q, k, v, o.mask),
-                    ATTRS(NB_ATTR_FLOAT("scale", o.scale), NB_ATTR_BOOL("causal", o.causal),
-                          NB_ATTR_FLOAT("dropout_prob", o.dropout), NB_ATTR_BOOL("is_test", o.is_test),
-                          NB_ATTR_INT("seed", (int64_t)o.seed), NB_ATTR_INT("heads", o.heads)));
+    /* is_test only when asked: left out, an eager builder in test mode sets
+     * it (nb_eager_set_test_mode), and a program's test copy does. */
+    const nb_attr attrs[6] = {NB_ATTR_FLOAT("scale", o.scale), NB_ATTR_BOOL("causal", o.causal),
+                              NB_ATTR_FLOAT("dropout_prob", o.dropout), NB_ATTR_INT("seed", (int64_t)o.seed),
+                              NB_ATTR_INT("heads", o.heads), NB_ATTR_BOOL("is_test", true)};
+    return nb_emit1(b, "scaled_dot_product_attention", IN(q, k, v, o.mask), NB_ATTRS_N(o.is_test ? 6 : 5, attrs));
 }

@@ -135,6 +135,22 @@ static nb_status state_of(nb_eager_optimizer *o, const char *name, const nb_tens
     return NB_OK;
 }
 
+/* v[0] + ... + v[n-1], overwriting v. An eager op takes at most 64
+ * inputs, so a model with more parameters adds its parts up in groups. */
+static nb_value sum_all(nb_builder *b, int n, nb_value *v)
+{
+    enum { GROUP = 32 };
+    while (n > 1) {
+        int m = 0;
+        for (int i = 0; i < n; i += GROUP) {
+            const int k = n - i < GROUP ? n - i : GROUP;
+            v[m++] = k == 1 ? v[i] : nb_sum(b, k, v + i);
+        }
+        n = m;
+    }
+    return v[0];
+}
+
 /* ---- gradients: L2 and clipping, as clip.c builds them --------------------------------- */
 
 typedef struct item {
@@ -178,7 +194,7 @@ static nb_status transform_grads(const nb_optimizer *opt, nb_builder *b, int n, 
             parts[i] = sum_squares(b, it[i].grad);
             if (nb_value_info(b, it[i].grad).dtype != lr_dtype) parts[i] = nb_cast(b, parts[i], lr_dtype);
         }
-        nb_value total = n == 1 ? parts[0] : nb_sum(b, n, parts);
+        nb_value total = sum_all(b, n, parts);
         nb_free(parts);
         nb_value factor = clip_factor(b, opt->clip_value, nb_sqrt(b, total), lr_dtype);
         for (int i = 0; i < n; i++) {
