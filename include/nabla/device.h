@@ -51,9 +51,14 @@ NB_API char *nb_strdup(const char *s);
 NB_API char *nb_strndup(const char *s, size_t n);
 
 /* Device memory for tensor storage: on the CPU, 64-byte aligned, at least 64
- * bytes, not zeroed. */
+ * bytes, not zeroed. Large blocks (256 KiB and up) that are freed are kept,
+ * up to 512 MiB, for the next request of the same size, as PyTorch's caching
+ * allocators do: a training step asks for the same tensors every time. */
 NB_API void *nb_device_alloc(nb_device d, size_t size);
 NB_API void nb_device_free(nb_device d, void *p);
+/* Hands the kept blocks back to the allocator (torch.cuda.empty_cache).
+ * nb_set_allocator does this before it switches. */
+NB_API void nb_device_empty_cache(void);
 
 NB_END_DECLS
 
