@@ -291,7 +291,12 @@ static nb_status expand_as_infer(nb_op_ctx *c)
     return NB_OK;
 }
 
-/* ---- definitions ------------------------------------------------------------------ */
+/* ---- definitions ------------------------------------------------------------------ *
+ *
+ * The ops that keep the element order (reshape, flatten, squeeze, unsqueeze,
+ * reshape_as) are NB_OP_INPLACE: their kernel is a copy that does nothing
+ * when the executor gives the output the buffer of an input that dies there,
+ * as a gradient flattened for a weight's product usually does. */
 
 static const nb_op_def op_reshape = {
     .name = "reshape",
@@ -303,6 +308,7 @@ static const nb_op_def op_reshape = {
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
     .jvp = nb_shape_jvp,
+    .flags = NB_OP_INPLACE,
 };
 
 static const nb_op_def op_flatten = {
@@ -315,6 +321,7 @@ static const nb_op_def op_flatten = {
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
     .jvp = nb_shape_jvp,
+    .flags = NB_OP_INPLACE,
 };
 
 static const nb_op_def op_squeeze = {
@@ -327,6 +334,7 @@ static const nb_op_def op_squeeze = {
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
     .jvp = nb_shape_jvp,
+    .flags = NB_OP_INPLACE,
 };
 
 static const nb_op_def op_unsqueeze = {
@@ -339,6 +347,7 @@ static const nb_op_def op_unsqueeze = {
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
     .jvp = nb_shape_jvp,
+    .flags = NB_OP_INPLACE,
 };
 
 static const nb_op_def op_reshape_as = {
@@ -350,6 +359,7 @@ static const nb_op_def op_reshape_as = {
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
     .jvp = nb_shape_jvp,
+    .flags = NB_OP_INPLACE,
 };
 
 static const nb_op_def op_transpose = {
