@@ -191,7 +191,10 @@ static nb_value zoo(nb_builder *b, nb_value x)
     t = nb_maximum(b, t, nb_minimum(b, t, nb_softplus(b, t, 1, 20)));
     t = nb_add(b, t, nb_rsqrt(b, nb_add(b, nb_square(b, t), nb_ones_like(b, t))));
     t = nb_pow(b, nb_add(b, nb_abs(b, t), nb_ones_like(b, t)), nb_sin(b, nb_cos(b, t)));
-    t = nb_layer_layer_norm(b, t, 1, 1e-5);
+    /* epsilon 1e-2: rows whose four features nearly agree would otherwise
+     * magnify a one-ulp difference between the gelu kernel and its ONNX
+     * decomposition a thousandfold. */
+    t = nb_layer_layer_norm(b, t, 1, 1e-2);
     nb_value u = nb_unsqueeze(b, t, 1, (int64_t[]){1});                   /* [N, 1, 4] */
     u = nb_concat(b, 2, (nb_value[]){u, u}, 1);                            /* [N, 2, 4] */
     nb_value r = nb_reduce_mean(b, u, 1, (int64_t[]){1}, true);            /* [N, 1, 4] */

@@ -1,5 +1,6 @@
 /* Elementwise unary ops: math and activations against libm in float32 and
- * float64, numerical stability, the fast float exp and tanh, attributes and casts. */
+ * float64, numerical stability, the fast float exp, tanh and erf family,
+ * gelu's fused gradient, attributes and casts. */
 #include <float.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -192,6 +193,182 @@ static void test_fast_math(void)
     free(want);
 }
 
+/* ---- the float erf family and gelu ---------------------------------------------- */
+
+static double r_cdf(double x) { return 0.5 * erfc(-x / sqrt(2.0)); }
+static double r_gelu_grad(double x) { return r_cdf(x) + x * exp(-0.5 * x * x) / sqrt(2 * acos(-1.0)); }
+static double r_gelu_tanh_grad(double x)
+{
+    double c = sqrt(2 / acos(-1.0)), u = c * (x + 0.044715 * x * x * x), t = tanh(u);
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x);
+}
+
+typedef struct erf_worst {
+    double erf, erf_abs, erfc, cdf;
+    float at[4];
+} erf_worst;
+
+static void erf_at(erf_worst *w, float x)
+{
+    double d = x, u;
+    float e = nb_fast_erff(x);
+    if ((u = ulps(e, erf(d))) > w->erf) w->erf = u, w->at[0] = x;
+    if ((u = fabs(e - erf(d))) > w->erf_abs) w->erf_abs = u, w->at[1] = x;
+    if ((u = ulps(nb_fast_erfcf(x), erfc(d))) > w->erfc) w->erfc = u, w->at[2] = x;
+    if ((u = ulps(nb_fast_normcdff(x), r_cdf(d))) > w->cdf) w->cdf = u, w->at[3] = x;
+}
+
+static void test_fast_erf(void)
+{
+    /* Against double libm: every 997th float (so all exponents, subnormals
+     * included, both signs) and densely over [-8, 8], where the branches
+     * switch (|x| = 3/4, 1, 3/4 sqrt 2) and the tails begin. The bounds sit
+     * just above the worst cases of an exhaustive sweep (fastmath.h). */
+    erf_worst w = {0};
+    for (uint64_t b = 0; b < 0x100000000ull; b += 997) {
+        float x = nb_bits_f32((uint32_t)b);
+        if (!isnan(x)) erf_at(&w, x);
+    }
+    for (int i = 0; i <= 400000; i++) erf_at(&w, (float)(-8 + 16.0 * i / 400000));
+    if (w.erf > 1.5 || w.erf_abs > 1e-7 || w.erfc > 6 || w.cdf > 6)
+        fprintf(stderr, "  erf %.2f ulp at %.9g (abs %.3g at %.9g), erfc %.2f ulp at %.9g, Phi %.2f ulp at %.9g\n",
+                w.erf, w.at[0], w.erf_abs, w.at[1], w.erfc, w.at[2], w.cdf, w.at[3]);
+    CHECK(w.erf <= 1.5 && w.erf_abs <= 1e-7);
+    CHECK(w.erfc <= 6 && w.cdf <= 6);
+    /* Edges. */
+    CHECK(nb_fast_erff(INFINITY) == 1 && nb_fast_erff(-INFINITY) == -1 && isnan(nb_fast_erff(NAN)));
+    CHECK(nb_fast_erff(0) == 0 && signbit(nb_fast_erff(-0.0f)) && nb_fast_erff(4.5f) == 1);
+    CHECK(ulps(nb_fast_erff(1e-30f), erf(1e-30f)) <= 1 && ulps(nb_fast_erff(-1e-40f), erf(-1e-40f)) <= 1);
+    CHECK(nb_fast_erfcf(INFINITY) == 0 && nb_fast_erfcf(-INFINITY) == 2 && isnan(nb_fast_erfcf(NAN)));
+    CHECK(nb_fast_erfcf(0) == 1 && nb_fast_erfcf(10.1f) == 0 && nb_fast_erfcf(9.5f) > 0);
+    CHECK(nb_fast_normcdff(INFINITY) == 1 && nb_fast_normcdff(-INFINITY) == 0 && isnan(nb_fast_normcdff(NAN)));
+    CHECK(nb_fast_normcdff(0) == 0.5f);
+
+    /* Through the ops, on enough elements for the threaded path: erf, and
+     * gelu relative to x Phi(x) far into the negative tail. */
+    enum { N = 60000 };
+    double *xs = malloc(sizeof(double) * N), *want = malloc(sizeof(double) * N);
+    for (int i = 0; i < N; i++) xs[i] = -14 + 20.0 * i / N;
+    nb_tensor *x = tt(NB_F32, 1, S(N), xs);
+    nb_tensor *in[] = {x};
+    nb_tensor *e = RUN1_NOATTR("erf", in), *g = RUN1_NOATTR("gelu", in);
+    for (int i = 0; i < N; i++) want[i] = erf(nb_tensor_get(x, i));
+    check_values("erf float32", e, N, want, 2e-7);
+    double worst = 0;
+    for (int i = 0; g && i < N; i++) {
+        double v = nb_tensor_get(x, i);
+        worst = fmax(worst, ulps((float)nb_tensor_get(g, i), v * r_cdf(v)));
+    }
+    if (worst > 6) fprintf(stderr, "  gelu float32: %.2f ulp\n", worst);
+    CHECK(g && worst <= 6);
+    release_all(x, e, g, NULL);
+    /* gelu's edges: inf, -inf (its limit, 0), NaN. */
+    nb_tensor *ed = T(NB_F32, S(3), INFINITY, -INFINITY, NAN), *ein[] = {ed};
+    nb_tensor *ge = RUN1_NOATTR("gelu", ein);
+    if (ge) CHECK(nb_tensor_get(ge, 0) == INFINITY && nb_tensor_get(ge, 1) == 0 && isnan(nb_tensor_get(ge, 2)));
+    release_all(ed, ge, NULL);
+    free(xs);
+    free(want);
+}
+
+/* gelu_grad(X, DOut) = DOut * gelu'(X), both forms and dtypes, against
+ * double references: contiguous (threaded, runs that start anywhere in the
+ * tanh form's blocks of 256), in place over DOut, on a strided view, and at
+ * the edges. */
+static void test_gelu_grad(void)
+{
+    enum { N = 50001 };
+    double *xs = malloc(sizeof(double) * N), *ds = malloc(sizeof(double) * N), *want = malloc(sizeof(double) * N);
+    for (int i = 0; i < N; i++) {
+        xs[i] = -12 + 20.0 * i / N;
+        ds[i] = 0.5 + (i % 7) * 0.25 - (i % 2);
+    }
+    for (int d = 0; d < 2; d++)
+        for (int approx = 0; approx < 2; approx++) {
+            nb_dtype dt = FLOATS[d];
+            nb_tensor *x = tt(dt, 1, S(N), xs), *dout = tt(dt, 1, S(N), ds);
+            nb_tensor *in[] = {x, dout};
+            nb_attr a[] = {NB_ATTR_BOOL("approximate", approx)};
+            nb_tensor *dx = RUN1("gelu_grad", in, a);
+            for (int i = 0; i < N; i++) {
+                double v = nb_tensor_get(x, i);
+                want[i] = nb_tensor_get(dout, i) * (approx ? r_gelu_tanh_grad(v) : r_gelu_grad(v));
+            }
+            const char *what = approx ? "gelu_grad approximate" : "gelu_grad";
+            check_values(what, dx, N, want, dt == NB_F32 ? 1e-6 : 1e-13);
+            /* In place over DOut, as the executor may run it. */
+            CHECK_OK(nb_ew_gelu_grad(x, dout, dout, approx, "gelu_grad"));
+            check_values(what, dout, N, want, dt == NB_F32 ? 1e-6 : 1e-13);
+            release_all(x, dout, dx, NULL);
+        }
+    /* A transposed view: the strided loops. */
+    for (int approx = 0; approx < 2; approx++) {
+        nb_tensor *x = T(NB_F32, S(3, 2), -2.5, -0.5, 0, 0.75, 1.5, 4), *xt = NULL, *dout = NULL, *out = NULL;
+        CHECK_OK(nb_tensor_transpose(&xt, x, 0, 1)); /* [[-2.5, 0, 1.5], [-0.5, 0.75, 4]] */
+        CHECK_OK(nb_tensor_full(&dout, NB_F32, 2, S(2, 3), 2.0));
+        CHECK_OK(nb_tensor_new(&out, NB_F32, 2, S(2, 3)));
+        CHECK_OK(nb_ew_gelu_grad(xt, dout, out, approx, "gelu_grad"));
+        const double v[6] = {-2.5, 0, 1.5, -0.5, 0.75, 4};
+        double w6[6];
+        for (int i = 0; i < 6; i++) w6[i] = 2 * (approx ? r_gelu_tanh_grad(v[i]) : r_gelu_grad(v[i]));
+        check_values("gelu_grad strided", out, 6, w6, 1e-6);
+        release_all(x, xt, dout, out, NULL);
+    }
+    /* Edges: gelu' is 1 at inf, 0 at -inf, NaN at NaN, in both forms and dtypes. */
+    for (int d = 0; d < 2; d++)
+        for (int approx = 0; approx < 2; approx++) {
+            nb_tensor *x = T(FLOATS[d], S(5), INFINITY, -INFINITY, NAN, 1e30, -1e30), *ones = NULL;
+            CHECK_OK(nb_tensor_full(&ones, FLOATS[d], 1, S(5), 1.0));
+            nb_tensor *in[] = {x, ones};
+            nb_attr a[] = {NB_ATTR_BOOL("approximate", approx)};
+            nb_tensor *dx = RUN1("gelu_grad", in, a);
+            if (dx)
+                CHECK(nb_tensor_get(dx, 0) == 1 && nb_tensor_get(dx, 1) == 0 && isnan(nb_tensor_get(dx, 2)) &&
+                      nb_tensor_get(dx, 3) == 1 && nb_tensor_get(dx, 4) == 0);
+            release_all(x, ones, dx, NULL);
+        }
+    /* Shapes and dtypes must match. */
+    nb_tensor *x = T(NB_F32, S(2), 1, 2), *y = T(NB_F32, S(3), 1, 2, 3), *z = T(NB_F64, S(2), 1, 2), *out = NULL;
+    nb_tensor *bad_shape[] = {x, y}, *bad_dtype[] = {x, z};
+    CHECK_ERR(nb_op_run("gelu_grad", NB_TENSORS_N(2, bad_shape), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
+              "gelu_grad: DOut has shape [3] but X has shape [2]");
+    CHECK_ERR(nb_op_run("gelu_grad", NB_TENSORS_N(2, bad_dtype), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
+              "gelu_grad: DOut has dtype float64 but X has dtype float32");
+    CHECK(out == NULL);
+    release_all(x, y, z, NULL);
+    free(xs);
+    free(ds);
+    free(want);
+}
+
+/* gelu's gradient is the one fused op, reading X only; gelu_grad has rules. */
+static void test_gelu_backward_is_fused(void)
+{
+    const nb_op_def *g = nb_op_find("gelu"), *gg = nb_op_find("gelu_grad");
+    CHECK(g && g->grad_uses_inputs == 1 && g->grad_uses_outputs == 0);
+    CHECK(gg && gg->vjp && gg->jvp && gg->grad_uses_inputs == 3 && (gg->flags & NB_OP_INPLACE));
+    for (int approx = 0; approx < 2; approx++) {
+        nb_program *p = NULL;
+        nb_builder *b = NULL;
+        nb_backward_result r = {0};
+        REQUIRE_OK(nb_program_new(&p));
+        REQUIRE_OK(nb_builder_new_record(&b, p, NULL));
+        nb_value x = nb_layer_data(b, "x", NB_F32, 2, S(4, 3));
+        nb_value y = nb_gelu(b, x, approx);
+        const char *target = nb_value_name(y), *input = nb_value_name(x);
+        CHECK_OK(nb_builder_status(b));
+        int before = nb_program_global_block(p)->n_ops;
+        CHECK_OK(nb_gradients(p, NB_NAMES_N(1, &target), NB_NAMES_N(1, &input), NULL, &r));
+        const nb_block *blk = nb_program_global_block(p);
+        int n_grad = 0;
+        for (int i = before; i < blk->n_ops; i++) n_grad += !strcmp(blk->ops[i]->def->name, "gelu_grad");
+        CHECK(n_grad == 1 && blk->n_ops - before <= 2); /* gelu_grad, and the seed of ones */
+        nb_backward_result_free(&r);
+        nb_builder_free(b);
+        nb_program_free(p);
+    }
+}
+
 static void test_attributes(void)
 {
     for (int d = 0; d < 2; d++) {
@@ -310,6 +487,9 @@ int main(void)
     RUN(test_unary_rejects_ints);
     RUN(test_stability);
     RUN(test_fast_math);
+    RUN(test_fast_erf);
+    RUN(test_gelu_grad);
+    RUN(test_gelu_backward_is_fused);
     RUN(test_attributes);
     RUN(test_attribute_errors);
     RUN(test_cast);

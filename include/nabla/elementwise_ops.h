@@ -26,7 +26,8 @@
  *   uses_out  whether the rules read the output: 0 or OUT
  *
  * A few elementwise ops take more than this form says and are written out in
- * full (src/ops/elementwise.c): gelu, clip, scale, cast. */
+ * full (src/ops/elementwise.c): gelu (and its fused gradient gelu_grad),
+ * clip, scale, cast. */
 
 #ifndef NB_BINARY
 #define NB_BINARY(name, dtypes, cost, uses_in, uses_out, doc)

@@ -1,8 +1,9 @@
 /* The elementwise family: broadcasting arithmetic, unary math, activations,
  * clip, scale and cast. The definitions of the ops listed in
- * nabla/elementwise_ops.h are made from the list; gelu, clip, scale and cast
- * are written out below. Shape inference and parameters live here; the
- * kernels are in kernels/cpu/elementwise_kernels.c. */
+ * nabla/elementwise_ops.h are made from the list; gelu (with its fused
+ * gradient gelu_grad), clip, scale and cast are written out below. Shape
+ * inference and parameters live here; the kernels are in
+ * kernels/cpu/elementwise_kernels.c. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include "families.h"
 #include "broadcast_infer.h"
 #include "elementwise_grad.h"
+#include "infer_check.h"
 #include "kernels/params/elementwise.h"
 
 #define X (1u << 0)
@@ -117,11 +119,39 @@ static nb_status params_gelu(const nb_op_ctx *c, void *p)
     ((nb_ew_params *)p)->approximate = nb_attr_bool(c, "approximate");
     return NB_OK;
 }
+/* gelu's rules read only X: its gradient is the fused gelu_grad(X, DOut). */
 static const nb_op_def op_gelu = {
     .name = "gelu", .doc = "X * Phi(X) with the normal CDF Phi; approximate: its tanh form",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .attrs = {NB_ADEF_BOOL("approximate", false)},
     .infer = infer_gelu, .params_size = sizeof(nb_ew_params), .params = params_gelu, .grad_uses_inputs = X,
-    .grad_uses_outputs = OUT, .vjp = nb_gelu_vjp, .jvp = nb_gelu_jvp, .flags = NB_OP_INPLACE};
+    .vjp = nb_gelu_vjp, .jvp = nb_gelu_jvp, .flags = NB_OP_INPLACE};
+
+/* X and DOut of one float dtype and one shape (a -1 dim matches any). */
+static nb_status infer_gelu_grad(nb_op_ctx *c)
+{
+    const nb_var_info *x = nb_in_info(c, 0, 0), *d = nb_in_info(c, 1, 0);
+    nb_status st = check_dtype(c, "X", x->dtype, FLOAT);
+    if (st || (st = nb_check_same_dtype(c, "DOut", d, "X", x))) return st;
+    nb_var_info out = *x;
+    bool same = d->ndim == x->ndim;
+    for (int i = 0; same && i < x->ndim; i++) {
+        same = x->shape[i] < 0 || d->shape[i] < 0 || x->shape[i] == d->shape[i];
+        if (out.shape[i] < 0) out.shape[i] = d->shape[i];
+    }
+    if (!same) {
+        char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
+        return nb_error(NB_ERR_SHAPE, "%s: DOut has shape %s but X has shape %s; they must be the same", c->label,
+                        nb_info_shape(a, d), nb_info_shape(b, x));
+    }
+    *nb_out_info(c, 0, 0) = out;
+    return NB_OK;
+}
+/* The kernel may write DX over X or DOut. */
+static const nb_op_def op_gelu_grad = {
+    .name = "gelu_grad", .doc = "DX = DOut * gelu'(X), gelu's gradient in one pass; approximate: the tanh form's",
+    .inputs = {{"X", 0}, {"DOut", 0}}, .outputs = {{"DX", 0}}, .attrs = {NB_ADEF_BOOL("approximate", false)},
+    .infer = infer_gelu_grad, .params_size = sizeof(nb_ew_params), .params = params_gelu,
+    .grad_uses_inputs = X | Y, .vjp = nb_gelu_grad_vjp, .jvp = nb_gelu_grad_jvp, .flags = NB_OP_INPLACE};
 
 static nb_status infer_clip(nb_op_ctx *c)
 {
@@ -184,5 +214,5 @@ const nb_op_def *const nb_ops_elementwise[] = {
 #define NB_UNARY_A1(name, ...) &op_##name,
 #define NB_UNARY_A2(name, ...) &op_##name,
 #include "nabla/elementwise_ops.h"
-    &op_gelu, &op_clip, &op_scale, &op_cast, NULL,
+    &op_gelu, &op_gelu_grad, &op_clip, &op_scale, &op_cast, NULL,
 };

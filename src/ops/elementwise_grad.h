@@ -37,6 +37,7 @@ nb_value nb_ew_jvp_fit(nb_builder *b, const nb_grad_ctx *g, nb_value t, int own)
 
 /* ... and of those written out in full. */
 RULES(gelu)
+RULES(gelu_grad)
 RULES(clip)
 RULES(scale)
 RULES(cast)

@@ -1,7 +1,7 @@
-/* VJP rules of the activations: tanh, sigmoid, relu, leaky_relu, elu, gelu,
- * softplus and silu. These sit on the training hot path, so each is written
- * with as few ops as its math allows, reading Out where that is cheaper than
- * recomputing from X. */
+/* VJP rules of the activations: tanh, sigmoid, relu, leaky_relu, elu, gelu
+ * (and its fused gradient gelu_grad), softplus and silu. These sit on the
+ * training hot path, so each is written with as few ops as its math allows,
+ * reading Out where that is cheaper than recomputing from X. */
 #include <float.h>
 #include <math.h>
 #include "elementwise_grad.h"
@@ -80,44 +80,75 @@ ACT_RULES(elu)
 
 #define SQRT_2_OVER_PI 0.79788456080286535588
 #define LOG_SQRT_2PI 0.91893853320467274178 /* log(sqrt(2 pi)) */
-#define INV_SQRT_2PI 0.39894228040143267794 /* phi(0) = 1 / sqrt(2 pi) */
 #define GELU_K 0.044715
 
-/* Exact gelu, Out = X * Phi(X): gelu' = Phi(X) + X * phi(X).
- * There is no erf op, so Phi(X) is taken from the forward value as Out / X.
- * Where |X| < 1e-30 (X = 0, and subnormals where Out has lost its relative
- * precision) Phi(X) = 1/2 + phi(0) X to far below rounding, and the rule
- * takes that instead, through a 0/1 mask m:
- *     Phi = (Out + m (1/2 + phi(0) X)) / (X + m),
- * which there is (Out + 1/2 + phi(0) X) / (1 + X) = 1/2 + phi(0) X to first
- * order (Out = X/2 + phi(0) X^2 + ...), with the right derivative too, so
- * the second derivative at X = 0 is right; and
- *     phi(X) = exp(-X^2/2 - log sqrt(2 pi)).
- *
- * Tanh form, Out = X * s with s = sigmoid(2u), u = c (X + k X^3) (the kernel's
- * form): gelu' = s + X s (1 - s) d(2u)/dX = s (1 + X (1 - s) 2c (1 + 3k X^2)). */
+/* gelu_grad(X, D) = D * gelu'(X): one fused op, exact or tanh form as the
+ * `approximate` of the op g describes (gelu, or gelu_grad itself). */
+static nb_value gelu_grad_of(nb_builder *b, const nb_grad_ctx *g, nb_value x, nb_value d)
+{
+    nb_attr a = NB_ATTR_BOOL("approximate", nb_grad_attr(g, "approximate")->b);
+    return nb_emit1(b, "gelu_grad", NB_VALUES(x, d), NB_ATTRS_N(1, &a));
+}
+
+/* gelu's Jacobian is diagonal, gelu'(X), so both its VJP and its JVP are
+ * gelu_grad with dy or the tangent as DOut: one op, reading only X. */
 static nb_value gelu_apply(nb_builder *b, const nb_grad_ctx *g, nb_value d)
 {
-    nb_value x = X0(g);
-    nb_value dv;
-    if (!nb_grad_attr(g, "approximate")->b) {
-        nb_dtype dt = nb_value_info(b, x).dtype;
-        nb_value m = nb_cast(b, nb_less(b, nb_abs(b, x), nb_ew_grad_const(b, x, 1e-30)), dt);
-        nb_value small = nb_mul(b, m, nb_scale(b, x, INV_SQRT_2PI, 0.5));
-        nb_value cdf = nb_div(b, nb_add(b, OUT(g), small), nb_add(b, x, m));
-        nb_value pdf = nb_exp(b, nb_scale(b, nb_square(b, x), -0.5, -LOG_SQRT_2PI));
-        dv = nb_add(b, cdf, nb_mul(b, x, pdf));
-    } else {
-        const double c2 = 2.0 * SQRT_2_OVER_PI;
-        nb_value x2 = nb_square(b, x);
-        nb_value s = nb_sigmoid(b, nb_mul(b, x, nb_scale(b, x2, c2 * GELU_K, c2)));
-        nb_value du = nb_scale(b, x2, 3.0 * c2 * GELU_K, c2);
-        nb_value t = nb_mul(b, nb_mul(b, x, nb_scale(b, s, -1.0, 1.0)), du);
-        dv = nb_mul(b, s, nb_scale(b, t, 1.0, 1.0));
-    }
-    return nb_mul(b, d, dv);
+    return gelu_grad_of(b, g, X0(g), d);
 }
 ACT_RULES(gelu)
+
+/* gelu''(X), for the rules of gelu_grad, from differentiable ops (so that
+ * gelu's third and higher derivatives come from their rules).
+ *
+ * Exact form, gelu' = Phi + X phi: gelu'' = 2 phi + X phi' = phi (2 - X^2),
+ * with phi(X) = exp(-X^2/2 - log sqrt(2 pi)).
+ *
+ * Tanh form, gelu' = s + X s', with s = sigmoid(w), w = 2u = c (X + k X^3)
+ * (c = 2 sqrt(2/pi)), w' = c (1 + 3k X^2), w'' = 6ck X and
+ * s' = s (1 - s) w', s'' = s (1 - s) ((1 - 2s) w'^2 + w''):
+ *     gelu'' = 2 s' + X s'' = s (1 - s) (2 w' + X ((1 - 2s) w'^2 + w'')). */
+static nb_value gelu_second(nb_builder *b, const nb_grad_ctx *g, nb_value x)
+{
+    nb_value x2 = nb_square(b, x);
+    if (!nb_grad_attr(g, "approximate")->b) {
+        nb_value pdf = nb_exp(b, nb_scale(b, x2, -0.5, -LOG_SQRT_2PI));
+        return nb_mul(b, pdf, nb_scale(b, x2, -1.0, 2.0));
+    }
+    const double c = 2.0 * SQRT_2_OVER_PI;
+    nb_value s = nb_sigmoid(b, nb_mul(b, x, nb_scale(b, x2, c * GELU_K, c)));
+    nb_value ds = nb_mul(b, s, nb_scale(b, s, -1.0, 1.0));
+    nb_value dw = nb_scale(b, x2, 3.0 * c * GELU_K, c);
+    nb_value inner =
+        nb_add(b, nb_mul(b, nb_scale(b, s, -2.0, 1.0), nb_square(b, dw)), nb_scale(b, x, 6.0 * c * GELU_K, 0.0));
+    return nb_mul(b, ds, nb_add(b, nb_scale(b, dw, 2.0, 0.0), nb_mul(b, x, inner)));
+}
+
+/* DX = DOut * gelu'(X) is linear in DOut and has the X-derivative
+ * DOut * gelu''(X):
+ *     VJP  dDOut = gelu_grad(X, dDX),   dX = dDX * DOut * gelu''(X);
+ *     JVP  tDX = gelu_grad(X, tDOut) + tX * DOut * gelu''(X). */
+nb_status nb_gelu_grad_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value dy = DY(g), x = X0(g), d = nb_grad_x(g, 1, 0);
+    if (nb_is_none(dy)) return NB_OK;
+    if (nb_grad_wants_dx(g, 1, 0)) nb_grad_set_dx(g, 1, 0, gelu_grad_of(b, g, x, dy));
+    if (nb_grad_wants_dx(g, 0, 0)) nb_grad_set_dx(g, 0, 0, nb_mul(b, nb_mul(b, dy, d), gelu_second(b, g, x)));
+    return nb_builder_status(b);
+}
+
+nb_status nb_gelu_grad_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    nb_value tx = nb_grad_tx(g, 0, 0), td = nb_grad_tx(g, 1, 0), x = X0(g);
+    nb_value t = NB_NONE;
+    if (!nb_is_none(td)) t = gelu_grad_of(b, g, x, td);
+    if (!nb_is_none(tx)) {
+        nb_value u = nb_mul(b, nb_mul(b, tx, nb_grad_x(g, 1, 0)), gelu_second(b, g, x));
+        t = nb_is_none(t) ? u : nb_add(b, t, u);
+    }
+    if (!nb_is_none(t)) nb_grad_set_ty(g, 0, 0, t);
+    return nb_builder_status(b);
+}
 
 /* softplus' = sigmoid(beta X) where beta X <= threshold, 1 above it (where
  * the op passes X through). The comparison is made as the kernel makes it,

@@ -51,6 +51,11 @@ bool nb_ew_unary_supports(nb_ew_unary_op op, nb_dtype dt);
 nb_status nb_ew_unary(nb_ew_unary_op op, const nb_tensor *x, nb_tensor *out, const nb_ew_params *params,
                       const char *label);
 
+/* gelu's gradient: out = dout * gelu'(x), exact or (approximate) the tanh
+ * form's; x and dout of one float dtype, broadcast to out's shape. */
+nb_status nb_ew_gelu_grad(const nb_tensor *x, const nb_tensor *dout, nb_tensor *out, bool approximate,
+                          const char *label);
+
 /* ---- casts ---------------------------------------------------------------------- */
 
 /* Copies x into out (same shape, x may broadcast to it) converting between

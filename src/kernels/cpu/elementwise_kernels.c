@@ -32,6 +32,12 @@ static nb_status run_gelu(const nb_kernel_ctx *k)
     return nb_ew_unary(p->approximate ? NB_EW_gelu_tanh : NB_EW_gelu, nb_kin(k, 0, 0), nb_kout(k, 0, 0), p, k->label);
 }
 
+static nb_status run_gelu_grad(const nb_kernel_ctx *k)
+{
+    const nb_ew_params *p = k->params;
+    return nb_ew_gelu_grad(nb_kin(k, 0, 0), nb_kin(k, 1, 0), nb_kout(k, 0, 0), p->approximate, k->label);
+}
+
 static nb_status run_scale(const nb_kernel_ctx *k)
 {
     const nb_ew_params *p = k->params;
@@ -47,6 +53,8 @@ static nb_status run_clip(const nb_kernel_ctx *k)
 static nb_status run_cast(const nb_kernel_ctx *k) { return nb_ew_cast(nb_kin(k, 0, 0), nb_kout(k, 0, 0), k->label); }
 
 static const nb_kernel_def kernel_gelu = {"gelu", NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0, run_gelu, NULL};
+static const nb_kernel_def kernel_gelu_grad = {"gelu_grad", NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0, run_gelu_grad,
+                                                NULL};
 static const nb_kernel_def kernel_scale = {"scale", NB_DEVICE_CPU, NB_DT_NUMERIC, "nabla", 0, run_scale, NULL};
 static const nb_kernel_def kernel_clip = {"clip", NB_DEVICE_CPU, NB_DT_NUMERIC, "nabla", 0, run_clip, NULL};
 static const nb_kernel_def kernel_cast = {"cast", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, run_cast, NULL};
@@ -57,5 +65,5 @@ const nb_kernel_def *const nb_cpu_kernels_elementwise[] = {
 #define NB_UNARY_A1(name, ...) &kernel_##name,
 #define NB_UNARY_A2(name, ...) &kernel_##name,
 #include "nabla/elementwise_ops.h"
-    &kernel_gelu, &kernel_scale, &kernel_clip, &kernel_cast, NULL,
+    &kernel_gelu, &kernel_gelu_grad, &kernel_scale, &kernel_clip, &kernel_cast, NULL,
 };

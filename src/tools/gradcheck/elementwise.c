@@ -22,7 +22,8 @@
 static const double signed6[] = {-0.9, -0.3, 0.25, 0.7, -0.05, 1.2};
 static const double signed12[] = {-1.7, -0.8, -0.35, -0.1, 0.05, 0.2, 0.45, 0.65, 1.1, 1.9, -2.4, 3.0};
 static const double signed1[] = {-0.6};
-/* Around and at zero, for gelu's small-|x| branch; and far out on both sides. */
+/* Around and at zero (a subnormal of float among them), for gelu; and far
+ * out on both sides. */
 static const double near0[] = {0.0, 1e-3, -1e-3, 1e-40, -0.02, 0.3};
 static const double wide6[] = {-6.0, -3.5, -1.2, 2.2, 4.0, 7.5};
 /* softplus with beta 2, threshold 1 (switches at x = 0.5) and beta -1,
@@ -112,6 +113,19 @@ const nb_gradcheck_case nb_gc_elementwise[] = {
     {.op = "gelu", .name = "approximate at and near 0", .n_in = 1, .in = {GC_VALS(near0, 2, 3)},
      .n_attrs = 1, .attrs = {A_B("approximate", true)}},
     {.op = "gelu", .name = "approximate far out", .n_in = 1, .in = {GC_VALS(wide6, 2, 3)},
+     .n_attrs = 1, .attrs = {A_B("approximate", true)}},
+    /* gelu_grad(X, DOut): DOut * gelu'(X), both forms; its rules need gelu''. */
+    {.op = "gelu_grad", .name = "[2,3]", .n_in = 2, .in = {GC_F_RANGE(-3, 3, 2, 3), GC_F_RANGE(-1, 1, 2, 3)}},
+    {.op = "gelu_grad", .name = "0-d", .n_in = 2, .in = {GC_SCALAR_RANGE(-3, 3), GC_SCALAR_RANGE(-1, 1)}},
+    {.op = "gelu_grad", .name = "at and near 0", .n_in = 2, .in = {GC_VALS(near0, 2, 3), GC_F_RANGE(-1, 1, 2, 3)}},
+    {.op = "gelu_grad", .name = "far out", .n_in = 2, .in = {GC_VALS(wide6, 2, 3), GC_F_RANGE(-1, 1, 2, 3)}},
+    {.op = "gelu_grad", .name = "approximate [2,3]", .n_in = 2,
+     .in = {GC_F_RANGE(-3, 3, 2, 3), GC_F_RANGE(-1, 1, 2, 3)}, .n_attrs = 1, .attrs = {A_B("approximate", true)}},
+    {.op = "gelu_grad", .name = "approximate 0-d", .n_in = 2, .in = {GC_SCALAR_RANGE(-3, 3), GC_SCALAR_RANGE(-1, 1)},
+     .n_attrs = 1, .attrs = {A_B("approximate", true)}},
+    {.op = "gelu_grad", .name = "approximate at and near 0", .n_in = 2,
+     .in = {GC_VALS(near0, 2, 3), GC_F_RANGE(-1, 1, 2, 3)}, .n_attrs = 1, .attrs = {A_B("approximate", true)}},
+    {.op = "gelu_grad", .name = "approximate far out", .n_in = 2, .in = {GC_VALS(wide6, 2, 3), GC_F_RANGE(-1, 1, 2, 3)},
      .n_attrs = 1, .attrs = {A_B("approximate", true)}},
     UNARY_CASES("softplus", -3, 3),
     {.op = "softplus", .name = "beta 2, threshold 1, both sides", .n_in = 1, .in = {GC_VALS(straddle8, 2, 4)},
