@@ -148,6 +148,11 @@ fi
 # thread, or intra-op threads over a one-thread BLAS) and keeps the better.
 if [ "$which" = transformer ]; then
     cmake --build build-bench -j"$(nproc)" --target fma_peak >/dev/null
+    # Both sides run on GNU OpenMP, whose idle threads spin for 300000 rounds
+    # by default, which halves a two-thread step here (examples/omp_spin.h).
+    # Unless the caller chose, both get the shorter spin that char_gpt uses.
+    [ -n "${OMP_WAIT_POLICY:-}" ] || export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-30000}
+    spin="GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-unset} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}"
     have_torch=0
     "$python" -c 'import torch' 2>/dev/null && have_torch=1
     [ $have_torch = 1 ] || echo "bench: PyTorch is not installed (apt-get install python3-torch); nabla's figures only" >&2
@@ -171,7 +176,7 @@ if [ "$which" = transformer ]; then
     done
     echo "transformer benchmark: one training step (AdamW); medians of $rounds rounds alternating nabla and PyTorch"
     echo "(min-max); $(nproc) cores; ratio = PyTorch ms / nabla ms (PyTorch: nn.TransformerEncoderLayer for both"
-    echo "modes, its better thread layout); GFLOP/s counts the step's multiply-adds twice"
+    echo "modes, its better thread layout); GFLOP/s counts the step's multiply-adds twice; $spin"
     echo "$peaks" | awk '{ printf "FMA peak (bench/fma_peak, %s): %s GFLOP/s at %s thread(s)\n", $3, $7, $5 }'
     echo "$peaks" | awk '{ print "peak", $5, $7 }' >> "$out/all.txt"
     awk '

@@ -16,6 +16,7 @@
 #include "../kernels.h"
 #include "fastmath.h"
 #include "gemm.h"
+#include "simd.h"
 #include "kernels/params/attention.h"
 #include "nabla/device.h"
 #include "nabla/kernel.h"

@@ -68,7 +68,7 @@ static int64_t FN(key_end)(const att_geom *g, int64_t i0, int64_t nq)
 }
 
 /* Out and LSE of query block [i0, i0 + nq) of pair bh (online softmax). */
-static void FN(forward_block)(const att_geom *g, const T *q, const T *k, const T *v, const T *mask, T *out, T *lse,
+NB_SIMD_CLONES static void FN(forward_block)(const att_geom *g, const T *q, const T *k, const T *v, const T *mask, T *out, T *lse,
                               int64_t bh, int64_t i0, int64_t nq, FN(scratch) *w)
 {
     const int64_t Dv = g->Dv;
@@ -144,7 +144,7 @@ static bool FN(attention_forward)(const att_geom *g, const T *q, const T *k, con
 
 /* DQ, DK and DV of one pair bh. DK and DV gather over every query block, so
  * a pair is one task. */
-static void FN(backward_pair)(const att_geom *g, const T *q, const T *k, const T *v, const T *mask, const T *lse,
+NB_SIMD_CLONES static void FN(backward_pair)(const att_geom *g, const T *q, const T *k, const T *v, const T *mask, const T *lse,
                               const T *dout, const T *delta, T *dq, T *dk, T *dv, int64_t bh, FN(scratch) *w)
 {
     const int64_t D = g->D, Dv = g->Dv, T_ = g->Tq, S = g->Sk, ldq = g->ldq, ldv = g->ldv;

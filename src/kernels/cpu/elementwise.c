@@ -13,9 +13,10 @@
 #include <stdint.h>
 #include "broadcast.h"
 #include "elementwise.h"
+#include "simd.h"
 
 #define BINARY_LOOP(name, T, EXPR)                                                          \
-    static void name(int64_t n, char *const p[], const int64_t s[], const void *aux)        \
+    NB_SIMD_CLONES static void name(int64_t n, char *const p[], const int64_t s[], const void *aux) \
     {                                                                                       \
         (void)aux;                                                                          \
         const T *x = (const T *)p[0], *y = (const T *)p[1];                                 \

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "norm.h"
+#include "simd.h"
 #ifdef NABLA_HAVE_OPENMP
 #define NB_PRAGMA(x) _Pragma(#x)
 #define OMP_FOR_IF(cond) NB_PRAGMA(omp parallel for schedule(static) if(cond))

@@ -188,28 +188,67 @@ static inline void FN(row_dot2)(const T *dy, const T *scale, const T *x, int64_t
     *s2 = FN(lanes_total)(b);
 }
 
+/* One row of layer norm; its own function so that it is compiled for AVX2
+ * too (simd.h), which a loop inside an OpenMP region cannot be. */
+NB_SIMD_CLONES static void FN(layer_norm_row)(int64_t cols, const T *xr, const T *scale, const T *bias, double eps,
+                                              T *yr, T *mean, T *var)
+{
+    const double mu = cols ? FN(row_sum)(xr, cols) / (double)cols : 0;
+    const double v = cols ? FN(row_sqdev)(xr, cols, mu) / (double)cols : 0;
+    if (mean) *mean = (T)mu;
+    if (var) *var = (T)v;
+    if (!yr) return;
+    const T mt = (T)mu, inv = (T)(1.0 / sqrt(v + eps));
+    if (scale && bias)
+        for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - mt) * inv * scale[j] + bias[j];
+    else if (scale)
+        for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - mt) * inv * scale[j];
+    else if (bias)
+        for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - mt) * inv + bias[j];
+    else
+        for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - mt) * inv;
+}
+
 static void FN(layer_norm)(int64_t rows, int64_t cols, const T *x, const T *scale, const T *bias, double eps,
                            T *y, T *mean, T *var)
 {
     OMP_FOR_IF((double)rows * (double)cols >= PAR_MIN_WORK)
+    for (int64_t r = 0; r < rows; r++)
+        FN(layer_norm_row)(cols, x + r * cols, scale, bias, eps, y ? y + r * cols : NULL, mean ? mean + r : NULL,
+                           var ? var + r : NULL);
+}
+
+/* Columns [j0, j1) of DScale and DBias, summed over every row. */
+NB_SIMD_CLONES static void FN(layer_norm_grad_cols)(int64_t rows, int64_t cols, int64_t j0, int64_t j1, const T *x,
+                                                    const T *mean, const double *inv, const T *dy, T *dscale,
+                                                    T *dbias)
+{
+    double ds[COL_BLOCK] = {0}, db[COL_BLOCK] = {0};
     for (int64_t r = 0; r < rows; r++) {
-        const T *xr = x + r * cols;
-        const double mu = cols ? FN(row_sum)(xr, cols) / (double)cols : 0;
-        const double v = cols ? FN(row_sqdev)(xr, cols, mu) / (double)cols : 0;
-        if (mean) mean[r] = (T)mu;
-        if (var) var[r] = (T)v;
-        if (y) {
-            T *yr = y + r * cols;
-            const T mt = (T)mu, inv = (T)(1.0 / sqrt(v + eps));
-            if (scale && bias)
-                for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - mt) * inv * scale[j] + bias[j];
-            else if (scale)
-                for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - mt) * inv * scale[j];
-            else if (bias)
-                for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - mt) * inv + bias[j];
-            else
-                for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - mt) * inv;
+        const T *xr = x + r * cols, *dr = dy + r * cols;
+        const double mu = mean[r], iv = inv[r];
+        for (int64_t j = j0; j < j1; j++) {
+            db[j - j0] += dr[j];
+            ds[j - j0] += dr[j] * ((xr[j] - mu) * iv);
         }
+    }
+    for (int64_t j = j0; j < j1; j++) {
+        if (dscale) dscale[j] = (T)ds[j - j0];
+        if (dbias) dbias[j] = (T)db[j - j0];
+    }
+}
+
+/* One row of DX: with g = dy * scale, inv * (g - mean(g) - xhat * mean(g * xhat)). */
+NB_SIMD_CLONES static void FN(layer_norm_grad_row)(int64_t cols, const T *xr, const T *scale, double mu, double iv,
+                                                   const T *dr, T *dxr)
+{
+    double s1, s2;
+    FN(row_dot2)(dr, scale, xr, cols, mu, iv, &s1, &s2);
+    const T mt = (T)mu, ivt = (T)iv, c0 = (T)(cols ? s1 / (double)cols : 0), c1 = (T)(cols ? s2 / (double)cols : 0);
+    for (int64_t j = 0; j < cols; j++) {
+        T gj = scale ? dr[j] * scale[j] : dr[j];
+        T xh = (xr[j] - mt) * ivt;
+        dxr[j] = ivt * (gj - c0 - xh * c1);
     }
 }
 
@@ -228,38 +267,13 @@ static nb_status FN(layer_norm_grad)(const char *label, int64_t rows, int64_t co
         OMP_FOR_IF(par)
         for (int64_t bk = 0; bk < nblocks; bk++) {
             const int64_t j0 = bk * COL_BLOCK, j1 = j0 + COL_BLOCK < cols ? j0 + COL_BLOCK : cols;
-            double ds[COL_BLOCK] = {0}, db[COL_BLOCK] = {0};
-            for (int64_t r = 0; r < rows; r++) {
-                const T *xr = x + r * cols, *dr = dy + r * cols;
-                const double mu = mean[r], iv = inv[r];
-                for (int64_t j = j0; j < j1; j++) {
-                    db[j - j0] += dr[j];
-                    ds[j - j0] += dr[j] * ((xr[j] - mu) * iv);
-                }
-            }
-            for (int64_t j = j0; j < j1; j++) {
-                if (dscale) dscale[j] = (T)ds[j - j0];
-                if (dbias) dbias[j] = (T)db[j - j0];
-            }
+            FN(layer_norm_grad_cols)(rows, cols, j0, j1, x, mean, inv, dy, dscale, dbias);
         }
     }
     if (dx) {
-        /* With g = dy * scale: dx = inv * (g - mean(g) - xhat * mean(g * xhat)). */
         OMP_FOR_IF(par)
-        for (int64_t r = 0; r < rows; r++) {
-            const T *xr = x + r * cols, *dr = dy + r * cols;
-            T *dxr = dx + r * cols;
-            const double mu = mean[r], iv = inv[r];
-            double s1, s2;
-            FN(row_dot2)(dr, scale, xr, cols, mu, iv, &s1, &s2);
-            const T mt = (T)mu, ivt = (T)iv, c0 = (T)(cols ? s1 / (double)cols : 0),
-                    c1 = (T)(cols ? s2 / (double)cols : 0);
-            for (int64_t j = 0; j < cols; j++) {
-                T gj = scale ? dr[j] * scale[j] : dr[j];
-                T xh = (xr[j] - mt) * ivt;
-                dxr[j] = ivt * (gj - c0 - xh * c1);
-            }
-        }
+        for (int64_t r = 0; r < rows; r++)
+            FN(layer_norm_grad_row)(cols, x + r * cols, scale, mean[r], inv[r], dy + r * cols, dx + r * cols);
     }
     nb_free(inv);
     return NB_OK;

@@ -29,6 +29,7 @@
 #include "broadcast.h"
 #include "elementwise.h"
 #include "fastmath.h"
+#include "simd.h"
 
 #define SQRT1_2 0.70710678118654752440
 #define SQRT_2_OVER_PI 0.79788456080286535588
@@ -38,7 +39,7 @@
 /* One loop per (op, dtype). P is a copy of the parameters, so that the
  * compiler knows the output stores cannot change them. */
 #define UNARY_LOOP(name, T, EXPR)                                                    \
-    static void name(int64_t n, char *const p[], const int64_t s[], const void *aux) \
+    NB_SIMD_CLONES static void name(int64_t n, char *const p[], const int64_t s[], const void *aux) \
     {                                                                                \
         const nb_ew_params P = *(const nb_ew_params *)aux;                           \
         (void)P;                                                                     \
@@ -296,7 +297,7 @@ nb_status nb_ew_unary(nb_ew_unary_op op, const nb_tensor *x, nb_tensor *out, con
  * would otherwise emit. The inner loops are written as UNARY_LOOP's, with a
  * second input. */
 #define GELU_GRAD_LOOP(name, T, EXPR)                                                \
-    static void name(int64_t n, char *const p[], const int64_t s[], const void *aux) \
+    NB_SIMD_CLONES static void name(int64_t n, char *const p[], const int64_t s[], const void *aux) \
     {                                                                                \
         (void)aux;                                                                   \
         const T *x = (const T *)p[0], *d = (const T *)p[1];                          \
@@ -324,7 +325,7 @@ GELU_GRAD_LOOP(gelu_tanh_grad_f64, double, f_gelu_tanh_grad_f64(v))
  * s (1 + x (1 - s) 2u')), and the processor runs out of room to overlap
  * iterations; as two loops each overlaps well, a fifth faster. (The exact
  * form, whose exp and erfcx are two chains side by side, is faster in one.) */
-static void gelu_tanh_grad_f32(int64_t n, char *const p[], const int64_t s[], const void *aux)
+NB_SIMD_CLONES static void gelu_tanh_grad_f32(int64_t n, char *const p[], const int64_t s[], const void *aux)
 {
     (void)aux;
     const float *x = (const float *)p[0], *d = (const float *)p[1];

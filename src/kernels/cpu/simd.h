@@ -1,0 +1,17 @@
+/* Loops compiled twice, for the baseline x86-64 and for x86-64-v3 (AVX2 and
+ * FMA), the copy picked when the library loads by what the CPU has
+ * (GCC's and Clang's target_clones, an ifunc): a generic build still runs
+ * 8-wide with fused multiply-adds, and one machine's build runs on another.
+ * The GEMM does the same by hand (gemm.c). Off where ifuncs are not
+ * available, and under ThreadSanitizer. */
+#ifndef NABLA_KERNELS_CPU_SIMD_H
+#define NABLA_KERNELS_CPU_SIMD_H
+
+#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(NABLA_NO_AVX2) && !defined(__SANITIZE_THREAD__)
+#define NB_SIMD_CLONES __attribute__((target_clones("default", "arch=x86-64-v3")))
+#else
+#define NB_SIMD_CLONES
+#endif
+
+#endif
