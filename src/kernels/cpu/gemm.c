@@ -163,6 +163,103 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
         }                                                                                      \
     }
 
+/* The packing of full strips from rows of A (6 of them, times alpha) and
+ * of transposed B (16), the k-th element of every row side by side: eight
+ * k at a time through an 8 x 8 transpose in AVX2 registers. Each returns
+ * how many k it did (a multiple of 8; 0 without AVX2 or for doubles), and
+ * the scalar loop does the rest. */
+#ifdef GEMM_X86_AVX2
+#include <immintrin.h>
+
+/* r[j] becomes column j of the 8 x 8 block whose rows r holds. */
+GEMM_AVX2_ATTR GEMM_INLINE void transpose8_ps(__m256 r[8])
+{
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+GEMM_AVX2_ATTR static int64_t pack_a_avx2(const float **src, int64_t kc, float alpha, float *restrict dst)
+{
+    /* Each column goes out as 8 floats, 6 of them k's run and 2 that the
+     * next store overwrites (a masked store is microcoded on AMD cores), so
+     * the last group stops short of kc: the scalar loop writes over the
+     * spill of the last store. */
+    const __m256 va = _mm256_set1_ps(alpha);
+    int64_t k = 0;
+    for (; k + 8 < kc; k += 8) {
+        __m256 r[8];
+        for (int i = 0; i < 6; i++) r[i] = _mm256_mul_ps(_mm256_loadu_ps(src[i] + k), va);
+        r[6] = r[7] = _mm256_setzero_ps();
+        transpose8_ps(r);
+        for (int j = 0; j < 8; j++) _mm256_storeu_ps(dst + (k + j) * 6, r[j]);
+    }
+    return k;
+}
+
+GEMM_AVX2_ATTR static int64_t pack_bt_avx2(const float **src, int64_t kc, float *restrict dst)
+{
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8) {
+        __m256 a[8], b[8];
+        for (int j = 0; j < 8; j++) {
+            a[j] = _mm256_loadu_ps(src[j] + k);
+            b[j] = _mm256_loadu_ps(src[8 + j] + k);
+        }
+        transpose8_ps(a);
+        transpose8_ps(b);
+        for (int u = 0; u < 8; u++) {
+            _mm256_storeu_ps(dst + (k + u) * 16, a[u]);
+            _mm256_storeu_ps(dst + (k + u) * 16 + 8, b[u]);
+        }
+    }
+    return k;
+}
+
+static int64_t pack_a_fast_f32(const float **src, int64_t kc, float alpha, float *dst)
+{
+    return gemm_have_avx2() ? pack_a_avx2(src, kc, alpha, dst) : 0;
+}
+static int64_t pack_bt_fast_f32(const float **src, int64_t kc, float *dst)
+{
+    return gemm_have_avx2() ? pack_bt_avx2(src, kc, dst) : 0;
+}
+#else
+static int64_t pack_a_fast_f32(const float **src, int64_t kc, float alpha, float *dst)
+{
+    (void)src, (void)kc, (void)alpha, (void)dst;
+    return 0;
+}
+static int64_t pack_bt_fast_f32(const float **src, int64_t kc, float *dst)
+{
+    (void)src, (void)kc, (void)dst;
+    return 0;
+}
+#endif
+static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, double *dst)
+{
+    (void)src, (void)kc, (void)alpha, (void)dst;
+    return 0;
+}
+static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
+{
+    (void)src, (void)kc, (void)dst;
+    return 0;
+}
+
 /* op(A)[i0:i0+mc, p0:p0+kc] times alpha into MR-row strips: within a strip,
  * element (i, k) sits at k * MR + i. Rows past mc are zero. */
 #define GEMM_PACK_A(T, SUF, MR)                                                                \
@@ -184,7 +281,7 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
                  * at a time would store with stride MR, the slowest way round). */     \
                 const T *src[MR];                                                              \
                 for (int64_t i = 0; i < MR; i++) src[i] = A + (i0 + ir + i) * lda + p0;        \
-                for (int64_t k = 0; k < kc; k++) {                                             \
+                for (int64_t k = pack_a_fast_##SUF(src, kc, alpha, dst); k < kc; k++) {        \
                     _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)                      \
                         dst[k * MR + i] = alpha * src[i][k];                                   \
                 }                                                                              \
@@ -221,7 +318,7 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
                 /* As pack_a: NR column streams in, contiguous runs out. */                   \
                 const T *src[NR];                                                              \
                 for (int64_t j = 0; j < NR; j++) src[j] = B + (j0 + jr + j) * ldb + p0;        \
-                for (int64_t k = 0; k < kc; k++) {                                             \
+                for (int64_t k = pack_bt_fast_##SUF(src, kc, dst); k < kc; k++) {               \
                     _Pragma("GCC unroll 16") for (int j = 0; j < NR; j++)                      \
                         dst[k * NR + j] = src[j][k];                                           \
                 }                                                                              \
