@@ -89,7 +89,8 @@ static void check_case(const sdpa_case *c, nb_dtype dt, bool with_mask, double t
             test_failures_in_current++;
         }
     }
-    release_all(q, k, v, mask, out[0], out[1], out[2], NULL);
+    nb_tensor_release(mask); /* may be NULL, which would end release_all's list */
+    release_all(q, k, v, out[0], out[1], out[2], NULL);
     free(want);
 }
 
