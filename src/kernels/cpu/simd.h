@@ -3,11 +3,12 @@
  * (GCC's and Clang's target_clones, an ifunc): a generic build still runs
  * 8-wide with fused multiply-adds, and one machine's build runs on another.
  * The GEMM does the same by hand (gemm.c). Off where ifuncs are not
- * available, and under ThreadSanitizer. */
+ * available, under ThreadSanitizer, and with Clang, whose clones of a static
+ * function come with an exported resolver symbol (tests/test_abi.sh). */
 #ifndef NABLA_KERNELS_CPU_SIMD_H
 #define NABLA_KERNELS_CPU_SIMD_H
 
-#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__)) && \
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(NABLA_NO_AVX2) && !defined(__SANITIZE_THREAD__)
 #define NB_SIMD_CLONES __attribute__((target_clones("default", "arch=x86-64-v3")))
 #else
