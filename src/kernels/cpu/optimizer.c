@@ -21,10 +21,12 @@
  * reads and writes the same element, and without the promise gcc gives up
  * on proving that up to seven pointers never overlap and leaves the loop
  * scalar. */
-#ifdef NABLA_HAVE_OPENMP
+#if defined(NABLA_HAVE_OPENMP)
 #define PARALLEL_SIMD _Pragma("omp parallel for simd schedule(static) if (par)")
-#else
+#elif defined(__GNUC__) && !defined(__clang__)
 #define PARALLEL_SIMD _Pragma("GCC ivdep")
+#else
+#define PARALLEL_SIMD /* (Clang checks the overlap at run time itself) */
 #endif
 
 /* The one element of a [1] or 0-d tensor, whatever its dtype. */
