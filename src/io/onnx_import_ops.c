@@ -35,8 +35,16 @@ static int const_ints(ox_import *im, int k, int64_t *out, int max)
         unsupported(im, "its shape or axes input is not an integer tensor");
         return -2;
     }
+    if (!nb_tensor_is_contiguous(t)) {
+        unsupported(im, "its shape or axes input is not a contiguous tensor");
+        return -2;
+    }
+    /* Read as integers: through a double, a value beyond 2^63 would not
+     * convert back (a file may hold any int64). */
     int64_t n = nb_tensor_numel(t);
-    for (int64_t i = 0; i < n && i < max; i++) out[i] = (int64_t)nb_tensor_get(t, i);
+    const void *d = nb_tensor_data(t);
+    for (int64_t i = 0; i < n && i < max; i++)
+        out[i] = t->dtype == NB_I64 ? ((const int64_t *)d)[i] : ((const int32_t *)d)[i];
     return n > max ? max + 1 : (int)n;
 }
 
