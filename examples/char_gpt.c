@@ -29,6 +29,8 @@
 #include "char_gpt_model.h"
 #include "omp_spin.h"
 #include "nabla/nabla.h"
+#define EXAMPLE_NAME "char_gpt"
+#include "example_cli.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -78,19 +80,6 @@ static void usage(const char *prog, const args *d)
            (int)d->model.block, (int)d->model.batch, d->lr, d->min_lr, d->warmup, d->weight_decay, d->clip,
            d->model.dropout, d->eval_every, (unsigned long long)d->seed,
            d->threads, d->temperature, d->top_k, d->sample, d->prime);
-}
-
-static bool parse_number(const char *flag, const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "%s: expected a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
-        return false;
-    }
-    *out = v;
-    return true;
 }
 
 static void parse_args(int argc, char **argv, args *a)
@@ -146,25 +135,11 @@ static void parse_args(int argc, char **argv, args *a)
     }
 }
 
-static void die_on(nb_status st, const char *what)
-{
-    if (!st) return;
-    fprintf(stderr, "char_gpt: %s: %s\n", what, nb_last_error());
-    exit(1);
-}
-
 static void die_on_builder(nb_builder *b, const char *what)
 {
     if (!nb_builder_status(b)) return;
     fprintf(stderr, "char_gpt: %s: %s\n", what, nb_builder_error(b));
     exit(1);
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ---- the optimiser (the model is gpt_logits and gpt_loss of char_gpt_model.h) ------------ */

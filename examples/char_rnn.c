@@ -20,6 +20,8 @@
 #include <string.h>
 #include <time.h>
 #include "nabla/nabla.h"
+#define EXAMPLE_NAME "char_rnn"
+#include "example_cli.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -60,19 +62,6 @@ static void usage(const char *prog, const args *d)
            d->eval_every, (unsigned long long)d->seed, d->threads, d->temperature, d->sample, d->prime);
 }
 
-static bool parse_number(const char *flag, const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "%s: expected a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
 static void parse_args(int argc, char **argv, args *a)
 {
     for (int i = 1; i < argc; i++) {
@@ -107,20 +96,6 @@ static void parse_args(int argc, char **argv, args *a)
             exit(2);
         }
     }
-}
-
-static void die_on(nb_status st, const char *what)
-{
-    if (!st) return;
-    fprintf(stderr, "char_rnn: %s: %s\n", what, nb_last_error());
-    exit(1);
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ---- the model, written once ------------------------------------------------------------ */
