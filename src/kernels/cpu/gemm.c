@@ -269,7 +269,14 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
         for (int64_t ir = 0; ir < mc; ir += MR) {                                              \
             int64_t mr = mc - ir < MR ? mc - ir : MR;                                          \
             T *restrict dst = Ap + ir * kc;                                                    \
-            if (ta) {                                                                          \
+            if (ta && mr == MR) {                                                              \
+                /* A fixed-width run per k, which the compiler keeps in registers. */         \
+                for (int64_t k = 0; k < kc; k++) {                                             \
+                    const T *src = A + (p0 + k) * lda + i0 + ir;                               \
+                    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)                      \
+                        dst[k * MR + i] = alpha * src[i];                                      \
+                }                                                                              \
+            } else if (ta) {                                                                   \
                 for (int64_t k = 0; k < kc; k++) {                                             \
                     const T *src = A + (p0 + k) * lda + i0 + ir;                               \
                     int64_t i = 0;                                                             \
@@ -307,7 +314,14 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
         for (int64_t q = q0; q < q1; q++) {                                                    \
             int64_t jr = q * NR, nr = nc - jr < NR ? nc - jr : NR;                             \
             T *restrict dst = Bp + jr * kc;                                                    \
-            if (!tb) {                                                                         \
+            if (!tb && nr == NR) {                                                             \
+                /* A fixed-width copy per k: a variable one becomes a call to memmove. */     \
+                for (int64_t k = 0; k < kc; k++) {                                             \
+                    const T *src = B + (p0 + k) * ldb + j0 + jr;                               \
+                    _Pragma("GCC unroll 16") for (int j = 0; j < NR; j++)                      \
+                        dst[k * NR + j] = src[j];                                              \
+                }                                                                              \
+            } else if (!tb) {                                                                  \
                 for (int64_t k = 0; k < kc; k++) {                                             \
                     const T *src = B + (p0 + k) * ldb + j0 + jr;                               \
                     int64_t j = 0;                                                             \
@@ -344,13 +358,18 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
     typedef T NAME##_v __attribute__((vector_size(VB), may_alias));                            \
     typedef T NAME##_vu __attribute__((vector_size(VB), aligned(sizeof(T)), may_alias));       \
     enum { NAME##_VL = (int)(VB / sizeof(T)), NAME##_NG = NR / (2 * NAME##_VL) };              \
-    ATTR GEMM_INLINE void NAME##_micro(int64_t kc, const T *restrict a, const T *restrict b,    \
-                                       T *restrict C, int64_t ldc, int64_t mr, int64_t nr,      \
-                                       T beta)                                                 \
+    ATTR GEMM_INLINE void NAME##_micro(int64_t kc, const T *restrict a, int64_t rs, int64_t ks, \
+                                       const T *restrict b, T *restrict C, int64_t ldc,        \
+                                       int64_t mr, int64_t nr, T beta)                         \
     {                                                                                          \
         enum { VL = NAME##_VL };                                                               \
         T tile[MR][NR] __attribute__((aligned(64)));                                           \
         bool full = mr == MR && nr == NR;                                                      \
+        /* Element (i, k) of the A strip is a[i * rs + k * ks]; rows past mr repeat row 0 \
+         * (their results are never stored), so that A read in place is never read past \
+         * its end. */                                                                   \
+        const T *ar[MR];                                                                       \
+        _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) ar[i] = a + (i < mr ? i : 0) * rs; \
         for (int g = 0; g < NAME##_NG; g++) {                                                  \
             const T *bg = b + g * 2 * VL;                                                      \
             NAME##_v acc[MR][2];                                                               \
@@ -360,7 +379,7 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
                 NAME##_v b0 = *(const NAME##_v *)(bg + k * NR);                                \
                 NAME##_v b1 = *(const NAME##_v *)(bg + k * NR + VL);                           \
                 _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                        \
-                    T ai = a[k * MR + i];                                                      \
+                    T ai = ar[i][k * ks];                                                      \
                     acc[i][0] += ai * b0;                                                      \
                     acc[i][1] += ai * b1;                                                      \
                 }                                                                              \
@@ -390,13 +409,27 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
                 }                                                                              \
     }                                                                                          \
                                                                                                \
-    ATTR static void NAME##_macro(int64_t mc, int64_t nc, int64_t kc, const T *Ap,              \
-                                  const T *Bp, T *C, int64_t ldc, T beta)                      \
+    /* A is a packed block (lda == 0), or the block of A read in place (element    \
+     * (i, k) at i * lda + k), which saves packing A when it needs no transposing   \
+     * or scaling: its rows stream through the cache as well as a packed strip. (A  \
+     * transposed read in place touches a new cache line at every k, and is slower \
+     * than packing it.) Each layout gets its own copy of the loop, its strides     \
+     * known. */                                                                     \
+    ATTR GEMM_INLINE void NAME##_macro_impl(int64_t mc, int64_t nc, int64_t kc, const T *A,     \
+                                            int64_t rs, int64_t ks, int64_t strip,             \
+                                            const T *Bp, T *C, int64_t ldc, T beta)            \
     {                                                                                          \
         for (int64_t jr = 0; jr < nc; jr += NR)                                                \
             for (int64_t ir = 0; ir < mc; ir += MR)                                            \
-                NAME##_micro(kc, Ap + ir * kc, Bp + jr * kc, C + ir * ldc + jr, ldc,            \
-                             mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR, beta);   \
+                NAME##_micro(kc, A + ir / MR * strip, rs, ks, Bp + jr * kc, C + ir * ldc + jr,  \
+                             ldc, mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR,     \
+                             beta);                                                            \
+    }                                                                                          \
+    ATTR static void NAME##_macro(int64_t mc, int64_t nc, int64_t kc, const T *A, int64_t lda,  \
+                                  const T *Bp, T *C, int64_t ldc, T beta)                      \
+    {                                                                                          \
+        if (!lda) NAME##_macro_impl(mc, nc, kc, A, 1, MR, MR * kc, Bp, C, ldc, beta);          \
+        else NAME##_macro_impl(mc, nc, kc, A, lda, 1, MR * lda, Bp, C, ldc, beta);             \
     }
 
 /* Picks the widest macro-kernel the CPU runs. */
@@ -404,19 +437,19 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
 #define GEMM_MACRO(T, SUF, MR, NR)                                                             \
     GEMM_MICRO(T, gen_##SUF, MR, NR, 16, )                                                     \
     GEMM_MICRO(T, avx2_##SUF, MR, NR, 32, GEMM_AVX2_ATTR)                                      \
-    static void macro_##SUF(int64_t mc, int64_t nc, int64_t kc, const T *Ap, const T *Bp,       \
-                            T *C, int64_t ldc, T beta)                                         \
+    static void macro_##SUF(int64_t mc, int64_t nc, int64_t kc, const T *A, int64_t lda,        \
+                            const T *Bp, T *C, int64_t ldc, T beta)                            \
     {                                                                                          \
-        if (gemm_have_avx2()) avx2_##SUF##_macro(mc, nc, kc, Ap, Bp, C, ldc, beta);            \
-        else gen_##SUF##_macro(mc, nc, kc, Ap, Bp, C, ldc, beta);                              \
+        if (gemm_have_avx2()) avx2_##SUF##_macro(mc, nc, kc, A, lda, Bp, C, ldc, beta);        \
+        else gen_##SUF##_macro(mc, nc, kc, A, lda, Bp, C, ldc, beta);                          \
     }
 #else
 #define GEMM_MACRO(T, SUF, MR, NR)                                                             \
     GEMM_MICRO(T, gen_##SUF, MR, NR, 16, )                                                     \
-    static void macro_##SUF(int64_t mc, int64_t nc, int64_t kc, const T *Ap, const T *Bp,       \
-                            T *C, int64_t ldc, T beta)                                         \
+    static void macro_##SUF(int64_t mc, int64_t nc, int64_t kc, const T *A, int64_t lda,        \
+                            const T *Bp, T *C, int64_t ldc, T beta)                            \
     {                                                                                          \
-        gen_##SUF##_macro(mc, nc, kc, Ap, Bp, C, ldc, beta);                                   \
+        gen_##SUF##_macro(mc, nc, kc, A, lda, Bp, C, ldc, beta);                               \
     }
 #endif
 
@@ -430,6 +463,7 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
                               int64_t ldc)                                                     \
     {                                                                                          \
         int nt = gemm_threads(M, N, K);                                                        \
+        bool direct_a = !ta && alpha == (T)1 && lda > 0; /* see the macro-kernel */          \
         int64_t kc_max = K < KC ? K : KC;                                                      \
         int64_t nc_max = N < NC ? N : NC;                                                      \
         nc_max = (nc_max + NR - 1) / NR * NR;                                                  \
@@ -464,8 +498,13 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
                     for (int64_t ib = 0; ib < n_iblk; ib++) {                                  \
                         int64_t ic = ib * mc_blk;                                              \
                         int64_t mc = M - ic < mc_blk ? M - ic : mc_blk;                        \
-                        pack_a_##SUF(ta, A, lda, ic, pc, mc, kc, alpha, myAp);                 \
-                        macro_##SUF(mc, nc, kc, myAp, Bp, C + ic * ldc + jc, ldc, b_eff);      \
+                        T *c = C + ic * ldc + jc;                                              \
+                        if (direct_a) {                                                        \
+                            macro_##SUF(mc, nc, kc, A + ic * lda + pc, lda, Bp, c, ldc, b_eff); \
+                        } else {                                                               \
+                            pack_a_##SUF(ta, A, lda, ic, pc, mc, kc, alpha, myAp);             \
+                            macro_##SUF(mc, nc, kc, myAp, 0, Bp, c, ldc, b_eff);               \
+                        }                                                                      \
                     }                                                                          \
                 }                                                                              \
             }                                                                                  \

@@ -12,6 +12,10 @@
 #include <tgmath.h> /* sqrt of a float is sqrtf: the arithmetic stays in the parameter's dtype */
 #include "../kernels.h"
 #include "optimizer.h"
+#include "simd.h"
+#ifdef NABLA_HAVE_OPENMP
+#include <omp.h>
+#endif
 
 #define PAR_MIN 32768
 #define PI 3.14159265358979323846
@@ -27,6 +31,34 @@
 #define PARALLEL_SIMD _Pragma("GCC ivdep")
 #else
 #define PARALLEL_SIMD /* (Clang checks the overlap at run time itself) */
+#endif
+
+/* Runs CALL, which reads i0 and i1, over [0, n) cut into one even range per
+ * thread (a single range below PAR_MIN elements). For loops that live in
+ * NB_SIMD_CLONES functions: the body of an OpenMP region is outlined into a
+ * function of its own, which target_clones would not copy. */
+#ifdef NABLA_HAVE_OPENMP
+#define SPLIT_RANGE(n, CALL)                                                        \
+    do {                                                                            \
+        const int64_t n_ = (n);                                                     \
+        _Pragma("omp parallel if (n_ >= PAR_MIN)")                                  \
+        {                                                                           \
+            int64_t t_ = omp_get_thread_num(), nt_ = omp_get_num_threads();         \
+            int64_t i0 = n_ * t_ / nt_, i1 = n_ * (t_ + 1) / nt_;                   \
+            CALL;                                                                   \
+        }                                                                           \
+    } while (0)
+#else
+#define SPLIT_RANGE(n, CALL)                                                        \
+    do {                                                                            \
+        int64_t i0 = 0, i1 = (n);                                                   \
+        CALL;                                                                       \
+    } while (0)
+#endif
+#if defined(__GNUC__) && !defined(__clang__)
+#define INDEPENDENT _Pragma("GCC ivdep")
+#else
+#define INDEPENDENT
 #endif
 
 /* The one element of a [1] or 0-d tensor, whatever its dtype. */
@@ -114,6 +146,34 @@ static nb_status run_momentum(const nb_kernel_ctx *ctx)
 
 /* ---- adam / adamw -------------------------------------------------------------------- */
 
+typedef struct adam_args {
+    const void *p, *g, *m, *v;
+    void *po, *mo, *vo;
+    double b1, b2, eps, decay, step_size, bc2_sqrt;
+} adam_args;
+
+/* Elements [i0, i1) of the update, in the parameter's dtype. */
+#define ADAM_LOOP(T, S)                                                                  \
+    NB_SIMD_CLONES static void adam_##S(int64_t i0, int64_t i1, const adam_args *a)        \
+    {                                                                                    \
+        const T *p = a->p, *g = a->g, *m = a->m, *v = a->v;                              \
+        T *po = a->po, *mo = a->mo, *vo = a->vo;                                         \
+        const T b2 = (T)a->b2, eps = (T)a->eps, decay = (T)a->decay;                     \
+        const T one_m_b1 = (T)(1.0 - a->b1), one_m_b2 = (T)(1.0 - a->b2);                 \
+        const T step_size = (T)a->step_size, bc2_sqrt = (T)a->bc2_sqrt;                  \
+        INDEPENDENT                                                                      \
+        for (int64_t i = i0; i < i1; i++) {                                              \
+            T gi = g[i], pi = p[i] * decay; /* decay is 1 without weight decay */         \
+            T mi = m[i] + one_m_b1 * (gi - m[i]);                                        \
+            T vi = v[i] * b2 + one_m_b2 * gi * gi;                                       \
+            mo[i] = mi;                                                                  \
+            vo[i] = vi;                                                                  \
+            po[i] = pi - step_size * (mi / (sqrt(vi) / bc2_sqrt + eps));                 \
+        }                                                                                \
+    }
+ADAM_LOOP(float, f32)
+ADAM_LOOP(double, f64)
+
 /* Slots: in Param, Grad, Moment1, Moment2, LearningRate, Beta1Pow, Beta2Pow;
  * out ParamOut, Moment1Out, Moment2Out, Beta1PowOut, Beta2PowOut. The pows
  * hold beta^t of the current update t, and leave holding beta^(t+1). */
@@ -130,29 +190,20 @@ static nb_status run_adam(const nb_kernel_ctx *ctx)
     if (!(b1p < 1.0) || !(b2p < 1.0))
         return nb_error(NB_ERR_ARG, "%s: Beta1Pow %g and Beta2Pow %g must be below 1 (they hold beta^t)", ctx->label,
                         b1p, b2p);
-    const double step_size_d = lrd / (1.0 - b1p), bc2_sqrt_d = sqrt(1.0 - b2p);
     const int64_t n = nb_tensor_numel(nb_kin(ctx, 0, 0));
-    const bool par = n >= PAR_MIN;
-    (void)par;
-#define ADAM(T)                                                                         \
-    {                                                                                   \
-        const T *p = IN(T, 0), *g = IN(T, 1), *m = IN(T, 2), *v = IN(T, 3);             \
-        T *po = OUT(T, 0), *mo = OUT(T, 1), *vo = OUT(T, 2);                            \
-        const T b2 = (T)b2d, eps = (T)epsd, decay = (T)(1.0 - lrd * wdd);               \
-        const T one_m_b1 = (T)(1.0 - b1d), one_m_b2 = (T)(1.0 - b2d);                   \
-        const T step_size = (T)step_size_d, bc2_sqrt = (T)bc2_sqrt_d;                   \
-        PARALLEL_SIMD                                                                   \
-        for (int64_t i = 0; i < n; i++) {                                               \
-            T gi = g[i], pi = p[i] * decay; /* decay is 1 without weight decay */        \
-            T mi = m[i] + one_m_b1 * (gi - m[i]);                                       \
-            T vi = v[i] * b2 + one_m_b2 * gi * gi;                                      \
-            mo[i] = mi;                                                                 \
-            vo[i] = vi;                                                                 \
-            po[i] = pi - step_size * (mi / (sqrt(vi) / bc2_sqrt + eps));                \
-        }                                                                               \
+    const adam_args a = {
+        .p = nb_tensor_data(nb_kin(ctx, 0, 0)), .g = nb_tensor_data(nb_kin(ctx, 1, 0)),
+        .m = nb_tensor_data(nb_kin(ctx, 2, 0)), .v = nb_tensor_data(nb_kin(ctx, 3, 0)),
+        .po = nb_tensor_data(nb_kout(ctx, 0, 0)), .mo = nb_tensor_data(nb_kout(ctx, 1, 0)),
+        .vo = nb_tensor_data(nb_kout(ctx, 2, 0)),
+        .b1 = b1d, .b2 = b2d, .eps = epsd, .decay = 1.0 - lrd * wdd,
+        .step_size = lrd / (1.0 - b1p), .bc2_sqrt = sqrt(1.0 - b2p),
+    };
+    switch (nb_kin(ctx, 0, 0)->dtype) {
+    case NB_F32: SPLIT_RANGE(n, adam_f32(i0, i1, &a)); break;
+    case NB_F64: SPLIT_RANGE(n, adam_f64(i0, i1, &a)); break;
+    default: return bad_dtype(ctx, nb_kin(ctx, 0, 0)->dtype);
     }
-    DISPATCH(ctx, ADAM);
-#undef ADAM
     nb_tensor_set(nb_kout(ctx, 3, 0), 0, b1p * b1d);
     nb_tensor_set(nb_kout(ctx, 4, 0), 0, b2p * b2d);
     return NB_OK;

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "reduce.h"
+#include "simd.h"
 
 /* Loops over at least this many elements are split among threads. */
 #define RED_PAR_MIN 32768
@@ -95,6 +96,37 @@ bool nb_sum_to_mask(int x_ndim, const int64_t *x_shape, int like_ndim, const int
  * FIN(a): the result (may use R). STEP must also merge two partial
  * accumulators. */
 #define DEF_RED(NAME, T, A, INIT, STEP, FIN)                                                       \
+    /* One output from a contiguous run of R (the loops live in functions of  \
+     * their own so that they get the AVX2 copy: OpenMP's outlined bodies do not). */ \
+    NB_SIMD_CLONES static T NAME##_row(const T *restrict p, int64_t R)                             \
+    {                                                                                              \
+        A s[8];                                                                                    \
+        for (int u = 0; u < 8; u++) s[u] = INIT(p);                                                \
+        int64_t r = 0;                                                                             \
+        for (; r + 8 <= R; r += 8)                                                                 \
+            for (int u = 0; u < 8; u++) STEP(s[u], p[r + u]);                                      \
+        for (; r < R; r++) STEP(s[0], p[r]);                                                       \
+        STEP(s[0], s[4]);                                                                          \
+        STEP(s[1], s[5]);                                                                          \
+        STEP(s[2], s[6]);                                                                          \
+        STEP(s[3], s[7]);                                                                          \
+        STEP(s[0], s[2]);                                                                          \
+        STEP(s[1], s[3]);                                                                          \
+        STEP(s[0], s[1]);                                                                          \
+        return FIN(s[0]);                                                                          \
+    }                                                                                              \
+    /* n (at most RED_CHUNK) neighbouring outputs, each over R rows inner apart. */                \
+    NB_SIMD_CLONES static void NAME##_cols(const T *restrict base, int64_t R, int64_t inner,        \
+                                           int64_t n, T *restrict o_row)                           \
+    {                                                                                              \
+        A acc[RED_CHUNK];                                                                          \
+        for (int64_t i = 0; i < n; i++) acc[i] = INIT(base + i);                                   \
+        for (int64_t r = 0; r < R; r++) {                                                          \
+            const T *restrict row = base + r * inner;                                              \
+            for (int64_t i = 0; i < n; i++) STEP(acc[i], row[i]);                                  \
+        }                                                                                          \
+        for (int64_t i = 0; i < n; i++) o_row[i] = FIN(acc[i]);                                    \
+    }                                                                                              \
     static void NAME(const void *xv, void *ov, int64_t outer, int64_t R, int64_t inner)            \
     {                                                                                              \
         const T *restrict x = xv;                                                                  \
@@ -103,23 +135,7 @@ bool nb_sum_to_mask(int x_ndim, const int64_t *x_shape, int like_ndim, const int
             bool par_ = outer > 1 && outer * R >= RED_PAR_MIN;                                     \
             (void)par_;                                                                            \
             RED_PARALLEL_FOR                                                                       \
-            for (int64_t o = 0; o < outer; o++) {                                                  \
-                const T *p = x + o * R;                                                            \
-                A s[8];                                                                            \
-                for (int u = 0; u < 8; u++) s[u] = INIT(p);                                        \
-                int64_t r = 0;                                                                     \
-                for (; r + 8 <= R; r += 8)                                                         \
-                    for (int u = 0; u < 8; u++) STEP(s[u], p[r + u]);                              \
-                for (; r < R; r++) STEP(s[0], p[r]);                                               \
-                STEP(s[0], s[4]);                                                                  \
-                STEP(s[1], s[5]);                                                                  \
-                STEP(s[2], s[6]);                                                                  \
-                STEP(s[3], s[7]);                                                                  \
-                STEP(s[0], s[2]);                                                                  \
-                STEP(s[1], s[3]);                                                                  \
-                STEP(s[0], s[1]);                                                                  \
-                out[o] = FIN(s[0]);                                                                \
-            }                                                                                      \
+            for (int64_t o = 0; o < outer; o++) out[o] = NAME##_row(x + o * R, R);                 \
             return;                                                                                \
         }                                                                                          \
         int64_t nch = (inner + RED_CHUNK - 1) / RED_CHUNK;                                         \
@@ -129,15 +145,7 @@ bool nb_sum_to_mask(int x_ndim, const int64_t *x_shape, int like_ndim, const int
         for (int64_t t = 0; t < outer * nch; t++) {                                                \
             int64_t o = t / nch, i0 = (t % nch) * RED_CHUNK;                                       \
             int64_t n = inner - i0 < RED_CHUNK ? inner - i0 : RED_CHUNK;                           \
-            const T *base = x + o * R * inner + i0;                                                \
-            A acc[RED_CHUNK];                                                                      \
-            for (int64_t i = 0; i < n; i++) acc[i] = INIT(base + i);                               \
-            for (int64_t r = 0; r < R; r++) {                                                      \
-                const T *restrict row = base + r * inner;                                          \
-                for (int64_t i = 0; i < n; i++) STEP(acc[i], row[i]);                              \
-            }                                                                                      \
-            T *restrict o_row = out + o * inner + i0;                                              \
-            for (int64_t i = 0; i < n; i++) o_row[i] = FIN(acc[i]);                                \
+            NAME##_cols(x + o * R * inner + i0, R, inner, n, out + o * inner + i0);                \
         }                                                                                          \
     }
 
