@@ -49,16 +49,21 @@ static bool gemm_have_avx2(void)
 #endif
 
 #ifdef NABLA_HAVE_OPENMP
-/* The implicit barrier at the end of each `omp for` keeps the packed B slab
- * from being overwritten while another thread still reads it. */
-#define GEMM_PARALLEL(nt) _Pragma("omp parallel num_threads(nt) if (nt > 1)")
-#define GEMM_PARALLEL_FOR(nt) _Pragma("omp parallel for num_threads(nt) if (nt > 1)")
-#define GEMM_FOR _Pragma("omp for schedule(static)")
+/* Explicit barriers after the work-sharing loops keep the packed B slab
+ * from being read before it is whole, or overwritten while another thread
+ * still reads it. One thread never enters a region at all: libgomp ends
+ * even a region of one thread (an `if` clause that is false) with a futex
+ * system call, and attention makes thousands of small products a step. */
+#define GEMM_PARALLEL(nt) _Pragma("omp parallel num_threads(nt)")
+#define GEMM_PARALLEL_FOR(nt) _Pragma("omp parallel for num_threads(nt)")
+#define GEMM_FOR _Pragma("omp for schedule(static) nowait")
+#define GEMM_BARRIER() _Pragma("omp barrier")
 #define GEMM_THREAD_NUM omp_get_thread_num()
 #else
 #define GEMM_PARALLEL(nt)
 #define GEMM_PARALLEL_FOR(nt)
 #define GEMM_FOR
+#define GEMM_BARRIER()
 #define GEMM_THREAD_NUM 0
 #endif
 
@@ -129,37 +134,48 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
  * Rows are independent, so big matrix-vector products split them among
  * threads. */
 #define GEMM_SMALL(T, SUF)                                                                     \
+    /* Row i of C. Element (i, k) of op(A) is A[i * ar + k * ak]; (k, j) of op(B) is           \
+     * B[k * bk + j * bj]. */                                                                  \
+    GEMM_INLINE void small_row_##SUF(int64_t i, int64_t N, int64_t K, T alpha, const T *A,      \
+                                     int64_t ar, int64_t ak, const T *B, int64_t bk,            \
+                                     int64_t bj, bool axpy, T beta, T *C, int64_t ldc)          \
+    {                                                                                          \
+        T *restrict c = C + i * ldc;                                                           \
+        const T *a = A + i * ar;                                                               \
+        if (axpy) {                                                                            \
+            if (beta == 0)                                                                     \
+                for (int64_t j = 0; j < N; j++) c[j] = 0;                                      \
+            else if (beta != 1)                                                                \
+                for (int64_t j = 0; j < N; j++) c[j] *= beta;                                  \
+            for (int64_t k = 0; k < K; k++) {                                                  \
+                T aik = alpha * a[k * ak];                                                     \
+                const T *restrict b = B + k * bk;                                              \
+                GEMM_SIMD                                                                      \
+                for (int64_t j = 0; j < N; j++) c[j] += aik * b[j];                            \
+            }                                                                                  \
+        } else {                                                                               \
+            for (int64_t j = 0; j < N; j++) {                                                  \
+                T d = alpha * dot_##SUF(a, ak, B + j * bj, bk, K);                              \
+                c[j] = beta == 0 ? d : d + beta * c[j];                                        \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
     static void small_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,         \
                             const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,     \
                             int64_t ldc)                                                       \
     {                                                                                          \
-        /* Element (i, k) of op(A) is A[i * ar + k * ak]; (k, j) of op(B) is B[k * bk + j * bj]. */ \
         int64_t ar = ta ? 1 : lda, ak = ta ? lda : 1;                                          \
         int64_t bk = tb ? 1 : ldb, bj = tb ? ldb : 1;                                          \
         bool axpy = !tb && N > 1; /* rows of B are contiguous: stream them */                  \
         int nt = M > 1 ? gemm_threads(M, N, K) : 1;                                            \
-        (void)nt;                                                                              \
-        GEMM_PARALLEL_FOR(nt)                                                                  \
-        for (int64_t i = 0; i < M; i++) {                                                      \
-            T *restrict c = C + i * ldc;                                                       \
-            const T *a = A + i * ar;                                                           \
-            if (axpy) {                                                                        \
-                if (beta == 0)                                                                 \
-                    for (int64_t j = 0; j < N; j++) c[j] = 0;                                  \
-                else if (beta != 1)                                                            \
-                    for (int64_t j = 0; j < N; j++) c[j] *= beta;                              \
-                for (int64_t k = 0; k < K; k++) {                                              \
-                    T aik = alpha * a[k * ak];                                                 \
-                    const T *restrict b = B + k * bk;                                          \
-                    GEMM_SIMD                                                                  \
-                    for (int64_t j = 0; j < N; j++) c[j] += aik * b[j];                        \
-                }                                                                              \
-            } else {                                                                           \
-                for (int64_t j = 0; j < N; j++) {                                              \
-                    T d = alpha * dot_##SUF(a, ak, B + j * bj, bk, K);                          \
-                    c[j] = beta == 0 ? d : d + beta * c[j];                                    \
-                }                                                                              \
-            }                                                                                  \
+        if (nt > 1) {                                                                          \
+            (void)nt;                                                                          \
+            GEMM_PARALLEL_FOR(nt)                                                              \
+            for (int64_t i = 0; i < M; i++)                                                    \
+                small_row_##SUF(i, N, K, alpha, A, ar, ak, B, bk, bj, axpy, beta, C, ldc);     \
+        } else {                                                                               \
+            for (int64_t i = 0; i < M; i++)                                                    \
+                small_row_##SUF(i, N, K, alpha, A, ar, ak, B, bk, bj, axpy, beta, C, ldc);     \
         }                                                                                      \
     }
 
@@ -458,12 +474,63 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
  * MC rows of C (each thread packs its own A block), then the macro-kernel.
  * Returns false if it could not allocate its buffers. */
 #define GEMM_BLOCKED(T, SUF, MR, NR, MC, KC, NC)                                               \
+    /* Row block ib of C's columns [jc, jc + nc), inner slice [pc, pc + kc). */                \
+    GEMM_INLINE void blocked_rows_##SUF(int64_t ib, int64_t mc_blk, bool ta, int64_t M,          \
+                                        int64_t jc, int64_t nc, int64_t pc, int64_t kc,        \
+                                        T alpha, const T *A, int64_t lda, const T *Bp, T beta,  \
+                                        T *C, int64_t ldc, T *myAp)                            \
+    {                                                                                          \
+        int64_t ic = ib * mc_blk;                                                              \
+        int64_t mc = M - ic < mc_blk ? M - ic : mc_blk;                                        \
+        T *c = C + ic * ldc + jc;                                                              \
+        if (!ta && alpha == (T)1 && lda > 0) { /* see the macro-kernel */                      \
+            macro_##SUF(mc, nc, kc, A + ic * lda + pc, lda, Bp, c, ldc, beta);                 \
+        } else {                                                                               \
+            pack_a_##SUF(ta, A, lda, ic, pc, mc, kc, alpha, myAp);                             \
+            macro_##SUF(mc, nc, kc, myAp, 0, Bp, c, ldc, beta);                                \
+        }                                                                                      \
+    }                                                                                          \
+    /* One thread's share in a team (team: the loops are shared out, and every   \
+     * thread must call), or the whole product on the calling thread, with no     \
+     * OpenMP construct at all: called from inside another region (attention's    \
+     * block loop), a work-sharing loop would bind to that region's team. */     \
+    GEMM_INLINE void blocked_team_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K,      \
+                                        T alpha, const T *A, int64_t lda, const T *B,          \
+                                        int64_t ldb, T beta, T *C, int64_t ldc,                \
+                                        int64_t mc_blk, T *Bp, T *myAp, bool team)             \
+    {                                                                                          \
+        int64_t n_iblk = (M + mc_blk - 1) / mc_blk;                                            \
+        for (int64_t jc = 0; jc < N; jc += NC) {                                               \
+            int64_t nc = N - jc < NC ? N - jc : NC;                                            \
+            int64_t nq = (nc + NR - 1) / NR;                                                   \
+            for (int64_t pc = 0; pc < K; pc += KC) {                                           \
+                int64_t kc = K - pc < KC ? K - pc : KC;                                        \
+                /* Later K slices add onto what the first one wrote. */                        \
+                T b_eff = pc == 0 ? beta : (T)1;                                               \
+                if (team) {                                                                    \
+                    GEMM_FOR                                                                   \
+                    for (int64_t q = 0; q < nq; q++)                                           \
+                        pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, q, q + 1, Bp);                 \
+                    GEMM_BARRIER(); /* the slab is whole before anyone reads it */             \
+                    GEMM_FOR                                                                   \
+                    for (int64_t ib = 0; ib < n_iblk; ib++)                                    \
+                        blocked_rows_##SUF(ib, mc_blk, ta, M, jc, nc, pc, kc, alpha, A, lda,   \
+                                           Bp, b_eff, C, ldc, myAp);                           \
+                    GEMM_BARRIER(); /* and read by all before the next one is packed */        \
+                } else {                                                                       \
+                    pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, 0, nq, Bp);                        \
+                    for (int64_t ib = 0; ib < n_iblk; ib++)                                    \
+                        blocked_rows_##SUF(ib, mc_blk, ta, M, jc, nc, pc, kc, alpha, A, lda,   \
+                                           Bp, b_eff, C, ldc, myAp);                           \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
     static bool blocked_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,       \
                               const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,   \
                               int64_t ldc)                                                     \
     {                                                                                          \
         int nt = gemm_threads(M, N, K);                                                        \
-        bool direct_a = !ta && alpha == (T)1 && lda > 0; /* see the macro-kernel */          \
         int64_t kc_max = K < KC ? K : KC;                                                      \
         int64_t nc_max = N < NC ? N : NC;                                                      \
         nc_max = (nc_max + NR - 1) / NR * NR;                                                  \
@@ -476,44 +543,23 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
         T *Bp = gemm_alloc((size_t)(kc_max * nc_max) * sizeof(T));                             \
         T *Ap = gemm_alloc((size_t)nt * (size_t)(mc_blk * kc_max) * sizeof(T));                \
         if (!Bp || !Ap) {                                                                      \
-            nb_device_free(NB_DEVICE_CPU, Bp);                                                                          \
-            nb_device_free(NB_DEVICE_CPU, Ap);                                                                          \
+            nb_device_free(NB_DEVICE_CPU, Bp);                                                 \
+            nb_device_free(NB_DEVICE_CPU, Ap);                                                 \
             return false;                                                                      \
         }                                                                                      \
-        int64_t n_iblk = (M + mc_blk - 1) / mc_blk;                                            \
-        GEMM_PARALLEL(nt)                                                                      \
-        {                                                                                      \
-            T *myAp = Ap + (size_t)GEMM_THREAD_NUM * (size_t)(mc_blk * kc_max);                \
-            for (int64_t jc = 0; jc < N; jc += NC) {                                           \
-                int64_t nc = N - jc < NC ? N - jc : NC;                                        \
-                int64_t nq = (nc + NR - 1) / NR;                                               \
-                for (int64_t pc = 0; pc < K; pc += KC) {                                       \
-                    int64_t kc = K - pc < KC ? K - pc : KC;                                    \
-                    /* Later K slices add onto what the first one wrote. */                    \
-                    T b_eff = pc == 0 ? beta : (T)1;                                           \
-                    GEMM_FOR                                                                   \
-                    for (int64_t q = 0; q < nq; q++)                                           \
-                        pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, q, q + 1, Bp);                 \
-                    GEMM_FOR                                                                   \
-                    for (int64_t ib = 0; ib < n_iblk; ib++) {                                  \
-                        int64_t ic = ib * mc_blk;                                              \
-                        int64_t mc = M - ic < mc_blk ? M - ic : mc_blk;                        \
-                        T *c = C + ic * ldc + jc;                                              \
-                        if (direct_a) {                                                        \
-                            macro_##SUF(mc, nc, kc, A + ic * lda + pc, lda, Bp, c, ldc, b_eff); \
-                        } else {                                                               \
-                            pack_a_##SUF(ta, A, lda, ic, pc, mc, kc, alpha, myAp);             \
-                            macro_##SUF(mc, nc, kc, myAp, 0, Bp, c, ldc, b_eff);               \
-                        }                                                                      \
-                    }                                                                          \
-                }                                                                              \
-            }                                                                                  \
+        if (nt > 1) {                                                                          \
+            GEMM_PARALLEL(nt)                                                                  \
+            blocked_team_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, mc_blk,   \
+                               Bp, Ap + (size_t)GEMM_THREAD_NUM * (size_t)(mc_blk * kc_max),    \
+                               true);                                                          \
+        } else {                                                                               \
+            blocked_team_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, mc_blk,   \
+                               Bp, Ap, false);                                                 \
         }                                                                                      \
-        nb_device_free(NB_DEVICE_CPU, Bp);                                                                              \
-        nb_device_free(NB_DEVICE_CPU, Ap);                                                                              \
+        nb_device_free(NB_DEVICE_CPU, Bp);                                                     \
+        nb_device_free(NB_DEVICE_CPU, Ap);                                                     \
         return true;                                                                           \
     }
-
 
 #ifdef NABLA_HAVE_CBLAS
 #define GEMM_CBLAS(T, SUF, FN)                                                                 \
