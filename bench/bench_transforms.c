@@ -4,6 +4,8 @@
  *   hvp_mlp_ms   a Hessian-vector product of the same loss
  *   hessian_mlp_ms  the full Hessian of a 16-32-10 MLP loss in all 874
  *                parameters (one flat vector), batch 8
+ *   jacrev_tanh_ms, jacfwd_tanh_ms  the 64 x 64 Jacobian of a 64-128-64
+ *                tanh MLP at one input, by rows and by columns
  * Medians; bench/run.sh transforms prints them beside torch.autograd.functional.
  * Second derivatives are by forward over reverse (nb_hvp, nb_hessian);
  * `bench_transforms by_reverse` times reverse over reverse instead. */
@@ -70,6 +72,37 @@ static nb_status small_loss(nb_builder *b, const nb_value *in, nb_value *out, vo
     return nb_builder_status(b);
 }
 
+/* tanh(x A + b) C + d for one input x [64]. */
+typedef struct tanh_mlp {
+    nb_tensor *a, *b, *c, *d;
+} tanh_mlp;
+
+static nb_status tanh_mlp_fn(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    tanh_mlp *m = ctx;
+    nb_value x = nb_reshape(b, in[0], 2, (int64_t[]){1, 64});
+    nb_value h = nb_tanh(b, nb_add(b, nb_matmul(b, x, nb_eager_value(b, m->a), 0), nb_eager_value(b, m->b)));
+    nb_value y = nb_add(b, nb_matmul(b, h, nb_eager_value(b, m->c), 0), nb_eager_value(b, m->d));
+    out[0] = nb_reshape(b, y, 1, (int64_t[]){64});
+    return nb_builder_status(b);
+}
+
+typedef nb_status (*jacobian_fn)(const nb_function *, nb_tensor *const *, int, int, nb_tensor **);
+
+static double time_jacobian(jacobian_fn jac, const nb_function *f, nb_tensor *x)
+{
+    double ms[7];
+    for (int r = -1; r < 7; r++) {
+        nb_tensor *j;
+        double t0 = now();
+        die_on(jac(f, &x, 0, 0, &j));
+        if (r >= 0) ms[r] = (now() - t0) * 1e3;
+        nb_tensor_release(j);
+    }
+    qsort(ms, 7, sizeof *ms, cmp);
+    return ms[3];
+}
+
 #define REPS 7
 
 int main(int argc, char **argv)
@@ -118,7 +151,15 @@ int main(int argc, char **argv)
     }
     qsort(hs, 3, sizeof *hs, cmp);
     printf("case hessian_mlp_ms %.4f\n", hs[1]);
-    nb_tensor *all[] = {d.x, d.y, d.w2, w1, t, s.x, s.y, theta};
+    fflush(stdout);
+
+    tanh_mlp m = {filled(2, (int64_t[]){64, 128}, 0.125, 9), filled(1, (int64_t[]){128}, 0.1, 10),
+                  filled(2, (int64_t[]){128, 64}, 0.09, 11), filled(1, (int64_t[]){64}, 0.1, 12)};
+    nb_tensor *jx = filled(1, (int64_t[]){64}, 1, 13);
+    nb_function tf = {tanh_mlp_fn, 1, 1, &m};
+    printf("case jacrev_tanh_ms %.4f\n", time_jacobian(nb_jacrev, &tf, jx));
+    printf("case jacfwd_tanh_ms %.4f\n", time_jacobian(nb_jacfwd, &tf, jx));
+    nb_tensor *all[] = {d.x, d.y, d.w2, w1, t, s.x, s.y, theta, m.a, m.b, m.c, m.d, jx};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) nb_tensor_release(all[i]);
     return 0;
 }

@@ -45,6 +45,29 @@ def main():
     print(f"case hessian_mlp_ms {timed(lambda: hessian(small, theta), 3):.4f}", flush=True)
     if ft:
         print(f"fcase hessian_mlp_ms {timed(lambda: ft.hessian(small)(theta), 3):.4f}", flush=True)
+    if not ft:
+        return
+
+    # Jacobians of a 64-in, 64-out tanh MLP (64-128-64) at one input.
+    ja, jb = u(64, 128, scale=0.125), u(128, scale=0.1)
+    jc, jd = u(128, 64, scale=0.09), u(64, scale=0.1)
+    jx = u(64)
+    tanh_mlp = lambda v: torch.tanh(v @ ja + jb) @ jc + jd
+    print(f"fcase jacrev_tanh_ms {timed(lambda: ft.jacrev(tanh_mlp)(jx), 7):.4f}", flush=True)
+    print(f"fcase jacfwd_tanh_ms {timed(lambda: ft.jacfwd(tanh_mlp)(jx), 7):.4f}", flush=True)
+
+    # Per-example gradients of the 784-256-10 ReLU MLP's cross-entropy at
+    # batch 64: vmap of grad over the examples, the parameters shared.
+    params = (u(784, 256, scale=0.05), u(256, scale=0.05), u(256, 10, scale=0.1), u(10, scale=0.1))
+    px = u(64, 784)
+    py = torch.randint(0, 10, (64,), generator=g)
+
+    def example_loss(p, xi, yi):
+        h = torch.relu(xi @ p[0] + p[1])
+        return torch.nn.functional.cross_entropy((h @ p[2] + p[3]).unsqueeze(0), yi.unsqueeze(0))
+
+    per_example = ft.vmap(ft.grad(example_loss), in_dims=(None, 0, 0))
+    print(f"fcase per_example_grads_ms {timed(lambda: per_example(params, px, py), 7):.4f}", flush=True)
 
 
 if __name__ == "__main__":

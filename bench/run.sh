@@ -6,7 +6,8 @@
 #   bench/run.sh [train|eager|transforms|lstm] [SCALE]
 #     train       one training step of the MNIST MLP and LeNet (default)
 #     eager       the eager tape: per recorded op, per backward node, a 100k-op chain
-#     transforms  jvp and hvp of a tanh MLP loss, the full Hessian of a small MLP loss
+#     transforms  jvp and hvp of a tanh MLP loss, the full Hessian of a small MLP loss, jacrev and
+#                 jacfwd of a 64-in 64-out tanh MLP (beside functorch)
 #     lstm        one training step of char_rnn's LSTM (hidden 128, 64 steps, batch 32,
 #                 vocabulary 65) beside nn.LSTM
 #     ddp         data-parallel training (needs Open MPI): samples per second of the MNIST MLP
