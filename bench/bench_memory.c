@@ -41,12 +41,6 @@ static void reset_peak(void)
     fclose(f);
 }
 
-static nb_value mlp1024(nb_builder *b, nb_value x)
-{
-    nb_value h = nb_layer_fc(b, nb_layer_fc(b, x, 1024, "relu", NULL), 1024, "relu", NULL);
-    return nb_layer_fc(b, h, 10, NULL, NULL);
-}
-
 static nb_value mlp12(nb_builder *b, nb_value x)
 {
     for (int i = 0; i < 12; i++) x = nb_layer_fc(b, x, 784, "relu", NULL);
@@ -97,7 +91,7 @@ int main(int argc, char **argv)
         feeds[0] = "ids", feeds[1] = "next";
         loss = char_lstm_program(&opt, &bo, &main_p, &startup, &b, &r, batch, in);
     } else {
-        loss = bench_mnist_program(!strcmp(which, "lenet") ? bench_lenet : !strcmp(which, "mlp12") ? mlp12 : mlp1024,
+        loss = bench_mnist_program(!strcmp(which, "lenet") ? bench_lenet : !strcmp(which, "mlp12") ? mlp12 : bench_mlp1024,
                                    &opt, &bo, &main_p, &startup, &b, &r);
         bench_mnist_batch(batch, 0, &in[0], &in[1]);
     }

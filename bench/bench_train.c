@@ -1,6 +1,8 @@
 /* bench_train: time of one training step (forward, backward, SGD update) of
- * the MNIST MLP (784-256-10) at several batch sizes and of the LeNet-like CNN
- * at batch 64, in the static-program executor. Prints one line per case:
+ * the MNIST MLP (784-256-10) at several batch sizes, of the LeNet-like CNN
+ * at batch 64, of a 784-1024-1024-10 MLP at batch 128 and of a small conv
+ * net with batch norm on 3x32x32 images at batch 64 (bench_util.h), in the
+ * static-program executor. Prints one line per case:
  *
  *     case mlp_b64 median_ms 0.412 steps 200
  *
@@ -10,15 +12,15 @@
 typedef nb_value (*model_fn)(nb_builder *b, nb_value x);
 
 /* Median milliseconds per step over `reps` timings of `steps` steps. */
-static double bench_case(model_fn model, int64_t batch, int steps, int reps)
+static double bench_case(model_fn model, int64_t features, int64_t batch, int steps, int reps)
 {
     nb_program *main_p, *startup;
     nb_builder *b;
     nb_optimizer opt = nb_sgd(0.01);
     nb_backward_result r;
-    const char *loss = bench_mnist_program(model, &opt, NULL, &main_p, &startup, &b, &r);
+    const char *loss = bench_classifier_program(model, features, &opt, NULL, &main_p, &startup, &b, &r);
     nb_tensor *xt, *lt;
-    bench_mnist_batch(batch, 0, &xt, &lt);
+    bench_classifier_batch(batch, features, 0, &xt, &lt);
     nb_tensor *in[2] = {xt, lt};
     bench_program bp;
     bench_program_init(&bp, main_p, startup, 2, (const char *[]){"images", "label"}, loss, in);
@@ -40,16 +42,18 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         model_fn model;
-        int64_t batch;
+        int64_t features, batch;
         int steps;
     } cases[] = {
-        {"mlp_b1", bench_mlp, 1, 400}, {"mlp_b16", bench_mlp, 16, 200}, {"mlp_b64", bench_mlp, 64, 100},
-        {"mlp_b256", bench_mlp, 256, 40}, {"lenet_b64", bench_lenet, 64, 10},
+        {"mlp_b1", bench_mlp, 784, 1, 400},         {"mlp_b16", bench_mlp, 784, 16, 200},
+        {"mlp_b64", bench_mlp, 784, 64, 100},       {"mlp_b256", bench_mlp, 784, 256, 40},
+        {"lenet_b64", bench_lenet, 784, 64, 10},    {"mlp1024_b128", bench_mlp1024, 784, 128, 20},
+        {"convbn_b64", bench_convbn, 3072, 64, 5},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         int steps = (int)(cases[i].steps * scale);
         if (steps < 1) steps = 1;
-        double ms = bench_case(cases[i].model, cases[i].batch, steps, 7);
+        double ms = bench_case(cases[i].model, cases[i].features, cases[i].batch, steps, 7);
         printf("case %s median_ms %.4f steps %d\n", cases[i].name, ms, steps);
         fflush(stdout);
     }

@@ -96,19 +96,40 @@ static inline nb_value bench_lenet(nb_builder *b, nb_value x)
     return nb_layer_fc(b, h, 10, NULL, NULL);
 }
 
-/* The training program of `model` on MNIST-shaped batches (feeds "images"
- * float32 [B, 784] and "label" int64 [B, 1]), softmax cross-entropy
- * minimised by `opt` (with `bo`, which may be NULL); returns the loss var.
- * The caller frees b, the programs and r. */
-static inline const char *bench_mnist_program(nb_value (*model)(nb_builder *, nb_value), const nb_optimizer *opt,
-                                              const nb_backward_opts *bo, nb_program **main_p, nb_program **startup,
-                                              nb_builder **b, nb_backward_result *r)
+/* 784-1024-1024-10 with ReLUs. */
+static inline nb_value bench_mlp1024(nb_builder *b, nb_value x)
+{
+    nb_value h = nb_layer_fc(b, nb_layer_fc(b, x, 1024, "relu", NULL), 1024, "relu", NULL);
+    return nb_layer_fc(b, h, 10, NULL, NULL);
+}
+
+/* On 3x32x32 images (fed flat, 3072 wide): two 3x3 convolutions (32 and 64
+ * channels, padding 1), each followed by batch norm and ReLU, a 2x2 max
+ * pooling and a linear layer to 10 classes. */
+static inline nb_value bench_convbn(nb_builder *b, nb_value x)
+{
+    nb_value h = nb_reshape(b, x, 4, (int64_t[]){-1, 3, 32, 32});
+    nb_norm_opts bn = {.act = "relu"};
+    h = nb_layer_batch_norm(b, nb_layer_conv2d(b, h, 32, 3, &(nb_conv2d_opts){.padding = 1}), &bn);
+    h = nb_layer_batch_norm(b, nb_layer_conv2d(b, h, 64, 3, &(nb_conv2d_opts){.padding = 1}), &bn);
+    h = nb_layer_pool2d(b, h, "max", 2, &(nb_pool2d_opts){.stride = 2});
+    return nb_layer_fc(b, nb_flatten(b, h, 1, -1), 10, NULL, NULL);
+}
+
+/* The training program of `model` on batches of `features` wide rows
+ * (feeds "images" float32 [B, features] and "label" int64 [B, 1]),
+ * softmax cross-entropy minimised by `opt` (with `bo`, which may be NULL);
+ * returns the loss var. The caller frees b, the programs and r. */
+static inline const char *bench_classifier_program(nb_value (*model)(nb_builder *, nb_value), int64_t features,
+                                                   const nb_optimizer *opt, const nb_backward_opts *bo,
+                                                   nb_program **main_p, nb_program **startup, nb_builder **b,
+                                                   nb_backward_result *r)
 {
     bench_die_on(nb_program_new(main_p), "program");
     bench_die_on(nb_program_new(startup), "program");
     nb_program_set_seed(*startup, 1);
     bench_die_on(nb_builder_new_record(b, *main_p, *startup), "builder");
-    nb_value x = nb_layer_data(*b, "images", NB_F32, 2, (int64_t[]){-1, 784});
+    nb_value x = nb_layer_data(*b, "images", NB_F32, 2, (int64_t[]){-1, features});
     nb_value l = nb_layer_data(*b, "label", NB_I64, 2, (int64_t[]){-1, 1});
     nb_value cost = nb_layer_softmax_cross_entropy(*b, model(*b, x), l);
     bench_die_on(nb_builder_status(*b), nb_builder_error(*b));
@@ -116,13 +137,27 @@ static inline const char *bench_mnist_program(nb_value (*model)(nb_builder *, nb
     return nb_value_name(cost);
 }
 
-/* A batch of synthetic MNIST-shaped data; `shift` varies it (a rank). */
+/* The same on MNIST-shaped batches (784 wide). */
+static inline const char *bench_mnist_program(nb_value (*model)(nb_builder *, nb_value), const nb_optimizer *opt,
+                                              const nb_backward_opts *bo, nb_program **main_p, nb_program **startup,
+                                              nb_builder **b, nb_backward_result *r)
+{
+    return bench_classifier_program(model, 784, opt, bo, main_p, startup, b, r);
+}
+
+/* A batch of synthetic data, `features` wide; `shift` varies it (a rank). */
+static inline void bench_classifier_batch(int64_t batch, int64_t features, int shift, nb_tensor **x, nb_tensor **l)
+{
+    bench_die_on(nb_tensor_new(x, NB_F32, 2, (int64_t[]){batch, features}), "tensor");
+    bench_die_on(nb_tensor_new(l, NB_I64, 2, (int64_t[]){batch, 1}), "tensor");
+    for (int64_t i = 0; i < batch * features; i++)
+        nb_tensor_set(*x, i, (double)((i * 7919 + shift * 31) % 256) / 255.0);
+    for (int64_t i = 0; i < batch; i++) nb_tensor_set(*l, i, (double)((i + shift) % 10));
+}
+
 static inline void bench_mnist_batch(int64_t batch, int shift, nb_tensor **x, nb_tensor **l)
 {
-    bench_die_on(nb_tensor_new(x, NB_F32, 2, (int64_t[]){batch, 784}), "tensor");
-    bench_die_on(nb_tensor_new(l, NB_I64, 2, (int64_t[]){batch, 1}), "tensor");
-    for (int64_t i = 0; i < batch * 784; i++) nb_tensor_set(*x, i, (double)((i * 7919 + shift * 31) % 256) / 255.0);
-    for (int64_t i = 0; i < batch; i++) nb_tensor_set(*l, i, (double)((i + shift) % 10));
+    bench_classifier_batch(batch, 784, shift, x, l);
 }
 
 #endif
