@@ -59,12 +59,14 @@ static bool gemm_have_avx2(void)
 #define GEMM_FOR _Pragma("omp for schedule(static) nowait")
 #define GEMM_BARRIER() _Pragma("omp barrier")
 #define GEMM_THREAD_NUM omp_get_thread_num()
+#define GEMM_NUM_THREADS omp_get_num_threads()
 #else
 #define GEMM_PARALLEL(nt)
 #define GEMM_PARALLEL_FOR(nt)
 #define GEMM_FOR
 #define GEMM_BARRIER()
 #define GEMM_THREAD_NUM 0
+#define GEMM_NUM_THREADS 1
 #endif
 
 #define GEMM_INLINE static inline __attribute__((always_inline))
@@ -282,17 +284,21 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
     static void pack_a_##SUF(bool ta, const T *A, int64_t lda, int64_t i0, int64_t p0,          \
                              int64_t mc, int64_t kc, T alpha, T *restrict Ap)                  \
     {                                                                                          \
-        for (int64_t ir = 0; ir < mc; ir += MR) {                                              \
+        int64_t full = ta ? mc / MR * MR : 0;                                                  \
+        /* Transposed, the full strips go k outermost: row k of A is read once, in     \
+         * order, and handed out a fixed-width run to each strip (strip by strip, each \
+         * k would fetch a new line and use MR elements of it). */                     \
+        for (int64_t k = 0; k < kc && full; k++) {                                             \
+            const T *src = A + (p0 + k) * lda + i0;                                            \
+            for (int64_t ir = 0; ir < full; ir += MR) {                                        \
+                T *restrict dst = Ap + ir * kc + k * MR;                                       \
+                _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) dst[i] = alpha * src[ir + i]; \
+            }                                                                                  \
+        }                                                                                      \
+        for (int64_t ir = full; ir < mc; ir += MR) {                                           \
             int64_t mr = mc - ir < MR ? mc - ir : MR;                                          \
             T *restrict dst = Ap + ir * kc;                                                    \
-            if (ta && mr == MR) {                                                              \
-                /* A fixed-width run per k, which the compiler keeps in registers. */         \
-                for (int64_t k = 0; k < kc; k++) {                                             \
-                    const T *src = A + (p0 + k) * lda + i0 + ir;                               \
-                    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)                      \
-                        dst[k * MR + i] = alpha * src[i];                                      \
-                }                                                                              \
-            } else if (ta) {                                                                   \
+            if (ta) {                                                                          \
                 for (int64_t k = 0; k < kc; k++) {                                             \
                     const T *src = A + (p0 + k) * lda + i0 + ir;                               \
                     int64_t i = 0;                                                             \
@@ -327,17 +333,21 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
     static void pack_b_##SUF(bool tb, const T *B, int64_t ldb, int64_t p0, int64_t j0,          \
                              int64_t kc, int64_t nc, int64_t q0, int64_t q1, T *restrict Bp)   \
     {                                                                                          \
-        for (int64_t q = q0; q < q1; q++) {                                                    \
+        /* Full strips of B as it is stored go k outermost, as pack_a's transposed     \
+         * ones: row k read once, in order, a fixed-width run to each strip (a        \
+         * variable-width copy would become a call to memmove). */                   \
+        int64_t q_full = tb ? q0 : (nc / NR < q1 ? (nc / NR > q0 ? nc / NR : q0) : q1);        \
+        for (int64_t k = 0; k < kc && q_full > q0; k++) {                                      \
+            const T *src = B + (p0 + k) * ldb + j0;                                            \
+            for (int64_t q = q0; q < q_full; q++) {                                            \
+                T *restrict dst = Bp + q * NR * kc + k * NR;                                   \
+                _Pragma("GCC unroll 16") for (int j = 0; j < NR; j++) dst[j] = src[q * NR + j]; \
+            }                                                                                  \
+        }                                                                                      \
+        for (int64_t q = q_full; q < q1; q++) {                                                \
             int64_t jr = q * NR, nr = nc - jr < NR ? nc - jr : NR;                             \
             T *restrict dst = Bp + jr * kc;                                                    \
-            if (!tb && nr == NR) {                                                             \
-                /* A fixed-width copy per k: a variable one becomes a call to memmove. */     \
-                for (int64_t k = 0; k < kc; k++) {                                             \
-                    const T *src = B + (p0 + k) * ldb + j0 + jr;                               \
-                    _Pragma("GCC unroll 16") for (int j = 0; j < NR; j++)                      \
-                        dst[k * NR + j] = src[j];                                              \
-                }                                                                              \
-            } else if (!tb) {                                                                  \
+            if (!tb) {                                                                         \
                 for (int64_t k = 0; k < kc; k++) {                                             \
                     const T *src = B + (p0 + k) * ldb + j0 + jr;                               \
                     int64_t j = 0;                                                             \
@@ -508,9 +518,8 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
                 /* Later K slices add onto what the first one wrote. */                        \
                 T b_eff = pc == 0 ? beta : (T)1;                                               \
                 if (team) {                                                                    \
-                    GEMM_FOR                                                                   \
-                    for (int64_t q = 0; q < nq; q++)                                           \
-                        pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, q, q + 1, Bp);                 \
+                    int64_t t = GEMM_THREAD_NUM, n_t = GEMM_NUM_THREADS;                       \
+                    pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, nq * t / n_t, nq * (t + 1) / n_t, Bp); \
                     GEMM_BARRIER(); /* the slab is whole before anyone reads it */             \
                     GEMM_FOR                                                                   \
                     for (int64_t ib = 0; ib < n_iblk; ib++)                                    \
