@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 #include "families.h"
+#include "batch_rules.h"
 #include "infer_check.h"
 #include "norm_grad.h"
 #include "kernels/params/norm.h"
@@ -279,7 +280,7 @@ static const nb_op_def op_batch_norm_grad = {
 };
 
 static const nb_op_def op_layer_norm = {
-    .name = "layer_norm",
+    .name = "layer_norm", .batch = nb_batch_layer_norm,
     .doc = "Layer normalisation of X over dims [begin_norm_axis, ndim), then * Scale + Bias; Mean/Variance per row",
     .inputs = {{"X", 0}, {"Scale", NB_SLOT_OPTIONAL}, {"Bias", NB_SLOT_OPTIONAL}},
     .outputs = {{"Y", 0}, {"Mean", 0}, {"Variance", 0}},

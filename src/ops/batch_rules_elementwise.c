@@ -1,0 +1,38 @@
+/* Batching rules of elementwise ops: a one-input op runs on the physical
+ * value as it is (its batch dim stays where it was); broadcasting ops get
+ * their batched inputs' batch dims first and size-1 dims padded after them,
+ * so that NumPy broadcasting lines the examples up; ops that want inputs of
+ * one shape get the unbatched ones expanded along the batch. */
+#include "batch_rules.h"
+
+nb_status nb_batch_unary(nb_builder *b, nb_batch_ctx *c)
+{
+    nb_status st = nb_batch_reemit(b, c, c->x, 0, NULL, c->n_out, c->y);
+    nb_batch_set_all(c, c->x_bdim[0]);
+    return st;
+}
+
+nb_status nb_batch_broadcast(nb_builder *b, nb_batch_ctx *c)
+{
+    int rank = 0;
+    for (int i = 0; i < c->n_in; i++)
+        if (c->x_info[i].ndim > rank) rank = c->x_info[i].ndim;
+    /* One batched input and the rest of no higher rank: it may stay put when
+     * its batch dim is first. */
+    nb_value in[NB_MAX_SLOTS];
+    if (c->n_in > NB_MAX_SLOTS) return nb_batch_loop(b, c);
+    for (int i = 0; i < c->n_in; i++) in[i] = nb_batch_front_padded(b, c, i, rank);
+    nb_status st = nb_batch_reemit(b, c, in, 0, NULL, c->n_out, c->y);
+    nb_batch_set_all(c, 0);
+    return st;
+}
+
+nb_status nb_batch_same_shape(nb_builder *b, nb_batch_ctx *c)
+{
+    nb_value stack_in[64], *in = stack_in;
+    if (c->n_in > 64) return nb_batch_loop(b, c);
+    for (int i = 0; i < c->n_in; i++) in[i] = nb_batch_materialize(b, c, i);
+    nb_status st = nb_batch_reemit(b, c, in, 0, NULL, c->n_out, c->y);
+    nb_batch_set_all(c, 0);
+    return st;
+}

@@ -1,0 +1,362 @@
+/* nb_vmap against loops over the batch: elementwise, matmul, fc, reduction
+ * and shape ops, in_axes and out_axes (negative ones too), nested vmaps,
+ * per-example gradients (vmap of nb_grad) of an MLP with cross-entropy, the
+ * loop fallback of an op without a rule, and the errors. */
+#include <stdlib.h>
+#include "test.h"
+
+/* Example e of t along axis (a contiguous copy without that dim). */
+static nb_tensor *example(nb_tensor *t, int axis, int64_t e)
+{
+    nb_tensor *s = NULL, *c = NULL, *r = NULL;
+    int64_t shape[NB_MAX_DIMS];
+    if (axis < 0) axis += t->ndim;
+    for (int d = 0, k = 0; d < t->ndim; d++)
+        if (d != axis) shape[k++] = t->shape[d];
+    if (nb_tensor_slice(&s, t, axis, e, e + 1, 1) || nb_tensor_clone(&c, s) ||
+        nb_tensor_reshape(&r, c, t->ndim - 1, shape))
+        r = NULL;
+    release_all(s, c, NULL);
+    return r;
+}
+
+/* Runs f on one example's inputs; outputs are new references. */
+static nb_status run_once(const nb_function *f, nb_tensor *const *in, nb_tensor **out)
+{
+    nb_builder *b;
+    nb_status st = nb_builder_new_eager(&b);
+    if (st) return st;
+    nb_value vin[8], vout[8] = {{0}};
+    for (int i = 0; i < f->n_in; i++) vin[i] = nb_eager_value(b, in[i]);
+    st = f->fn(b, vin, vout, f->ctx);
+    if (!st) st = nb_builder_status(b);
+    for (int k = 0; k < f->n_out; k++) out[k] = st ? NULL : nb_tensor_retain(nb_eager_tensor(vout[k]));
+    nb_builder_free(b);
+    return st;
+}
+
+/* nb_vmap(f) with in_axes (out_axes all out_axis) equals f run on each
+ * example. */
+static void check_vmap(const nb_function *f, nb_tensor *const *in, const int *in_axes, int out_axis, double tol)
+{
+    nb_tensor *out[8] = {0};
+    int out_axes[8];
+    for (int k = 0; k < f->n_out; k++) out_axes[k] = out_axis;
+    nb_vmap_opts o = {.in_axes = in_axes, .out_axes = out_axes};
+    REQUIRE_OK(nb_vmap(f, &o, in, out));
+    int64_t n = -1;
+    for (int i = 0; i < f->n_in; i++)
+        if (in_axes[i] != NB_NOT_BATCHED) n = in[i]->shape[in_axes[i] < 0 ? in_axes[i] + in[i]->ndim : in_axes[i]];
+    for (int64_t e = 0; e < n; e++) {
+        nb_tensor *ex[8], *want[8] = {0};
+        for (int i = 0; i < f->n_in; i++)
+            ex[i] = in_axes[i] == NB_NOT_BATCHED ? nb_tensor_retain(in[i]) : example(in[i], in_axes[i], e);
+        CHECK_OK(run_once(f, ex, want));
+        for (int k = 0; k < f->n_out; k++) {
+            nb_tensor *got = example(out[k], out_axis, e);
+            bool ok = got && want[k] && nb_tensor_allclose(got, want[k], tol, tol);
+            if (!ok) {
+                fprintf(stderr, "  example %lld output %d differs:\n", (long long)e, k);
+                if (got) nb_tensor_print(got, stderr);
+                if (want[k]) nb_tensor_print(want[k], stderr);
+            }
+            CHECK(ok);
+            nb_tensor_release(got);
+        }
+        for (int i = 0; i < f->n_in; i++) nb_tensor_release(ex[i]);
+        for (int k = 0; k < f->n_out; k++) nb_tensor_release(want[k]);
+    }
+    for (int k = 0; k < f->n_out; k++) nb_tensor_release(out[k]);
+}
+
+static nb_tensor *rand_t(int ndim, const int64_t *shape, unsigned seed)
+{
+    nb_tensor *t;
+    if (nb_tensor_new(&t, NB_F64, ndim, shape)) return NULL;
+    srand(seed);
+    for (int64_t i = 0; i < nb_tensor_numel(t); i++) nb_tensor_set(t, i, (double)rand() / RAND_MAX * 2 - 1);
+    return t;
+}
+#define R(seed, ...) rand_t(NDIM_OF(S(__VA_ARGS__)), S(__VA_ARGS__), (seed))
+
+#define NB NB_NOT_BATCHED
+
+/* ---- elementwise ------------------------------------------------------------------ */
+
+static nb_status f_ew(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    out[0] = nb_tanh(b, nb_add(b, nb_mul(b, in[0], in[1]), in[0]));
+    out[1] = nb_sub(b, nb_exp(b, in[1]), nb_scale(b, in[0], 2, 1));
+    return nb_builder_status(b);
+}
+
+static void test_elementwise_in_axes(void)
+{
+    nb_function f = {f_ew, 2, 2, NULL};
+    nb_tensor *x = R(1, 4, 3), *y = R(2, 4, 3), *y1 = R(3, 3), *xt = R(4, 3, 4);
+    check_vmap(&f, (nb_tensor *[]){x, y}, (int[]){0, 0}, 0, 1e-12);
+    check_vmap(&f, (nb_tensor *[]){x, y1}, (int[]){0, NB}, 0, 1e-12);
+    check_vmap(&f, (nb_tensor *[]){y1, x}, (int[]){NB, 0}, 0, 1e-12);
+    check_vmap(&f, (nb_tensor *[]){xt, y}, (int[]){-1, 0}, 0, 1e-12);  /* batch along the last axis */
+    check_vmap(&f, (nb_tensor *[]){xt, y}, (int[]){1, 0}, 1, 1e-12);   /* out_axes 1 */
+    check_vmap(&f, (nb_tensor *[]){xt, y}, (int[]){1, -2}, -1, 1e-12); /* out_axes -1 */
+    /* a scalar example broadcast against a vector */
+    nb_tensor *s = R(5, 4);
+    check_vmap(&f, (nb_tensor *[]){s, y1}, (int[]){0, NB}, 0, 1e-12);
+    release_all(x, y, y1, xt, s, NULL);
+}
+
+/* ---- matmul and fc ----------------------------------------------------------------- */
+
+static nb_status f_mm(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    out[0] = nb_matmul(b, in[0], in[1], ctx ? *(unsigned *)ctx : 0);
+    return nb_builder_status(b);
+}
+
+static void test_matmul(void)
+{
+    nb_function f = {f_mm, 2, 1, NULL};
+    nb_tensor *xs = R(1, 5, 3), *w = R(2, 3, 4), *ws = R(3, 5, 3, 4), *X = R(4, 5, 2, 3), *x1 = R(5, 3);
+    nb_tensor *Xb = R(6, 5, 6, 2, 3), *wt = R(7, 5, 4, 3);
+    check_vmap(&f, (nb_tensor *[]){xs, w}, (int[]){0, NB}, 0, 1e-12);   /* vector @ matrix */
+    check_vmap(&f, (nb_tensor *[]){xs, ws}, (int[]){0, 0}, 0, 1e-12);   /* both batched */
+    check_vmap(&f, (nb_tensor *[]){x1, ws}, (int[]){NB, 0}, 0, 1e-12);  /* only Y */
+    check_vmap(&f, (nb_tensor *[]){X, w}, (int[]){0, NB}, 0, 1e-12);    /* matrix rows */
+    check_vmap(&f, (nb_tensor *[]){X, ws}, (int[]){0, 0}, 0, 1e-12);
+    check_vmap(&f, (nb_tensor *[]){Xb, ws}, (int[]){0, 0}, 0, 1e-12);   /* batch dims of its own */
+    check_vmap(&f, (nb_tensor *[]){Xb, w}, (int[]){0, NB}, 0, 1e-12);
+    nb_tensor *v = R(8, 4, 5);
+    check_vmap(&f, (nb_tensor *[]){w, v}, (int[]){NB, 1}, 0, 1e-12);    /* matrix @ batched vector */
+    nb_tensor_release(v);
+    check_vmap(&f, (nb_tensor *[]){xs, xs}, (int[]){0, 0}, 0, 1e-12);   /* dot products */
+    unsigned ty = 1u << 1;                                               /* NB_MATMUL_TRANSPOSE_Y's bit */
+    nb_function ft = {f_mm, 2, 1, &ty};
+    check_vmap(&ft, (nb_tensor *[]){X, wt}, (int[]){0, 0}, 0, 1e-12);
+    release_all(xs, w, ws, X, x1, Xb, wt, NULL);
+}
+
+static nb_status f_fc(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    out[0] = nb_emit1(b, "fc", NB_VALUES(in[0], in[1], in[2]), NB_ATTRS(NB_ATTR_STRING("activation", "tanh")));
+    return nb_builder_status(b);
+}
+
+static void test_fc(void)
+{
+    nb_function f = {f_fc, 3, 1, NULL};
+    nb_tensor *x = R(1, 4, 2, 3), *w = R(2, 3, 5), *bias = R(3, 5), *ws = R(4, 4, 3, 5), *bs = R(5, 4, 5);
+    check_vmap(&f, (nb_tensor *[]){x, w, bias}, (int[]){0, NB, NB}, 0, 1e-12);
+    check_vmap(&f, (nb_tensor *[]){x, ws, bias}, (int[]){0, 0, NB}, 0, 1e-12);
+    check_vmap(&f, (nb_tensor *[]){x, w, bs}, (int[]){0, NB, 0}, 0, 1e-12);
+    check_vmap(&f, (nb_tensor *[]){x, ws, bs}, (int[]){0, 0, 0}, 0, 1e-12);
+    release_all(x, w, bias, ws, bs, NULL);
+}
+
+/* ---- reductions and shape ops ------------------------------------------------------- */
+
+static nb_status f_shapes(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    nb_value x = in[0], y = in[1]; /* x [2, 3], y [3] */
+    out[0] = nb_reduce_sum(b, x, 1, S(-1), false);
+    out[1] = nb_reduce_mean(b, x, 0, NULL, false);
+    out[2] = nb_softmax(b, x, -1);
+    out[3] = nb_log_softmax(b, x, 0);
+    out[4] = nb_transpose(b, x, 2, S(1, 0));
+    out[5] = nb_reshape(b, x, 2, S(3, -1));
+    out[6] = nb_concat(b, 2, (nb_value[]){x, nb_unsqueeze(b, y, 1, S(0))}, 0);
+    out[7] = nb_stack(b, 2, (nb_value[]){nb_reduce_max(b, x, 1, S(0), false), y}, -1);
+    return nb_builder_status(b);
+}
+
+static nb_status f_shapes2(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    nb_value x = in[0], y = in[1];
+    out[0] = nb_slice(b, x, 1, S(-1), S(1), S(3));
+    out[1] = nb_squeeze(b, nb_unsqueeze(b, x, 2, S(0, 2)), 1, S(0));
+    out[2] = nb_flatten(b, x, 0, -1);
+    out[3] = nb_expand(b, nb_unsqueeze(b, y, 1, S(0)), 2, S(2, 3));
+    out[4] = nb_sum_to(b, nb_mul(b, x, y), y);
+    out[5] = nb_logsumexp(b, x, 1, S(1), true);
+    out[6] = nb_sum(b, 2, (nb_value[]){x, nb_expand_as(b, y, x)});
+    out[7] = nb_where(b, nb_greater(b, x, y), x, y);
+    return nb_builder_status(b);
+}
+
+static void test_reductions_and_shapes(void)
+{
+    nb_function f = {f_shapes, 2, 8, NULL}, g = {f_shapes2, 2, 8, NULL};
+    nb_tensor *x = R(1, 4, 2, 3), *y = R(2, 3), *ys = R(3, 4, 3), *xl = R(4, 2, 3, 4);
+    check_vmap(&f, (nb_tensor *[]){x, y}, (int[]){0, NB}, 0, 1e-12);
+    check_vmap(&f, (nb_tensor *[]){x, ys}, (int[]){0, 0}, 0, 1e-12);
+    check_vmap(&f, (nb_tensor *[]){xl, ys}, (int[]){-1, 0}, -1, 1e-12);
+    check_vmap(&g, (nb_tensor *[]){x, y}, (int[]){0, NB}, 0, 1e-12);
+    check_vmap(&g, (nb_tensor *[]){x, ys}, (int[]){0, 0}, 0, 1e-12);
+    check_vmap(&g, (nb_tensor *[]){x, ys}, (int[]){NB, 0}, 0, 1e-12); /* only y: x shared */
+    release_all(x, y, ys, xl, NULL);
+}
+
+/* ---- the loop fallback ------------------------------------------------------------- */
+
+static nb_status f_scatter(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx; /* scatter_add has no rule; gather with batched indices takes the loop */
+    out[0] = nb_scatter_add(b, in[0], in[1], in[2], 0);
+    out[1] = nb_gather(b, in[0], in[1], 0);
+    return nb_builder_status(b);
+}
+
+static void test_loop_fallback(void)
+{
+    const nb_op_def *def = nb_op_find("scatter_add");
+    CHECK(def && !def->batch);
+    nb_function f = {f_scatter, 3, 2, NULL};
+    nb_tensor *x = R(1, 3, 4, 2), *u = R(2, 3, 2, 2), *idx = T(NB_I64, S(3, 2), 0, 3, 1, 1, 2, 0);
+    nb_tensor *idx1 = T(NB_I64, S(2), 3, 0);
+    check_vmap(&f, (nb_tensor *[]){x, idx, u}, (int[]){0, 0, 0}, 0, 1e-12);
+    check_vmap(&f, (nb_tensor *[]){x, idx1, u}, (int[]){0, NB, 0}, 0, 1e-12);
+    release_all(x, u, idx, idx1, NULL);
+}
+
+/* ---- nesting ------------------------------------------------------------------------ */
+
+static nb_status f_inner(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    out[0] = nb_matmul(b, nb_tanh(b, in[0]), in[1], 0);
+    return nb_builder_status(b);
+}
+
+/* vmap over the rows of each example's matrix, inside vmap over examples. */
+static nb_status f_nested(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    nb_function inner = {f_inner, 2, 1, NULL};
+    return nb_vmap_emit(b, &inner, &(nb_vmap_opts){.in_axes = (int[]){0, NB}, .out_axes = ctx}, in, out);
+}
+
+static void test_nested(void)
+{
+    nb_tensor *x = R(1, 3, 5, 4), *w = R(2, 3, 4, 2), *w1 = R(3, 4, 2);
+    nb_function f = {f_nested, 2, 1, NULL};
+    check_vmap(&f, (nb_tensor *[]){x, w}, (int[]){0, 0}, 0, 1e-12);
+    check_vmap(&f, (nb_tensor *[]){x, w1}, (int[]){1, NB}, 0, 1e-12);
+    nb_function g = {f_nested, 2, 1, (int[]){-1}};
+    check_vmap(&g, (nb_tensor *[]){x, w}, (int[]){0, 0}, 2, 1e-12);
+    release_all(x, w, w1, NULL);
+}
+
+/* ---- per-example gradients ---------------------------------------------------------- */
+
+/* loss(W1, b1, W2, b2; x [4], label [1]) of a tanh MLP with cross-entropy. */
+static nb_status f_loss(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    nb_value x = nb_unsqueeze(b, in[4], 1, S(0));
+    nb_value h = nb_tanh(b, nb_add(b, nb_matmul(b, x, in[0], 0), in[1]));
+    nb_value logits = nb_add(b, nb_matmul(b, h, in[2], 0), in[3]);
+    nb_value loss = nb_softmax_with_cross_entropy(b, logits, nb_unsqueeze(b, in[5], 1, S(0)), NULL);
+    out[0] = nb_reduce_sum(b, loss, 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+static nb_status f_grads(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    nb_function loss = {f_loss, 6, 1, NULL};
+    nb_tensor *p[6], *g[4] = {0};
+    for (int i = 0; i < 6; i++) p[i] = nb_eager_tensor(in[i]);
+    nb_status st = nb_grad(&loss, p, &(nb_grad_opts){.n_argnums = 4, .argnums = (int[]){0, 1, 2, 3}}, g, NULL);
+    for (int k = 0; k < 4; k++) {
+        out[k] = st ? NB_NONE : nb_eager_value(b, g[k]);
+        nb_tensor_release(g[k]);
+    }
+    return st ? st : nb_builder_status(b);
+}
+
+static void test_per_example_grads(void)
+{
+    nb_tensor *w1 = R(1, 4, 5), *b1 = R(2, 5), *w2 = R(3, 5, 3), *b2 = R(4, 3), *x = R(5, 6, 4);
+    nb_tensor *label = T(NB_I64, S(6, 1), 0, 2, 1, 1, 0, 2);
+    nb_function f = {f_grads, 6, 4, NULL};
+    check_vmap(&f, (nb_tensor *[]){w1, b1, w2, b2, x, label}, (int[]){NB, NB, NB, NB, 0, 0}, 0, 1e-10);
+    /* and with the parameters requiring grad (an outer tape) */
+    REQUIRE_OK(nb_tensor_set_requires_grad(w1, true));
+    check_vmap(&f, (nb_tensor *[]){w1, b1, w2, b2, x, label}, (int[]){NB, NB, NB, NB, 0, 0}, 0, 1e-10);
+    release_all(w1, b1, w2, b2, x, label, NULL);
+}
+
+/* ---- chunks and errors -------------------------------------------------------------- */
+
+static void test_chunks(void)
+{
+    nb_function f = {f_ew, 2, 2, NULL};
+    nb_tensor *x = R(1, 7, 3), *y = R(2, 3), *a[2], *c[2];
+    REQUIRE_OK(nb_vmap(&f, &(nb_vmap_opts){.in_axes = (int[]){0, NB}}, (nb_tensor *[]){x, y}, a));
+    REQUIRE_OK(nb_vmap(&f, &(nb_vmap_opts){.in_axes = (int[]){0, NB}, .chunk_size = 3}, (nb_tensor *[]){x, y}, c));
+    CHECK(nb_tensor_allclose(a[0], c[0], 0, 0) && nb_tensor_allclose(a[1], c[1], 0, 0));
+    release_all(x, y, a[0], a[1], c[0], c[1], NULL);
+}
+
+static nb_status f_read(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    nb_tensor *t = nb_eager_tensor(in[0]);
+    if (!nb_tensor_data(t)) return NB_ERR_ARG; /* with its error text */
+    out[0] = in[0];
+    return nb_builder_status(b);
+}
+
+static nb_status f_run(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    nb_tensor *y = NULL;
+    nb_status st = nb_op_run("tanh", NB_TENSORS(nb_eager_tensor(in[0])), NB_NO_ATTRS, 1, &y);
+    out[0] = in[0];
+    nb_tensor_release(y);
+    return st ? st : nb_builder_status(b);
+}
+
+static void test_errors(void)
+{
+    nb_function f = {f_ew, 2, 2, NULL}, rd = {f_read, 1, 1, NULL}, rn = {f_run, 1, 1, NULL};
+    nb_tensor *x = R(1, 4, 3), *y = R(2, 5, 3), *out[2];
+    CHECK_ERR(nb_vmap(&f, NULL, (nb_tensor *[]){x, y}, out), NB_ERR_SHAPE, "input 1 has batch size 5 (axis 0 of shape [5, 3]) but input 0 has 4");
+    CHECK_ERR(nb_vmap(&f, &(nb_vmap_opts){.in_axes = (int[]){2, 0}}, (nb_tensor *[]){x, y}, out), NB_ERR_ARG,
+              "in_axes[0] is 2 but input 0 has shape [4, 3]");
+    CHECK_ERR(nb_vmap(&f, &(nb_vmap_opts){.in_axes = (int[]){0, NB}, .out_axes = (int[]){0, 3}}, (nb_tensor *[]){x, y}, out),
+              NB_ERR_ARG, "out_axes[1] is 3");
+    CHECK_ERR(nb_vmap(&f, &(nb_vmap_opts){.in_axes = (int[]){NB, NB}}, (nb_tensor *[]){x, y}, out), NB_ERR_ARG,
+              "give batch_size");
+    CHECK_ERR(nb_vmap(&f, &(nb_vmap_opts){.in_axes = (int[]){0, NB}, .batch_size = 3}, (nb_tensor *[]){x, y}, out),
+              NB_ERR_SHAPE, "input 0 has batch size 4");
+    /* per-example shapes that do not fit name the op and the example's shapes */
+    nb_tensor *z = R(3, 4, 2);
+    CHECK_ERR(nb_vmap(&f, NULL, (nb_tensor *[]){x, z}, out), NB_ERR_SHAPE, "per example");
+    CHECK_ERR(nb_vmap(&rd, NULL, &x, out), NB_ERR_ARG, "batched (vmap) value");
+    CHECK_ERR(nb_vmap(&rn, NULL, &x, out), NB_ERR_ARG, "batched (vmap) tensor");
+    /* an output that does not depend on the batch is broadcast */
+    nb_tensor *o2[2], *y1 = R(4, 3);
+    REQUIRE_OK(nb_vmap(&f, &(nb_vmap_opts){.in_axes = (int[]){NB, NB}, .batch_size = 2, .out_axes = (int[]){1, 0}},
+                       (nb_tensor *[]){x, y1}, o2));
+    nb_tensor_release(y1);
+    CHECK(o2[0]->ndim == 3 && o2[0]->shape[1] == 2 && o2[1]->shape[0] == 2);
+    release_all(x, y, z, o2[0], o2[1], NULL);
+}
+
+int main(void)
+{
+    RUN(test_elementwise_in_axes);
+    RUN(test_matmul);
+    RUN(test_fc);
+    RUN(test_reductions_and_shapes);
+    RUN(test_loop_fallback);
+    RUN(test_nested);
+    RUN(test_per_example_grads);
+    RUN(test_chunks);
+    RUN(test_errors);
+    return test_report();
+}
