@@ -289,6 +289,85 @@ static void test_per_example_grads(void)
     release_all(w1, b1, w2, b2, x, label, NULL);
 }
 
+/* ---- Jacobians and Hessians through vmap ------------------------------------------- */
+
+/* The paths without vmap (src/transforms/transforms_internal.h). */
+nb_status nb_jacfwd_by_sets(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac);
+nb_status nb_jacrev_by_rows(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac);
+
+/* out0 = tanh(x @ W + b) [2, 3], out1 = sum(out0^2) (a scalar): in = x [2, 4], W [4, 3], b [3]. */
+static nb_status f_mlp(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    out[0] = nb_tanh(b, nb_add(b, nb_matmul(b, in[0], in[1], 0), in[2]));
+    out[1] = nb_reduce_sum(b, nb_mul(b, nb_square(b, out[0]), nb_sigmoid(b, out[0])), 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+static nb_status f_scalar(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    nb_value o[2];
+    nb_status st = f_mlp(b, in, o, ctx);
+    out[0] = o[1];
+    return st;
+}
+
+/* d out / d in[arg] by central differences, shaped as the Jacobian. */
+static nb_tensor *fd_jacobian(const nb_function *f, nb_tensor *const *in, int out, int arg)
+{
+    nb_tensor *a = in[arg], *o[2] = {0}, *jac = NULL;
+    if (run_once(f, in, o)) return NULL;
+    int64_t n_a = nb_tensor_numel(a), n_o = nb_tensor_numel(o[out]);
+    int64_t shape[NB_MAX_DIMS];
+    memcpy(shape, o[out]->shape, (size_t)o[out]->ndim * sizeof *shape);
+    memcpy(shape + o[out]->ndim, a->shape, (size_t)a->ndim * sizeof *shape);
+    if (nb_tensor_new(&jac, NB_F64, o[out]->ndim + a->ndim, shape)) return NULL;
+    for (int k = 0; k < f->n_out; k++) nb_tensor_release(o[k]);
+    for (int64_t j = 0; j < n_a; j++) {
+        double v = nb_tensor_get(a, j), h = 1e-6, r[2][64];
+        for (int s = 0; s < 2; s++) {
+            nb_tensor_set(a, j, v + (s ? -h : h));
+            nb_tensor *p[2] = {0};
+            if (run_once(f, in, p)) return jac;
+            for (int64_t i = 0; i < n_o && i < 64; i++) r[s][i] = nb_tensor_get(p[out], i);
+            for (int k = 0; k < f->n_out; k++) nb_tensor_release(p[k]);
+        }
+        nb_tensor_set(a, j, v);
+        for (int64_t i = 0; i < n_o && i < 64; i++) nb_tensor_set(jac, i * n_a + j, (r[0][i] - r[1][i]) / (2 * h));
+    }
+    return jac;
+}
+
+static void test_jacobians(void)
+{
+    nb_tensor *x = R(1, 2, 4), *w = R(2, 4, 3), *bias = R(3, 3), *in[3] = {x, w, bias};
+    nb_function f = {f_mlp, 3, 2, NULL};
+    for (int arg = 0; arg < 3; arg++)
+        for (int out = 0; out < 2; out++) {
+            nb_tensor *fwd = NULL, *rev = NULL, *fwd0 = NULL, *rev0 = NULL, *fd = fd_jacobian(&f, in, out, arg);
+            REQUIRE_OK(nb_jacfwd(&f, in, out, arg, &fwd));
+            REQUIRE_OK(nb_jacrev(&f, in, out, arg, &rev));
+            REQUIRE_OK(nb_jacfwd_by_sets(&f, in, out, arg, &fwd0));
+            REQUIRE_OK(nb_jacrev_by_rows(&f, in, out, arg, &rev0));
+            CHECK(nb_tensor_allclose(fwd, fwd0, 1e-12, 1e-12));
+            CHECK(nb_tensor_allclose(rev, rev0, 1e-12, 1e-12));
+            CHECK(nb_tensor_allclose(fwd, fd, 1e-6, 1e-7));
+            release_all(fwd, rev, fwd0, rev0, fd, NULL);
+        }
+    /* Hessians: forward over reverse through vmap, against reverse over reverse and differences of the gradient */
+    nb_function s = {f_scalar, 3, 1, NULL};
+    for (int arg = 0; arg < 3; arg++) {
+        nb_tensor *h = NULL, *hr = NULL;
+        REQUIRE_OK(nb_hessian(&s, in, arg, &h));
+        REQUIRE_OK(nb_hessian_by_reverse(&s, in, arg, &hr));
+        CHECK(nb_tensor_allclose(h, hr, 1e-10, 1e-12));
+        int64_t n = nb_tensor_numel(in[arg]);
+        CHECK(h->ndim == 2 * in[arg]->ndim && nb_tensor_numel(h) == n * n);
+        release_all(h, hr, NULL);
+    }
+    release_all(x, w, bias, NULL);
+}
+
 /* ---- chunks and errors -------------------------------------------------------------- */
 
 static void test_chunks(void)
@@ -356,6 +435,7 @@ int main(void)
     RUN(test_loop_fallback);
     RUN(test_nested);
     RUN(test_per_example_grads);
+    RUN(test_jacobians);
     RUN(test_chunks);
     RUN(test_errors);
     return test_report();
