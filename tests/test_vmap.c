@@ -368,6 +368,62 @@ static void test_jacobians(void)
     release_all(x, w, bias, NULL);
 }
 
+/* ---- a record builder: the batched ops in a program ---------------------------------- */
+
+/* Elementwise, matmul, reductions, softmax, shape ops, an op without a rule
+ * (scatter_add) and a nested vmap: x [2, 3] per example, w [3, 4] shared. */
+static nb_status f_prog(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    nb_value h = nb_tanh(b, nb_matmul(b, in[0], in[1], 0));
+    out[0] = nb_softmax(b, nb_add(b, h, nb_reduce_mean(b, h, 1, S(0), true)), -1);
+    out[1] = nb_reduce_sum(b, nb_transpose(b, nb_mul(b, h, h), 2, S(1, 0)), 1, S(-1), false);
+    nb_value idx = nb_constant(b, ctx);
+    out[2] = nb_scatter_add(b, in[0], idx, nb_slice(b, in[0], 1, S(0), S(0), S(1)), 0);
+    nb_function inner = {f_inner, 2, 1, NULL};
+    nb_vmap_emit(b, &inner, &(nb_vmap_opts){.in_axes = (int[]){0, NB}}, in, &out[3]);
+    return nb_builder_status(b);
+}
+
+static void test_record_builder(void)
+{
+    nb_tensor *x = R(1, 5, 2, 3), *w = R(2, 3, 4), *idx = T(NB_I64, S(1), 1), *eager[4] = {0}, *got[4] = {0};
+    nb_function f = {f_prog, 2, 4, idx};
+    nb_vmap_opts o = {.in_axes = (int[]){1, NB}, .out_axes = (int[]){0, -1, 0, 1}};
+    REQUIRE_OK(nb_vmap(&f, &o, (nb_tensor *[]){x, w}, eager));
+    nb_program *p;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&p));
+    REQUIRE_OK(nb_builder_new_record(&b, p, NULL));
+    nb_value xv = nb_data(b, "x", NB_F64, 3, S(5, 2, 3)), wv = nb_data(b, "w", NB_F64, 2, S(3, 4)), out[4];
+    CHECK_OK(nb_vmap_emit(b, &f, &o, (nb_value[]){xv, wv}, out));
+    if (nb_builder_status(b)) fprintf(stderr, "  %s\n", nb_builder_error(b));
+    nb_executor *ex;
+    nb_scope *scope;
+    REQUIRE_OK(nb_executor_new(&ex));
+    REQUIRE_OK(nb_scope_new(&scope, NULL));
+    for (int k = 0; k < 4 && !nb_builder_status(b); k++) {
+        CHECK_OK(nb_executor_run(ex, p, scope, NB_FEEDS({"x", x}, {"w", w}), NB_NAMES(nb_value_name(out[k])), &got[k]));
+        CHECK(got[k] && nb_tensor_allclose(got[k], eager[k], 1e-12, 1e-12));
+    }
+    /* the program holds batched ops, not a loop, where rules exist: one tanh */
+    int tanhs = 0;
+    nb_block *g = nb_program_global_block(p);
+    for (int i = 0; i < g->n_ops; i++) tanhs += !strcmp(g->ops[i]->def->name, "tanh");
+    CHECK(tanhs == 2); /* the outer function's and the nested one's */
+    /* a batch size that does not match, in a program */
+    nb_value bad[4];
+    nb_value zv = nb_data(b, "z", NB_F64, 2, S(4, 3));
+    CHECK_ERR(nb_vmap_emit(b, &f, &(nb_vmap_opts){.in_axes = (int[]){1, 0}}, (nb_value[]){xv, zv}, bad), NB_ERR_SHAPE,
+              "input 1 has batch size 4");
+    nb_scope_free(scope);
+    nb_executor_free(ex);
+    nb_builder_free(b);
+    nb_program_free(p);
+    for (int k = 0; k < 4; k++) release_all(eager[k], got[k], NULL);
+    release_all(x, w, idx, NULL);
+}
+
 /* ---- chunks and errors -------------------------------------------------------------- */
 
 static void test_chunks(void)
@@ -436,6 +492,7 @@ int main(void)
     RUN(test_nested);
     RUN(test_per_example_grads);
     RUN(test_jacobians);
+    RUN(test_record_builder);
     RUN(test_chunks);
     RUN(test_errors);
     return test_report();

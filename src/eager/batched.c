@@ -160,22 +160,10 @@ nb_status nb_batched_run(nb_builder *b, const nb_op_def *def, int level, int n_i
     int64_t batch;
     if (n_in > MAX_ARGS || n_out > MAX_ARGS) return nb_error(NB_ERR_ARG, "vmap: %s: too many inputs or outputs", def->name);
     nb_status st = unwrap_inputs(def, level, n_in, in, x, xb, xi, &batch);
-    if (!st) st = nb_resolve_attrs(def, n_attrs, attrs, av, def->name);
-    /* Inference on the examples' shapes: the errors a user should see name
-     * those, and the rule's outputs must match. */
-    bool check = !(def->flags & NB_OP_CONTROL);
-    memset(yi, 0, sizeof yi);
-    if (!st && check) st = nb_op_infer(def->name, n_in, xi, NB_ATTRS_N(n_attrs, attrs), n_out, yi);
-    if (st) return nb_error_context(st, "vmap: %s, per example", def->name);
-    for (int k = 0; k < n_out; k++) y[k] = NB_NONE, yb[k] = -1;
-    nb_batch_ctx c = {.def = def, .attrs = av, .n_in = n_in, .x = x, .x_bdim = xb, .x_info = xi, .y_info = yi,
-                      .batch = batch, .n_out = n_out, .y = y, .y_bdim = yb};
-    st = def->batch ? def->batch(b, &c) : nb_batch_loop(b, &c);
-    if (!st) st = nb_builder_status(b);
-    if (st) {
-        if (nb_builder_status(b)) nb_error(st, "%s", nb_builder_error(b));
-        nb_builder_clear_error(b);
-        return nb_error_context(st, "vmap: in the batching %s of %s", def->batch ? "rule" : "loop", def->name);
-    }
+    if (st) return st;
+    nb_batch_ctx c = {.def = def, .n_in = n_in, .x = x, .x_bdim = xb, .x_info = xi, .batch = batch, .n_out = n_out,
+                      .y = y, .y_bdim = yb};
+    bool check;
+    if ((st = nb_batch_apply(b, &c, av, yi, n_attrs, attrs, &check))) return st;
     return wrap_outputs(def, level, &c, check, out);
 }

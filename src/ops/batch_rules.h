@@ -32,6 +32,14 @@ void nb_batch_set_all(nb_batch_ctx *c, int bdim);
 /* Whether input i is batched. */
 static inline bool nb_batch_is(const nb_batch_ctx *c, int i) { return i < c->n_in && c->x_bdim[i] >= 0; }
 
+/* Runs def's batching rule (or the loop) through b: fills c (whose x, x_bdim,
+ * x_info, batch, n_in, n_out, y and y_bdim the caller set, and y_info's
+ * room) with the resolved attributes and the logical output shapes, which
+ * inference on the examples' shapes gives (not for control-flow ops: then
+ * *checked is false). Errors name the op and the examples' shapes. */
+nb_status nb_batch_apply(nb_builder *b, nb_batch_ctx *c, nb_attr_value *attrs_room, nb_var_info *y_info_room,
+                         int n_attrs, const nb_attr *attrs, bool *checked);
+
 /* The fallback: the op once per example (each batched input sliced), the
  * results stacked along a new dim 0. Correct for every op; random ops draw
  * anew for each example. */

@@ -4,6 +4,7 @@
 #include "nabla/device.h"
 #include "nabla/ops.h"
 #include "batch_rules.h"
+#include "op_internal.h"
 
 nb_value nb_batch_move(nb_builder *b, nb_value v, int from, int to)
 {
@@ -77,6 +78,30 @@ const nb_attr_value *nb_batch_attr(const nb_batch_ctx *c, const char *name)
 void nb_batch_set_all(nb_batch_ctx *c, int bdim)
 {
     for (int k = 0; k < c->n_out; k++) c->y_bdim[k] = nb_is_none(c->y[k]) ? -1 : bdim;
+}
+
+nb_status nb_batch_apply(nb_builder *b, nb_batch_ctx *c, nb_attr_value *av, nb_var_info *yi, int n_attrs,
+                         const nb_attr *attrs, bool *checked)
+{
+    const nb_op_def *def = c->def;
+    nb_status st = nb_resolve_attrs(def, n_attrs, attrs, av, def->name);
+    /* Inference on the examples' shapes: the errors a user should see name
+     * those, and the rule's outputs must match. */
+    *checked = !(def->flags & NB_OP_CONTROL);
+    memset(yi, 0, (size_t)c->n_out * sizeof *yi);
+    if (!st && *checked) st = nb_op_infer(def->name, c->n_in, c->x_info, NB_ATTRS_N(n_attrs, attrs), c->n_out, yi);
+    if (st) return nb_error_context(st, "vmap: %s, per example", def->name);
+    c->attrs = av;
+    c->y_info = yi;
+    for (int k = 0; k < c->n_out; k++) c->y[k] = NB_NONE, c->y_bdim[k] = -1;
+    st = def->batch ? def->batch(b, c) : nb_batch_loop(b, c);
+    if (!st) st = nb_builder_status(b);
+    if (st) {
+        if (nb_builder_status(b)) nb_error(st, "%s", nb_builder_error(b));
+        nb_builder_clear_error(b);
+        return nb_error_context(st, "vmap: in the batching %s of %s", def->batch ? "rule" : "loop", def->name);
+    }
+    return NB_OK;
 }
 
 nb_status nb_batch_loop(nb_builder *b, nb_batch_ctx *c)
