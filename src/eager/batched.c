@@ -8,7 +8,6 @@
 #include "../builder/builder_internal.h"
 #include "../core/tensor_internal.h"
 #include "../ops/batch_rules.h"
-#include "../ops/op_internal.h"
 
 #define MAX_ARGS 64
 

@@ -104,13 +104,17 @@ nb_status nb_batch_squeeze(nb_builder *b, nb_batch_ctx *c)
     return emit_front(b, c, &x, 1, (nb_attr[]){INTS("axes", n, axes)});
 }
 
-nb_status nb_batch_unsqueeze(nb_builder *b, nb_batch_ctx *c)
+/* X batch first and its "axes" moved up, resolved against rank. */
+static nb_status with_axes_shifted(nb_builder *b, nb_batch_ctx *c, int rank)
 {
     int64_t axes[NB_MAX_DIMS];
-    int n = shifted_axes(nb_batch_attr(c, "axes"), c->y_info[0].ndim, axes);
+    int n = shifted_axes(nb_batch_attr(c, "axes"), rank, axes);
     nb_value x = nb_batch_front(b, c, 0);
     return emit_front(b, c, &x, 1, (nb_attr[]){INTS("axes", n, axes)});
 }
+
+/* unsqueeze's axes are positions in its output. */
+nb_status nb_batch_unsqueeze(nb_builder *b, nb_batch_ctx *c) { return with_axes_shifted(b, c, c->y_info[0].ndim); }
 
 /* expand and expand_as, both as expand to the batch and the example's
  * output shape. */
@@ -185,13 +189,7 @@ nb_status nb_batch_split(nb_builder *b, nb_batch_ctx *c)
     return emit_front(b, c, &x, 1, (nb_attr[]){NB_ATTR_INT("axis", axis)});
 }
 
-nb_status nb_batch_slice(nb_builder *b, nb_batch_ctx *c)
-{
-    int64_t axes[NB_MAX_DIMS];
-    int n = shifted_axes(nb_batch_attr(c, "axes"), c->x_info[0].ndim, axes);
-    nb_value x = nb_batch_front(b, c, 0);
-    return emit_front(b, c, &x, 1, (nb_attr[]){INTS("axes", n, axes)});
-}
+nb_status nb_batch_slice(nb_builder *b, nb_batch_ctx *c) { return with_axes_shifted(b, c, c->x_info[0].ndim); }
 
 /* gather (axis) and index_select (dim) with a batched X and shared indices;
  * batched indices take the loop. */
