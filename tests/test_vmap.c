@@ -200,21 +200,72 @@ static void test_reductions_and_shapes(void)
     release_all(x, y, ys, xl, NULL);
 }
 
+/* ---- norms and attention, and their gradients (per example) ---------------------------- */
+
+/* in: x [N=3, C=2, 4] for batch_norm; q [2, 5, 4], k, v [2, 6, 4] for attention. */
+static nb_status f_norm_att(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    nb_value bn[5], scale = nb_fill_constant(b, NB_F64, 1, S(2), 1.5), bias = nb_fill_constant(b, NB_F64, 1, S(2), 0.25);
+    nb_value mean = nb_fill_constant(b, NB_F64, 1, S(2), 0), var = nb_fill_constant(b, NB_F64, 1, S(2), 1);
+    nb_emit(b, "batch_norm", NB_VALUES(in[0], scale, bias, mean, var), NB_NO_ATTRS, 5, bn);
+    out[0] = bn[0];
+    out[1] = bn[1];
+    out[2] = nb_scaled_dot_product_attention(b, in[1], in[2], in[3], NULL);
+    return nb_builder_status(b);
+}
+
+/* The gradients of a loss of both with respect to all inputs. */
+static nb_status f_norm_att_loss(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    nb_value o[3];
+    nb_status st = f_norm_att(b, in, o, ctx);
+    if (st) return st;
+    out[0] = nb_add(b, nb_reduce_sum(b, nb_mul(b, o[0], o[0]), 0, NULL, false),
+                    nb_reduce_sum(b, nb_tanh(b, o[2]), 0, NULL, false));
+    return nb_builder_status(b);
+}
+
+static nb_status f_norm_att_grads(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    nb_function loss = {f_norm_att_loss, 4, 1, ctx};
+    nb_tensor *p[4], *g[4] = {0};
+    for (int i = 0; i < 4; i++) p[i] = nb_eager_tensor(in[i]);
+    nb_status st = nb_grad(&loss, p, NULL, g, NULL);
+    for (int k = 0; k < 4; k++) {
+        out[k] = st ? NB_NONE : nb_eager_value(b, g[k]);
+        nb_tensor_release(g[k]);
+    }
+    return st ? st : nb_builder_status(b);
+}
+
+static void test_norm_and_attention(void)
+{
+    nb_tensor *x = R(1, 3, 3, 2, 4), *q = R(2, 3, 2, 5, 4), *k = R(3, 3, 2, 6, 4), *v = R(4, 3, 2, 6, 4), *v1 = R(5, 2, 6, 4);
+    nb_function f = {f_norm_att, 4, 3, NULL}, g = {f_norm_att_grads, 4, 4, NULL};
+    check_vmap(&f, (nb_tensor *[]){x, q, k, v}, (int[]){0, 0, 0, 0}, 0, 1e-12);
+    check_vmap(&f, (nb_tensor *[]){x, q, k, v1}, (int[]){0, 0, 0, NB}, 0, 1e-12);
+    check_vmap(&g, (nb_tensor *[]){x, q, k, v}, (int[]){0, 0, 0, 0}, 0, 1e-10);
+    check_vmap(&g, (nb_tensor *[]){x, q, k, v1}, (int[]){0, 0, 0, NB}, 0, 1e-10);
+    release_all(x, q, k, v, v1, NULL);
+}
+
 /* ---- the loop fallback ------------------------------------------------------------- */
 
 static nb_status f_scatter(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
-    (void)ctx; /* scatter_add has no rule; gather with batched indices takes the loop */
+    (void)ctx; /* scatter_add and gather with batched indices take the loop; accuracy has no rule */
     out[0] = nb_scatter_add(b, in[0], in[1], in[2], 0);
     out[1] = nb_gather(b, in[0], in[1], 0);
+    out[2] = nb_accuracy(b, nb_reshape(b, in[0], 2, S(2, 4)), in[1], 1);
     return nb_builder_status(b);
 }
 
 static void test_loop_fallback(void)
 {
-    const nb_op_def *def = nb_op_find("scatter_add");
+    const nb_op_def *def = nb_op_find("accuracy");
     CHECK(def && !def->batch);
-    nb_function f = {f_scatter, 3, 2, NULL};
+    nb_function f = {f_scatter, 3, 3, NULL};
     nb_tensor *x = R(1, 3, 4, 2), *u = R(2, 3, 2, 2), *idx = T(NB_I64, S(3, 2), 0, 3, 1, 1, 2, 0);
     nb_tensor *idx1 = T(NB_I64, S(2), 3, 0);
     check_vmap(&f, (nb_tensor *[]){x, idx, u}, (int[]){0, 0, 0}, 0, 1e-12);
@@ -488,6 +539,7 @@ int main(void)
     RUN(test_matmul);
     RUN(test_fc);
     RUN(test_reductions_and_shapes);
+    RUN(test_norm_and_attention);
     RUN(test_loop_fallback);
     RUN(test_nested);
     RUN(test_per_example_grads);

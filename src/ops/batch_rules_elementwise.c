@@ -27,6 +27,15 @@ nb_status nb_batch_broadcast(nb_builder *b, nb_batch_ctx *c)
     return st;
 }
 
+/* Ops whose output k is input k transformed alone, across processes
+ * (c_allreduce_sum, c_broadcast): the stacked examples go through at once. */
+nb_status nb_batch_each(nb_builder *b, nb_batch_ctx *c)
+{
+    nb_status st = nb_batch_reemit(b, c, c->x, 0, NULL, c->n_out, c->y);
+    for (int k = 0; k < c->n_out; k++) c->y_bdim[k] = k < c->n_in ? c->x_bdim[k] : -1;
+    return st;
+}
+
 nb_status nb_batch_same_shape(nb_builder *b, nb_batch_ctx *c)
 {
     nb_value stack_in[64], *in = stack_in;

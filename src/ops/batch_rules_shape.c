@@ -202,6 +202,14 @@ nb_status nb_batch_gather(nb_builder *b, nb_batch_ctx *c)
     return emit_front(b, c, in, 1, (nb_attr[]){NB_ATTR_INT(name, axis)});
 }
 
+nb_status nb_batch_scatter_add(nb_builder *b, nb_batch_ctx *c)
+{
+    if (nb_batch_is(c, 1)) return nb_batch_loop(b, c);
+    nb_value in[3] = {nb_batch_materialize(b, c, 0), c->x[1], nb_batch_materialize(b, c, 2)};
+    int axis = (int)nb_batch_axis(nb_batch_attr(c, "axis")->i, c->x_info[0].ndim) + 1;
+    return emit_front(b, c, in, 1, (nb_attr[]){NB_ATTR_INT("axis", axis)});
+}
+
 /* pad and pad_grad: no padding on the batch dim. */
 nb_status nb_batch_pad(nb_builder *b, nb_batch_ctx *c)
 {

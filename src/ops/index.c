@@ -366,7 +366,7 @@ const nb_op_def nb_op_index_select = {
 };
 
 const nb_op_def nb_op_scatter_add = {
-    .name = "scatter_add",
+    .name = "scatter_add", .batch = nb_batch_scatter_add,
     .doc = "Out = X, then Out[..., Index[i], ...] += Updates[..., i, ...] along axis (the gradient of gather)",
     .inputs = {{"X", 0}, {"Index", NB_SLOT_NO_GRAD}, {"Updates", 0}},
     .outputs = {{"Out", 0}},

@@ -465,7 +465,7 @@ static nb_status infer_embedding_grad(nb_op_ctx *ctx)
 }
 
 static const nb_op_def op_embedding_grad = {
-    .name = "embedding_grad",
+    .name = "embedding_grad", .batch = nb_batch_embedding_grad,
     .doc = "DW = zeros like W, then DW[Ids[i...], :] += DOut[i..., :] (rows of padding_idx stay zero)",
     .inputs = {{"Ids", NB_SLOT_NO_GRAD}, {"DOut", 0}, {"W", NB_SLOT_NO_GRAD}},
     .outputs = {{"DW", 0}},

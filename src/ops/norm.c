@@ -246,7 +246,7 @@ static nb_status layer_norm_grad_infer(nb_op_ctx *ctx)
 /* ---- definitions --------------------------------------------------------------- */
 
 static const nb_op_def op_batch_norm = {
-    .name = "batch_norm",
+    .name = "batch_norm", .batch = nb_batch_batch_norm,
     .doc = "Batch normalisation per channel of X [N, C, ...]; in training also updates the running Mean/Variance",
     .inputs = {{"X", 0}, {"Scale", 0}, {"Bias", 0}, {"Mean", NB_SLOT_NO_GRAD}, {"Variance", NB_SLOT_NO_GRAD}},
     .outputs = {{"Y", 0}, {"MeanOut", 0}, {"VarianceOut", 0}, {"SavedMean", 0}, {"SavedVariance", 0}},
@@ -263,7 +263,7 @@ static const nb_op_def op_batch_norm = {
 };
 
 static const nb_op_def op_batch_norm_grad = {
-    .name = "batch_norm_grad",
+    .name = "batch_norm_grad", .batch = nb_batch_batch_norm,
     .doc = "Gradients of batch_norm (DX, DScale, DBias) from DY; batch statistics recomputed from X, global ones as given",
     /* The statistics take no gradient: the batch's are functions of X (and
      * recomputed from it), global ones are constants. */
