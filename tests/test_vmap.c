@@ -490,7 +490,15 @@ static void test_chunks(void)
 static nb_status f_read(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
     (void)ctx;
-    nb_tensor *t = nb_eager_tensor(in[0]);
+    nb_tensor *t = nb_eager_tensor(in[0]), *c = NULL, *v = NULL;
+    /* every read of a logical tensor's memory fails cleanly */
+    char *s = nb_tensor_to_string(t);
+    if (s || nb_tensor_clone(&c, t) != NB_ERR_ARG || nb_tensor_contiguous(&c, t) != NB_ERR_ARG || c ||
+        !isnan(nb_tensor_get(t, 0)) || nb_tensor_print(t, stderr) != NB_ERR_ARG ||
+        nb_tensor_reshape(&v, t, 1, S(-1)) != NB_ERR_ARG || v) {
+        nb_free(s);
+        return nb_error(NB_ERR_STATE, "a read of a logical tensor did not fail");
+    }
     if (!nb_tensor_data(t)) return NB_ERR_ARG; /* with its error text */
     out[0] = in[0];
     return nb_builder_status(b);

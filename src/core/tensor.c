@@ -517,6 +517,8 @@ nb_status nb_tensor_clone(nb_tensor **out, const nb_tensor *t) { return nb_tenso
 
 nb_status nb_tensor_contiguous(nb_tensor **out, nb_tensor *t)
 {
+    *out = NULL;
+    if (need_storage(t, "contiguous")) return NB_ERR_ARG;
     if (nb_tensor_is_contiguous(t)) {
         *out = nb_tensor_retain(t);
         return NB_OK;
