@@ -239,8 +239,40 @@ static nb_status f_norm_att_grads(nb_builder *b, const nb_value *in, nb_value *o
     return st ? st : nb_builder_status(b);
 }
 
+/* sum(tanh(layer_norm(x, scale, bias) * x)) with x [3, 2, 4] per example, normalised over its last two dims
+ * (ctx: begin_norm_axis) */
+static nb_status f_ln_loss(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    nb_value y[3];
+    nb_emit(b, "layer_norm", NB_VALUES(in[0], in[1], in[2]), NB_ATTRS(NB_ATTR_INT("begin_norm_axis", *(int *)ctx)), 3, y);
+    out[0] = nb_reduce_sum(b, nb_tanh(b, nb_mul(b, y[0], in[0])), 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+static nb_status f_ln_grads(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    nb_function loss = {f_ln_loss, 3, 1, ctx};
+    nb_tensor *p[3], *g[3] = {0};
+    for (int i = 0; i < 3; i++) p[i] = nb_eager_tensor(in[i]);
+    nb_status st = nb_grad(&loss, p, NULL, g, NULL);
+    for (int k = 0; k < 3; k++) {
+        out[k] = st ? NB_NONE : nb_eager_value(b, g[k]);
+        nb_tensor_release(g[k]);
+    }
+    return st ? st : nb_builder_status(b);
+}
+
 static void test_norm_and_attention(void)
 {
+    /* per-example gradients of a layer norm's shared scale and bias */
+    nb_tensor *lx = R(7, 5, 3, 2, 4), *ls = R(8, 2, 4), *lb = R(9, 2, 4), *ls1 = R(10, 4), *lb1 = R(11, 4);
+    int one = 1, two = 2, minus1 = -1;
+    nb_function lg = {f_ln_grads, 3, 3, &one}, lg2 = {f_ln_grads, 3, 3, &two}, lg0 = {f_ln_grads, 3, 3, &minus1};
+    check_vmap(&lg, (nb_tensor *[]){lx, ls, lb}, (int[]){0, NB, NB}, 0, 1e-10);
+    check_vmap(&lg2, (nb_tensor *[]){lx, ls1, lb1}, (int[]){0, NB, NB}, 0, 1e-10);
+    check_vmap(&lg0, (nb_tensor *[]){lx, ls1, lb1}, (int[]){0, NB, NB}, 0, 1e-10);
+    release_all(lx, ls, lb, ls1, lb1, NULL);
+
     nb_tensor *x = R(1, 3, 3, 2, 4), *q = R(2, 3, 2, 5, 4), *k = R(3, 3, 2, 6, 4), *v = R(4, 3, 2, 6, 4), *v1 = R(5, 2, 6, 4);
     nb_function f = {f_norm_att, 4, 3, NULL}, g = {f_norm_att_grads, 4, 4, NULL};
     check_vmap(&f, (nb_tensor *[]){x, q, k, v}, (int[]){0, 0, 0, 0}, 0, 1e-12);

@@ -71,6 +71,7 @@ nb_status nb_batch_softmax(nb_builder *b, nb_batch_ctx *c);     /* softmax, log_
 nb_status nb_batch_cross_entropy(nb_builder *b, nb_batch_ctx *c); /* cross_entropy, softmax_with_cross_entropy(_grad) */
 nb_status nb_batch_pointwise_loss(nb_builder *b, nb_batch_ctx *c); /* mse_loss, bce_with_logits */
 nb_status nb_batch_layer_norm(nb_builder *b, nb_batch_ctx *c);
+nb_status nb_batch_layer_norm_grad(nb_builder *b, nb_batch_ctx *c); /* DScale, DBias per example */
 nb_status nb_batch_embedding(nb_builder *b, nb_batch_ctx *c);
 nb_status nb_batch_fold(nb_builder *b, nb_batch_ctx *c);        /* conv2d, pool2d(_grad): the batch folded into N */
 nb_status nb_batch_embedding_grad(nb_builder *b, nb_batch_ctx *c); /* per-example tables by one_hot^T @ DOut */

@@ -68,6 +68,49 @@ nb_status nb_batch_layer_norm(nb_builder *b, nb_batch_ctx *c)
     return nb_builder_status(b);
 }
 
+/* layer_norm_grad with a shared Scale: DX from the op with the batch as one
+ * more row dim; DScale and DBias, which the op sums over every row, summed
+ * over each example's rows instead, from DY and X normalised (by statistics
+ * recomputed from X, as the op does). */
+nb_status nb_batch_layer_norm_grad(nb_builder *b, nb_batch_ctx *c)
+{
+    const nb_var_info *x = &c->x_info[0];
+    int r = x->ndim, axis = (int)nb_batch_axis(nb_batch_attr(c, "begin_norm_axis")->i, r);
+    if (nb_batch_is(c, 1) || r + 1 > NB_MAX_DIMS || c->n_out > 3) return nb_batch_loop(b, c);
+    nb_value xs = nb_batch_materialize(b, c, 0), dy = nb_batch_materialize(b, c, 4);
+    nb_value mean = nb_batch_materialize(b, c, 2), var = nb_batch_materialize(b, c, 3);
+    const int64_t flat[1] = {-1};
+    nb_value in[5] = {xs, c->x[1], nb_reshape(b, mean, 1, flat), nb_reshape(b, var, 1, flat), dy}, out[3];
+    nb_batch_reemit(b, c, in, 1, (nb_attr[]){NB_ATTR_INT("begin_norm_axis", axis + 1)}, c->n_out, out);
+    c->y[0] = out[0];
+    int64_t axes[NB_MAX_DIMS], norm[NB_MAX_DIMS];
+    for (int k = 0; k < axis; k++) axes[k] = k + 1;
+    for (int k = axis; k < r; k++) norm[k - axis] = k + 1;
+    nb_value xhat = NB_NONE;
+    for (int k = 1; k < c->n_out; k++) {
+        if (nb_is_none(out[k])) {
+            c->y[k] = NB_NONE;
+            continue;
+        }
+        nb_value g = dy;
+        if (k == 1) {
+            if (nb_is_none(xhat)) {
+                nb_value d = nb_sub(b, xs, nb_reduce_mean(b, xs, r - axis, norm, true));
+                nb_value v = nb_reduce_mean(b, nb_square(b, d), r - axis, norm, true);
+                xhat = nb_mul(b, d, nb_rsqrt(b, nb_scale(b, v, 1, nb_batch_attr(c, "epsilon")->f)));
+            }
+            g = nb_mul(b, dy, xhat);
+        }
+        if (axis > 0) g = nb_reduce_sum(b, g, axis, axes, false);
+        const nb_var_info *o = &c->y_info[k];
+        int64_t shape[NB_MAX_DIMS] = {0};
+        for (int d = 0; d < o->ndim; d++) shape[d + 1] = o->shape[d];
+        c->y[k] = nb_reshape(b, g, o->ndim + 1, shape);
+    }
+    nb_batch_set_all(c, 0);
+    return nb_builder_status(b);
+}
+
 /* A shared table looked up by batched ids: Out is Ids' shape plus the row,
  * so the batch dim stays where it is. */
 nb_status nb_batch_embedding(nb_builder *b, nb_batch_ctx *c)

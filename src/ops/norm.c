@@ -297,7 +297,7 @@ static const nb_op_def op_layer_norm = {
 };
 
 static const nb_op_def op_layer_norm_grad = {
-    .name = "layer_norm_grad",
+    .name = "layer_norm_grad", .batch = nb_batch_layer_norm_grad,
     .doc = "Gradients of layer_norm (DX, DScale, DBias) from DY; the row statistics are recomputed from X",
     .inputs = {{"X", 0}, {"Scale", NB_SLOT_OPTIONAL}, {"Mean", NB_SLOT_NO_GRAD}, {"Variance", NB_SLOT_NO_GRAD}, {"DY", 0}},
     .outputs = {{"DX", NB_SLOT_OPTIONAL}, {"DScale", NB_SLOT_OPTIONAL}, {"DBias", NB_SLOT_OPTIONAL}},
