@@ -262,6 +262,41 @@ static nb_status f_ln_grads(nb_builder *b, const nb_value *in, nb_value *out, vo
     return st ? st : nb_builder_status(b);
 }
 
+/* sum(tanh(pool(conv2d(x, w, bias)))) for x [1, 2, 5, 5], w [4, 2, 3, 3] (groups 2 when ctx) */
+static nb_status f_conv_loss(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    nb_value y = nb_emit1(b, "conv2d", NB_VALUES(in[0], in[1], in[2]),
+                          NB_ATTRS(NB_ATTR_INTS("paddings", 1, 1), NB_ATTR_INT("groups", ctx ? 2 : 1)));
+    y = nb_emit1(b, "pool2d", NB_VALUES(y), NB_ATTRS(NB_ATTR_INTS("ksize", 2, 2), NB_ATTR_INTS("strides", 2, 2)));
+    out[0] = nb_reduce_sum(b, nb_tanh(b, y), 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+static nb_status f_conv_grads(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    nb_function loss = {f_conv_loss, 3, 1, ctx};
+    nb_tensor *p[3], *g[3] = {0};
+    for (int i = 0; i < 3; i++) p[i] = nb_eager_tensor(in[i]);
+    nb_status st = nb_grad(&loss, p, NULL, g, NULL);
+    for (int k = 0; k < 3; k++) {
+        out[k] = st ? NB_NONE : nb_eager_value(b, g[k]);
+        nb_tensor_release(g[k]);
+    }
+    return st ? st : nb_builder_status(b);
+}
+
+static void test_conv(void)
+{
+    nb_tensor *x = R(1, 3, 1, 2, 5, 5), *w = R(2, 4, 2, 3, 3), *bias = R(3, 4), *ws = R(4, 3, 4, 2, 3, 3);
+    nb_tensor *wg = R(5, 4, 1, 3, 3), *bs = R(6, 3, 4);
+    nb_function g = {f_conv_grads, 3, 3, NULL}, gg = {f_conv_grads, 3, 3, (void *)1}, f = {f_conv_loss, 3, 1, NULL};
+    check_vmap(&g, (nb_tensor *[]){x, w, bias}, (int[]){0, NB, NB}, 0, 1e-10);  /* per-example filter gradients */
+    check_vmap(&g, (nb_tensor *[]){x, ws, bs}, (int[]){0, 0, 0}, 0, 1e-10);    /* a filter per example */
+    check_vmap(&gg, (nb_tensor *[]){x, wg, bias}, (int[]){0, NB, NB}, 0, 1e-10); /* grouped */
+    check_vmap(&f, (nb_tensor *[]){x, ws, bias}, (int[]){0, 0, NB}, 0, 1e-12);
+    release_all(x, w, bias, ws, wg, bs, NULL);
+}
+
 static void test_norm_and_attention(void)
 {
     /* per-example gradients of a layer norm's shared scale and bias */
@@ -580,6 +615,7 @@ int main(void)
     RUN(test_fc);
     RUN(test_reductions_and_shapes);
     RUN(test_norm_and_attention);
+    RUN(test_conv);
     RUN(test_loop_fallback);
     RUN(test_nested);
     RUN(test_per_example_grads);

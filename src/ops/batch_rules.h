@@ -73,7 +73,8 @@ nb_status nb_batch_pointwise_loss(nb_builder *b, nb_batch_ctx *c); /* mse_loss, 
 nb_status nb_batch_layer_norm(nb_builder *b, nb_batch_ctx *c);
 nb_status nb_batch_layer_norm_grad(nb_builder *b, nb_batch_ctx *c); /* DScale, DBias per example */
 nb_status nb_batch_embedding(nb_builder *b, nb_batch_ctx *c);
-nb_status nb_batch_fold(nb_builder *b, nb_batch_ctx *c);        /* conv2d, pool2d(_grad): the batch folded into N */
+nb_status nb_batch_fold(nb_builder *b, nb_batch_ctx *c);        /* pool2d(_grad), shared-filter conv: the batch folded into N */
+nb_status nb_batch_conv(nb_builder *b, nb_batch_ctx *c);        /* conv2d(_grad): folded, or the examples as groups */
 nb_status nb_batch_embedding_grad(nb_builder *b, nb_batch_ctx *c); /* per-example tables by one_hot^T @ DOut */
 nb_status nb_batch_scatter_add(nb_builder *b, nb_batch_ctx *c); /* shared indices: axis moved up */
 nb_status nb_batch_each(nb_builder *b, nb_batch_ctx *c);        /* output k batched as input k (collectives) */

@@ -138,18 +138,19 @@ nb_status nb_batch_embedding_grad(nb_builder *b, nb_batch_ctx *c)
     return nb_builder_status(b);
 }
 
-/* conv2d (shared Filter and Bias), pool2d and pool2d_grad: the examples'
- * [N, C, H, W] inputs as one [B*N, C, H, W] batch, unfolded after. Inputs
- * after the first that are batched must be [N, ...] too (pool2d_grad's). */
+/* conv2d and conv2d_grad's DInput (shared Filter and Bias), pool2d and
+ * pool2d_grad: the examples' [N, C, H, W] inputs (DOutput's too) as one
+ * [B*N, C, H, W] batch, unfolded after. */
 nb_status nb_batch_fold(nb_builder *b, nb_batch_ctx *c)
 {
     bool conv = c->def->inputs[1].name && !strcmp(c->def->inputs[1].name, "Filter");
-    if (conv && (nb_batch_is(c, 1) || nb_batch_is(c, 2))) return nb_batch_loop(b, c);
+    bool bias = c->n_in > 2 && !strcmp(c->def->inputs[2].name, "Bias");
+    if (conv && (nb_batch_is(c, 1) || (bias && nb_batch_is(c, 2)) || c->n_out != 1)) return nb_batch_loop(b, c);
     if (c->x_info[0].ndim != 4 || c->n_in > 4) return nb_batch_loop(b, c);
     nb_value in[4];
     for (int i = 0; i < c->n_in; i++) {
         in[i] = c->x[i];
-        if (conv && i > 0) continue;
+        if (nb_is_none(in[i]) || (conv && (i == 1 || !strcmp(c->def->inputs[i].name, "Bias")))) continue;
         const nb_var_info *xi = &c->x_info[i];
         int64_t shape[NB_MAX_DIMS] = {-1};
         for (int k = 1; k < xi->ndim; k++) shape[k] = xi->shape[k];

@@ -289,7 +289,7 @@ static nb_status pool2d_grad_infer(nb_op_ctx *ctx)
         NB_ADEF_BOOL("ceil_mode", false), NB_ADEF_BOOL("exclusive", true)
 
 static const nb_op_def op_conv2d = {
-    .name = "conv2d", .batch = nb_batch_fold,
+    .name = "conv2d", .batch = nb_batch_conv,
     .doc = "2-D convolution (NCHW) of Input [N, C, H, W] with Filter [M, C/groups, kh, kw], plus Bias [M] if given",
     .inputs = {{"Input", 0}, {"Filter", 0}, {"Bias", NB_SLOT_OPTIONAL}},
     .outputs = {{"Output", 0}},
@@ -303,7 +303,7 @@ static const nb_op_def op_conv2d = {
 };
 
 static const nb_op_def op_conv2d_grad = {
-    .name = "conv2d_grad",
+    .name = "conv2d_grad", .batch = nb_batch_conv,
     .doc = "Gradients of conv2d: DInput, DFilter and DBias (DOutput summed over N, H, W) from DOutput",
     .inputs = {{"Input", 0}, {"Filter", 0}, {"DOutput", 0}},
     .outputs = {{"DInput", NB_SLOT_OPTIONAL}, {"DFilter", NB_SLOT_OPTIONAL}, {"DBias", NB_SLOT_OPTIONAL}},
