@@ -581,6 +581,80 @@ static nb_status f_run(nb_builder *b, const nb_value *in, nb_value *out, void *c
     return st ? st : nb_builder_status(b);
 }
 
+/* Control flow: a branch on a batched predicate is an error (in both modes);
+ * a loop over shared values inside a vmap is fine. */
+static nb_status br_then(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    out[0] = nb_tanh(b, in[0]);
+    return nb_builder_status(b);
+}
+
+static nb_status f_branch(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    nb_value pred = nb_greater(b, nb_reduce_sum(b, in[0], 0, NULL, false), nb_fill_constant(b, NB_F64, 0, NULL, 0));
+    nb_branches br = {br_then, br_then, NULL};
+    return nb_cond(b, pred, &br, NB_VALUES(in[0]), 1, out);
+}
+
+static nb_status loop_cond(nb_builder *b, const nb_value *carry, nb_value *pred, void *ctx)
+{
+    (void)ctx;
+    *pred = nb_less(b, carry[0], nb_fill_constant(b, NB_F64, 0, NULL, 3));
+    return nb_builder_status(b);
+}
+
+static nb_status loop_body(nb_builder *b, const nb_value *carry, nb_value *next, void *ctx)
+{
+    (void)ctx;
+    next[0] = nb_scale(b, carry[0], 1, 1);
+    return nb_builder_status(b);
+}
+
+/* x * (a shared counter counted to 3 by a loop) */
+static nb_status f_shared_loop(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    nb_value n;
+    nb_status st = nb_while_loop(b, loop_cond, loop_body, NULL, NB_VALUES(nb_fill_constant(b, NB_F64, 0, NULL, 0)), &n);
+    if (st) return st;
+    out[0] = nb_mul(b, in[0], n);
+    return nb_builder_status(b);
+}
+
+static void test_control_flow(void)
+{
+    nb_tensor *x = R(1, 4, 3), *out[1] = {0};
+    nb_function br = {f_branch, 1, 1, NULL}, lp = {f_shared_loop, 1, 1, NULL};
+    CHECK_ERR(nb_vmap(&br, NULL, &x, out), NB_ERR_UNSUPPORTED, "cond: the predicate is batched");
+    REQUIRE_OK(nb_vmap(&lp, NULL, &x, out));
+    CHECK(nb_tensor_allclose(out[0], x, 0, 0) == false && fabs(nb_tensor_get(out[0], 0) - 3 * nb_tensor_get(x, 0)) < 1e-12);
+    nb_tensor_release(out[0]);
+    /* on a record builder */
+    nb_program *p;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&p));
+    REQUIRE_OK(nb_builder_new_record(&b, p, NULL));
+    nb_value xv = nb_data(b, "x", NB_F64, 2, S(4, 3)), o;
+    CHECK_ERR(nb_vmap_emit(b, &br, NULL, &xv, &o), NB_ERR_UNSUPPORTED, "control flow over batched values");
+    nb_builder_clear_error(b);
+    CHECK_OK(nb_vmap_emit(b, &lp, NULL, &xv, &o));
+    nb_executor *ex;
+    nb_scope *scope;
+    nb_tensor *got = NULL;
+    REQUIRE_OK(nb_executor_new(&ex));
+    REQUIRE_OK(nb_scope_new(&scope, NULL));
+    CHECK_OK(nb_executor_run(ex, p, scope, NB_FEEDS({"x", x}), NB_NAMES(nb_value_name(o)), &got));
+    CHECK(got && fabs(nb_tensor_get(got, 5) - 3 * nb_tensor_get(x, 5)) < 1e-12);
+    nb_tensor_release(got);
+    nb_scope_free(scope);
+    nb_executor_free(ex);
+    nb_builder_free(b);
+    nb_program_free(p);
+    nb_tensor_release(x);
+}
+
 static void test_errors(void)
 {
     nb_function f = {f_ew, 2, 2, NULL}, rd = {f_read, 1, 1, NULL}, rn = {f_run, 1, 1, NULL};
@@ -621,6 +695,7 @@ int main(void)
     RUN(test_per_example_grads);
     RUN(test_jacobians);
     RUN(test_record_builder);
+    RUN(test_control_flow);
     RUN(test_chunks);
     RUN(test_errors);
     return test_report();

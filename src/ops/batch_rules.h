@@ -77,6 +77,7 @@ nb_status nb_batch_fold(nb_builder *b, nb_batch_ctx *c);        /* pool2d(_grad)
 nb_status nb_batch_conv(nb_builder *b, nb_batch_ctx *c);        /* conv2d(_grad): folded, or the examples as groups */
 nb_status nb_batch_embedding_grad(nb_builder *b, nb_batch_ctx *c); /* per-example tables by one_hot^T @ DOut */
 nb_status nb_batch_scatter_add(nb_builder *b, nb_batch_ctx *c); /* shared indices: axis moved up */
+nb_status nb_batch_shape_like(nb_builder *b, nb_batch_ctx *c); /* fill_constant_batch_size_like: one for all */
 nb_status nb_batch_each(nb_builder *b, nb_batch_ctx *c);        /* output k batched as input k (collectives) */
 nb_status nb_batch_batch_norm(nb_builder *b, nb_batch_ctx *c);  /* batch_norm(_grad): the batch joins the channels */
 nb_status nb_batch_attention(nb_builder *b, nb_batch_ctx *c);   /* attention and its grad and mask ops */

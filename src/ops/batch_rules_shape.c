@@ -210,6 +210,18 @@ nb_status nb_batch_scatter_add(nb_builder *b, nb_batch_ctx *c)
     return emit_front(b, c, in, 1, (nb_attr[]){NB_ATTR_INT("axis", axis)});
 }
 
+/* fill_constant_batch_size_like reads only the example's shape: the same
+ * constant for every example, made by fill_constant at the inferred shape. */
+nb_status nb_batch_shape_like(nb_builder *b, nb_batch_ctx *c)
+{
+    const nb_var_info *o = &c->y_info[0];
+    for (int k = 0; k < o->ndim; k++)
+        if (o->shape[k] < 0) return nb_batch_loop(b, c);
+    c->y[0] = nb_fill_constant(b, o->dtype, o->ndim, o->shape, nb_batch_attr(c, "value")->f);
+    c->y_bdim[0] = -1;
+    return nb_builder_status(b);
+}
+
 /* pad and pad_grad: no padding on the batch dim. */
 nb_status nb_batch_pad(nb_builder *b, nb_batch_ctx *c)
 {

@@ -154,7 +154,7 @@ static nb_status infer_fill_constant_batch_size_like(nb_op_ctx *ctx)
 }
 
 static const nb_op_def op_fill_constant_batch_size_like = {
-    .name = "fill_constant_batch_size_like",
+    .name = "fill_constant_batch_size_like", .batch = nb_batch_shape_like,
     .doc = "Out: like fill_constant, but dim output_dim_idx of Out takes dim input_dim_idx of Input.",
     .inputs = {{"Input", NB_SLOT_NO_GRAD}},
     .outputs = {{"Out", 0}},

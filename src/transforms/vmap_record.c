@@ -48,13 +48,33 @@ static nb_var_info vmap_info(const nb_builder *b, nb_value v)
     return i;
 }
 
+static nb_status emit_batched(nb_builder *b, const nb_op_def *def, int n_in, const nb_value *in, int n_attrs,
+                              const nb_attr *attrs, int n_out, nb_value *out);
+
+/* Ops go where the batching builder is (a control-flow op's sub-block,
+ * while its body is recorded), with its role. */
 static nb_status vmap_emit(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
                            const nb_attr *attrs, int n_out, nb_value *out)
 {
-    vmap_state *s = state_of(b);
     const nb_op_def *def = nb_op_find(type);
     if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type);
     if (n_out < 0) n_out = nb_op_default_outputs(def);
+    nb_builder *inner = state_of(b)->inner;
+    nb_block *block = inner->block;
+    nb_op_role role = inner->role;
+    inner->block = b->block;
+    inner->role = b->role;
+    nb_status st = emit_batched(b, def, n_in, in, n_attrs, attrs, n_out, out);
+    inner->block = block;
+    inner->role = role;
+    return st;
+}
+
+static nb_status emit_batched(nb_builder *b, const nb_op_def *def, int n_in, const nb_value *in, int n_attrs,
+                              const nb_attr *attrs, int n_out, nb_value *out)
+{
+    const char *type = def->name;
+    vmap_state *s = state_of(b);
     if (n_in > MAX_ARGS || n_out > MAX_ARGS) return nb_error(NB_ERR_ARG, "vmap: %s: too many inputs or outputs", type);
     int xb[MAX_ARGS], yb[MAX_ARGS];
     nb_var_info xi[MAX_ARGS], yi[MAX_ARGS];
@@ -69,6 +89,10 @@ static nb_status vmap_emit(nb_builder *b, const char *type, int n_in, const nb_v
         if (st) nb_builder_clear_error(s->inner), nb_error(st, "%s", nb_last_error());
         return st;
     }
+    if (def->flags & NB_OP_CONTROL)
+        return nb_error(NB_ERR_UNSUPPORTED, "vmap: %s: control flow over batched values is not supported yet (each "
+                        "example may take its own path): compute both branches and select with nb_where, or loop "
+                        "over the examples", type);
     nb_attr_value av[NB_MAX_ATTRS];
     nb_batch_ctx c = {.def = def, .n_in = n_in, .x = in, .x_bdim = xb, .x_info = xi, .batch = s->batch,
                       .n_out = n_out, .y = out, .y_bdim = yb};
