@@ -407,6 +407,39 @@ static void test_per_example_grads(void)
     release_all(w1, b1, w2, b2, x, label, NULL);
 }
 
+/* ---- transforms of vmap: grad and jvp of a vmapped function ---------------------------- */
+
+/* sum over examples of sum(tanh(x_e @ w)), by vmap (ctx set) or directly. */
+static nb_status f_sum_vmapped(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    nb_value y;
+    if (ctx) {
+        nb_function inner = {f_inner, 2, 1, NULL};
+        if (nb_vmap_emit(b, &inner, &(nb_vmap_opts){.in_axes = (int[]){0, NB}}, in, &y)) return nb_builder_status(b);
+    } else
+        y = nb_matmul(b, nb_tanh(b, in[0]), in[1], 0);
+    out[0] = nb_reduce_sum(b, nb_tanh(b, y), 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+static void test_transforms_of_vmap(void)
+{
+    nb_tensor *x = R(1, 5, 3), *w = R(2, 3, 4), *tx = R(3, 5, 3), *tw = R(4, 3, 4);
+    nb_function fv = {f_sum_vmapped, 2, 1, (void *)1}, fd = {f_sum_vmapped, 2, 1, NULL};
+    nb_tensor *gv[2], *gd[2], *ov[1], *od[1], *tv[1], *td[1];
+    REQUIRE_OK(nb_grad(&fv, (nb_tensor *[]){x, w}, NULL, gv, NULL)); /* grad of vmap */
+    REQUIRE_OK(nb_grad(&fd, (nb_tensor *[]){x, w}, NULL, gd, NULL));
+    CHECK(nb_tensor_allclose(gv[0], gd[0], 1e-12, 1e-12) && nb_tensor_allclose(gv[1], gd[1], 1e-12, 1e-12));
+    REQUIRE_OK(nb_jvp(&fv, (nb_tensor *[]){x, w}, (nb_tensor *[]){tx, tw}, ov, tv)); /* jvp of vmap */
+    REQUIRE_OK(nb_jvp(&fd, (nb_tensor *[]){x, w}, (nb_tensor *[]){tx, tw}, od, td));
+    CHECK(nb_tensor_allclose(ov[0], od[0], 1e-12, 1e-12) && nb_tensor_allclose(tv[0], td[0], 1e-12, 1e-12));
+    nb_tensor *hv = NULL, *hd = NULL; /* and a Hessian through it */
+    REQUIRE_OK(nb_hessian(&fv, (nb_tensor *[]){x, w}, 1, &hv));
+    REQUIRE_OK(nb_hessian(&fd, (nb_tensor *[]){x, w}, 1, &hd));
+    CHECK(nb_tensor_allclose(hv, hd, 1e-10, 1e-12));
+    release_all(x, w, tx, tw, gv[0], gv[1], gd[0], gd[1], ov[0], od[0], tv[0], td[0], hv, hd, NULL);
+}
+
 /* ---- Jacobians and Hessians through vmap ------------------------------------------- */
 
 /* The paths without vmap (src/transforms/transforms_internal.h). */
@@ -693,6 +726,7 @@ int main(void)
     RUN(test_loop_fallback);
     RUN(test_nested);
     RUN(test_per_example_grads);
+    RUN(test_transforms_of_vmap);
     RUN(test_jacobians);
     RUN(test_record_builder);
     RUN(test_control_flow);

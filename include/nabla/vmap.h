@@ -26,6 +26,12 @@
  * its inputs). Reading a logical tensor's memory (nb_tensor_data,
  * nb_tensor_get, copies, printing) is an error: only ops see through it.
  *
+ * A random op on batched inputs (dropout) draws anew for every example; one
+ * without inputs (nb_uniform_random) never meets the batch and draws once,
+ * the same for all. Control flow steered by a batched value (nb_cond's
+ * predicate, a loop condition) is an error naming the call: examples could
+ * take different paths; loops and branches over shared values run as usual.
+ *
  * On a record builder, nb_vmap_emit writes the batched ops into the program:
  * the same rules, emitted as OpDescs. */
 #ifndef NABLA_VMAP_H

@@ -17,8 +17,6 @@ nb_status nb_batch_broadcast(nb_builder *b, nb_batch_ctx *c)
     int rank = 0;
     for (int i = 0; i < c->n_in; i++)
         if (c->x_info[i].ndim > rank) rank = c->x_info[i].ndim;
-    /* One batched input and the rest of no higher rank: it may stay put when
-     * its batch dim is first. */
     nb_value in[NB_MAX_SLOTS];
     if (c->n_in > NB_MAX_SLOTS) return nb_batch_loop(b, c);
     for (int i = 0; i < c->n_in; i++) in[i] = nb_batch_front_padded(b, c, i, rank);
