@@ -69,6 +69,23 @@ static void check_vmap(const nb_function *f, nb_tensor *const *in, const int *in
     for (int k = 0; k < f->n_out; k++) nb_tensor_release(out[k]);
 }
 
+/* out[0..n_grads) = the gradients of loss (a function of n_in inputs) with
+ * respect to its first n_grads inputs, at in: the function vmap maps for
+ * per-example gradients. */
+static nb_status grads_of(nb_builder *b, nb_fn loss, int n_in, int n_grads, const nb_value *in, nb_value *out, void *ctx)
+{
+    nb_function f = {loss, n_in, 1, ctx};
+    nb_tensor *p[8], *g[8] = {0};
+    int args[8];
+    for (int i = 0; i < n_in; i++) p[i] = nb_eager_tensor(in[i]), args[i] = i;
+    nb_status st = nb_grad(&f, p, &(nb_grad_opts){.n_argnums = n_grads, .argnums = args}, g, NULL);
+    for (int k = 0; k < n_grads; k++) {
+        out[k] = st ? NB_NONE : nb_eager_value(b, g[k]);
+        nb_tensor_release(g[k]);
+    }
+    return st ? st : nb_builder_status(b);
+}
+
 static nb_tensor *rand_t(int ndim, const int64_t *shape, unsigned seed)
 {
     nb_tensor *t;
@@ -228,15 +245,7 @@ static nb_status f_norm_att_loss(nb_builder *b, const nb_value *in, nb_value *ou
 
 static nb_status f_norm_att_grads(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
-    nb_function loss = {f_norm_att_loss, 4, 1, ctx};
-    nb_tensor *p[4], *g[4] = {0};
-    for (int i = 0; i < 4; i++) p[i] = nb_eager_tensor(in[i]);
-    nb_status st = nb_grad(&loss, p, NULL, g, NULL);
-    for (int k = 0; k < 4; k++) {
-        out[k] = st ? NB_NONE : nb_eager_value(b, g[k]);
-        nb_tensor_release(g[k]);
-    }
-    return st ? st : nb_builder_status(b);
+    return grads_of(b, f_norm_att_loss, 4, 4, in, out, ctx);
 }
 
 /* sum(tanh(layer_norm(x, scale, bias) * x)) with x [3, 2, 4] per example, normalised over its last two dims
@@ -251,15 +260,7 @@ static nb_status f_ln_loss(nb_builder *b, const nb_value *in, nb_value *out, voi
 
 static nb_status f_ln_grads(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
-    nb_function loss = {f_ln_loss, 3, 1, ctx};
-    nb_tensor *p[3], *g[3] = {0};
-    for (int i = 0; i < 3; i++) p[i] = nb_eager_tensor(in[i]);
-    nb_status st = nb_grad(&loss, p, NULL, g, NULL);
-    for (int k = 0; k < 3; k++) {
-        out[k] = st ? NB_NONE : nb_eager_value(b, g[k]);
-        nb_tensor_release(g[k]);
-    }
-    return st ? st : nb_builder_status(b);
+    return grads_of(b, f_ln_loss, 3, 3, in, out, ctx);
 }
 
 /* sum(tanh(pool(conv2d(x, w, bias)))) for x [1, 2, 5, 5], w [4, 2, 3, 3] (groups 2 when ctx) */
@@ -274,15 +275,7 @@ static nb_status f_conv_loss(nb_builder *b, const nb_value *in, nb_value *out, v
 
 static nb_status f_conv_grads(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
-    nb_function loss = {f_conv_loss, 3, 1, ctx};
-    nb_tensor *p[3], *g[3] = {0};
-    for (int i = 0; i < 3; i++) p[i] = nb_eager_tensor(in[i]);
-    nb_status st = nb_grad(&loss, p, NULL, g, NULL);
-    for (int k = 0; k < 3; k++) {
-        out[k] = st ? NB_NONE : nb_eager_value(b, g[k]);
-        nb_tensor_release(g[k]);
-    }
-    return st ? st : nb_builder_status(b);
+    return grads_of(b, f_conv_loss, 3, 3, in, out, ctx);
 }
 
 static void test_conv(void)
@@ -383,16 +376,7 @@ static nb_status f_loss(nb_builder *b, const nb_value *in, nb_value *out, void *
 
 static nb_status f_grads(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
-    (void)ctx;
-    nb_function loss = {f_loss, 6, 1, NULL};
-    nb_tensor *p[6], *g[4] = {0};
-    for (int i = 0; i < 6; i++) p[i] = nb_eager_tensor(in[i]);
-    nb_status st = nb_grad(&loss, p, &(nb_grad_opts){.n_argnums = 4, .argnums = (int[]){0, 1, 2, 3}}, g, NULL);
-    for (int k = 0; k < 4; k++) {
-        out[k] = st ? NB_NONE : nb_eager_value(b, g[k]);
-        nb_tensor_release(g[k]);
-    }
-    return st ? st : nb_builder_status(b);
+    return grads_of(b, f_loss, 6, 4, in, out, ctx);
 }
 
 static void test_per_example_grads(void)
