@@ -1,9 +1,11 @@
-/* Batching rules of matmul and fc. matmul broadcasts batch dims as NumPy
- * does, so a batched operand gets its batch dim first and enough size-1
- * dims after it that the other's batch dims cannot take its place (only X
- * batched against a matrix Y: one GEMM over the folded rows). fc with only
- * Input batched is fc with one more row dim; a batched W or Bias makes it a
- * batched matmul, an add and the activation. */
+/* Batching rules of matmul and fc. Where one operand is batched against a
+ * plain matrix, the batch folds into one GEMM: X's rows ([B*m, k] @ Y), or
+ * Y's columns (X @ [k, B*n], the batch then at dim 1 of the result). Else
+ * matmul broadcasts batch dims as NumPy does, so a batched operand gets its
+ * batch dim first and enough size-1 dims after it that the other's batch
+ * dims cannot take its place. fc with only Input batched is fc with one
+ * more row dim; a batched W or Bias makes it a batched matmul, an add and
+ * the activation. */
 #include <string.h>
 #include "nabla/ops.h"
 #include "batch_rules.h"
@@ -16,11 +18,48 @@ static nb_value pad_after_batch(nb_builder *b, nb_value v, int have, int want)
     return nb_unsqueeze(b, v, want - have, axes);
 }
 
+/* One GEMM for the batch: X [B, ..., m, k] (not transposed) against a
+ * matrix Y as [B*...*m, k]; or a matrix X against Y [B, k, n] as [k, B*n]
+ * (Y [B, n, k] with transpose_y as [B*n, k], no copy). False where neither
+ * form fits. */
+static bool folded_matmul(nb_builder *b, nb_batch_ctx *c, int rx, int ry, bool tx, bool ty)
+{
+    bool bx = nb_batch_is(c, 0), by = nb_batch_is(c, 1);
+    nb_value in[2], out;
+    int64_t shape[NB_MAX_DIMS];
+    if (bx && !by && rx >= 2 && ry == 2 && !tx && c->batch >= 0) {
+        nb_value x = nb_batch_front(b, c, 0);
+        in[0] = nb_reshape(b, x, 2, (const int64_t[]){-1, c->x_info[0].shape[rx - 1]});
+        in[1] = c->x[1];
+        nb_batch_reemit(b, c, in, 0, NULL, 1, &out);
+        shape[0] = c->batch;
+        for (int k = 0; k < rx - 1; k++) shape[k + 1] = c->x_info[0].shape[k];
+        shape[rx] = -1;
+        c->y[0] = nb_reshape(b, out, rx + 1, shape);
+        c->y_bdim[0] = 0;
+        return true;
+    }
+    if (!bx && by && rx == 2 && ry == 2 && c->batch >= 0) {
+        const nb_var_info *y = &c->x_info[1];
+        nb_value v = nb_batch_front(b, c, 1); /* [B, k, n], or [B, n, k] with transpose_y */
+        if (ty) v = nb_reshape(b, v, 2, (const int64_t[]){-1, y->shape[1]});
+        else v = nb_reshape(b, nb_transpose(b, v, 3, (const int64_t[]){1, 0, 2}), 2, (const int64_t[]){y->shape[0], -1});
+        in[0] = c->x[0];
+        in[1] = v;
+        nb_batch_reemit(b, c, in, 0, NULL, 1, &out);
+        c->y[0] = nb_reshape(b, out, 3, (const int64_t[]){0, c->batch, -1});
+        c->y_bdim[0] = 1;
+        return true;
+    }
+    return false;
+}
+
 nb_status nb_batch_matmul(nb_builder *b, nb_batch_ctx *c)
 {
     int rx = c->x_info[0].ndim, ry = c->x_info[1].ndim;
     bool bx = nb_batch_is(c, 0), by = nb_batch_is(c, 1);
     bool tx = nb_batch_attr(c, "transpose_x")->b, ty = nb_batch_attr(c, "transpose_y")->b;
+    if (folded_matmul(b, c, rx, ry, tx, ty)) return nb_builder_status(b);
     if ((rx == 1 && tx) || (ry == 1 && ty) || rx + 2 > NB_MAX_DIMS || ry + 2 > NB_MAX_DIMS) return nb_batch_loop(b, c);
     nb_value x = nb_batch_front(b, c, 0), y = nb_batch_front(b, c, 1);
     /* A batched 1-D operand as a matrix: [B, 1, K] and [B, K, 1]. */
