@@ -9,7 +9,7 @@
 
 /* ---- storage ------------------------------------------------------------ */
 
-static nb_storage *storage_new(size_t nbytes)
+static nb_storage *storage_new(size_t nbytes, bool zero)
 {
     nb_storage *s = nb_calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -20,7 +20,7 @@ static nb_storage *storage_new(size_t nbytes)
         nb_free(s);
         return NULL;
     }
-    memset(s->data, 0, padded);
+    if (zero) memset(s->data, 0, padded);
     s->nbytes = nbytes;
     s->refcount = 1;
     return s;
@@ -105,7 +105,7 @@ static nb_tensor *tensor_shell(nb_dtype dtype, int ndim, const int64_t *shape)
     return t;
 }
 
-nb_status nb_tensor_new(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape)
+static nb_status tensor_new(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape, bool zero)
 {
     *out = NULL;
     if (!nb_dtype_valid(dtype)) return nb_error(NB_ERR_DTYPE, "tensor: invalid dtype %d", (int)dtype);
@@ -113,7 +113,7 @@ nb_status nb_tensor_new(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t
     if (st) return st;
     nb_tensor *t = tensor_shell(dtype, ndim, shape);
     if (!t) return nb_error(NB_ERR_NOMEM, "tensor: out of memory");
-    t->storage = storage_new((size_t)nb_shape_numel(ndim, shape) * nb_dtype_size(dtype));
+    t->storage = storage_new((size_t)nb_shape_numel(ndim, shape) * nb_dtype_size(dtype), zero);
     if (!t->storage) {
         nb_free(t);
         return nb_error(NB_ERR_NOMEM, "tensor: out of memory allocating %lld elements",
@@ -121,6 +121,16 @@ nb_status nb_tensor_new(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t
     }
     *out = t;
     return NB_OK;
+}
+
+nb_status nb_tensor_new(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape)
+{
+    return tensor_new(out, dtype, ndim, shape, true);
+}
+
+nb_status nb_tensor_new_uninit(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape)
+{
+    return tensor_new(out, dtype, ndim, shape, false);
 }
 
 nb_status nb_tensor_from_data(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape, const void *data)

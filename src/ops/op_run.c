@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "op_internal.h"
+#include "../core/tensor_internal.h"
 
 nb_status nb_assign_slots(const nb_op_def *def, bool inputs, int n, const bool *present,
                           int begin[NB_MAX_SLOTS + 1], int *order, const char *label)
@@ -150,7 +151,8 @@ nb_status nb_op_run_rng(const char *type, int n_in, nb_tensor *const *in, int n_
                 goto done;
             }
             outs[i] = nb_tensor_retain(out[i]);
-        } else if ((st = nb_tensor_new(&outs[i], o->dtype, o->ndim, o->shape))) {
+        } else if ((st = (def->flags & (NB_OP_INPLACE | NB_OP_WRITES_ALL) ? nb_tensor_new_uninit : nb_tensor_new)(
+                        &outs[i], o->dtype, o->ndim, o->shape))) {
             goto done;
         }
     }
