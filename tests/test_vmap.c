@@ -151,7 +151,16 @@ static void test_matmul(void)
     unsigned ty = 1u << 1;                                               /* NB_MATMUL_TRANSPOSE_Y's bit */
     nb_function ft = {f_mm, 2, 1, &ty};
     check_vmap(&ft, (nb_tensor *[]){X, wt}, (int[]){0, 0}, 0, 1e-12);
-    release_all(xs, w, ws, X, x1, Xb, wt, NULL);
+    /* one GEMM for the batch, wherever its dim is: Y's at 0, 1 or 2, with and without transpose_y */
+    nb_tensor *X2 = R(9, 2, 3), *Y0 = R(10, 5, 3, 4), *Y1 = R(11, 3, 5, 4), *Y2 = R(12, 3, 4, 5);
+    nb_tensor *T0 = R(13, 5, 4, 3), *T1 = R(14, 4, 5, 3), *T2 = R(15, 4, 3, 5), *Xm = R(16, 2, 5, 3);
+    for (int d = 0; d < 3; d++) {
+        check_vmap(&f, (nb_tensor *[]){X2, (nb_tensor *[]){Y0, Y1, Y2}[d]}, (int[]){NB, d}, d, 1e-12);
+        check_vmap(&ft, (nb_tensor *[]){X2, (nb_tensor *[]){T0, T1, T2}[d]}, (int[]){NB, d}, 0, 1e-12);
+    }
+    check_vmap(&f, (nb_tensor *[]){Xm, w}, (int[]){1, NB}, 1, 1e-12); /* X's rows around the batch */
+    check_vmap(&f, (nb_tensor *[]){Xm, w}, (int[]){1, NB}, -1, 1e-12);
+    release_all(xs, w, ws, X, x1, Xb, wt, X2, Y0, Y1, Y2, T0, T1, T2, Xm, NULL);
 }
 
 static nb_status f_fc(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
@@ -211,6 +220,10 @@ static void test_reductions_and_shapes(void)
     check_vmap(&f, (nb_tensor *[]){x, y}, (int[]){0, NB}, 0, 1e-12);
     check_vmap(&f, (nb_tensor *[]){x, ys}, (int[]){0, 0}, 0, 1e-12);
     check_vmap(&f, (nb_tensor *[]){xl, ys}, (int[]){-1, 0}, -1, 1e-12);
+    nb_tensor *xm = R(5, 2, 4, 3);
+    check_vmap(&f, (nb_tensor *[]){xm, y}, (int[]){1, NB}, 0, 1e-12); /* the batch in the middle */
+    check_vmap(&g, (nb_tensor *[]){xm, ys}, (int[]){1, 0}, 1, 1e-12);
+    nb_tensor_release(xm);
     check_vmap(&g, (nb_tensor *[]){x, y}, (int[]){0, NB}, 0, 1e-12);
     check_vmap(&g, (nb_tensor *[]){x, ys}, (int[]){0, 0}, 0, 1e-12);
     check_vmap(&g, (nb_tensor *[]){x, ys}, (int[]){NB, 0}, 0, 1e-12); /* only y: x shared */

@@ -17,6 +17,22 @@ nb_status nb_batch_broadcast(nb_builder *b, nb_batch_ctx *c)
     int rank = 0;
     for (int i = 0; i < c->n_in; i++)
         if (c->x_info[i].ndim > rank) rank = c->x_info[i].ndim;
+    /* Batched inputs of the full rank with their batch dims in one place d,
+     * and unbatched ones that NumPy aligns right of d: as they are. */
+    int d = -1;
+    bool stay = true;
+    for (int i = 0; i < c->n_in && stay; i++)
+        if (nb_batch_is(c, i)) {
+            stay = (d < 0 || c->x_bdim[i] == d) && c->x_info[i].ndim == rank;
+            d = c->x_bdim[i];
+        }
+    for (int i = 0; i < c->n_in && stay; i++)
+        if (!nb_batch_is(c, i) && !nb_is_none(c->x[i])) stay = c->x_info[i].ndim <= rank - d;
+    if (stay && d >= 0) {
+        nb_status st = nb_batch_reemit(b, c, c->x, 0, NULL, c->n_out, c->y);
+        nb_batch_set_all(c, d);
+        return st;
+    }
     nb_value in[NB_MAX_SLOTS];
     if (c->n_in > NB_MAX_SLOTS) return nb_batch_loop(b, c);
     for (int i = 0; i < c->n_in; i++) in[i] = nb_batch_front_padded(b, c, i, rank);

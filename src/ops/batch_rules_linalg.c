@@ -18,37 +18,48 @@ static nb_value pad_after_batch(nb_builder *b, nb_value v, int have, int want)
     return nb_unsqueeze(b, v, want - have, axes);
 }
 
-/* One GEMM for the batch: X [B, ..., m, k] (not transposed) against a
- * matrix Y as [B*...*m, k]; or a matrix X against Y [B, k, n] as [k, B*n]
- * (Y [B, n, k] with transpose_y as [B*n, k], no copy). False where neither
- * form fits. */
+/* One GEMM for the batch, wherever its dim is: X (not transposed) against
+ * a matrix Y with all its dims but the last (k) as rows; or a matrix X
+ * against Y as [k, B*n] or, with transpose_y, as [B*n, k] (the batch moved
+ * only when it sits where k must be). The result keeps the batch where the
+ * folded operand had it. False where neither form fits. */
 static bool folded_matmul(nb_builder *b, nb_batch_ctx *c, int rx, int ry, bool tx, bool ty)
 {
     bool bx = nb_batch_is(c, 0), by = nb_batch_is(c, 1);
     nb_value in[2], out;
     int64_t shape[NB_MAX_DIMS];
-    if (bx && !by && rx >= 2 && ry == 2 && !tx && c->batch >= 0) {
-        nb_value x = nb_batch_front(b, c, 0);
-        in[0] = nb_reshape(b, x, 2, (const int64_t[]){-1, c->x_info[0].shape[rx - 1]});
+    if (bx && !by && rx >= 2 && ry == 2 && !tx) {
+        int d = c->x_bdim[0];
+        nb_value x = d == rx ? nb_batch_front(b, c, 0) : c->x[0]; /* the batch where k is: first */
+        if (d == rx) d = 0;
+        nb_var_info i = nb_value_info(b, x);
+        for (int k = 0; k < i.ndim; k++)
+            if (i.shape[k] < 0) return false;
+        in[0] = nb_reshape(b, x, 2, (const int64_t[]){-1, i.shape[rx]});
         in[1] = c->x[1];
         nb_batch_reemit(b, c, in, 0, NULL, 1, &out);
-        shape[0] = c->batch;
-        for (int k = 0; k < rx - 1; k++) shape[k + 1] = c->x_info[0].shape[k];
+        memcpy(shape, i.shape, (size_t)rx * sizeof *shape);
         shape[rx] = -1;
         c->y[0] = nb_reshape(b, out, rx + 1, shape);
-        c->y_bdim[0] = 0;
+        c->y_bdim[0] = d;
         return true;
     }
-    if (!bx && by && rx == 2 && ry == 2 && c->batch >= 0) {
-        const nb_var_info *y = &c->x_info[1];
-        nb_value v = nb_batch_front(b, c, 1); /* [B, k, n], or [B, n, k] with transpose_y */
-        if (ty) v = nb_reshape(b, v, 2, (const int64_t[]){-1, y->shape[1]});
-        else v = nb_reshape(b, nb_transpose(b, v, 3, (const int64_t[]){1, 0, 2}), 2, (const int64_t[]){y->shape[0], -1});
+    if (!bx && by && rx == 2 && ry == 2) {
+        int d = c->x_bdim[1];
+        nb_value y = c->x[1];
+        /* k must lead (or, with transpose_y, end) the physical Y */
+        if (!ty && d == 0) y = nb_batch_move(b, y, 0, 1), d = 1;
+        if (ty && d == 2) y = nb_batch_move(b, y, 2, 0), d = 0;
+        nb_var_info i = nb_value_info(b, y);
+        for (int k = 0; k < 3; k++)
+            if (i.shape[k] < 0) return false;
         in[0] = c->x[0];
-        in[1] = v;
+        in[1] = ty ? nb_reshape(b, y, 2, (const int64_t[]){-1, i.shape[2]}) : nb_reshape(b, y, 2, (const int64_t[]){i.shape[0], -1});
         nb_batch_reemit(b, c, in, 0, NULL, 1, &out);
-        c->y[0] = nb_reshape(b, out, 3, (const int64_t[]){0, c->batch, -1});
-        c->y_bdim[0] = 1;
+        /* [m, a, b]: the two dims of Y besides k, in their order */
+        int64_t a = ty ? i.shape[0] : i.shape[1], bb = ty ? i.shape[1] : i.shape[2];
+        c->y[0] = nb_reshape(b, out, 3, (const int64_t[]){0, a, bb});
+        c->y_bdim[0] = ty ? d + 1 : d;
         return true;
     }
     return false;

@@ -22,21 +22,30 @@ static int shifted_axes(const nb_attr_value *a, int rank, int64_t *out)
     return a->n < NB_MAX_DIMS ? a->n : NB_MAX_DIMS;
 }
 
+/* The batch stays where it is: each axis a moves past it (a + 1 from the
+ * batch dim d on), and the batch dim moves down by the reduced axes before
+ * it unless keepdim. */
 nb_status nb_batch_reduce(nb_builder *b, nb_batch_ctx *c)
 {
-    int r = c->x_info[0].ndim;
+    int r = c->x_info[0].ndim, d = c->x_bdim[0], before = 0;
     int64_t axes[NB_MAX_DIMS];
     const nb_attr_value *a = nb_batch_attr(c, "axes");
-    int n = a->n ? shifted_axes(a, r, axes) : r;
+    int n = a->n < NB_MAX_DIMS ? a->n : NB_MAX_DIMS;
+    for (int k = 0; k < n; k++) axes[k] = nb_batch_axis(a->ints[k], r);
     if (!a->n)
-        for (int k = 0; k < r; k++) axes[k] = k + 1;
-    nb_value x = nb_batch_front(b, c, 0);
+        for (n = 0; n < r; n++) axes[n] = n;
+    for (int k = 0; k < n; k++) {
+        before += axes[k] < d;
+        if (axes[k] >= d) axes[k]++;
+    }
     if (n == 0) { /* a scalar example: nothing to reduce, but the op runs (reduce_mean of one value) */
-        c->y[0] = nb_emit1(b, "assign", NB_VALUES(x), NB_NO_ATTRS);
-        c->y_bdim[0] = 0;
+        c->y[0] = nb_emit1(b, "assign", NB_VALUES(c->x[0]), NB_NO_ATTRS);
+        c->y_bdim[0] = d;
         return nb_builder_status(b);
     }
-    return emit_front(b, c, &x, 1, (nb_attr[]){INTS("axes", n, axes)});
+    nb_status st = nb_batch_reemit(b, c, c->x, 1, (nb_attr[]){INTS("axes", n, axes)}, 1, c->y);
+    c->y_bdim[0] = nb_batch_attr(c, "keepdim")->b ? d : d - before;
+    return st;
 }
 
 nb_status nb_batch_arg_reduce(nb_builder *b, nb_batch_ctx *c)
