@@ -94,13 +94,20 @@ NB_API nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, 
  *    rules) is the same on the tape as in a program, and no rule fails on
  *    the missing ones. An op with one output passes with nothing checked;
  *  - transforms: the op and its loss as a function, nb_grad of it
- *    (nabla/transforms.h), gives the program's gradients (to 1e-10). */
+ *    (nabla/transforms.h), gives the program's gradients (to 1e-10);
+ *  - vmap: the op mapped over a batch of 3 (nabla/vmap.h) by its batching
+ *    rule equals the op run on each example, for every in_axes combination
+ *    of its inputs (batched along axis 0, along the last axis, or shared;
+ *    three combinations for ops of more than 4 inputs), to 1e-12. An op
+ *    without a rule (its loop over the batch) or a random op passes with
+ *    nothing checked. */
 NB_API nb_status nb_gradcheck_fwd_over_rev(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
 NB_API nb_status nb_gradcheck_shapes(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
 NB_API nb_status nb_gradcheck_f32(const nb_gradcheck_case *c, uint64_t seed, double tol, nb_gradcheck_report *report);
 NB_API nb_status nb_gradcheck_eager(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
 NB_API nb_status nb_gradcheck_absent(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
 NB_API nb_status nb_gradcheck_transforms(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
+NB_API nb_status nb_gradcheck_vmap(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *report);
 
 /* Whether derivatives of the op can be taken again: it has a VJP and a JVP
  * rule, or is marked NB_OP_NOT_DIFFERENTIABLE (a zero derivative). */

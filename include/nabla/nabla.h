@@ -27,6 +27,7 @@
 #include "nabla/train.h"
 #include "nabla/eager.h"
 #include "nabla/transforms.h"
+#include "nabla/vmap.h"
 #include "nabla/control.h"
 #include "nabla/recurrent.h"
 #include "nabla/text.h"

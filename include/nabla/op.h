@@ -109,6 +109,10 @@ struct nb_builder;
 struct nb_grad_ctx;
 typedef nb_status (*nb_vjp_fn)(struct nb_builder *b, struct nb_grad_ctx *g);
 typedef nb_status (*nb_jvp_fn)(struct nb_builder *b, struct nb_grad_ctx *g);
+/* Batching rules (vmap) emit the op's batched form on physical values; see
+ * nabla/vmap.h. */
+struct nb_batch_ctx;
+typedef nb_status (*nb_batch_fn)(struct nb_builder *b, struct nb_batch_ctx *c);
 
 typedef struct nb_op_def {
     const char *name;
@@ -129,6 +133,9 @@ typedef struct nb_op_def {
     unsigned grad_uses_outputs;
     nb_vjp_fn vjp; /* NULL: no rule yet (or NB_OP_NOT_DIFFERENTIABLE) */
     nb_jvp_fn jvp;
+    /* Under vmap: the op on a batch, from its physical inputs and their batch
+     * dims (NULL: a loop over the batch runs it once per example). */
+    nb_batch_fn batch;
 } nb_op_def;
 
 /* ---- context accessors for infer and params functions ------------------- */

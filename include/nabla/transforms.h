@@ -74,9 +74,10 @@ NB_API nb_status nb_jvp_by_reverse(const nb_function *f, nb_tensor *const *prima
                             nb_tensor **outputs, nb_tensor **out_tangents);
 
 /* The Jacobian of output `out` with respect to input `arg`, shaped
- * out.shape + arg.shape: a row per output element (jacrev: a pullback each)
- * or a column per input element (jacfwd: up to 32 columns per run of f, as
- * sets of tangents that share the primal computation). */
+ * out.shape + arg.shape: a row per output element (jacrev: the pullback
+ * vmapped over the rows, one batched backward) or a column per input
+ * element (jacfwd: the JVP vmapped over the columns, one batched forward
+ * pass; see nabla/vmap.h). */
 NB_API nb_status nb_jacrev(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac);
 NB_API nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac);
 /* Second derivatives of f's first output (a scalar) with respect to input
@@ -84,8 +85,8 @@ NB_API nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int 
  * products (v shaped as the input). Both by forward over reverse: H v is the
  * JVP of the gradient along v (nb_jvp of a function that runs
  * nb_value_and_grad: the backward carries the tangents), and the Hessian is
- * the gradient's jacfwd, a column per input element, 32 per forward and
- * backward. */
+ * the gradient's jacfwd: every column in one batched forward and backward
+ * (vmap). */
 NB_API nb_status nb_hessian(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor **hess);
 NB_API nb_status nb_hvp(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor *v, nb_tensor **hv);
 /* The same by reverse over reverse: the gradient's pullback of v is H v (H

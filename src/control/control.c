@@ -18,6 +18,12 @@ static nb_status eager_pred(nb_builder *b, nb_value pred, const char *who, bool 
         return nb_builder_fail(b, NB_ERR_DTYPE, "%s: the predicate must be bool with one element, not %s %s", who,
                                nb_dtype_name(t->dtype), nb_shape_str(s, sizeof s, t->ndim, t->shape));
     }
+    /* A logical (vmap) predicate holds one value per example, which may
+     * differ: C control flow cannot follow them all. */
+    if (!t->storage)
+        return nb_builder_fail(b, NB_ERR_UNSUPPORTED, "%s: the predicate is batched (it depends on a vmap's batch), "
+                               "so the examples may take different paths; compute both and select with nb_where, or "
+                               "loop over the examples", who);
     *out = nb_tensor_get(t, 0) != 0;
     return NB_OK;
 }

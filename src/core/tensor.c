@@ -9,7 +9,7 @@
 
 /* ---- storage ------------------------------------------------------------ */
 
-static nb_storage *storage_new(size_t nbytes)
+static nb_storage *storage_new(size_t nbytes, bool zero)
 {
     nb_storage *s = nb_calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -20,7 +20,7 @@ static nb_storage *storage_new(size_t nbytes)
         nb_free(s);
         return NULL;
     }
-    memset(s->data, 0, padded);
+    if (zero) memset(s->data, 0, padded);
     s->nbytes = nbytes;
     s->refcount = 1;
     return s;
@@ -105,7 +105,7 @@ static nb_tensor *tensor_shell(nb_dtype dtype, int ndim, const int64_t *shape)
     return t;
 }
 
-nb_status nb_tensor_new(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape)
+static nb_status tensor_new(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape, bool zero)
 {
     *out = NULL;
     if (!nb_dtype_valid(dtype)) return nb_error(NB_ERR_DTYPE, "tensor: invalid dtype %d", (int)dtype);
@@ -113,7 +113,7 @@ nb_status nb_tensor_new(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t
     if (st) return st;
     nb_tensor *t = tensor_shell(dtype, ndim, shape);
     if (!t) return nb_error(NB_ERR_NOMEM, "tensor: out of memory");
-    t->storage = storage_new((size_t)nb_shape_numel(ndim, shape) * nb_dtype_size(dtype));
+    t->storage = storage_new((size_t)nb_shape_numel(ndim, shape) * nb_dtype_size(dtype), zero);
     if (!t->storage) {
         nb_free(t);
         return nb_error(NB_ERR_NOMEM, "tensor: out of memory allocating %lld elements",
@@ -121,6 +121,16 @@ nb_status nb_tensor_new(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t
     }
     *out = t;
     return NB_OK;
+}
+
+nb_status nb_tensor_new(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape)
+{
+    return tensor_new(out, dtype, ndim, shape, true);
+}
+
+nb_status nb_tensor_new_uninit(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape)
+{
+    return tensor_new(out, dtype, ndim, shape, false);
 }
 
 nb_status nb_tensor_from_data(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape, const void *data)
@@ -203,8 +213,19 @@ bool nb_tensor_is_contiguous(const nb_tensor *t)
     return true;
 }
 
+/* A tensor without storage is a logical one of vmap (src/eager/batched.h):
+ * shaped as one example, its data in a batch elsewhere. Nothing here may
+ * read it. */
+static nb_status need_storage(const nb_tensor *t, const char *what)
+{
+    if (t->storage) return NB_OK;
+    return nb_error(NB_ERR_ARG, "%s: the tensor is a batched (vmap) value, shaped as one example, which holds no data "
+                                "of its own; return it from the mapped function to read the batch", what);
+}
+
 void *nb_tensor_data(const nb_tensor *t)
 {
+    if (need_storage(t, "tensor_data")) return NULL;
     return (char *)t->storage->data + t->offset * (int64_t)nb_dtype_size(t->dtype);
 }
 
@@ -250,19 +271,20 @@ static int64_t offset_of(const nb_tensor *t, int64_t i)
 
 double nb_tensor_get(const nb_tensor *t, int64_t i)
 {
-    if (i < 0 || i >= nb_tensor_numel(t)) return NAN;
+    if (i < 0 || i >= nb_tensor_numel(t) || need_storage(t, "tensor_get")) return NAN;
     return nb_load(t->dtype, t->storage->data, offset_of(t, i));
 }
 
 void nb_tensor_set(nb_tensor *t, int64_t i, double v)
 {
-    if (i < 0 || i >= nb_tensor_numel(t)) return;
+    if (i < 0 || i >= nb_tensor_numel(t) || need_storage(t, "tensor_set")) return;
     nb_store(t->dtype, t->storage->data, offset_of(t, i), v);
 }
 
 double nb_tensor_at(const nb_tensor *t, const int64_t *index)
 {
     int64_t off = t->offset;
+    if (need_storage(t, "tensor_at")) return NAN;
     for (int d = 0; d < t->ndim; d++) {
         if (index[d] < 0 || index[d] >= t->shape[d]) return NAN;
         off += index[d] * t->strides[d];
@@ -274,6 +296,7 @@ double nb_tensor_at(const nb_tensor *t, const int64_t *index)
 
 static nb_tensor *view_of(nb_tensor *t)
 {
+    if (need_storage(t, "tensor view")) return NULL;
     nb_tensor *v = nb_calloc(1, sizeof *v);
     if (!v) return NULL;
     *v = *t;
@@ -285,6 +308,7 @@ static nb_tensor *view_of(nb_tensor *t)
 
 nb_status nb_tensor_reshape(nb_tensor **out, nb_tensor *t, int ndim, const int64_t *shape)
 {
+    if (need_storage(t, "tensor_reshape")) return NB_ERR_ARG;
     *out = NULL;
     int64_t full[NB_MAX_DIMS];
     char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
@@ -330,6 +354,7 @@ nb_status nb_tensor_reshape(nb_tensor **out, nb_tensor *t, int ndim, const int64
 
 nb_status nb_tensor_permute(nb_tensor **out, nb_tensor *t, const int *perm)
 {
+    if (need_storage(t, "tensor_permute")) return NB_ERR_ARG;
     *out = NULL;
     bool seen[NB_MAX_DIMS] = {false};
     if (t->ndim > 0 && !perm) return nb_error(NB_ERR_ARG, "permute: perm is NULL");
@@ -365,6 +390,7 @@ nb_status nb_tensor_transpose(nb_tensor **out, nb_tensor *t, int d0, int d1)
 
 nb_status nb_tensor_slice(nb_tensor **out, nb_tensor *t, int dim, int64_t start, int64_t stop, int64_t step)
 {
+    if (need_storage(t, "tensor_slice")) return NB_ERR_ARG;
     *out = NULL;
     if (dim < 0) dim += t->ndim;
     if (dim < 0 || dim >= t->ndim) return nb_error(NB_ERR_ARG, "slice: dimension out of range for a %d-d tensor", t->ndim);
@@ -407,6 +433,7 @@ nb_status nb_broadcast_shapes(int nda, const int64_t *a, int ndb, const int64_t 
 
 nb_status nb_tensor_expand(nb_tensor **out, nb_tensor *t, int ndim, const int64_t *shape)
 {
+    if (need_storage(t, "tensor_expand")) return NB_ERR_ARG;
     *out = NULL;
     char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
     if (ndim > 0 && !shape) return nb_error(NB_ERR_ARG, "expand: shape is NULL");
@@ -444,6 +471,7 @@ nb_status nb_tensor_copy_into(nb_tensor *dst, const nb_tensor *src)
 {
     char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
     nb_tensor *bs = NULL;
+    if (need_storage(dst, "copy") || need_storage(src, "copy")) return NB_ERR_ARG;
     if (!nb_shape_equal(dst->ndim, dst->shape, src->ndim, src->shape)) {
         nb_status st = nb_tensor_expand(&bs, (nb_tensor *)src, dst->ndim, dst->shape);
         if (st)
@@ -499,6 +527,8 @@ nb_status nb_tensor_clone(nb_tensor **out, const nb_tensor *t) { return nb_tenso
 
 nb_status nb_tensor_contiguous(nb_tensor **out, nb_tensor *t)
 {
+    *out = NULL;
+    if (need_storage(t, "contiguous")) return NB_ERR_ARG;
     if (nb_tensor_is_contiguous(t)) {
         *out = nb_tensor_retain(t);
         return NB_OK;

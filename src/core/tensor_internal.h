@@ -8,6 +8,10 @@
 double nb_load(nb_dtype dt, const void *p, int64_t i);
 void nb_store(nb_dtype dt, void *p, int64_t i, double v);
 void nb_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+/* nb_tensor_new without zeroing the elements: for the outputs of kernels
+ * that write every one (NB_OP_WRITES_ALL, NB_OP_INPLACE), as the executor's
+ * buffers are. */
+nb_status nb_tensor_new_uninit(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape);
 
 /* Called when a tensor carrying eager-mode state is freed (set by the eager
  * engine, once per process, before the first tensor gets that state). */

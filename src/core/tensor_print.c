@@ -279,6 +279,10 @@ char *nb_tensor_to_string(const nb_tensor *t)
         nb_error(NB_ERR_ARG, "print: tensor is NULL");
         return NULL;
     }
+    if (!t->storage) {
+        nb_error(NB_ERR_ARG, "print: the tensor is a batched (vmap) value, which holds no data of its own");
+        return NULL;
+    }
     char *s = tensor_text(t);
     if (!s) nb_error(NB_ERR_NOMEM, "print: out of memory");
     return s;
@@ -287,6 +291,7 @@ char *nb_tensor_to_string(const nb_tensor *t)
 nb_status nb_tensor_print(const nb_tensor *t, FILE *f)
 {
     if (!t || !f) return nb_error(NB_ERR_ARG, "print: tensor or file is NULL");
+    if (!t->storage) return nb_error(NB_ERR_ARG, "print: the tensor is a batched (vmap) value, which holds no data of its own");
     char *s = tensor_text(t);
     if (!s) return nb_error(NB_ERR_NOMEM, "print: out of memory");
     int rc = fputs(s, f);

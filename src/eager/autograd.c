@@ -4,6 +4,7 @@
 #include "nabla/device.h"
 #include <string.h>
 #include "autograd.h"
+#include "batched.h"
 #include "../core/tensor_internal.h"
 
 static _Thread_local uint64_t sequence;
@@ -75,6 +76,7 @@ static void autograd_free(nb_tensor *t)
     hook_list_free(&a->hooks);
     if (a->accumulated) hook_list_free(a->accumulated);
     nb_free(a->accumulated);
+    nb_batched_free(a->batched);
     nb_free(a);
     t->autograd = NULL;
 }
@@ -157,7 +159,12 @@ nb_status nb_tensor_detach(nb_tensor **out, nb_tensor *t)
     *d = *t;
     d->refcount = 1;
     d->autograd = NULL;
-    d->storage->refcount++;
+    if (d->storage) d->storage->refcount++;
+    nb_status st = nb_batched_copy(d, t); /* a logical tensor's copy is logical too */
+    if (st) {
+        nb_tensor_release(d);
+        return st;
+    }
     *out = d;
     return NB_OK;
 }
@@ -378,7 +385,7 @@ nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const
         for (int k = in_begin[s]; k < in_begin[s + 1]; k++) {
             if ((def->grad_uses_inputs >> s) & 1) {
                 n->saved_in[k] = nb_tensor_retain(in[k]);
-                n->saved_in_version[k] = in[k]->storage->version;
+                n->saved_in_version[k] = nb_tensor_version(in[k]);
             }
             if ((def->inputs[s].flags & NB_SLOT_NO_GRAD) || !nb_tensor_requires_grad(in[k])) continue;
             if (nb_edge_of(in[k], &n->next[k])) ok = false;
@@ -390,7 +397,7 @@ nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const
             n->out_info[k] = (nb_var_info){.dtype = o->dtype, .ndim = o->ndim};
             memcpy(n->out_info[k].shape, o->shape, sizeof o->shape);
             if (((def->grad_uses_outputs >> s) & 1) && nb_tensor_detach(&n->saved_out[k], o)) ok = false;
-            if (n->saved_out[k]) n->saved_out_version[k] = o->storage->version;
+            if (n->saved_out[k]) n->saved_out_version[k] = nb_tensor_version(o);
         }
     if (ok) ok = adopt_outputs(n, n_out, out);
     nb_node_release(n); /* the outputs hold it now */

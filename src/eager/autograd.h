@@ -72,6 +72,7 @@ typedef struct nb_autograd {
     nb_node *accumulator;  /* weak: the leaf's accumulate node, while one lives */
     hook_list hooks;       /* leaf hooks (a non-leaf's live in its node) */
     hook_list *accumulated; /* leaf hooks run once .grad holds this backward pass's sum (made on first use) */
+    struct nb_batched *batched; /* vmap: the physical batch of a logical tensor (batched.h), or NULL */
 } nb_autograd;
 
 nb_autograd *nb_autograd_of(nb_tensor *t, bool create); /* NULL if none and !create */

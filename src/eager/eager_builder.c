@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "autograd.h"
+#include "batched.h"
 #include "tangents.h"
 #include "../core/strmap.h"
 #include "../ops/op_internal.h"
@@ -163,8 +164,15 @@ static nb_status eager_emit(nb_builder *b, const char *type, int n_in, const nb_
     }
     if (s->is_test && !has_test && nb_op_attr_index(def, "is_test") >= 0) all[m++] = NB_ATTR_BOOL("is_test", true);
     nb_rng replayed, *rng = NULL;
-    nb_status st = (def->flags & NB_OP_RANDOM) ? random_state(s, def->name, &replayed, &rng) : NB_OK;
-    if (!st) st = nb_op_run_rng(def->name, n_in, ins, m, all, n_out, outs, rng);
+    nb_status st;
+    /* Under vmap: inputs batched at the innermost level run the op's
+     * batching rule on their physical values instead of its kernel. */
+    int level = nb_batched_max_level(n_in, ins);
+    if (level > 0) st = nb_batched_run(b, def, level, n_in, ins, m, all, n_out, outs);
+    else {
+        st = (def->flags & NB_OP_RANDOM) ? random_state(s, def->name, &replayed, &rng) : NB_OK;
+        if (!st) st = nb_op_run_rng(def->name, n_in, ins, m, all, n_out, outs, rng);
+    }
     if (st) return st;
     if ((s->level || nb_grad_mode_enabled()) && !(def->flags & NB_OP_NOT_DIFFERENTIABLE)) {
         /* The node needs the resolved attributes and the compacted inputs. */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "autograd.h"
+#include "batched.h"
 #include "nabla/autodiff.h"
 #include "nabla/ops.h"
 
@@ -194,7 +195,9 @@ static nb_node *heap_pop(task *t)
 static nb_status add_grads(task *t, nb_tensor *a, nb_tensor *b, nb_tensor **out)
 {
     bool tangents = nb_eager_carries_tangents(t->b);
-    if (!t->create_graph && !tangents) {
+    /* Logical (vmap) gradients are added by their batching rule. */
+    bool batched = nb_batched_level(a) || nb_batched_level(b);
+    if (!t->create_graph && !tangents && !batched) {
         *out = NULL;
         return nb_op_run("add", NB_TENSORS(a, b), NB_NO_ATTRS, 1, out);
     }
@@ -247,6 +250,7 @@ static nb_status run_node_hooks(nb_node *n, hook_list *h, int count, nb_tensor *
 
 static bool finite(const nb_tensor *g)
 {
+    for (const nb_batched *bt; (bt = nb_batched_of(g));) g = bt->phys; /* a logical gradient: its whole batch */
     for (int64_t i = 0; i < nb_tensor_numel(g); i++)
         if (!isfinite(nb_tensor_get(g, i))) return false;
     return true;
@@ -266,7 +270,7 @@ static nb_status check_saved(const nb_node *n)
         nb_tensor **saved = side ? n->saved_out : n->saved_in;
         uint64_t *ver = side ? n->saved_out_version : n->saved_in_version;
         for (int k = 0; k < count; k++)
-            if (saved[k] && saved[k]->storage->version != ver[k])
+            if (saved[k] && nb_tensor_version(saved[k]) != ver[k])
                 return nb_error(NB_ERR_STATE,
                                 "backward: %s (node #%llu) saved its %s %d, which was since modified by an in-place %s "
                                 "(version %llu, saved at %llu)", label, (unsigned long long)n->seq,

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include "batch_rules.h"
 #include "attention_grad.h"
 #include "families.h"
 #include "infer_check.h"
@@ -143,7 +144,7 @@ static nb_status attention_infer(nb_op_ctx *ctx)
 }
 
 static const nb_op_def op_attention = {
-    .name = "scaled_dot_product_attention",
+    .name = "scaled_dot_product_attention", .batch = nb_batch_attention,
     .doc = "softmax(scale * Q K^T + Mask) V, blockwise (online softmax); LSE: each row's log-sum-exp; Key: the "
            "dropout stream",
     .inputs = {{"Q", 0}, {"K", 0}, {"V", 0}, {"Mask", NB_SLOT_OPTIONAL | NB_SLOT_NO_GRAD}},
@@ -200,7 +201,7 @@ static nb_status attention_grad_infer(nb_op_ctx *ctx)
 }
 
 static const nb_op_def op_attention_grad = {
-    .name = "scaled_dot_product_attention_grad",
+    .name = "scaled_dot_product_attention_grad", .batch = nb_batch_attention,
     .doc = "DQ, DK, DV of scaled_dot_product_attention, its weights recomputed blockwise from LSE",
     .inputs = {{"Q", 0}, {"K", 0}, {"V", 0}, {"Mask", NB_SLOT_OPTIONAL | NB_SLOT_NO_GRAD}, {"LSE", 0},
                {"Key", NB_SLOT_NO_GRAD}, {"DOut", 0}, {"Delta", 0}},
@@ -251,7 +252,7 @@ static nb_status dropout_mask_infer(nb_op_ctx *ctx)
 }
 
 static const nb_op_def op_causal_bias = {
-    .name = "attention_causal_bias",
+    .name = "attention_causal_bias", .batch = nb_batch_attention,
     .doc = "[T, S] of Q's dtype: 0 where key j <= query i, -inf elsewhere (the causal mask as a bias)",
     .inputs = {{"Q", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}, {"K", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}},
     .outputs = {{"Out", 0}},
@@ -260,7 +261,7 @@ static const nb_op_def op_causal_bias = {
 };
 
 static const nb_op_def op_dropout_mask = {
-    .name = "attention_dropout_mask",
+    .name = "attention_dropout_mask", .batch = nb_batch_attention,
     .doc = "[..., T, S]: 1/(1-p) where scaled_dot_product_attention with this Key keeps a weight, 0 where it drops it",
     .inputs = {{"Q", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}, {"K", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY},
                {"Key", NB_SLOT_NO_GRAD}},

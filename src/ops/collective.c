@@ -13,6 +13,7 @@
  *
  * In programs Out names the same vars as X (the op works in place), hence
  * NB_OP_STATEFUL, which also keeps pruning from dropping them. */
+#include "batch_rules.h"
 #include "families.h"
 #include "nabla/autodiff.h"
 #include "kernels/params/collective.h"
@@ -88,7 +89,7 @@ static nb_status vjp_allreduce(nb_builder *b, nb_grad_ctx *g) { return allreduce
 static nb_status jvp_allreduce(nb_builder *b, nb_grad_ctx *g) { return allreduce_rule(b, g, false); }
 
 static const nb_op_def op_c_allreduce_sum = {
-    .name = "c_allreduce_sum",
+    .name = "c_allreduce_sum", .batch = nb_batch_each,
     .doc = "Out[i] = sum over the ranks of ring ring_id of X[i] (float32/float64, one dtype per op), one all-reduce.",
     .inputs = {{"X", NB_SLOT_VARIADIC}},
     .outputs = {{"Out", NB_SLOT_VARIADIC}},
@@ -106,7 +107,7 @@ static const nb_op_def op_c_allreduce_sum = {
 static nb_status infer_broadcast(nb_op_ctx *ctx) { return infer_collective(ctx, false); }
 
 static const nb_op_def op_c_broadcast = {
-    .name = "c_broadcast",
+    .name = "c_broadcast", .batch = nb_batch_each,
     .doc = "Out[i] = X[i] of rank `root` of ring ring_id; a nonzero `check` hash must first agree on every rank.",
     .inputs = {{"X", NB_SLOT_VARIADIC}},
     .outputs = {{"Out", NB_SLOT_VARIADIC}},

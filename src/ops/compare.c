@@ -2,6 +2,7 @@
  * where. Definitions and shape inference; the kernels are in
  * kernels/cpu/compare.c. */
 #include "families.h"
+#include "batch_rules.h"
 #include "broadcast_infer.h"
 #include "compare_grad.h"
 
@@ -19,7 +20,7 @@ static nb_status infer_compare(nb_op_ctx *c)
 #define COMPARE_OP(id, DOC)                                                                \
     static const nb_op_def op_##id = {                                                     \
         .name = #id, .doc = DOC, .inputs = {{"X", 0}, {"Y", 0}}, .outputs = {{"Out", 0}},  \
-        .infer = infer_compare, .flags = NB_OP_NOT_DIFFERENTIABLE};
+        .infer = infer_compare, .batch = nb_batch_broadcast, .flags = NB_OP_NOT_DIFFERENTIABLE};
 
 COMPARE_OP(equal, "X == Y, broadcasting, as bool")
 COMPARE_OP(not_equal, "X != Y, broadcasting, as bool (true where either is NaN)")
@@ -48,14 +49,14 @@ static nb_status infer_logic_not(nb_op_ctx *c)
 #define LOGIC_OP(id, DOC)                                                                  \
     static const nb_op_def op_##id = {                                                     \
         .name = #id, .doc = DOC, .inputs = {{"X", 0}, {"Y", 0}}, .outputs = {{"Out", 0}},  \
-        .infer = infer_logic_binary, .flags = NB_OP_NOT_DIFFERENTIABLE};
+        .infer = infer_logic_binary, .batch = nb_batch_broadcast, .flags = NB_OP_NOT_DIFFERENTIABLE};
 
 LOGIC_OP(logical_and, "X and Y, broadcasting; nonzero values are true")
 LOGIC_OP(logical_or, "X or Y, broadcasting; nonzero values are true")
 LOGIC_OP(logical_xor, "Exactly one of X and Y, broadcasting; nonzero values are true")
 
 static const nb_op_def op_logical_not = {
-    .name = "logical_not", .doc = "Not X, as bool; nonzero values are true",
+    .name = "logical_not", .batch = nb_batch_unary, .doc = "Not X, as bool; nonzero values are true",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
     .infer = infer_logic_not, .flags = NB_OP_NOT_DIFFERENTIABLE};
 
@@ -75,7 +76,7 @@ static nb_status infer_where(nb_op_ctx *c)
 }
 
 static const nb_op_def op_where = {
-    .name = "where", .doc = "X where Condition is true, else Y; all three broadcast",
+    .name = "where", .batch = nb_batch_broadcast, .doc = "X where Condition is true, else Y; all three broadcast",
     .inputs = {{"Condition", NB_SLOT_NO_GRAD}, {"X", 0}, {"Y", 0}}, .outputs = {{"Out", 0}},
     .infer = infer_where, .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
     .vjp = nb_where_vjp, .jvp = nb_where_jvp};

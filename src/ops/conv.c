@@ -5,6 +5,7 @@
 #include <string.h>
 #include "conv_grad.h"
 #include "families.h"
+#include "batch_rules.h"
 #include "infer_check.h"
 #include "kernels/params/conv.h"
 
@@ -288,7 +289,7 @@ static nb_status pool2d_grad_infer(nb_op_ctx *ctx)
         NB_ADEF_BOOL("ceil_mode", false), NB_ADEF_BOOL("exclusive", true)
 
 static const nb_op_def op_conv2d = {
-    .name = "conv2d",
+    .name = "conv2d", .batch = nb_batch_conv,
     .doc = "2-D convolution (NCHW) of Input [N, C, H, W] with Filter [M, C/groups, kh, kw], plus Bias [M] if given",
     .inputs = {{"Input", 0}, {"Filter", 0}, {"Bias", NB_SLOT_OPTIONAL}},
     .outputs = {{"Output", 0}},
@@ -302,7 +303,7 @@ static const nb_op_def op_conv2d = {
 };
 
 static const nb_op_def op_conv2d_grad = {
-    .name = "conv2d_grad",
+    .name = "conv2d_grad", .batch = nb_batch_conv,
     .doc = "Gradients of conv2d: DInput, DFilter and DBias (DOutput summed over N, H, W) from DOutput",
     .inputs = {{"Input", 0}, {"Filter", 0}, {"DOutput", 0}},
     .outputs = {{"DInput", NB_SLOT_OPTIONAL}, {"DFilter", NB_SLOT_OPTIONAL}, {"DBias", NB_SLOT_OPTIONAL}},
@@ -316,7 +317,7 @@ static const nb_op_def op_conv2d_grad = {
 };
 
 static const nb_op_def op_pool2d = {
-    .name = "pool2d",
+    .name = "pool2d", .batch = nb_batch_fold,
     .doc = "2-D max or average pooling (NCHW) over ksize windows, or over the whole image with global_pooling",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}},
@@ -331,7 +332,7 @@ static const nb_op_def op_pool2d = {
 };
 
 static const nb_op_def op_pool2d_grad = {
-    .name = "pool2d_grad",
+    .name = "pool2d_grad", .batch = nb_batch_fold,
     .doc = "Gradient of pool2d: DX from DOut (max: to each window's first maximum; avg: spread over the window)",
     .inputs = {{"X", 0}, {"Out", 0}, {"DOut", 0}},
     .outputs = {{"DX", 0}},

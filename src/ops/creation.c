@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stddef.h>
 #include "families.h"
+#include "batch_rules.h"
 #include "creation_grad.h"
 #include "kernels/params/creation.h"
 
@@ -153,7 +154,7 @@ static nb_status infer_fill_constant_batch_size_like(nb_op_ctx *ctx)
 }
 
 static const nb_op_def op_fill_constant_batch_size_like = {
-    .name = "fill_constant_batch_size_like",
+    .name = "fill_constant_batch_size_like", .batch = nb_batch_shape_like,
     .doc = "Out: like fill_constant, but dim output_dim_idx of Out takes dim input_dim_idx of Input.",
     .inputs = {{"Input", NB_SLOT_NO_GRAD}},
     .outputs = {{"Out", 0}},
@@ -175,7 +176,7 @@ static nb_status infer_fill_like(nb_op_ctx *ctx)
 }
 
 static const nb_op_def op_fill_zeros_like = {
-    .name = "fill_zeros_like",
+    .name = "fill_zeros_like", .batch = nb_batch_unary,
     .doc = "Out: zeros with X's shape, and X's dtype unless dtype says otherwise.",
     .inputs = {{"X", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}},
     .outputs = {{"Out", 0}},
@@ -185,7 +186,7 @@ static const nb_op_def op_fill_zeros_like = {
 };
 
 static const nb_op_def op_ones_like = {
-    .name = "ones_like",
+    .name = "ones_like", .batch = nb_batch_unary,
     .doc = "Out: ones with X's shape, and X's dtype unless dtype says otherwise.",
     .inputs = {{"X", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}},
     .outputs = {{"Out", 0}},
@@ -204,7 +205,7 @@ static nb_status infer_same(nb_op_ctx *ctx)
 
 /* Identity: its gradient passes dOut through and needs no forward value. */
 static const nb_op_def op_assign = {
-    .name = "assign",
+    .name = "assign", .batch = nb_batch_unary,
     .doc = "Out = X (a copy, any dtype).",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}},

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "families.h"
+#include "batch_rules.h"
 #include "broadcast_infer.h"
 #include "elementwise_grad.h"
 #include "infer_check.h"
@@ -75,18 +76,20 @@ static nb_status infer_attrs(nb_op_ctx *c, unsigned dtypes)
     return infer_unary(c, dtypes);
 }
 
-#define DEF_BINARY(op, dtypes, uses_in, uses_out, doc_)                                              \
+#define DEF_BINARY(op, dtypes, uses_in, uses_out, doc_) DEF_BINARY_(op, dtypes, uses_in, uses_out, doc_, nb_batch_broadcast)
+#define DEF_BINARY_(op, dtypes, uses_in, uses_out, doc_, BATCH_RULE)                                              \
     static nb_status infer_##op(nb_op_ctx *c) { return infer_binary(c, dtypes); }                   \
     static const nb_op_def op_##op = {                                                              \
         .name = #op, .doc = doc_, .inputs = {{"X", 0}, {"Y", 0}}, .outputs = {{"Out", 0}},          \
         .infer = infer_##op, .grad_uses_inputs = (uses_in), .grad_uses_outputs = (uses_out),        \
-        .vjp = nb_##op##_vjp, .jvp = nb_##op##_jvp, .flags = NB_OP_INPLACE};
-#define DEF_UNARY(op, dtypes, uses_in, uses_out, doc_)                                               \
+        .vjp = nb_##op##_vjp, .jvp = nb_##op##_jvp, .batch = BATCH_RULE, .flags = NB_OP_INPLACE};
+#define DEF_UNARY(op, dtypes, uses_in, uses_out, doc_) DEF_UNARY_(op, dtypes, uses_in, uses_out, doc_, nb_batch_unary)
+#define DEF_UNARY_(op, dtypes, uses_in, uses_out, doc_, BATCH_RULE)                                               \
     static nb_status infer_##op(nb_op_ctx *c) { return infer_unary(c, dtypes); }                    \
     static const nb_op_def op_##op = {                                                              \
         .name = #op, .doc = doc_, .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},                    \
         .infer = infer_##op, .grad_uses_inputs = (uses_in), .grad_uses_outputs = (uses_out),        \
-        .vjp = nb_##op##_vjp, .jvp = nb_##op##_jvp, .flags = NB_OP_INPLACE};
+        .vjp = nb_##op##_vjp, .jvp = nb_##op##_jvp, .batch = BATCH_RULE, .flags = NB_OP_INPLACE};
 /* With float attributes: the kernels read them from nb_ew_params. */
 #define DEF_UNARY_ATTRS(op, dtypes, uses_in, uses_out, doc_, FILL, ...)                              \
     static nb_status infer_##op(nb_op_ctx *c) { return infer_attrs(c, dtypes); }                    \
@@ -100,7 +103,7 @@ static nb_status infer_attrs(nb_op_ctx *c, unsigned dtypes)
         .name = #op, .doc = doc_, .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},                    \
         .attrs = {__VA_ARGS__}, .infer = infer_##op, .params_size = sizeof(nb_ew_params),           \
         .params = params_##op, .grad_uses_inputs = (uses_in), .grad_uses_outputs = (uses_out),      \
-        .vjp = nb_##op##_vjp, .jvp = nb_##op##_jvp, .flags = NB_OP_INPLACE};
+        .vjp = nb_##op##_vjp, .jvp = nb_##op##_jvp, .batch = nb_batch_unary, .flags = NB_OP_INPLACE};
 
 #define NB_BINARY(name, dtypes, cost, uses_in, uses_out, doc) DEF_BINARY(name, dtypes, uses_in, uses_out, doc)
 #define NB_UNARY(name, dtypes, cost, uses_in, uses_out, doc) DEF_UNARY(name, dtypes, uses_in, uses_out, doc)
@@ -121,7 +124,7 @@ static nb_status params_gelu(const nb_op_ctx *c, void *p)
 }
 /* gelu's rules read only X: its gradient is the fused gelu_grad(X, DOut). */
 static const nb_op_def op_gelu = {
-    .name = "gelu", .doc = "X * Phi(X) with the normal CDF Phi; approximate: its tanh form",
+    .name = "gelu", .batch = nb_batch_unary, .doc = "X * Phi(X) with the normal CDF Phi; approximate: its tanh form",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .attrs = {NB_ADEF_BOOL("approximate", false)},
     .infer = infer_gelu, .params_size = sizeof(nb_ew_params), .params = params_gelu, .grad_uses_inputs = X,
     .vjp = nb_gelu_vjp, .jvp = nb_gelu_jvp, .flags = NB_OP_INPLACE};
@@ -148,7 +151,7 @@ static nb_status infer_gelu_grad(nb_op_ctx *c)
 }
 /* The kernel may write DX over X or DOut. */
 static const nb_op_def op_gelu_grad = {
-    .name = "gelu_grad", .doc = "DX = DOut * gelu'(X), gelu's gradient in one pass; approximate: the tanh form's",
+    .name = "gelu_grad", .batch = nb_batch_same_shape, .doc = "DX = DOut * gelu'(X), gelu's gradient in one pass; approximate: the tanh form's",
     .inputs = {{"X", 0}, {"DOut", 0}}, .outputs = {{"DX", 0}}, .attrs = {NB_ADEF_BOOL("approximate", false)},
     .infer = infer_gelu_grad, .params_size = sizeof(nb_ew_params), .params = params_gelu,
     .grad_uses_inputs = X | Y, .vjp = nb_gelu_grad_vjp, .jvp = nb_gelu_grad_jvp, .flags = NB_OP_INPLACE};
@@ -170,7 +173,7 @@ static nb_status params_clip(const nb_op_ctx *c, void *params)
 /* The defaults leave a side unbounded while keeping attributes finite (and
  * so printable and serialisable). */
 static const nb_op_def op_clip = {
-    .name = "clip", .doc = "X limited to [min, max]; NaN stays NaN",
+    .name = "clip", .batch = nb_batch_unary, .doc = "X limited to [min, max]; NaN stays NaN",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_FLOAT("min", -DBL_MAX), NB_ADEF_FLOAT("max", DBL_MAX)},
     .infer = infer_clip, .params_size = sizeof(nb_ew_params), .params = params_clip, .grad_uses_inputs = X,
@@ -186,7 +189,7 @@ static nb_status params_scale(const nb_op_ctx *c, void *params)
     return NB_OK;
 }
 static const nb_op_def op_scale = {
-    .name = "scale", .doc = "scale * X + bias, or scale * (X + bias) unless bias_after_scale",
+    .name = "scale", .batch = nb_batch_unary, .doc = "scale * X + bias, or scale * (X + bias) unless bias_after_scale",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_FLOAT("scale", 1.0), NB_ADEF_FLOAT("bias", 0.0), NB_ADEF_BOOL("bias_after_scale", true)},
     .infer = infer_scale, .params_size = sizeof(nb_ew_params), .params = params_scale, .vjp = nb_scale_vjp,
@@ -204,7 +207,7 @@ static nb_status infer_cast(nb_op_ctx *c)
     return NB_OK;
 }
 static const nb_op_def op_cast = {
-    .name = "cast", .doc = "X converted to dtype (floats to integers truncate and saturate; to bool: X != 0)",
+    .name = "cast", .batch = nb_batch_unary, .doc = "X converted to dtype (floats to integers truncate and saturate; to bool: X != 0)",
     .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .attrs = {NB_ADEF_REQUIRED("dtype", NB_ATTR_INT)},
     .infer = infer_cast, .grad_uses_inputs = X, .vjp = nb_cast_vjp, .jvp = nb_cast_jvp};
 

@@ -7,6 +7,7 @@
  * runs (kernels/cpu/index.c), before anything is read or written through
  * it. */
 #include <string.h>
+#include "batch_rules.h"
 #include "shape_grad.h"
 #include "shape_internal.h"
 
@@ -295,7 +296,7 @@ static nb_status one_hot_params(const nb_op_ctx *c, void *params)
 /* ---- definitions ------------------------------------------------------------------ */
 
 const nb_op_def nb_op_slice = {
-    .name = "slice",
+    .name = "slice", .batch = nb_batch_slice,
     .doc = "Input[starts:ends:strides] along axes (Python rules: negative bounds count from the end, clamped)",
     .inputs = {{"Input", 0}},
     .outputs = {{"Out", 0}},
@@ -310,7 +311,7 @@ const nb_op_def nb_op_slice = {
 };
 
 const nb_op_def nb_op_pad = {
-    .name = "pad",
+    .name = "pad", .batch = nb_batch_pad,
     .doc = "Pads every dim of X by paddings (before, after pairs) with pad_value, or by reflecting or repeating the edge",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}},
@@ -324,7 +325,7 @@ const nb_op_def nb_op_pad = {
 };
 
 const nb_op_def nb_op_pad_grad = {
-    .name = "pad_grad",
+    .name = "pad_grad", .batch = nb_batch_pad,
     .doc = "Gradient of pad: DX adds each element of DOut onto the element of X that pad copied it from",
     .inputs = {{"DOut", 0}},
     .outputs = {{"DX", 0}},
@@ -337,7 +338,7 @@ const nb_op_def nb_op_pad_grad = {
 };
 
 const nb_op_def nb_op_gather = {
-    .name = "gather",
+    .name = "gather", .batch = nb_batch_gather,
     .doc = "Takes the slices X[..., Index[i], ...] along axis (Index 1-D): dim axis of Out has len(Index)",
     .inputs = {{"X", 0}, {"Index", NB_SLOT_NO_GRAD}},
     .outputs = {{"Out", 0}},
@@ -351,7 +352,7 @@ const nb_op_def nb_op_gather = {
 };
 
 const nb_op_def nb_op_index_select = {
-    .name = "index_select",
+    .name = "index_select", .batch = nb_batch_gather,
     .doc = "gather under its torch name: the slices of X at Index (1-D) along dim",
     .inputs = {{"X", 0}, {"Index", NB_SLOT_NO_GRAD}},
     .outputs = {{"Out", 0}},
@@ -365,7 +366,7 @@ const nb_op_def nb_op_index_select = {
 };
 
 const nb_op_def nb_op_scatter_add = {
-    .name = "scatter_add",
+    .name = "scatter_add", .batch = nb_batch_scatter_add,
     .doc = "Out = X, then Out[..., Index[i], ...] += Updates[..., i, ...] along axis (the gradient of gather)",
     .inputs = {{"X", 0}, {"Index", NB_SLOT_NO_GRAD}, {"Updates", 0}},
     .outputs = {{"Out", 0}},
@@ -379,7 +380,7 @@ const nb_op_def nb_op_scatter_add = {
 };
 
 const nb_op_def nb_op_one_hot = {
-    .name = "one_hot",
+    .name = "one_hot", .batch = nb_batch_unary,
     .doc = "Out[..., k] = 1 where k = X[...], else 0; Out has X's shape plus a last dim of size depth",
     .inputs = {{"X", NB_SLOT_NO_GRAD}},
     .outputs = {{"Out", 0}},

@@ -3,6 +3,7 @@
  * parameter is the axis (nb_shapeop_axis_params). */
 #include <stdio.h>
 #include <string.h>
+#include "batch_rules.h"
 #include "shape_grad.h"
 #include "shape_internal.h"
 
@@ -136,7 +137,7 @@ static nb_status split_infer(nb_op_ctx *c)
 /* ---- definitions ------------------------------------------------------------------ */
 
 const nb_op_def nb_op_concat = {
-    .name = "concat",
+    .name = "concat", .batch = nb_batch_concat,
     .doc = "Joins the tensors X along an existing axis; all other dims must match",
     .inputs = {{"X", NB_SLOT_VARIADIC}},
     .outputs = {{"Out", 0}},
@@ -150,7 +151,7 @@ const nb_op_def nb_op_concat = {
 };
 
 const nb_op_def nb_op_split = {
-    .name = "split",
+    .name = "split", .batch = nb_batch_split,
     .doc = "Cuts X along axis into the given outputs: sizes from sections, or equal parts",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", NB_SLOT_VARIADIC}},
@@ -164,7 +165,7 @@ const nb_op_def nb_op_split = {
 };
 
 const nb_op_def nb_op_stack = {
-    .name = "stack",
+    .name = "stack", .batch = nb_batch_stack,
     .doc = "Joins equally shaped tensors X along a new dim at axis",
     .inputs = {{"X", NB_SLOT_VARIADIC}},
     .outputs = {{"Out", 0}},

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <string.h>
 #include "families.h"
+#include "batch_rules.h"
 #include "kernels/cpu/linalg.h"
 #include "kernels/params/linalg.h"
 #include "linalg_grad.h"
@@ -43,7 +44,7 @@ static nb_status params_matmul(const nb_op_ctx *ctx, void *params)
 
 /* The gradient of a product needs both factors. */
 static const nb_op_def op_matmul = {
-    .name = "matmul",
+    .name = "matmul", .batch = nb_batch_matmul,
     .doc = "Matrix product alpha * op(X) @ op(Y) as numpy.matmul: 1-D operands, broadcast batch dims",
     .inputs = {{"X", 0}, {"Y", 0}},
     .outputs = {{"Out", 0}},
@@ -127,7 +128,7 @@ static nb_status params_fc(const nb_op_ctx *ctx, void *params)
  * activation (relu, sigmoid and tanh derivatives are functions of Out) and
  * Bias's rank (dBias is [N] or [1, N]). */
 static const nb_op_def op_fc = {
-    .name = "fc",
+    .name = "fc", .batch = nb_batch_fc,
     .doc = "Fully connected: act(flatten(Input, in_num_col_dims) @ W + Bias), activation \"\"|relu|sigmoid|tanh",
     .inputs = {{"Input", 0}, {"W", 0}, {"Bias", NB_SLOT_OPTIONAL}},
     .outputs = {{"Out", 0}},

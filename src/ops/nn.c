@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <string.h>
 #include "families.h"
+#include "batch_rules.h"
 #include "kernels/params/nn.h"
 #include "nn_grad.h"
 
@@ -134,7 +135,7 @@ static nb_status params_softmax(const nb_op_ctx *ctx, void *params)
 }
 
 static const nb_op_def op_softmax = {
-    .name = "softmax",
+    .name = "softmax", .batch = nb_batch_softmax,
     .doc = "Out = exp(X - max) / sum(exp(X - max)) along axis",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}},
@@ -148,7 +149,7 @@ static const nb_op_def op_softmax = {
 };
 
 static const nb_op_def op_log_softmax = {
-    .name = "log_softmax",
+    .name = "log_softmax", .batch = nb_batch_softmax,
     .doc = "Out = X - max - log(sum(exp(X - max))) along axis",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}},
@@ -192,7 +193,7 @@ static nb_status params_swce(const nb_op_ctx *ctx, void *params)
 }
 
 static const nb_op_def op_softmax_with_cross_entropy = {
-    .name = "softmax_with_cross_entropy",
+    .name = "softmax_with_cross_entropy", .batch = nb_batch_cross_entropy,
     .doc = "Softmax = softmax(Logits); Loss = logsumexp(Logits) - Logits[Label] (or -sum(Label*log Softmax))",
     .inputs = {{"Logits", 0}, {"Label", NB_SLOT_NO_GRAD}},
     .outputs = {{"Softmax", 0}, {"Loss", 0}},
@@ -231,7 +232,7 @@ static nb_status infer_swce_grad(nb_op_ctx *ctx)
 }
 
 static const nb_op_def op_softmax_with_cross_entropy_grad = {
-    .name = "softmax_with_cross_entropy_grad",
+    .name = "softmax_with_cross_entropy_grad", .batch = nb_batch_cross_entropy,
     .doc = "DLogits = (Softmax*sum(Label) - Label) * DLoss, Label one-hot for hard labels; 0 for ignored rows",
     .inputs = {{"Softmax", 0}, {"Label", NB_SLOT_NO_GRAD}, {"DLoss", 0}},
     .outputs = {{"DLogits", 0}},
@@ -265,7 +266,7 @@ static nb_status params_cross_entropy(const nb_op_ctx *ctx, void *params)
 }
 
 static const nb_op_def op_cross_entropy = {
-    .name = "cross_entropy",
+    .name = "cross_entropy", .batch = nb_batch_cross_entropy,
     .doc = "Y = -log(X[Label]) per row of probabilities X (or -sum(Label*log X)), classes on the last axis",
     .inputs = {{"X", 0}, {"Label", NB_SLOT_NO_GRAD}},
     .outputs = {{"Y", 0}},
@@ -316,7 +317,7 @@ static nb_status params_pointwise_loss(const nb_op_ctx *ctx, void *params)
 }
 
 static const nb_op_def op_mse_loss = {
-    .name = "mse_loss",
+    .name = "mse_loss", .batch = nb_batch_pointwise_loss,
     .doc = "Out = (X - Label)^2, reduced by \"mean\" (default), \"sum\" or \"none\"",
     .inputs = {{"X", 0}, {"Label", 0}},
     .outputs = {{"Out", 0}},
@@ -330,7 +331,7 @@ static const nb_op_def op_mse_loss = {
 };
 
 static const nb_op_def op_bce_with_logits = {
-    .name = "bce_with_logits",
+    .name = "bce_with_logits", .batch = nb_batch_pointwise_loss,
     .doc = "Out = max(X,0) - X*Label + log1p(exp(-|X|)) (binary cross-entropy of sigmoid(X)), reduced",
     .inputs = {{"X", 0}, {"Label", NB_SLOT_NO_GRAD}},
     .outputs = {{"Out", 0}},
@@ -376,7 +377,7 @@ static nb_status params_dropout(const nb_op_ctx *ctx, void *params)
 }
 
 static const nb_op_def op_dropout = {
-    .name = "dropout",
+    .name = "dropout", .batch = nb_batch_unary,
     .doc = "Zeroes each element of X with probability dropout_prob; Mask (uint8) marks the kept ones",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}, {"Mask", NB_SLOT_NO_GRAD}},
@@ -432,7 +433,7 @@ static nb_status params_embedding(const nb_op_ctx *ctx, void *params)
 }
 
 static const nb_op_def op_embedding = {
-    .name = "embedding",
+    .name = "embedding", .batch = nb_batch_embedding,
     .doc = "Out[i..., :] = W[Ids[i...], :], zero for ids equal to padding_idx (-1: none)",
     .inputs = {{"W", 0}, {"Ids", NB_SLOT_NO_GRAD}},
     .outputs = {{"Out", 0}},
@@ -464,7 +465,7 @@ static nb_status infer_embedding_grad(nb_op_ctx *ctx)
 }
 
 static const nb_op_def op_embedding_grad = {
-    .name = "embedding_grad",
+    .name = "embedding_grad", .batch = nb_batch_embedding_grad,
     .doc = "DW = zeros like W, then DW[Ids[i...], :] += DOut[i..., :] (rows of padding_idx stay zero)",
     .inputs = {{"Ids", NB_SLOT_NO_GRAD}, {"DOut", 0}, {"W", NB_SLOT_NO_GRAD}},
     .outputs = {{"DW", 0}},

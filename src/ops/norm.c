@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 #include "families.h"
+#include "batch_rules.h"
 #include "infer_check.h"
 #include "norm_grad.h"
 #include "kernels/params/norm.h"
@@ -245,7 +246,7 @@ static nb_status layer_norm_grad_infer(nb_op_ctx *ctx)
 /* ---- definitions --------------------------------------------------------------- */
 
 static const nb_op_def op_batch_norm = {
-    .name = "batch_norm",
+    .name = "batch_norm", .batch = nb_batch_batch_norm,
     .doc = "Batch normalisation per channel of X [N, C, ...]; in training also updates the running Mean/Variance",
     .inputs = {{"X", 0}, {"Scale", 0}, {"Bias", 0}, {"Mean", NB_SLOT_NO_GRAD}, {"Variance", NB_SLOT_NO_GRAD}},
     .outputs = {{"Y", 0}, {"MeanOut", 0}, {"VarianceOut", 0}, {"SavedMean", 0}, {"SavedVariance", 0}},
@@ -262,7 +263,7 @@ static const nb_op_def op_batch_norm = {
 };
 
 static const nb_op_def op_batch_norm_grad = {
-    .name = "batch_norm_grad",
+    .name = "batch_norm_grad", .batch = nb_batch_batch_norm,
     .doc = "Gradients of batch_norm (DX, DScale, DBias) from DY; batch statistics recomputed from X, global ones as given",
     /* The statistics take no gradient: the batch's are functions of X (and
      * recomputed from it), global ones are constants. */
@@ -279,7 +280,7 @@ static const nb_op_def op_batch_norm_grad = {
 };
 
 static const nb_op_def op_layer_norm = {
-    .name = "layer_norm",
+    .name = "layer_norm", .batch = nb_batch_layer_norm,
     .doc = "Layer normalisation of X over dims [begin_norm_axis, ndim), then * Scale + Bias; Mean/Variance per row",
     .inputs = {{"X", 0}, {"Scale", NB_SLOT_OPTIONAL}, {"Bias", NB_SLOT_OPTIONAL}},
     .outputs = {{"Y", 0}, {"Mean", 0}, {"Variance", 0}},
@@ -296,7 +297,7 @@ static const nb_op_def op_layer_norm = {
 };
 
 static const nb_op_def op_layer_norm_grad = {
-    .name = "layer_norm_grad",
+    .name = "layer_norm_grad", .batch = nb_batch_layer_norm_grad,
     .doc = "Gradients of layer_norm (DX, DScale, DBias) from DY; the row statistics are recomputed from X",
     .inputs = {{"X", 0}, {"Scale", NB_SLOT_OPTIONAL}, {"Mean", NB_SLOT_NO_GRAD}, {"Variance", NB_SLOT_NO_GRAD}, {"DY", 0}},
     .outputs = {{"DX", NB_SLOT_OPTIONAL}, {"DScale", NB_SLOT_OPTIONAL}, {"DBias", NB_SLOT_OPTIONAL}},

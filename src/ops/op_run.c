@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "op_internal.h"
+#include "../core/tensor_internal.h"
 
 nb_status nb_assign_slots(const nb_op_def *def, bool inputs, int n, const bool *present,
                           int begin[NB_MAX_SLOTS + 1], int *order, const char *label)
@@ -122,6 +123,11 @@ nb_status nb_op_run_rng(const char *type, int n_in, nb_tensor *const *in, int n_
     if ((st = nb_assign_slots(def, true, n_in, present, ctx.in_begin, order, label))) goto done;
     n_compact = ctx.in_begin[NB_MAX_SLOTS];
     for (int i = 0; i < n_compact; i++) {
+        if (!in[order[i]]->storage) {
+            st = nb_error(NB_ERR_ARG, "%s: input %d is a batched (vmap) tensor, which holds no data of its own: "
+                          "run the op through a builder (nb_emit) to map it over the batch", label, order[i]);
+            goto done;
+        }
         /* Kernels take contiguous inputs; views are copied here. */
         if ((st = nb_tensor_contiguous(&ins[i], in[order[i]]))) goto done;
         in_info[i] = info_of(ins[i]);
@@ -132,6 +138,10 @@ nb_status nb_op_run_rng(const char *type, int n_in, nb_tensor *const *in, int n_
     for (int i = 0; i < n_out; i++) {
         const nb_var_info *o = &out_info[i];
         char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
+        if (out[i] && !out[i]->storage) {
+            st = nb_error(NB_ERR_ARG, "%s: output %d is a batched (vmap) tensor, which cannot be written", label, i);
+            goto done;
+        }
         if (out[i]) {
             if (out[i]->dtype != o->dtype || !nb_shape_equal(out[i]->ndim, out[i]->shape, o->ndim, o->shape) ||
                 !nb_tensor_is_contiguous(out[i])) {
@@ -141,7 +151,8 @@ nb_status nb_op_run_rng(const char *type, int n_in, nb_tensor *const *in, int n_
                 goto done;
             }
             outs[i] = nb_tensor_retain(out[i]);
-        } else if ((st = nb_tensor_new(&outs[i], o->dtype, o->ndim, o->shape))) {
+        } else if ((st = (def->flags & (NB_OP_INPLACE | NB_OP_WRITES_ALL) ? nb_tensor_new_uninit : nb_tensor_new)(
+                        &outs[i], o->dtype, o->ndim, o->shape))) {
             goto done;
         }
     }

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <string.h>
 #include "families.h"
+#include "batch_rules.h"
 #include "kernels/cpu/reduce.h"
 #include "reduce_grad.h"
 
@@ -77,6 +78,7 @@ static nb_status reduce_params(const nb_op_ctx *ctx, void *params)
         .grad_uses_outputs = USES_OUT,                                               \
         .vjp = VJP,                                                                  \
         .jvp = JVP,                                                                  \
+        .batch = nb_batch_reduce,                                                    \
     };
 
 REDUCE_OP(reduce_sum, "Sum over axes (all if empty); keepdim keeps them as size 1", infer_reduce, 1u << 0, 0,
@@ -135,6 +137,7 @@ static nb_status arg_params(const nb_op_ctx *ctx, void *params)
         .params_size = sizeof(nb_arg_params),                                      \
         .params = arg_params,                                                      \
         .flags = NB_OP_NOT_DIFFERENTIABLE,                                         \
+        .batch = nb_batch_arg_reduce,                                              \
     };
 
 ARG_OP(argmax, "Index (int64) of the largest value along axis; the first wins ties")
@@ -171,7 +174,7 @@ static nb_status infer_sum(nb_op_ctx *ctx)
 }
 
 static const nb_op_def op_sum = {
-    .name = "sum",
+    .name = "sum", .batch = nb_batch_same_shape,
     .doc = "Elementwise sum of any number of tensors of one shape and dtype (adds up gradients)",
     .inputs = {{"X", NB_SLOT_VARIADIC}},
     .outputs = {{"Out", 0}},
@@ -205,7 +208,7 @@ static nb_status infer_sum_to(nb_op_ctx *ctx)
 /* The gradient broadcasts dOut back to X's shape, so it needs X (for its
  * shape) and nothing of Like. */
 static const nb_op_def op_sum_to = {
-    .name = "sum_to",
+    .name = "sum_to", .batch = nb_batch_sum_to,
     .doc = "Sums X over the dims along which Like's shape was broadcast to X's, giving Like's shape",
     .inputs = {{"X", 0}, {"Like", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}},
     .outputs = {{"Out", 0}},

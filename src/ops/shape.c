@@ -9,6 +9,7 @@
  * Every op copies into its output: views belong to the tensor API, while op
  * outputs own contiguous storage that later ops may overwrite in place. */
 #include "families.h"
+#include "batch_rules.h"
 #include "kernels/cpu/shape.h"
 #include "shape_grad.h"
 #include "shape_internal.h"
@@ -299,7 +300,7 @@ static nb_status expand_as_infer(nb_op_ctx *c)
  * as a gradient flattened for a weight's product usually does. */
 
 static const nb_op_def op_reshape = {
-    .name = "reshape",
+    .name = "reshape", .batch = nb_batch_reshape,
     .doc = "X with a new shape: one entry of shape may be -1 (inferred), 0 copies that dim of X",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}},
@@ -312,7 +313,7 @@ static const nb_op_def op_reshape = {
 };
 
 static const nb_op_def op_flatten = {
-    .name = "flatten",
+    .name = "flatten", .batch = nb_batch_flatten,
     .doc = "Merges dims start_axis..stop_axis of X into one (torch.flatten)",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}},
@@ -325,7 +326,7 @@ static const nb_op_def op_flatten = {
 };
 
 static const nb_op_def op_squeeze = {
-    .name = "squeeze",
+    .name = "squeeze", .batch = nb_batch_squeeze,
     .doc = "Drops size-1 dims of X: those in axes (others are left alone), or all when axes is empty",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}},
@@ -338,7 +339,7 @@ static const nb_op_def op_squeeze = {
 };
 
 static const nb_op_def op_unsqueeze = {
-    .name = "unsqueeze",
+    .name = "unsqueeze", .batch = nb_batch_unsqueeze,
     .doc = "Inserts size-1 dims into X at the output positions listed in axes",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}},
@@ -351,7 +352,7 @@ static const nb_op_def op_unsqueeze = {
 };
 
 static const nb_op_def op_reshape_as = {
-    .name = "reshape_as",
+    .name = "reshape_as", .batch = nb_batch_reshape,
     .doc = "X with the shape of Like (same element count): reshape to a shape known only at run time",
     .inputs = {{"X", 0}, {"Like", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}},
     .outputs = {{"Out", 0}},
@@ -363,7 +364,7 @@ static const nb_op_def op_reshape_as = {
 };
 
 static const nb_op_def op_transpose = {
-    .name = "transpose",
+    .name = "transpose", .batch = nb_batch_transpose,
     .doc = "Permutes the dims of X: dim i of Out is dim perm[i] of X",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}},
@@ -377,7 +378,7 @@ static const nb_op_def op_transpose = {
 };
 
 static const nb_op_def op_expand = {
-    .name = "expand",
+    .name = "expand", .batch = nb_batch_expand,
     .doc = "Broadcasts X to shape (NumPy rules); -1 in shape keeps that dim of X",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}},
@@ -389,7 +390,7 @@ static const nb_op_def op_expand = {
 };
 
 static const nb_op_def op_expand_as = {
-    .name = "expand_as",
+    .name = "expand_as", .batch = nb_batch_expand,
     .doc = "Broadcasts X to the shape of Like (NumPy rules)",
     .inputs = {{"X", 0}, {"Like", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}},
     .outputs = {{"Out", 0}},

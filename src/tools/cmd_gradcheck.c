@@ -88,8 +88,8 @@ static bool check_op(const nb_op_def *def, int order, bool verbose)
 /* ---- the matrix (--all) ---------------------------------------------------- */
 
 enum { COL_VJP, COL_SECOND, COL_THIRD, COL_JVP, COL_FWD_REV, COL_CLOSURE, COL_SHAPES, COL_ABSENT, COL_F32, COL_EAGER,
-       COL_TRANSFORMS, N_COLS };
-static const char *const col_names[N_COLS] = {"vjp", "2nd", "3rd", "jvp", "fwr", "clo", "shp", "abs", "f32", "egr", "trf"};
+       COL_TRANSFORMS, COL_VMAP, N_COLS };
+static const char *const col_names[N_COLS] = {"vjp", "2nd", "3rd", "jvp", "fwr", "clo", "shp", "abs", "f32", "egr", "trf", "vmp"};
 #define F32_TOL 1e-4 /* float32 values against float64, relative and absolute */
 
 static nb_status run_column(int col, const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *rep)
@@ -105,7 +105,8 @@ static nb_status run_column(int col, const nb_gradcheck_case *c, uint64_t seed, 
     case COL_ABSENT: return nb_gradcheck_absent(c, seed, rep);
     case COL_F32: return nb_gradcheck_f32(c, seed, F32_TOL, rep);
     case COL_EAGER: return nb_gradcheck_eager(c, seed, rep);
-    default: return nb_gradcheck_transforms(c, seed, rep);
+    case COL_TRANSFORMS: return nb_gradcheck_transforms(c, seed, rep);
+    default: return nb_gradcheck_vmap(c, seed, rep);
     }
 }
 
@@ -168,7 +169,8 @@ int cmd_gradcheck(int argc, char **argv)
                    "(gradient dtypes and shapes), abs (absent output gradients), f32 (float32\n"
                    "values within 1e-4 of float64), egr (the eager tape, on contiguous and\n"
                    "strided inputs and output gradients, against the program), trf (nb_grad\n"
-                   "of the op as a function against the program).\n");
+                   "of the op as a function against the program), vmp (the op under vmap by its\n"
+                   "batching rule against a loop over the examples, every in_axes combination).\n");
             return 0;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "nabla gradcheck: unknown option %s\n", argv[i]);

@@ -1,5 +1,6 @@
 /* nabla ops [--kernels] [NAME...]: one line per registered op, with its
- * slots, its attributes and whether it has VJP and JVP rules; with
+ * slots, its attributes, whether it has VJP and JVP rules and whether vmap
+ * batches it by a rule or a loop over the batch; with
  * --kernels, the kernels registered for it, best first. */
 #include <stdio.h>
 #include <string.h>
@@ -28,6 +29,16 @@ static void print_kernels(const nb_op_def *d)
     printf("%s\n", n ? "" : " none");
 }
 
+/* How vmap batches the op: its rule, a loop over the examples, not at all
+ * (control flow over batched values, which is an error), or never (an op
+ * without inputs never meets a batch). */
+static const char *vmap_state(const nb_op_def *d)
+{
+    if (d->batch) return "rule";
+    if (d->flags & NB_OP_CONTROL) return "no";
+    return nb_op_num_inputs(d) ? "loop" : "-";
+}
+
 static bool with_kernels;
 
 static void print_op(const nb_op_def *d)
@@ -36,8 +47,8 @@ static void print_op(const nb_op_def *d)
     size_t u = 0;
     for (int i = 0; i < NB_MAX_ATTRS && d->attrs[i].name && u < sizeof attrs; i++)
         u += (size_t)snprintf(attrs + u, sizeof attrs - u, "%s%s", i ? "," : "", d->attrs[i].name);
-    printf("%-32s vjp:%-4s jvp:%-4s %-56s %s\n", d->name, rule_state(d, d->vjp != NULL), rule_state(d, d->jvp != NULL),
-           nb_op_signature(d, sig, sizeof sig), u ? attrs : "-");
+    printf("%-32s vjp:%-4s jvp:%-4s vmap:%-4s %-56s %s\n", d->name, rule_state(d, d->vjp != NULL),
+           rule_state(d, d->jvp != NULL), vmap_state(d), nb_op_signature(d, sig, sizeof sig), u ? attrs : "-");
     if (with_kernels) print_kernels(d);
 }
 
@@ -46,7 +57,10 @@ int cmd_ops(int argc, char **argv)
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         printf("usage: nabla ops [--kernels] [NAME...]\n\n"
                "Lists registered ops: gradient rules (vjp, jvp: yes, no, or none for ops\n"
-               "that have no gradient), slots (... variadic, ? optional) and attributes.\n"
+               "that have no gradient), how vmap batches it (vmap: rule, loop over the batch,\n"
+               "no for control flow, which batched values may not steer, or - for an op\n"
+               "without inputs, which never meets a batch), slots (... variadic, ? optional)\n"
+               "and attributes.\n"
                "--kernels adds the kernels registered for each (provider/device: dtypes),\n"
                "best first.\n");
         return 0;
@@ -65,15 +79,19 @@ int cmd_ops(int argc, char **argv)
         }
         return bad;
     }
-    int n = nb_op_count(), vjp = 0, jvp = 0, nondiff = 0;
+    int n = nb_op_count(), vjp = 0, jvp = 0, nondiff = 0, batch = 0, no_inputs = 0, control = 0;
     for (int i = 0; i < n; i++) {
         const nb_op_def *d = nb_op_at(i);
         print_op(d);
         vjp += d->vjp != NULL;
         jvp += d->jvp != NULL;
+        batch += d->batch != NULL;
+        no_inputs += !d->batch && !nb_op_num_inputs(d);
+        control += !d->batch && (d->flags & NB_OP_CONTROL);
         nondiff += (d->flags & NB_OP_NOT_DIFFERENTIABLE) != 0;
     }
-    printf("%d ops: %d differentiable (%d with a VJP rule, %d with a JVP rule), %d without gradient\n", n, n - nondiff,
-           vjp, jvp, nondiff);
+    printf("%d ops: %d differentiable (%d with a VJP rule, %d with a JVP rule), %d without gradient; %d with a "
+           "batching rule, %d batched by a loop, %d control-flow ops not batched, %d without inputs\n", n, n - nondiff,
+           vjp, jvp, nondiff, batch, n - batch - no_inputs - control, control, no_inputs);
     return 0;
 }

@@ -6,6 +6,8 @@
 #include <string.h>
 #include "nabla/ops.h"
 #include "nabla/transforms.h"
+#include "nabla/vmap.h"
+#include "transforms_internal.h"
 #include "../builder/builder_internal.h"
 
 #define MAX_IO 16
@@ -327,7 +329,7 @@ static nb_status check_indices(const nb_function *f, int out, int arg, const cha
     return st;
 }
 
-nb_status nb_jacrev(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac)
+nb_status nb_jacrev_by_rows(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac)
 {
     *jac = NULL;
     nb_status st = check_indices(f, out, arg, "jacrev");
@@ -394,7 +396,7 @@ static nb_status jacfwd_pass(const nb_function *f, nb_tensor *const *primals, in
     return st;
 }
 
-nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac)
+nb_status nb_jacfwd_by_sets(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac)
 {
     *jac = NULL;
     nb_status st = check_indices(f, out, arg, "jacfwd");
@@ -408,6 +410,128 @@ nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int out, in
         nb_tensor_release(*jac);
         *jac = NULL;
     }
+    return st;
+}
+
+/* ---- Jacobians through vmap: every column (or row) in one batched pass ---- */
+
+/* The identity of n_a columns, each shaped as `a`: [n_a, a.shape...]. */
+static nb_status basis(const nb_tensor *a, int64_t n, nb_tensor **out)
+{
+    int64_t shape[NB_MAX_DIMS + 1];
+    if (a->ndim + 1 > NB_MAX_DIMS) return nb_error(NB_ERR_SHAPE, "jacobian: input of %d dims is too many", a->ndim);
+    shape[0] = n;
+    memcpy(shape + 1, a->shape, (size_t)a->ndim * sizeof *shape);
+    nb_status st = nb_tensor_new(out, a->dtype, a->ndim + 1, shape);
+    for (int64_t k = 0; k < n && !st; k++) nb_tensor_set(*out, k * n + k, 1);
+    return st;
+}
+
+typedef struct jac_ctx {
+    const nb_function *f;
+    nb_tensor *const *primals;
+    nb_pullback *pb;
+    int out, arg;
+} jac_ctx;
+
+/* One column: the JVP of f along the (logical) basis tangent in[0]. */
+static nb_status jvp_column(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    const jac_ctx *c = ctx;
+    nb_tensor *tangents[MAX_IO] = {0}, *outputs[MAX_IO] = {0}, *ot[MAX_IO] = {0};
+    tangents[c->arg] = nb_eager_tensor(in[0]);
+    nb_status st = nb_jvp(c->f, c->primals, tangents, outputs, ot);
+    if (!st) out[0] = nb_eager_value(b, ot[c->out]);
+    release_n(outputs, c->f->n_out);
+    release_n(ot, c->f->n_out);
+    return st ? st : nb_builder_status(b);
+}
+
+/* One row: the pullback of the (logical) basis cotangent in[0]. */
+static nb_status vjp_row(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    const jac_ctx *c = ctx;
+    nb_tensor *cot[MAX_IO] = {0}, *g[MAX_IO] = {0};
+    cot[c->out] = nb_eager_tensor(in[0]);
+    nb_status st = nb_pullback_apply(c->pb, cot, g);
+    if (!st && !g[c->arg]) st = zeros_like(c->pb->inputs[c->arg], &g[c->arg]);
+    if (!st) out[0] = nb_eager_value(b, g[c->arg]);
+    release_n(g, c->f->n_in);
+    return st ? st : nb_builder_status(b);
+}
+
+/* The Jacobian from its columns (or rows) batched along `axis` of `cols`:
+ * shaped out.shape + arg.shape. */
+static nb_status jac_from(nb_tensor *cols, const nb_tensor *o, const nb_tensor *a, nb_tensor **jac)
+{
+    nb_tensor *shell = NULL, *c = NULL;
+    nb_status st = jac_shape(o, a, &shell);
+    if (!st) st = nb_tensor_contiguous(&c, cols);
+    if (!st) st = nb_tensor_reshape(jac, c, shell->ndim, shell->shape);
+    nb_tensor_release(shell);
+    nb_tensor_release(c);
+    return st;
+}
+
+/* Columns per batched pass: all of them, unless the basis would pass a
+ * million elements. */
+static int64_t chunk_for(int64_t n)
+{
+    int64_t k = ((int64_t)1 << 20) / (n > 0 ? n : 1);
+    return k >= n ? 0 : k < 1 ? 1 : k;
+}
+
+nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac)
+{
+    *jac = NULL;
+    nb_status st = check_indices(f, out, arg, "jacfwd");
+    if (!st && !primals[arg]) st = nb_error(NB_ERR_ARG, "jacfwd: input %d is NULL", arg);
+    if (st) return st;
+    const nb_tensor *a = primals[arg];
+    int64_t n_a = nb_tensor_numel(a);
+    if (n_a == 0 || !nb_dtype_is_float(a->dtype)) return nb_jacfwd_by_sets(f, primals, out, arg, jac);
+    jac_ctx c = {.f = f, .primals = primals, .out = out, .arg = arg};
+    nb_function col = {jvp_column, 1, 1, &c};
+    nb_tensor *e = NULL, *cols = NULL;
+    if (!(st = basis(a, n_a, &e)))
+        st = nb_vmap(&col, &(nb_vmap_opts){.out_axes = (int[]){-1}, .chunk_size = chunk_for(n_a)}, &e, &cols);
+    /* The output's shape is that of a column without its batch dim. */
+    nb_tensor *o = NULL;
+    if (!st) {
+        int64_t shape[NB_MAX_DIMS];
+        memcpy(shape, cols->shape, (size_t)(cols->ndim - 1) * sizeof *shape);
+        st = nb_tensor_new(&o, cols->dtype, cols->ndim - 1, shape);
+    }
+    if (!st) st = jac_from(cols, o, a, jac);
+    nb_tensor_release(e);
+    nb_tensor_release(cols);
+    nb_tensor_release(o);
+    return st;
+}
+
+nb_status nb_jacrev(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac)
+{
+    *jac = NULL;
+    nb_status st = check_indices(f, out, arg, "jacrev");
+    if (st) return st;
+    nb_tensor *outputs[MAX_IO] = {0}, *e = NULL, *rows = NULL;
+    nb_pullback *pb;
+    if ((st = nb_vjp(f, primals, outputs, &pb))) return st;
+    nb_tensor *o = outputs[out], *a = pb->inputs[arg];
+    int64_t n_o = nb_tensor_numel(o);
+    if (n_o == 0 || !nb_dtype_is_float(o->dtype) || !nb_tensor_requires_grad(o)) {
+        release_n(outputs, f->n_out);
+        nb_pullback_free(pb);
+        return nb_jacrev_by_rows(f, primals, out, arg, jac);
+    }
+    jac_ctx c = {.f = f, .primals = primals, .pb = pb, .out = out, .arg = arg};
+    nb_function row = {vjp_row, 1, 1, &c};
+    if (!(st = basis(o, n_o, &e))) st = nb_vmap(&row, &(nb_vmap_opts){.chunk_size = chunk_for(n_o)}, &e, &rows);
+    if (!st) st = jac_from(rows, o, a, jac);
+    nb_tensor_release(e);
+    nb_tensor_release(rows);
+    release_n(outputs, f->n_out);
+    nb_pullback_free(pb);
     return st;
 }
 

@@ -1,0 +1,189 @@
+/* nb_vmap_emit on a record builder: a batching builder in front of it,
+ * whose values are the physical vars (a side table holds their batch
+ * dims), whose info gives their logical (per-example) shapes, and whose
+ * emit runs the op's batching rule (or the loop over the batch) against the
+ * builder behind it, so the program receives the batched ops. The same
+ * rules serve the eager backend. Batching builders stack: a vmap inside
+ * the mapped function puts one in front of this one. */
+#include <stdio.h>
+#include <string.h>
+#include "nabla/device.h"
+#include "nabla/ops.h"
+#include "../builder/builder_internal.h"
+#include "../core/strmap.h"
+#include "../ops/batch_rules.h"
+#include "../ops/op_internal.h"
+#include "vmap_internal.h"
+
+#define MAX_ARGS 64
+
+typedef struct vmap_state {
+    nb_builder *inner;
+    int64_t batch;
+    nb_strmap bdims; /* var name -> its batch dim + 1 */
+} vmap_state;
+
+static vmap_state *state_of(const nb_builder *b) { return b->state; }
+
+static int bdim_of(const nb_builder *b, nb_value v)
+{
+    if (nb_is_none(v)) return -1;
+    return (int)(intptr_t)nb_strmap_get(&state_of(b)->bdims, ((nb_var *)v.p)->name, NULL) - 1;
+}
+
+static nb_status set_bdim(nb_builder *b, nb_value v, int bdim)
+{
+    if (nb_strmap_put(&state_of(b)->bdims, ((nb_var *)v.p)->name, (void *)(intptr_t)(bdim + 1)))
+        return nb_error(NB_ERR_NOMEM, "vmap: out of memory");
+    return NB_OK;
+}
+
+static nb_var_info vmap_info(const nb_builder *b, nb_value v)
+{
+    nb_var_info i = nb_value_info(state_of(b)->inner, v);
+    int d = bdim_of(b, v);
+    if (d < 0) return i;
+    for (int k = d; k + 1 < i.ndim; k++) i.shape[k] = i.shape[k + 1];
+    i.ndim--;
+    return i;
+}
+
+static nb_status emit_batched(nb_builder *b, const nb_op_def *def, int n_in, const nb_value *in, int n_attrs,
+                              const nb_attr *attrs, int n_out, nb_value *out);
+
+/* Ops go where the batching builder is (a control-flow op's sub-block,
+ * while its body is recorded), with its role. */
+static nb_status vmap_emit(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
+                           const nb_attr *attrs, int n_out, nb_value *out)
+{
+    const nb_op_def *def = nb_op_find(type);
+    if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type);
+    if (n_out < 0) n_out = nb_op_default_outputs(def);
+    nb_builder *inner = state_of(b)->inner;
+    nb_block *block = inner->block;
+    nb_op_role role = inner->role;
+    inner->block = b->block;
+    inner->role = b->role;
+    nb_status st = emit_batched(b, def, n_in, in, n_attrs, attrs, n_out, out);
+    inner->block = block;
+    inner->role = role;
+    return st;
+}
+
+static nb_status emit_batched(nb_builder *b, const nb_op_def *def, int n_in, const nb_value *in, int n_attrs,
+                              const nb_attr *attrs, int n_out, nb_value *out)
+{
+    const char *type = def->name;
+    vmap_state *s = state_of(b);
+    if (n_in > MAX_ARGS || n_out > MAX_ARGS) return nb_error(NB_ERR_ARG, "vmap: %s: too many inputs or outputs", type);
+    int xb[MAX_ARGS], yb[MAX_ARGS];
+    nb_var_info xi[MAX_ARGS], yi[MAX_ARGS];
+    bool any = false;
+    for (int i = 0; i < n_in; i++) {
+        xb[i] = bdim_of(b, in[i]);
+        xi[i] = nb_is_none(in[i]) ? (nb_var_info){.ndim = -1} : vmap_info(b, in[i]);
+        any |= xb[i] >= 0;
+    }
+    if (!any) { /* the same for every example: as it is */
+        nb_status st = nb_emit(s->inner, type, NB_VALUES_N(n_in, in), NB_ATTRS_N(n_attrs, attrs), n_out, out);
+        if (st) nb_builder_clear_error(s->inner), nb_error(st, "%s", nb_last_error());
+        return st;
+    }
+    if (def->flags & NB_OP_CONTROL)
+        return nb_error(NB_ERR_UNSUPPORTED, "vmap: %s: control flow over batched values is not supported yet (each "
+                        "example may take its own path): compute both branches and select with nb_where, or loop "
+                        "over the examples", type);
+    nb_attr_value av[NB_MAX_ATTRS];
+    nb_batch_ctx c = {.def = def, .n_in = n_in, .x = in, .x_bdim = xb, .x_info = xi, .batch = s->batch,
+                      .n_out = n_out, .y = out, .y_bdim = yb};
+    bool checked;
+    nb_status st = nb_batch_apply(s->inner, &c, av, yi, n_attrs, attrs, &checked);
+    for (int k = 0; k < n_out && !st; k++)
+        if (!nb_is_none(out[k]) && yb[k] >= 0) st = set_bdim(b, out[k], yb[k]);
+    return st;
+}
+
+static nb_status vmap_unique_name(nb_builder *b, const char *prefix, char *buf, size_t size)
+{
+    return nb_builder_unique_name(state_of(b)->inner, prefix, buf, size);
+}
+
+static void vmap_destroy(nb_builder *b)
+{
+    vmap_state *s = state_of(b);
+    if (!s) return;
+    nb_strmap_free(&s->bdims);
+    nb_free(s);
+}
+
+static const nb_builder_backend vmap_backend = {
+    .name = "vmap",
+    .kind = NB_VALUE_VAR,
+    .emit = vmap_emit,
+    .info = vmap_info,
+    .unique_name = vmap_unique_name,
+    .destroy = vmap_destroy,
+};
+
+static nb_status new_vmap_builder(nb_builder **out, nb_builder *inner, int64_t batch)
+{
+    nb_status st = nb_builder_init(out, &vmap_backend);
+    if (st) return st;
+    vmap_state *s = nb_calloc(1, sizeof *s);
+    if (!s) {
+        nb_free(*out);
+        *out = NULL;
+        return nb_error(NB_ERR_NOMEM, "vmap: out of memory");
+    }
+    s->inner = inner;
+    s->batch = batch;
+    nb_strmap_init(&s->bdims);
+    (*out)->state = s;
+    (*out)->program = inner->program;
+    (*out)->startup = inner->startup;
+    (*out)->block = inner->block;
+    (*out)->role = inner->role;
+    return NB_OK;
+}
+
+nb_status nb_vmap_record(nb_builder *b, const nb_function *f, const nb_vmap_opts *opts, const nb_value *in,
+                         nb_value *out)
+{
+    nb_var_info info[NB_VMAP_MAX_IO];
+    int axes[NB_VMAP_MAX_IO];
+    int64_t batch;
+    for (int i = 0; i < f->n_in; i++) info[i] = nb_is_none(in[i]) ? (nb_var_info){.ndim = -1} : nb_value_info(b, in[i]);
+    nb_status st = nb_vmap_in_axes(f, opts, info, axes, &batch);
+    if (st) return st;
+    nb_builder *vb;
+    if ((st = new_vmap_builder(&vb, b, batch))) return st;
+    nb_value lin[NB_VMAP_MAX_IO], lout[NB_VMAP_MAX_IO];
+    for (int i = 0; i < f->n_in && !st; i++) {
+        lin[i] = in[i];
+        if (axes[i] < 0) continue;
+        /* A var passed twice, batched and not (or along two axes), needs a
+         * batched copy of its own. */
+        bool twice = false;
+        for (int j = 0; j < f->n_in; j++) twice |= j != i && in[j].p == in[i].p;
+        if (twice) lin[i] = nb_assign(b, in[i]);
+        if (!(st = nb_builder_status(b))) st = set_bdim(vb, lin[i], axes[i]);
+    }
+    for (int k = 0; k < f->n_out; k++) lout[k] = NB_NONE;
+    if (!st) st = f->fn(vb, lin, lout, f->ctx);
+    if (!st) st = nb_builder_status(vb);
+    if (st && nb_builder_status(vb)) nb_error(st, "%s", nb_builder_error(vb));
+    for (int k = 0; k < f->n_out && !st; k++)
+        if (nb_is_none(lout[k])) st = nb_error(NB_ERR_ARG, "vmap: the function left output %d unset", k);
+    for (int k = 0; k < f->n_out && !st; k++) {
+        int d = bdim_of(vb, lout[k]), axis = 0;
+        int nd = nb_value_info(b, lout[k]).ndim;
+        if ((st = nb_vmap_out_axis(opts, k, d >= 0 ? nd : nd + 1, &axis))) break;
+        if (d >= 0) out[k] = nb_batch_move(b, lout[k], d, axis);
+        else if (batch < 0) st = nb_error(NB_ERR_SHAPE, "vmap: output %d does not depend on the batch, and the batch "
+                                          "size is not known to broadcast it", k);
+        else out[k] = nb_vmap_broadcast(b, lout[k], batch, axis);
+        if (!st) st = nb_builder_status(b);
+    }
+    nb_builder_free(vb);
+    return st;
+}
