@@ -6,6 +6,8 @@
  *                parameters (one flat vector), batch 8
  *   jacrev_tanh_ms, jacfwd_tanh_ms  the 64 x 64 Jacobian of a 64-128-64
  *                tanh MLP at one input, by rows and by columns
+ *   per_example_grads_ms  per-example gradients (vmap of grad) of a
+ *                784-256-10 ReLU MLP's cross-entropy at batch 64
  * Medians; bench/run.sh transforms prints them beside torch.autograd.functional.
  * Second derivatives are by forward over reverse (nb_hvp, nb_hessian);
  * `bench_transforms by_reverse` times reverse over reverse instead. */
@@ -103,6 +105,55 @@ static double time_jacobian(jacobian_fn jac, const nb_function *f, nb_tensor *x)
     return ms[3];
 }
 
+/* One example's cross-entropy: in = W1, b1, W2, b2, x [784], label [1]. */
+static nb_status example_loss(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    const int64_t front[1] = {0};
+    nb_value x = nb_unsqueeze(b, in[4], 1, front);
+    nb_value h = nb_relu(b, nb_add(b, nb_matmul(b, x, in[0], 0), in[1]));
+    nb_value logits = nb_add(b, nb_matmul(b, h, in[2], 0), in[3]);
+    nb_value loss = nb_softmax_with_cross_entropy(b, logits, nb_unsqueeze(b, in[5], 1, front), NULL);
+    out[0] = nb_reduce_sum(b, loss, 0, NULL, false);
+    return nb_builder_status(b);
+}
+
+static nb_status example_grads(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    nb_function loss = {example_loss, 6, 1, NULL};
+    nb_tensor *p[6], *g[4] = {0};
+    for (int i = 0; i < 6; i++) p[i] = nb_eager_tensor(in[i]);
+    nb_status st = nb_grad(&loss, p, &(nb_grad_opts){.n_argnums = 4, .argnums = (const int[]){0, 1, 2, 3}}, g, NULL);
+    for (int k = 0; k < 4; k++) {
+        out[k] = st ? NB_NONE : nb_eager_value(b, g[k]);
+        nb_tensor_release(g[k]);
+    }
+    return st ? st : nb_builder_status(b);
+}
+
+static double time_per_example(void)
+{
+    nb_tensor *in[6] = {filled(2, (int64_t[]){784, 256}, 0.05, 14), filled(1, (int64_t[]){256}, 0.05, 15),
+                        filled(2, (int64_t[]){256, 10}, 0.1, 16), filled(1, (int64_t[]){10}, 0.1, 17),
+                        filled(2, (int64_t[]){64, 784}, 1, 18), NULL};
+    die_on(nb_tensor_new(&in[5], NB_I64, 2, (int64_t[]){64, 1}));
+    for (int64_t i = 0; i < 64; i++) nb_tensor_set(in[5], i, (double)((i * 7) % 10));
+    nb_function f = {example_grads, 6, 4, NULL};
+    const int in_axes[6] = {NB_NOT_BATCHED, NB_NOT_BATCHED, NB_NOT_BATCHED, NB_NOT_BATCHED, 0, 0};
+    double ms[7];
+    for (int r = -1; r < 7; r++) {
+        nb_tensor *g[4];
+        double t0 = now();
+        die_on(nb_vmap(&f, &(nb_vmap_opts){.in_axes = in_axes}, in, g));
+        if (r >= 0) ms[r] = (now() - t0) * 1e3;
+        for (int k = 0; k < 4; k++) nb_tensor_release(g[k]);
+    }
+    for (int i = 0; i < 6; i++) nb_tensor_release(in[i]);
+    qsort(ms, 7, sizeof *ms, cmp);
+    return ms[3];
+}
+
 #define REPS 7
 
 int main(int argc, char **argv)
@@ -159,6 +210,7 @@ int main(int argc, char **argv)
     nb_function tf = {tanh_mlp_fn, 1, 1, &m};
     printf("case jacrev_tanh_ms %.4f\n", time_jacobian(nb_jacrev, &tf, jx));
     printf("case jacfwd_tanh_ms %.4f\n", time_jacobian(nb_jacfwd, &tf, jx));
+    printf("case per_example_grads_ms %.4f\n", time_per_example());
     nb_tensor *all[] = {d.x, d.y, d.w2, w1, t, s.x, s.y, theta, m.a, m.b, m.c, m.d, jx};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) nb_tensor_release(all[i]);
     return 0;
