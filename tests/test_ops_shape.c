@@ -27,6 +27,23 @@ static void test_reshape_values(void)
     release_all(x, y, NULL);
 }
 
+/* Run eagerly, the reshape family gives views of a contiguous input
+ * (NB_OP_VIEW): the same storage, no copy; a view input is copied first. */
+static void test_reshape_is_a_view(void)
+{
+    nb_tensor *x = IOTA(NB_F32, S(2, 3));
+    nb_attr a[] = {NB_ATTR_INTS("shape", 3, 2)}, ax[] = {NB_ATTR_INTS("axes", 0)};
+    nb_tensor *y = RUN1X("reshape", x, a), *z = RUN1X("unsqueeze", x, ax), *f = RUN1X_NOATTR("flatten", x);
+    CHECK(y && z && f && y->storage == x->storage && z->storage == x->storage && f->storage == x->storage);
+    CHECK(y && nb_tensor_data(y) == nb_tensor_data(x) && nb_tensor_is_contiguous(y));
+    nb_tensor *t = NULL;
+    REQUIRE_OK(nb_tensor_transpose(&t, x, 0, 1)); /* a strided view: reshaped, it is copied */
+    nb_tensor *r = RUN1X("reshape", t, a);
+    CHECK(r && r->storage != x->storage);
+    CHECK_TENSOR(r, S(3, 2), 0, 0, 3, 1, 4, 2, 5);
+    release_all(x, y, z, f, t, r, NULL);
+}
+
 static void test_reshape_infer(void)
 {
     nb_var_info in[] = {VI(NB_F32, -1, 28, 28)}, out;
@@ -564,6 +581,7 @@ static void test_definitions(void)
 int main(void)
 {
     RUN(test_reshape_values);
+    RUN(test_reshape_is_a_view);
     RUN(test_reshape_infer);
     RUN(test_reshape_errors);
     RUN(test_flatten);

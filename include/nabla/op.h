@@ -47,8 +47,11 @@ enum {
     NB_OP_CONTROL = 1 << 3,            /* runs sub-blocks; sizes its outputs itself (see src/exec/exec_env.h) */
     NB_OP_INPLACE = 1 << 4,            /* its kernels may write output 0 over an input of its dtype and size
                                           (elementwise ops, sum): the executor lets a dying input's buffer serve */
-    NB_OP_WRITES_ALL = 1 << 5          /* its kernels write every element of every output they are given, so
+    NB_OP_WRITES_ALL = 1 << 5,         /* its kernels write every element of every output they are given, so
                                           the executor does not zero outputs first (NB_OP_INPLACE implies it) */
+    NB_OP_VIEW = 1 << 6                /* output 0 is input 0's elements in their order under another shape
+                                          (reshape and its kin): run eagerly (nb_op_run, eager builders), the
+                                          output is a view sharing input 0's storage, and no kernel runs */
 };
 
 typedef struct nb_slot_def {

@@ -135,6 +135,12 @@ nb_status nb_op_run_rng(const char *type, int n_in, nb_tensor *const *in, int n_
     for (int i = 0; i < n_out; i++) present[i] = true;
     if ((st = nb_assign_slots(def, false, n_out, present, ctx.out_begin, order, label))) goto done;
     if ((st = nb_run_infer(&ctx))) goto done;
+    if ((def->flags & NB_OP_VIEW) && n_out == 1 && !out[0] && n_compact >= 1) {
+        /* The same elements in the same order: a view of input 0 (made contiguous above). */
+        if (!(st = nb_tensor_reshape(&outs[0], ins[0], out_info[0].ndim, out_info[0].shape)))
+            out[0] = nb_tensor_retain(outs[0]);
+        goto done;
+    }
     for (int i = 0; i < n_out; i++) {
         const nb_var_info *o = &out_info[i];
         char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];

@@ -297,7 +297,9 @@ static nb_status expand_as_infer(nb_op_ctx *c)
  * The ops that keep the element order (reshape, flatten, squeeze, unsqueeze,
  * reshape_as) are NB_OP_INPLACE: their kernel is a copy that does nothing
  * when the executor gives the output the buffer of an input that dies there,
- * as a gradient flattened for a weight's product usually does. */
+ * as a gradient flattened for a weight's product usually does. Run eagerly
+ * they are views (NB_OP_VIEW), as torch's reshape of a contiguous tensor:
+ * vmap's rules reshape at almost every op, and copied each time. */
 
 static const nb_op_def op_reshape = {
     .name = "reshape", .batch = nb_batch_reshape,
@@ -309,7 +311,7 @@ static const nb_op_def op_reshape = {
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
     .jvp = nb_shape_jvp,
-    .flags = NB_OP_INPLACE,
+    .flags = NB_OP_INPLACE | NB_OP_VIEW,
 };
 
 static const nb_op_def op_flatten = {
@@ -322,7 +324,7 @@ static const nb_op_def op_flatten = {
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
     .jvp = nb_shape_jvp,
-    .flags = NB_OP_INPLACE,
+    .flags = NB_OP_INPLACE | NB_OP_VIEW,
 };
 
 static const nb_op_def op_squeeze = {
@@ -335,7 +337,7 @@ static const nb_op_def op_squeeze = {
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
     .jvp = nb_shape_jvp,
-    .flags = NB_OP_INPLACE,
+    .flags = NB_OP_INPLACE | NB_OP_VIEW,
 };
 
 static const nb_op_def op_unsqueeze = {
@@ -348,7 +350,7 @@ static const nb_op_def op_unsqueeze = {
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
     .jvp = nb_shape_jvp,
-    .flags = NB_OP_INPLACE,
+    .flags = NB_OP_INPLACE | NB_OP_VIEW,
 };
 
 static const nb_op_def op_reshape_as = {
@@ -360,7 +362,7 @@ static const nb_op_def op_reshape_as = {
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_reshape_vjp,
     .jvp = nb_shape_jvp,
-    .flags = NB_OP_INPLACE,
+    .flags = NB_OP_INPLACE | NB_OP_VIEW,
 };
 
 static const nb_op_def op_transpose = {
