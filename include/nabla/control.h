@@ -20,7 +20,8 @@
  * scope") so that the gradient op can replay the iterations in reverse.
  *
  * Values carried from one iteration to the next must keep their dtype and
- * shape. A predicate is a bool tensor with one element. */
+ * shape. A predicate is a bool tensor with one element (under vmap, one per
+ * example: see nabla/vmap.h for how the eager helpers mask). */
 #ifndef NABLA_CONTROL_H
 #define NABLA_CONTROL_H
 

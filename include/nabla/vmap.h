@@ -28,9 +28,15 @@
  *
  * A random op on batched inputs (dropout) draws anew for every example; one
  * without inputs (nb_uniform_random) never meets the batch and draws once,
- * the same for all. Control flow steered by a batched value (nb_cond's
- * predicate, a loop condition) is an error naming the call: examples could
- * take different paths; loops and branches over shared values run as usual.
+ * the same for all. Control flow steered by a batched value, whose examples
+ * may take different paths, is masked on an eager builder as JAX's batched
+ * while and cond are: nb_cond runs both branches and each example takes its
+ * own's outputs (nb_where), and nb_while_loop runs until the last example's
+ * condition is false, an example whose condition already is keeping its
+ * carried values. (A branch an example does not take still runs on it: keep
+ * it free of NaNs and infinities there, or the gradient can pick them up.)
+ * On a record builder it is an error naming the call. Loops and branches
+ * over shared values run as usual in both.
  *
  * On a record builder, nb_vmap_emit writes the batched ops into the program:
  * the same rules, emitted as OpDescs. */

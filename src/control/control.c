@@ -7,9 +7,23 @@
 #include "nabla/eager.h"
 #include "nabla/ops.h"
 #include "control_internal.h"
+#include "../eager/batched.h"
 
-/* The value of a one-element bool predicate, read eagerly. */
-static nb_status eager_pred(nb_builder *b, nb_value pred, const char *who, bool *out)
+/* Whether any example of a logical (vmap) tensor is nonzero: its physical
+ * batch, through nested levels. */
+static bool any_example(const nb_tensor *t)
+{
+    while (!t->storage) t = nb_batched_of(t)->phys;
+    for (int64_t i = 0, n = nb_tensor_numel(t); i < n; i++)
+        if (nb_tensor_get(t, i) != 0) return true;
+    return false;
+}
+
+/* The value of a one-element bool predicate, read eagerly. A batched (vmap)
+ * predicate holds one value per example, which may differ: *batched is set,
+ * and *out says whether any example's is true (the callers then run both
+ * paths and select per example, as JAX's batched while and cond do). */
+static nb_status eager_pred(nb_builder *b, nb_value pred, const char *who, bool *out, bool *batched)
 {
     nb_tensor *t = nb_is_none(pred) ? NULL : nb_eager_tensor(pred);
     if (!t) return nb_builder_fail(b, NB_ERR_ARG, "%s: the predicate is missing", who);
@@ -18,13 +32,8 @@ static nb_status eager_pred(nb_builder *b, nb_value pred, const char *who, bool 
         return nb_builder_fail(b, NB_ERR_DTYPE, "%s: the predicate must be bool with one element, not %s %s", who,
                                nb_dtype_name(t->dtype), nb_shape_str(s, sizeof s, t->ndim, t->shape));
     }
-    /* A logical (vmap) predicate holds one value per example, which may
-     * differ: C control flow cannot follow them all. */
-    if (!t->storage)
-        return nb_builder_fail(b, NB_ERR_UNSUPPORTED, "%s: the predicate is batched (it depends on a vmap's batch), "
-                               "so the examples may take different paths; compute both and select with nb_where, or "
-                               "loop over the examples", who);
-    *out = nb_tensor_get(t, 0) != 0;
+    *batched = !t->storage;
+    *out = *batched ? any_example(t) : nb_tensor_get(t, 0) != 0;
     return NB_OK;
 }
 
@@ -63,13 +72,17 @@ nb_status nb_while_loop(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn bod
     memcpy(cur, init, (size_t)n_carry * sizeof *cur);
     for (;;) {
         nb_value pred = NB_NONE;
-        bool go = false;
+        bool go = false, batched = false;
         if ((st = cond(b, cur, &pred, ctx)) || (st = nb_builder_status(b))) return st;
-        if ((st = eager_pred(b, pred, "while_loop", &go)) || !go) break;
+        if ((st = eager_pred(b, pred, "while_loop", &go, &batched)) || !go) break;
         for (int i = 0; i < n_carry; i++) next[i] = NB_NONE;
         if ((st = body(b, cur, next, ctx)) || (st = nb_builder_status(b))) return st;
         for (int i = 0; i < n_carry && !st; i++) st = nb_control_check_same(b, "while_loop", "carried value", i, cur[i], next[i]);
         if (st) return st;
+        /* Under vmap the loop runs until the last example's predicate turns
+         * false; an example whose predicate already has keeps its values. */
+        for (int i = 0; i < n_carry && batched; i++) next[i] = nb_where(b, pred, next[i], cur[i]);
+        if (batched && (st = nb_builder_status(b))) return st;
         memcpy(cur, next, (size_t)n_carry * sizeof *cur);
     }
     if (!st) memcpy(final, cur, (size_t)n_carry * sizeof *cur);
@@ -87,13 +100,30 @@ nb_status nb_cond(nb_builder *b, nb_value pred, const nb_branches *br, nb_values
                                              n_out >= 1 && n_out <= NB_CONTROL_MAX && out);
     if (st) return st;
     if (!nb_builder_is_eager(b)) return nb_control_record_cond(b, pred, then_fn, else_fn, ctx, n_in, in, n_out, out);
-    bool taken = false;
-    if ((st = eager_pred(b, pred, "cond", &taken))) return st;
+    bool taken = false, batched = false;
+    if ((st = eager_pred(b, pred, "cond", &taken, &batched))) return st;
     for (int i = 0; i < n_out; i++) out[i] = NB_NONE;
-    if ((st = (taken ? then_fn : else_fn)(b, in, out, ctx)) || (st = nb_builder_status(b))) return st;
+    if ((st = (batched || taken ? then_fn : else_fn)(b, in, out, ctx)) || (st = nb_builder_status(b))) return st;
     for (int i = 0; i < n_out; i++)
         if (nb_is_none(out[i])) return nb_builder_fail(b, NB_ERR_ARG, "cond: output %d was not set by the branch", i);
-    return NB_OK;
+    if (!batched) return NB_OK;
+    /* Under vmap, both branches, and each example takes its own's outputs. */
+    nb_value other[NB_CONTROL_MAX];
+    for (int i = 0; i < n_out; i++) other[i] = NB_NONE;
+    if ((st = else_fn(b, in, other, ctx)) || (st = nb_builder_status(b))) return st;
+    for (int i = 0; i < n_out && !st; i++) {
+        if (nb_is_none(other[i])) return nb_builder_fail(b, NB_ERR_ARG, "cond: output %d was not set by the branch", i);
+        nb_var_info t = nb_value_info(b, out[i]), e = nb_value_info(b, other[i]);
+        if (t.dtype != e.dtype || !nb_shape_equal(t.ndim, t.shape, e.ndim, e.shape)) {
+            char st_[NB_SHAPE_STR_MAX], se[NB_SHAPE_STR_MAX];
+            return nb_builder_fail(b, NB_ERR_SHAPE, "cond: under vmap both branches run, and output %d is %s %s from "
+                                   "one and %s %s from the other", i, nb_dtype_name(t.dtype),
+                                   nb_shape_str(st_, sizeof st_, t.ndim, t.shape), nb_dtype_name(e.dtype),
+                                   nb_shape_str(se, sizeof se, e.ndim, e.shape));
+        }
+        out[i] = nb_where(b, pred, out[i], other[i]);
+    }
+    return st ? st : nb_builder_status(b);
 }
 
 /* The T steps of x along axis 0, each a value of one dimension less. One
