@@ -54,14 +54,7 @@ for mode in static eager tied; do
 done
 
 # Errors: clear messages and a nonzero exit.
-expect_fail() { # expected-message command...
-    local msg=$1
-    shift
-    if "$@" > "$out/err.txt" 2>&1; then
-        echo "did not fail: $*"; exit 1
-    fi
-    grep -qF -- "$msg" "$out/err.txt" || { cat "$out/err.txt"; echo "wanted: $msg"; exit 1; }
-}
+source "$(dirname "$0")/expect_fail.bash"
 expect_fail "char_gpt: --checkpoint: safetensors '$out/none.safetensors': cannot open: No such file or directory" \
     "$gpt" --checkpoint "$out/none.safetensors" --sample-only
 expect_fail "--sample-only needs --checkpoint FILE" "$gpt" --sample-only

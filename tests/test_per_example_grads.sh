@@ -50,15 +50,7 @@ grep -q "^test accuracy: $priv$" "$out/log.txt" || { cat "$out/log.txt"; echo "n
 echo "ok   two epochs: DP-SGD $priv, plain $plain"
 
 # Errors: a message and a nonzero exit.
-expect_fail() { # expected-message command...
-    local msg=$1
-    shift
-    if "$@" > "$out/err.txt" 2>&1; then
-        echo "FAIL: $* succeeded"; exit 1
-    fi
-    grep -qF -- "$msg" "$out/err.txt" || { cat "$out/err.txt"; echo "FAIL: $* did not say: $msg"; exit 1; }
-    echo "ok   $*: $msg"
-}
+source "$(dirname "$0")/expect_fail.bash"
 expect_fail "--noise: expected a number in [0, 100], got 'lots'" "$ex" --data "$out" --noise lots
 expect_fail "unknown argument 'extra'" "$ex" --data "$out" extra
 expect_fail "usage:" "$ex" --data "$out" --frobnicate 3
