@@ -68,7 +68,10 @@ NB_API nb_value nb_matmul(nb_builder *b, nb_value x, nb_value y, unsigned flags)
 /* input [.., in] x w [in, out] + bias (bias may be NB_NONE). */
 NB_API nb_value nb_fc(nb_builder *b, nb_value input, nb_value w, nb_value bias, int in_num_col_dims);
 
-/* ---- shape ---- */
+/* ---- shape ----
+ * Run eagerly (or by nb_op_run), reshape, flatten, squeeze, unsqueeze and
+ * reshape_as return a view sharing the storage of a contiguous input, as
+ * torch's reshape does: writing into one's data writes into the other's. */
 NB_API nb_value nb_reshape(nb_builder *b, nb_value x, int ndim, const int64_t *shape);
 NB_API nb_value nb_flatten(nb_builder *b, nb_value x, int start_axis, int stop_axis);
 NB_API nb_value nb_transpose(nb_builder *b, nb_value x, int ndim, const int64_t *perm);
