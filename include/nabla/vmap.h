@@ -29,14 +29,17 @@
  * A random op on batched inputs (dropout) draws anew for every example; one
  * without inputs (nb_uniform_random) never meets the batch and draws once,
  * the same for all. Control flow steered by a batched value, whose examples
- * may take different paths, is masked on an eager builder as JAX's batched
- * while and cond are: nb_cond runs both branches and each example takes its
- * own's outputs (nb_where), and nb_while_loop runs until the last example's
- * condition is false, an example whose condition already is keeping its
- * carried values. (A branch an example does not take still runs on it: keep
- * it free of NaNs and infinities there, or the gradient can pick them up.)
- * On a record builder it is an error naming the call. Loops and branches
- * over shared values run as usual in both.
+ * may take different paths, is masked as JAX's batched while and cond are:
+ * nb_cond runs both branches and each example takes its own's outputs
+ * (nb_where), and nb_while_loop runs until the last example's condition is
+ * false, an example whose condition already is keeping its carried values.
+ * (A branch an example does not take still runs on it: keep it free of NaNs
+ * and infinities there, or the gradient can pick them up.) On a record
+ * builder the helpers of nabla/control.h record their ops (while, cond on a
+ * shared predicate, recurrent, net) with batched sub-blocks, each carried
+ * value and output batched along dim 0, so the program's backward pass
+ * differentiates them as it does any loop; emitting one of those ops
+ * directly with nb_emit on batched values is an error.
  *
  * On a record builder, nb_vmap_emit writes the batched ops into the program:
  * the same rules, emitted as OpDescs. */

@@ -30,6 +30,11 @@ struct nb_builder {
     nb_block *block;
     nb_op_role role;
     void *state; /* backend-specific */
+    /* NULL, or how this builder records loops and branches itself (vmap's
+     * batching builder masks them: src/transforms/vmap_control.c). The
+     * control helpers, which define the struct, call it; the builder never
+     * does. */
+    const struct nb_control_forms *control;
 };
 
 static inline nb_value nb_value_make(void *p, nb_value_kind kind)

@@ -7,6 +7,7 @@
 #include "nabla/eager.h"
 #include "nabla/ops.h"
 #include "control_internal.h"
+#include "../builder/builder_internal.h"
 #include "../eager/batched.h"
 
 /* Whether any example of a logical (vmap) tensor is nonzero: its physical
@@ -67,6 +68,7 @@ nb_status nb_while_loop(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn bod
     const nb_value *init = inits.v;
     nb_status st = check_args(b, "while_loop", cond && body && n_carry >= 1 && n_carry <= NB_CONTROL_MAX && init && final);
     if (st) return st;
+    if (b->control) return b->control->while_loop(b, cond, body, ctx, n_carry, init, final);
     if (!nb_builder_is_eager(b)) return nb_control_record_while(b, cond, body, ctx, n_carry, init, final);
     nb_value cur[NB_CONTROL_MAX], next[NB_CONTROL_MAX];
     memcpy(cur, init, (size_t)n_carry * sizeof *cur);
@@ -89,30 +91,23 @@ nb_status nb_while_loop(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn bod
     return st;
 }
 
-nb_status nb_cond(nb_builder *b, nb_value pred, const nb_branches *br, nb_values ins, int n_out, nb_value *out)
+static nb_status run_branch(nb_builder *b, nb_branch_fn fn, void *ctx, const nb_value *in, int n_out, nb_value *out)
 {
-    if (!br) return check_args(b, "cond", false);
-    nb_branch_fn then_fn = br->then_fn, else_fn = br->else_fn;
-    void *ctx = br->ctx;
-    int n_in = ins.n;
-    const nb_value *in = ins.v;
-    nb_status st = check_args(b, "cond", then_fn && else_fn && n_in >= 0 && n_in <= NB_CONTROL_MAX && (in || !n_in) &&
-                                             n_out >= 1 && n_out <= NB_CONTROL_MAX && out);
-    if (st) return st;
-    if (!nb_builder_is_eager(b)) return nb_control_record_cond(b, pred, then_fn, else_fn, ctx, n_in, in, n_out, out);
-    bool taken = false, batched = false;
-    if ((st = eager_pred(b, pred, "cond", &taken, &batched))) return st;
     for (int i = 0; i < n_out; i++) out[i] = NB_NONE;
-    if ((st = (batched || taken ? then_fn : else_fn)(b, in, out, ctx)) || (st = nb_builder_status(b))) return st;
+    nb_status st = fn(b, in, out, ctx);
+    if (st || (st = nb_builder_status(b))) return st;
     for (int i = 0; i < n_out; i++)
         if (nb_is_none(out[i])) return nb_builder_fail(b, NB_ERR_ARG, "cond: output %d was not set by the branch", i);
-    if (!batched) return NB_OK;
-    /* Under vmap, both branches, and each example takes its own's outputs. */
+    return NB_OK;
+}
+
+nb_status nb_control_both(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx,
+                          const nb_value *in, int n_out, nb_value *out)
+{
     nb_value other[NB_CONTROL_MAX];
-    for (int i = 0; i < n_out; i++) other[i] = NB_NONE;
-    if ((st = else_fn(b, in, other, ctx)) || (st = nb_builder_status(b))) return st;
+    nb_status st = run_branch(b, then_fn, ctx, in, n_out, out);
+    if (!st) st = run_branch(b, else_fn, ctx, in, n_out, other);
     for (int i = 0; i < n_out && !st; i++) {
-        if (nb_is_none(other[i])) return nb_builder_fail(b, NB_ERR_ARG, "cond: output %d was not set by the branch", i);
         nb_var_info t = nb_value_info(b, out[i]), e = nb_value_info(b, other[i]);
         if (t.dtype != e.dtype || !nb_shape_equal(t.ndim, t.shape, e.ndim, e.shape)) {
             char st_[NB_SHAPE_STR_MAX], se[NB_SHAPE_STR_MAX];
@@ -124,6 +119,24 @@ nb_status nb_cond(nb_builder *b, nb_value pred, const nb_branches *br, nb_values
         out[i] = nb_where(b, pred, out[i], other[i]);
     }
     return st ? st : nb_builder_status(b);
+}
+
+nb_status nb_cond(nb_builder *b, nb_value pred, const nb_branches *br, nb_values ins, int n_out, nb_value *out)
+{
+    if (!br) return check_args(b, "cond", false);
+    nb_branch_fn then_fn = br->then_fn, else_fn = br->else_fn;
+    void *ctx = br->ctx;
+    int n_in = ins.n;
+    const nb_value *in = ins.v;
+    nb_status st = check_args(b, "cond", then_fn && else_fn && n_in >= 0 && n_in <= NB_CONTROL_MAX && (in || !n_in) &&
+                                             n_out >= 1 && n_out <= NB_CONTROL_MAX && out);
+    if (st) return st;
+    if (b->control) return b->control->cond(b, pred, then_fn, else_fn, ctx, n_in, in, n_out, out);
+    if (!nb_builder_is_eager(b)) return nb_control_record_cond(b, pred, then_fn, else_fn, ctx, n_in, in, n_out, out);
+    bool taken = false, batched = false;
+    if ((st = eager_pred(b, pred, "cond", &taken, &batched))) return st;
+    if (batched) return nb_control_both(b, pred, then_fn, else_fn, ctx, in, n_out, out);
+    return run_branch(b, taken ? then_fn : else_fn, ctx, in, n_out, out);
 }
 
 /* The T steps of x along axis 0, each a value of one dimension less. One
@@ -157,6 +170,7 @@ nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *i
                                    (long long)info.shape[0], (long long)T);
         if (j == 0 || T < 0) T = info.shape[0];
     }
+    if (b->control) return b->control->scan(b, step, ctx, n_carry, init, n_xs, xs, n_ys, final, ys, reverse);
     if (!nb_builder_is_eager(b)) return nb_control_record_scan(b, step, ctx, n_carry, init, n_xs, xs, n_ys, final, ys, reverse);
     if (T < 1) return nb_builder_fail(b, NB_ERR_SHAPE, "scan: the sequences have no time steps");
     nb_value cur[NB_CONTROL_MAX], next[NB_CONTROL_MAX], x_t[NB_CONTROL_MAX], y_t[NB_CONTROL_MAX];
@@ -196,6 +210,7 @@ nb_status nb_net(nb_builder *b, nb_branch_fn fn, void *ctx, nb_values ins, int n
     nb_status st = check_args(b, "net", fn && n_in >= 0 && n_in <= NB_CONTROL_MAX && (in || !n_in) && n_out >= 1 &&
                                             n_out <= NB_CONTROL_MAX && out);
     if (st) return st;
+    if (b->control) return b->control->net(b, fn, ctx, n_in, in, n_out, out);
     if (!nb_builder_is_eager(b)) return nb_control_record_net(b, fn, ctx, n_in, in, n_out, out);
     for (int i = 0; i < n_out; i++) out[i] = NB_NONE;
     if ((st = fn(b, in, out, ctx)) || (st = nb_builder_status(b))) return st;

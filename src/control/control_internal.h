@@ -18,6 +18,11 @@ int nb_ctl_captured(const nb_block *blk, nb_value *out, int n, int cap);
  * emitted into b's current block, which must be blk. */
 nb_value nb_ctl_local(nb_builder *b, nb_block *blk, nb_value v);
 
+/* nb_cond under vmap with a batched predicate (each example may take its
+ * own branch): both branches run, and each example takes its own's outputs. */
+nb_status nb_control_both(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx,
+                          const nb_value *in, int n_out, nb_value *out);
+
 /* The record-builder forms: build the op and its sub-blocks. */
 nb_status nb_control_record_while(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx, int n_carry,
                                   const nb_value *init, nb_value *final);
@@ -27,5 +32,18 @@ nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, int 
                                  const nb_value *xs, int n_ys, nb_value *final, nb_value *ys, bool reverse);
 nb_status nb_control_record_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n_in, const nb_value *in, int n_out,
                                 nb_value *out);
+
+/* The same four, supplied by a builder that records control flow its own
+ * way (nb_builder.control): a layer above this one, which writes them in
+ * terms of the helpers on the builder behind it. Arguments are checked. */
+struct nb_control_forms {
+    nb_status (*while_loop)(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx, int n_carry,
+                            const nb_value *init, nb_value *final);
+    nb_status (*cond)(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx, int n_in,
+                      const nb_value *in, int n_out, nb_value *out);
+    nb_status (*scan)(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const nb_value *init, int n_xs,
+                      const nb_value *xs, int n_ys, nb_value *final, nb_value *ys, bool reverse);
+    nb_status (*net)(nb_builder *b, nb_branch_fn fn, void *ctx, int n_in, const nb_value *in, int n_out, nb_value *out);
+};
 
 #endif

@@ -29,13 +29,15 @@ static void print_kernels(const nb_op_def *d)
     printf("%s\n", n ? "" : " none");
 }
 
-/* How vmap batches the op: its rule, a loop over the examples, not at all
- * (control flow over batched values, which is an error), or never (an op
- * without inputs never meets a batch). */
+/* How vmap batches the op: its rule, a loop over the examples, by the
+ * control-flow helpers (they record the op over batched sub-blocks, masked
+ * where the examples' paths differ; its gradient op comes from the batched
+ * program's backward pass), or never (an op without inputs never meets a
+ * batch). */
 static const char *vmap_state(const nb_op_def *d)
 {
     if (d->batch) return "rule";
-    if (d->flags & NB_OP_CONTROL) return "no";
+    if (d->flags & NB_OP_CONTROL) return "ctl";
     return nb_op_num_inputs(d) ? "loop" : "-";
 }
 
@@ -58,9 +60,10 @@ int cmd_ops(int argc, char **argv)
         printf("usage: nabla ops [--kernels] [NAME...]\n\n"
                "Lists registered ops: gradient rules (vjp, jvp: yes, no, or none for ops\n"
                "that have no gradient), how vmap batches it (vmap: rule, loop over the batch,\n"
-               "no for control flow, which batched values may not steer, or - for an op\n"
-               "without inputs, which never meets a batch), slots (... variadic, ? optional)\n"
-               "and attributes.\n"
+               "ctl for control flow, which nabla/control.h's helpers record batched and\n"
+               "masked, its gradient coming from the batched program's backward pass, or -\n"
+               "for an op without inputs, which never meets a batch), slots (... variadic,\n"
+               "? optional) and attributes.\n"
                "--kernels adds the kernels registered for each (provider/device: dtypes),\n"
                "best first.\n");
         return 0;

@@ -20,4 +20,17 @@ nb_value nb_vmap_broadcast(nb_builder *b, nb_value v, int64_t batch, int axis);
 nb_status nb_vmap_record(nb_builder *b, const nb_function *f, const nb_vmap_opts *opts, const nb_value *in,
                          nb_value *out);
 
+/* The batching builder's side, for vmap_control.c: the builder behind it,
+ * the batch size (-1 when not known), a value's batch dim (-1: shared). */
+nb_builder *nb_vmap_inner(const nb_builder *vb);
+int64_t nb_vmap_batch(const nb_builder *vb);
+int nb_vmap_bdim(const nb_builder *vb, nb_value v);
+nb_status nb_vmap_set_bdim(nb_builder *vb, nb_value v, int bdim);
+/* v, shared by the examples, broadcast along a new batch dim 0 on the
+ * builder behind vb: to the batch size, or where that is not known (-1 in a
+ * program) to that of a batched input of the vmap. */
+nb_value nb_vmap_broadcast_front(nb_builder *vb, nb_value v);
+/* How a batching builder records loops and branches (vmap_control.c). */
+extern const struct nb_control_forms nb_vmap_control_forms;
+
 #endif

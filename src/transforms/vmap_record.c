@@ -21,6 +21,8 @@ typedef struct vmap_state {
     nb_builder *inner;
     int64_t batch;
     nb_strmap bdims; /* var name -> its batch dim + 1 */
+    nb_value ref;    /* a batched input, whose batch dim gives the size where it is not known */
+    int ref_bdim;
 } vmap_state;
 
 static vmap_state *state_of(const nb_builder *b) { return b->state; }
@@ -31,12 +33,37 @@ static int bdim_of(const nb_builder *b, nb_value v)
     return (int)(intptr_t)nb_strmap_get(&state_of(b)->bdims, ((nb_var *)v.p)->name, NULL) - 1;
 }
 
+int nb_vmap_bdim(const nb_builder *b, nb_value v) { return bdim_of(b, v); }
+nb_builder *nb_vmap_inner(const nb_builder *b) { return state_of(b)->inner; }
+int64_t nb_vmap_batch(const nb_builder *b) { return state_of(b)->batch; }
+
+nb_value nb_vmap_broadcast_front(nb_builder *vb, nb_value v)
+{
+    vmap_state *s = state_of(vb);
+    if (s->batch >= 0) return nb_vmap_broadcast(s->inner, v, s->batch, 0);
+    nb_var_info i = nb_value_info(s->inner, v);
+    int64_t shape[NB_MAX_DIMS + 1] = {1};
+    bool known = !nb_is_none(s->ref);
+    for (int d = 0; d < i.ndim; d++) known &= (shape[d + 1] = i.shape[d]) >= 0;
+    if (!known) {
+        nb_builder_fail(vb, NB_ERR_UNSUPPORTED, "vmap: a value shared by the examples, of shape with unknown dims, "
+                        "cannot be broadcast along a batch of unknown size");
+        return NB_NONE;
+    }
+    nb_value like = NB_NONE;
+    nb_attr attrs[] = {NB_ATTR_INTS_N("shape", i.ndim + 1, shape), NB_ATTR_INT("input_dim_idx", s->ref_bdim)};
+    nb_emit(s->inner, "fill_constant_batch_size_like", NB_VALUES(s->ref), NB_ATTRS_N(2, attrs), 1, &like);
+    return nb_expand_as(s->inner, nb_unsqueeze(s->inner, v, 1, (const int64_t[]){0}), like);
+}
+
 static nb_status set_bdim(nb_builder *b, nb_value v, int bdim)
 {
     if (nb_strmap_put(&state_of(b)->bdims, ((nb_var *)v.p)->name, (void *)(intptr_t)(bdim + 1)))
         return nb_error(NB_ERR_NOMEM, "vmap: out of memory");
     return NB_OK;
 }
+
+nb_status nb_vmap_set_bdim(nb_builder *b, nb_value v, int bdim) { return set_bdim(b, v, bdim); }
 
 static nb_var_info vmap_info(const nb_builder *b, nb_value v)
 {
@@ -89,10 +116,10 @@ static nb_status emit_batched(nb_builder *b, const nb_op_def *def, int n_in, con
         if (st) nb_builder_clear_error(s->inner), nb_error(st, "%s", nb_last_error());
         return st;
     }
-    if (def->flags & NB_OP_CONTROL)
-        return nb_error(NB_ERR_UNSUPPORTED, "vmap: %s: control flow over batched values is not supported yet (each "
-                        "example may take its own path): compute both branches and select with nb_where, or loop "
-                        "over the examples", type);
+    if (def->flags & NB_OP_CONTROL) /* nb_while_loop and the others come through vmap_control.c */
+        return nb_error(NB_ERR_UNSUPPORTED, "vmap: %s emitted directly on batched values: record loops and branches "
+                        "with nabla/control.h's helpers, which batch them (a gradient op of control flow comes from "
+                        "the batched program's backward pass)", type);
     nb_attr_value av[NB_MAX_ATTRS];
     nb_batch_ctx c = {.def = def, .n_in = n_in, .x = in, .x_bdim = xb, .x_info = xi, .batch = s->batch,
                       .n_out = n_out, .y = out, .y_bdim = yb};
@@ -143,6 +170,7 @@ static nb_status new_vmap_builder(nb_builder **out, nb_builder *inner, int64_t b
     (*out)->startup = inner->startup;
     (*out)->block = inner->block;
     (*out)->role = inner->role;
+    (*out)->control = &nb_vmap_control_forms;
     return NB_OK;
 }
 
@@ -167,6 +195,7 @@ nb_status nb_vmap_record(nb_builder *b, const nb_function *f, const nb_vmap_opts
         for (int j = 0; j < f->n_in; j++) twice |= j != i && in[j].p == in[i].p;
         if (twice) lin[i] = nb_assign(b, in[i]);
         if (!(st = nb_builder_status(b))) st = set_bdim(vb, lin[i], axes[i]);
+        if (nb_is_none(state_of(vb)->ref)) state_of(vb)->ref = lin[i], state_of(vb)->ref_bdim = axes[i];
     }
     for (int k = 0; k < f->n_out; k++) lout[k] = NB_NONE;
     if (!st) st = f->fn(vb, lin, lout, f->ctx);
