@@ -138,12 +138,13 @@ static void bn_dims(const nb_tensor *x, int64_t *n, int64_t *c, int64_t *s)
  * of `len` values of x (contiguous, float32 or float64), where value j of
  * group g is at (j / inner) * outer_stride + g * inner + j % inner. */
 #define GROUP_STATS(T, SFX)                                                                     \
+    OMP_FOR_IF((double)groups * (double)len >= PAR_MIN_WORK && groups > 1)                      \
     for (int64_t g = 0; g < groups; g++) {                                                      \
         double sum = 0, sq = 0;                                                                 \
-        for (int64_t o = 0; o < len / inner; o++) sum += row_sum_##SFX(p + o * outer_stride + g * inner, inner); \
+        for (int64_t o = 0; o < len / inner; o++) sum += plane_sum_##SFX(p + o * outer_stride + g * inner, inner); \
         const double m = sum / (double)len;                                                     \
         for (int64_t o = 0; o < len / inner; o++)                                               \
-            sq += row_sqdev_##SFX(p + o * outer_stride + g * inner, inner, m);                  \
+            sq += plane_sqdev_##SFX(p + o * outer_stride + g * inner, inner, m);                  \
         mean[g] = m;                                                                            \
         invstd[g] = 1 / sqrt(sq / (double)len + eps);                                           \
     }

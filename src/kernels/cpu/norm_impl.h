@@ -4,141 +4,6 @@
 #define NORM_CAT(a, b) NORM_CAT_(a, b)
 #define FN(name) NORM_CAT(name, SFX)
 
-static nb_status FN(batch_norm)(const char *label, int64_t n, int64_t c, int64_t s, const T *x, const T *scale,
-                                const T *bias, const T *mean, const T *var, bool global, double momentum,
-                                double eps, T *y, T *mean_out, T *var_out, T *saved_mean, T *saved_invstd)
-{
-    const int64_t planes = n * c, m = n * s;
-    const bool par = (double)planes * (double)s >= PAR_MIN_WORK;
-    double *mu = dalloc(3 * c), *ps = NULL;
-    if (!mu) return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
-    double *inv = mu + c, *bvar = mu + 2 * c;
-    if (global) {
-        for (int64_t ch = 0; ch < c; ch++) {
-            mu[ch] = mean[ch];
-            bvar[ch] = var[ch];
-            inv[ch] = 1.0 / sqrt(bvar[ch] + eps);
-        }
-    } else {
-        if (!(ps = dalloc(planes))) {
-            nb_free(mu);
-            return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
-        }
-        OMP_FOR_IF(par)
-        for (int64_t p = 0; p < planes; p++) {
-            const T *xp = x + p * s;
-            double acc = 0;
-            for (int64_t j = 0; j < s; j++) acc += xp[j];
-            ps[p] = acc;
-        }
-        sum_planes(ps, n, c, mu);
-        for (int64_t ch = 0; ch < c; ch++) mu[ch] /= (double)m;
-        /* Two passes: the centred sum of squares does not cancel. */
-        OMP_FOR_IF(par)
-        for (int64_t p = 0; p < planes; p++) {
-            const T *xp = x + p * s;
-            const double mc = mu[p % c];
-            double acc = 0;
-            for (int64_t j = 0; j < s; j++) {
-                double d = xp[j] - mc;
-                acc += d * d;
-            }
-            ps[p] = acc;
-        }
-        sum_planes(ps, n, c, bvar);
-        for (int64_t ch = 0; ch < c; ch++) {
-            bvar[ch] /= (double)m;
-            inv[ch] = 1.0 / sqrt(bvar[ch] + eps);
-        }
-    }
-    /* The running statistics may be updated in place: each channel's old
-     * value is read before its new one is written. */
-    const double unbias = m > 1 ? (double)m / (double)(m - 1) : 1.0;
-    for (int64_t ch = 0; ch < c; ch++) {
-        double new_mean = mu[ch], new_var = bvar[ch];
-        if (!global) {
-            new_mean = momentum * (double)mean[ch] + (1 - momentum) * mu[ch];
-            new_var = momentum * (double)var[ch] + (1 - momentum) * bvar[ch] * unbias;
-        }
-        if (mean_out) mean_out[ch] = (T)new_mean;
-        if (var_out) var_out[ch] = (T)new_var;
-        if (saved_mean) saved_mean[ch] = (T)mu[ch];
-        if (saved_invstd) saved_invstd[ch] = (T)inv[ch];
-    }
-    if (y) {
-        OMP_FOR_IF(par)
-        for (int64_t p = 0; p < planes; p++) {
-            const int64_t ch = p % c;
-            const T *xp = x + p * s;
-            T *yp = y + p * s;
-            const T mc = (T)mu[ch], a = (T)(inv[ch] * (scale ? (double)scale[ch] : 1.0)),
-                    b = bias ? bias[ch] : (T)0;
-            for (int64_t j = 0; j < s; j++) yp[j] = (xp[j] - mc) * a + b;
-        }
-    }
-    nb_free(ps);
-    nb_free(mu);
-    return NB_OK;
-}
-
-static nb_status FN(batch_norm_grad)(const char *label, int64_t n, int64_t c, int64_t s, const T *x,
-                                     const T *scale, const T *mean, const T *stat, bool stat_is_var, bool global,
-                                     double eps, const T *dy, T *dx, T *dscale, T *dbias)
-{
-    const int64_t planes = n * c, m = n * s;
-    const bool par = (double)planes * (double)s >= PAR_MIN_WORK;
-    double *inv = dalloc(3 * c), *ps = NULL;
-    if (!inv) return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
-    double *sdy = inv + c, *sdyx = inv + 2 * c;
-    for (int64_t ch = 0; ch < c; ch++) inv[ch] = stat_is_var ? 1.0 / sqrt((double)stat[ch] + eps) : stat[ch];
-    if (dscale || dbias || (dx && !global)) {
-        if (!(ps = dalloc(2 * planes))) {
-            nb_free(inv);
-            return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
-        }
-        OMP_FOR_IF(par)
-        for (int64_t p = 0; p < planes; p++) {
-            const T *xp = x + p * s, *dp = dy + p * s;
-            const double mc = mean[p % c];
-            double a = 0, b = 0;
-            for (int64_t j = 0; j < s; j++) {
-                a += dp[j];
-                b += dp[j] * (xp[j] - mc);
-            }
-            ps[p] = a;
-            ps[planes + p] = b;
-        }
-        sum_planes(ps, n, c, sdy);
-        sum_planes(ps + planes, n, c, sdyx);
-        for (int64_t ch = 0; ch < c; ch++) {
-            if (dbias) dbias[ch] = (T)sdy[ch];
-            if (dscale) dscale[ch] = (T)(sdyx[ch] * inv[ch]);
-        }
-    }
-    if (dx) {
-        /* Training: dx = scale * inv * (dy - mean(dy) - xhat * mean(dy * xhat)),
-         * the batch statistics depending on x too; global statistics are
-         * constants, leaving only the first term. */
-        OMP_FOR_IF(par)
-        for (int64_t p = 0; p < planes; p++) {
-            const int64_t ch = p % c;
-            const T *xp = x + p * s, *dp = dy + p * s;
-            T *dxp = dx + p * s;
-            const T k = (T)(inv[ch] * (scale ? (double)scale[ch] : 1.0));
-            if (global) {
-                for (int64_t j = 0; j < s; j++) dxp[j] = k * dp[j];
-            } else {
-                const T mc = (T)mean[ch], c0 = (T)(sdy[ch] / (double)m),
-                        c1 = (T)(inv[ch] * inv[ch] * sdyx[ch] / (double)m);
-                for (int64_t j = 0; j < s; j++) dxp[j] = k * (dp[j] - c0 - (xp[j] - mc) * c1);
-            }
-        }
-    }
-    nb_free(ps);
-    nb_free(inv);
-    return NB_OK;
-}
-
 /* Sums over a contiguous row in double, kept in eight independent lanes so
  * that the loop vectorises without reassociating one running total (and is
  * a little more accurate for it). sum: of x; sqdev: of (x - m)^2; dot2: of
@@ -186,6 +51,138 @@ static inline void FN(row_dot2)(const T *dy, const T *scale, const T *x, int64_t
     }
     *s1 = FN(lanes_total)(a);
     *s2 = FN(lanes_total)(b);
+}
+
+/* Batch norm's loops over one plane (a channel of an image, contiguous),
+ * each its own function so that it is compiled for AVX2 too (simd.h),
+ * which a loop inside an OpenMP region cannot be. */
+NB_SIMD_CLONES static double FN(plane_sum)(const T *x, int64_t n) { return FN(row_sum)(x, n); }
+
+NB_SIMD_CLONES static double FN(plane_sqdev)(const T *x, int64_t n, double m) { return FN(row_sqdev)(x, n, m); }
+
+/* sum of dy, and of dy * (x - m) */
+NB_SIMD_CLONES static void FN(plane_dot2)(const T *dy, const T *x, int64_t n, double m, double *s1, double *s2)
+{
+    FN(row_dot2)(dy, NULL, x, n, m, 1.0, s1, s2);
+}
+
+/* y = (x - m) * a + b */
+NB_SIMD_CLONES static void FN(plane_affine)(const T *x, int64_t n, T m, T a, T b, T *y)
+{
+    for (int64_t j = 0; j < n; j++) y[j] = (x[j] - m) * a + b;
+}
+
+/* dx = k * (dy - c0 - (x - m) * c1) */
+NB_SIMD_CLONES static void FN(plane_dx)(const T *dy, const T *x, int64_t n, T k, T m, T c0, T c1, T *dx)
+{
+    for (int64_t j = 0; j < n; j++) dx[j] = k * (dy[j] - c0 - (x[j] - m) * c1);
+}
+
+static nb_status FN(batch_norm)(const char *label, int64_t n, int64_t c, int64_t s, const T *x, const T *scale,
+                                const T *bias, const T *mean, const T *var, bool global, double momentum,
+                                double eps, T *y, T *mean_out, T *var_out, T *saved_mean, T *saved_invstd)
+{
+    const int64_t planes = n * c, m = n * s;
+    const bool par = (double)planes * (double)s >= PAR_MIN_WORK;
+    double *mu = dalloc(3 * c), *ps = NULL;
+    if (!mu) return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
+    double *inv = mu + c, *bvar = mu + 2 * c;
+    if (global) {
+        for (int64_t ch = 0; ch < c; ch++) {
+            mu[ch] = mean[ch];
+            bvar[ch] = var[ch];
+            inv[ch] = 1.0 / sqrt(bvar[ch] + eps);
+        }
+    } else {
+        if (!(ps = dalloc(planes))) {
+            nb_free(mu);
+            return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
+        }
+        OMP_FOR_IF(par)
+        for (int64_t p = 0; p < planes; p++) ps[p] = FN(plane_sum)(x + p * s, s);
+        sum_planes(ps, n, c, mu);
+        for (int64_t ch = 0; ch < c; ch++) mu[ch] /= (double)m;
+        /* Two passes: the centred sum of squares does not cancel. */
+        OMP_FOR_IF(par)
+        for (int64_t p = 0; p < planes; p++) ps[p] = FN(plane_sqdev)(x + p * s, s, mu[p % c]);
+        sum_planes(ps, n, c, bvar);
+        for (int64_t ch = 0; ch < c; ch++) {
+            bvar[ch] /= (double)m;
+            inv[ch] = 1.0 / sqrt(bvar[ch] + eps);
+        }
+    }
+    /* The running statistics may be updated in place: each channel's old
+     * value is read before its new one is written. */
+    const double unbias = m > 1 ? (double)m / (double)(m - 1) : 1.0;
+    for (int64_t ch = 0; ch < c; ch++) {
+        double new_mean = mu[ch], new_var = bvar[ch];
+        if (!global) {
+            new_mean = momentum * (double)mean[ch] + (1 - momentum) * mu[ch];
+            new_var = momentum * (double)var[ch] + (1 - momentum) * bvar[ch] * unbias;
+        }
+        if (mean_out) mean_out[ch] = (T)new_mean;
+        if (var_out) var_out[ch] = (T)new_var;
+        if (saved_mean) saved_mean[ch] = (T)mu[ch];
+        if (saved_invstd) saved_invstd[ch] = (T)inv[ch];
+    }
+    if (y) {
+        OMP_FOR_IF(par)
+        for (int64_t p = 0; p < planes; p++) {
+            const int64_t ch = p % c;
+            const T a = (T)(inv[ch] * (scale ? (double)scale[ch] : 1.0)), b = bias ? bias[ch] : (T)0;
+            FN(plane_affine)(x + p * s, s, (T)mu[ch], a, b, y + p * s);
+        }
+    }
+    nb_free(ps);
+    nb_free(mu);
+    return NB_OK;
+}
+
+static nb_status FN(batch_norm_grad)(const char *label, int64_t n, int64_t c, int64_t s, const T *x,
+                                     const T *scale, const T *mean, const T *stat, bool stat_is_var, bool global,
+                                     double eps, const T *dy, T *dx, T *dscale, T *dbias)
+{
+    const int64_t planes = n * c, m = n * s;
+    const bool par = (double)planes * (double)s >= PAR_MIN_WORK;
+    double *inv = dalloc(3 * c), *ps = NULL;
+    if (!inv) return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
+    double *sdy = inv + c, *sdyx = inv + 2 * c;
+    for (int64_t ch = 0; ch < c; ch++) inv[ch] = stat_is_var ? 1.0 / sqrt((double)stat[ch] + eps) : stat[ch];
+    if (dscale || dbias || (dx && !global)) {
+        if (!(ps = dalloc(2 * planes))) {
+            nb_free(inv);
+            return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
+        }
+        OMP_FOR_IF(par)
+        for (int64_t p = 0; p < planes; p++) FN(plane_dot2)(dy + p * s, x + p * s, s, mean[p % c], &ps[p], &ps[planes + p]);
+        sum_planes(ps, n, c, sdy);
+        sum_planes(ps + planes, n, c, sdyx);
+        for (int64_t ch = 0; ch < c; ch++) {
+            if (dbias) dbias[ch] = (T)sdy[ch];
+            if (dscale) dscale[ch] = (T)(sdyx[ch] * inv[ch]);
+        }
+    }
+    if (dx) {
+        /* Training: dx = scale * inv * (dy - mean(dy) - xhat * mean(dy * xhat)),
+         * the batch statistics depending on x too; global statistics are
+         * constants, leaving only the first term. */
+        OMP_FOR_IF(par)
+        for (int64_t p = 0; p < planes; p++) {
+            const int64_t ch = p % c;
+            const T *xp = x + p * s, *dp = dy + p * s;
+            T *dxp = dx + p * s;
+            const T k = (T)(inv[ch] * (scale ? (double)scale[ch] : 1.0));
+            if (global) {
+                FN(plane_affine)(dp, s, 0, k, 0, dxp); /* k * dy */
+            } else {
+                const T c0 = (T)(sdy[ch] / (double)m), c1 = (T)(inv[ch] * inv[ch] * sdyx[ch] / (double)m);
+                FN(plane_dx)(dp, xp, s, k, (T)mean[ch], c0, c1, dxp);
+            }
+        }
+    }
+    nb_free(ps);
+    nb_free(inv);
+    return NB_OK;
 }
 
 /* One row of layer norm; its own function so that it is compiled for AVX2
