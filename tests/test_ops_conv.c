@@ -494,6 +494,54 @@ static void test_pool2d_grad_ties(void)
     RELEASE(x, out, dout, dx);
 }
 
+/* The 2 x 2 stride-2 fast path (windows that tile the image) against the
+ * general window loop, which an extra row and column that no window reaches
+ * selects: ties (the first maximum takes the gradient), NaNs, both dtypes. */
+static void test_pool2d_max2x2(void)
+{
+    for (int f = 0; f < 2; f++) {
+        nb_dtype dt = f ? NB_F64 : NB_F32;
+        nb_tensor *x, *xg, *dout;
+        REQUIRE_OK(nb_tensor_new(&x, dt, 4, S(2, 3, 6, 8)));
+        REQUIRE_OK(nb_tensor_new(&xg, dt, 4, S(2, 3, 7, 9)));
+        REQUIRE_OK(nb_tensor_new(&dout, dt, 4, S(2, 3, 3, 4)));
+        for (int64_t i = 0; i < nb_tensor_numel(xg); i++) /* values 0, 1, 2: many ties, in every position */
+            nb_tensor_set(xg, i, (double)((((uint64_t)i * 2654435761u) >> 7) % 3));
+        for (int64_t i = 0; i < nb_tensor_numel(dout); i++) nb_tensor_set(dout, i, 1 + (double)i);
+        nb_tensor_set(xg, 10, NAN);
+        nb_tensor_set(xg, 11, NAN);
+        nb_tensor_set(xg, 75, NAN);
+        for (int64_t p = 0; p < 6; p++)
+            for (int64_t h = 0; h < 6; h++)
+                for (int64_t w = 0; w < 8; w++)
+                    nb_tensor_set(x, (p * 6 + h) * 8 + w, nb_tensor_get(xg, (p * 7 + h) * 9 + w));
+        nb_attr a[] = {NB_ATTR_INTS("ksize", 2, 2), NB_ATTR_INTS("strides", 2, 2)};
+        nb_tensor *in[] = {x}, *ing[] = {xg};
+        nb_tensor *y = RUN1("pool2d", in, a), *yg = RUN1("pool2d", ing, a);
+        CHECK(y && yg && nb_tensor_numel(y) == nb_tensor_numel(yg));
+        bool same = true;
+        for (int64_t i = 0; y && yg && i < nb_tensor_numel(y); i++) {
+            double u = nb_tensor_get(y, i), v = nb_tensor_get(yg, i);
+            same &= u == v || (isnan(u) && isnan(v));
+        }
+        CHECK(same);
+        nb_tensor *gin[] = {x, y, dout}, *ging[] = {xg, yg, dout};
+        nb_tensor *dx = RUN1("pool2d_grad", gin, a), *dxg = RUN1("pool2d_grad", ging, a);
+        same = dx && dxg;
+        double total = 0;
+        for (int64_t p = 0; same && p < 6; p++)
+            for (int64_t h = 0; h < 7; h++)
+                for (int64_t w = 0; w < 9; w++) {
+                    double g = nb_tensor_get(dxg, (p * 7 + h) * 9 + w);
+                    same &= h < 6 && w < 8 ? nb_tensor_get(dx, (p * 6 + h) * 8 + w) == g : g == 0;
+                    total += g;
+                }
+        CHECK(same);
+        CHECK_NEAR(total, 72.0 * 73 / 2, 1e-9); /* every window's gradient landed once */
+        RELEASE(x, xg, dout, y, yg, dx, dxg);
+    }
+}
+
 static void test_pool2d_infer(void)
 {
     nb_var_info x = VI(NB_F32, S(-1, 3, 8, 8)), out[1];
@@ -551,6 +599,7 @@ int main(void)
     RUN(test_pool2d_reference);
     RUN(test_pool2d_grad);
     RUN(test_pool2d_grad_ties);
+    RUN(test_pool2d_max2x2);
     RUN(test_pool2d_infer);
     RUN(test_pool2d_errors);
     return test_report();

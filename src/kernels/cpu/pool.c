@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 #include "pool.h"
+#include "simd.h"
 #ifdef NABLA_HAVE_OPENMP
 #define NB_PRAGMA(x) _Pragma(#x)
 #define OMP_FOR_IF(cond) NB_PRAGMA(omp parallel for schedule(static) if(cond))

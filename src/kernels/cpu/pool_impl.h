@@ -21,10 +21,59 @@ static inline int64_t FN(window_argmax)(const T *xp, int64_t W, int64_t h0, int6
     return best_i;
 }
 
+/* The usual window, 2 x 2 at stride 2 tiling the image exactly, one output
+ * row at a time from its two input rows r0 and r1: its own function so that
+ * it is compiled for AVX2 too (simd.h), which a loop in an OpenMP region
+ * cannot be. A NaN in a window wins, as in window_argmax. */
+NB_SIMD_CLONES static void FN(max2x2_row)(const T *r0, const T *r1, int64_t wo, T *out)
+{
+    for (int64_t j = 0; j < wo; j++) {
+        T m = r0[2 * j], v = r0[2 * j + 1];
+        m = v > m || v != v ? v : m;
+        v = r1[2 * j];
+        m = v > m || v != v ? v : m;
+        v = r1[2 * j + 1];
+        out[j] = v > m || v != v ? v : m;
+    }
+}
+
+/* Its gradient: each window's dout goes to its first element equal to the
+ * output (the others get 0; the windows tile, so nothing accumulates), or
+ * to the window's own first maximum when none is. */
+NB_SIMD_CLONES static void FN(max2x2_grad_row)(const T *r0, const T *r1, const T *o, const T *d, int64_t wo, T *dx0,
+                                               T *dx1)
+{
+    for (int64_t j = 0; j < wo; j++) {
+        const T v[4] = {r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]};
+        int hit = v[0] == o[j] ? 0 : v[1] == o[j] ? 1 : v[2] == o[j] ? 2 : v[3] == o[j] ? 3 : -1;
+        if (hit < 0) {
+            hit = 0;
+            for (int k = 1; k < 4; k++)
+                if (v[k] > v[hit] || (isnan(v[k]) && !isnan(v[hit]))) hit = k;
+        }
+        dx0[2 * j] = hit == 0 ? d[j] : 0;
+        dx0[2 * j + 1] = hit == 1 ? d[j] : 0;
+        dx1[2 * j] = hit == 2 ? d[j] : 0;
+        dx1[2 * j + 1] = hit == 3 ? d[j] : 0;
+    }
+}
+
+static bool FN(is_max2x2)(const nb_pool2d_geom *g)
+{
+    return g->is_max && g->kh == 2 && g->kw == 2 && g->stride_h == 2 && g->stride_w == 2 && g->pad_top == 0 &&
+           g->pad_left == 0 && g->h == 2 * g->ho && g->w == 2 * g->wo;
+}
+
 static void FN(pool2d)(const nb_pool2d_geom *g, const T *x, T *out)
 {
     const int64_t planes = g->n * g->c, HW = g->h * g->w, P = g->ho * g->wo;
     const T full = (T)(g->kh * g->kw);
+    if (FN(is_max2x2)(g)) {
+        OMP_FOR_IF((double)planes * (double)P * 4 >= PAR_MIN_WORK)
+        for (int64_t r = 0; r < planes * g->ho; r++) /* output rows of all planes */
+            FN(max2x2_row)(x + 2 * r * g->w, x + (2 * r + 1) * g->w, g->wo, out + r * g->wo);
+        return;
+    }
     OMP_FOR_IF((double)planes * (double)P * (double)(g->kh * g->kw) >= PAR_MIN_WORK)
     for (int64_t pl = 0; pl < planes; pl++) {
         const T *xp = x + pl * HW;
@@ -55,6 +104,13 @@ static void FN(pool2d_grad)(const nb_pool2d_geom *g, const T *x, const T *out, c
 {
     const int64_t planes = g->n * g->c, HW = g->h * g->w, P = g->ho * g->wo;
     const T full = (T)(g->kh * g->kw);
+    if (FN(is_max2x2)(g)) {
+        OMP_FOR_IF((double)planes * (double)P * 4 >= PAR_MIN_WORK)
+        for (int64_t r = 0; r < planes * g->ho; r++)
+            FN(max2x2_grad_row)(x + 2 * r * g->w, x + (2 * r + 1) * g->w, out + r * g->wo, dout + r * g->wo, g->wo,
+                                dx + 2 * r * g->w, dx + (2 * r + 1) * g->w);
+        return;
+    }
     OMP_FOR_IF((double)planes * (double)P * (double)(g->kh * g->kw) >= PAR_MIN_WORK)
     for (int64_t pl = 0; pl < planes; pl++) {
         const T *xp = x + pl * HW, *op = out + pl * P, *dop = dout + pl * P;
