@@ -221,7 +221,7 @@ static void check_program(const nb_function *f, nb_tensor *const *in, const int 
     REQUIRE_OK(nb_builder_new_record(&b, p, NULL));
     nb_value v[4], out[4];
     nb_feed feeds[4];
-    char names[4][8];
+    char names[4][16];
     for (int i = 0; i < f->n_in; i++) {
         int64_t shape[NB_MAX_DIMS];
         memcpy(shape, in[i]->shape, sizeof(int64_t) * (size_t)in[i]->ndim);
