@@ -225,7 +225,7 @@ static void check_program(const nb_function *f, nb_tensor *const *in, const int 
     for (int i = 0; i < f->n_in; i++) {
         int64_t shape[NB_MAX_DIMS];
         memcpy(shape, in[i]->shape, sizeof(int64_t) * (size_t)in[i]->ndim);
-        if (unknown && in_axes[i] != NB) shape[in_axes[i]] = -1;
+        if (unknown && in_axes[i] != NB) shape[in_axes[i] < 0 ? in_axes[i] + in[i]->ndim : in_axes[i]] = -1;
         snprintf(names[i], sizeof names[i], "x%d", i);
         v[i] = nb_data(b, names[i], NB_F64, in[i]->ndim, shape);
         feeds[i] = (nb_feed){names[i], in[i]};
