@@ -27,9 +27,7 @@
 #include <cblas.h>
 #include <limits.h>
 #endif
-#ifdef NABLA_HAVE_OPENMP
-#include <omp.h>
-#endif
+#include "team.h"
 
 /* On x86-64 a second copy of the inner kernels is compiled for AVX2+FMA and
  * chosen at run time, so that a generic build still uses the wide units. */
@@ -48,27 +46,8 @@ static bool gemm_have_avx2(void)
 #define GEMM_SIMD
 #endif
 
-#ifdef NABLA_HAVE_OPENMP
-/* Explicit barriers after the work-sharing loops keep the packed B slab
- * from being read before it is whole, or overwritten while another thread
- * still reads it. One thread never enters a region at all: libgomp ends
- * even a region of one thread (an `if` clause that is false) with a futex
- * system call, and attention makes thousands of small products a step. */
-#define GEMM_PARALLEL(nt) _Pragma("omp parallel num_threads(nt)")
-#define GEMM_PARALLEL_FOR(nt) _Pragma("omp parallel for num_threads(nt)")
-#define GEMM_FOR _Pragma("omp for schedule(static) nowait")
-#define GEMM_BARRIER() _Pragma("omp barrier")
-#define GEMM_THREAD_NUM omp_get_thread_num()
-#define GEMM_NUM_THREADS omp_get_num_threads()
-#else
-#define GEMM_PARALLEL(nt)
-#define GEMM_PARALLEL_FOR(nt)
-#define GEMM_FOR
-#define GEMM_BARRIER()
-#define GEMM_THREAD_NUM 0
-#define GEMM_NUM_THREADS 1
-#endif
-
+/* Threads come from the kernels' team (team.h). One thread enters no team
+ * run at all: attention makes thousands of small products a step. */
 #define GEMM_INLINE static inline __attribute__((always_inline))
 
 /* Problems below this many multiply-adds skip packing: its fixed cost would
@@ -86,17 +65,11 @@ static void *gemm_alloc(size_t bytes)
 
 static int gemm_threads(int64_t M, int64_t N, int64_t K)
 {
-#ifdef NABLA_HAVE_OPENMP
     /* A GEMM called from inside a parallel loop (batched matmul) runs on
      * the calling thread: nested teams would only oversubscribe. */
-    if (omp_in_parallel()) return 1;
+    if (nb_team_busy()) return 1;
     if ((double)M * (double)N * (double)K < (double)GEMM_PARALLEL_WORK) return 1;
-    int nt = omp_get_max_threads();
-    return nt > 1 ? nt : 1;
-#else
-    (void)M, (void)N, (void)K;
-    return 1;
-#endif
+    return nb_team_size();
 }
 
 /* ---- everything below is stamped out once per element type --------------- */
@@ -162,6 +135,25 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
             }                                                                                  \
         }                                                                                      \
     }                                                                                          \
+    typedef struct small_job_##SUF {                                                           \
+        int64_t N, K;                                                                          \
+        T alpha;                                                                               \
+        const T *A;                                                                            \
+        int64_t ar, ak;                                                                        \
+        const T *B;                                                                            \
+        int64_t bk, bj;                                                                        \
+        bool axpy;                                                                             \
+        T beta;                                                                                \
+        T *C;                                                                                  \
+        int64_t ldc;                                                                           \
+    } small_job_##SUF;                                                                         \
+    static void small_rows_##SUF(void *arg, int64_t lo, int64_t hi)                            \
+    {                                                                                          \
+        const small_job_##SUF *j = arg;                                                        \
+        for (int64_t i = lo; i < hi; i++)                                                      \
+            small_row_##SUF(i, j->N, j->K, j->alpha, j->A, j->ar, j->ak, j->B, j->bk, j->bj,   \
+                            j->axpy, j->beta, j->C, j->ldc);                                   \
+    }                                                                                          \
     static void small_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,         \
                             const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,     \
                             int64_t ldc)                                                       \
@@ -169,16 +161,8 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
         int64_t ar = ta ? 1 : lda, ak = ta ? lda : 1;                                          \
         int64_t bk = tb ? 1 : ldb, bj = tb ? ldb : 1;                                          \
         bool axpy = !tb && N > 1; /* rows of B are contiguous: stream them */                  \
-        int nt = M > 1 ? gemm_threads(M, N, K) : 1;                                            \
-        if (nt > 1) {                                                                          \
-            (void)nt;                                                                          \
-            GEMM_PARALLEL_FOR(nt)                                                              \
-            for (int64_t i = 0; i < M; i++)                                                    \
-                small_row_##SUF(i, N, K, alpha, A, ar, ak, B, bk, bj, axpy, beta, C, ldc);     \
-        } else {                                                                               \
-            for (int64_t i = 0; i < M; i++)                                                    \
-                small_row_##SUF(i, N, K, alpha, A, ar, ak, B, bk, bj, axpy, beta, C, ldc);     \
-        }                                                                                      \
+        small_job_##SUF j = {N, K, alpha, A, ar, ak, B, bk, bj, axpy, beta, C, ldc};           \
+        nb_team_for(M, M > 1 && gemm_threads(M, N, K) > 1, small_rows_##SUF, &j);             \
     }
 
 /* The packing of full strips from rows of A (6 of them, times alpha) and
@@ -500,14 +484,13 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
             macro_##SUF(mc, nc, kc, myAp, 0, Bp, c, ldc, beta);                                \
         }                                                                                      \
     }                                                                                          \
-    /* One thread's share in a team (team: the loops are shared out, and every   \
-     * thread must call), or the whole product on the calling thread, with no     \
-     * OpenMP construct at all: called from inside another region (attention's    \
-     * block loop), a work-sharing loop would bind to that region's team. */     \
+    /* Share t of nt threads (nt > 1: the B slab is packed together and the     \
+     * row blocks shared out, and every thread of the run must call), or the     \
+     * whole product on the calling thread (nt == 1). */                         \
     GEMM_INLINE void blocked_team_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K,      \
                                         T alpha, const T *A, int64_t lda, const T *B,          \
                                         int64_t ldb, T beta, T *C, int64_t ldc,                \
-                                        int64_t mc_blk, T *Bp, T *myAp, bool team)             \
+                                        int64_t mc_blk, T *Bp, T *myAp, int t, int n_t)        \
     {                                                                                          \
         int64_t n_iblk = (M + mc_blk - 1) / mc_blk;                                            \
         for (int64_t jc = 0; jc < N; jc += NC) {                                               \
@@ -517,15 +500,13 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
                 int64_t kc = K - pc < KC ? K - pc : KC;                                        \
                 /* Later K slices add onto what the first one wrote. */                        \
                 T b_eff = pc == 0 ? beta : (T)1;                                               \
-                if (team) {                                                                    \
-                    int64_t t = GEMM_THREAD_NUM, n_t = GEMM_NUM_THREADS;                       \
+                if (n_t > 1) {                                                                 \
                     pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, nq * t / n_t, nq * (t + 1) / n_t, Bp); \
-                    GEMM_BARRIER(); /* the slab is whole before anyone reads it */             \
-                    GEMM_FOR                                                                   \
-                    for (int64_t ib = 0; ib < n_iblk; ib++)                                    \
+                    nb_team_barrier(n_t); /* the slab is whole before anyone reads it */       \
+                    for (int64_t ib = n_iblk * t / n_t; ib < n_iblk * (t + 1) / n_t; ib++)     \
                         blocked_rows_##SUF(ib, mc_blk, ta, M, jc, nc, pc, kc, alpha, A, lda,   \
                                            Bp, b_eff, C, ldc, myAp);                           \
-                    GEMM_BARRIER(); /* and read by all before the next one is packed */        \
+                    nb_team_barrier(n_t); /* and read by all before the next one is packed */  \
                 } else {                                                                       \
                     pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, 0, nq, Bp);                        \
                     for (int64_t ib = 0; ib < n_iblk; ib++)                                    \
@@ -534,6 +515,27 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
                 }                                                                              \
             }                                                                                  \
         }                                                                                      \
+    }                                                                                          \
+    typedef struct blocked_job_##SUF {                                                         \
+        bool ta, tb;                                                                           \
+        int64_t M, N, K;                                                                       \
+        T alpha;                                                                               \
+        const T *A;                                                                            \
+        int64_t lda;                                                                           \
+        const T *B;                                                                            \
+        int64_t ldb;                                                                           \
+        T beta;                                                                                \
+        T *C;                                                                                  \
+        int64_t ldc, mc_blk;                                                                   \
+        T *Bp, *Ap;                                                                            \
+        int64_t a_size; /* each thread's packed A block */                                     \
+    } blocked_job_##SUF;                                                                       \
+    static void blocked_share_##SUF(void *arg, int t, int nt)                                  \
+    {                                                                                          \
+        const blocked_job_##SUF *j = arg;                                                      \
+        blocked_team_##SUF(j->ta, j->tb, j->M, j->N, j->K, j->alpha, j->A, j->lda, j->B,       \
+                           j->ldb, j->beta, j->C, j->ldc, j->mc_blk, j->Bp,                    \
+                           j->Ap + (size_t)t * (size_t)j->a_size, t, nt);                      \
     }                                                                                          \
     static bool blocked_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,       \
                               const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,   \
@@ -556,15 +558,10 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
             nb_device_free(NB_DEVICE_CPU, Ap);                                                 \
             return false;                                                                      \
         }                                                                                      \
-        if (nt > 1) {                                                                          \
-            GEMM_PARALLEL(nt)                                                                  \
-            blocked_team_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, mc_blk,   \
-                               Bp, Ap + (size_t)GEMM_THREAD_NUM * (size_t)(mc_blk * kc_max),    \
-                               true);                                                          \
-        } else {                                                                               \
-            blocked_team_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, mc_blk,   \
-                               Bp, Ap, false);                                                 \
-        }                                                                                      \
+        blocked_job_##SUF j = {ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, mc_blk,    \
+                               Bp, Ap, mc_blk * kc_max};                                       \
+        if (nt > 1) nb_team_run(nt, blocked_share_##SUF, &j);                                  \
+        else blocked_share_##SUF(&j, 0, 1);                                                    \
         nb_device_free(NB_DEVICE_CPU, Bp);                                                     \
         nb_device_free(NB_DEVICE_CPU, Ap);                                                     \
         return true;                                                                           \
