@@ -45,8 +45,20 @@ static int env_threads(const char *name)
     return n > 0 ? (int)(n < MAX_TEAM ? n : MAX_TEAM) : 0;
 }
 
+/* A child of fork() has only the thread that forked: it starts with no
+ * workers (the parent's would never answer) and a free team. */
+static void forget_workers(void)
+{
+    team.started = 0;
+    atomic_store(&team.sleepers, 0);
+    atomic_store(&team.pending, 0);
+    pthread_mutex_init(&team.lock, NULL);
+    in_share = false;
+}
+
 static void init_size(void)
 {
+    pthread_atfork(NULL, NULL, forget_workers);
     int n = env_threads("NABLA_NUM_THREADS");
     if (!n) n = env_threads("OMP_NUM_THREADS");
 #ifdef __linux__
