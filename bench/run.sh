@@ -150,9 +150,9 @@ fi
 # thread, or intra-op threads over a one-thread BLAS) and keeps the better.
 if [ "$which" = transformer ]; then
     cmake --build build-bench -j"$(nproc)" --target fma_peak >/dev/null
-    # Both sides run on GNU OpenMP, whose idle threads spin for 300000 rounds
-    # by default, which halves a two-thread step here (examples/omp_spin.h).
-    # Unless the caller chose, both get the shorter spin that char_gpt uses.
+    # PyTorch runs on GNU OpenMP, whose idle threads spin for 300000 rounds
+    # by default, which halves a two-thread step here. Unless the caller
+    # chose, it gets a shorter spin (nabla's own team spins for 0.1 ms).
     [ -n "${OMP_WAIT_POLICY:-}" ] || export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-30000}
     spin="GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-unset} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}"
     have_torch=0

@@ -27,13 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 #include "char_gpt_model.h"
-#include "omp_spin.h"
 #include "nabla/nabla.h"
 #define EXAMPLE_NAME "char_gpt"
 #include "example_cli.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 typedef struct args {
     const char *data;        /* --data DIR or FILE */
@@ -675,11 +671,8 @@ int main(int argc, char **argv)
 {
     args a = {.model = gpt_default_config(), .lr = 2e-3, .min_lr = 1e-4, .warmup = 100, .weight_decay = 0.1, .clip = 1, .steps = 3200, .minutes = 9.5, .eval_every = 500,
               .seed = 1, .temperature = 0.8, .sample = 500, .prime = "ROMEO:", .threads = 0};
-    example_shorten_omp_spin(argv);
     parse_args(argc, argv, &a);
-#ifdef _OPENMP
-    if (a.threads > 0) omp_set_num_threads(a.threads);
-#endif
+    if (a.threads > 0) nb_set_num_threads(a.threads);
     nb_builder *b;
     die_on(nb_builder_new_eager(&b), "eager builder");
     nb_eager_set_seed(b, a.seed);

@@ -22,9 +22,6 @@
 #include "nabla/nabla.h"
 #define EXAMPLE_NAME "char_rnn"
 #include "example_cli.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 typedef struct args {
     const char *data;      /* --data DIR or FILE */
@@ -552,9 +549,7 @@ int main(int argc, char **argv)
               .minutes = 9, .eval_every = 250, .seed = 1, .temperature = 0.8, .sample = 500, .prime = "ROMEO:",
               .threads = 1};
     parse_args(argc, argv, &a);
-#ifdef _OPENMP
-    if (a.threads > 0) omp_set_num_threads(a.threads);
-#endif
+    if (a.threads > 0) nb_set_num_threads(a.threads);
     run r;
     run_open(&r, &a);
     check_prime(&r);

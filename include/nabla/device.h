@@ -60,6 +60,19 @@ NB_API void nb_device_free(nb_device d, void *p);
  * nb_set_allocator does this before it switches. */
 NB_API void nb_device_empty_cache(void);
 
+/* ---- CPU threads -----------------------------------------------------------
+ *
+ * The CPU kernels split large work over a team of threads of nabla's own:
+ * NABLA_NUM_THREADS of them, else OMP_NUM_THREADS, else one per CPU this
+ * process may run on (the caller counts as one). Between runs an idle thread
+ * spins for 0.1 ms, then sleeps, so a team costs nothing while the program
+ * does other work. One run at a time: work started while another thread
+ * holds the team runs on its own thread. */
+NB_API int nb_num_threads(void);
+/* Sets the team's size for the runs that start after the call: n >= 1,
+ * clipped to 256. */
+NB_API void nb_set_num_threads(int n);
+
 NB_END_DECLS
 
 #endif

@@ -5,6 +5,7 @@
  * (a futex), and the next run wakes it only if someone sleeps. */
 #define _GNU_SOURCE
 #include "team.h"
+#include "nabla/device.h"
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -21,7 +22,7 @@
 
 static struct {
     pthread_once_t once;
-    int size;
+    _Atomic int size;
     pthread_mutex_t lock; /* held by the caller of a run */
     int started;          /* workers running */
     _Atomic unsigned gen; /* bumped once per run */
@@ -72,7 +73,16 @@ static void init_size(void)
 int nb_team_size(void)
 {
     pthread_once(&team.once, init_size);
-    return team.size;
+    return atomic_load_explicit(&team.size, memory_order_relaxed);
+}
+
+int nb_num_threads(void) { return nb_team_size(); }
+
+void nb_set_num_threads(int n)
+{
+    pthread_once(&team.once, init_size);
+    /* Workers beyond a smaller size stay, answering runs without a share. */
+    atomic_store(&team.size, n < 1 ? 1 : n > MAX_TEAM ? MAX_TEAM : n);
 }
 
 bool nb_team_busy(void) { return in_share; }
