@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "kernels/cpu/team.h"
+#include "nabla/device.h"
 #include "test.h"
 
 #define SHARES 3
@@ -168,6 +169,28 @@ static void test_concurrent_callers(void)
     CHECK(ra && rb);
 }
 
+static void count_share(void *arg, int t, int nt)
+{
+    (void)t;
+    atomic_fetch_add((_Atomic int *)arg, nt);
+}
+
+/* The public knob resizes the team for the runs after it. */
+static void test_set_num_threads(void)
+{
+    CHECK(nb_num_threads() == SHARES);
+    nb_set_num_threads(2);
+    _Atomic int sum = 0;
+    nb_team_run(SHARES, count_share, &sum);
+    CHECK(nb_num_threads() == 2 && atomic_load(&sum) == 2 * 2); /* two shares, each told nt == 2 */
+    nb_set_num_threads(0);
+    CHECK(nb_num_threads() == 1);
+    nb_set_num_threads(SHARES);
+    atomic_store(&sum, 0);
+    nb_team_run(SHARES, count_share, &sum);
+    CHECK(atomic_load(&sum) == SHARES * SHARES);
+}
+
 static void test_fork(void)
 {
     pid_t pid = fork();
@@ -190,6 +213,7 @@ int main(void)
     RUN(test_barrier);
     RUN(test_nested);
     RUN(test_concurrent_callers);
+    RUN(test_set_num_threads);
     RUN(test_fork);
     return test_report();
 }
