@@ -6,6 +6,8 @@
 #include "nabla/device.h"
 #include "index.h"
 #include "shape.h"
+#include "simd.h"
+#include "team.h"
 
 static inline int64_t index_at(const void *idx, bool idx64, int64_t i)
 {
@@ -56,15 +58,26 @@ static void gather_rows(const gather_args *a, int64_t r0, int64_t r1)
     }
 }
 
+typedef struct gather_job {
+    gather_args a;
+    int64_t rows, chunks;
+} gather_job;
+
+static void gather_chunks(void *arg, int64_t lo, int64_t hi)
+{
+    const gather_job *j = arg;
+    const int64_t rows = j->rows, chunks = j->chunks;
+    for (int64_t c = lo; c < hi; c++) gather_rows(&j->a, rows * c / chunks, rows * (c + 1) / chunks);
+}
+
 void nb_cpu_gather(void *dst, const void *src, const void *idx, bool idx64, int64_t nidx, int64_t outer,
                    int64_t n, int64_t inner, size_t elsize)
 {
     int64_t rows = outer * nidx;
     if (rows == 0 || inner == 0) return;
-    gather_args a = {dst, src, idx, idx64, nidx, n, (size_t)inner * elsize};
     int64_t chunks = rows < 256 ? rows : 256;
-    NB_SHAPE_PARALLEL_FOR(rows * inner >= NB_SHAPE_PARALLEL_MIN && chunks > 1)
-    for (int64_t c = 0; c < chunks; c++) gather_rows(&a, rows * c / chunks, rows * (c + 1) / chunks);
+    gather_job j = {{dst, src, idx, idx64, nidx, n, (size_t)inner * elsize}, rows, chunks};
+    nb_team_for(chunks, rows * inner >= NB_SHAPE_PARALLEL_MIN && chunks > 1, gather_chunks, &j);
 }
 
 /* ---- scatter_add ----------------------------------------------------------- */
@@ -72,14 +85,23 @@ void nb_cpu_gather(void *dst, const void *src, const void *idx, bool idx64, int6
 /* Two updates may hit the same output row, so threads split the work by
  * output region, never by update: task t owns columns [j0, j1) of outer
  * slice o and applies every update to them in order. */
-#define DEF_SCATTER_ADD(NAME, T)                                                                  \
-    static void NAME(T *out, const T *upd, const void *idx, bool idx64, int64_t nidx, int64_t outer, \
-                     int64_t n, int64_t inner)                                                     \
+#define DEF_SCATTER_ADD(NAME, T)                                                                   \
+    typedef struct NAME##_job {                                                                    \
+        T *out;                                                                                    \
+        const T *upd;                                                                              \
+        const void *idx;                                                                           \
+        bool idx64;                                                                                \
+        int64_t nidx, n, inner, blk, nblk;                                                         \
+    } NAME##_job;                                                                                  \
+    NB_SIMD_CLONES static void NAME##_tasks(void *arg, int64_t lo, int64_t hi)                     \
     {                                                                                              \
-        int64_t blk = outer >= 16 || inner < 64 ? inner : 64;                                      \
-        int64_t nblk = (inner + blk - 1) / blk, tasks = outer * nblk;                              \
-        NB_SHAPE_PARALLEL_FOR(outer * nidx * inner >= NB_SHAPE_PARALLEL_MIN && tasks > 1)          \
-        for (int64_t t = 0; t < tasks; t++) {                                                      \
+        const NAME##_job *jb = arg;                                                                \
+        T *out = jb->out;                                                                          \
+        const T *upd = jb->upd;                                                                    \
+        const void *idx = jb->idx;                                                                 \
+        const bool idx64 = jb->idx64;                                                              \
+        const int64_t nidx = jb->nidx, n = jb->n, inner = jb->inner, blk = jb->blk, nblk = jb->nblk; \
+        for (int64_t t = lo; t < hi; t++) {                                                        \
             int64_t o = t / nblk, j0 = (t % nblk) * blk, j1 = j0 + blk < inner ? j0 + blk : inner;  \
             T *orow = out + o * n * inner;                                                         \
             const T *urow = upd + o * nidx * inner;                                                \
@@ -89,6 +111,15 @@ void nb_cpu_gather(void *dst, const void *src, const void *idx, bool idx64, int6
                 for (int64_t j = j0; j < j1; j++) d[j] += u[j];                                    \
             }                                                                                      \
         }                                                                                          \
+    }                                                                                              \
+    static void NAME(T *out, const T *upd, const void *idx, bool idx64, int64_t nidx, int64_t outer, \
+                     int64_t n, int64_t inner)                                                     \
+    {                                                                                              \
+        int64_t blk = outer >= 16 || inner < 64 ? inner : 64;                                      \
+        int64_t nblk = (inner + blk - 1) / blk, tasks = outer * nblk;                              \
+        NAME##_job jb = {out, upd, idx, idx64, nidx, n, inner, blk, nblk};                         \
+        bool par = outer * nidx * inner >= NB_SHAPE_PARALLEL_MIN && tasks > 1;                     \
+        nb_team_for(tasks, par, NAME##_tasks, &jb);                                                \
     }
 
 DEF_SCATTER_ADD(scatter_add_f32, float)

@@ -6,6 +6,8 @@
 #include "../kernels.h"
 #include "gemm.h"
 #include "linalg.h"
+#include "simd.h"
+#include "team.h"
 
 /* Below this many multiply-adds a loop over batches stays on one thread,
  * and batches this big or bigger are left to the GEMM's own threads. */
@@ -122,26 +124,38 @@ static void batch_offsets(const batch_walk *w, int64_t b, int64_t *xo, int64_t *
     *yo = y;
 }
 
-#ifdef NABLA_HAVE_OPENMP
-#define LA_PARALLEL_FOR _Pragma("omp parallel for schedule(static) if (par_)")
-#else
-#define LA_PARALLEL_FOR
-#endif
-
 #define DEF_MATMUL(NAME, T, GEMM)                                                                  \
+    typedef struct NAME##_job {                                                                    \
+        const nb_matmul_dims *d;                                                                   \
+        const batch_walk *w;                                                                       \
+        const T *X;                                                                                \
+        int64_t lda;                                                                               \
+        const T *Y;                                                                                \
+        int64_t ldb;                                                                               \
+        T *Out;                                                                                    \
+        T alpha;                                                                                   \
+    } NAME##_job;                                                                                  \
+    static void NAME##_batches(void *arg, int64_t lo, int64_t hi)                                  \
+    {                                                                                              \
+        const NAME##_job *job = arg;                                                               \
+        const nb_matmul_dims *d = job->d;                                                          \
+        const T *X = job->X, *Y = job->Y, alpha = job->alpha;                                      \
+        T *Out = job->Out;                                                                         \
+        const int64_t lda = job->lda, ldb = job->ldb;                                              \
+        int64_t M = d->M, N = d->N, K = d->K;                                                      \
+        for (int64_t b = lo; b < hi; b++) {                                                        \
+            int64_t xo, yo;                                                                        \
+            batch_offsets(job->w, b, &xo, &yo);                                                    \
+            GEMM(d->tx, d->ty, M, N, K, alpha, X + xo, lda, Y + yo, ldb, 0, Out + b * M * N, N);   \
+        }                                                                                          \
+    }                                                                                              \
     static void NAME(const nb_matmul_dims *d, const batch_walk *w, int64_t nbatch, const T *X,     \
                      int64_t lda, const T *Y, int64_t ldb, T *Out, T alpha)                        \
     {                                                                                              \
-        int64_t M = d->M, N = d->N, K = d->K;                                                      \
-        double work = (double)M * (double)N * (double)K;                                           \
-        bool par_ = nbatch > 1 && work < BATCH_GEMM_BIG && work * (double)nbatch >= BATCH_PAR_MIN;  \
-        (void)par_;                                                                                \
-        LA_PARALLEL_FOR                                                                            \
-        for (int64_t b = 0; b < nbatch; b++) {                                                     \
-            int64_t xo, yo;                                                                        \
-            batch_offsets(w, b, &xo, &yo);                                                         \
-            GEMM(d->tx, d->ty, M, N, K, alpha, X + xo, lda, Y + yo, ldb, 0, Out + b * M * N, N);   \
-        }                                                                                          \
+        double work = (double)d->M * (double)d->N * (double)d->K;                                  \
+        bool par = nbatch > 1 && work < BATCH_GEMM_BIG && work * (double)nbatch >= BATCH_PAR_MIN;  \
+        NAME##_job job = {d, w, X, lda, Y, ldb, Out, alpha};                                       \
+        nb_team_for(nbatch, par, NAME##_batches, &job);                                            \
     }
 
 DEF_MATMUL(matmul_f32, float, nb_gemm_f32)
@@ -194,12 +208,20 @@ static nb_status run_matmul(const nb_kernel_ctx *k)
 /* Out = act(Out + Bias) row by row, after the GEMM wrote Input x W into Out:
  * one more pass over Out while it is still warm in cache. */
 #define DEF_FC_EPILOGUE(NAME, T, EXP, TANH)                                                        \
-    static void NAME(T *out, const T *bias, int64_t rows, int64_t N, nb_fc_act act)                \
+    typedef struct NAME##_job {                                                                    \
+        T *out;                                                                                    \
+        const T *bias;                                                                             \
+        int64_t N;                                                                                 \
+        nb_fc_act act;                                                                             \
+    } NAME##_job;                                                                                  \
+    NB_SIMD_CLONES static void NAME##_rows(void *arg, int64_t lo, int64_t hi)                      \
     {                                                                                              \
-        bool par_ = rows > 1 && rows * N >= EPI_PAR_MIN;                                           \
-        (void)par_;                                                                                \
-        LA_PARALLEL_FOR                                                                            \
-        for (int64_t r = 0; r < rows; r++) {                                                       \
+        const NAME##_job *job = arg;                                                               \
+        T *out = job->out;                                                                         \
+        const T *bias = job->bias;                                                                 \
+        const int64_t N = job->N;                                                                  \
+        const nb_fc_act act = job->act;                                                            \
+        for (int64_t r = lo; r < hi; r++) {                                                        \
             T *o = out + r * N;                                                                    \
             if (bias)                                                                              \
                 for (int64_t j = 0; j < N; j++) o[j] += bias[j];                                   \
@@ -216,6 +238,11 @@ static nb_status run_matmul(const nb_kernel_ctx *k)
             default: break;                                                                        \
             }                                                                                      \
         }                                                                                          \
+    }                                                                                              \
+    static void NAME(T *out, const T *bias, int64_t rows, int64_t N, nb_fc_act act)                \
+    {                                                                                              \
+        NAME##_job job = {out, bias, N, act};                                                      \
+        nb_team_for(rows, rows > 1 && rows * N >= EPI_PAR_MIN, NAME##_rows, &job);                 \
     }
 
 DEF_FC_EPILOGUE(fc_epilogue_f32, float, expf, tanhf)

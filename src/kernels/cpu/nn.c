@@ -2,9 +2,12 @@
  * checks the loss kernels share. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "../kernels.h"
 #include "nn.h"
+#include "simd.h"
+#include "team.h"
 
 /* ---- shared helpers ------------------------------------------------------------ */
 
@@ -45,29 +48,53 @@ nb_status nb_nn_check_labels(const char *op, const nb_tensor *label, int64_t C, 
  * with its counter advanced by i: the threads need no shared state and the
  * result is the same as drawing one by one, whatever the thread count. */
 #define DEFINE_DROPOUT(T, SUF)                                                             \
-    static void dropout_##SUF(const T *x, T *out, uint8_t *mask, int64_t n, double p,      \
-                              T scale, const nb_rng *rng)                                  \
+    typedef struct dropout_job_##SUF {                                                     \
+        const T *x;                                                                        \
+        T *out;                                                                            \
+        uint8_t *mask;                                                                     \
+        double p;                                                                          \
+        T scale;                                                                           \
+        const nb_rng *rng;                                                                 \
+    } dropout_job_##SUF;                                                                   \
+    static void dropout_range_##SUF(void *arg, int64_t lo, int64_t hi)                     \
     {                                                                                      \
-        const bool par = n >= NB_NN_PAR_MIN;                                               \
-        (void)par;                                                                         \
-        NB_NN_PARALLEL_FOR                                                                 \
-        for (int64_t i = 0; i < n; i++) {                                                  \
-            nb_rng r = *rng;                                                               \
+        const dropout_job_##SUF *j = arg;                                                  \
+        const T *x = j->x;                                                                 \
+        const T scale = j->scale;                                                          \
+        const double p = j->p;                                                             \
+        const nb_rng rng = *j->rng;                                                        \
+        T *out = j->out;                                                                   \
+        uint8_t *mask = j->mask;                                                           \
+        for (int64_t i = lo; i < hi; i++) {                                                \
+            nb_rng r = rng;                                                                \
             r.counter += (uint64_t)i;                                                      \
             uint8_t keep = nb_rng_uniform(&r) >= p;                                        \
             mask[i] = keep;                                                                \
             out[i] = x[i] * (T)keep * scale;                                               \
         }                                                                                  \
     }                                                                                      \
-    static void scale_##SUF(const T *x, T *out, uint8_t *mask, int64_t n, T scale)         \
+    static void dropout_##SUF(const T *x, T *out, uint8_t *mask, int64_t n, double p,      \
+                              T scale, const nb_rng *rng)                                  \
     {                                                                                      \
-        const bool par = n >= NB_NN_PAR_MIN;                                               \
-        (void)par;                                                                         \
-        NB_NN_PARALLEL_FOR                                                                 \
-        for (int64_t i = 0; i < n; i++) {                                                  \
+        dropout_job_##SUF j = {x, out, mask, p, scale, rng};                               \
+        nb_team_for(n, n >= NB_NN_PAR_MIN, dropout_range_##SUF, &j);                       \
+    }                                                                                      \
+    NB_SIMD_CLONES static void scale_range_##SUF(void *arg, int64_t lo, int64_t hi)        \
+    {                                                                                      \
+        const dropout_job_##SUF *j = arg;                                                  \
+        const T *x = j->x;                                                                 \
+        const T scale = j->scale;                                                          \
+        T *out = j->out;                                                                   \
+        uint8_t *mask = j->mask;                                                           \
+        for (int64_t i = lo; i < hi; i++) {                                                \
             out[i] = x[i] * scale;                                                         \
             mask[i] = 1;                                                                   \
         }                                                                                  \
+    }                                                                                      \
+    static void scale_##SUF(const T *x, T *out, uint8_t *mask, int64_t n, T scale)         \
+    {                                                                                      \
+        dropout_job_##SUF j = {x, out, mask, 0, scale, NULL};                              \
+        nb_team_for(n, n >= NB_NN_PAR_MIN, scale_range_##SUF, &j);                         \
     }
 
 DEFINE_DROPOUT(float, f32)
@@ -115,6 +142,31 @@ static nb_status check_ids(const char *op, const nb_tensor *ids, int64_t V)
     return NB_OK;
 }
 
+typedef struct embedding_job {
+    const char *wd;
+    char *od;
+    const void *idp;
+    nb_dtype idt;
+    int64_t pad;
+    size_t row;
+} embedding_job;
+
+static void embedding_range(void *arg, int64_t lo, int64_t hi)
+{
+    const embedding_job *j = arg;
+    const char *wd = j->wd;
+    char *od = j->od;
+    const void *idp = j->idp;
+    const nb_dtype idt = j->idt;
+    const int64_t pad = j->pad;
+    const size_t row = j->row;
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t id = nb_nn_index_at(idp, idt, i);
+        if (id == pad) memset(od + (size_t)i * row, 0, row);
+        else memcpy(od + (size_t)i * row, wd + (size_t)id * row, row);
+    }
+}
+
 /* Rows are copied as bytes, so any dtype of W works. */
 nb_status nb_cpu_embedding(const nb_kernel_ctx *k)
 {
@@ -124,18 +176,8 @@ nb_status nb_cpu_embedding(const nb_kernel_ctx *k)
     size_t row = (size_t)w->shape[1] * nb_dtype_size(w->dtype);
     nb_status st;
     if ((st = check_ids(k->label, ids, V))) return st;
-    const char *wd = nb_tensor_data(w);
-    char *od = nb_tensor_data(out);
-    const void *idp = nb_tensor_data(ids);
-    const nb_dtype idt = ids->dtype;
-    const bool par = (int64_t)row * n >= 8 * NB_NN_PAR_MIN;
-    (void)par;
-    NB_NN_PARALLEL_FOR
-    for (int64_t i = 0; i < n; i++) {
-        int64_t id = nb_nn_index_at(idp, idt, i);
-        if (id == pad) memset(od + (size_t)i * row, 0, row);
-        else memcpy(od + (size_t)i * row, wd + (size_t)id * row, row);
-    }
+    embedding_job j = {nb_tensor_data(w), nb_tensor_data(out), nb_tensor_data(ids), ids->dtype, pad, row};
+    nb_team_for(n, (int64_t)row * n >= 8 * NB_NN_PAR_MIN, embedding_range, &j);
     return NB_OK;
 }
 
@@ -144,14 +186,23 @@ nb_status nb_cpu_embedding(const nb_kernel_ctx *k)
  * receives its terms in the order of the ids, whatever the thread count. */
 #define BAND 64
 #define DEFINE_EMBEDDING_GRAD(T, SUF)                                                          \
-    static void embedding_grad_##SUF(const void *idp, nb_dtype idt, int64_t n, const T *dout, \
-                                     T *dw, int64_t D, int64_t pad)                            \
+    typedef struct embedding_grad_job_##SUF {                                                  \
+        const void *idp;                                                                       \
+        nb_dtype idt;                                                                          \
+        int64_t n;                                                                             \
+        const T *dout;                                                                         \
+        T *dw;                                                                                 \
+        int64_t D, pad;                                                                        \
+    } embedding_grad_job_##SUF;                                                                \
+    NB_SIMD_CLONES static void embedding_grad_bands_##SUF(void *arg, int64_t lo, int64_t hi)  \
     {                                                                                          \
-        const int64_t nband = (D + BAND - 1) / BAND;                                           \
-        const bool par = n * D >= NB_NN_PAR_MIN;                                               \
-        (void)par;                                                                             \
-        NB_NN_PARALLEL_FOR                                                                     \
-        for (int64_t b = 0; b < nband; b++) {                                                  \
+        const embedding_grad_job_##SUF *jb = arg;                                              \
+        const void *idp = jb->idp;                                                             \
+        const nb_dtype idt = jb->idt;                                                          \
+        const T *dout = jb->dout;                                                              \
+        T *dw = jb->dw;                                                                        \
+        const int64_t n = jb->n, D = jb->D, pad = jb->pad;                                     \
+        for (int64_t b = lo; b < hi; b++) {                                                    \
             const int64_t j0 = b * BAND, j1 = j0 + BAND < D ? j0 + BAND : D;                   \
             for (int64_t i = 0; i < n; i++) {                                                  \
                 int64_t id = nb_nn_index_at(idp, idt, i);                                      \
@@ -161,6 +212,13 @@ nb_status nb_cpu_embedding(const nb_kernel_ctx *k)
                 for (int64_t j = j0; j < j1; j++) dst[j] += src[j];                            \
             }                                                                                  \
         }                                                                                      \
+    }                                                                                          \
+    static void embedding_grad_##SUF(const void *idp, nb_dtype idt, int64_t n, const T *dout, \
+                                     T *dw, int64_t D, int64_t pad)                            \
+    {                                                                                          \
+        const int64_t nband = (D + BAND - 1) / BAND;                                           \
+        embedding_grad_job_##SUF jb = {idp, idt, n, dout, dw, D, pad};                         \
+        nb_team_for(nband, n * D >= NB_NN_PAR_MIN, embedding_grad_bands_##SUF, &jb);           \
     }
 
 DEFINE_EMBEDDING_GRAD(float, f32)
@@ -190,27 +248,44 @@ nb_status nb_cpu_embedding_grad(const nb_kernel_ctx *k)
  * it with a higher score, or an equal one and a lower index, which is the
  * order a stable top-k picks and makes ties deterministic. */
 #define DEFINE_ACCURACY(T, SUF)                                                               \
-    static int64_t correct_##SUF(const T *x, const void *lab, nb_dtype ldt, int64_t N,        \
-                                 int64_t C, int64_t k)                                        \
+    typedef struct accuracy_job_##SUF {                                                       \
+        const T *x;                                                                           \
+        const void *lab;                                                                      \
+        nb_dtype ldt;                                                                         \
+        int64_t N, C, k;                                                                      \
+        int64_t *correct; /* one count per share */                                           \
+    } accuracy_job_##SUF;                                                                     \
+    static void accuracy_share_##SUF(void *arg, int t, int nt)                                \
     {                                                                                         \
+        const accuracy_job_##SUF *j = arg;                                                    \
+        const int64_t N = j->N, C = j->C, k = j->k;                                           \
+        const int64_t lo = N * t / nt, hi = N * (t + 1) / nt;                                 \
         int64_t correct = 0;                                                                  \
-        ACCURACY_PARALLEL                                                                     \
-        for (int64_t r = 0; r < N; r++) {                                                     \
-            const T *xr = x + r * C;                                                          \
-            int64_t l = nb_nn_index_at(lab, ldt, r), above = 0;                               \
+        for (int64_t r = lo; r < hi; r++) {                                                   \
+            const T *xr = j->x + r * C;                                                       \
+            int64_t l = nb_nn_index_at(j->lab, j->ldt, r), above = 0;                         \
             T s = xr[l];                                                                      \
             for (int64_t c = 0; c < C && above < k; c++)                                      \
                 above += xr[c] > s || (xr[c] == s && c < l);                                  \
             correct += above < k;                                                             \
         }                                                                                     \
+        j->correct[t] = correct;                                                              \
+    }                                                                                         \
+    static int64_t correct_##SUF(const T *x, const void *lab, nb_dtype ldt, int64_t N,        \
+                                 int64_t C, int64_t k)                                        \
+    {                                                                                         \
+        int nt = N * C >= NB_NN_PAR_MIN ? nb_team_size() : 1;                                 \
+        if (nt > N) nt = N > 1 ? (int)N : 1;                                                  \
+        /* Zeroed: shares the team does not run (busy, or fewer threads) count 0. */          \
+        int64_t one = 0, *part = nt > 1 ? calloc((size_t)nt, sizeof *part) : &one;            \
+        if (!part) part = &one, nt = 1;                                                       \
+        accuracy_job_##SUF j = {x, lab, ldt, N, C, k, part};                                  \
+        nb_team_run(nt, accuracy_share_##SUF, &j);                                            \
+        int64_t correct = 0;                                                                  \
+        for (int t = 0; t < nt; t++) correct += part[t];                                      \
+        if (part != &one) free(part);                                                         \
         return correct;                                                                       \
     }
-
-#ifdef NABLA_HAVE_OPENMP
-#define ACCURACY_PARALLEL _Pragma("omp parallel for schedule(static) reduction(+ : correct) if (N * C >= NB_NN_PAR_MIN)")
-#else
-#define ACCURACY_PARALLEL
-#endif
 
 DEFINE_ACCURACY(float, f32)
 DEFINE_ACCURACY(double, f64)

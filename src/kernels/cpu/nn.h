@@ -36,13 +36,6 @@ nb_status nb_cpu_accuracy(const nb_kernel_ctx *k);
  * more than it saves on small tensors. */
 #define NB_NN_PAR_MIN 32768
 
-/* Put before a for loop; it runs in parallel when a local `par` is true. */
-#ifdef NABLA_HAVE_OPENMP
-#define NB_NN_PARALLEL_FOR _Pragma("omp parallel for schedule(static) if (par)")
-#else
-#define NB_NN_PARALLEL_FOR
-#endif
-
 /* Views a shape as [outer, C, inner] around `axis` (already normalised). */
 static inline void nb_nn_split_axis(int ndim, const int64_t *shape, int axis, int64_t *outer, int64_t *C,
                                     int64_t *inner)

@@ -5,6 +5,8 @@
 #include <math.h>
 #include <stdint.h>
 #include "nn.h"
+#include "simd.h"
+#include "team.h"
 
 /* cross_entropy takes -log of a probability; clamping it here keeps a zero
  * probability from giving inf (Paddle clamps at the same 1e-20). */
@@ -13,25 +15,41 @@
 /* ---- cross_entropy ------------------------------------------------------------ */
 
 #define DEFINE_CE(T, SUF, LOG)                                                              \
-    static void ce_##SUF(const T *x, const void *lab, nb_dtype ldt, bool soft, int64_t ignore, \
-                         T *y, int64_t rows, int64_t C)                                     \
+    typedef struct ce_job_##SUF {                                                           \
+        const T *x;                                                                         \
+        const void *lab;                                                                    \
+        nb_dtype ldt;                                                                       \
+        bool soft;                                                                          \
+        int64_t ignore;                                                                     \
+        T *y;                                                                               \
+        int64_t C;                                                                          \
+    } ce_job_##SUF;                                                                         \
+    static void ce_range_##SUF(void *arg, int64_t lo, int64_t hi)                           \
     {                                                                                       \
-        const bool par = rows * C >= NB_NN_PAR_MIN;                                         \
-        (void)par;                                                                          \
-        NB_NN_PARALLEL_FOR                                                                  \
-        for (int64_t r = 0; r < rows; r++) {                                                \
+        const ce_job_##SUF *j = arg;                                                        \
+        const T *x = j->x;                                                                  \
+        const void *lab = j->lab;                                                           \
+        T *y = j->y;                                                                        \
+        const int64_t C = j->C, ignore = j->ignore;                                         \
+        for (int64_t r = lo; r < hi; r++) {                                                 \
             const T *xr = x + r * C;                                                        \
-            if (soft) {                                                                     \
+            if (j->soft) {                                                                  \
                 const T *lr = (const T *)lab + r * C;                                       \
                 double acc = 0;                                                             \
                 for (int64_t c = 0; c < C; c++)                                             \
                     acc -= (double)lr[c] * LOG(xr[c] > (T)PROB_EPS ? xr[c] : (T)PROB_EPS);  \
                 y[r] = (T)acc;                                                              \
             } else {                                                                        \
-                int64_t l = nb_nn_index_at(lab, ldt, r);                                    \
+                int64_t l = nb_nn_index_at(lab, j->ldt, r);                                 \
                 y[r] = l == ignore ? 0 : -LOG(xr[l] > (T)PROB_EPS ? xr[l] : (T)PROB_EPS);   \
             }                                                                               \
         }                                                                                   \
+    }                                                                                       \
+    static void ce_##SUF(const T *x, const void *lab, nb_dtype ldt, bool soft, int64_t ignore, \
+                         T *y, int64_t rows, int64_t C)                                     \
+    {                                                                                       \
+        ce_job_##SUF j = {x, lab, ldt, soft, ignore, y, C};                                 \
+        nb_team_for(rows, rows * C >= NB_NN_PAR_MIN, ce_range_##SUF, &j);                   \
     }
 
 DEFINE_CE(float, f32, logf)
@@ -64,53 +82,63 @@ nb_status nb_cpu_cross_entropy(const nb_kernel_ctx *k)
  * count, so the order of the additions depends only on n. */
 #define NCHUNK 64
 
-/* Writes to `out` the sum over i < n of EXPR (which uses i), in double. */
-#define CHUNKED_SUM(n, i, EXPR, out)                                              \
-    do {                                                                          \
-        double part_[NCHUNK];                                                     \
-        const int64_t n_ = (n), per_ = (n_ + NCHUNK - 1) / NCHUNK;                \
-        const bool par = n_ >= NB_NN_PAR_MIN;                                     \
-        (void)par;                                                                \
-        NB_NN_PARALLEL_FOR                                                        \
-        for (int k_ = 0; k_ < NCHUNK; k_++) {                                     \
-            int64_t lo_ = k_ * per_, hi_ = lo_ + per_ < n_ ? lo_ + per_ : n_;     \
-            double a_ = 0;                                                        \
-            for (int64_t i = lo_; i < hi_; i++) a_ += (EXPR);                     \
-            part_[k_] = a_;                                                       \
-        }                                                                         \
-        double t_ = 0;                                                            \
-        for (int k_ = 0; k_ < NCHUNK; k_++) t_ += part_[k_];                      \
-        (out) = t_;                                                               \
-    } while (0)
-
 /* A pointwise loss f(x, y) with its reductions; Out may share memory with X
  * (reduction "none"), which is fine as each element is read before it is
- * written. */
-#define DEFINE_POINTWISE(NAME, T, SUF, F)                                               \
+ * written. The sums of "mean" and "sum" go chunk by chunk into `part`, in
+ * double, and the chunks are added in order afterwards. CLONES is
+ * NB_SIMD_CLONES where the "none" loop vectorises (mse); bce's calls log1p
+ * and exp, so an AVX2 copy of it would gain nothing but an FMA that changes
+ * its bits. */
+#define DEFINE_POINTWISE(NAME, T, SUF, F, CLONES)                                       \
+    typedef struct NAME##_job_##SUF {                                                   \
+        const T *x, *y;                                                                 \
+        T *out;                                                                         \
+        int64_t n;                                                                      \
+        double *part; /* NCHUNK sums */                                                 \
+    } NAME##_job_##SUF;                                                                 \
+    CLONES static void NAME##_range_##SUF(void *arg, int64_t lo, int64_t hi)            \
+    {                                                                                   \
+        const NAME##_job_##SUF *j = arg;                                                \
+        const T *x = j->x, *y = j->y;                                                   \
+        T *out = j->out;                                                                \
+        for (int64_t i = lo; i < hi; i++) out[i] = F(x[i], y[i]);                       \
+    }                                                                                   \
+    static void NAME##_chunks_##SUF(void *arg, int64_t lo, int64_t hi)                  \
+    {                                                                                   \
+        const NAME##_job_##SUF *j = arg;                                                \
+        const T *x = j->x, *y = j->y;                                                   \
+        const int64_t n = j->n, per = (n + NCHUNK - 1) / NCHUNK;                        \
+        for (int64_t k = lo; k < hi; k++) {                                             \
+            int64_t i0 = k * per, i1 = i0 + per < n ? i0 + per : n;                     \
+            double a = 0;                                                               \
+            for (int64_t i = i0; i < i1; i++) a += (double)F(x[i], y[i]);               \
+            j->part[k] = a;                                                             \
+        }                                                                               \
+    }                                                                                   \
     static void NAME##_##SUF(const T *x, const T *y, T *out, int64_t n, nb_nn_reduction r) \
     {                                                                                   \
+        double part[NCHUNK];                                                            \
+        NAME##_job_##SUF j = {x, y, out, n, part};                                      \
         if (r == NB_RED_NONE) {                                                         \
-            const bool par = n >= NB_NN_PAR_MIN;                                        \
-            (void)par;                                                                  \
-            NB_NN_PARALLEL_FOR                                                          \
-            for (int64_t i = 0; i < n; i++) out[i] = F(x[i], y[i]);                     \
+            nb_team_for(n, n >= NB_NN_PAR_MIN, NAME##_range_##SUF, &j);                 \
             return;                                                                     \
         }                                                                               \
-        double s;                                                                       \
-        CHUNKED_SUM(n, i, (double)F(x[i], y[i]), s);                                    \
+        nb_team_for(NCHUNK, n >= NB_NN_PAR_MIN, NAME##_chunks_##SUF, &j);               \
+        double s = 0;                                                                   \
+        for (int k = 0; k < NCHUNK; k++) s += part[k];                                  \
         out[0] = (T)(r == NB_RED_MEAN ? s / (double)n : s);                             \
     }
 
 #define SQ_DIFF(a, b) (((a) - (b)) * ((a) - (b)))
-DEFINE_POINTWISE(mse, float, f32, SQ_DIFF)
-DEFINE_POINTWISE(mse, double, f64, SQ_DIFF)
+DEFINE_POINTWISE(mse, float, f32, SQ_DIFF, NB_SIMD_CLONES)
+DEFINE_POINTWISE(mse, double, f64, SQ_DIFF, NB_SIMD_CLONES)
 
 /* The stable form of -(y log sigmoid(x) + (1-y) log(1 - sigmoid(x))): no
  * exp of a positive number, and log1p keeps precision for large |x|. */
 static inline float bce_f(float x, float y) { return fmaxf(x, 0) - x * y + log1pf(expf(-fabsf(x))); }
 static inline double bce_d(double x, double y) { return fmax(x, 0) - x * y + log1p(exp(-fabs(x))); }
-DEFINE_POINTWISE(bce, float, f32, bce_f)
-DEFINE_POINTWISE(bce, double, f64, bce_d)
+DEFINE_POINTWISE(bce, float, f32, bce_f, )
+DEFINE_POINTWISE(bce, double, f64, bce_d, )
 
 typedef void (*pointwise_f32)(const float *, const float *, float *, int64_t, nb_nn_reduction);
 typedef void (*pointwise_f64)(const double *, const double *, double *, int64_t, nb_nn_reduction);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include "nn.h"
+#include "team.h"
 
 #define TILE 256
 
@@ -33,13 +34,21 @@ static dims3 class_dims(int64_t axis_attr, const nb_tensor *x)
 /* ---- softmax and log_softmax ------------------------------------------------ */
 
 #define DEFINE_SOFTMAX(T, SUF, EXP)                                                          \
-    static void softmax_rows_##SUF(const T *x, T *y, dims3 d, bool lg)                       \
+    typedef struct softmax_job_##SUF {                                                       \
+        const T *x;                                                                          \
+        T *y;                                                                                \
+        dims3 d;                                                                             \
+        bool lg;                                                                             \
+    } softmax_job_##SUF;                                                                     \
+                                                                                             \
+    static void softmax_rows_range_##SUF(void *arg, int64_t lo, int64_t hi)                  \
     {                                                                                        \
-        const int64_t C = d.C;                                                               \
-        const bool par = d.outer * C >= NB_NN_PAR_MIN;                                       \
-        (void)par;                                                                           \
-        NB_NN_PARALLEL_FOR                                                                   \
-        for (int64_t r = 0; r < d.outer; r++) {                                              \
+        const softmax_job_##SUF *j = arg;                                                    \
+        const T *x = j->x;                                                                   \
+        T *y = j->y;                                                                         \
+        const bool lg = j->lg;                                                               \
+        const int64_t C = j->d.C;                                                            \
+        for (int64_t r = lo; r < hi; r++) {                                                  \
             const T *xr = x + r * C;                                                         \
             T *yr = y + r * C;                                                               \
             T m = -INFINITY;                                                                 \
@@ -61,13 +70,20 @@ static dims3 class_dims(int64_t axis_attr, const nb_tensor *x)
         }                                                                                    \
     }                                                                                        \
                                                                                              \
-    static void softmax_tiles_##SUF(const T *x, T *y, dims3 d, bool lg)                      \
+    static void softmax_rows_##SUF(const T *x, T *y, dims3 d, bool lg)                       \
     {                                                                                        \
-        const int64_t C = d.C, inner = d.inner, ntile = (inner + TILE - 1) / TILE;           \
-        const bool par = d.outer * C * inner >= NB_NN_PAR_MIN;                               \
-        (void)par;                                                                           \
-        NB_NN_PARALLEL_FOR                                                                   \
-        for (int64_t t = 0; t < d.outer * ntile; t++) {                                      \
+        softmax_job_##SUF j = {x, y, d, lg};                                                 \
+        nb_team_for(d.outer, d.outer * d.C >= NB_NN_PAR_MIN, softmax_rows_range_##SUF, &j);  \
+    }                                                                                        \
+                                                                                             \
+    static void softmax_tiles_range_##SUF(void *arg, int64_t lo, int64_t hi)                 \
+    {                                                                                        \
+        const softmax_job_##SUF *jb = arg;                                                   \
+        const T *x = jb->x;                                                                  \
+        T *y = jb->y;                                                                        \
+        const bool lg = jb->lg;                                                              \
+        const int64_t C = jb->d.C, inner = jb->d.inner, ntile = (inner + TILE - 1) / TILE;   \
+        for (int64_t t = lo; t < hi; t++) {                                                  \
             const int64_t o = t / ntile, j0 = (t % ntile) * TILE;                            \
             const int64_t w = inner - j0 < TILE ? inner - j0 : TILE;                         \
             const T *xb = x + o * C * inner + j0;                                            \
@@ -93,6 +109,13 @@ static dims3 class_dims(int64_t axis_attr, const nb_tensor *x)
                     yb[i] = lg ? (xb[i] - m[j]) - f[j] : yb[i] * f[j];                       \
                 }                                                                            \
         }                                                                                    \
+    }                                                                                        \
+                                                                                             \
+    static void softmax_tiles_##SUF(const T *x, T *y, dims3 d, bool lg)                      \
+    {                                                                                        \
+        const int64_t ntile = (d.inner + TILE - 1) / TILE;                                   \
+        softmax_job_##SUF jb = {x, y, d, lg};                                                \
+        nb_team_for(d.outer * ntile, d.outer * d.C * d.inner >= NB_NN_PAR_MIN, softmax_tiles_range_##SUF, &jb); \
     }
 
 DEFINE_SOFTMAX(float, f32, expf)
@@ -130,13 +153,21 @@ typedef struct {
 /* The logit of the label of row r is read before the softmax is written, so
  * Softmax may share memory with Logits. */
 #define DEFINE_SWCE(T, SUF, EXP)                                                             \
-    static void swce_rows_##SUF(const T *x, labels lb, T *sm, T *loss, dims3 d)              \
+    typedef struct swce_job_##SUF {                                                          \
+        const T *x;                                                                          \
+        labels lb;                                                                           \
+        T *sm, *loss;                                                                        \
+        dims3 d;                                                                             \
+    } swce_job_##SUF;                                                                        \
+                                                                                             \
+    static void swce_rows_range_##SUF(void *arg, int64_t lo, int64_t hi)                     \
     {                                                                                        \
-        const int64_t C = d.C;                                                               \
-        const bool par = d.outer * C >= NB_NN_PAR_MIN;                                       \
-        (void)par;                                                                           \
-        NB_NN_PARALLEL_FOR                                                                   \
-        for (int64_t r = 0; r < d.outer; r++) {                                              \
+        const swce_job_##SUF *j = arg;                                                       \
+        const T *x = j->x;                                                                   \
+        const labels lb = j->lb;                                                             \
+        T *sm = j->sm, *loss = j->loss;                                                      \
+        const int64_t C = j->d.C;                                                            \
+        for (int64_t r = lo; r < hi; r++) {                                                  \
             const T *xr = x + r * C;                                                         \
             T *sr = sm + r * C;                                                              \
             T m = -INFINITY;                                                                 \
@@ -169,13 +200,20 @@ typedef struct {
         }                                                                                    \
     }                                                                                        \
                                                                                              \
-    static void swce_tiles_##SUF(const T *x, labels lb, T *sm, T *loss, dims3 d)             \
+    static void swce_rows_##SUF(const T *x, labels lb, T *sm, T *loss, dims3 d)              \
     {                                                                                        \
-        const int64_t C = d.C, inner = d.inner, ntile = (inner + TILE - 1) / TILE;           \
-        const bool par = d.outer * C * inner >= NB_NN_PAR_MIN;                               \
-        (void)par;                                                                           \
-        NB_NN_PARALLEL_FOR                                                                   \
-        for (int64_t t = 0; t < d.outer * ntile; t++) {                                      \
+        swce_job_##SUF j = {x, lb, sm, loss, d};                                             \
+        nb_team_for(d.outer, d.outer * d.C >= NB_NN_PAR_MIN, swce_rows_range_##SUF, &j);     \
+    }                                                                                        \
+                                                                                             \
+    static void swce_tiles_range_##SUF(void *arg, int64_t lo, int64_t hi)                    \
+    {                                                                                        \
+        const swce_job_##SUF *jb = arg;                                                      \
+        const T *x = jb->x;                                                                  \
+        const labels lb = jb->lb;                                                            \
+        T *sm = jb->sm, *loss = jb->loss;                                                    \
+        const int64_t C = jb->d.C, inner = jb->d.inner, ntile = (inner + TILE - 1) / TILE;   \
+        for (int64_t t = lo; t < hi; t++) {                                                  \
             const int64_t o = t / ntile, j0 = (t % ntile) * TILE;                            \
             const int64_t w = inner - j0 < TILE ? inner - j0 : TILE;                         \
             const int64_t base = o * C * inner + j0, row = o * inner + j0;                   \
@@ -217,6 +255,13 @@ typedef struct {
             for (int64_t c = 0; c < C; c++)                                                  \
                 for (int64_t j = 0; j < w; j++) sb[c * inner + j] *= (T)s[j];                \
         }                                                                                    \
+    }                                                                                        \
+                                                                                             \
+    static void swce_tiles_##SUF(const T *x, labels lb, T *sm, T *loss, dims3 d)             \
+    {                                                                                        \
+        const int64_t ntile = (d.inner + TILE - 1) / TILE;                                   \
+        swce_job_##SUF jb = {x, lb, sm, loss, d};                                            \
+        nb_team_for(d.outer * ntile, d.outer * d.C * d.inner >= NB_NN_PAR_MIN, swce_tiles_range_##SUF, &jb); \
     }
 
 DEFINE_SWCE(float, f32, expf)
@@ -259,13 +304,22 @@ nb_status nb_cpu_softmax_with_cross_entropy(const nb_kernel_ctx *k)
  * stay in cache for the neighbouring rows that share their lines. DLogits
  * may share memory with Softmax: each element is read before it is written. */
 #define DEFINE_SWCE_GRAD(T, SUF)                                                             \
-    static void swce_grad_##SUF(const T *sm, labels lb, const T *dloss, T *dx, dims3 d)      \
+    typedef struct swce_grad_job_##SUF {                                                     \
+        const T *sm;                                                                         \
+        labels lb;                                                                           \
+        const T *dloss;                                                                      \
+        T *dx;                                                                               \
+        dims3 d;                                                                             \
+    } swce_grad_job_##SUF;                                                                   \
+                                                                                             \
+    static void swce_grad_range_##SUF(void *arg, int64_t lo, int64_t hi)                     \
     {                                                                                        \
-        const int64_t C = d.C, inner = d.inner;                                              \
-        const bool par = d.outer * C * inner >= NB_NN_PAR_MIN;                               \
-        (void)par;                                                                           \
-        NB_NN_PARALLEL_FOR                                                                   \
-        for (int64_t o = 0; o < d.outer; o++)                                                \
+        const swce_grad_job_##SUF *jb = arg;                                                 \
+        const T *sm = jb->sm, *dloss = jb->dloss;                                            \
+        const labels lb = jb->lb;                                                            \
+        T *dx = jb->dx;                                                                      \
+        const int64_t C = jb->d.C, inner = jb->d.inner;                                      \
+        for (int64_t o = lo; o < hi; o++)                                                    \
             for (int64_t j = 0; j < inner; j++) {                                            \
                 const int64_t r = o * inner + j, base = o * C * inner + j;                   \
                 const T g = dloss[r];                                                        \
@@ -287,6 +341,12 @@ nb_status nb_cpu_softmax_with_cross_entropy(const nb_kernel_ctx *k)
                     }                                                                        \
                 }                                                                            \
             }                                                                                \
+    }                                                                                        \
+                                                                                             \
+    static void swce_grad_##SUF(const T *sm, labels lb, const T *dloss, T *dx, dims3 d)      \
+    {                                                                                        \
+        swce_grad_job_##SUF jb = {sm, lb, dloss, dx, d};                                     \
+        nb_team_for(d.outer, d.outer * d.C * d.inner >= NB_NN_PAR_MIN, swce_grad_range_##SUF, &jb); \
     }
 
 DEFINE_SWCE_GRAD(float, f32)
