@@ -2,9 +2,9 @@
  * family's kernel table (pooling's kernels are in pool.c).
  *
  * The typed code lives in conv_impl.h, included once per dtype. The batch is
- * split across OpenMP threads, each with its own column buffer; nested
- * parallelism is off by default, so the GEMMs inside then run serially,
- * while a single image leaves the GEMM free to use every thread. */
+ * split across the thread team's threads (team.h), each with its own column
+ * buffer; the GEMMs inside a share then run on its thread alone, while a
+ * single image leaves the GEMM free to use every thread. */
 #include <stdbool.h>
 #include "../kernels.h"
 #include "nabla/device.h"
@@ -13,17 +13,8 @@
 #include "conv.h"
 #include "gemm.h"
 #include "pool.h"
-#ifdef NABLA_HAVE_OPENMP
-#include <omp.h>
-#define NB_PRAGMA(x) _Pragma(#x)
-#define OMP_FOR_IF(cond) NB_PRAGMA(omp parallel for schedule(static) if(cond))
-#define OMP_FOR_NT(nt) NB_PRAGMA(omp parallel for schedule(static) num_threads(nt) if((nt) > 1))
-#define THREAD_ID() omp_get_thread_num()
-#else
-#define OMP_FOR_IF(cond) (void)(cond);
-#define OMP_FOR_NT(nt) (void)(nt);
-#define THREAD_ID() 0
-#endif
+#include "simd.h"
+#include "team.h"
 
 /* Below this many multiply-adds a call stays on one thread. */
 #define PAR_MIN_WORK 32768.0
@@ -44,12 +35,11 @@ static void valid_range(int64_t off, int64_t stride, int64_t size, int64_t n_out
 }
 
 /* How many threads share the batch: one when the work is small, when we are
- * already inside a parallel region, or when there is a single image. */
+ * already running a share of the team, or when there is a single image. */
 static int batch_threads(int64_t n, double work, size_t col_bytes)
 {
-#ifdef NABLA_HAVE_OPENMP
-    if (n < 2 || work < PAR_MIN_WORK || omp_in_parallel()) return 1;
-    int64_t nt = omp_get_max_threads();
+    if (n < 2 || work < PAR_MIN_WORK || nb_team_busy()) return 1;
+    int64_t nt = nb_team_size();
     if (nt > n) nt = n;
     if (col_bytes) {
         int64_t cap = (int64_t)(COL_BUDGET_BYTES / col_bytes);
@@ -57,10 +47,6 @@ static int batch_threads(int64_t n, double work, size_t col_bytes)
         if (nt > cap) nt = cap;
     }
     return nt < 1 ? 1 : (int)nt;
-#else
-    (void)n, (void)work, (void)col_bytes;
-    return 1;
-#endif
 }
 
 /* A 1x1 kernel with unit stride and no padding reads the image as its own

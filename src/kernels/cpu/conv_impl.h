@@ -4,14 +4,22 @@
 #define CONV_CAT(a, b) CONV_CAT_(a, b)
 #define FN(name) CONV_CAT(name, SFX)
 
-/* Unfolds the cg channels of one image-group x ([cg, h, w]) into col
- * ([cg * kh * kw, ho * wo]); padding becomes zeros. */
-static void FN(im2col)(const nb_conv2d_geom *g, int64_t cg, const T *x, T *col, bool par)
+typedef struct FN(im2col_job) {
+    const nb_conv2d_geom *g;
+    const T *x;
+    T *col;
+} FN(im2col_job);
+
+/* Channels [lo, hi) of im2col below. */
+NB_SIMD_CLONES static void FN(im2col_range)(void *arg, int64_t lo, int64_t hi)
 {
+    const FN(im2col_job) *j = arg;
+    const nb_conv2d_geom *g = j->g;
+    const T *x = j->x;
+    T *col = j->col;
     const int64_t H = g->h, W = g->w, Ho = g->ho, Wo = g->wo, kh = g->kh, kw = g->kw;
     const int64_t sh = g->stride_h, sw = g->stride_w;
-    OMP_FOR_IF(par)
-    for (int64_t c = 0; c < cg; c++) {
+    for (int64_t c = lo; c < hi; c++) {
         const T *xc = x + c * H * W;
         for (int64_t ki = 0; ki < kh; ki++) {
             int64_t offh = ki * g->dil_h - g->pad_top, oh_lo, oh_hi;
@@ -39,15 +47,30 @@ static void FN(im2col)(const nb_conv2d_geom *g, int64_t cg, const T *x, T *col, 
     }
 }
 
-/* The adjoint of im2col: adds each column entry back onto the input pixel it
- * came from (dx must be zeroed first). Channels are independent, so they can
- * run in parallel. */
-static void FN(col2im)(const nb_conv2d_geom *g, int64_t cg, const T *col, T *dx, bool par)
+/* Unfolds the cg channels of one image-group x ([cg, h, w]) into col
+ * ([cg * kh * kw, ho * wo]); padding becomes zeros. */
+static void FN(im2col)(const nb_conv2d_geom *g, int64_t cg, const T *x, T *col, bool par)
 {
+    FN(im2col_job) job = {g, x, col};
+    nb_team_for(cg, par, FN(im2col_range), &job);
+}
+
+typedef struct FN(col2im_job) {
+    const nb_conv2d_geom *g;
+    const T *col;
+    T *dx;
+} FN(col2im_job);
+
+/* Channels [lo, hi) of col2im below. */
+NB_SIMD_CLONES static void FN(col2im_range)(void *arg, int64_t lo, int64_t hi)
+{
+    const FN(col2im_job) *j = arg;
+    const nb_conv2d_geom *g = j->g;
+    const T *col = j->col;
+    T *dx = j->dx;
     const int64_t H = g->h, W = g->w, Ho = g->ho, Wo = g->wo, kh = g->kh, kw = g->kw;
     const int64_t sh = g->stride_h, sw = g->stride_w;
-    OMP_FOR_IF(par)
-    for (int64_t c = 0; c < cg; c++) {
+    for (int64_t c = lo; c < hi; c++) {
         T *xc = dx + c * H * W;
         for (int64_t ki = 0; ki < kh; ki++) {
             int64_t offh = ki * g->dil_h - g->pad_top, oh_lo, oh_hi;
@@ -66,11 +89,64 @@ static void FN(col2im)(const nb_conv2d_geom *g, int64_t cg, const T *col, T *dx,
     }
 }
 
+/* The adjoint of im2col: adds each column entry back onto the input pixel it
+ * came from (dx must be zeroed first). Channels are independent, so they can
+ * run in parallel. */
+static void FN(col2im)(const nb_conv2d_geom *g, int64_t cg, const T *col, T *dx, bool par)
+{
+    FN(col2im_job) job = {g, col, dx};
+    nb_team_for(cg, par, FN(col2im_range), &job);
+}
+
+typedef struct FN(conv2d_job) {
+    const nb_conv2d_geom *g;
+    const T *x, *w, *bias;
+    T *y;
+    T *cols; /* one column buffer per share; NULL when direct */
+    size_t col_elems;
+    bool direct, inner_par;
+} FN(conv2d_job);
+
+/* Share t of nt: its own contiguous run of images, in its own column buffer. */
+static void FN(conv2d_share)(void *arg, int t, int nt)
+{
+    const FN(conv2d_job) *j = arg;
+    const nb_conv2d_geom *g = j->g;
+    const T *x = j->x, *w = j->w, *bias = j->bias;
+    T *y = j->y;
+    const int64_t G = g->groups, cg = g->c / G, mg = g->m / G;
+    const int64_t K = cg * g->kh * g->kw, P = g->ho * g->wo, HW = g->h * g->w;
+    const int64_t n_lo = g->n * t / nt, n_hi = g->n * (t + 1) / nt;
+    T *col = j->cols ? j->cols + (size_t)t * j->col_elems : NULL;
+    for (int64_t n = n_lo; n < n_hi; n++) {
+        for (int64_t gi = 0; gi < G; gi++) {
+            const T *xg = x + (n * g->c + gi * cg) * HW;
+            const T *wg = w + gi * mg * K;
+            T *yg = y + (n * g->m + gi * mg) * P;
+            const T *colp = xg;
+            if (!j->direct) {
+                FN(im2col)(g, cg, xg, col, j->inner_par);
+                colp = col;
+            }
+            T beta = 0;
+            if (bias) {
+                /* Start from the bias and let the GEMM add onto it. */
+                for (int64_t o = 0; o < mg; o++) {
+                    T b = bias[gi * mg + o], *yr = yg + o * P;
+                    for (int64_t p = 0; p < P; p++) yr[p] = b;
+                }
+                beta = 1;
+            }
+            GEMM(false, false, mg, P, K, 1, wg, K, colp, P, beta, yg, P);
+        }
+    }
+}
+
 static nb_status FN(conv2d)(const char *label, const nb_conv2d_geom *g, const T *x, const T *w, const T *bias,
                             T *y)
 {
-    const int64_t G = g->groups, cg = g->c / G, mg = g->m / G;
-    const int64_t K = cg * g->kh * g->kw, P = g->ho * g->wo, HW = g->h * g->w;
+    const int64_t G = g->groups, cg = g->c / G;
+    const int64_t K = cg * g->kh * g->kw, P = g->ho * g->wo;
     const bool direct = is_pointwise(g);
     const size_t col_elems = direct ? 0 : (size_t)(K * P);
     const double work = (double)g->n * (double)g->m * (double)P * (double)K;
@@ -81,51 +157,116 @@ static nb_status FN(conv2d)(const char *label, const nb_conv2d_geom *g, const T 
                         (long long)P);
     /* A lone image leaves the threads to im2col and the GEMM. */
     const bool inner_par = nt == 1 && work >= PAR_MIN_WORK;
-    OMP_FOR_NT(nt)
-    for (int64_t n = 0; n < g->n; n++) {
-        T *col = cols ? cols + (size_t)THREAD_ID() * col_elems : NULL;
+    FN(conv2d_job) job = {g, x, w, bias, y, cols, col_elems, direct, inner_par};
+    nb_team_run(nt, FN(conv2d_share), &job);
+    nb_free(cols);
+    return NB_OK;
+}
+
+typedef struct FN(conv_db_job) {
+    const nb_conv2d_geom *g;
+    const T *dy;
+    T *db;
+} FN(conv_db_job);
+
+/* Output channels [lo, hi) of the bias gradient. */
+static void FN(conv_db_range)(void *arg, int64_t lo, int64_t hi)
+{
+    const FN(conv_db_job) *j = arg;
+    const nb_conv2d_geom *g = j->g;
+    const int64_t P = g->ho * g->wo;
+    for (int64_t m = lo; m < hi; m++) {
+        double acc = 0;
+        for (int64_t n = 0; n < g->n; n++) {
+            const T *d = j->dy + (n * g->m + m) * P;
+            for (int64_t p = 0; p < P; p++) acc += d[p];
+        }
+        j->db[m] = (T)acc;
+    }
+}
+
+typedef struct FN(conv2d_grad_job) {
+    const nb_conv2d_geom *g;
+    const T *x, *w, *dy;
+    T *dx, *dw;
+    T *cols;    /* one column buffer per share; NULL when direct */
+    T *dw_part; /* one filter gradient per share, or NULL: all add onto dw */
+    size_t col_elems;
+    int64_t wsize;
+    bool direct, inner_par;
+} FN(conv2d_grad_job);
+
+/* Share t of nt: its own contiguous run of images, in its own column buffer
+ * and, with several shares, its own copy of the filter gradient. */
+static void FN(conv2d_grad_share)(void *arg, int t, int nt)
+{
+    const FN(conv2d_grad_job) *j = arg;
+    const nb_conv2d_geom *g = j->g;
+    const T *x = j->x, *w = j->w, *dy = j->dy;
+    T *dx = j->dx, *dw = j->dw;
+    const bool direct = j->direct;
+    const int64_t G = g->groups, cg = g->c / G, mg = g->m / G;
+    const int64_t K = cg * g->kh * g->kw, P = g->ho * g->wo, HW = g->h * g->w;
+    const int64_t n_lo = g->n * t / nt, n_hi = g->n * (t + 1) / nt;
+    T *col = j->cols ? j->cols + (size_t)t * j->col_elems : NULL;
+    T *dw_acc = j->dw_part ? j->dw_part + (size_t)t * (size_t)j->wsize : dw;
+    for (int64_t n = n_lo; n < n_hi; n++) {
+        if (dx && !direct) memset(dx + n * g->c * HW, 0, (size_t)(g->c * HW) * sizeof(T));
         for (int64_t gi = 0; gi < G; gi++) {
             const T *xg = x + (n * g->c + gi * cg) * HW;
             const T *wg = w + gi * mg * K;
-            T *yg = y + (n * g->m + gi * mg) * P;
-            const T *colp = xg;
-            if (!direct) {
-                FN(im2col)(g, cg, xg, col, inner_par);
-                colp = col;
-            }
-            T beta = 0;
-            if (bias) {
-                /* Start from the bias and let the GEMM add onto it. */
-                for (int64_t j = 0; j < mg; j++) {
-                    T b = bias[gi * mg + j], *yr = yg + j * P;
-                    for (int64_t p = 0; p < P; p++) yr[p] = b;
+            const T *dyg = dy + (n * g->m + gi * mg) * P;
+            if (dw) {
+                const T *colp = xg;
+                if (!direct) {
+                    FN(im2col)(g, cg, xg, col, j->inner_par);
+                    colp = col;
                 }
-                beta = 1;
+                /* dW_g += dY_g [mg, P] * col^T [P, K] */
+                GEMM(false, true, mg, K, P, 1, dyg, P, colp, P, 1, dw_acc + gi * mg * K, K);
             }
-            GEMM(false, false, mg, P, K, 1, wg, K, colp, P, beta, yg, P);
+            if (dx) {
+                T *dxg = dx + (n * g->c + gi * cg) * HW;
+                /* dcol [K, P] = W_g^T [K, mg] * dY_g [mg, P] */
+                if (direct) {
+                    GEMM(true, false, K, P, mg, 1, wg, K, dyg, P, 0, dxg, P);
+                } else {
+                    GEMM(true, false, K, P, mg, 1, wg, K, dyg, P, 0, col, P);
+                    FN(col2im)(g, cg, col, dxg, j->inner_par);
+                }
+            }
         }
     }
-    nb_free(cols);
-    return NB_OK;
+}
+
+typedef struct FN(dw_sum_job) {
+    const T *dw_part;
+    T *dw;
+    int64_t wsize;
+    int nt;
+} FN(dw_sum_job);
+
+/* Filter gradient entries [lo, hi): the shares' copies added in order. */
+static void FN(dw_sum_range)(void *arg, int64_t lo, int64_t hi)
+{
+    const FN(dw_sum_job) *j = arg;
+    for (int64_t i = lo; i < hi; i++) {
+        T acc = 0;
+        for (int t = 0; t < j->nt; t++) acc += j->dw_part[(size_t)t * (size_t)j->wsize + (size_t)i];
+        j->dw[i] = acc;
+    }
 }
 
 static nb_status FN(conv2d_grad)(const char *label, const nb_conv2d_geom *g, const T *x, const T *w, const T *dy,
                                  T *dx, T *dw, T *db)
 {
-    const int64_t G = g->groups, cg = g->c / G, mg = g->m / G;
-    const int64_t K = cg * g->kh * g->kw, P = g->ho * g->wo, HW = g->h * g->w;
+    const int64_t G = g->groups, cg = g->c / G;
+    const int64_t K = cg * g->kh * g->kw, P = g->ho * g->wo;
     const int64_t wsize = g->m * K;
 
     if (db) {
-        OMP_FOR_IF((double)g->n * (double)g->m * (double)P >= PAR_MIN_WORK)
-        for (int64_t m = 0; m < g->m; m++) {
-            double acc = 0;
-            for (int64_t n = 0; n < g->n; n++) {
-                const T *d = dy + (n * g->m + m) * P;
-                for (int64_t p = 0; p < P; p++) acc += d[p];
-            }
-            db[m] = (T)acc;
-        }
+        FN(conv_db_job) db_job = {g, dy, db};
+        nb_team_for(g->m, (double)g->n * (double)g->m * (double)P >= PAR_MIN_WORK, FN(conv_db_range), &db_job);
     }
     if (!dx && !dw) return NB_OK;
 
@@ -139,7 +280,9 @@ static nb_status FN(conv2d_grad)(const char *label, const nb_conv2d_geom *g, con
                         (long long)P);
     if (dw) {
         /* Images add onto the same filter gradient, so with several threads
-         * each sums into its own copy and the copies are added at the end. */
+         * each sums into its own copy and the copies are added at the end.
+         * (Should the team run fewer shares than nt, the unused copies stay
+         * zero.) */
         if (nt > 1) {
             if (!(dw_part = nb_calloc((size_t)nt * (size_t)wsize, sizeof(T)))) {
                 nb_free(cols);
@@ -150,44 +293,11 @@ static nb_status FN(conv2d_grad)(const char *label, const nb_conv2d_geom *g, con
         }
     }
     const bool inner_par = nt == 1 && work >= PAR_MIN_WORK;
-    OMP_FOR_NT(nt)
-    for (int64_t n = 0; n < g->n; n++) {
-        const int tid = THREAD_ID();
-        T *col = cols ? cols + (size_t)tid * col_elems : NULL;
-        T *dw_acc = dw_part ? dw_part + (size_t)tid * (size_t)wsize : dw;
-        if (dx && !direct) memset(dx + n * g->c * HW, 0, (size_t)(g->c * HW) * sizeof(T));
-        for (int64_t gi = 0; gi < G; gi++) {
-            const T *xg = x + (n * g->c + gi * cg) * HW;
-            const T *wg = w + gi * mg * K;
-            const T *dyg = dy + (n * g->m + gi * mg) * P;
-            if (dw) {
-                const T *colp = xg;
-                if (!direct) {
-                    FN(im2col)(g, cg, xg, col, inner_par);
-                    colp = col;
-                }
-                /* dW_g += dY_g [mg, P] * col^T [P, K] */
-                GEMM(false, true, mg, K, P, 1, dyg, P, colp, P, 1, dw_acc + gi * mg * K, K);
-            }
-            if (dx) {
-                T *dxg = dx + (n * g->c + gi * cg) * HW;
-                /* dcol [K, P] = W_g^T [K, mg] * dY_g [mg, P] */
-                if (direct) {
-                    GEMM(true, false, K, P, mg, 1, wg, K, dyg, P, 0, dxg, P);
-                } else {
-                    GEMM(true, false, K, P, mg, 1, wg, K, dyg, P, 0, col, P);
-                    FN(col2im)(g, cg, col, dxg, inner_par);
-                }
-            }
-        }
-    }
+    FN(conv2d_grad_job) job = {g, x, w, dy, dx, dw, cols, dw_part, col_elems, wsize, direct, inner_par};
+    nb_team_run(nt, FN(conv2d_grad_share), &job);
     if (dw_part) {
-        OMP_FOR_IF(wsize * nt >= 32768)
-        for (int64_t i = 0; i < wsize; i++) {
-            T acc = 0;
-            for (int t = 0; t < nt; t++) acc += dw_part[(size_t)t * (size_t)wsize + (size_t)i];
-            dw[i] = acc;
-        }
+        FN(dw_sum_job) sum_job = {dw_part, dw, wsize, nt};
+        nb_team_for(wsize, wsize * nt >= 32768, FN(dw_sum_range), &sum_job);
     }
     nb_free(dw_part);
     nb_free(cols);

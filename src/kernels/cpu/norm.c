@@ -16,12 +16,7 @@
 #include <string.h>
 #include "norm.h"
 #include "simd.h"
-#ifdef NABLA_HAVE_OPENMP
-#define NB_PRAGMA(x) _Pragma(#x)
-#define OMP_FOR_IF(cond) NB_PRAGMA(omp parallel for schedule(static) if(cond))
-#else
-#define OMP_FOR_IF(cond) (void)(cond);
-#endif
+#include "team.h"
 
 #define PAR_MIN_WORK 32768.0
 /* Columns per task when layer_norm_grad sums DScale and DBias over rows. */
@@ -134,12 +129,16 @@ static void bn_dims(const nb_tensor *x, int64_t *n, int64_t *c, int64_t *s)
     for (int i = 2; i < x->ndim; i++) *s *= x->shape[i];
 }
 
-/* The mean and 1 / sqrt(biased variance + eps) of each of `groups` groups
- * of `len` values of x (contiguous, float32 or float64), where value j of
- * group g is at (j / inner) * outer_stride + g * inner + j % inner. */
+typedef struct group_stats_job {
+    const nb_tensor *x;
+    int64_t len, inner, outer_stride;
+    double eps;
+    double *mean, *invstd;
+} group_stats_job;
+
+/* Groups [lo, hi) of group_stats below. */
 #define GROUP_STATS(T, SFX)                                                                     \
-    OMP_FOR_IF((double)groups * (double)len >= PAR_MIN_WORK && groups > 1)                      \
-    for (int64_t g = 0; g < groups; g++) {                                                      \
+    for (int64_t g = lo; g < hi; g++) {                                                         \
         double sum = 0, sq = 0;                                                                 \
         for (int64_t o = 0; o < len / inner; o++) sum += plane_sum_##SFX(p + o * outer_stride + g * inner, inner); \
         const double m = sum / (double)len;                                                     \
@@ -149,9 +148,13 @@ static void bn_dims(const nb_tensor *x, int64_t *n, int64_t *c, int64_t *s)
         invstd[g] = 1 / sqrt(sq / (double)len + eps);                                           \
     }
 
-static void group_stats(const nb_tensor *x, int64_t groups, int64_t len, int64_t inner, int64_t outer_stride,
-                        double eps, double *mean, double *invstd)
+static void group_stats_range(void *arg, int64_t lo, int64_t hi)
 {
+    const group_stats_job *j = arg;
+    const nb_tensor *x = j->x;
+    const int64_t len = j->len, inner = j->inner, outer_stride = j->outer_stride;
+    const double eps = j->eps;
+    double *mean = j->mean, *invstd = j->invstd;
     if (x->dtype == NB_F32) {
         const float *p = nb_tensor_data(x);
         GROUP_STATS(float, f32)
@@ -161,6 +164,16 @@ static void group_stats(const nb_tensor *x, int64_t groups, int64_t len, int64_t
     }
 }
 #undef GROUP_STATS
+
+/* The mean and 1 / sqrt(biased variance + eps) of each of `groups` groups
+ * of `len` values of x (contiguous, float32 or float64), where value j of
+ * group g is at (j / inner) * outer_stride + g * inner + j % inner. */
+static void group_stats(const nb_tensor *x, int64_t groups, int64_t len, int64_t inner, int64_t outer_stride,
+                        double eps, double *mean, double *invstd)
+{
+    group_stats_job job = {x, len, inner, outer_stride, eps, mean, invstd};
+    nb_team_for(groups, (double)groups * (double)len >= PAR_MIN_WORK && groups > 1, group_stats_range, &job);
+}
 
 /* Statistics as tensors of X's dtype: [count] mean, and invstd or variance. */
 static nb_status stats_tensors(const nb_tensor *x, int64_t count, const double *mean, const double *invstd, bool as_var,

@@ -54,8 +54,7 @@ static inline void FN(row_dot2)(const T *dy, const T *scale, const T *x, int64_t
 }
 
 /* Batch norm's loops over one plane (a channel of an image, contiguous),
- * each its own function so that it is compiled for AVX2 too (simd.h),
- * which a loop inside an OpenMP region cannot be. */
+ * each its own function so that it is compiled for AVX2 too (simd.h). */
 NB_SIMD_CLONES static double FN(plane_sum)(const T *x, int64_t n) { return FN(row_sum)(x, n); }
 
 NB_SIMD_CLONES static double FN(plane_sqdev)(const T *x, int64_t n, double m) { return FN(row_sqdev)(x, n, m); }
@@ -78,6 +77,40 @@ NB_SIMD_CLONES static void FN(plane_dx)(const T *dy, const T *x, int64_t n, T k,
     for (int64_t j = 0; j < n; j++) dx[j] = k * (dy[j] - c0 - (x[j] - m) * c1);
 }
 
+typedef struct FN(batch_norm_job) {
+    const T *x;
+    int64_t c, s;
+    const double *mu, *inv; /* per channel */
+    const T *scale, *bias;
+    T *y;
+    double *ps; /* per plane */
+} FN(batch_norm_job);
+
+static void FN(plane_sums_range)(void *arg, int64_t lo, int64_t hi)
+{
+    const FN(batch_norm_job) *j = arg;
+    for (int64_t p = lo; p < hi; p++) j->ps[p] = FN(plane_sum)(j->x + p * j->s, j->s);
+}
+
+static void FN(plane_sqdevs_range)(void *arg, int64_t lo, int64_t hi)
+{
+    const FN(batch_norm_job) *j = arg;
+    for (int64_t p = lo; p < hi; p++) j->ps[p] = FN(plane_sqdev)(j->x + p * j->s, j->s, j->mu[p % j->c]);
+}
+
+static void FN(batch_norm_planes_range)(void *arg, int64_t lo, int64_t hi)
+{
+    const FN(batch_norm_job) *j = arg;
+    const double *inv = j->inv;
+    const T *scale = j->scale, *bias = j->bias;
+    const int64_t c = j->c, s = j->s;
+    for (int64_t p = lo; p < hi; p++) {
+        const int64_t ch = p % c;
+        const T a = (T)(inv[ch] * (scale ? (double)scale[ch] : 1.0)), b = bias ? bias[ch] : (T)0;
+        FN(plane_affine)(j->x + p * s, s, (T)j->mu[ch], a, b, j->y + p * s);
+    }
+}
+
 static nb_status FN(batch_norm)(const char *label, int64_t n, int64_t c, int64_t s, const T *x, const T *scale,
                                 const T *bias, const T *mean, const T *var, bool global, double momentum,
                                 double eps, T *y, T *mean_out, T *var_out, T *saved_mean, T *saved_invstd)
@@ -87,6 +120,7 @@ static nb_status FN(batch_norm)(const char *label, int64_t n, int64_t c, int64_t
     double *mu = dalloc(3 * c), *ps = NULL;
     if (!mu) return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
     double *inv = mu + c, *bvar = mu + 2 * c;
+    FN(batch_norm_job) job = {x, c, s, mu, inv, scale, bias, y, NULL};
     if (global) {
         for (int64_t ch = 0; ch < c; ch++) {
             mu[ch] = mean[ch];
@@ -98,13 +132,12 @@ static nb_status FN(batch_norm)(const char *label, int64_t n, int64_t c, int64_t
             nb_free(mu);
             return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
         }
-        OMP_FOR_IF(par)
-        for (int64_t p = 0; p < planes; p++) ps[p] = FN(plane_sum)(x + p * s, s);
+        job.ps = ps;
+        nb_team_for(planes, par, FN(plane_sums_range), &job);
         sum_planes(ps, n, c, mu);
         for (int64_t ch = 0; ch < c; ch++) mu[ch] /= (double)m;
         /* Two passes: the centred sum of squares does not cancel. */
-        OMP_FOR_IF(par)
-        for (int64_t p = 0; p < planes; p++) ps[p] = FN(plane_sqdev)(x + p * s, s, mu[p % c]);
+        nb_team_for(planes, par, FN(plane_sqdevs_range), &job);
         sum_planes(ps, n, c, bvar);
         for (int64_t ch = 0; ch < c; ch++) {
             bvar[ch] /= (double)m;
@@ -125,17 +158,47 @@ static nb_status FN(batch_norm)(const char *label, int64_t n, int64_t c, int64_t
         if (saved_mean) saved_mean[ch] = (T)mu[ch];
         if (saved_invstd) saved_invstd[ch] = (T)inv[ch];
     }
-    if (y) {
-        OMP_FOR_IF(par)
-        for (int64_t p = 0; p < planes; p++) {
-            const int64_t ch = p % c;
-            const T a = (T)(inv[ch] * (scale ? (double)scale[ch] : 1.0)), b = bias ? bias[ch] : (T)0;
-            FN(plane_affine)(x + p * s, s, (T)mu[ch], a, b, y + p * s);
-        }
-    }
+    if (y) nb_team_for(planes, par, FN(batch_norm_planes_range), &job);
     nb_free(ps);
     nb_free(mu);
     return NB_OK;
+}
+
+typedef struct FN(batch_norm_grad_job) {
+    const T *x, *dy, *mean, *scale;
+    int64_t c, s, planes, m;
+    const double *inv, *sdy, *sdyx; /* per channel */
+    bool global;
+    T *dx;
+    double *ps; /* per plane: sums of dy, then of dy * (x - mean) */
+} FN(batch_norm_grad_job);
+
+static void FN(plane_dots_range)(void *arg, int64_t lo, int64_t hi)
+{
+    const FN(batch_norm_grad_job) *j = arg;
+    const int64_t s = j->s;
+    for (int64_t p = lo; p < hi; p++)
+        FN(plane_dot2)(j->dy + p * s, j->x + p * s, s, j->mean[p % j->c], &j->ps[p], &j->ps[j->planes + p]);
+}
+
+static void FN(batch_norm_dx_range)(void *arg, int64_t lo, int64_t hi)
+{
+    const FN(batch_norm_grad_job) *j = arg;
+    const double *inv = j->inv, *sdy = j->sdy, *sdyx = j->sdyx;
+    const T *scale = j->scale, *mean = j->mean;
+    const int64_t c = j->c, s = j->s, m = j->m;
+    for (int64_t p = lo; p < hi; p++) {
+        const int64_t ch = p % c;
+        const T *xp = j->x + p * s, *dp = j->dy + p * s;
+        T *dxp = j->dx + p * s;
+        const T k = (T)(inv[ch] * (scale ? (double)scale[ch] : 1.0));
+        if (j->global) {
+            FN(plane_affine)(dp, s, 0, k, 0, dxp); /* k * dy */
+        } else {
+            const T c0 = (T)(sdy[ch] / (double)m), c1 = (T)(inv[ch] * inv[ch] * sdyx[ch] / (double)m);
+            FN(plane_dx)(dp, xp, s, k, (T)mean[ch], c0, c1, dxp);
+        }
+    }
 }
 
 static nb_status FN(batch_norm_grad)(const char *label, int64_t n, int64_t c, int64_t s, const T *x,
@@ -147,14 +210,15 @@ static nb_status FN(batch_norm_grad)(const char *label, int64_t n, int64_t c, in
     double *inv = dalloc(3 * c), *ps = NULL;
     if (!inv) return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
     double *sdy = inv + c, *sdyx = inv + 2 * c;
+    FN(batch_norm_grad_job) job = {x, dy, mean, scale, c, s, planes, m, inv, sdy, sdyx, global, dx, NULL};
     for (int64_t ch = 0; ch < c; ch++) inv[ch] = stat_is_var ? 1.0 / sqrt((double)stat[ch] + eps) : stat[ch];
     if (dscale || dbias || (dx && !global)) {
         if (!(ps = dalloc(2 * planes))) {
             nb_free(inv);
             return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
         }
-        OMP_FOR_IF(par)
-        for (int64_t p = 0; p < planes; p++) FN(plane_dot2)(dy + p * s, x + p * s, s, mean[p % c], &ps[p], &ps[planes + p]);
+        job.ps = ps;
+        nb_team_for(planes, par, FN(plane_dots_range), &job);
         sum_planes(ps, n, c, sdy);
         sum_planes(ps + planes, n, c, sdyx);
         for (int64_t ch = 0; ch < c; ch++) {
@@ -166,19 +230,7 @@ static nb_status FN(batch_norm_grad)(const char *label, int64_t n, int64_t c, in
         /* Training: dx = scale * inv * (dy - mean(dy) - xhat * mean(dy * xhat)),
          * the batch statistics depending on x too; global statistics are
          * constants, leaving only the first term. */
-        OMP_FOR_IF(par)
-        for (int64_t p = 0; p < planes; p++) {
-            const int64_t ch = p % c;
-            const T *xp = x + p * s, *dp = dy + p * s;
-            T *dxp = dx + p * s;
-            const T k = (T)(inv[ch] * (scale ? (double)scale[ch] : 1.0));
-            if (global) {
-                FN(plane_affine)(dp, s, 0, k, 0, dxp); /* k * dy */
-            } else {
-                const T c0 = (T)(sdy[ch] / (double)m), c1 = (T)(inv[ch] * inv[ch] * sdyx[ch] / (double)m);
-                FN(plane_dx)(dp, xp, s, k, (T)mean[ch], c0, c1, dxp);
-            }
-        }
+        nb_team_for(planes, par, FN(batch_norm_dx_range), &job);
     }
     nb_free(ps);
     nb_free(inv);
@@ -186,7 +238,7 @@ static nb_status FN(batch_norm_grad)(const char *label, int64_t n, int64_t c, in
 }
 
 /* One row of layer norm; its own function so that it is compiled for AVX2
- * too (simd.h), which a loop inside an OpenMP region cannot be. */
+ * too (simd.h). */
 NB_SIMD_CLONES static void FN(layer_norm_row)(int64_t cols, const T *xr, const T *scale, const T *bias, double eps,
                                               T *yr, T *mean, T *var)
 {
@@ -206,13 +258,28 @@ NB_SIMD_CLONES static void FN(layer_norm_row)(int64_t cols, const T *xr, const T
         for (int64_t j = 0; j < cols; j++) yr[j] = (xr[j] - mt) * inv;
 }
 
+typedef struct FN(layer_norm_job) {
+    int64_t cols;
+    const T *x, *scale, *bias;
+    double eps;
+    T *y, *mean, *var;
+} FN(layer_norm_job);
+
+static void FN(layer_norm_range)(void *arg, int64_t lo, int64_t hi)
+{
+    const FN(layer_norm_job) *j = arg;
+    const int64_t cols = j->cols;
+    T *y = j->y, *mean = j->mean, *var = j->var;
+    for (int64_t r = lo; r < hi; r++)
+        FN(layer_norm_row)(cols, j->x + r * cols, j->scale, j->bias, j->eps, y ? y + r * cols : NULL,
+                           mean ? mean + r : NULL, var ? var + r : NULL);
+}
+
 static void FN(layer_norm)(int64_t rows, int64_t cols, const T *x, const T *scale, const T *bias, double eps,
                            T *y, T *mean, T *var)
 {
-    OMP_FOR_IF((double)rows * (double)cols >= PAR_MIN_WORK)
-    for (int64_t r = 0; r < rows; r++)
-        FN(layer_norm_row)(cols, x + r * cols, scale, bias, eps, y ? y + r * cols : NULL, mean ? mean + r : NULL,
-                           var ? var + r : NULL);
+    FN(layer_norm_job) job = {cols, x, scale, bias, eps, y, mean, var};
+    nb_team_for(rows, (double)rows * (double)cols >= PAR_MIN_WORK, FN(layer_norm_range), &job);
 }
 
 /* Columns [j0, j1) of DScale and DBias, summed over every row. */
@@ -249,6 +316,34 @@ NB_SIMD_CLONES static void FN(layer_norm_grad_row)(int64_t cols, const T *xr, co
     }
 }
 
+typedef struct FN(layer_norm_grad_job) {
+    int64_t rows, cols;
+    const T *x, *scale, *mean, *dy;
+    const double *inv; /* per row */
+    T *dx, *dscale, *dbias;
+} FN(layer_norm_grad_job);
+
+/* Column blocks [lo, hi) of DScale and DBias. */
+static void FN(layer_norm_grad_cols_range)(void *arg, int64_t lo, int64_t hi)
+{
+    const FN(layer_norm_grad_job) *j = arg;
+    const int64_t cols = j->cols;
+    for (int64_t bk = lo; bk < hi; bk++) {
+        const int64_t j0 = bk * COL_BLOCK, j1 = j0 + COL_BLOCK < cols ? j0 + COL_BLOCK : cols;
+        FN(layer_norm_grad_cols)(j->rows, cols, j0, j1, j->x, j->mean, j->inv, j->dy, j->dscale, j->dbias);
+    }
+}
+
+/* Rows [lo, hi) of DX. */
+static void FN(layer_norm_grad_rows_range)(void *arg, int64_t lo, int64_t hi)
+{
+    const FN(layer_norm_grad_job) *j = arg;
+    const int64_t cols = j->cols;
+    for (int64_t r = lo; r < hi; r++)
+        FN(layer_norm_grad_row)(cols, j->x + r * cols, j->scale, j->mean[r], j->inv[r], j->dy + r * cols,
+                                j->dx + r * cols);
+}
+
 static nb_status FN(layer_norm_grad)(const char *label, int64_t rows, int64_t cols, const T *x, const T *scale,
                                      const T *mean, const T *var, double eps, const T *dy, T *dx, T *dscale,
                                      T *dbias)
@@ -257,21 +352,14 @@ static nb_status FN(layer_norm_grad)(const char *label, int64_t rows, int64_t co
     double *inv = dalloc(rows);
     if (!inv) return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
     for (int64_t r = 0; r < rows; r++) inv[r] = 1.0 / sqrt((double)var[r] + eps);
+    FN(layer_norm_grad_job) job = {rows, cols, x, scale, mean, dy, inv, dx, dscale, dbias};
     /* DScale and DBias first: dx may overwrite dy. They sum over rows, so
      * threads take blocks of columns and walk every row. */
     if (dscale || dbias) {
         const int64_t nblocks = (cols + COL_BLOCK - 1) / COL_BLOCK;
-        OMP_FOR_IF(par)
-        for (int64_t bk = 0; bk < nblocks; bk++) {
-            const int64_t j0 = bk * COL_BLOCK, j1 = j0 + COL_BLOCK < cols ? j0 + COL_BLOCK : cols;
-            FN(layer_norm_grad_cols)(rows, cols, j0, j1, x, mean, inv, dy, dscale, dbias);
-        }
+        nb_team_for(nblocks, par, FN(layer_norm_grad_cols_range), &job);
     }
-    if (dx) {
-        OMP_FOR_IF(par)
-        for (int64_t r = 0; r < rows; r++)
-            FN(layer_norm_grad_row)(cols, x + r * cols, scale, mean[r], inv[r], dy + r * cols, dx + r * cols);
-    }
+    if (dx) nb_team_for(rows, par, FN(layer_norm_grad_rows_range), &job);
     nb_free(inv);
     return NB_OK;
 }

@@ -1,16 +1,11 @@
 /* 2-D pooling on the CPU. Planes (one channel of one image) are independent,
- * so the batch and channels are split across OpenMP threads; the typed code
- * lives in pool_impl.h, included once per dtype. */
+ * so the batch and channels are split across the thread team (team.h); the
+ * typed code lives in pool_impl.h, included once per dtype. */
 #include <math.h>
 #include <string.h>
 #include "pool.h"
 #include "simd.h"
-#ifdef NABLA_HAVE_OPENMP
-#define NB_PRAGMA(x) _Pragma(#x)
-#define OMP_FOR_IF(cond) NB_PRAGMA(omp parallel for schedule(static) if(cond))
-#else
-#define OMP_FOR_IF(cond) (void)(cond);
-#endif
+#include "team.h"
 
 #define PAR_MIN_WORK 32768.0
 

@@ -23,8 +23,8 @@ static inline int64_t FN(window_argmax)(const T *xp, int64_t W, int64_t h0, int6
 
 /* The usual window, 2 x 2 at stride 2 tiling the image exactly, one output
  * row at a time from its two input rows r0 and r1: its own function so that
- * it is compiled for AVX2 too (simd.h), which a loop in an OpenMP region
- * cannot be. A NaN in a window wins, as in window_argmax. */
+ * it is compiled for AVX2 too (simd.h). A NaN in a window wins, as in
+ * window_argmax. */
 NB_SIMD_CLONES static void FN(max2x2_row)(const T *r0, const T *r1, int64_t wo, T *out)
 {
     for (int64_t j = 0; j < wo; j++) {
@@ -64,18 +64,33 @@ static bool FN(is_max2x2)(const nb_pool2d_geom *g)
            g->pad_left == 0 && g->h == 2 * g->ho && g->w == 2 * g->wo;
 }
 
-static void FN(pool2d)(const nb_pool2d_geom *g, const T *x, T *out)
+typedef struct FN(pool_job) {
+    const nb_pool2d_geom *g;
+    const T *x;
+    T *out;
+} FN(pool_job);
+
+/* Output rows [lo, hi) of all planes together, for the 2 x 2 window. */
+static void FN(max2x2_rows_range)(void *arg, int64_t lo, int64_t hi)
 {
-    const int64_t planes = g->n * g->c, HW = g->h * g->w, P = g->ho * g->wo;
+    const FN(pool_job) *j = arg;
+    const nb_pool2d_geom *g = j->g;
+    const T *x = j->x;
+    T *out = j->out;
+    for (int64_t r = lo; r < hi; r++)
+        FN(max2x2_row)(x + 2 * r * g->w, x + (2 * r + 1) * g->w, g->wo, out + r * g->wo);
+}
+
+/* Planes [lo, hi), any window. */
+static void FN(pool_planes_range)(void *arg, int64_t lo, int64_t hi)
+{
+    const FN(pool_job) *j = arg;
+    const nb_pool2d_geom *g = j->g;
+    const T *x = j->x;
+    T *out = j->out;
+    const int64_t HW = g->h * g->w, P = g->ho * g->wo;
     const T full = (T)(g->kh * g->kw);
-    if (FN(is_max2x2)(g)) {
-        OMP_FOR_IF((double)planes * (double)P * 4 >= PAR_MIN_WORK)
-        for (int64_t r = 0; r < planes * g->ho; r++) /* output rows of all planes */
-            FN(max2x2_row)(x + 2 * r * g->w, x + (2 * r + 1) * g->w, g->wo, out + r * g->wo);
-        return;
-    }
-    OMP_FOR_IF((double)planes * (double)P * (double)(g->kh * g->kw) >= PAR_MIN_WORK)
-    for (int64_t pl = 0; pl < planes; pl++) {
+    for (int64_t pl = lo; pl < hi; pl++) {
         const T *xp = x + pl * HW;
         T *op = out + pl * P;
         for (int64_t oh = 0; oh < g->ho; oh++) {
@@ -100,19 +115,46 @@ static void FN(pool2d)(const nb_pool2d_geom *g, const T *x, T *out)
     }
 }
 
-static void FN(pool2d_grad)(const nb_pool2d_geom *g, const T *x, const T *out, const T *dout, T *dx)
+static void FN(pool2d)(const nb_pool2d_geom *g, const T *x, T *out)
 {
-    const int64_t planes = g->n * g->c, HW = g->h * g->w, P = g->ho * g->wo;
-    const T full = (T)(g->kh * g->kw);
+    const int64_t planes = g->n * g->c, P = g->ho * g->wo;
+    FN(pool_job) job = {g, x, out};
     if (FN(is_max2x2)(g)) {
-        OMP_FOR_IF((double)planes * (double)P * 4 >= PAR_MIN_WORK)
-        for (int64_t r = 0; r < planes * g->ho; r++)
-            FN(max2x2_grad_row)(x + 2 * r * g->w, x + (2 * r + 1) * g->w, out + r * g->wo, dout + r * g->wo, g->wo,
-                                dx + 2 * r * g->w, dx + (2 * r + 1) * g->w);
+        nb_team_for(planes * g->ho, (double)planes * (double)P * 4 >= PAR_MIN_WORK, FN(max2x2_rows_range), &job);
         return;
     }
-    OMP_FOR_IF((double)planes * (double)P * (double)(g->kh * g->kw) >= PAR_MIN_WORK)
-    for (int64_t pl = 0; pl < planes; pl++) {
+    nb_team_for(planes, (double)planes * (double)P * (double)(g->kh * g->kw) >= PAR_MIN_WORK,
+                FN(pool_planes_range), &job);
+}
+
+typedef struct FN(pool_grad_job) {
+    const nb_pool2d_geom *g;
+    const T *x, *out, *dout;
+    T *dx;
+} FN(pool_grad_job);
+
+/* Output rows [lo, hi) of all planes together, for the 2 x 2 window. */
+static void FN(max2x2_grad_rows_range)(void *arg, int64_t lo, int64_t hi)
+{
+    const FN(pool_grad_job) *j = arg;
+    const nb_pool2d_geom *g = j->g;
+    const T *x = j->x, *out = j->out, *dout = j->dout;
+    T *dx = j->dx;
+    for (int64_t r = lo; r < hi; r++)
+        FN(max2x2_grad_row)(x + 2 * r * g->w, x + (2 * r + 1) * g->w, out + r * g->wo, dout + r * g->wo, g->wo,
+                            dx + 2 * r * g->w, dx + (2 * r + 1) * g->w);
+}
+
+/* Planes [lo, hi), any window. */
+static void FN(pool_grad_planes_range)(void *arg, int64_t lo, int64_t hi)
+{
+    const FN(pool_grad_job) *j = arg;
+    const nb_pool2d_geom *g = j->g;
+    const T *x = j->x, *out = j->out, *dout = j->dout;
+    T *dx = j->dx;
+    const int64_t HW = g->h * g->w, P = g->ho * g->wo;
+    const T full = (T)(g->kh * g->kw);
+    for (int64_t pl = lo; pl < hi; pl++) {
         const T *xp = x + pl * HW, *op = out + pl * P, *dop = dout + pl * P;
         T *dxp = dx + pl * HW;
         memset(dxp, 0, (size_t)HW * sizeof(T));
@@ -146,6 +188,19 @@ static void FN(pool2d_grad)(const nb_pool2d_geom *g, const T *x, const T *out, c
             }
         }
     }
+}
+
+static void FN(pool2d_grad)(const nb_pool2d_geom *g, const T *x, const T *out, const T *dout, T *dx)
+{
+    const int64_t planes = g->n * g->c, P = g->ho * g->wo;
+    FN(pool_grad_job) job = {g, x, out, dout, dx};
+    if (FN(is_max2x2)(g)) {
+        nb_team_for(planes * g->ho, (double)planes * (double)P * 4 >= PAR_MIN_WORK, FN(max2x2_grad_rows_range),
+                    &job);
+        return;
+    }
+    nb_team_for(planes, (double)planes * (double)P * (double)(g->kh * g->kw) >= PAR_MIN_WORK,
+                FN(pool_grad_planes_range), &job);
 }
 
 #undef FN
