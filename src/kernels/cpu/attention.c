@@ -12,23 +12,16 @@
 #endif
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 #include "../kernels.h"
 #include "fastmath.h"
 #include "gemm.h"
 #include "simd.h"
+#include "team.h"
 #include "kernels/params/attention.h"
 #include "nabla/device.h"
 #include "nabla/kernel.h"
-
-#ifdef NABLA_HAVE_OPENMP
-#define NB_PRAGMA(x) _Pragma(#x)
-#define OMP_PARALLEL_IF(cond) NB_PRAGMA(omp parallel if (cond))
-#define OMP_FOR NB_PRAGMA(omp for schedule(dynamic, 1))
-#else
-#define OMP_PARALLEL_IF(cond)
-#define OMP_FOR
-#endif
 
 /* Queries and keys per block: a block of f32 scores is 16 KiB. */
 #define BQ 64

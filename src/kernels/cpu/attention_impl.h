@@ -119,27 +119,43 @@ NB_SIMD_CLONES static void FN(forward_block)(const att_geom *g, const T *q, cons
     }
 }
 
+typedef struct FN(forward_job) {
+    const att_geom *g;
+    const T *q, *k, *v, *mask;
+    T *out, *lse;
+    int64_t nqb, tasks;
+    _Atomic int64_t next_task;
+    atomic_bool failed;
+} FN(forward_job);
+
+/* Query blocks are handed out one at a time: under a causal mask the later
+ * ones see more keys and cost more. */
+static void FN(forward_share)(void *arg, int t, int nt)
+{
+    FN(forward_job) *j = arg;
+    FN(scratch) w = {0};
+    T *mem = FN(scratch_new)(j->g, &w);
+    if (!mem) {
+        atomic_store(&j->failed, true);
+        return;
+    }
+    const int64_t Tq = j->g->Tq;
+    for (int64_t task; (task = atomic_fetch_add_explicit(&j->next_task, 1, memory_order_relaxed)) < j->tasks;) {
+        const int64_t bh = task / j->nqb, i0 = (task % j->nqb) * BQ;
+        FN(forward_block)(j->g, j->q, j->k, j->v, j->mask, j->out, j->lse, bh, i0, Tq - i0 < BQ ? Tq - i0 : BQ, &w);
+    }
+    nb_free(mem);
+}
+
 static bool FN(attention_forward)(const att_geom *g, const T *q, const T *k, const T *v, const T *mask, T *out,
                                        T *lse)
 {
     const int64_t nqb = (g->Tq + BQ - 1) / BQ, tasks = g->bh * nqb;
     const bool par = g->work >= ATT_PAR_MIN_WORK && tasks > 1;
-    bool failed = false;
-    (void)par;
-    OMP_PARALLEL_IF(par)
-    {
-        FN(scratch) w = {0};
-        T *mem = FN(scratch_new)(g, &w);
-        if (!mem) failed = true;
-        OMP_FOR
-        for (int64_t t = 0; t < tasks; t++) {
-            if (!mem) continue;
-            const int64_t bh = t / nqb, i0 = (t % nqb) * BQ;
-            FN(forward_block)(g, q, k, v, mask, out, lse, bh, i0, g->Tq - i0 < BQ ? g->Tq - i0 : BQ, &w);
-        }
-        nb_free(mem);
-    }
-    return !failed;
+    FN(forward_job) j = {g, q, k, v, mask, out, lse, nqb, tasks, 0, false};
+    const int size = nb_team_size();
+    nb_team_run(!par ? 1 : tasks < size ? (int)tasks : size, FN(forward_share), &j);
+    return !atomic_load(&j.failed);
 }
 
 /* DQ, DK and DV of one pair bh. DK and DV gather over every query block, so
@@ -204,23 +220,38 @@ NB_SIMD_CLONES static void FN(backward_pair)(const att_geom *g, const T *q, cons
     }
 }
 
+typedef struct FN(backward_job) {
+    const att_geom *g;
+    const T *q, *k, *v, *mask, *lse, *dout, *delta;
+    T *dq, *dk, *dv;
+    atomic_bool failed;
+} FN(backward_job);
+
+/* Pairs cost the same, so each share takes an even range of them. */
+static void FN(backward_share)(void *arg, int t, int nt)
+{
+    FN(backward_job) *j = arg;
+    const int64_t lo = j->g->bh * t / nt, hi = j->g->bh * (t + 1) / nt;
+    if (lo >= hi) return;
+    FN(scratch) w = {0};
+    T *mem = FN(scratch_new)(j->g, &w);
+    if (!mem) {
+        atomic_store(&j->failed, true);
+        return;
+    }
+    for (int64_t bh = lo; bh < hi; bh++)
+        FN(backward_pair)(j->g, j->q, j->k, j->v, j->mask, j->lse, j->dout, j->delta, j->dq, j->dk, j->dv, bh, &w);
+    nb_free(mem);
+}
+
 static bool FN(attention_backward)(const att_geom *g, const T *q, const T *k, const T *v, const T *mask,
                                         const T *lse, const T *dout, const T *delta, T *dq, T *dk, T *dv)
 {
     const bool par = g->work >= ATT_PAR_MIN_WORK && g->bh > 1;
-    bool failed = false;
-    (void)par;
-    OMP_PARALLEL_IF(par)
-    {
-        FN(scratch) w = {0};
-        T *mem = FN(scratch_new)(g, &w);
-        if (!mem) failed = true;
-        OMP_FOR
-        for (int64_t bh = 0; bh < g->bh; bh++)
-            if (mem) FN(backward_pair)(g, q, k, v, mask, lse, dout, delta, dq, dk, dv, bh, &w);
-        nb_free(mem);
-    }
-    return !failed;
+    FN(backward_job) j = {g, q, k, v, mask, lse, dout, delta, dq, dk, dv, false};
+    const int size = nb_team_size();
+    nb_team_run(!par ? 1 : g->bh < size ? (int)g->bh : size, FN(backward_share), &j);
+    return !atomic_load(&j.failed);
 }
 
 /* attention_dropout_mask: the factor of every weight. */

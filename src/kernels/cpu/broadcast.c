@@ -2,9 +2,7 @@
  * merging dims) and the possibly parallel walk over the output. */
 #include <string.h>
 #include "broadcast.h"
-#ifdef NABLA_HAVE_OPENMP
-#include <omp.h>
-#endif
+#include "team.h"
 
 nb_status nb_bcast_plan_init(nb_bcast_plan *p, const char *label, int n_in, const nb_tensor *const *in,
                              const nb_tensor *out)
@@ -106,29 +104,36 @@ static void run_range(const nb_bcast_plan *p, int64_t start, int64_t end, nb_bca
     }
 }
 
+typedef struct bcast_job {
+    const nb_bcast_plan *plan;
+    nb_bcast_loop loop;
+    const void *aux;
+    int64_t total;
+} bcast_job;
+
+static void bcast_share(void *arg, int t, int nt)
+{
+    const bcast_job *j = arg;
+    const int64_t total = j->total;
+    /* Boundaries on multiples of 16 elements keep threads off each other's
+     * cache lines in the output. */
+    int64_t a = t == 0 ? 0 : (total / nt * t) & ~(int64_t)15;
+    int64_t b = t == nt - 1 ? total : (total / nt * (t + 1)) & ~(int64_t)15;
+    if (a < b) run_range(j->plan, a, b, j->loop, j->aux);
+}
+
 void nb_bcast_run(const nb_bcast_plan *p, nb_bcast_loop loop, const void *aux, int64_t grain)
 {
     int64_t total = p->numel;
     if (total <= 0) return;
-#ifdef NABLA_HAVE_OPENMP
     if (grain < 1) grain = 1;
     int64_t want = total / grain;
-    int max_threads = omp_get_max_threads();
-    if (want >= 2 && max_threads > 1 && !omp_in_parallel()) {
+    int max_threads = nb_team_size();
+    if (want >= 2 && max_threads > 1 && !nb_team_busy()) {
         int nt = want < max_threads ? (int)want : max_threads;
-#pragma omp parallel num_threads(nt)
-        {
-            int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
-            /* Boundaries on multiples of 16 elements keep threads off each
-             * other's cache lines in the output. */
-            int64_t a = t == 0 ? 0 : (total / k * t) & ~(int64_t)15;
-            int64_t b = t == k - 1 ? total : (total / k * (t + 1)) & ~(int64_t)15;
-            if (a < b) run_range(p, a, b, loop, aux);
-        }
+        bcast_job j = {p, loop, aux, total};
+        nb_team_run(nt, bcast_share, &j);
         return;
     }
-#else
-    (void)grain;
-#endif
     run_range(p, 0, total, loop, aux);
 }

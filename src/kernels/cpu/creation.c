@@ -4,22 +4,30 @@
 #include "../kernels.h"
 #include "core/tensor_internal.h"
 #include "creation.h"
+#include "simd.h"
+#include "team.h"
 
-/* Splitting a fill over threads only pays off for large outputs; every
- * loop below names its trip count `n` so that one pragma serves them all. */
-#ifdef NABLA_HAVE_OPENMP
-#define PAR_FOR _Pragma("omp parallel for schedule(static) if (n >= 32768)")
-#else
-#define PAR_FOR
-#endif
+/* Splitting a fill over threads only pays off for large outputs. */
+#define PAR_MIN 32768
 
 /* ---- constant fills --------------------------------------------------------- */
 
-#define DEFINE_FILL(T)                                  \
-    static void fill_##T(T *p, int64_t n, T v)          \
-    {                                                   \
-        PAR_FOR                                         \
-        for (int64_t i = 0; i < n; i++) p[i] = v;       \
+#define DEFINE_FILL(T)                                                      \
+    typedef struct fill_job_##T {                                           \
+        T *p;                                                               \
+        T v;                                                                \
+    } fill_job_##T;                                                         \
+    NB_SIMD_CLONES static void fill_range_##T(void *arg, int64_t lo, int64_t hi) \
+    {                                                                       \
+        const fill_job_##T *j = arg;                                        \
+        T *p = j->p;                                                        \
+        const T v = j->v;                                                   \
+        for (int64_t i = lo; i < hi; i++) p[i] = v;                         \
+    }                                                                       \
+    static void fill_##T(T *p, int64_t n, T v)                              \
+    {                                                                       \
+        fill_job_##T j = {p, v};                                            \
+        nb_team_for(n, n >= PAR_MIN, fill_range_##T, &j);                  \
     }
 DEFINE_FILL(float)
 DEFINE_FILL(double)
@@ -128,6 +136,26 @@ static nb_status random_dtype_error(const nb_kernel_ctx *k, nb_dtype dt)
 /* lo + (hi - lo) * u with u in [0, 1) can still round up to hi (or, in
  * float32, land just outside [lo, hi)); clamping to the representable
  * values inside the interval keeps the documented half-open range. */
+typedef struct uniform_f32_job {
+    float *p;
+    const nb_rng *base;
+    double lo, span;
+    float top, bottom;
+} uniform_f32_job;
+
+static void uniform_f32_range(void *arg, int64_t i0, int64_t i1)
+{
+    const uniform_f32_job *j = arg;
+    float *p = j->p;
+    const double lo = j->lo, span = j->span;
+    const float top = j->top, bottom = j->bottom;
+    for (int64_t i = i0; i < i1; i++) {
+        nb_rng s = rng_at(j->base, (uint64_t)i);
+        float v = (float)(lo + span * nb_rng_uniform(&s));
+        p[i] = v > top ? top : v < bottom ? bottom : v;
+    }
+}
+
 static void uniform_f32(float *p, int64_t n, const nb_rng *base, double lo, double hi)
 {
     double span = hi - lo;
@@ -135,23 +163,33 @@ static void uniform_f32(float *p, int64_t n, const nb_rng *base, double lo, doub
     while (hi > lo && (double)top >= hi) top = nextafterf(top, -INFINITY);
     while (hi > lo && (double)bottom < lo) bottom = nextafterf(bottom, INFINITY);
     if (!(hi > lo) || bottom > top) top = bottom = (float)lo;
-    PAR_FOR
-    for (int64_t i = 0; i < n; i++) {
-        nb_rng s = rng_at(base, (uint64_t)i);
-        float v = (float)(lo + span * nb_rng_uniform(&s));
-        p[i] = v > top ? top : v < bottom ? bottom : v;
+    uniform_f32_job j = {p, base, lo, span, top, bottom};
+    nb_team_for(n, n >= PAR_MIN, uniform_f32_range, &j);
+}
+
+typedef struct uniform_f64_job {
+    double *p;
+    const nb_rng *base;
+    double lo, span, top;
+} uniform_f64_job;
+
+static void uniform_f64_range(void *arg, int64_t i0, int64_t i1)
+{
+    const uniform_f64_job *j = arg;
+    double *p = j->p;
+    const double lo = j->lo, span = j->span, top = j->top;
+    for (int64_t i = i0; i < i1; i++) {
+        nb_rng s = rng_at(j->base, (uint64_t)i);
+        double v = lo + span * nb_rng_uniform(&s);
+        p[i] = v > top ? top : v;
     }
 }
 
 static void uniform_f64(double *p, int64_t n, const nb_rng *base, double lo, double hi)
 {
     double span = hi - lo, top = hi > lo ? nextafter(hi, -INFINITY) : lo;
-    PAR_FOR
-    for (int64_t i = 0; i < n; i++) {
-        nb_rng s = rng_at(base, (uint64_t)i);
-        double v = lo + span * nb_rng_uniform(&s);
-        p[i] = v > top ? top : v;
-    }
+    uniform_f64_job j = {p, base, lo, span, top};
+    nb_team_for(n, n >= PAR_MIN, uniform_f64_range, &j);
 }
 
 /* uniform_random, and the other random kernels below: Out drawn from
@@ -177,14 +215,28 @@ static nb_status run_uniform_random(const nb_kernel_ctx *k)
 /* nb_rng_normal consumes two positions (Box-Muller). */
 #define NORMAL_POSITIONS 2
 
+/* The job of the normal initialisers below. */
+typedef struct normal_job {
+    void *p;
+    const nb_rng *base;
+    double mean, std;
+} normal_job;
+
 #define DEFINE_GAUSSIAN(T)                                                                     \
-    static void gaussian_##T(T *p, int64_t n, const nb_rng *base, double mean, double std)    \
+    static void gaussian_range_##T(void *arg, int64_t lo, int64_t hi)                          \
     {                                                                                          \
-        PAR_FOR                                                                                \
-        for (int64_t i = 0; i < n; i++) {                                                      \
-            nb_rng s = rng_at(base, (uint64_t)i * NORMAL_POSITIONS);                           \
+        const normal_job *j = arg;                                                             \
+        T *p = j->p;                                                                           \
+        const double mean = j->mean, std = j->std;                                             \
+        for (int64_t i = lo; i < hi; i++) {                                                    \
+            nb_rng s = rng_at(j->base, (uint64_t)i * NORMAL_POSITIONS);                        \
             p[i] = (T)(mean + std * nb_rng_normal(&s));                                        \
         }                                                                                      \
+    }                                                                                          \
+    static void gaussian_##T(T *p, int64_t n, const nb_rng *base, double mean, double std)    \
+    {                                                                                          \
+        normal_job j = {p, base, mean, std};                                                   \
+        nb_team_for(n, n >= PAR_MIN, gaussian_range_##T, &j);                                  \
     }
 DEFINE_GAUSSIAN(float)
 DEFINE_GAUSSIAN(double)
@@ -223,13 +275,20 @@ static inline double truncated_normal(nb_rng s)
 }
 
 #define DEFINE_TRUNCATED(T)                                                                    \
-    static void truncated_##T(T *p, int64_t n, const nb_rng *base, double mean, double std)   \
+    static void truncated_range_##T(void *arg, int64_t lo, int64_t hi)                         \
     {                                                                                          \
-        PAR_FOR                                                                                \
-        for (int64_t i = 0; i < n; i++) {                                                      \
-            double z = truncated_normal(rng_at(base, (uint64_t)i * NORMAL_POSITIONS * TRUNC_TRIES)); \
+        const normal_job *j = arg;                                                             \
+        T *p = j->p;                                                                           \
+        const double mean = j->mean, std = j->std;                                             \
+        for (int64_t i = lo; i < hi; i++) {                                                    \
+            double z = truncated_normal(rng_at(j->base, (uint64_t)i * NORMAL_POSITIONS * TRUNC_TRIES)); \
             p[i] = (T)(mean + std * z);                                                        \
         }                                                                                      \
+    }                                                                                          \
+    static void truncated_##T(T *p, int64_t n, const nb_rng *base, double mean, double std)   \
+    {                                                                                          \
+        normal_job j = {p, base, mean, std};                                                   \
+        nb_team_for(n, n >= PAR_MIN, truncated_range_##T, &j);                                 \
     }
 DEFINE_TRUNCATED(float)
 DEFINE_TRUNCATED(double)

@@ -13,48 +13,17 @@
 #include "../kernels.h"
 #include "optimizer.h"
 #include "simd.h"
-#ifdef NABLA_HAVE_OPENMP
-#include <omp.h>
-#endif
+#include "team.h"
 
 #define PAR_MIN 32768
 #define PI 3.14159265358979323846
 
-/* The update loops, split among threads and with a promise to the compiler
- * that iterations are independent: an update in place (ParamOut = Param)
- * reads and writes the same element, and without the promise gcc gives up
- * on proving that up to seven pointers never overlap and leaves the loop
- * scalar. */
-#if defined(NABLA_HAVE_OPENMP)
-#define PARALLEL_SIMD _Pragma("omp parallel for simd schedule(static) if (par)")
-#elif defined(__GNUC__) && !defined(__clang__)
-#define PARALLEL_SIMD _Pragma("GCC ivdep")
-#else
-#define PARALLEL_SIMD /* (Clang checks the overlap at run time itself) */
-#endif
-
-/* Runs CALL, which reads i0 and i1, over [0, n) cut into one even range per
- * thread (a single range below PAR_MIN elements). For loops that live in
- * NB_SIMD_CLONES functions: the body of an OpenMP region is outlined into a
- * function of its own, which target_clones would not copy. */
-#ifdef NABLA_HAVE_OPENMP
-#define SPLIT_RANGE(n, CALL)                                                        \
-    do {                                                                            \
-        const int64_t n_ = (n);                                                     \
-        _Pragma("omp parallel if (n_ >= PAR_MIN)")                                  \
-        {                                                                           \
-            int64_t t_ = omp_get_thread_num(), nt_ = omp_get_num_threads();         \
-            int64_t i0 = n_ * t_ / nt_, i1 = n_ * (t_ + 1) / nt_;                   \
-            CALL;                                                                   \
-        }                                                                           \
-    } while (0)
-#else
-#define SPLIT_RANGE(n, CALL)                                                        \
-    do {                                                                            \
-        int64_t i0 = 0, i1 = (n);                                                   \
-        CALL;                                                                       \
-    } while (0)
-#endif
+/* The update loops are range functions over [i0, i1) of the elements,
+ * marked NB_SIMD_CLONES, with a promise to the compiler that iterations are
+ * independent: an update in place (ParamOut = Param) reads and writes the
+ * same element, and without the promise gcc gives up on proving that up to
+ * seven pointers never overlap and leaves the loop scalar. (Clang checks
+ * the overlap at run time itself.) */
 #if defined(__GNUC__) && !defined(__clang__)
 #define INDEPENDENT _Pragma("GCC ivdep")
 #else
@@ -78,43 +47,78 @@ static nb_status bad_dtype(const nb_kernel_ctx *ctx, nb_dtype dt)
                     nb_dtype_name(dt));
 }
 
-/* Calls KERNEL(T) with T the parameter's element type. */
-#define DISPATCH(ctx, KERNEL)                                         \
-    do {                                                              \
-        switch (nb_kin(ctx, 0, 0)->dtype) {                            \
-        case NB_F32: KERNEL(float); break;                            \
-        case NB_F64: KERNEL(double); break;                           \
-        default: return bad_dtype(ctx, nb_kin(ctx, 0, 0)->dtype);      \
-        }                                                             \
-    } while (0)
+/* Runs the update range function of Param's dtype over its elements, split
+ * among the team from PAR_MIN elements on. */
+static nb_status run_update(const nb_kernel_ctx *ctx, nb_range_fn f32, nb_range_fn f64, void *args)
+{
+    const nb_tensor *param = nb_kin(ctx, 0, 0);
+    const int64_t n = nb_tensor_numel(param);
+    switch (param->dtype) {
+    case NB_F32: nb_team_for(n, n >= PAR_MIN, f32, args); return NB_OK;
+    case NB_F64: nb_team_for(n, n >= PAR_MIN, f64, args); return NB_OK;
+    default: return bad_dtype(ctx, param->dtype);
+    }
+}
 
-#define IN(T, slot) ((const T *)nb_tensor_data(nb_kin(ctx, (slot), 0)))
-#define OUT(T, slot) ((T *)nb_tensor_data(nb_kout(ctx, (slot), 0)))
+#define IN(slot) nb_tensor_data(nb_kin(ctx, (slot), 0))
+#define OUT(slot) nb_tensor_data(nb_kout(ctx, (slot), 0))
 
 /* ---- sgd: p -= lr * g ------------------------------------------------------------ */
+
+typedef struct sgd_args {
+    const void *p, *g;
+    void *po;
+    double lr;
+} sgd_args;
+
+#define SGD_LOOP(T, S)                                                                   \
+    NB_SIMD_CLONES static void sgd_##S(void *arg, int64_t i0, int64_t i1)                 \
+    {                                                                                    \
+        const sgd_args *a = arg;                                                         \
+        const T *p = a->p, *g = a->g;                                                    \
+        T *po = a->po;                                                                   \
+        const T lr = (T)a->lr;                                                           \
+        INDEPENDENT                                                                      \
+        for (int64_t i = i0; i < i1; i++) po[i] = p[i] - lr * g[i];                      \
+    }
+SGD_LOOP(float, f32)
+SGD_LOOP(double, f64)
 
 static nb_status run_sgd(const nb_kernel_ctx *ctx)
 {
     double lrd = 0;
     nb_status st = scalar_in(ctx, 2, "LearningRate", &lrd);
     if (st) return st;
-    const int64_t n = nb_tensor_numel(nb_kin(ctx, 0, 0));
-    const bool par = n >= PAR_MIN;
-    (void)par;
-#define SGD(T)                                                   \
-    {                                                            \
-        const T *p = IN(T, 0), *g = IN(T, 1);                    \
-        T *po = OUT(T, 0);                                       \
-        const T lr = (T)lrd;                                     \
-        PARALLEL_SIMD                                            \
-        for (int64_t i = 0; i < n; i++) po[i] = p[i] - lr * g[i]; \
-    }
-    DISPATCH(ctx, SGD);
-#undef SGD
-    return NB_OK;
+    sgd_args a = {.p = IN(0), .g = IN(1), .po = OUT(0), .lr = lrd};
+    return run_update(ctx, sgd_f32, sgd_f64, &a);
 }
 
 /* ---- momentum (torch.optim.SGD, dampening 0) ---------------------------------------- */
+
+typedef struct momentum_args {
+    const void *p, *g, *v;
+    void *po, *vo;
+    double lr, mu;
+    bool nesterov;
+} momentum_args;
+
+#define MOMENTUM_LOOP(T, S)                                                              \
+    NB_SIMD_CLONES static void momentum_##S(void *arg, int64_t i0, int64_t i1)            \
+    {                                                                                    \
+        const momentum_args *a = arg;                                                    \
+        const T *p = a->p, *g = a->g, *v = a->v;                                         \
+        T *po = a->po, *vo = a->vo;                                                      \
+        const T lr = (T)a->lr, mu = (T)a->mu;                                            \
+        const bool nesterov = a->nesterov;                                               \
+        INDEPENDENT                                                                      \
+        for (int64_t i = i0; i < i1; i++) {                                              \
+            T gi = g[i], vi = mu * v[i] + gi;                                            \
+            vo[i] = vi;                                                                  \
+            po[i] = p[i] - lr * (nesterov ? gi + mu * vi : vi);                          \
+        }                                                                                \
+    }
+MOMENTUM_LOOP(float, f32)
+MOMENTUM_LOOP(double, f64)
 
 static nb_status run_momentum(const nb_kernel_ctx *ctx)
 {
@@ -122,26 +126,9 @@ static nb_status run_momentum(const nb_kernel_ctx *ctx)
     nb_status st = scalar_in(ctx, 3, "LearningRate", &lrd);
     if (st) return st;
     const nb_update_params *P = ctx->params;
-    const double mud = P->mu;
-    const bool nesterov = P->use_nesterov;
-    const int64_t n = nb_tensor_numel(nb_kin(ctx, 0, 0));
-    const bool par = n >= PAR_MIN;
-    (void)par;
-#define MOMENTUM(T)                                              \
-    {                                                            \
-        const T *p = IN(T, 0), *g = IN(T, 1), *v = IN(T, 2);     \
-        T *po = OUT(T, 0), *vo = OUT(T, 1);                      \
-        const T lr = (T)lrd, mu = (T)mud;                        \
-        PARALLEL_SIMD                                            \
-        for (int64_t i = 0; i < n; i++) {                        \
-            T gi = g[i], vi = mu * v[i] + gi;                    \
-            vo[i] = vi;                                          \
-            po[i] = p[i] - lr * (nesterov ? gi + mu * vi : vi);  \
-        }                                                        \
-    }
-    DISPATCH(ctx, MOMENTUM);
-#undef MOMENTUM
-    return NB_OK;
+    momentum_args a = {.p = IN(0), .g = IN(1), .v = IN(2), .po = OUT(0), .vo = OUT(1),
+                       .lr = lrd, .mu = P->mu, .nesterov = P->use_nesterov};
+    return run_update(ctx, momentum_f32, momentum_f64, &a);
 }
 
 /* ---- adam / adamw -------------------------------------------------------------------- */
@@ -154,8 +141,9 @@ typedef struct adam_args {
 
 /* Elements [i0, i1) of the update, in the parameter's dtype. */
 #define ADAM_LOOP(T, S)                                                                  \
-    NB_SIMD_CLONES static void adam_##S(int64_t i0, int64_t i1, const adam_args *a)        \
+    NB_SIMD_CLONES static void adam_##S(void *arg, int64_t i0, int64_t i1)                \
     {                                                                                    \
+        const adam_args *a = arg;                                                        \
         const T *p = a->p, *g = a->g, *m = a->m, *v = a->v;                              \
         T *po = a->po, *mo = a->mo, *vo = a->vo;                                         \
         const T b2 = (T)a->b2, eps = (T)a->eps, decay = (T)a->decay;                     \
@@ -190,20 +178,13 @@ static nb_status run_adam(const nb_kernel_ctx *ctx)
     if (!(b1p < 1.0) || !(b2p < 1.0))
         return nb_error(NB_ERR_ARG, "%s: Beta1Pow %g and Beta2Pow %g must be below 1 (they hold beta^t)", ctx->label,
                         b1p, b2p);
-    const int64_t n = nb_tensor_numel(nb_kin(ctx, 0, 0));
-    const adam_args a = {
-        .p = nb_tensor_data(nb_kin(ctx, 0, 0)), .g = nb_tensor_data(nb_kin(ctx, 1, 0)),
-        .m = nb_tensor_data(nb_kin(ctx, 2, 0)), .v = nb_tensor_data(nb_kin(ctx, 3, 0)),
-        .po = nb_tensor_data(nb_kout(ctx, 0, 0)), .mo = nb_tensor_data(nb_kout(ctx, 1, 0)),
-        .vo = nb_tensor_data(nb_kout(ctx, 2, 0)),
+    adam_args a = {
+        .p = IN(0), .g = IN(1), .m = IN(2), .v = IN(3), .po = OUT(0), .mo = OUT(1), .vo = OUT(2),
         .b1 = b1d, .b2 = b2d, .eps = epsd, .decay = 1.0 - lrd * wdd,
         .step_size = lrd / (1.0 - b1p), .bc2_sqrt = sqrt(1.0 - b2p),
     };
-    switch (nb_kin(ctx, 0, 0)->dtype) {
-    case NB_F32: SPLIT_RANGE(n, adam_f32(i0, i1, &a)); break;
-    case NB_F64: SPLIT_RANGE(n, adam_f64(i0, i1, &a)); break;
-    default: return bad_dtype(ctx, nb_kin(ctx, 0, 0)->dtype);
-    }
+    st = run_update(ctx, adam_f32, adam_f64, &a);
+    if (st) return st;
     nb_tensor_set(nb_kout(ctx, 3, 0), 0, b1p * b1d);
     nb_tensor_set(nb_kout(ctx, 4, 0), 0, b2p * b2d);
     return NB_OK;
@@ -211,32 +192,24 @@ static nb_status run_adam(const nb_kernel_ctx *ctx)
 
 /* ---- rmsprop ---------------------------------------------------------------------------- */
 
-/* Slots: in Param, Grad, MeanSquare, LearningRate, Moment?, MeanGrad?;
- * out ParamOut, MeanSquareOut, MomentOut?, MeanGradOut?. With a Moment
- * buffer the step goes through it (buf = momentum*buf + g/avg), which for
- * momentum 0 is the plain step. */
-static nb_status run_rmsprop(const nb_kernel_ctx *ctx)
-{
-    double lrd = 0;
-    nb_status st = scalar_in(ctx, 3, "LearningRate", &lrd);
-    if (st) return st;
-    const nb_update_params *P = ctx->params;
-    const double rhod = P->rho, epsd = P->epsilon;
-    const double momd = P->momentum;
-    const bool has_mom = nb_khas_in(ctx, 4), centered = nb_khas_in(ctx, 5);
-    const int64_t n = nb_tensor_numel(nb_kin(ctx, 0, 0));
-    const bool par = n >= PAR_MIN;
-    (void)par;
-#define RMSPROP(T)                                                                          \
+typedef struct rmsprop_args {
+    const void *p, *g, *sq, *buf, *ga;
+    void *po, *sqo, *bufo, *gao;
+    double rho, eps, mom, lr;
+    bool has_mom, centered;
+} rmsprop_args;
+
+#define RMSPROP_LOOP(T, S)                                                                  \
+    NB_SIMD_CLONES static void rmsprop_##S(void *arg, int64_t i0, int64_t i1)                \
     {                                                                                       \
-        const T *p = IN(T, 0), *g = IN(T, 1), *sq = IN(T, 2);                               \
-        const T *buf = has_mom ? IN(T, 4) : NULL, *ga = centered ? IN(T, 5) : NULL;         \
-        T *po = OUT(T, 0), *sqo = OUT(T, 1);                                                \
-        T *bufo = has_mom ? OUT(T, 2) : NULL, *gao = centered ? OUT(T, 3) : NULL;           \
-        const T rho = (T)rhod, one_m_rho = (T)(1.0 - rhod), eps = (T)epsd;                  \
-        const T mom = (T)momd, lr = (T)lrd;                                                 \
-        PARALLEL_SIMD                                                                       \
-        for (int64_t i = 0; i < n; i++) {                                                   \
+        const rmsprop_args *a = arg;                                                        \
+        const T *p = a->p, *g = a->g, *sq = a->sq, *buf = a->buf, *ga = a->ga;              \
+        T *po = a->po, *sqo = a->sqo, *bufo = a->bufo, *gao = a->gao;                       \
+        const T rho = (T)a->rho, one_m_rho = (T)(1.0 - a->rho), eps = (T)a->eps;            \
+        const T mom = (T)a->mom, lr = (T)a->lr;                                             \
+        const bool has_mom = a->has_mom, centered = a->centered;                            \
+        INDEPENDENT                                                                         \
+        for (int64_t i = i0; i < i1; i++) {                                                 \
             T gi = g[i], si = sq[i] * rho + one_m_rho * gi * gi, avg;                       \
             sqo[i] = si;                                                                    \
             if (centered) {                                                                 \
@@ -255,37 +228,62 @@ static nb_status run_rmsprop(const nb_kernel_ctx *ctx)
             }                                                                               \
         }                                                                                   \
     }
-    DISPATCH(ctx, RMSPROP);
-#undef RMSPROP
-    return NB_OK;
+RMSPROP_LOOP(float, f32)
+RMSPROP_LOOP(double, f64)
+
+/* Slots: in Param, Grad, MeanSquare, LearningRate, Moment?, MeanGrad?;
+ * out ParamOut, MeanSquareOut, MomentOut?, MeanGradOut?. With a Moment
+ * buffer the step goes through it (buf = momentum*buf + g/avg), which for
+ * momentum 0 is the plain step. */
+static nb_status run_rmsprop(const nb_kernel_ctx *ctx)
+{
+    double lrd = 0;
+    nb_status st = scalar_in(ctx, 3, "LearningRate", &lrd);
+    if (st) return st;
+    const nb_update_params *P = ctx->params;
+    const bool has_mom = nb_khas_in(ctx, 4), centered = nb_khas_in(ctx, 5);
+    rmsprop_args a = {
+        .p = IN(0), .g = IN(1), .sq = IN(2), .buf = has_mom ? IN(4) : NULL, .ga = centered ? IN(5) : NULL,
+        .po = OUT(0), .sqo = OUT(1), .bufo = has_mom ? OUT(2) : NULL, .gao = centered ? OUT(3) : NULL,
+        .rho = P->rho, .eps = P->epsilon, .mom = P->momentum, .lr = lrd,
+        .has_mom = has_mom, .centered = centered,
+    };
+    return run_update(ctx, rmsprop_f32, rmsprop_f64, &a);
 }
 
 /* ---- adagrad ----------------------------------------------------------------------------- */
+
+typedef struct adagrad_args {
+    const void *p, *g, *acc;
+    void *po, *acco;
+    double eps, lr;
+} adagrad_args;
+
+#define ADAGRAD_LOOP(T, S)                                                               \
+    NB_SIMD_CLONES static void adagrad_##S(void *arg, int64_t i0, int64_t i1)             \
+    {                                                                                    \
+        const adagrad_args *a = arg;                                                     \
+        const T *p = a->p, *g = a->g, *acc = a->acc;                                     \
+        T *po = a->po, *acco = a->acco;                                                  \
+        const T eps = (T)a->eps, lr = (T)a->lr;                                          \
+        INDEPENDENT                                                                      \
+        for (int64_t i = i0; i < i1; i++) {                                              \
+            T gi = g[i], ai = acc[i] + gi * gi;                                          \
+            acco[i] = ai;                                                                \
+            po[i] = p[i] - lr * (gi / (sqrt(ai) + eps));                                 \
+        }                                                                                \
+    }
+ADAGRAD_LOOP(float, f32)
+ADAGRAD_LOOP(double, f64)
 
 static nb_status run_adagrad(const nb_kernel_ctx *ctx)
 {
     double lrd = 0;
     nb_status st = scalar_in(ctx, 3, "LearningRate", &lrd);
     if (st) return st;
-    const double epsd = ((const nb_update_params *)ctx->params)->epsilon;
-    const int64_t n = nb_tensor_numel(nb_kin(ctx, 0, 0));
-    const bool par = n >= PAR_MIN;
-    (void)par;
-#define ADAGRAD(T)                                                  \
-    {                                                               \
-        const T *p = IN(T, 0), *g = IN(T, 1), *acc = IN(T, 2);      \
-        T *po = OUT(T, 0), *acco = OUT(T, 1);                       \
-        const T eps = (T)epsd, lr = (T)lrd;                         \
-        PARALLEL_SIMD                                               \
-        for (int64_t i = 0; i < n; i++) {                           \
-            T gi = g[i], ai = acc[i] + gi * gi;                     \
-            acco[i] = ai;                                           \
-            po[i] = p[i] - lr * (gi / (sqrt(ai) + eps));            \
-        }                                                           \
-    }
-    DISPATCH(ctx, ADAGRAD);
-#undef ADAGRAD
-    return NB_OK;
+    adagrad_args a = {.p = IN(0), .g = IN(1), .acc = IN(2), .po = OUT(0), .acco = OUT(1),
+                      .eps = ((const nb_update_params *)ctx->params)->epsilon, .lr = lrd};
+    return run_update(ctx, adagrad_f32, adagrad_f64, &a);
 }
 
 /* ---- learning-rate schedules ---------------------------------------------------------------- */

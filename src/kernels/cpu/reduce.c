@@ -20,17 +20,12 @@
 #include <string.h>
 #include "reduce.h"
 #include "simd.h"
+#include "team.h"
 
 /* Loops over at least this many elements are split among threads. */
 #define RED_PAR_MIN 32768
 /* Row chunk for inner > 1: accumulators live on the stack. */
 #define RED_CHUNK 256
-
-#ifdef NABLA_HAVE_OPENMP
-#define RED_PARALLEL_FOR _Pragma("omp parallel for schedule(static) if (par_)")
-#else
-#define RED_PARALLEL_FOR
-#endif
 
 typedef enum red_kind { RED_SUM, RED_MEAN, RED_MAX, RED_MIN, RED_PROD, RED_LSE, RED_KINDS } red_kind;
 
@@ -97,7 +92,7 @@ bool nb_sum_to_mask(int x_ndim, const int64_t *x_shape, int like_ndim, const int
  * accumulators. */
 #define DEF_RED(NAME, T, A, INIT, STEP, FIN)                                                       \
     /* One output from a contiguous run of R (the loops live in functions of  \
-     * their own so that they get the AVX2 copy: OpenMP's outlined bodies do not). */ \
+     * their own so that they get the AVX2 copy). */                          \
     NB_SIMD_CLONES static T NAME##_row(const T *restrict p, int64_t R)                             \
     {                                                                                              \
         A s[8];                                                                                    \
@@ -127,26 +122,42 @@ bool nb_sum_to_mask(int x_ndim, const int64_t *x_shape, int like_ndim, const int
         }                                                                                          \
         for (int64_t i = 0; i < n; i++) o_row[i] = FIN(acc[i]);                                    \
     }                                                                                              \
-    static void NAME(const void *xv, void *ov, int64_t outer, int64_t R, int64_t inner)            \
+    typedef struct NAME##_job {                                                                    \
+        const T *x;                                                                                \
+        T *out;                                                                                    \
+        int64_t R, inner, nch;                                                                     \
+    } NAME##_job;                                                                                  \
+    /* Outputs [lo, hi) when inner == 1. */                                                        \
+    static void NAME##_row_range(void *arg, int64_t lo, int64_t hi)                                \
     {                                                                                              \
-        const T *restrict x = xv;                                                                  \
-        T *restrict out = ov;                                                                      \
-        if (inner == 1) {                                                                          \
-            bool par_ = outer > 1 && outer * R >= RED_PAR_MIN;                                     \
-            (void)par_;                                                                            \
-            RED_PARALLEL_FOR                                                                       \
-            for (int64_t o = 0; o < outer; o++) out[o] = NAME##_row(x + o * R, R);                 \
-            return;                                                                                \
-        }                                                                                          \
-        int64_t nch = (inner + RED_CHUNK - 1) / RED_CHUNK;                                         \
-        bool par_ = outer * nch > 1 && outer * R * inner >= RED_PAR_MIN;                           \
-        (void)par_;                                                                                \
-        RED_PARALLEL_FOR                                                                           \
-        for (int64_t t = 0; t < outer * nch; t++) {                                                \
+        const NAME##_job *j = arg;                                                                 \
+        const T *restrict x = j->x;                                                                \
+        T *restrict out = j->out;                                                                  \
+        for (int64_t o = lo; o < hi; o++) out[o] = NAME##_row(x + o * j->R, j->R);                 \
+    }                                                                                              \
+    /* Chunks [lo, hi) of RED_CHUNK outputs when inner > 1. */                                     \
+    static void NAME##_chunk_range(void *arg, int64_t lo, int64_t hi)                              \
+    {                                                                                              \
+        const NAME##_job *j = arg;                                                                 \
+        const T *restrict x = j->x;                                                                \
+        T *restrict out = j->out;                                                                  \
+        const int64_t R = j->R, inner = j->inner, nch = j->nch;                                    \
+        for (int64_t t = lo; t < hi; t++) {                                                        \
             int64_t o = t / nch, i0 = (t % nch) * RED_CHUNK;                                       \
             int64_t n = inner - i0 < RED_CHUNK ? inner - i0 : RED_CHUNK;                           \
             NAME##_cols(x + o * R * inner + i0, R, inner, n, out + o * inner + i0);                \
         }                                                                                          \
+    }                                                                                              \
+    static void NAME(const void *xv, void *ov, int64_t outer, int64_t R, int64_t inner)            \
+    {                                                                                              \
+        int64_t nch = (inner + RED_CHUNK - 1) / RED_CHUNK;                                         \
+        NAME##_job j = {xv, ov, R, inner, nch};                                                    \
+        if (inner == 1) {                                                                          \
+            nb_team_for(outer, outer > 1 && outer * R >= RED_PAR_MIN, NAME##_row_range, &j);        \
+            return;                                                                                \
+        }                                                                                          \
+        nb_team_for(outer * nch, outer * nch > 1 && outer * R * inner >= RED_PAR_MIN,              \
+                    NAME##_chunk_range, &j);                                                       \
     }
 
 #define INIT_ZERO(p) 0
@@ -192,15 +203,18 @@ DEF_RED(red_min_i64, int64_t, int64_t, INIT_FIRST, STEP_IMIN, FIN_I64)
  * no exp overflows. When m is infinite or NaN the answer is m itself (all
  * -inf, some +inf, or a NaN), and the shifted form would give NaN. */
 #define DEF_LSE(NAME, T, EXP)                                                                      \
-    static void NAME(const void *xv, void *ov, int64_t outer, int64_t R, int64_t inner)            \
+    typedef struct NAME##_job {                                                                    \
+        const T *x;                                                                                \
+        T *out;                                                                                    \
+        int64_t R, inner, nch;                                                                     \
+    } NAME##_job;                                                                                  \
+    NB_SIMD_CLONES static void NAME##_chunk_range(void *arg, int64_t lo, int64_t hi)               \
     {                                                                                              \
-        const T *restrict x = xv;                                                                  \
-        T *restrict out = ov;                                                                      \
-        int64_t nch = (inner + RED_CHUNK - 1) / RED_CHUNK;                                         \
-        bool par_ = outer * nch > 1 && outer * R * inner >= RED_PAR_MIN / 8;                       \
-        (void)par_;                                                                                \
-        RED_PARALLEL_FOR                                                                           \
-        for (int64_t t = 0; t < outer * nch; t++) {                                                \
+        const NAME##_job *j = arg;                                                                 \
+        const T *restrict x = j->x;                                                                \
+        T *restrict out = j->out;                                                                  \
+        const int64_t R = j->R, inner = j->inner, nch = j->nch;                                    \
+        for (int64_t t = lo; t < hi; t++) {                                                        \
             int64_t o = t / nch, i0 = (t % nch) * RED_CHUNK;                                       \
             int64_t n = inner - i0 < RED_CHUNK ? inner - i0 : RED_CHUNK;                           \
             const T *base = x + o * R * inner + i0;                                                \
@@ -215,6 +229,13 @@ DEF_RED(red_min_i64, int64_t, int64_t, INIT_FIRST, STEP_IMIN, FIN_I64)
             for (int64_t i = 0; i < n; i++)                                                        \
                 o_row[i] = isfinite(m[i]) ? (T)(m[i] + log(s[i])) : m[i];                          \
         }                                                                                          \
+    }                                                                                              \
+    static void NAME(const void *xv, void *ov, int64_t outer, int64_t R, int64_t inner)            \
+    {                                                                                              \
+        int64_t nch = (inner + RED_CHUNK - 1) / RED_CHUNK;                                         \
+        NAME##_job j = {xv, ov, R, inner, nch};                                                    \
+        nb_team_for(outer * nch, outer * nch > 1 && outer * R * inner >= RED_PAR_MIN / 8,          \
+                    NAME##_chunk_range, &j);                                                       \
     }
 
 DEF_LSE(red_lse_f32, float, expf)
@@ -374,14 +395,18 @@ static nb_status run_sum_to(const nb_kernel_ctx *k)
 /* BETTER(v, best): v replaces the best so far. Strict, so the first of
  * equal values wins; for floats the first NaN wins, as in NumPy. */
 #define DEF_ARG(NAME, T, BETTER)                                                                   \
-    static void NAME(const void *xv, int64_t *restrict out, int64_t outer, int64_t R, int64_t inner) \
+    typedef struct NAME##_job {                                                                    \
+        const T *x;                                                                                \
+        int64_t *out;                                                                              \
+        int64_t R, inner, nch;                                                                     \
+    } NAME##_job;                                                                                  \
+    NB_SIMD_CLONES static void NAME##_chunk_range(void *arg, int64_t lo, int64_t hi)               \
     {                                                                                              \
-        const T *restrict x = xv;                                                                  \
-        int64_t nch = (inner + RED_CHUNK - 1) / RED_CHUNK;                                         \
-        bool par_ = outer * nch > 1 && outer * R * inner >= RED_PAR_MIN;                           \
-        (void)par_;                                                                                \
-        RED_PARALLEL_FOR                                                                           \
-        for (int64_t t = 0; t < outer * nch; t++) {                                                \
+        const NAME##_job *j = arg;                                                                 \
+        const T *restrict x = j->x;                                                                \
+        int64_t *restrict out = j->out;                                                            \
+        const int64_t R = j->R, inner = j->inner, nch = j->nch;                                    \
+        for (int64_t t = lo; t < hi; t++) {                                                        \
             int64_t o = t / nch, i0 = (t % nch) * RED_CHUNK;                                       \
             int64_t n = inner - i0 < RED_CHUNK ? inner - i0 : RED_CHUNK;                           \
             const T *base = x + o * R * inner + i0;                                                \
@@ -396,6 +421,13 @@ static nb_status run_sum_to(const nb_kernel_ctx *k)
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
+    }                                                                                              \
+    static void NAME(const void *xv, int64_t *out, int64_t outer, int64_t R, int64_t inner)        \
+    {                                                                                              \
+        int64_t nch = (inner + RED_CHUNK - 1) / RED_CHUNK;                                         \
+        NAME##_job j = {xv, out, R, inner, nch};                                                   \
+        nb_team_for(outer * nch, outer * nch > 1 && outer * R * inner >= RED_PAR_MIN,              \
+                    NAME##_chunk_range, &j);                                                       \
     }
 
 #define BETTER_FMAX(v, b) ((v) > (b) || ((v) != (v) && (b) == (b)))
@@ -456,13 +488,21 @@ static nb_status run_argmin(const nb_kernel_ctx *k) { return arg_kernel(k, true)
  * block of every input is read before that block of Out is written. */
 #define SUMN_BLOCK 1024
 #define DEF_SUMN(NAME, T, ADD)                                                                     \
-    static void NAME(int n_in, nb_tensor *const *xs, T *out, int64_t numel)                        \
+    typedef struct NAME##_job {                                                                    \
+        int n_in;                                                                                  \
+        nb_tensor *const *xs;                                                                      \
+        T *out;                                                                                    \
+        int64_t numel;                                                                             \
+    } NAME##_job;                                                                                  \
+    /* Blocks [lo, hi) of SUMN_BLOCK elements. */                                                  \
+    NB_SIMD_CLONES static void NAME##_block_range(void *arg, int64_t lo, int64_t hi)               \
     {                                                                                              \
-        int64_t nblk = (numel + SUMN_BLOCK - 1) / SUMN_BLOCK;                                      \
-        bool par_ = nblk > 1 && numel * n_in >= RED_PAR_MIN;                                       \
-        (void)par_;                                                                                \
-        RED_PARALLEL_FOR                                                                           \
-        for (int64_t b = 0; b < nblk; b++) {                                                       \
+        const NAME##_job *j = arg;                                                                 \
+        const int n_in = j->n_in;                                                                  \
+        nb_tensor *const *xs = j->xs;                                                              \
+        T *out = j->out;                                                                           \
+        const int64_t numel = j->numel;                                                            \
+        for (int64_t b = lo; b < hi; b++) {                                                        \
             int64_t i0 = b * SUMN_BLOCK, n = numel - i0 < SUMN_BLOCK ? numel - i0 : SUMN_BLOCK;    \
             T acc[SUMN_BLOCK];                                                                     \
             const T *x0 = (const T *)nb_tensor_data(xs[0]) + i0;                                   \
@@ -473,6 +513,12 @@ static nb_status run_argmin(const nb_kernel_ctx *k) { return arg_kernel(k, true)
             }                                                                                      \
             memcpy(out + i0, acc, (size_t)n * sizeof(T));                                          \
         }                                                                                          \
+    }                                                                                              \
+    static void NAME(int n_in, nb_tensor *const *xs, T *out, int64_t numel)                        \
+    {                                                                                              \
+        int64_t nblk = (numel + SUMN_BLOCK - 1) / SUMN_BLOCK;                                      \
+        NAME##_job j = {n_in, xs, out, numel};                                                     \
+        nb_team_for(nblk, nblk > 1 && numel * n_in >= RED_PAR_MIN, NAME##_block_range, &j);        \
     }
 
 #define ADD_PLAIN(a, v) ((a) += (v))

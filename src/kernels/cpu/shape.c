@@ -8,6 +8,7 @@
 #include "nabla/tensor.h"
 #include "index.h"
 #include "shape.h"
+#include "team.h"
 
 /* One element is copied with memcpy of a constant size: the compiler emits a
  * single move, and the bytes (floats or integers alike) never go through a
@@ -141,6 +142,27 @@ static void copy_tiles(const copy_plan *p, int64_t u0, int64_t u1)
     }
 }
 
+/* A copy cut into `chunks` even pieces of its `units` (tiles or rows); a
+ * range function copies pieces [lo, hi). */
+typedef struct copy_job {
+    const copy_plan *plan;
+    int64_t units, chunks;
+} copy_job;
+
+static void copy_tiles_range(void *arg, int64_t lo, int64_t hi)
+{
+    const copy_job *j = arg;
+    for (int64_t c = lo; c < hi; c++)
+        copy_tiles(j->plan, j->units * c / j->chunks, j->units * (c + 1) / j->chunks);
+}
+
+static void copy_rows_range(void *arg, int64_t lo, int64_t hi)
+{
+    const copy_job *j = arg;
+    for (int64_t c = lo; c < hi; c++)
+        copy_rows(j->plan, j->units * c / j->chunks, j->units * (c + 1) / j->chunks);
+}
+
 void nb_cpu_strided_copy(void *dst, const void *src, int ndim, const int64_t *shape, const int64_t *strides,
                          size_t el)
 {
@@ -170,31 +192,65 @@ void nb_cpu_strided_copy(void *dst, const void *src, int ndim, const int64_t *sh
         /* The source's unit-stride dim is not the last: a transposition. */
         int64_t units = total / (p.shape[p.nd - 2] * p.shape[p.nd - 1]) * ((p.shape[p.nd - 2] + TILE - 1) / TILE);
         int64_t chunks = units < 256 ? units : 256;
-        NB_SHAPE_PARALLEL_FOR(par && chunks > 1)
-        for (int64_t c = 0; c < chunks; c++) copy_tiles(&p, units * c / chunks, units * (c + 1) / chunks);
+        copy_job j = {&p, units, chunks};
+        nb_team_for(chunks, par && chunks > 1, copy_tiles_range, &j);
         return;
     }
     int64_t rows = total / p.shape[p.nd - 1];
     int64_t chunks = rows < 256 ? rows : 256;
-    NB_SHAPE_PARALLEL_FOR(par && chunks > 1)
-    for (int64_t c = 0; c < chunks; c++) copy_rows(&p, rows * c / chunks, rows * (c + 1) / chunks);
+    copy_job j = {&p, rows, chunks};
+    nb_team_for(chunks, par && chunks > 1, copy_rows_range, &j);
 }
 
 /* ---- concat / split -------------------------------------------------------- */
+
+typedef struct concat_job {
+    void *dst;
+    int n;
+    const void *const *src;
+    const size_t *row_bytes;
+    size_t total;
+} concat_job;
+
+static void concat_range(void *arg, int64_t lo, int64_t hi)
+{
+    const concat_job *j = arg;
+    for (int64_t o = lo; o < hi; o++) {
+        char *d = (char *)j->dst + (size_t)o * j->total;
+        for (int i = 0; i < j->n; i++) {
+            memcpy(d, (const char *)j->src[i] + (size_t)o * j->row_bytes[i], j->row_bytes[i]);
+            d += j->row_bytes[i];
+        }
+    }
+}
+
+typedef struct split_job {
+    void *const *dst;
+    int n;
+    const void *src;
+    const size_t *row_bytes;
+    size_t total;
+} split_job;
+
+static void split_range(void *arg, int64_t lo, int64_t hi)
+{
+    const split_job *j = arg;
+    for (int64_t o = lo; o < hi; o++) {
+        const char *s = (const char *)j->src + (size_t)o * j->total;
+        for (int i = 0; i < j->n; i++) {
+            memcpy((char *)j->dst[i] + (size_t)o * j->row_bytes[i], s, j->row_bytes[i]);
+            s += j->row_bytes[i];
+        }
+    }
+}
 
 void nb_cpu_concat(void *dst, int n, const void *const *src, const size_t *row_bytes, int64_t outer)
 {
     size_t total = 0;
     for (int i = 0; i < n; i++) total += row_bytes[i];
     if (!total) return;
-    NB_SHAPE_PARALLEL_FOR(outer > 1 && (size_t)outer * total >= NB_SHAPE_PARALLEL_BYTES)
-    for (int64_t o = 0; o < outer; o++) {
-        char *d = (char *)dst + (size_t)o * total;
-        for (int i = 0; i < n; i++) {
-            memcpy(d, (const char *)src[i] + (size_t)o * row_bytes[i], row_bytes[i]);
-            d += row_bytes[i];
-        }
-    }
+    concat_job j = {dst, n, src, row_bytes, total};
+    nb_team_for(outer, outer > 1 && (size_t)outer * total >= NB_SHAPE_PARALLEL_BYTES, concat_range, &j);
 }
 
 void nb_cpu_split(void *const *dst, int n, const void *src, const size_t *row_bytes, int64_t outer)
@@ -202,14 +258,8 @@ void nb_cpu_split(void *const *dst, int n, const void *src, const size_t *row_by
     size_t total = 0;
     for (int i = 0; i < n; i++) total += row_bytes[i];
     if (!total) return;
-    NB_SHAPE_PARALLEL_FOR(outer > 1 && (size_t)outer * total >= NB_SHAPE_PARALLEL_BYTES)
-    for (int64_t o = 0; o < outer; o++) {
-        const char *s = (const char *)src + (size_t)o * total;
-        for (int i = 0; i < n; i++) {
-            memcpy((char *)dst[i] + (size_t)o * row_bytes[i], s, row_bytes[i]);
-            s += row_bytes[i];
-        }
-    }
+    split_job j = {dst, n, src, row_bytes, total};
+    nb_team_for(outer, outer > 1 && (size_t)outer * total >= NB_SHAPE_PARALLEL_BYTES, split_range, &j);
 }
 
 /* ---- pad --------------------------------------------------------------------- */
@@ -266,6 +316,19 @@ static void pad_rows(const pad_plan *p, int64_t r0, int64_t r1)
     }
 }
 
+/* A padding cut into `chunks` even pieces of its rows; pad_rows_range
+ * writes pieces [lo, hi). */
+typedef struct pad_job {
+    const pad_plan *plan;
+    int64_t rows, chunks;
+} pad_job;
+
+static void pad_rows_range(void *arg, int64_t lo, int64_t hi)
+{
+    const pad_job *j = arg;
+    for (int64_t c = lo; c < hi; c++) pad_rows(j->plan, j->rows * c / j->chunks, j->rows * (c + 1) / j->chunks);
+}
+
 /* The index maps of nb_cpu_pad, in one allocation of map_len entries (the
  * sum of the padded sizes) that the caller frees; NULL for lack of memory. */
 static int64_t *pad_maps(int ndim, const int64_t *in_shape, const int64_t *out_shape, const int64_t *pads,
@@ -319,8 +382,8 @@ nb_status nb_cpu_pad(void *dst, const void *src, int ndim, const int64_t *in_sha
     }
     int64_t rows = total / p.out_shape[ndim - 1];
     int64_t chunks = rows < 256 ? rows : 256;
-    NB_SHAPE_PARALLEL_FOR(total >= NB_SHAPE_PARALLEL_MIN && chunks > 1)
-    for (int64_t c = 0; c < chunks; c++) pad_rows(&p, rows * c / chunks, rows * (c + 1) / chunks);
+    pad_job j = {&p, rows, chunks};
+    nb_team_for(chunks, total >= NB_SHAPE_PARALLEL_MIN && chunks > 1, pad_rows_range, &j);
     nb_free(maps);
     return NB_OK;
 }
