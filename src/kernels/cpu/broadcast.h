@@ -21,7 +21,7 @@
  * anything for a strided view), so an inner loop can test for the (1, 1, 1)
  * and the one-stride-0 cases and give the compiler plain loops to vectorise.
  *
- * nb_bcast_run() splits the output into contiguous ranges across OpenMP
+ * nb_bcast_run() splits the output into contiguous ranges across the team's
  * threads when the output has at least two `grain`s of elements, and runs
  * serially otherwise. Ranges split runs anywhere, so inner loops must not
  * assume a run starts at the beginning of a row. Outputs may alias inputs of

@@ -4,7 +4,7 @@
  * itself, or its transpose when trans_a) and op(B) is K x N. lda, ldb and ldc
  * are the row strides (in elements) of A, B and C as stored. Goes through
  * CBLAS when nabla was built with it, and otherwise through a blocked,
- * OpenMP-parallel kernel of our own. */
+ * kernel of our own that runs on the thread team (team.h). */
 #ifndef NABLA_GEMM_H
 #define NABLA_GEMM_H
 

@@ -18,20 +18,10 @@
 #include "nabla/kernel.h"
 #include "nabla/status.h"
 
-/* Below this many elements a kernel runs on one thread: starting a parallel
- * region costs more than the copy. */
+/* Below this many elements a kernel runs on one thread: starting a team run
+ * costs more than the copy. */
 #define NB_SHAPE_PARALLEL_MIN 32768
 #define NB_SHAPE_PARALLEL_BYTES (NB_SHAPE_PARALLEL_MIN * 4)
-
-/* `#pragma omp parallel for if(cond)` before a for loop when built with
- * OpenMP. Without it the pragma would trip -Werror as unknown, so the
- * condition becomes a discarded statement (keeping its variables used). */
-#ifdef NABLA_HAVE_OPENMP
-#define NB_SHAPE_PRAGMA_(x) _Pragma(#x)
-#define NB_SHAPE_PARALLEL_FOR(cond) NB_SHAPE_PRAGMA_(omp parallel for schedule(static) if(cond))
-#else
-#define NB_SHAPE_PARALLEL_FOR(cond) (void)(cond);
-#endif
 
 /* dst (contiguous, shape `shape`) receives the view of src whose element at
  * multi-index (i_0, ..., i_{n-1}) lies at src + sum(i_k * strides[k])
