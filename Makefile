@@ -34,8 +34,8 @@ test-sanitize: test-deps
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS)
 
 # The suite under ThreadSanitizer, tests/test_threads.c above all (eager builders, static
-# programs and one shared program, each in threads of their own). OpenMP is off in this
-# build: libgomp is not instrumented, so TSan would report its barriers as races.
+# programs and one shared program, each in threads of their own), and with it every
+# kernel that splits its work over the team of src/kernels/cpu/team.c.
 # The allocation-failure walk over every k, in the ASan+UBSan build so that a
 # bad read counts as a crash (tests/oom_walk.c says what each outcome means).
 test-oom: test-deps
@@ -45,7 +45,7 @@ test-oom: test-deps
 
 TSAN_BUILD ?= build-tsan
 test-tsan: test-deps
-	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DNABLA_TSAN=ON -DNABLA_USE_OPENMP=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DNABLA_TSAN=ON $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(TSAN_BUILD) -j$(JOBS)
 	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -j$(JOBS)
 

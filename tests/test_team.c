@@ -17,6 +17,14 @@
 
 #define SHARES 3
 
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+
 typedef struct who {
     _Atomic int calls[SHARES];
     pthread_t thread[SHARES];
@@ -193,6 +201,10 @@ static void test_set_num_threads(void)
 
 static void test_fork(void)
 {
+#ifdef UNDER_TSAN
+    printf("  skipped under ThreadSanitizer: it cannot start threads in a child forked from threads\n");
+    return;
+#endif
     pid_t pid = fork();
     if (pid == 0) { /* the parent's workers do not exist here */
         who w;

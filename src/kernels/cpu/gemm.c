@@ -40,7 +40,7 @@ static bool gemm_have_avx2(void)
 }
 #endif
 
-#ifdef _OPENMP
+#ifdef NABLA_HAVE_OMP_SIMD
 #define GEMM_SIMD _Pragma("omp simd")
 #else
 #define GEMM_SIMD
