@@ -205,7 +205,7 @@ elif [ "$which" = transforms ]; then
     OMP_NUM_THREADS=$threads ./build-bench/bench/bench_transforms > "$out/nabla.txt"
 elif [ "$which" = lstm ]; then
     # The LSTM's products are small ([32, 128] x [128, 512] a step), where
-    # OpenMP's threads cost more than they give on a shared machine: nabla,
+    # threads cost more than they give on a shared machine: nabla,
     # too, gets the faster of all threads and one thread, per case.
     OMP_NUM_THREADS=$threads ./build-bench/bench/bench_lstm "$scale" > "$out/nabla_a.txt"
     OMP_NUM_THREADS=1 ./build-bench/bench/bench_lstm "$scale" > "$out/nabla_b.txt"
@@ -248,7 +248,7 @@ echo "$which benchmark, medians of 7; $(nproc) cores; PyTorch's BLAS: ${blas:-un
 case "$which" in
     train|transforms) echo "(PyTorch: the faster of its two thread layouts, per case)" ;;
     lstm) echo "(each the fastest of its thread layouts: PyTorch's BLAS or intra-op threads or one thread;" \
-               "nabla's OpenMP threads or one thread)" ;;
+               "nabla's threads or one thread)" ;;
 esac
 printf '%-34s %12s %12s %8s\n' case nabla torch ratio
 while read -r _ name value _; do
