@@ -31,6 +31,31 @@ typedef enum red_kind { RED_SUM, RED_MEAN, RED_MAX, RED_MIN, RED_PROD, RED_LSE, 
 
 typedef void (*red_fn)(const void *x, void *out, int64_t outer, int64_t R, int64_t inner);
 
+/* A reduction over R rows `inner` apart, split into chunks of at most
+ * RED_CHUNK neighbouring outputs of one outer slice (chunk t: slice o,
+ * outputs [i0, i0 + n)), which every typed kernel below shares out among
+ * the team the same way. */
+typedef struct red_job {
+    const void *x;
+    void *out;
+    int64_t R, inner, nch;
+} red_job;
+
+static inline void red_chunk(const red_job *j, int64_t t, int64_t *o, int64_t *i0, int64_t *n)
+{
+    *o = t / j->nch;
+    *i0 = (t % j->nch) * RED_CHUNK;
+    *n = j->inner - *i0 < RED_CHUNK ? j->inner - *i0 : RED_CHUNK;
+}
+
+/* fn over every chunk, in parallel from par_min elements. */
+static void red_run_chunks(const void *x, void *out, int64_t outer, int64_t R, int64_t inner, int64_t par_min,
+                           nb_range_fn fn)
+{
+    red_job j = {x, out, R, inner, (inner + RED_CHUNK - 1) / RED_CHUNK};
+    nb_team_for(outer * j.nch, outer * j.nch > 1 && outer * R * inner >= par_min, fn, &j);
+}
+
 /* ---- axes ------------------------------------------------------------------ */
 
 /* "[0, 2, -1]", for messages (the list is cut short with "..." when long). */
@@ -122,42 +147,32 @@ bool nb_sum_to_mask(int x_ndim, const int64_t *x_shape, int like_ndim, const int
         }                                                                                          \
         for (int64_t i = 0; i < n; i++) o_row[i] = FIN(acc[i]);                                    \
     }                                                                                              \
-    typedef struct NAME##_job {                                                                    \
-        const T *x;                                                                                \
-        T *out;                                                                                    \
-        int64_t R, inner, nch;                                                                     \
-    } NAME##_job;                                                                                  \
     /* Outputs [lo, hi) when inner == 1. */                                                        \
     static void NAME##_row_range(void *arg, int64_t lo, int64_t hi)                                \
     {                                                                                              \
-        const NAME##_job *j = arg;                                                                 \
+        const red_job *j = arg;                                                                    \
         const T *restrict x = j->x;                                                                \
         T *restrict out = j->out;                                                                  \
         for (int64_t o = lo; o < hi; o++) out[o] = NAME##_row(x + o * j->R, j->R);                 \
     }                                                                                              \
-    /* Chunks [lo, hi) of RED_CHUNK outputs when inner > 1. */                                     \
+    /* Chunks [lo, hi) when inner > 1. */                                                          \
     static void NAME##_chunk_range(void *arg, int64_t lo, int64_t hi)                              \
     {                                                                                              \
-        const NAME##_job *j = arg;                                                                 \
-        const T *restrict x = j->x;                                                                \
-        T *restrict out = j->out;                                                                  \
-        const int64_t R = j->R, inner = j->inner, nch = j->nch;                                    \
-        for (int64_t t = lo; t < hi; t++) {                                                        \
-            int64_t o = t / nch, i0 = (t % nch) * RED_CHUNK;                                       \
-            int64_t n = inner - i0 < RED_CHUNK ? inner - i0 : RED_CHUNK;                           \
-            NAME##_cols(x + o * R * inner + i0, R, inner, n, out + o * inner + i0);                \
+        const red_job *j = arg;                                                                    \
+        for (int64_t t = lo, o, i0, n; t < hi; t++) {                                              \
+            red_chunk(j, t, &o, &i0, &n);                                                          \
+            NAME##_cols((const T *)j->x + o * j->R * j->inner + i0, j->R, j->inner, n,             \
+                        (T *)j->out + o * j->inner + i0);                                          \
         }                                                                                          \
     }                                                                                              \
     static void NAME(const void *xv, void *ov, int64_t outer, int64_t R, int64_t inner)            \
     {                                                                                              \
-        int64_t nch = (inner + RED_CHUNK - 1) / RED_CHUNK;                                         \
-        NAME##_job j = {xv, ov, R, inner, nch};                                                    \
         if (inner == 1) {                                                                          \
+            red_job j = {xv, ov, R, 1, 1};                                                         \
             nb_team_for(outer, outer > 1 && outer * R >= RED_PAR_MIN, NAME##_row_range, &j);        \
             return;                                                                                \
         }                                                                                          \
-        nb_team_for(outer * nch, outer * nch > 1 && outer * R * inner >= RED_PAR_MIN,              \
-                    NAME##_chunk_range, &j);                                                       \
+        red_run_chunks(xv, ov, outer, R, inner, RED_PAR_MIN, NAME##_chunk_range);                  \
     }
 
 #define INIT_ZERO(p) 0
@@ -203,20 +218,14 @@ DEF_RED(red_min_i64, int64_t, int64_t, INIT_FIRST, STEP_IMIN, FIN_I64)
  * no exp overflows. When m is infinite or NaN the answer is m itself (all
  * -inf, some +inf, or a NaN), and the shifted form would give NaN. */
 #define DEF_LSE(NAME, T, EXP)                                                                      \
-    typedef struct NAME##_job {                                                                    \
-        const T *x;                                                                                \
-        T *out;                                                                                    \
-        int64_t R, inner, nch;                                                                     \
-    } NAME##_job;                                                                                  \
     NB_SIMD_CLONES static void NAME##_chunk_range(void *arg, int64_t lo, int64_t hi)               \
     {                                                                                              \
-        const NAME##_job *j = arg;                                                                 \
+        const red_job *j = arg;                                                                    \
         const T *restrict x = j->x;                                                                \
         T *restrict out = j->out;                                                                  \
-        const int64_t R = j->R, inner = j->inner, nch = j->nch;                                    \
-        for (int64_t t = lo; t < hi; t++) {                                                        \
-            int64_t o = t / nch, i0 = (t % nch) * RED_CHUNK;                                       \
-            int64_t n = inner - i0 < RED_CHUNK ? inner - i0 : RED_CHUNK;                           \
+        const int64_t R = j->R, inner = j->inner;                                                  \
+        for (int64_t t = lo, o, i0, n; t < hi; t++) {                                              \
+            red_chunk(j, t, &o, &i0, &n);                                                          \
             const T *base = x + o * R * inner + i0;                                                \
             T m[RED_CHUNK];                                                                        \
             double s[RED_CHUNK];                                                                   \
@@ -232,10 +241,7 @@ DEF_RED(red_min_i64, int64_t, int64_t, INIT_FIRST, STEP_IMIN, FIN_I64)
     }                                                                                              \
     static void NAME(const void *xv, void *ov, int64_t outer, int64_t R, int64_t inner)            \
     {                                                                                              \
-        int64_t nch = (inner + RED_CHUNK - 1) / RED_CHUNK;                                         \
-        NAME##_job j = {xv, ov, R, inner, nch};                                                    \
-        nb_team_for(outer * nch, outer * nch > 1 && outer * R * inner >= RED_PAR_MIN / 8,          \
-                    NAME##_chunk_range, &j);                                                       \
+        red_run_chunks(xv, ov, outer, R, inner, RED_PAR_MIN / 8, NAME##_chunk_range);              \
     }
 
 DEF_LSE(red_lse_f32, float, expf)
@@ -395,20 +401,14 @@ static nb_status run_sum_to(const nb_kernel_ctx *k)
 /* BETTER(v, best): v replaces the best so far. Strict, so the first of
  * equal values wins; for floats the first NaN wins, as in NumPy. */
 #define DEF_ARG(NAME, T, BETTER)                                                                   \
-    typedef struct NAME##_job {                                                                    \
-        const T *x;                                                                                \
-        int64_t *out;                                                                              \
-        int64_t R, inner, nch;                                                                     \
-    } NAME##_job;                                                                                  \
     NB_SIMD_CLONES static void NAME##_chunk_range(void *arg, int64_t lo, int64_t hi)               \
     {                                                                                              \
-        const NAME##_job *j = arg;                                                                 \
+        const red_job *j = arg;                                                                    \
         const T *restrict x = j->x;                                                                \
         int64_t *restrict out = j->out;                                                            \
-        const int64_t R = j->R, inner = j->inner, nch = j->nch;                                    \
-        for (int64_t t = lo; t < hi; t++) {                                                        \
-            int64_t o = t / nch, i0 = (t % nch) * RED_CHUNK;                                       \
-            int64_t n = inner - i0 < RED_CHUNK ? inner - i0 : RED_CHUNK;                           \
+        const int64_t R = j->R, inner = j->inner;                                                  \
+        for (int64_t t = lo, o, i0, n; t < hi; t++) {                                              \
+            red_chunk(j, t, &o, &i0, &n);                                                          \
             const T *base = x + o * R * inner + i0;                                                \
             int64_t *restrict idx = out + o * inner + i0;                                          \
             T best[RED_CHUNK];                                                                     \
@@ -424,10 +424,7 @@ static nb_status run_sum_to(const nb_kernel_ctx *k)
     }                                                                                              \
     static void NAME(const void *xv, int64_t *out, int64_t outer, int64_t R, int64_t inner)        \
     {                                                                                              \
-        int64_t nch = (inner + RED_CHUNK - 1) / RED_CHUNK;                                         \
-        NAME##_job j = {xv, out, R, inner, nch};                                                   \
-        nb_team_for(outer * nch, outer * nch > 1 && outer * R * inner >= RED_PAR_MIN,              \
-                    NAME##_chunk_range, &j);                                                       \
+        red_run_chunks(xv, out, outer, R, inner, RED_PAR_MIN, NAME##_chunk_range);                 \
     }
 
 #define BETTER_FMAX(v, b) ((v) > (b) || ((v) != (v) && (b) == (b)))
