@@ -69,8 +69,8 @@ NB_API void nb_device_empty_cache(void);
  * does other work. One run at a time: work started while another thread
  * holds the team runs on its own thread. */
 NB_API int nb_num_threads(void);
-/* Sets the team's size for the runs that start after the call: n >= 1,
- * clipped to 256. */
+/* Sets the team's size for the runs that start after the call, clipped to
+ * [1, 256] (1: every kernel on the calling thread). */
 NB_API void nb_set_num_threads(int n);
 
 NB_END_DECLS
