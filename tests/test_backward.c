@@ -201,7 +201,7 @@ static nb_status copy_cpu(const nb_kernel_ctx *k) { return nb_tensor_copy_into(n
 static const nb_op_def norule_def = {
     .name = "test_no_rule", .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .infer = same_infer,
 };
-static const nb_kernel_def norule_kernel = {"test_no_rule", NB_DEVICE_CPU, NB_DT_ALL, "test", 0, copy_cpu, NULL};
+static const nb_kernel_def norule_kernel = {"test_no_rule", NB_DEVICE_CPU, NB_DT_ALL, "test", 0, copy_cpu, NULL, NULL};
 
 static void test_op_without_rule_is_an_error(void)
 {

@@ -68,9 +68,9 @@ static const nb_op_def sumall_def = {
 };
 
 static const nb_kernel_def kernels[] = {
-    {"test_addc", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, addc_cpu, NULL},
-    {"test_rand", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, rand_cpu, NULL},
-    {"test_sumall", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, sumall_cpu, NULL},
+    {"test_addc", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, addc_cpu, NULL, NULL},
+    {"test_rand", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, rand_cpu, NULL, NULL},
+    {"test_sumall", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, sumall_cpu, NULL, NULL},
 };
 
 static void setup(void)

@@ -57,7 +57,7 @@ static nb_status cube_vjp_wrong(nb_builder *b, nb_grad_ctx *g)
 static const nb_op_def cube = CUBE("test_cube", cube_vjp, cube_jvp);
 static const nb_op_def cube_bad_jvp = CUBE("test_cube_bad_jvp", cube_vjp, cube_jvp_wrong);
 static const nb_op_def cube_bad_vjp = CUBE("test_cube_bad_vjp", cube_vjp_wrong, cube_jvp);
-#define CUBE_KERNEL(nm) {nm, NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, cube_cpu, NULL}
+#define CUBE_KERNEL(nm) {nm, NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, cube_cpu, NULL, NULL}
 static const nb_kernel_def cube_kernels[] = {CUBE_KERNEL("test_cube"), CUBE_KERNEL("test_cube_bad_jvp"),
                                              CUBE_KERNEL("test_cube_bad_vjp")};
 
@@ -265,13 +265,13 @@ static const nb_op_def f32_off = CUBE("test_f32_off", copy_rules_vjp, copy_rules
 static const nb_op_def undeclared = CUBE("test_exp_undeclared", exp_vjp, exp_jvp); /* declares inputs only */
 static const nb_op_def flat_grad = CUBE("test_flat_grad", flat_vjp, copy_rules_jvp);
 static const nb_kernel_def column_kernels[] = {
-    {"test_quartic", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, quartic_cpu, NULL},
-    {"test_f32_off", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, f32_off_cpu, NULL},
-    {"test_exp_undeclared", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, exp_cpu, NULL},
-    {"test_flat_grad", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, f32_off_cpu, NULL}, /* an identity in float64 */
-    {"test_quartic2", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, quartic_cpu, NULL},
-    {"test_pair", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, pair_cpu, NULL},
-    {"test_quintic", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, quintic_cpu, NULL},
+    {"test_quartic", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, quartic_cpu, NULL, NULL},
+    {"test_f32_off", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, f32_off_cpu, NULL, NULL},
+    {"test_exp_undeclared", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, exp_cpu, NULL, NULL},
+    {"test_flat_grad", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, f32_off_cpu, NULL, NULL}, /* an identity in float64 */
+    {"test_quartic2", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, quartic_cpu, NULL, NULL},
+    {"test_pair", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, pair_cpu, NULL, NULL},
+    {"test_quintic", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, quintic_cpu, NULL, NULL},
 };
 
 static void test_each_column_catches_its_flaw(void)

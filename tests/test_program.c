@@ -48,7 +48,7 @@ static const nb_op_def axpy_def = {
     .params_size = sizeof(axpy_params),
     .params = axpy_params_fill,
 };
-static const nb_kernel_def axpy_kernel = {"test_axpy", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, axpy_cpu, NULL};
+static const nb_kernel_def axpy_kernel = {"test_axpy", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, axpy_cpu, NULL, NULL};
 
 /* test_fill: Out of attr shape filled with value. */
 static nb_status fill_infer(nb_op_ctx *c)
@@ -83,7 +83,7 @@ static const nb_op_def fill_def = {
     .params = fill_params,
     .flags = NB_OP_NOT_DIFFERENTIABLE,
 };
-static const nb_kernel_def fill_kernel = {"test_fill", NB_DEVICE_CPU, NB_DT(NB_F64), "test", 0, fill_cpu, NULL};
+static const nb_kernel_def fill_kernel = {"test_fill", NB_DEVICE_CPU, NB_DT(NB_F64), "test", 0, fill_cpu, NULL, NULL};
 
 /* test_concat: variadic X -> Out (1-D only), to exercise variadic slots. */
 static nb_status cat_infer(nb_op_ctx *c)
@@ -114,7 +114,7 @@ static const nb_op_def cat_def = {
     .outputs = {{"Out", 0}},
     .infer = cat_infer,
 };
-static const nb_kernel_def cat_kernel = {"test_concat", NB_DEVICE_CPU, NB_DT_ALL, "test", 0, cat_cpu, NULL};
+static const nb_kernel_def cat_kernel = {"test_concat", NB_DEVICE_CPU, NB_DT_ALL, "test", 0, cat_cpu, NULL, NULL};
 
 static void register_test_ops(void)
 {

@@ -453,7 +453,7 @@ static nb_status cube_jvp(nb_builder *b, nb_grad_ctx *g)
 static const nb_op_def user_cube = {.name = "user_cube", .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
                                     .infer = cube_infer, .grad_uses_inputs = 1,
                                     .vjp = cube_vjp, .jvp = cube_jvp};
-static const nb_kernel_def user_cube_kernel = {"user_cube", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, cube_cpu, NULL};
+static const nb_kernel_def user_cube_kernel = {"user_cube", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, cube_cpu, NULL, NULL};
 
 static nb_status f_cube(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {

@@ -54,7 +54,8 @@ NB_API uint64_t nb_prepared_alloc_count(const nb_prepared *pp);
  * that liveness and holds from run to run, so the bytes it holds for them
  * are planned_bytes. */
 typedef struct nb_memory_report {
-    size_t peak_bytes;     /* the most temporary bytes live at once during a run */
+    size_t peak_bytes;     /* the most temporary bytes live at once during a run (a fused group's own
+                              values take none: nb_fusion_groups) */
     int peak_op;           /* the position, in the block, of the op at that peak */
     const char *peak_vars[8]; /* the largest temporaries live there (valid while pp lives) */
     size_t peak_var_bytes[8];
@@ -81,6 +82,26 @@ NB_API void nb_prepared_set_run_index(nb_prepared *pp, uint64_t index);
  * something else, as reproducibly. Data-parallel training gives rank r
  * stream r, so that dropout differs across ranks. */
 NB_API void nb_prepared_set_stream(nb_prepared *pp, uint64_t stream);
+
+/* Fusion. Consecutive elementwise ops over one shape (an activation and
+ * the few ops of its gradient, a recurrent cell's gates) run as one pass
+ * over slices of their elements that stay in cache; a value only they use
+ * never takes memory of its own. Results are those of the ops run one by
+ * one: each op still computes every element with its own kernel's loop. The
+ * environment variable NABLA_FUSE=0, read when a program is prepared, turns
+ * it off.
+ *
+ * nb_fusion_groups writes, for each op of block `block_idx`, the index of
+ * the group it would run in, or -1 (group has one entry per op), and returns
+ * the number of groups, or -1 with the error set. It judges by the vars'
+ * declared shapes; a run whose shapes turn out to break a group (an input
+ * broadcast along a dimension declared -1) runs its ops one by one.
+ * nb_prepared_fused_steps says how many steps the last run ran fused. */
+NB_API int nb_fusion_groups(const nb_program *p, int block_idx, int *group);
+NB_API int nb_prepared_fused_steps(const nb_prepared *pp);
+/* nb_program_to_dot (nabla/program.h) with each group of block 0 drawn
+ * as a dashed cluster named "fused N"; `nabla dot --fused` draws this. */
+NB_API nb_status nb_program_to_dot_fused(const nb_program *p, FILE *f);
 
 /* An executor caches prepared programs, keyed on the program, its version
  * and the feed and fetch names, so that calling nb_executor_run in a loop

@@ -53,6 +53,19 @@ static inline nb_tensor *nb_kout(const nb_kernel_ctx *k, int slot, int i) { retu
 
 typedef nb_status (*nb_kernel_fn)(const nb_kernel_ctx *k);
 
+/* An elementwise kernel's inner loop over n elements: ptr[k] is operand k's
+ * first element (the inputs in slot order, then the output), stride[k] its
+ * step in elements (1, or 0 for an input of one element repeated); aux is
+ * what nb_kernel_def.pointwise gave. It reads each element before it writes
+ * the element of the same index, so an output may be an input. */
+typedef void (*nb_pointwise_loop)(int64_t n, char *const ptr[], const int64_t stride[], const void *aux);
+
+typedef struct nb_pointwise {
+    nb_pointwise_loop loop;
+    const void *aux;  /* the kernel's own data for the loop, often the op's parameter struct */
+    bool math;        /* many cycles per element (exp, erf, a division): threads pay off sooner */
+} nb_pointwise;
+
 /* The dtypes a kernel takes, as a bit set. */
 #define NB_DT(dt) (1u << (dt))
 #define NB_DT_FLOAT (NB_DT(NB_F32) | NB_DT(NB_F64))
@@ -70,6 +83,13 @@ typedef struct nb_kernel_def {
     /* NULL, or whether this variant takes this instance (it may look at the
      * inputs' shapes and at the parameters; outputs are not bound yet). */
     bool (*accepts)(const nb_kernel_ctx *k);
+    /* NULL, or for an op whose one output's element i depends only on
+     * element i of each input: fills `f` with the loop for dtype `dt` and
+     * the op's parameter struct `params`, or returns false where this
+     * instance cannot run that way. The executor then may run a chain of
+     * such ops together over slices that stay in cache (NABLA_FUSE=0 turns
+     * that off; src/exec/fuse.c). */
+    bool (*pointwise)(const void *params, nb_dtype dt, nb_pointwise *f);
 } nb_kernel_def;
 
 /* Adds a kernel. `k` must stay valid for the life of the process; the op

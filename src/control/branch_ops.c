@@ -313,7 +313,7 @@ const nb_op_def nb_op_net_grad = {
     .flags = NB_OP_CONTROL,
 };
 
-const nb_kernel_def nb_kernel_cond = {"cond", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, cond_kernel, NULL};
-const nb_kernel_def nb_kernel_cond_grad = {"cond_grad", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, branch_grad_kernel, NULL};
-const nb_kernel_def nb_kernel_net = {"net", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, net_kernel, NULL};
-const nb_kernel_def nb_kernel_net_grad = {"net_grad", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, branch_grad_kernel, NULL};
+const nb_kernel_def nb_kernel_cond = {"cond", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, cond_kernel, NULL, NULL};
+const nb_kernel_def nb_kernel_cond_grad = {"cond_grad", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, branch_grad_kernel, NULL, NULL};
+const nb_kernel_def nb_kernel_net = {"net", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, net_kernel, NULL, NULL};
+const nb_kernel_def nb_kernel_net_grad = {"net_grad", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, branch_grad_kernel, NULL, NULL};

@@ -345,6 +345,6 @@ const nb_op_def nb_op_recurrent_grad = {
     .flags = NB_OP_CONTROL,
 };
 
-const nb_kernel_def nb_kernel_recurrent = {"recurrent", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, recurrent_kernel, NULL};
+const nb_kernel_def nb_kernel_recurrent = {"recurrent", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, recurrent_kernel, NULL, NULL};
 const nb_kernel_def nb_kernel_recurrent_grad = {"recurrent_grad", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0,
-                                                recurrent_grad_kernel, NULL};
+                                                recurrent_grad_kernel, NULL, NULL};

@@ -259,5 +259,5 @@ const nb_op_def nb_op_while_grad = {
     .flags = NB_OP_CONTROL,
 };
 
-const nb_kernel_def nb_kernel_while = {"while", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, while_kernel, NULL};
-const nb_kernel_def nb_kernel_while_grad = {"while_grad", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, while_grad_kernel, NULL};
+const nb_kernel_def nb_kernel_while = {"while", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, while_kernel, NULL, NULL};
+const nb_kernel_def nb_kernel_while_grad = {"while_grad", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, while_grad_kernel, NULL, NULL};

@@ -14,6 +14,7 @@
 #include "nabla/executor.h"
 #include "exec_env.h"
 #include "executor_internal.h"
+#include "fuse.h"
 #include "prune.h"
 #include "../core/strmap.h"
 #include "../core/tensor_internal.h"
@@ -38,7 +39,8 @@ static int add_value(nb_prepared *pp, const char *name, value_kind kind, const n
     }
     int i = pp->n_values;
     if (nb_strmap_put(&pp->index, name, (void *)(uintptr_t)(i + 1))) return -1;
-    pp->values[i] = (value){.name = name, .kind = kind, .var = var, .buffer = -1, .last_use = -1, .inplace_of = -1};
+    pp->values[i] = (value){.name = name, .kind = kind, .var = var, .buffer = -1, .last_use = -1, .inplace_of = -1,
+                                 .local = -1};
     pp->n_values++;
     return i;
 }
@@ -64,6 +66,7 @@ static nb_status prepare_step(nb_prepared *pp, const nb_block *b, int op_index, 
     step *st = &pp->steps[s];
     const nb_op *op = b->ops[op_index];
     st->op = op;
+    st->group = -1;
     nb_op_label(op, st->label, sizeof st->label);
     st->n_in = nb_op_n_inputs(op);
     st->n_out = nb_op_n_outputs(op);
@@ -118,7 +121,7 @@ static nb_status plan_buffers(nb_prepared *pp)
         step *st = &pp->steps[s];
         for (int k = 0; k < st->n_out; k++) {
             value *v = &pp->values[st->out[k]];
-            if (v->kind != V_TEMP || v->fetched || v->buffer >= 0) continue;
+            if (v->kind != V_TEMP || v->fetched || v->buffer >= 0 || v->local >= 0) continue;
             v->buffer = n_free ? free_list[--n_free] : pp->n_buffers++;
         }
         /* Free after the op, so that no output shares a buffer with an input. */
@@ -174,7 +177,7 @@ static nb_status plan_by_size(nb_prepared *pp)
         step *st = &pp->steps[s];
         for (int k = 0; k < st->n_out; k++) {
             value *v = &pp->values[st->out[k]];
-            if (v->kind != V_TEMP || v->fetched || v->buffer >= 0) continue;
+            if (v->kind != V_TEMP || v->fetched || v->buffer >= 0 || v->local >= 0) continue;
             /* In place: the first output of an op that allows it takes the
              * buffer of an input of its size that this op reads last. */
             int from = -1;
@@ -352,6 +355,7 @@ static nb_status prepare(nb_prepared **out, nb_program *p, int block_idx, int n_
         pp->values[v].fetched = true;
         pp->fetch_values[i] = v;
     }
+    if (!pp->scope_resident && (st = nb_fuse_plan(pp, b))) goto fail;
     if ((st = plan_buffers(pp))) goto fail;
     *out = pp;
     return NB_OK;
@@ -389,6 +393,7 @@ void nb_prepared_free(nb_prepared *pp)
     for (int i = 0; pp->values && i < pp->n_values; i++)
         if (pp->values[i].kind == V_TEMP) nb_tensor_release(pp->values[i].t);
     nb_free(pp->trim);
+    nb_fuse_free(pp);
     for (int i = 0; pp->buffers && i < pp->n_buffers; i++) { /* n_buffers is counted before they exist */
         nb_storage *s = pp->buffers[i].storage;
         if (s && --s->refcount == 0) {
@@ -417,6 +422,7 @@ uint64_t nb_prepared_alloc_count(const nb_prepared *pp) { return pp->allocs; }
 uint64_t nb_prepared_run_index(const nb_prepared *pp) { return pp->runs; }
 void nb_prepared_set_run_index(nb_prepared *pp, uint64_t index) { pp->runs = index; }
 void nb_prepared_set_stream(nb_prepared *pp, uint64_t stream) { pp->stream = stream; }
+int nb_prepared_fused_steps(const nb_prepared *pp) { return pp ? pp->fused_steps : 0; }
 
 /* ---- running ---------------------------------------------------------------- */
 
@@ -439,6 +445,14 @@ static void storage_drop(nb_storage *s)
     if (s && --s->refcount == 0) {
         if (!s->borrowed) nb_device_free(s->device, s->data);
         nb_free(s);
+    }
+}
+
+void nb_exec_value_drop_storage(value *v)
+{
+    if (v->t && v->t->refcount == 1 && v->t->storage) {
+        storage_drop(v->t->storage);
+        v->t->storage = NULL;
     }
 }
 
@@ -586,7 +600,17 @@ static bool initialised(const nb_prepared *pp, nb_scope *scope, const step *st)
     return true;
 }
 
-static nb_status run_step(nb_prepared *pp, nb_scope *scope, step *st)
+nb_status nb_exec_step_bind(nb_prepared *pp, nb_scope *scope, step *st, int k)
+{
+    value *v = &pp->values[st->out[k]];
+    const nb_var_info *info = &st->out_info[k];
+    nb_status s = v->kind == V_TEMP ? bind_temp(pp, v, info, st->out_is_input[k], st->label)
+                                    : bind_scope_output(pp, scope, v, info, st->out_is_input[k], st->label);
+    if (!s) st->out_t[k] = v->t;
+    return s;
+}
+
+nb_status nb_exec_step_run(nb_prepared *pp, nb_scope *scope, step *st)
 {
     if (st->run_once && initialised(pp, scope, st)) return NB_OK;
     bool same = st->inferred;
@@ -617,12 +641,9 @@ static nb_status run_step(nb_prepared *pp, nb_scope *scope, step *st)
     const int n_bound = (st->op->def->flags & NB_OP_CONTROL) ? 0 : st->n_out;
     for (int k = n_bound; k < st->n_out; k++) st->out_t[k] = NULL;
     for (int k = 0; k < n_bound; k++) {
-        value *v = &pp->values[st->out[k]];
-        const nb_var_info *info = &st->out_info[k];
-        nb_status s = v->kind == V_TEMP ? bind_temp(pp, v, info, st->out_is_input[k], st->label)
-                                        : bind_scope_output(pp, scope, v, info, st->out_is_input[k], st->label);
+        nb_status s = nb_exec_step_bind(pp, scope, st, k);
         if (s) return s;
-        st->out_t[k] = v->t;
+        value *v = &pp->values[st->out[k]];
         /* Kernels may count on zeroed outputs, except in place and for ops
          * whose kernels write every element: NB_OP_WRITES_ALL, and
          * NB_OP_INPLACE (which may be writing over their input's buffer,
@@ -672,7 +693,17 @@ nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope, nb_tensor *const *fe
             nb_rng_seed(&pp->steps[s].rng, pp->stream ? nb_mix_seed(sd, pp->stream) : sd);
         }
     pp->runs++;
-    for (int s = 0; !st && s < pp->n_steps; s++) st = run_step(pp, scope, &pp->steps[s]);
+    pp->fused_steps = 0;
+    for (int s = 0; !st && s < pp->n_steps; s++) {
+        step *sp = &pp->steps[s];
+        if (sp->group < 0) {
+            st = nb_exec_step_run(pp, scope, sp);
+            continue;
+        }
+        struct fuse_group *g = &pp->groups[sp->group];
+        st = nb_fuse_run(pp, scope, g);
+        s += g->n - 1;
+    }
     for (int i = 0; !st && i < pp->n_fetch; i++) {
         value *v = &pp->values[pp->fetch_values[i]];
         if (!v->t) {

@@ -20,6 +20,7 @@ typedef struct value {
     bool fetched, written;
     size_t bytes;      /* temporaries: their size in the last run */
     int inplace_of;    /* temporaries: the input whose buffer it takes over in place (plan by size), or -1 */
+    int local;         /* a value only one fused group uses: its scratch slot there (no buffer), else -1 */
     nb_tensor *t;   /* bound during a run (owned by the slot for temporaries) */
 } value;
 
@@ -40,6 +41,7 @@ typedef struct step {
     nb_var_info *in_info, *out_info;
     nb_tensor **in_t, **out_t;
     bool *out_is_input; /* output k is also an input of this op (in place) */
+    int group;        /* the fused group it belongs to (fuse.c), or -1 */
     bool inferred;
     bool random;      /* NB_OP_RANDOM: reseeded every run */
     bool run_once;    /* an initialiser among other ops: runs while its outputs have no value */
@@ -72,6 +74,10 @@ struct nb_prepared {
     /* The buffer plan was made by size, from the sizes of a run; a buffer
      * that had to grow since says the sizes changed (plan_by_size). */
     bool sized, grew;
+    /* Runs of pointwise steps run together (fuse.c), and how many steps
+     * the last run ran that way. */
+    struct fuse_group *groups;
+    int n_groups, fused_steps;
     /* A sub-block: per value, what nb_exec_trim_step does with it in a kept
      * iteration scope (TRIM_*), worked out on first use. */
     unsigned char *trim;
@@ -83,5 +89,13 @@ struct nb_block_cache {
     nb_prepared **blocks;
     int n;
 };
+
+/* For the fusion pass (fuse.c): step st as the executor runs it alone, and
+ * the binding of its output k (shaped by its last inference) that the step
+ * would make, without the zero-fill. */
+nb_status nb_exec_step_run(nb_prepared *pp, nb_scope *scope, step *st);
+nb_status nb_exec_step_bind(nb_prepared *pp, nb_scope *scope, step *st, int k);
+/* Lets go of the storage a temporary holds outside the planned buffers. */
+void nb_exec_value_drop_storage(value *v);
 
 #endif

@@ -5,6 +5,15 @@
 #include "nabla/device.h"
 #include "nabla/scope.h"
 #include "executor_internal.h"
+#include "fuse.h"
+
+/* The bytes a temporary written at step `born` takes during a run: none for
+ * one that lives in a fused group's scratch (fuse.c). */
+static size_t held_bytes(const nb_prepared *pp, const value *v, int born)
+{
+    int g = pp->steps[born].group;
+    return v->local >= 0 && g >= 0 && pp->groups[g].ready ? 0 : v->bytes;
+}
 
 nb_status nb_prepared_memory(const nb_prepared *pp, nb_scope *scope, nb_memory_report *r)
 {
@@ -49,7 +58,8 @@ nb_status nb_prepared_memory(const nb_prepared *pp, nb_scope *scope, nb_memory_r
         size_t live = 0;
         for (int i = 0; i < pp->n_values; i++) {
             const value *v = &pp->values[i];
-            if (v->kind == V_TEMP && born[i] >= 0 && born[i] <= s && (v->fetched || v->last_use >= s)) live += v->bytes;
+            if (v->kind == V_TEMP && born[i] >= 0 && born[i] <= s && (v->fetched || v->last_use >= s))
+                live += held_bytes(pp, v, born[i]);
             /* Written in place over an input that dies here: one buffer. */
             if (v->kind == V_TEMP && born[i] == s && v->inplace_of >= 0) live -= pp->values[v->inplace_of].bytes;
         }
@@ -59,7 +69,9 @@ nb_status nb_prepared_memory(const nb_prepared *pp, nb_scope *scope, nb_memory_r
     for (int i = 0; r->peak_op >= 0 && i < pp->n_values; i++) {
         const value *v = &pp->values[i];
         int s = r->peak_op;
-        if (v->kind != V_TEMP || born[i] < 0 || born[i] > s || (!v->fetched && v->last_use < s)) continue;
+        if (v->kind != V_TEMP || born[i] < 0 || born[i] > s || (!v->fetched && v->last_use < s) ||
+            !held_bytes(pp, v, born[i]))
+            continue;
         int at = r->n_peak_vars < 8 ? r->n_peak_vars++ : 8;
         while (at > 0 && r->peak_var_bytes[at - 1] < v->bytes) {
             if (at < 8) r->peak_vars[at] = r->peak_vars[at - 1], r->peak_var_bytes[at] = r->peak_var_bytes[at - 1];

@@ -42,6 +42,21 @@ static int home_block(const nb_block *b, const char *name)
     return 0;
 }
 
+/* Block 0's fused groups (group[i]: op i's, or -1) as clusters: a node
+ * belongs to the cluster it first appears in. */
+static void draw_groups(const nb_block *b, const int *group, FILE *f)
+{
+    int n_groups = 0;
+    for (int i = 0; i < b->n_ops; i++)
+        if (group[i] >= n_groups) n_groups = group[i] + 1;
+    for (int g = 0; g < n_groups; g++) {
+        fprintf(f, "  subgraph cluster_fused%d {\n    label=\"fused %d\"; style=dashed; color=\"#cc0000\";\n", g, g);
+        for (int i = 0; i < b->n_ops; i++)
+            if (group[i] == g) fprintf(f, "    \"b%d:op%d\";\n", b->idx, i);
+        fputs("  }\n", f);
+    }
+}
+
 static void draw_block(const nb_program *p, const nb_block *b, FILE *f)
 {
     char shape[NB_SHAPE_STR_MAX];
@@ -84,11 +99,12 @@ static void draw_block(const nb_program *p, const nb_block *b, FILE *f)
     if (b->idx > 0) fputs("  }\n", f);
 }
 
-nb_status nb_program_to_dot(const nb_program *p, FILE *f)
+nb_status nb_program_dot_write(const nb_program *p, FILE *f, const int *group)
 {
     if (!p || !f) return nb_error(NB_ERR_ARG, "to_dot: NULL program or file");
     fputs("digraph program {\n  compound=true; rankdir=TB;\n"
           "  node [fontname=\"Helvetica\", fontsize=10]; edge [color=\"#555555\"];\n", f);
+    if (group && p->n_blocks > 0) draw_groups(p->blocks[0], group, f);
     for (int i = 0; i < p->n_blocks; i++) draw_block(p, p->blocks[i], f);
     fputs("  subgraph cluster_legend {\n    label=\"legend\"; style=dotted;\n"
           "    \"legend:f\" [label=\"forward op\", shape=box, style=\"filled,rounded\", fillcolor=\"#cfe2f3\"];\n"
@@ -99,3 +115,5 @@ nb_status nb_program_to_dot(const nb_program *p, FILE *f)
           "  }\n}\n", f);
     return ferror(f) ? nb_error(NB_ERR_IO, "to_dot: write failed") : NB_OK;
 }
+
+nb_status nb_program_to_dot(const nb_program *p, FILE *f) { return nb_program_dot_write(p, f, NULL); }

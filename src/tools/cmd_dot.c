@@ -1,5 +1,5 @@
-/* nabla dot FILE [-o OUT]: writes Graphviz DOT of the main program of a
- * program file.
+/* nabla dot FILE [--fused] [-o OUT]: writes Graphviz DOT of the main program
+ * of a program file; --fused draws the executor's fused groups as clusters.
  *
  * nabla dot --example [--forward] [-o OUT] [--save FILE]: the same for the
  * program of the design documents (seed 001):
@@ -40,24 +40,27 @@ static nb_status build_example(nb_program *main_p, nb_program *startup, bool bac
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nabla dot FILE [-o OUT]\n"
-               "       nabla dot --example [--forward] [-o OUT] [--save FILE]\n\n"
+    fprintf(f, "usage: nabla dot FILE [--fused] [-o OUT]\n"
+               "       nabla dot --example [--forward] [--fused] [-o OUT] [--save FILE]\n\n"
                "Writes Graphviz DOT of the main program of a program file (written by\n"
                "nb_program_save or nb_programs_save), or with --example of the design\n"
                "documents' example program (data, fc, mse) and the backward part nabla\n"
                "appends to it (--forward: without it). --save FILE also writes the\n"
                "example's main and startup programs to the program file FILE, for\n"
-               "`nabla dump FILE` and `nabla dot FILE`. Render a drawing with\n"
+               "`nabla dump FILE` and `nabla dot FILE`. --fused draws the groups of\n"
+               "elementwise ops the executor runs as one pass (unless NABLA_FUSE=0) as\n"
+               "dashed clusters named \"fused N\". Render a drawing with\n"
                "  nabla dot --example | dot -Tpng -o program.png\n");
 }
 
 int cmd_dot(int argc, char **argv)
 {
-    bool example = false, backward = true;
+    bool example = false, backward = true, fused = false;
     const char *out_path = NULL, *save_path = NULL, *in_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--example")) example = true;
         else if (!strcmp(argv[i], "--forward")) backward = false;
+        else if (!strcmp(argv[i], "--fused")) fused = true;
         else if (!strcmp(argv[i], "-o") && i + 1 < argc) out_path = argv[++i];
         else if (!strcmp(argv[i], "--save") && i + 1 < argc) save_path = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -91,7 +94,7 @@ int cmd_dot(int argc, char **argv)
     }
     FILE *f = stdout;
     if (!st && out_path && !(f = fopen(out_path, "w"))) st = nb_error(NB_ERR_IO, "cannot write %s", out_path);
-    if (!st) st = nb_program_to_dot(main_p, f);
+    if (!st) st = fused ? nb_program_to_dot_fused(main_p, f) : nb_program_to_dot(main_p, f);
     if (f && f != stdout && fclose(f) && !st) st = nb_error(NB_ERR_IO, "cannot write %s", out_path);
     nb_program_free(main_p);
     nb_program_free(startup);

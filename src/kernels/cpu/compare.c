@@ -172,14 +172,14 @@ nb_status nb_cpu_where(const nb_tensor *cond, const nb_tensor *x, const nb_tenso
     {                                                                                              \
         return nb_cmp(ENUM, nb_kin(k, 0, 0), nb_kin(k, 1, 0), nb_kout(k, 0, 0), k->label);        \
     }                                                                                              \
-    static const nb_kernel_def kernel_##id = {#id, NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, run_##id, NULL};
+    static const nb_kernel_def kernel_##id = {#id, NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, run_##id, NULL, NULL};
 #define LOGIC_KERNEL(id, ENUM)                                                                     \
     static nb_status run_##id(const nb_kernel_ctx *k)                                              \
     {                                                                                              \
         return nb_logic(ENUM, nb_kin(k, 0, 0), ENUM == NB_LOGIC_NOT ? NULL : nb_kin(k, 1, 0),      \
                         nb_kout(k, 0, 0), k->label);                                               \
     }                                                                                              \
-    static const nb_kernel_def kernel_##id = {#id, NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, run_##id, NULL};
+    static const nb_kernel_def kernel_##id = {#id, NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, run_##id, NULL, NULL};
 
 CMP_KERNEL(equal, NB_CMP_EQ)
 CMP_KERNEL(not_equal, NB_CMP_NE)
@@ -197,7 +197,7 @@ static nb_status run_where(const nb_kernel_ctx *k)
 {
     return nb_cpu_where(nb_kin(k, 0, 0), nb_kin(k, 1, 0), nb_kin(k, 2, 0), nb_kout(k, 0, 0), k->label);
 }
-static const nb_kernel_def kernel_where = {"where", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, run_where, NULL};
+static const nb_kernel_def kernel_where = {"where", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, run_where, NULL, NULL};
 
 const nb_kernel_def *const nb_cpu_kernels_compare[] = {
     &kernel_equal, &kernel_not_equal, &kernel_less, &kernel_less_equal, &kernel_greater, &kernel_greater_equal,

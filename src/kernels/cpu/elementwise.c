@@ -137,6 +137,13 @@ static int64_t first_zero(const nb_tensor *y)
     return -1;
 }
 
+bool nb_ew_binary_pointwise(nb_ew_binary_op op, nb_dtype dt, nb_pointwise *f)
+{
+    if (!nb_ew_binary_supports(op, dt) || (op == NB_EW_div && !nb_dtype_is_float(dt))) return false;
+    *f = (nb_pointwise){.loop = loops[op][dt], .math = heavy_math[op] || op == NB_EW_div};
+    return true;
+}
+
 nb_status nb_ew_binary(nb_ew_binary_op op, const nb_tensor *x, const nb_tensor *y, nb_tensor *out,
                        const char *label)
 {

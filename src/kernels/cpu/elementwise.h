@@ -9,6 +9,7 @@
 #define NABLA_KERNELS_CPU_ELEMENTWISE_H
 
 #include <stdbool.h>
+#include "nabla/kernel.h"
 #include "nabla/tensor.h"
 #include "../params/elementwise.h"
 
@@ -55,6 +56,15 @@ nb_status nb_ew_unary(nb_ew_unary_op op, const nb_tensor *x, nb_tensor *out, con
  * form's; x and dout of one float dtype, broadcast to out's shape. */
 nb_status nb_ew_gelu_grad(const nb_tensor *x, const nb_tensor *dout, nb_tensor *out, bool approximate,
                           const char *label);
+
+/* ---- the same loops over slices (nb_kernel_def.pointwise) --------------------------
+ * Each fills `f` and returns true, or false where the op cannot run on bare
+ * slices: integer div (which checks for a zero divisor first), integer scale
+ * (whose exact form is chosen from the parameters) and dtypes it does not
+ * take. `params` must outlive the loop's use of f->aux. */
+bool nb_ew_binary_pointwise(nb_ew_binary_op op, nb_dtype dt, nb_pointwise *f);
+bool nb_ew_unary_pointwise(nb_ew_unary_op op, nb_dtype dt, const nb_ew_params *params, nb_pointwise *f);
+bool nb_ew_gelu_grad_pointwise(bool approximate, nb_dtype dt, nb_pointwise *f);
 
 /* ---- casts ---------------------------------------------------------------------- */
 

@@ -331,7 +331,7 @@ static nb_status run_lr_schedule(const nb_kernel_ctx *ctx)
 
 /* ---- the family's kernels ------------------------------------------------------------ */
 
-#define KERNEL(op, fn) static const nb_kernel_def kernel_##op = {#op, NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0, fn, NULL};
+#define KERNEL(op, fn) static const nb_kernel_def kernel_##op = {#op, NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0, fn, NULL, NULL};
 KERNEL(sgd, run_sgd)
 KERNEL(momentum, run_momentum)
 KERNEL(adam, run_adam)
@@ -340,7 +340,7 @@ KERNEL(rmsprop, run_rmsprop)
 KERNEL(adagrad, run_adagrad)
 /* Step may be any numeric dtype. */
 static const nb_kernel_def kernel_lr_schedule = {"lr_schedule", NB_DEVICE_CPU, NB_DT_NUMERIC, "nabla", 0,
-                                                 run_lr_schedule, NULL};
+                                                 run_lr_schedule, NULL, NULL};
 
 const nb_kernel_def *const nb_cpu_kernels_optimizer[] = {
     &kernel_sgd, &kernel_momentum, &kernel_adam, &kernel_adamw, &kernel_rmsprop, &kernel_adagrad,

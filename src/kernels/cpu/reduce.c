@@ -550,7 +550,7 @@ static nb_status run_sum(const nb_kernel_ctx *k)
 
 /* ---- the family's kernels ------------------------------------------------------------ */
 
-#define KERNEL(id, dts) static const nb_kernel_def kernel_##id = {#id, NB_DEVICE_CPU, dts, "nabla", 0, run_##id, NULL};
+#define KERNEL(id, dts) static const nb_kernel_def kernel_##id = {#id, NB_DEVICE_CPU, dts, "nabla", 0, run_##id, NULL, NULL};
 KERNEL(reduce_sum, NB_DT_NUMERIC)
 KERNEL(reduce_mean, NB_DT_FLOAT)
 KERNEL(reduce_max, NB_DT_NUMERIC)

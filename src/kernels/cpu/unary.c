@@ -261,6 +261,15 @@ static bool whole(double v)
     return v == trunc(v) && fabs(v) < 4e18;
 }
 
+bool nb_ew_unary_pointwise(nb_ew_unary_op op, nb_dtype dt, const nb_ew_params *params, nb_pointwise *f)
+{
+    static const nb_ew_params none = {.alpha = 0};
+    bool is_int = dt == NB_I32 || dt == NB_I64;
+    if (!nb_ew_unary_supports(op, dt) || (is_int && (op == NB_EW_scale || op == NB_EW_scale_first))) return false;
+    *f = (nb_pointwise){.loop = loops[op][dt], .aux = params ? params : &none, .math = !cheap[op]};
+    return true;
+}
+
 nb_status nb_ew_unary(nb_ew_unary_op op, const nb_tensor *x, nb_tensor *out, const nb_ew_params *params,
                       const char *label)
 {
@@ -345,6 +354,19 @@ NB_SIMD_CLONES static void gelu_tanh_grad_f32(int64_t n, char *const p[], const 
     }
 }
 
+static nb_bcast_loop gelu_grad_loop(bool approximate, nb_dtype dt)
+{
+    return dt == NB_F32 ? (approximate ? gelu_tanh_grad_f32 : gelu_grad_f32)
+                        : (approximate ? gelu_tanh_grad_f64 : gelu_grad_f64);
+}
+
+bool nb_ew_gelu_grad_pointwise(bool approximate, nb_dtype dt, nb_pointwise *f)
+{
+    if (dt != NB_F32 && dt != NB_F64) return false;
+    *f = (nb_pointwise){.loop = gelu_grad_loop(approximate, dt), .math = true};
+    return true;
+}
+
 nb_status nb_ew_gelu_grad(const nb_tensor *x, const nb_tensor *dout, nb_tensor *out, bool approximate,
                           const char *label)
 {
@@ -357,8 +379,6 @@ nb_status nb_ew_gelu_grad(const nb_tensor *x, const nb_tensor *dout, nb_tensor *
     const nb_tensor *in[2] = {x, dout};
     nb_status st = nb_bcast_plan_init(&plan, label, 2, in, out);
     if (st) return st;
-    nb_bcast_loop loop = x->dtype == NB_F32 ? (approximate ? gelu_tanh_grad_f32 : gelu_grad_f32)
-                                            : (approximate ? gelu_tanh_grad_f64 : gelu_grad_f64);
-    nb_bcast_run(&plan, loop, NULL, NB_BCAST_GRAIN_MATH);
+    nb_bcast_run(&plan, gelu_grad_loop(approximate, x->dtype), NULL, NB_BCAST_GRAIN_MATH);
     return NB_OK;
 }
