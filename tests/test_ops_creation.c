@@ -382,17 +382,19 @@ static void test_flags(void)
                                         "ones_like"};
     for (size_t i = 0; i < sizeof fills / sizeof *fills; i++) {
         const nb_op_def *d = nb_op_find(fills[i]);
-        CHECK(d && d->flags == NB_OP_NOT_DIFFERENTIABLE);
+        /* The fills that write every element say so (no zero-fill first). */
+        CHECK(d && (d->flags & ~NB_OP_WRITES_ALL) == NB_OP_NOT_DIFFERENTIABLE);
         CHECK(d && d->doc && d->grad_uses_inputs == 0 && d->grad_uses_outputs == 0);
     }
     static const char *const rnd[] = {"uniform_random", "gaussian_random", "truncated_gaussian_random"};
     for (size_t i = 0; i < sizeof rnd / sizeof *rnd; i++) {
         const nb_op_def *d = nb_op_find(rnd[i]);
-        CHECK(d && d->flags == (NB_OP_RANDOM | NB_OP_NOT_DIFFERENTIABLE));
+        CHECK(d && (d->flags & ~NB_OP_WRITES_ALL) == (NB_OP_RANDOM | NB_OP_NOT_DIFFERENTIABLE));
+        CHECK(d && (i == 2 || (d->flags & NB_OP_WRITES_ALL)));
         CHECK(d && nb_op_attr_index(d, "seed") >= 0 && nb_op_num_inputs(d) == 0);
     }
     const nb_op_def *d = nb_op_find("assign");
-    CHECK(d && d->flags == 0 && d->grad_uses_inputs == 0 && d->grad_uses_outputs == 0);
+    CHECK(d && d->flags == NB_OP_WRITES_ALL && d->grad_uses_inputs == 0 && d->grad_uses_outputs == 0);
     CHECK(d && !(d->inputs[0].flags & NB_SLOT_NO_GRAD));
     d = nb_op_find("increment");
     CHECK(d && d->flags == (NB_OP_STATEFUL | NB_OP_NOT_DIFFERENTIABLE));

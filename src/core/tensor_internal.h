@@ -12,6 +12,12 @@ void nb_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
  * that write every one (NB_OP_WRITES_ALL, NB_OP_INPLACE), as the executor's
  * buffers are. */
 nb_status nb_tensor_new_uninit(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape);
+/* Whether NABLA_POISON=1: memory handed out uninitialised (the tensors
+ * above, and the executor's buffers for such kernels) is filled with 0xff
+ * bytes (NaN in every float dtype, -1 in the integers) instead, so that a
+ * kernel flagged as writing every element that leaves one unwritten shows
+ * up in the tests as a wrong result. */
+bool nb_poison_uninit(void);
 
 /* Called when a tensor carrying eager-mode state is freed (set by the eager
  * engine, once per process, before the first tensor gets that state). */

@@ -545,7 +545,8 @@ static nb_status bind_scope_output(nb_prepared *pp, nb_scope *scope, value *v, c
                         nb_dtype_name(info->dtype), nb_shape_str(a, sizeof a, info->ndim, info->shape),
                         nb_dtype_name(t->dtype), nb_shape_str(c, sizeof c, t->ndim, t->shape));
     }
-    nb_status st = nb_tensor_new(&t, info->dtype, info->ndim, info->shape);
+    /* Uninitialised: run_step zero-fills what its kernel may not write. */
+    nb_status st = nb_tensor_new_uninit(&t, info->dtype, info->ndim, info->shape);
     if (st) return st;
     pp->allocs++;
     st = nb_scope_set(scope, v->name, t);
@@ -648,8 +649,11 @@ nb_status nb_exec_step_run(nb_prepared *pp, nb_scope *scope, step *st)
          * whose kernels write every element: NB_OP_WRITES_ALL, and
          * NB_OP_INPLACE (which may be writing over their input's buffer,
          * which a zero-fill would wipe first). */
+        size_t nbytes = (size_t)nb_tensor_numel(v->t) * nb_dtype_size(v->t->dtype);
         if (!st->out_is_input[k] && !(st->op->def->flags & (NB_OP_INPLACE | NB_OP_WRITES_ALL)))
-            memset(nb_tensor_data(v->t), 0, (size_t)nb_tensor_numel(v->t) * nb_dtype_size(v->t->dtype));
+            memset(nb_tensor_data(v->t), 0, nbytes);
+        else if (!st->out_is_input[k] && !(st->op->def->flags & NB_OP_INPLACE) && nb_poison_uninit())
+            memset(nb_tensor_data(v->t), 0xff, nbytes);
     }
     if (!st->kernel) {
         nb_dtype dt = st->n_in ? st->in_t[0]->dtype : st->out_info[0].dtype;

@@ -79,7 +79,7 @@ static const nb_op_def op_where = {
     .name = "where", .batch = nb_batch_broadcast, .doc = "X where Condition is true, else Y; all three broadcast",
     .inputs = {{"Condition", NB_SLOT_NO_GRAD}, {"X", 0}, {"Y", 0}}, .outputs = {{"Out", 0}},
     .infer = infer_where, .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
-    .vjp = nb_where_vjp, .jvp = nb_where_jvp};
+    .vjp = nb_where_vjp, .jvp = nb_where_jvp, .flags = NB_OP_WRITES_ALL};
 
 const nb_op_def *const nb_ops_compare[] = {
     &op_equal, &op_not_equal, &op_less, &op_less_equal, &op_greater, &op_greater_equal,

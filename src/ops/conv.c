@@ -300,6 +300,7 @@ static const nb_op_def op_conv2d = {
     .grad_uses_inputs = (1u << 0) | (1u << 1),
     .vjp = nb_conv2d_vjp,
     .jvp = nb_conv2d_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 static const nb_op_def op_conv2d_grad = {
@@ -314,6 +315,7 @@ static const nb_op_def op_conv2d_grad = {
     .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
     .vjp = nb_conv2d_grad_vjp,
     .jvp = nb_conv2d_grad_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 static const nb_op_def op_pool2d = {
@@ -329,6 +331,7 @@ static const nb_op_def op_pool2d = {
     .grad_uses_outputs = 1u << 0,
     .vjp = nb_pool2d_vjp,
     .jvp = nb_pool2d_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 static const nb_op_def op_pool2d_grad = {

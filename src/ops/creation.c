@@ -83,7 +83,7 @@ static const nb_op_def op_fill_constant = {
     .infer = infer_fill_constant,
     .params_size = sizeof(nb_fill_constant_params),
     .params = fill_constant_params,
-    .flags = NB_OP_NOT_DIFFERENTIABLE,
+    .flags = NB_OP_NOT_DIFFERENTIABLE | NB_OP_WRITES_ALL,
 };
 
 /* assign_value: a constant whose values the program holds, so that nothing
@@ -163,7 +163,7 @@ static const nb_op_def op_fill_constant_batch_size_like = {
     .infer = infer_fill_constant_batch_size_like,
     .params_size = sizeof(nb_fill_constant_params),
     .params = fill_constant_params,
-    .flags = NB_OP_NOT_DIFFERENTIABLE,
+    .flags = NB_OP_NOT_DIFFERENTIABLE | NB_OP_WRITES_ALL,
 };
 
 /* fill_zeros_like, ones_like: X's shape, and X's dtype unless told. */
@@ -212,6 +212,7 @@ static const nb_op_def op_assign = {
     .infer = infer_same,
     .vjp = nb_assign_vjp,
     .jvp = nb_assign_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 /* ---- random initialisers --------------------------------------------------------- */
@@ -277,7 +278,7 @@ static const nb_op_def op_uniform_random = {
     .infer = infer_uniform_random,
     .params_size = sizeof(nb_uniform_random_params),
     .params = uniform_random_params,
-    .flags = NB_OP_RANDOM | NB_OP_NOT_DIFFERENTIABLE,
+    .flags = NB_OP_RANDOM | NB_OP_NOT_DIFFERENTIABLE | NB_OP_WRITES_ALL,
 };
 
 static const nb_op_def op_gaussian_random = {
@@ -289,7 +290,7 @@ static const nb_op_def op_gaussian_random = {
     .infer = infer_gaussian_random,
     .params_size = sizeof(nb_gaussian_random_params),
     .params = gaussian_random_params,
-    .flags = NB_OP_RANDOM | NB_OP_NOT_DIFFERENTIABLE,
+    .flags = NB_OP_RANDOM | NB_OP_NOT_DIFFERENTIABLE | NB_OP_WRITES_ALL,
 };
 
 static const nb_op_def op_truncated_gaussian_random = {

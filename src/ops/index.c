@@ -308,6 +308,7 @@ const nb_op_def nb_op_slice = {
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_slice_vjp,
     .jvp = nb_shape_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 const nb_op_def nb_op_pad = {
@@ -349,6 +350,7 @@ const nb_op_def nb_op_gather = {
     .grad_uses_inputs = (1u << 0) | (1u << 1),
     .vjp = nb_gather_vjp,
     .jvp = nb_shape_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 const nb_op_def nb_op_index_select = {

@@ -148,6 +148,7 @@ const nb_op_def nb_op_concat = {
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_concat_vjp,
     .jvp = nb_join_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 const nb_op_def nb_op_split = {
@@ -162,6 +163,7 @@ const nb_op_def nb_op_split = {
     .grad_uses_outputs = 1u << 0, /* the shapes of pieces that get no gradient */
     .vjp = nb_split_vjp,
     .jvp = nb_shape_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 const nb_op_def nb_op_stack = {
@@ -175,4 +177,5 @@ const nb_op_def nb_op_stack = {
     .params = nb_shapeop_axis_params,
     .vjp = nb_stack_vjp,
     .jvp = nb_join_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };

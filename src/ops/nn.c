@@ -146,6 +146,7 @@ static const nb_op_def op_softmax = {
     .grad_uses_outputs = 1 << 0,
     .vjp = nb_nn_softmax_vjp,
     .jvp = nb_nn_softmax_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 static const nb_op_def op_log_softmax = {
@@ -160,6 +161,7 @@ static const nb_op_def op_log_softmax = {
     .grad_uses_outputs = 1 << 0,
     .vjp = nb_nn_log_softmax_vjp,
     .jvp = nb_nn_log_softmax_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 /* ---- softmax_with_cross_entropy and its gradient ----------------------------- */
@@ -205,6 +207,7 @@ static const nb_op_def op_softmax_with_cross_entropy = {
     .grad_uses_outputs = 1 << 0,
     .vjp = nb_nn_softmax_with_cross_entropy_vjp,
     .jvp = nb_nn_softmax_with_cross_entropy_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 static nb_status infer_swce_grad(nb_op_ctx *ctx)
@@ -243,6 +246,7 @@ static const nb_op_def op_softmax_with_cross_entropy_grad = {
     .grad_uses_inputs = (1 << 0) | (1 << 1) | (1 << 2),
     .vjp = nb_nn_softmax_with_cross_entropy_grad_vjp,
     .jvp = nb_nn_softmax_with_cross_entropy_grad_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 /* ---- cross_entropy ------------------------------------------------------------- */
@@ -445,6 +449,7 @@ static const nb_op_def op_embedding = {
     .grad_uses_inputs = (1 << 0) | (1 << 1),
     .vjp = nb_nn_embedding_vjp,
     .jvp = nb_nn_embedding_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 static nb_status infer_embedding_grad(nb_op_ctx *ctx)

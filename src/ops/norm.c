@@ -260,6 +260,7 @@ static const nb_op_def op_batch_norm = {
     .grad_uses_outputs = (1u << 3) | (1u << 4),
     .vjp = nb_batch_norm_vjp,
     .jvp = nb_batch_norm_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 static const nb_op_def op_batch_norm_grad = {
@@ -277,6 +278,7 @@ static const nb_op_def op_batch_norm_grad = {
     .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4) | (1u << 5) | (1u << 6),
     .vjp = nb_batch_norm_grad_vjp,
     .jvp = nb_batch_norm_grad_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 static const nb_op_def op_layer_norm = {

@@ -216,6 +216,7 @@ static const nb_op_def op_sum_to = {
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_vjp_sum_to,
     .jvp = nb_jvp_sum_to,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 const nb_op_def *const nb_ops_reduce[] = {

@@ -389,6 +389,7 @@ static const nb_op_def op_expand = {
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_expand_vjp,
     .jvp = nb_shape_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 static const nb_op_def op_expand_as = {
@@ -400,6 +401,7 @@ static const nb_op_def op_expand_as = {
     .grad_uses_inputs = 1u << 0,
     .vjp = nb_expand_vjp,
     .jvp = nb_shape_jvp,
+    .flags = NB_OP_WRITES_ALL,
 };
 
 const nb_op_def *const nb_ops_shape[] = {
