@@ -29,6 +29,7 @@ typedef struct nb_storage {
     bool borrowed;   /* wraps user memory that nabla must not free */
     uint64_t version; /* in-place writes so far (eager mode checks saved values with it) */
     const char *last_writer; /* the op type of the last in-place write, for messages */
+    bool inline_data; /* data (at most 256 bytes) lives in this struct's own block and goes with it */
 } nb_storage;
 
 typedef struct nb_tensor {

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include "nabla/device.h"
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "nabla/tensor.h"
@@ -22,14 +23,23 @@ bool nb_poison_uninit(void)
     return v;
 }
 
+/* Data up to this size lives in the storage's own block, after the struct:
+ * one allocation, not two, for the scalars and small vectors an eager
+ * program makes by the thousand (nb_storage.inline_data). */
+#define INLINE_MAX 256
+
 static nb_storage *storage_new(size_t nbytes, bool zero)
 {
-    nb_storage *s = nb_calloc(1, sizeof *s);
-    if (!s) return NULL;
     size_t padded = (nbytes + 63) & ~(size_t)63;
     if (padded == 0) padded = 64;
-    s->data = nb_device_alloc(NB_DEVICE_CPU, padded);
-    if (!s->data) {
+    bool inline_data = padded <= INLINE_MAX;
+    nb_storage *s = nb_malloc(sizeof *s + (inline_data ? padded + 63 : 0));
+    if (!s) return NULL;
+    memset(s, 0, sizeof *s);
+    if (inline_data) {
+        s->data = (void *)(((uintptr_t)(s + 1) + 63) & ~(uintptr_t)63);
+        s->inline_data = true;
+    } else if (!(s->data = nb_device_alloc(NB_DEVICE_CPU, padded))) {
         nb_free(s);
         return NULL;
     }
@@ -42,7 +52,7 @@ static nb_storage *storage_new(size_t nbytes, bool zero)
 static void storage_release(nb_storage *s)
 {
     if (!s || --s->refcount > 0) return;
-    if (!s->borrowed) nb_device_free(s->device, s->data);
+    if (!s->borrowed && !s->inline_data) nb_device_free(s->device, s->data);
     nb_free(s);
 }
 

@@ -291,19 +291,12 @@ void nb_node_release(nb_node *n)
             if (a && a->accumulator == m) a->accumulator = NULL;
             nb_tensor_release(m->leaf);
         }
-        for (int i = 0; i < NB_MAX_ATTRS; i++) nb_attr_value_free(&m->attrs[i]);
+        for (int i = 0; m->def && i < NB_MAX_ATTRS && m->def->attrs[i].name; i++) nb_attr_value_free(&m->attrs[i]);
         for (int i = 0; m->out_hooks && i < m->n_out; i++) hook_list_free(&m->out_hooks[i]);
         hook_list_free(&m->pre);
         hook_list_free(&m->post);
         nb_free(m->out_hooks);
         nb_free(m->retain);
-        nb_free(m->next);
-        nb_free(m->wants);
-        nb_free(m->saved_in);
-        nb_free(m->saved_out);
-        nb_free(m->saved_in_version);
-        nb_free(m->saved_out_version);
-        nb_free(m->out_info);
         nb_free(m->buffer);
         nb_free(m->fn);
         nb_free(m);
@@ -339,6 +332,38 @@ nb_status nb_edge_of(nb_tensor *t, nb_edge *e)
     return NB_OK;
 }
 
+/* A node with its per-input and per-output arrays in the same block: one
+ * allocation, not eight, for every op the tape records. */
+static nb_node *node_new(node_kind kind, int n_in, int n_out)
+{
+    size_t ni = (size_t)n_in + 1, no = (size_t)n_out + 1;
+    size_t size = sizeof(nb_node), at[7];
+#define PLACE(i, count, type)                                              \
+    size = (size + _Alignof(type) - 1) / _Alignof(type) * _Alignof(type); \
+    at[i] = size;                                                          \
+    size += (count) * sizeof(type);
+    PLACE(0, ni, nb_edge)
+    PLACE(1, ni, nb_tensor *)
+    PLACE(2, ni, uint64_t)
+    PLACE(3, no, nb_tensor *)
+    PLACE(4, no, uint64_t)
+    PLACE(5, no, nb_var_info)
+    PLACE(6, ni, bool)
+#undef PLACE
+    char *base = nb_calloc(1, size);
+    if (!base) return NULL;
+    nb_node *n = (nb_node *)base;
+    *n = (nb_node){.refcount = 1, .kind = kind, .seq = nb_next_sequence(), .n_in = n_in, .n_out = n_out};
+    n->next = (nb_edge *)(base + at[0]);
+    n->saved_in = (nb_tensor **)(base + at[1]);
+    n->saved_in_version = (uint64_t *)(base + at[2]);
+    n->saved_out = (nb_tensor **)(base + at[3]);
+    n->saved_out_version = (uint64_t *)(base + at[4]);
+    n->out_info = (nb_var_info *)(base + at[5]);
+    n->wants = (bool *)(base + at[6]);
+    return n;
+}
+
 /* Makes n the history of the float outputs (each holds a reference). */
 static bool adopt_outputs(nb_node *n, int n_out, nb_tensor *const *out)
 {
@@ -361,26 +386,13 @@ nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const
         if (!(def->inputs[s].flags & NB_SLOT_NO_GRAD))
             for (int k = in_begin[s]; k < in_begin[s + 1]; k++) any |= nb_tensor_requires_grad(in[k]);
     if (!any) return NB_OK;
-    nb_node *n = nb_calloc(1, sizeof *n);
+    nb_node *n = node_new(NODE_OP, n_in, n_out);
     if (!n) return nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", def->name);
-    n->refcount = 1;
-    n->kind = NODE_OP;
     n->def = def;
-    n->n_in = n_in;
-    n->n_out = n_out;
-    n->seq = nb_next_sequence();
     memcpy(n->in_begin, in_begin, sizeof n->in_begin);
     memcpy(n->out_begin, out_begin, sizeof n->out_begin);
-    n->next = nb_calloc((size_t)n_in + 1, sizeof *n->next);
-    n->wants = nb_calloc((size_t)n_in + 1, sizeof *n->wants);
-    n->saved_in = nb_calloc((size_t)n_in + 1, sizeof *n->saved_in);
-    n->saved_in_version = nb_calloc((size_t)n_in + 1, sizeof *n->saved_in_version);
-    n->saved_out = nb_calloc((size_t)n_out + 1, sizeof *n->saved_out);
-    n->saved_out_version = nb_calloc((size_t)n_out + 1, sizeof *n->saved_out_version);
-    n->out_info = nb_calloc((size_t)n_out + 1, sizeof *n->out_info);
-    bool ok = n->next && n->wants && n->saved_in && n->saved_in_version && n->saved_out && n->saved_out_version &&
-              n->out_info;
-    for (int i = 0; i < NB_MAX_ATTRS && ok; i++) ok = !nb_attr_value_copy(&n->attrs[i], &attrs[i]);
+    bool ok = true;
+    for (int i = 0; i < NB_MAX_ATTRS && def->attrs[i].name && ok; i++) ok = !nb_attr_value_copy(&n->attrs[i], &attrs[i]);
     for (int s = 0; ok && s < NB_MAX_SLOTS && def->inputs[s].name; s++)
         for (int k = in_begin[s]; k < in_begin[s + 1]; k++) {
             if ((def->grad_uses_inputs >> s) & 1) {
@@ -407,25 +419,20 @@ nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const
 nb_status nb_record_fn_node(const char *name, nb_node_fn fn, void *ctx, void (*free_fn)(void *), int n_in,
                             nb_tensor *const *in, int n_out, nb_tensor *const *out)
 {
-    nb_node *n = nb_calloc(1, sizeof *n);
+    nb_node *n = node_new(NODE_FN, n_in, n_out);
     if (!n) {
         if (free_fn) free_fn(ctx);
         return nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", name);
     }
-    *n = (nb_node){.refcount = 1, .kind = NODE_FN, .seq = nb_next_sequence(), .n_in = n_in, .n_out = n_out};
     if (!(n->fn = nb_malloc(sizeof *n->fn))) {
         nb_free(n);
         if (free_fn) free_fn(ctx);
         return nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", name);
     }
     *n->fn = (nb_fn_part){fn, ctx, free_fn, name};
-    n->next = nb_calloc((size_t)n_in + 1, sizeof *n->next);
-    n->wants = nb_calloc((size_t)n_in + 1, sizeof *n->wants);
-    n->out_info = nb_calloc((size_t)n_out + 1, sizeof *n->out_info);
     /* What the function keeps, as an op node's saved values are counted
      * (nb_autograd_saved_bytes). */
-    n->saved_in = nb_calloc((size_t)n_in + 1, sizeof *n->saved_in);
-    bool ok = n->next && n->wants && n->out_info && n->saved_in;
+    bool ok = true;
     for (int k = 0; ok && k < n_in; k++) {
         n->saved_in[k] = nb_tensor_retain(in[k]);
         if (!nb_tensor_requires_grad(in[k])) continue;

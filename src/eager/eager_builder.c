@@ -171,7 +171,7 @@ static nb_status eager_emit(nb_builder *b, const char *type, int n_in, const nb_
     if (level > 0) st = nb_batched_run(b, def, level, n_in, ins, m, all, n_out, outs);
     else {
         st = (def->flags & NB_OP_RANDOM) ? random_state(s, def->name, &replayed, &rng) : NB_OK;
-        if (!st) st = nb_op_run_rng(def->name, n_in, ins, m, all, n_out, outs, rng);
+        if (!st) st = nb_op_run_def(def, n_in, ins, m, all, n_out, outs, rng);
     }
     if (st) return st;
     if ((s->level || nb_grad_mode_enabled()) && !(def->flags & NB_OP_NOT_DIFFERENTIABLE)) {

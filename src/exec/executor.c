@@ -443,7 +443,7 @@ static nb_storage *storage_alloc(nb_prepared *pp, size_t nbytes)
 static void storage_drop(nb_storage *s)
 {
     if (s && --s->refcount == 0) {
-        if (!s->borrowed) nb_device_free(s->device, s->data);
+        if (!s->borrowed && !s->inline_data) nb_device_free(s->device, s->data);
         nb_free(s);
     }
 }

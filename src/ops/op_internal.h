@@ -24,6 +24,9 @@ nb_status nb_run_infer(nb_op_ctx *ctx);
  * op's "seed" attribute), as the eager backend runs ops. */
 nb_status nb_op_run_rng(const char *type, int n_in, nb_tensor *const *in, int n_attrs, const nb_attr *attrs, int n_out,
                         nb_tensor **out, nb_rng *rng);
+/* The same for a definition already found (the eager builder has it). */
+nb_status nb_op_run_def(const nb_op_def *def, int n_in, nb_tensor *const *in, int n_attrs, const nb_attr *attrs,
+                        int n_out, nb_tensor **out, nb_rng *rng);
 
 /* How many outputs a builder gives an op when the caller did not say (n_out
  * < 0 in a backend's emit): one per declared output slot, at least one. */
