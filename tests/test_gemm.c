@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include "kernels/cpu/gemm.h"
+#include "nabla/device.h"
 #include "test.h"
 
 /* A small deterministic generator, so failures reproduce. */
@@ -107,6 +108,21 @@ static void test_cache_block_edges(void)
     CHECK(check_case(true, false, 200, 40, 300, -1.0, 2.0, 0) == 0);
 }
 
+/* Products large enough to split over the team: by rows of C (enough rows
+ * for every thread) and by columns (short, wide C), at three threads so
+ * that the shares are uneven, every transpose. */
+static void test_splits_over_threads(void)
+{
+    int was = nb_num_threads();
+    nb_set_num_threads(3);
+    for (int t = 0; t < 4; t++) {
+        CHECK(check_case(t & 1, t & 2, 200, 131, 130, 1.0, 0.0, 0) == 0); /* rows */
+        CHECK(check_case(t & 1, t & 2, 16, 701, 300, 1.0, 0.5, 2) == 0);  /* columns */
+        CHECK(check_case(t & 1, t & 2, 5, 2500, 270, -1.0, 0.0, 1) == 0); /* columns, past NC and KC */
+    }
+    nb_set_num_threads(was);
+}
+
 static void test_degenerate_sizes(void)
 {
     float C[6] = {NAN, NAN, NAN, 1, 2, 3}, A[1] = {1}, B[1] = {1};
@@ -135,5 +151,6 @@ int main(void)
     RUN(test_alpha_beta_and_padding);
     RUN(test_cache_block_edges);
     RUN(test_degenerate_sizes);
+    RUN(test_splits_over_threads);
     return test_report();
 }

@@ -26,6 +26,7 @@
 #ifdef NABLA_HAVE_CBLAS
 #include <cblas.h>
 #include <limits.h>
+#include <pthread.h>
 #endif
 #include "team.h"
 
@@ -53,8 +54,14 @@ static bool gemm_have_avx2(void)
 /* Problems below this many multiply-adds skip packing: its fixed cost would
  * dominate. */
 #define GEMM_SMALL_WORK (24 * 24 * 24)
-/* And below this many the blocked kernel runs on one thread. */
-#define GEMM_PARALLEL_WORK (256 * 256 * 256)
+/* And below this many the blocked kernel runs on one thread, as it does
+ * when its threads would get fewer than GEMM_PARALLEL_ROWS rows of C each
+ * (the team shares C out by rows: a short share runs its micro-kernel on
+ * partly empty tiles, and the packing of B does not shrink with it). */
+#define GEMM_PARALLEL_WORK (128 * 128 * 128)
+#define GEMM_PARALLEL_ROWS 24
+/* Then it splits C by columns instead when each thread gets this many. */
+#define GEMM_PARALLEL_COLS 64
 
 /* Device memory: 64-byte aligned. */
 static void *gemm_alloc(size_t bytes)
@@ -69,7 +76,9 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
      * the calling thread: nested teams would only oversubscribe. */
     if (nb_team_busy()) return 1;
     if ((double)M * (double)N * (double)K < (double)GEMM_PARALLEL_WORK) return 1;
-    return nb_team_size();
+    int nt = nb_team_size();
+    while (nt > 1 && M < (int64_t)nt * GEMM_PARALLEL_ROWS) nt--;
+    return nt;
 }
 
 /* ---- everything below is stamped out once per element type --------------- */
@@ -529,7 +538,22 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
         int64_t ldc, mc_blk;                                                                   \
         T *Bp, *Ap;                                                                            \
         int64_t a_size; /* each thread's packed A block */                                     \
+        int64_t b_size; /* split by columns: each thread's packed B slab */                    \
     } blocked_job_##SUF;                                                                       \
+    /* Split by columns: share t is the whole product on its strips of C's     \
+     * columns, with slabs of its own. */                                       \
+    static void blocked_cols_share_##SUF(void *arg, int t, int nt)                             \
+    {                                                                                          \
+        const blocked_job_##SUF *j = arg;                                                      \
+        int64_t nq = (j->N + NR - 1) / NR;                                                     \
+        int64_t j0 = nq * t / nt * NR, j1 = nq * (t + 1) / nt * NR;                            \
+        if (j1 > j->N) j1 = j->N;                                                              \
+        if (j1 <= j0) return;                                                                  \
+        blocked_team_##SUF(j->ta, j->tb, j->M, j1 - j0, j->K, j->alpha, j->A, j->lda,          \
+                           j->tb ? j->B + j0 * j->ldb : j->B + j0, j->ldb, j->beta, j->C + j0,  \
+                           j->ldc, j->mc_blk, j->Bp + (size_t)t * (size_t)j->b_size,            \
+                           j->Ap + (size_t)t * (size_t)j->a_size, 0, 1);                       \
+    }                                                                                          \
     static void blocked_share_##SUF(void *arg, int t, int nt)                                  \
     {                                                                                          \
         const blocked_job_##SUF *j = arg;                                                      \
@@ -542,16 +566,21 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
                               int64_t ldc)                                                     \
     {                                                                                          \
         int nt = gemm_threads(M, N, K);                                                        \
+        /* Too few rows to share out, but columns enough: split those. */                     \
+        bool by_cols = nt == 1 && nb_team_size() > 1 && !nb_team_busy() &&                     \
+                       (double)M * (double)N * (double)K >= (double)GEMM_PARALLEL_WORK &&      \
+                       N >= (int64_t)nb_team_size() * GEMM_PARALLEL_COLS;                      \
+        if (by_cols) nt = nb_team_size();                                                      \
         int64_t kc_max = K < KC ? K : KC;                                                      \
         int64_t nc_max = N < NC ? N : NC;                                                      \
         nc_max = (nc_max + NR - 1) / NR * NR;                                                  \
         /* Split the rows evenly when there are fewer MC blocks than threads. */              \
         int64_t mc_blk = MC;                                                                   \
-        if (nt > 1 && M < (int64_t)nt * MC) {                                                  \
+        if (nt > 1 && !by_cols && M < (int64_t)nt * MC) {                                      \
             mc_blk = (M + nt - 1) / nt;                                                        \
             mc_blk = (mc_blk + MR - 1) / MR * MR;                                              \
         }                                                                                      \
-        T *Bp = gemm_alloc((size_t)(kc_max * nc_max) * sizeof(T));                             \
+        T *Bp = gemm_alloc((size_t)(by_cols ? nt : 1) * (size_t)(kc_max * nc_max) * sizeof(T)); \
         T *Ap = gemm_alloc((size_t)nt * (size_t)(mc_blk * kc_max) * sizeof(T));                \
         if (!Bp || !Ap) {                                                                      \
             nb_device_free(NB_DEVICE_CPU, Bp);                                                 \
@@ -559,8 +588,9 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
             return false;                                                                      \
         }                                                                                      \
         blocked_job_##SUF j = {ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, mc_blk,    \
-                               Bp, Ap, mc_blk * kc_max};                                       \
-        if (nt > 1) nb_team_run(nt, blocked_share_##SUF, &j);                                  \
+                               Bp, Ap, mc_blk * kc_max, kc_max * nc_max};                      \
+        if (by_cols) nb_team_run(nt, blocked_cols_share_##SUF, &j);                            \
+        else if (nt > 1) nb_team_run(nt, blocked_share_##SUF, &j);                             \
         else blocked_share_##SUF(&j, 0, 1);                                                    \
         nb_device_free(NB_DEVICE_CPU, Bp);                                                     \
         nb_device_free(NB_DEVICE_CPU, Ap);                                                     \
@@ -568,10 +598,30 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
     }
 
 #ifdef NABLA_HAVE_CBLAS
+/* A threaded BLAS (OpenBLAS) runs threads of its own, and nabla's kernels
+ * already run on its team: two owners of the same cores spin against each
+ * other (LeNet took six times as long at two threads as at one). So the
+ * BLAS is told to use one thread, and a product large enough to split runs
+ * on the team, each share calling the BLAS on its rows of C; a product
+ * called from inside a share (conv's per-image GEMMs) is one call. The
+ * weak reference is NULL for a BLAS without this function, whose threads
+ * are then its own business (OPENBLAS_NUM_THREADS and the like). */
+extern void openblas_set_num_threads(int n) __attribute__((weak));
+/* Below this many multiply-adds a product is one BLAS call: the BLAS's own
+ * calls from two threads at once cost more on smaller ones than the split
+ * gains (the MLP step at batch 16 took 0.30 ms at two threads against 0.19
+ * at one with a split from 128^3). */
+#define BLAS_PARALLEL_WORK (192.0 * 192 * 192)
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static void blas_one_thread(void)
+{
+    if (openblas_set_num_threads) openblas_set_num_threads(1);
+}
+
 #define GEMM_CBLAS(T, SUF, FN)                                                                 \
-    static bool cblas_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,         \
-                            const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,     \
-                            int64_t ldc)                                                       \
+    static bool cblas_call_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,    \
+                                 const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C, \
+                                 int64_t ldc)                                                  \
     {                                                                                          \
         /* CBLAS insists on leading dimensions of at least the stored row length,             \
          * even when there is a single row and the stride never matters. */                  \
@@ -588,6 +638,40 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
             return false;                                                                      \
         FN(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,      \
            (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);         \
+        return true;                                                                           \
+    }                                                                                          \
+    typedef struct cblas_job_##SUF {                                                           \
+        bool ta, tb;                                                                           \
+        int64_t M, N, K;                                                                       \
+        T alpha;                                                                               \
+        const T *A;                                                                            \
+        int64_t lda;                                                                           \
+        const T *B;                                                                            \
+        int64_t ldb;                                                                           \
+        T beta;                                                                                \
+        T *C;                                                                                  \
+        int64_t ldc;                                                                           \
+    } cblas_job_##SUF;                                                                         \
+    /* Share t: rows [i0, i1) of C, from rows of A (its columns when ta). */                   \
+    static void cblas_share_##SUF(void *arg, int t, int nt)                                    \
+    {                                                                                          \
+        const cblas_job_##SUF *j = arg;                                                        \
+        int64_t i0 = j->M * t / nt, i1 = j->M * (t + 1) / nt;                                  \
+        if (i1 > i0)                                                                           \
+            cblas_call_##SUF(j->ta, j->tb, i1 - i0, j->N, j->K, j->alpha,                      \
+                             j->ta ? j->A + i0 : j->A + i0 * j->lda, j->lda, j->B, j->ldb,      \
+                             j->beta, j->C + i0 * j->ldc, j->ldc);                             \
+    }                                                                                          \
+    static bool cblas_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,         \
+                            const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,     \
+                            int64_t ldc)                                                       \
+    {                                                                                          \
+        pthread_once(&blas_once, blas_one_thread);                                             \
+        int nt = (double)M * (double)N * (double)K < BLAS_PARALLEL_WORK ? 1 : gemm_threads(M, N, K); \
+        if (nt <= 1) return cblas_call_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); \
+        if (M > INT_MAX || N > INT_MAX || K > INT_MAX) return false;                           \
+        cblas_job_##SUF j = {ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};             \
+        nb_team_run(nt, cblas_share_##SUF, &j);                                                \
         return true;                                                                           \
     }
 #define GEMM_TRY_CBLAS(SUF)                                                                    \
