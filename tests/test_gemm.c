@@ -123,6 +123,20 @@ static void test_splits_over_threads(void)
     nb_set_num_threads(was);
 }
 
+/* Products of up to 32 rows read B in place, but for a narrower last strip
+ * of columns, which is packed: on one thread, past the NC and KC block edges,
+ * at and beyond the row limit. */
+static void test_short_products_read_b_in_place(void)
+{
+    int was = nb_num_threads();
+    nb_set_num_threads(1);
+    CHECK(check_case(false, false, 13, 2060, 260, 1.0, 0.0, 0) == 0);
+    CHECK(check_case(true, false, 32, 2061, 300, -0.5, 1.5, 3) == 0);
+    CHECK(check_case(false, false, 33, 2063, 100, 1.0, 0.0, 1) == 0);
+    CHECK(check_case(false, false, 6, 48, 600, 2.0, 0.0, 0) == 0);
+    nb_set_num_threads(was);
+}
+
 static void test_degenerate_sizes(void)
 {
     float C[6] = {NAN, NAN, NAN, 1, 2, 3}, A[1] = {1}, B[1] = {1};
@@ -152,5 +166,6 @@ int main(void)
     RUN(test_cache_block_edges);
     RUN(test_degenerate_sizes);
     RUN(test_splits_over_threads);
+    RUN(test_short_products_read_b_in_place);
     return test_report();
 }

@@ -62,6 +62,8 @@ static bool gemm_have_avx2(void)
 #define GEMM_PARALLEL_ROWS 24
 /* Then it splits C by columns instead when each thread gets this many. */
 #define GEMM_PARALLEL_COLS 64
+/* Products of at most this many rows read B in place (blocked_team). */
+#define GEMM_B_IN_PLACE_ROWS 32
 
 /* Device memory: 64-byte aligned. */
 static void *gemm_alloc(size_t bytes)
@@ -378,8 +380,8 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
     typedef T NAME##_vu __attribute__((vector_size(VB), aligned(sizeof(T)), may_alias));       \
     enum { NAME##_VL = (int)(VB / sizeof(T)), NAME##_NG = NR / (2 * NAME##_VL) };              \
     ATTR GEMM_INLINE void NAME##_micro(int64_t kc, const T *restrict a, int64_t rs, int64_t ks, \
-                                       const T *restrict b, T *restrict C, int64_t ldc,        \
-                                       int64_t mr, int64_t nr, T beta)                         \
+                                       const T *restrict b, int64_t bks, T *restrict C,        \
+                                       int64_t ldc, int64_t mr, int64_t nr, T beta)            \
     {                                                                                          \
         enum { VL = NAME##_VL };                                                               \
         T tile[MR][NR] __attribute__((aligned(64)));                                           \
@@ -395,8 +397,8 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
             _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] =      \
                 (NAME##_v){0};                                                                 \
             for (int64_t k = 0; k < kc; k++) {                                                 \
-                NAME##_v b0 = *(const NAME##_v *)(bg + k * NR);                                \
-                NAME##_v b1 = *(const NAME##_v *)(bg + k * NR + VL);                           \
+                NAME##_v b0 = *(const NAME##_vu *)(bg + k * bks);                              \
+                NAME##_v b1 = *(const NAME##_vu *)(bg + k * bks + VL);                         \
                 _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                        \
                     T ai = ar[i][k * ks];                                                      \
                     acc[i][0] += ai * b0;                                                      \
@@ -436,19 +438,36 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
      * known. */                                                                     \
     ATTR GEMM_INLINE void NAME##_macro_impl(int64_t mc, int64_t nc, int64_t kc, const T *A,     \
                                             int64_t rs, int64_t ks, int64_t strip,             \
-                                            const T *Bp, T *C, int64_t ldc, T beta)            \
+                                            const T *B, int64_t bj, int64_t bks, T *C,         \
+                                            int64_t ldc, T beta)                               \
     {                                                                                          \
         for (int64_t jr = 0; jr < nc; jr += NR)                                                \
             for (int64_t ir = 0; ir < mc; ir += MR)                                            \
-                NAME##_micro(kc, A + ir / MR * strip, rs, ks, Bp + jr * kc, C + ir * ldc + jr,  \
-                             ldc, mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR,     \
-                             beta);                                                            \
+                NAME##_micro(kc, A + ir / MR * strip, rs, ks, B + jr * bj, bks,                \
+                             C + ir * ldc + jr, ldc, mc - ir < MR ? mc - ir : MR,              \
+                             nc - jr < NR ? nc - jr : NR, beta);                               \
     }                                                                                          \
-    ATTR static void NAME##_macro(int64_t mc, int64_t nc, int64_t kc, const T *A, int64_t lda,  \
-                                  const T *Bp, T *C, int64_t ldc, T beta)                      \
+    ATTR GEMM_INLINE void NAME##_macro_a(int64_t mc, int64_t nc, int64_t kc, const T *A,        \
+                                         int64_t lda, const T *B, int64_t bj, int64_t bks,     \
+                                         T *C, int64_t ldc, T beta)                            \
     {                                                                                          \
-        if (!lda) NAME##_macro_impl(mc, nc, kc, A, 1, MR, MR * kc, Bp, C, ldc, beta);          \
-        else NAME##_macro_impl(mc, nc, kc, A, lda, 1, MR * lda, Bp, C, ldc, beta);             \
+        if (!lda) NAME##_macro_impl(mc, nc, kc, A, 1, MR, MR * kc, B, bj, bks, C, ldc, beta);  \
+        else NAME##_macro_impl(mc, nc, kc, A, lda, 1, MR * lda, B, bj, bks, C, ldc, beta);     \
+    }                                                                                          \
+    /* B is packed strips (ldb == 0), or its full NR-wide strips are read in    \
+     * place (row k of the block at k * ldb) and the last, narrower one from   \
+     * Bp_tail, packed: read in place it would run past the row's end. */       \
+    ATTR static void NAME##_macro(int64_t mc, int64_t nc, int64_t kc, const T *A, int64_t lda,  \
+                                  const T *B, int64_t ldb, const T *Bp_tail, T *C, int64_t ldc, \
+                                  T beta)                                                      \
+    {                                                                                          \
+        if (!ldb) {                                                                            \
+            NAME##_macro_a(mc, nc, kc, A, lda, B, kc, NR, C, ldc, beta);                       \
+            return;                                                                            \
+        }                                                                                      \
+        int64_t full = nc / NR * NR;                                                           \
+        if (full) NAME##_macro_a(mc, full, kc, A, lda, B, 1, ldb, C, ldc, beta);               \
+        if (nc > full) NAME##_macro_a(mc, nc - full, kc, A, lda, Bp_tail, kc, NR, C + full, ldc, beta); \
     }
 
 /* Picks the widest macro-kernel the CPU runs. */
@@ -457,18 +476,20 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
     GEMM_MICRO(T, gen_##SUF, MR, NR, 16, )                                                     \
     GEMM_MICRO(T, avx2_##SUF, MR, NR, 32, GEMM_AVX2_ATTR)                                      \
     static void macro_##SUF(int64_t mc, int64_t nc, int64_t kc, const T *A, int64_t lda,        \
-                            const T *Bp, T *C, int64_t ldc, T beta)                            \
+                            const T *B, int64_t ldb, const T *Bp_tail, T *C, int64_t ldc,      \
+                            T beta)                                                            \
     {                                                                                          \
-        if (gemm_have_avx2()) avx2_##SUF##_macro(mc, nc, kc, A, lda, Bp, C, ldc, beta);        \
-        else gen_##SUF##_macro(mc, nc, kc, A, lda, Bp, C, ldc, beta);                          \
+        if (gemm_have_avx2()) avx2_##SUF##_macro(mc, nc, kc, A, lda, B, ldb, Bp_tail, C, ldc, beta); \
+        else gen_##SUF##_macro(mc, nc, kc, A, lda, B, ldb, Bp_tail, C, ldc, beta);             \
     }
 #else
 #define GEMM_MACRO(T, SUF, MR, NR)                                                             \
     GEMM_MICRO(T, gen_##SUF, MR, NR, 16, )                                                     \
     static void macro_##SUF(int64_t mc, int64_t nc, int64_t kc, const T *A, int64_t lda,        \
-                            const T *Bp, T *C, int64_t ldc, T beta)                            \
+                            const T *B, int64_t ldb, const T *Bp_tail, T *C, int64_t ldc,      \
+                            T beta)                                                            \
     {                                                                                          \
-        gen_##SUF##_macro(mc, nc, kc, A, lda, Bp, C, ldc, beta);                               \
+        gen_##SUF##_macro(mc, nc, kc, A, lda, B, ldb, Bp_tail, C, ldc, beta);                  \
     }
 #endif
 
@@ -480,17 +501,19 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
     /* Row block ib of C's columns [jc, jc + nc), inner slice [pc, pc + kc). */                \
     GEMM_INLINE void blocked_rows_##SUF(int64_t ib, int64_t mc_blk, bool ta, int64_t M,          \
                                         int64_t jc, int64_t nc, int64_t pc, int64_t kc,        \
-                                        T alpha, const T *A, int64_t lda, const T *Bp, T beta,  \
-                                        T *C, int64_t ldc, T *myAp)                            \
+                                        T alpha, const T *A, int64_t lda, const T *Bs,         \
+                                        int64_t bld, const T *Bp, T beta, T *C, int64_t ldc,   \
+                                        T *myAp)                                               \
     {                                                                                          \
         int64_t ic = ib * mc_blk;                                                              \
         int64_t mc = M - ic < mc_blk ? M - ic : mc_blk;                                        \
         T *c = C + ic * ldc + jc;                                                              \
+        const T *tail = Bp + nc / NR * NR * kc;                                                \
         if (!ta && alpha == (T)1 && lda > 0) { /* see the macro-kernel */                      \
-            macro_##SUF(mc, nc, kc, A + ic * lda + pc, lda, Bp, c, ldc, beta);                 \
+            macro_##SUF(mc, nc, kc, A + ic * lda + pc, lda, Bs, bld, tail, c, ldc, beta);      \
         } else {                                                                               \
             pack_a_##SUF(ta, A, lda, ic, pc, mc, kc, alpha, myAp);                             \
-            macro_##SUF(mc, nc, kc, myAp, 0, Bp, c, ldc, beta);                                \
+            macro_##SUF(mc, nc, kc, myAp, 0, Bs, bld, tail, c, ldc, beta);                     \
         }                                                                                      \
     }                                                                                          \
     /* Share t of nt threads (nt > 1: the B slab is packed together and the     \
@@ -502,25 +525,32 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
                                         int64_t mc_blk, T *Bp, T *myAp, int t, int n_t)        \
     {                                                                                          \
         int64_t n_iblk = (M + mc_blk - 1) / mc_blk;                                            \
+        /* A short product reads B's rows in place: packed, each strip would    \
+         * serve a few row tiles only, and packing took a sixth of the MLP step  \
+         * at batch 16. Only a narrower last strip is packed. */                 \
+        bool b_in_place = !tb && M <= GEMM_B_IN_PLACE_ROWS;                                    \
         for (int64_t jc = 0; jc < N; jc += NC) {                                               \
             int64_t nc = N - jc < NC ? N - jc : NC;                                            \
-            int64_t nq = (nc + NR - 1) / NR;                                                   \
+            int64_t nq = (nc + NR - 1) / NR, q0 = b_in_place ? nc / NR : 0;                    \
             for (int64_t pc = 0; pc < K; pc += KC) {                                           \
                 int64_t kc = K - pc < KC ? K - pc : KC;                                        \
+                const T *Bs = b_in_place ? B + pc * ldb + jc : Bp;                             \
+                int64_t bld = b_in_place ? ldb : 0;                                            \
                 /* Later K slices add onto what the first one wrote. */                        \
                 T b_eff = pc == 0 ? beta : (T)1;                                               \
                 if (n_t > 1) {                                                                 \
-                    pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, nq * t / n_t, nq * (t + 1) / n_t, Bp); \
+                    pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, q0 + (nq - q0) * t / n_t,         \
+                                 q0 + (nq - q0) * (t + 1) / n_t, Bp);                          \
                     nb_team_barrier(n_t); /* the slab is whole before anyone reads it */       \
                     for (int64_t ib = n_iblk * t / n_t; ib < n_iblk * (t + 1) / n_t; ib++)     \
                         blocked_rows_##SUF(ib, mc_blk, ta, M, jc, nc, pc, kc, alpha, A, lda,   \
-                                           Bp, b_eff, C, ldc, myAp);                           \
+                                           Bs, bld, Bp, b_eff, C, ldc, myAp);                  \
                     nb_team_barrier(n_t); /* and read by all before the next one is packed */  \
                 } else {                                                                       \
-                    pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, 0, nq, Bp);                        \
+                    pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, q0, nq, Bp);                       \
                     for (int64_t ib = 0; ib < n_iblk; ib++)                                    \
                         blocked_rows_##SUF(ib, mc_blk, ta, M, jc, nc, pc, kc, alpha, A, lda,   \
-                                           Bp, b_eff, C, ldc, myAp);                           \
+                                           Bs, bld, Bp, b_eff, C, ldc, myAp);                  \
                 }                                                                              \
             }                                                                                  \
         }                                                                                      \
