@@ -4,7 +4,11 @@
  * net with batch norm on 3x32x32 images at batch 64 (bench_util.h), in the
  * static-program executor. Prints one line per case:
  *
- *     case mlp_b64 median_ms 0.412 steps 200
+ *     case mlp_b64 median_ms 0.412 steps 200 gflop 0.0781
+ *
+ * gflop is the step's multiply-adds, times two, of its matrix products and
+ * convolutions: the forward pass, the weight gradients, and the input
+ * gradients of every layer but the first (whose input needs none).
  *
  * bench/run.sh runs this beside bench_torch.py and prints the ratios. */
 #include "bench_util.h"
@@ -35,6 +39,21 @@ static double bench_case(model_fn model, int64_t features, int64_t batch, int st
     return median;
 }
 
+/* A layer's multiply-adds per example: a linear layer's in * out, a
+ * convolution's cout * ho * wo * cin * k * k. */
+static double step_gflop(const double *macs, int n_layers, int64_t batch)
+{
+    double f = 0;
+    for (int i = 0; i < n_layers; i++) f += (i == 0 ? 2 : 3) * macs[i]; /* forward, dW, dX */
+    return 2 * f * (double)batch * 1e-9;
+}
+
+static const double MLP_MACS[] = {784 * 256, 256 * 10};
+static const double MLP1024_MACS[] = {784 * 1024, 1024 * 1024, 1024 * 10};
+static const double LENET_MACS[] = {20.0 * 24 * 24 * 1 * 25, 50.0 * 8 * 8 * 20 * 25, 800 * 500, 500 * 10};
+static const double CONVBN_MACS[] = {32.0 * 32 * 32 * 3 * 9, 64.0 * 32 * 32 * 32 * 9, 64 * 16 * 16 * 10};
+#define LAYERS(m) m, (int)(sizeof m / sizeof *m)
+
 int main(int argc, char **argv)
 {
     double scale = argc > 1 ? atof(argv[1]) : 1.0; /* fewer steps for a quick look */
@@ -44,17 +63,23 @@ int main(int argc, char **argv)
         model_fn model;
         int64_t features, batch;
         int steps;
+        const double *macs;
+        int n_layers;
     } cases[] = {
-        {"mlp_b1", bench_mlp, 784, 1, 400},         {"mlp_b16", bench_mlp, 784, 16, 200},
-        {"mlp_b64", bench_mlp, 784, 64, 100},       {"mlp_b256", bench_mlp, 784, 256, 40},
-        {"lenet_b64", bench_lenet, 784, 64, 10},    {"mlp1024_b128", bench_mlp1024, 784, 128, 20},
-        {"convbn_b64", bench_convbn, 3072, 64, 5},
+        {"mlp_b1", bench_mlp, 784, 1, 400, LAYERS(MLP_MACS)},
+        {"mlp_b16", bench_mlp, 784, 16, 200, LAYERS(MLP_MACS)},
+        {"mlp_b64", bench_mlp, 784, 64, 100, LAYERS(MLP_MACS)},
+        {"mlp_b256", bench_mlp, 784, 256, 40, LAYERS(MLP_MACS)},
+        {"lenet_b64", bench_lenet, 784, 64, 10, LAYERS(LENET_MACS)},
+        {"mlp1024_b128", bench_mlp1024, 784, 128, 20, LAYERS(MLP1024_MACS)},
+        {"convbn_b64", bench_convbn, 3072, 64, 5, LAYERS(CONVBN_MACS)},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         int steps = (int)(cases[i].steps * scale);
         if (steps < 1) steps = 1;
         double ms = bench_case(cases[i].model, cases[i].features, cases[i].batch, steps, 7);
-        printf("case %s median_ms %.4f steps %d\n", cases[i].name, ms, steps);
+        printf("case %s median_ms %.4f steps %d gflop %.4f\n", cases[i].name, ms, steps,
+               step_gflop(cases[i].macs, cases[i].n_layers, cases[i].batch));
         fflush(stdout);
     }
     return 0;

@@ -5,7 +5,8 @@
 #
 #   bench/run.sh [train|eager|transforms|lstm] [SCALE]
 #     train       one training step of the MNIST MLP (batch 1 to 256), LeNet, a 784-1024-1024-10 MLP at
-#                 batch 128 and a conv net with batch norm on 3x32x32 images (default)
+#                 batch 128 and a conv net with batch norm on 3x32x32 images (default); at 1 thread
+#                 and at all threads, rounds alternating the sides; GFLOP/s against the FMA peak
 #     eager       the eager tape: per recorded op, per backward node, a 100k-op chain
 #     transforms  jvp and hvp of a tanh MLP loss, the full Hessian of a small MLP loss, jacrev and
 #                 jacfwd of a 64-in 64-out tanh MLP (beside functorch)
@@ -199,9 +200,61 @@ if [ "$which" = transformer ]; then
         }' "$out/all.txt"
     exit 0
 fi
+# train: rounds alternating nabla and PyTorch, at one thread and at all
+# threads, each a process of its own; per case and thread count the median
+# over the rounds and its range, and the GFLOP/s of the step beside the FMA
+# peak that bench/fma_peak measures. PyTorch at several threads keeps, each
+# round, the better of its two thread layouts: BLAS threads under one
+# intra-op thread, or one BLAS thread under intra-op threads (both at once
+# oversubscribe the cores).
 if [ "$which" = train ]; then
-    OMP_NUM_THREADS=$threads ./build-bench/bench/bench_train "$scale" > "$out/nabla.txt"
-elif [ "$which" = transforms ]; then
+    cmake --build build-bench -j"$(nproc)" --target fma_peak >/dev/null
+    have_torch=0
+    "$python" -c 'import torch' 2>/dev/null && have_torch=1
+    [ $have_torch = 1 ] || echo "bench: PyTorch is not installed (apt-get install python3-torch); nabla's figures only" >&2
+    rounds=${NABLA_BENCH_ROUNDS:-3}
+    tlist="1"
+    [ "$threads" -gt 1 ] && tlist="1 $threads"
+    peaks=$(./build-bench/bench/fma_peak $tlist)
+    for r in $(seq "$rounds"); do
+        for t in $tlist; do
+            OMP_NUM_THREADS=$t ./build-bench/bench/bench_train "$scale" | sed "s/^/nabla $t /" >> "$out/all.txt"
+            if [ $have_torch = 1 ]; then
+                OPENBLAS_NUM_THREADS=$t "$python" "$torch_script" "$scale" 1 > "$out/torch_a.txt"
+                cp "$out/torch_a.txt" "$out/torch_b.txt"
+                [ "$t" -gt 1 ] && OPENBLAS_NUM_THREADS=1 "$python" "$torch_script" "$scale" "$t" > "$out/torch_b.txt"
+                best_of "$out/torch_a.txt" "$out/torch_b.txt" | sed "s/^/torch $t /" >> "$out/all.txt"
+            fi
+        done
+    done
+    peaks_after=$(./build-bench/bench/fma_peak $tlist)
+    echo "train benchmark: one training step (SGD); medians of $rounds rounds alternating nabla and PyTorch"
+    echo "(each round's figure a median of 7 timings); $(nproc) cores; PyTorch's BLAS: ${blas:-unknown}"
+    echo "FMA peak (bench/fma_peak), GFLOP/s before: $(echo "$peaks" | awk '{ printf "%s thread(s) %s  ", $5, $7 }')"
+    echo "                                    after: $(echo "$peaks_after" | awk '{ printf "%s thread(s) %s  ", $5, $7 }')"
+    echo "ratio = PyTorch / nabla (above 1: nabla is faster); GFLOP/s of nabla's step and its share of the peak"
+    printf "%s\n%s\n" "$peaks" "$peaks_after" | awk '{ print "peak", $5, $7 }' > "$out/peaks.txt"
+    awk '
+        function med(k,   n, i, j, t, v) { n = split(vals[k], v, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] + 0 < v[i] + 0) { t = v[i]; v[i] = v[j]; v[j] = t }
+                                         lo = v[1]; hi = v[n]; return v[int((n + 1) / 2)] }
+        $1 == "peak" { if (!($2 in peak) || $3 > peak[$2]) peak[$2] = $3; next }
+        { side = $1; t = $2; c = $4; if (!(c in seen)) { seen[c] = 1; names[++nc] = c }
+          if (!(t in tseen)) { tseen[t] = 1; ts[++nt] = t }
+          vals[side " " t " " c] = vals[side " " t " " c] " " $6; if ($9 == "gflop") gf[c] = $10 }
+        END {
+            printf "%-14s %7s %24s %24s %7s %9s %6s\n", "case", "threads", "nabla ms (range)", "torch ms (range)", "ratio", "GFLOP/s", "peak"
+            for (i = 1; i <= nc; i++) for (k = 1; k <= nt; k++) {
+                c = names[i]; t = ts[k]; a = "nabla " t " " c; b = "torch " t " " c
+                if (!(a in vals)) continue
+                ma = med(a); la = lo; ha = hi; s = ""; r = "-"
+                if (b in vals) { mb = med(b); s = sprintf("%.4g (%.4g-%.4g)", mb, lo, hi); r = sprintf("%.2f", mb / ma) }
+                g = gf[c] / (ma / 1000); p = (t in peak) ? sprintf("%.0f%%", 100 * g / peak[t]) : "-"
+                printf "%-14s %7s %24s %24s %7s %9.1f %6s\n", c, t, sprintf("%.4g (%.4g-%.4g)", ma, la, ha), s, r, g, p
+            }
+        }' "$out/peaks.txt" "$out/all.txt"
+    exit 0
+fi
+if [ "$which" = transforms ]; then
     OMP_NUM_THREADS=$threads ./build-bench/bench/bench_transforms > "$out/nabla.txt"
 elif [ "$which" = lstm ]; then
     # The LSTM's products are small ([32, 128] x [128, 512] a step), where
@@ -228,14 +281,6 @@ if "$python" -c 'import torch' 2>/dev/null; then
         OPENBLAS_NUM_THREADS=1 "$python" "$torch_script" "$scale" "$threads" > "$out/torch_b.txt"
         OPENBLAS_NUM_THREADS=1 "$python" "$torch_script" "$scale" 1 > "$out/torch_c.txt"
         best_of "$out/torch_a.txt" "$out/torch_b.txt" "$out/torch_c.txt" > "$out/torch.txt"
-    elif [ "$which" = train ]; then
-        # PyTorch's threads can be laid out two ways on this machine: BLAS
-        # threads under one intra-op thread, or one BLAS thread under intra-op
-        # threads (both at once oversubscribe the cores). Keep its better time
-        # per case, so the comparison is with PyTorch at its best.
-        OPENBLAS_NUM_THREADS=$threads "$python" "$torch_script" "$scale" 1 > "$out/torch_a.txt"
-        OPENBLAS_NUM_THREADS=1 "$python" "$torch_script" "$scale" "$threads" > "$out/torch_b.txt"
-        best_of "$out/torch_a.txt" "$out/torch_b.txt" > "$out/torch.txt"
     else
         "$python" "$torch_script" "${torch_args[@]}" > "$out/torch.txt"
     fi
@@ -246,7 +291,7 @@ else
 fi
 echo "$which benchmark, medians of 7; $(nproc) cores; PyTorch's BLAS: ${blas:-unknown}"
 case "$which" in
-    train|transforms) echo "(PyTorch: the faster of its two thread layouts, per case)" ;;
+    transforms) echo "(PyTorch: the faster of its two thread layouts, per case)" ;;
     lstm) echo "(each the fastest of its thread layouts: PyTorch's BLAS or intra-op threads or one thread;" \
                "nabla's threads or one thread)" ;;
 esac
@@ -254,7 +299,6 @@ printf '%-34s %12s %12s %8s\n' case nabla torch ratio
 while read -r _ name value _; do
     if [ $have_torch = 1 ]; then
         tv=$(awk -v n="$name" '$2 == n { print $3 }' "$out/torch.txt")
-        [ "$which" = train ] && tv=$(awk -v n="$name" '$2 == n { print $4 }' "$out/torch.txt")
         # nn.LSTM's one step stands beside both of nabla's (eager, static).
         [ "$which" = lstm ] && tv=$(awk '$2 == "lstm" { print $4 }' "$out/torch.txt")
         who=""
