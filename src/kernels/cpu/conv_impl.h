@@ -169,6 +169,11 @@ typedef struct FN(conv_db_job) {
     T *db;
 } FN(conv_db_job);
 
+#include "row_sum_impl.h"
+
+/* A plane of dy, summed (for AVX2 too: simd.h). */
+NB_SIMD_CLONES static double FN(dy_plane_sum)(const T *d, int64_t P) { return FN(row_sum)(d, P); }
+
 /* Output channels [lo, hi) of the bias gradient. */
 static void FN(conv_db_range)(void *arg, int64_t lo, int64_t hi)
 {
@@ -177,10 +182,7 @@ static void FN(conv_db_range)(void *arg, int64_t lo, int64_t hi)
     const int64_t P = g->ho * g->wo;
     for (int64_t m = lo; m < hi; m++) {
         double acc = 0;
-        for (int64_t n = 0; n < g->n; n++) {
-            const T *d = j->dy + (n * g->m + m) * P;
-            for (int64_t p = 0; p < P; p++) acc += d[p];
-        }
+        for (int64_t n = 0; n < g->n; n++) acc += FN(dy_plane_sum)(j->dy + (n * g->m + m) * P, P);
         j->db[m] = (T)acc;
     }
 }

@@ -4,24 +4,11 @@
 #define NORM_CAT(a, b) NORM_CAT_(a, b)
 #define FN(name) NORM_CAT(name, SFX)
 
-/* Sums over a contiguous row in double, kept in eight independent lanes so
- * that the loop vectorises without reassociating one running total (and is
- * a little more accurate for it). sum: of x; sqdev: of (x - m)^2; dot2: of
- * g and of g * (x - m) * iv with g = dy * scale (scale may be NULL). */
-static inline double FN(lanes_total)(const double *a)
-{
-    return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-}
+#include "row_sum_impl.h"
 
-static inline double FN(row_sum)(const T *x, int64_t n)
-{
-    double a[8] = {0};
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int u = 0; u < 8; u++) a[u] += x[j + u];
-    for (; j < n; j++) a[0] += x[j];
-    return FN(lanes_total)(a);
-}
+/* More sums over a row in eight lanes, as row_sum: sqdev: of (x - m)^2;
+ * dot2: of g and of g * (x - m) * iv with g = dy * scale (scale may be
+ * NULL). */
 
 static inline double FN(row_sqdev)(const T *x, int64_t n, double m)
 {
