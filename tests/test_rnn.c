@@ -626,8 +626,53 @@ static void test_errors_name_the_layer_and_shapes(void)
     model_free(&m);
 }
 
+/* lstm_cell's kernels against the same gates written with primitive ops:
+ * both dtypes, an odd H (vector tails), rows split over the team, and the
+ * errors for shapes that do not match. */
+static void test_lstm_cell_op_matches_primitives(void)
+{
+    for (int d = 0; d < 2; d++) {
+        nb_dtype dt = d ? NB_F64 : NB_F32;
+        const int64_t rows = 300, h = 37;
+        nb_builder *b;
+        REQUIRE_OK(nb_builder_new_eager(&b));
+        nb_tensor *gt, *ct;
+        REQUIRE_OK(nb_tensor_new(&gt, dt, 2, S(rows, 4 * h)));
+        REQUIRE_OK(nb_tensor_new(&ct, dt, 2, S(rows, h)));
+        for (int64_t i = 0; i < rows * 4 * h; i++) nb_tensor_set(gt, i, 4 * sin(0.7 * (double)i));
+        for (int64_t i = 0; i < rows * h; i++) nb_tensor_set(ct, i, 2 * cos(0.3 * (double)i));
+        nb_value gates = nb_eager_value(b, gt), c = nb_eager_value(b, ct), c1;
+        nb_value h1 = nb_lstm_cell(b, gates, c, &c1);
+        nb_value g[4];
+        REQUIRE_OK(nb_split(b, gates, 1, 4, g));
+        nb_value want_c = nb_add(b, nb_mul(b, nb_sigmoid(b, g[1]), c), nb_mul(b, nb_sigmoid(b, g[0]), nb_tanh(b, g[2])));
+        nb_value want_h = nb_mul(b, nb_sigmoid(b, g[3]), nb_tanh(b, want_c));
+        REQUIRE_OK(nb_builder_status(b));
+        double tol = d ? 1e-14 : 2e-6, worst = 0;
+        const nb_tensor *got[2] = {nb_eager_tensor(h1), nb_eager_tensor(c1)},
+                        *want[2] = {nb_eager_tensor(want_h), nb_eager_tensor(want_c)};
+        for (int k = 0; k < 2; k++) {
+            CHECK(nb_shape_equal(got[k]->ndim, got[k]->shape, 2, S(rows, h)));
+            for (int64_t i = 0; i < rows * h; i++) {
+                double e = fabs(nb_tensor_get(got[k], i) - nb_tensor_get(want[k], i));
+                if (e > worst) worst = e;
+            }
+        }
+        if (!(worst <= tol)) fprintf(stderr, "  %s: lstm_cell differs by %g\n", nb_dtype_name(dt), worst);
+        CHECK(worst <= tol);
+        nb_tensor *bad;
+        REQUIRE_OK(nb_tensor_new(&bad, dt, 2, S(rows, h + 1)));
+        nb_value out[2];
+        CHECK_ERR(nb_emit(b, "lstm_cell", NB_VALUES(gates, nb_eager_value(b, bad)), NB_NO_ATTRS, 2, out), NB_ERR_SHAPE,
+                  "lstm_cell: Gates [300, 148] and C [300, 38] must be [..., 4H] and [..., H]");
+        release_all(gt, ct, bad, NULL);
+        nb_builder_free(b);
+    }
+}
+
 int main(void)
 {
+    RUN(test_lstm_cell_op_matches_primitives);
     RUN(test_eager_matches_pytorch);
     RUN(test_static_cells_match_pytorch);
     RUN(test_static_sequences_match_pytorch);

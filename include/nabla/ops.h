@@ -95,6 +95,11 @@ NB_API nb_value nb_log_softmax(nb_builder *b, nb_value x, int axis);
 /* Per-example loss; *softmax_out (if given) receives the softmax. */
 NB_API nb_value nb_softmax_with_cross_entropy(nb_builder *b, nb_value logits, nb_value label, nb_value *softmax_out);
 NB_API nb_value nb_cross_entropy(nb_builder *b, nb_value probs, nb_value label);
+/* An LSTM's gates as one op (torch.nn.LSTMCell's order i, f, g, o): from
+ * gates [..., 4H] (the pre-activations x W_ih^T + b_ih + h W_hh^T + b_hh)
+ * and the cell state c [..., H], c' = sigmoid(f) c + sigmoid(i) tanh(g)
+ * (into *c_next) and h' = sigmoid(o) tanh(c'), returned. */
+NB_API nb_value nb_lstm_cell(nb_builder *b, nb_value gates, nb_value c, nb_value *c_next);
 /* reduction: "mean", "sum" or "none". */
 NB_API nb_value nb_mse_loss(nb_builder *b, nb_value x, nb_value label, const char *reduction);
 NB_API nb_value nb_bce_with_logits(nb_builder *b, nb_value x, nb_value label, const char *reduction);

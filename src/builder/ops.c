@@ -142,6 +142,14 @@ nb_value nb_stack(nb_builder *b, int n, const nb_value *xs, int axis)
     return nb_emit1(b, "stack", NB_VALUES_N(n, xs), ATTRS(NB_ATTR_INT("axis", axis)));
 }
 
+nb_value nb_lstm_cell(nb_builder *b, nb_value gates, nb_value c, nb_value *c_next)
+{
+    nb_value outs[2] = {NB_NONE, NB_NONE};
+    nb_emit(b, "lstm_cell", IN(gates, c), NO_ATTRS, 2, outs);
+    if (c_next) *c_next = outs[1];
+    return outs[0];
+}
+
 nb_status nb_split(nb_builder *b, nb_value x, int axis, int n_out, nb_value *outs)
 {
     return nb_emit(b, "split", IN(x), ATTRS(NB_ATTR_INT("axis", axis)), n_out, outs);

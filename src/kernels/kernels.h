@@ -13,6 +13,7 @@ extern const nb_kernel_def *const nb_cpu_kernels_shape[];       /* cpu/shape.c, 
 extern const nb_kernel_def *const nb_cpu_kernels_nn[];          /* cpu/nn.c, nn_loss.c, nn_softmax.c */
 extern const nb_kernel_def *const nb_cpu_kernels_conv[];        /* cpu/conv.c, pool.c */
 extern const nb_kernel_def *const nb_cpu_kernels_norm[];        /* cpu/norm.c */
+extern const nb_kernel_def *const nb_cpu_kernels_rnn[];         /* cpu/rnn.c */
 extern const nb_kernel_def *const nb_cpu_kernels_attention[];   /* cpu/attention.c */
 extern const nb_kernel_def *const nb_cpu_kernels_creation[];    /* cpu/creation.c */
 extern const nb_kernel_def *const nb_cpu_kernels_optimizer[];   /* cpu/optimizer.c */

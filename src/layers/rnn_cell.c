@@ -168,13 +168,10 @@ static nb_value linear(nb_builder *b, nb_value x, nb_value w, nb_value bias)
     return nb_is_none(bias) ? y : nb_add(b, y, bias);
 }
 
+/* The gates as one op (lstm_cell, src/ops/rnn.c): i, f, g, o. */
 static void lstm_gates(nb_builder *b, nb_value gx, nb_value gh, nb_value c, nb_value *next)
 {
-    nb_value g[4] = {NB_NONE, NB_NONE, NB_NONE, NB_NONE};
-    nb_split(b, nb_add(b, gx, gh), 1, 4, g); /* i, f, g, o */
-    nb_value c1 = nb_add(b, nb_mul(b, nb_sigmoid(b, g[1]), c), nb_mul(b, nb_sigmoid(b, g[0]), nb_tanh(b, g[2])));
-    next[0] = nb_mul(b, nb_sigmoid(b, g[3]), nb_tanh(b, c1));
-    next[1] = c1;
+    next[0] = nb_lstm_cell(b, nb_add(b, gx, gh), c, &next[1]);
 }
 
 static void gru_gates(nb_builder *b, nb_value gx, nb_value gh, nb_value h, nb_value *next)

@@ -13,7 +13,7 @@
 
 static const nb_gradcheck_case *const tables[] = {
     nb_gc_elementwise, nb_gc_compare, nb_gc_reduce, nb_gc_linalg, nb_gc_shape,
-    nb_gc_nn, nb_gc_conv, nb_gc_norm, nb_gc_attention, nb_gc_creation, nb_gc_collective,
+    nb_gc_nn, nb_gc_conv, nb_gc_norm, nb_gc_rnn, nb_gc_attention, nb_gc_creation, nb_gc_collective,
 };
 
 static bool wanted(const char *op, int argc, char **argv)

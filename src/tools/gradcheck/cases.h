@@ -23,6 +23,7 @@ extern const nb_gradcheck_case nb_gc_shape[];
 extern const nb_gradcheck_case nb_gc_nn[];
 extern const nb_gradcheck_case nb_gc_conv[];
 extern const nb_gradcheck_case nb_gc_norm[];
+extern const nb_gradcheck_case nb_gc_rnn[];
 extern const nb_gradcheck_case nb_gc_attention[];
 extern const nb_gradcheck_case nb_gc_creation[];
 extern const nb_gradcheck_case nb_gc_collective[];
