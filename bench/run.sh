@@ -11,7 +11,7 @@
 #     transforms  jvp and hvp of a tanh MLP loss, the full Hessian of a small MLP loss, jacrev and
 #                 jacfwd of a 64-in 64-out tanh MLP (beside functorch)
 #     lstm        one training step of char_rnn's LSTM (hidden 128, 64 steps, batch 32,
-#                 vocabulary 65) beside nn.LSTM
+#                 vocabulary 65) beside nn.LSTM; at 1 thread and at all threads, in rounds as train
 #     ddp         data-parallel training (needs Open MPI): samples per second of the MNIST MLP
 #                 and LeNet at a global batch of 64, static and eager (nb_ddp), at 1 and 2
 #                 processes of one thread each, the 2-process speed-up, the all-reduce time per
@@ -66,6 +66,20 @@ best_of() {
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+
+# For the modes that alternate the sides in rounds at one thread and at all
+# threads: have_torch, rounds (NABLA_BENCH_ROUNDS, 3), tlist (the thread
+# counts) and the FMA peaks at those counts before the rounds.
+rounds_setup() {
+    cmake --build build-bench -j"$(nproc)" --target fma_peak >/dev/null
+    have_torch=0
+    "$python" -c 'import torch' 2>/dev/null && have_torch=1
+    [ $have_torch = 1 ] || echo "bench: PyTorch is not installed (apt-get install python3-torch); nabla's figures only" >&2
+    rounds=${NABLA_BENCH_ROUNDS:-3}
+    tlist="1"
+    [ "$threads" -gt 1 ] && tlist="1 $threads"
+    peaks=$(./build-bench/bench/fma_peak $tlist)
+}
 
 # ddp: rounds of (nabla 1 process, nabla 2, PyTorch 1, PyTorch 2), so that
 # drift hits every side; per case the median over the rounds and its range.
@@ -150,19 +164,12 @@ fi
 # PyTorch runs in both of its thread layouts (BLAS threads under one intra-op
 # thread, or intra-op threads over a one-thread BLAS) and keeps the better.
 if [ "$which" = transformer ]; then
-    cmake --build build-bench -j"$(nproc)" --target fma_peak >/dev/null
     # PyTorch runs on GNU OpenMP, whose idle threads spin for 300000 rounds
     # by default, which halves a two-thread step here. Unless the caller
     # chose, it gets a shorter spin (nabla's own team spins for 0.1 ms).
     [ -n "${OMP_WAIT_POLICY:-}" ] || export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-30000}
     spin="GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-unset} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}"
-    have_torch=0
-    "$python" -c 'import torch' 2>/dev/null && have_torch=1
-    [ $have_torch = 1 ] || echo "bench: PyTorch is not installed (apt-get install python3-torch); nabla's figures only" >&2
-    rounds=${NABLA_BENCH_ROUNDS:-3}
-    tlist="1"
-    [ "$threads" -gt 1 ] && tlist="1 $threads"
-    peaks=$(./build-bench/bench/fma_peak $tlist)
+    rounds_setup
     for r in $(seq "$rounds"); do
         for m in block gpt; do
             for t in $tlist; do
@@ -200,36 +207,32 @@ if [ "$which" = transformer ]; then
         }' "$out/all.txt"
     exit 0
 fi
-# train: rounds alternating nabla and PyTorch, at one thread and at all
-# threads, each a process of its own; per case and thread count the median
-# over the rounds and its range, and the GFLOP/s of the step beside the FMA
-# peak that bench/fma_peak measures. PyTorch at several threads keeps, each
-# round, the better of its two thread layouts: BLAS threads under one
-# intra-op thread, or one BLAS thread under intra-op threads (both at once
-# oversubscribe the cores).
-if [ "$which" = train ]; then
-    cmake --build build-bench -j"$(nproc)" --target fma_peak >/dev/null
-    have_torch=0
-    "$python" -c 'import torch' 2>/dev/null && have_torch=1
-    [ $have_torch = 1 ] || echo "bench: PyTorch is not installed (apt-get install python3-torch); nabla's figures only" >&2
-    rounds=${NABLA_BENCH_ROUNDS:-3}
-    tlist="1"
-    [ "$threads" -gt 1 ] && tlist="1 $threads"
-    peaks=$(./build-bench/bench/fma_peak $tlist)
+# train and lstm: rounds alternating nabla and PyTorch, at one thread and at
+# all threads, each a process of its own; per case and thread count the
+# median over the rounds and its range, and for train the GFLOP/s of the step
+# beside the FMA peak that bench/fma_peak measures. PyTorch at several
+# threads keeps, each round, the better of its two thread layouts: BLAS
+# threads under one intra-op thread, or one BLAS thread under intra-op
+# threads (both at once oversubscribe the cores). nn.LSTM's one step stands
+# beside both of nabla's (eager, static).
+if [ "$which" = train ] || [ "$which" = lstm ]; then
+    rounds_setup
     for r in $(seq "$rounds"); do
         for t in $tlist; do
-            OMP_NUM_THREADS=$t ./build-bench/bench/bench_train "$scale" | sed "s/^/nabla $t /" >> "$out/all.txt"
+            OMP_NUM_THREADS=$t ./build-bench/bench/$target "$scale" | sed "s/^/nabla $t /" >> "$out/all.txt"
             if [ $have_torch = 1 ]; then
                 OPENBLAS_NUM_THREADS=$t "$python" "$torch_script" "$scale" 1 > "$out/torch_a.txt"
                 cp "$out/torch_a.txt" "$out/torch_b.txt"
                 [ "$t" -gt 1 ] && OPENBLAS_NUM_THREADS=1 "$python" "$torch_script" "$scale" "$t" > "$out/torch_b.txt"
-                best_of "$out/torch_a.txt" "$out/torch_b.txt" | sed "s/^/torch $t /" >> "$out/all.txt"
+                best_of "$out/torch_a.txt" "$out/torch_b.txt" | sed "s/^/torch $t /" |
+                    awk '$4 == "lstm" { a = $0; b = $0; sub(/ lstm /, " lstm_eager ", a); sub(/ lstm /, " lstm_static ", b)
+                                        print a; print b; next } { print }' >> "$out/all.txt"
             fi
         done
     done
     peaks_after=$(./build-bench/bench/fma_peak $tlist)
-    echo "train benchmark: one training step (SGD); medians of $rounds rounds alternating nabla and PyTorch"
-    echo "(each round's figure a median of 7 timings); $(nproc) cores; PyTorch's BLAS: ${blas:-unknown}"
+    echo "$which benchmark: one training step; medians of $rounds rounds alternating nabla and PyTorch"
+    echo "(each round's figure a median of its timings); $(nproc) cores; PyTorch's BLAS: ${blas:-unknown}"
     echo "FMA peak (bench/fma_peak), GFLOP/s before: $(echo "$peaks" | awk '{ printf "%s thread(s) %s  ", $5, $7 }')"
     echo "                                    after: $(echo "$peaks_after" | awk '{ printf "%s thread(s) %s  ", $5, $7 }')"
     echo "ratio = PyTorch / nabla (above 1: nabla is faster); GFLOP/s of nabla's step and its share of the peak"
@@ -238,7 +241,7 @@ if [ "$which" = train ]; then
         function med(k,   n, i, j, t, v) { n = split(vals[k], v, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] + 0 < v[i] + 0) { t = v[i]; v[i] = v[j]; v[j] = t }
                                          lo = v[1]; hi = v[n]; return v[int((n + 1) / 2)] }
         $1 == "peak" { if (!($2 in peak) || $3 > peak[$2]) peak[$2] = $3; next }
-        { side = $1; t = $2; c = $4; if (!(c in seen)) { seen[c] = 1; names[++nc] = c }
+        { side = $1; t = $2; c = $4; if (side == "nabla" && !(c in seen)) { seen[c] = 1; names[++nc] = c }
           if (!(t in tseen)) { tseen[t] = 1; ts[++nt] = t }
           vals[side " " t " " c] = vals[side " " t " " c] " " $6; if ($9 == "gflop") gf[c] = $10 }
         END {
@@ -248,21 +251,15 @@ if [ "$which" = train ]; then
                 if (!(a in vals)) continue
                 ma = med(a); la = lo; ha = hi; s = ""; r = "-"
                 if (b in vals) { mb = med(b); s = sprintf("%.4g (%.4g-%.4g)", mb, lo, hi); r = sprintf("%.2f", mb / ma) }
-                g = gf[c] / (ma / 1000); p = (t in peak) ? sprintf("%.0f%%", 100 * g / peak[t]) : "-"
-                printf "%-14s %7s %24s %24s %7s %9.1f %6s\n", c, t, sprintf("%.4g (%.4g-%.4g)", ma, la, ha), s, r, g, p
+                g = "-"; p = "-"
+                if (c in gf) { g = sprintf("%.1f", gf[c] / (ma / 1000)); if (t in peak) p = sprintf("%.0f%%", 100 * g / peak[t]) }
+                printf "%-14s %7s %24s %24s %7s %9s %6s\n", c, t, sprintf("%.4g (%.4g-%.4g)", ma, la, ha), s, r, g, p
             }
         }' "$out/peaks.txt" "$out/all.txt"
     exit 0
 fi
 if [ "$which" = transforms ]; then
     OMP_NUM_THREADS=$threads ./build-bench/bench/bench_transforms > "$out/nabla.txt"
-elif [ "$which" = lstm ]; then
-    # The LSTM's products are small ([32, 128] x [128, 512] a step), where
-    # threads cost more than they give on a shared machine: nabla,
-    # too, gets the faster of all threads and one thread, per case.
-    OMP_NUM_THREADS=$threads ./build-bench/bench/bench_lstm "$scale" > "$out/nabla_a.txt"
-    OMP_NUM_THREADS=1 ./build-bench/bench/bench_lstm "$scale" > "$out/nabla_b.txt"
-    best_of "$out/nabla_a.txt" "$out/nabla_b.txt" > "$out/nabla.txt"
 else
     OMP_NUM_THREADS=1 ./build-bench/bench/bench_eager > "$out/nabla.txt"
 fi
@@ -275,12 +272,6 @@ if "$python" -c 'import torch' 2>/dev/null; then
         awk '{ if (!($2 in best) || $3 < best[$2]) { best[$2] = $3; who[$2] = ($1 == "fcase" ? "functorch" : "autograd") } }
              END { for (k in best) print "case", k, best[k], who[k] }' \
             "$out/torch_a.txt" "$out/torch_b.txt" > "$out/torch.txt"
-    elif [ "$which" = lstm ]; then
-        # As for train, and one thread for everything as a third layout.
-        OPENBLAS_NUM_THREADS=$threads "$python" "$torch_script" "$scale" 1 > "$out/torch_a.txt"
-        OPENBLAS_NUM_THREADS=1 "$python" "$torch_script" "$scale" "$threads" > "$out/torch_b.txt"
-        OPENBLAS_NUM_THREADS=1 "$python" "$torch_script" "$scale" 1 > "$out/torch_c.txt"
-        best_of "$out/torch_a.txt" "$out/torch_b.txt" "$out/torch_c.txt" > "$out/torch.txt"
     else
         "$python" "$torch_script" "${torch_args[@]}" > "$out/torch.txt"
     fi
@@ -292,23 +283,15 @@ fi
 echo "$which benchmark, medians of 7; $(nproc) cores; PyTorch's BLAS: ${blas:-unknown}"
 case "$which" in
     transforms) echo "(PyTorch: the faster of its two thread layouts, per case)" ;;
-    lstm) echo "(each the fastest of its thread layouts: PyTorch's BLAS or intra-op threads or one thread;" \
-               "nabla's threads or one thread)" ;;
 esac
 printf '%-34s %12s %12s %8s\n' case nabla torch ratio
 while read -r _ name value _; do
     if [ $have_torch = 1 ]; then
         tv=$(awk -v n="$name" '$2 == n { print $3 }' "$out/torch.txt")
-        # nn.LSTM's one step stands beside both of nabla's (eager, static).
-        [ "$which" = lstm ] && tv=$(awk '$2 == "lstm" { print $4 }' "$out/torch.txt")
         who=""
         [ "$which" = transforms ] && who=$(awk -v n="$name" '$2 == n { print $4 }' "$out/torch.txt")
         printf '%-34s %12.4f %12.4f %8.2f %s\n' "$name" "$value" "$tv" "$(awk -v a="$tv" -v b="$value" 'BEGIN { print a / b }')" "$who"
     else
         printf '%-34s %12.4f %12s %8s\n' "$name" "$value" - -
     fi
-done < <(case "$which" in
-             train) awk '{ print $1, $2, $4 }' "$out/nabla.txt" ;;
-             lstm) awk '{ print $1, $2, $4 }' "$out/nabla.txt" | sort ;;
-             *) cat "$out/nabla.txt" ;;
-         esac)
+done < "$out/nabla.txt"

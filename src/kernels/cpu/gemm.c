@@ -493,6 +493,21 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
     }
 #endif
 
+/* A product's arguments, as the team's shares receive them. */
+#define GEMM_ARGS(T, SUF)                                                                      \
+    typedef struct gemm_args_##SUF {                                                           \
+        bool ta, tb;                                                                           \
+        int64_t M, N, K;                                                                       \
+        T alpha;                                                                               \
+        const T *A;                                                                            \
+        int64_t lda;                                                                           \
+        const T *B;                                                                            \
+        int64_t ldb;                                                                           \
+        T beta;                                                                                \
+        T *C;                                                                                  \
+        int64_t ldc;                                                                           \
+    } gemm_args_##SUF;
+
 /* The blocked driver. Loop order (outer to inner): NC columns of C, KC
  * slices of the inner dimension (B slab packed once, shared by all threads),
  * MC rows of C (each thread packs its own A block), then the macro-kernel.
@@ -556,16 +571,8 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
         }                                                                                      \
     }                                                                                          \
     typedef struct blocked_job_##SUF {                                                         \
-        bool ta, tb;                                                                           \
-        int64_t M, N, K;                                                                       \
-        T alpha;                                                                               \
-        const T *A;                                                                            \
-        int64_t lda;                                                                           \
-        const T *B;                                                                            \
-        int64_t ldb;                                                                           \
-        T beta;                                                                                \
-        T *C;                                                                                  \
-        int64_t ldc, mc_blk;                                                                   \
+        gemm_args_##SUF g;                                                                     \
+        int64_t mc_blk;                                                                        \
         T *Bp, *Ap;                                                                            \
         int64_t a_size; /* each thread's packed A block */                                     \
         int64_t b_size; /* split by columns: each thread's packed B slab */                    \
@@ -575,20 +582,22 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
     static void blocked_cols_share_##SUF(void *arg, int t, int nt)                             \
     {                                                                                          \
         const blocked_job_##SUF *j = arg;                                                      \
-        int64_t nq = (j->N + NR - 1) / NR;                                                     \
+        const gemm_args_##SUF *g = &j->g;                                                      \
+        int64_t nq = (g->N + NR - 1) / NR;                                                     \
         int64_t j0 = nq * t / nt * NR, j1 = nq * (t + 1) / nt * NR;                            \
-        if (j1 > j->N) j1 = j->N;                                                              \
+        if (j1 > g->N) j1 = g->N;                                                              \
         if (j1 <= j0) return;                                                                  \
-        blocked_team_##SUF(j->ta, j->tb, j->M, j1 - j0, j->K, j->alpha, j->A, j->lda,          \
-                           j->tb ? j->B + j0 * j->ldb : j->B + j0, j->ldb, j->beta, j->C + j0,  \
-                           j->ldc, j->mc_blk, j->Bp + (size_t)t * (size_t)j->b_size,            \
+        blocked_team_##SUF(g->ta, g->tb, g->M, j1 - j0, g->K, g->alpha, g->A, g->lda,          \
+                           g->tb ? g->B + j0 * g->ldb : g->B + j0, g->ldb, g->beta, g->C + j0,  \
+                           g->ldc, j->mc_blk, j->Bp + (size_t)t * (size_t)j->b_size,            \
                            j->Ap + (size_t)t * (size_t)j->a_size, 0, 1);                       \
     }                                                                                          \
     static void blocked_share_##SUF(void *arg, int t, int nt)                                  \
     {                                                                                          \
         const blocked_job_##SUF *j = arg;                                                      \
-        blocked_team_##SUF(j->ta, j->tb, j->M, j->N, j->K, j->alpha, j->A, j->lda, j->B,       \
-                           j->ldb, j->beta, j->C, j->ldc, j->mc_blk, j->Bp,                    \
+        const gemm_args_##SUF *g = &j->g;                                                      \
+        blocked_team_##SUF(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B,       \
+                           g->ldb, g->beta, g->C, g->ldc, j->mc_blk, j->Bp,                    \
                            j->Ap + (size_t)t * (size_t)j->a_size, t, nt);                      \
     }                                                                                          \
     static bool blocked_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,       \
@@ -617,7 +626,7 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
             nb_device_free(NB_DEVICE_CPU, Ap);                                                 \
             return false;                                                                      \
         }                                                                                      \
-        blocked_job_##SUF j = {ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, mc_blk,    \
+        blocked_job_##SUF j = {{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, mc_blk, \
                                Bp, Ap, mc_blk * kc_max, kc_max * nc_max};                      \
         if (by_cols) nb_team_run(nt, blocked_cols_share_##SUF, &j);                            \
         else if (nt > 1) nb_team_run(nt, blocked_share_##SUF, &j);                             \
@@ -670,22 +679,10 @@ static void blas_one_thread(void)
            (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);         \
         return true;                                                                           \
     }                                                                                          \
-    typedef struct cblas_job_##SUF {                                                           \
-        bool ta, tb;                                                                           \
-        int64_t M, N, K;                                                                       \
-        T alpha;                                                                               \
-        const T *A;                                                                            \
-        int64_t lda;                                                                           \
-        const T *B;                                                                            \
-        int64_t ldb;                                                                           \
-        T beta;                                                                                \
-        T *C;                                                                                  \
-        int64_t ldc;                                                                           \
-    } cblas_job_##SUF;                                                                         \
     /* Share t: rows [i0, i1) of C, from rows of A (its columns when ta). */                   \
     static void cblas_share_##SUF(void *arg, int t, int nt)                                    \
     {                                                                                          \
-        const cblas_job_##SUF *j = arg;                                                        \
+        const gemm_args_##SUF *j = arg;                                                        \
         int64_t i0 = j->M * t / nt, i1 = j->M * (t + 1) / nt;                                  \
         if (i1 > i0)                                                                           \
             cblas_call_##SUF(j->ta, j->tb, i1 - i0, j->N, j->K, j->alpha,                      \
@@ -700,7 +697,7 @@ static void blas_one_thread(void)
         int nt = (double)M * (double)N * (double)K < BLAS_PARALLEL_WORK ? 1 : gemm_threads(M, N, K); \
         if (nt <= 1) return cblas_call_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); \
         if (M > INT_MAX || N > INT_MAX || K > INT_MAX) return false;                           \
-        cblas_job_##SUF j = {ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};             \
+        gemm_args_##SUF j = {ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};             \
         nb_team_run(nt, cblas_share_##SUF, &j);                                                \
         return true;                                                                           \
     }
@@ -735,6 +732,7 @@ GEMM_SMALL(float, f32)
 GEMM_PACK_A(float, f32, 6)
 GEMM_PACK_B(float, f32, 16)
 GEMM_MACRO(float, f32, 6, 16)
+GEMM_ARGS(float, f32)
 GEMM_BLOCKED(float, f32, 6, 16, 96, 256, 2048)
 GEMM_CBLAS(float, f32, cblas_sgemm)
 GEMM_ENTRY(float, f32)
@@ -745,6 +743,7 @@ GEMM_SMALL(double, f64)
 GEMM_PACK_A(double, f64, 6)
 GEMM_PACK_B(double, f64, 8)
 GEMM_MACRO(double, f64, 6, 8)
+GEMM_ARGS(double, f64)
 GEMM_BLOCKED(double, f64, 6, 8, 96, 256, 2048)
 GEMM_CBLAS(double, f64, cblas_dgemm)
 GEMM_ENTRY(double, f64)
