@@ -11,6 +11,7 @@
  * gradients of every layer but the first (whose input needs none).
  *
  * bench/run.sh runs this beside bench_torch.py and prints the ratios. */
+#include <string.h>
 #include "bench_util.h"
 
 typedef nb_value (*model_fn)(nb_builder *b, nb_value x);
@@ -58,6 +59,7 @@ int main(int argc, char **argv)
 {
     double scale = argc > 1 ? atof(argv[1]) : 1.0; /* fewer steps for a quick look */
     if (scale <= 0) scale = 1;
+    const char *only = argc > 2 ? argv[2] : NULL; /* one case, by name */
     static const struct {
         const char *name;
         model_fn model;
@@ -75,6 +77,7 @@ int main(int argc, char **argv)
         {"convbn_b64", bench_convbn, 3072, 64, 5, LAYERS(CONVBN_MACS)},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (only && strcmp(only, cases[i].name)) continue;
         int steps = (int)(cases[i].steps * scale);
         if (steps < 1) steps = 1;
         double ms = bench_case(cases[i].model, cases[i].features, cases[i].batch, steps, 7);

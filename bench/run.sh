@@ -57,6 +57,17 @@ case "$blas" in
     *) case "$which" in train|lstm) echo "bench: warning: libblas.so.3 is the reference BLAS ($blas); PyTorch's" \
             "times will be unfairly slow. apt-get install libopenblas0-pthread gives it OpenBLAS." >&2 ;; esac ;;
 esac
+# An OpenBLAS older than the CPU does not know it and falls back to its
+# generic SSE3 kernels ("Prescott"): Debian 12's 0.3.21 on a Xeon of model
+# 207 ran a 512^3 product at 17 GFLOP/s against 100 with its SkylakeX ones.
+# Unless the caller chose, both sides get the kernels the CPU can run.
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ "$(OPENBLAS_VERBOSE=2 "$python" -c 'import torch' 2>&1 | sed -n 's/^Core: //p' | head -1)" = Prescott ]; then
+    if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
+    elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
+    [ -n "${OPENBLAS_CORETYPE:-}" ] && echo "bench: OpenBLAS does not know this CPU and would use its generic kernels;" \
+        "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE gives it the ones the CPU runs" >&2
+fi
+blas_note=${blas:-unknown}${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)}
 
 # Per case (field 2), the line with the smallest time (field 4) among the files.
 best_of() {
@@ -232,7 +243,7 @@ if [ "$which" = train ] || [ "$which" = lstm ]; then
     done
     peaks_after=$(./build-bench/bench/fma_peak $tlist)
     echo "$which benchmark: one training step; medians of $rounds rounds alternating nabla and PyTorch"
-    echo "(each round's figure a median of its timings); $(nproc) cores; PyTorch's BLAS: ${blas:-unknown}"
+    echo "(each round's figure a median of its timings); $(nproc) cores; PyTorch's BLAS: $blas_note"
     echo "FMA peak (bench/fma_peak), GFLOP/s before: $(echo "$peaks" | awk '{ printf "%s thread(s) %s  ", $5, $7 }')"
     echo "                                    after: $(echo "$peaks_after" | awk '{ printf "%s thread(s) %s  ", $5, $7 }')"
     echo "ratio = PyTorch / nabla (above 1: nabla is faster); GFLOP/s of nabla's step and its share of the peak"
@@ -280,7 +291,7 @@ else
     echo "bench: PyTorch is not installed (apt-get install python3-torch); nabla's figures only" >&2
     have_torch=0
 fi
-echo "$which benchmark, medians of 7; $(nproc) cores; PyTorch's BLAS: ${blas:-unknown}"
+echo "$which benchmark, medians of 7; $(nproc) cores; PyTorch's BLAS: $blas_note"
 case "$which" in
     transforms) echo "(PyTorch: the faster of its two thread layouts, per case)" ;;
 esac

@@ -159,6 +159,22 @@ static void test_degenerate_sizes(void)
     CHECK_NEAR(z, 74, 0);
 }
 
+/* Every variant of the blocked kernel this CPU runs (the widest is what
+ * the other tests get): the same cases with the GEMM capped at each
+ * instruction set below it. */
+static void test_each_isa(void)
+{
+    for (int isa = NB_ISA_GENERIC; isa < NB_ISA_AVX512; isa++) {
+        nb_gemm_limit_isa(isa);
+        test_all_transposes_odd_sizes();
+        test_alpha_beta_and_padding();
+        test_cache_block_edges();
+        test_splits_over_threads();
+        test_short_products_read_b_in_place();
+    }
+    nb_gemm_limit_isa(NB_ISA_AVX512);
+}
+
 int main(void)
 {
     RUN(test_all_transposes_odd_sizes);
@@ -167,5 +183,6 @@ int main(void)
     RUN(test_degenerate_sizes);
     RUN(test_splits_over_threads);
     RUN(test_short_products_read_b_in_place);
+    RUN(test_each_isa);
     return test_report();
 }

@@ -16,4 +16,11 @@ void nb_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
 void nb_gemm_f64(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
                  const double *A, int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
 
+/* The instruction sets the blocked kernel has variants for, in order. */
+enum { NB_ISA_GENERIC = 0, NB_ISA_AVX2 = 1, NB_ISA_AVX512 = 2 };
+
+/* Caps the variant the GEMM picks at isa (one of the above) for the whole
+ * process, over NABLA_ISA: tests check each variant the machine runs. */
+void nb_gemm_limit_isa(int isa);
+
 #endif
