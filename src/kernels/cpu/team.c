@@ -113,14 +113,30 @@ static void wake_all(_Atomic unsigned *word)
 #endif
 }
 
-/* Waits for gen to move past `seen`: a spin without `pause` (which a
- * hypervisor may trap), then sleep. Returns the new gen. */
+/* One turn of a spin-wait. The pause lets a hypervisor see the spin (KVM's
+ * pause-loop exiting) and run the vCPU we wait for in our place; without it
+ * a spinning vCPU burns its slice while that one waits for the host. (On a
+ * Xeon VM whose host was busy, with half a second of steal time a second,
+ * two threads took up to 2.4 times as long as one; on a quiet host the
+ * pause costs nothing measurable.) */
+static inline void spin_turn(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Waits for gen to move past `seen`: a spin, then sleep. Returns the new
+ * gen. */
 static unsigned await_run(unsigned seen)
 {
     uint64_t start = now_ns();
     for (unsigned k = 1;; k++) {
         unsigned g = atomic_load_explicit(&team.gen, memory_order_acquire);
         if (g != seen) return g;
+        spin_turn();
         if (k % 256 == 0 && now_ns() - start > SPIN_NS) break;
     }
     for (;;) {
@@ -192,8 +208,7 @@ void nb_team_run(int nt, nb_team_fn fn, void *ctx)
     in_share = true;
     fn(ctx, 0, nt);
     in_share = false;
-    while (atomic_load_explicit(&team.pending, memory_order_acquire) > 0) {
-    }
+    while (atomic_load_explicit(&team.pending, memory_order_acquire) > 0) spin_turn();
     pthread_mutex_unlock(&team.lock);
 }
 
@@ -206,8 +221,7 @@ void nb_team_barrier(int nt)
         atomic_fetch_add_explicit(&team.bar_gen, 1, memory_order_release);
         return;
     }
-    while (atomic_load_explicit(&team.bar_gen, memory_order_acquire) == g) {
-    }
+    while (atomic_load_explicit(&team.bar_gen, memory_order_acquire) == g) spin_turn();
 }
 
 typedef struct range_job {
