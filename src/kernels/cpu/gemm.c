@@ -286,16 +286,9 @@ static int64_t pack_bt_fast_f32x(const float **src, int64_t kc, float *dst)
 {
     return pack_bt_avx2(src, kc, 32, dst);
 }
-static int64_t pack_a_fast_f64x(const double **src, int64_t kc, double alpha, double *dst)
-{
-    (void)src, (void)kc, (void)alpha, (void)dst;
-    return 0;
-}
-static int64_t pack_bt_fast_f64x(const double **src, int64_t kc, double *dst)
-{
-    (void)src, (void)kc, (void)dst;
-    return 0;
-}
+/* Doubles have no fast packing, at either width. */
+#define pack_a_fast_f64x pack_a_fast_f64
+#define pack_bt_fast_f64x pack_bt_fast_f64
 #else
 static int64_t pack_a_fast_f32(const float **src, int64_t kc, float alpha, float *dst)
 {
