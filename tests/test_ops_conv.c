@@ -145,6 +145,39 @@ static void test_conv2d_reference(void)
     }
 }
 
+/* im2col copies each row of an image's window in fixed-size pieces chosen
+ * by the row's byte length (conv.c, copy_row): widths that land on every
+ * piece size and across the 128-byte limit, both dtypes, with and without
+ * padding, against the direct convolution. */
+static void test_conv2d_row_widths(void)
+{
+    static const int64_t widths[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 40};
+    uint64_t seed = 7;
+    for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++)
+        for (int pad = 0; pad < 2; pad++) {
+            int64_t w = widths[wi] + 2 - 2 * pad; /* output width widths[wi] */
+            conv_case k = {2, 2, 4, w, 3, 3, 3, {1, 1}, 2, {pad, pad}, {1, 1}, 1, false};
+            nb_tensor *x = TR(NB_F64, &seed, S(k.n, k.c, k.h, k.w));
+            nb_tensor *f = TR(NB_F64, &seed, S(k.m, k.c, k.kh, k.kw));
+            nb_tensor *want = ref_conv(&k, x, f, NULL);
+            nb_attr a[4];
+            int na = conv_attrs(&k, a);
+            for (int d = 0; d < 2; d++) {
+                nb_tensor *in[] = {tcast(x, dtypes[d]), tcast(f, dtypes[d])};
+                nb_tensor *y = NULL;
+                CHECK_OK(nb_op_run("conv2d", NB_TENSORS_N(2, in), NB_ATTRS_N(na, a), 1, &y));
+                double err = rel_diff(y, want);
+                if (!(err <= (d ? 1e-12 : 1e-5))) {
+                    fprintf(stderr, "  output width %lld, pad %d (%s): differs from the direct convolution by %g\n",
+                            (long long)widths[wi], pad, nb_dtype_name(dtypes[d]), err);
+                    test_failures_in_current++;
+                }
+                RELEASE(y, in[0], in[1]);
+            }
+            RELEASE(x, f, want);
+        }
+}
+
 /* conv2d_grad against finite differences of conv2d (float64), and the
  * float32 kernel against the float64 one. */
 static void test_conv2d_grad(void)
@@ -591,6 +624,7 @@ int main(void)
 {
     RUN(test_conv2d_hand);
     RUN(test_conv2d_reference);
+    RUN(test_conv2d_row_widths);
     RUN(test_conv2d_grad);
     RUN(test_conv2d_grad_batch_split);
     RUN(test_conv2d_infer);

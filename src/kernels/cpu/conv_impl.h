@@ -35,7 +35,7 @@ NB_SIMD_CLONES static void FN(im2col_range)(void *arg, int64_t lo, int64_t hi)
                     for (int64_t ow = 0; ow < ow_lo; ow++) dst[ow] = 0;
                     if (sw == 1) {
                         if (ow_hi > ow_lo)
-                            memcpy(dst + ow_lo, xc + base + ow_lo, (size_t)(ow_hi - ow_lo) * sizeof(T));
+                            copy_row(dst + ow_lo, xc + base + ow_lo, (size_t)(ow_hi - ow_lo) * sizeof(T));
                     } else {
                         for (int64_t ow = ow_lo; ow < ow_hi; ow++) dst[ow] = xc[base + ow * sw];
                     }
