@@ -57,21 +57,26 @@ static bool is_pointwise(const nb_conv2d_geom *g)
            g->pad_left == 0 && g->ho == g->h && g->wo == g->w;
 }
 
-/* Copies n bytes (a multiple of 4). im2col's rows are short (24 floats in
- * LeNet), and a call to memcpy per row cost more than the copy: up to 128
- * bytes the copy is two fixed-size moves that may overlap, which the compiler
- * inlines (a loop, even of fixed-size pieces, GCC makes back into the call). */
-static inline void copy_row(void *restrict d, const void *restrict s, size_t n)
+/* Copies `rows` runs of n bytes (a multiple of 4), the run r from s + r * ss
+ * to d + r * ds. im2col's runs are short (24 and 8 floats in LeNet), and a
+ * call to memcpy per run cost more than the copy: up to 128 bytes a run is
+ * two fixed-size moves that may overlap, which the compiler inlines, and the
+ * choice of size is made once for all the runs. */
+#define COPY_RUNS(size)                                                                            \
+    for (int64_t r = 0; r < rows; r++, d += ds, s += ss)                                       \
+    __builtin_memcpy(d, s, size), __builtin_memcpy(d + n - (size), s + n - (size), size)
+static inline void copy_runs(char *restrict d, size_t ds, const char *restrict s, size_t ss, int64_t rows,
+                             size_t n)
 {
-    char *dp = d;
-    const char *sp = s;
-    if (n > 128) memcpy(dp, sp, n);
-    else if (n >= 64) __builtin_memcpy(dp, sp, 64), __builtin_memcpy(dp + n - 64, sp + n - 64, 64);
-    else if (n >= 32) __builtin_memcpy(dp, sp, 32), __builtin_memcpy(dp + n - 32, sp + n - 32, 32);
-    else if (n >= 16) __builtin_memcpy(dp, sp, 16), __builtin_memcpy(dp + n - 16, sp + n - 16, 16);
-    else if (n >= 8) __builtin_memcpy(dp, sp, 8), __builtin_memcpy(dp + n - 8, sp + n - 8, 8);
-    else if (n >= 4) __builtin_memcpy(dp, sp, 4), __builtin_memcpy(dp + n - 4, sp + n - 4, 4);
+    if (n > 128)
+        for (int64_t r = 0; r < rows; r++, d += ds, s += ss) memcpy(d, s, n);
+    else if (n >= 64) COPY_RUNS(64);
+    else if (n >= 32) COPY_RUNS(32);
+    else if (n >= 16) COPY_RUNS(16);
+    else if (n >= 8) COPY_RUNS(8);
+    else if (n >= 4) COPY_RUNS(4);
 }
+#undef COPY_RUNS
 
 static void *alloc_buf(size_t count, size_t elem)
 {

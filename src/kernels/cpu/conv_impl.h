@@ -29,13 +29,21 @@ NB_SIMD_CLONES static void FN(im2col_range)(void *arg, int64_t lo, int64_t hi)
                 valid_range(offw, sw, W, Wo, &ow_lo, &ow_hi);
                 T *row = col + ((c * kh + ki) * kw + kj) * Ho * Wo;
                 memset(row, 0, (size_t)(oh_lo * Wo) * sizeof(T));
+                if (sw == 1 && ow_lo == 0 && ow_hi == Wo) { /* whole rows: no padding at the sides */
+                    copy_runs((char *)(row + oh_lo * Wo), (size_t)Wo * sizeof(T),
+                              (const char *)(xc + (oh_lo * sh + offh) * W + offw), (size_t)(sh * W) * sizeof(T),
+                              oh_hi - oh_lo, (size_t)Wo * sizeof(T));
+                    memset(row + oh_hi * Wo, 0, (size_t)((Ho - oh_hi) * Wo) * sizeof(T));
+                    continue;
+                }
                 for (int64_t oh = oh_lo; oh < oh_hi; oh++) {
                     T *dst = row + oh * Wo;
                     const int64_t base = (oh * sh + offh) * W + offw;
                     for (int64_t ow = 0; ow < ow_lo; ow++) dst[ow] = 0;
                     if (sw == 1) {
                         if (ow_hi > ow_lo)
-                            copy_row(dst + ow_lo, xc + base + ow_lo, (size_t)(ow_hi - ow_lo) * sizeof(T));
+                            copy_runs((char *)(dst + ow_lo), 0, (const char *)(xc + base + ow_lo), 0, 1,
+                                      (size_t)(ow_hi - ow_lo) * sizeof(T));
                     } else {
                         for (int64_t ow = ow_lo; ow < ow_hi; ow++) dst[ow] = xc[base + ow * sw];
                     }
