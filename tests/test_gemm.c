@@ -108,17 +108,17 @@ static void test_cache_block_edges(void)
     CHECK(check_case(true, false, 200, 40, 300, -1.0, 2.0, 0) == 0);
 }
 
-/* Products large enough to split over the team: by rows of C (enough rows
- * for every thread) and by columns (short, wide C), at three threads so
- * that the shares are uneven, every transpose. */
+/* Products large enough to split over the team (192^3 multiply-adds and
+ * more): by rows of C (enough rows for every thread) and by columns (short,
+ * wide C), at three threads so that the shares are uneven, every transpose. */
 static void test_splits_over_threads(void)
 {
     int was = nb_num_threads();
     nb_set_num_threads(3);
     for (int t = 0; t < 4; t++) {
-        CHECK(check_case(t & 1, t & 2, 200, 131, 130, 1.0, 0.0, 0) == 0); /* rows */
-        CHECK(check_case(t & 1, t & 2, 16, 701, 300, 1.0, 0.5, 2) == 0);  /* columns */
-        CHECK(check_case(t & 1, t & 2, 5, 2500, 270, -1.0, 0.0, 1) == 0); /* columns, past NC and KC */
+        CHECK(check_case(t & 1, t & 2, 200, 131, 300, 1.0, 0.0, 0) == 0);  /* rows */
+        CHECK(check_case(t & 1, t & 2, 16, 1501, 300, 1.0, 0.5, 2) == 0);  /* columns */
+        CHECK(check_case(t & 1, t & 2, 5, 2500, 600, -1.0, 0.0, 1) == 0);  /* columns, past NC and KC */
     }
     nb_set_num_threads(was);
 }

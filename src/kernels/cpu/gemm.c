@@ -89,8 +89,11 @@ static bool gemm_have_avx2(void)
 /* And below this many the blocked kernel runs on one thread, as it does
  * when its threads would get fewer than GEMM_PARALLEL_ROWS rows of C each
  * (the team shares C out by rows: a short share runs its micro-kernel on
- * partly empty tiles, and the packing of B does not shrink with it). */
-#define GEMM_PARALLEL_WORK (128 * 128 * 128)
+ * partly empty tiles, and the packing of B does not shrink with it). With
+ * AVX-512 a thread does twice the work in the same time, and at 128^3 the
+ * MLP step at batch 16 (two products of 3.2 million multiply-adds) took
+ * longer at two threads than at one: 0.39-0.79 ms against 0.23-0.27. */
+#define GEMM_PARALLEL_WORK (192 * 192 * 192)
 #define GEMM_PARALLEL_ROWS 24
 /* Then it splits C by columns instead when each thread gets this many. */
 #define GEMM_PARALLEL_COLS 64
