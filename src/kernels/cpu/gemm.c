@@ -251,7 +251,8 @@ GEMM_AVX2_ATTR static int64_t pack_a_avx2(const float **src, int64_t kc, float a
     int64_t k = 0;
     for (; k + 8 < kc; k += 8) {
         __m256 r[8];
-        for (int i = 0; i < 8; i++) r[i] = i < mr ? _mm256_mul_ps(_mm256_loadu_ps(src[i] + k), va) : _mm256_setzero_ps();
+        for (int i = 0; i < 8; i++)
+            r[i] = i < mr ? _mm256_mul_ps(_mm256_loadu_ps(src[i] + k), va) : _mm256_setzero_ps();
         transpose8_ps(r);
         for (int j = 0; j < 8; j++) _mm256_storeu_ps(dst + (k + j) * mr, r[j]);
     }
