@@ -52,13 +52,19 @@ static int gemm_isa(void)
                                                                                                : NB_ISA_AVX512;
         __atomic_store_n(&gemm_isa_cap, cap, __ATOMIC_RELAXED);
     }
-    int have = NB_ISA_GENERIC;
+    /* What the CPU has, asked once: the packing asks for every strip. */
+    static int have = -1;
+    int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
+    if (h < 0) {
+        h = NB_ISA_GENERIC;
 #ifdef GEMM_X86_AVX2
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) have = NB_ISA_AVX2;
-    if (have == NB_ISA_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))
-        have = NB_ISA_AVX512;
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) h = NB_ISA_AVX2;
+        if (h == NB_ISA_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))
+            h = NB_ISA_AVX512;
 #endif
-    return have < cap ? have : cap;
+        __atomic_store_n(&have, h, __ATOMIC_RELAXED);
+    }
+    return h < cap ? h : cap;
 }
 
 void nb_gemm_limit_isa(int isa)

@@ -117,8 +117,9 @@ static void wake_all(_Atomic unsigned *word)
  * pause-loop exiting) and run the vCPU we wait for in our place; without it
  * a spinning vCPU burns its slice while that one waits for the host. (On a
  * Xeon VM whose host was busy, with half a second of steal time a second,
- * two threads took up to 2.4 times as long as one; on a quiet host the
- * pause costs nothing measurable.) */
+ * two threads took up to 2.4 times as long as one. On a quiet host the pause
+ * costs nothing measurable; how much it gives back on a busy one was not
+ * measured, the host being quiet when the two were compared.) */
 static inline void spin_turn(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
