@@ -137,6 +137,19 @@ static void test_short_products_read_b_in_place(void)
     nb_set_num_threads(was);
 }
 
+/* C narrower than one AVX-512 strip but wider than an AVX2 one (9 to 31
+ * columns): the AVX-512 variant runs on a single partial strip, with B read
+ * in place (up to 32 rows) and packed (more). */
+static void test_narrow_products(void)
+{
+    static const int64_t widths[] = {9, 17, 27};
+    for (int t = 0; t < 4; t++)
+        for (int w = 0; w < 3; w++) {
+            CHECK(check_case(t & 1, t & 2, 20, widths[w], 70, 1.0, 0.0, 0) == 0);
+            CHECK(check_case(t & 1, t & 2, 100, widths[w], 300, 0.5, 1.0, 2) == 0);
+        }
+}
+
 static void test_degenerate_sizes(void)
 {
     float C[6] = {NAN, NAN, NAN, 1, 2, 3}, A[1] = {1}, B[1] = {1};
@@ -171,6 +184,7 @@ static void test_each_isa(void)
         test_cache_block_edges();
         test_splits_over_threads();
         test_short_products_read_b_in_place();
+        test_narrow_products();
     }
     nb_gemm_limit_isa(NB_ISA_AVX512);
 }
@@ -183,6 +197,7 @@ int main(void)
     RUN(test_degenerate_sizes);
     RUN(test_splits_over_threads);
     RUN(test_short_products_read_b_in_place);
+    RUN(test_narrow_products);
     RUN(test_each_isa);
     return test_report();
 }
