@@ -134,6 +134,40 @@ static void test_batch_norm_reference(void)
     }
 }
 
+/* Float activations far from zero, each plane about a mean of its own: the
+ * variance is a centred sum pooled over planes, so it keeps float's relative
+ * accuracy where a sum of x^2 would lose all of it. */
+static void test_batch_norm_offset_planes(void)
+{
+    uint64_t seed = 17;
+    nb_tensor *u = TR(NB_F64, &seed, S(4, 2, 8, 8));
+    for (int64_t i = 0; i < 512; i++) /* plane p = i / 64 sits at 1000 + 0.5 p */
+        nb_tensor_set(u, i, (double)(float)(1000 + 0.5 * (double)(i / 64) + nb_tensor_get(u, i)));
+    double want[2];
+    for (int ch = 0; ch < 2; ch++) {
+        double sum = 0, sq = 0;
+        for (int n = 0; n < 4; n++)
+            for (int j = 0; j < 64; j++) sum += nb_tensor_get(u, (n * 2 + ch) * 64 + j);
+        for (int n = 0; n < 4; n++)
+            for (int j = 0; j < 64; j++) {
+                double d = nb_tensor_get(u, (n * 2 + ch) * 64 + j) - sum / 256;
+                sq += d * d;
+            }
+        want[ch] = sq / 255; /* VarianceOut is unbiased */
+    }
+    nb_tensor *x = tcast(u, NB_F32), *scale, *bias, *mean, *var;
+    CHECK_OK(nb_tensor_full(&scale, NB_F32, 1, S(2), 1));
+    CHECK_OK(nb_tensor_full(&bias, NB_F32, 1, S(2), 0));
+    CHECK_OK(nb_tensor_full(&mean, NB_F32, 1, S(2), 0));
+    CHECK_OK(nb_tensor_full(&var, NB_F32, 1, S(2), 1));
+    nb_attr a[] = {NB_ATTR_FLOAT("momentum", 0)};
+    nb_tensor *in[] = {x, scale, bias, mean, var}, *out[5];
+    CHECK_OK(run_op("batch_norm", 5, in, 1, a, 5, out));
+    for (int ch = 0; ch < 2; ch++) CHECK(fabs(nb_tensor_get(out[2], ch) - want[ch]) < 1e-5 * want[ch]);
+    release_n(5, out);
+    RELEASE(u, x, scale, bias, mean, var);
+}
+
 /* In a program MeanOut and VarianceOut are the very Mean and Variance vars. */
 static void test_batch_norm_inplace(void)
 {
@@ -458,6 +492,7 @@ int main(void)
 {
     RUN(test_batch_norm_hand);
     RUN(test_batch_norm_reference);
+    RUN(test_batch_norm_offset_planes);
     RUN(test_batch_norm_inplace);
     RUN(test_batch_norm_grad);
     RUN(test_layer_norm_hand);

@@ -6,38 +6,52 @@
 
 #include "row_sum_impl.h"
 
-/* More sums over a row in eight lanes, as row_sum: sqdev: of (x - m)^2;
- * dot2: of g and of g * (x - m) * iv with g = dy * scale (scale may be
- * NULL). */
+/* More sums over a row in lanes, as row_sum: sqdev: of (x - m)^2; dot2: of
+ * g and of g * (x - m) * iv with g = dy * scale (scale may be NULL). */
 
 static inline double FN(row_sqdev)(const T *x, int64_t n, double m)
 {
-    double a[8] = {0};
+    double a[ROW_LANES] = {0};
     int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int u = 0; u < 8; u++) a[u] += (x[j + u] - m) * (x[j + u] - m);
+    for (; j + ROW_LANES <= n; j += ROW_LANES)
+        for (int u = 0; u < ROW_LANES; u++) a[u] += (x[j + u] - m) * (x[j + u] - m);
     for (; j < n; j++) a[0] += (x[j] - m) * (x[j] - m);
     return FN(lanes_total)(a);
 }
 
+/* The sum of g * (x - m), g = dy (* scale). */
+static inline double FN(row_dot)(const T *dy, const T *scale, const T *x, int64_t n, double m)
+{
+    double a[ROW_LANES] = {0};
+    int64_t j = 0;
+    if (scale)
+        for (; j + ROW_LANES <= n; j += ROW_LANES)
+            for (int u = 0; u < ROW_LANES; u++) a[u] += (double)dy[j + u] * scale[j + u] * (x[j + u] - m);
+    else
+        for (; j + ROW_LANES <= n; j += ROW_LANES)
+            for (int u = 0; u < ROW_LANES; u++) a[u] += (double)dy[j + u] * (x[j + u] - m);
+    for (; j < n; j++) a[0] += (scale ? (double)dy[j] * scale[j] : dy[j]) * (x[j] - m);
+    return FN(lanes_total)(a);
+}
+
+/* The sum of dy * scale. */
+static inline double FN(row_dot_scale)(const T *dy, const T *scale, int64_t n)
+{
+    double a[ROW_LANES] = {0};
+    int64_t j = 0;
+    for (; j + ROW_LANES <= n; j += ROW_LANES)
+        for (int u = 0; u < ROW_LANES; u++) a[u] += (double)dy[j + u] * scale[j + u];
+    for (; j < n; j++) a[0] += (double)dy[j] * scale[j];
+    return FN(lanes_total)(a);
+}
+
+/* Two passes, each with one sum: GCC vectorised neither sum when one loop
+ * kept both, and the second pass reads a row from L1. */
 static inline void FN(row_dot2)(const T *dy, const T *scale, const T *x, int64_t n, double m, double iv, double *s1,
                                 double *s2)
 {
-    double a[8] = {0}, b[8] = {0};
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int u = 0; u < 8; u++) {
-            const double g = scale ? (double)dy[j + u] * scale[j + u] : dy[j + u];
-            a[u] += g;
-            b[u] += g * ((x[j + u] - m) * iv);
-        }
-    for (; j < n; j++) {
-        const double g = scale ? (double)dy[j] * scale[j] : dy[j];
-        a[0] += g;
-        b[0] += g * ((x[j] - m) * iv);
-    }
-    *s1 = FN(lanes_total)(a);
-    *s2 = FN(lanes_total)(b);
+    *s1 = scale ? FN(row_dot_scale)(dy, scale, n) : FN(row_sum)(dy, n);
+    *s2 = FN(row_dot)(dy, scale, x, n, m) * iv;
 }
 
 /* Batch norm's loops over one plane (a channel of an image, contiguous),
@@ -66,23 +80,24 @@ NB_SIMD_CLONES static void FN(plane_dx)(const T *dy, const T *x, int64_t n, T k,
 
 typedef struct FN(batch_norm_job) {
     const T *x;
-    int64_t c, s;
+    int64_t c, s, planes;
     const double *mu, *inv; /* per channel */
     const T *scale, *bias;
     T *y;
-    double *ps; /* per plane */
+    double *ps; /* per plane: sums, then sums of squares about the plane's mean */
 } FN(batch_norm_job);
 
-static void FN(plane_sums_range)(void *arg, int64_t lo, int64_t hi)
+/* Each plane's sum, and its sum of squares about its own mean: the second
+ * pass reads the plane from L1 (a 32 x 32 plane is 4 KiB), not memory. */
+static void FN(plane_stats_range)(void *arg, int64_t lo, int64_t hi)
 {
     const FN(batch_norm_job) *j = arg;
-    for (int64_t p = lo; p < hi; p++) j->ps[p] = FN(plane_sum)(j->x + p * j->s, j->s);
-}
-
-static void FN(plane_sqdevs_range)(void *arg, int64_t lo, int64_t hi)
-{
-    const FN(batch_norm_job) *j = arg;
-    for (int64_t p = lo; p < hi; p++) j->ps[p] = FN(plane_sqdev)(j->x + p * j->s, j->s, j->mu[p % j->c]);
+    const int64_t s = j->s, planes = j->planes;
+    for (int64_t p = lo; p < hi; p++) {
+        const T *xp = j->x + p * s;
+        j->ps[p] = FN(plane_sum)(xp, s);
+        j->ps[planes + p] = s ? FN(plane_sqdev)(xp, s, j->ps[p] / (double)s) : 0;
+    }
 }
 
 static void FN(batch_norm_planes_range)(void *arg, int64_t lo, int64_t hi)
@@ -107,7 +122,7 @@ static nb_status FN(batch_norm)(const char *label, int64_t n, int64_t c, int64_t
     double *mu = dalloc(3 * c), *ps = NULL;
     if (!mu) return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
     double *inv = mu + c, *bvar = mu + 2 * c;
-    FN(batch_norm_job) job = {x, c, s, mu, inv, scale, bias, y, NULL};
+    FN(batch_norm_job) job = {x, c, s, planes, mu, inv, scale, bias, y, NULL};
     if (global) {
         for (int64_t ch = 0; ch < c; ch++) {
             mu[ch] = mean[ch];
@@ -115,17 +130,23 @@ static nb_status FN(batch_norm)(const char *label, int64_t n, int64_t c, int64_t
             inv[ch] = 1.0 / sqrt(bvar[ch] + eps);
         }
     } else {
-        if (!(ps = dalloc(planes))) {
+        if (!(ps = dalloc(2 * planes))) {
             nb_free(mu);
             return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
         }
         job.ps = ps;
-        nb_team_for(planes, par, FN(plane_sums_range), &job);
+        /* Centred sums of squares, which do not cancel as sums of x^2 would,
+         * with memory read once: per plane about its own mean, then pooled
+         * per channel (Chan, Golub and LeVeque's update): the channel's sum
+         * is each plane's plus s * (plane mean - channel mean)^2. */
+        nb_team_for(planes, par, FN(plane_stats_range), &job);
         sum_planes(ps, n, c, mu);
+        sum_planes(ps + planes, n, c, bvar);
         for (int64_t ch = 0; ch < c; ch++) mu[ch] /= (double)m;
-        /* Two passes: the centred sum of squares does not cancel. */
-        nb_team_for(planes, par, FN(plane_sqdevs_range), &job);
-        sum_planes(ps, n, c, bvar);
+        for (int64_t p = 0; s && p < planes; p++) {
+            const double d = ps[p] / (double)s - mu[p % c];
+            bvar[p % c] += (double)s * d * d;
+        }
         for (int64_t ch = 0; ch < c; ch++) {
             bvar[ch] /= (double)m;
             inv[ch] = 1.0 / sqrt(bvar[ch] + eps);
