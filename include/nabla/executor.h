@@ -99,6 +99,17 @@ NB_API void nb_prepared_set_stream(nb_prepared *pp, uint64_t stream);
  * nb_prepared_fused_steps says how many steps the last run ran fused. */
 NB_API int nb_fusion_groups(const nb_program *p, int block_idx, int *group);
 NB_API int nb_prepared_fused_steps(const nb_prepared *pp);
+/* Update folding. Where plain sgd is the only reader of a weight gradient
+ * that one matmul of matrices makes (a linear layer's dW = X^T @ dY), the
+ * prepared program runs the two as one step, the op matmul_sgd: its GEMM
+ * adds -lr * X^T @ dY onto the weight, and the gradient is never stored.
+ * It folds only where no one can tell: the gradient is not fetched and has
+ * no other reader, and no op between the product and the update touches
+ * the weight or writes the learning rate. The weights differ from the
+ * separate update's by float rounding. NABLA_FOLD=0, read when a program is
+ * prepared, turns it off. nb_prepared_folded_updates says how many updates
+ * a prepared program folds. */
+NB_API int nb_prepared_folded_updates(const nb_prepared *pp);
 /* nb_program_to_dot (nabla/program.h) with each group of block 0 drawn
  * as a dashed cluster named "fused N"; `nabla dot --fused` draws this. */
 NB_API nb_status nb_program_to_dot_fused(const nb_program *p, FILE *f);

@@ -14,6 +14,7 @@
 #include "nabla/executor.h"
 #include "exec_env.h"
 #include "executor_internal.h"
+#include "fold.h"
 #include "fuse.h"
 #include "prune.h"
 #include "../core/strmap.h"
@@ -60,11 +61,9 @@ static int slot_for(nb_prepared *pp, const nb_block *b, const char *name, bool r
     return i;
 }
 
-/* Step s runs op `op_index` of block b. */
-static nb_status prepare_step(nb_prepared *pp, const nb_block *b, int op_index, int s)
+nb_status nb_exec_prepare_step(nb_prepared *pp, const nb_block *b, const nb_op *op, int s)
 {
     step *st = &pp->steps[s];
-    const nb_op *op = b->ops[op_index];
     st->op = op;
     st->group = -1;
     nb_op_label(op, st->label, sizeof st->label);
@@ -331,7 +330,7 @@ static nb_status prepare(nb_prepared **out, nb_program *p, int block_idx, int n_
     for (int s = 0; s < b->n_ops; s++) {
         if (!keep[s]) continue;
         int at = pp->n_steps++;
-        if ((st = prepare_step(pp, b, s, at))) break;
+        if ((st = nb_exec_prepare_step(pp, b, b->ops[s], at))) break;
         pp->steps[at].run_once = mixed && b->ops[s]->role == NB_ROLE_STARTUP;
     }
     nb_free(keep);
@@ -355,6 +354,7 @@ static nb_status prepare(nb_prepared **out, nb_program *p, int block_idx, int n_
         pp->values[v].fetched = true;
         pp->fetch_values[i] = v;
     }
+    if (!pp->scope_resident && (st = nb_fold_plan(pp, b))) goto fail;
     if (!pp->scope_resident && (st = nb_fuse_plan(pp, b))) goto fail;
     if ((st = plan_buffers(pp))) goto fail;
     *out = pp;
@@ -379,21 +379,12 @@ void nb_prepared_free(nb_prepared *pp)
         nb_free(pp->env.cache->blocks);
         nb_free(pp->env.cache);
     }
-    for (int s = 0; pp->steps && s < pp->n_steps; s++) {
-        step *st = &pp->steps[s];
-        nb_free(st->in);
-        nb_free(st->out);
-        nb_free(st->in_info);
-        nb_free(st->params);
-        nb_free(st->out_info);
-        nb_free(st->in_t);
-        nb_free(st->out_t);
-        nb_free(st->out_is_input);
-    }
+    for (int s = 0; pp->steps && s < pp->n_steps; s++) nb_exec_step_clear(&pp->steps[s]);
     for (int i = 0; pp->values && i < pp->n_values; i++)
         if (pp->values[i].kind == V_TEMP) nb_tensor_release(pp->values[i].t);
     nb_free(pp->trim);
     nb_fuse_free(pp);
+    nb_fold_free(pp);
     for (int i = 0; pp->buffers && i < pp->n_buffers; i++) { /* n_buffers is counted before they exist */
         nb_storage *s = pp->buffers[i].storage;
         if (s && --s->refcount == 0) {
@@ -411,6 +402,19 @@ void nb_prepared_free(nb_prepared *pp)
     nb_free(pp);
 }
 
+void nb_exec_step_clear(step *st)
+{
+    nb_free(st->in);
+    nb_free(st->out);
+    nb_free(st->in_info);
+    nb_free(st->params);
+    nb_free(st->out_info);
+    nb_free(st->in_t);
+    nb_free(st->out_t);
+    nb_free(st->out_is_input);
+    memset(st, 0, sizeof *st);
+}
+
 size_t nb_prepared_buffer_bytes(const nb_prepared *pp)
 {
     size_t n = 0;
@@ -423,6 +427,7 @@ uint64_t nb_prepared_run_index(const nb_prepared *pp) { return pp->runs; }
 void nb_prepared_set_run_index(nb_prepared *pp, uint64_t index) { pp->runs = index; }
 void nb_prepared_set_stream(nb_prepared *pp, uint64_t stream) { pp->stream = stream; }
 int nb_prepared_fused_steps(const nb_prepared *pp) { return pp ? pp->fused_steps : 0; }
+int nb_prepared_folded_updates(const nb_prepared *pp) { return pp ? pp->n_folded : 0; }
 
 /* ---- running ---------------------------------------------------------------- */
 
@@ -700,6 +705,7 @@ nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope, nb_tensor *const *fe
     pp->fused_steps = 0;
     for (int s = 0; !st && s < pp->n_steps; s++) {
         step *sp = &pp->steps[s];
+        if (sp->folded) continue;
         if (sp->group < 0) {
             st = nb_exec_step_run(pp, scope, sp);
             continue;

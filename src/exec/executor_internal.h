@@ -42,6 +42,7 @@ typedef struct step {
     nb_tensor **in_t, **out_t;
     bool *out_is_input; /* output k is also an input of this op (in place) */
     int group;        /* the fused group it belongs to (fuse.c), or -1 */
+    bool folded;      /* a matmul whose product an update step takes over (fold.c): not run */
     bool inferred;
     bool random;      /* NB_OP_RANDOM: reseeded every run */
     bool run_once;    /* an initialiser among other ops: runs while its outputs have no value */
@@ -78,6 +79,10 @@ struct nb_prepared {
      * the last run ran that way. */
     struct fuse_group *groups;
     int n_groups, fused_steps;
+    /* The matmul_sgd ops of the folded updates (fold.c), which their steps
+     * run in place of the sgds. */
+    nb_op **folded_ops;
+    int n_folded;
     /* A sub-block: per value, what nb_exec_trim_step does with it in a kept
      * iteration scope (TRIM_*), worked out on first use. */
     unsigned char *trim;
@@ -89,6 +94,11 @@ struct nb_block_cache {
     nb_prepared **blocks;
     int n;
 };
+
+/* For update folding (fold.c): (re)makes step s to run op (of block b, or
+ * one like it), and lets go of what a step holds. */
+nb_status nb_exec_prepare_step(nb_prepared *pp, const nb_block *b, const nb_op *op, int s);
+void nb_exec_step_clear(step *st);
 
 /* For the fusion pass (fuse.c): step st as the executor runs it alone, and
  * the binding of its output k (shaped by its last inference) that the step

@@ -124,7 +124,7 @@ nb_status nb_fuse_plan(nb_prepared *pp, const nb_block *b)
     for (int s = 0; s < n; s++) {
         const step *sp = &pp->steps[s];
         ops[s] = sp->op;
-        ok[s] = !sp->run_once && fusable(b, sp->op, sp->params);
+        ok[s] = !sp->run_once && !sp->folded && fusable(b, sp->op, sp->params);
         for (int k = 0; k < sp->n_out; k++) writers[sp->out[k]]++;
     }
     int n_groups = form_groups(b, ops, ok, n, group);

@@ -79,11 +79,12 @@ nb_status nb_prepared_memory(const nb_prepared *pp, nb_scope *scope, nb_memory_r
         }
         if (at < 8) r->peak_vars[at] = v->name, r->peak_var_bytes[at] = v->bytes;
     }
-    /* The step's op, by its position in the block (steps skip pruned ops). */
+    /* The step's op, by its position in the block (steps skip pruned ops; a
+     * folded update's op is the block's sgd by id). */
     const nb_block *blk = pp->program->blocks[pp->block_idx];
     int pos = -1;
     for (int i = 0; r->peak_op >= 0 && i < blk->n_ops && pos < 0; i++)
-        if (blk->ops[i] == pp->steps[r->peak_op].op) pos = i;
+        if (blk->ops[i]->id == pp->steps[r->peak_op].op->id) pos = i;
     r->peak_op = pos;
     nb_free(born);
     return NB_OK;

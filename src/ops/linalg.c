@@ -143,4 +143,47 @@ static const nb_op_def op_fc = {
     .flags = NB_OP_WRITES_ALL,
 };
 
-const nb_op_def *const nb_ops_linalg[] = {&op_matmul, &op_fc, NULL};
+/* ---- matmul_sgd -------------------------------------------------------------- */
+
+/* ParamOut = Param - LearningRate * alpha * op(X) @ op(Y), both factors
+ * matrices: an sgd update whose gradient is that product, taken as one GEMM
+ * that adds onto Param, so the gradient is never stored and read back. The
+ * executor forms it (src/exec/fold.c) from a matmul and the sgd that is its
+ * only reader. */
+static nb_status infer_matmul_sgd(nb_op_ctx *ctx)
+{
+    nb_status st = infer_matmul(ctx);
+    if (st) return st;
+    const nb_var_info *x = nb_in_info(ctx, 0, 0), *y = nb_in_info(ctx, 1, 0), *p = nb_in_info(ctx, 2, 0);
+    const nb_var_info *lr = nb_in_info(ctx, 3, 0);
+    nb_var_info *out = nb_out_info(ctx, 0, 0);
+    char ps[NB_SHAPE_STR_MAX], os[NB_SHAPE_STR_MAX];
+    if (x->ndim != 2 || y->ndim != 2)
+        return nb_error(NB_ERR_SHAPE, "%s: X and Y must be matrices; they have %d and %d dims", ctx->label, x->ndim,
+                        y->ndim);
+    if (p->dtype != out->dtype || p->ndim != 2 || (p->shape[0] != out->shape[0] && p->shape[0] >= 0 && out->shape[0] >= 0) ||
+        (p->shape[1] != out->shape[1] && p->shape[1] >= 0 && out->shape[1] >= 0))
+        return nb_error(p->dtype != out->dtype ? NB_ERR_DTYPE : NB_ERR_SHAPE,
+                        "%s: Param is %s %s but the product is %s %s", ctx->label, nb_dtype_name(p->dtype),
+                        nb_shape_str(ps, sizeof ps, p->ndim, p->shape), nb_dtype_name(out->dtype),
+                        nb_shape_str(os, sizeof os, out->ndim, out->shape));
+    if (!is_float(lr->dtype))
+        return nb_error(NB_ERR_DTYPE, "%s: LearningRate has dtype %s", ctx->label, nb_dtype_name(lr->dtype));
+    *out = *p;
+    return NB_OK;
+}
+
+static const nb_op_def op_matmul_sgd = {
+    .name = "matmul_sgd",
+    .doc = "ParamOut = Param - LearningRate * alpha * op(X) @ op(Y) for matrices: sgd on a product, as one GEMM",
+    .inputs = {{"X", 0}, {"Y", 0}, {"Param", 0}, {"LearningRate", 0}},
+    .outputs = {{"ParamOut", 0}},
+    .attrs = {NB_ADEF_BOOL("transpose_x", false), NB_ADEF_BOOL("transpose_y", false),
+              NB_ADEF_FLOAT("alpha", 1.0)},
+    .infer = infer_matmul_sgd,
+    .params_size = sizeof(nb_matmul_params),
+    .params = params_matmul,
+    .flags = NB_OP_STATEFUL | NB_OP_NOT_DIFFERENTIABLE,
+};
+
+const nb_op_def *const nb_ops_linalg[] = {&op_matmul, &op_matmul_sgd, &op_fc, NULL};

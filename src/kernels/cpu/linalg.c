@@ -284,6 +284,38 @@ static nb_status run_fc(const nb_kernel_ctx *k)
     return finish_aside(out, dst);
 }
 
+/* ---- matmul_sgd ----------------------------------------------------------------------- */
+
+/* Param += (-LearningRate * alpha) * op(X) @ op(Y): the GEMM's beta = 1. */
+static nb_status run_matmul_sgd(const nb_kernel_ctx *k)
+{
+    const nb_matmul_params *p = k->params;
+    nb_tensor *x = nb_kin(k, 0, 0), *y = nb_kin(k, 1, 0), *param = nb_kin(k, 2, 0), *lr = nb_kin(k, 3, 0);
+    nb_tensor *out = nb_kout(k, 0, 0);
+    nb_matmul_dims d;
+    nb_status st = nb_matmul_dims_of(k->label, x, y, p->transpose_x, p->transpose_y, &d);
+    if (st) return st;
+    if (x->ndim != 2 || y->ndim != 2 || x->dtype != y->dtype || param->dtype != x->dtype ||
+        (x->dtype != NB_F32 && x->dtype != NB_F64) || out->storage != param->storage || out->dtype != param->dtype ||
+        param->ndim != 2 || param->shape[0] != d.M || param->shape[1] != d.N)
+        return nb_error(NB_ERR_ARG, "%s: needs float matrices X, Y and Param of the product's shape, updated in place",
+                        k->label);
+    if (param->storage == x->storage || param->storage == y->storage)
+        return nb_error(NB_ERR_ARG, "%s: Param is also a factor of the product", k->label);
+    if (nb_tensor_numel(lr) != 1)
+        return nb_error(NB_ERR_SHAPE, "%s: LearningRate must hold one element, it holds %lld", k->label,
+                        (long long)nb_tensor_numel(lr));
+    const double step = -nb_tensor_get(lr, 0) * p->alpha;
+    int64_t lda = x->shape[1], ldb = y->shape[1];
+    if (x->dtype == NB_F32)
+        nb_gemm_f32(d.tx, d.ty, d.M, d.N, d.K, (float)step, nb_tensor_data(x), lda, nb_tensor_data(y), ldb, 1.0f,
+                    nb_tensor_data(out), d.N);
+    else
+        nb_gemm_f64(d.tx, d.ty, d.M, d.N, d.K, step, nb_tensor_data(x), lda, nb_tensor_data(y), ldb, 1.0,
+                    nb_tensor_data(out), d.N);
+    return NB_OK;
+}
+
 /* ---- the table ------------------------------------------------------------------------ */
 
 static const nb_kernel_def k_matmul = {
@@ -291,4 +323,7 @@ static const nb_kernel_def k_matmul = {
 static const nb_kernel_def k_fc = {
     .op = "fc", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "nabla", .run = run_fc};
 
-const nb_kernel_def *const nb_cpu_kernels_linalg[] = {&k_matmul, &k_fc, NULL};
+static const nb_kernel_def k_matmul_sgd = {.op = "matmul_sgd", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
+                                           .provider = "nabla", .run = run_matmul_sgd};
+
+const nb_kernel_def *const nb_cpu_kernels_linalg[] = {&k_matmul, &k_matmul_sgd, &k_fc, NULL};
