@@ -18,6 +18,17 @@ nb_status nb_assign_slots(const nb_op_def *def, bool inputs, int n, const bool *
         if (slots[nslots].flags & NB_SLOT_VARIADIC) variadic = nslots;
         nslots++;
     }
+    if (variadic < 0 && n == nslots) {
+        /* Every slot given, in order (an eager op's usual call): value k
+         * fills slot k. */
+        bool all = true;
+        for (int s = 0; s < n; s++) all &= present[s];
+        if (all) {
+            for (int s = 0; s <= NB_MAX_SLOTS; s++) begin[s] = s < n ? s : n;
+            for (int s = 0; s < n; s++) order[s] = s;
+            return NB_OK;
+        }
+    }
     int count[NB_MAX_SLOTS] = {0}, first[NB_MAX_SLOTS] = {0};
     if (variadic < 0) {
         if (n > nslots)
