@@ -112,18 +112,6 @@ static inline nb_status twin_run(twin *t, int n, const char *const *names, nb_te
     return nb_executor_run(t->ex, t->main, t->scope, NB_FEEDS_N(t->label ? 2 : 1, feeds), NB_NAMES_N(n, names), out);
 }
 
-/* The largest |a - b| / (1 + |b|) over the elements (INFINITY if the shapes differ). */
-static inline double max_rel_diff(const nb_tensor *a, const nb_tensor *b)
-{
-    if (!a || !b || !nb_shape_equal(a->ndim, a->shape, b->ndim, b->shape)) return INFINITY;
-    double m = 0;
-    for (int64_t i = 0; i < nb_tensor_numel(a); i++) {
-        double d = fabs(nb_tensor_get(a, i) - nb_tensor_get(b, i)) / (1 + fabs(nb_tensor_get(b, i)));
-        if (!(d <= m)) m = d;
-    }
-    return m;
-}
-
 /* The largest max_rel_diff between each eager parameter and its static var. */
 static inline double twin_param_diff(twin *t)
 {

@@ -83,6 +83,19 @@ int test_report(void);
 
 /* ---- tensor helpers for tests ------------------------------------------ */
 
+/* The largest |a - b| / (1 + |b|) over the elements (INFINITY if the shapes differ). */
+static inline double max_rel_diff(const nb_tensor *a, const nb_tensor *b)
+{
+    if (!a || !b || !nb_shape_equal(a->ndim, a->shape, b->ndim, b->shape)) return INFINITY;
+    double m = 0;
+    for (int64_t i = 0; i < nb_tensor_numel(a); i++) {
+        double d = fabs(nb_tensor_get(a, i) - nb_tensor_get(b, i)) / (1 + fabs(nb_tensor_get(b, i)));
+        if (!(d <= m)) m = d;
+    }
+    return m;
+}
+
+
 /* A new tensor of dtype dt and shape (ndim, shape) filled from `values`
  * (converted from double); aborts the test program if allocation fails. */
 nb_tensor *tt(nb_dtype dt, int ndim, const int64_t *shape, const double *values);

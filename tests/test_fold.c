@@ -97,18 +97,6 @@ static int train(const model *m, nb_dtype dt, bool fold, bool fetch_grad, nb_sco
     return folded;
 }
 
-static double max_rel_diff(const nb_tensor *a, const nb_tensor *b)
-{
-    if (!a || !b || nb_tensor_numel(a) != nb_tensor_numel(b)) return INFINITY;
-    double worst = 0;
-    for (int64_t i = 0; i < nb_tensor_numel(a); i++) {
-        double x = nb_tensor_get(a, i), y = nb_tensor_get(b, i);
-        double d = fabs(x - y) / (fabs(y) > 1 ? fabs(y) : 1);
-        if (!(d <= worst)) worst = d; /* NaN wins */
-    }
-    return worst;
-}
-
 /* Trains m both ways; checks the folded counts and that every parameter
  * ends within tol of the unfolded run's. */
 static void compare(const model *m, nb_dtype dt, bool fetch_grad, int want_folded, double tol)

@@ -17,18 +17,6 @@ static nb_status prepare_as(nb_prepared **pp, nb_program *p, bool fuse, nb_names
     return st;
 }
 
-static double max_rel_diff(const nb_tensor *a, const nb_tensor *b)
-{
-    if (!a || !b || nb_tensor_numel(a) != nb_tensor_numel(b)) return INFINITY;
-    double worst = 0;
-    for (int64_t i = 0; i < nb_tensor_numel(a); i++) {
-        double x = nb_tensor_get(a, i), y = nb_tensor_get(b, i);
-        double d = fabs(x - y) / (fabs(y) > 1 ? fabs(y) : 1);
-        if (!(d <= worst)) worst = d; /* NaN wins */
-    }
-    return worst;
-}
-
 static nb_tensor *filled(nb_dtype dt, int64_t rows, int64_t cols, double phase)
 {
     nb_tensor *t;
