@@ -1,10 +1,11 @@
 /* 2-D convolution on the CPU: im2col + GEMM per image and group, and the
  * family's kernel table (pooling's kernels are in pool.c).
  *
- * The typed code lives in conv_impl.h, included once per dtype. The batch is
- * split across the thread team's threads (team.h), each with its own column
- * buffer; the GEMMs inside a share then run on its thread alone, while a
- * single image leaves the GEMM free to use every thread. */
+ * The typed code lives in conv_impl.h, included once per dtype. The thread
+ * team's threads (team.h) take the batch's images in turn, each with its own
+ * column buffer; the GEMMs inside a share then run on its thread alone, while
+ * a single image leaves the GEMM free to use every thread. */
+#include <stdatomic.h>
 #include <stdbool.h>
 #include "../kernels.h"
 #include "nabla/device.h"
