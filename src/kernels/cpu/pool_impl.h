@@ -21,40 +21,50 @@ static inline int64_t FN(window_argmax)(const T *xp, int64_t W, int64_t h0, int6
     return best_i;
 }
 
-/* The usual window, 2 x 2 at stride 2 tiling the image exactly, one output
- * row at a time from its two input rows r0 and r1: its own function so that
- * it is compiled for AVX2 too (simd.h). A NaN in a window wins, as in
- * window_argmax. */
-NB_SIMD_CLONES static void FN(max2x2_row)(const T *r0, const T *r1, int64_t wo, T *out)
+/* The usual window, 2 x 2 at stride 2 tiling the image exactly: `rows`
+ * output rows, row r from input rows 2r and 2r + 1 (planes are 2 * ho rows
+ * of w, so this holds across plane boundaries too). Its own function so that
+ * it is compiled for AVX2 too (simd.h), called once per range of rows rather
+ * than per row: LeNet's rows are 12 and 4 outputs. A NaN in a window wins,
+ * as in window_argmax. */
+NB_SIMD_CLONES static void FN(max2x2_rows)(const T *x, int64_t w, int64_t wo, int64_t rows, T *out)
 {
-    for (int64_t j = 0; j < wo; j++) {
-        T m = r0[2 * j], v = r0[2 * j + 1];
-        m = v > m || v != v ? v : m;
-        v = r1[2 * j];
-        m = v > m || v != v ? v : m;
-        v = r1[2 * j + 1];
-        out[j] = v > m || v != v ? v : m;
+    for (int64_t r = 0; r < rows; r++) {
+        const T *r0 = x + 2 * r * w, *r1 = r0 + w;
+        T *o = out + r * wo;
+        for (int64_t j = 0; j < wo; j++) {
+            T m = r0[2 * j], v = r0[2 * j + 1];
+            m = v > m || v != v ? v : m;
+            v = r1[2 * j];
+            m = v > m || v != v ? v : m;
+            v = r1[2 * j + 1];
+            o[j] = v > m || v != v ? v : m;
+        }
     }
 }
 
 /* Its gradient: each window's dout goes to its first element equal to the
  * output (the others get 0; the windows tile, so nothing accumulates), or
  * to the window's own first maximum when none is. */
-NB_SIMD_CLONES static void FN(max2x2_grad_row)(const T *r0, const T *r1, const T *o, const T *d, int64_t wo, T *dx0,
-                                               T *dx1)
+NB_SIMD_CLONES static void FN(max2x2_grad_rows)(const T *x, const T *out, const T *d, int64_t w, int64_t wo,
+                                                int64_t rows, T *dx)
 {
-    for (int64_t j = 0; j < wo; j++) {
-        const T v[4] = {r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]};
-        int hit = v[0] == o[j] ? 0 : v[1] == o[j] ? 1 : v[2] == o[j] ? 2 : v[3] == o[j] ? 3 : -1;
-        if (hit < 0) {
-            hit = 0;
-            for (int k = 1; k < 4; k++)
-                if (v[k] > v[hit] || (isnan(v[k]) && !isnan(v[hit]))) hit = k;
+    for (int64_t r = 0; r < rows; r++) {
+        const T *r0 = x + 2 * r * w, *r1 = r0 + w, *o = out + r * wo, *dr = d + r * wo;
+        T *dx0 = dx + 2 * r * w, *dx1 = dx0 + w;
+        for (int64_t j = 0; j < wo; j++) {
+            const T v[4] = {r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]};
+            int hit = v[0] == o[j] ? 0 : v[1] == o[j] ? 1 : v[2] == o[j] ? 2 : v[3] == o[j] ? 3 : -1;
+            if (hit < 0) {
+                hit = 0;
+                for (int k = 1; k < 4; k++)
+                    if (v[k] > v[hit] || (isnan(v[k]) && !isnan(v[hit]))) hit = k;
+            }
+            dx0[2 * j] = hit == 0 ? dr[j] : 0;
+            dx0[2 * j + 1] = hit == 1 ? dr[j] : 0;
+            dx1[2 * j] = hit == 2 ? dr[j] : 0;
+            dx1[2 * j + 1] = hit == 3 ? dr[j] : 0;
         }
-        dx0[2 * j] = hit == 0 ? d[j] : 0;
-        dx0[2 * j + 1] = hit == 1 ? d[j] : 0;
-        dx1[2 * j] = hit == 2 ? d[j] : 0;
-        dx1[2 * j + 1] = hit == 3 ? d[j] : 0;
     }
 }
 
@@ -77,8 +87,7 @@ static void FN(max2x2_rows_range)(void *arg, int64_t lo, int64_t hi)
     const nb_pool2d_geom *g = j->g;
     const T *x = j->x;
     T *out = j->out;
-    for (int64_t r = lo; r < hi; r++)
-        FN(max2x2_row)(x + 2 * r * g->w, x + (2 * r + 1) * g->w, g->wo, out + r * g->wo);
+    FN(max2x2_rows)(x + 2 * lo * g->w, g->w, g->wo, hi - lo, out + lo * g->wo);
 }
 
 /* Planes [lo, hi), any window. */
@@ -140,9 +149,8 @@ static void FN(max2x2_grad_rows_range)(void *arg, int64_t lo, int64_t hi)
     const nb_pool2d_geom *g = j->g;
     const T *x = j->x, *out = j->out, *dout = j->dout;
     T *dx = j->dx;
-    for (int64_t r = lo; r < hi; r++)
-        FN(max2x2_grad_row)(x + 2 * r * g->w, x + (2 * r + 1) * g->w, out + r * g->wo, dout + r * g->wo, g->wo,
-                            dx + 2 * r * g->w, dx + (2 * r + 1) * g->w);
+    FN(max2x2_grad_rows)(x + 2 * lo * g->w, out + lo * g->wo, dout + lo * g->wo, g->w, g->wo, hi - lo,
+                         dx + 2 * lo * g->w);
 }
 
 /* Planes [lo, hi), any window. */
