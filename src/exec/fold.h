@@ -10,8 +10,8 @@
 bool nb_fold_enabled(void);
 
 /* Rewrites the steps of a prepared block 0: each foldable sgd becomes a
- * matmul_sgd step, and the matmul making its gradient is skipped. Call after the fetches are
- * marked and before fusion and the buffer plan. */
+ * matmul_sgd step, and the matmul making its gradient is skipped. Call after
+ * the fetches are marked and before fusion and the buffer plan. */
 nb_status nb_fold_plan(nb_prepared *pp, const nb_block *b);
 
 void nb_fold_free(nb_prepared *pp);
