@@ -161,8 +161,10 @@ static nb_status infer_matmul_sgd(nb_op_ctx *ctx)
     if (x->ndim != 2 || y->ndim != 2)
         return nb_error(NB_ERR_SHAPE, "%s: X and Y must be matrices; they have %d and %d dims", ctx->label, x->ndim,
                         y->ndim);
-    if (p->dtype != out->dtype || p->ndim != 2 || (p->shape[0] != out->shape[0] && p->shape[0] >= 0 && out->shape[0] >= 0) ||
-        (p->shape[1] != out->shape[1] && p->shape[1] >= 0 && out->shape[1] >= 0))
+    bool dims_differ = false;
+    for (int d = 0; p->ndim == 2 && d < 2; d++)
+        dims_differ |= p->shape[d] != out->shape[d] && p->shape[d] >= 0 && out->shape[d] >= 0;
+    if (p->dtype != out->dtype || p->ndim != 2 || dims_differ)
         return nb_error(p->dtype != out->dtype ? NB_ERR_DTYPE : NB_ERR_SHAPE,
                         "%s: Param is %s %s but the product is %s %s", ctx->label, nb_dtype_name(p->dtype),
                         nb_shape_str(ps, sizeof ps, p->ndim, p->shape), nb_dtype_name(out->dtype),
