@@ -66,6 +66,37 @@ static void test_diamond(void)
     nb_tensor_release(xt);
 }
 
+/* Gradients are summed in place only where nothing else holds them: a root
+ * gradient the caller passes twice, and a .grad the caller retained, keep
+ * their values while the sums go on. */
+static void test_accumulation_leaves_held_gradients_alone(void)
+{
+    nb_builder *b = eager();
+    nb_tensor *xt = LEAF(NB_F64, S(2), 1, 2), *wt = LEAF(NB_F64, S(2), 3, 5);
+    nb_value x = nb_eager_value(b, xt), w = nb_eager_value(b, wt);
+    /* w is used three times: its gradient x + x^2 + 2x arrives in three parts. */
+    nb_value y = nb_add(b, nb_add(b, nb_mul(b, w, x), nb_mul(b, w, nb_mul(b, x, x))), nb_scale(b, w, 2, 0));
+    nb_value h = nb_mul(b, y, x);
+    REQUIRE_OK(nb_builder_status(b));
+    nb_tensor *g1 = tt(NB_F64, 1, S(2), (const double[]){1, 1}), *g2 = tt(NB_F64, 1, S(2), (const double[]){2, 3});
+    nb_tensor *roots[2] = {T_(h), T_(h)}, *grads[2] = {g1, g2};
+    REQUIRE_OK(nb_backward(2, roots, grads, NB_RETAIN_GRAPH));
+    CHECK_TENSOR(g1, S(2), 0, 1, 1);
+    CHECK_TENSOR(g2, S(2), 0, 2, 3);
+    /* dh/dw = x (x + x^2 + 2), times the summed root gradient 3, 4. */
+    CHECK_TENSOR(nb_tensor_grad(wt), S(2), 1e-12, 3 * 4.0, 4 * 16.0);
+    nb_tensor *first = nb_tensor_retain(nb_tensor_grad(wt));
+    REQUIRE_OK(nb_backward(2, roots, grads, 0));
+    CHECK_TENSOR(first, S(2), 1e-12, 12, 64);
+    CHECK_TENSOR(nb_tensor_grad(wt), S(2), 1e-12, 24, 128);
+    nb_tensor_release(first);
+    nb_tensor_release(g1);
+    nb_tensor_release(g2);
+    nb_builder_free(b);
+    nb_tensor_release(xt);
+    nb_tensor_release(wt);
+}
+
 /* Gradients of gradients: d/dx sum(x^3) = 3x^2, then d/dx sum(3x^2) = 6x; and
  * through a rule that reads its output (tanh): tanh'' = -2 tanh (1 - tanh^2). */
 static void test_create_graph(void)
@@ -295,6 +326,7 @@ int main(void)
 {
     RUN(test_backward_and_accumulation);
     RUN(test_diamond);
+    RUN(test_accumulation_leaves_held_gradients_alone);
     RUN(test_create_graph);
     RUN(test_grad_allow_unused_and_pruning);
     RUN(test_hooks);

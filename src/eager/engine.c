@@ -209,12 +209,31 @@ static nb_status add_grads(task *t, nb_tensor *a, nb_tensor *b, nb_tensor **out)
     return NB_OK;
 }
 
+/* Whether the sum of a and b can go into a itself: a plain gradient that
+ * nothing else holds (one reference to the tensor, one to its storage, which
+ * is ours), contiguous, of b's dtype and shape, and no graph is being built
+ * of the addition. A weight used at each of an LSTM's 64 steps got a new
+ * tensor per step's gradient, and those sums, with the page faults of their
+ * fresh memory, were a tenth of the eager step. */
+static bool add_in_place(const task *t, const nb_tensor *a, const nb_tensor *b)
+{
+    return !t->create_graph && a->refcount == 1 && a->storage && a->storage->refcount == 1 &&
+           !a->storage->borrowed && !a->autograd && a->dtype == b->dtype &&
+           nb_shape_equal(a->ndim, a->shape, b->ndim, b->shape) && nb_tensor_is_contiguous(a) &&
+           !nb_batched_level(a) && !nb_batched_level(b) && !nb_eager_carries_tangents(t->b);
+}
+
 /* Adds g (a reference the caller passes on) into buffer slot *slot. */
 static nb_status accumulate(task *t, nb_tensor **slot, nb_tensor *g)
 {
     if (!*slot) {
         *slot = g;
         return NB_OK;
+    }
+    if (add_in_place(t, *slot, g)) {
+        nb_status st = nb_op_run("add", NB_TENSORS(*slot, g), NB_NO_ATTRS, 1, slot);
+        nb_tensor_release(g);
+        return st;
     }
     nb_tensor *sum;
     nb_status st = add_grads(t, *slot, g, &sum);
