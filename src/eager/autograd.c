@@ -353,7 +353,13 @@ static nb_node *node_new(node_kind kind, int n_in, int n_out)
     char *base = nb_calloc(1, size);
     if (!base) return NULL;
     nb_node *n = (nb_node *)base;
-    *n = (nb_node){.refcount = 1, .kind = kind, .seq = nb_next_sequence(), .n_in = n_in, .n_out = n_out};
+    /* Field by field: the block is zeroed, and a compound literal would
+     * clear the whole node (its attributes) once more. */
+    n->refcount = 1;
+    n->kind = kind;
+    n->seq = nb_next_sequence();
+    n->n_in = n_in;
+    n->n_out = n_out;
     n->next = (nb_edge *)(base + at[0]);
     n->saved_in = (nb_tensor **)(base + at[1]);
     n->saved_in_version = (uint64_t *)(base + at[2]);

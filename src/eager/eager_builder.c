@@ -152,8 +152,9 @@ static nb_status eager_emit(nb_builder *b, const char *type, int n_in, const nb_
     eager_state *s = state_of(b);
     if (n_in > MAX_ARGS || n_out > MAX_ARGS || n_attrs >= NB_MAX_ATTRS * 2)
         return nb_error(NB_ERR_ARG, "%s: too many inputs, outputs or attributes", def->name);
-    nb_tensor *ins[MAX_ARGS], *outs[MAX_ARGS] = {0};
+    nb_tensor *ins[MAX_ARGS], *outs[MAX_ARGS]; /* the n_out used are cleared below, not all 64 */
     for (int i = 0; i < n_in; i++) ins[i] = in[i].p;
+    for (int i = 0; i < n_out; i++) outs[i] = NULL;
     /* Inference mode reaches every op that has an is_test attribute. */
     nb_attr all[NB_MAX_ATTRS * 2 + 1];
     int m = 0;
@@ -168,29 +169,35 @@ static nb_status eager_emit(nb_builder *b, const char *type, int n_in, const nb_
     /* Under vmap: inputs batched at the innermost level run the op's
      * batching rule on their physical values instead of its kernel. */
     int level = nb_batched_max_level(n_in, ins);
-    if (level > 0) st = nb_batched_run(b, def, level, n_in, ins, m, all, n_out, outs);
-    else {
+    if (level > 0) {
+        st = nb_batched_run(b, def, level, n_in, ins, m, all, n_out, outs);
+        if (st) return st;
+    }
+    /* Attributes resolved and values on their slots once, for the kernel
+     * and the node alike. */
+    nb_attr_value av[NB_MAX_ATTRS];
+    bool present[MAX_ARGS];
+    int in_begin[NB_MAX_SLOTS + 1], out_begin[NB_MAX_SLOTS + 1], order[MAX_ARGS];
+    nb_tensor *compact[MAX_ARGS];
+    for (int i = 0; i < n_in; i++) present[i] = ins[i] != NULL;
+    if ((st = nb_resolve_attrs(def, m, all, av, def->name)) ||
+        (st = nb_assign_slots(def, true, n_in, present, in_begin, order, def->name)))
+        goto done;
+    for (int i = 0; i < in_begin[NB_MAX_SLOTS]; i++) compact[i] = ins[order[i]];
+    for (int i = 0; i < n_out; i++) present[i] = true;
+    if ((st = nb_assign_slots(def, false, n_out, present, out_begin, order, def->name))) goto done;
+    if (level == 0) {
         st = (def->flags & NB_OP_RANDOM) ? random_state(s, def->name, &replayed, &rng) : NB_OK;
-        if (!st) st = nb_op_run_def(def, n_in, ins, m, all, n_out, outs, rng);
+        if (!st) st = nb_op_run_slots(def, av, in_begin, compact, out_begin, n_out, outs, rng);
+        if (st) return st;
     }
-    if (st) return st;
     if ((s->level || nb_grad_mode_enabled()) && !(def->flags & NB_OP_NOT_DIFFERENTIABLE)) {
-        /* The node needs the resolved attributes and the compacted inputs. */
-        nb_attr_value av[NB_MAX_ATTRS];
-        bool present[MAX_ARGS];
-        int in_begin[NB_MAX_SLOTS + 1], out_begin[NB_MAX_SLOTS + 1], order[MAX_ARGS];
-        nb_tensor *compact[MAX_ARGS];
-        for (int i = 0; i < n_in; i++) present[i] = ins[i] != NULL;
-        if (!(st = nb_resolve_attrs(def, m, all, av, def->name)) &&
-            !(st = nb_assign_slots(def, true, n_in, present, in_begin, order, def->name))) {
-            for (int i = 0; i < in_begin[NB_MAX_SLOTS]; i++) compact[i] = ins[order[i]];
-            for (int i = 0; i < n_out; i++) present[i] = true;
-            if (!(st = nb_assign_slots(def, false, n_out, present, out_begin, order, def->name)) && nb_grad_mode_enabled())
-                st = nb_record_node(def, av, in_begin, out_begin, in_begin[NB_MAX_SLOTS], compact, n_out, outs);
-            for (nb_tangents *l = s->level; l && !st; l = l->next)
-                st = propagate_tangents(l, def, av, in_begin, out_begin, in_begin[NB_MAX_SLOTS], compact, n_out, outs);
-        }
+        if (nb_grad_mode_enabled())
+            st = nb_record_node(def, av, in_begin, out_begin, in_begin[NB_MAX_SLOTS], compact, n_out, outs);
+        for (nb_tangents *l = s->level; l && !st; l = l->next)
+            st = propagate_tangents(l, def, av, in_begin, out_begin, in_begin[NB_MAX_SLOTS], compact, n_out, outs);
     }
+done:
     for (int i = 0; i < n_out; i++) {
         if (!st) st = hold(s, outs[i]);
         if (st) nb_tensor_release(outs[i]); /* not held: ours to drop */

@@ -27,6 +27,13 @@ nb_status nb_op_run_rng(const char *type, int n_in, nb_tensor *const *in, int n_
 /* The same for a definition already found (the eager builder has it). */
 nb_status nb_op_run_def(const nb_op_def *def, int n_in, nb_tensor *const *in, int n_attrs, const nb_attr *attrs,
                         int n_out, nb_tensor **out, nb_rng *rng);
+/* The same after its first two steps: attributes resolved (av), inputs
+ * mapped onto their slots (in[k] for k below in_begin[NB_MAX_SLOTS], in slot
+ * order) and outputs assigned (out_begin), for a caller that needs those
+ * too (the eager builder records them in the op's node). */
+nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const int in_begin[NB_MAX_SLOTS + 1],
+                          nb_tensor *const *in, const int out_begin[NB_MAX_SLOTS + 1], int n_out, nb_tensor **out,
+                          nb_rng *rng);
 
 /* How many outputs a builder gives an op when the caller did not say (n_out
  * < 0 in a backend's emit): one per declared output slot, at least one. */

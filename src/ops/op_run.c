@@ -119,28 +119,52 @@ nb_status nb_op_run_def(const nb_op_def *def, int n_in, nb_tensor *const *in, in
 {
     if (n_in < 0 || n_out < 0 || (n_in && !in) || (n_out && !out) || (n_attrs && !attrs))
         return nb_error(NB_ERR_ARG, "%s: bad argument counts or NULL arrays", def->name);
-    const char *label = def->name;
     nb_attr_value av[NB_MAX_ATTRS];
-    nb_status st = nb_resolve_attrs(def, n_attrs, attrs, av, label);
+    nb_status st = nb_resolve_attrs(def, n_attrs, attrs, av, def->name);
     if (st) return st;
+    /* The usual few values live on the stack: six allocations an op were a
+     * third of an eager op's cost. */
+    enum { FEW = 8 };
+    int n = n_in > n_out ? n_in : n_out;
+    bool present_few[FEW + 1], *present = n <= FEW ? present_few : nb_calloc((size_t)n + 1, sizeof *present);
+    int order_few[FEW + 1], *order = n <= FEW ? order_few : nb_calloc((size_t)n + 1, sizeof *order);
+    nb_tensor *compact_few[FEW + 1], **compact = n <= FEW ? compact_few : nb_calloc((size_t)n + 1, sizeof *compact);
+    int in_begin[NB_MAX_SLOTS + 1], out_begin[NB_MAX_SLOTS + 1];
+    if (!present || !order || !compact) {
+        st = nb_error(NB_ERR_NOMEM, "%s: out of memory", def->name);
+        goto done;
+    }
+    for (int i = 0; i < n_in; i++) present[i] = in[i] != NULL;
+    if ((st = nb_assign_slots(def, true, n_in, present, in_begin, order, def->name))) goto done;
+    for (int i = 0; i < in_begin[NB_MAX_SLOTS]; i++) compact[i] = in[order[i]];
+    for (int i = 0; i < n_out; i++) present[i] = true;
+    if ((st = nb_assign_slots(def, false, n_out, present, out_begin, order, def->name))) goto done;
+    st = nb_op_run_slots(def, av, in_begin, compact, out_begin, n_out, out, rng);
+done:
+    if (n > FEW) {
+        nb_free(present);
+        nb_free(order);
+        nb_free(compact);
+    }
+    return st;
+}
 
-    /* The usual few inputs and outputs live on the stack: six allocations an
-     * op were a third of an eager op's cost. */
+nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const int in_begin[NB_MAX_SLOTS + 1],
+                          nb_tensor *const *in, const int out_begin[NB_MAX_SLOTS + 1], int n_out, nb_tensor **out,
+                          nb_rng *rng)
+{
+    const char *label = def->name;
+    const int n_in = in_begin[NB_MAX_SLOTS];
+    nb_status st = NB_OK;
     enum { FEW = 8 };
     bool few = n_in <= FEW && n_out <= FEW;
-    bool present_few[2 * FEW + 1];
-    int order_few[2 * FEW + 1];
     nb_tensor *ins_few[FEW + 1], *outs_few[FEW + 1];
     nb_var_info in_info_few[FEW + 1], out_info_few[FEW + 1];
-    bool *present = few ? present_few : nb_calloc((size_t)(n_in + n_out + 1), sizeof *present);
-    int *order = few ? order_few : nb_calloc((size_t)(n_in + n_out + 1), sizeof *order);
     nb_tensor **ins = few ? ins_few : nb_calloc((size_t)n_in + 1, sizeof *ins);
     nb_tensor **outs = few ? outs_few : nb_calloc((size_t)n_out + 1, sizeof *outs);
     nb_var_info *in_info = few ? in_info_few : nb_calloc((size_t)n_in + 1, sizeof *in_info);
     nb_var_info *out_info = few ? out_info_few : nb_calloc((size_t)n_out + 1, sizeof *out_info);
     if (few) {
-        memset(present, 0, (size_t)(n_in + n_out + 1) * sizeof *present);
-        memset(order, 0, (size_t)(n_in + n_out + 1) * sizeof *order);
         memset(ins, 0, ((size_t)n_in + 1) * sizeof *ins);
         memset(outs, 0, ((size_t)n_out + 1) * sizeof *outs);
         /* Infos are filled before they are read: an input's from its
@@ -150,29 +174,27 @@ nb_status nb_op_run_def(const nb_op_def *def, int n_in, nb_tensor *const *in, in
         for (int i = 0; i <= n_out; i++) out_info[i].dtype = 0, out_info[i].ndim = 0;
     }
     nb_op_ctx ctx = {.def = def, .label = label, .attrs = av, .in_info = in_info, .out_info = out_info};
+    memcpy(ctx.in_begin, in_begin, sizeof ctx.in_begin);
+    memcpy(ctx.out_begin, out_begin, sizeof ctx.out_begin);
     nb_rng local_rng;
-    int n_compact = 0;
-    if (!present || !order || !ins || !outs || !in_info || !out_info) {
+    int n_held = 0;
+    if (!ins || !outs || !in_info || !out_info) {
         st = nb_error(NB_ERR_NOMEM, "%s: out of memory", label);
         goto done;
     }
-    for (int i = 0; i < n_in; i++) present[i] = in[i] != NULL;
-    if ((st = nb_assign_slots(def, true, n_in, present, ctx.in_begin, order, label))) goto done;
-    n_compact = ctx.in_begin[NB_MAX_SLOTS];
-    for (int i = 0; i < n_compact; i++) {
-        if (!in[order[i]]->storage) {
+    for (; n_held < n_in; n_held++) {
+        int i = n_held;
+        if (!in[i]->storage) {
             st = nb_error(NB_ERR_ARG, "%s: input %d is a batched (vmap) tensor, which holds no data of its own: "
-                          "run the op through a builder (nb_emit) to map it over the batch", label, order[i]);
+                          "run the op through a builder (nb_emit) to map it over the batch", label, i);
             goto done;
         }
         /* Kernels take contiguous inputs; views are copied here. */
-        if ((st = nb_tensor_contiguous(&ins[i], in[order[i]]))) goto done;
+        if ((st = nb_tensor_contiguous(&ins[i], in[i]))) goto done;
         in_info[i] = info_of(ins[i]);
     }
-    for (int i = 0; i < n_out; i++) present[i] = true;
-    if ((st = nb_assign_slots(def, false, n_out, present, ctx.out_begin, order, label))) goto done;
     if ((st = nb_run_infer(&ctx))) goto done;
-    if ((def->flags & NB_OP_VIEW) && n_out == 1 && !out[0] && n_compact >= 1) {
+    if ((def->flags & NB_OP_VIEW) && n_out == 1 && !out[0] && n_in >= 1) {
         /* The same elements in the same order: a view of input 0 (made contiguous above). */
         if (!(st = nb_tensor_reshape(&outs[0], ins[0], out_info[0].ndim, out_info[0].shape)))
             out[0] = nb_tensor_retain(outs[0]);
@@ -199,14 +221,11 @@ nb_status nb_op_run_def(const nb_op_def *def, int n_in, nb_tensor *const *in, in
             goto done;
         }
     }
-    if (!rng) {
+    if (!rng && (def->flags & NB_OP_RANDOM)) { /* only random ops' kernels read it */
         const nb_attr_value *seed = nb_attr_get(&ctx, "seed");
         nb_rng_seed(&local_rng, seed->type == NB_ATTR_INT ? (uint64_t)seed->i : 0);
         rng = &local_rng;
     }
-
-
-
     _Alignas(16) unsigned char params[NB_MAX_PARAMS_SIZE];
     nb_kernel_ctx k = {.params = def->params_size ? params : NULL, .label = label, .in = ins, .out = outs,
                        .rng = rng};
@@ -216,18 +235,16 @@ nb_status nb_op_run_def(const nb_op_def *def, int n_in, nb_tensor *const *in, in
         memset(params, 0, def->params_size);
         if ((st = def->params(&ctx, params))) goto done;
     }
-    nb_dtype dt = n_compact ? ins[0]->dtype : out_info[0].dtype;
+    nb_dtype dt = n_in ? ins[0]->dtype : out_info[0].dtype;
     const nb_kernel_def *kern = nb_kernel_find(def->name, NB_DEVICE_CPU, dt, &k);
     st = kern ? kern->run(&k) : NB_ERR_UNSUPPORTED;
     if (!st)
         for (int i = 0; i < n_out; i++)
             if (!out[i]) out[i] = nb_tensor_retain(outs[i]);
 done:
-    for (int i = 0; i < n_compact; i++) nb_tensor_release(ins[i]);
+    for (int i = 0; i < n_held; i++) nb_tensor_release(ins[i]);
     for (int i = 0; i < n_out; i++) nb_tensor_release(outs ? outs[i] : NULL);
     if (!few) {
-        nb_free(present);
-        nb_free(order);
         nb_free(ins);
         nb_free(outs);
         nb_free(in_info);

@@ -4,6 +4,7 @@
  * start-up never loses an op for the life of the process. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
@@ -70,10 +71,27 @@ static bool ensure_built(void)
     return false;
 }
 
+/* The last definitions found, by the address of the name asked for: an
+ * eager program asks for the same few op names, string literals, op after
+ * op, and hashing one cost more than running a one-element op's kernel. The
+ * name is compared too, as a caller's buffer may hold another name at the
+ * same address next time. Definitions are never removed, so an entry never
+ * dangles. */
+enum { FIND_CACHE = 64 };
+static _Thread_local struct {
+    const char *key;
+    const nb_op_def *def;
+} find_cache[FIND_CACHE];
+
 const nb_op_def *nb_op_find(const char *name)
 {
+    if (!name) return NULL;
+    size_t h = ((uintptr_t)name >> 3) % FIND_CACHE;
+    if (find_cache[h].key == name && !strcmp(find_cache[h].def->name, name)) return find_cache[h].def;
     if (!ensure_built()) return NULL;
-    return name ? nb_strmap_get(&reg.by_name, name, NULL) : NULL;
+    const nb_op_def *def = nb_strmap_get(&reg.by_name, name, NULL);
+    if (def && !strcmp(def->name, name)) find_cache[h].key = name, find_cache[h].def = def;
+    return def;
 }
 
 int nb_op_count(void)
