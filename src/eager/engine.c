@@ -362,9 +362,10 @@ static nb_status run_op_node(task *t, nb_node *n)
     if ((st = run_node_hooks(n, &n->pre, n->n_out, n->buffer))) return st;
     nb_value x[64], y[64], dy[64], dxv[64];
     bool want[64];
-    nb_tensor *dx[64] = {0};
+    nb_tensor *dx[64]; /* the n_in used are cleared below, not all 64 */
     if (n->n_in > 64 || n->n_out > 64) return nb_error(NB_ERR_UNSUPPORTED, "backward: %s has too many slots", n->def->name);
     for (int k = 0; k < n->n_in; k++) {
+        dx[k] = NULL;
         x[k] = n->saved_in[k] ? nb_eager_value(t->b, n->saved_in[k]) : NB_NONE;
         want[k] = n->wants[k] && receives(t, n->next[k].node);
         dxv[k] = NB_NONE;
