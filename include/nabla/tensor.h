@@ -30,6 +30,7 @@ typedef struct nb_storage {
     uint64_t version; /* in-place writes so far (eager mode checks saved values with it) */
     const char *last_writer; /* the op type of the last in-place write, for messages */
     bool inline_data; /* data (at most 256 bytes) lives in this struct's own block and goes with it */
+    bool in_block;    /* lives in the block of the tensor it was made with, and frees that block */
 } nb_storage;
 
 typedef struct nb_tensor {

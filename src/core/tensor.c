@@ -5,6 +5,7 @@
 #include "nabla/device.h"
 #include <stdint.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include "nabla/tensor.h"
 #include "tensor_internal.h"
@@ -23,37 +24,55 @@ bool nb_poison_uninit(void)
     return v;
 }
 
-/* Data up to this size lives in the storage's own block, after the struct:
- * one allocation, not two, for the scalars and small vectors an eager
- * program makes by the thousand (nb_storage.inline_data). */
+/* A tensor made with its storage is one block: the tensor, the storage and,
+ * up to this size, the data. An eager op makes a tensor or two, and their
+ * two or three allocations were a sixth of its cost. The block goes when the
+ * storage does; the tensor holds a reference to its own storage, so that is
+ * never before the tensor itself has gone, and views of it keep it. */
 #define INLINE_MAX 256
 
-static nb_storage *storage_new(size_t nbytes, bool zero)
+typedef struct tensor_block {
+    nb_tensor t;
+    nb_storage s;
+} tensor_block;
+
+static tensor_block *block_of(nb_storage *s)
+{
+    return (tensor_block *)((char *)s - offsetof(tensor_block, s));
+}
+
+/* The tensor and storage of the block: the tensor's dims are the caller's
+ * to fill; its storage holds nbytes, zeroed if `zero`. */
+static nb_tensor *tensor_block_new(size_t nbytes, bool zero)
 {
     size_t padded = (nbytes + 63) & ~(size_t)63;
     if (padded == 0) padded = 64;
     bool inline_data = padded <= INLINE_MAX;
-    nb_storage *s = nb_malloc(sizeof *s + (inline_data ? padded + 63 : 0));
-    if (!s) return NULL;
-    memset(s, 0, sizeof *s);
+    tensor_block *b = nb_malloc(sizeof *b + (inline_data ? padded + 63 : 0));
+    if (!b) return NULL;
+    memset(b, 0, sizeof *b);
+    nb_storage *s = &b->s;
     if (inline_data) {
-        s->data = (void *)(((uintptr_t)(s + 1) + 63) & ~(uintptr_t)63);
+        s->data = (void *)(((uintptr_t)(b + 1) + 63) & ~(uintptr_t)63);
         s->inline_data = true;
     } else if (!(s->data = nb_device_alloc(NB_DEVICE_CPU, padded))) {
-        nb_free(s);
+        nb_free(b);
         return NULL;
     }
     if (zero || nb_poison_uninit()) memset(s->data, zero ? 0 : 0xff, padded);
     s->nbytes = nbytes;
     s->refcount = 1;
-    return s;
+    s->in_block = true;
+    b->t.refcount = 1;
+    b->t.storage = s;
+    return &b->t;
 }
 
 static void storage_release(nb_storage *s)
 {
     if (!s || --s->refcount > 0) return;
     if (!s->borrowed && !s->inline_data) nb_device_free(s->device, s->data);
-    nb_free(s);
+    nb_free(s->in_block ? (void *)block_of(s) : (void *)s);
 }
 
 /* ---- shapes ------------------------------------------------------------- */
@@ -116,15 +135,21 @@ void nb_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
 
 /* ---- creation ----------------------------------------------------------- */
 
+/* Sets a new tensor's dtype and dims, contiguous. */
+static void tensor_dims(nb_tensor *t, nb_dtype dtype, int ndim, const int64_t *shape)
+{
+    t->dtype = dtype;
+    t->ndim = ndim;
+    if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    nb_contiguous_strides(ndim, shape, t->strides);
+}
+
 static nb_tensor *tensor_shell(nb_dtype dtype, int ndim, const int64_t *shape)
 {
     nb_tensor *t = nb_calloc(1, sizeof *t);
     if (!t) return NULL;
     t->refcount = 1;
-    t->dtype = dtype;
-    t->ndim = ndim;
-    if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
-    nb_contiguous_strides(ndim, shape, t->strides);
+    tensor_dims(t, dtype, ndim, shape);
     return t;
 }
 
@@ -134,14 +159,11 @@ static nb_status tensor_new(nb_tensor **out, nb_dtype dtype, int ndim, const int
     if (!nb_dtype_valid(dtype)) return nb_error(NB_ERR_DTYPE, "tensor: invalid dtype %d", (int)dtype);
     nb_status st = check_shape(ndim, shape, "tensor");
     if (st) return st;
-    nb_tensor *t = tensor_shell(dtype, ndim, shape);
-    if (!t) return nb_error(NB_ERR_NOMEM, "tensor: out of memory");
-    t->storage = storage_new((size_t)nb_shape_numel(ndim, shape) * nb_dtype_size(dtype), zero);
-    if (!t->storage) {
-        nb_free(t);
+    nb_tensor *t = tensor_block_new((size_t)nb_shape_numel(ndim, shape) * nb_dtype_size(dtype), zero);
+    if (!t)
         return nb_error(NB_ERR_NOMEM, "tensor: out of memory allocating %lld elements",
                         (long long)nb_shape_numel(ndim, shape));
-    }
+    tensor_dims(t, dtype, ndim, shape);
     *out = t;
     return NB_OK;
 }
@@ -218,8 +240,11 @@ void nb_tensor_release(nb_tensor *t)
 {
     if (!t || --t->refcount > 0) return;
     if (t->autograd && nb_tensor_autograd_free_hook) nb_tensor_autograd_free_hook(t);
-    storage_release(t->storage);
-    nb_free(t);
+    /* A block's own tensor goes with its storage, now or when the last view does. */
+    nb_storage *s = t->storage;
+    bool own_block = s && s->in_block && &block_of(s)->t == t;
+    storage_release(s);
+    if (!own_block) nb_free(t);
 }
 
 /* ---- properties ----------------------------------------------------------- */
