@@ -18,13 +18,13 @@ static bool plan_flat(nb_bcast_plan *p, int n_in, const nb_tensor *const *in, co
         if (!(same || single) || !nb_tensor_is_contiguous(t)) return false;
         p->strides[k][0] = same ? 1 : 0;
     }
-    for (int k = 0; k < n_in; k++) {
-        p->elsize[k] = (int64_t)nb_dtype_size(in[k]->dtype);
-        p->base[k] = nb_tensor_data(in[k]);
+    /* Kernels get tensors with storage: their data is read off directly. */
+    for (int k = 0; k <= n_in; k++) {
+        const nb_tensor *t = k < n_in ? in[k] : out;
+        p->elsize[k] = (int64_t)nb_dtype_size(t->dtype);
+        p->base[k] = (char *)t->storage->data + t->offset * p->elsize[k];
     }
     p->strides[n_in][0] = 1;
-    p->elsize[n_in] = (int64_t)nb_dtype_size(out->dtype);
-    p->base[n_in] = nb_tensor_data(out);
     p->nops = n_in + 1;
     p->numel = nb_tensor_numel(out);
     p->ndim = 1;
@@ -162,6 +162,13 @@ void nb_bcast_run(const nb_bcast_plan *p, nb_bcast_loop loop, const void *aux, i
         int nt = want < max_threads ? (int)want : max_threads;
         bcast_job j = {p, loop, aux, total};
         nb_team_run(nt, bcast_share, &j);
+        return;
+    }
+    if (p->ndim == 1) { /* one run: no walk (a flat plan, an eager op's usual) */
+        char *ptr[NB_BCAST_MAX_OPERANDS];
+        int64_t step[NB_BCAST_MAX_OPERANDS];
+        for (int k = 0; k < p->nops; k++) ptr[k] = p->base[k], step[k] = p->strides[k][0];
+        loop(total, ptr, step, aux);
         return;
     }
     run_range(p, 0, total, loop, aux);
