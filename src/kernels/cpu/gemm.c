@@ -608,11 +608,15 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
          * serve a few row tiles only, and packing took a sixth of the MLP step  \
          * at batch 16. Only a narrower last strip is packed. */                 \
         bool b_in_place = !tb && M <= GEMM_B_IN_PLACE_ROWS;                                    \
+        /* K in even slices of at most KC: 784 as 256, 256, 256 and 16 left a slice \
+         * that stored and reloaded every tile of C for 16 multiply-adds. */          \
+        int64_t n_kblk = (K + KC - 1) / KC, kc_blk = ((K + n_kblk - 1) / n_kblk + 7) / 8 * 8; \
+        if (kc_blk > KC) kc_blk = KC;                                                          \
         for (int64_t jc = 0; jc < N; jc += NC) {                                               \
             int64_t nc = N - jc < NC ? N - jc : NC;                                            \
             int64_t nq = (nc + NR - 1) / NR, q0 = b_in_place ? nc / NR : 0;                    \
-            for (int64_t pc = 0; pc < K; pc += KC) {                                           \
-                int64_t kc = K - pc < KC ? K - pc : KC;                                        \
+            for (int64_t pc = 0; pc < K; pc += kc_blk) {                                       \
+                int64_t kc = K - pc < kc_blk ? K - pc : kc_blk;                                \
                 const T *Bs = b_in_place ? B + pc * ldb + jc : Bp;                             \
                 int64_t bld = b_in_place ? ldb : 0;                                            \
                 /* Later K slices add onto what the first one wrote. */                        \
