@@ -145,10 +145,40 @@ static void test_conv2d_reference(void)
     }
 }
 
+/* The gradient of ref_conv for its input: each output's dy back onto the
+ * input elements it read. */
+static nb_tensor *ref_conv_dx(const conv_case *k, const nb_tensor *dy, const nb_tensor *f)
+{
+    int64_t p[4], ho, wo;
+    pads4(k, p);
+    conv_out_hw(k, &ho, &wo);
+    nb_tensor *dx;
+    if (nb_tensor_new(&dx, NB_F64, 4, S(k->n, k->c, k->h, k->w))) return NULL;
+    const int64_t cg = k->c / k->groups, mg = k->m / k->groups;
+    for (int64_t n = 0; n < k->n; n++)
+        for (int64_t m = 0; m < k->m; m++)
+            for (int64_t oh = 0; oh < ho; oh++)
+                for (int64_t ow = 0; ow < wo; ow++)
+                    for (int64_t cc = 0; cc < cg; cc++)
+                        for (int64_t i = 0; i < k->kh; i++)
+                            for (int64_t j = 0; j < k->kw; j++) {
+                                int64_t ih = oh * k->stride[0] - p[0] + i * k->dil[0];
+                                int64_t iw = ow * k->stride[1] - p[2] + j * k->dil[1];
+                                if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
+                                int64_t at = ((n * k->c + (m / mg) * cg + cc) * k->h + ih) * k->w + iw;
+                                nb_tensor_set(dx, at,
+                                              nb_tensor_get(dx, at) +
+                                                  nb_tensor_get(dy, ((n * k->m + m) * ho + oh) * wo + ow) *
+                                                      nb_tensor_get(f, ((m * cg + cc) * k->kh + i) * k->kw + j));
+                            }
+    return dx;
+}
+
 /* im2col copies each row of an image's window in fixed-size pieces chosen
  * by the row's byte length (conv.c, copy_row): widths that land on every
  * piece size and across the 128-byte limit, both dtypes, with and without
- * padding, against the direct convolution. */
+ * padding, against the direct convolution; and col2im adds rows back the
+ * same way (conv_impl.h, add_runs), so the input gradient too. */
 static void test_conv2d_row_widths(void)
 {
     static const int64_t widths[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 40};
@@ -160,21 +190,27 @@ static void test_conv2d_row_widths(void)
             nb_tensor *x = TR(NB_F64, &seed, S(k.n, k.c, k.h, k.w));
             nb_tensor *f = TR(NB_F64, &seed, S(k.m, k.c, k.kh, k.kw));
             nb_tensor *want = ref_conv(&k, x, f, NULL);
+            int64_t ho, wo;
+            conv_out_hw(&k, &ho, &wo);
+            nb_tensor *dy = TR(NB_F64, &seed, S(k.n, k.m, ho, wo));
+            nb_tensor *want_dx = ref_conv_dx(&k, dy, f);
             nb_attr a[4];
             int na = conv_attrs(&k, a);
             for (int d = 0; d < 2; d++) {
-                nb_tensor *in[] = {tcast(x, dtypes[d]), tcast(f, dtypes[d])};
-                nb_tensor *y = NULL;
+                nb_tensor *in[] = {tcast(x, dtypes[d]), tcast(f, dtypes[d]), tcast(dy, dtypes[d])};
+                nb_tensor *y = NULL, *dx = NULL;
                 CHECK_OK(nb_op_run("conv2d", NB_TENSORS_N(2, in), NB_ATTRS_N(na, a), 1, &y));
-                double err = rel_diff(y, want);
-                if (!(err <= (d ? 1e-12 : 1e-5))) {
-                    fprintf(stderr, "  output width %lld, pad %d (%s): differs from the direct convolution by %g\n",
-                            (long long)widths[wi], pad, nb_dtype_name(dtypes[d]), err);
+                CHECK_OK(nb_op_run("conv2d_grad", NB_TENSORS_N(3, in), NB_ATTRS_N(na, a), 1, &dx));
+                double err = rel_diff(y, want), err_dx = rel_diff(dx, want_dx);
+                if (!(err <= (d ? 1e-12 : 1e-5)) || !(err_dx <= (d ? 1e-12 : 1e-5))) {
+                    fprintf(stderr, "  output width %lld, pad %d (%s): output and input gradient differ from the "
+                            "direct convolution's by %g and %g\n", (long long)widths[wi], pad,
+                            nb_dtype_name(dtypes[d]), err, err_dx);
                     test_failures_in_current++;
                 }
-                RELEASE(y, in[0], in[1]);
+                RELEASE(y, dx, in[0], in[1], in[2]);
             }
-            RELEASE(x, f, want);
+            RELEASE(x, f, want, dy, want_dx);
         }
 }
 

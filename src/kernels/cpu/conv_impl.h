@@ -69,6 +69,23 @@ typedef struct FN(col2im_job) {
     T *dx;
 } FN(col2im_job);
 
+/* d[r * ds + i] += s[r * ss + i] for i < n, r < rows: col2im's rows, which
+ * are short (8 in LeNet). Widths of 8, 16 and 32 are loops of known length,
+ * a vector add or two each; a loop of unknown length spent more on its
+ * set-up and its tail than on the adds. */
+#define ADD_RUNS(width)                                                                                \
+    for (int64_t r = 0; r < rows; r++, d += ds, s += ss)                                               \
+        for (int i = 0; i < (width); i++) d[i] += s[i]
+static inline void FN(add_runs)(T *restrict d, int64_t ds, const T *restrict s, int64_t ss, int64_t rows,
+                                int64_t n)
+{
+    if (n == 8) ADD_RUNS(8);
+    else if (n == 16) ADD_RUNS(16);
+    else if (n == 32) ADD_RUNS(32);
+    else ADD_RUNS(n);
+}
+#undef ADD_RUNS
+
 /* Channels [lo, hi) of col2im below. */
 NB_SIMD_CLONES static void FN(col2im_range)(void *arg, int64_t lo, int64_t hi)
 {
@@ -87,6 +104,11 @@ NB_SIMD_CLONES static void FN(col2im_range)(void *arg, int64_t lo, int64_t hi)
                 int64_t offw = kj * g->dil_w - g->pad_left, ow_lo, ow_hi;
                 valid_range(offw, sw, W, Wo, &ow_lo, &ow_hi);
                 const T *row = col + ((c * kh + ki) * kw + kj) * Ho * Wo;
+                if (sw == 1 && oh_hi > oh_lo) {
+                    FN(add_runs)(xc + (oh_lo * sh + offh) * W + offw + ow_lo, sh * W, row + oh_lo * Wo + ow_lo, Wo,
+                                 oh_hi - oh_lo, ow_hi - ow_lo);
+                    continue;
+                }
                 for (int64_t oh = oh_lo; oh < oh_hi; oh++) {
                     const T *src = row + oh * Wo;
                     const int64_t base = (oh * sh + offh) * W + offw;
