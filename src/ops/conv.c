@@ -347,6 +347,7 @@ static const nb_op_def op_pool2d_grad = {
     .grad_uses_inputs = (1u << 0) | (1u << 1),
     .vjp = nb_pool2d_grad_vjp,
     .jvp = nb_pool2d_grad_jvp,
+    .flags = NB_OP_WRITES_ALL, /* the 2x2 path sets every element, the others clear each plane first */
 };
 
 const nb_op_def *const nb_ops_conv[] = {&op_conv2d, &op_conv2d_grad, &op_pool2d, &op_pool2d_grad, NULL};
