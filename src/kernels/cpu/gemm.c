@@ -106,6 +106,12 @@ static bool gemm_have_avx2(void)
 /* Products of at most this many rows read B in place (blocked_team). */
 #define GEMM_B_IN_PLACE_ROWS 32
 
+/* A row of zeros as long as any packed slice of K (KC is 256 for every
+ * instance; doubles need twice the bytes): what the packing reads for the
+ * rows of A and columns of B past the edge of a partial strip. */
+#define GEMM_ZEROS_KC 256
+static const double gemm_zeros[GEMM_ZEROS_KC] __attribute__((aligned(64)));
+
 /* Device memory: 64-byte aligned. */
 static void *gemm_alloc(size_t bytes)
 {
@@ -349,23 +355,17 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
                     for (; i < mr; i++) dst[k * MR + i] = alpha * src[i];                      \
                     for (; i < MR; i++) dst[k * MR + i] = 0;                                   \
                 }                                                                              \
-            } else if (mr == MR) {                                                             \
+            } else {                                                                           \
                 /* k outermost: MR row streams in, one contiguous MR-run out per k (a row \
-                 * at a time would store with stride MR, the slowest way round). */     \
+                 * at a time would store with stride MR, the slowest way round); rows    \
+                 * past mr stream zeros. */                                               \
                 const T *src[MR];                                                              \
-                for (int64_t i = 0; i < MR; i++) src[i] = A + (i0 + ir + i) * lda + p0;        \
+                for (int64_t i = 0; i < MR; i++)                                               \
+                    src[i] = i < mr ? A + (i0 + ir + i) * lda + p0 : (const T *)gemm_zeros;   \
                 for (int64_t k = pack_a_fast_##SUF(src, kc, alpha, dst); k < kc; k++) {        \
                     _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)                      \
                         dst[k * MR + i] = alpha * src[i][k];                                   \
                 }                                                                              \
-            } else {                                                                           \
-                int64_t i = 0;                                                                 \
-                for (; i < mr; i++) {                                                          \
-                    const T *src = A + (i0 + ir + i) * lda + p0;                               \
-                    for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = alpha * src[k];          \
-                }                                                                              \
-                for (; i < MR; i++)                                                            \
-                    for (int64_t k = 0; k < kc; k++) dst[k * MR + i] = 0;                      \
             }                                                                                  \
         }                                                                                      \
     }
@@ -399,22 +399,17 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
                     for (; j < nr; j++) dst[k * NR + j] = src[j];                              \
                     for (; j < NR; j++) dst[k * NR + j] = 0;                                   \
                 }                                                                              \
-            } else if (nr == NR) {                                                             \
-                /* As pack_a: NR column streams in, contiguous runs out. */                   \
+            } else {                                                                           \
+                /* As pack_a: NR column streams in, contiguous runs out; the columns   \
+                 * past nr stream zeros (a column at a time, the stores went NR apart: \
+                 * a 25-wide weight gradient of LeNet ran at 19 GFLOP/s). */           \
                 const T *src[NR];                                                              \
-                for (int64_t j = 0; j < NR; j++) src[j] = B + (j0 + jr + j) * ldb + p0;        \
+                for (int64_t j = 0; j < NR; j++)                                               \
+                    src[j] = j < nr ? B + (j0 + jr + j) * ldb + p0 : (const T *)gemm_zeros;   \
                 for (int64_t k = pack_bt_fast_##SUF(src, kc, dst); k < kc; k++) {               \
                     _Pragma("GCC unroll 16") for (int j = 0; j < NR; j++)                      \
                         dst[k * NR + j] = src[j][k];                                           \
                 }                                                                              \
-            } else {                                                                           \
-                int64_t j = 0;                                                                 \
-                for (; j < nr; j++) {                                                          \
-                    const T *src = B + (j0 + jr + j) * ldb + p0;                               \
-                    for (int64_t k = 0; k < kc; k++) dst[k * NR + j] = src[k];                 \
-                }                                                                              \
-                for (; j < NR; j++)                                                            \
-                    for (int64_t k = 0; k < kc; k++) dst[k * NR + j] = 0;                      \
             }                                                                                  \
         }                                                                                      \
     }
@@ -577,6 +572,7 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
  * A as it is stored when it needs no transposing or scaling), then the
  * macro-kernel. Returns false if it could not allocate its buffers. */
 #define GEMM_BLOCKED(T, SUF, MR, NR, MC, KC, NC, A_IN_PLACE)                                   \
+    _Static_assert((KC) * sizeof(T) <= sizeof gemm_zeros, "gemm_zeros is shorter than a slice");  \
     /* Row block ib of C's columns [jc, jc + nc), inner slice [pc, pc + kc). */                \
     GEMM_INLINE void blocked_rows_##SUF(int64_t ib, int64_t mc_blk, bool ta, int64_t M,          \
                                         int64_t jc, int64_t nc, int64_t pc, int64_t kc,        \
