@@ -40,33 +40,54 @@ static void conv_out_hw(const conv_case *k, int64_t *ho, int64_t *wo)
     *wo = (k->w + p[2] + p[3] - (k->dil[1] * (k->kw - 1) + 1)) / k->stride[1] + 1;
 }
 
-/* Direct convolution, straight from the definition. */
-static nb_tensor *ref_conv(const conv_case *k, const nb_tensor *x, const nb_tensor *f, const nb_tensor *b)
+/* Every multiply of the direct convolution: visit(ctx, x index, y index,
+ * filter index) for each input element that meets a filter tap in a window. */
+typedef void (*tap_fn)(void *ctx, int64_t xi, int64_t yi, int64_t fi);
+static void conv_taps(const conv_case *k, tap_fn visit, void *ctx)
 {
     int64_t p[4], ho, wo;
     pads4(k, p);
     conv_out_hw(k, &ho, &wo);
-    nb_tensor *y;
-    if (nb_tensor_new(&y, NB_F64, 4, S(k->n, k->m, ho, wo))) return NULL;
     const int64_t cg = k->c / k->groups, mg = k->m / k->groups;
     for (int64_t n = 0; n < k->n; n++)
         for (int64_t m = 0; m < k->m; m++)
             for (int64_t oh = 0; oh < ho; oh++)
-                for (int64_t ow = 0; ow < wo; ow++) {
-                    double acc = b ? nb_tensor_get(b, m) : 0;
-                    int64_t g = m / mg;
+                for (int64_t ow = 0; ow < wo; ow++)
                     for (int64_t cc = 0; cc < cg; cc++)
                         for (int64_t i = 0; i < k->kh; i++)
                             for (int64_t j = 0; j < k->kw; j++) {
                                 int64_t ih = oh * k->stride[0] - p[0] + i * k->dil[0];
                                 int64_t iw = ow * k->stride[1] - p[2] + j * k->dil[1];
                                 if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
-                                int64_t c = g * cg + cc;
-                                acc += nb_tensor_get(x, ((n * k->c + c) * k->h + ih) * k->w + iw) *
-                                       nb_tensor_get(f, ((m * cg + cc) * k->kh + i) * k->kw + j);
+                                visit(ctx, ((n * k->c + (m / mg) * cg + cc) * k->h + ih) * k->w + iw,
+                                      ((n * k->m + m) * ho + oh) * wo + ow, ((m * cg + cc) * k->kh + i) * k->kw + j);
                             }
-                    nb_tensor_set(y, ((n * k->m + m) * ho + oh) * wo + ow, acc);
-                }
+}
+
+/* acc[a] += u[b] * f[fi]: with (a, b) = (y, x) the convolution, with
+ * (dx, dy) its gradient for the input. */
+typedef struct tap_sum {
+    nb_tensor *acc;
+    const nb_tensor *u, *f;
+    bool to_x; /* acc is indexed like x (the input gradient) */
+} tap_sum;
+
+static void add_tap(void *ctx, int64_t xi, int64_t yi, int64_t fi)
+{
+    tap_sum *t = ctx;
+    int64_t a = t->to_x ? xi : yi, b = t->to_x ? yi : xi;
+    nb_tensor_set(t->acc, a, nb_tensor_get(t->acc, a) + nb_tensor_get(t->u, b) * nb_tensor_get(t->f, fi));
+}
+
+/* Direct convolution, straight from the definition. */
+static nb_tensor *ref_conv(const conv_case *k, const nb_tensor *x, const nb_tensor *f, const nb_tensor *b)
+{
+    int64_t ho, wo;
+    conv_out_hw(k, &ho, &wo);
+    nb_tensor *y;
+    if (nb_tensor_new(&y, NB_F64, 4, S(k->n, k->m, ho, wo))) return NULL;
+    for (int64_t i = 0; b && i < nb_tensor_numel(y); i++) nb_tensor_set(y, i, nb_tensor_get(b, i / (ho * wo) % k->m));
+    conv_taps(k, add_tap, &(tap_sum){y, x, f, false});
     return y;
 }
 
@@ -149,28 +170,9 @@ static void test_conv2d_reference(void)
  * input elements it read. */
 static nb_tensor *ref_conv_dx(const conv_case *k, const nb_tensor *dy, const nb_tensor *f)
 {
-    int64_t p[4], ho, wo;
-    pads4(k, p);
-    conv_out_hw(k, &ho, &wo);
     nb_tensor *dx;
     if (nb_tensor_new(&dx, NB_F64, 4, S(k->n, k->c, k->h, k->w))) return NULL;
-    const int64_t cg = k->c / k->groups, mg = k->m / k->groups;
-    for (int64_t n = 0; n < k->n; n++)
-        for (int64_t m = 0; m < k->m; m++)
-            for (int64_t oh = 0; oh < ho; oh++)
-                for (int64_t ow = 0; ow < wo; ow++)
-                    for (int64_t cc = 0; cc < cg; cc++)
-                        for (int64_t i = 0; i < k->kh; i++)
-                            for (int64_t j = 0; j < k->kw; j++) {
-                                int64_t ih = oh * k->stride[0] - p[0] + i * k->dil[0];
-                                int64_t iw = ow * k->stride[1] - p[2] + j * k->dil[1];
-                                if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
-                                int64_t at = ((n * k->c + (m / mg) * cg + cc) * k->h + ih) * k->w + iw;
-                                nb_tensor_set(dx, at,
-                                              nb_tensor_get(dx, at) +
-                                                  nb_tensor_get(dy, ((n * k->m + m) * ho + oh) * wo + ow) *
-                                                      nb_tensor_get(f, ((m * cg + cc) * k->kh + i) * k->kw + j));
-                            }
+    conv_taps(k, add_tap, &(tap_sum){dx, dy, f, true});
     return dx;
 }
 
