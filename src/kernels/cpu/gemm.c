@@ -529,9 +529,12 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
     }
 /* The AVX-512 instance: its tile is 8 rows by two 512-bit vectors, sixteen of
  * the 32 registers, twice the FMA work per k of the AVX2 tile for one more
- * load of A. Only called when the CPU has AVX-512. Its A is always packed:
- * eight rows read in place at a stride of 4 KiB (a 1024-wide layer) share one
- * set of an Intel L1, and the product ran 10% slower (Xeon, model 207). */
+ * load of A. Only called when the CPU has AVX-512. Its A is packed when its
+ * rows are a multiple of 4 KiB apart: eight rows read in place at a stride
+ * of 4 KiB (a 1024-wide layer) share one set of an Intel L1, and the product
+ * ran 10% slower (Xeon, model 207). At other strides it is read in place,
+ * and the transformer's products (rows of 128 and 512 floats) ran 1-12%
+ * faster than packed. */
 #define GEMM_MACRO_512(T, SUF, MR, NR)                                                         \
     GEMM_MICRO(T, avx512_##SUF, MR, NR, 64, GEMM_AVX512_ATTR)                                  \
     static void macro_##SUF(int64_t mc, int64_t nc, int64_t kc, const T *A, int64_t lda,        \
@@ -568,7 +571,8 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
 
 /* The blocked driver. Loop order (outer to inner): NC columns of C, KC
  * slices of the inner dimension (B slab packed once, shared by all threads),
- * MC rows of C (each thread packs its own A block, or with A_IN_PLACE reads
+ * MC rows of C (each thread packs its own A block, or with A_IN_PLACE (1:
+ * always, 2: when its rows are not a multiple of 4 KiB apart) reads
  * A as it is stored when it needs no transposing or scaling), then the
  * macro-kernel. Returns false if it could not allocate its buffers. */
 #define GEMM_BLOCKED(T, SUF, MR, NR, MC, KC, NC, A_IN_PLACE)                                   \
@@ -584,7 +588,8 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
         int64_t mc = M - ic < mc_blk ? M - ic : mc_blk;                                        \
         T *c = C + ic * ldc + jc;                                                              \
         const T *tail = Bp + nc / NR * NR * kc;                                                \
-        if (A_IN_PLACE && !ta && alpha == (T)1 && lda > 0) { /* see the macro-kernel */                      \
+        if ((A_IN_PLACE == 1 || (A_IN_PLACE == 2 && lda * (int64_t)sizeof(T) % 4096)) && !ta &&             \
+            alpha == (T)1 && lda > 0) { /* see the macro-kernel */                                           \
             macro_##SUF(mc, nc, kc, A + ic * lda + pc, lda, Bs, bld, tail, c, ldc, beta);      \
         } else {                                                                               \
             pack_a_##SUF(ta, A, lda, ic, pc, mc, kc, alpha, myAp);                             \
@@ -828,7 +833,7 @@ GEMM_PACK_A(float, f32, 6)
 GEMM_PACK_B(float, f32, 16, )
 GEMM_MACRO(float, f32, 6, 16)
 GEMM_ARGS(float, f32)
-GEMM_BLOCKED(float, f32, 6, 16, 96, 256, 2048, true)
+GEMM_BLOCKED(float, f32, 6, 16, 96, 256, 2048, 1)
 GEMM_CBLAS(float, f32, cblas_sgemm)
 
 GEMM_SCALE(double, f64)
@@ -838,7 +843,7 @@ GEMM_PACK_A(double, f64, 6)
 GEMM_PACK_B(double, f64, 8, )
 GEMM_MACRO(double, f64, 6, 8)
 GEMM_ARGS(double, f64)
-GEMM_BLOCKED(double, f64, 6, 8, 96, 256, 2048, true)
+GEMM_BLOCKED(double, f64, 6, 8, 96, 256, 2048, 1)
 GEMM_CBLAS(double, f64, cblas_dgemm)
 
 #ifdef GEMM_X86_AVX2
@@ -846,13 +851,13 @@ typedef gemm_args_f32 gemm_args_f32x;
 GEMM_PACK_A(float, f32x, 8)
 GEMM_PACK_B(float, f32x, 32, GEMM_AVX512_ATTR)
 GEMM_MACRO_512(float, f32x, 8, 32)
-GEMM_BLOCKED(float, f32x, 8, 32, 96, 256, 2048, false)
+GEMM_BLOCKED(float, f32x, 8, 32, 96, 256, 2048, 2)
 
 typedef gemm_args_f64 gemm_args_f64x;
 GEMM_PACK_A(double, f64x, 8)
 GEMM_PACK_B(double, f64x, 16, GEMM_AVX512_ATTR)
 GEMM_MACRO_512(double, f64x, 8, 16)
-GEMM_BLOCKED(double, f64x, 8, 16, 96, 256, 2048, false)
+GEMM_BLOCKED(double, f64x, 8, 16, 96, 256, 2048, 2)
 #endif
 
 GEMM_PICK(float, f32, 16)
