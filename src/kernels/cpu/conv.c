@@ -50,6 +50,20 @@ static int batch_threads(int64_t n, double work, size_t col_bytes)
     return nt < 1 ? 1 : (int)nt;
 }
 
+/* The tap whose row of the column matrix is the input plane itself: unit
+ * stride, an output as large as the input, and an offset of 0 both ways
+ * (the centre of a 3x3 window with padding 1). col2im copies that row in
+ * place of adding it, so dx needs no clearing first (the clear was 1.5% of
+ * the conv net's step). -1 when there is none. */
+static int64_t covering_tap(const nb_conv2d_geom *g)
+{
+    if (g->stride_h != 1 || g->stride_w != 1 || g->ho != g->h || g->wo != g->w) return -1;
+    for (int64_t ki = 0; ki < g->kh; ki++)
+        for (int64_t kj = 0; kj < g->kw; kj++)
+            if (ki * g->dil_h == g->pad_top && kj * g->dil_w == g->pad_left) return ki * g->kw + kj;
+    return -1;
+}
+
 /* A 1x1 kernel with unit stride and no padding reads the image as its own
  * column matrix. */
 static bool is_pointwise(const nb_conv2d_geom *g)

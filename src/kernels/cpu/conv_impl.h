@@ -94,13 +94,15 @@ NB_SIMD_CLONES static void FN(col2im_range)(void *arg, int64_t lo, int64_t hi)
     const T *col = j->col;
     T *dx = j->dx;
     const int64_t H = g->h, W = g->w, Ho = g->ho, Wo = g->wo, kh = g->kh, kw = g->kw;
-    const int64_t sh = g->stride_h, sw = g->stride_w;
+    const int64_t sh = g->stride_h, sw = g->stride_w, first = covering_tap(g);
     for (int64_t c = lo; c < hi; c++) {
         T *xc = dx + c * H * W;
+        if (first >= 0) memcpy(xc, col + (c * kh * kw + first) * Ho * Wo, (size_t)(H * W) * sizeof(T));
         for (int64_t ki = 0; ki < kh; ki++) {
             int64_t offh = ki * g->dil_h - g->pad_top, oh_lo, oh_hi;
             valid_range(offh, sh, H, Ho, &oh_lo, &oh_hi);
             for (int64_t kj = 0; kj < kw; kj++) {
+                if (ki * kw + kj == first) continue;
                 int64_t offw = kj * g->dil_w - g->pad_left, ow_lo, ow_hi;
                 valid_range(offw, sw, W, Wo, &ow_lo, &ow_hi);
                 const T *row = col + ((c * kh + ki) * kw + kj) * Ho * Wo;
@@ -120,8 +122,8 @@ NB_SIMD_CLONES static void FN(col2im_range)(void *arg, int64_t lo, int64_t hi)
 }
 
 /* The adjoint of im2col: adds each column entry back onto the input pixel it
- * came from (dx must be zeroed first). Channels are independent, so they can
- * run in parallel. */
+ * came from (dx must be zeroed first, unless a tap covers the plane:
+ * covering_tap). Channels are independent, so they can run in parallel. */
 static void FN(col2im)(const nb_conv2d_geom *g, int64_t cg, const T *col, T *dx, bool par)
 {
     FN(col2im_job) job = {g, col, dx};
@@ -242,7 +244,7 @@ static void FN(conv2d_grad_image)(const FN(conv2d_grad_job) *j, int64_t n, T *co
     const bool direct = j->direct;
     const int64_t G = g->groups, cg = g->c / G, mg = g->m / G;
     const int64_t K = cg * g->kh * g->kw, P = g->ho * g->wo, HW = g->h * g->w;
-    if (dx && !direct) memset(dx + n * g->c * HW, 0, (size_t)(g->c * HW) * sizeof(T));
+    if (dx && !direct && covering_tap(g) < 0) memset(dx + n * g->c * HW, 0, (size_t)(g->c * HW) * sizeof(T));
     for (int64_t gi = 0; gi < G; gi++) {
         const T *xg = x + (n * g->c + gi * cg) * HW;
         const T *wg = w + gi * mg * K;
