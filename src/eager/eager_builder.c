@@ -179,13 +179,9 @@ static nb_status eager_emit(nb_builder *b, const char *type, int n_in, const nb_
     bool present[MAX_ARGS];
     int in_begin[NB_MAX_SLOTS + 1], out_begin[NB_MAX_SLOTS + 1], order[MAX_ARGS];
     nb_tensor *compact[MAX_ARGS];
-    for (int i = 0; i < n_in; i++) present[i] = ins[i] != NULL;
     if ((st = nb_resolve_attrs(def, m, all, av, def->name)) ||
-        (st = nb_assign_slots(def, true, n_in, present, in_begin, order, def->name)))
+        (st = nb_map_slots(def, n_in, ins, n_out, present, order, compact, in_begin, out_begin)))
         goto done;
-    for (int i = 0; i < in_begin[NB_MAX_SLOTS]; i++) compact[i] = ins[order[i]];
-    for (int i = 0; i < n_out; i++) present[i] = true;
-    if ((st = nb_assign_slots(def, false, n_out, present, out_begin, order, def->name))) goto done;
     if (level == 0) {
         st = (def->flags & NB_OP_RANDOM) ? random_state(s, def->name, &replayed, &rng) : NB_OK;
         if (!st) st = nb_op_run_slots(def, av, in_begin, compact, out_begin, n_out, outs, rng);

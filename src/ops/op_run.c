@@ -134,12 +134,8 @@ nb_status nb_op_run_def(const nb_op_def *def, int n_in, nb_tensor *const *in, in
         st = nb_error(NB_ERR_NOMEM, "%s: out of memory", def->name);
         goto done;
     }
-    for (int i = 0; i < n_in; i++) present[i] = in[i] != NULL;
-    if ((st = nb_assign_slots(def, true, n_in, present, in_begin, order, def->name))) goto done;
-    for (int i = 0; i < in_begin[NB_MAX_SLOTS]; i++) compact[i] = in[order[i]];
-    for (int i = 0; i < n_out; i++) present[i] = true;
-    if ((st = nb_assign_slots(def, false, n_out, present, out_begin, order, def->name))) goto done;
-    st = nb_op_run_slots(def, av, in_begin, compact, out_begin, n_out, out, rng);
+    if (!(st = nb_map_slots(def, n_in, in, n_out, present, order, compact, in_begin, out_begin)))
+        st = nb_op_run_slots(def, av, in_begin, compact, out_begin, n_out, out, rng);
 done:
     if (n > FEW) {
         nb_free(present);
