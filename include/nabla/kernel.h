@@ -15,7 +15,8 @@
  * contiguous; its outputs arrive allocated, contiguous, zero-filled and
  * shaped as the op's inference said (control-flow ops bind theirs). An
  * output may be the very tensor of an input (in-place ops), so a kernel
- * reads an element before it writes it. */
+ * reads an element before it writes it. Kernels run with subnormal numbers
+ * flushed to zero, results and operands alike (nabla/device.h). */
 #ifndef NABLA_KERNEL_H
 #define NABLA_KERNEL_H
 

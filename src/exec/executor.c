@@ -17,6 +17,7 @@
 #include "fold.h"
 #include "fuse.h"
 #include "prune.h"
+#include "../core/fpenv.h"
 #include "../core/strmap.h"
 #include "../core/tensor_internal.h"
 #include "../ops/op_internal.h"
@@ -703,6 +704,7 @@ nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope, nb_tensor *const *fe
         }
     pp->runs++;
     pp->fused_steps = 0;
+    unsigned fp = nb_fpmode_enter();
     for (int s = 0; !st && s < pp->n_steps; s++) {
         step *sp = &pp->steps[s];
         if (sp->folded) continue;
@@ -714,6 +716,7 @@ nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope, nb_tensor *const *fe
         st = nb_fuse_run(pp, scope, g);
         s += g->n - 1;
     }
+    nb_fpmode_leave(fp);
     for (int i = 0; !st && i < pp->n_fetch; i++) {
         value *v = &pp->values[pp->fetch_values[i]];
         if (!v->t) {

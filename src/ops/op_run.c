@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "op_internal.h"
+#include "../core/fpenv.h"
 #include "../core/tensor_internal.h"
 
 nb_status nb_assign_slots(const nb_op_def *def, bool inputs, int n, const bool *present,
@@ -233,7 +234,13 @@ nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const i
     }
     nb_dtype dt = n_in ? ins[0]->dtype : out_info[0].dtype;
     const nb_kernel_def *kern = nb_kernel_find(def->name, NB_DEVICE_CPU, dt, &k);
-    st = kern ? kern->run(&k) : NB_ERR_UNSUPPORTED;
+    if (kern) {
+        unsigned fp = nb_fpmode_enter();
+        st = kern->run(&k);
+        nb_fpmode_leave(fp);
+    } else {
+        st = NB_ERR_UNSUPPORTED;
+    }
     if (!st)
         for (int i = 0; i < n_out; i++)
             if (!out[i]) out[i] = nb_tensor_retain(outs[i]);

@@ -5,6 +5,7 @@
  * (a futex), and the next run wakes it only if someone sleeps. */
 #define _GNU_SOURCE
 #include "team.h"
+#include "../../core/fpenv.h"
 #include "nabla/device.h"
 #include <pthread.h>
 #include <sched.h>
@@ -29,6 +30,7 @@ static struct {
     _Atomic int sleepers;
     _Atomic int pending;  /* workers not yet done with the current run */
     nb_team_fn fn;        /* the current run, written before gen is bumped */
+    unsigned fpmode;      /* the caller's floating-point mode, which the workers take */
     void *ctx;
     int nt;
     _Atomic int bar_count;
@@ -158,6 +160,7 @@ static void *worker(void *arg)
     unsigned seen = start_gen[t];
     for (;;) {
         seen = await_run(seen);
+        if (nb_fpmode_get() != team.fpmode) nb_fpmode_set(team.fpmode);
         if (t < team.nt) team.fn(team.ctx, t, team.nt);
         /* Every worker answers every run, its share or not: the next run
          * must not rewrite the job while one still reads it. */
@@ -202,6 +205,7 @@ void nb_team_run(int nt, nb_team_fn fn, void *ctx)
     team.fn = fn;
     team.ctx = ctx;
     team.nt = nt;
+    team.fpmode = nb_fpmode_get();
     atomic_store_explicit(&team.bar_count, 0, memory_order_relaxed);
     atomic_store_explicit(&team.pending, team.started, memory_order_relaxed);
     atomic_fetch_add(&team.gen, 1); /* seq_cst: ordered before reading sleepers */
