@@ -129,65 +129,6 @@ static void bn_dims(const nb_tensor *x, int64_t *n, int64_t *c, int64_t *s)
     for (int i = 2; i < x->ndim; i++) *s *= x->shape[i];
 }
 
-typedef struct group_stats_job {
-    const nb_tensor *x;
-    int64_t len, inner, outer_stride;
-    double eps;
-    double *mean, *invstd;
-} group_stats_job;
-
-/* Groups [lo, hi) of group_stats below. */
-#define GROUP_STATS(T, SFX)                                                                     \
-    for (int64_t g = lo; g < hi; g++) {                                                         \
-        double sum = 0, sq = 0;                                                                 \
-        for (int64_t o = 0; o < len / inner; o++) sum += plane_sum_##SFX(p + o * outer_stride + g * inner, inner); \
-        const double m = sum / (double)len;                                                     \
-        for (int64_t o = 0; o < len / inner; o++)                                               \
-            sq += plane_sqdev_##SFX(p + o * outer_stride + g * inner, inner, m);                  \
-        mean[g] = m;                                                                            \
-        invstd[g] = 1 / sqrt(sq / (double)len + eps);                                           \
-    }
-
-static void group_stats_range(void *arg, int64_t lo, int64_t hi)
-{
-    const group_stats_job *j = arg;
-    const nb_tensor *x = j->x;
-    const int64_t len = j->len, inner = j->inner, outer_stride = j->outer_stride;
-    const double eps = j->eps;
-    double *mean = j->mean, *invstd = j->invstd;
-    if (x->dtype == NB_F32) {
-        const float *p = nb_tensor_data(x);
-        GROUP_STATS(float, f32)
-    } else {
-        const double *p = nb_tensor_data(x);
-        GROUP_STATS(double, f64)
-    }
-}
-#undef GROUP_STATS
-
-/* The mean and 1 / sqrt(biased variance + eps) of each of `groups` groups
- * of `len` values of x (contiguous, float32 or float64), where value j of
- * group g is at (j / inner) * outer_stride + g * inner + j % inner. */
-static void group_stats(const nb_tensor *x, int64_t groups, int64_t len, int64_t inner, int64_t outer_stride,
-                        double eps, double *mean, double *invstd)
-{
-    group_stats_job job = {x, len, inner, outer_stride, eps, mean, invstd};
-    nb_team_for(groups, (double)groups * (double)len >= PAR_MIN_WORK && groups > 1, group_stats_range, &job);
-}
-
-/* Statistics as tensors of X's dtype: [count] mean, and invstd or variance. */
-static nb_status stats_tensors(const nb_tensor *x, int64_t count, const double *mean, const double *invstd, bool as_var,
-                               double eps, nb_tensor **m, nb_tensor **v)
-{
-    nb_status st = nb_tensor_new(m, x->dtype, 1, &count);
-    if (!st && (st = nb_tensor_new(v, x->dtype, 1, &count))) nb_tensor_release(*m);
-    for (int64_t i = 0; i < count && !st; i++) {
-        nb_tensor_set(*m, i, mean[i]);
-        nb_tensor_set(*v, i, as_var ? 1 / (invstd[i] * invstd[i]) - eps : invstd[i]);
-    }
-    return st;
-}
-
 /* batch_norm: X 0, Scale 1, Bias 2, Mean 3, Variance 4 -> Y 0, MeanOut 1,
  * VarianceOut 2, SavedMean 3, SavedVariance 4. */
 static nb_status run_batch_norm(const nb_kernel_ctx *k)
@@ -222,21 +163,8 @@ static nb_status run_batch_norm_grad(const nb_kernel_ctx *k)
         return nb_cpu_batch_norm_grad(k->label, x->dtype, n, c, s, nb_tensor_data(x), in_data(k, 1),
                                       in_data(k, running ? 5 : 2), in_data(k, running ? 6 : 3), running, global, eps,
                                       in_data(k, 4), out_data(k, 0), out_data(k, 1), out_data(k, 2));
-    double *mean = nb_malloc((size_t)(2 * c + 1) * sizeof *mean);
-    nb_tensor *m = NULL, *r = NULL;
-    nb_status st = mean ? NB_OK : nb_error(NB_ERR_NOMEM, "%s: out of memory", k->label);
-    if (!st) {
-        group_stats(x, c, n * s, s, c * s, eps, mean, mean + c);
-        st = stats_tensors(x, c, mean, mean + c, false, eps, &m, &r);
-    }
-    if (!st)
-        st = nb_cpu_batch_norm_grad(k->label, x->dtype, n, c, s, nb_tensor_data(x), in_data(k, 1), nb_tensor_data(m),
-                                    nb_tensor_data(r), false, false, eps, in_data(k, 4), out_data(k, 0),
-                                    out_data(k, 1), out_data(k, 2));
-    nb_tensor_release(m);
-    nb_tensor_release(r);
-    nb_free(mean);
-    return st;
+    return nb_cpu_batch_norm_grad(k->label, x->dtype, n, c, s, nb_tensor_data(x), in_data(k, 1), NULL, NULL, false,
+                                  false, eps, in_data(k, 4), out_data(k, 0), out_data(k, 1), out_data(k, 2));
 }
 
 /* X as [rows, cols]: the dims before begin_norm_axis (negative: counted
@@ -264,27 +192,22 @@ static nb_status run_layer_norm(const nb_kernel_ctx *k)
 /* layer_norm_grad: X 0, Scale 1, Mean 2, Variance 3, DY 4 -> DX 0, DScale 1,
  * DBias 2. The row statistics are recomputed from X rather than read from
  * Mean and Variance, so that the op is a function of X, Scale and DY alone
- * (see run_batch_norm_grad). */
+ * (see run_batch_norm_grad), by the forward's row pass writing no Y. */
 static nb_status run_layer_norm_grad(const nb_kernel_ctx *k)
 {
     const nb_layer_norm_params *p = k->params;
     int64_t rows, cols;
     const nb_tensor *x = nb_kin(k, 0, 0);
     ln_dims(p, x, &rows, &cols);
-    const double eps = p->epsilon;
-    double *mean = nb_malloc((size_t)(2 * rows + 1) * sizeof *mean);
-    nb_tensor *m = NULL, *v = NULL;
-    nb_status st = mean ? NB_OK : nb_error(NB_ERR_NOMEM, "%s: out of memory", k->label);
-    if (!st) {
-        group_stats(x, rows, cols, cols, 0, eps, mean, mean + rows); /* row g: g * cols + j */
-        st = stats_tensors(x, rows, mean, mean + rows, true, eps, &m, &v);
-    }
+    const size_t es = nb_dtype_size(x->dtype);
+    char *mean = nb_malloc((size_t)(2 * rows + 1) * es);
+    if (!mean) return nb_error(NB_ERR_NOMEM, "%s: out of memory", k->label);
+    char *var = mean + (size_t)rows * es;
+    nb_status st = nb_cpu_layer_norm(k->label, x->dtype, rows, cols, nb_tensor_data(x), NULL, NULL, p->epsilon,
+                                     NULL, mean, var);
     if (!st)
-        st = nb_cpu_layer_norm_grad(k->label, x->dtype, rows, cols, nb_tensor_data(x), in_data(k, 1),
-                                    nb_tensor_data(m), nb_tensor_data(v), eps, in_data(k, 4), out_data(k, 0),
-                                    out_data(k, 1), out_data(k, 2));
-    nb_tensor_release(m);
-    nb_tensor_release(v);
+        st = nb_cpu_layer_norm_grad(k->label, x->dtype, rows, cols, nb_tensor_data(x), in_data(k, 1), mean, var,
+                                    p->epsilon, in_data(k, 4), out_data(k, 0), out_data(k, 1), out_data(k, 2));
     nb_free(mean);
     return st;
 }

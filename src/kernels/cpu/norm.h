@@ -24,7 +24,9 @@ nb_status nb_cpu_batch_norm(const char *label, nb_dtype dt, int64_t n, int64_t c
 /* Gradients of batch_norm. `mean` is the mean used by the forward pass and
  * `stat` its spread: a variance when stat_is_var (then 1 / sqrt(stat + eps)
  * is used), else the inverse standard deviation. global_stats: the
- * statistics were constants of the forward pass. dx may be dy. */
+ * statistics were constants of the forward pass. In training (not
+ * global_stats) mean and stat may be NULL: the batch's statistics are then
+ * computed from x, in the pass that sums dy. dx may be dy. */
 nb_status nb_cpu_batch_norm_grad(const char *label, nb_dtype dt, int64_t n, int64_t c, int64_t s, const void *x,
                                  const void *scale, const void *mean, const void *stat, bool stat_is_var,
                                  bool global_stats, double eps, const void *dy, void *dx, void *dscale,
