@@ -151,8 +151,13 @@ static nb_storage *storage_alloc(nb_prepared *pp, size_t nbytes);
  * made before sizes are known, may pair a small buffer with a large
  * temporary and a large one with a small), and the first output of an op
  * that allows it (NB_OP_INPLACE) takes over the buffer of an input of its
- * size that the op reads last. The old buffers are let go and the new ones
- * allocated at their sizes, so that the next run allocates nothing. */
+ * size that the op reads last. A view (NB_OP_VIEW: reshape, flatten and the
+ * like) shares its input's buffer even when the input lives on, so that its
+ * kernel copies nothing (the flattens around the GPT's products copied 2.4%
+ * of its step); a buffer is then free once every value in it is dead, and
+ * an op writes in place only over a buffer no other live value shares. The
+ * old buffers are let go and the new ones allocated at their sizes, so that
+ * the next run allocates nothing. */
 static nb_status plan_by_size(nb_prepared *pp)
 {
     int n = pp->n_values;
@@ -160,11 +165,14 @@ static nb_status plan_by_size(nb_prepared *pp)
     size_t *cap = nb_calloc((size_t)n + 1, sizeof *cap);
     bool *released = nb_calloc((size_t)n + 1, sizeof *released);
     int *old = nb_malloc(((size_t)n + 1) * sizeof *old);
-    if (!free_list || !cap || !released || !old) {
+    int *live = nb_calloc(2 * (size_t)n + 1, sizeof *live); /* per buffer: the live values in it */
+    int *end = live ? live + n : NULL; /* per buffer: the last step that reads a value in it */
+    if (!free_list || !cap || !released || !old || !live) {
         nb_free(free_list);
         nb_free(cap);
         nb_free(released);
         nb_free(old);
+        nb_free(live);
         return nb_error(NB_ERR_NOMEM, "run: the step completed, but there was no memory to plan its buffers by size");
     }
     int n_free = 0, n_buffers = 0;
@@ -180,17 +188,20 @@ static nb_status plan_by_size(nb_prepared *pp)
             if (v->kind != V_TEMP || v->fetched || v->buffer >= 0 || v->local >= 0) continue;
             /* In place: the first output of an op that allows it takes the
              * buffer of an input of its size that this op reads last. */
+            const unsigned flags = st->op->def->flags;
             int from = -1;
-            for (int j = 0; k == 0 && (st->op->def->flags & NB_OP_INPLACE) && j < st->n_in && from < 0; j++) {
+            for (int j = 0; k == 0 && (flags & NB_OP_INPLACE) && j < st->n_in && from < 0; j++) {
                 const value *u = &pp->values[st->in[j]];
-                if (u->kind == V_TEMP && !u->fetched && u->buffer >= 0 && u->last_use == s && !released[st->in[j]] &&
-                    u->bytes == v->bytes && v->bytes > 0)
+                bool view = j == 0 && (flags & NB_OP_VIEW);
+                if (u->kind == V_TEMP && !u->fetched && u->buffer >= 0 && !released[st->in[j]] &&
+                    u->bytes == v->bytes && v->bytes > 0 && (view || end[u->buffer] == s))
                     from = st->in[j];
             }
-            if (from >= 0) {
+            if (from >= 0) { /* u is let go below if it dies here, and the buffer goes on with v */
                 v->buffer = pp->values[from].buffer;
                 v->inplace_of = from;
-                released[from] = true; /* its buffer goes on with v */
+                live[v->buffer]++;
+                if (end[v->buffer] < v->last_use) end[v->buffer] = v->last_use;
                 continue;
             }
             int best = -1, largest = -1;
@@ -205,6 +216,8 @@ static nb_status plan_by_size(nb_prepared *pp)
                 free_list[pick] = free_list[--n_free];
             } else v->buffer = n_buffers++;
             if (cap[v->buffer] < v->bytes) cap[v->buffer] = v->bytes;
+            live[v->buffer]++;
+            end[v->buffer] = v->last_use;
         }
         for (int side = 0; side < 2; side++) {
             int m = side ? st->n_out : st->n_in, *ids = side ? st->out : st->in;
@@ -212,7 +225,7 @@ static nb_status plan_by_size(nb_prepared *pp)
                 value *v = &pp->values[ids[k]];
                 if (v->kind == V_TEMP && v->buffer >= 0 && v->last_use == s && !released[ids[k]]) {
                     released[ids[k]] = true;
-                    free_list[n_free++] = v->buffer;
+                    if (--live[v->buffer] == 0) free_list[n_free++] = v->buffer;
                 }
             }
         }
@@ -252,6 +265,7 @@ static nb_status plan_by_size(nb_prepared *pp)
     nb_free(cap);
     nb_free(released);
     nb_free(old);
+    nb_free(live);
     return st;
 }
 
