@@ -2,6 +2,7 @@
  * naive direct convolution and pooling as references, finite differences
  * for the gradients, build-time inference and errors. */
 #include "convnorm_util.h"
+#include "kernels/cpu/gemm.h"
 
 static const nb_dtype dtypes[] = {NB_F32, NB_F64};
 
@@ -164,6 +165,57 @@ static void test_conv2d_reference(void)
         }
         RELEASE(x, f, b, want);
     }
+}
+
+/* Products the blocked GEMM runs with the column matrix packed straight
+ * from the image (pack_cols: output rows of 32 or more, more than 32
+ * filters a group): strips that straddle output rows, padding on every
+ * side, strides, dilation and groups, one image (whose product three
+ * threads split by columns) and several, under every instruction set the
+ * machine runs (strips of 8, 16 and 32). */
+static const conv_case packed_cases[] = {
+    /* n  c  h   w   m  kh kw  stride  npad pad           dil    groups bias */
+    {2, 4, 13, 35, 40, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true},
+    {2, 3, 15, 70, 36, 3, 3, {2, 2}, 4, {1, 0, 2, 1}, {1, 1}, 1, false},
+    {1, 4, 12, 36, 33, 3, 3, {1, 1}, 2, {2, 2}, {2, 2}, 1, true},
+    {2, 4, 6, 40, 68, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 2, true},
+    {1, 2, 5, 70, 40, 5, 5, {1, 2}, 2, {2, 2}, {1, 1}, 1, true},
+    {2, 3, 32, 32, 40, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true},
+    {1, 8, 64, 64, 40, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true}, /* one image, split by columns */
+};
+
+static void test_conv2d_packed_columns(void)
+{
+    uint64_t seed = 5;
+    int threads = nb_num_threads();
+    nb_set_num_threads(3);
+    for (size_t ci = 0; ci < sizeof packed_cases / sizeof *packed_cases; ci++) {
+        const conv_case *k = &packed_cases[ci];
+        nb_tensor *x = TR(NB_F64, &seed, S(k->n, k->c, k->h, k->w));
+        nb_tensor *f = TR(NB_F64, &seed, S(k->m, k->c / k->groups, k->kh, k->kw));
+        nb_tensor *b = k->bias ? TR(NB_F64, &seed, S(k->m)) : NULL;
+        nb_tensor *want = ref_conv(k, x, f, b);
+        nb_attr a[4];
+        int na = conv_attrs(k, a);
+        for (int isa = NB_ISA_GENERIC; isa <= NB_ISA_AVX512; isa++) {
+            nb_gemm_limit_isa(isa);
+            for (int d = 0; d < 2; d++) {
+                nb_tensor *in[] = {tcast(x, dtypes[d]), tcast(f, dtypes[d]), tcast(b, dtypes[d])};
+                nb_tensor *y = NULL;
+                CHECK_OK(nb_op_run("conv2d", NB_TENSORS_N(k->bias ? 3 : 2, in), NB_ATTRS_N(na, a), 1, &y));
+                double err = rel_diff(y, want);
+                if (!(err <= (d ? 1e-12 : 1e-5))) {
+                    fprintf(stderr, "  packed case %zu (%s, isa %d): differs from the direct convolution by %g\n", ci,
+                            nb_dtype_name(dtypes[d]), isa, err);
+                    test_failures_in_current++;
+                }
+                RELEASE(y, in[0], in[1], in[2]);
+            }
+        }
+        RELEASE(x, f, b, want);
+    }
+    nb_gemm_limit_isa(NB_ISA_AVX512);
+    nb_set_num_threads(threads);
 }
 
 /* The gradient of ref_conv for its input: each output's dy back onto the
@@ -662,6 +714,7 @@ int main(void)
 {
     RUN(test_conv2d_hand);
     RUN(test_conv2d_reference);
+    RUN(test_conv2d_packed_columns);
     RUN(test_conv2d_row_widths);
     RUN(test_conv2d_grad);
     RUN(test_conv2d_grad_batch_split);

@@ -19,6 +19,9 @@
 
 /* Below this many multiply-adds a call stays on one thread. */
 #define PAR_MIN_WORK 32768.0
+/* Output rows at least this wide have the GEMM pack the column matrix from
+ * the image (conv_impl.h, pack_cols). */
+#define PACK_MIN_WO 32
 /* Per-thread column buffers together stay under this; beyond it fewer
  * threads share the batch. */
 #define COL_BUDGET_BYTES ((size_t)256 << 20)
@@ -101,18 +104,22 @@ static void *alloc_buf(size_t count, size_t elem)
 #define T float
 #define SFX f32
 #define GEMM nb_gemm_f32
+#define GEMM_PACKED nb_gemm_f32_packed
 #include "conv_impl.h"
 #undef T
 #undef SFX
 #undef GEMM
+#undef GEMM_PACKED
 
 #define T double
 #define SFX f64
 #define GEMM nb_gemm_f64
+#define GEMM_PACKED nb_gemm_f64_packed
 #include "conv_impl.h"
 #undef T
 #undef SFX
 #undef GEMM
+#undef GEMM_PACKED
 
 nb_status nb_cpu_conv2d(const char *label, nb_dtype dt, const nb_conv2d_geom *g, const void *x, const void *w,
                         const void *bias, void *y)

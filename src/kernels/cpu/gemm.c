@@ -27,6 +27,9 @@
 #include <cblas.h>
 #include <limits.h>
 #include <pthread.h>
+#define GEMM_HAS_CBLAS 1
+#else
+#define GEMM_HAS_CBLAS 0
 #endif
 #include "team.h"
 
@@ -567,6 +570,8 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
         T beta;                                                                                \
         T *C;                                                                                  \
         int64_t ldc;                                                                           \
+        nb_gemm_packer_##SUF pack; /* when set, it packs op(B) (B is NULL) */                  \
+        void *pack_ctx;                                                                        \
     } gemm_args_##SUF;
 
 /* The blocked driver. Loop order (outer to inner): NC columns of C, KC
@@ -602,13 +607,15 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
     GEMM_INLINE void blocked_team_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K,      \
                                         T alpha, const T *A, int64_t lda, const T *B,          \
                                         int64_t ldb, T beta, T *C, int64_t ldc,                \
-                                        int64_t mc_blk, T *Bp, T *myAp, int t, int n_t)        \
+                                        int64_t mc_blk, T *Bp, T *myAp, int t, int n_t,        \
+                                        nb_gemm_packer_##SUF pack, void *pack_ctx,             \
+                                        int64_t j_off)                                         \
     {                                                                                          \
         int64_t n_iblk = (M + mc_blk - 1) / mc_blk;                                            \
         /* A short product reads B's rows in place: packed, each strip would    \
          * serve a few row tiles only, and packing took a sixth of the MLP step  \
          * at batch 16. Only a narrower last strip is packed. */                 \
-        bool b_in_place = !tb && M <= GEMM_B_IN_PLACE_ROWS;                                    \
+        bool b_in_place = !tb && !pack && M <= GEMM_B_IN_PLACE_ROWS;                           \
         /* K in even slices of at most KC: 784 as 256, 256, 256 and 16 left a slice \
          * that stored and reloaded every tile of C for 16 multiply-adds. */          \
         int64_t n_kblk = (K + KC - 1) / KC, kc_blk = ((K + n_kblk - 1) / n_kblk + 7) / 8 * 8; \
@@ -623,15 +630,17 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
                 /* Later K slices add onto what the first one wrote. */                        \
                 T b_eff = pc == 0 ? beta : (T)1;                                               \
                 if (n_t > 1) {                                                                 \
-                    pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, q0 + (nq - q0) * t / n_t,         \
-                                 q0 + (nq - q0) * (t + 1) / n_t, Bp);                          \
+                    int64_t qa = q0 + (nq - q0) * t / n_t, qb = q0 + (nq - q0) * (t + 1) / n_t;   \
+                    if (pack) pack(pack_ctx, pc, kc, j_off + jc, nc, qa, qb, NR, Bp);          \
+                    else pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, qa, qb, Bp);                 \
                     nb_team_barrier(n_t); /* the slab is whole before anyone reads it */       \
                     for (int64_t ib = n_iblk * t / n_t; ib < n_iblk * (t + 1) / n_t; ib++)     \
                         blocked_rows_##SUF(ib, mc_blk, ta, M, jc, nc, pc, kc, alpha, A, lda,   \
                                            Bs, bld, Bp, b_eff, C, ldc, myAp);                  \
                     nb_team_barrier(n_t); /* and read by all before the next one is packed */  \
                 } else {                                                                       \
-                    pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, q0, nq, Bp);                       \
+                    if (pack) pack(pack_ctx, pc, kc, j_off + jc, nc, q0, nq, NR, Bp);          \
+                    else pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, q0, nq, Bp);                 \
                     for (int64_t ib = 0; ib < n_iblk; ib++)                                    \
                         blocked_rows_##SUF(ib, mc_blk, ta, M, jc, nc, pc, kc, alpha, A, lda,   \
                                            Bs, bld, Bp, b_eff, C, ldc, myAp);                  \
@@ -656,10 +665,11 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
         int64_t j0 = nq * t / nt * NR, j1 = nq * (t + 1) / nt * NR;                            \
         if (j1 > g->N) j1 = g->N;                                                              \
         if (j1 <= j0) return;                                                                  \
-        blocked_team_##SUF(g->ta, g->tb, g->M, j1 - j0, g->K, g->alpha, g->A, g->lda,          \
-                           g->tb ? g->B + j0 * g->ldb : g->B + j0, g->ldb, g->beta, g->C + j0,  \
-                           g->ldc, j->mc_blk, j->Bp + (size_t)t * (size_t)j->b_size,            \
-                           j->Ap + (size_t)t * (size_t)j->a_size, 0, 1);                       \
+        const T *b = !g->B ? NULL : g->tb ? g->B + j0 * g->ldb : g->B + j0;                   \
+        blocked_team_##SUF(g->ta, g->tb, g->M, j1 - j0, g->K, g->alpha, g->A, g->lda, b,       \
+                           g->ldb, g->beta, g->C + j0, g->ldc, j->mc_blk,                      \
+                           j->Bp + (size_t)t * (size_t)j->b_size,                              \
+                           j->Ap + (size_t)t * (size_t)j->a_size, 0, 1, g->pack, g->pack_ctx, j0); \
     }                                                                                          \
     static void blocked_share_##SUF(void *arg, int t, int nt)                                  \
     {                                                                                          \
@@ -667,11 +677,12 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
         const gemm_args_##SUF *g = &j->g;                                                      \
         blocked_team_##SUF(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B,       \
                            g->ldb, g->beta, g->C, g->ldc, j->mc_blk, j->Bp,                    \
-                           j->Ap + (size_t)t * (size_t)j->a_size, t, nt);                      \
+                           j->Ap + (size_t)t * (size_t)j->a_size, t, nt, g->pack, g->pack_ctx, \
+                           0);                                                                 \
     }                                                                                          \
     static bool blocked_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,       \
                               const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,   \
-                              int64_t ldc)                                                     \
+                              int64_t ldc, nb_gemm_packer_##SUF pack, void *pack_ctx)          \
     {                                                                                          \
         int nt = gemm_threads(M, N, K);                                                        \
         /* Too few rows to share out, or a product at least four times as wide as it is  \
@@ -699,7 +710,7 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
             nb_device_free(NB_DEVICE_CPU, Ap);                                                 \
             return false;                                                                      \
         }                                                                                      \
-        blocked_job_##SUF j = {{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc}, mc_blk, \
+        blocked_job_##SUF j = {{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pack, pack_ctx}, mc_blk, \
                                Bp, Ap, mc_blk * kc_max, kc_max * nc_max};                      \
         if (by_cols) nb_team_run(nt, blocked_cols_share_##SUF, &j);                            \
         else if (nt > 1) nb_team_run(nt, blocked_share_##SUF, &j);                             \
@@ -793,8 +804,17 @@ static void blas_one_thread(void)
         GEMM_TRY_CBLAS(SUF)                                                                    \
         double work = (double)M * (double)N * (double)K;                                       \
         if (work <= GEMM_SMALL_WORK || M == 1 || N == 1 ||                                     \
-            !blocked_pick_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))         \
+            !blocked_pick_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL)) \
             small_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);                 \
+    }                                                                                          \
+    bool nb_gemm_##SUF##_packed(int64_t M, int64_t N, int64_t K, const T *A, int64_t lda,       \
+                                nb_gemm_packer_##SUF pack, void *pack_ctx, T *C, int64_t ldc)  \
+    {                                                                                          \
+        if (M <= GEMM_B_IN_PLACE_ROWS || N <= 1 || K <= 0 || GEMM_HAS_CBLAS ||                  \
+            (double)M * (double)N * (double)K <= GEMM_SMALL_WORK)                              \
+            return false;                                                                      \
+        return blocked_pick_##SUF(false, false, M, N, K, 1, A, lda, NULL, 0, 0, C, ldc, pack,  \
+                                  pack_ctx);                                                   \
     }
 
 /* The blocked instance for the CPU: AVX-512's when it has it, unless C fits
@@ -807,19 +827,20 @@ static void blas_one_thread(void)
 #define GEMM_PICK(T, SUF, NR_AVX2)                                                              \
     static bool blocked_pick_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,  \
                                    const T *A, int64_t lda, const T *B, int64_t ldb, T beta,   \
-                                   T *C, int64_t ldc)                                          \
+                                   T *C, int64_t ldc, nb_gemm_packer_##SUF pack, void *pack_ctx) \
     {                                                                                          \
         if (N > NR_AVX2 && gemm_isa() >= NB_ISA_AVX512)                                        \
-            return blocked_##SUF##x(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);     \
-        return blocked_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);            \
+            return blocked_##SUF##x(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pack, \
+                                    pack_ctx);                                                 \
+        return blocked_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pack, pack_ctx); \
     }
 #else
 #define GEMM_PICK(T, SUF, NR_AVX2)                                                              \
     static bool blocked_pick_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,  \
                                    const T *A, int64_t lda, const T *B, int64_t ldb, T beta,   \
-                                   T *C, int64_t ldc)                                          \
+                                   T *C, int64_t ldc, nb_gemm_packer_##SUF pack, void *pack_ctx) \
     {                                                                                          \
-        return blocked_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);            \
+        return blocked_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pack, pack_ctx); \
     }
 #endif
 
@@ -848,12 +869,14 @@ GEMM_CBLAS(double, f64, cblas_dgemm)
 
 #ifdef GEMM_X86_AVX2
 typedef gemm_args_f32 gemm_args_f32x;
+typedef nb_gemm_packer_f32 nb_gemm_packer_f32x;
 GEMM_PACK_A(float, f32x, 8)
 GEMM_PACK_B(float, f32x, 32, GEMM_AVX512_ATTR)
 GEMM_MACRO_512(float, f32x, 8, 32)
 GEMM_BLOCKED(float, f32x, 8, 32, 96, 256, 2048, 2)
 
 typedef gemm_args_f64 gemm_args_f64x;
+typedef nb_gemm_packer_f64 nb_gemm_packer_f64x;
 GEMM_PACK_A(double, f64x, 8)
 GEMM_PACK_B(double, f64x, 16, GEMM_AVX512_ATTR)
 GEMM_MACRO_512(double, f64x, 8, 16)

@@ -16,6 +16,28 @@ void nb_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, fl
 void nb_gemm_f64(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
                  const double *A, int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
 
+/* op(B) packed by the caller, for a product whose B is never stored whole
+ * (a convolution's column matrix, made from the image as it is packed):
+ * fills strips [q0, q1) of the slab of op(B)'s rows [p0, p0 + kc) and
+ * columns [j0, j0 + nc), nr columns a strip, element (k, j) of strip q at
+ * dst[(q * kc + k) * nr + j], with zeros in the columns of the last strip at
+ * or past nc. Threads may call it at once for different strips. */
+typedef void (*nb_gemm_packer_f32)(void *ctx, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t q0,
+                                   int64_t q1, int nr, float *dst);
+typedef void (*nb_gemm_packer_f64)(void *ctx, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t q0,
+                                   int64_t q1, int nr, double *dst);
+
+/* C = A * B ([M, K] times [K, N], C overwritten) with B given by `pack`,
+ * on the blocked kernel. Returns false, having done nothing, where that
+ * kernel would not run the product or would not pack B (a CBLAS build, a
+ * product too small for it, one of at most 32 rows, whose B it reads in
+ * place, no memory for its buffers): the caller then makes B and calls
+ * nb_gemm. */
+bool nb_gemm_f32_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, nb_gemm_packer_f32 pack,
+                        void *pack_ctx, float *C, int64_t ldc);
+bool nb_gemm_f64_packed(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, nb_gemm_packer_f64 pack,
+                        void *pack_ctx, double *C, int64_t ldc);
+
 /* The instruction sets the blocked kernel has variants for, in order. */
 enum { NB_ISA_GENERIC = 0, NB_ISA_AVX2 = 1, NB_ISA_AVX512 = 2 };
 
