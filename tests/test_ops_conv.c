@@ -139,32 +139,42 @@ static void test_conv2d_hand(void)
     }
 }
 
-static void test_conv2d_reference(void)
+/* Runs each case in float32 and float64, with the GEMM capped at each
+ * instruction set from isa_lo up, against the direct convolution. */
+static void check_against_direct(const char *what, const conv_case *cases, int n, uint64_t seed, int isa_lo)
 {
-    uint64_t seed = 42;
-    for (int ci = 0; ci < N_CONV_CASES; ci++) {
-        const conv_case *k = &conv_cases[ci];
+    for (int ci = 0; ci < n; ci++) {
+        const conv_case *k = &cases[ci];
         nb_tensor *x = TR(NB_F64, &seed, S(k->n, k->c, k->h, k->w));
         nb_tensor *f = TR(NB_F64, &seed, S(k->m, k->c / k->groups, k->kh, k->kw));
         nb_tensor *b = k->bias ? TR(NB_F64, &seed, S(k->m)) : NULL;
         nb_tensor *want = ref_conv(k, x, f, b);
         nb_attr a[4];
         int na = conv_attrs(k, a);
-        for (int d = 0; d < 2; d++) {
-            nb_tensor *in[] = {tcast(x, dtypes[d]), tcast(f, dtypes[d]), tcast(b, dtypes[d])};
-            nb_tensor *y = NULL;
-            CHECK_OK(nb_op_run("conv2d", NB_TENSORS_N(k->bias ? 3 : 2, in), NB_ATTRS_N(na, a), 1, &y));
-            double err = rel_diff(y, want);
-            if (!(err <= (d ? 1e-12 : 1e-5))) {
-                fprintf(stderr, "  conv case %d (%s): differs from the direct convolution by %g\n", ci,
-                        nb_dtype_name(dtypes[d]), err);
-                test_failures_in_current++;
+        for (int isa = isa_lo; isa <= NB_ISA_AVX512; isa++) {
+            nb_gemm_limit_isa(isa);
+            for (int d = 0; d < 2; d++) {
+                nb_tensor *in[] = {tcast(x, dtypes[d]), tcast(f, dtypes[d]), tcast(b, dtypes[d])};
+                nb_tensor *y = NULL;
+                CHECK_OK(nb_op_run("conv2d", NB_TENSORS_N(k->bias ? 3 : 2, in), NB_ATTRS_N(na, a), 1, &y));
+                double err = rel_diff(y, want);
+                if (!(err <= (d ? 1e-12 : 1e-5))) {
+                    fprintf(stderr, "  %s case %d (%s, isa %d): differs from the direct convolution by %g\n", what,
+                            ci, nb_dtype_name(dtypes[d]), isa, err);
+                    test_failures_in_current++;
+                }
+                CHECK(!y || y->dtype == dtypes[d]);
+                RELEASE(y, in[0], in[1], in[2]);
             }
-            CHECK(!y || y->dtype == dtypes[d]);
-            RELEASE(y, in[0], in[1], in[2]);
         }
         RELEASE(x, f, b, want);
     }
+    nb_gemm_limit_isa(NB_ISA_AVX512);
+}
+
+static void test_conv2d_reference(void)
+{
+    check_against_direct("conv", conv_cases, N_CONV_CASES, 42, NB_ISA_AVX512);
 }
 
 /* Products the blocked GEMM runs with the column matrix packed straight
@@ -186,35 +196,10 @@ static const conv_case packed_cases[] = {
 
 static void test_conv2d_packed_columns(void)
 {
-    uint64_t seed = 5;
     int threads = nb_num_threads();
     nb_set_num_threads(3);
-    for (size_t ci = 0; ci < sizeof packed_cases / sizeof *packed_cases; ci++) {
-        const conv_case *k = &packed_cases[ci];
-        nb_tensor *x = TR(NB_F64, &seed, S(k->n, k->c, k->h, k->w));
-        nb_tensor *f = TR(NB_F64, &seed, S(k->m, k->c / k->groups, k->kh, k->kw));
-        nb_tensor *b = k->bias ? TR(NB_F64, &seed, S(k->m)) : NULL;
-        nb_tensor *want = ref_conv(k, x, f, b);
-        nb_attr a[4];
-        int na = conv_attrs(k, a);
-        for (int isa = NB_ISA_GENERIC; isa <= NB_ISA_AVX512; isa++) {
-            nb_gemm_limit_isa(isa);
-            for (int d = 0; d < 2; d++) {
-                nb_tensor *in[] = {tcast(x, dtypes[d]), tcast(f, dtypes[d]), tcast(b, dtypes[d])};
-                nb_tensor *y = NULL;
-                CHECK_OK(nb_op_run("conv2d", NB_TENSORS_N(k->bias ? 3 : 2, in), NB_ATTRS_N(na, a), 1, &y));
-                double err = rel_diff(y, want);
-                if (!(err <= (d ? 1e-12 : 1e-5))) {
-                    fprintf(stderr, "  packed case %zu (%s, isa %d): differs from the direct convolution by %g\n", ci,
-                            nb_dtype_name(dtypes[d]), isa, err);
-                    test_failures_in_current++;
-                }
-                RELEASE(y, in[0], in[1], in[2]);
-            }
-        }
-        RELEASE(x, f, b, want);
-    }
-    nb_gemm_limit_isa(NB_ISA_AVX512);
+    check_against_direct("packed", packed_cases, (int)(sizeof packed_cases / sizeof *packed_cases), 5,
+                         NB_ISA_GENERIC);
     nb_set_num_threads(threads);
 }
 
