@@ -297,13 +297,15 @@ typedef struct FN(conv2d_grad_job) {
     T *cols;    /* one column buffer per share; NULL when direct */
     T *dw_part; /* one filter gradient per chunk, or NULL: all add onto dw */
     size_t col_elems;
+    double *db_part; /* one bias gradient per chunk, or NULL: summed in a pass of its own */
     int64_t wsize, n_chunks;
     bool direct, inner_par;
     _Atomic int64_t next; /* the next chunk to take */
 } FN(conv2d_grad_job);
 
-/* Image n: its share of the filter gradient onto dw_acc, and its dx. */
-static void FN(conv2d_grad_image)(const FN(conv2d_grad_job) *j, int64_t n, T *col, T *dw_acc)
+/* Image n: its share of the filter gradient onto dw_acc, of the bias
+ * gradient onto db_acc, and its dx. */
+static void FN(conv2d_grad_image)(const FN(conv2d_grad_job) *j, int64_t n, T *col, T *dw_acc, double *db_acc)
 {
     const nb_conv2d_geom *g = j->g;
     const T *x = j->x, *w = j->w, *dy = j->dy;
@@ -336,6 +338,10 @@ static void FN(conv2d_grad_image)(const FN(conv2d_grad_job) *j, int64_t n, T *co
             }
         }
     }
+    /* The bias gradient from the image's dy, which the products above have
+     * just brought into cache; in a pass of its own it came from memory (2%
+     * of the conv net's step). */
+    for (int64_t m = 0; db_acc && m < g->m; m++) db_acc[m] += FN(dy_plane_sum)(dy + (n * g->m + m) * P, P);
 }
 
 /* Share t of nt: chunks of images taken in turn from a shared counter (a
@@ -352,7 +358,9 @@ static void FN(conv2d_grad_share)(void *arg, int t, int nt)
     (void)nt;
     for (int64_t c; (c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < chunks;) {
         T *dw_acc = !j->dw ? NULL : j->dw_part ? j->dw_part + (size_t)c * (size_t)j->wsize : j->dw;
-        for (int64_t i = n * c / chunks; i < n * (c + 1) / chunks; i++) FN(conv2d_grad_image)(j, i, col, dw_acc);
+        double *db_acc = j->db_part ? j->db_part + c * j->g->m : NULL;
+        for (int64_t i = n * c / chunks; i < n * (c + 1) / chunks; i++)
+            FN(conv2d_grad_image)(j, i, col, dw_acc, db_acc);
     }
 }
 
@@ -381,29 +389,37 @@ static nb_status FN(conv2d_grad)(const char *label, const nb_conv2d_geom *g, con
     const int64_t K = cg * g->kh * g->kw, P = g->ho * g->wo;
     const int64_t wsize = g->m * K;
 
-    if (db) {
-        FN(conv_db_job) db_job = {g, dy, db};
-        nb_team_for(g->m, (double)g->n * (double)g->m * (double)P >= PAR_MIN_WORK, FN(conv_db_range), &db_job);
+    if (!dx && !dw) {
+        if (db) {
+            FN(conv_db_job) db_job = {g, dy, db};
+            nb_team_for(g->m, (double)g->n * (double)g->m * (double)P >= PAR_MIN_WORK, FN(conv_db_range), &db_job);
+        }
+        return NB_OK;
     }
-    if (!dx && !dw) return NB_OK;
 
     const bool direct = is_pointwise(g);
     const size_t col_elems = direct ? 0 : (size_t)(K * P);
     const double work = (double)g->n * (double)g->m * (double)P * (double)K * ((dx ? 1 : 0) + (dw ? 1 : 0));
     const int nt = batch_threads(g->n, work, col_elems * sizeof(T));
-    T *cols = NULL, *dw_part = NULL;
-    if (!direct && !(cols = alloc_buf((size_t)nt * col_elems, sizeof(T))))
-        return nb_error(NB_ERR_NOMEM, "%s: out of memory for a %lld x %lld column buffer", label, (long long)K,
-                        (long long)P);
     /* Several threads take chunks of two images' worth per thread, so that
      * one the host slows hands work to the other. */
     const int64_t n_chunks = nt > 1 ? (g->n < 2 * nt ? g->n : 2 * nt) : 1;
+    T *cols = NULL, *dw_part = NULL;
+    double *db_part = NULL; /* each chunk's bias gradient, added in chunk order */
+    if (!direct && !(cols = alloc_buf((size_t)nt * col_elems, sizeof(T))))
+        return nb_error(NB_ERR_NOMEM, "%s: out of memory for a %lld x %lld column buffer", label, (long long)K,
+                        (long long)P);
+    if (db && !(db_part = nb_calloc((size_t)(n_chunks * g->m), sizeof *db_part))) {
+        nb_free(cols);
+        return nb_error(NB_ERR_NOMEM, "%s: out of memory for bias gradient buffers", label);
+    }
     if (dw) {
         /* Images add onto the same filter gradient, so with several chunks
          * each sums into its own copy, and the copies are added at the end. */
         if (n_chunks > 1) {
             if (!(dw_part = nb_calloc((size_t)n_chunks * (size_t)wsize, sizeof(T)))) {
                 nb_free(cols);
+                nb_free(db_part);
                 return nb_error(NB_ERR_NOMEM, "%s: out of memory for filter gradient buffers", label);
             }
         } else {
@@ -411,13 +427,21 @@ static nb_status FN(conv2d_grad)(const char *label, const nb_conv2d_geom *g, con
         }
     }
     const bool inner_par = nt == 1 && work >= PAR_MIN_WORK;
-    FN(conv2d_grad_job) job = {g, x, w, dy, dx, dw, cols, dw_part, col_elems, wsize, n_chunks, direct, inner_par, 0};
+    FN(conv2d_grad_job) job = {.g = g, .x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .cols = cols,
+                               .dw_part = dw_part, .col_elems = col_elems, .db_part = db_part, .wsize = wsize,
+                               .n_chunks = n_chunks, .direct = direct, .inner_par = inner_par};
     nb_team_run(nt, FN(conv2d_grad_share), &job);
+    for (int64_t m = 0; db && m < g->m; m++) {
+        double acc = 0;
+        for (int64_t c = 0; c < n_chunks; c++) acc += db_part[c * g->m + m];
+        db[m] = (T)acc;
+    }
     if (dw_part) {
         FN(dw_sum_job) sum_job = {dw_part, dw, wsize, n_chunks};
         nb_team_for(wsize, wsize * n_chunks >= 32768, FN(dw_sum_range), &sum_job);
     }
     nb_free(dw_part);
+    nb_free(db_part);
     nb_free(cols);
     return NB_OK;
 }
