@@ -155,7 +155,7 @@ static nb_storage *storage_alloc(nb_prepared *pp, size_t nbytes);
  * like) shares its input's buffer even when the input lives on, so that its
  * kernel copies nothing (the flattens around the GPT's products copied 2.4%
  * of its step); a buffer is then free once every value in it is dead, and
- * an op writes in place only over a buffer no other live value shares. The
+ * an op writes in place only over a buffer whose values all die there. The
  * old buffers are let go and the new ones allocated at their sizes, so that
  * the next run allocates nothing. */
 static nb_status plan_by_size(nb_prepared *pp)

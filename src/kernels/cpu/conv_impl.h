@@ -228,10 +228,9 @@ static void FN(conv2d_share)(void *arg, int t, int nt)
             const T *xg = x + (n * g->c + gi * cg) * HW;
             const T *wg = w + gi * mg * K;
             T *yg = y + (n * g->m + gi * mg) * P;
-            const T *colp = xg;
             FN(col_packer) cp = {g, xg};
             if (j->direct) {
-                GEMM(false, false, mg, P, K, 1, wg, K, colp, P, 0, yg, P);
+                GEMM(false, false, mg, P, K, 1, wg, K, xg, P, 0, yg, P);
             } else if (g->wo < PACK_MIN_WO || !GEMM_PACKED(mg, P, K, wg, K, FN(pack_cols), &cp, yg, P)) {
                 FN(im2col)(g, cg, xg, col, j->inner_par);
                 GEMM(false, false, mg, P, K, 1, wg, K, col, P, 0, yg, P);
@@ -266,29 +265,10 @@ static nb_status FN(conv2d)(const char *label, const nb_conv2d_geom *g, const T 
     return NB_OK;
 }
 
-typedef struct FN(conv_db_job) {
-    const nb_conv2d_geom *g;
-    const T *dy;
-    T *db;
-} FN(conv_db_job);
-
 #include "row_sum_impl.h"
 
 /* A plane of dy, summed (for AVX2 too: simd.h). */
 NB_SIMD_CLONES static double FN(dy_plane_sum)(const T *d, int64_t P) { return FN(row_sum)(d, P); }
-
-/* Output channels [lo, hi) of the bias gradient. */
-static void FN(conv_db_range)(void *arg, int64_t lo, int64_t hi)
-{
-    const FN(conv_db_job) *j = arg;
-    const nb_conv2d_geom *g = j->g;
-    const int64_t P = g->ho * g->wo;
-    for (int64_t m = lo; m < hi; m++) {
-        double acc = 0;
-        for (int64_t n = 0; n < g->n; n++) acc += FN(dy_plane_sum)(j->dy + (n * g->m + m) * P, P);
-        j->db[m] = (T)acc;
-    }
-}
 
 typedef struct FN(conv2d_grad_job) {
     const nb_conv2d_geom *g;
@@ -297,7 +277,7 @@ typedef struct FN(conv2d_grad_job) {
     T *cols;    /* one column buffer per share; NULL when direct */
     T *dw_part; /* one filter gradient per chunk, or NULL: all add onto dw */
     size_t col_elems;
-    double *db_part; /* one bias gradient per chunk, or NULL: summed in a pass of its own */
+    double *db_part; /* one bias gradient per chunk, or NULL: not wanted */
     int64_t wsize, n_chunks;
     bool direct, inner_par;
     _Atomic int64_t next; /* the next chunk to take */
@@ -389,17 +369,12 @@ static nb_status FN(conv2d_grad)(const char *label, const nb_conv2d_geom *g, con
     const int64_t K = cg * g->kh * g->kw, P = g->ho * g->wo;
     const int64_t wsize = g->m * K;
 
-    if (!dx && !dw) {
-        if (db) {
-            FN(conv_db_job) db_job = {g, dy, db};
-            nb_team_for(g->m, (double)g->n * (double)g->m * (double)P >= PAR_MIN_WORK, FN(conv_db_range), &db_job);
-        }
-        return NB_OK;
-    }
+    if (!dx && !dw && !db) return NB_OK;
 
-    const bool direct = is_pointwise(g);
+    /* Without dx and dw there is no product, and no column buffer. */
+    const bool direct = is_pointwise(g) || (!dx && !dw);
     const size_t col_elems = direct ? 0 : (size_t)(K * P);
-    const double work = (double)g->n * (double)g->m * (double)P * (double)K * ((dx ? 1 : 0) + (dw ? 1 : 0));
+    const double work = (double)g->n * (double)g->m * (double)P * ((double)K * ((dx ? 1 : 0) + (dw ? 1 : 0)) + 1);
     const int nt = batch_threads(g->n, work, col_elems * sizeof(T));
     /* Several threads take chunks of two images' worth per thread, so that
      * one the host slows hands work to the other. */
