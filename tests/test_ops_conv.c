@@ -604,50 +604,66 @@ static void test_pool2d_grad_ties(void)
 
 /* The 2 x 2 stride-2 fast path (windows that tile the image) against the
  * general window loop, which an extra row and column that no window reaches
- * selects: ties (the first maximum takes the gradient), NaNs, both dtypes. */
+ * selects: ties (the first maximum takes the gradient, and gives the output
+ * its sign of zero), NaNs, an Out with values of no window's maximum (its
+ * gradient falls back to the first maximum, or the first equal element),
+ * both dtypes, and widths that the gradient's eight-column vectors cover
+ * whole, in part, and not at all. */
 static void test_pool2d_max2x2(void)
 {
-    for (int f = 0; f < 2; f++) {
-        nb_dtype dt = f ? NB_F64 : NB_F32;
-        nb_tensor *x, *xg, *dout;
-        REQUIRE_OK(nb_tensor_new(&x, dt, 4, S(2, 3, 6, 8)));
-        REQUIRE_OK(nb_tensor_new(&xg, dt, 4, S(2, 3, 7, 9)));
-        REQUIRE_OK(nb_tensor_new(&dout, dt, 4, S(2, 3, 3, 4)));
-        for (int64_t i = 0; i < nb_tensor_numel(xg); i++) /* values 0, 1, 2: many ties, in every position */
-            nb_tensor_set(xg, i, (double)((((uint64_t)i * 2654435761u) >> 7) % 3));
-        for (int64_t i = 0; i < nb_tensor_numel(dout); i++) nb_tensor_set(dout, i, 1 + (double)i);
-        nb_tensor_set(xg, 10, NAN);
-        nb_tensor_set(xg, 11, NAN);
-        nb_tensor_set(xg, 75, NAN);
-        for (int64_t p = 0; p < 6; p++)
-            for (int64_t h = 0; h < 6; h++)
-                for (int64_t w = 0; w < 8; w++)
-                    nb_tensor_set(x, (p * 6 + h) * 8 + w, nb_tensor_get(xg, (p * 7 + h) * 9 + w));
-        nb_attr a[] = {NB_ATTR_INTS("ksize", 2, 2), NB_ATTR_INTS("strides", 2, 2)};
-        nb_tensor *in[] = {x}, *ing[] = {xg};
-        nb_tensor *y = RUN1("pool2d", in, a), *yg = RUN1("pool2d", ing, a);
-        CHECK(y && yg && nb_tensor_numel(y) == nb_tensor_numel(yg));
-        bool same = true;
-        for (int64_t i = 0; y && yg && i < nb_tensor_numel(y); i++) {
-            double u = nb_tensor_get(y, i), v = nb_tensor_get(yg, i);
-            same &= u == v || (isnan(u) && isnan(v));
+    static const double values[4] = {-0.0, 0.0, 1, 2};
+    static const int64_t widths[] = {4, 8, 12, 20};
+    for (int f = 0; f < 2; f++)
+        for (int wi = 0; wi < 4; wi++) {
+            const int64_t W = widths[wi], WO = W / 2;
+            nb_dtype dt = f ? NB_F64 : NB_F32;
+            nb_tensor *x, *xg, *dout;
+            REQUIRE_OK(nb_tensor_new(&x, dt, 4, S(2, 3, 6, W)));
+            REQUIRE_OK(nb_tensor_new(&xg, dt, 4, S(2, 3, 7, W + 1)));
+            REQUIRE_OK(nb_tensor_new(&dout, dt, 4, S(2, 3, 3, WO)));
+            for (int64_t i = 0; i < nb_tensor_numel(xg); i++) /* many ties, in every position */
+                nb_tensor_set(xg, i, values[(((uint64_t)i * 2654435761u) >> 7) % 4]);
+            for (int64_t i = 0; i < nb_tensor_numel(dout); i++) nb_tensor_set(dout, i, 1 + (double)i);
+            nb_tensor_set(xg, 1, NAN);
+            nb_tensor_set(xg, W + 1, NAN);
+            nb_tensor_set(xg, 3 * (W + 1) + 3, NAN);
+            for (int64_t p = 0; p < 6; p++)
+                for (int64_t h = 0; h < 6; h++)
+                    for (int64_t w = 0; w < W; w++)
+                        nb_tensor_set(x, (p * 6 + h) * W + w, nb_tensor_get(xg, (p * 7 + h) * (W + 1) + w));
+            nb_attr a[] = {NB_ATTR_INTS("ksize", 2, 2), NB_ATTR_INTS("strides", 2, 2)};
+            nb_tensor *in[] = {x}, *ing[] = {xg};
+            nb_tensor *y = RUN1("pool2d", in, a), *yg = RUN1("pool2d", ing, a);
+            CHECK(y && yg && nb_tensor_numel(y) == nb_tensor_numel(yg));
+            bool same = y && yg;
+            for (int64_t i = 0; same && i < nb_tensor_numel(y); i++) {
+                double u = nb_tensor_get(y, i), v = nb_tensor_get(yg, i);
+                same &= (u == v && signbit(u) == signbit(v)) || (isnan(u) && isnan(v));
+            }
+            CHECK(same);
+            if (!same) fprintf(stderr, "  max2x2 forward, %s, width %lld\n", nb_dtype_name(dt), (long long)W);
+            /* Outputs that no window has as its maximum: 7 is no element, 0 is one in most. */
+            for (int64_t i = 2; y && yg && i < nb_tensor_numel(y); i += 5) {
+                nb_tensor_set(y, i, i % 2 ? 7 : 0);
+                nb_tensor_set(yg, i, i % 2 ? 7 : 0);
+            }
+            nb_tensor *gin[] = {x, y, dout}, *ging[] = {xg, yg, dout};
+            nb_tensor *dx = RUN1("pool2d_grad", gin, a), *dxg = RUN1("pool2d_grad", ging, a);
+            same = dx && dxg;
+            double total = 0;
+            for (int64_t p = 0; same && p < 6; p++)
+                for (int64_t h = 0; h < 7; h++)
+                    for (int64_t w = 0; w < W + 1; w++) {
+                        double g = nb_tensor_get(dxg, (p * 7 + h) * (W + 1) + w);
+                        same &= h < 6 && w < W ? nb_tensor_get(dx, (p * 6 + h) * W + w) == g : g == 0;
+                        total += g;
+                    }
+            CHECK(same);
+            if (!same) fprintf(stderr, "  max2x2 gradient, %s, width %lld\n", nb_dtype_name(dt), (long long)W);
+            const double n_out = 18.0 * (double)WO;
+            CHECK_NEAR(total, n_out * (n_out + 1) / 2, 1e-9); /* every window's gradient landed once */
+            RELEASE(x, xg, dout, y, yg, dx, dxg);
         }
-        CHECK(same);
-        nb_tensor *gin[] = {x, y, dout}, *ging[] = {xg, yg, dout};
-        nb_tensor *dx = RUN1("pool2d_grad", gin, a), *dxg = RUN1("pool2d_grad", ging, a);
-        same = dx && dxg;
-        double total = 0;
-        for (int64_t p = 0; same && p < 6; p++)
-            for (int64_t h = 0; h < 7; h++)
-                for (int64_t w = 0; w < 9; w++) {
-                    double g = nb_tensor_get(dxg, (p * 7 + h) * 9 + w);
-                    same &= h < 6 && w < 8 ? nb_tensor_get(dx, (p * 6 + h) * 8 + w) == g : g == 0;
-                    total += g;
-                }
-        CHECK(same);
-        CHECK_NEAR(total, 72.0 * 73 / 2, 1e-9); /* every window's gradient landed once */
-        RELEASE(x, xg, dout, y, yg, dx, dxg);
-    }
 }
 
 static void test_pool2d_infer(void)

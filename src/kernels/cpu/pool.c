@@ -1,13 +1,23 @@
 /* 2-D pooling on the CPU. Planes (one channel of one image) are independent,
  * so the batch and channels are split across the thread team (team.h); the
  * typed code lives in pool_impl.h, included once per dtype. */
+/* Nothing here reads floating-point exception flags: without this, GCC
+ * keeps the comparisons of the max selects as branches, and the loops
+ * scalar (as unary.c says). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 #include "pool.h"
 #include "simd.h"
 #include "team.h"
 
 #define PAR_MIN_WORK 32768.0
+/* Pair maxima per block in max2x2_rows, on the stack; wider rows take the
+ * general loop. */
+#define MAX2X2_BLOCK 2048
 
 /* The window of output index o along one axis, clipped to the image. */
 static inline void window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t size, int64_t *lo,
@@ -20,15 +30,19 @@ static inline void window(int64_t o, int64_t stride, int64_t pad, int64_t k, int
 
 #define T float
 #define SFX f32
+#define POOL_INT int32_t /* an integer as wide as T, for lane masks */
 #include "pool_impl.h"
 #undef T
 #undef SFX
+#undef POOL_INT
 
 #define T double
 #define SFX f64
+#define POOL_INT int64_t
 #include "pool_impl.h"
 #undef T
 #undef SFX
+#undef POOL_INT
 
 nb_status nb_cpu_pool2d(const char *label, nb_dtype dt, const nb_pool2d_geom *g, const void *x, void *out)
 {
