@@ -482,6 +482,14 @@ static const pool_case pool_cases[] = {
     {2, 2, 5, 5, {3, 2}, {1, 2}, 4, {1, 0, 0, 1}, false, true, false, false},
     {2, 3, 3, 4, {1, 1}, {1, 1}, 2, {0, 0}, true, true, false, true},
     {2, 3, 3, 4, {1, 1}, {1, 1}, 2, {0, 0}, false, true, false, true},
+    /* Rows wide enough that the windows inside go together (pool_row), at
+     * stride 1, 2 and 3 (the last one not a compile-time constant). */
+    {2, 2, 7, 23, {3, 3}, {1, 1}, 2, {1, 1}, true, true, false, false},
+    {2, 2, 7, 23, {3, 3}, {1, 1}, 2, {1, 1}, false, true, false, false},
+    {2, 2, 9, 23, {3, 3}, {2, 2}, 2, {1, 1}, true, true, false, false},
+    {2, 2, 9, 23, {3, 3}, {2, 2}, 2, {1, 1}, false, false, false, false},
+    {1, 2, 11, 29, {5, 4}, {3, 3}, 4, {2, 1, 1, 2}, true, true, true, false},
+    {1, 2, 11, 29, {5, 4}, {3, 3}, 4, {2, 1, 1, 2}, false, true, true, false},
 };
 #define N_POOL_CASES ((int)(sizeof pool_cases / sizeof *pool_cases))
 

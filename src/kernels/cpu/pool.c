@@ -47,8 +47,8 @@ static inline void window(int64_t o, int64_t stride, int64_t pad, int64_t k, int
 nb_status nb_cpu_pool2d(const char *label, nb_dtype dt, const nb_pool2d_geom *g, const void *x, void *out)
 {
     switch (dt) {
-    case NB_F32: pool2d_f32(g, x, out); return NB_OK;
-    case NB_F64: pool2d_f64(g, x, out); return NB_OK;
+    case NB_F32: pool2d_run_f32(g, x, NULL, NULL, out); return NB_OK;
+    case NB_F64: pool2d_run_f64(g, x, NULL, NULL, out); return NB_OK;
     default: return nb_error(NB_ERR_DTYPE, "%s: no CPU kernel for %s (float32 and float64 only)", label,
                              nb_dtype_name(dt));
     }
@@ -58,8 +58,8 @@ nb_status nb_cpu_pool2d_grad(const char *label, nb_dtype dt, const nb_pool2d_geo
                              const void *out, const void *dout, void *dx)
 {
     switch (dt) {
-    case NB_F32: pool2d_grad_f32(g, x, out, dout, dx); return NB_OK;
-    case NB_F64: pool2d_grad_f64(g, x, out, dout, dx); return NB_OK;
+    case NB_F32: pool2d_run_f32(g, x, out, dout, dx); return NB_OK;
+    case NB_F64: pool2d_run_f64(g, x, out, dout, dx); return NB_OK;
     default: return nb_error(NB_ERR_DTYPE, "%s: no CPU kernel for %s (float32 and float64 only)", label,
                              nb_dtype_name(dt));
     }
