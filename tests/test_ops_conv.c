@@ -80,6 +80,18 @@ static void add_tap(void *ctx, int64_t xi, int64_t yi, int64_t fi)
     nb_tensor_set(t->acc, a, nb_tensor_get(t->acc, a) + nb_tensor_get(t->u, b) * nb_tensor_get(t->f, fi));
 }
 
+/* dw[fi] += dy[yi] * x[xi]: the gradient for the filter. */
+typedef struct tap_dw {
+    nb_tensor *dw;
+    const nb_tensor *dy, *x;
+} tap_dw;
+
+static void add_tap_dw(void *ctx, int64_t xi, int64_t yi, int64_t fi)
+{
+    tap_dw *t = ctx;
+    nb_tensor_set(t->dw, fi, nb_tensor_get(t->dw, fi) + nb_tensor_get(t->dy, yi) * nb_tensor_get(t->x, xi));
+}
+
 /* Direct convolution, straight from the definition. */
 static nb_tensor *ref_conv(const conv_case *k, const nb_tensor *x, const nb_tensor *f, const nb_tensor *b)
 {
@@ -139,16 +151,33 @@ static void test_conv2d_hand(void)
     }
 }
 
+static nb_tensor *ref_conv_dx(const conv_case *k, const nb_tensor *dy, const nb_tensor *f);
+
+/* The gradient of ref_conv for its filter. */
+static nb_tensor *ref_conv_dw(const conv_case *k, const nb_tensor *dy, const nb_tensor *x)
+{
+    nb_tensor *dw;
+    if (nb_tensor_new(&dw, NB_F64, 4, S(k->m, k->c / k->groups, k->kh, k->kw))) return NULL;
+    conv_taps(k, add_tap_dw, &(tap_dw){dw, dy, x});
+    return dw;
+}
+
 /* Runs each case in float32 and float64, with the GEMM capped at each
- * instruction set from isa_lo up, against the direct convolution. */
-static void check_against_direct(const char *what, const conv_case *cases, int n, uint64_t seed, int isa_lo)
+ * instruction set from isa_lo up, against the direct convolution; with
+ * grad, conv2d_grad's DInput and DFilter too. */
+static void check_against_direct(const char *what, const conv_case *cases, int n, uint64_t seed, int isa_lo,
+                                 bool grad)
 {
     for (int ci = 0; ci < n; ci++) {
         const conv_case *k = &cases[ci];
+        int64_t ho, wo;
+        conv_out_hw(k, &ho, &wo);
         nb_tensor *x = TR(NB_F64, &seed, S(k->n, k->c, k->h, k->w));
         nb_tensor *f = TR(NB_F64, &seed, S(k->m, k->c / k->groups, k->kh, k->kw));
         nb_tensor *b = k->bias ? TR(NB_F64, &seed, S(k->m)) : NULL;
+        nb_tensor *dy = grad ? TR(NB_F64, &seed, S(k->n, k->m, ho, wo)) : NULL;
         nb_tensor *want = ref_conv(k, x, f, b);
+        nb_tensor *want_dx = grad ? ref_conv_dx(k, dy, f) : NULL, *want_dw = grad ? ref_conv_dw(k, dy, x) : NULL;
         nb_attr a[4];
         int na = conv_attrs(k, a);
         for (int isa = isa_lo; isa <= NB_ISA_AVX512; isa++) {
@@ -157,32 +186,44 @@ static void check_against_direct(const char *what, const conv_case *cases, int n
                 nb_tensor *in[] = {tcast(x, dtypes[d]), tcast(f, dtypes[d]), tcast(b, dtypes[d])};
                 nb_tensor *y = NULL;
                 CHECK_OK(nb_op_run("conv2d", NB_TENSORS_N(k->bias ? 3 : 2, in), NB_ATTRS_N(na, a), 1, &y));
-                double err = rel_diff(y, want);
-                if (!(err <= (d ? 1e-12 : 1e-5))) {
-                    fprintf(stderr, "  %s case %d (%s, isa %d): differs from the direct convolution by %g\n", what,
-                            ci, nb_dtype_name(dtypes[d]), isa, err);
+                double err = rel_diff(y, want), err_dx = 0, err_dw = 0;
+                if (grad) {
+                    nb_tensor *gin[] = {in[0], in[1], tcast(dy, dtypes[d])}, *g[3] = {NULL, NULL, NULL};
+                    CHECK_OK(run_op("conv2d_grad", 3, gin, na, a, 3, g));
+                    err_dx = rel_diff(g[0], want_dx);
+                    err_dw = rel_diff(g[1], want_dw);
+                    release_n(3, g);
+                    nb_tensor_release(gin[2]);
+                }
+                /* (a float32 filter gradient sums up to 4096 products) */
+                const double tol = d ? 1e-12 : 1e-5, tol_dw = d ? 1e-12 : 1e-4;
+                if (!(err <= tol) || !(err_dx <= tol) || !(err_dw <= tol_dw)) {
+                    fprintf(stderr, "  %s case %d (%s, isa %d): output, DInput and DFilter differ from the direct "
+                            "convolution's by %g, %g and %g\n", what, ci, nb_dtype_name(dtypes[d]), isa, err, err_dx,
+                            err_dw);
                     test_failures_in_current++;
                 }
                 CHECK(!y || y->dtype == dtypes[d]);
                 RELEASE(y, in[0], in[1], in[2]);
             }
         }
-        RELEASE(x, f, b, want);
+        RELEASE(x, f, b, dy, want, want_dx, want_dw);
     }
     nb_gemm_limit_isa(NB_ISA_AVX512);
 }
 
 static void test_conv2d_reference(void)
 {
-    check_against_direct("conv", conv_cases, N_CONV_CASES, 42, NB_ISA_AVX512);
+    check_against_direct("conv", conv_cases, N_CONV_CASES, 42, NB_ISA_AVX512, false);
 }
 
 /* Products the blocked GEMM runs with the column matrix packed straight
  * from the image (pack_cols: output rows of 32 or more, more than 32
- * filters a group): strips that straddle output rows, padding on every
- * side, strides, dilation and groups, one image (whose product three
- * threads split by columns) and several, under every instruction set the
- * machine runs (strips of 8, 16 and 32). */
+ * filters a group; pack_cols_t, the filter gradient's: unit stride across,
+ * more than 32 filters): strips that straddle output rows, padding on
+ * every side, strides, dilation and groups, one image (whose products
+ * three threads split by columns) and several, under every instruction set
+ * the machine runs (strips of 8, 16 and 32). */
 static const conv_case packed_cases[] = {
     /* n  c  h   w   m  kh kw  stride  npad pad           dil    groups bias */
     {2, 4, 13, 35, 40, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true},
@@ -192,6 +233,7 @@ static const conv_case packed_cases[] = {
     {1, 2, 5, 70, 40, 5, 5, {1, 2}, 2, {2, 2}, {1, 1}, 1, true},
     {2, 3, 32, 32, 40, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true},
     {1, 8, 64, 64, 40, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true}, /* one image, split by columns */
+    {1, 24, 40, 40, 40, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, false}, /* and its filter gradient too */
 };
 
 static void test_conv2d_packed_columns(void)
@@ -199,7 +241,7 @@ static void test_conv2d_packed_columns(void)
     int threads = nb_num_threads();
     nb_set_num_threads(3);
     check_against_direct("packed", packed_cases, (int)(sizeof packed_cases / sizeof *packed_cases), 5,
-                         NB_ISA_GENERIC);
+                         NB_ISA_GENERIC, true);
     nb_set_num_threads(threads);
 }
 

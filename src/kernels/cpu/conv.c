@@ -20,8 +20,12 @@
 /* Below this many multiply-adds a call stays on one thread. */
 #define PAR_MIN_WORK 32768.0
 /* Output rows at least this wide have the GEMM pack the column matrix from
- * the image (conv_impl.h, pack_cols). */
+ * the image (conv_pack_impl.h, pack_cols). */
 #define PACK_MIN_WO 32
+/* pack_cols_t: positions per call of the stream packing (the length of its
+ * row of zeros), and the widest strip (the GEMM's AVX-512 one). */
+#define COL_RUN 256
+#define COL_MAX_NR 32
 /* Per-thread column buffers together stay under this; beyond it fewer
  * threads share the batch. */
 #define COL_BUDGET_BYTES ((size_t)256 << 20)
@@ -105,21 +109,25 @@ static void *alloc_buf(size_t count, size_t elem)
 #define SFX f32
 #define GEMM nb_gemm_f32
 #define GEMM_PACKED nb_gemm_f32_packed
+#define GEMM_PACK_STREAMS nb_gemm_pack_streams_f32
 #include "conv_impl.h"
 #undef T
 #undef SFX
 #undef GEMM
 #undef GEMM_PACKED
+#undef GEMM_PACK_STREAMS
 
 #define T double
 #define SFX f64
 #define GEMM nb_gemm_f64
 #define GEMM_PACKED nb_gemm_f64_packed
+#define GEMM_PACK_STREAMS nb_gemm_pack_streams_f64
 #include "conv_impl.h"
 #undef T
 #undef SFX
 #undef GEMM
 #undef GEMM_PACKED
+#undef GEMM_PACK_STREAMS
 
 nb_status nb_cpu_conv2d(const char *label, nb_dtype dt, const nb_conv2d_geom *g, const void *x, const void *w,
                         const void *bias, void *y)

@@ -63,64 +63,7 @@ static void FN(im2col)(const nb_conv2d_geom *g, int64_t cg, const T *x, T *col, 
     nb_team_for(cg, par, FN(im2col_range), &job);
 }
 
-/* The column matrix made slab by slab as the GEMM packs it (nb_gemm_packer),
- * never stored whole: its row p is the tap (c, ki, kj) = (p / (kh kw),
- * p / kw % kh, p % kw), its column j the output position (j / wo, j % wo).
- * im2col wrote the matrix, and the GEMM's packing read it back and wrote it
- * again (3.9% and 2.8% of the conv net's step). The packer pays for each
- * output row a strip crosses, so it is used for rows of PACK_MIN_WO outputs
- * or more: one thread, 64 images, alternated in one process, medians
- * (ms, im2col / packed): 32 x 32 outputs, 32 -> 64 channels, 3x3: 25.2-30.1
- * / 22.1-25.1; 16 x 16, 64 -> 64: 12.0 / 12.5; LeNet's 8 x 8, 20 -> 50,
- * 5x5: 2.73-2.77 / 3.47-3.49. */
-typedef struct FN(col_packer) {
-    const nb_conv2d_geom *g;
-    const T *x; /* the image-group's channels */
-} FN(col_packer);
-
-NB_SIMD_CLONES static void FN(pack_cols)(void *ctx, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t q0,
-                                         int64_t q1, int nr, T *dst)
-{
-    const FN(col_packer) *cp = ctx;
-    const nb_conv2d_geom *g = cp->g;
-    const int64_t H = g->h, W = g->w, Wo = g->wo, sh = g->stride_h, sw = g->stride_w, taps = g->kh * g->kw;
-    /* k outermost, as the GEMM's own packing: a tap's geometry is worked out
-     * once, and each strip's first output position follows from the last. */
-    for (int64_t k = 0; k < kc; k++) {
-        const int64_t p = p0 + k, ki = p % taps / g->kw, kj = p % g->kw;
-        const int64_t offh = ki * g->dil_h - g->pad_top, offw = kj * g->dil_w - g->pad_left;
-        int64_t ow_lo, ow_hi;
-        valid_range(offw, sw, W, Wo, &ow_lo, &ow_hi);
-        const T *xc = cp->x + p / taps * H * W;
-        int64_t oh0 = (j0 + q0 * nr) / Wo, ow0 = (j0 + q0 * nr) % Wo;
-        for (int64_t q = q0; q < q1; q++) {
-            const int64_t n = nc - q * nr < nr ? nc - q * nr : nr;
-            T *d = dst + (q * kc + k) * nr;
-            /* The strip's columns, output row by output row. */
-            for (int64_t r = 0, oh = oh0, ow = ow0; r < n; oh++, ow = 0) {
-                const int64_t seg = Wo - ow < n - r ? Wo - ow : n - r, ih = oh * sh + offh, end = ow + seg;
-                if (ih < 0 || ih >= H) {
-                    for (int64_t t = 0; t < seg; t++) d[r + t] = 0;
-                } else {
-                    const T *xr = xc + ih * W + offw;
-                    int64_t a = ow_lo > ow ? (ow_lo < end ? ow_lo : end) : ow; /* padding before a */
-                    int64_t b = ow_hi < end ? (ow_hi > a ? ow_hi : a) : end;   /* and from b on */
-                    for (int64_t t = ow; t < a; t++) d[r + t - ow] = 0;
-                    if (sw == 1) {
-                        if (b > a) copy_runs((char *)(d + r + a - ow), 0, (const char *)(xr + a), 0, 1,
-                                             (size_t)(b - a) * sizeof(T));
-                    } else {
-                        for (int64_t t = a; t < b; t++) d[r + t - ow] = xr[t * sw];
-                    }
-                    for (int64_t t = b; t < end; t++) d[r + t - ow] = 0;
-                }
-                r += seg;
-            }
-            for (int64_t t = n; t < nr; t++) d[t] = 0;
-            for (ow0 += nr; ow0 >= Wo; ow0 -= Wo) oh0++;
-        }
-    }
-}
+#include "conv_pack_impl.h"
 
 typedef struct FN(col2im_job) {
     const nb_conv2d_geom *g;
@@ -231,7 +174,7 @@ static void FN(conv2d_share)(void *arg, int t, int nt)
             FN(col_packer) cp = {g, xg};
             if (j->direct) {
                 GEMM(false, false, mg, P, K, 1, wg, K, xg, P, 0, yg, P);
-            } else if (g->wo < PACK_MIN_WO || !GEMM_PACKED(mg, P, K, wg, K, FN(pack_cols), &cp, yg, P)) {
+            } else if (g->wo < PACK_MIN_WO || !GEMM_PACKED(mg, P, K, wg, K, FN(pack_cols), &cp, 0, yg, P)) {
                 FN(im2col)(g, cg, xg, col, j->inner_par);
                 GEMM(false, false, mg, P, K, 1, wg, K, col, P, 0, yg, P);
             }
@@ -298,14 +241,18 @@ static void FN(conv2d_grad_image)(const FN(conv2d_grad_job) *j, int64_t n, T *co
         const T *xg = x + (n * g->c + gi * cg) * HW;
         const T *wg = w + gi * mg * K;
         const T *dyg = dy + (n * g->m + gi * mg) * P;
-        if (dw_acc) {
-            const T *colp = xg;
-            if (!direct) {
-                FN(im2col)(g, cg, xg, col, j->inner_par);
-                colp = col;
-            }
-            /* dW_g += dY_g [mg, P] * col^T [P, K] */
-            GEMM(false, true, mg, K, P, 1, dyg, P, colp, P, 1, dw_acc + gi * mg * K, K);
+        /* dW_g += dY_g [mg, P] * col^T [P, K], col^T packed from the image
+         * (pack_cols_t) where the stride across is 1. Doubles, whose stream
+         * packing has no vector path, only on rows of PACK_MIN_WO or more:
+         * on LeNet's rows of 8 they ran 5% slower than through im2col. */
+        FN(col_packer) cp = {g, xg};
+        const bool pack_t = g->stride_w == 1 && (sizeof(T) == 4 || g->wo >= PACK_MIN_WO);
+        if (dw_acc && direct) {
+            GEMM(false, true, mg, K, P, 1, dyg, P, xg, P, 1, dw_acc + gi * mg * K, K);
+        } else if (dw_acc &&
+                   (!pack_t || !GEMM_PACKED(mg, K, P, dyg, P, FN(pack_cols_t), &cp, 1, dw_acc + gi * mg * K, K))) {
+            FN(im2col)(g, cg, xg, col, j->inner_par);
+            GEMM(false, true, mg, K, P, 1, dyg, P, col, P, 1, dw_acc + gi * mg * K, K);
         }
         if (dx) {
             T *dxg = dx + (n * g->c + gi * cg) * HW;

@@ -305,6 +305,10 @@ static int64_t pack_bt_fast_f32x(const float **src, int64_t kc, float *dst)
 {
     return pack_bt_avx2(src, kc, 32, dst);
 }
+static int64_t pack_streams_fast_f32(const float *const *src, int64_t kc, int nr, float *dst)
+{
+    return nr % 8 == 0 && gemm_have_avx2() ? pack_bt_avx2((const float **)src, kc, nr, dst) : 0;
+}
 /* Doubles have no fast packing, at either width. */
 #define pack_a_fast_f64x pack_a_fast_f64
 #define pack_bt_fast_f64x pack_bt_fast_f64
@@ -319,7 +323,17 @@ static int64_t pack_bt_fast_f32(const float **src, int64_t kc, float *dst)
     (void)src, (void)kc, (void)dst;
     return 0;
 }
+static int64_t pack_streams_fast_f32(const float *const *src, int64_t kc, int nr, float *dst)
+{
+    (void)src, (void)kc, (void)nr, (void)dst;
+    return 0;
+}
 #endif
+static int64_t pack_streams_fast_f64(const double *const *src, int64_t kc, int nr, double *dst)
+{
+    (void)src, (void)kc, (void)nr, (void)dst;
+    return 0;
+}
 static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, double *dst)
 {
     (void)src, (void)kc, (void)alpha, (void)dst;
@@ -811,13 +825,20 @@ static void blas_one_thread(void)
             small_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);                 \
     }                                                                                          \
     bool nb_gemm_##SUF##_packed(int64_t M, int64_t N, int64_t K, const T *A, int64_t lda,       \
-                                nb_gemm_packer_##SUF pack, void *pack_ctx, T *C, int64_t ldc)  \
+                                nb_gemm_packer_##SUF pack, void *pack_ctx, T beta, T *C,       \
+                                int64_t ldc)                                                   \
     {                                                                                          \
         if (M <= GEMM_B_IN_PLACE_ROWS || N <= 1 || K <= 0 || GEMM_HAS_CBLAS ||                  \
             (double)M * (double)N * (double)K <= GEMM_SMALL_WORK)                              \
             return false;                                                                      \
-        return blocked_pick_##SUF(false, false, M, N, K, 1, A, lda, NULL, 0, 0, C, ldc, pack,  \
-                                  pack_ctx);                                                   \
+        return blocked_pick_##SUF(false, false, M, N, K, 1, A, lda, NULL, 0, beta, C, ldc,     \
+                                  pack, pack_ctx);                                             \
+    }                                                                                          \
+    void nb_gemm_pack_streams_##SUF(const T *const *src, int64_t kc, int nr, T *restrict dst)   \
+    {                                                                                          \
+        int64_t k = pack_streams_fast_##SUF(src, kc, nr, dst);                                 \
+        for (; k < kc; k++)                                                                    \
+            for (int j = 0; j < nr; j++) dst[k * nr + j] = src[j][k];                          \
     }
 
 /* The blocked instance for the CPU: AVX-512's when it has it, unless C fits

@@ -27,16 +27,22 @@ typedef void (*nb_gemm_packer_f32)(void *ctx, int64_t p0, int64_t kc, int64_t j0
 typedef void (*nb_gemm_packer_f64)(void *ctx, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t q0,
                                    int64_t q1, int nr, double *dst);
 
-/* C = A * B ([M, K] times [K, N], C overwritten) with B given by `pack`,
- * on the blocked kernel. Returns false, having done nothing, where that
- * kernel would not run the product or would not pack B (a CBLAS build, a
- * product too small for it, one of at most 32 rows, whose B it reads in
- * place, no memory for its buffers): the caller then makes B and calls
- * nb_gemm. */
+/* C = A * B + beta * C ([M, K] times [K, N]) with B given by `pack`, on
+ * the blocked kernel. Returns false, having done nothing, where that kernel
+ * would not run the product or would not pack B (a CBLAS build, a product
+ * too small for it, one of at most 32 rows, whose B it reads in place, no
+ * memory for its buffers): the caller then makes B and calls nb_gemm. */
 bool nb_gemm_f32_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, nb_gemm_packer_f32 pack,
-                        void *pack_ctx, float *C, int64_t ldc);
+                        void *pack_ctx, float beta, float *C, int64_t ldc);
 bool nb_gemm_f64_packed(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, nb_gemm_packer_f64 pack,
-                        void *pack_ctx, double *C, int64_t ldc);
+                        void *pack_ctx, double beta, double *C, int64_t ldc);
+
+/* dst[k * nr + j] = src[j][k] for j < nr, k < kc: nr streams side by side,
+ * as a strip of op(B) lies when B is stored transposed; for packers whose
+ * B is a transpose (nr 8, 16 or 32: the strips' widths). With AVX2, eight
+ * k at a time through an 8 x 8 transpose in registers. */
+void nb_gemm_pack_streams_f32(const float *const *src, int64_t kc, int nr, float *dst);
+void nb_gemm_pack_streams_f64(const double *const *src, int64_t kc, int nr, double *dst);
 
 /* The instruction sets the blocked kernel has variants for, in order. */
 enum { NB_ISA_GENERIC = 0, NB_ISA_AVX2 = 1, NB_ISA_AVX512 = 2 };
