@@ -219,8 +219,8 @@ static void test_conv2d_reference(void)
 
 /* Products the blocked GEMM runs with the column matrix packed straight
  * from the image (pack_cols: output rows of 32 or more, more than 32
- * filters a group; pack_cols_t, the filter gradient's: unit stride across,
- * more than 32 filters): strips that straddle output rows, padding on
+ * filters a group; pack_cols_t, the filter gradient's: unit stride
+ * across): strips that straddle output rows, padding on
  * every side, strides, dilation and groups, one image (whose products
  * three threads split by columns) and several, under every instruction set
  * the machine runs (strips of 8, 16 and 32). */
@@ -234,6 +234,7 @@ static const conv_case packed_cases[] = {
     {2, 3, 32, 32, 40, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true},
     {1, 8, 64, 64, 40, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true}, /* one image, split by columns */
     {1, 24, 40, 40, 40, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, false}, /* and its filter gradient too */
+    {2, 3, 20, 21, 8, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true},    /* few filters: the gradient's packer only */
 };
 
 static void test_conv2d_packed_columns(void)

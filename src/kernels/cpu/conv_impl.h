@@ -174,7 +174,8 @@ static void FN(conv2d_share)(void *arg, int t, int nt)
             FN(col_packer) cp = {g, xg};
             if (j->direct) {
                 GEMM(false, false, mg, P, K, 1, wg, K, xg, P, 0, yg, P);
-            } else if (g->wo < PACK_MIN_WO || !GEMM_PACKED(mg, P, K, wg, K, FN(pack_cols), &cp, 0, yg, P)) {
+            } else if (g->wo < PACK_MIN_WO || mg <= NB_GEMM_B_IN_PLACE_ROWS ||
+                       !GEMM_PACKED(mg, P, K, wg, K, FN(pack_cols), &cp, 0, yg, P)) {
                 FN(im2col)(g, cg, xg, col, j->inner_par);
                 GEMM(false, false, mg, P, K, 1, wg, K, col, P, 0, yg, P);
             }

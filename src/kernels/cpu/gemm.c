@@ -107,7 +107,7 @@ static bool gemm_have_avx2(void)
 /* Then it splits C by columns instead when each thread gets this many. */
 #define GEMM_PARALLEL_COLS 64
 /* Products of at most this many rows read B in place (blocked_team). */
-#define GEMM_B_IN_PLACE_ROWS 32
+#define GEMM_B_IN_PLACE_ROWS NB_GEMM_B_IN_PLACE_ROWS
 
 /* A row of zeros as long as any packed slice of K (KC is 256 for every
  * instance; doubles need twice the bytes): what the packing reads for the
@@ -847,8 +847,7 @@ static void blas_one_thread(void)
                                 nb_gemm_packer_##SUF pack, void *pack_ctx, T beta, T *C,       \
                                 int64_t ldc)                                                   \
     {                                                                                          \
-        if (M <= GEMM_B_IN_PLACE_ROWS || N <= 1 || K <= 0 || GEMM_HAS_CBLAS ||                  \
-            (double)M * (double)N * (double)K <= GEMM_SMALL_WORK)                              \
+        if (N <= 1 || K <= 0 || GEMM_HAS_CBLAS || (double)M * (double)N * (double)K <= GEMM_SMALL_WORK) \
             return false;                                                                      \
         return blocked_pick_##SUF(false, false, M, N, K, 1, A, lda, NULL, 0, beta, C, ldc,     \
                                   pack, pack_ctx);                                             \

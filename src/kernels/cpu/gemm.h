@@ -29,9 +29,12 @@ typedef void (*nb_gemm_packer_f64)(void *ctx, int64_t p0, int64_t kc, int64_t j0
 
 /* C = A * B + beta * C ([M, K] times [K, N]) with B given by `pack`, on
  * the blocked kernel. Returns false, having done nothing, where that kernel
- * would not run the product or would not pack B (a CBLAS build, a product
- * too small for it, one of at most 32 rows, whose B it reads in place, no
- * memory for its buffers): the caller then makes B and calls nb_gemm. */
+ * would not run the product (a CBLAS build, a product too small for it, no
+ * memory for its buffers): the caller then makes B and calls nb_gemm. (A
+ * product of at most NB_GEMM_B_IN_PLACE_ROWS rows whose B is stored, not
+ * transposed, reads it in place, unpacked: there a packing function only
+ * adds work.) */
+#define NB_GEMM_B_IN_PLACE_ROWS 32
 bool nb_gemm_f32_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, nb_gemm_packer_f32 pack,
                         void *pack_ctx, float beta, float *C, int64_t ldc);
 bool nb_gemm_f64_packed(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, nb_gemm_packer_f64 pack,
