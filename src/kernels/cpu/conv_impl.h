@@ -28,12 +28,16 @@ NB_SIMD_CLONES static void FN(im2col_range)(void *arg, int64_t lo, int64_t hi)
                 int64_t offw = kj * g->dil_w - g->pad_left, ow_lo, ow_hi;
                 valid_range(offw, sw, W, Wo, &ow_lo, &ow_hi);
                 T *row = col + ((c * kh + ki) * kw + kj) * Ho * Wo;
-                memset(row, 0, (size_t)(oh_lo * Wo) * sizeof(T));
+                /* memset only where there is padding: LeNet's 33,600 taps a step
+                 * made twice as many calls that cleared nothing, and its second
+                 * convolution's forward ran 3% slower (3.90-4.06 ms against
+                 * 3.78-3.92, alternated in one process). */
+                if (oh_lo) memset(row, 0, (size_t)(oh_lo * Wo) * sizeof(T));
                 if (sw == 1 && ow_lo == 0 && ow_hi == Wo) { /* whole rows: no padding at the sides */
                     copy_runs((char *)(row + oh_lo * Wo), (size_t)Wo * sizeof(T),
                               (const char *)(xc + (oh_lo * sh + offh) * W + offw), (size_t)(sh * W) * sizeof(T),
                               oh_hi - oh_lo, (size_t)Wo * sizeof(T));
-                    memset(row + oh_hi * Wo, 0, (size_t)((Ho - oh_hi) * Wo) * sizeof(T));
+                    if (oh_hi < Ho) memset(row + oh_hi * Wo, 0, (size_t)((Ho - oh_hi) * Wo) * sizeof(T));
                     continue;
                 }
                 for (int64_t oh = oh_lo; oh < oh_hi; oh++) {
@@ -49,7 +53,7 @@ NB_SIMD_CLONES static void FN(im2col_range)(void *arg, int64_t lo, int64_t hi)
                     }
                     for (int64_t ow = ow_hi; ow < Wo; ow++) dst[ow] = 0;
                 }
-                memset(row + oh_hi * Wo, 0, (size_t)((Ho - oh_hi) * Wo) * sizeof(T));
+                if (oh_hi < Ho) memset(row + oh_hi * Wo, 0, (size_t)((Ho - oh_hi) * Wo) * sizeof(T));
             }
         }
     }
