@@ -226,11 +226,12 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
         nb_team_for(M, M > 1 && gemm_threads(M, N, K) > 1, small_rows_##SUF, &j);             \
     }
 
-/* The packing of full strips from rows of A (6 of them, times alpha) and
- * of transposed B (16), the k-th element of every row side by side: eight
- * k at a time through an 8 x 8 transpose in AVX2 registers. Each returns
- * how many k it did (a multiple of 8; 0 without AVX2 or for doubles), and
- * the scalar loop does the rest. */
+/* The packing of full strips from rows of A (6 or 8 of them, times alpha)
+ * and of transposed B (nr streams, also nb_gemm_pack_streams), the k-th
+ * element of every row side by side: eight k at a time through an 8 x 8
+ * transpose in AVX2 registers. Each returns how many k it did (0 without
+ * AVX2 or for doubles; A's a multiple of 8), and the scalar loop does the
+ * rest. */
 #ifdef GEMM_X86_AVX2
 #include <immintrin.h>
 
@@ -292,18 +293,10 @@ static int64_t pack_a_fast_f32(const float **src, int64_t kc, float alpha, float
 {
     return gemm_have_avx2() ? pack_a_avx2(src, kc, alpha, 6, dst) : 0;
 }
-static int64_t pack_bt_fast_f32(const float **src, int64_t kc, float *dst)
-{
-    return gemm_have_avx2() ? pack_bt_avx2(src, kc, 16, dst) : 0;
-}
 /* The AVX-512 instance's strips: 8 rows of A, 32 columns of B. */
 static int64_t pack_a_fast_f32x(const float **src, int64_t kc, float alpha, float *dst)
 {
     return pack_a_avx2(src, kc, alpha, 8, dst);
-}
-static int64_t pack_bt_fast_f32x(const float **src, int64_t kc, float *dst)
-{
-    return pack_bt_avx2(src, kc, 32, dst);
 }
 /* pack_bt_avx2, and then the last kc % 8 of each stream through the same
  * transpose, read with a masked load (which touches nothing masked off):
@@ -330,16 +323,10 @@ static int64_t pack_streams_fast_f32(const float *const *src, int64_t kc, int nr
 }
 /* Doubles have no fast packing, at either width. */
 #define pack_a_fast_f64x pack_a_fast_f64
-#define pack_bt_fast_f64x pack_bt_fast_f64
 #else
 static int64_t pack_a_fast_f32(const float **src, int64_t kc, float alpha, float *dst)
 {
     (void)src, (void)kc, (void)alpha, (void)dst;
-    return 0;
-}
-static int64_t pack_bt_fast_f32(const float **src, int64_t kc, float *dst)
-{
-    (void)src, (void)kc, (void)dst;
     return 0;
 }
 static int64_t pack_streams_fast_f32(const float *const *src, int64_t kc, int nr, float *dst)
@@ -353,14 +340,12 @@ static int64_t pack_streams_fast_f64(const double *const *src, int64_t kc, int n
     (void)src, (void)kc, (void)nr, (void)dst;
     return 0;
 }
+/* The AVX-512 instances' transposed B goes the same way. */
+#define pack_streams_fast_f32x pack_streams_fast_f32
+#define pack_streams_fast_f64x pack_streams_fast_f64
 static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, double *dst)
 {
     (void)src, (void)kc, (void)alpha, (void)dst;
-    return 0;
-}
-static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
-{
-    (void)src, (void)kc, (void)dst;
     return 0;
 }
 
@@ -442,7 +427,7 @@ static int64_t pack_bt_fast_f64(const double **src, int64_t kc, double *dst)
                 const T *src[NR];                                                              \
                 for (int64_t j = 0; j < NR; j++)                                               \
                     src[j] = j < nr ? B + (j0 + jr + j) * ldb + p0 : (const T *)gemm_zeros;   \
-                for (int64_t k = pack_bt_fast_##SUF(src, kc, dst); k < kc; k++) {               \
+                for (int64_t k = pack_streams_fast_##SUF(src, kc, NR, dst); k < kc; k++) {          \
                     _Pragma("GCC unroll 16") for (int j = 0; j < NR; j++)                      \
                         dst[k * NR + j] = src[j][k];                                           \
                 }                                                                              \
