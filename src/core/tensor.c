@@ -34,6 +34,7 @@ bool nb_poison_uninit(void)
 typedef struct tensor_block {
     nb_tensor t;
     nb_storage s;
+    _Alignas(8) unsigned char room[NB_TENSOR_ROOM]; /* nb_tensor_room: pointers and bools */
 } tensor_block;
 
 static tensor_block *block_of(nb_storage *s)
@@ -66,6 +67,12 @@ static nb_tensor *tensor_block_new(size_t nbytes, bool zero)
     b->t.refcount = 1;
     b->t.storage = s;
     return &b->t;
+}
+
+void *nb_tensor_room(nb_tensor *t)
+{
+    nb_storage *s = t ? t->storage : NULL;
+    return s && s->in_block && &block_of(s)->t == t ? block_of(s)->room : NULL;
 }
 
 static void storage_release(nb_storage *s)

@@ -19,6 +19,14 @@ nb_status nb_tensor_new_uninit(nb_tensor **out, nb_dtype dtype, int ndim, const 
  * up in the tests as a wrong result. */
 bool nb_poison_uninit(void);
 
+/* Room for a tensor's eager-mode state in the block it was made with (the
+ * tensor, its storage and small data, one allocation): the tape gives every
+ * op output that state, and a calloc of its own per output was a twentieth
+ * of recording an op. NULL for a tensor that is not its block's own (a view,
+ * a shell over borrowed memory). */
+#define NB_TENSOR_ROOM 96
+void *nb_tensor_room(nb_tensor *t);
+
 /* Called when a tensor carrying eager-mode state is freed (set by the eager
  * engine, once per process, before the first tensor gets that state). */
 extern void (*nb_tensor_autograd_free_hook)(nb_tensor *t);

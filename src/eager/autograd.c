@@ -77,7 +77,7 @@ static void autograd_free(nb_tensor *t)
     if (a->accumulated) hook_list_free(a->accumulated);
     nb_free(a->accumulated);
     nb_batched_free(a->batched);
-    nb_free(a);
+    if (!a->in_room) nb_free(a);
     t->autograd = NULL;
 }
 
@@ -94,7 +94,11 @@ nb_autograd *nb_autograd_of(nb_tensor *t, bool create)
          * some synchronisation) sees the hook. */
         static pthread_once_t once = PTHREAD_ONCE_INIT;
         pthread_once(&once, install_free_hook);
-        t->autograd = nb_calloc(1, sizeof(nb_autograd));
+        _Static_assert(sizeof(nb_autograd) <= NB_TENSOR_ROOM, "nb_autograd outgrew the tensor's room");
+        nb_autograd *a = nb_tensor_room(t);
+        if (a) *a = (nb_autograd){.in_room = true};
+        else a = nb_calloc(1, sizeof *a);
+        t->autograd = a;
     }
     return t->autograd;
 }
@@ -297,7 +301,6 @@ void nb_node_release(nb_node *n)
         hook_list_free(&m->post);
         nb_free(m->out_hooks);
         nb_free(m->retain);
-        nb_free(m->buffer);
         nb_free(m->fn);
         nb_free(m);
     }

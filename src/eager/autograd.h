@@ -58,7 +58,7 @@ struct nb_node {
     /* engine scratch, valid during one graph task */
     uint64_t task;
     int deps;
-    nb_tensor **buffer;         /* per output (one for accumulators) */
+    nb_tensor **buffer;         /* per output (one for accumulators); the task's, from its chunks */
     bool needed;                /* nb_autograd_grad: on a path to a requested input */
     int capture;                /* nb_autograd_grad: index of the input captured here + 1, or 0 */
 };
@@ -73,6 +73,7 @@ typedef struct nb_autograd {
     hook_list hooks;       /* leaf hooks (a non-leaf's live in its node) */
     hook_list *accumulated; /* leaf hooks run once .grad holds this backward pass's sum (made on first use) */
     struct nb_batched *batched; /* vmap: the physical batch of a logical tensor (batched.h), or NULL */
+    bool in_room;          /* lives in its tensor's block (nb_tensor_room), not an allocation of its own */
 } nb_autograd;
 
 nb_autograd *nb_autograd_of(nb_tensor *t, bool create); /* NULL if none and !create */
