@@ -322,6 +322,39 @@ static void test_same_gradients_as_static_program(void)
     release_all(w1, w2, xt, lt, NULL);
 }
 
+/* A tensor's autograd state lives in the block made with it (nb_tensor_room)
+ * and a view's in an allocation of its own; views keep the block, so either
+ * may go first (ASan checks the frees). */
+static void test_autograd_state_of_tensors_and_views(void)
+{
+    nb_builder *b = eager();
+    nb_tensor *xt = LEAF(NB_F64, S(4), 1, 2, 3, 4), *vt = NULL, *dt = NULL;
+    REQUIRE_OK(nb_tensor_slice(&vt, xt, 0, 1, 3, 1)); /* [2, 3], sharing x's block */
+    REQUIRE_OK(nb_tensor_set_requires_grad(vt, true));
+    nb_value x = nb_eager_value(b, xt), v = nb_eager_value(b, vt);
+    nb_value z = nb_mul(b, x, x); /* an op output: its state holds its node */
+    REQUIRE_OK(nb_tensor_detach(&dt, T_(z)));
+    nb_value loss = nb_add(b, nb_reduce_sum(b, z, 0, NULL, false),
+                           nb_reduce_sum(b, nb_mul(b, v, v), 0, NULL, false));
+    nb_tensor *l = nb_tensor_retain(T_(loss));
+    REQUIRE_OK(nb_builder_status(b));
+    nb_eager_release_values(b);
+    REQUIRE_OK(nb_backward(1, &l, NULL, 0));
+    CHECK_TENSOR(nb_tensor_grad(xt), S(4), 0, 2, 4, 6, 8);
+    CHECK_TENSOR(nb_tensor_grad(vt), S(2), 0, 4, 6);
+    nb_tensor_release(l);
+    /* x and its state go first; its view and the detached output still work. */
+    nb_tensor_release(xt);
+    CHECK_TENSOR(dt, S(4), 0, 1, 4, 9, 16);
+    nb_tensor_zero_grad(vt);
+    l = nb_tensor_retain(T_(nb_reduce_sum(b, nb_exp(b, nb_eager_value(b, vt)), 0, NULL, false)));
+    REQUIRE_OK(nb_builder_status(b));
+    REQUIRE_OK(nb_backward(1, &l, NULL, 0));
+    CHECK_TENSOR(nb_tensor_grad(vt), S(2), 1e-12, exp(2.0), exp(3.0));
+    release_all(l, vt, dt, NULL);
+    nb_builder_free(b);
+}
+
 int main(void)
 {
     RUN(test_backward_and_accumulation);
@@ -335,5 +368,6 @@ int main(void)
     RUN(test_anomaly_mode_names_the_op);
     RUN(test_deep_chain);
     RUN(test_same_gradients_as_static_program);
+    RUN(test_autograd_state_of_tensors_and_views);
     return test_report();
 }
