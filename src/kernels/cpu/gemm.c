@@ -288,7 +288,7 @@ GEMM_AVX2_ATTR static inline void pack_bt_block(const float **src, int64_t k, in
  * of each stream) before the next eight streams: rows of a 1024-wide matrix
  * are 4 KiB apart, so the 32 streams' lines all fall in one set of the L1,
  * and eight k at a time each line was evicted before its second half was
- * read (the 128 x 1024 x 1024 product with B transposed ran 1-4% faster). */
+ * read (the 128 x 1024 x 1024 product with B transposed ran 1-2% faster). */
 GEMM_AVX2_ATTR static int64_t pack_bt_avx2(const float **src, int64_t kc, int nr, float *restrict dst)
 {
     int64_t k = 0;
