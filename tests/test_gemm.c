@@ -109,7 +109,8 @@ static void test_cache_block_edges(void)
 }
 
 /* Products large enough to split over the team (192^3 multiply-adds and
- * more): by rows of C (enough rows for every thread) and by columns (short,
+ * more): by rows of C (enough rows for every thread, and shares of several
+ * row blocks, uneven at the last strip) and by columns (short,
  * or at least four times as wide as tall), at three threads so that the
  * shares are uneven, every transpose. */
 static void test_splits_over_threads(void)
@@ -118,6 +119,7 @@ static void test_splits_over_threads(void)
     nb_set_num_threads(3);
     for (int t = 0; t < 4; t++) {
         CHECK(check_case(t & 1, t & 2, 200, 131, 300, 1.0, 0.0, 0) == 0);  /* rows */
+        CHECK(check_case(t & 1, t & 2, 1001, 70, 200, 1.0, 0.5, 0) == 0); /* rows, several blocks a share */
         CHECK(check_case(t & 1, t & 2, 16, 1501, 300, 1.0, 0.5, 2) == 0);  /* columns */
         CHECK(check_case(t & 1, t & 2, 5, 2500, 600, -1.0, 0.0, 1) == 0);  /* columns, past NC and KC */
         CHECK(check_case(t & 1, t & 2, 100, 1501, 300, 0.5, 1.0, 2) == 0); /* rows enough, but 4x as wide */

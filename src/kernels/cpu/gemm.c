@@ -616,15 +616,12 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
  * macro-kernel. Returns false if it could not allocate its buffers. */
 #define GEMM_BLOCKED(T, SUF, MR, NR, MC, KC, NC, A_IN_PLACE)                                   \
     _Static_assert((KC) * sizeof(T) <= sizeof gemm_zeros, "gemm_zeros is shorter than a slice");  \
-    /* Row block ib of C's columns [jc, jc + nc), inner slice [pc, pc + kc). */                \
-    GEMM_INLINE void blocked_rows_##SUF(int64_t ib, int64_t mc_blk, bool ta, int64_t M,          \
-                                        int64_t jc, int64_t nc, int64_t pc, int64_t kc,        \
-                                        T alpha, const T *A, int64_t lda, const T *Bs,         \
-                                        int64_t bld, const T *Bp, T beta, T *C, int64_t ldc,   \
-                                        T *myAp)                                               \
+    /* Rows [ic, ic + mc) of C's columns [jc, jc + nc), inner slice [pc, pc + kc). */        \
+    GEMM_INLINE void blocked_rows_##SUF(int64_t ic, int64_t mc, bool ta, int64_t jc, int64_t nc, \
+                                        int64_t pc, int64_t kc, T alpha, const T *A,           \
+                                        int64_t lda, const T *Bs, int64_t bld, const T *Bp,    \
+                                        T beta, T *C, int64_t ldc, T *myAp)                    \
     {                                                                                          \
-        int64_t ic = ib * mc_blk;                                                              \
-        int64_t mc = M - ic < mc_blk ? M - ic : mc_blk;                                        \
         T *c = C + ic * ldc + jc;                                                              \
         const T *tail = Bp + nc / NR * NR * kc;                                                \
         if ((A_IN_PLACE == 1 || (A_IN_PLACE == 2 && lda * (int64_t)sizeof(T) % 4096)) && !ta &&             \
@@ -636,16 +633,20 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
         }                                                                                      \
     }                                                                                          \
     /* Share t of nt threads (nt > 1: the B slab is packed together and the     \
-     * row blocks shared out, and every thread of the run must call), or the     \
+     * rows shared out, and every thread of the run must call), or the           \
      * whole product on the calling thread (nt == 1). */                         \
     GEMM_INLINE void blocked_team_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K,      \
                                         T alpha, const T *A, int64_t lda, const T *B,          \
                                         int64_t ldb, T beta, T *C, int64_t ldc,                \
-                                        int64_t mc_blk, T *Bp, T *myAp, int t, int n_t,        \
+                                        T *Bp, T *myAp, int t, int n_t,                        \
                                         nb_gemm_packer_##SUF pack, void *pack_ctx,             \
                                         int64_t j_off)                                         \
     {                                                                                          \
-        int64_t n_iblk = (M + mc_blk - 1) / mc_blk;                                            \
+        /* This share's rows: an even part of the MR-row strips, in blocks of at most \
+         * MC. Shared out as whole MC blocks, 1024 rows went 480 and 544 (eleven  \
+         * blocks of 96, five and six). */                                             \
+        int64_t strips = (M + MR - 1) / MR, r0 = strips * t / n_t * MR,                    \
+                r1 = strips * (t + 1) / n_t * MR < M ? strips * (t + 1) / n_t * MR : M;    \
         /* A short product reads B's rows in place: packed, each strip would    \
          * serve a few row tiles only, and packing took a sixth of the MLP step  \
          * at batch 16. Only a narrower last strip is packed. */                 \
@@ -663,28 +664,22 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
                 int64_t bld = b_in_place ? ldb : 0;                                            \
                 /* Later K slices add onto what the first one wrote. */                        \
                 T b_eff = pc == 0 ? beta : (T)1;                                               \
-                if (n_t > 1) {                                                                 \
-                    int64_t qa = q0 + (nq - q0) * t / n_t, qb = q0 + (nq - q0) * (t + 1) / n_t;   \
-                    if (pack) pack(pack_ctx, pc, kc, j_off + jc, nc, qa, qb, NR, Bp);          \
-                    else pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, qa, qb, Bp);                 \
-                    nb_team_barrier(n_t); /* the slab is whole before anyone reads it */       \
-                    for (int64_t ib = n_iblk * t / n_t; ib < n_iblk * (t + 1) / n_t; ib++)     \
-                        blocked_rows_##SUF(ib, mc_blk, ta, M, jc, nc, pc, kc, alpha, A, lda,   \
-                                           Bs, bld, Bp, b_eff, C, ldc, myAp);                  \
-                    nb_team_barrier(n_t); /* and read by all before the next one is packed */  \
-                } else {                                                                       \
-                    if (pack) pack(pack_ctx, pc, kc, j_off + jc, nc, q0, nq, NR, Bp);          \
-                    else pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, q0, nq, Bp);                 \
-                    for (int64_t ib = 0; ib < n_iblk; ib++)                                    \
-                        blocked_rows_##SUF(ib, mc_blk, ta, M, jc, nc, pc, kc, alpha, A, lda,   \
-                                           Bs, bld, Bp, b_eff, C, ldc, myAp);                  \
-                }                                                                              \
+                /* Every share packs its part of the slab (nt == 1: all of it); with   \
+                 * others, the slab is whole before anyone reads it, and read by all      \
+                 * before the next one is packed. */                                      \
+                int64_t qa = q0 + (nq - q0) * t / n_t, qb = q0 + (nq - q0) * (t + 1) / n_t;       \
+                if (pack) pack(pack_ctx, pc, kc, j_off + jc, nc, qa, qb, NR, Bp);              \
+                else pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, qa, qb, Bp);                     \
+                if (n_t > 1) nb_team_barrier(n_t);                                             \
+                for (int64_t ic = r0; ic < r1; ic += MC)                                       \
+                    blocked_rows_##SUF(ic, r1 - ic < MC ? r1 - ic : MC, ta, jc, nc, pc,        \
+                                       kc, alpha, A, lda, Bs, bld, Bp, b_eff, C, ldc, myAp);   \
+                if (n_t > 1) nb_team_barrier(n_t);                                             \
             }                                                                                  \
         }                                                                                      \
     }                                                                                          \
     typedef struct blocked_job_##SUF {                                                         \
         gemm_args_##SUF g;                                                                     \
-        int64_t mc_blk;                                                                        \
         T *Bp, *Ap;                                                                            \
         int64_t a_size; /* each thread's packed A block */                                     \
         int64_t b_size; /* split by columns: each thread's packed B slab */                    \
@@ -701,7 +696,7 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
         if (j1 <= j0) return;                                                                  \
         const T *b = !g->B ? NULL : g->tb ? g->B + j0 * g->ldb : g->B + j0;                   \
         blocked_team_##SUF(g->ta, g->tb, g->M, j1 - j0, g->K, g->alpha, g->A, g->lda, b,       \
-                           g->ldb, g->beta, g->C + j0, g->ldc, j->mc_blk,                      \
+                           g->ldb, g->beta, g->C + j0, g->ldc,                                 \
                            j->Bp + (size_t)t * (size_t)j->b_size,                              \
                            j->Ap + (size_t)t * (size_t)j->a_size, 0, 1, g->pack, g->pack_ctx, j0); \
     }                                                                                          \
@@ -710,7 +705,7 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
         const blocked_job_##SUF *j = arg;                                                      \
         const gemm_args_##SUF *g = &j->g;                                                      \
         blocked_team_##SUF(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B,       \
-                           g->ldb, g->beta, g->C, g->ldc, j->mc_blk, j->Bp,                    \
+                           g->ldb, g->beta, g->C, g->ldc, j->Bp,                               \
                            j->Ap + (size_t)t * (size_t)j->a_size, t, nt, g->pack, g->pack_ctx, \
                            0);                                                                 \
     }                                                                                          \
@@ -731,21 +726,15 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
         int64_t kc_max = K < KC ? K : KC;                                                      \
         int64_t nc_max = N < NC ? N : NC;                                                      \
         nc_max = (nc_max + NR - 1) / NR * NR;                                                  \
-        /* Split the rows evenly when there are fewer MC blocks than threads. */              \
-        int64_t mc_blk = MC;                                                                   \
-        if (nt > 1 && !by_cols && M < (int64_t)nt * MC) {                                      \
-            mc_blk = (M + nt - 1) / nt;                                                        \
-            mc_blk = (mc_blk + MR - 1) / MR * MR;                                              \
-        }                                                                                      \
         T *Bp = gemm_alloc((size_t)(by_cols ? nt : 1) * (size_t)(kc_max * nc_max) * sizeof(T)); \
-        T *Ap = gemm_alloc((size_t)nt * (size_t)(mc_blk * kc_max) * sizeof(T));                \
+        T *Ap = gemm_alloc((size_t)nt * (size_t)(MC * kc_max) * sizeof(T));                    \
         if (!Bp || !Ap) {                                                                      \
             nb_device_free(NB_DEVICE_CPU, Bp);                                                 \
             nb_device_free(NB_DEVICE_CPU, Ap);                                                 \
             return false;                                                                      \
         }                                                                                      \
-        blocked_job_##SUF j = {{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pack, pack_ctx}, mc_blk, \
-                               Bp, Ap, mc_blk * kc_max, kc_max * nc_max};                      \
+        blocked_job_##SUF j = {{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pack, pack_ctx}, \
+                               Bp, Ap, MC * kc_max, kc_max * nc_max};                          \
         if (by_cols) nb_team_run(nt, blocked_cols_share_##SUF, &j);                            \
         else if (nt > 1) nb_team_run(nt, blocked_share_##SUF, &j);                             \
         else blocked_share_##SUF(&j, 0, 1);                                                    \
