@@ -222,7 +222,8 @@ static void test_conv2d_reference(void)
  * filters a group; pack_cols_t, the filter gradient's: unit stride
  * across): strips that straddle output rows, padding on
  * every side, strides, dilation and groups, one image (whose products
- * three threads split by columns) and several, under every instruction set
+ * three threads split by columns), several, and more than the gradient's
+ * chunks of images (conv.c, grad_chunks), under every instruction set
  * the machine runs (strips of 8, 16 and 32). */
 static const conv_case packed_cases[] = {
     /* n  c  h   w   m  kh kw  stride  npad pad           dil    groups bias */
@@ -235,6 +236,7 @@ static const conv_case packed_cases[] = {
     {1, 8, 64, 64, 40, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true}, /* one image, split by columns */
     {1, 24, 40, 40, 40, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, false}, /* and its filter gradient too */
     {2, 3, 20, 21, 8, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true},    /* few filters: the gradient's packer only */
+    {40, 2, 6, 33, 36, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true},   /* more images than chunks: some take two */
 };
 
 static void test_conv2d_packed_columns(void)

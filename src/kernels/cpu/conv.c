@@ -57,6 +57,22 @@ static int batch_threads(int64_t n, double work, size_t col_bytes)
     return nt < 1 ? 1 : (int)nt;
 }
 
+/* How many chunks of images conv2d_grad's nt threads take in turn, each
+ * with a copy of the filter gradient of wbytes: CHUNKS_PER_THREAD a thread,
+ * so that one the host slows hands work to the other and the last chunk
+ * leaves the others little to wait for (at two a thread, the main thread
+ * waited in nb_team_run for 4% of LeNet's step at two threads), but no more
+ * than one an image nor copies past GRAD_COPIES_BYTES. */
+#define CHUNKS_PER_THREAD 8
+#define GRAD_COPIES_BYTES ((size_t)16 << 20)
+static int64_t grad_chunks(int64_t n, int nt, size_t wbytes)
+{
+    if (nt < 2) return 1;
+    int64_t chunks = (int64_t)nt * CHUNKS_PER_THREAD, cap = (int64_t)(GRAD_COPIES_BYTES / (wbytes ? wbytes : 1));
+    if (chunks > cap) chunks = cap > 2 * nt ? cap : 2 * nt;
+    return chunks < n ? chunks : n;
+}
+
 /* The tap whose row of the column matrix is the input plane itself: unit
  * stride, an output as large as the input, and an offset of 0 both ways
  * (the centre of a 3x3 window with padding 1). col2im copies that row in

@@ -328,9 +328,7 @@ static nb_status FN(conv2d_grad)(const char *label, const nb_conv2d_geom *g, con
     const size_t col_elems = direct ? 0 : (size_t)(K * P);
     const double work = (double)g->n * (double)g->m * (double)P * ((double)K * ((dx ? 1 : 0) + (dw ? 1 : 0)) + 1);
     const int nt = batch_threads(g->n, work, col_elems * sizeof(T));
-    /* Several threads take chunks of two images' worth per thread, so that
-     * one the host slows hands work to the other. */
-    const int64_t n_chunks = nt > 1 ? (g->n < 2 * nt ? g->n : 2 * nt) : 1;
+    const int64_t n_chunks = grad_chunks(g->n, nt, (size_t)wsize * sizeof(T));
     T *cols = NULL, *dw_part = NULL;
     double *db_part = NULL; /* each chunk's bias gradient, added in chunk order */
     if (!direct && !(cols = alloc_buf((size_t)nt * col_elems, sizeof(T))))
