@@ -111,8 +111,10 @@ static void test_cache_block_edges(void)
 /* Products large enough to split over the team (192^3 multiply-adds and
  * more): by rows of C (enough rows for every thread, and shares of several
  * row blocks, uneven at the last strip) and by columns (short,
- * or at least four times as wide as tall), at three threads so that the
- * shares are uneven, every transpose. */
+ * or at least four times as wide as tall; chunks of columns taken in turn,
+ * each thread keeping A packed across its chunks, and across NC blocks
+ * within one), at three threads so that the shares are uneven, every
+ * transpose. */
 static void test_splits_over_threads(void)
 {
     int was = nb_num_threads();
@@ -123,6 +125,7 @@ static void test_splits_over_threads(void)
         CHECK(check_case(t & 1, t & 2, 16, 1501, 300, 1.0, 0.5, 2) == 0);  /* columns */
         CHECK(check_case(t & 1, t & 2, 5, 2500, 600, -1.0, 0.0, 1) == 0);  /* columns, past NC and KC */
         CHECK(check_case(t & 1, t & 2, 100, 1501, 300, 0.5, 1.0, 2) == 0); /* rows enough, but 4x as wide */
+        CHECK(check_case(t & 1, t & 2, 5, 30000, 70, 2.0, 0.0, 0) == 0);  /* chunks of columns wider than NC */
     }
     nb_set_num_threads(was);
 }

@@ -18,6 +18,7 @@
 #pragma GCC optimize("O3", "fp-contract=fast")
 #endif
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include "nabla/device.h"
 #include <string.h>
@@ -106,6 +107,14 @@ static bool gemm_have_avx2(void)
 #define GEMM_PARALLEL_ROWS 24
 /* Then it splits C by columns instead when each thread gets this many. */
 #define GEMM_PARALLEL_COLS 64
+/* Split by columns, C goes out in this many chunks a thread, taken in turn:
+ * a fixed half each left the main thread waiting for the other in 12% of
+ * the 784-1024-1024-10 step at two threads (perf), whenever the host slowed
+ * one of the two. Each thread then keeps the whole of A packed, when A needs
+ * packing and that takes at most GEMM_A_WHOLE_BYTES; otherwise the split is
+ * fixed, each share packing A once. */
+#define GEMM_COL_CHUNKS 4
+#define GEMM_A_WHOLE_BYTES ((int64_t)1 << 20)
 /* Products of at most this many rows read B in place (blocked_team). */
 #define GEMM_B_IN_PLACE_ROWS NB_GEMM_B_IN_PLACE_ROWS
 
@@ -616,31 +625,40 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
  * macro-kernel. Returns false if it could not allocate its buffers. */
 #define GEMM_BLOCKED(T, SUF, MR, NR, MC, KC, NC, A_IN_PLACE)                                   \
     _Static_assert((KC) * sizeof(T) <= sizeof gemm_zeros, "gemm_zeros is shorter than a slice");  \
-    /* Rows [ic, ic + mc) of C's columns [jc, jc + nc), inner slice [pc, pc + kc). */        \
+    /* Whether the macro-kernel reads A as it is stored (see the macro-kernel). */           \
+    GEMM_INLINE bool a_in_place_##SUF(bool ta, T alpha, int64_t lda)                           \
+    {                                                                                          \
+        return (A_IN_PLACE == 1 || (A_IN_PLACE == 2 && lda * (int64_t)sizeof(T) % 4096)) && !ta && \
+               alpha == (T)1 && lda > 0;                                                       \
+    }                                                                                          \
+    /* Rows [ic, ic + mc) of C's columns [jc, jc + nc), inner slice [pc, pc + kc); A's    \
+     * block packed into myAp, or already there (a_ready). */                          \
     GEMM_INLINE void blocked_rows_##SUF(int64_t ic, int64_t mc, bool ta, int64_t jc, int64_t nc, \
                                         int64_t pc, int64_t kc, T alpha, const T *A,           \
                                         int64_t lda, const T *Bs, int64_t bld, const T *Bp,    \
-                                        T beta, T *C, int64_t ldc, T *myAp)                    \
+                                        T beta, T *C, int64_t ldc, T *myAp, bool a_ready)      \
     {                                                                                          \
         T *c = C + ic * ldc + jc;                                                              \
         const T *tail = Bp + nc / NR * NR * kc;                                                \
-        if ((A_IN_PLACE == 1 || (A_IN_PLACE == 2 && lda * (int64_t)sizeof(T) % 4096)) && !ta &&             \
-            alpha == (T)1 && lda > 0) { /* see the macro-kernel */                                           \
+        if (a_in_place_##SUF(ta, alpha, lda)) {                                                \
             macro_##SUF(mc, nc, kc, A + ic * lda + pc, lda, Bs, bld, tail, c, ldc, beta);      \
         } else {                                                                               \
-            pack_a_##SUF(ta, A, lda, ic, pc, mc, kc, alpha, myAp);                             \
+            if (!a_ready) pack_a_##SUF(ta, A, lda, ic, pc, mc, kc, alpha, myAp);               \
             macro_##SUF(mc, nc, kc, myAp, 0, Bs, bld, tail, c, ldc, beta);                     \
         }                                                                                      \
     }                                                                                          \
     /* Share t of nt threads (nt > 1: the B slab is packed together and the     \
      * rows shared out, and every thread of the run must call), or the           \
-     * whole product on the calling thread (nt == 1). */                         \
+     * whole product on the calling thread (nt == 1). With a_whole (nt == 1),    \
+     * myAp holds all of A packed, slice by slice (slice [pc, pc + kc) at        \
+     * pc * m_pad, its row block ic at ic * kc within), packed here unless       \
+     * a_ready. */                                                                \
     GEMM_INLINE void blocked_team_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K,      \
                                         T alpha, const T *A, int64_t lda, const T *B,          \
                                         int64_t ldb, T beta, T *C, int64_t ldc,                \
                                         T *Bp, T *myAp, int t, int n_t,                        \
                                         nb_gemm_packer_##SUF pack, void *pack_ctx,             \
-                                        int64_t j_off)                                         \
+                                        int64_t j_off, bool a_whole, bool a_ready)             \
     {                                                                                          \
         /* This share's rows: an even part of the MR-row strips, in blocks of at most \
          * MC. Shared out as whole MC blocks, 1024 rows went 480 and 544 (eleven  \
@@ -672,8 +690,10 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
                 else pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, qa, qb, Bp);                     \
                 if (n_t > 1) nb_team_barrier(n_t);                                             \
                 for (int64_t ic = r0; ic < r1; ic += MC)                                       \
-                    blocked_rows_##SUF(ic, r1 - ic < MC ? r1 - ic : MC, ta, jc, nc, pc,        \
-                                       kc, alpha, A, lda, Bs, bld, Bp, b_eff, C, ldc, myAp);   \
+                    blocked_rows_##SUF(ic, r1 - ic < MC ? r1 - ic : MC, ta, jc, nc, pc, kc,    \
+                                       alpha, A, lda, Bs, bld, Bp, b_eff, C, ldc,              \
+                                       a_whole ? myAp + pc * strips * MR + ic * kc : myAp,     \
+                                       a_whole && (a_ready || jc > 0));                        \
                 if (n_t > 1) nb_team_barrier(n_t);                                             \
             }                                                                                  \
         }                                                                                      \
@@ -681,24 +701,33 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
     typedef struct blocked_job_##SUF {                                                         \
         gemm_args_##SUF g;                                                                     \
         T *Bp, *Ap;                                                                            \
-        int64_t a_size; /* each thread's packed A block */                                     \
+        int64_t a_size; /* each thread's packed A (a block, or all of it: a_whole) */          \
         int64_t b_size; /* split by columns: each thread's packed B slab */                    \
+        int64_t n_chunks; /* split by columns: chunks of C's columns */                        \
+        bool a_whole;                                                                          \
+        _Atomic int64_t next; /* the next chunk to take */                                     \
     } blocked_job_##SUF;                                                                       \
-    /* Split by columns: share t is the whole product on its strips of C's     \
-     * columns, with slabs of its own. */                                       \
+    /* Split by columns: share t takes chunks of C's column strips in turn and   \
+     * runs the whole product on each, with slabs of its own. */                 \
     static void blocked_cols_share_##SUF(void *arg, int t, int nt)                             \
     {                                                                                          \
-        const blocked_job_##SUF *j = arg;                                                      \
+        blocked_job_##SUF *j = arg;                                                            \
         const gemm_args_##SUF *g = &j->g;                                                      \
-        int64_t nq = (g->N + NR - 1) / NR;                                                     \
-        int64_t j0 = nq * t / nt * NR, j1 = nq * (t + 1) / nt * NR;                            \
-        if (j1 > g->N) j1 = g->N;                                                              \
-        if (j1 <= j0) return;                                                                  \
-        const T *b = !g->B ? NULL : g->tb ? g->B + j0 * g->ldb : g->B + j0;                   \
-        blocked_team_##SUF(g->ta, g->tb, g->M, j1 - j0, g->K, g->alpha, g->A, g->lda, b,       \
-                           g->ldb, g->beta, g->C + j0, g->ldc,                                 \
-                           j->Bp + (size_t)t * (size_t)j->b_size,                              \
-                           j->Ap + (size_t)t * (size_t)j->a_size, 0, 1, g->pack, g->pack_ctx, j0); \
+        const int64_t nq = (g->N + NR - 1) / NR, n_chunks = j->n_chunks;                      \
+        bool a_ready = false;                                                                  \
+        (void)nt;                                                                              \
+        for (int64_t c; (c = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) < n_chunks;) { \
+            int64_t j0 = nq * c / n_chunks * NR, j1 = nq * (c + 1) / n_chunks * NR;            \
+            if (j1 > g->N) j1 = g->N;                                                          \
+            if (j1 <= j0) continue;                                                            \
+            const T *b = !g->B ? NULL : g->tb ? g->B + j0 * g->ldb : g->B + j0;               \
+            blocked_team_##SUF(g->ta, g->tb, g->M, j1 - j0, g->K, g->alpha, g->A, g->lda, b,   \
+                               g->ldb, g->beta, g->C + j0, g->ldc,                             \
+                               j->Bp + (size_t)t * (size_t)j->b_size,                          \
+                               j->Ap + (size_t)t * (size_t)j->a_size, 0, 1, g->pack,           \
+                               g->pack_ctx, j0, j->a_whole, a_ready);                          \
+            a_ready = j->a_whole;                                                              \
+        }                                                                                      \
     }                                                                                          \
     static void blocked_share_##SUF(void *arg, int t, int nt)                                  \
     {                                                                                          \
@@ -707,7 +736,7 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
         blocked_team_##SUF(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B,       \
                            g->ldb, g->beta, g->C, g->ldc, j->Bp,                               \
                            j->Ap + (size_t)t * (size_t)j->a_size, t, nt, g->pack, g->pack_ctx, \
-                           0);                                                                 \
+                           0, false, false);                                                   \
     }                                                                                          \
     static bool blocked_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,       \
                               const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,   \
@@ -726,15 +755,22 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
         int64_t kc_max = K < KC ? K : KC;                                                      \
         int64_t nc_max = N < NC ? N : NC;                                                      \
         nc_max = (nc_max + NR - 1) / NR * NR;                                                  \
+        /* Split by columns, chunks in turn when each A is packed once (or not at all). */   \
+        const int64_t m_pad = (M + MR - 1) / MR * MR, nq = (N + NR - 1) / NR;                 \
+        const bool a_whole = by_cols && !a_in_place_##SUF(ta, alpha, lda) &&                   \
+                             m_pad * K * (int64_t)sizeof(T) <= GEMM_A_WHOLE_BYTES;             \
+        int64_t n_chunks = !by_cols ? 0 : a_whole || a_in_place_##SUF(ta, alpha, lda) ? GEMM_COL_CHUNKS * nt : nt; \
+        if (n_chunks > nq) n_chunks = nq;                                                      \
+        const int64_t a_size = a_whole ? m_pad * K : MC * kc_max;                              \
         T *Bp = gemm_alloc((size_t)(by_cols ? nt : 1) * (size_t)(kc_max * nc_max) * sizeof(T)); \
-        T *Ap = gemm_alloc((size_t)nt * (size_t)(MC * kc_max) * sizeof(T));                    \
+        T *Ap = gemm_alloc((size_t)nt * (size_t)a_size * sizeof(T));                           \
         if (!Bp || !Ap) {                                                                      \
             nb_device_free(NB_DEVICE_CPU, Bp);                                                 \
             nb_device_free(NB_DEVICE_CPU, Ap);                                                 \
             return false;                                                                      \
         }                                                                                      \
         blocked_job_##SUF j = {{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pack, pack_ctx}, \
-                               Bp, Ap, MC * kc_max, kc_max * nc_max};                          \
+                               Bp, Ap, a_size, kc_max * nc_max, n_chunks, a_whole, 0};         \
         if (by_cols) nb_team_run(nt, blocked_cols_share_##SUF, &j);                            \
         else if (nt > 1) nb_team_run(nt, blocked_share_##SUF, &j);                             \
         else blocked_share_##SUF(&j, 0, 1);                                                    \
