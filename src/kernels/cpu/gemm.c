@@ -647,9 +647,10 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
             macro_##SUF(mc, nc, kc, myAp, 0, Bs, bld, tail, c, ldc, beta);                     \
         }                                                                                      \
     }                                                                                          \
-    /* Share t of nt threads (nt > 1: the B slab is packed together and the     \
-     * rows shared out, and every thread of the run must call), or the           \
-     * whole product on the calling thread (nt == 1). With a_whole (nt == 1),    \
+    /* Share t of nt threads (nt > 1: the B slab is packed together and its     \
+     * row blocks taken in turn, with tickets, and every thread of the run must  \
+     * call), or the whole product on the calling thread (nt == 1). With         \
+     * a_whole (nt == 1),                                                         \
      * myAp holds all of A packed, slice by slice (slice [pc, pc + kc) at        \
      * pc * m_pad, its row block ic at ic * kc within), packed here unless       \
      * a_ready. */                                                                \
@@ -658,13 +659,20 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
                                         int64_t ldb, T beta, T *C, int64_t ldc,                \
                                         T *Bp, T *myAp, int t, int n_t,                        \
                                         nb_gemm_packer_##SUF pack, void *pack_ctx,             \
-                                        int64_t j_off, bool a_whole, bool a_ready)             \
+                                        int64_t j_off, bool a_whole, bool a_ready,             \
+                                        _Atomic int64_t *tickets)                              \
     {                                                                                          \
-        /* This share's rows: an even part of the MR-row strips, in blocks of at most \
-         * MC. Shared out as whole MC blocks, 1024 rows went 480 and 544 (eleven  \
-         * blocks of 96, five and six). */                                             \
-        int64_t strips = (M + MR - 1) / MR, r0 = strips * t / n_t * MR,                    \
-                r1 = strips * (t + 1) / n_t * MR < M ? strips * (t + 1) / n_t * MR : M;    \
+        /* Row blocks of at most MC, as many as a multiple of the threads: shared out \
+         * as whole MC blocks, 1024 rows went 480 and 544 at two threads (eleven    \
+         * blocks of 96). Taken in turn, a thread the host slows hands work to the    \
+         * others. Each slab's blocks come with n_t tickets more, one for each       \
+         * thread to learn that none are left, so that the next slab's tickets start \
+         * where the count stands after the barrier. */                               \
+        const int64_t m_pad = (M + MR - 1) / MR * MR;                                          \
+        int64_t n_blk = (M + MC - 1) / MC;                                                     \
+        n_blk = (n_blk + n_t - 1) / n_t * n_t;                                                 \
+        const int64_t blk = ((M + n_blk - 1) / n_blk + MR - 1) / MR * MR;                      \
+        int64_t slab = 0;                                                                      \
         /* A short product reads B's rows in place: packed, each strip would    \
          * serve a few row tiles only, and packing took a sixth of the MLP step  \
          * at batch 16. Only a narrower last strip is packed. */                 \
@@ -689,11 +697,20 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
                 if (pack) pack(pack_ctx, pc, kc, j_off + jc, nc, qa, qb, NR, Bp);              \
                 else pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, qa, qb, Bp);                     \
                 if (n_t > 1) nb_team_barrier(n_t);                                             \
-                for (int64_t ic = r0; ic < r1; ic += MC)                                       \
-                    blocked_rows_##SUF(ic, r1 - ic < MC ? r1 - ic : MC, ta, jc, nc, pc, kc,    \
+                for (int64_t b = 0;; b++) {                                                    \
+                    if (n_t > 1)                                                               \
+                        b = atomic_fetch_add_explicit(tickets, 1, memory_order_relaxed) - slab * (n_blk + n_t); \
+                    const int64_t ic = b * blk;                                                \
+                    if (b >= n_blk || ic >= M) {                                               \
+                        if (b >= n_blk) break;                                                 \
+                        continue;                                                              \
+                    }                                                                          \
+                    blocked_rows_##SUF(ic, M - ic < blk ? M - ic : blk, ta, jc, nc, pc, kc,    \
                                        alpha, A, lda, Bs, bld, Bp, b_eff, C, ldc,              \
-                                       a_whole ? myAp + pc * strips * MR + ic * kc : myAp,     \
+                                       a_whole ? myAp + pc * m_pad + ic * kc : myAp,           \
                                        a_whole && (a_ready || jc > 0));                        \
+                }                                                                              \
+                slab++;                                                                        \
                 if (n_t > 1) nb_team_barrier(n_t);                                             \
             }                                                                                  \
         }                                                                                      \
@@ -705,7 +722,7 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
         int64_t b_size; /* split by columns: each thread's packed B slab */                    \
         int64_t n_chunks; /* split by columns: chunks of C's columns */                        \
         bool a_whole;                                                                          \
-        _Atomic int64_t next; /* the next chunk to take */                                     \
+        _Atomic int64_t next; /* the next chunk to take, or (split by rows) row block ticket */ \
     } blocked_job_##SUF;                                                                       \
     /* Split by columns: share t takes chunks of C's column strips in turn and   \
      * runs the whole product on each, with slabs of its own. */                 \
@@ -725,18 +742,18 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
                                g->ldb, g->beta, g->C + j0, g->ldc,                             \
                                j->Bp + (size_t)t * (size_t)j->b_size,                          \
                                j->Ap + (size_t)t * (size_t)j->a_size, 0, 1, g->pack,           \
-                               g->pack_ctx, j0, j->a_whole, a_ready);                          \
+                               g->pack_ctx, j0, j->a_whole, a_ready, NULL);                    \
             a_ready = j->a_whole;                                                              \
         }                                                                                      \
     }                                                                                          \
     static void blocked_share_##SUF(void *arg, int t, int nt)                                  \
     {                                                                                          \
-        const blocked_job_##SUF *j = arg;                                                      \
+        blocked_job_##SUF *j = arg;                                                      \
         const gemm_args_##SUF *g = &j->g;                                                      \
         blocked_team_##SUF(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B,       \
                            g->ldb, g->beta, g->C, g->ldc, j->Bp,                               \
                            j->Ap + (size_t)t * (size_t)j->a_size, t, nt, g->pack, g->pack_ctx, \
-                           0, false, false);                                                   \
+                           0, false, false, &j->next);                                         \
     }                                                                                          \
     static bool blocked_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,       \
                               const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,   \
