@@ -1,5 +1,6 @@
 /* The kernels' thread team (src/kernels/cpu/team.h): every share of a run
- * runs once, on its own thread; ranges cover [0, n) exactly once; a barrier
+ * runs once, on its own thread; ranges cover [0, n) exactly once, and a
+ * thread that finishes its part takes what is left of a slow one's; a barrier
  * holds every share until all have reached it; a run inside a share, or
  * from a second thread while the team is taken, runs on its caller alone;
  * a forked child gets a team of its own. The team has three threads here
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "kernels/cpu/team.h"
 #include "nabla/device.h"
@@ -86,11 +88,49 @@ static void test_for(void)
             bool exact = true;
             for (int64_t i = 0; i < n; i++) exact &= atomic_load(&c.hits[i]) == 1;
             CHECK(exact);
-            /* one range alone, one per thread in parallel (none for n == 0) */
-            int want = n == 0 ? 0 : !par || n < 2 ? 1 : n < SHARES ? (int)n : SHARES;
+            /* one range alone; in parallel, each thread's part in up to four
+             * pieces (none for n == 0) */
+            int want = n == 0 ? 0 : 1;
+            if (par && n >= 2) {
+                const int nt = n < SHARES ? (int)n : SHARES;
+                want = 0;
+                for (int p = 0; p < nt; p++) {
+                    int64_t len = n * (p + 1) / nt - n * p / nt;
+                    want += len < 4 ? (int)len : 4;
+                }
+            }
             CHECK(atomic_load(&c.ranges) == want);
             free((void *)c.hits);
         }
+}
+
+/* A share the host slows hands the rest of its part to the others: the
+ * calling thread (share 0) waits in its first range until another thread
+ * has run a range of its part, for five seconds at most. */
+typedef struct slow {
+    pthread_t caller;
+    int64_t part0_end;
+    _Atomic int taken_from_caller, caller_ranges;
+} slow;
+
+static void slow_mark(void *arg, int64_t lo, int64_t hi)
+{
+    slow *s = arg;
+    (void)hi;
+    if (!pthread_equal(pthread_self(), s->caller)) {
+        if (lo < s->part0_end) atomic_fetch_add(&s->taken_from_caller, 1);
+        return;
+    }
+    if (atomic_fetch_add(&s->caller_ranges, 1) == 0)
+        for (int ms = 0; ms < 5000 && !atomic_load(&s->taken_from_caller); ms++) nanosleep(&(struct timespec){0, 1000000}, NULL);
+}
+
+static void test_for_hands_work_on(void)
+{
+    slow s = {.caller = pthread_self(), .part0_end = 1000 / SHARES};
+    nb_team_for(1000, true, slow_mark, &s);
+    CHECK(atomic_load(&s.taken_from_caller) >= 1);
+    CHECK(atomic_load(&s.caller_ranges) + atomic_load(&s.taken_from_caller) == 4);
 }
 
 /* Each share writes its slot of a phase, waits, then checks every slot. */
@@ -222,6 +262,7 @@ int main(void)
     setenv("NABLA_NUM_THREADS", "3", 1);
     RUN(test_team_run);
     RUN(test_for);
+    RUN(test_for_hands_work_on);
     RUN(test_barrier);
     RUN(test_nested);
     RUN(test_concurrent_callers);

@@ -229,17 +229,31 @@ void nb_team_barrier(int nt)
     while (atomic_load_explicit(&team.bar_gen, memory_order_acquire) == g) spin_turn();
 }
 
+/* nb_team_for: part p of [0, n) is thread p's, in FOR_PIECES pieces taken
+ * in order through taken[p]. A thread takes its own part's pieces first,
+ * so that consecutive kernels over the same data find it in the same
+ * core's cache, and then what is left of the others': with fixed parts, a
+ * thread the host slowed kept the other waiting at the end of every
+ * kernel. */
+#define FOR_PIECES 4
+
 typedef struct range_job {
     int64_t n;
     nb_range_fn fn;
     void *ctx;
+    _Atomic int64_t taken[MAX_TEAM];
 } range_job;
 
 static void range_share(void *arg, int t, int nt)
 {
     range_job *j = arg;
-    int64_t lo = j->n * t / nt, hi = j->n * (t + 1) / nt;
-    if (lo < hi) j->fn(j->ctx, lo, hi);
+    for (int k = 0; k < nt; k++) {
+        const int p = (t + k) % nt;
+        const int64_t lo = j->n * p / nt, len = j->n * (p + 1) / nt - lo;
+        const int64_t pieces = len < FOR_PIECES ? len : FOR_PIECES;
+        for (int64_t c; (c = atomic_fetch_add_explicit(&j->taken[p], 1, memory_order_relaxed)) < pieces;)
+            j->fn(j->ctx, lo + len * c / pieces, lo + len * (c + 1) / pieces);
+    }
 }
 
 void nb_team_for(int64_t n, bool par, nb_range_fn fn, void *ctx)
@@ -249,6 +263,7 @@ void nb_team_for(int64_t n, bool par, nb_range_fn fn, void *ctx)
         fn(ctx, 0, n);
         return;
     }
-    range_job j = {n, fn, ctx};
-    nb_team_run(n < nb_team_size() ? (int)n : nb_team_size(), range_share, &j);
+    const int nt = n < nb_team_size() ? (int)n : nb_team_size();
+    range_job j = {.n = n, .fn = fn, .ctx = ctx}; /* and every part untaken */
+    nb_team_run(nt, range_share, &j);
 }

@@ -26,8 +26,12 @@ void nb_team_run(int nt, nb_team_fn fn, void *ctx);
 /* Inside a share: waits until all nt shares of the run have reached it. */
 void nb_team_barrier(int nt);
 
-/* fn(ctx, lo, hi) over [0, n) split into contiguous ranges, one per thread
- * of the team, when `par` (and the team is free); else fn(ctx, 0, n). */
+/* fn(ctx, lo, hi) over [0, n) in contiguous ranges, run by the team when
+ * `par` (and the team is free), else as fn(ctx, 0, n). Each thread has a
+ * part of [0, n) and runs it in a few pieces; one that finishes its own
+ * takes the pieces left of the others', so fn may see several ranges on
+ * one thread, in any order, and must not depend on which thread runs
+ * which. */
 typedef void (*nb_range_fn)(void *ctx, int64_t lo, int64_t hi);
 void nb_team_for(int64_t n, bool par, nb_range_fn fn, void *ctx);
 
