@@ -264,6 +264,10 @@ void nb_team_for(int64_t n, bool par, nb_range_fn fn, void *ctx)
         return;
     }
     const int nt = n < nb_team_size() ? (int)n : nb_team_size();
+    if (nt < 2) { /* a team of one: pieces would only cost calls */
+        fn(ctx, 0, n);
+        return;
+    }
     range_job j = {.n = n, .fn = fn, .ctx = ctx}; /* and every part untaken */
     nb_team_run(nt, range_share, &j);
 }
