@@ -650,10 +650,9 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
     /* Share t of nt threads (nt > 1: the B slab is packed together and its     \
      * row blocks taken in turn, with tickets, and every thread of the run must  \
      * call), or the whole product on the calling thread (nt == 1). With         \
-     * a_whole (nt == 1),                                                         \
-     * myAp holds all of A packed, slice by slice (slice [pc, pc + kc) at        \
-     * pc * m_pad, its row block ic at ic * kc within), packed here unless       \
-     * a_ready. */                                                                \
+     * a_whole (nt == 1), myAp holds all of A packed, slice by slice (slice      \
+     * [pc, pc + kc) at pc * m_pad, its row block ic at ic * kc within), packed  \
+     * here unless a_ready. */                                                    \
     GEMM_INLINE void blocked_team_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K,      \
                                         T alpha, const T *A, int64_t lda, const T *B,          \
                                         int64_t ldb, T beta, T *C, int64_t ldc,                \
@@ -701,10 +700,8 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
                     if (n_t > 1)                                                               \
                         b = atomic_fetch_add_explicit(tickets, 1, memory_order_relaxed) - slab * (n_blk + n_t); \
                     const int64_t ic = b * blk;                                                \
-                    if (b >= n_blk || ic >= M) {                                               \
-                        if (b >= n_blk) break;                                                 \
-                        continue;                                                              \
-                    }                                                                          \
+                    if (b >= n_blk) break;                                                     \
+                    if (ic >= M) continue; /* a trailing block past a short M */               \
                     blocked_rows_##SUF(ic, M - ic < blk ? M - ic : blk, ta, jc, nc, pc, kc,    \
                                        alpha, A, lda, Bs, bld, Bp, b_eff, C, ldc,              \
                                        a_whole ? myAp + pc * m_pad + ic * kc : myAp,           \
@@ -748,7 +745,7 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
     }                                                                                          \
     static void blocked_share_##SUF(void *arg, int t, int nt)                                  \
     {                                                                                          \
-        blocked_job_##SUF *j = arg;                                                      \
+        blocked_job_##SUF *j = arg;                                                            \
         const gemm_args_##SUF *g = &j->g;                                                      \
         blocked_team_##SUF(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B,       \
                            g->ldb, g->beta, g->C, g->ldc, j->Bp,                               \
@@ -774,9 +771,9 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
         nc_max = (nc_max + NR - 1) / NR * NR;                                                  \
         /* Split by columns, chunks in turn when each A is packed once (or not at all). */   \
         const int64_t m_pad = (M + MR - 1) / MR * MR, nq = (N + NR - 1) / NR;                 \
-        const bool a_whole = by_cols && !a_in_place_##SUF(ta, alpha, lda) &&                   \
-                             m_pad * K * (int64_t)sizeof(T) <= GEMM_A_WHOLE_BYTES;             \
-        int64_t n_chunks = !by_cols ? 0 : a_whole || a_in_place_##SUF(ta, alpha, lda) ? GEMM_COL_CHUNKS * nt : nt; \
+        const bool a_read = a_in_place_##SUF(ta, alpha, lda);                                 \
+        const bool a_whole = by_cols && !a_read && m_pad * K * (int64_t)sizeof(T) <= GEMM_A_WHOLE_BYTES; \
+        int64_t n_chunks = !by_cols ? 0 : a_whole || a_read ? GEMM_COL_CHUNKS * nt : nt;      \
         if (n_chunks > nq) n_chunks = nq;                                                      \
         const int64_t a_size = a_whole ? m_pad * K : MC * kc_max;                              \
         T *Bp = gemm_alloc((size_t)(by_cols ? nt : 1) * (size_t)(kc_max * nc_max) * sizeof(T)); \

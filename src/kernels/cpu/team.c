@@ -259,15 +259,15 @@ static void range_share(void *arg, int t, int nt)
 void nb_team_for(int64_t n, bool par, nb_range_fn fn, void *ctx)
 {
     if (n <= 0) return;
-    if (!par || n < 2) {
-        fn(ctx, 0, n);
-        return;
-    }
     const int nt = n < nb_team_size() ? (int)n : nb_team_size();
-    if (nt < 2) { /* a team of one: pieces would only cost calls */
+    if (!par || nt < 2) { /* one range; on a team of one, pieces would only cost calls */
         fn(ctx, 0, n);
         return;
     }
-    range_job j = {.n = n, .fn = fn, .ctx = ctx}; /* and every part untaken */
+    range_job j; /* no initialiser: it would clear all MAX_TEAM counters, not the nt in use */
+    j.n = n;
+    j.fn = fn;
+    j.ctx = ctx;
+    for (int p = 0; p < nt; p++) atomic_init(&j.taken[p], 0);
     nb_team_run(nt, range_share, &j);
 }
