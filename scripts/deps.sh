@@ -8,7 +8,9 @@
 # Python with NumPy, ONNX and PyTorch (the interchange tests compare with
 # them), ONNX's proto (libonnx-dev: ONNX import and export are built when it
 # is there), Open MPI (libopenmpi-dev and openmpi-bin: the MPI communicator
-# is built when it is there, and tests/test_mpi.sh runs ranks with mpirun) and, where clang is installed, its libFuzzer runtime (`make fuzz`). Optional ones are only reported: the build detects them
+# is built when it is there, and tests/test_mpi.sh runs ranks with mpirun), OpenBLAS
+# (libopenblas-pthread-dev: the GEMM calls it when it is there, and the tests
+# check it and nabla's own kernel both) and, where clang is installed, its libFuzzer runtime (`make fuzz`). Optional ones are only reported: the build detects them
 # and works without.
 set -euo pipefail
 
@@ -31,6 +33,9 @@ if [ $for_tests = 1 ]; then
     have_cmd gnuplot || missing+=(gnuplot-nox)
     [ -f /usr/include/onnx/onnx.proto ] || have_pkg libonnx-dev || missing+=(libonnx-dev)
     have_pkg libopenmpi-dev || missing+=(libopenmpi-dev)
+    # OpenBLAS (pthread flavour): the GEMM's BLAS path is built and tested
+    # beside nabla's own, and PyTorch runs on it, not on the reference BLAS.
+    ls /usr/lib/*/libopenblas.so /usr/lib/*/openblas*/libopenblas.so >/dev/null 2>&1 || missing+=(libopenblas-pthread-dev)
     have_cmd mpirun || missing+=(openmpi-bin)
     # Debian's own Python (not one first on PATH), as the tests call it.
     py=/usr/bin/python3

@@ -28,9 +28,6 @@
 #include <cblas.h>
 #include <limits.h>
 #include <pthread.h>
-#define GEMM_HAS_CBLAS 1
-#else
-#define GEMM_HAS_CBLAS 0
 #endif
 #include "team.h"
 
@@ -74,6 +71,40 @@ static int gemm_isa(void)
 void nb_gemm_limit_isa(int isa)
 {
     __atomic_store_n(&gemm_isa_cap, isa, __ATOMIC_RELAXED);
+}
+
+/* Whether products go to the BLAS nabla was built with (none: never): yes
+ * unless NABLA_BLAS=0 or nb_gemm_use_blas(false), so that the tests of a
+ * BLAS build check both providers, and either can be timed. */
+#ifdef NABLA_HAVE_CBLAS
+static int gemm_blas_on = -1; /* -1: not read yet */
+
+static bool gemm_blas(void)
+{
+    int on = __atomic_load_n(&gemm_blas_on, __ATOMIC_RELAXED);
+    if (on < 0) {
+        const char *e = getenv("NABLA_BLAS");
+        on = !(e && !strcmp(e, "0"));
+        __atomic_store_n(&gemm_blas_on, on, __ATOMIC_RELAXED);
+    }
+    return on;
+}
+#else
+static bool gemm_blas(void)
+{
+    return false;
+}
+#endif
+
+bool nb_gemm_use_blas(bool on)
+{
+#ifdef NABLA_HAVE_CBLAS
+    __atomic_store_n(&gemm_blas_on, on, __ATOMIC_RELAXED);
+    return true;
+#else
+    (void)on;
+    return false;
+#endif
 }
 
 #ifdef GEMM_X86_AVX2
@@ -854,12 +885,12 @@ static void blas_one_thread(void)
         int nt = (double)M * (double)N * (double)K < BLAS_PARALLEL_WORK ? 1 : gemm_threads(M, N, K); \
         if (nt <= 1) return cblas_call_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); \
         if (M > INT_MAX || N > INT_MAX || K > INT_MAX) return false;                           \
-        gemm_args_##SUF j = {ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};             \
+        gemm_args_##SUF j = {ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL}; \
         nb_team_run(nt, cblas_share_##SUF, &j);                                                \
         return true;                                                                           \
     }
 #define GEMM_TRY_CBLAS(SUF)                                                                    \
-    if (cblas_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
+    if (gemm_blas() && cblas_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
 #else
 #define GEMM_CBLAS(T, SUF, FN)
 #define GEMM_TRY_CBLAS(SUF)
@@ -884,7 +915,7 @@ static void blas_one_thread(void)
                                 nb_gemm_packer_##SUF pack, void *pack_ctx, T beta, T *C,       \
                                 int64_t ldc)                                                   \
     {                                                                                          \
-        if (N <= 1 || K <= 0 || GEMM_HAS_CBLAS || (double)M * (double)N * (double)K <= GEMM_SMALL_WORK) \
+        if (N <= 1 || K <= 0 || gemm_blas() || (double)M * (double)N * (double)K <= GEMM_SMALL_WORK)  \
             return false;                                                                      \
         return blocked_pick_##SUF(false, false, M, N, K, 1, A, lda, NULL, 0, beta, C, ldc,     \
                                   pack, pack_ctx);                                             \

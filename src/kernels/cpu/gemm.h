@@ -3,8 +3,8 @@
  * C = alpha * op(A) * op(B) + beta * C, row-major, where op(A) is M x K (A
  * itself, or its transpose when trans_a) and op(B) is K x N. lda, ldb and ldc
  * are the row strides (in elements) of A, B and C as stored. Goes through
- * CBLAS when nabla was built with it, and otherwise through a blocked,
- * kernel of our own that runs on the thread team (team.h). */
+ * CBLAS when nabla was built with it (unless NABLA_BLAS=0), and otherwise
+ * through a blocked kernel of our own that runs on the thread team (team.h). */
 #ifndef NABLA_GEMM_H
 #define NABLA_GEMM_H
 
@@ -29,7 +29,7 @@ typedef void (*nb_gemm_packer_f64)(void *ctx, int64_t p0, int64_t kc, int64_t j0
 
 /* C = A * B + beta * C ([M, K] times [K, N]) with B given by `pack`, on
  * the blocked kernel. Returns false, having done nothing, where that kernel
- * would not run the product (a CBLAS build, a product too small for it, no
+ * would not run the product (a BLAS in use, a product too small for it, no
  * memory for its buffers): the caller then makes B and calls nb_gemm. (A
  * product of at most NB_GEMM_B_IN_PLACE_ROWS rows whose B is stored, not
  * transposed, reads it in place, unpacked: there a packing function only
@@ -53,5 +53,10 @@ enum { NB_ISA_GENERIC = 0, NB_ISA_AVX2 = 1, NB_ISA_AVX512 = 2 };
 /* Caps the variant the GEMM picks at isa (one of the above) for the whole
  * process, over NABLA_ISA: tests check each variant the machine runs. */
 void nb_gemm_limit_isa(int isa);
+
+/* Turns the BLAS off (false) or on for the whole process, over NABLA_BLAS=0;
+ * returns false, and changes nothing, in a build without one. Tests check
+ * both providers. */
+bool nb_gemm_use_blas(bool on);
 
 #endif
