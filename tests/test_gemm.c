@@ -2,7 +2,9 @@
  * odd sizes that leave partial register tiles and cache blocks, padded
  * leading dimensions, alpha/beta, and the degenerate sizes. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "kernels/cpu/gemm.h"
 #include "nabla/device.h"
 #include "test.h"
@@ -179,23 +181,61 @@ static void test_degenerate_sizes(void)
     CHECK_NEAR(z, 74, 0);
 }
 
-/* Every variant of the blocked kernel this CPU runs: the same cases with
- * the GEMM capped at each instruction set. Without a BLAS the tests above
- * ran the widest; with one they ran through it, and the widest runs here. */
+static void zero_packer(void *ctx, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t q0, int64_t q1, int nr,
+                        float *dst)
+{
+    (void)ctx, (void)p0, (void)j0, (void)nc;
+    memset(dst + q0 * kc * nr, 0, (size_t)((q1 - q0) * kc * nr) * sizeof *dst);
+}
+
+/* In a build with a BLAS, AUTO gives products to it only where the blocked
+ * kernel would run its generic variant. The packed entry, which only the
+ * blocked kernel runs, shows which provider is in use. */
+static void test_blas_auto(void)
+{
+    if (!nb_gemm_use_blas(NB_GEMM_BLAS_AUTO)) {
+        printf("  (no BLAS in this build: nothing to choose)\n");
+        return;
+    }
+    float A[64 * 64], C[64 * 64];
+    for (int i = 0; i < 64 * 64; i++) A[i] = 1, C[i] = 2;
+    nb_gemm_limit_isa(NB_ISA_GENERIC);
+    CHECK(!nb_gemm_f32_packed(64, 64, 64, A, 64, zero_packer, NULL, 0, C, 64));
+    CHECK(C[0] == 2);
+    nb_gemm_limit_isa(NB_ISA_AVX512);
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        CHECK(nb_gemm_f32_packed(64, 64, 64, A, 64, zero_packer, NULL, 0.5f, C, 64));
+        CHECK(C[0] == 1 && C[64 * 64 - 1] == 1);
+    }
+#endif
+    nb_gemm_use_blas(NB_GEMM_BLAS_ON);
+    CHECK(!nb_gemm_f32_packed(64, 64, 64, A, 64, zero_packer, NULL, 0, C, 64));
+    nb_gemm_use_blas(NB_GEMM_BLAS_AUTO);
+}
+
+static void run_case_set(void)
+{
+    test_all_transposes_odd_sizes();
+    test_alpha_beta_and_padding();
+    test_cache_block_edges();
+    test_splits_over_threads();
+    test_short_products_read_b_in_place();
+    test_narrow_products();
+}
+
+/* Every provider of this build: the BLAS, where nabla has one, and each
+ * variant of the blocked kernel this CPU runs (the widest ran the tests
+ * above unless the BLAS did), the GEMM capped at each instruction set. */
 static void test_each_variant(void)
 {
-    int top = nb_gemm_use_blas(false) ? NB_ISA_AVX512 : NB_ISA_AVX512 - 1;
-    for (int isa = NB_ISA_GENERIC; isa <= top; isa++) {
+    if (nb_gemm_use_blas(NB_GEMM_BLAS_ON)) run_case_set();
+    nb_gemm_use_blas(NB_GEMM_BLAS_OFF);
+    for (int isa = NB_ISA_GENERIC; isa <= NB_ISA_AVX512; isa++) {
         nb_gemm_limit_isa(isa);
-        test_all_transposes_odd_sizes();
-        test_alpha_beta_and_padding();
-        test_cache_block_edges();
-        test_splits_over_threads();
-        test_short_products_read_b_in_place();
-        test_narrow_products();
+        run_case_set();
     }
-    nb_gemm_limit_isa(NB_ISA_AVX512);
-    nb_gemm_use_blas(true);
+    nb_gemm_use_blas(NB_GEMM_BLAS_AUTO);
 }
 
 int main(void)
@@ -208,5 +248,6 @@ int main(void)
     RUN(test_short_products_read_b_in_place);
     RUN(test_narrow_products);
     RUN(test_each_variant);
+    RUN(test_blas_auto);
     return test_report();
 }

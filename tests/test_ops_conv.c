@@ -182,7 +182,8 @@ static void check_against_direct(const char *what, const conv_case *cases, int n
         nb_attr a[4];
         int na = conv_attrs(k, a);
         for (int isa = isa_lo; isa <= NB_ISA_AVX512 + 1; isa++) {
-            if (!nb_gemm_use_blas(isa > NB_ISA_AVX512) && isa > NB_ISA_AVX512) break;
+            if (!nb_gemm_use_blas(isa > NB_ISA_AVX512 ? NB_GEMM_BLAS_ON : NB_GEMM_BLAS_OFF) && isa > NB_ISA_AVX512)
+                break;
             nb_gemm_limit_isa(isa);
             for (int d = 0; d < 2; d++) {
                 nb_tensor *in[] = {tcast(x, dtypes[d]), tcast(f, dtypes[d]), tcast(b, dtypes[d])};
@@ -212,7 +213,7 @@ static void check_against_direct(const char *what, const conv_case *cases, int n
         RELEASE(x, f, b, dy, want, want_dx, want_dw);
     }
     nb_gemm_limit_isa(NB_ISA_AVX512);
-    nb_gemm_use_blas(true);
+    nb_gemm_use_blas(NB_GEMM_BLAS_AUTO);
 }
 
 static void test_conv2d_reference(void)

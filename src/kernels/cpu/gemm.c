@@ -73,21 +73,24 @@ void nb_gemm_limit_isa(int isa)
     __atomic_store_n(&gemm_isa_cap, isa, __ATOMIC_RELAXED);
 }
 
-/* Whether products go to the BLAS nabla was built with (none: never): yes
- * unless NABLA_BLAS=0 or nb_gemm_use_blas(false), so that the tests of a
- * BLAS build check both providers, and either can be timed. */
+/* Whether products go to the BLAS nabla was built with (none: never). By
+ * default only where the blocked kernel would run its generic variant: with
+ * AVX2 it was level with OpenBLAS or faster on the training steps of
+ * bench_train (LeNet, whose convolutions it packs itself, 1.13x at one
+ * thread and 1.18x at two; Zen 3), and AVX-512 does twice its work a cycle. NABLA_BLAS=1 or 0, or nb_gemm_use_blas, decides
+ * instead, so that the tests check both providers and either can be timed. */
 #ifdef NABLA_HAVE_CBLAS
-static int gemm_blas_on = -1; /* -1: not read yet */
+static int gemm_blas_mode = -1; /* -1: not read yet */
 
 static bool gemm_blas(void)
 {
-    int on = __atomic_load_n(&gemm_blas_on, __ATOMIC_RELAXED);
-    if (on < 0) {
+    int mode = __atomic_load_n(&gemm_blas_mode, __ATOMIC_RELAXED);
+    if (mode < 0) {
         const char *e = getenv("NABLA_BLAS");
-        on = !(e && !strcmp(e, "0"));
-        __atomic_store_n(&gemm_blas_on, on, __ATOMIC_RELAXED);
+        mode = !e || !*e ? NB_GEMM_BLAS_AUTO : !strcmp(e, "0") ? NB_GEMM_BLAS_OFF : NB_GEMM_BLAS_ON;
+        __atomic_store_n(&gemm_blas_mode, mode, __ATOMIC_RELAXED);
     }
-    return on;
+    return mode == NB_GEMM_BLAS_AUTO ? gemm_isa() == NB_ISA_GENERIC : mode == NB_GEMM_BLAS_ON;
 }
 #else
 static bool gemm_blas(void)
@@ -96,13 +99,13 @@ static bool gemm_blas(void)
 }
 #endif
 
-bool nb_gemm_use_blas(bool on)
+bool nb_gemm_use_blas(int mode)
 {
 #ifdef NABLA_HAVE_CBLAS
-    __atomic_store_n(&gemm_blas_on, on, __ATOMIC_RELAXED);
+    __atomic_store_n(&gemm_blas_mode, mode, __ATOMIC_RELAXED);
     return true;
 #else
-    (void)on;
+    (void)mode;
     return false;
 #endif
 }

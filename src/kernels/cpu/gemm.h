@@ -2,9 +2,9 @@
  *
  * C = alpha * op(A) * op(B) + beta * C, row-major, where op(A) is M x K (A
  * itself, or its transpose when trans_a) and op(B) is K x N. lda, ldb and ldc
- * are the row strides (in elements) of A, B and C as stored. Goes through
- * CBLAS when nabla was built with it (unless NABLA_BLAS=0), and otherwise
- * through a blocked kernel of our own that runs on the thread team (team.h). */
+ * are the row strides (in elements) of A, B and C as stored. Goes through a
+ * blocked kernel of our own that runs on the thread team (team.h), or
+ * through CBLAS when nabla was built with it and nb_gemm_use_blas says so. */
 #ifndef NABLA_GEMM_H
 #define NABLA_GEMM_H
 
@@ -54,9 +54,12 @@ enum { NB_ISA_GENERIC = 0, NB_ISA_AVX2 = 1, NB_ISA_AVX512 = 2 };
  * process, over NABLA_ISA: tests check each variant the machine runs. */
 void nb_gemm_limit_isa(int isa);
 
-/* Turns the BLAS off (false) or on for the whole process, over NABLA_BLAS=0;
- * returns false, and changes nothing, in a build without one. Tests check
- * both providers. */
-bool nb_gemm_use_blas(bool on);
+/* Where products go in a build with a BLAS, for the whole process, over
+ * NABLA_BLAS (0 off, 1 on, unset auto): OFF, nabla's blocked kernel; ON,
+ * the BLAS; AUTO, the BLAS only where the blocked kernel has no variant for
+ * the CPU's vector units (it has for AVX2 and AVX-512). Returns false, and
+ * changes nothing, in a build without a BLAS. Tests check both providers. */
+enum { NB_GEMM_BLAS_OFF = 0, NB_GEMM_BLAS_ON = 1, NB_GEMM_BLAS_AUTO = 2 };
+bool nb_gemm_use_blas(int mode);
 
 #endif
