@@ -128,6 +128,7 @@ static void test_splits_over_threads(void)
         CHECK(check_case(t & 1, t & 2, 5, 2500, 600, -1.0, 0.0, 1) == 0);  /* columns, past NC and KC */
         CHECK(check_case(t & 1, t & 2, 100, 1501, 300, 0.5, 1.0, 2) == 0); /* rows enough, but 4x as wide */
         CHECK(check_case(t & 1, t & 2, 5, 25000, 60, 2.0, 0.0, 0) == 0);  /* chunks of columns wider than NC */
+        CHECK(check_case(t & 1, t & 2, 32, 520, 130, 1.0, 0.5, 1) == 0);  /* columns, AVX2's bound (128^3) only */
     }
     nb_set_num_threads(was);
 }

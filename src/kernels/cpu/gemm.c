@@ -133,11 +133,16 @@ static bool gemm_have_avx2(void)
 /* And below this many the blocked kernel runs on one thread, as it does
  * when its threads would get fewer than GEMM_PARALLEL_ROWS rows of C each
  * (the team shares C out by rows: a short share runs its micro-kernel on
- * partly empty tiles, and the packing of B does not shrink with it). With
- * AVX-512 a thread does twice the work in the same time, and at 128^3 the
- * MLP step at batch 16 (two products of 3.2 million multiply-adds) took
- * longer at two threads than at one: 0.39-0.79 ms against 0.23-0.27. */
-#define GEMM_PARALLEL_WORK (192 * 192 * 192)
+ * partly empty tiles, and the packing of B does not shrink with it). The
+ * bound is one of time: with AVX-512 a thread does twice the work in the
+ * same time, and at 128^3 the MLP step at batch 16 (two products of 3.2
+ * million multiply-adds) took longer at two threads than at one there:
+ * 0.39-0.79 ms against 0.23-0.27. With AVX2 (Zen 3), from 128^3 the
+ * LSTM's per-step products (32 x 512 x 128) split, and at two threads its
+ * step went from 29.8 to 22.3 ms (static; eager 32.7 to 23.6), the MLP step
+ * at batch 16 from 0.247 to 0.153 (alternated builds, medians of four). */
+#define GEMM_PARALLEL_WORK_AVX512 (192.0 * 192 * 192)
+#define GEMM_PARALLEL_WORK_AVX2 (128.0 * 128 * 128)
 #define GEMM_PARALLEL_ROWS 24
 /* Then it splits C by columns instead when each thread gets this many. */
 #define GEMM_PARALLEL_COLS 64
@@ -165,12 +170,17 @@ static void *gemm_alloc(size_t bytes)
     return nb_device_alloc(NB_DEVICE_CPU, bytes ? bytes : 64);
 }
 
+static double gemm_parallel_work(void)
+{
+    return gemm_isa() >= NB_ISA_AVX512 ? GEMM_PARALLEL_WORK_AVX512 : GEMM_PARALLEL_WORK_AVX2;
+}
+
 static int gemm_threads(int64_t M, int64_t N, int64_t K)
 {
     /* A GEMM called from inside a parallel loop (batched matmul) runs on
      * the calling thread: nested teams would only oversubscribe. */
     if (nb_team_busy()) return 1;
-    if ((double)M * (double)N * (double)K < (double)GEMM_PARALLEL_WORK) return 1;
+    if ((double)M * (double)N * (double)K < gemm_parallel_work()) return 1;
     int nt = nb_team_size();
     while (nt > 1 && M < (int64_t)nt * GEMM_PARALLEL_ROWS) nt--;
     return nt;
@@ -806,7 +816,7 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
          * slab of B (8% of the 784-1024-1024-10 step at two threads), and 128 x 1024 x \
          * 1024 ran at 182 GFLOP/s against 230 by columns. */                            \
         bool by_cols = (nt == 1 || 4 * M <= N) && nb_team_size() > 1 && !nb_team_busy() &&       \
-                       (double)M * (double)N * (double)K >= (double)GEMM_PARALLEL_WORK &&      \
+                       (double)M * (double)N * (double)K >= gemm_parallel_work() &&            \
                        N >= (int64_t)nb_team_size() * GEMM_PARALLEL_COLS;                      \
         if (by_cols) nt = nb_team_size();                                                      \
         int64_t kc_max = K < KC ? K : KC;                                                      \
