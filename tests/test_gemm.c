@@ -215,6 +215,24 @@ static void test_blas_auto(void)
     nb_gemm_use_blas(NB_GEMM_BLAS_AUTO);
 }
 
+/* NABLA_BLAS, read at the first product: 1 sends products to the BLAS, 0 to
+ * the blocked kernel (ctest runs this file once with each, and once without:
+ * then test_blas_auto has the say). Must run before anything sets the mode. */
+static void test_blas_env(void)
+{
+    const char *e = getenv("NABLA_BLAS");
+    if (!e || (strcmp(e, "0") && strcmp(e, "1"))) {
+        printf("  (NABLA_BLAS is not 0 or 1: the automatic choice, checked by test_blas_auto)\n");
+        return;
+    }
+    bool on = !strcmp(e, "1");
+    float A[64 * 64], C[64 * 64];
+    for (int i = 0; i < 64 * 64; i++) A[i] = 1, C[i] = 2;
+    bool blocked = nb_gemm_f32_packed(64, 64, 64, A, 64, zero_packer, NULL, 0, C, 64);
+    bool have_blas = nb_gemm_use_blas(on ? NB_GEMM_BLAS_ON : NB_GEMM_BLAS_OFF);
+    CHECK(blocked == !(on && have_blas));
+}
+
 static void run_case_set(void)
 {
     test_all_transposes_odd_sizes();
@@ -241,6 +259,7 @@ static void test_each_variant(void)
 
 int main(void)
 {
+    RUN(test_blas_env);
     RUN(test_all_transposes_odd_sizes);
     RUN(test_alpha_beta_and_padding);
     RUN(test_cache_block_edges);

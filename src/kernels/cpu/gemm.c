@@ -77,8 +77,9 @@ void nb_gemm_limit_isa(int isa)
  * default only where the blocked kernel would run its generic variant: with
  * AVX2 it was level with OpenBLAS or faster on the training steps of
  * bench_train (LeNet, whose convolutions it packs itself, 1.13x at one
- * thread and 1.18x at two; Zen 3), and AVX-512 does twice its work a cycle. NABLA_BLAS=1 or 0, or nb_gemm_use_blas, decides
- * instead, so that the tests check both providers and either can be timed. */
+ * thread and 1.18x at two; Zen 3), and AVX-512 does twice its work a cycle.
+ * NABLA_BLAS=1 or 0, or nb_gemm_use_blas, decides instead, so that the
+ * tests check both providers and either can be timed. */
 #ifdef NABLA_HAVE_CBLAS
 static int gemm_blas_mode = -1; /* -1: not read yet */
 
@@ -87,7 +88,7 @@ static bool gemm_blas(void)
     int mode = __atomic_load_n(&gemm_blas_mode, __ATOMIC_RELAXED);
     if (mode < 0) {
         const char *e = getenv("NABLA_BLAS");
-        mode = !e || !*e ? NB_GEMM_BLAS_AUTO : !strcmp(e, "0") ? NB_GEMM_BLAS_OFF : NB_GEMM_BLAS_ON;
+        mode = e && !strcmp(e, "0") ? NB_GEMM_BLAS_OFF : e && !strcmp(e, "1") ? NB_GEMM_BLAS_ON : NB_GEMM_BLAS_AUTO;
         __atomic_store_n(&gemm_blas_mode, mode, __ATOMIC_RELAXED);
     }
     return mode == NB_GEMM_BLAS_AUTO ? gemm_isa() == NB_ISA_GENERIC : mode == NB_GEMM_BLAS_ON;

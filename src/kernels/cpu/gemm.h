@@ -55,7 +55,7 @@ enum { NB_ISA_GENERIC = 0, NB_ISA_AVX2 = 1, NB_ISA_AVX512 = 2 };
 void nb_gemm_limit_isa(int isa);
 
 /* Where products go in a build with a BLAS, for the whole process, over
- * NABLA_BLAS (0 off, 1 on, unset auto): OFF, nabla's blocked kernel; ON,
+ * NABLA_BLAS (0 off, 1 on, else auto): OFF, nabla's blocked kernel; ON,
  * the BLAS; AUTO, the BLAS only where the blocked kernel has no variant for
  * the CPU's vector units (it has for AVX2 and AVX-512). Returns false, and
  * changes nothing, in a build without a BLAS. Tests check both providers. */
