@@ -1,5 +1,5 @@
-/* Gradient checks by central differences. Every evaluation prepares the
- * program afresh, so random ops (dropout) draw the same numbers each time. */
+/* Gradient checks by central differences. Every evaluation replays run 0 of
+ * the program, so random ops (dropout) draw the same numbers each time. */
 #include <math.h>
 #include "nabla/device.h"
 #include <stdio.h>
@@ -11,34 +11,49 @@
 #include "../ops/op_internal.h"
 #include "gradcheck_internal.h"
 
-static nb_status run_once(nb_program *p, nb_scope *scope, int n_feed, const nb_feed *feeds, int n_fetch,
-                          const char *const *fetch, nb_tensor **out)
+static nb_status prepare_feeds(nb_prepared **pp, nb_program *p, int n_feed, const nb_feed *feeds, int n_fetch,
+                               const char *const *fetch, nb_tensor **tensors)
 {
     const char *names[64];
-    nb_tensor *tensors[64];
     if (n_feed > 64) return nb_error(NB_ERR_ARG, "gradcheck: at most 64 feeds");
     for (int i = 0; i < n_feed; i++) {
         names[i] = feeds[i].name;
         tensors[i] = feeds[i].tensor;
     }
-    nb_prepared *pp;
-    nb_status st = nb_prepare(&pp, p, 0, NB_NAMES_N(n_feed, names), NB_NAMES_N(n_fetch, fetch));
-    if (st) return st;
-    /* Without a scope (nb_gradcheck_op's programs need none), run in a
-     * fresh empty one: the executor wants one. */
+    return nb_prepare(pp, p, 0, NB_NAMES_N(n_feed, names), NB_NAMES_N(n_fetch, fetch));
+}
+
+/* Run 0 of pp, in a fresh empty scope when there is none (nb_gradcheck_op's
+ * programs need none, and the executor wants one). */
+static nb_status run_zero(nb_prepared *pp, nb_scope *scope, nb_tensor **tensors, nb_tensor **out)
+{
     nb_scope *own = NULL;
+    nb_status st = NB_OK;
     if (!scope && !(st = nb_scope_new(&own, NULL))) scope = own;
+    nb_prepared_set_run_index(pp, 0);
     if (!st) st = nb_prepared_run(pp, scope, tensors, out);
     nb_scope_free(own);
+    return st;
+}
+
+static nb_status run_once(nb_program *p, nb_scope *scope, int n_feed, const nb_feed *feeds, int n_fetch,
+                          const char *const *fetch, nb_tensor **out)
+{
+    nb_tensor *tensors[64];
+    nb_prepared *pp;
+    nb_status st = prepare_feeds(&pp, p, n_feed, feeds, n_fetch, fetch, tensors);
+    if (st) return st;
+    st = run_zero(pp, scope, tensors, out);
     nb_prepared_free(pp);
     return st;
 }
 
-static nb_status eval_loss(nb_program *p, const char *loss, nb_scope *scope, int n_feed, const nb_feed *feeds,
-                           double *out)
+/* The loss of the forward program, prepared once for all the evaluations
+ * of a check: preparing took most of a small op's check. */
+static nb_status eval_loss(nb_prepared *pp, nb_scope *scope, nb_tensor **tensors, double *out)
 {
     nb_tensor *t;
-    nb_status st = run_once(p, scope, n_feed, feeds, 1, &loss, &t);
+    nb_status st = run_zero(pp, scope, tensors, &t);
     if (st) return st;
     *out = nb_tensor_get(t, 0);
     nb_tensor_release(t);
@@ -60,6 +75,8 @@ nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, nb_names wrt_l
     nb_status st = nb_program_clone(&g, fwd);
     if (st) return st;
     nb_backward_result res;
+    nb_prepared *fwd_pp = NULL;
+    nb_tensor *fwd_feeds[64];
     if ((st = nb_gradients(g, NB_NAMES_N(1, &loss), NB_NAMES_N(n_wrt, wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &res))) {
         nb_program_free(g);
         return st;
@@ -81,6 +98,7 @@ nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, nb_names wrt_l
     }
     for (int i = 0, j = 0; i < n_wrt; i++) analytic[i] = res.grads[i] ? got[j++] : NULL;
     nb_free(got);
+    if ((st = prepare_feeds(&fwd_pp, fwd, n_feed, feeds, 1, &loss, fwd_feeds))) goto done;
 
     for (int i = 0; i < n_wrt && !st; i++) {
         nb_tensor *x = NULL;
@@ -96,9 +114,9 @@ nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, nb_names wrt_l
         for (int64_t e = 0; e < n && !st; e += step) {
             double orig = nb_tensor_get(x, e), lp, lm;
             nb_tensor_set(x, e, orig + o.eps);
-            st = eval_loss(fwd, loss, scope, n_feed, feeds, &lp);
+            st = eval_loss(fwd_pp, scope, fwd_feeds, &lp);
             nb_tensor_set(x, e, orig - o.eps);
-            if (!st) st = eval_loss(fwd, loss, scope, n_feed, feeds, &lm);
+            if (!st) st = eval_loss(fwd_pp, scope, fwd_feeds, &lm);
             nb_tensor_set(x, e, orig);
             if (st) break;
             double num = (lp - lm) / (2 * o.eps), ana = analytic[i] ? nb_tensor_get(analytic[i], e) : 0.0;
@@ -114,6 +132,7 @@ nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, nb_names wrt_l
         }
     }
 done:
+    nb_prepared_free(fwd_pp);
     for (int i = 0; analytic && i < n_wrt; i++) nb_tensor_release(analytic[i]);
     nb_free(analytic);
     nb_free(fetch);
