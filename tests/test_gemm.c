@@ -251,11 +251,13 @@ static void run_case_set(void)
 static void test_each_variant(void)
 {
     const char *e = getenv("NABLA_BLAS");
+    int widest = nb_gemm_isa();
     bool have_blas = nb_gemm_use_blas(NB_GEMM_BLAS_ON);
-    bool blas_ran = have_blas && e && !strcmp(e, "1");
+    bool on = e && !strcmp(e, "1"), off = e && !strcmp(e, "0");
+    bool blas_ran = have_blas && (on || (!off && widest == NB_ISA_GENERIC));
     if (have_blas && !blas_ran) run_case_set();
     nb_gemm_use_blas(NB_GEMM_BLAS_OFF);
-    for (int isa = NB_ISA_GENERIC; isa <= (blas_ran ? NB_ISA_AVX512 : NB_ISA_AVX512 - 1); isa++) {
+    for (int isa = NB_ISA_GENERIC; isa <= (blas_ran ? widest : widest - 1); isa++) {
         nb_gemm_limit_isa(isa);
         run_case_set();
     }

@@ -162,9 +162,9 @@ static nb_tensor *ref_conv_dw(const conv_case *k, const nb_tensor *dy, const nb_
     return dw;
 }
 
-/* Runs each case in float32 and float64, with the GEMM capped at each
- * instruction set from isa_lo up and through the BLAS where nabla has one
- * (isa NB_ISA_AVX512 + 1), against the direct convolution; with grad,
+/* Runs each case in float32 and float64, on each variant of the GEMM from
+ * isa_lo up to the widest this CPU runs and through the BLAS where nabla has
+ * one (isa widest + 1), against the direct convolution; with grad,
  * conv2d_grad's DInput and DFilter too. */
 static void check_against_direct(const char *what, const conv_case *cases, int n, uint64_t seed, int isa_lo,
                                  bool grad)
@@ -181,10 +181,10 @@ static void check_against_direct(const char *what, const conv_case *cases, int n
         nb_tensor *want_dx = grad ? ref_conv_dx(k, dy, f) : NULL, *want_dw = grad ? ref_conv_dw(k, dy, x) : NULL;
         nb_attr a[4];
         int na = conv_attrs(k, a);
-        for (int isa = isa_lo; isa <= NB_ISA_AVX512 + 1; isa++) {
-            if (!nb_gemm_use_blas(isa > NB_ISA_AVX512 ? NB_GEMM_BLAS_ON : NB_GEMM_BLAS_OFF) && isa > NB_ISA_AVX512)
-                break;
-            nb_gemm_limit_isa(isa);
+        int widest = nb_gemm_isa();
+        for (int isa = isa_lo < widest ? isa_lo : widest; isa <= widest + 1; isa++) {
+            if (!nb_gemm_use_blas(isa > widest ? NB_GEMM_BLAS_ON : NB_GEMM_BLAS_OFF) && isa > widest) break;
+            nb_gemm_limit_isa(isa > widest ? widest : isa);
             for (int d = 0; d < 2; d++) {
                 nb_tensor *in[] = {tcast(x, dtypes[d]), tcast(f, dtypes[d]), tcast(b, dtypes[d])};
                 nb_tensor *y = NULL;

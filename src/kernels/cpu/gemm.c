@@ -73,6 +73,8 @@ void nb_gemm_limit_isa(int isa)
     __atomic_store_n(&gemm_isa_cap, isa, __ATOMIC_RELAXED);
 }
 
+int nb_gemm_isa(void) { return gemm_isa(); }
+
 /* Whether products go to the BLAS nabla was built with (none: never). By
  * default only where the blocked kernel would run its generic variant: with
  * AVX2 it was level with OpenBLAS or faster on the training steps of

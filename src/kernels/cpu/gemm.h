@@ -53,6 +53,8 @@ enum { NB_ISA_GENERIC = 0, NB_ISA_AVX2 = 1, NB_ISA_AVX512 = 2 };
 /* Caps the variant the GEMM picks at isa (one of the above) for the whole
  * process, over NABLA_ISA: tests check each variant the machine runs. */
 void nb_gemm_limit_isa(int isa);
+/* The variant products run on now: the widest the CPU has, capped as above. */
+int nb_gemm_isa(void);
 
 /* Where products go in a build with a BLAS, for the whole process, over
  * NABLA_BLAS (0 off, 1 on, else auto): OFF, nabla's blocked kernel; ON,
