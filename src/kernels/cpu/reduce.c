@@ -26,6 +26,11 @@
 #define RED_PAR_MIN 32768
 /* Row chunk for inner > 1: accumulators live on the stack. */
 #define RED_CHUNK 256
+/* Outputs a column reduction keeps in registers at once: 32 double
+ * accumulators are eight AVX2 registers. With all 256 of a chunk, each
+ * row's pass loaded and stored every accumulator, and the column sums of a
+ * 1024 x 384 bias gradient took 60-82 us against 43-45 (Zen 3, one thread). */
+#define RED_REG 32
 
 typedef enum red_kind { RED_SUM, RED_MEAN, RED_MAX, RED_MIN, RED_PROD, RED_LSE, RED_KINDS } red_kind;
 
@@ -135,17 +140,29 @@ bool nb_sum_to_mask(int x_ndim, const int64_t *x_shape, int like_ndim, const int
         STEP(s[0], s[1]);                                                                          \
         return FIN(s[0]);                                                                          \
     }                                                                                              \
-    /* n (at most RED_CHUNK) neighbouring outputs, each over R rows inner apart. */                \
+    /* n (at most RED_CHUNK) neighbouring outputs, each over R rows inner apart: \
+     * RED_REG at a time, whose accumulators stay in vector registers, and the   \
+     * rest together. */                                                         \
     NB_SIMD_CLONES static void NAME##_cols(const T *restrict base, int64_t R, int64_t inner,        \
                                            int64_t n, T *restrict o_row)                           \
     {                                                                                              \
-        A acc[RED_CHUNK];                                                                          \
-        for (int64_t i = 0; i < n; i++) acc[i] = INIT(base + i);                                   \
-        for (int64_t r = 0; r < R; r++) {                                                          \
-            const T *restrict row = base + r * inner;                                              \
-            for (int64_t i = 0; i < n; i++) STEP(acc[i], row[i]);                                  \
+        int64_t i0 = 0;                                                                            \
+        for (; i0 + RED_REG <= n; i0 += RED_REG) {                                                 \
+            A acc[RED_REG];                                                                        \
+            for (int i = 0; i < RED_REG; i++) acc[i] = INIT(base + i0 + i);                        \
+            for (int64_t r = 0; r < R; r++) {                                                      \
+                const T *restrict row = base + r * inner + i0;                                     \
+                for (int i = 0; i < RED_REG; i++) STEP(acc[i], row[i]);                            \
+            }                                                                                      \
+            for (int i = 0; i < RED_REG; i++) o_row[i0 + i] = FIN(acc[i]);                         \
         }                                                                                          \
-        for (int64_t i = 0; i < n; i++) o_row[i] = FIN(acc[i]);                                    \
+        A acc[RED_REG];                                                                            \
+        for (int64_t i = i0; i < n; i++) acc[i - i0] = INIT(base + i);                             \
+        for (int64_t r = 0; r < R && i0 < n; r++) {                                                \
+            const T *restrict row = base + r * inner;                                              \
+            for (int64_t i = i0; i < n; i++) STEP(acc[i - i0], row[i]);                            \
+        }                                                                                          \
+        for (int64_t i = i0; i < n; i++) o_row[i] = FIN(acc[i - i0]);                              \
     }                                                                                              \
     /* Outputs [lo, hi) when inner == 1. */                                                        \
     static void NAME##_row_range(void *arg, int64_t lo, int64_t hi)                                \
