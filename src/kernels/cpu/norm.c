@@ -21,6 +21,10 @@
 #define PAR_MIN_WORK 32768.0
 /* Columns per task when layer_norm_grad sums DScale and DBias over rows. */
 #define COL_BLOCK 64
+/* Of which a task sums this many at a time: two sums a column, sixteen
+ * columns of doubles, are eight AVX2 registers. (All 64 at once went through
+ * memory at every row.) */
+#define COL_REG 16
 
 static double *dalloc(int64_t count)
 {

@@ -353,23 +353,34 @@ static void FN(layer_norm)(int64_t rows, int64_t cols, const T *x, const T *scal
     nb_team_for(rows, (double)rows * (double)cols >= PAR_MIN_WORK, FN(layer_norm_range), &job);
 }
 
-/* Columns [j0, j1) of DScale and DBias, summed over every row. */
+/* Columns [j0, j1) of DScale and DBias, summed over every row: COL_REG at a
+ * time, whose sums stay in vector registers, and the rest together. */
 NB_SIMD_CLONES static void FN(layer_norm_grad_cols)(int64_t rows, int64_t cols, int64_t j0, int64_t j1, const T *x,
                                                     const T *mean, const double *inv, const T *dy, T *dscale,
                                                     T *dbias)
 {
-    double ds[COL_BLOCK] = {0}, db[COL_BLOCK] = {0};
-    for (int64_t r = 0; r < rows; r++) {
-        const T *xr = x + r * cols, *dr = dy + r * cols;
-        const double mu = mean[r], iv = inv[r];
-        for (int64_t j = j0; j < j1; j++) {
-            db[j - j0] += dr[j];
-            ds[j - j0] += dr[j] * ((xr[j] - mu) * iv);
+    for (int64_t jb = j0; jb < j1; jb += COL_REG) {
+        const int64_t n = j1 - jb < COL_REG ? j1 - jb : COL_REG;
+        double ds[COL_REG] = {0}, db[COL_REG] = {0};
+        for (int64_t r = 0; r < rows; r++) {
+            const T *xr = x + r * cols + jb, *dr = dy + r * cols + jb;
+            const double mu = mean[r], iv = inv[r];
+            if (n == COL_REG) {
+                _Pragma("omp simd") for (int j = 0; j < COL_REG; j++) {
+                    db[j] += dr[j];
+                    ds[j] += dr[j] * ((xr[j] - mu) * iv);
+                }
+            } else {
+                for (int64_t j = 0; j < n; j++) {
+                    db[j] += dr[j];
+                    ds[j] += dr[j] * ((xr[j] - mu) * iv);
+                }
+            }
         }
-    }
-    for (int64_t j = j0; j < j1; j++) {
-        if (dscale) dscale[j] = (T)ds[j - j0];
-        if (dbias) dbias[j] = (T)db[j - j0];
+        for (int64_t j = 0; j < n; j++) {
+            if (dscale) dscale[jb + j] = (T)ds[j];
+            if (dbias) dbias[jb + j] = (T)db[j];
+        }
     }
 }
 
