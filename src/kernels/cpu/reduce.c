@@ -518,6 +518,19 @@ static nb_status run_argmin(const nb_kernel_ctx *k) { return arg_kernel(k, true)
         const int64_t numel = j->numel;                                                            \
         for (int64_t b = lo; b < hi; b++) {                                                        \
             int64_t i0 = b * SUMN_BLOCK, n = numel - i0 < SUMN_BLOCK ? numel - i0 : SUMN_BLOCK;    \
+            if (n_in == 2) {                                                                       \
+                /* Two (a gradient and its accumulator): straight through, each element of \
+                 * both read before Out's is written, the same sum. */                     \
+                const T *x0 = (const T *)nb_tensor_data(xs[0]) + i0;                               \
+                const T *x1 = (const T *)nb_tensor_data(xs[1]) + i0;                               \
+                T *o = out + i0;                                                                   \
+                _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                              \
+                    T t = x0[i];                                                                   \
+                    ADD(t, x1[i]);                                                                 \
+                    o[i] = t;                                                                      \
+                }                                                                                  \
+                continue;                                                                          \
+            }                                                                                      \
             T acc[SUMN_BLOCK];                                                                     \
             const T *x0 = (const T *)nb_tensor_data(xs[0]) + i0;                                   \
             for (int64_t i = 0; i < n; i++) acc[i] = x0[i];                                        \
