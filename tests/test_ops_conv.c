@@ -169,6 +169,7 @@ static nb_tensor *ref_conv_dw(const conv_case *k, const nb_tensor *dy, const nb_
 static void check_against_direct(const char *what, const conv_case *cases, int n, uint64_t seed, int isa_lo,
                                  bool grad)
 {
+    const int widest = nb_gemm_isa();
     for (int ci = 0; ci < n; ci++) {
         const conv_case *k = &cases[ci];
         int64_t ho, wo;
@@ -181,7 +182,6 @@ static void check_against_direct(const char *what, const conv_case *cases, int n
         nb_tensor *want_dx = grad ? ref_conv_dx(k, dy, f) : NULL, *want_dw = grad ? ref_conv_dw(k, dy, x) : NULL;
         nb_attr a[4];
         int na = conv_attrs(k, a);
-        int widest = nb_gemm_isa();
         for (int isa = isa_lo < widest ? isa_lo : widest; isa <= widest + 1; isa++) {
             if (!nb_gemm_use_blas(isa > widest ? NB_GEMM_BLAS_ON : NB_GEMM_BLAS_OFF) && isa > widest) break;
             nb_gemm_limit_isa(isa > widest ? widest : isa);
