@@ -56,8 +56,10 @@ NB_API char *nb_strndup(const char *s, size_t n);
  * allocators do: a training step asks for the same tensors every time. */
 NB_API void *nb_device_alloc(nb_device d, size_t size);
 NB_API void nb_device_free(nb_device d, void *p);
-/* Hands the kept blocks back to the allocator (torch.cuda.empty_cache).
- * nb_set_allocator does this before it switches. */
+/* Hands the kept blocks back to the allocator (torch.cuda.empty_cache): the
+ * large ones, and the small ones (tensors and tape nodes, up to 1 KiB, at
+ * most 16 MiB a thread, kept only under the C library's allocator) that the
+ * calling thread keeps. nb_set_allocator does this before it switches. */
 NB_API void nb_device_empty_cache(void);
 
 /* ---- CPU threads -----------------------------------------------------------

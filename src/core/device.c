@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "nabla/device.h"
+#include "small_pool.h"
 
 static void *libc_malloc(void *ud, size_t size) { (void)ud; return malloc(size); }
 static void *libc_realloc(void *ud, void *p, size_t size) { (void)ud; return realloc(p, size); }
@@ -15,6 +16,8 @@ static const nb_allocator libc = {libc_malloc, libc_realloc, libc_free, NULL};
 static nb_allocator current = {libc_malloc, libc_realloc, libc_free, NULL};
 
 void nb_device_empty_cache(void);
+
+bool nb_allocator_is_default(void) { return current.malloc == libc_malloc; }
 
 void nb_set_allocator(const nb_allocator *a)
 {
@@ -130,6 +133,7 @@ static bool cache_put(size_t size, void *raw)
 
 void nb_device_empty_cache(void)
 {
+    nb_small_pool_flush();
     pthread_mutex_lock(&cache.lock);
     for (int i = 0; i < cache.n; i++) nb_free(cache.slot[i].raw);
     cache.n = 0;

@@ -1,17 +1,16 @@
 #include <string.h>
 #include "nabla/dtype.h"
+#include "tensor_internal.h"
 
 static const struct {
     const char *name, *alias;
-    size_t size;
 } info[NB_DTYPE_COUNT] = {
-    [NB_F32] = {"float32", "f32", 4}, [NB_F64] = {"float64", "f64", 8},
-    [NB_I32] = {"int32", "i32", 4},   [NB_I64] = {"int64", "i64", 8},
-    [NB_U8] = {"uint8", "u8", 1},     [NB_BOOL] = {"bool", "b8", 1},
+    [NB_F32] = {"float32", "f32"}, [NB_F64] = {"float64", "f64"}, [NB_I32] = {"int32", "i32"},
+    [NB_I64] = {"int64", "i64"},   [NB_U8] = {"uint8", "u8"},     [NB_BOOL] = {"bool", "b8"},
 };
 
 bool nb_dtype_valid(int t) { return t >= 0 && t < NB_DTYPE_COUNT; }
-size_t nb_dtype_size(nb_dtype t) { return nb_dtype_valid(t) ? info[t].size : 0; }
+size_t nb_dtype_size(nb_dtype t) { return nb_dtype_bytes(t); }
 const char *nb_dtype_name(nb_dtype t) { return nb_dtype_valid(t) ? info[t].name : "invalid-dtype"; }
 bool nb_dtype_is_float(nb_dtype t) { return t == NB_F32 || t == NB_F64; }
 

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <string.h>
 #include "nabla/tensor.h"
+#include "small_pool.h"
 #include "tensor_internal.h"
 
 /* ---- storage ------------------------------------------------------------ */
@@ -42,14 +43,26 @@ static tensor_block *block_of(nb_storage *s)
     return (tensor_block *)((char *)s - offsetof(tensor_block, s));
 }
 
+/* The block's size: its data inline up to INLINE_MAX bytes, padded to 64
+ * and with room to align it. */
+static size_t block_bytes(size_t padded, bool inline_data)
+{
+    return sizeof(tensor_block) + (inline_data ? padded + 63 : 0);
+}
+
+static size_t padded_bytes(size_t nbytes)
+{
+    size_t padded = (nbytes + 63) & ~(size_t)63;
+    return padded ? padded : 64;
+}
+
 /* The tensor and storage of the block: the tensor's dims are the caller's
  * to fill; its storage holds nbytes, zeroed if `zero`. */
 static nb_tensor *tensor_block_new(size_t nbytes, bool zero)
 {
-    size_t padded = (nbytes + 63) & ~(size_t)63;
-    if (padded == 0) padded = 64;
+    size_t padded = padded_bytes(nbytes);
     bool inline_data = padded <= INLINE_MAX;
-    tensor_block *b = nb_malloc(sizeof *b + (inline_data ? padded + 63 : 0));
+    tensor_block *b = nb_small_alloc(block_bytes(padded, inline_data));
     if (!b) return NULL;
     memset(b, 0, sizeof *b);
     nb_storage *s = &b->s;
@@ -57,7 +70,7 @@ static nb_tensor *tensor_block_new(size_t nbytes, bool zero)
         s->data = (void *)(((uintptr_t)(b + 1) + 63) & ~(uintptr_t)63);
         s->inline_data = true;
     } else if (!(s->data = nb_device_alloc(NB_DEVICE_CPU, padded))) {
-        nb_free(b);
+        nb_small_free(b, block_bytes(padded, false));
         return NULL;
     }
     if (zero || nb_poison_uninit()) memset(s->data, zero ? 0 : 0xff, padded);
@@ -79,7 +92,8 @@ static void storage_release(nb_storage *s)
 {
     if (!s || --s->refcount > 0) return;
     if (!s->borrowed && !s->inline_data) nb_device_free(s->device, s->data);
-    nb_free(s->in_block ? (void *)block_of(s) : (void *)s);
+    if (s->in_block) nb_small_free(block_of(s), block_bytes(padded_bytes(s->nbytes), s->inline_data));
+    else nb_free(s);
 }
 
 /* ---- shapes ------------------------------------------------------------- */
@@ -147,7 +161,7 @@ static void tensor_dims(nb_tensor *t, nb_dtype dtype, int ndim, const int64_t *s
 {
     t->dtype = dtype;
     t->ndim = ndim;
-    if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    if (ndim > 0 && ndim <= NB_MAX_DIMS) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     nb_contiguous_strides(ndim, shape, t->strides);
 }
 
@@ -163,10 +177,11 @@ static nb_tensor *tensor_shell(nb_dtype dtype, int ndim, const int64_t *shape)
 static nb_status tensor_new(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape, bool zero)
 {
     *out = NULL;
-    if (!nb_dtype_valid(dtype)) return nb_error(NB_ERR_DTYPE, "tensor: invalid dtype %d", (int)dtype);
+    size_t elsize = nb_dtype_bytes(dtype);
+    if (!elsize) return nb_error(NB_ERR_DTYPE, "tensor: invalid dtype %d", (int)dtype);
     nb_status st = check_shape(ndim, shape, "tensor");
     if (st) return st;
-    nb_tensor *t = tensor_block_new((size_t)nb_shape_numel(ndim, shape) * nb_dtype_size(dtype), zero);
+    nb_tensor *t = tensor_block_new((size_t)nb_shape_numel(ndim, shape) * elsize, zero);
     if (!t)
         return nb_error(NB_ERR_NOMEM, "tensor: out of memory allocating %lld elements",
                         (long long)nb_shape_numel(ndim, shape));
@@ -256,17 +271,9 @@ void nb_tensor_release(nb_tensor *t)
 
 /* ---- properties ----------------------------------------------------------- */
 
-int64_t nb_tensor_numel(const nb_tensor *t) { return nb_shape_numel(t->ndim, t->shape); }
+int64_t nb_tensor_numel(const nb_tensor *t) { return nb_numel_inline(t); }
 
-bool nb_tensor_is_contiguous(const nb_tensor *t)
-{
-    int64_t s = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->shape[i] != 1 && t->strides[i] != s) return false;
-        s *= t->shape[i];
-    }
-    return true;
-}
+bool nb_tensor_is_contiguous(const nb_tensor *t) { return nb_is_contiguous_inline(t); }
 
 /* A tensor without storage is a logical one of vmap (src/eager/batched.h):
  * shaped as one example, its data in a batch elsewhere. Nothing here may
@@ -584,7 +591,7 @@ nb_status nb_tensor_contiguous(nb_tensor **out, nb_tensor *t)
 {
     *out = NULL;
     if (need_storage(t, "contiguous")) return NB_ERR_ARG;
-    if (nb_tensor_is_contiguous(t)) {
+    if (nb_is_contiguous_inline(t)) {
         *out = nb_tensor_retain(t);
         return NB_OK;
     }

@@ -4,6 +4,42 @@
 
 #include "nabla/tensor.h"
 
+/* Inline forms of nb_dtype_size, nb_tensor_numel and nb_tensor_is_contiguous
+ * (which are defined by them), for the paths every op takes: an eager op on
+ * a small tensor asked each several times, and the calls were a twentieth of
+ * its cost. */
+static inline size_t nb_dtype_bytes(nb_dtype t)
+{
+    static const unsigned char bytes[NB_DTYPE_COUNT] = {[NB_F32] = 4, [NB_F64] = 8, [NB_I32] = 4,
+                                                        [NB_I64] = 8, [NB_U8] = 1,  [NB_BOOL] = 1};
+    return (unsigned)t < NB_DTYPE_COUNT ? bytes[t] : 0;
+}
+
+static inline int64_t nb_numel_inline(const nb_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+static inline bool nb_is_contiguous_inline(const nb_tensor *t)
+{
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->strides[i] != s) return false;
+        s *= t->shape[i];
+    }
+    return true;
+}
+
+static inline bool nb_same_shape_inline(const nb_tensor *a, const nb_tensor *b)
+{
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
 /* Element i of a contiguous buffer of dtype dt, through double. */
 double nb_load(nb_dtype dt, const void *p, int64_t i);
 void nb_store(nb_dtype dt, void *p, int64_t i, double v);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "autograd.h"
 #include "batched.h"
+#include "../core/small_pool.h"
 #include "../core/tensor_internal.h"
 
 static _Thread_local uint64_t sequence;
@@ -302,9 +303,53 @@ void nb_node_release(nb_node *n)
         nb_free(m->out_hooks);
         nb_free(m->retain);
         nb_free(m->fn);
-        nb_free(m);
+        nb_small_free(m, m->bytes);
     }
     if (stack != stack_inline) nb_free(stack);
+}
+
+/* A node with its per-input and per-output arrays and its attributes in the
+ * same block: one allocation, not eight, for every op the tape records, and
+ * no room for attributes the op does not have (a fixed array of them was
+ * half of a recorded mul's memory). */
+static nb_node *node_new(node_kind kind, int n_in, int n_out, int n_attrs)
+{
+    size_t ni = (size_t)n_in + 1, no = (size_t)n_out + 1;
+    size_t size = sizeof(nb_node), at[8];
+#define PLACE(i, count, type)                                              \
+    size = (size + _Alignof(type) - 1) / _Alignof(type) * _Alignof(type); \
+    at[i] = size;                                                          \
+    size += (count) * sizeof(type);
+    PLACE(0, ni, nb_edge)
+    PLACE(1, ni, nb_tensor *)
+    PLACE(2, ni, uint64_t)
+    PLACE(3, no, nb_tensor *)
+    PLACE(4, no, uint64_t)
+    PLACE(5, no, nb_var_info)
+    PLACE(6, ni, bool)
+    PLACE(7, (size_t)n_attrs, nb_attr_value)
+#undef PLACE
+    char *base = nb_small_alloc(size);
+    if (!base) return NULL;
+    memset(base, 0, size);
+    nb_node *n = (nb_node *)base;
+    /* Field by field: the block is zeroed, and a compound literal would
+     * clear the whole node once more. */
+    n->bytes = size;
+    n->refcount = 1;
+    n->kind = kind;
+    n->seq = nb_next_sequence();
+    n->n_in = n_in;
+    n->n_out = n_out;
+    n->next = (nb_edge *)(base + at[0]);
+    n->saved_in = (nb_tensor **)(base + at[1]);
+    n->saved_in_version = (uint64_t *)(base + at[2]);
+    n->saved_out = (nb_tensor **)(base + at[3]);
+    n->saved_out_version = (uint64_t *)(base + at[4]);
+    n->out_info = (nb_var_info *)(base + at[5]);
+    n->wants = (bool *)(base + at[6]);
+    n->attrs = n_attrs ? (nb_attr_value *)(base + at[7]) : NULL;
+    return n;
 }
 
 nb_status nb_edge_of(nb_tensor *t, nb_edge *e)
@@ -319,11 +364,8 @@ nb_status nb_edge_of(nb_tensor *t, nb_edge *e)
     }
     if (!a->requires_grad) return NB_OK;
     if (!a->accumulator) {
-        nb_node *n = nb_calloc(1, sizeof *n);
+        nb_node *n = node_new(NODE_ACCUMULATE, 0, 1, 0);
         if (!n) return nb_error(NB_ERR_NOMEM, "autograd: out of memory making a leaf's gradient accumulator");
-        n->refcount = 1; /* the caller's */
-        n->kind = NODE_ACCUMULATE;
-        n->n_out = 1;
         n->leaf = nb_tensor_retain(t);
         n->seq = UINT64_MAX; /* accumulate as soon as ready */
         a->accumulator = n; /* weak: its users own it */
@@ -333,44 +375,6 @@ nb_status nb_edge_of(nb_tensor *t, nb_edge *e)
     nb_node_retain(a->accumulator);
     *e = (nb_edge){a->accumulator, 0};
     return NB_OK;
-}
-
-/* A node with its per-input and per-output arrays in the same block: one
- * allocation, not eight, for every op the tape records. */
-static nb_node *node_new(node_kind kind, int n_in, int n_out)
-{
-    size_t ni = (size_t)n_in + 1, no = (size_t)n_out + 1;
-    size_t size = sizeof(nb_node), at[7];
-#define PLACE(i, count, type)                                              \
-    size = (size + _Alignof(type) - 1) / _Alignof(type) * _Alignof(type); \
-    at[i] = size;                                                          \
-    size += (count) * sizeof(type);
-    PLACE(0, ni, nb_edge)
-    PLACE(1, ni, nb_tensor *)
-    PLACE(2, ni, uint64_t)
-    PLACE(3, no, nb_tensor *)
-    PLACE(4, no, uint64_t)
-    PLACE(5, no, nb_var_info)
-    PLACE(6, ni, bool)
-#undef PLACE
-    char *base = nb_calloc(1, size);
-    if (!base) return NULL;
-    nb_node *n = (nb_node *)base;
-    /* Field by field: the block is zeroed, and a compound literal would
-     * clear the whole node (its attributes) once more. */
-    n->refcount = 1;
-    n->kind = kind;
-    n->seq = nb_next_sequence();
-    n->n_in = n_in;
-    n->n_out = n_out;
-    n->next = (nb_edge *)(base + at[0]);
-    n->saved_in = (nb_tensor **)(base + at[1]);
-    n->saved_in_version = (uint64_t *)(base + at[2]);
-    n->saved_out = (nb_tensor **)(base + at[3]);
-    n->saved_out_version = (uint64_t *)(base + at[4]);
-    n->out_info = (nb_var_info *)(base + at[5]);
-    n->wants = (bool *)(base + at[6]);
-    return n;
 }
 
 /* Makes n the history of the float outputs (each holds a reference). */
@@ -395,13 +399,15 @@ nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const
         if (!(def->inputs[s].flags & NB_SLOT_NO_GRAD))
             for (int k = in_begin[s]; k < in_begin[s + 1]; k++) any |= nb_tensor_requires_grad(in[k]);
     if (!any) return NB_OK;
-    nb_node *n = node_new(NODE_OP, n_in, n_out);
+    int n_attrs = 0;
+    while (n_attrs < NB_MAX_ATTRS && def->attrs[n_attrs].name) n_attrs++;
+    nb_node *n = node_new(NODE_OP, n_in, n_out, n_attrs);
     if (!n) return nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", def->name);
     n->def = def;
     memcpy(n->in_begin, in_begin, sizeof n->in_begin);
     memcpy(n->out_begin, out_begin, sizeof n->out_begin);
     bool ok = true;
-    for (int i = 0; i < NB_MAX_ATTRS && def->attrs[i].name && ok; i++) ok = !nb_attr_value_copy(&n->attrs[i], &attrs[i]);
+    for (int i = 0; i < n_attrs && ok; i++) ok = !nb_attr_value_copy(&n->attrs[i], &attrs[i]);
     for (int s = 0; ok && s < NB_MAX_SLOTS && def->inputs[s].name; s++)
         for (int k = in_begin[s]; k < in_begin[s + 1]; k++) {
             if ((def->grad_uses_inputs >> s) & 1) {
@@ -428,13 +434,13 @@ nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const
 nb_status nb_record_fn_node(const char *name, nb_node_fn fn, void *ctx, void (*free_fn)(void *), int n_in,
                             nb_tensor *const *in, int n_out, nb_tensor *const *out)
 {
-    nb_node *n = node_new(NODE_FN, n_in, n_out);
+    nb_node *n = node_new(NODE_FN, n_in, n_out, 0);
     if (!n) {
         if (free_fn) free_fn(ctx);
         return nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", name);
     }
     if (!(n->fn = nb_malloc(sizeof *n->fn))) {
-        nb_free(n);
+        nb_small_free(n, n->bytes);
         if (free_fn) free_fn(ctx);
         return nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", name);
     }

@@ -35,10 +35,11 @@ typedef struct nb_fn_part {
 struct nb_node {
     int refcount;
     node_kind kind;
+    size_t bytes; /* of its block, with the arrays below (nb_small_alloc) */
     uint64_t seq;
     /* NODE_OP */
     const nb_op_def *def;
-    nb_attr_value attrs[NB_MAX_ATTRS];
+    nb_attr_value *attrs;       /* the def's attributes, in its order (in the node's block) */
     int in_begin[NB_MAX_SLOTS + 1], out_begin[NB_MAX_SLOTS + 1];
     int n_in, n_out;
     nb_edge *next;              /* per input */

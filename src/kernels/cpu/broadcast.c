@@ -2,6 +2,7 @@
  * merging dims) and the possibly parallel walk over the output. */
 #include <string.h>
 #include "broadcast.h"
+#include "core/tensor_internal.h"
 #include "team.h"
 
 /* The common case, planned without the general walk: every operand
@@ -10,23 +11,23 @@
  * spent a twentieth of its time in the general planning. */
 static bool plan_flat(nb_bcast_plan *p, int n_in, const nb_tensor *const *in, const nb_tensor *out)
 {
-    if (!nb_tensor_is_contiguous(out)) return false;
+    if (!nb_is_contiguous_inline(out)) return false;
     for (int k = 0; k < n_in; k++) {
         const nb_tensor *t = in[k];
-        bool same = t->ndim == out->ndim && !memcmp(t->shape, out->shape, (size_t)t->ndim * sizeof *t->shape);
-        bool single = t->ndim <= out->ndim && nb_tensor_numel(t) == 1;
-        if (!(same || single) || !nb_tensor_is_contiguous(t)) return false;
+        bool same = nb_same_shape_inline(t, out);
+        bool single = !same && t->ndim <= out->ndim && nb_numel_inline(t) == 1;
+        if (!(same || single) || !nb_is_contiguous_inline(t)) return false;
         p->strides[k][0] = same ? 1 : 0;
     }
     /* Kernels get tensors with storage: their data is read off directly. */
     for (int k = 0; k <= n_in; k++) {
         const nb_tensor *t = k < n_in ? in[k] : out;
-        p->elsize[k] = (int64_t)nb_dtype_size(t->dtype);
+        p->elsize[k] = (int64_t)nb_dtype_bytes(t->dtype);
         p->base[k] = (char *)t->storage->data + t->offset * p->elsize[k];
     }
     p->strides[n_in][0] = 1;
     p->nops = n_in + 1;
-    p->numel = nb_tensor_numel(out);
+    p->numel = nb_numel_inline(out);
     p->ndim = 1;
     p->shape[0] = p->numel;
     return true;
