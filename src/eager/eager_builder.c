@@ -287,8 +287,10 @@ void nb_eager_release_values(nb_builder *b)
     eager_state *s = state_of(b);
     for (int i = 0; i < s->n_values; i++) nb_tensor_release(s->values[i]);
     s->n_values = 0;
-    nb_strmap_free(&s->names);
-    nb_strmap_init(&s->names);
+    if (s->names.keys || s->names.vals || s->names.table) { /* backward calls this after every node */
+        nb_strmap_free(&s->names);
+        nb_strmap_init(&s->names);
+    }
 }
 
 static nb_status eager_unique_name(nb_builder *b, const char *prefix, char *buf, size_t size)
