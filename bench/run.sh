@@ -7,7 +7,8 @@
 #     train       one training step of the MNIST MLP (batch 1 to 256), LeNet, a 784-1024-1024-10 MLP at
 #                 batch 128 and a conv net with batch norm on 3x32x32 images (default); at 1 thread
 #                 and at all threads, rounds alternating the sides; GFLOP/s against the FMA peak
-#     eager       the eager tape: per recorded op, per backward node, a 100k-op chain
+#     eager       the eager tape: per recorded op, per backward node, a 100k-op chain; in rounds
+#                 alternating the sides (NABLA_BENCH_ROUNDS, default 5)
 #     transforms  jvp and hvp of a tanh MLP loss, the full Hessian of a small MLP loss, jacrev and
 #                 jacfwd of a 64-in 64-out tanh MLP (beside functorch)
 #     lstm        one training step of char_rnn's LSTM (hidden 128, 64 steps, batch 32,
@@ -269,12 +270,34 @@ if [ "$which" = train ] || [ "$which" = lstm ]; then
         }' "$out/peaks.txt" "$out/all.txt"
     exit 0
 fi
+have_torch=0
+if "$python" -c 'import torch' 2>/dev/null; then have_torch=1; fi
+# Per case of a file of "case NAME VALUE" lines from several rounds: its
+# median and range, as "case NAME MEDIAN LOW HIGH", in the order of the cases.
+summarize() {
+    awk '!seen[$2]++ { print $2 }' "$1" | while read -r name; do
+        awk -v n="$name" '$2 == n { print $3 }' "$1" | sort -g |
+            awk -v n="$name" '{ v[NR] = $1 } END { print "case", n, v[int((NR + 1) / 2)], v[1], v[NR] }'
+    done
+}
+rounds=1
 if [ "$which" = transforms ]; then
     OMP_NUM_THREADS=$threads ./build-bench/bench/bench_transforms > "$out/nabla.txt"
 else
-    OMP_NUM_THREADS=1 ./build-bench/bench/bench_eager > "$out/nabla.txt"
+    # The eager figures swing by half from one run to the next on a shared
+    # host: rounds alternate the sides (A B A B ...) so that drift hits both,
+    # and the table gives each side's median round and the range.
+    rounds=${NABLA_BENCH_ROUNDS:-5}
+    : > "$out/nabla_rounds.txt"
+    : > "$out/torch_rounds.txt"
+    for ((r = 0; r < rounds; r++)); do
+        OMP_NUM_THREADS=1 ./build-bench/bench/bench_eager >> "$out/nabla_rounds.txt"
+        if [ $have_torch = 1 ]; then "$python" "$torch_script" "${torch_args[@]}" >> "$out/torch_rounds.txt"; fi
+    done
+    summarize "$out/nabla_rounds.txt" > "$out/nabla.txt"
+    if [ $have_torch = 1 ]; then summarize "$out/torch_rounds.txt" > "$out/torch.txt"; fi
 fi
-if "$python" -c 'import torch' 2>/dev/null; then
+if [ $have_torch = 1 ]; then
     if [ "$which" = transforms ]; then
         OPENBLAS_NUM_THREADS=$threads "$python" "$torch_script" 1 > "$out/torch_a.txt"
         OPENBLAS_NUM_THREADS=1 "$python" "$torch_script" "$threads" > "$out/torch_b.txt"
@@ -283,13 +306,25 @@ if "$python" -c 'import torch' 2>/dev/null; then
         awk '{ if (!($2 in best) || $3 < best[$2]) { best[$2] = $3; who[$2] = ($1 == "fcase" ? "functorch" : "autograd") } }
              END { for (k in best) print "case", k, best[k], who[k] }' \
             "$out/torch_a.txt" "$out/torch_b.txt" > "$out/torch.txt"
-    else
-        "$python" "$torch_script" "${torch_args[@]}" > "$out/torch.txt"
     fi
-    have_torch=1
 else
     echo "bench: PyTorch is not installed (apt-get install python3-torch); nabla's figures only" >&2
-    have_torch=0
+fi
+if [ "$rounds" -gt 1 ]; then
+    echo "$which benchmark, medians of 7 within a run; the median run of $rounds, alternating the sides, (lowest-highest)"
+    echo "$(nproc) cores; PyTorch's BLAS: $blas_note"
+    printf '%-30s %26s %26s %7s\n' case nabla torch ratio
+    while read -r _ name value lo hi; do
+        nv=$(printf '%.4g (%.4g-%.4g)' "$value" "$lo" "$hi")
+        if [ $have_torch = 1 ]; then
+            read -r tv tlo thi < <(awk -v n="$name" '$2 == n { print $3, $4, $5 }' "$out/torch.txt")
+            printf '%-30s %26s %26s %7.2f\n' "$name" "$nv" "$(printf '%.4g (%.4g-%.4g)' "$tv" "$tlo" "$thi")" \
+                "$(awk -v a="$tv" -v b="$value" 'BEGIN { print a / b }')"
+        else
+            printf '%-30s %26s %26s %7s\n' "$name" "$nv" - -
+        fi
+    done < "$out/nabla.txt"
+    exit 0
 fi
 echo "$which benchmark, medians of 7; $(nproc) cores; PyTorch's BLAS: $blas_note"
 case "$which" in
