@@ -12,9 +12,11 @@ nb_status nb_infer_broadcast(const nb_op_ctx *ctx, int n, const int *slots, nb_v
         if (k == 0) {
             nd = v->ndim;
             for (int d = 0; d < nd; d++) shape[d] = v->shape[d];
-        } else {
-            ok = nb_broadcast_shapes(nd, shape, v->ndim, v->shape, &nd, shape) == NB_OK;
+            continue;
         }
+        bool same = v->ndim == nd; /* the usual case, settled without the general rule */
+        for (int d = 0; same && d < nd; d++) same = v->shape[d] == shape[d];
+        if (!same) ok = nb_broadcast_shapes(nd, shape, v->ndim, v->shape, &nd, shape) == NB_OK;
     }
     if (!ok) {
         char msg[1024], s[NB_SHAPE_STR_MAX];
