@@ -509,7 +509,14 @@ static nb_status process(task *t, nb_node *n)
     for (int i = 0; i < t->n_capture && !st; i++)
         if (t->cap_node[i] == n && n->buffer[t->cap_nr[i]]) t->captured[i] = nb_tensor_retain(n->buffer[t->cap_nr[i]]);
     if (st || !n->needed) return st;
-    return n->kind == NODE_ACCUMULATE ? run_accumulate(t, n) : n->kind == NODE_FN ? run_fn_node(t, n) : run_op_node(t, n);
+    st = n->kind == NODE_ACCUMULATE ? run_accumulate(t, n) : n->kind == NODE_FN ? run_fn_node(t, n) : run_op_node(t, n);
+    /* Its gradients are spent: freed now, while in the cache (and their
+     * blocks ready for the next node's), not when the pass ends. */
+    for (int k = 0; !st && k < n->n_out; k++) {
+        nb_tensor_release(n->buffer[k]);
+        n->buffer[k] = NULL;
+    }
+    return st;
 }
 
 /* ---- a graph task -------------------------------------------------------------- */
