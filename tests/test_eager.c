@@ -355,12 +355,54 @@ static void test_autograd_state_of_tensors_and_views(void)
     nb_builder_free(b);
 }
 
+/* The gradient a node receives is the engine's only until the node has run:
+ * a hook that keeps y2's gradient finds, by the time y1's gradient is ready
+ * (y2's node has run), that it holds the only reference; the engine does not
+ * keep every gradient of a long chain until the pass ends. */
+static nb_tensor *kept_grad;
+static int kept_refs = -1;
+static nb_status keep_grad(nb_tensor *grad, nb_tensor **replace, void *ctx)
+{
+    (void)replace, (void)ctx;
+    kept_grad = nb_tensor_retain(grad);
+    return NB_OK;
+}
+static nb_status look_at_kept(nb_tensor *grad, nb_tensor **replace, void *ctx)
+{
+    (void)grad, (void)replace, (void)ctx;
+    kept_refs = kept_grad ? kept_grad->refcount : -1;
+    return NB_OK;
+}
+
+static void test_spent_gradients_are_freed_during_the_pass(void)
+{
+    nb_builder *b = eager();
+    nb_tensor *xt = LEAF(NB_F64, S(1), 0.5), *ct = T(NB_F64, S(1), 3.0);
+    nb_value x = nb_eager_value(b, xt), c = nb_eager_value(b, ct);
+    nb_value y1 = nb_mul(b, x, c), y2 = nb_mul(b, y1, c), y3 = nb_mul(b, y2, c);
+    REQUIRE_OK(nb_builder_status(b));
+    REQUIRE_OK(nb_tensor_register_hook(T_(y2), keep_grad, NULL));
+    REQUIRE_OK(nb_tensor_register_hook(T_(y1), look_at_kept, NULL));
+    nb_tensor *root = T_(y3);
+    kept_grad = NULL;
+    kept_refs = -1;
+    CHECK_OK(nb_backward(1, &root, NULL, 0));
+    CHECK(kept_refs == 1);
+    CHECK_TENSOR(kept_grad, S(1), 1e-12, 3.0);
+    CHECK_TENSOR(nb_tensor_grad(xt), S(1), 1e-12, 27.0);
+    nb_tensor_release(kept_grad);
+    nb_builder_free(b);
+    nb_tensor_release(xt);
+    nb_tensor_release(ct);
+}
+
 int main(void)
 {
     RUN(test_backward_and_accumulation);
     RUN(test_diamond);
     RUN(test_accumulation_leaves_held_gradients_alone);
     RUN(test_create_graph);
+    RUN(test_spent_gradients_are_freed_during_the_pass);
     RUN(test_grad_allow_unused_and_pruning);
     RUN(test_hooks);
     RUN(test_inplace_on_saved_value_is_an_error);
