@@ -41,6 +41,7 @@ typedef struct pool {
     free_block *head[CLASSES];
     size_t bytes;
     bool registered; /* with the key whose destructor empties it at thread exit */
+    bool exited;     /* emptied at thread exit: what other destructors free after goes back at once */
 } pool;
 
 static _Thread_local pool tl_pool;
@@ -55,10 +56,15 @@ static void pool_empty(pool *p)
             next = b->next;
             free(b); /* kept only while the C library's allocator was in force */
         }
-    *p = (pool){.registered = p->registered};
+    *p = (pool){.registered = p->registered, .exited = p->exited};
 }
 
-static void on_thread_exit(void *arg) { pool_empty(arg); }
+static void on_thread_exit(void *arg)
+{
+    pool *p = arg;
+    p->exited = true;
+    pool_empty(p);
+}
 static void make_exit_key(void) { exit_key_ok = !pthread_key_create(&exit_key, on_thread_exit); }
 
 /* The calling thread's pool, or NULL when blocks are not kept. */
@@ -66,6 +72,7 @@ static pool *my_pool(void)
 {
     if (POOL_OFF || !nb_allocator_is_default()) return NULL;
     pool *p = &tl_pool;
+    if (p->exited) return NULL;
     if (!p->registered) {
         pthread_once(&exit_once, make_exit_key);
         if (!exit_key_ok || pthread_setspecific(exit_key, p)) return NULL;
