@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "autograd.h"
+#include "../builder/builder_internal.h"
 #include "batched.h"
 #include "nabla/autodiff.h"
 #include "nabla/ops.h"
@@ -332,7 +333,7 @@ static nb_status check_saved(const nb_node *n)
 static nb_value unpack_output(task *t, nb_node *n, int k)
 {
     if (!n->saved_out[k]) return NB_NONE;
-    if (!t->create_graph) return nb_eager_value(t->b, n->saved_out[k]);
+    if (!t->create_graph) return nb_value_make(n->saved_out[k], NB_VALUE_TENSOR); /* the node holds it */
     nb_tensor *v;
     if (nb_tensor_detach(&v, n->saved_out[k])) return NB_NONE;
     nb_autograd *a = nb_autograd_of(v, true);
@@ -390,16 +391,19 @@ static nb_status run_op_node(task *t, nb_node *n)
     bool want[64];
     nb_tensor *dx[64]; /* the n_in used are cleared below, not all 64 */
     if (n->n_in > 64 || n->n_out > 64) return nb_error(NB_ERR_UNSUPPORTED, "backward: %s has too many slots", n->def->name);
+    /* The rule's inputs are the node's (its saved values, held until it has
+     * run) and the buffer's: handed over as they are, not held once more by
+     * the builder. */
     for (int k = 0; k < n->n_in; k++) {
         dx[k] = NULL;
-        x[k] = n->saved_in[k] ? nb_eager_value(t->b, n->saved_in[k]) : NB_NONE;
+        x[k] = n->saved_in[k] ? nb_value_make(n->saved_in[k], NB_VALUE_TENSOR) : NB_NONE;
         want[k] = n->wants[k] && receives(t, n->next[k].node);
         dxv[k] = NB_NONE;
     }
     bool any = false;
     for (int k = 0; k < n->n_out; k++) {
         y[k] = unpack_output(t, n, k);
-        dy[k] = n->buffer[k] ? nb_eager_value(t->b, n->buffer[k]) : NB_NONE;
+        dy[k] = n->buffer[k] ? nb_value_make(n->buffer[k], NB_VALUE_TENSOR) : NB_NONE;
         any |= n->buffer[k] != NULL;
     }
     if ((st = nb_builder_status(t->b))) return nb_error(st, "%s", nb_builder_error(t->b));
