@@ -98,19 +98,11 @@ static void storage_release(nb_storage *s)
 
 /* ---- shapes ------------------------------------------------------------- */
 
-int64_t nb_shape_numel(int ndim, const int64_t *shape)
-{
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    return n;
-}
+int64_t nb_shape_numel(int ndim, const int64_t *shape) { return nb_shape_numel_inline(ndim, shape); }
 
 bool nb_shape_equal(int nda, const int64_t *a, int ndb, const int64_t *b)
 {
-    if (nda != ndb) return false;
-    for (int i = 0; i < nda; i++)
-        if (a[i] != b[i]) return false;
-    return true;
+    return nb_shape_equal_inline(nda, a, ndb, b);
 }
 
 char *nb_shape_str(char *buf, size_t size, int ndim, const int64_t *shape)
@@ -271,7 +263,7 @@ void nb_tensor_release(nb_tensor *t)
 
 /* ---- properties ----------------------------------------------------------- */
 
-int64_t nb_tensor_numel(const nb_tensor *t) { return nb_numel_inline(t); }
+int64_t nb_tensor_numel(const nb_tensor *t) { return nb_shape_numel_inline(t->ndim, t->shape); }
 
 bool nb_tensor_is_contiguous(const nb_tensor *t) { return nb_is_contiguous_inline(t); }
 

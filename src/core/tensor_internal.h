@@ -4,10 +4,10 @@
 
 #include "nabla/tensor.h"
 
-/* Inline forms of nb_dtype_size, nb_tensor_numel and nb_tensor_is_contiguous
- * (which are defined by them), for the paths every op takes: an eager op on
- * a small tensor asked each several times, and the calls were a twentieth of
- * its cost. */
+/* Inline forms of nb_dtype_size, nb_shape_numel, nb_shape_equal and
+ * nb_tensor_is_contiguous (which are defined by them), for the paths every
+ * op takes: an eager op on a small tensor asked each several times, and the
+ * calls were a twentieth of its cost. */
 static inline size_t nb_dtype_bytes(nb_dtype t)
 {
     static const unsigned char bytes[NB_DTYPE_COUNT] = {[NB_F32] = 4, [NB_F64] = 8, [NB_I32] = 4,
@@ -15,11 +15,19 @@ static inline size_t nb_dtype_bytes(nb_dtype t)
     return (unsigned)t < NB_DTYPE_COUNT ? bytes[t] : 0;
 }
 
-static inline int64_t nb_numel_inline(const nb_tensor *t)
+static inline int64_t nb_shape_numel_inline(int ndim, const int64_t *shape)
 {
     int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    for (int i = 0; i < ndim; i++) n *= shape[i];
     return n;
+}
+
+static inline bool nb_shape_equal_inline(int nda, const int64_t *a, int ndb, const int64_t *b)
+{
+    if (nda != ndb) return false;
+    for (int i = 0; i < nda; i++)
+        if (a[i] != b[i]) return false;
+    return true;
 }
 
 static inline bool nb_is_contiguous_inline(const nb_tensor *t)
@@ -29,14 +37,6 @@ static inline bool nb_is_contiguous_inline(const nb_tensor *t)
         if (t->shape[i] != 1 && t->strides[i] != s) return false;
         s *= t->shape[i];
     }
-    return true;
-}
-
-static inline bool nb_same_shape_inline(const nb_tensor *a, const nb_tensor *b)
-{
-    if (a->ndim != b->ndim) return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i]) return false;
     return true;
 }
 

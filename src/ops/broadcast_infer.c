@@ -1,6 +1,7 @@
 /* Broadcast shape inference with errors that name the op and the shapes. */
 #include <stdio.h>
 #include "broadcast_infer.h"
+#include "core/tensor_internal.h"
 
 nb_status nb_infer_broadcast(const nb_op_ctx *ctx, int n, const int *slots, nb_var_info *out)
 {
@@ -14,9 +15,9 @@ nb_status nb_infer_broadcast(const nb_op_ctx *ctx, int n, const int *slots, nb_v
             for (int d = 0; d < nd; d++) shape[d] = v->shape[d];
             continue;
         }
-        bool same = v->ndim == nd; /* the usual case, settled without the general rule */
-        for (int d = 0; same && d < nd; d++) same = v->shape[d] == shape[d];
-        if (!same) ok = nb_broadcast_shapes(nd, shape, v->ndim, v->shape, &nd, shape) == NB_OK;
+        /* The same shape, the usual case, is settled without the general rule. */
+        if (!nb_shape_equal_inline(v->ndim, v->shape, nd, shape))
+            ok = nb_broadcast_shapes(nd, shape, v->ndim, v->shape, &nd, shape) == NB_OK;
     }
     if (!ok) {
         char msg[1024], s[NB_SHAPE_STR_MAX];

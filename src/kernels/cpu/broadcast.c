@@ -14,8 +14,8 @@ static bool plan_flat(nb_bcast_plan *p, int n_in, const nb_tensor *const *in, co
     if (!nb_is_contiguous_inline(out)) return false;
     for (int k = 0; k < n_in; k++) {
         const nb_tensor *t = in[k];
-        bool same = nb_same_shape_inline(t, out);
-        bool single = !same && t->ndim <= out->ndim && nb_numel_inline(t) == 1;
+        bool same = nb_shape_equal_inline(t->ndim, t->shape, out->ndim, out->shape);
+        bool single = !same && t->ndim <= out->ndim && nb_shape_numel_inline(t->ndim, t->shape) == 1;
         if (!(same || single) || !nb_is_contiguous_inline(t)) return false;
         p->strides[k][0] = same ? 1 : 0;
     }
@@ -27,7 +27,7 @@ static bool plan_flat(nb_bcast_plan *p, int n_in, const nb_tensor *const *in, co
     }
     p->strides[n_in][0] = 1;
     p->nops = n_in + 1;
-    p->numel = nb_numel_inline(out);
+    p->numel = nb_shape_numel_inline(out->ndim, out->shape);
     p->ndim = 1;
     p->shape[0] = p->numel;
     return true;
