@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include "nabla/device.h"
+#include "prefetch.h"
 #include "small_pool.h"
 
 #define QUANTUM 64
@@ -93,6 +94,13 @@ void *nb_small_alloc(size_t size)
     p->head[c] = b->next;
     p->bytes -= (c + 1) * QUANTUM;
     return b;
+}
+
+void nb_small_prefetch(size_t size)
+{
+    size_t c = size ? (size - 1) / QUANTUM : 0;
+    pool *p = c < CLASSES ? my_pool() : NULL;
+    if (p && p->head[c]) nb_prefetch_lines(p->head[c], (c + 1) * QUANTUM);
 }
 
 void nb_small_free(void *ptr, size_t size)

@@ -13,6 +13,9 @@
 
 /* A block of at least `size` bytes, 16-byte aligned (nb_malloc's), or NULL. */
 void *nb_small_alloc(size_t size);
+/* Brings into the cache, for writing, the block that the next request of
+ * `size` will get. */
+void nb_small_prefetch(size_t size);
 /* Frees p, which nb_small_alloc(size) returned (NULL is ignored). */
 void nb_small_free(void *p, size_t size);
 /* Hands the calling thread's kept blocks back to the C library. */

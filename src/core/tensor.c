@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <string.h>
 #include "nabla/tensor.h"
+#include "prefetch.h"
 #include "small_pool.h"
 #include "tensor_internal.h"
 
@@ -80,6 +81,19 @@ static nb_tensor *tensor_block_new(size_t nbytes, bool zero)
     b->t.refcount = 1;
     b->t.storage = s;
     return &b->t;
+}
+
+void nb_tensor_prefetch_block_like(const nb_tensor *t)
+{
+    const nb_storage *s = t->storage;
+    if (s && s->in_block) nb_small_prefetch(block_bytes(padded_bytes(s->nbytes), s->inline_data));
+}
+
+void nb_tensor_prefetch(const nb_tensor *t)
+{
+    /* Without reading t: its block (when it has one) starts with it, and
+     * small data follows within a line of the block's header. */
+    nb_prefetch_lines(t, sizeof(tensor_block) + 64);
 }
 
 void *nb_tensor_room(nb_tensor *t)

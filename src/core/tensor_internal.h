@@ -62,6 +62,11 @@ bool nb_poison_uninit(void);
  * a shell over borrowed memory). */
 #define NB_TENSOR_ROOM 96
 void *nb_tensor_room(nb_tensor *t);
+/* Warms the block that a tensor of t's size would be made in next. */
+void nb_tensor_prefetch_block_like(const nb_tensor *t);
+/* Warms t itself, its storage and autograd state, and small data, without
+ * reading t first (t may be cold). */
+void nb_tensor_prefetch(const nb_tensor *t);
 
 /* Called when a tensor carrying eager-mode state is freed (set by the eager
  * engine, once per process, before the first tensor gets that state). */

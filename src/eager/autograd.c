@@ -242,8 +242,22 @@ const char *nb_node_op(const nb_node *n)
     return n->kind == NODE_ACCUMULATE ? "accumulate_grad" : n->kind == NODE_FN ? n->fn->name : n->def->name;
 }
 uint64_t nb_node_sequence(const nb_node *n) { return n->seq; }
-nb_status nb_node_register_pre_hook(nb_node *n, nb_node_hook fn, void *ctx) { return hook_list_add(&n->pre, (void *)fn, ctx); }
-nb_status nb_node_register_post_hook(nb_node *n, nb_node_hook fn, void *ctx) { return hook_list_add(&n->post, (void *)fn, ctx); }
+static node_hooks *hooks_of(nb_node *n)
+{
+    if (!n->hooks) n->hooks = nb_calloc(1, sizeof *n->hooks);
+    if (!n->hooks) nb_error(NB_ERR_NOMEM, "hook: out of memory");
+    return n->hooks;
+}
+nb_status nb_node_register_pre_hook(nb_node *n, nb_node_hook fn, void *ctx)
+{
+    node_hooks *h = hooks_of(n);
+    return h ? hook_list_add(&h->pre, (void *)fn, ctx) : NB_ERR_NOMEM;
+}
+nb_status nb_node_register_post_hook(nb_node *n, nb_node_hook fn, void *ctx)
+{
+    node_hooks *h = hooks_of(n);
+    return h ? hook_list_add(&h->post, (void *)fn, ctx) : NB_ERR_NOMEM;
+}
 
 void nb_node_retain(nb_node *n)
 {
@@ -298,8 +312,11 @@ void nb_node_release(nb_node *n)
         }
         for (int i = 0; m->def && i < NB_MAX_ATTRS && m->def->attrs[i].name; i++) nb_attr_value_free(&m->attrs[i]);
         for (int i = 0; m->out_hooks && i < m->n_out; i++) hook_list_free(&m->out_hooks[i]);
-        hook_list_free(&m->pre);
-        hook_list_free(&m->post);
+        if (m->hooks) {
+            hook_list_free(&m->hooks->pre);
+            hook_list_free(&m->hooks->post);
+            nb_free(m->hooks);
+        }
         nb_free(m->out_hooks);
         nb_free(m->retain);
         nb_free(m->fn);
@@ -314,13 +331,13 @@ void nb_node_release(nb_node *n)
  * half of a recorded mul's memory). */
 static nb_node *node_new(node_kind kind, int n_in, int n_out, int n_attrs)
 {
-    size_t ni = (size_t)n_in + 1, no = (size_t)n_out + 1;
+    size_t ni = (size_t)n_in, no = (size_t)n_out;
     size_t size = sizeof(nb_node), at[8];
 #define PLACE(i, count, type)                                              \
     size = (size + _Alignof(type) - 1) / _Alignof(type) * _Alignof(type); \
     at[i] = size;                                                          \
     size += (count) * sizeof(type);
-    PLACE(0, ni, nb_edge)
+    PLACE(0, ni, nb_edge) /* first, right after the node: discover() counts on it */
     PLACE(1, ni, nb_tensor *)
     PLACE(2, ni, uint64_t)
     PLACE(3, no, nb_tensor *)
@@ -404,8 +421,10 @@ nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const
     nb_node *n = node_new(NODE_OP, n_in, n_out, n_attrs);
     if (!n) return nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", def->name);
     n->def = def;
-    memcpy(n->in_begin, in_begin, sizeof n->in_begin);
-    memcpy(n->out_begin, out_begin, sizeof n->out_begin);
+    for (int s = 0; s <= NB_MAX_SLOTS; s++) {
+        n->in_begin[s] = (uint8_t)in_begin[s]; /* at most 64 (eager_emit's limit) */
+        n->out_begin[s] = (uint8_t)out_begin[s];
+    }
     bool ok = true;
     for (int i = 0; i < n_attrs && ok; i++) ok = !nb_attr_value_copy(&n->attrs[i], &attrs[i]);
     for (int s = 0; ok && s < NB_MAX_SLOTS && def->inputs[s].name; s++)
@@ -427,6 +446,11 @@ nb_status nb_record_node(const nb_op_def *def, const nb_attr_value *attrs, const
             if (n->saved_out[k]) n->saved_out_version[k] = nb_tensor_version(o);
         }
     if (ok) ok = adopt_outputs(n, n_out, out);
+    /* The next op recorded will most likely want blocks of the same sizes:
+     * they come from the pool, cold since the last backward freed them, and
+     * were half of a recorded op's time in a long tape. */
+    nb_small_prefetch(n->bytes);
+    for (int k = 0; k < n_out; k++) nb_tensor_prefetch_block_like(out[k]);
     nb_node_release(n); /* the outputs hold it now */
     return ok ? NB_OK : nb_error(NB_ERR_NOMEM, "%s: out of memory recording its node", def->name);
 }

@@ -32,36 +32,47 @@ typedef struct nb_fn_part {
     const char *name;
 } nb_fn_part;
 
+/* The node's hooks (nb_node_register_pre_hook, _post_hook), made on first
+ * use: few nodes have any. */
+typedef struct node_hooks {
+    hook_list pre, post;
+} node_hooks;
+
+/* The fields the backward reads for every node come first, so that a node
+ * it visits costs as few cache lines as possible: a tape longer than the
+ * cache holds is read from memory, node by node. */
 struct nb_node {
     int refcount;
     node_kind kind;
-    size_t bytes; /* of its block, with the arrays below (nb_small_alloc) */
-    uint64_t seq;
+    int n_in, n_out;
+    /* engine scratch, valid during one graph task */
+    int deps;
+    int index;                  /* in the task's list of nodes */
+    int capture;                /* nb_autograd_grad: index of the input captured here + 1, or 0 */
+    bool needed;                /* nb_autograd_grad: on a path to a requested input */
+    bool released;              /* its saved values are gone */
+    uint64_t task;
+    nb_tensor **buffer;         /* per output (one for accumulators); the task's, from its chunks */
+    nb_edge *next;              /* per input; right after this struct (node_new) */
     /* NODE_OP */
     const nb_op_def *def;
-    nb_attr_value *attrs;       /* the def's attributes, in its order (in the node's block) */
-    int in_begin[NB_MAX_SLOTS + 1], out_begin[NB_MAX_SLOTS + 1];
-    int n_in, n_out;
-    nb_edge *next;              /* per input */
+    uint64_t seq;
     bool *wants;                /* per input: its gradient is needed */
     nb_tensor **saved_in;       /* per input: kept for the rule, or NULL */
+    uint64_t *saved_in_version;
     nb_tensor **saved_out;      /* per output: detached data, or NULL */
-    uint64_t *saved_in_version, *saved_out_version;
+    uint64_t *saved_out_version;
     nb_var_info *out_info;      /* per output */
+    nb_attr_value *attrs;       /* the def's attributes, in its order (in the node's block) */
     nb_tensor **retain;         /* per output: a tensor that retains its grad (weak) */
     hook_list *out_hooks;       /* per output: hooks of that output's tensor */
-    bool released;
+    uint8_t in_begin[NB_MAX_SLOTS + 1], out_begin[NB_MAX_SLOTS + 1]; /* as nb_grad_ctx's (at most 64 each) */
+    node_hooks *hooks;
+    size_t bytes;               /* of its block, with the arrays below (nb_small_alloc) */
     /* NODE_FN: its function, apart so that op nodes do not carry it */
     struct nb_fn_part *fn;
     /* NODE_ACCUMULATE */
     nb_tensor *leaf;            /* strong */
-    hook_list pre, post;
-    /* engine scratch, valid during one graph task */
-    uint64_t task;
-    int deps;
-    nb_tensor **buffer;         /* per output (one for accumulators); the task's, from its chunks */
-    bool needed;                /* nb_autograd_grad: on a path to a requested input */
-    int capture;                /* nb_autograd_grad: index of the input captured here + 1, or 0 */
 };
 
 typedef struct nb_autograd {
