@@ -283,6 +283,10 @@ void nb_node_release_saved(nb_node *n)
  * stack flat however deep the graph is (a chain of 100,000 ops). */
 void nb_node_release(nb_node *n)
 {
+    if (n && n->refcount > 1) { /* the usual case, without the walk's setup */
+        n->refcount--;
+        return;
+    }
     nb_node *stack_inline[64], **stack = stack_inline;
     int top = 0, cap = 64;
     if (n) stack[top++] = n;
