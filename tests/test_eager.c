@@ -97,6 +97,32 @@ static void test_accumulation_leaves_held_gradients_alone(void)
     nb_tensor_release(wt);
 }
 
+/* One root made from another: the node of the first (here x's accumulator,
+ * which runs as soon as it is ready) must wait for the gradient the
+ * second's node sends it, so the count of what it will receive includes
+ * that edge, counted while the nodes are found although both roots were
+ * found first. z = x * x: dx = gx + 2 x gz, for gx = 1 and gz = 2. */
+static void test_root_that_feeds_another_root(void)
+{
+    nb_builder *b = eager();
+    nb_tensor *xt = LEAF(NB_F64, S(2), 0.5, -2);
+    nb_value x = nb_eager_value(b, xt);
+    nb_value z = nb_mul(b, x, x);
+    REQUIRE_OK(nb_builder_status(b));
+    nb_tensor *gx = tt(NB_F64, 1, S(2), (const double[]){1, 1}), *gz = tt(NB_F64, 1, S(2), (const double[]){2, 2});
+    nb_tensor *roots[2] = {xt, T_(z)}, *grads[2] = {gx, gz};
+    REQUIRE_OK(nb_backward(2, roots, grads, NB_RETAIN_GRAPH));
+    CHECK_TENSOR(nb_tensor_grad(xt), S(2), 1e-12, 1 + 4 * 0.5, 1 + 4 * -2.0);
+    /* The other order of the roots, onto the same .grad. */
+    nb_tensor *swapped[2] = {T_(z), xt}, *swapped_grads[2] = {gz, gx};
+    REQUIRE_OK(nb_backward(2, swapped, swapped_grads, 0));
+    CHECK_TENSOR(nb_tensor_grad(xt), S(2), 1e-12, 2 * (1 + 4 * 0.5), 2 * (1 + 4 * -2.0));
+    nb_tensor_release(gx);
+    nb_tensor_release(gz);
+    nb_builder_free(b);
+    nb_tensor_release(xt);
+}
+
 /* Gradients of gradients: d/dx sum(x^3) = 3x^2, then d/dx sum(3x^2) = 6x; and
  * through a rule that reads its output (tanh): tanh'' = -2 tanh (1 - tanh^2). */
 static void test_create_graph(void)
@@ -401,6 +427,7 @@ int main(void)
     RUN(test_backward_and_accumulation);
     RUN(test_diamond);
     RUN(test_accumulation_leaves_held_gradients_alone);
+    RUN(test_root_that_feeds_another_root);
     RUN(test_create_graph);
     RUN(test_spent_gradients_are_freed_during_the_pass);
     RUN(test_grad_allow_unused_and_pruning);

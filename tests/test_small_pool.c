@@ -44,6 +44,25 @@ static void test_freed_block_serves_its_class(void)
     CHECK(nb_small_pool_bytes() == 0);
 }
 
+/* Prefetching the block a request would get changes nothing: the same
+ * block still comes next, and the pool keeps what it kept. */
+static void test_prefetch_leaves_the_pool_alone(void)
+{
+    if (pool_off("prefetch")) return;
+    nb_small_pool_flush();
+    void *p = nb_small_alloc(448);
+    REQUIRE_OK(p ? NB_OK : NB_ERR_NOMEM);
+    nb_small_free(p, 448);
+    nb_small_prefetch(448);
+    nb_small_prefetch(64);  /* an empty class */
+    nb_small_prefetch(4096); /* past the classes */
+    CHECK(nb_small_pool_bytes() == 448);
+    void *q = nb_small_alloc(400);
+    CHECK(q == p);
+    nb_small_free(q, 400);
+    nb_small_pool_flush();
+}
+
 /* Every byte of the class is the caller's, whatever size it asked for: the
  * block may later serve the class's largest request. AddressSanitizer, which
  * sees each block (the pool is off there), checks this most closely. */
@@ -169,6 +188,7 @@ int main(void)
 {
     RUN(test_freed_block_serves_its_class);
     RUN(test_block_holds_its_class);
+    RUN(test_prefetch_leaves_the_pool_alone);
     RUN(test_thread_keeps_at_most_its_limit);
     RUN(test_blocks_freed_on_another_thread);
     RUN(test_other_allocator_sees_every_block);
