@@ -158,8 +158,8 @@ void nb_bcast_run(const nb_bcast_plan *p, nb_bcast_loop loop, const void *aux, i
     if (total <= 0) return;
     if (grain < 1) grain = 1;
     int64_t want = total / grain;
-    int max_threads = nb_team_size();
-    if (want >= 2 && max_threads > 1 && !nb_team_busy()) {
+    int max_threads = want >= 2 ? nb_team_size() : 1; /* small work asks the team nothing */
+    if (max_threads > 1 && !nb_team_busy()) {
         int nt = want < max_threads ? (int)want : max_threads;
         bcast_job j = {p, loop, aux, total};
         nb_team_run(nt, bcast_share, &j);
