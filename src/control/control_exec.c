@@ -4,6 +4,7 @@
 #include <string.h>
 #include "control_exec.h"
 #include "../core/tensor_internal.h"
+#include "../ops/op_internal.h"
 
 nb_status nb_steps_new(const nb_kernel_ctx *ctx, nb_step_scopes **out)
 {
@@ -163,16 +164,9 @@ nb_status nb_ctl_pred(const nb_kernel_ctx *ctx, const nb_tensor *t, const char *
     return NB_OK;
 }
 
-static nb_var_info info_of(const nb_tensor *t)
-{
-    nb_var_info i = {.dtype = t->dtype, .ndim = t->ndim};
-    memcpy(i.shape, t->shape, sizeof i.shape);
-    return i;
-}
-
 nb_status nb_ctl_output_copy(const nb_kernel_ctx *ctx, int k, const nb_tensor *t)
 {
-    nb_var_info info = info_of(t);
+    nb_var_info info = nb_tensor_info(t);
     nb_tensor *o;
     nb_status st = nb_exec_output(ctx, k, &info, &o);
     return st ? st : nb_tensor_copy_into(o, t);
@@ -180,7 +174,7 @@ nb_status nb_ctl_output_copy(const nb_kernel_ctx *ctx, int k, const nb_tensor *t
 
 nb_status nb_ctl_output_zeros(const nb_kernel_ctx *ctx, int k, const nb_tensor *like, nb_tensor **out)
 {
-    nb_var_info info = info_of(like);
+    nb_var_info info = nb_tensor_info(like);
     return nb_exec_output(ctx, k, &info, out);
 }
 

@@ -204,10 +204,7 @@ done:
 
 static nb_var_info eager_info(const nb_builder *b, nb_value v)
 {
-    const nb_tensor *t = v.p;
-    nb_var_info i = {.dtype = t->dtype, .ndim = t->ndim};
-    memcpy(i.shape, t->shape, sizeof i.shape);
-    return i;
+    return nb_tensor_info(v.p);
 }
 
 static void eager_destroy(nb_builder *b)

@@ -95,13 +95,6 @@ nb_status nb_run_infer(nb_op_ctx *ctx)
     return NB_OK;
 }
 
-static nb_var_info info_of(const nb_tensor *t)
-{
-    nb_var_info v = {.dtype = t->dtype, .ndim = t->ndim};
-    memcpy(v.shape, t->shape, sizeof v.shape);
-    return v;
-}
-
 nb_status nb_op_run(const char *type, nb_tensors in, nb_attrs attrs, int n_out, nb_tensor **out)
 {
     return nb_op_run_rng(type, in.n, in.v, attrs.n, attrs.v, n_out, out, NULL);
@@ -188,7 +181,7 @@ nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const i
         }
         /* Kernels take contiguous inputs; views are copied here. */
         if ((st = nb_tensor_contiguous(&ins[i], in[i]))) goto done;
-        in_info[i] = info_of(ins[i]);
+        in_info[i] = nb_tensor_info(ins[i]);
     }
     if ((st = nb_run_infer(&ctx))) goto done;
     if ((def->flags & NB_OP_VIEW) && n_out == 1 && !out[0] && n_in >= 1) {
