@@ -422,6 +422,54 @@ static void test_spent_gradients_are_freed_during_the_pass(void)
     nb_tensor_release(ct);
 }
 
+/* The eager builder remembers what inference made of each op's last plain
+ * call (src/ops/op_memo.h). Every call here differs from the one before in
+ * one thing the result depends on: a shape, a dtype, which input it is, or
+ * attributes given; a memo that ignored it would give the wrong shape. */
+static void test_repeated_ops_follow_their_inputs(void)
+{
+    nb_builder *b = eager();
+    nb_tensor *v3 = T(NB_F32, S(3), 1, 2, 3), *m23 = T(NB_F32, S(2, 3), 1, 2, 3, 4, 5, 6);
+    nb_tensor *one = T(NB_F32, S(1), 10), *d3 = T(NB_F64, S(3), 1, 2, 3), *v4 = T(NB_F32, S(4), 1, 2, 3, 4);
+    nb_value a = nb_eager_value(b, v3), m = nb_eager_value(b, m23), s = nb_eager_value(b, one);
+    nb_value d = nb_eager_value(b, d3), w = nb_eager_value(b, v4);
+    CHECK_TENSOR(T_(nb_mul(b, a, a)), S(3), 0, 1, 4, 9);
+    CHECK_TENSOR(T_(nb_mul(b, a, a)), S(3), 0, 1, 4, 9);
+    CHECK_TENSOR(T_(nb_mul(b, m, a)), S(2, 3), 0, 1, 4, 9, 4, 10, 18);
+    CHECK_TENSOR(T_(nb_mul(b, a, m)), S(2, 3), 0, 1, 4, 9, 4, 10, 18);
+    CHECK_TENSOR(T_(nb_mul(b, a, s)), S(3), 0, 10, 20, 30);
+    CHECK_TENSOR(T_(nb_mul(b, s, a)), S(3), 0, 10, 20, 30);
+    CHECK_TENSOR(T_(nb_mul(b, s, s)), S(1), 0, 100);
+    nb_tensor *dd = T_(nb_mul(b, d, d));
+    CHECK(dd && dd->dtype == NB_F64);
+    CHECK_TENSOR(dd, S(3), 0, 1, 4, 9);
+    REQUIRE_OK(nb_builder_status(b));
+    /* Default attributes, then given ones: all axes, then axis 1. */
+    CHECK_TENSOR(T_(nb_reduce_sum(b, m, 0, NULL, true)), S(1, 1), 0, 21);
+    CHECK_TENSOR(T_(nb_reduce_sum(b, m, 1, S(1), true)), S(2, 1), 0, 6, 15);
+    CHECK_TENSOR(T_(nb_reduce_sum(b, m, 0, NULL, true)), S(1, 1), 0, 21);
+    /* An op with an attribute called plainly takes its default, recorded
+     * for the backward too; given, the attribute wins. */
+    nb_tensor *lt = LEAF(NB_F64, S(2), -1, 2);
+    nb_value l = nb_eager_value(b, lt);
+    for (int i = 0; i < 2; i++) CHECK_TENSOR(T_(nb_emit1(b, "leaky_relu", NB_VALUES(l), NB_NO_ATTRS)), S(2), 1e-15, -0.01, 2);
+    CHECK_TENSOR(T_(nb_emit1(b, "leaky_relu", NB_VALUES(l), NB_ATTRS(NB_ATTR_FLOAT("alpha", 0.5)))), S(2), 0, -0.5, 2);
+    nb_tensor *lr = T_(nb_reduce_sum(b, nb_emit1(b, "leaky_relu", NB_VALUES(l), NB_NO_ATTRS), 0, NULL, false));
+    REQUIRE_OK(nb_backward(1, &lr, NULL, 0));
+    CHECK_TENSOR(nb_tensor_grad(lt), S(2), 1e-15, 0.01, 1);
+    nb_tensor_release(lt);
+    /* Shapes that do not broadcast, right after a call that ran. */
+    CHECK_TENSOR(T_(nb_mul(b, a, a)), S(3), 0, 1, 4, 9);
+    nb_mul(b, a, w);
+    CHECK_ERR(nb_builder_status(b), NB_ERR_SHAPE, "mul");
+    nb_builder_free(b);
+    nb_tensor_release(v3);
+    nb_tensor_release(m23);
+    nb_tensor_release(one);
+    nb_tensor_release(d3);
+    nb_tensor_release(v4);
+}
+
 int main(void)
 {
     RUN(test_backward_and_accumulation);
@@ -438,5 +486,6 @@ int main(void)
     RUN(test_deep_chain);
     RUN(test_same_gradients_as_static_program);
     RUN(test_autograd_state_of_tensors_and_views);
+    RUN(test_repeated_ops_follow_their_inputs);
     return test_report();
 }

@@ -123,6 +123,32 @@ static void test_malformed_kernels_are_refused(void)
               NB_ERR_ARG, "is not a device");
 }
 
+/* The eager builder remembers the kernel it chose for an op's plain call
+ * (src/ops/op_memo.h). A kernel registered after that call is chosen by the
+ * next one, and a kernel with an `accepts` is asked on every call, inputs
+ * of the same shape included. */
+static bool first_is_positive(const nb_kernel_ctx *k) { return nb_tensor_get(nb_kin(k, 0, 0), 0) > 0; }
+
+static const nb_kernel_def late = {.op = "neg", .device = NB_DEVICE_CPU, .dtypes = NB_DT(NB_F32), .provider = "late",
+                                   .priority = 10, .run = fake_relu, .accepts = first_is_positive};
+
+static void test_eager_sees_kernels_registered_later(void)
+{
+    nb_builder *b;
+    REQUIRE_OK(nb_builder_new_eager(&b));
+    nb_tensor *xt = T(NB_F32, S(4), 1, 2, 3, 4), *yt = T(NB_F32, S(4), -1, 2, 3, 4);
+    nb_value x = nb_eager_value(b, xt), y = nb_eager_value(b, yt);
+    CHECK_TENSOR(nb_eager_tensor(nb_neg(b, x)), S(4), 0, -1, -2, -3, -4);
+    CHECK_TENSOR(nb_eager_tensor(nb_neg(b, x)), S(4), 0, -1, -2, -3, -4);
+    CHECK_OK(nb_kernel_register(&late));
+    CHECK_TENSOR(nb_eager_tensor(nb_neg(b, x)), S(4), 0, 7, 7, 7, 7);
+    CHECK_TENSOR(nb_eager_tensor(nb_neg(b, y)), S(4), 0, 1, -2, -3, -4); /* not accepted: nabla's own */
+    CHECK_TENSOR(nb_eager_tensor(nb_neg(b, x)), S(4), 0, 7, 7, 7, 7);
+    CHECK_OK(nb_builder_status(b));
+    nb_builder_free(b);
+    release_all(xt, yt, NULL);
+}
+
 int main(void)
 {
     RUN(test_variants_are_listed_best_first);
@@ -130,5 +156,6 @@ int main(void)
     RUN(test_executor_picks_again_when_shapes_change);
     RUN(test_missing_kernels_are_named);
     RUN(test_malformed_kernels_are_refused);
+    RUN(test_eager_sees_kernels_registered_later);
     return test_report();
 }

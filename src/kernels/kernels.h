@@ -19,4 +19,12 @@ extern const nb_kernel_def *const nb_cpu_kernels_creation[];    /* cpu/creation.
 extern const nb_kernel_def *const nb_cpu_kernels_optimizer[];   /* cpu/optimizer.c */
 extern const nb_kernel_def *const nb_cpu_kernels_collective[];  /* cpu/collective.c */
 
+/* For remembering a choice of kernel: the count of kernels registered so
+ * far (a choice made at one count stands while the count does), and whether
+ * nb_kernel_find chose `chosen` from the op's list without asking any
+ * kernel's `accepts`, so that it chooses the same for every context of the
+ * same dtype. */
+unsigned nb_kernel_generation(void);
+bool nb_kernel_choice_is_fixed(const char *op, nb_device device, const nb_kernel_def *chosen);
+
 #endif

@@ -26,6 +26,7 @@ static const nb_kernel_def *const *const builtin[] = {
 
 static nb_strmap lists; /* op name -> kernel_list */
 static atomic_bool ready;
+static atomic_uint generation; /* kernels registered so far: a memo's choice stands while it holds */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static nb_status check(const nb_kernel_def *k)
@@ -61,6 +62,7 @@ static nb_status add(const nb_kernel_def *k)
     memmove(&l->k[d][at + 1], &l->k[d][at], (size_t)(n - at) * sizeof l->k[d][0]);
     l->k[d][at] = k;
     l->n[d] = n + 1;
+    atomic_fetch_add_explicit(&generation, 1, memory_order_release);
     return NB_OK;
 }
 
@@ -123,6 +125,19 @@ const nb_kernel_def *nb_kernel_at(const char *op, nb_device device, int i)
     if (!ensure_built() || !op || (unsigned)device >= NB_DEVICE_COUNT) return NULL;
     const kernel_list *l = list_of(op);
     return l && i >= 0 && i < l->n[device] ? l->k[device][i] : NULL;
+}
+
+unsigned nb_kernel_generation(void) { return atomic_load_explicit(&generation, memory_order_acquire); }
+
+bool nb_kernel_choice_is_fixed(const char *op, nb_device device, const nb_kernel_def *chosen)
+{
+    if (!ensure_built() || (unsigned)device >= NB_DEVICE_COUNT) return false;
+    const kernel_list *l = list_of(op);
+    for (int i = 0; l && i < l->n[device]; i++) {
+        if (l->k[device][i]->accepts) return false;
+        if (l->k[device][i] == chosen) return true;
+    }
+    return false;
 }
 
 const nb_kernel_def *nb_kernel_find(const char *op, nb_device device, nb_dtype dt, const nb_kernel_ctx *k)

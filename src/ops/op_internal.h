@@ -58,10 +58,14 @@ nb_status nb_op_run_def(const nb_op_def *def, int n_in, nb_tensor *const *in, in
 /* The same after its first two steps: attributes resolved (av), inputs
  * mapped onto their slots (in[k] for k below in_begin[NB_MAX_SLOTS], in slot
  * order) and outputs assigned (out_begin), for a caller that needs those
- * too (the eager builder records them in the op's node). */
+ * too (the eager builder records them in the op's node). `memo` (NULL:
+ * none) is the op's entry in a memo (op_memo.h) for a plain call: with
+ * `hit`, its output infos and kernel are taken; without, this run's are
+ * noted in it. */
+struct nb_op_memo_entry;
 nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const int in_begin[NB_MAX_SLOTS + 1],
                           nb_tensor *const *in, const int out_begin[NB_MAX_SLOTS + 1], int n_out, nb_tensor **out,
-                          nb_rng *rng);
+                          nb_rng *rng, struct nb_op_memo_entry *memo, bool hit);
 
 /* How many outputs a builder gives an op when the caller did not say (n_out
  * < 0 in a backend's emit): one per declared output slot, at least one. */

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "op_internal.h"
+#include "op_memo.h"
+#include "../kernels/kernels.h"
 #include "../core/fpenv.h"
 #include "../core/tensor_internal.h"
 
@@ -129,7 +131,7 @@ nb_status nb_op_run_def(const nb_op_def *def, int n_in, nb_tensor *const *in, in
         goto done;
     }
     if (!(st = nb_map_slots(def, n_in, in, n_out, present, order, compact, in_begin, out_begin)))
-        st = nb_op_run_slots(def, av, in_begin, compact, out_begin, n_out, out, rng);
+        st = nb_op_run_slots(def, av, in_begin, compact, out_begin, n_out, out, rng, NULL, false);
 done:
     if (n > FEW) {
         nb_free(present);
@@ -141,7 +143,7 @@ done:
 
 nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const int in_begin[NB_MAX_SLOTS + 1],
                           nb_tensor *const *in, const int out_begin[NB_MAX_SLOTS + 1], int n_out, nb_tensor **out,
-                          nb_rng *rng)
+                          nb_rng *rng, nb_op_memo_entry *memo, bool hit)
 {
     const char *label = def->name;
     const int n_in = in_begin[NB_MAX_SLOTS];
@@ -181,9 +183,14 @@ nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const i
         }
         /* Kernels take contiguous inputs; views are copied here. */
         if ((st = nb_tensor_contiguous(&ins[i], in[i]))) goto done;
-        in_info[i] = nb_tensor_info(ins[i]);
+        if (!hit || def->params_size) in_info[i] = nb_tensor_info(ins[i]); /* read by infer and params only */
     }
-    if ((st = nb_run_infer(&ctx))) goto done;
+    if (hit)
+        for (int i = 0; i < n_out; i++) out_info[i] = memo->out[i];
+    else if ((st = nb_run_infer(&ctx)))
+        goto done;
+    else if (memo)
+        nb_op_memo_put(memo, def, n_in, in, n_out, out_info);
     if ((def->flags & NB_OP_VIEW) && n_out == 1 && !out[0] && n_in >= 1) {
         /* The same elements in the same order: a view of input 0 (made contiguous above). */
         if (!(st = nb_tensor_reshape(&outs[0], ins[0], out_info[0].ndim, out_info[0].shape)))
@@ -225,8 +232,15 @@ nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const i
         memset(params, 0, def->params_size);
         if ((st = def->params(&ctx, params))) goto done;
     }
-    nb_dtype dt = n_in ? ins[0]->dtype : out_info[0].dtype;
-    const nb_kernel_def *kern = nb_kernel_find(def->name, NB_DEVICE_CPU, dt, &k);
+    nb_dtype dt = n_in ? ins[0]->dtype : out_info[0].dtype; /* part of a memo's signature */
+    const nb_kernel_def *kern = NULL;
+    if (hit && memo->kernel && memo->kernel_generation == nb_kernel_generation()) kern = memo->kernel;
+    else {
+        unsigned generation = memo ? nb_kernel_generation() : 0; /* before: a kernel registered now is seen next time */
+        kern = nb_kernel_find(def->name, NB_DEVICE_CPU, dt, &k);
+        if (memo && kern && nb_kernel_choice_is_fixed(def->name, NB_DEVICE_CPU, kern))
+            memo->kernel = kern, memo->kernel_generation = generation;
+    }
     if (kern) {
         unsigned fp = nb_fpmode_enter();
         st = kern->run(&k);
