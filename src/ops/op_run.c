@@ -150,15 +150,13 @@ nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const i
     nb_status st = NB_OK;
     enum { FEW = 8 };
     bool few = n_in <= FEW && n_out <= FEW;
-    nb_tensor *ins_few[FEW + 1], *outs_few[FEW + 1];
+    nb_tensor *ins_few[FEW + 1] = {0}, *outs_few[FEW + 1] = {0}; /* cleared inline: two memset calls cost more */
     nb_var_info in_info_few[FEW + 1], out_info_few[FEW + 1];
     nb_tensor **ins = few ? ins_few : nb_calloc((size_t)n_in + 1, sizeof *ins);
     nb_tensor **outs = few ? outs_few : nb_calloc((size_t)n_out + 1, sizeof *outs);
     nb_var_info *in_info = few ? in_info_few : nb_calloc((size_t)n_in + 1, sizeof *in_info);
     nb_var_info *out_info = few ? out_info_few : nb_calloc((size_t)n_out + 1, sizeof *out_info);
     if (few) {
-        memset(ins, 0, ((size_t)n_in + 1) * sizeof *ins);
-        memset(outs, 0, ((size_t)n_out + 1) * sizeof *outs);
         /* Infos are filled before they are read: an input's from its
          * tensor, an output's by the op's inference, which sets the dtype
          * and ndim and the shape up to it. A full clear of both (1.3 KiB)
