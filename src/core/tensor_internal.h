@@ -40,6 +40,14 @@ static inline bool nb_is_contiguous_inline(const nb_tensor *t)
     return true;
 }
 
+/* nb_tensor_release for the paths every eager op takes twice per value:
+ * dropping a reference that is not the last needs no call. */
+static inline void nb_tensor_release_inline(nb_tensor *t)
+{
+    if (t && t->refcount > 1) t->refcount--;
+    else nb_tensor_release(t);
+}
+
 /* Element i of a contiguous buffer of dtype dt, through double. */
 double nb_load(nb_dtype dt, const void *p, int64_t i);
 void nb_store(nb_dtype dt, void *p, int64_t i, double v);

@@ -11,6 +11,7 @@
 #include "../core/strmap.h"
 #include "../ops/op_internal.h"
 #include "../ops/op_memo.h"
+#include "../core/tensor_internal.h"
 #include "../builder/builder_internal.h"
 #include "nabla/autodiff.h"
 
@@ -311,7 +312,7 @@ nb_tensor *nb_eager_tensor(nb_value v)
 void nb_eager_release_values(nb_builder *b)
 {
     eager_state *s = state_of(b);
-    for (int i = 0; i < s->n_values; i++) nb_tensor_release(s->values[i]);
+    for (int i = 0; i < s->n_values; i++) nb_tensor_release_inline(s->values[i]);
     s->n_values = 0;
     if (s->names.keys || s->names.vals || s->names.table) { /* backward calls this after every node */
         nb_strmap_free(&s->names);
@@ -409,7 +410,7 @@ int nb_eager_values_mark(const nb_builder *b) { return state_of(b)->n_values; }
 void nb_eager_release_values_after(nb_builder *b, int mark)
 {
     eager_state *s = state_of(b);
-    for (int i = mark; i < s->n_values; i++) nb_tensor_release(s->values[i]);
+    for (int i = mark; i < s->n_values; i++) nb_tensor_release_inline(s->values[i]);
     if (mark < s->n_values) s->n_values = mark;
 }
 int nb_eager_param_count(const nb_builder *b) { return nb_strmap_size(&state_of(b)->params); }

@@ -180,7 +180,8 @@ nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const i
             goto done;
         }
         /* Kernels take contiguous inputs; views are copied here. */
-        if ((st = nb_tensor_contiguous(&ins[i], in[i]))) goto done;
+        if (nb_is_contiguous_inline(in[i])) in[i]->refcount++, ins[i] = in[i]; /* nb_tensor_retain, inline */
+        else if ((st = nb_tensor_contiguous(&ins[i], in[i]))) goto done;
         if (!hit || def->params_size) in_info[i] = nb_tensor_info(ins[i]); /* read by infer and params only */
     }
     if (hit)
@@ -250,8 +251,8 @@ nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const i
         for (int i = 0; i < n_out; i++)
             if (!out[i]) out[i] = nb_tensor_retain(outs[i]);
 done:
-    for (int i = 0; i < n_held; i++) nb_tensor_release(ins[i]);
-    for (int i = 0; i < n_out; i++) nb_tensor_release(outs ? outs[i] : NULL);
+    for (int i = 0; i < n_held; i++) nb_tensor_release_inline(ins[i]);
+    for (int i = 0; outs && i < n_out; i++) nb_tensor_release_inline(outs[i]);
     if (!few) {
         nb_free(ins);
         nb_free(outs);
