@@ -69,4 +69,12 @@ nb_status nb_bcast_plan_init(nb_bcast_plan *p, const char *label, int n_in, cons
  * there are at least 2 * grain elements (see NB_BCAST_GRAIN_*). */
 void nb_bcast_run(const nb_bcast_plan *p, nb_bcast_loop loop, const void *aux, int64_t grain);
 
+/* The plan and the run at once, for work too small to split (under 2 *
+ * grain elements) whose operands make one run: each input of the output's
+ * shape or a single element, all contiguous. Returns false, having done
+ * nothing, for any other case, which the caller plans. An eager op on small
+ * tensors spent a tenth of its cost filling a plan and reading it back. */
+bool nb_bcast_run_small_flat(int n_in, const nb_tensor *const *in, const nb_tensor *out, nb_bcast_loop loop,
+                             const void *aux, int64_t grain);
+
 #endif

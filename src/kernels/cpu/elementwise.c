@@ -153,18 +153,20 @@ nb_status nb_ew_binary(nb_ew_binary_op op, const nb_tensor *x, const nb_tensor *
                         nb_dtype_name(x->dtype), nb_dtype_name(y->dtype), nb_dtype_name(out->dtype));
     if (!nb_ew_binary_supports(op, x->dtype))
         return nb_error(NB_ERR_DTYPE, "%s: %s does not take %s", label, op_names[op], nb_dtype_name(x->dtype));
-    nb_bcast_plan plan;
     const nb_tensor *in[2] = {x, y};
+    bool int_div = op == NB_EW_div && !nb_dtype_is_float(x->dtype);
+    int64_t grain = heavy_math[op] || int_div ? NB_BCAST_GRAIN_MATH : NB_BCAST_GRAIN_CHEAP;
+    if (!int_div && nb_bcast_run_small_flat(2, in, out, loops[op][x->dtype], NULL, grain)) return NB_OK;
+    nb_bcast_plan plan;
     nb_status st = nb_bcast_plan_init(&plan, label, 2, in, out);
     if (st) return st;
-    if (op == NB_EW_div && !nb_dtype_is_float(x->dtype) && plan.numel > 0) {
+    if (int_div && plan.numel > 0) {
         int64_t z = first_zero(y);
         if (z >= 0)
             return nb_error(NB_ERR_ARG, "%s: integer division by zero (element %lld of Y is 0)", label,
                             (long long)z);
     }
-    bool heavy = heavy_math[op] || (op == NB_EW_div && !nb_dtype_is_float(x->dtype));
-    nb_bcast_run(&plan, loops[op][x->dtype], NULL, heavy ? NB_BCAST_GRAIN_MATH : NB_BCAST_GRAIN_CHEAP);
+    nb_bcast_run(&plan, loops[op][x->dtype], NULL, grain);
     return NB_OK;
 }
 

@@ -281,9 +281,6 @@ nb_status nb_ew_unary(nb_ew_unary_op op, const nb_tensor *x, nb_tensor *out, con
         return nb_error(NB_ERR_DTYPE, "%s: does not take %s", label, nb_dtype_name(x->dtype));
     static const nb_ew_params none = {.alpha = 0};
     if (!params) params = &none;
-    nb_bcast_plan plan;
-    nb_status st = nb_bcast_plan_init(&plan, label, 1, &x, out);
-    if (st) return st;
     nb_bcast_loop loop = loops[op][x->dtype];
     const void *aux = params;
     int_scale iscale;
@@ -297,7 +294,12 @@ nb_status nb_ew_unary(nb_ew_unary_op op, const nb_tensor *x, nb_tensor *out, con
         loop = x->dtype == NB_I32 ? scale_exact_i32 : scale_exact_i64;
         aux = &iscale;
     }
-    nb_bcast_run(&plan, loop, aux, cheap[op] ? NB_BCAST_GRAIN_CHEAP : NB_BCAST_GRAIN_MATH);
+    int64_t grain = cheap[op] ? NB_BCAST_GRAIN_CHEAP : NB_BCAST_GRAIN_MATH;
+    if (nb_bcast_run_small_flat(1, &x, out, loop, aux, grain)) return NB_OK;
+    nb_bcast_plan plan;
+    nb_status st = nb_bcast_plan_init(&plan, label, 1, &x, out);
+    if (st) return st;
+    nb_bcast_run(&plan, loop, aux, grain);
     return NB_OK;
 }
 
