@@ -66,10 +66,32 @@ static void test_differentiable_core_ops_have_rules(void)
     }
 }
 
+/* nb_op_find remembers names by their address: a name in a buffer the
+ * caller rewrites finds the op the buffer names now, and the def's own name
+ * finds the def. */
+static void test_find_follows_a_reused_buffer(void)
+{
+    char name[32];
+    const nb_op_def *mul = nb_op_find("mul"), *add = nb_op_find("add");
+    CHECK(mul && add && mul != add);
+    if (!mul || !add) return;
+    CHECK(nb_op_find(mul->name) == mul);
+    for (int i = 0; i < 3; i++) {
+        strcpy(name, "mul");
+        CHECK(nb_op_find(name) == mul);
+        strcpy(name, "add");
+        CHECK(nb_op_find(name) == add);
+        strcpy(name, "no_such_op");
+        CHECK(nb_op_find(name) == NULL);
+    }
+    CHECK(nb_op_find(mul->name) == mul);
+}
+
 int main(void)
 {
     RUN(test_every_core_op_is_registered);
     RUN(test_definitions_are_well_formed);
     RUN(test_differentiable_core_ops_have_rules);
+    RUN(test_find_follows_a_reused_buffer);
     return test_report();
 }

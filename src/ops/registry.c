@@ -87,7 +87,10 @@ const nb_op_def *nb_op_find(const char *name)
 {
     if (!name) return NULL;
     size_t h = ((uintptr_t)name >> 3) % FIND_CACHE;
-    if (find_cache[h].key == name && !strcmp(find_cache[h].def->name, name)) return find_cache[h].def;
+    /* The name may sit in a buffer the caller reuses, so a hit compares the
+     * text, unless it is the def's own (string literals are often merged). */
+    if (find_cache[h].key == name && (find_cache[h].def->name == name || !strcmp(find_cache[h].def->name, name)))
+        return find_cache[h].def;
     if (!ensure_built()) return NULL;
     const nb_op_def *def = nb_strmap_get(&reg.by_name, name, NULL);
     if (def && !strcmp(def->name, name)) find_cache[h].key = name, find_cache[h].def = def;
