@@ -197,7 +197,8 @@ static nb_status eager_emit(nb_builder *b, const char *type, int n_in, const nb_
     /* A plain call (no attributes, every slot filled in order) of an op
      * last run here on inputs of the same dtypes and shapes takes its slots
      * and output infos from the memo. */
-    nb_op_memo_entry *memo = m == 0 && level == 0 && nb_op_memo_fits(n_in, n_out) ? nb_op_memo_slot(&s->memo, def) : NULL;
+    bool plain = m == 0 && level == 0 && nb_op_memo_fits(n_in, n_out);
+    nb_op_memo_entry *memo = plain ? nb_op_memo_find(&s->memo, def) : NULL;
     bool hit = memo && nb_op_memo_hit(memo, def, n_in, ins, n_out);
     const int *ib = in_begin, *ob = out_begin;
     nb_tensor **cin = compact;
@@ -210,8 +211,10 @@ static nb_status eager_emit(nb_builder *b, const char *type, int n_in, const nb_
     } else if ((st = nb_resolve_attrs(def, m, all, av, def->name)) ||
                (st = nb_map_slots(def, n_in, ins, n_out, present, order, compact, in_begin, out_begin))) {
         goto done;
-    } else if (memo && !(is_in_order(in_begin, n_in) && is_in_order(out_begin, n_out))) {
-        memo = NULL; /* optional or variadic slots: not a plain call */
+    } else {
+        /* Optional or variadic slots filled otherwise are not a plain call. */
+        plain = plain && is_in_order(in_begin, n_in) && is_in_order(out_begin, n_out);
+        memo = plain ? nb_op_memo_claim(&s->memo, def) : NULL;
     }
     if (level == 0) {
         st = (def->flags & NB_OP_RANDOM) ? random_state(s, def->name, &replayed, &rng) : NB_OK;

@@ -21,7 +21,7 @@
 #include "nabla/op.h"
 #include "nabla/tensor.h"
 
-enum { NB_MEMO_SLOTS = 16, NB_MEMO_IN = 4, NB_MEMO_OUT = 2 };
+enum { NB_MEMO_SETS = 16, NB_MEMO_IN = 4, NB_MEMO_OUT = 2 };
 
 typedef struct nb_op_memo_entry {
     const nb_op_def *def; /* NULL: empty */
@@ -34,14 +34,35 @@ typedef struct nb_op_memo_entry {
     unsigned kernel_generation;
 } nb_op_memo_entry;
 
-/* A few ops' entries, one per def by its address. */
+/* Entries for a few dozen ops: a set of two per hash of the def's address
+ * (two ops of a model that share a set take turns without evicting each
+ * other; direct-mapped, a quarter of the ops of a small model collided). */
 typedef struct nb_op_memo {
-    nb_op_memo_entry e[NB_MEMO_SLOTS];
+    nb_op_memo_entry e[NB_MEMO_SETS][2];
 } nb_op_memo;
 
-static inline nb_op_memo_entry *nb_op_memo_slot(nb_op_memo *m, const nb_op_def *def)
+static inline nb_op_memo_entry *nb_op_memo_set(nb_op_memo *m, const nb_op_def *def)
 {
-    return &m->e[((uintptr_t)def >> 6) % NB_MEMO_SLOTS];
+    _Static_assert(NB_MEMO_SETS == 16, "the hash keeps 4 bits");
+    return m->e[(uint64_t)(uintptr_t)def * 0x9E3779B97F4A7C15u >> 60];
+}
+
+/* def's entry, or NULL. */
+static inline nb_op_memo_entry *nb_op_memo_find(nb_op_memo *m, const nb_op_def *def)
+{
+    nb_op_memo_entry *set = nb_op_memo_set(m, def);
+    return set[0].def == def ? &set[0] : set[1].def == def ? &set[1] : NULL;
+}
+
+/* An entry to note a plain call of def in: its own, or the set's first,
+ * whose last op moves to the second (and the second's goes). */
+static inline nb_op_memo_entry *nb_op_memo_claim(nb_op_memo *m, const nb_op_def *def)
+{
+    nb_op_memo_entry *set = nb_op_memo_set(m, def), *own = nb_op_memo_find(m, def);
+    if (own) return own;
+    set[1] = set[0];
+    set[0].def = NULL;
+    return &set[0];
 }
 
 /* Whether a run of def on these n_in inputs and n_out outputs (all given, no
