@@ -34,9 +34,9 @@ typedef struct nb_op_memo_entry {
     unsigned kernel_generation;
 } nb_op_memo_entry;
 
-/* Entries for a few dozen ops: a set of two per hash of the def's address
- * (two ops of a model that share a set take turns without evicting each
- * other; direct-mapped, a quarter of the ops of a small model collided). */
+/* Entries for a few dozen ops: a set of two per hash of the def's address,
+ * so that two ops of a model that land in one set take turns without
+ * evicting each other (direct-mapped, they did on every call). */
 typedef struct nb_op_memo {
     nb_op_memo_entry e[NB_MEMO_SETS][2];
 } nb_op_memo;
