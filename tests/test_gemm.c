@@ -124,6 +124,7 @@ static void test_splits_over_threads(void)
     for (int t = 0; t < 4; t++) {
         CHECK(check_case(t & 1, t & 2, 200, 131, 300, 1.0, 0.0, 0) == 0);  /* rows */
         CHECK(check_case(t & 1, t & 2, 1001, 70, 200, 1.0, 0.5, 0) == 0); /* rows, several blocks a share */
+        CHECK(check_case(t & 1, t & 2, 1001, 40, 600, 1.0, 0.0, 0) == 0); /* and the short tail blocks, three slabs */
         CHECK(check_case(t & 1, t & 2, 16, 1501, 300, 1.0, 0.5, 2) == 0);  /* columns */
         CHECK(check_case(t & 1, t & 2, 5, 2500, 600, -1.0, 0.0, 1) == 0);  /* columns, past NC and KC */
         CHECK(check_case(t & 1, t & 2, 100, 1501, 300, 0.5, 1.0, 2) == 0); /* rows enough, but 4x as wide */
