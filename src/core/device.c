@@ -17,12 +17,14 @@ static nb_allocator current = {libc_malloc, libc_realloc, libc_free, NULL};
 
 void nb_device_empty_cache(void);
 
-bool nb_allocator_is_default(void) { return current.malloc == libc_malloc; }
+/* Read by the small-block pool on every eager op: a variable, not a call. */
+bool nb_allocator_default = true;
 
 void nb_set_allocator(const nb_allocator *a)
 {
     nb_device_empty_cache(); /* its blocks go back through the hook that gave them */
     current = a && a->malloc && a->realloc && a->free ? *a : libc;
+    nb_allocator_default = current.malloc == libc_malloc;
 }
 
 nb_allocator nb_get_allocator(void) { return current; }

@@ -71,7 +71,7 @@ static void make_exit_key(void) { exit_key_ok = !pthread_key_create(&exit_key, o
 /* The calling thread's pool, or NULL when blocks are not kept. */
 static pool *my_pool(void)
 {
-    if (POOL_OFF || !nb_allocator_is_default()) return NULL;
+    if (POOL_OFF || !nb_allocator_default) return NULL;
     pool *p = &tl_pool;
     if (p->exited) return NULL;
     if (!p->registered) {

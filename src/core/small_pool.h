@@ -24,7 +24,8 @@ void nb_small_pool_flush(void);
  * keep a block freed now (not under AddressSanitizer or another allocator). */
 size_t nb_small_pool_bytes(void);
 bool nb_small_pool_keeps(void);
-/* Whether the C library's allocator is in force (device.c). */
-bool nb_allocator_is_default(void);
+/* Whether the C library's allocator is in force (device.c; only
+ * nb_set_allocator writes it). */
+extern bool nb_allocator_default;
 
 #endif
