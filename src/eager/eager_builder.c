@@ -221,8 +221,9 @@ static nb_status eager_emit(nb_builder *b, const char *type, int n_in, const nb_
         if (!st) st = nb_op_run_slots(def, av, ib, cin, ob, n_out, outs, rng, memo, hit);
         if (st) return st;
     }
-    if ((s->level || nb_grad_mode_enabled()) && !(def->flags & NB_OP_NOT_DIFFERENTIABLE)) {
-        if (nb_grad_mode_enabled()) st = nb_record_node(def, av, ib, ob, ib[NB_MAX_SLOTS], cin, n_out, outs);
+    bool grad = nb_grad_mode_enabled();
+    if ((s->level || grad) && !(def->flags & NB_OP_NOT_DIFFERENTIABLE)) {
+        if (grad) st = nb_record_node(def, av, ib, ob, ib[NB_MAX_SLOTS], cin, n_out, outs);
         for (nb_tangents *l = s->level; l && !st; l = l->next)
             st = propagate_tangents(l, def, av, ib, ob, ib[NB_MAX_SLOTS], cin, n_out, outs);
     }

@@ -5,36 +5,13 @@
 #include "core/tensor_internal.h"
 #include "team.h"
 
-/* The common case, seen without the general walk: every operand
- * contiguous, each input of the output's shape or a single element (of no
- * more dims), so the whole output is one run, operand k starting at ptr[k]
- * and stepping step[k] (1, or 0 for a single element). */
-static bool flat_operands(int n_in, const nb_tensor *const *in, const nb_tensor *out, char **ptr, int64_t *step)
-{
-    if (!nb_is_contiguous_inline(out)) return false;
-    for (int k = 0; k < n_in; k++) {
-        const nb_tensor *t = in[k];
-        bool same = nb_shape_equal_inline(t->ndim, t->shape, out->ndim, out->shape);
-        bool single = !same && t->ndim <= out->ndim && nb_shape_numel_inline(t->ndim, t->shape) == 1;
-        if (!(same || single) || !nb_is_contiguous_inline(t)) return false;
-        step[k] = same ? 1 : 0;
-    }
-    /* Kernels get tensors with storage: their data is read off directly. */
-    for (int k = 0; k <= n_in; k++) {
-        const nb_tensor *t = k < n_in ? in[k] : out;
-        ptr[k] = (char *)t->storage->data + t->offset * (int64_t)nb_dtype_bytes(t->dtype);
-    }
-    step[n_in] = 1;
-    return true;
-}
-
 /* The flat case as a plan. An eager op on small tensors spent a twentieth
  * of its time in the general planning. */
 static bool plan_flat(nb_bcast_plan *p, int n_in, const nb_tensor *const *in, const nb_tensor *out)
 {
     char *ptr[NB_BCAST_MAX_OPERANDS];
     int64_t step[NB_BCAST_MAX_OPERANDS];
-    if (!flat_operands(n_in, in, out, ptr, step)) return false;
+    if (!nb_bcast_flat_operands(n_in, in, out, ptr, step)) return false;
     for (int k = 0; k <= n_in; k++) {
         const nb_tensor *t = k < n_in ? in[k] : out;
         p->elsize[k] = (int64_t)nb_dtype_bytes(t->dtype);
@@ -45,18 +22,6 @@ static bool plan_flat(nb_bcast_plan *p, int n_in, const nb_tensor *const *in, co
     p->numel = nb_shape_numel_inline(out->ndim, out->shape);
     p->ndim = 1;
     p->shape[0] = p->numel;
-    return true;
-}
-
-bool nb_bcast_run_small_flat(int n_in, const nb_tensor *const *in, const nb_tensor *out, nb_bcast_loop loop,
-                             const void *aux, int64_t grain)
-{
-    int64_t n = nb_shape_numel_inline(out->ndim, out->shape);
-    char *ptr[NB_BCAST_MAX_OPERANDS];
-    int64_t step[NB_BCAST_MAX_OPERANDS];
-    if (n_in < 1 || n_in >= NB_BCAST_MAX_OPERANDS || n >= 2 * grain || !flat_operands(n_in, in, out, ptr, step))
-        return false;
-    if (n > 0) loop(n, ptr, step, aux);
     return true;
 }
 

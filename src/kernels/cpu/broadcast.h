@@ -32,6 +32,7 @@
 
 #include <stdint.h>
 #include "nabla/tensor.h"
+#include "core/tensor_internal.h"
 
 /* Inputs plus the output. */
 #define NB_BCAST_MAX_OPERANDS 4
@@ -69,12 +70,47 @@ nb_status nb_bcast_plan_init(nb_bcast_plan *p, const char *label, int n_in, cons
  * there are at least 2 * grain elements (see NB_BCAST_GRAIN_*). */
 void nb_bcast_run(const nb_bcast_plan *p, nb_bcast_loop loop, const void *aux, int64_t grain);
 
+/* The common case, seen without the general walk: every operand
+ * contiguous, each input of the output's shape or a single element (of no
+ * more dims), so the whole output is one run, operand k starting at ptr[k]
+ * and stepping step[k] (1, or 0 for a single element). */
+static inline bool nb_bcast_flat_operands(int n_in, const nb_tensor *const *in, const nb_tensor *out, char **ptr,
+                                          int64_t *step)
+{
+    if (!nb_is_contiguous_inline(out)) return false;
+    for (int k = 0; k < n_in; k++) {
+        const nb_tensor *t = in[k];
+        bool same = nb_shape_equal_inline(t->ndim, t->shape, out->ndim, out->shape);
+        bool single = !same && t->ndim <= out->ndim && nb_shape_numel_inline(t->ndim, t->shape) == 1;
+        if (!(same || single) || !nb_is_contiguous_inline(t)) return false;
+        step[k] = same ? 1 : 0;
+    }
+    /* Kernels get tensors with storage: their data is read off directly. */
+    for (int k = 0; k <= n_in; k++) {
+        const nb_tensor *t = k < n_in ? in[k] : out;
+        ptr[k] = (char *)t->storage->data + t->offset * (int64_t)nb_dtype_bytes(t->dtype);
+    }
+    step[n_in] = 1;
+    return true;
+}
+
 /* The plan and the run at once, for work too small to split (under 2 *
  * grain elements) whose operands make one run: each input of the output's
  * shape or a single element, all contiguous. Returns false, having done
  * nothing, for any other case, which the caller plans. An eager op on small
- * tensors spent a tenth of its cost filling a plan and reading it back. */
-bool nb_bcast_run_small_flat(int n_in, const nb_tensor *const *in, const nb_tensor *out, nb_bcast_loop loop,
-                             const void *aux, int64_t grain);
+ * tensors spent a tenth of its cost filling a plan and reading it back; and
+ * inline, as it is, its callers skip two calls on every op. */
+static inline bool nb_bcast_run_small_flat(int n_in, const nb_tensor *const *in, const nb_tensor *out,
+                                           nb_bcast_loop loop, const void *aux, int64_t grain)
+{
+    int64_t n = nb_shape_numel_inline(out->ndim, out->shape);
+    char *ptr[NB_BCAST_MAX_OPERANDS];
+    int64_t step[NB_BCAST_MAX_OPERANDS];
+    if (n_in < 1 || n_in >= NB_BCAST_MAX_OPERANDS || n >= 2 * grain ||
+        !nb_bcast_flat_operands(n_in, in, out, ptr, step))
+        return false;
+    if (n > 0) loop(n, ptr, step, aux);
+    return true;
+}
 
 #endif
