@@ -211,7 +211,7 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
  * the compiler vectorise without reassociating one sum, and are a little
  * more accurate than a single running total. */
 #define GEMM_DOT(T, SUF)                                                                       \
-    static T dot_##SUF(const T *a, int64_t sa, const T *b, int64_t sb, int64_t K)               \
+    GEMM_INLINE T dot_##SUF(const T *a, int64_t sa, const T *b, int64_t sb, int64_t K)               \
     {                                                                                          \
         T s[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                     \
         int64_t k = 0;                                                                         \
@@ -223,14 +223,13 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
         return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));              \
     }
 
-/* Small products, matrix-vector and vector-matrix shapes: no packing, loops
- * ordered so the innermost one walks memory with unit stride when it can.
- * Rows are independent, so big matrix-vector products split them among
- * threads. */
-#define GEMM_SMALL(T, SUF)                                                                     \
-    /* Row i of C. Element (i, k) of op(A) is A[i * ar + k * ak]; (k, j) of op(B) is           \
-     * B[k * bk + j * bj]. */                                                                  \
-    GEMM_INLINE void small_row_##SUF(int64_t i, int64_t N, int64_t K, T alpha, const T *A,      \
+/* Row i of C. Element (i, k) of op(A) is A[i * ar + k * ak]; (k, j) of op(B) is
+ * B[k * bk + j * bj]. Stamped out per instruction set: the row loop of a
+ * vector-matrix product is most of a step at batch 1, and compiled for the
+ * baseline it ran four floats at a time, its speed moving by a third with where
+ * the loop fell against the 64-byte lines of the code. */
+#define GEMM_SMALL_ROWS(T, SUF, NAME, ATTR)                                                    \
+    ATTR GEMM_INLINE void NAME##_row(int64_t i, int64_t N, int64_t K, T alpha, const T *A,      \
                                      int64_t ar, int64_t ak, const T *B, int64_t bk,            \
                                      int64_t bj, bool axpy, T beta, T *C, int64_t ldc)          \
     {                                                                                          \
@@ -254,6 +253,26 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
             }                                                                                  \
         }                                                                                      \
     }                                                                                          \
+    ATTR static void NAME##_rows(void *arg, int64_t lo, int64_t hi)                            \
+    {                                                                                          \
+        const small_job_##SUF *j = arg;                                                        \
+        for (int64_t i = lo; i < hi; i++)                                                      \
+            NAME##_row(i, j->N, j->K, j->alpha, j->A, j->ar, j->ak, j->B, j->bk, j->bj,        \
+                       j->axpy, j->beta, j->C, j->ldc);                                        \
+    }
+#ifdef GEMM_X86_AVX2
+#define GEMM_SMALL_AVX2(T, SUF) GEMM_SMALL_ROWS(T, SUF, avx2_small_##SUF, GEMM_AVX2_ATTR)
+#define GEMM_SMALL_PICK(SUF) (gemm_have_avx2() ? avx2_small_##SUF##_rows : gen_small_##SUF##_rows)
+#else
+#define GEMM_SMALL_AVX2(T, SUF)
+#define GEMM_SMALL_PICK(SUF) gen_small_##SUF##_rows
+#endif
+
+/* Small products, matrix-vector and vector-matrix shapes: no packing, loops
+ * ordered so the innermost one walks memory with unit stride when it can.
+ * Rows are independent, so big matrix-vector products split them among
+ * threads. */
+#define GEMM_SMALL(T, SUF)                                                                     \
     typedef struct small_job_##SUF {                                                           \
         int64_t N, K;                                                                          \
         T alpha;                                                                               \
@@ -266,13 +285,8 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
         T *C;                                                                                  \
         int64_t ldc;                                                                           \
     } small_job_##SUF;                                                                         \
-    static void small_rows_##SUF(void *arg, int64_t lo, int64_t hi)                            \
-    {                                                                                          \
-        const small_job_##SUF *j = arg;                                                        \
-        for (int64_t i = lo; i < hi; i++)                                                      \
-            small_row_##SUF(i, j->N, j->K, j->alpha, j->A, j->ar, j->ak, j->B, j->bk, j->bj,   \
-                            j->axpy, j->beta, j->C, j->ldc);                                   \
-    }                                                                                          \
+    GEMM_SMALL_ROWS(T, SUF, gen_small_##SUF, )                                                 \
+    GEMM_SMALL_AVX2(T, SUF)                                                                    \
     static void small_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,         \
                             const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,     \
                             int64_t ldc)                                                       \
@@ -281,7 +295,7 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
         int64_t bk = tb ? 1 : ldb, bj = tb ? ldb : 1;                                          \
         bool axpy = !tb && N > 1; /* rows of B are contiguous: stream them */                  \
         small_job_##SUF j = {N, K, alpha, A, ar, ak, B, bk, bj, axpy, beta, C, ldc};           \
-        nb_team_for(M, M > 1 && gemm_threads(M, N, K) > 1, small_rows_##SUF, &j);             \
+        nb_team_for(M, M > 1 && gemm_threads(M, N, K) > 1, GEMM_SMALL_PICK(SUF), &j);          \
     }
 
 /* The packing of full strips from rows of A (6 or 8 of them, times alpha)
