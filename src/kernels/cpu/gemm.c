@@ -211,7 +211,7 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
  * the compiler vectorise without reassociating one sum, and are a little
  * more accurate than a single running total. */
 #define GEMM_DOT(T, SUF)                                                                       \
-    GEMM_INLINE T dot_##SUF(const T *a, int64_t sa, const T *b, int64_t sb, int64_t K)               \
+    GEMM_INLINE T dot_##SUF(const T *a, int64_t sa, const T *b, int64_t sb, int64_t K)          \
     {                                                                                          \
         T s[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                     \
         int64_t k = 0;                                                                         \
