@@ -133,6 +133,37 @@ int64_t ox_attr_i(const ox_import *im, const char *name, int64_t def);
 double ox_attr_f(const ox_import *im, const char *name, double def);
 const char *ox_attr_s(const ox_import *im, const char *name, const char *def);
 
+/* Reading arguments (onnx_import_args.c). ox_unsupported: NB_ERR_UNSUPPORTED
+ * naming the node, with `why`. ox_rank: v's number of dims. ox_attr_list:
+ * an ints attribute into out[0..max), its count (max + 1 when longer), -1
+ * when absent. ox_const_ints: input k, a constant int tensor, likewise (-2
+ * with an error when it is not one). ox_axes: the axes of Squeeze, Unsqueeze
+ * and the reductions, an input from opset 13 and an attribute before (-1:
+ * none given, -2: an error). ox_same: output 0 is nabla's `op` of the
+ * node's first n_in inputs. */
+nb_status ox_unsupported(ox_import *im, const char *why);
+int ox_rank(ox_import *im, nb_value v);
+int ox_attr_list(ox_import *im, const char *name, int64_t *out, int max);
+int ox_const_ints(ox_import *im, int k, int64_t *out, int max);
+int ox_axes(ox_import *im, int64_t *axes);
+nb_status ox_same(ox_import *im, const char *op, int n_in);
+
+/* One family's rows (onnx_import_<family>.c): an ONNX op type and either the
+ * nabla op that takes the same inputs in the same order, or a function.
+ * Each list ends at a row whose `onnx` is NULL. */
+typedef struct ox_importer {
+    const char *onnx;
+    const char *op;
+    int n_in;
+    nb_status (*fn)(ox_import *im);
+} ox_importer;
+
+extern const ox_importer ox_imports_math[];   /* arithmetic, activations, products, softmax */
+extern const ox_importer ox_imports_reduce[]; /* reductions, gathers and scatters */
+extern const ox_importer ox_imports_shape[];  /* moving, joining, slicing, padding, resizing */
+extern const ox_importer ox_imports_nn[];     /* convolutions, pools, normalisations, losses */
+extern const ox_importer ox_imports_rnn[];    /* RNN, GRU, LSTM */
+
 /* The node through b (onnx_import_ops.c); NB_ERR_UNSUPPORTED naming it when
  * nabla has no form for it. */
 nb_status ox_import_node(ox_import *im);
