@@ -92,7 +92,7 @@ NB_API nb_status nb_eager_alias_tangent(nb_builder *b, nb_tensor *t, nb_tensor *
 
 /* ---- autograd state of tensors ------------------------------------------- */
 
-NB_API nb_status nb_tensor_set_requires_grad(nb_tensor *t, bool requires); /* leaves only */
+NB_API nb_status nb_tensor_set_requires_grad(nb_tensor *t, bool on); /* leaves only */
 NB_API bool nb_tensor_requires_grad(const nb_tensor *t);
 NB_API bool nb_tensor_is_leaf(const nb_tensor *t);
 /* The gradient accumulated by backward (borrowed), or NULL. */
