@@ -141,7 +141,7 @@ NB_API nb_status nb_tensor_register_hook(nb_tensor *t, nb_tensor_hook fn, void *
  * pass's whole contribution (after its hooks above and the accumulation,
  * like torch's register_post_accumulate_grad_hook); nb_autograd_grad, which
  * leaves .grad alone, does not run it. Removing one that is not there does
- * nothing. nb_ddp (nabla/ddp.h) starts its all-reduces from here. */
+ * nothing. nb_ddp (nabla/data_parallel.h) starts its all-reduces from here. */
 typedef nb_status (*nb_grad_ready_hook)(nb_tensor *leaf, void *ctx);
 NB_API nb_status nb_tensor_register_post_accumulate_hook(nb_tensor *t, nb_grad_ready_hook fn, void *ctx);
 NB_API void nb_tensor_remove_post_accumulate_hook(nb_tensor *t, nb_grad_ready_hook fn, void *ctx);

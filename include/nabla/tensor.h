@@ -50,6 +50,10 @@ typedef struct nb_tensors {
     int n;
     nb_tensor *const *v;
 } nb_tensors;
+/* The array behind the list is a compound literal, which lives only until
+ * the end of the enclosing block: pass the list to a call, or keep it in a
+ * variable used only inside that block (one made in an `if` and used after
+ * it points at dead stack). */
 #define NB_TENSORS(...) ((nb_tensors){(int)(sizeof((nb_tensor *[]){__VA_ARGS__}) / sizeof(nb_tensor *)), (nb_tensor *[]){__VA_ARGS__}})
 #define NB_TENSORS_N(count, array) ((nb_tensors){(count), (array)})
 #define NB_NO_TENSORS ((nb_tensors){0, 0})
