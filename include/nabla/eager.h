@@ -124,7 +124,9 @@ typedef struct nb_node nb_node;
 /* The memory the tape holds for a backward pass from `roots`: the bytes of
  * every storage that the saved values of the nodes behind them keep alive
  * (each storage once, whole, however many views of it are saved), and how
- * many nodes still hold values. Taken at the end of a forward pass, it is
+ * many nodes still hold values. The storage of a leaf that requires grad
+ * (a parameter) does not count, nor do saved views of it: its owner keeps
+ * it whatever the tape does. So, taken at the end of a forward pass, it is
  * what recomputation could save; after a backward pass without
  * NB_RETAIN_GRAPH it is 0. */
 NB_API nb_status nb_autograd_saved_bytes(nb_tensors roots, size_t *bytes, int *n_nodes);
