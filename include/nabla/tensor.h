@@ -78,7 +78,7 @@ NB_API void nb_tensor_release(nb_tensor *t);       /* NULL is fine */
 /* ---- properties ------------------------------------------------------- */
 
 NB_API int64_t nb_tensor_numel(const nb_tensor *t);
-NB_API bool nb_tensor_is_contiguous(const nb_tensor *t);
+NB_API bool nb_tensor_is_contiguous(const nb_tensor *t); /* an empty one always is */
 /* Address of the first element (storage data + offset). */
 NB_API void *nb_tensor_data(const nb_tensor *t);
 NB_API bool nb_shape_equal(int nda, const int64_t *a, int ndb, const int64_t *b);
