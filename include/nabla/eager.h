@@ -1,5 +1,5 @@
 /* nabla/eager.h: eager mode, a dynamic tape and its backward engine (as
- * PyTorch's autograd, seed 003).
+ * PyTorch's autograd).
  *
  * An eager builder runs every op at once: values are tensors. When grad mode
  * is on and an input requires a gradient, the op also records a backward
