@@ -2,11 +2,10 @@
  * softmax as nabla ops. Most are compositions of differentiable nabla ops,
  * so an imported model gets their gradients, JVPs and vmap for free.
  *
- * Two things old opsets did differently run through every binary op here:
- * before opset 7, `broadcast` and `axis` attributes aligned Y with X from an
- * axis instead of from the last dim (binary()); and the integer widths nabla
- * lacks (int8, int16, uint16, uint32 arrive widened) leave uint8, which the
- * arithmetic computes in int32 and casts back, wrapping as ONNX does. */
+ * Of the integer widths nabla lacks (int8, int16, uint16 and uint32 arrive
+ * widened) uint8 is left, which the arithmetic computes in int32 and casts
+ * back, wrapping as ONNX does. Opset 1-6's broadcast along an axis is
+ * refused for every op in ox_import_node. */
 #ifdef NABLA_HAVE_ONNX
 #include <float.h>
 #include <math.h>
@@ -34,26 +33,6 @@ static nb_value scalar_like(ox_import *im, nb_value x, double v) { return scalar
 
 static nb_dtype dtype_of(ox_import *im, nb_value x) { return nb_value_info(B, x).dtype; }
 
-/* Input k, aligned for a binary op with input 0: before opset 7 a Y with
- * broadcast=1 and an axis lines up with X's dims from that axis, so trailing
- * 1s make NumPy's broadcast do the same. */
-static nb_value legacy_aligned(ox_import *im, nb_value x, int k)
-{
-    nb_value y = ox_in(im, k);
-    if (im->opset >= 7 || nb_is_none(x) || nb_is_none(y) || !ox_attr_i(im, "broadcast", 0) || !ox_attr(im, "axis"))
-        return y;
-    int rx = ox_rank(im, x), ry = ox_rank(im, y), axis = (int)ox_attr_i(im, "axis", 0);
-    if (axis < 0) axis += rx;
-    int trail = rx - axis - ry;
-    if (axis < 0 || trail < 0) {
-        ox_node_error(im, NB_ERR_SHAPE, "its axis %d does not fit a %d-d Y into a %d-d X", axis, ry, rx);
-        return NB_NONE;
-    }
-    int64_t axes[NB_MAX_DIMS];
-    for (int i = 0; i < trail; i++) axes[i] = ry + i;
-    return trail ? nb_unsqueeze(B, y, trail, axes) : y;
-}
-
 /* uint8 arithmetic: in int32, the result cast back (wrapping) by back(). */
 static nb_value widened(ox_import *im, nb_value v)
 {
@@ -66,7 +45,7 @@ static nb_value back(ox_import *im, nb_value v, nb_dtype dt)
 
 static nb_status binary(ox_import *im, const char *op)
 {
-    nb_value x = ox_in(im, 0), y = legacy_aligned(im, x, 1);
+    nb_value x = ox_in(im, 0), y = ox_in(im, 1);
     if (nb_is_none(x) || nb_is_none(y)) return nb_builder_status(B);
     nb_dtype dt = dtype_of(im, x);
     nb_value out = nb_emit1(B, op, NB_VALUES(widened(im, x), widened(im, y)), NB_NO_ATTRS);
@@ -93,7 +72,7 @@ BINARY(i_xor, "logical_xor")
  * integer base goes through float64 and truncates back, as the reference. */
 static nb_status i_pow(ox_import *im)
 {
-    nb_value x = ox_in(im, 0), y = legacy_aligned(im, x, 1);
+    nb_value x = ox_in(im, 0), y = ox_in(im, 1);
     if (nb_is_none(x) || nb_is_none(y)) return nb_builder_status(B);
     nb_dtype dt = dtype_of(im, x), work = nb_dtype_is_float(dt) ? dt : NB_F64;
     if (dtype_of(im, y) != work) y = nb_cast(B, y, work);
@@ -378,7 +357,7 @@ static nb_status i_softsign(ox_import *im)
  * it never widens x). relu(x) - slope relu(-x) says it without a compare. */
 static nb_status i_prelu(ox_import *im)
 {
-    nb_value x = ox_in(im, 0), slope = legacy_aligned(im, x, 1);
+    nb_value x = ox_in(im, 0), slope = ox_in(im, 1);
     if (nb_is_none(x) || nb_is_none(slope)) return nb_builder_status(B);
     return ox_out(im, 0, nb_sub(B, nb_relu(B, x), nb_mul(B, slope, nb_relu(B, nb_neg(B, x)))));
 }
