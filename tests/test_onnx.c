@@ -360,6 +360,34 @@ static nb_status import_and_run(const char *path, double out[3])
     return st;
 }
 
+/* An eager import takes a value for each graph input, which must be what
+ * the model declares: the handmade model's x is float32 [3]. */
+static void test_eager_inputs_checked(void)
+{
+    handmade h;
+    const char *path = path_of("h.onnx");
+    handmade_init(&h, "Mul", 13);
+    handmade_save(&h, path);
+    nb_tensor *good, *wide, *longer;
+    nb_tensor_from_data(&good, NB_F32, 1, S(3), (float[]){1, 2, 3});
+    nb_tensor_from_data(&wide, NB_F64, 1, S(3), (double[]){1, 2, 3});
+    nb_tensor_from_data(&longer, NB_F32, 1, S(4), (float[]){1, 2, 3, 4});
+    nb_tensor *given[] = {good, wide, longer};
+    nb_status want[] = {NB_OK, NB_ERR_ARG, NB_ERR_SHAPE};
+    const char *msg[] = {"", "graph input 'x' is FLOAT (nabla's float32); the value given is float64",
+                         "graph input 'x' is [3]; the value given is [4]"};
+    for (int i = 0; i < 3; i++) {
+        nb_builder *b;
+        nb_value y;
+        CHECK_OK(nb_builder_new_eager(&b));
+        nb_status st = nb_onnx_import(path, b, NB_VALUES(nb_eager_value(b, given[i])), 1, &y, NULL);
+        if (want[i]) CHECK_ERR(st, want[i], msg[i]);
+        else CHECK(!st && nb_tensor_get(nb_eager_tensor(y), 2) == 12);
+        nb_builder_free(b);
+    }
+    nb_tensor_release(good), nb_tensor_release(wide), nb_tensor_release(longer);
+}
+
 static void test_import_checks(void)
 {
     handmade h;
@@ -371,9 +399,22 @@ static void test_import_checks(void)
     CHECK_OK(import_and_run(path, y));
     CHECK(y[0] == 0.5 && y[1] == -4 && y[2] == 12);
 
+    /* Opsets before 11 read the ops whose meaning has not changed since... */
     handmade_init(&h, "Mul", 9);
     handmade_save(&h, path);
-    CHECK_ERR(import_and_run(path, y), NB_ERR_UNSUPPORTED, "uses opset 9; nabla reads opsets 11 to 17");
+    CHECK_OK(import_and_run(path, y));
+    CHECK(y[0] == 0.5 && y[1] == -4 && y[2] == 12);
+    handmade_init(&h, "Mul", 18);
+    handmade_save(&h, path);
+    CHECK_ERR(import_and_run(path, y), NB_ERR_UNSUPPORTED, "uses opset 18; nabla reads opsets 1 to 17");
+    /* ...and refuse what has: opset 1-6's broadcast along an axis. */
+    handmade_init(&h, "Mul", 6);
+    Onnx__AttributeProto bc = ONNX__ATTRIBUTE_PROTO__INIT, ax = ONNX__ATTRIBUTE_PROTO__INIT, *legacy[2] = {&bc, &ax};
+    bc.name = "broadcast", bc.has_type = 1, bc.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, bc.has_i = 1, bc.i = 1;
+    ax.name = "axis", ax.has_type = 1, ax.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, ax.has_i = 1, ax.i = 0;
+    h.node.n_attribute = 2, h.node.attribute = legacy;
+    handmade_save(&h, path);
+    CHECK_ERR(import_and_run(path, y), NB_ERR_UNSUPPORTED, "(Mul, opset 6): broadcasts along axis 0");
 
     handmade_init(&h, "FancyOp", 13);
     handmade_save(&h, path);
@@ -480,6 +521,7 @@ int main(void)
 #ifdef NABLA_HAVE_ONNX
         RUN(test_exported_model_is_standard);
         RUN(test_import_checks);
+        RUN(test_eager_inputs_checked);
 #endif
     }
     remove_tree(dir);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "nabla/device.h"
+#include "nabla/eager.h"
 #include "nabla/init.h"
 #include "nabla/onnx.h"
 #include "nabla/ops.h"
@@ -143,17 +144,29 @@ nb_value ox_in(ox_import *im, int k)
     return made;
 }
 
+/* The tensor of a value the import has already computed, where the builder
+ * holds it: an eager builder's values are tensors, so there a shape, axes
+ * or bounds input computed by the graph (or fed) is as good as a constant.
+ * A program's values are known only when it runs. */
+static const nb_tensor *known_tensor(ox_import *im, const char *name)
+{
+    nb_value *v = nb_strmap_get(&im->values, name, NULL);
+    return v && nb_builder_is_eager(im->b) ? nb_eager_tensor(*v) : NULL;
+}
+
 const nb_tensor *ox_const_in(ox_import *im, int k)
 {
     if (!ox_has_in(im, k)) {
         ox_node_error(im, NB_ERR_FORMAT, "input %d is missing", k);
         return NULL;
     }
-    const nb_tensor *t;
+    const nb_tensor *t = known_tensor(im, im->node->input[k]);
+    if (t) return t;
     nb_status st = const_of(im, im->node->input[k], &t);
     if (st == NB_ERR_NOT_FOUND)
         ox_node_error(im, NB_ERR_UNSUPPORTED, "input %d ('%s') must be a constant (an initializer or a Constant node), "
-                      "not computed at run time", k, im->node->input[k]);
+                      "not computed at run time: a static program takes shapes, axes and bounds at build time", k,
+                      im->node->input[k]);
     return st ? NULL : t;
 }
 
@@ -263,6 +276,49 @@ static nb_value data_for(ox_import *im, const Onnx__ValueInfoProto *vi)
     return nb_data(im->b, vi->name, dt, (int)tt->shape->n_dim, shape);
 }
 
+/* A value given for a graph input must be what the model declares: its
+ * dtype (float16 and bfloat16 read as float32, as their initializers are),
+ * its rank and every dim the model fixes. A program's data var refuses
+ * other feeds when it runs; an eager import would compute on them. */
+static nb_status check_given(ox_import *im, const Onnx__ValueInfoProto *vi, nb_value v)
+{
+    const Onnx__TypeProto *tp = vi->type;
+    const Onnx__TypeProto__Tensor *tt = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? tp->tensor_type : NULL;
+    if (nb_is_none(v)) return nb_builder_fail(im->b, NB_ERR_ARG, "onnx import: no value for graph input '%s'", vi->name);
+    if (!tt || !tt->has_elem_type) return NB_OK; /* the model declares nothing to check against */
+    nb_var_info info = nb_value_info(im->b, v);
+    nb_dtype want;
+    if (!ox_nabla_dtype(tt->elem_type, &want))
+        return nb_builder_fail(im->b, NB_ERR_UNSUPPORTED, "onnx import: graph input '%s' is %s, which nabla has no "
+                               "tensors of", vi->name, ox_type_name(tt->elem_type));
+    if (info.dtype != want)
+        return nb_builder_fail(im->b, NB_ERR_ARG, "onnx import: graph input '%s' is %s (nabla's %s); the value given "
+                               "is %s", vi->name, ox_type_name(tt->elem_type), nb_dtype_name(want),
+                               nb_dtype_name(info.dtype));
+    if (!tt->shape) return NB_OK;
+    bool fits = (int)tt->shape->n_dim == info.ndim;
+    for (int d = 0; fits && d < info.ndim; d++) {
+        const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
+        fits = dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE || info.shape[d] < 0 ||
+               dim->dim_value == info.shape[d];
+    }
+    if (fits) return NB_OK;
+    char want_s[160] = "", got_s[160] = "";
+    for (size_t d = 0; d < tt->shape->n_dim; d++) {
+        const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
+        size_t len = strlen(want_s);
+        if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+            snprintf(want_s + len, sizeof want_s - len, "%s%lld", d ? ", " : "", (long long)dim->dim_value);
+        else snprintf(want_s + len, sizeof want_s - len, "%s?", d ? ", " : "");
+    }
+    for (int d = 0; d < info.ndim; d++) {
+        size_t len = strlen(got_s);
+        snprintf(got_s + len, sizeof got_s - len, "%s%lld", d ? ", " : "", (long long)info.shape[d]);
+    }
+    return nb_builder_fail(im->b, NB_ERR_SHAPE, "onnx import: graph input '%s' is [%s]; the value given is [%s]",
+                           vi->name, want_s, got_s);
+}
+
 static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs, int max_outputs, nb_value *outputs,
                       int *n_outputs)
 {
@@ -283,6 +339,7 @@ static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs
         if (inputs.n) {
             if (n_in >= inputs.n) break;
             v = inputs.v[n_in];
+            if ((st = check_given(im, vi, v))) return st;
         } else {
             if (nb_builder_is_eager(im->b))
                 return nb_builder_fail(im->b, NB_ERR_ARG, "onnx import: an eager builder needs a value for each graph "
