@@ -64,21 +64,6 @@ static nb_value along_axis(ox_import *im, nb_dtype dt, int rank, int axis, int64
     return constant_of(im, t);
 }
 
-/* An int64 scalar known at import: a constant, also kept as the node's
- * constant value so that nodes reading it as a shape or an axis can. */
-static nb_status int_scalar_out(ox_import *im, int64_t v)
-{
-    nb_tensor *t, *kept;
-    if (nb_tensor_new(&t, NB_I64, 0, NULL)) return nomem(im);
-    *(int64_t *)nb_tensor_data(t) = v;
-    if (nb_tensor_clone(&kept, t)) {
-        nb_tensor_release(t);
-        return nomem(im);
-    }
-    nb_status st = ox_set_const(im, 0, kept);
-    return st ? st : ox_out(im, 0, constant_of(im, t));
-}
-
 static nb_value permute(ox_import *im, nb_value x, int n, const int64_t *perm)
 {
     for (int i = 0; i < n; i++)
@@ -693,7 +678,7 @@ static nb_status i_upsample(ox_import *im)
     return resize(im, x, &rm, scales, f32, NULL, NULL);
 }
 
-/* ---- Range and Size ----------------------------------------------------------------- */
+/* ---- Range --------------------------------------------------------------------------- */
 
 /* Range of constant scalars, folded at import into a constant (kept as the
  * node's constant value too, for a Reshape or a Slice that reads it). */
@@ -720,17 +705,6 @@ static nb_status i_range(ox_import *im)
     }
     nb_status st = ox_set_const(im, 0, kept);
     return st ? st : ox_out(im, 0, constant_of(im, out));
-}
-
-/* Size: a constant when the shape is known; a sum of ones when not. */
-static nb_status i_size(ox_import *im)
-{
-    nb_var_info xi;
-    nb_value x = input0(im, &xi);
-    if (nb_is_none(x)) return nb_builder_status(B);
-    if (all_known(&xi)) return int_scalar_out(im, nb_shape_numel(xi.ndim, xi.shape));
-    nb_value ones = nb_emit1(B, "ones_like", NB_VALUES(x), NB_ATTRS(NB_ATTR_INT("dtype", NB_I64)));
-    return ox_out(im, 0, nb_reduce_sum(B, ones, 0, NULL, false));
 }
 
 /* ---- Einsum -------------------------------------------------------------------------- *
@@ -978,7 +952,6 @@ const ox_importer ox_imports_shape[] = {
     {"Resize", 0, 0, i_resize},
     {"Upsample", 0, 0, i_upsample},
     {"Range", 0, 0, i_range},
-    {"Size", 0, 0, i_size},
     {"Einsum", 0, 0, i_einsum},
     {0},
 };
