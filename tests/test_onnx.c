@@ -447,6 +447,16 @@ static void test_import_checks(void)
     CHECK_OK(import_and_run(path, y));
     CHECK(y[0] == 0.5 && y[1] == -4 && y[2] == 3 * ldexp(1, -24));
 
+    /* int8 raw bytes, held widened as int32 (CastLike brings them to x's float). */
+    handmade_init(&h, "CastLike", 13);
+    uint8_t narrow[3] = {0xff, 0x02, 0x7f};
+    h.node_in[0] = "w", h.node_in[1] = "x";
+    h.w.data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT8, h.w.n_float_data = 0;
+    h.w.has_raw_data = 1, h.w.raw_data.len = 3, h.w.raw_data.data = narrow;
+    handmade_save(&h, path);
+    CHECK_OK(import_and_run(path, y));
+    CHECK(y[0] == -1 && y[1] == 2 && y[2] == 127);
+
     /* External data beside the model, and one that tries to leave its folder. */
     handmade_init(&h, "Mul", 13);
     float raw[4] = {0, 3, -1, 0.25f}; /* offset 4: (3, -1, 0.25) */

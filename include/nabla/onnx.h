@@ -109,7 +109,8 @@ NB_API nb_status nb_onnx_export(const nb_program *program, nb_scope *scope, nb_n
  * The graph's outputs are written to outputs[0..max_outputs) and their count
  * to *n_outputs (may be NULL). External-data tensors are read from files
  * beside the model (never outside its folder); float16 and bfloat16
- * initializers become float32. NB_ERR_FORMAT for a file that is not a valid
+ * initializers become float32, and int8, int16 and uint16 ones int32 and
+ * uint32 ones int64 (graph inputs of those types likewise). NB_ERR_FORMAT for a file that is not a valid
  * ONNX model, NB_ERR_UNSUPPORTED naming the node, op type and opset for
  * what nabla cannot import. Errors are also the builder's. */
 NB_API nb_status nb_onnx_import(const char *path, nb_builder *b, nb_values inputs, int max_outputs, nb_value *outputs,

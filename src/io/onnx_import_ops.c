@@ -48,6 +48,12 @@ static nb_status cast_to(ox_import *im, nb_value x, int to)
     nb_dtype dt;
     if (!ox_nabla_dtype(to, &dt) || to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 || to == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16)
         return ox_node_error(im, NB_ERR_UNSUPPORTED, "casts to %s, which nabla has no dtype for", ox_type_name(to));
+    /* nabla holds int8, int16, uint16 and uint32 widened: a cast to one
+     * would not wrap or saturate as the narrow type does. */
+    if (to == ONNX__TENSOR_PROTO__DATA_TYPE__INT8 || to == ONNX__TENSOR_PROTO__DATA_TYPE__INT16 ||
+        to == ONNX__TENSOR_PROTO__DATA_TYPE__UINT16 || to == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32)
+        return ox_node_error(im, NB_ERR_UNSUPPORTED, "casts to %s, which nabla holds widened (a cast to it could not "
+                             "wrap)", ox_type_name(to));
     return ox_out(im, 0, nb_cast(B, x, dt));
 }
 

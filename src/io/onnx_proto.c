@@ -91,7 +91,11 @@ bool ox_nabla_dtype(int onnx_type, nb_dtype *out)
     case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16:
     case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: *out = NB_F32; return true;
     case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: *out = NB_F64; return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: *out = NB_I32; return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: *out = NB_I64; return true;
     case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8: *out = NB_U8; return true;
     case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *out = NB_BOOL; return true;
@@ -184,6 +188,32 @@ static nb_status read_external(const Onnx__TensorProto *p, const char *model_dir
     return st;
 }
 
+/* The bytes one element of an ONNX type takes where nabla stores it wider
+ * (int8, int16, uint16 as int32; uint32 as int64), or 0. */
+static size_t narrow_width(int type)
+{
+    switch (type) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: return 1;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: return 2;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: return 4;
+    default: return 0;
+    }
+}
+
+/* Widens n little-endian integers of a narrow type into dst (int32 or int64). */
+static void widen_ints(const uint8_t *src, void *dst, size_t n, int type)
+{
+    for (size_t i = 0; i < n; i++) switch (type) {
+        case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: ((int32_t *)dst)[i] = (int8_t)src[i]; break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: ((int32_t *)dst)[i] = (int16_t)(src[2 * i] | src[2 * i + 1] << 8); break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: ((int32_t *)dst)[i] = src[2 * i] | src[2 * i + 1] << 8; break;
+        default:
+            ((int64_t *)dst)[i] = (int64_t)((uint32_t)src[4 * i] | (uint32_t)src[4 * i + 1] << 8 |
+                                            (uint32_t)src[4 * i + 2] << 16 | (uint32_t)src[4 * i + 3] << 24);
+        }
+}
+
 /* Widens n 16-bit floats (little-endian pairs of bytes) into dst. */
 static void widen_halves(const uint8_t *src, float *dst, size_t n, bool bf16)
 {
@@ -209,12 +239,15 @@ nb_status ox_tensor_from_proto(const Onnx__TensorProto *p, const char *model_dir
         numel *= shape[i];
     }
     bool half = type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 || type == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
-    size_t stored = (size_t)numel * (half ? 2 : nb_dtype_size(dt));
+    size_t narrow = narrow_width(type); /* the stored bytes are narrower than nabla's too */
+    size_t stored = (size_t)numel * (half ? 2 : narrow ? narrow : nb_dtype_size(dt));
     bool external = p->has_data_location && p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    bool u32 = type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32;
     size_t typed = dt == NB_F32 && !half ? p->n_float_data
                    : dt == NB_F64       ? p->n_double_data
+                   : u32                ? p->n_uint64_data
                    : dt == NB_I64       ? p->n_int64_data
-                                        : p->n_int32_data; /* int32, uint8, bool, float16 and bfloat16 bits */
+                                        : p->n_int32_data; /* the other ints, bool, float16 and bfloat16 bits */
     if (!external && !p->has_raw_data && typed != (size_t)numel)
         return nb_error(NB_ERR_FORMAT, "%s: holds %zu values for shape of %lld elements", what, typed, (long long)numel);
     if (!external && p->has_raw_data && p->raw_data.len != stored)
@@ -226,8 +259,8 @@ nb_status ox_tensor_from_proto(const Onnx__TensorProto *p, const char *model_dir
     uint8_t *d = nb_tensor_data(t);
     uint8_t *bytes = NULL; /* the stored bytes, when they are not the tensor's own */
     if (external || p->has_raw_data) {
-        if (half && !(bytes = nb_malloc(stored + 1))) st = nb_error(NB_ERR_NOMEM, "%s: out of memory", what);
-        uint8_t *dst = half ? bytes : d;
+        if ((half || narrow) && !(bytes = nb_malloc(stored + 1))) st = nb_error(NB_ERR_NOMEM, "%s: out of memory", what);
+        uint8_t *dst = half || narrow ? bytes : d;
         if (!st && external) st = read_external(p, model_dir, what, dst, stored);
         else if (!st && stored) memcpy(dst, p->raw_data.data, stored);
     } else if (half) {
@@ -240,11 +273,12 @@ nb_status ox_tensor_from_proto(const Onnx__TensorProto *p, const char *model_dir
         for (int64_t i = 0; i < numel; i++) switch (dt) {
             case NB_F32: ((float *)d)[i] = p->float_data[i]; break;
             case NB_F64: ((double *)d)[i] = p->double_data[i]; break;
-            case NB_I64: ((int64_t *)d)[i] = p->int64_data[i]; break;
+            case NB_I64: ((int64_t *)d)[i] = u32 ? (int64_t)(uint32_t)p->uint64_data[i] : p->int64_data[i]; break;
             case NB_I32: ((int32_t *)d)[i] = p->int32_data[i]; break;
             default: d[i] = (uint8_t)p->int32_data[i]; break;
             }
     }
+    if (!st && narrow && bytes) widen_ints(bytes, d, (size_t)numel, type);
     if (!st && half) widen_halves(bytes, (float *)d, (size_t)numel, type == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16);
     if (!st && dt == NB_BOOL)
         for (int64_t i = 0; i < numel; i++)
