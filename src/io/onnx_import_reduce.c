@@ -133,7 +133,9 @@ static nb_value gather_any(ox_import *im, nb_value x, nb_value idx, int axis)
 
 /* ---- reductions ------------------------------------------------------------------- */
 
-typedef enum red_kind { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_LOG_SUM, R_LOG_SUM_EXP, R_SUM_SQUARE } red_kind;
+typedef enum red_kind {
+    R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_LOG_SUM, R_LOG_SUM_EXP, R_SUM_SQUARE
+} red_kind;
 
 /* The axes: an input for ReduceSum from opset 13 and for every reduction
  * from opset 18, an attribute before; -1 when none are given (all dims),
@@ -199,7 +201,8 @@ static nb_status arg_reduce(ox_import *im, const char *op)
     if (nb_is_none(x)) return nb_builder_status(B);
     nb_dtype dt = nb_value_info(B, x).dtype;
     if (!nb_dtype_is_float(dt) && dt != NB_I32 && dt != NB_I64)
-        return ox_node_error(im, NB_ERR_UNSUPPORTED, "takes a %s tensor; nabla's %s takes numbers", nb_dtype_name(dt), op);
+        return ox_node_error(im, NB_ERR_UNSUPPORTED, "takes a %s tensor; nabla's %s takes numbers",
+                             nb_dtype_name(dt), op);
     return ox_out(im, 0, nb_emit1(B, op, NB_VALUES(x),
                                   NB_ATTRS(NB_ATTR_INT("axis", ox_attr_i(im, "axis", 0)),
                                            NB_ATTR_BOOL("keepdim", ox_attr_i(im, "keepdims", 1) != 0),
@@ -290,7 +293,8 @@ static nb_status i_scatter_elements(ox_import *im)
     if (strcmp(r, "none") && strcmp(r, "add") && strcmp(r, "mul"))
         return ox_node_error(im, NB_ERR_UNSUPPORTED, "has reduction '%s'; nabla scatters with none, add or mul", r);
     return ox_out(im, 0, nb_emit1(B, "scatter_elements", NB_VALUES(x, idx, upd),
-                                  NB_ATTRS(NB_ATTR_INT("axis", ox_attr_i(im, "axis", 0)), NB_ATTR_STRING("reduction", r))));
+                                  NB_ATTRS(NB_ATTR_INT("axis", ox_attr_i(im, "axis", 0)),
+                                           NB_ATTR_STRING("reduction", r))));
 }
 
 /* GatherND and ScatterND address data by the m entries of the last dim of
@@ -392,7 +396,8 @@ static nb_status i_scatter_nd(ox_import *im)
     for (int d = 0; d < ii.ndim - 1; d++) known &= ii.shape[d] >= 0;
     if (!known) return ox_unsupported(im, "scatters into data or with indices whose sizes only a run knows");
     nb_value iv = nb_expand(B, nb_reshape(B, flat, n, ishape), n, ushape);
-    nb_value out = nb_emit1(B, "scatter_elements", NB_VALUES(nb_reshape(B, x, n, dshape), iv, nb_reshape(B, upd, n, ushape)),
+    nb_value x2 = nb_reshape(B, x, n, dshape), u2 = nb_reshape(B, upd, n, ushape);
+    nb_value out = nb_emit1(B, "scatter_elements", NB_VALUES(x2, iv, u2),
                             NB_ATTRS(NB_ATTR_INT("axis", 0), NB_ATTR_STRING("reduction", r)));
     return ox_out(im, 0, nb_reshape(B, out, xi.ndim, xi.shape));
 }
@@ -405,7 +410,8 @@ static nb_status i_one_hot(ox_import *im)
     nb_value idx = ox_in(im, 0), values = ox_in(im, 2);
     const nb_tensor *dt = ox_const_in(im, 1);
     if (!dt || nb_builder_status(B)) return nb_builder_status(B);
-    if (nb_tensor_numel(dt) != 1) return ox_node_error(im, NB_ERR_FORMAT, "its depth holds %lld values, not one", (long long)nb_tensor_numel(dt));
+    if (nb_tensor_numel(dt) != 1)
+        return ox_node_error(im, NB_ERR_FORMAT, "its depth holds %lld values, not one", (long long)nb_tensor_numel(dt));
     int64_t depth = (int64_t)nb_tensor_get(dt, 0);
     if (depth < 1) return ox_node_error(im, NB_ERR_ARG, "has depth %lld", (long long)depth);
     nb_var_info ii = nb_value_info(B, idx), vi = nb_value_info(B, values);

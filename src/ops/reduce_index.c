@@ -11,7 +11,8 @@
 #include "nabla/ops.h"
 #include "reduce_grad.h"
 
-_Static_assert(sizeof(nb_elements_params) <= NB_MAX_PARAMS_SIZE, "gather_elements' parameters outgrow NB_MAX_PARAMS_SIZE");
+_Static_assert(sizeof(nb_elements_params) <= NB_MAX_PARAMS_SIZE,
+               "gather_elements' parameters outgrow NB_MAX_PARAMS_SIZE");
 
 nb_value nb_gather_elements(nb_builder *b, nb_value x, nb_value index, int axis)
 {
@@ -84,7 +85,8 @@ static nb_status gather_elements_vjp(nb_builder *b, nb_grad_ctx *g)
     nb_value dy = nb_grad_dy(g, 0, 0);
     if (nb_is_none(dy) || !nb_grad_wants_dx(g, 0, 0)) return nb_builder_status(b);
     nb_value zeros = nb_fill_zeros_like(b, nb_grad_x(g, 0, 0));
-    nb_grad_set_dx(g, 0, 0, nb_scatter_elements(b, zeros, nb_grad_x(g, 1, 0), dy, (int)nb_grad_attr(g, "axis")->i, "add"));
+    int axis = (int)nb_grad_attr(g, "axis")->i;
+    nb_grad_set_dx(g, 0, 0, nb_scatter_elements(b, zeros, nb_grad_x(g, 1, 0), dy, axis, "add"));
     return nb_builder_status(b);
 }
 
@@ -161,8 +163,9 @@ static nb_status scatter_elements_vjp(nb_builder *b, nb_grad_ctx *g)
     }
     if (nb_grad_wants_dx(g, 2, 0)) {
         nb_value du;
-        if (!strcmp(r, "mul")) du = nb_div(b, nb_gather_elements(b, nb_mul(b, dy, nb_grad_y(g, 0, 0)), idx, axis), upd);
-        else du = nb_gather_elements(b, dy, idx, axis);
+        nb_value share = strcmp(r, "mul") ? dy : nb_mul(b, dy, nb_grad_y(g, 0, 0));
+        du = nb_gather_elements(b, share, idx, axis);
+        if (!strcmp(r, "mul")) du = nb_div(b, du, upd);
         nb_grad_set_dx(g, 2, 0, du);
     }
     return nb_builder_status(b);

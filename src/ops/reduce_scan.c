@@ -128,7 +128,8 @@ static nb_status topk_vjp(nb_builder *b, nb_grad_ctx *g)
     nb_value dy = nb_grad_dy(g, 0, 0);
     if (nb_is_none(dy) || !nb_grad_wants_dx(g, 0, 0)) return nb_builder_status(b);
     nb_value zeros = nb_fill_zeros_like(b, nb_grad_x(g, 0, 0));
-    nb_grad_set_dx(g, 0, 0, nb_scatter_elements(b, zeros, nb_grad_y(g, 1, 0), dy, (int)nb_grad_attr(g, "axis")->i, "add"));
+    int axis = (int)nb_grad_attr(g, "axis")->i;
+    nb_grad_set_dx(g, 0, 0, nb_scatter_elements(b, zeros, nb_grad_y(g, 1, 0), dy, axis, "add"));
     return nb_builder_status(b);
 }
 

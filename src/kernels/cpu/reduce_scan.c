@@ -120,11 +120,12 @@ static nb_status run_topk(const nb_kernel_ctx *k)
             int64_t base = o * R * inner + i, obase = o * kk * inner + i;
             for (int64_t r = 0; r < R; r++) v[r] = nb_load(x->dtype, xd, base + r * inner), ord[r] = r;
             sort_slice(ord, tmp, R, v, p->largest);
+            /* Values copied as bytes: an int64 beyond 2^53 survives. */
+            size_t el = nb_dtype_size(x->dtype);
             for (int64_t j = 0; j < kk; j++) {
-                id[obase + j * inner] = ord[j];
-                /* Copied as bytes: an int64 beyond 2^53 survives. */
-                size_t el = nb_dtype_size(x->dtype);
-                memcpy((char *)vd + (size_t)(obase + j * inner) * el, (const char *)xd + (size_t)(base + ord[j] * inner) * el, el);
+                size_t to = (size_t)(obase + j * inner), from = (size_t)(base + ord[j] * inner);
+                id[to] = ord[j];
+                memcpy((char *)vd + to * el, (const char *)xd + from * el, el);
             }
         }
     nb_free(v), nb_free(ord), nb_free(tmp);
