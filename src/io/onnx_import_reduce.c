@@ -81,10 +81,7 @@ static nb_value wrap_negative(ox_import *im, nb_value idx, int64_t n)
  * wrapped, or NB_NONE with an error for one out of [-n, n). */
 static nb_value wrapped_const(ox_import *im, const nb_tensor *t, int64_t n)
 {
-    if (t->dtype != NB_I64 && t->dtype != NB_I32) {
-        ox_unsupported(im, "its indices are not int32 or int64");
-        return NB_NONE;
-    }
+    if (t->dtype != NB_I64 && t->dtype != NB_I32) return nb_constant(B, t); /* for the op to refuse by name */
     int64_t count = nb_tensor_numel(t);
     int64_t *v = nb_malloc((size_t)(count ? count : 1) * sizeof *v);
     if (!v) {
@@ -265,8 +262,10 @@ static nb_status i_gather(ox_import *im)
     } else {
         idx = ox_in(im, 1);
         /* A dim whose size only a run knows keeps negative indices as
-         * they are: the kernel refuses them by name. */
-        if (!nb_is_none(idx) && n >= 0) idx = wrap_negative(im, idx, n);
+         * they are, for the kernel to refuse by name; indices that are not
+         * ints are left for gather to refuse. */
+        nb_dtype dt = nb_is_none(idx) ? NB_F32 : nb_value_info(B, idx).dtype;
+        if (n >= 0 && (dt == NB_I32 || dt == NB_I64)) idx = wrap_negative(im, idx, n);
     }
     if (nb_is_none(idx)) return nb_builder_status(B);
     if (nb_value_info(B, idx).ndim == 0) {
