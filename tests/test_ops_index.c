@@ -1,5 +1,6 @@
 /* Tests of the positional and index ops of the shape family: slice, pad,
- * pad_grad, gather, index_select, scatter_add, one_hot. */
+ * pad_grad, gather, index_select, scatter_add, one_hot; and the reduce
+ * family's gather_elements and scatter_elements. */
 #include "shape_test_util.h"
 
 /* ---- slice ------------------------------------------------------------------------ */
@@ -454,6 +455,48 @@ static void test_definitions(void)
     }
 }
 
+/* ---- gather_elements, scatter_elements ------------------------------------------------ */
+
+static void test_gather_elements(void)
+{
+    nb_tensor *x = IOTA(NB_F32, S(3, 3)), *i = T(NB_I64, S(2, 3), 1, 2, 0, -1, 0, 0), *in[] = {x, i};
+    nb_attr a0[] = {NB_ATTR_INT("axis", 0)}, a1[] = {NB_ATTR_INT("axis", -1)};
+    nb_tensor *y0 = RUN1("gather_elements", in, a0), *y1 = RUN1("gather_elements", in, a1);
+    CHECK_TENSOR(y0, S(2, 3), 0, 3, 7, 2, 6, 1, 2);
+    CHECK_TENSOR(y1, S(2, 3), 0, 1, 2, 0, 5, 3, 3);
+    nb_tensor *bad = T(NB_I32, S(1, 1), 3), *ib[] = {x, bad}, *out = NULL;
+    CHECK_ERR(nb_op_run("gather_elements", NB_TENSORS_N(2, ib), NB_ATTRS_N(1, a0), 1, &out), NB_ERR_ARG,
+              "Index[0] = 3 (flat) is out of range [-3, 3) for dim 0 of X (shape [3, 3])");
+    nb_tensor *wide = T(NB_I64, S(1, 4), 0, 0, 0, 0), *iw[] = {x, wide};
+    CHECK_ERR(nb_op_run("gather_elements", NB_TENSORS_N(2, iw), NB_ATTRS_N(1, a0), 1, &out), NB_ERR_SHAPE,
+              "Index of shape [1, 4] does not fit X of shape [3, 3]");
+    release_all(x, i, y0, y1, bad, wide, NULL);
+}
+
+static void test_scatter_elements(void)
+{
+    nb_tensor *x = T(NB_F64, S(2, 3), 1, 1, 1, 1, 1, 1), *i = T(NB_I64, S(2, 2), 0, 0, 2, -1);
+    nb_tensor *u = T(NB_F64, S(2, 2), 2, 3, 4, 5), *in[] = {x, i, u};
+    nb_attr none[] = {NB_ATTR_INT("axis", 1)};
+    nb_attr add[] = {NB_ATTR_INT("axis", 1), NB_ATTR_STRING("reduction", "add")};
+    nb_attr mul[] = {NB_ATTR_INT("axis", 1), NB_ATTR_STRING("reduction", "mul")};
+    nb_tensor *a = RUN1("scatter_elements", in, none), *b = RUN1("scatter_elements", in, add);
+    nb_tensor *c = RUN1("scatter_elements", in, mul);
+    /* Repeated targets: the last update wins, or all add up or multiply. */
+    CHECK_TENSOR(a, S(2, 3), 0, 3, 1, 1, 1, 1, 5);
+    CHECK_TENSOR(b, S(2, 3), 0, 6, 1, 1, 1, 1, 10);
+    CHECK_TENSOR(c, S(2, 3), 0, 6, 1, 1, 1, 1, 20);
+    nb_tensor *xi = T(NB_I32, S(3), 5, 6, 7), *ii = T(NB_I32, S(2), 2, 0), *ui = T(NB_I32, S(2), 1, 2);
+    nb_tensor *ini[] = {xi, ii, ui};
+    nb_attr a0[] = {NB_ATTR_INT("axis", 0), NB_ATTR_STRING("reduction", "add")};
+    nb_tensor *d = RUN1("scatter_elements", ini, a0), *out = NULL;
+    CHECK_TENSOR(d, S(3), 0, 7, 6, 8);
+    nb_attr odd[] = {NB_ATTR_INT("axis", 1), NB_ATTR_STRING("reduction", "max")};
+    CHECK_ERR(nb_op_run("scatter_elements", NB_TENSORS_N(3, in), NB_ATTRS_N(2, odd), 1, &out), NB_ERR_ARG,
+              "reduction \"max\" is not one of none, add, mul");
+    release_all(x, i, u, a, b, c, xi, ii, ui, d, NULL);
+}
+
 int main(void)
 {
     RUN(test_slice);
@@ -469,6 +512,8 @@ int main(void)
     RUN(test_in_place_outputs);
     RUN(test_pad_grad);
     RUN(test_pad_grad_infer_errors);
+    RUN(test_gather_elements);
+    RUN(test_scatter_elements);
     RUN(test_definitions);
     return test_report();
 }

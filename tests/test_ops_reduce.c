@@ -502,6 +502,66 @@ static void test_reduce_errors(void)
     release_all(x, xi, xb, s, NULL);
 }
 
+/* ---- select_last, cumsum, topk -------------------------------------------------------- */
+
+static void test_argmax_select_last(void)
+{
+    nb_tensor *x = T(NB_F32, S(2, 4), 1, 3, 3, 0, 2, 2, 1, 2), *in[] = {x};
+    nb_attr first[] = {NB_ATTR_INT("axis", 1)}, last[] = {NB_ATTR_INT("axis", 1), NB_ATTR_BOOL("select_last", true)};
+    nb_tensor *a = RUN1("argmax", in, first), *b = RUN1("argmax", in, last), *c = RUN1("argmin", in, last);
+    CHECK_TENSOR(a, S(2), 0, 1, 0);
+    CHECK_TENSOR(b, S(2), 0, 2, 3);
+    CHECK_TENSOR(c, S(2), 0, 3, 2);
+    release_all(x, a, b, c, NULL);
+}
+
+static void test_cumsum(void)
+{
+    for (int k = 0; k < 4; k++) {
+        nb_tensor *x = T(num_types[k], S(2, 3), 1, 2, 3, 4, 5, 6), *in[] = {x};
+        nb_attr row[] = {NB_ATTR_INT("axis", 1)};
+        nb_attr excl[] = {NB_ATTR_INT("axis", -1), NB_ATTR_BOOL("exclusive", true)};
+        nb_attr rev[] = {NB_ATTR_INT("axis", 1), NB_ATTR_BOOL("reverse", true)};
+        nb_attr both[] = {NB_ATTR_INT("axis", 0), NB_ATTR_BOOL("exclusive", true), NB_ATTR_BOOL("reverse", true)};
+        nb_tensor *a = RUN1("cumsum", in, row), *b = RUN1("cumsum", in, excl), *c = RUN1("cumsum", in, rev);
+        nb_tensor *d = RUN1("cumsum", in, both);
+        CHECK_TENSOR(a, S(2, 3), 0, 1, 3, 6, 4, 9, 15);
+        CHECK_TENSOR(b, S(2, 3), 0, 0, 1, 3, 0, 4, 9);
+        CHECK_TENSOR(c, S(2, 3), 0, 6, 5, 3, 15, 11, 6);
+        CHECK_TENSOR(d, S(2, 3), 0, 4, 5, 6, 0, 0, 0);
+        CHECK(a && a->dtype == num_types[k]);
+        release_all(x, a, b, c, d, NULL);
+    }
+    nb_tensor *x = T(NB_F32, S(2), 1, 2), *in[] = {x}, *out = NULL;
+    nb_attr far[] = {NB_ATTR_INT("axis", 1)};
+    CHECK_ERR(nb_op_run("cumsum", NB_TENSORS_N(1, in), NB_ATTRS_N(1, far), 1, &out), NB_ERR_ARG,
+              "cumsum: axis 1 is out of range for X of shape [2]");
+    release_all(x, NULL);
+}
+
+static void test_topk(void)
+{
+    /* Ties: the lower index first, largest or smallest. */
+    nb_tensor *x = T(NB_F64, S(2, 4), 3, 1, 3, 2, 0, 5, 5, -1), *in[] = {x}, *out[2] = {NULL, NULL};
+    nb_attr big[] = {NB_ATTR_INT("k", 3)};
+    CHECK_OK(nb_op_run("topk", NB_TENSORS_N(1, in), NB_ATTRS_N(1, big), 2, out));
+    CHECK_TENSOR(out[0], S(2, 3), 0, 3, 3, 2, 5, 5, 0);
+    CHECK_TENSOR(out[1], S(2, 3), 0, 0, 2, 3, 1, 2, 0);
+    CHECK(out[1] && out[1]->dtype == NB_I64);
+    release_all(out[0], out[1], NULL);
+    out[0] = out[1] = NULL;
+    nb_attr small[] = {NB_ATTR_INT("k", 1), NB_ATTR_INT("axis", 0), NB_ATTR_BOOL("largest", false)};
+    CHECK_OK(nb_op_run("topk", NB_TENSORS_N(1, in), NB_ATTRS_N(3, small), 2, out));
+    CHECK_TENSOR(out[0], S(1, 4), 0, 0, 1, 3, -1);
+    CHECK_TENSOR(out[1], S(1, 4), 0, 1, 0, 0, 1);
+    release_all(out[0], out[1], NULL);
+    out[0] = out[1] = NULL;
+    nb_attr many[] = {NB_ATTR_INT("k", 5)};
+    CHECK_ERR(nb_op_run("topk", NB_TENSORS_N(1, in), NB_ATTRS_N(1, many), 2, out), NB_ERR_ARG,
+              "topk: k = 5 is not in [0, 4]");
+    release_all(x, NULL);
+}
+
 static void test_op_metadata(void)
 {
     const nb_op_def *sum = nb_op_find("reduce_sum"), *mx = nb_op_find("reduce_max");
@@ -532,6 +592,9 @@ int main(void)
     RUN(test_reduce_prod);
     RUN(test_logsumexp);
     RUN(test_argmax_argmin);
+    RUN(test_argmax_select_last);
+    RUN(test_cumsum);
+    RUN(test_topk);
     RUN(test_sum_variadic);
     RUN(test_sum_errors);
     RUN(test_sum_to);

@@ -123,6 +123,7 @@ static nb_status arg_params(const nb_op_ctx *ctx, void *params)
     nb_arg_params *p = params;
     p->axis = nb_attr_int(ctx, "axis");
     p->keepdim = nb_attr_bool(ctx, "keepdim");
+    p->last = nb_attr_bool(ctx, "select_last");
     return NB_OK;
 }
 
@@ -132,7 +133,7 @@ static nb_status arg_params(const nb_op_ctx *ctx, void *params)
         .doc = DOC,                                                                \
         .inputs = {{"X", 0}},                                                      \
         .outputs = {{"Out", 0}},                                                   \
-        .attrs = {NB_ADEF_INT("axis", -1), NB_ADEF_BOOL("keepdim", false)},       \
+        .attrs = {NB_ADEF_INT("axis", -1), NB_ADEF_BOOL("keepdim", false), NB_ADEF_BOOL("select_last", false)}, \
         .infer = infer_arg,                                                        \
         .params_size = sizeof(nb_arg_params),                                      \
         .params = arg_params,                                                      \
@@ -140,8 +141,8 @@ static nb_status arg_params(const nb_op_ctx *ctx, void *params)
         .batch = nb_batch_arg_reduce,                                              \
     };
 
-ARG_OP(argmax, "Index (int64) of the largest value along axis; the first wins ties")
-ARG_OP(argmin, "Index (int64) of the smallest value along axis; the first wins ties")
+ARG_OP(argmax, "Index (int64) of the largest value along axis; the first wins ties (the last with select_last)")
+ARG_OP(argmin, "Index (int64) of the smallest value along axis; the first wins ties (the last with select_last)")
 
 /* ---- sum of several tensors -------------------------------------------------------- */
 
@@ -221,5 +222,6 @@ static const nb_op_def op_sum_to = {
 
 const nb_op_def *const nb_ops_reduce[] = {
     &op_reduce_sum, &op_reduce_mean, &op_reduce_max, &op_reduce_min, &op_reduce_prod, &op_logsumexp,
-    &op_argmax, &op_argmin, &op_sum, &op_sum_to, NULL,
+    &op_argmax, &op_argmin, &op_sum, &op_sum_to, &nb_op_cumsum, &nb_op_topk, &nb_op_gather_elements,
+    &nb_op_scatter_elements, NULL,
 };

@@ -448,6 +448,11 @@ static nb_status run_sum_to(const nb_kernel_ctx *k)
 #define BETTER_FMIN(v, b) ((v) < (b) || ((v) != (v) && (b) == (b)))
 #define BETTER_IMAX(v, b) ((v) > (b))
 #define BETTER_IMIN(v, b) ((v) < (b))
+/* select_last: a later equal value wins too. */
+#define LATER_FMAX(v, b) ((v) >= (b) || ((v) != (v) && (b) == (b)))
+#define LATER_FMIN(v, b) ((v) <= (b) || ((v) != (v) && (b) == (b)))
+#define LATER_IMAX(v, b) ((v) >= (b))
+#define LATER_IMIN(v, b) ((v) <= (b))
 
 DEF_ARG(argmax_f32, float, BETTER_FMAX)
 DEF_ARG(argmax_f64, double, BETTER_FMAX)
@@ -457,11 +462,20 @@ DEF_ARG(argmin_f32, float, BETTER_FMIN)
 DEF_ARG(argmin_f64, double, BETTER_FMIN)
 DEF_ARG(argmin_i32, int32_t, BETTER_IMIN)
 DEF_ARG(argmin_i64, int64_t, BETTER_IMIN)
+DEF_ARG(argmax_last_f32, float, LATER_FMAX)
+DEF_ARG(argmax_last_f64, double, LATER_FMAX)
+DEF_ARG(argmax_last_i32, int32_t, LATER_IMAX)
+DEF_ARG(argmax_last_i64, int64_t, LATER_IMAX)
+DEF_ARG(argmin_last_f32, float, LATER_FMIN)
+DEF_ARG(argmin_last_f64, double, LATER_FMIN)
+DEF_ARG(argmin_last_i32, int32_t, LATER_IMIN)
+DEF_ARG(argmin_last_i64, int64_t, LATER_IMIN)
 
 typedef void (*arg_fn)(const void *x, int64_t *out, int64_t outer, int64_t R, int64_t inner);
-static const arg_fn arg_table[2][4] = {
-    {argmax_f32, argmax_f64, argmax_i32, argmax_i64},
-    {argmin_f32, argmin_f64, argmin_i32, argmin_i64},
+static const arg_fn arg_table[2][2][4] = {
+    {{argmax_f32, argmax_f64, argmax_i32, argmax_i64}, {argmin_f32, argmin_f64, argmin_i32, argmin_i64}},
+    {{argmax_last_f32, argmax_last_f64, argmax_last_i32, argmax_last_i64},
+     {argmin_last_f32, argmin_last_f64, argmin_last_i32, argmin_last_i64}},
 };
 
 static nb_status arg_kernel(const nb_kernel_ctx *k, bool is_min)
@@ -471,7 +485,8 @@ static nb_status arg_kernel(const nb_kernel_ctx *k, bool is_min)
     int col = dtype_column(x->dtype);
     if (col < 0 || out->dtype != NB_I64)
         return nb_error(NB_ERR_DTYPE, "%s: no kernel for X of dtype %s", k->label, nb_dtype_name(x->dtype));
-    int64_t axis = ((const nb_arg_params *)k->params)->axis;
+    const nb_arg_params *p = k->params;
+    int64_t axis = p->axis;
     /* A 0-d X is one element: its arg-reduction is index 0. */
     int nd = x->ndim ? x->ndim : 1;
     if (axis < -nd || axis >= nd)
@@ -489,7 +504,7 @@ static nb_status arg_kernel(const nb_kernel_ctx *k, bool is_min)
         return nb_error(NB_ERR_SHAPE, "%s: X has shape %s: axis %lld is empty, so there is no %s", k->label,
                         nb_shape_str(xs, sizeof xs, x->ndim, x->shape), (long long)axis,
                         is_min ? "minimum" : "maximum");
-    arg_table[is_min][col](nb_tensor_data(x), nb_tensor_data(out), outer, R, inner);
+    arg_table[p->last][is_min][col](nb_tensor_data(x), nb_tensor_data(out), outer, R, inner);
     return NB_OK;
 }
 
@@ -594,5 +609,6 @@ KERNEL(sum_to, NB_DT_NUMERIC)
 
 const nb_kernel_def *const nb_cpu_kernels_reduce[] = {
     &kernel_reduce_sum, &kernel_reduce_mean, &kernel_reduce_max, &kernel_reduce_min, &kernel_reduce_prod,
-    &kernel_logsumexp, &kernel_argmax, &kernel_argmin, &kernel_sum, &kernel_sum_to, NULL,
+    &kernel_logsumexp, &kernel_argmax, &kernel_argmin, &kernel_sum, &kernel_sum_to, &nb_cpu_kernel_cumsum,
+    &nb_cpu_kernel_topk, &nb_cpu_kernel_gather_elements, &nb_cpu_kernel_scatter_elements, NULL,
 };

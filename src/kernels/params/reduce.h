@@ -16,10 +16,32 @@ typedef struct nb_reduce_params {
     bool keepdim;
 } nb_reduce_params;
 
-/* argmax, argmin. */
+/* argmax, argmin; `last`: the last of equal values wins (ONNX's
+ * select_last_index). */
 typedef struct nb_arg_params {
     int64_t axis;
-    bool keepdim;
+    bool keepdim, last;
 } nb_arg_params;
+
+/* cumsum: the running sum along axis, leaving out each element's own value
+ * (exclusive) and running from the end (reverse). */
+typedef struct nb_cumsum_params {
+    int64_t axis;
+    bool exclusive, reverse;
+} nb_cumsum_params;
+
+/* topk: the k largest (or smallest) along axis. */
+typedef struct nb_topk_params {
+    int64_t k, axis;
+    bool largest;
+} nb_topk_params;
+
+/* gather_elements, scatter_elements: the indexed axis, and how an update
+ * meets the element it lands on. */
+typedef enum nb_scatter_reduction { NB_SCATTER_NONE, NB_SCATTER_ADD, NB_SCATTER_MUL } nb_scatter_reduction;
+typedef struct nb_elements_params {
+    int64_t axis;
+    nb_scatter_reduction reduction;
+} nb_elements_params;
 
 #endif
