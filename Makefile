@@ -6,7 +6,8 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps test-deps build demo test test-sanitize test-tsan test-oom test-clang fuzz install clean
+.PHONY: all deps test-deps build demo test test-sanitize test-tsan test-oom test-clang test-no-openmp fuzz install \
+	clean
 
 all: build
 
@@ -61,6 +62,16 @@ test-clang: test-deps
 	  cmake --build $(CLANG_BUILD) -j$(JOBS) && NABLA_BLAS=1 NABLA_POISON=1 ctest --test-dir $(CLANG_BUILD) --output-on-failure -j$(JOBS); \
 	else echo "test-clang: skipped, clang is not installed"; fi
 
+# The build without OpenMP's simd pragmas (-DNABLA_USE_OPENMP=OFF), which
+# must compile warning-free as well (a bare omp pragma is an unknown one
+# there: src/kernels/cpu/simd.h's NB_OMP_SIMD), and the suites of the
+# kernels it changes: the ops, the kernels and the GEMM.
+NOOMP_BUILD ?= build-noomp
+test-no-openmp: test-deps
+	@cmake -S . -B $(NOOMP_BUILD) -DCMAKE_BUILD_TYPE=Release -DNABLA_USE_OPENMP=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(NOOMP_BUILD) -j$(JOBS)
+	ctest --test-dir $(NOOMP_BUILD) --output-on-failure -j$(JOBS) -R 'test_ops|test_kernels|test_gemm'
+
 # The libFuzzer harnesses of fuzz/ (one per loader), built with clang into
 # $(FUZZ_BUILD) (CMake's NABLA_FUZZ), each run for FUZZ_SECONDS over seed
 # corpora written by the library; fails on any crash, leak or hang found.
@@ -78,4 +89,4 @@ install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(CLANG_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(CLANG_BUILD) $(NOOMP_BUILD) $(FUZZ_BUILD)

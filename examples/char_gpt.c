@@ -30,6 +30,7 @@
 #include "nabla/nabla.h"
 #define EXAMPLE_NAME "char_gpt"
 #include "example_cli.h"
+#include "example_data.h"
 
 typedef struct args {
     const char *data;        /* --data DIR or FILE */
@@ -70,12 +71,12 @@ static void usage(const char *prog, const args *d)
            "Defaults: --steps %lld --minutes %g --layers %d --embed %d --heads %d --block %d --batch %d\n"
            "--lr %g --min-lr %g --warmup %d --weight-decay %g --clip %g --dropout %g --eval-every %d\n"
            "--seed %llu --threads %d --temperature %g --top-k %d --sample %d --prime '%s'.\n"
-           "The text is looked up in --data, then $NABLA_DATA, then data/, then ../shared/data/\n"
-           "(as tinyshakespeare/input.txt).\n",
+           "The text is looked up in --data, then $NABLA_DATA, then data/ and ../data/ (here and\n"
+           "beside the program), then the build's data folder (%s), as tinyshakespeare/input.txt.\n",
            prog, (long long)d->steps, d->minutes, (int)d->model.layers, (int)d->model.embed, (int)d->model.heads,
            (int)d->model.block, (int)d->model.batch, d->lr, d->min_lr, d->warmup, d->weight_decay, d->clip,
            d->model.dropout, d->eval_every, (unsigned long long)d->seed,
-           d->threads, d->temperature, d->top_k, d->sample, d->prime);
+           d->threads, d->temperature, d->top_k, d->sample, d->prime, EXAMPLE_DATA_DIR_TEXT);
 }
 
 static void parse_args(int argc, char **argv, args *a)
@@ -174,7 +175,7 @@ static void run_open(run *r, const args *a)
     memset(r, 0, sizeof *r);
     r->a = a;
     char path[4096];
-    die_on(nb_data_find_file(a->data, "tinyshakespeare", "input.txt", path, sizeof path), "data");
+    die_on(example_data_find_file(a->data, "tinyshakespeare", "input.txt", path, sizeof path), "data");
     die_on(nb_text_load(&r->text, path), "data");
     r->cut = nb_text_split_point(&r->text, 0.1);
     const int64_t T = a->model.block;

@@ -22,6 +22,7 @@
 #include "nabla/nabla.h"
 #define EXAMPLE_NAME "char_rnn"
 #include "example_cli.h"
+#include "example_data.h"
 
 typedef struct args {
     const char *data;      /* --data DIR or FILE */
@@ -53,10 +54,11 @@ static void usage(const char *prog, const args *d)
            "the thread count to OpenMP.\n"
            "Defaults: --steps %lld --minutes %g --hidden %d --embed %d --seq %d --batch %d --lr %g\n"
            "--clip %g --eval-every %d --seed %llu --threads %d --temperature %g --sample %d --prime '%s'.\n"
-           "The text is looked up in --data, then $NABLA_DATA, then data/, then ../shared/data/\n"
-           "(as tinyshakespeare/input.txt).\n",
+           "The text is looked up in --data, then $NABLA_DATA, then data/ and ../data/ (here and\n"
+           "beside the program), then the build's data folder (%s), as tinyshakespeare/input.txt.\n",
            prog, (long long)d->steps, d->minutes, d->hidden, d->embed, d->seq, d->batch, d->lr, d->clip,
-           d->eval_every, (unsigned long long)d->seed, d->threads, d->temperature, d->sample, d->prime);
+           d->eval_every, (unsigned long long)d->seed, d->threads, d->temperature, d->sample, d->prime,
+           EXAMPLE_DATA_DIR_TEXT);
 }
 
 static void parse_args(int argc, char **argv, args *a)
@@ -148,7 +150,7 @@ static void run_open(run *r, const args *a)
     memset(r, 0, sizeof *r);
     r->a = a;
     char path[4096];
-    die_on(nb_data_find_file(a->data, "tinyshakespeare", "input.txt", path, sizeof path), "data");
+    die_on(example_data_find_file(a->data, "tinyshakespeare", "input.txt", path, sizeof path), "data");
     die_on(nb_text_load(&r->text, path), "data");
     int64_t cut = nb_text_split_point(&r->text, 0.1);
     die_on(nb_text_reader(&r->train, &r->text, 0, cut, a->seq, a->batch), "training data");

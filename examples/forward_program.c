@@ -1,4 +1,4 @@
-/* forward_program: the forward part of the program in the design documents,
+/* forward_program: the forward part of a small classifier,
  *
  *     x = layer.data("x"); h = relu(fc(x)); y = softmax(fc(h))
  *

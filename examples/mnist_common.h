@@ -10,6 +10,7 @@
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include "example_data.h"
 #include "nabla/nabla.h"
 
 typedef struct mnist_args {
@@ -43,8 +44,9 @@ static void mnist_usage(const char *prog, const mnist_args *d)
            "its shard of every epoch and batch B/N, so that the N ranks together train with\n"
            "batch B; rank 0 reports.\n"
            "Defaults: --epochs %d --batch %d --lr %g --seed %llu. The data is looked up in\n"
-           "--data DIR, then $NABLA_DATA, then data/, then ../shared/data/.\n",
-           prog, d->epochs, d->batch, d->lr, (unsigned long long)d->seed);
+           "--data DIR, then $NABLA_DATA, then data/ and ../data/ (here and beside the program),\n"
+           "then the build's data folder (%s).\n",
+           prog, d->epochs, d->batch, d->lr, (unsigned long long)d->seed, EXAMPLE_DATA_DIR_TEXT);
 }
 
 static bool parse_number(const char *flag, const char *s, double lo, double hi, double *out)
@@ -116,7 +118,7 @@ static void die_on(nb_status st, const char *what)
 static void mnist_readers(const mnist_args *a, nb_reader **train, nb_reader **test)
 {
     char dir[4096];
-    die_on(nb_data_find(a->data, "mnist", dir, sizeof dir), "data");
+    die_on(example_data_find(a->data, "mnist", dir, sizeof dir), "data");
     const int rank = nb_comm_rank(a->comm), size = nb_comm_size(a->comm);
     nb_mnist_shard_opts shard = {.rank = rank, .size = size, .prefetch_depth = 2};
     die_on(nb_mnist_reader_shard(train, dir, NB_MNIST_TRAIN | NB_MNIST_SHUFFLE, a->batch / size, a->seed, &shard),

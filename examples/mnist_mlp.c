@@ -1,4 +1,4 @@
-/* mnist_mlp: the program of the design documents (seed 001), in C:
+/* mnist_mlp: the classic Fluid-style first program, in C:
  *
  *     x = layer.data("images"); l = layer.data("label"); y = layer.fc(x)
  *     cost = layer.mse(y, l); optimize(cost); train(cost, reader=mnist.train())

@@ -28,6 +28,7 @@
 #include <math.h>
 #include <string.h>
 #include "example_cli.h"
+#include "example_data.h"
 
 enum { IN = 784, HIDDEN = 256, CLASSES = 10, N_PARAMS = 4 };
 
@@ -327,7 +328,7 @@ int main(int argc, char **argv)
 {
     options o = parse(argc, argv);
     char dir[4096];
-    die_on(nb_data_find(o.data, "mnist", dir, sizeof dir), "data");
+    die_on(example_data_find(o.data, "mnist", dir, sizeof dir), "data");
     nb_reader *train, *test;
     die_on(nb_mnist_reader(&train, dir, NB_MNIST_TRAIN | NB_MNIST_SHUFFLE, o.batch, o.seed, 2), "training data");
     die_on(nb_mnist_reader(&test, dir, 0, 1000, 0, 2), "test data");

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Downloads the four files of MNIST (or Fashion-MNIST) into DIR/mnist (or
-# DIR/fashion-mnist) and checks each against its published sha256 (the
-# values in shared/data/README.md); a file that does not match is deleted.
+# DIR/fashion-mnist) and checks each against its published sha256; a file
+# that does not match is deleted.
 # Files already there with the right checksum are kept.
 #
 #   scripts/get-mnist.sh DIR [mnist|fashion-mnist]

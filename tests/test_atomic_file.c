@@ -8,7 +8,9 @@
  *    and leaves the link in place;
  *  - a file name as long as the file system allows can be saved, and a
  *    writer killed while saving it leaves a temporary file that the next
- *    save finds and removes. */
+ *    save finds and removes;
+ *  - a path too long for the error text is shortened there, so that the
+ *    reason a save failed is always in it. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -380,6 +382,33 @@ static void test_long_names(void)
     }
 }
 
+/* Over 2,000 bytes of path, once as one name (too long a name) and once as
+ * directories that are not there: the message keeps the path's start and
+ * its end, and the reason after them. */
+static void test_long_path_messages(void)
+{
+    char name[2101], deep[2600];
+    memset(name, 'y', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    char part[62] = "/";
+    memset(part + 1, 'd', 60);
+    part[61] = '\0';
+    int n = snprintf(deep, sizeof deep, "%s", dir);
+    while (n < 2400) n += snprintf(deep + n, sizeof deep - (size_t)n, "%s", part);
+    snprintf(deep + n, sizeof deep - (size_t)n, "/end.bin");
+    for (int i = 0; i < N_KINDS; i++) {
+        const kind *K = &kinds[i];
+        char long_name[sizeof dir + sizeof name + 1];
+        snprintf(long_name, sizeof long_name, "%s/%s", dir, name);
+        CHECK_ERR(K->save(long_name, 1), NB_ERR_IO, strerror(ENAMETOOLONG));
+        CHECK(strstr(nb_last_error(), dir) && strstr(nb_last_error(), "yyy...yyy"));
+        CHECK_ERR(K->save(deep, 1), NB_ERR_IO, strerror(ENOENT));
+        CHECK(strstr(nb_last_error(), "...") && strstr(nb_last_error(), "ddd/end.bin"));
+        CHECK(count_temp_files(dir) == 0);
+    }
+    printf("  %s\n", nb_last_error());
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -394,6 +423,7 @@ int main(void)
     RUN(test_mode_kept);
     RUN(test_through_symlinks);
     RUN(test_long_names);
+    RUN(test_long_path_messages);
     remove_all(dir);
     if (rmdir(dir)) fprintf(stderr, "note: could not remove %s: %s\n", dir, strerror(errno));
     return test_report();

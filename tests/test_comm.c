@@ -39,6 +39,12 @@ static void test_single_communicator(void)
     nb_tensor *col;
     REQUIRE_OK(nb_tensor_slice(&col, t, 0, 0, 3, 2));
     CHECK_ERR(nb_comm_allreduce_sum(c, col), NB_ERR_ARG, "non-contiguous");
+    /* An empty tensor is contiguous: there is nothing to sum, and no error. */
+    nb_tensor *empty;
+    REQUIRE_OK(nb_tensor_new(&empty, NB_F32, 2, S(3, 0)));
+    CHECK_OK(nb_comm_allreduce_sum(c, empty));
+    CHECK_OK(nb_comm_broadcast(c, empty, 0));
+    nb_tensor_release(empty);
     nb_comm_set_timeout(c, 2.5);
     CHECK(nb_comm_timeout(c) == 2.5);
     nb_comm_set_timeout(c, -1); /* ignored */

@@ -1,7 +1,8 @@
 /* MNIST-style data sets: loading a folder's files, the training reader over
  * them, and finding the folder (the order of the places searched, and the
- * message when none has it). One test reads the real data set when
- * ../shared/data/mnist is there, and is skipped when it is not. */
+ * message when none has it). One test reads the real data set when the
+ * search, or the build's data folder (NABLA_DATA_DIR), finds it, and is
+ * skipped when neither does. */
 #include <time.h>
 #include "data/data_internal.h"
 #include "data_test_util.h"
@@ -169,9 +170,10 @@ static void test_find_order(void)
     mark("f/cli/mnist");
     mark("f/env");
     mark("f/tree/build/run/data/mnist");
-    mark("f/tree/build/shared/data/mnist");
-    mark("f/tree/data/mnist");         /* beside the program, two levels up */
-    mark("f/shared/data/mnist");       /* the shared folder next to the tree */
+    mark("f/tree/build/data/mnist");          /* ../data from the current folder */
+    mark("f/tree/build/examples/data/mnist"); /* beside the program */
+    mark("f/tree/data/mnist");                /* two levels up: the source tree's data/ */
+    mark("f/data/mnist");                     /* three up: a data/ folder next to the tree */
     enter("f/tree/build/run");
     setenv("NABLA_DATA", at("f/env"), 1);
 
@@ -188,14 +190,18 @@ static void test_find_order(void)
     CHECK_STR(out, "./data/mnist");
     remove_tree(at("f/tree/build/run/data"));
     CHECK_OK(nb_data_find_from(NULL, "mnist", exe, out, sizeof out));
-    CHECK_STR(out, "../shared/data/mnist");
-    remove_tree(at("f/tree/build/shared"));
+    CHECK_STR(out, "../data/mnist");
+    remove_tree(at("f/tree/build/data"));
+    CHECK_OK(nb_data_find_from(NULL, "mnist", exe, out, sizeof out));
+    snprintf(want, sizeof want, "%s/data/mnist", at("f/tree/build/examples"));
+    CHECK_STR(out, want);
+    remove_tree(at("f/tree/build/examples/data"));
     CHECK_OK(nb_data_find_from(NULL, "mnist", exe, out, sizeof out));
     snprintf(want, sizeof want, "%s/../../data/mnist", at("f/tree/build/examples"));
     CHECK_STR(out, want);
     remove_tree(at("f/tree/data"));
     CHECK_OK(nb_data_find_from(NULL, "mnist", exe, out, sizeof out));
-    snprintf(want, sizeof want, "%s/../../../shared/data/mnist", at("f/tree/build/examples"));
+    snprintf(want, sizeof want, "%s/../../../data/mnist", at("f/tree/build/examples"));
     CHECK_STR(out, want);
     /* an uncompressed file qualifies a folder too */
     make_dirs("f/raw/mnist");
@@ -217,19 +223,18 @@ static void test_find_not_found(void)
     const char *msg = nb_last_error();
     char want[4200];
     const char *places[] = {at("g/cli"), at("g/cli/mnist"), at("g/env"), at("g/env/mnist"), "./data/mnist",
-                            "../shared/data/mnist"};
+                            "../data/mnist"};
     for (size_t i = 0; i < sizeof places / sizeof *places; i++) {
         snprintf(want, sizeof want, "%s, ", places[i]);
         if (!strstr(msg, want)) fprintf(stderr, "  missing place %s\n", places[i]);
         CHECK(strstr(msg, want));
     }
-    for (int up = 0; up <= 2; up++) {
-        snprintf(want, sizeof want, "%s%s/data/mnist", at("g/build/examples"), up == 0 ? "" : up == 1 ? "/.." : "/../..");
-        CHECK(strstr(msg, want));
-        snprintf(want, sizeof want, "%s%s/../shared/data/mnist", at("g/build/examples"),
-                 up == 0 ? "" : up == 1 ? "/.." : "/../..");
+    const char *ups[] = {"", "/..", "/../..", "/../../.."};
+    for (int up = 0; up <= 3; up++) {
+        snprintf(want, sizeof want, "%s%s/data/mnist", at("g/build/examples"), ups[up]);
         CHECK(strstr(msg, want));
     }
+    CHECK(!strstr(msg, "shared")); /* the library names no workspace of its own */
     CHECK(strstr(msg, "run scripts/get-mnist.sh DIR (downloads and checks the files"));
     CHECK(strstr(msg, "or pass --data DIR"));
     CHECK(out[0] == '\0');
@@ -256,12 +261,16 @@ static double seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Class counts from ../shared/data/README.md, and the time of one training
+/* Class counts of the published MNIST files, and the time of one training
  * epoch through the reader (printed, not asserted). */
 static void test_real_mnist(void)
 {
     char dir[4200];
-    if (nb_data_find(NULL, "mnist", dir, sizeof dir)) {
+    nb_status found = nb_data_find(NULL, "mnist", dir, sizeof dir);
+#ifdef NABLA_DATA_DIR
+    if (found) found = nb_data_find(NABLA_DATA_DIR, "mnist", dir, sizeof dir);
+#endif
+    if (found) {
         printf("     (skipped: %s)\n", "no MNIST data set here");
         nb_clear_error();
         return;

@@ -104,13 +104,12 @@ static void test_equal_gradients(void)
     }
     CHECK(same(nb_tensor_grad(plain.x), nb_tensor_grad(each.x)));
     CHECK(same(nb_tensor_grad(plain.x), nb_tensor_grad(nested.x)));
-    /* What the tape holds at the end of the forward pass: every layer's
-     * values without checkpoints; the blocks' inputs (and the parameters)
-     * with them. */
-    size_t params = (size_t)2 * BLOCKS * (W * W + W) * 8;
-    printf("  saved at the end of the forward pass: %zu bytes plain, %zu checkpointed, %zu nested "
-           "(parameters: %zu)\n", plain.saved, each.saved, nested.saved, params);
-    CHECK(each.saved - params < (plain.saved - params) / 2);
+    /* What the tape holds at the end of the forward pass (the parameters
+     * not counted): every layer's values without checkpoints; the blocks'
+     * inputs with them. */
+    printf("  saved at the end of the forward pass: %zu bytes plain, %zu checkpointed, %zu nested\n", plain.saved,
+           each.saved, nested.saved);
+    CHECK(each.saved < plain.saved / 2);
     CHECK(nested.saved < each.saved);
     run *rs[] = {&plain, &each, &nested};
     for (int i = 0; i < 3; i++) {

@@ -282,6 +282,37 @@ static void test_run_errors(void)
     nb_program_free(p);
 }
 
+/* Each unusable list is named: a fetch with nowhere to put it above all,
+ * once a bare "bad feed or fetch lists". */
+static void test_run_list_errors(void)
+{
+    setup();
+    nb_program *p = chain_program(2);
+    nb_executor *ex;
+    nb_scope *scope;
+    CHECK_OK(nb_executor_new(&ex));
+    CHECK_OK(nb_scope_new(&scope, NULL));
+    nb_tensor *x = T(NB_F64, S(2), 1, 2);
+    CHECK_ERR(nb_executor_run(ex, p, scope, NB_FEEDS({"x", x}), NB_NAMES("total"), NULL), NB_ERR_ARG,
+              "1 fetch ('total') but nowhere to put the result: the output array is NULL");
+    CHECK_ERR(nb_executor_run(ex, p, scope, NB_FEEDS_N(1, NULL), NB_NO_NAMES, NULL), NB_ERR_ARG,
+              "1 feed but no array of them");
+    CHECK_ERR(nb_executor_run(ex, p, scope, NB_NO_FEEDS, NB_NAMES_N(2, NULL), NULL), NB_ERR_ARG,
+              "2 fetches but no array of their names");
+    CHECK_ERR(nb_executor_run(ex, p, scope, NB_FEEDS_N(-1, NULL), NB_NO_NAMES, NULL), NB_ERR_ARG,
+              "a count cannot be negative");
+    /* What nb_executor_run promises on failure: no fetched tensor, also
+     * when the program fails before it runs. */
+    nb_tensor *out = x;
+    CHECK_ERR(nb_executor_run(ex, p, scope, NB_FEEDS({"x", x}), NB_NAMES("nope"), &out), NB_ERR_NOT_FOUND,
+              "fetch 'nope' is not a var");
+    CHECK(out == NULL);
+    nb_tensor_release(x);
+    nb_scope_free(scope);
+    nb_executor_free(ex);
+    nb_program_free(p);
+}
+
 static void test_random_ops_reproducible(void)
 {
     setup();
@@ -373,6 +404,7 @@ int main(void)
     RUN(test_feed_fetch_repeated);
     RUN(test_persistable_state_and_startup);
     RUN(test_run_errors);
+    RUN(test_run_list_errors);
     RUN(test_random_ops_reproducible);
     RUN(test_run_index_replays_random_ops);
     RUN(test_executor_cache_follows_program_changes);

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2016 # the stand-in curl's code is meant literally
 # scripts/get-mnist.sh without a network: a stand-in curl first fails (as
-# with no network), then serves wrong bytes, then (when the shared data set
-# is there) the real files. The script must stop cleanly, delete what does
-# not match its checksums, and keep what does.
+# with no network), then serves wrong bytes, then (when the build's data
+# folder, CMake's NABLA_DATA_DIR, holds MNIST) the real files. The script
+# must stop cleanly, delete what does not match its checksums, and keep what
+# does.
 set -uo pipefail
+build=$1
 src=$2
 script=$src/scripts/get-mnist.sh
 tmp=$(mktemp -d)
@@ -38,7 +40,7 @@ run "$tmp/d" fashion-mnist; check "bad checksum: fails" test $? -eq 1
 check "bad checksum: says so" grep -q "has sha256 .*, expected 3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84: deleted it" "$tmp/log"
 check "bad checksum: file deleted" test -z "$(ls -A "$tmp/d/fashion-mnist")"
 
-shared=$src/../shared/data/mnist
+shared=$(sed -n 's/^NABLA_DATA_DIR:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null)/mnist
 if [ -f "$shared/train-images-idx3-ubyte.gz" ]; then
     stub "cp \"$shared/\$(basename \"\$url\")\" \"\$file\""
     echo "stale" >"$tmp/d/mnist/t10k-labels-idx1-ubyte.gz" # a wrong file already there
@@ -51,7 +53,7 @@ if [ -f "$shared/train-images-idx3-ubyte.gz" ]; then
     run "$tmp/d"; check "second run: nothing to download" test $? -eq 0
     check "second run: says so" grep -q "train-images-idx3-ubyte.gz is there already (checksum ok)" "$tmp/log"
 else
-    echo "(no shared MNIST files: skipping the download of good files)"
+    echo "(no MNIST files in the build's data folder: skipping the download of good files)"
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

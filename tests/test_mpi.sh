@@ -10,7 +10,8 @@
 #    ranks writes from rank 0 only and resumes on every rank exactly;
 #  - `mpirun -np 2 examples/mnist_mlp --mpi` (static and --eager, one
 #    epoch) reaches the test accuracy of one process within 0.2 points and
-#    prints each rank's share once (needs MNIST in ../shared/data).
+#    prints each rank's share once (needs MNIST in the build's data folder,
+#    CMake's NABLA_DATA_DIR).
 set -euo pipefail
 build=$1
 src=$2
@@ -64,7 +65,7 @@ done
 mpirun_ 3 "$build/tests/mpi_check" timeout >"$out/timeout" 2>&1 || true
 expect "timeout, 3 ranks" 3 "$out/timeout" any
 
-data=$(cd "$src/../shared/data" 2>/dev/null && pwd || true)
+data=$(sed -n 's/^NABLA_DATA_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
 if grep -Eq '^NABLA_(SANITIZE|TSAN):BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
     echo "skipped: mnist_mlp --mpi in a sanitizer build (a minute of MNIST; the plain build runs it)"
 elif [ -n "$data" ] && [ -d "$data/mnist" ]; then
@@ -84,7 +85,7 @@ elif [ -n "$data" ] && [ -d "$data/mnist" ]; then
         fi
     done
 else
-    echo "skipped: mnist_mlp --mpi (no MNIST in ../shared/data)"
+    echo "skipped: mnist_mlp --mpi (no MNIST in the build's data folder, NABLA_DATA_DIR=${data:-none})"
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -26,7 +26,8 @@ if ! grep -q '^NABLA_ONNX_PROTO:FILEPATH=/' "$build/CMakeCache.txt"; then
     exit 0
 fi
 check=$build/tests/onnx_check
-data=$("$py" -c 'import os,sys; print(os.path.abspath(sys.argv[1]))' "$(dirname "$0")/../../shared/data")
+# MNIST: in the build's data folder (CMake's NABLA_DATA_DIR).
+data=$(sed -n 's/^NABLA_DATA_DIR:[A-Z]*=//p' "$build/CMakeCache.txt")
 export NABLA_DATA=$data
 
 # ---- nabla -> ONNX ------------------------------------------------------------

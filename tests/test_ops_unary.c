@@ -53,6 +53,7 @@ static const struct {
     {"square", r_square, false}, {"sqrt", sqrt, true},     {"rsqrt", r_rsqrt, true},
     {"exp", exp, false},         {"log", log, true},       {"log1p", log1p, false},
     {"sin", sin, false},         {"cos", cos, false},      {"tan", tan, false},      {"erf", erf, false},
+    {"atan", atan, false},       {"floor", floor, false},  {"ceil", ceil, false},    {"round", nearbyint, false},
     {"tanh", tanh, false},       {"sigmoid", r_sigmoid, false}, {"relu", r_relu, false},
     {"leaky_relu", r_leaky, false}, {"elu", r_elu, false}, {"gelu", r_gelu, false},
     {"softplus", r_softplus, false}, {"silu", r_silu, false}, {"clip", r_id, false},
@@ -83,6 +84,22 @@ static void test_unary_values(void)
             nb_tensor_release(out);
         }
         release_all(x, p, NULL);
+    }
+}
+
+/* round takes halves to the even neighbour, as ONNX's Round and numpy do;
+ * floor and ceil keep infinities and NaN. */
+static void test_rounding(void)
+{
+    for (int d = 0; d < 2; d++) {
+        nb_dtype dt = FLOATS[d];
+        nb_tensor *x = T(dt, S(6), -2.5, -1.5, -0.5, 0.5, 1.5, 2.5), *e = T(dt, S(3), -INFINITY, INFINITY, NAN);
+        nb_tensor *in[] = {x}, *ine[] = {e};
+        nb_tensor *r = RUN1_NOATTR("round", in), *f = RUN1_NOATTR("floor", ine), *c = RUN1_NOATTR("ceil", ine);
+        CHECK_TENSOR(r, S(6), 0, -2, -2, 0, 0, 2, 2);
+        CHECK(f && nb_tensor_get(f, 0) == -INFINITY && nb_tensor_get(f, 1) == INFINITY && isnan(nb_tensor_get(f, 2)));
+        CHECK(c && nb_tensor_get(c, 0) == -INFINITY && nb_tensor_get(c, 1) == INFINITY && isnan(nb_tensor_get(c, 2)));
+        release_all(x, e, r, f, c, NULL);
     }
 }
 
@@ -489,6 +506,7 @@ static void test_cast(void)
 int main(void)
 {
     RUN(test_unary_values);
+    RUN(test_rounding);
     RUN(test_unary_rejects_ints);
     RUN(test_stability);
     RUN(test_fast_math);

@@ -5,7 +5,7 @@
 # with noise): --check (per-example gradients by vmap of grad equal
 # nb_grad run on each example alone), a two-epoch run whose private and
 # plain models both learn the classes, and the errors. The real MNIST run
-# (>= 95%) is in the README.
+# (>= 95%) is in bench/RESULTS.md.
 set -euo pipefail
 build=$1
 ex=$build/examples/per_example_grads

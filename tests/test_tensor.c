@@ -52,7 +52,16 @@ static void test_new_scalar_and_empty(void)
     CHECK(e && isnan(nb_tensor_get(e, 0))); /* out of range reads NaN */
     CHECK_OK(nb_tensor_new(&e3, NB_I32, 3, S(3, 0, 2)));
     CHECK(e3 && nb_tensor_numel(e3) == 0 && e3->ndim == 3);
-    release_all(s, e, e3, NULL);
+    /* An empty tensor is contiguous, whatever its strides: it has no
+     * elements to be out of place. So is its contiguous copy (itself). */
+    nb_tensor *e2 = NULL, *c = NULL, *tr = NULL;
+    CHECK_OK(nb_tensor_new(&e2, NB_F32, 2, S(3, 0)));
+    CHECK(e2 && nb_tensor_is_contiguous(e2) && nb_tensor_is_contiguous(e3));
+    CHECK_OK(nb_tensor_contiguous(&c, e2));
+    CHECK(c && nb_tensor_is_contiguous(c) && c->shape[0] == 3 && c->shape[1] == 0);
+    CHECK_OK(nb_tensor_transpose(&tr, e3, 0, 2));
+    CHECK(tr && nb_tensor_is_contiguous(tr));
+    release_all(s, e, e3, e2, c, tr, NULL);
 
     nb_tensor *m = NULL;
     CHECK_OK(nb_tensor_new(&m, NB_U8, 8, S(1, 2, 1, 2, 1, 2, 1, 2)));

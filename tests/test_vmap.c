@@ -520,6 +520,13 @@ static nb_status f_run(nb_builder *b, const nb_value *in, nb_value *out, void *c
     return st ? st : nb_builder_status(b);
 }
 
+/* Fails without a message of its own. */
+static nb_status f_silent(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)b, (void)in, (void)out, (void)ctx;
+    return NB_ERR_STATE;
+}
+
 static void test_errors(void)
 {
     nb_function f = {f_ew, 2, 2, NULL}, rd = {f_read, 1, 1, NULL}, rn = {f_run, 1, 1, NULL};
@@ -532,7 +539,21 @@ static void test_errors(void)
     CHECK_ERR(nb_vmap(&f, &(nb_vmap_opts){.in_axes = (int[]){NB, NB}}, (nb_tensor *[]){x, y}, out), NB_ERR_ARG,
               "give batch_size");
     CHECK_ERR(nb_vmap(&f, &(nb_vmap_opts){.in_axes = (int[]){0, NB}, .batch_size = 3}, (nb_tensor *[]){x, y}, out),
-              NB_ERR_SHAPE, "input 0 has batch size 4");
+              NB_ERR_SHAPE, "input 0 has batch size 4 (axis 0 of shape [4, 3]) but batch_size is 3");
+    /* A function failing without a message does not pass on an earlier
+     * failure's (the one just above) or an empty one. */
+    nb_function silent = {f_silent, 1, 1, NULL};
+    CHECK_ERR(nb_vmap(&silent, NULL, &x, out), NB_ERR_STATE,
+              "vmap: the mapped function failed (invalid state) and left no message");
+    CHECK(!strstr(nb_last_error(), "batch size"));
+    nb_clear_error();
+    CHECK_ERR(nb_vmap(&silent, NULL, &x, out), NB_ERR_STATE, "the mapped function failed (invalid state)");
+    /* One that succeeds leaves the last failure's text as it was. */
+    nb_error(NB_ERR_ARG, "an earlier failure");
+    nb_tensor *ok[2];
+    REQUIRE_OK(nb_vmap(&f, NULL, (nb_tensor *[]){x, x}, ok));
+    CHECK_STR(nb_last_error(), "an earlier failure");
+    release_all(ok[0], ok[1], NULL);
     /* per-example shapes that do not fit name the op and the example's shapes */
     nb_tensor *z = R(3, 4, 2);
     CHECK_ERR(nb_vmap(&f, NULL, (nb_tensor *[]){x, z}, out), NB_ERR_SHAPE, "per example");

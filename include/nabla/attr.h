@@ -56,6 +56,10 @@ typedef struct nb_attrs {
     int n;
     const nb_attr *v;
 } nb_attrs;
+/* The array behind the list is a compound literal, which lives only until
+ * the end of the enclosing block: pass the list to a call, or keep it in a
+ * variable used only inside that block (one made in an `if` and used after
+ * it points at dead stack). */
 #define NB_ATTRS(...) ((nb_attrs){(int)(sizeof((nb_attr[]){__VA_ARGS__}) / sizeof(nb_attr)), (nb_attr[]){__VA_ARGS__}})
 #define NB_ATTRS_N(count, array) ((nb_attrs){(count), (array)})
 #define NB_NO_ATTRS ((nb_attrs){0, 0})
@@ -65,7 +69,8 @@ typedef struct nb_attrs {
 #define NB_ATTR_FLOAT(nm, v)  ((nb_attr){(nm), {.type = NB_ATTR_FLOAT, .f = (v)}})
 #define NB_ATTR_STRING(nm, v) ((nb_attr){(nm), {.type = NB_ATTR_STRING, .s = (v)}})
 #define NB_ATTR_BLOCK(nm, v)  ((nb_attr){(nm), {.type = NB_ATTR_BLOCK, .block = (v)}})
-/* Non-empty literal lists: NB_ATTR_INTS("axes", 0, 2). */
+/* Non-empty literal lists: NB_ATTR_INTS("axes", 0, 2). Their values are a
+ * compound literal too, as short-lived as NB_ATTRS's array above. */
 #define NB_ATTR_INTS(nm, ...)                                                   \
     ((nb_attr){(nm), {.type = NB_ATTR_INTS,                                     \
                       .n = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), \

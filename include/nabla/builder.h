@@ -46,6 +46,10 @@ typedef struct nb_values {
     int n;
     const nb_value *v;
 } nb_values;
+/* The array behind the list is a compound literal, which lives only until
+ * the end of the enclosing block: pass the list to a call, or keep it in a
+ * variable used only inside that block (one made in an `if` and used after
+ * it points at dead stack). */
 #define NB_VALUES(...) ((nb_values){(int)(sizeof((nb_value[]){__VA_ARGS__}) / sizeof(nb_value)), (nb_value[]){__VA_ARGS__}})
 #define NB_VALUES_N(count, array) ((nb_values){(count), (array)})
 #define NB_NO_VALUES ((nb_values){0, 0})

@@ -38,11 +38,10 @@ NB_API nb_status nb_idx_load(nb_tensor **out, const char *path);
  * train-images-idx3-ubyte.gz. nb_data_find looks, in this order, in
  *   cli_dir and cli_dir/<dataset> (when cli_dir is not NULL),
  *   $NABLA_DATA and $NABLA_DATA/<dataset> (when set),
- *   ./data/<dataset> and ../shared/data/<dataset> (from the current folder),
+ *   ./data/<dataset> and ../data/<dataset> (from the current folder),
  *   then beside the running program (/proc/self/exe): for its folder and the
- *   two above it, <that>/data/<dataset> and <that>/../shared/data/<dataset>
- *   (so build/examples/x finds the source tree's data/ and the shared data
- *   next to the checkout),
+ *   three above it, <that>/data/<dataset> (so build/examples/x finds the
+ *   source tree's data/ and a data/ folder next to the checkout),
  * and writes the first that qualifies to out_dir (size bytes). dataset is a
  * folder name such as "mnist" or "fashion-mnist". If none does, it returns
  * NB_ERR_NOT_FOUND with every place it looked and how to get the files. */

@@ -1,5 +1,5 @@
 /* nabla/eager.h: eager mode, a dynamic tape and its backward engine (as
- * PyTorch's autograd, seed 003).
+ * PyTorch's autograd).
  *
  * An eager builder runs every op at once: values are tensors. When grad mode
  * is on and an input requires a gradient, the op also records a backward
@@ -92,7 +92,7 @@ NB_API nb_status nb_eager_alias_tangent(nb_builder *b, nb_tensor *t, nb_tensor *
 
 /* ---- autograd state of tensors ------------------------------------------- */
 
-NB_API nb_status nb_tensor_set_requires_grad(nb_tensor *t, bool requires); /* leaves only */
+NB_API nb_status nb_tensor_set_requires_grad(nb_tensor *t, bool on); /* leaves only */
 NB_API bool nb_tensor_requires_grad(const nb_tensor *t);
 NB_API bool nb_tensor_is_leaf(const nb_tensor *t);
 /* The gradient accumulated by backward (borrowed), or NULL. */
@@ -124,7 +124,9 @@ typedef struct nb_node nb_node;
 /* The memory the tape holds for a backward pass from `roots`: the bytes of
  * every storage that the saved values of the nodes behind them keep alive
  * (each storage once, whole, however many views of it are saved), and how
- * many nodes still hold values. Taken at the end of a forward pass, it is
+ * many nodes still hold values. The storage of a leaf that requires grad
+ * (a parameter) does not count, nor do saved views of it: its owner keeps
+ * it whatever the tape does. So, taken at the end of a forward pass, it is
  * what recomputation could save; after a backward pass without
  * NB_RETAIN_GRAPH it is 0. */
 NB_API nb_status nb_autograd_saved_bytes(nb_tensors roots, size_t *bytes, int *n_nodes);
@@ -141,7 +143,7 @@ NB_API nb_status nb_tensor_register_hook(nb_tensor *t, nb_tensor_hook fn, void *
  * pass's whole contribution (after its hooks above and the accumulation,
  * like torch's register_post_accumulate_grad_hook); nb_autograd_grad, which
  * leaves .grad alone, does not run it. Removing one that is not there does
- * nothing. nb_ddp (nabla/ddp.h) starts its all-reduces from here. */
+ * nothing. nb_ddp (nabla/data_parallel.h) starts its all-reduces from here. */
 typedef nb_status (*nb_grad_ready_hook)(nb_tensor *leaf, void *ctx);
 NB_API nb_status nb_tensor_register_post_accumulate_hook(nb_tensor *t, nb_grad_ready_hook fn, void *ctx);
 NB_API void nb_tensor_remove_post_accumulate_hook(nb_tensor *t, nb_grad_ready_hook fn, void *ctx);

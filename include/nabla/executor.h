@@ -29,6 +29,10 @@ typedef struct nb_feeds {
     int n;
     const nb_feed *v;
 } nb_feeds;
+/* The array behind the list is a compound literal, which lives only until
+ * the end of the enclosing block: pass the list to a call, or keep it in a
+ * variable used only inside that block (one made in an `if` and used after
+ * it points at dead stack). */
 #define NB_FEEDS(...) ((nb_feeds){(int)(sizeof((nb_feed[]){__VA_ARGS__}) / sizeof(nb_feed)), (nb_feed[]){__VA_ARGS__}})
 #define NB_FEEDS_N(count, array) ((nb_feeds){(count), (array)})
 #define NB_NO_FEEDS ((nb_feeds){0, 0})
@@ -121,6 +125,13 @@ typedef struct nb_executor nb_executor;
 
 NB_API nb_status nb_executor_new(nb_executor **out);
 NB_API void nb_executor_free(nb_executor *e);
+/* Runs block 0 of `p` (prepared on the first call for these names):
+ * feeds.v[i].tensor binds the var feeds.v[i].name, and fetched[i], an array
+ * of fetches.n that the caller provides (NULL only when fetches.n is 0),
+ * receives a new reference to fetches.v[i]'s value, which the caller
+ * releases. Returns NB_OK, or the status of the first failure (a bad
+ * argument, a program that does not prepare, an op that fails) with
+ * nb_last_error() saying what and where; then every fetched[i] is NULL. */
 NB_API nb_status nb_executor_run(nb_executor *e, nb_program *p, nb_scope *scope, nb_feeds feeds, nb_names fetches,
                                  nb_tensor **fetched);
 

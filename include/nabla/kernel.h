@@ -12,10 +12,14 @@
  * A kernel never sees attributes: it reads the op's parameter struct, which
  * the op's `params` function fills from the attributes once, when a program
  * is prepared (nb_op_def.params_size and .params). Its inputs are
- * contiguous; its outputs arrive allocated, contiguous, zero-filled and
- * shaped as the op's inference said (control-flow ops bind theirs). An
- * output may be the very tensor of an input (in-place ops), so a kernel
- * reads an element before it writes it. Kernels run with subnormal numbers
+ * contiguous; its outputs arrive allocated, contiguous and shaped as the
+ * op's inference said (control-flow ops bind theirs). They arrive
+ * zero-filled only for ops without NB_OP_WRITES_ALL and NB_OP_INPLACE
+ * (nabla/op.h): those kernels promise to write every element, so the
+ * executor and nb_op_run skip the fill and the outputs hold whatever the
+ * memory held (NABLA_POISON=1 fills fresh ones with NaN bytes, so that a
+ * skipped element shows). An output may be the very tensor of an input (in-place ops), so a
+ * kernel reads an element before it writes it. Kernels run with subnormal numbers
  * flushed to zero, results and operands alike (nabla/device.h). */
 #ifndef NABLA_KERNEL_H
 #define NABLA_KERNEL_H

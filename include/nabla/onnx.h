@@ -28,10 +28,12 @@
  *                               reshape flatten transpose squeeze unsqueeze
  *                               concat gather (embedding exports as Gather)
  *   ReduceMean ReduceSum        reduce_mean reduce_sum
- *   Cast Clip Identity Dropout  cast clip assign dropout (inference: identity)
+ *   Cast CastLike Clip Identity Dropout
+ *                               cast clip assign dropout (inference: identity)
  *   Pad                         pad (constant, reflect, edge)
  *   Reciprocal                  div (import)
  *   Constant                    a constant (assign_value)
+ *   Shape Size                  (import) constants where every dim is known
  *   Shape + ConstantOfShape     ones_like, fill_zeros_like
  *   Shape, Gather, Unsqueeze, Concat, Cast into Reshape
  *                               (import) the shapes PyTorch's exporter computes
@@ -58,7 +60,7 @@
 NB_BEGIN_DECLS
 
 #define NB_ONNX_OPSET 13     /* what export writes */
-#define NB_ONNX_MIN_OPSET 11 /* what import reads */
+#define NB_ONNX_MIN_OPSET 1  /* what import reads */
 #define NB_ONNX_MAX_OPSET 17
 
 NB_API bool nb_onnx_available(void);
@@ -92,7 +94,17 @@ NB_API nb_status nb_onnx_export(const nb_program *program, nb_scope *scope, nb_n
  * BatchNormalization is batch_norm in training mode (running statistics
  * updated), so evaluate through nb_program_clone_for_test or an eager
  * builder's test mode, where it uses the running statistics as ONNX does;
- * Dropout and Identity are the identity.
+ * Identity, and Dropout at inference, are the identity (Dropout's mask all
+ * true); Dropout in training mode with a ratio above 0 is refused.
+ *
+ * Every opset from 1 is read: an op whose meaning changed between opsets is
+ * read in the form of the model's opset, or refused naming what it does not
+ * follow (opset 1-6's broadcasting along an axis, say). Inputs that nabla's
+ * ops take as attributes (shapes, axes, pads, bounds) must be constants in a
+ * static program; an eager import knows every value, so they may also be
+ * computed by the graph or fed. With `inputs` given, each value must have
+ * the dtype the model declares (float16 and bfloat16 as float32) and every
+ * dim it fixes: NB_ERR_ARG and NB_ERR_SHAPE name the input otherwise.
  *
  * The graph's outputs are written to outputs[0..max_outputs) and their count
  * to *n_outputs (may be NULL). External-data tensors are read from files

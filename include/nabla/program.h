@@ -26,6 +26,10 @@ typedef struct nb_names {
     int n;
     const char *const *v;
 } nb_names;
+/* The array behind the list is a compound literal, which lives only until
+ * the end of the enclosing block: pass the list to a call, or keep it in a
+ * variable used only inside that block (one made in an `if` and used after
+ * it points at dead stack). */
 #define NB_NAMES(...) ((nb_names){(int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), (const char *[]){__VA_ARGS__}})
 #define NB_NAMES_N(count, array) ((nb_names){(count), (array)})
 #define NB_NO_NAMES ((nb_names){0, 0})

@@ -50,6 +50,10 @@ typedef struct nb_tensors {
     int n;
     nb_tensor *const *v;
 } nb_tensors;
+/* The array behind the list is a compound literal, which lives only until
+ * the end of the enclosing block: pass the list to a call, or keep it in a
+ * variable used only inside that block (one made in an `if` and used after
+ * it points at dead stack). */
 #define NB_TENSORS(...) ((nb_tensors){(int)(sizeof((nb_tensor *[]){__VA_ARGS__}) / sizeof(nb_tensor *)), (nb_tensor *[]){__VA_ARGS__}})
 #define NB_TENSORS_N(count, array) ((nb_tensors){(count), (array)})
 #define NB_NO_TENSORS ((nb_tensors){0, 0})
@@ -74,7 +78,7 @@ NB_API void nb_tensor_release(nb_tensor *t);       /* NULL is fine */
 /* ---- properties ------------------------------------------------------- */
 
 NB_API int64_t nb_tensor_numel(const nb_tensor *t);
-NB_API bool nb_tensor_is_contiguous(const nb_tensor *t);
+NB_API bool nb_tensor_is_contiguous(const nb_tensor *t); /* an empty one always is */
 /* Address of the first element (storage data + offset). */
 NB_API void *nb_tensor_data(const nb_tensor *t);
 NB_API bool nb_shape_equal(int nda, const int64_t *a, int ndb, const int64_t *b);

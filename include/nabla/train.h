@@ -1,4 +1,4 @@
-/* nabla/train.h: the training loop of the design documents' last line,
+/* nabla/train.h: the training loop, the last line of a Fluid-style model,
  *
  *     train(cost, reader=mnist.train())
  *

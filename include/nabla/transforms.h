@@ -1,5 +1,6 @@
-/* nabla/transforms.h: functional transforms (seed 004; JAX is the reference
- * for the API). A function is C code against a builder:
+/* nabla/transforms.h: functional transforms (JAX's grad, vjp, jvp, jacrev,
+ * jacfwd and hessian are the reference for the API). A function is C code
+ * against a builder:
  *
  *     nb_status f(nb_builder *b, const nb_value *in, nb_value *out, void *ctx);
  *

@@ -1,4 +1,4 @@
-/* The recursion of the backward pass into sub-blocks (seed 002), for the
+/* The recursion of the backward pass into sub-blocks (as Fluid's), for the
  * gradient rules of control-flow ops. */
 #ifndef NABLA_BACKWARD_INTERNAL_H
 #define NABLA_BACKWARD_INTERNAL_H

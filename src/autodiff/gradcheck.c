@@ -401,7 +401,7 @@ nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_grad
         names[n_fetch++] = nb_is_none(ty[loss_out[i]]) ? nb_value_name(w.out[loss_out[i]]) : nb_value_name(ty[loss_out[i]]);
     int first_g = n_fetch;
     for (int j = 0; j < w.n_wrt; j++) names[n_fetch++] = r.grads[j] ? r.grads[j] : w.wrt[j];
-    /* Forward mode derived from reverse mode (seed 004): the pullback
+    /* Forward mode derived from reverse mode: the pullback
      * w -> VJP(w) is linear in w, so the gradient of <VJP(w), t> with
      * respect to w is J t. Needs the pullback's own rules, which the fused
      * grad ops of skip_second_order cases lack. */

@@ -1,5 +1,5 @@
 /* Ops that run a block once: `cond` (one of two blocks, chosen by a bool)
- * and `net` (seed 000's NetOp: a block used as one op), with their
+ * and `net` (Fluid's NetOp: a block used as one op), with their
  * gradients, which run the grad block of the block that ran.
  *
  * cond(Condition, X = captured...) -> (StepScopes, Out...)

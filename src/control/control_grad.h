@@ -1,6 +1,7 @@
 /* What the gradient rules of the control-flow ops share: differentiating a
- * sub-block into a grad block (seed 002), and the attributes that tell the
- * gradient op which vars of that block to fill and read. */
+ * sub-block into a grad block (as Fluid's backward pass does), and the
+ * attributes that tell the gradient op which vars of that block to fill and
+ * read. */
 #ifndef NABLA_CONTROL_GRAD_H
 #define NABLA_CONTROL_GRAD_H
 

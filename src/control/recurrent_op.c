@@ -1,4 +1,4 @@
-/* `recurrent` (seed 000's RnnOp) and `recurrent_grad`.
+/* `recurrent` (Fluid's RnnOp) and `recurrent_grad`.
  *
  * recurrent(X = [init..., seqs..., captured...])
  *     -> (StepScopes, Out = [final..., ys...])

@@ -30,11 +30,22 @@ static inline bool nb_shape_equal_inline(int nda, const int64_t *a, int ndb, con
     return true;
 }
 
+static inline bool nb_has_no_elements_inline(const nb_tensor *t)
+{
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] == 0) return true;
+    return false;
+}
+
+/* An empty tensor is contiguous whatever its strides: no element is out of
+ * place. (A new one's strides count a 0 dim as 1, which the running product,
+ * 0 from that dim on, never matches.) Asked only on a mismatch, so the usual
+ * case pays nothing. */
 static inline bool nb_is_contiguous_inline(const nb_tensor *t)
 {
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->shape[i] != 1 && t->strides[i] != s) return false;
+        if (t->shape[i] != 1 && t->strides[i] != s) return nb_has_no_elements_inline(t);
         s *= t->shape[i];
     }
     return true;

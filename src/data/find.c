@@ -115,7 +115,7 @@ static nb_status find_folder(search *s, const char *cli_dir, const char *exe_pat
         try_dir(s, env, dataset);
     }
     try_dir(s, "./data", dataset);
-    try_dir(s, "../shared/data", dataset);
+    try_dir(s, "../data", dataset);
     if (exe_path && exe_path[0]) {
         char base[PATH_CAP], rel[PATH_CAP];
         const char *slash = strrchr(exe_path, '/');
@@ -123,10 +123,8 @@ static nb_status find_folder(search *s, const char *cli_dir, const char *exe_pat
             size_t len = slash == exe_path ? 1 : (size_t)(slash - exe_path);
             memcpy(base, exe_path, len);
             base[len] = '\0';
-            for (int up = 0; up <= 2; up++) {
-                snprintf(rel, sizeof rel, "data/%s", dataset);
-                try_dir(s, base, rel);
-                snprintf(rel, sizeof rel, "../shared/data/%s", dataset);
+            snprintf(rel, sizeof rel, "data/%s", dataset);
+            for (int up = 0; up <= 3; up++) { /* the program's folder and the three above it */
                 try_dir(s, base, rel);
                 if (strlen(base) + 4 < sizeof base) strcat(base, "/..");
             }

@@ -116,18 +116,18 @@ bool nb_tensor_is_leaf(const nb_tensor *t)
     return !a || !a->grad_fn;
 }
 
-nb_status nb_tensor_set_requires_grad(nb_tensor *t, bool requires)
+nb_status nb_tensor_set_requires_grad(nb_tensor *t, bool on)
 {
     if (!t) return nb_error(NB_ERR_ARG, "requires_grad: tensor is NULL");
     if (!nb_tensor_is_leaf(t))
         return nb_error(NB_ERR_ARG, "requires_grad: only leaves can be changed (this tensor was made by %s); "
                                     "detach it first", nb_node_op(((nb_autograd *)t->autograd)->grad_fn));
-    if (requires && !nb_dtype_is_float(t->dtype))
+    if (on && !nb_dtype_is_float(t->dtype))
         return nb_error(NB_ERR_DTYPE, "requires_grad: only floating-point tensors have gradients, not %s",
                         nb_dtype_name(t->dtype));
-    nb_autograd *a = nb_autograd_of(t, requires);
-    if (!a && requires) return nb_error(NB_ERR_NOMEM, "requires_grad: out of memory");
-    if (a) a->requires_grad = requires;
+    nb_autograd *a = nb_autograd_of(t, on);
+    if (!a && on) return nb_error(NB_ERR_NOMEM, "requires_grad: out of memory");
+    if (a) a->requires_grad = on;
     return NB_OK;
 }
 

@@ -1,10 +1,10 @@
-/* The backward engine (seed 003). One graph task per nb_backward or
- * nb_autograd_grad call: find the nodes reachable from the roots, count for
- * each how many gradients it will receive, keep an input buffer per node
- * that sums them, and run a node (its VJP rule, through an eager builder)
- * when its count reaches zero, latest-created first. nb_autograd_grad also
- * marks which nodes lie on a path to the requested inputs and runs only
- * those. */
+/* The backward engine (PyTorch's autograd engine is the model). One graph
+ * task per nb_backward or nb_autograd_grad call: find the nodes reachable
+ * from the roots, count for each how many gradients it will receive, keep
+ * an input buffer per node that sums them, and run a node (its VJP rule,
+ * through an eager builder) when its count reaches zero, latest-created
+ * first. nb_autograd_grad also marks which nodes lie on a path to the
+ * requested inputs and runs only those. */
 #include <math.h>
 #include "nabla/device.h"
 #include <stdlib.h>

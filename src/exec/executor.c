@@ -331,7 +331,7 @@ static nb_status prepare(nb_prepared **out, nb_program *p, int block_idx, int n_
             }
         }
     /* Initialisers among other ops (a parameter made with no startup
-     * program) are run-once ops, as the design documents call them. */
+     * program) are run-once ops. */
     bool mixed = false;
     for (int s = 0; s < b->n_ops; s++) mixed |= b->ops[s]->role != NB_ROLE_STARTUP;
     bool *keep = nb_calloc((size_t)b->n_ops + 1, sizeof *keep);

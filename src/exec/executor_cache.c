@@ -54,15 +54,35 @@ static char *make_key(int n_feed, const nb_feed *feeds, int n_fetch, const char 
     return k;
 }
 
+/* Which of the lists is unusable, said so that the caller need not guess. */
+static nb_status check_lists(nb_feeds feeds, nb_names fetches, nb_tensor **fetched)
+{
+    if (feeds.n < 0 || fetches.n < 0)
+        return nb_error(NB_ERR_ARG, "executor run: %d feeds and %d fetches: a count cannot be negative", feeds.n,
+                        fetches.n);
+    if (feeds.n && !feeds.v)
+        return nb_error(NB_ERR_ARG, "executor run: %d feed%s but no array of them (NULL)", feeds.n,
+                        feeds.n == 1 ? "" : "s");
+    if (fetches.n && !fetches.v)
+        return nb_error(NB_ERR_ARG, "executor run: %d fetch%s but no array of their names (NULL)", fetches.n,
+                        fetches.n == 1 ? "" : "es");
+    if (fetches.n && !fetched)
+        return nb_error(NB_ERR_ARG, "executor run: %d fetch%s ('%s'%s) but nowhere to put the result: the output "
+                        "array is NULL", fetches.n, fetches.n == 1 ? "" : "es",
+                        fetches.v[0] ? fetches.v[0] : "(null)", fetches.n > 1 ? ", ..." : "");
+    return NB_OK;
+}
+
 nb_status nb_executor_run(nb_executor *e, nb_program *p, nb_scope *scope, nb_feeds feed_list, nb_names fetch_list,
                           nb_tensor **fetched)
 {
     int n_feed = feed_list.n, n_fetch = fetch_list.n;
     const nb_feed *feeds = feed_list.v;
     const char *const *fetch_names = fetch_list.v;
+    nb_status st = check_lists(feed_list, fetch_list, fetched);
+    if (st) return st;
+    for (int i = 0; i < n_fetch; i++) fetched[i] = NULL;
     if (!e || !p || !scope) return nb_error(NB_ERR_ARG, "executor run: NULL executor, program or scope");
-    if (n_feed < 0 || n_fetch < 0 || (n_feed && !feeds) || (n_fetch && (!fetch_names || !fetched)))
-        return nb_error(NB_ERR_ARG, "executor run: bad feed or fetch lists");
     char *key = make_key(n_feed, feeds, n_fetch, fetch_names);
     if (!key) return nb_error(NB_ERR_NOMEM, "executor: out of memory");
     entry *hit = NULL, *victim = &e->entries[0];
@@ -82,7 +102,7 @@ nb_status nb_executor_run(nb_executor *e, nb_program *p, nb_scope *scope, nb_fee
         }
         for (int i = 0; i < n_feed; i++) feed_names[i] = feeds[i].name;
         nb_prepared *pp;
-        nb_status st = nb_prepare(&pp, p, 0, NB_NAMES_N(n_feed, feed_names), NB_NAMES_N(n_fetch, fetch_names));
+        st = nb_prepare(&pp, p, 0, NB_NAMES_N(n_feed, feed_names), NB_NAMES_N(n_fetch, fetch_names));
         nb_free(feed_names);
         if (st) {
             nb_free(key);
@@ -98,7 +118,7 @@ nb_status nb_executor_run(nb_executor *e, nb_program *p, nb_scope *scope, nb_fee
     nb_tensor *stack_feeds[16], **tensors = n_feed <= 16 ? stack_feeds : nb_calloc((size_t)n_feed, sizeof *tensors);
     if (!tensors) return nb_error(NB_ERR_NOMEM, "executor: out of memory");
     for (int i = 0; i < n_feed; i++) tensors[i] = feeds[i].tensor;
-    nb_status st = nb_prepared_run(hit->prepared, scope, tensors, fetched);
+    st = nb_prepared_run(hit->prepared, scope, tensors, fetched);
     if (tensors != stack_feeds) nb_free(tensors);
     return st;
 }

@@ -40,6 +40,35 @@ struct nb_atomic_file {
     unsigned long long stop_after; /* the test hook; 0 when off */
 };
 
+/* Paths as messages print them. The error text holds 2,048 bytes
+ * (src/core/status.c) and a message may name two paths: a long one would
+ * crowd out the reason that follows it, which is what the reader needs
+ * (a name too long, say). A longer path keeps its start and its end (the
+ * file's name) around "...", each cut at a UTF-8 character boundary. */
+#define SHOWN_MAX 400
+typedef struct shown_path {
+    char s[SHOWN_MAX + 1];
+} shown_path;
+
+/* Returned by value: nb_error(..., shown(p).s) reads a temporary that
+ * lives until the call ends (C11 6.2.4). */
+static shown_path shown(const char *path)
+{
+    shown_path p;
+    size_t n = strlen(path), head = SHOWN_MAX / 2, tail = SHOWN_MAX - head - 3;
+    if (n <= SHOWN_MAX) {
+        memcpy(p.s, path, n + 1);
+        return p;
+    }
+    while (head > 0 && ((unsigned char)path[head] & 0xC0) == 0x80) head--;
+    const char *end = path + n - tail;
+    while (((unsigned char)*end & 0xC0) == 0x80) end++;
+    memcpy(p.s, path, head);
+    memcpy(p.s + head, "...", 3);
+    memcpy(p.s + head + 3, end, strlen(end) + 1);
+    return p;
+}
+
 /* The directory holding `path` ("." for a bare name), malloc'ed. */
 static char *dir_of(const char *path)
 {
@@ -115,22 +144,23 @@ static nb_status resolve_links(const char *path, char **out)
         }
         if (hops == MAX_LINKS) {
             nb_free(cur);
-            return nb_error(NB_ERR_IO, "save '%s': more than %d symbolic links to follow (a loop?)", path, MAX_LINKS);
+            return nb_error(NB_ERR_IO, "save '%s': more than %d symbolic links to follow (a loop?)",
+                            shown(path).s, MAX_LINKS);
         }
         char *next = follow(cur, sb.st_size);
         if (!next) {
             int err = errno;
             nb_status st = err == ENOMEM
-                               ? nb_error(NB_ERR_NOMEM, "save '%s': out of memory", path)
-                               : nb_error(NB_ERR_IO, "save '%s': cannot read the symbolic link '%s': %s", path, cur,
-                                          strerror(err));
+                               ? nb_error(NB_ERR_NOMEM, "save '%s': out of memory", shown(path).s)
+                               : nb_error(NB_ERR_IO, "save '%s': cannot read the symbolic link '%s': %s",
+                                          shown(path).s, shown(cur).s, strerror(err));
             nb_free(cur);
             return st;
         }
         nb_free(cur);
         cur = next;
     }
-    return nb_error(NB_ERR_NOMEM, "save '%s': out of memory", path);
+    return nb_error(NB_ERR_NOMEM, "save '%s': out of memory", shown(path).s);
 }
 
 /* The part of a temporary name before ".tmp.<pid>": the file's name, or,
@@ -244,7 +274,7 @@ nb_status nb_atomic_open(nb_atomic_file **out, const char *path)
     if (a) a->path = nb_strdup(path);
     if (!a || !a->path) {
         nb_atomic_abort(a);
-        return nb_error(NB_ERR_NOMEM, "save '%s': out of memory", path);
+        return nb_error(NB_ERR_NOMEM, "save '%s': out of memory", shown(path).s);
     }
     nb_status st = resolve_links(path, &a->target);
     if (st) {
@@ -254,14 +284,14 @@ nb_status nb_atomic_open(nb_atomic_file **out, const char *path)
     const char *base = base_of(a->target);
     if (!*base) {
         nb_atomic_abort(a);
-        return nb_error(NB_ERR_IO, "save '%s': the path names a directory, not a file", path);
+        return nb_error(NB_ERR_IO, "save '%s': the path names a directory, not a file", shown(path).s);
     }
     char *dir = dir_of(a->target);
     char *prefix = dir ? temp_prefix(dir, base) : NULL;
     if (!prefix) {
         nb_free(dir);
         nb_atomic_abort(a);
-        return nb_error(NB_ERR_NOMEM, "save '%s': out of memory", path);
+        return nb_error(NB_ERR_NOMEM, "save '%s': out of memory", shown(path).s);
     }
     remove_stale_temps(dir, prefix);
     nb_free(dir);
@@ -274,10 +304,10 @@ nb_status nb_atomic_open(nb_atomic_file **out, const char *path)
         if (fd >= 0) close(fd);
         if (!a->tmp) {
             nb_atomic_abort(a);
-            return nb_error(NB_ERR_NOMEM, "save '%s': out of memory", path);
+            return nb_error(NB_ERR_NOMEM, "save '%s': out of memory", shown(path).s);
         }
-        st = nb_error(NB_ERR_IO, "save '%s': cannot create the temporary file '%s': %s", path, a->tmp,
-                      strerror(err));
+        st = nb_error(NB_ERR_IO, "save '%s': cannot create the temporary file '%s': %s", shown(path).s,
+                      shown(a->tmp).s, strerror(err));
         if (fd >= 0) unlink(a->tmp);
         nb_free(a->tmp);
         a->tmp = NULL; /* nothing of ours to remove */
@@ -293,7 +323,8 @@ nb_status nb_atomic_open(nb_atomic_file **out, const char *path)
 static nb_status write_bytes(nb_atomic_file *a, const void *data, size_t n)
 {
     if (n && fwrite(data, 1, n, a->f) != n)
-        return nb_error(NB_ERR_IO, "save '%s': writing '%s' failed: %s", a->path, a->tmp, strerror(errno));
+        return nb_error(NB_ERR_IO, "save '%s': writing '%s' failed: %s", shown(a->path).s, shown(a->tmp).s,
+                        strerror(errno));
     a->written += n;
     return NB_OK;
 }
@@ -315,14 +346,14 @@ nb_status nb_atomic_write(nb_atomic_file *a, const void *data, size_t n)
 static nb_status sync_dir(const nb_atomic_file *a)
 {
     char *dir = dir_of(a->target);
-    if (!dir) return nb_error(NB_ERR_NOMEM, "save '%s': out of memory", a->path);
+    if (!dir) return nb_error(NB_ERR_NOMEM, "save '%s': out of memory", shown(a->path).s);
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     nb_status st = NB_OK;
     /* Some file systems cannot sync a directory (EINVAL); there is nothing
      * more to do on those. */
     if (fd < 0 || (fsync(fd) && errno != EINVAL))
-        st = nb_error(NB_ERR_IO, "save '%s': the file was replaced, but syncing directory '%s' failed: %s", a->path,
-                      dir, strerror(errno));
+        st = nb_error(NB_ERR_IO, "save '%s': the file was replaced, but syncing directory '%s' failed: %s",
+                      shown(a->path).s, shown(dir).s, strerror(errno));
     if (fd >= 0) close(fd);
     nb_free(dir);
     return st;
@@ -345,7 +376,8 @@ nb_status nb_atomic_commit(nb_atomic_file *a)
         err = errno;
     }
     if (step) {
-        st = nb_error(NB_ERR_IO, "save '%s': %s '%s' failed: %s", a->path, step, a->tmp, strerror(err));
+        st = nb_error(NB_ERR_IO, "save '%s': %s '%s' failed: %s", shown(a->path).s, step, shown(a->tmp).s,
+                      strerror(err));
         nb_atomic_abort(a);
         return st;
     }

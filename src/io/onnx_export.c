@@ -14,10 +14,21 @@
 
 /* ---- building blocks for onnx_export_ops.c ------------------------------ */
 
+/* Whether `name` is taken: by a var of the program (whose names become the
+ * graph's) or by an initializer the export already made. */
+static bool name_taken(const ox_export *e, const char *name)
+{
+    if (nb_block_find_var(e->blk, name)) return true;
+    for (size_t i = 0; i < e->n_inits; i++)
+        if (!strcmp(e->inits[i]->name, name)) return true;
+    return false;
+}
+
 const char *ox_tmp(ox_export *e, const char *base)
 {
     char buf[512];
-    snprintf(buf, sizeof buf, "%.480s/%d", base, e->n_tmp++);
+    do snprintf(buf, sizeof buf, "%.480s/%d", base, e->n_tmp++);
+    while (name_taken(e, buf));
     return ox_strdup(&e->a, buf);
 }
 
@@ -144,7 +155,8 @@ const char *ox_int64s(ox_export *e, int count, const int64_t *v)
 static nb_status prune(const nb_block *blk, nb_names fetches, nb_strmap *needed, bool *keep)
 {
     for (int i = 0; i < fetches.n; i++) {
-        if (!fetches.v[i] || !nb_block_find_var(blk, fetches.v[i]))
+        if (!fetches.v[i]) return nb_error(NB_ERR_ARG, "onnx export: fetch %d is NULL, not a var's name", i);
+        if (!nb_block_find_var(blk, fetches.v[i]))
             return nb_error(NB_ERR_NOT_FOUND, "onnx export: fetch '%s' is not a var of block 0",
                             fetches.v[i] ? fetches.v[i] : "(null)");
         if (nb_strmap_put(needed, fetches.v[i], (void *)1)) return nb_error(NB_ERR_NOMEM, "onnx export: out of memory");

@@ -6,7 +6,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "nabla/device.h"
+#include "nabla/eager.h"
 #include "nabla/init.h"
 #include "nabla/onnx.h"
 #include "nabla/ops.h"
@@ -22,6 +24,11 @@ static nb_status read_file(const char *path, uint8_t **buf, size_t *n)
     *buf = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return nb_error(NB_ERR_NOT_FOUND, "onnx import: cannot open %s", path);
+    struct stat sb;
+    if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return nb_error(NB_ERR_IO, "onnx import: %s is not a file", path);
+    }
     nb_status st = NB_OK;
     long size = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
     if (size < 0 || fseek(f, 0, SEEK_SET)) st = nb_error(NB_ERR_IO, "onnx import: cannot read %s", path);
@@ -36,6 +43,37 @@ static nb_status read_file(const char *path, uint8_t **buf, size_t *n)
     return st;
 }
 
+/* A graph is in SSA form: every name is written once, by an initializer, a
+ * graph input (which may repeat an initializer's name, as older exporters
+ * list them) or a node. onnx.checker refuses the rest, and so does nabla,
+ * rather than let the last writer win. */
+static nb_status check_single_writers(const Onnx__GraphProto *g, const char *path)
+{
+    nb_strmap seen;
+    nb_strmap_init(&seen);
+    nb_status st = NB_OK;
+    for (size_t i = 0; i < g->n_initializer && !st; i++) {
+        const char *name = g->initializer[i]->name;
+        if (nb_strmap_get(&seen, name, NULL))
+            st = nb_error(NB_ERR_FORMAT, "onnx import: %s: two initializers are named '%s'", path, name);
+        else if (nb_strmap_put(&seen, name, (void *)1)) st = nb_error(NB_ERR_NOMEM, "onnx import: out of memory");
+    }
+    for (size_t i = 0; i < g->n_input && !st; i++)
+        if (!nb_strmap_get(&seen, g->input[i]->name, NULL) && nb_strmap_put(&seen, g->input[i]->name, (void *)2))
+            st = nb_error(NB_ERR_NOMEM, "onnx import: out of memory");
+    for (size_t i = 0; i < g->n_node && !st; i++)
+        for (size_t k = 0; k < g->node[i]->n_output && !st; k++) {
+            const char *name = g->node[i]->output[k];
+            if (!*name) continue;
+            if (nb_strmap_get(&seen, name, NULL))
+                st = nb_error(NB_ERR_FORMAT, "onnx import: %s: node %zu (%s) writes '%s', which is already written "
+                              "by an earlier node, an initializer or a graph input", path, i, g->node[i]->op_type, name);
+            else if (nb_strmap_put(&seen, name, (void *)3)) st = nb_error(NB_ERR_NOMEM, "onnx import: out of memory");
+        }
+    nb_strmap_free(&seen);
+    return st;
+}
+
 /* The model's version of the default ONNX domain. */
 static nb_status check_model(const Onnx__ModelProto *m, const char *path, int *opset)
 {
@@ -44,8 +82,9 @@ static nb_status check_model(const Onnx__ModelProto *m, const char *path, int *o
         const Onnx__OperatorSetIdProto *o = m->opset_import[i];
         if (!o->domain || !*o->domain || !strcmp(o->domain, "ai.onnx")) *opset = o->has_version ? (int)o->version : 1;
     }
-    if (*opset < 0) return nb_error(NB_ERR_FORMAT, "onnx import: %s imports no opset of the default ONNX domain", path);
-    if (*opset < NB_ONNX_MIN_OPSET || *opset > NB_ONNX_MAX_OPSET)
+    /* A model of other domains only (ai.onnx.preview.training, say) is
+     * valid; its nodes are refused one by one, by domain. */
+    if (*opset >= 0 && (*opset < NB_ONNX_MIN_OPSET || *opset > NB_ONNX_MAX_OPSET))
         return nb_error(NB_ERR_UNSUPPORTED, "onnx import: %s uses opset %d; nabla reads opsets %d to %d", path, *opset,
                         NB_ONNX_MIN_OPSET, NB_ONNX_MAX_OPSET);
     if (!m->graph) return nb_error(NB_ERR_FORMAT, "onnx import: %s has no graph", path);
@@ -56,9 +95,9 @@ static nb_status check_model(const Onnx__ModelProto *m, const char *path, int *o
         if (!n->n_output) return nb_error(NB_ERR_FORMAT, "onnx import: %s: node %zu (%s) has no outputs", path, i, n->op_type);
         for (size_t k = 0; k < n->n_input; k++)
             if (!n->input[k]) return nb_error(NB_ERR_FORMAT, "onnx import: %s: node %zu has a NULL input", path, i);
+        /* An empty name marks an optional output the model does not use. */
         for (size_t k = 0; k < n->n_output; k++)
-            if (!n->output[k] || !*n->output[k])
-                return nb_error(NB_ERR_FORMAT, "onnx import: %s: node %zu has an unnamed output", path, i);
+            if (!n->output[k]) return nb_error(NB_ERR_FORMAT, "onnx import: %s: node %zu has a NULL output", path, i);
     }
     for (size_t i = 0; i < g->n_initializer; i++)
         if (!g->initializer[i]->name || !*g->initializer[i]->name)
@@ -67,7 +106,7 @@ static nb_status check_model(const Onnx__ModelProto *m, const char *path, int *o
         if (!g->input[i]->name) return nb_error(NB_ERR_FORMAT, "onnx import: %s: graph input %zu has no name", path, i);
     for (size_t i = 0; i < g->n_output; i++)
         if (!g->output[i]->name) return nb_error(NB_ERR_FORMAT, "onnx import: %s: graph output %zu has no name", path, i);
-    return NB_OK;
+    return check_single_writers(g, path);
 }
 
 /* ---- helpers for onnx_import_ops.c ---------------------------------------- */
@@ -80,7 +119,7 @@ nb_status ox_node_error(ox_import *im, nb_status st, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     const Onnx__NodeProto *n = im->node;
-    const char *name = n->name && *n->name ? n->name : n->output[0];
+    const char *name = n->name && *n->name ? n->name : n->n_output && *n->output[0] ? n->output[0] : n->op_type;
     nb_error(st, "onnx import: node '%s' (%s, opset %d): %s", name, n->op_type, im->opset, msg);
     return nb_builder_fail(im->b, st, "%s", nb_last_error());
 }
@@ -143,17 +182,29 @@ nb_value ox_in(ox_import *im, int k)
     return made;
 }
 
+/* The tensor of a value the import has already computed, where the builder
+ * holds it: an eager builder's values are tensors, so there a shape, axes
+ * or bounds input computed by the graph (or fed) is as good as a constant.
+ * A program's values are known only when it runs. */
+static const nb_tensor *known_tensor(ox_import *im, const char *name)
+{
+    nb_value *v = nb_strmap_get(&im->values, name, NULL);
+    return v && nb_builder_is_eager(im->b) ? nb_eager_tensor(*v) : NULL;
+}
+
 const nb_tensor *ox_const_in(ox_import *im, int k)
 {
     if (!ox_has_in(im, k)) {
         ox_node_error(im, NB_ERR_FORMAT, "input %d is missing", k);
         return NULL;
     }
-    const nb_tensor *t;
+    const nb_tensor *t = known_tensor(im, im->node->input[k]);
+    if (t) return t;
     nb_status st = const_of(im, im->node->input[k], &t);
     if (st == NB_ERR_NOT_FOUND)
         ox_node_error(im, NB_ERR_UNSUPPORTED, "input %d ('%s') must be a constant (an initializer or a Constant node), "
-                      "not computed at run time", k, im->node->input[k]);
+                      "not computed at run time: a static program takes shapes, axes and bounds at build time", k,
+                      im->node->input[k]);
     return st ? NULL : t;
 }
 
@@ -209,7 +260,7 @@ const ox_shape *ox_shape_in(const ox_import *im, int k)
 nb_status ox_out(ox_import *im, int k, nb_value v)
 {
     if (nb_is_none(v)) return nb_builder_status(im->b) ? nb_builder_status(im->b) : NB_ERR_ARG;
-    if (k >= (int)im->node->n_output) return NB_OK; /* an output the model does not name */
+    if (k >= (int)im->node->n_output || !*im->node->output[k]) return NB_OK; /* an output the model does not use */
     if (set_value(im, im->node->output[k], v)) return ox_node_error(im, NB_ERR_NOMEM, "out of memory");
     return NB_OK;
 }
@@ -263,6 +314,49 @@ static nb_value data_for(ox_import *im, const Onnx__ValueInfoProto *vi)
     return nb_data(im->b, vi->name, dt, (int)tt->shape->n_dim, shape);
 }
 
+/* A value given for a graph input must be what the model declares: its
+ * dtype (float16 and bfloat16 read as float32, as their initializers are),
+ * its rank and every dim the model fixes. A program's data var refuses
+ * other feeds when it runs; an eager import would compute on them. */
+static nb_status check_given(ox_import *im, const Onnx__ValueInfoProto *vi, nb_value v)
+{
+    const Onnx__TypeProto *tp = vi->type;
+    const Onnx__TypeProto__Tensor *tt = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? tp->tensor_type : NULL;
+    if (nb_is_none(v)) return nb_builder_fail(im->b, NB_ERR_ARG, "onnx import: no value for graph input '%s'", vi->name);
+    if (!tt || !tt->has_elem_type) return NB_OK; /* the model declares nothing to check against */
+    nb_var_info info = nb_value_info(im->b, v);
+    nb_dtype want;
+    if (!ox_nabla_dtype(tt->elem_type, &want))
+        return nb_builder_fail(im->b, NB_ERR_UNSUPPORTED, "onnx import: graph input '%s' is %s, which nabla has no "
+                               "tensors of", vi->name, ox_type_name(tt->elem_type));
+    if (info.dtype != want)
+        return nb_builder_fail(im->b, NB_ERR_ARG, "onnx import: graph input '%s' is %s (nabla's %s); the value given "
+                               "is %s", vi->name, ox_type_name(tt->elem_type), nb_dtype_name(want),
+                               nb_dtype_name(info.dtype));
+    if (!tt->shape) return NB_OK;
+    bool fits = (int)tt->shape->n_dim == info.ndim;
+    for (int d = 0; fits && d < info.ndim; d++) {
+        const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
+        fits = dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE || info.shape[d] < 0 ||
+               dim->dim_value == info.shape[d];
+    }
+    if (fits) return NB_OK;
+    char want_s[160] = "", got_s[160] = "";
+    for (size_t d = 0; d < tt->shape->n_dim; d++) {
+        const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
+        size_t len = strlen(want_s);
+        if (dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+            snprintf(want_s + len, sizeof want_s - len, "%s%lld", d ? ", " : "", (long long)dim->dim_value);
+        else snprintf(want_s + len, sizeof want_s - len, "%s?", d ? ", " : "");
+    }
+    for (int d = 0; d < info.ndim; d++) {
+        size_t len = strlen(got_s);
+        snprintf(got_s + len, sizeof got_s - len, "%s%lld", d ? ", " : "", (long long)info.shape[d]);
+    }
+    return nb_builder_fail(im->b, NB_ERR_SHAPE, "onnx import: graph input '%s' is [%s]; the value given is [%s]",
+                           vi->name, want_s, got_s);
+}
+
 static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs, int max_outputs, nb_value *outputs,
                       int *n_outputs)
 {
@@ -283,6 +377,7 @@ static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs
         if (inputs.n) {
             if (n_in >= inputs.n) break;
             v = inputs.v[n_in];
+            if ((st = check_given(im, vi, v))) return st;
         } else {
             if (nb_builder_is_eager(im->b))
                 return nb_builder_fail(im->b, NB_ERR_ARG, "onnx import: an eager builder needs a value for each graph "
@@ -303,15 +398,27 @@ static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs
         im->node = g->node[i];
         if (im->node->domain && *im->node->domain && strcmp(im->node->domain, "ai.onnx"))
             return ox_node_error(im, NB_ERR_UNSUPPORTED, "its domain '%s' is not ONNX's", im->node->domain);
+        if (im->opset < 0)
+            return ox_node_error(im, NB_ERR_FORMAT, "is of the default ONNX domain, which the model does not import");
         if ((st = ox_import_node(im))) return nb_builder_status(im->b) ? nb_builder_status(im->b) : st;
     }
     if (n_outputs) *n_outputs = (int)g->n_output;
     for (size_t i = 0; i < g->n_output; i++) {
         nb_value *v = nb_strmap_get(&im->values, g->output[i]->name, NULL);
-        if (!v && nb_strmap_get(&im->protos, g->output[i]->name, NULL)) {
-            nb_builder_fail(im->b, NB_ERR_UNSUPPORTED, "onnx import: graph output '%s' is an initializer",
-                            g->output[i]->name);
-            return NB_ERR_UNSUPPORTED;
+        /* A constant the import folded (a Constant, a known Shape) or an
+         * initializer may be an output too: it becomes a value here. */
+        const nb_tensor *t = v ? NULL : nb_strmap_get(&im->consts, g->output[i]->name, NULL);
+        const Onnx__TensorProto *p = v || t ? NULL : nb_strmap_get(&im->protos, g->output[i]->name, NULL);
+        nb_tensor *read = NULL;
+        if (p && (st = ox_tensor_from_proto(p, im->dir, "an initializer that is a graph output", &read)))
+            return nb_builder_fail(im->b, st, "onnx import: %s", nb_last_error());
+        if (t || read) {
+            nb_value made = nb_constant(im->b, t ? t : read);
+            nb_tensor_release(read);
+            if (nb_is_none(made) || set_value(im, g->output[i]->name, made))
+                return nb_builder_status(im->b) ? nb_builder_status(im->b)
+                                                : nb_builder_fail(im->b, NB_ERR_NOMEM, "onnx import: out of memory");
+            v = nb_strmap_get(&im->values, g->output[i]->name, NULL);
         }
         if (!v)
             return nb_builder_fail(im->b, NB_ERR_FORMAT, "onnx import: graph output '%s' is computed by no node",

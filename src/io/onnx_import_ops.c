@@ -33,47 +33,150 @@ static nb_status i_reshape(ox_import *im)
     return ox_out(im, 0, nb_reshape(B, x, n, shape));
 }
 
-static nb_status i_cast(ox_import *im)
+/* The ONNX type a Cast names: an int from opset 6, a type name before. */
+static int cast_target(ox_import *im)
+{
+    if (im->opset >= 6) return (int)ox_attr_i(im, "to", 0);
+    const char *name = ox_attr_s(im, "to", "");
+    for (int t = 1; t <= ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16; t++)
+        if (!strcmp(name, ox_type_name(t))) return t;
+    return 0;
+}
+
+static nb_status cast_to(ox_import *im, nb_value x, int to)
 {
     nb_dtype dt;
-    int to = (int)ox_attr_i(im, "to", 0);
     if (!ox_nabla_dtype(to, &dt) || to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 || to == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16)
         return ox_node_error(im, NB_ERR_UNSUPPORTED, "casts to %s, which nabla has no dtype for", ox_type_name(to));
-    return ox_out(im, 0, nb_cast(B, ox_in(im, 0), dt));
+    return ox_out(im, 0, nb_cast(B, x, dt));
 }
 
-/* Identity, and Dropout at inference: the same value under a new name. */
-static nb_status i_identity(ox_import *im)
+static nb_status i_cast(ox_import *im) { return cast_to(im, ox_in(im, 0), cast_target(im)); }
+
+/* CastLike: to the dtype of input 1. */
+static nb_status i_cast_like(ox_import *im)
 {
-    if (!strcmp(im->node->op_type, "Dropout") && im->node->n_output > 1 && *im->node->output[1])
-        return ox_unsupported(im, "asks for Dropout's mask");
-    return ox_out(im, 0, ox_in(im, 0));
+    nb_value x = ox_in(im, 0), like = ox_in(im, 1);
+    if (nb_builder_status(B)) return nb_builder_status(B);
+    return ox_out(im, 0, nb_cast(B, x, nb_value_info(B, like).dtype));
 }
 
+static nb_status i_identity(ox_import *im) { return ox_out(im, 0, ox_in(im, 0)); }
+
+/* A scalar input or attribute of Dropout: ratio (input 1 from opset 12, an
+ * attribute before) and training_mode (input 2, opset 12 on). */
+static bool dropout_arg(ox_import *im, int k, const char *attr, double def, double *out)
+{
+    *out = def;
+    if (im->opset < 12) {
+        *out = ox_attr_f(im, attr, def);
+        return true;
+    }
+    if (!ox_has_in(im, k)) return true;
+    const nb_tensor *t = ox_const_in(im, k);
+    if (!t) return false;
+    if (nb_tensor_numel(t) != 1) {
+        ox_node_error(im, NB_ERR_FORMAT, "its %s holds %lld values, not one", attr, (long long)nb_tensor_numel(t));
+        return false;
+    }
+    *out = nb_tensor_get(t, 0);
+    return true;
+}
+
+/* Dropout at inference, or with nothing to drop, is the identity, and its
+ * mask all true. In training mode it draws a mask, which an import cannot
+ * reproduce and should not hide: it is refused. (Opset 1-6 train unless
+ * is_test is set.) */
+static nb_status i_dropout(ox_import *im)
+{
+    double ratio, training = im->opset < 7 ? !ox_attr_i(im, "is_test", 0) : 0;
+    nb_value x = ox_in(im, 0);
+    if (nb_is_none(x) || !dropout_arg(im, 1, "ratio", 0.5, &ratio)) return nb_builder_status(B);
+    if (im->opset >= 12 && !dropout_arg(im, 2, "training_mode", 0, &training)) return nb_builder_status(B);
+    if (training && ratio != 0)
+        return ox_unsupported(im, "is in training mode (a random mask); nabla imports Dropout for inference");
+    nb_status st = ox_out(im, 0, x);
+    if (!st && im->node->n_output > 1 && *im->node->output[1])
+        st = ox_out(im, 1, nb_cast(B, nb_ones_like(B, x), NB_BOOL));
+    return st;
+}
+
+/* Constant's value: a tensor, or from opset 12 one of the typed forms. */
 static nb_status i_constant(ox_import *im)
 {
     const Onnx__AttributeProto *a = ox_attr(im, "value");
-    if (!a || !a->t) return ox_unsupported(im, "has no tensor 'value' (value_float, value_ints, ... are not read)");
     nb_tensor *t;
-    char what[256];
-    snprintf(what, sizeof what, "constant '%.200s'", im->node->output[0]);
-    nb_status st = ox_tensor_from_proto(a->t, ".", what, &t);
-    if (st) return ox_node_error(im, st, "%s", nb_last_error());
+    if (a && a->t) {
+        char what[256];
+        snprintf(what, sizeof what, "constant '%.200s'", im->node->output[0]);
+        nb_status st = ox_tensor_from_proto(a->t, ".", what, &t);
+        if (st) return ox_node_error(im, st, "%s", nb_last_error());
+        return ox_set_const(im, 0, t);
+    }
+    const Onnx__AttributeProto *f = ox_attr(im, "value_float"), *fs = ox_attr(im, "value_floats");
+    const Onnx__AttributeProto *i = ox_attr(im, "value_int"), *is = ox_attr(im, "value_ints");
+    int64_t n = fs ? (int64_t)fs->n_floats : is ? (int64_t)is->n_ints : 1;
+    nb_status st = f || fs ? nb_tensor_new(&t, NB_F32, fs ? 1 : 0, &n)
+                   : i || is ? nb_tensor_new(&t, NB_I64, is ? 1 : 0, &n)
+                             : ox_unsupported(im, "has no value nabla reads (value, value_float(s) or value_int(s); "
+                                                  "strings and sparse tensors are not read)");
+    if (st) return st == NB_ERR_NOMEM ? ox_node_error(im, st, "out of memory") : st;
+    for (int64_t k = 0; k < n; k++) {
+        if (f || fs) ((float *)nb_tensor_data(t))[k] = fs ? fs->floats[k] : f->f;
+        else ((int64_t *)nb_tensor_data(t))[k] = is ? is->ints[k] : i->i;
+    }
     return ox_set_const(im, 0, t);
 }
 
+/* An int64 list (or a scalar, 0-d) as a constant output of the node. */
+static nb_status const_ints_out(ox_import *im, int n, const int64_t *v, bool scalar)
+{
+    nb_tensor *t;
+    int64_t len = n;
+    nb_status st = nb_tensor_new(&t, NB_I64, scalar ? 0 : 1, &len);
+    if (st) return ox_node_error(im, st, "out of memory");
+    for (int k = 0; k < n; k++) ((int64_t *)nb_tensor_data(t))[k] = v[k];
+    return ox_set_const(im, 0, t);
+}
+
+/* Size: the element count, a constant when the import knows every dim. */
+static nb_status i_size(ox_import *im)
+{
+    nb_value x = ox_in(im, 0);
+    if (nb_is_none(x)) return nb_builder_status(B);
+    nb_var_info info = nb_value_info(B, x);
+    int64_t n = 1;
+    for (int d = 0; d < info.ndim; d++) {
+        if (info.shape[d] < 0) return ox_unsupported(im, "counts the elements of a tensor whose shape only a run knows");
+        n *= info.shape[d];
+    }
+    return const_ints_out(im, 1, &n, true);
+}
+
+/* Shape: a constant when the import knows every dim (as it always does
+ * eagerly), else a shape followed by symbols. Opset 15's start and end
+ * take a slice of the dims, clamped as Python's. */
 static nb_status i_shape(ox_import *im)
 {
     nb_value x = ox_in(im, 0);
     if (nb_is_none(x)) return nb_builder_status(B);
     nb_var_info info = nb_value_info(B, x);
-    ox_shape s = {.n = info.ndim, .whole = x};
-    for (int d = 0; d < info.ndim; d++) {
-        s.dim[d] = info.shape[d] >= 0 ? -1 : d;
-        s.value[d] = info.shape[d];
-        s.of[d] = x;
+    int r = info.ndim;
+    int64_t start = ox_attr_i(im, "start", 0), end = ox_attr_i(im, "end", r);
+    if (start < 0) start += r;
+    if (end < 0) end += r;
+    start = start < 0 ? 0 : start > r ? r : start;
+    end = end < start ? start : end > r ? r : end;
+    ox_shape s = {.n = (int)(end - start), .whole = start == 0 && end == r ? x : NB_NONE};
+    bool known = true;
+    for (int d = (int)start; d < end; d++) {
+        int i = d - (int)start;
+        s.dim[i] = info.shape[d] >= 0 ? -1 : d;
+        s.value[i] = info.shape[d];
+        s.of[i] = x;
+        known &= info.shape[d] >= 0;
     }
-    return ox_set_shape(im, &s);
+    return known ? const_ints_out(im, s.n, s.value, false) : ox_set_shape(im, &s);
 }
 
 /* Whether input k is an int constant of at most a shape's entries, 0-d or
@@ -219,8 +322,8 @@ static nb_status i_constant_of_shape(ox_import *im)
 
 static const ox_importer core[] = {
     {"Reshape", 0, 0, i_reshape},     {"Cast", 0, 0, i_cast},         {"Identity", 0, 0, i_identity},
-    {"Dropout", 0, 0, i_identity},    {"Constant", 0, 0, i_constant}, {"Shape", 0, 0, i_shape},
-    {"ConstantOfShape", 0, 0, i_constant_of_shape},
+    {"Dropout", 0, 0, i_dropout},    {"Constant", 0, 0, i_constant}, {"Shape", 0, 0, i_shape},
+    {"ConstantOfShape", 0, 0, i_constant_of_shape}, {"CastLike", 0, 0, i_cast_like}, {"Size", 0, 0, i_size},
     {0},
 };
 
@@ -243,6 +346,12 @@ nb_status ox_import_node(ox_import *im)
     nb_status sst;
     if (strcmp(im->node->op_type, "Reshape") && strcmp(im->node->op_type, "ConstantOfShape") && shape_node(im, &sst))
         return sst;
+    /* Opsets 1-6 broadcast the second operand along `axis`, where numpy's
+     * rule (ONNX's since 7) aligns the last dims: refused. Without an axis
+     * the two rules agree. */
+    if (im->opset < 7 && ox_attr_i(im, "broadcast", 0) && ox_attr(im, "axis"))
+        return ox_node_error(im, NB_ERR_UNSUPPORTED, "broadcasts along axis %lld (opset 1-6's rule), which nabla "
+                             "does not", (long long)ox_attr_i(im, "axis", 0));
     const ox_importer *m = find_importer(im->node->op_type);
     if (!m) return ox_unsupported(im, "nabla has no import for this op type");
     if (!m->fn && (int)im->node->n_input != m->n_in)

@@ -14,7 +14,7 @@ static nb_status i_reduce_sum(ox_import *im)
     int64_t axes[NB_MAX_DIMS];
     int n = ox_axes(im, axes);
     if (n < -1 || nb_is_none(x)) return nb_builder_status(B);
-    if (n < 0 && ox_attr_i(im, "noop_with_empty_axes", 0)) return ox_out(im, 0, x);
+    if (n <= 0 && ox_attr_i(im, "noop_with_empty_axes", 0)) return ox_out(im, 0, x); /* none, or an empty list */
     return ox_out(im, 0, nb_reduce_sum(B, x, n < 0 ? 0 : n, axes, ox_attr_i(im, "keepdims", 1) != 0));
 }
 

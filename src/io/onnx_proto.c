@@ -1,10 +1,12 @@
 /* The arena of an export and the tensor conversions both directions share
  * (see onnx_internal.h). */
 #ifdef NABLA_HAVE_ONNX
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/types.h>
+#include <limits.h>
 #include <string.h>
 #include "nabla/device.h"
 #include "onnx_internal.h"
@@ -164,7 +166,16 @@ static nb_status read_external(const Onnx__TensorProto *p, const char *model_dir
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", model_dir, location) >= sizeof path)
         return nb_error(NB_ERR_ARG, "%s: external data path is too long", what);
-    FILE *f = fopen(path, "rb");
+    /* A link may still lead out: where the file really is must be inside
+     * the folder where the model really is. */
+    char real_dir[PATH_MAX], real_file[PATH_MAX];
+    if (!realpath(path, real_file)) return nb_error(NB_ERR_NOT_FOUND, "%s: cannot open external data file %s", what, path);
+    if (!realpath(model_dir, real_dir)) return nb_error(NB_ERR_IO, "%s: cannot resolve the model's folder %s", what, model_dir);
+    size_t dl = strlen(real_dir);
+    if (strncmp(real_file, real_dir, dl) || (real_file[dl] != '/' && strcmp(real_dir, "/")))
+        return nb_error(NB_ERR_FORMAT, "%s: external data location \"%s\" leads out of the model's folder (to %s)", what,
+                        location, real_file);
+    FILE *f = fopen(real_file, "rb");
     if (!f) return nb_error(NB_ERR_NOT_FOUND, "%s: cannot open external data file %s", what, path);
     nb_status st = NB_OK;
     if (fseeko(f, (off_t)offset, SEEK_SET) || fread(dst, 1, n, f) != n)

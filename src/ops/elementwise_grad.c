@@ -249,13 +249,19 @@ UNARY_RULE(abs, nb_mul(b, d, nb_sign(b, X0(g))))
 /* The derivative of sign is 0 almost everywhere: a zero gradient, so that
  * sign on a gradient path is no error. Made from dy, which has X's shape, so
  * the rule needs no forward value. */
-UNARY_VJP(sign, nb_fill_zeros_like(b, d))
-/* Its tangent is zero: left NB_NONE. */
-nb_status nb_sign_jvp(nb_builder *b, nb_grad_ctx *g)
-{
-    (void)g;
-    return nb_builder_status(b);
-}
+#define ZERO_RULE(name)                                      \
+    UNARY_VJP(name, nb_fill_zeros_like(b, d))                \
+    /* Its tangent is zero: left NB_NONE. */                 \
+    nb_status nb_##name##_jvp(nb_builder *b, nb_grad_ctx *g) \
+    {                                                        \
+        (void)g;                                             \
+        return nb_builder_status(b);                         \
+    }
+ZERO_RULE(sign)
+/* floor, ceil and round are steps: flat between their jumps, as sign is. */
+ZERO_RULE(floor)
+ZERO_RULE(ceil)
+ZERO_RULE(round)
 UNARY_RULE(square, nb_mul(b, d, nb_scale(b, X0(g), 2.0, 0.0)))
 /* sqrt' = 0.5 / sqrt(x) = 0.5 / Out. */
 UNARY_RULE(sqrt, nb_div(b, nb_scale(b, d, 0.5, 0.0), OUT(g)))
@@ -268,6 +274,8 @@ UNARY_RULE(sin, nb_mul(b, d, nb_cos(b, X0(g))))
 UNARY_RULE(cos, nb_neg(b, nb_mul(b, d, nb_sin(b, X0(g)))))
 /* tan' = 1 + tan^2 = 1 + Out^2. */
 UNARY_RULE(tan, nb_mul(b, d, nb_scale(b, nb_square(b, OUT(g)), 1.0, 1.0)))
+/* atan' = 1 / (1 + x^2). */
+UNARY_RULE(atan, nb_div(b, d, nb_scale(b, nb_square(b, X0(g)), 1.0, 1.0)))
 /* erf' = 2/sqrt(pi) exp(-x^2), with the constant folded into the exponent. */
 #define LOG_2_OVER_SQRT_PI 0.12078223763524522234
 UNARY_RULE(erf, nb_mul(b, d, nb_exp(b, nb_scale(b, nb_square(b, X0(g)), -1.0, LOG_2_OVER_SQRT_PI))))

@@ -2,7 +2,7 @@
  * of a program file; --fused draws the executor's fused groups as clusters.
  *
  * nabla dot --example [--forward] [-o OUT] [--save FILE]: the same for the
- * program of the design documents (seed 001):
+ * example program, an fc layer and its mean squared error:
  *
  *     x = layer.data("images"); l = layer.data("label"); y = layer.fc(x)
  *     cost = layer.mse(y, l)

@@ -15,6 +15,22 @@
 
 static const nb_vmap_opts defaults;
 
+nb_status nb_vmap_call(nb_builder *b, const nb_function *f, const nb_value *in, nb_value *out)
+{
+    /* Cleared so that a function failing without a message cannot pass on
+     * an earlier failure's as its own; put back when it succeeds, since
+     * nb_last_error keeps the last failure's text until the next one. */
+    char *before = nb_last_error()[0] ? nb_strdup(nb_last_error()) : NULL;
+    nb_clear_error();
+    nb_status st = f->fn(b, in, out, f->ctx);
+    if (st && !nb_last_error()[0] && !nb_builder_status(b))
+        nb_error(st, "vmap: the mapped function failed (%s) and left no message", nb_status_name(st));
+    else if (!st && before)
+        nb_error(NB_OK, "%s", before);
+    nb_free(before);
+    return st;
+}
+
 nb_status nb_vmap_check_fn(const nb_function *f, const char *who)
 {
     if (!f || !f->fn || f->n_in < 1 || f->n_out < 1 || f->n_in > NB_VMAP_MAX_IO || f->n_out > NB_VMAP_MAX_IO)
@@ -45,7 +61,8 @@ nb_status nb_vmap_in_axes(const nb_function *f, const nb_vmap_opts *opts, const 
         int64_t n = in[i].shape[axes[i]];
         if (first < 0 && opts->batch_size > 0 && n >= 0 && n != opts->batch_size)
             return nb_error(NB_ERR_SHAPE, "vmap: input %d has batch size %lld (axis %d of shape %s) but batch_size is "
-                            "%lld", i, (long long)n, axes[i], s, (long long)opts->batch_size);
+                            "%lld", i, (long long)n, axes[i], nb_shape_str(s, sizeof s, nd, in[i].shape),
+                            (long long)opts->batch_size);
         if (first >= 0 && n >= 0 && *batch >= 0 && n != *batch)
             return nb_error(NB_ERR_SHAPE, "vmap: input %d has batch size %lld (axis %d of shape %s) but input %d has "
                             "%lld", i, (long long)n, axes[i], nb_shape_str(s, sizeof s, nd, in[i].shape), first,
@@ -113,7 +130,7 @@ static nb_status vmap_eager(nb_builder *b, const nb_function *f, const nb_vmap_o
         }
     }
     for (int k = 0; k < f->n_out; k++) lout[k] = NB_NONE;
-    if (!st) st = f->fn(b, lin, lout, f->ctx);
+    if (!st) st = nb_vmap_call(b, f, lin, lout);
     if (!st) st = nb_builder_status(b);
     nb_vmap_level_leave();
     for (int k = 0; k < f->n_out && !st; k++)

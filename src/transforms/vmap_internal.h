@@ -7,6 +7,9 @@
 #define NB_VMAP_MAX_IO 16
 
 nb_status nb_vmap_check_fn(const nb_function *f, const char *who);
+/* f run on the logical values, with an error text that names vmap and the
+ * status when f fails without setting one. */
+nb_status nb_vmap_call(nb_builder *b, const nb_function *f, const nb_value *in, nb_value *out);
 /* Each input's batch axis (made non-negative; -1 when not batched) and the
  * batch size they agree on (-1 when unknown in a program), or an error
  * naming the input, the axis and the shapes. */

@@ -198,7 +198,7 @@ nb_status nb_vmap_record(nb_builder *b, const nb_function *f, const nb_vmap_opts
         if (nb_is_none(state_of(vb)->ref)) state_of(vb)->ref = lin[i], state_of(vb)->ref_bdim = axes[i];
     }
     for (int k = 0; k < f->n_out; k++) lout[k] = NB_NONE;
-    if (!st) st = f->fn(vb, lin, lout, f->ctx);
+    if (!st) st = nb_vmap_call(vb, f, lin, lout);
     if (!st) st = nb_builder_status(vb);
     if (st && nb_builder_status(vb)) nb_error(st, "%s", nb_builder_error(vb));
     for (int k = 0; k < f->n_out && !st; k++)

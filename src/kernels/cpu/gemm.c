@@ -23,6 +23,7 @@
 #include "nabla/device.h"
 #include <string.h>
 #include "gemm.h"
+#include "simd.h"
 
 #ifdef NABLA_HAVE_CBLAS
 #include <cblas.h>
@@ -118,12 +119,6 @@ static bool gemm_have_avx2(void)
 {
     return gemm_isa() >= NB_ISA_AVX2;
 }
-#endif
-
-#ifdef NABLA_HAVE_OMP_SIMD
-#define GEMM_SIMD _Pragma("omp simd")
-#else
-#define GEMM_SIMD
 #endif
 
 /* Threads come from the kernels' team (team.h). One thread enters no team
@@ -243,7 +238,7 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
             for (int64_t k = 0; k < K; k++) {                                                  \
                 T aik = alpha * a[k * ak];                                                     \
                 const T *restrict b = B + k * bk;                                              \
-                GEMM_SIMD                                                                      \
+                NB_OMP_SIMD                                                                    \
                 for (int64_t j = 0; j < N; j++) c[j] += aik * b[j];                            \
             }                                                                                  \
         } else {                                                                               \

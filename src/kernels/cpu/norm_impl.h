@@ -366,7 +366,7 @@ NB_SIMD_CLONES static void FN(layer_norm_grad_cols)(int64_t rows, int64_t cols, 
             const T *xr = x + r * cols + jb, *dr = dy + r * cols + jb;
             const double mu = mean[r], iv = inv[r];
             if (n == COL_REG) {
-                _Pragma("omp simd") for (int j = 0; j < COL_REG; j++) {
+                NB_OMP_SIMD for (int j = 0; j < COL_REG; j++) {
                     db[j] += dr[j];
                     ds[j] += dr[j] * ((xr[j] - mu) * iv);
                 }

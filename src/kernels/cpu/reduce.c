@@ -524,7 +524,7 @@ static nb_status run_argmin(const nb_kernel_ctx *k) { return arg_kernel(k, true)
                 const T *x0 = (const T *)nb_tensor_data(xs[0]) + i0;                               \
                 const T *x1 = (const T *)nb_tensor_data(xs[1]) + i0;                               \
                 T *o = out + i0;                                                                   \
-                _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                              \
+                NB_OMP_SIMD for (int64_t i = 0; i < n; i++) {                                      \
                     T t = x0[i];                                                                   \
                     ADD(t, x1[i]);                                                                 \
                     o[i] = t;                                                                      \

@@ -17,4 +17,14 @@
 #define NB_SIMD_CLONES
 #endif
 
+/* OpenMP's `omp simd` on a loop, where CMake's NABLA_USE_OPENMP turned on
+ * -fopenmp-simd; nothing where it is off, since there the pragma is an
+ * unknown one, which -Wall -Werror refuses. Every kernel's omp pragma goes
+ * through here (`make test-no-openmp` builds them without). */
+#ifdef NABLA_HAVE_OMP_SIMD
+#define NB_OMP_SIMD _Pragma("omp simd")
+#else
+#define NB_OMP_SIMD
+#endif
+
 #endif

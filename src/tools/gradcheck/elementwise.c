@@ -22,6 +22,8 @@
 static const double signed6[] = {-0.9, -0.3, 0.25, 0.7, -0.05, 1.2};
 static const double signed12[] = {-1.7, -0.8, -0.35, -0.1, 0.05, 0.2, 0.45, 0.65, 1.1, 1.9, -2.4, 3.0};
 static const double signed1[] = {-0.6};
+/* At least 0.1 from every whole number and half, where floor, ceil and round jump. */
+static const double between12[] = {-2.3, -1.7, -0.8, -0.35, -0.1, 0.2, 0.4, 0.65, 1.1, 1.85, 2.3, 3.7};
 /* Around and at zero (a subnormal of float among them), for gelu; and far
  * out on both sides. */
 static const double near0[] = {0.0, 1e-3, -1e-3, 1e-40, -0.02, 0.3};
@@ -73,6 +75,9 @@ const nb_gradcheck_case nb_gc_elementwise[] = {
     UNARY_CASES("neg", -1, 1),
     SIGNED_CASES("abs"),
     SIGNED_CASES("sign"),
+    {.op = "floor", .name = "[3,4] between steps", .n_in = 1, .in = {GC_VALS(between12, 3, 4)}},
+    {.op = "ceil", .name = "[3,4] between steps", .n_in = 1, .in = {GC_VALS(between12, 3, 4)}},
+    {.op = "round", .name = "[3,4] between steps", .n_in = 1, .in = {GC_VALS(between12, 3, 4)}},
     UNARY_CASES("square", -1, 1),
     UNARY_CASES("sqrt", 0.5, 2),
     UNARY_CASES("rsqrt", 0.5, 2),
@@ -82,6 +87,7 @@ const nb_gradcheck_case nb_gc_elementwise[] = {
     UNARY_CASES("sin", -3, 3),
     UNARY_CASES("cos", -3, 3),
     UNARY_CASES("tan", -1.2, 1.2),
+    UNARY_CASES("atan", -3, 3),
 
     /* ---- activations ---- */
     UNARY_CASES("tanh", -2, 2),
