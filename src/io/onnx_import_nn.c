@@ -79,7 +79,7 @@ static bool per_dim(ox_import *im, const char *name, int n, int64_t *out, int64_
     for (int i = 0; i < n; i++) out[i] = def;
     int got = ox_attr_list(im, name, out, n);
     if (got == -1 || got == n) return true;
-    ox_node_error(im, NB_ERR_FORMAT, "attribute %s has %d values where %d spatial dims need %d", name, got, n, n);
+    ox_node_error(im, NB_ERR_UNSUPPORTED, "attribute %s has %d values where %d spatial dims need %d", name, got, n, n);
     return false;
 }
 
@@ -305,6 +305,20 @@ static nb_status i_conv_transpose(ox_import *im)
 
 /* ---- pools ------------------------------------------------------------------- */
 
+/* The window's size from kernel_shape, whose length is the spatial rank,
+ * which x must have. */
+static bool pool_kernel(ox_import *im, nb_value x, window *win)
+{
+    int n = ox_attr_list(im, "kernel_shape", win->k, NB_MAX_DIMS - 2);
+    if (n == -1) return ox_node_error(im, NB_ERR_FORMAT, "has no kernel_shape"), false;
+    if (n < 1 || n > NB_MAX_DIMS - 2)
+        return ox_node_error(im, NB_ERR_UNSUPPORTED, "attribute kernel_shape has %d values", n), false;
+    if (ox_rank(im, x) != n + 2)
+        return ox_node_error(im, NB_ERR_FORMAT, "has a kernel of %d dims for X of rank %d", n, ox_rank(im, x)), false;
+    win->n = n;
+    return true;
+}
+
 typedef struct pool_opts {
     bool max, ceil, include_pad;
 } pool_opts;
@@ -403,12 +417,9 @@ static nb_status pool(ox_import *im, bool max)
     if (nb_is_none(x)) return nb_builder_status(B);
     if (wants_out(im, 1)) return ox_unsupported(im, "asks for MaxPool's Indices");
     nb_var_info xi = nb_value_info(B, x);
-    window win = {.n = xi.ndim - 2};
-    if (win.n < 1) return ox_unsupported(im, "needs X [N, C, d1, ...]");
+    window win;
     if (ox_attr_i(im, "storage_order", 0)) return ox_unsupported(im, "has storage_order 1 (column-major Indices)");
-    if (!per_dim(im, "kernel_shape", win.n, win.k, -1)) return nb_builder_status(B);
-    if (win.k[0] < 0) return ox_node_error(im, NB_ERR_FORMAT, "has no kernel_shape");
-    if (!read_window(im, x, &win)) return nb_builder_status(B);
+    if (!pool_kernel(im, x, &win) || !read_window(im, x, &win)) return nb_builder_status(B);
     pool_opts o = {max, ox_attr_i(im, "ceil_mode", 0) != 0, ox_attr_i(im, "count_include_pad", 0) != 0};
     bool dilated = false;
     for (int i = 0; i < win.n; i++) dilated |= win.d[i] != 1;
@@ -431,11 +442,8 @@ static nb_status i_lppool(ox_import *im)
     nb_value x = ox_in(im, 0);
     if (nb_is_none(x)) return nb_builder_status(B);
     nb_var_info xi = nb_value_info(B, x);
-    window win = {.n = xi.ndim - 2};
-    if (win.n < 1) return ox_unsupported(im, "needs X [N, C, d1, ...]");
-    if (!per_dim(im, "kernel_shape", win.n, win.k, -1)) return nb_builder_status(B);
-    if (win.k[0] < 0) return ox_node_error(im, NB_ERR_FORMAT, "has no kernel_shape");
-    if (!read_window(im, x, &win)) return nb_builder_status(B);
+    window win;
+    if (!pool_kernel(im, x, &win) || !read_window(im, x, &win)) return nb_builder_status(B);
     double p = (double)ox_attr_i(im, "p", 2), size = 1;
     for (int i = 0; i < win.n; i++) {
         if (win.d[i] != 1) return ox_unsupported(im, "is a dilated LpPool");
