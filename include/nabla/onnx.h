@@ -9,39 +9,49 @@
  * trainable parameters, so an imported model fine-tunes like one built in
  * nabla.
  *
- * The ops both directions know (ONNX name <- -> nabla op):
+ * Export writes these ONNX ops (nabla op -> ONNX): fc and matmul (Gemm,
+ * MatMul), the elementwise arithmetic and activations named alike (Add ...
+ * Tanh, LeakyRelu, Elu, Softplus), softmax and log_softmax, conv2d (Conv),
+ * pool2d (MaxPool, AveragePool, the global pools), batch_norm (its running
+ * statistics), layer_norm (decomposed: opset 13 has none), reshape, flatten,
+ * transpose, squeeze, unsqueeze, concat, gather and embedding (Gather),
+ * reduce_mean, reduce_sum, cast, clip, assign (Identity), dropout (the
+ * identity), pad; gelu, silu, scale, square and rsqrt as their
+ * decompositions; fill_constant and assign_value as initializers.
  *
- *   Gemm, MatMul (+ Add)        fc, matmul
- *   Add Sub Mul Div Pow Max Min add sub mul div pow maximum minimum
- *   Sum                         sum
- *   Relu Tanh Sigmoid Exp Log Sqrt Neg Abs Erf Sin Cos
- *                               the op of the same name
- *   LeakyRelu Elu Softplus      leaky_relu elu softplus (beta 1)
- *   Softmax LogSoftmax          softmax log_softmax (one axis)
- *   Conv                        conv2d (2-D, NOTSET padding)
- *   MaxPool AveragePool         pool2d
- *   GlobalAveragePool GlobalMaxPool  pool2d with global_pooling
- *   BatchNormalization          batch_norm (inference form: running statistics)
- *   LayerNormalization          layer_norm (import, opset 17; export writes
- *                               the decomposition, as opset 13 has none)
- *   Reshape Flatten Transpose Squeeze Unsqueeze Concat Gather
- *                               reshape flatten transpose squeeze unsqueeze
- *                               concat gather (embedding exports as Gather)
- *   ReduceMean ReduceSum        reduce_mean reduce_sum
- *   Cast CastLike Clip Identity Dropout
- *                               cast clip assign dropout (inference: identity)
- *   Pad                         pad (constant, reflect, edge)
- *   Reciprocal                  div (import)
- *   Constant                    a constant (assign_value)
- *   Shape Size                  (import) constants where every dim is known
- *   Shape + ConstantOfShape     ones_like, fill_zeros_like
- *   Shape, Gather, Unsqueeze, Concat, Cast into Reshape
- *                               (import) the shapes PyTorch's exporter computes
- *                               at run time, as for x.view(x.size(0), -1): a
- *                               dim only a run knows must stay where it is;
- *                               int constants through these ops are folded
- *   (export only) gelu, silu, scale, square, rsqrt as their decompositions;
- *                 fill_constant and assign_value as initializers
+ * Import reads the standard domain's ops a float training framework can
+ * express, each as nabla ops (compositions where nabla has no single op, so
+ * that every one has gradients and an imported model trains):
+ *
+ *   math    Add Sub Mul Div Pow Mod Neg Abs Reciprocal Sqrt Exp Log Erf,
+ *           Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh, Floor
+ *           Ceil Round Sign IsNaN IsInf, Sum Mean Max Min (any count), Gemm
+ *           MatMul Einsum, Relu LeakyRelu PRelu Elu Selu Celu Sigmoid
+ *           HardSigmoid HardSwish Softplus Softsign ThresholdedRelu Shrink
+ *           Mish Gelu Tanh Clip, Softmax LogSoftmax Hardmax, Equal Less
+ *           Greater LessOrEqual GreaterOrEqual Not And Or Xor Where BitShift
+ *   reduce  ReduceSum Mean Max Min Prod L1 L2 LogSum LogSumExp SumSquare,
+ *           ArgMax ArgMin CumSum TopK, Gather GatherElements GatherND,
+ *           Scatter ScatterElements ScatterND, OneHot NonZero Compress Trilu
+ *   shape   Reshape Flatten Transpose Squeeze Unsqueeze Concat Split Slice
+ *           Expand Tile Pad Range DepthToSpace SpaceToDepth ReverseSequence,
+ *           Resize and Upsample (nearest, linear, cubic), Shape Size
+ *           ConstantOfShape Constant Cast CastLike Identity Dropout
+ *   nn      Conv (1-D to 3-D, dilations, groups, auto_pad) ConvTranspose
+ *           (1-D, 2-D), MaxPool AveragePool LpPool and the global pools in
+ *           any rank, BatchNormalization (inference and training mode),
+ *           LayerNormalization (with its Mean and InvStdDev outputs),
+ *           InstanceNormalization LpNormalization LRN
+ *           MeanVarianceNormalization, NegativeLogLikelihoodLoss
+ *           SoftmaxCrossEntropyLoss
+ *   rnn     RNN GRU LSTM, unrolled over the sequence (its length known at
+ *           import)
+ *
+ * Shapes exporters compute at run time (Shape -> Gather -> Concat ->
+ * Reshape, as for x.view(x.size(0), -1)) are folded where every dim is
+ * known and followed by symbols where a dim only a run knows stays in its
+ * place. ONNX's backend node tests (tests/test_onnx_node_suite.sh) are
+ * part of the test suite.
  *
  * Anything else is an error naming it: export names the nabla op and its
  * output var; import names the node, its op type and the model's opset.
