@@ -3,6 +3,7 @@
  * opset 13, and the rows that need only a nabla op's name. */
 #ifdef NABLA_HAVE_ONNX
 #include <string.h>
+#include "nabla/ops.h"
 #include "onnx_internal.h"
 
 nb_status ox_unsupported(ox_import *im, const char *why) { return ox_node_error(im, NB_ERR_UNSUPPORTED, "%s", why); }
@@ -59,6 +60,18 @@ nb_status ox_same(ox_import *im, const char *op, int n_in)
     for (int k = 0; k < n_in; k++)
         if (nb_is_none(in[k] = ox_in(im, k))) return nb_builder_status(im->b);
     return ox_out(im, 0, nb_emit1(im->b, op, NB_VALUES_N(n_in, in), NB_NO_ATTRS));
+}
+
+nb_value ox_const_scalar(ox_import *im, nb_dtype dt, double v)
+{
+    nb_tensor *t;
+    if (nb_tensor_scalar(&t, dt, v)) {
+        ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+        return NB_NONE;
+    }
+    nb_value c = nb_constant(im->b, t);
+    nb_tensor_release(t);
+    return c;
 }
 
 #endif

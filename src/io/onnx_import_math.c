@@ -17,19 +17,10 @@
 
 #define PI_2 1.57079632679489661923
 
-/* A 0-d constant of dtype dt, broadcast against the tensors it meets. */
-static nb_value scalar(ox_import *im, nb_dtype dt, double v)
+static nb_value scalar_like(ox_import *im, nb_value x, double v)
 {
-    nb_tensor *t;
-    if (nb_tensor_scalar(&t, dt, v)) {
-        ox_node_error(im, NB_ERR_NOMEM, "out of memory");
-        return NB_NONE;
-    }
-    nb_value c = nb_constant(B, t);
-    nb_tensor_release(t);
-    return c;
+    return ox_const_scalar(im, nb_value_info(B, x).dtype, v);
 }
-static nb_value scalar_like(ox_import *im, nb_value x, double v) { return scalar(im, nb_value_info(B, x).dtype, v); }
 
 static nb_dtype dtype_of(ox_import *im, nb_value x) { return nb_value_info(B, x).dtype; }
 
@@ -117,7 +108,7 @@ static nb_status i_bit_shift(ox_import *im)
     bool left = !strcmp(dir, "LEFT");
     if (!left && strcmp(dir, "RIGHT"))
         return ox_node_error(im, NB_ERR_ARG, "has direction '%s', not LEFT or RIGHT", dir);
-    nb_value two = scalar(im, NB_F64, 2);
+    nb_value two = ox_const_scalar(im, NB_F64, 2);
     nb_value p = nb_cast(B, nb_pow(B, two, nb_cast(B, y, NB_F64)), NB_I64);
     nb_value wide = nb_cast(B, x, NB_I64);
     return ox_out(im, 0, back(im, left ? nb_mul(B, wide, p) : nb_div(B, wide, p), dt));

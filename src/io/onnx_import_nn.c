@@ -18,18 +18,6 @@
 
 #define B (im->b)
 
-/* A scalar constant of dtype dt (broadcasting against anything). */
-static nb_value scalar_of(ox_import *im, nb_dtype dt, double v)
-{
-    nb_tensor *t;
-    if (nb_tensor_scalar(&t, dt, v)) {
-        ox_node_error(im, NB_ERR_NOMEM, "out of memory");
-        return NB_NONE;
-    }
-    nb_value c = nb_constant(B, t);
-    nb_tensor_release(t);
-    return c;
-}
 
 /* Whether input k is an initializer. */
 static bool is_init(const ox_import *im, int k)
@@ -450,9 +438,9 @@ static nb_status i_lppool(ox_import *im)
         size *= (double)win.k[i];
     }
     pool_opts o = {false, ox_attr_i(im, "ceil_mode", 0) != 0, true};
-    nb_value powered = p == 2 ? nb_square(B, x) : nb_pow(B, nb_abs(B, x), scalar_of(im, xi.dtype, p));
+    nb_value powered = p == 2 ? nb_square(B, x) : nb_pow(B, nb_abs(B, x), ox_const_scalar(im, xi.dtype, p));
     nb_value sum = nb_scale(B, pool_nd(im, powered, &win, &o), size, 0);
-    return ox_out(im, 0, p == 2 ? nb_sqrt(B, sum) : nb_pow(B, sum, scalar_of(im, xi.dtype, 1 / p)));
+    return ox_out(im, 0, p == 2 ? nb_sqrt(B, sum) : nb_pow(B, sum, ox_const_scalar(im, xi.dtype, 1 / p)));
 }
 
 /* Global pools in any rank: a reduction over the spatial dims. */
@@ -479,7 +467,7 @@ static nb_value standardise(ox_import *im, nb_value x, int n, const int64_t *axe
     nb_var_info xi = nb_value_info(B, x);
     nb_value m = nb_reduce_mean(B, x, n, axes, true), centred = nb_sub(B, x, m);
     nb_value var = nb_reduce_mean(B, nb_square(B, centred), n, axes, true);
-    nb_value r = nb_rsqrt(B, nb_add(B, var, scalar_of(im, xi.dtype, eps)));
+    nb_value r = nb_rsqrt(B, nb_add(B, var, ox_const_scalar(im, xi.dtype, eps)));
     if (mean) *mean = m;
     if (variance) *variance = var;
     if (inv) *inv = r;
@@ -587,7 +575,7 @@ static nb_status i_mvn(ox_import *im)
     nb_var_info xi = nb_value_info(B, x);
     nb_value mean = nb_reduce_mean(B, x, n, axes, true), centred = nb_sub(B, x, mean);
     nb_value std = nb_sqrt(B, nb_reduce_mean(B, nb_square(B, centred), n, axes, true));
-    return ox_out(im, 0, nb_div(B, centred, nb_add(B, std, scalar_of(im, xi.dtype, 1e-9))));
+    return ox_out(im, 0, nb_div(B, centred, nb_add(B, std, ox_const_scalar(im, xi.dtype, 1e-9))));
 }
 
 /* LRN: x / (bias + alpha/size * sum of x^2 over `size` channels)^beta;
@@ -611,7 +599,7 @@ static nb_status i_lrn(ox_import *im)
     back[0] = 0; /* N as it is, the rest as X's (known: C was, the rest -1 at most once) */
     mean = nb_reshape(B, mean, xi.ndim, back);
     nb_value base = nb_scale(B, mean, alpha, bias);
-    return ox_out(im, 0, nb_div(B, x, nb_pow(B, base, scalar_of(im, xi.dtype, beta))));
+    return ox_out(im, 0, nb_div(B, x, nb_pow(B, base, ox_const_scalar(im, xi.dtype, beta))));
 }
 
 /* LpNormalization: x over its p-norm (p 1 or 2) along axis. */
@@ -653,7 +641,7 @@ static nb_value nll(ox_import *im, nb_value lp, nb_value t, nb_value weight)
     const Onnx__AttributeProto *ii = ox_attr(im, "ignore_index");
     nb_value keep = NB_NONE, target = t;
     if (ii && ii->has_i) {
-        nb_value ignored = scalar_of(im, ti.dtype, (double)ii->i);
+        nb_value ignored = ox_const_scalar(im, ti.dtype, (double)ii->i);
         nb_value kept = nb_not_equal(B, t, ignored);
         target = nb_where(B, kept, t, nb_fill_zeros_like(B, t));
         keep = nb_cast(B, kept, li.dtype);

@@ -39,17 +39,6 @@ typedef struct rnn {
     act acts[6];
 } rnn;
 
-static nb_value scalar_of(ox_import *im, nb_dtype dt, double v)
-{
-    nb_tensor *t;
-    if (nb_tensor_scalar(&t, dt, v)) {
-        ox_node_error(im, NB_ERR_NOMEM, "out of memory");
-        return NB_NONE;
-    }
-    nb_value c = nb_constant(B, t);
-    nb_tensor_release(t);
-    return c;
-}
 
 static bool wants_out(const ox_import *im, int k) { return k < (int)im->node->n_output && *im->node->output[k]; }
 
@@ -88,7 +77,7 @@ static nb_value apply_act(ox_import *im, const rnn *r, const act *a, nb_value x)
     if (!strcmp(n, "ScaledTanh")) return nb_scale(B, nb_tanh(B, nb_scale(B, x, a->beta, 0)), a->alpha, 0);
     if (!strcmp(n, "HardSigmoid")) return nb_clip(B, nb_scale(B, x, a->alpha, a->beta), 0, 1);
     /* ThresholdedRelu: x where x > alpha, else 0. */
-    nb_value keep = nb_cast(B, nb_greater(B, x, scalar_of(im, r->dt, a->alpha)), r->dt);
+    nb_value keep = nb_cast(B, nb_greater(B, x, ox_const_scalar(im, r->dt, a->alpha)), r->dt);
     return nb_mul(B, x, keep);
 }
 
@@ -199,7 +188,7 @@ static nb_status run_dir(ox_import *im, const rnn *r, int d, nb_value xw, nb_val
         }
         if (!nb_is_none(lens)) {
             /* Steps past a sequence's end keep its state and give 0. */
-            nb_value now = scalar_of(im, nb_value_info(B, lens).dtype, (double)t);
+            nb_value now = ox_const_scalar(im, nb_value_info(B, lens).dtype, (double)t);
             nb_value live = nb_cast(B, nb_less(B, now, lens), r->dt);
             int64_t col[2] = {-1, 1};
             live = nb_reshape(B, live, 2, col);

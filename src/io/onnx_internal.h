@@ -147,6 +147,8 @@ int ox_attr_list(ox_import *im, const char *name, int64_t *out, int max);
 int ox_const_ints(ox_import *im, int k, int64_t *out, int max);
 int ox_axes(ox_import *im, int64_t *axes);
 nb_status ox_same(ox_import *im, const char *op, int n_in);
+/* A 0-d constant of dtype dt, broadcast against whatever it meets. */
+nb_value ox_const_scalar(ox_import *im, nb_dtype dt, double v);
 
 /* One family's rows (onnx_import_<family>.c): an ONNX op type and either the
  * nabla op that takes the same inputs in the same order, or a function.
