@@ -513,6 +513,20 @@ static void test_import_validity(void)
     CHECK_OK(import_and_run(path, y));
     CHECK(y[0] == 7 && y[1] == 8 && y[2] == 9);
 
+    /* The graph output's name is its var's in the program. */
+    {
+        nb_program *prog, *start;
+        nb_builder *b;
+        nb_value out;
+        nb_program_new(&prog), nb_program_new(&start), nb_builder_new_record(&b, prog, start);
+        handmade_init(&h, "Mul", 13);
+        h.out.name = "logits", h.node_out[0] = "logits";
+        handmade_save(&h, path);
+        CHECK_OK(nb_onnx_import(path, b, NB_NO_VALUES, 1, &out, NULL));
+        CHECK_STR(nb_value_name(out), "logits");
+        nb_builder_free(b), nb_program_free(prog), nb_program_free(start);
+    }
+
     /* An optional output left unnamed (""), as LSTM's often are. */
     handmade_init(&h, "Mul", 13);
     char *outs[2] = {"y", ""};

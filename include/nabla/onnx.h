@@ -117,7 +117,8 @@ NB_API nb_status nb_onnx_export(const nb_program *program, nb_scope *scope, nb_n
  * dim it fixes: NB_ERR_ARG and NB_ERR_SHAPE name the input otherwise.
  *
  * The graph's outputs are written to outputs[0..max_outputs) and their count
- * to *n_outputs (may be NULL). External-data tensors are read from files
+ * to *n_outputs (may be NULL); in a program each output's var is named as
+ * the graph output (unless that var is fed, persistable or already named). External-data tensors are read from files
  * beside the model (never outside its folder); float16 and bfloat16
  * initializers become float32, and int8, int16 and uint16 ones int32 and
  * uint32 ones int64 (graph inputs of those types likewise). NB_ERR_FORMAT for a file that is not a valid

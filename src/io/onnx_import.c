@@ -357,6 +357,25 @@ static nb_status check_given(ox_import *im, const Onnx__ValueInfoProto *vi, nb_v
                            vi->name, want_s, got_s);
 }
 
+/* In a program, the var of graph output i takes the output's name, so that
+ * a model's "logits" is fetched as "logits": unless the var is fed or
+ * persistable (its name is the model's already), an earlier output took it,
+ * or the name is another var's. */
+static nb_status name_output(ox_import *im, const Onnx__GraphProto *g, size_t i, nb_value v)
+{
+    const char *want = g->output[i]->name;
+    if (v.kind != NB_VALUE_VAR || !*want) return NB_OK;
+    nb_var *var = v.p;
+    nb_block *blk = nb_builder_block(im->b);
+    if (var->is_data || var->persistable || !strcmp(var->name, want) || nb_block_find_var(blk, var->name) != var ||
+        nb_block_find_var_recursive(blk, want))
+        return NB_OK;
+    for (size_t k = 0; k < i; k++)
+        if (!strcmp(g->output[k]->name, var->name)) return NB_OK;
+    nb_status st = nb_block_rename_var(blk, var->name, want);
+    return st ? nb_builder_fail(im->b, st, "onnx import: naming graph output '%s': %s", want, nb_last_error()) : NB_OK;
+}
+
 static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs, int max_outputs, nb_value *outputs,
                       int *n_outputs)
 {
@@ -423,6 +442,7 @@ static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs
         if (!v)
             return nb_builder_fail(im->b, NB_ERR_FORMAT, "onnx import: graph output '%s' is computed by no node",
                                    g->output[i]->name);
+        if ((st = name_output(im, g, i, *v))) return st;
         if ((int)i < max_outputs && outputs) outputs[i] = *v;
     }
     return NB_OK;
