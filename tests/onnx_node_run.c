@@ -192,7 +192,7 @@ static enum outcome run_isolated(const char *suite, const test_case *c, bool eag
         alarm(TIME_LIMIT_S);
         if (nb_control_register_ops()) _exit(3);
         run_case(suite, c, eager, fds[1]);
-        _exit(0);
+        exit(0); /* not _exit: LeakSanitizer checks the run at exit */
     }
     close(fds[1]);
     char buf[4096];
@@ -330,7 +330,7 @@ int main(int argc, char **argv)
             total[mode][o]++;
             /* A failure's reason wins over a refusal's. */
             if (o != PASS && (!r->why[0] || (o > REFUSED && !r->why_fails))) {
-                snprintf(r->why, sizeof r->why, "%s%s", o > REFUSED ? "FAILS: " : "", msg);
+                snprintf(r->why, sizeof r->why, "%s%.190s", o > REFUSED ? "FAILS: " : "", msg);
                 r->why_fails = o > REFUSED;
             }
             if (o > REFUSED || verbose || only)

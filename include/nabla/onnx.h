@@ -46,6 +46,9 @@
  *           SoftmaxCrossEntropyLoss
  *   rnn     RNN GRU LSTM, unrolled over the sequence (its length known at
  *           import)
+ *   make    EyeLike HannWindow HammingWindow BlackmanWindow (constants)
+ *   quant   QuantizeLinear DequantizeLinear DynamicQuantizeLinear
+ *           MatMulInteger ConvInteger (computed in float, exact for 8 bits)
  *
  * Shapes exporters compute at run time (Shape -> Gather -> Concat ->
  * Reshape, as for x.view(x.size(0), -1)) are folded where every dim is

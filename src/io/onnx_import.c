@@ -120,7 +120,8 @@ nb_status ox_node_error(ox_import *im, nb_status st, const char *fmt, ...)
     va_end(ap);
     const Onnx__NodeProto *n = im->node;
     const char *name = n->name && *n->name ? n->name : n->n_output && *n->output[0] ? n->output[0] : n->op_type;
-    nb_error(st, "onnx import: node '%s' (%s, opset %d): %s", name, n->op_type, im->opset, msg);
+    if (im->opset < 0) nb_error(st, "onnx import: node '%s' (%s, no ONNX opset): %s", name, n->op_type, msg);
+    else nb_error(st, "onnx import: node '%s' (%s, opset %d): %s", name, n->op_type, im->opset, msg);
     return nb_builder_fail(im->b, st, "%s", nb_last_error());
 }
 

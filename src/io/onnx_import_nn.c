@@ -217,19 +217,50 @@ static nb_value conv_nd(ox_import *im, nb_value x, nb_value w, const window *win
     return win->n <= 2 ? conv_2d(im, x, w, win, group) : conv_fold(im, x, w, win, group);
 }
 
-static nb_status i_conv(ox_import *im)
+/* Conv's output for x, w and bias (NB_NONE: none); NB_NONE with the error
+ * set when the node cannot be imported. */
+static nb_value conv(ox_import *im, nb_value x, nb_value w, nb_value bias)
 {
-    nb_value x = ox_in(im, 0), w = ox_in(im, 1), bias = ox_has_in(im, 2) ? ox_in(im, 2) : NB_NONE;
-    if (nb_builder_status(B)) return nb_builder_status(B);
+    if (nb_builder_status(B)) return NB_NONE;
     nb_var_info xi = nb_value_info(B, x), wi = nb_value_info(B, w);
     window win = {.n = xi.ndim - 2};
-    if (win.n < 1 || wi.ndim != xi.ndim) return ox_unsupported(im, "needs X [N, C, d1, ...] and W of X's rank");
+    if (win.n < 1 || wi.ndim != xi.ndim) {
+        ox_unsupported(im, "needs X [N, C, d1, ...] and W of X's rank");
+        return NB_NONE;
+    }
     for (int i = 0; i < win.n; i++)
-        if ((win.k[i] = wi.shape[2 + i]) < 0) return ox_unsupported(im, "has a kernel whose size only a run knows");
-    if (!read_window(im, x, &win)) return nb_builder_status(B);
+        if ((win.k[i] = wi.shape[2 + i]) < 0) {
+            ox_unsupported(im, "has a kernel whose size only a run knows");
+            return NB_NONE;
+        }
+    if (!read_window(im, x, &win)) return NB_NONE;
     nb_value y = conv_nd(im, x, w, &win, ox_attr_i(im, "group", 1));
-    if (!nb_is_none(bias)) y = nb_add(B, y, per_channel(im, bias, xi.ndim));
-    return ox_out(im, 0, y);
+    return nb_is_none(bias) ? y : nb_add(B, y, per_channel(im, bias, xi.ndim));
+}
+
+static nb_status i_conv(ox_import *im)
+{
+    return ox_out(im, 0, conv(im, ox_in(im, 0), ox_in(im, 1), ox_has_in(im, 2) ? ox_in(im, 2) : NB_NONE));
+}
+
+/* ConvInteger: (x - x_zero_point) convolved with (w - w_zero_point), in
+ * float (exact for 8-bit values while a sum stays below 2^24), then int32.
+ * A zero point per output channel is refused. */
+static nb_status i_conv_integer(ox_import *im)
+{
+    nb_value x = nb_cast(B, ox_in(im, 0), NB_F32), w = nb_cast(B, ox_in(im, 1), NB_F32);
+    for (int k = 2; k < 4 && !nb_builder_status(B); k++) {
+        if (!ox_has_in(im, k)) continue;
+        nb_value zp = ox_in(im, k);
+        if (nb_is_none(zp)) break;
+        nb_var_info zi = nb_value_info(B, zp);
+        if (zi.ndim > 0 && zi.shape[0] != 1) return ox_unsupported(im, "has a zero point per channel");
+        zp = nb_cast(B, zi.ndim > 0 ? nb_reshape(B, zp, 0, NULL) : zp, NB_F32);
+        if (k == 2) x = nb_sub(B, x, zp);
+        else w = nb_sub(B, w, zp);
+    }
+    nb_value y = conv(im, x, w, NB_NONE);
+    return ox_out(im, 0, nb_is_none(y) ? y : nb_cast(B, y, NB_I32));
 }
 
 /* ConvTranspose: the input gradient of the convolution it transposes
@@ -680,7 +711,7 @@ static nb_status i_softmax_ce(ox_import *im)
 }
 
 const ox_importer ox_imports_nn[] = {
-    {"Conv", 0, 0, i_conv},
+    {"Conv", 0, 0, i_conv}, {"ConvInteger", 0, 0, i_conv_integer},
     {"ConvTranspose", 0, 0, i_conv_transpose},
     {"MaxPool", 0, 0, i_maxpool},
     {"AveragePool", 0, 0, i_avgpool},

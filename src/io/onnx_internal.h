@@ -165,6 +165,8 @@ extern const ox_importer ox_imports_reduce[]; /* reductions, gathers and scatter
 extern const ox_importer ox_imports_shape[];  /* moving, joining, slicing, padding, resizing */
 extern const ox_importer ox_imports_nn[];     /* convolutions, pools, normalisations, losses */
 extern const ox_importer ox_imports_rnn[];    /* RNN, GRU, LSTM */
+extern const ox_importer ox_imports_make[];   /* tensors made from a shape or size: EyeLike, windows */
+extern const ox_importer ox_imports_quant[];  /* linear quantization */
 
 /* The node through b (onnx_import_ops.c); NB_ERR_UNSUPPORTED naming it when
  * nabla has no form for it. */
