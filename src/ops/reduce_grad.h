@@ -24,6 +24,11 @@ nb_status nb_jvp_sum_to(nb_builder *b, nb_grad_ctx *g);
  * reduce.c's table lists, and the calls their rules emit. */
 extern const nb_op_def nb_op_cumsum, nb_op_topk, nb_op_gather_elements, nb_op_scatter_elements;
 nb_value nb_gather_elements(nb_builder *b, nb_value x, nb_value index, int axis);
+/* The rules of an op whose output 0 is gather_elements(X, index) along its
+ * "axis" attribute (gather_elements itself, topk): dX scatters dOut back,
+ * summed, and the tangent is gathered alike. */
+nb_status nb_rule_gathered_vjp(nb_builder *b, nb_grad_ctx *g, nb_value index);
+nb_status nb_rule_gathered_jvp(nb_builder *b, nb_grad_ctx *g, nb_value index);
 /* reduction: "none", "add" or "mul". */
 nb_value nb_scatter_elements(nb_builder *b, nb_value x, nb_value index, nb_value updates, int axis,
                              const char *reduction);

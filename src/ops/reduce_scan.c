@@ -123,23 +123,9 @@ static nb_status topk_params(const nb_op_ctx *c, void *params)
 
 /* Values = gather_elements(X, Indices): dX puts dValues back where they came
  * from, zeros elsewhere (indices along one slice never repeat). */
-static nb_status topk_vjp(nb_builder *b, nb_grad_ctx *g)
-{
-    nb_value dy = nb_grad_dy(g, 0, 0);
-    if (nb_is_none(dy) || !nb_grad_wants_dx(g, 0, 0)) return nb_builder_status(b);
-    nb_value zeros = nb_fill_zeros_like(b, nb_grad_x(g, 0, 0));
-    int axis = (int)nb_grad_attr(g, "axis")->i;
-    nb_grad_set_dx(g, 0, 0, nb_scatter_elements(b, zeros, nb_grad_y(g, 1, 0), dy, axis, "add"));
-    return nb_builder_status(b);
-}
+static nb_status topk_vjp(nb_builder *b, nb_grad_ctx *g) { return nb_rule_gathered_vjp(b, g, nb_grad_y(g, 1, 0)); }
 
-static nb_status topk_jvp(nb_builder *b, nb_grad_ctx *g)
-{
-    nb_value t = nb_grad_tx(g, 0, 0);
-    if (!nb_is_none(t))
-        nb_grad_set_ty(g, 0, 0, nb_gather_elements(b, t, nb_grad_y(g, 1, 0), (int)nb_grad_attr(g, "axis")->i));
-    return nb_builder_status(b);
-}
+static nb_status topk_jvp(nb_builder *b, nb_grad_ctx *g) { return nb_rule_gathered_jvp(b, g, nb_grad_y(g, 1, 0)); }
 
 const nb_op_def nb_op_topk = {
     .name = "topk", .batch = nb_batch_softmax,
