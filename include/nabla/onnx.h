@@ -68,6 +68,7 @@
 #include "nabla/export.h"
 
 #include "nabla/builder.h"
+#include "nabla/executor.h"
 #include "nabla/scope.h"
 
 NB_BEGIN_DECLS
@@ -114,8 +115,8 @@ NB_API nb_status nb_onnx_export(const nb_program *program, nb_scope *scope, nb_n
  * read in the form of the model's opset, or refused naming what it does not
  * follow (opset 1-6's broadcasting along an axis, say). Inputs that nabla's
  * ops take as attributes (shapes, axes, pads, bounds) must be constants in a
- * static program; an eager import knows every value, so they may also be
- * computed by the graph or fed. With `inputs` given, each value must have
+ * static program (or known: nb_onnx_import_known); an eager import knows
+ * every value, so they may also be computed by the graph or fed. With `inputs` given, each value must have
  * the dtype the model declares (float16 and bfloat16 as float32) and every
  * dim it fixes: NB_ERR_ARG and NB_ERR_SHAPE name the input otherwise.
  *
@@ -129,6 +130,31 @@ NB_API nb_status nb_onnx_export(const nb_program *program, nb_scope *scope, nb_n
  * what nabla cannot import. Errors are also the builder's. */
 NB_API nb_status nb_onnx_import(const char *path, nb_builder *b, nb_values inputs, int max_outputs, nb_value *outputs,
                                 int *n_outputs);
+
+/* nb_onnx_import into a static program (a record builder; NB_ERR_ARG for an
+ * eager one) whose graph inputs are data vars, given the values they will
+ * be fed: `known` names graph inputs (NB_ERR_ARG for another name) with a
+ * value each, checked as nb_onnx_import checks `inputs`.
+ *
+ * nabla's ops take shapes, axes, pads, bounds, counts (Range's, TopK's k,
+ * OneHot's depth) and the like when they are built, and many models compute
+ * them at run time: from Shape, or from a graph input. Where the import
+ * needs one that is neither a constant nor a shape it follows symbolically,
+ * it computes it from the known values, eagerly, running only the nodes it
+ * depends on, and builds the op with it. The program is then fixed to what
+ * it was computed from, so that no run gives a stale result:
+ *   - a graph input read only through its shape (Shape, Size) is declared
+ *     with the known dims: a feed of other dims is refused when it runs
+ *     (NB_ERR_SHAPE naming it);
+ *   - a graph input read by value becomes a constant var of that name,
+ *     holding the known value, and is no longer a data var: a feed of it is
+ *     refused as read-only (NB_ERR_ARG naming it).
+ * Other inputs stay data vars with their symbolic dims. To run on other
+ * values of a fixed input, import again with them. A value
+ * computed from a float initializer (a parameter, which training changes)
+ * is refused; so is one that needs an input `known` does not give. */
+NB_API nb_status nb_onnx_import_known(const char *path, nb_builder *b, nb_feeds known, int max_outputs,
+                                      nb_value *outputs, int *n_outputs);
 
 NB_END_DECLS
 

@@ -129,7 +129,7 @@ bool ox_has_in(const ox_import *im, int k) { return k < (int)im->node->n_input &
 
 static nb_status put_value(nb_strmap *m, const char *name, nb_value v);
 
-static nb_status set_value(ox_import *im, const char *name, nb_value v) { return put_value(&im->values, name, v); }
+nb_status ox_set_value(ox_import *im, const char *name, nb_value v) { return put_value(&im->values, name, v); }
 
 /* An initializer or Constant as a tensor, made once and kept in consts:
  * NB_ERR_NOT_FOUND (no error set) when `name` is neither. */
@@ -163,7 +163,12 @@ nb_value ox_in(ox_import *im, int k)
     if (v) return *v;
     const nb_tensor *t;
     nb_status st = const_of(im, name, &t);
-    if (st == NB_ERR_NOT_FOUND && nb_strmap_get(&im->shapes, name, NULL))
+    if (st == NB_ERR_NOT_FOUND && im->known && nb_strmap_get(&im->shapes, name, NULL)) {
+        /* A shape that arithmetic or an op other than the symbolic ones
+         * reads: its value on the known inputs, a constant. */
+        if (!(t = ox_known_value(im, name))) return NB_NONE;
+        st = NB_OK;
+    } else if (st == NB_ERR_NOT_FOUND && nb_strmap_get(&im->shapes, name, NULL))
         ox_node_error(im, NB_ERR_UNSUPPORTED, "input '%s' is a shape computed at run time, which nabla follows only "
                       "through Gather, Unsqueeze, Concat and Cast into Reshape and ConstantOfShape", name);
     else if (st == NB_ERR_NOT_FOUND)
@@ -176,7 +181,7 @@ nb_value ox_in(ox_import *im, int k)
                     : nb_strmap_get(&im->state, name, NULL) ? nb_persistable_from(im->b, name, t)
                                                             : nb_param_from(im->b, name, t);
     if (nb_is_none(made)) return NB_NONE;
-    if (set_value(im, name, made)) {
+    if (ox_set_value(im, name, made)) {
         ox_node_error(im, NB_ERR_NOMEM, "out of memory");
         return NB_NONE;
     }
@@ -202,9 +207,11 @@ const nb_tensor *ox_const_in(ox_import *im, int k)
     const nb_tensor *t = known_tensor(im, im->node->input[k]);
     if (t) return t;
     nb_status st = const_of(im, im->node->input[k], &t);
+    if (st == NB_ERR_NOT_FOUND && im->known) return ox_known_value(im, im->node->input[k]);
     if (st == NB_ERR_NOT_FOUND)
         ox_node_error(im, NB_ERR_UNSUPPORTED, "input %d ('%s') must be a constant (an initializer or a Constant node), "
-                      "not computed at run time: a static program takes shapes, axes and bounds at build time", k,
+                      "not computed at run time: a static program takes shapes, axes and bounds at build time "
+                      "(nb_onnx_import_known computes them from the inputs' values given)", k,
                       im->node->input[k]);
     return st ? NULL : t;
 }
@@ -262,7 +269,7 @@ nb_status ox_out(ox_import *im, int k, nb_value v)
 {
     if (nb_is_none(v)) return nb_builder_status(im->b) ? nb_builder_status(im->b) : NB_ERR_ARG;
     if (k >= (int)im->node->n_output || !*im->node->output[k]) return NB_OK; /* an output the model does not use */
-    if (set_value(im, im->node->output[k], v)) return ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+    if (ox_set_value(im, im->node->output[k], v)) return ox_node_error(im, NB_ERR_NOMEM, "out of memory");
     return NB_OK;
 }
 
@@ -319,7 +326,7 @@ static nb_value data_for(ox_import *im, const Onnx__ValueInfoProto *vi)
  * dtype (float16 and bfloat16 read as float32, as their initializers are),
  * its rank and every dim the model fixes. A program's data var refuses
  * other feeds when it runs; an eager import would compute on them. */
-static nb_status check_given(ox_import *im, const Onnx__ValueInfoProto *vi, nb_value v)
+nb_status ox_check_given(ox_import *im, const Onnx__ValueInfoProto *vi, nb_value v)
 {
     const Onnx__TypeProto *tp = vi->type;
     const Onnx__TypeProto__Tensor *tt = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? tp->tensor_type : NULL;
@@ -377,18 +384,53 @@ static nb_status name_output(ox_import *im, const Onnx__GraphProto *g, size_t i,
     return st ? nb_builder_fail(im->b, st, "onnx import: naming graph output '%s': %s", want, nb_last_error()) : NB_OK;
 }
 
+nb_status ox_import_begin(ox_import *im, nb_builder *b, const char *dir, int opset, const Onnx__GraphProto *g)
+{
+    *im = (ox_import){.b = b, .dir = dir, .opset = opset};
+    nb_strmap_init(&im->values);
+    nb_strmap_init(&im->protos);
+    nb_strmap_init(&im->consts);
+    nb_strmap_init(&im->state);
+    nb_strmap_init(&im->shapes);
+    nb_status st = NB_OK;
+    for (size_t i = 0; g && i < g->n_initializer && !st; i++)
+        if (nb_strmap_put(&im->protos, g->initializer[i]->name, g->initializer[i])) st = NB_ERR_NOMEM;
+    for (size_t i = 0; g && i < g->n_node && !st; i++)
+        if (ox_reads_state(g->node[i]->op_type))
+            for (size_t k = 3; k < 5 && k < g->node[i]->n_input && !st; k++)
+                if (nb_strmap_put(&im->state, g->node[i]->input[k], (void *)1)) st = NB_ERR_NOMEM;
+    return st ? nb_builder_fail(b, NB_ERR_NOMEM, "onnx import: out of memory") : NB_OK;
+}
+
+void ox_import_end(ox_import *im)
+{
+    ox_known_free(im);
+    for (int i = 0; i < im->values.n; i++)
+        if (im->values.keys[i]) nb_free(im->values.vals[i]);
+    for (int i = 0; i < im->shapes.n; i++)
+        if (im->shapes.keys[i]) nb_free(im->shapes.vals[i]);
+    for (int i = 0; i < im->consts.n; i++)
+        if (im->consts.keys[i]) nb_tensor_release(im->consts.vals[i]);
+    nb_strmap_free(&im->shapes);
+    nb_strmap_free(&im->values);
+    nb_strmap_free(&im->protos);
+    nb_strmap_free(&im->consts);
+    nb_strmap_free(&im->state);
+}
+
+nb_status ox_walk_node(ox_import *im)
+{
+    if (im->node->domain && *im->node->domain && strcmp(im->node->domain, "ai.onnx"))
+        return ox_node_error(im, NB_ERR_UNSUPPORTED, "its domain '%s' is not ONNX's", im->node->domain);
+    if (im->opset < 0) return ox_node_error(im, NB_ERR_FORMAT, "is of the default ONNX domain, which the model does not import");
+    nb_status st = ox_import_node(im);
+    return st ? nb_builder_status(im->b) ? nb_builder_status(im->b) : st : NB_OK;
+}
+
 static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs, int max_outputs, nb_value *outputs,
                       int *n_outputs)
 {
     nb_status st = NB_OK;
-    for (size_t i = 0; i < g->n_initializer && !st; i++)
-        if (nb_strmap_put(&im->protos, g->initializer[i]->name, g->initializer[i])) st = NB_ERR_NOMEM;
-    for (size_t i = 0; i < g->n_node && !st; i++)
-        if (ox_reads_state(g->node[i]->op_type))
-            for (size_t k = 3; k < 5 && k < g->node[i]->n_input && !st; k++)
-                if (nb_strmap_put(&im->state, g->node[i]->input[k], (void *)1)) st = NB_ERR_NOMEM;
-    if (st) return nb_builder_fail(im->b, NB_ERR_NOMEM, "onnx import: out of memory");
-
     int n_in = 0;
     for (size_t i = 0; i < g->n_input; i++) {
         const Onnx__ValueInfoProto *vi = g->input[i];
@@ -397,7 +439,7 @@ static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs
         if (inputs.n) {
             if (n_in >= inputs.n) break;
             v = inputs.v[n_in];
-            if ((st = check_given(im, vi, v))) return st;
+            if ((st = ox_check_given(im, vi, v))) return st;
         } else {
             if (nb_builder_is_eager(im->b))
                 return nb_builder_fail(im->b, NB_ERR_ARG, "onnx import: an eager builder needs a value for each graph "
@@ -406,7 +448,7 @@ static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs
         }
         n_in++;
         if (nb_is_none(v)) return nb_builder_status(im->b) ? nb_builder_status(im->b) : NB_ERR_ARG;
-        if (set_value(im, vi->name, v)) return nb_builder_fail(im->b, NB_ERR_NOMEM, "onnx import: out of memory");
+        if (ox_set_value(im, vi->name, v)) return nb_builder_fail(im->b, NB_ERR_NOMEM, "onnx import: out of memory");
     }
     int want = 0;
     for (size_t i = 0; i < g->n_input; i++) want += !nb_strmap_get(&im->protos, g->input[i]->name, NULL);
@@ -416,12 +458,9 @@ static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs
 
     for (size_t i = 0; i < g->n_node; i++) {
         im->node = g->node[i];
-        if (im->node->domain && *im->node->domain && strcmp(im->node->domain, "ai.onnx"))
-            return ox_node_error(im, NB_ERR_UNSUPPORTED, "its domain '%s' is not ONNX's", im->node->domain);
-        if (im->opset < 0)
-            return ox_node_error(im, NB_ERR_FORMAT, "is of the default ONNX domain, which the model does not import");
-        if ((st = ox_import_node(im))) return nb_builder_status(im->b) ? nb_builder_status(im->b) : st;
+        if ((st = ox_walk_node(im))) return st;
     }
+    if (im->known && (st = ox_known_guard(im))) return st;
     if (n_outputs) *n_outputs = (int)g->n_output;
     for (size_t i = 0; i < g->n_output; i++) {
         nb_value *v = nb_strmap_get(&im->values, g->output[i]->name, NULL);
@@ -435,7 +474,7 @@ static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs
         if (t || read) {
             nb_value made = nb_constant(im->b, t ? t : read);
             nb_tensor_release(read);
-            if (nb_is_none(made) || set_value(im, g->output[i]->name, made))
+            if (nb_is_none(made) || ox_set_value(im, g->output[i]->name, made))
                 return nb_builder_status(im->b) ? nb_builder_status(im->b)
                                                 : nb_builder_fail(im->b, NB_ERR_NOMEM, "onnx import: out of memory");
             v = nb_strmap_get(&im->values, g->output[i]->name, NULL);
@@ -449,13 +488,16 @@ static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs
     return NB_OK;
 }
 
-nb_status nb_onnx_import(const char *path, nb_builder *b, nb_values inputs, int max_outputs, nb_value *outputs,
-                         int *n_outputs)
+/* The model at path through b: with `inputs` given, or their data vars
+ * made; with `known`, a static import's known input values. */
+static nb_status import_model(const char *path, nb_builder *b, nb_values inputs, nb_feeds known, int max_outputs,
+                              nb_value *outputs, int *n_outputs)
 {
     if (n_outputs) *n_outputs = 0;
     if (!b) return nb_error(NB_ERR_ARG, "onnx import: the builder is NULL");
     if (nb_builder_status(b)) return nb_builder_status(b);
-    if (!path || (inputs.n && !inputs.v) || inputs.n < 0 || max_outputs < 0 || (max_outputs && !outputs))
+    if (!path || (inputs.n && !inputs.v) || inputs.n < 0 || max_outputs < 0 || (max_outputs && !outputs) ||
+        known.n < 0 || (known.n && !known.v))
         return nb_builder_fail(b, NB_ERR_ARG, "onnx import: needs a path, and arrays for the inputs and outputs given");
     uint8_t *buf;
     size_t n = 0;
@@ -466,33 +508,35 @@ nb_status nb_onnx_import(const char *path, nb_builder *b, nb_values inputs, int 
     nb_free(buf);
     if (!m) return nb_builder_fail(b, NB_ERR_FORMAT, "onnx import: %s is not an ONNX model (protobuf-c could not "
                                    "decode it)", path);
-    ox_import im = {.b = b};
     char dir[4096];
     const char *slash = strrchr(path, '/');
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
     if (slash == path) snprintf(dir, sizeof dir, "/");
-    im.dir = dir;
-    nb_strmap_init(&im.values);
-    nb_strmap_init(&im.protos);
-    nb_strmap_init(&im.consts);
-    nb_strmap_init(&im.state);
-    nb_strmap_init(&im.shapes);
-    st = check_model(m, path, &im.opset);
+    int opset;
+    ox_import im;
+    st = check_model(m, path, &opset);
     if (st) nb_builder_fail(b, st, "%s", nb_last_error());
-    else st = walk(&im, m->graph, inputs, max_outputs, outputs, n_outputs);
-    for (int i = 0; i < im.values.n; i++)
-        if (im.values.keys[i]) nb_free(im.values.vals[i]);
-    for (int i = 0; i < im.shapes.n; i++)
-        if (im.shapes.keys[i]) nb_free(im.shapes.vals[i]);
-    nb_strmap_free(&im.shapes);
-    for (int i = 0; i < im.consts.n; i++)
-        if (im.consts.keys[i]) nb_tensor_release(im.consts.vals[i]);
-    nb_strmap_free(&im.values);
-    nb_strmap_free(&im.protos);
-    nb_strmap_free(&im.consts);
-    nb_strmap_free(&im.state);
+    if (ox_import_begin(&im, b, dir, opset, st ? NULL : m->graph) && !st) st = nb_builder_status(b);
+    if (!st && known.n) st = ox_known_open(&im, m->graph, known);
+    if (!st) st = walk(&im, m->graph, inputs, max_outputs, outputs, n_outputs);
+    ox_import_end(&im);
     onnx__model_proto__free_unpacked(m, &alloc);
     return st;
+}
+
+nb_status nb_onnx_import(const char *path, nb_builder *b, nb_values inputs, int max_outputs, nb_value *outputs,
+                         int *n_outputs)
+{
+    return import_model(path, b, inputs, NB_NO_FEEDS, max_outputs, outputs, n_outputs);
+}
+
+nb_status nb_onnx_import_known(const char *path, nb_builder *b, nb_feeds known, int max_outputs, nb_value *outputs,
+                               int *n_outputs)
+{
+    if (b && !nb_builder_status(b) && nb_builder_is_eager(b))
+        return nb_builder_fail(b, NB_ERR_ARG, "onnx import: nb_onnx_import_known needs a record builder (it builds "
+                               "a static program); an eager import knows every value already (nb_onnx_import)");
+    return import_model(path, b, NB_NO_VALUES, known, max_outputs, outputs, n_outputs);
 }
 
 #endif

@@ -18,13 +18,16 @@ static nb_status i_reshape(ox_import *im)
     const ox_shape *rs = ox_shape_in(im, 1);
     if (rs && !nb_is_none(x)) {
         /* A dim of x that only a run knows can stay where it is (0: copy). */
-        if (rs->n > NB_MAX_DIMS) return ox_unsupported(im, "reshapes to more dims than nabla has");
-        for (int i = 0; i < rs->n; i++) {
+        bool kept = rs->n <= NB_MAX_DIMS;
+        for (int i = 0; kept && i < rs->n; i++) {
             if (rs->dim[i] < 0) shape[i] = rs->value[i];
             else if (rs->of[i].p == x.p && rs->dim[i] == i) shape[i] = 0;
-            else return ox_unsupported(im, "reshapes to a shape whose size a run decides and that moves a dim");
+            else kept = false;
         }
-        return ox_out(im, 0, nb_reshape(B, x, rs->n, shape));
+        if (kept) return ox_out(im, 0, nb_reshape(B, x, rs->n, shape));
+        /* Else the shape's value on the known inputs, where they are. */
+        if (!im->known && rs->n > NB_MAX_DIMS) return ox_unsupported(im, "reshapes to more dims than nabla has");
+        if (!im->known) return ox_unsupported(im, "reshapes to a shape whose size a run decides and that moves a dim");
     }
     int n = ox_const_ints(im, 1, shape, NB_MAX_DIMS);
     if (n < -1 || nb_is_none(x)) return nb_builder_status(B);
@@ -153,6 +156,7 @@ static nb_status i_size(ox_import *im)
     nb_var_info info = nb_value_info(B, x);
     int64_t n = 1;
     for (int d = 0; d < info.ndim; d++) {
+        if (info.shape[d] < 0 && im->known) return ox_known_fold(im);
         if (info.shape[d] < 0) return ox_unsupported(im, "counts the elements of a tensor whose shape only a run knows");
         n *= info.shape[d];
     }
@@ -273,6 +277,9 @@ static bool shape_node(ox_import *im, nb_status *st)
             }
         }
     } else {
+        /* Another op reads the shape as a value: with known inputs, ox_in
+         * makes it the constant it is on them. */
+        if (im->known) return false;
         *st = ox_unsupported(im, "uses a shape computed at run time, which nabla follows only through Gather, Unsqueeze, "
                               "Concat and Cast into Reshape and ConstantOfShape");
         return true;
@@ -310,7 +317,7 @@ static nb_status i_constant_of_shape(ox_import *im)
     }
     const ox_shape *rs = ox_shape_in(im, 0);
     nb_value like = rs ? rs->whole : NB_NONE;
-    if (rs && nb_is_none(like)) return ox_unsupported(im, "fills a shape pieced together at run time");
+    if (rs && nb_is_none(like) && !im->known) return ox_unsupported(im, "fills a shape pieced together at run time");
     if (!nb_is_none(like)) {
         nb_value y = fill == 0 ? nb_fill_zeros_like(B, like) : nb_ones_like(B, like);
         if (fill != 0 && fill != 1) y = nb_scale(B, y, fill, 0);

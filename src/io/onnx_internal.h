@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include "nabla/builder.h"
+#include "nabla/executor.h"
 #include "nabla/program.h"
 #include "nabla/tensor.h"
 #include "onnx.pb-c.h"
@@ -95,6 +96,8 @@ typedef struct ox_shape {
     nb_value whole; /* the value it is the whole shape of, or NB_NONE */
 } ox_shape;
 
+typedef struct ox_known ox_known;
+
 typedef struct ox_import {
     nb_builder *b;
     const char *dir; /* the model's folder, for external data */
@@ -105,7 +108,38 @@ typedef struct ox_import {
     nb_strmap state;  /* initializers that become state rather than parameters */
     nb_strmap shapes; /* name -> ox_shape (nb_malloc'ed): shapes computed at run time, followed symbolically */
     const Onnx__NodeProto *node;
+    ox_known *known; /* a static import's values computed on known inputs (nb_onnx_import_known), or NULL */
 } ox_import;
+
+/* The maps of an import of graph g into b (initializers, the state that
+ * BatchNormalization reads), and their release. */
+nb_status ox_import_begin(ox_import *im, nb_builder *b, const char *dir, int opset, const Onnx__GraphProto *g);
+void ox_import_end(ox_import *im);
+/* The node im->node, after checking its domain, through ox_import_node. */
+nb_status ox_walk_node(ox_import *im);
+/* Whether v, given for graph input vi, is of the dtype and dims it declares
+ * (NB_ERR_ARG or NB_ERR_SHAPE naming it otherwise); and names a value. */
+nb_status ox_check_given(ox_import *im, const Onnx__ValueInfoProto *vi, nb_value v);
+nb_status ox_set_value(ox_import *im, const char *name, nb_value v);
+
+/* ---- values known at import (onnx_import_known.c) ---------------------------
+ * A static import given the values its graph inputs will have computes, on
+ * them and eagerly, what a shape, axes, pads, bounds or count input needs
+ * and nabla's ops take at build time; only the nodes that value depends on
+ * run. Each such value remembers the graph inputs it was computed from: by
+ * their shape only (through Shape or Size) or by their values. At the end
+ * ox_known_guard fixes the program to them, so that it cannot give a stale
+ * result: an input read by shape gets the known dims, one read by value
+ * becomes a constant of the program that no feed can replace. */
+nb_status ox_known_open(ox_import *im, const Onnx__GraphProto *g, nb_feeds known);
+/* The value of `name` computed on the known inputs (borrowed, alive until the
+ * import ends); NULL with the node's error when it cannot be. */
+const nb_tensor *ox_known_value(ox_import *im, const char *name);
+/* Every output of the node, computed on the known inputs, made a constant of
+ * the import. */
+nb_status ox_known_fold(ox_import *im);
+nb_status ox_known_guard(ox_import *im);
+void ox_known_free(ox_import *im);
 
 /* An error about the node being imported, naming it, its op type and the
  * opset; it is also the builder's. */
