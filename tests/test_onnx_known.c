@@ -127,21 +127,22 @@ enum { F32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, I64 = ONNX__TENSOR_PROTO__DAT
 
 /* y = Range(start, limit, delta), each an int64 scalar fed. */
 static const model_spec range_model = {
-    .nodes = {{"Range", {"start", "limit", "delta"}, "y"}},
+    .nodes = {{.op = "Range", .in = {"start", "limit", "delta"}, .out = "y"}},
     .in = {{"start", I64, 0, {0}}, {"limit", I64, 0, {0}}, {"delta", I64, 0, {0}}},
     .out = {{"y", I64, 1, {-1}}},
 };
 
 /* y = Expand(x, Shape(like)): x [1, 3], like [N, 3]. */
 static const model_spec expand_model = {
-    .nodes = {{"Shape", {"like"}, "s"}, {"Expand", {"x", "s"}, "y"}},
+    .nodes = {{.op = "Shape", .in = {"like"}, .out = "s"}, {.op = "Expand", .in = {"x", "s"}, .out = "y"}},
     .in = {{"x", F32, 2, {1, 3}}, {"like", F32, 2, {-1, 3}}},
     .out = {{"y", F32, 2, {-1, 3}}},
 };
 
 /* y = Reshape(x, Cast(w)): a shape computed from a float initializer. */
 static const model_spec param_shape_model = {
-    .nodes = {{"Cast", {"w"}, "s", "to", I64}, {"Reshape", {"x", "s"}, "y"}},
+    .nodes = {{.op = "Cast", .in = {"w"}, .out = "s", .attr = "to", .attr_i = I64},
+              {.op = "Reshape", .in = {"x", "s"}, .out = "y"}},
     .in = {{"x", F32, 1, {6}}},
     .out = {{"y", F32, 2, {2, 3}}},
     .float_init = "w",

@@ -53,7 +53,9 @@
  * Shapes exporters compute at run time (Shape -> Gather -> Concat ->
  * Reshape, as for x.view(x.size(0), -1)) are folded where every dim is
  * known and followed by symbols where a dim only a run knows stays in its
- * place. ONNX's backend node tests (tests/test_onnx_node_suite.sh) are
+ * place; any other, and shapes, axes or bounds fed as inputs, a static
+ * import computes from the inputs' values when it is given them
+ * (nb_onnx_import_known). ONNX's backend node tests (tests/test_onnx_node_suite.sh) are
  * part of the test suite.
  *
  * Anything else is an error naming it: export names the nabla op and its

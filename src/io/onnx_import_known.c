@@ -22,6 +22,7 @@ struct ox_known {
     nb_strmap read;     /* graph input name -> BY_SHAPE | BY_VALUE (as a pointer) */
     bool *ran;          /* node i has been imported into `eager` */
     bool *need;         /* the nodes the value being computed depends on */
+    nb_strmap seen;     /* name -> the BY_ ways `depends` has been through it, for that value */
 };
 
 static nb_status nomem(ox_import *im) { return nb_builder_fail(im->b, NB_ERR_NOMEM, "onnx import: out of memory"); }
@@ -65,6 +66,7 @@ nb_status ox_known_open(ox_import *im, const Onnx__GraphProto *g, nb_feeds known
     nb_strmap_init(&k->producer);
     nb_strmap_init(&k->inputs);
     nb_strmap_init(&k->read);
+    nb_strmap_init(&k->seen);
     if (ox_import_begin(&k->eager, eb, im->dir, im->opset, g)) return nomem(im);
     k->ran = nb_calloc(g->n_node + 1, sizeof *k->ran);
     k->need = nb_calloc(g->n_node + 1, sizeof *k->need);
@@ -88,11 +90,15 @@ static bool float_proto(const Onnx__TensorProto *p)
 
 /* Marks the nodes `name` depends on in k->need and what it reads of each
  * graph input: past a Shape or Size node only the shape. A value computed
- * from a float initializer (a parameter) or an input not known is refused. */
-static nb_status depends(ox_import *im, const char *name, int how, int depth)
+ * from a float initializer (a parameter) or an input not known is refused.
+ * Each name is gone through once each way (a graph of residual blocks has
+ * exponentially many paths). */
+static nb_status depends(ox_import *im, const char *name, int how)
 {
     ox_known *k = im->known;
-    if (depth > (int)k->g->n_node + 1) return ox_node_error(im, NB_ERR_FORMAT, "the graph has a cycle through '%s'", name);
+    uintptr_t seen = (uintptr_t)nb_strmap_get(&k->seen, name, NULL);
+    if (seen & (uintptr_t)how) return NB_OK;
+    if (nb_strmap_put(&k->seen, name, (void *)(seen | (uintptr_t)how))) return nomem(im);
     if (nb_strmap_get(&k->inputs, name, NULL)) {
         if (!nb_strmap_get(&k->eager.values, name, NULL))
             return ox_node_error(im, NB_ERR_UNSUPPORTED, "needs the value of graph input '%s' at import, and the known "
@@ -113,7 +119,7 @@ static nb_status depends(ox_import *im, const char *name, int how, int depth)
     k->need[node - 1] = true;
     int next = !strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size") ? BY_SHAPE : how;
     for (size_t i = 0; i < n->n_input; i++) {
-        nb_status st = *n->input[i] ? depends(im, n->input[i], next, depth + 1) : NB_OK;
+        nb_status st = *n->input[i] ? depends(im, n->input[i], next) : NB_OK;
         if (st) return st;
     }
     return NB_OK;
@@ -123,7 +129,9 @@ const nb_tensor *ox_known_value(ox_import *im, const char *name)
 {
     ox_known *k = im->known;
     memset(k->need, 0, k->g->n_node * sizeof *k->need);
-    if (depends(im, name, BY_VALUE, 0)) return NULL;
+    nb_strmap_free(&k->seen);
+    nb_strmap_init(&k->seen);
+    if (depends(im, name, BY_VALUE)) return NULL;
     for (size_t i = 0; i < k->g->n_node; i++) {
         if (!k->need[i] || k->ran[i]) continue;
         k->ran[i] = true;
@@ -198,6 +206,7 @@ void ox_known_free(ox_import *im)
     nb_strmap_free(&k->producer);
     nb_strmap_free(&k->inputs);
     nb_strmap_free(&k->read);
+    nb_strmap_free(&k->seen);
     nb_free(k->ran);
     nb_free(k->need);
     nb_free(k);
