@@ -101,6 +101,7 @@ def cases():
     yield "conv1d", nn.Conv1d(4, 6, 3, stride=2, padding=1, dilation=1), (r(2, 4, 15),)
     yield "conv2d", nn.Conv2d(3, 8, 3, stride=2, padding=1), (img(),)
     yield "conv2d_groups_dilated", nn.Conv2d(4, 8, 3, padding=2, dilation=2, groups=2), (img(4),)
+    yield "conv2d_depthwise", nn.Conv2d(4, 4, 3, stride=2, padding=1, groups=4), (img(4, 7),)
     yield "conv3d", nn.Conv3d(2, 4, 3, padding=1, stride=(1, 2, 2)), (r(1, 2, 5, 6, 6),)
     yield "conv_transpose2d", nn.ConvTranspose2d(3, 5, 3, stride=2, padding=1, output_padding=1), (img(s=5),)
     yield "batchnorm1d", nn.BatchNorm1d(6), (r(4, 6),)
