@@ -15,7 +15,16 @@
  *
  * with 0 for a stage that failed (and - for one not reached), and exits 1
  * unless all hold in both modes. A difference counts as |got - want| over
- * max(1, max |want|): the gradients of a sum over many outputs grow with it. */
+ * max(1, max |want|): the gradients of a sum over many outputs grow with it.
+ *
+ * For tests/test_onnx_ort.sh, which runs nabla's exports in ONNX Runtime:
+ *
+ *   onnx_torch_check --outputs MODEL.onnx INPUTS.npz DIR
+ *   onnx_torch_check --export MODEL.onnx INPUTS.npz OUT.onnx DIR
+ *
+ * write the inputs (DIR/in<i>.npy) and the static import's eval outputs
+ * (DIR/nabla_out<j>.npy); --export also exports the imported program to
+ * OUT.onnx, exiting 3 (and saying why) where nb_onnx_export refuses it. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -186,6 +195,8 @@ typedef struct recorded {
     nb_scope *scope;
     nb_executor *e;
     const char *names[2 * MAX_IO + 64]; /* fetches: the outputs, the loss, then the gradients */
+    const char *inputs[MAX_IO];         /* the graph inputs' data vars, in order */
+    int n_inputs;
     nb_feed feeds[2 * MAX_IO];
 } recorded;
 
@@ -198,6 +209,11 @@ static nb_status record(recorded *r, const char *model, nb_npz *z, int *n_out)
         (st = nb_builder_new_record(&r->b, r->main, r->startup)))
         return st;
     if ((st = nb_onnx_import(model, r->b, NB_NO_VALUES, MAX_IO, out, n_out))) return st;
+    const nb_block *g = nb_program_global_block(r->main);
+    for (int i = 0; i < g->n_vars && r->n_inputs < MAX_IO; i++)
+        if (g->vars[i]->is_data) r->inputs[r->n_inputs++] = g->vars[i]->name;
+    if (r->n_inputs != count(z, "in"))
+        return nb_error(NB_ERR_ARG, "the model has %d inputs, the case %d", r->n_inputs, count(z, "in"));
     int n_terms = *n_out < count(z, "r") ? *n_out : count(z, "r");
     for (int j = 0; j < n_terms; j++) {
         nb_tensor *w = member(z, "r", j);
@@ -206,10 +222,11 @@ static nb_status record(recorded *r, const char *model, nb_npz *z, int *n_out)
         nb_value rv = nb_data(r->b, name, NB_F32, w->ndim, w->shape);
         terms[j] = nb_reduce_sum(r->b, nb_mul(r->b, out[j], rv), 0, NULL, false);
     }
-    nb_value loss = nb_sum(r->b, n_terms, terms);
+    /* Without weights r<j> (--outputs) there is no loss. */
+    nb_value loss = n_terms ? nb_sum(r->b, n_terms, terms) : NB_NONE;
     if ((st = nb_builder_status(r->b))) return st;
     for (int j = 0; j < *n_out; j++) r->names[j] = nb_value_name(out[j]);
-    r->names[*n_out] = nb_value_name(loss);
+    r->names[*n_out] = n_terms ? nb_value_name(loss) : NULL;
     return NB_OK;
 }
 
@@ -221,11 +238,9 @@ static nb_status differentiate(recorded *r, nb_npz *z, int n_out, computed *c, i
     nb_block *g = nb_program_global_block(r->test);
     const char *wrt[MAX_IO + 64];
     int n = 0, n_params = n_param_grads(z);
-    for (int i = 0, n_in = count(z, "in"); i < n_in; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "in%d", i);
-        nb_var *v = nb_block_find_var(g, name);
-        if (!v) return nb_error(NB_ERR_NOT_FOUND, "the program has no input %s", name);
+    for (int i = 0; i < r->n_inputs; i++) {
+        nb_var *v = nb_block_find_var(g, r->inputs[i]);
+        if (!v) return nb_error(NB_ERR_NOT_FOUND, "the test copy has no input %s", r->inputs[i]);
         if (!member(z, "gin", i)) continue;
         v->stop_gradient = false;
         wrt[n++] = v->name;
@@ -247,10 +262,7 @@ static nb_status run_recorded(recorded *r, nb_npz *z, int n_fetch, nb_tensor **f
     nb_status st;
     int n_feeds = 0;
     char names[2 * MAX_IO][32];
-    for (int i = 0, n = count(z, "in"); i < n; i++, n_feeds++) {
-        snprintf(names[n_feeds], sizeof names[n_feeds], "in%d", i);
-        r->feeds[n_feeds] = (nb_feed){names[n_feeds], member(z, "in", i)};
-    }
+    for (int i = 0; i < r->n_inputs; i++, n_feeds++) r->feeds[n_feeds] = (nb_feed){r->inputs[i], member(z, "in", i)};
     for (int j = 0, n = count(z, "r"); j < n; j++, n_feeds++) {
         snprintf(names[n_feeds], sizeof names[n_feeds], "r%d", j);
         r->feeds[n_feeds] = (nb_feed){names[n_feeds], member(z, "r", j)};
@@ -324,13 +336,61 @@ static bool report(const char *model, const char *mode, nb_npz *z,
     return o.imported == 1 && o.eval == 1 && o.grad == 1;
 }
 
+/* The outputs of the static import's test copy into DIR/in<i>.npy and
+ * DIR/nabla_out<j>.npy; and, given `export_path`, its export. */
+static int write_outputs(const char *model, nb_npz *z, const char *export_path, const char *dir)
+{
+    recorded r = {0};
+    nb_tensor *fetched[MAX_IO] = {0};
+    int n_out = 0, rc = 1;
+    char path[4096];
+    if (record(&r, model, z, &n_out) || nb_program_clone_for_test(&r.test, r.main) ||
+        run_recorded(&r, z, n_out, fetched)) {
+        fprintf(stderr, "onnx_torch_check: %s: %s\n", model, nb_last_error());
+        goto done;
+    }
+    for (int i = 0, n = count(z, "in"); i < n; i++) {
+        snprintf(path, sizeof path, "%.4000s/in%d.npy", dir, i);
+        if (nb_npy_save(path, member(z, "in", i))) goto fail;
+    }
+    for (int j = 0; j < n_out; j++) {
+        snprintf(path, sizeof path, "%.4000s/nabla_out%d.npy", dir, j);
+        if (nb_npy_save(path, fetched[j])) goto fail;
+    }
+    if (export_path && nb_onnx_export(r.main, r.scope, NB_NAMES_N(n_out, r.names), export_path)) {
+        printf("export refused %s: %s\n", model, nb_last_error());
+        rc = 3;
+        goto done;
+    }
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "onnx_torch_check: %s\n", nb_last_error());
+done:
+    for (int j = 0; j < n_out; j++) nb_tensor_release(fetched[j]);
+    nb_executor_free(r.e), nb_scope_free(r.scope), nb_builder_free(r.b);
+    nb_program_free(r.test), nb_program_free(r.main), nb_program_free(r.startup);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 3) return fprintf(stderr, "usage: onnx_torch_check MODEL.onnx CASE.npz\n"), 2;
+    bool outputs = argc == 5 && !strcmp(argv[1], "--outputs"), export = argc == 6 && !strcmp(argv[1], "--export");
+    if (argc != 3 && !outputs && !export)
+        return fprintf(stderr, "usage: onnx_torch_check MODEL.onnx CASE.npz\n"
+                               "       onnx_torch_check --outputs MODEL.onnx INPUTS.npz DIR\n"
+                               "       onnx_torch_check --export MODEL.onnx INPUTS.npz OUT.onnx DIR\n"),
+               2;
     nb_npz *z;
-    if (nb_npz_load(&z, argv[2])) return fprintf(stderr, "onnx_torch_check: %s\n", nb_last_error()), 2;
-    bool eager = report(argv[1], "eager", z, run_eager);
-    bool recorded = report(argv[1], "static", z, run_static);
+    if (nb_npz_load(&z, argv[argc == 3 ? 2 : 3])) return fprintf(stderr, "onnx_torch_check: %s\n", nb_last_error()), 2;
+    int rc;
+    if (argc == 3) {
+        bool eager = report(argv[1], "eager", z, run_eager);
+        bool recorded = report(argv[1], "static", z, run_static);
+        rc = eager && recorded ? 0 : 1;
+    } else {
+        rc = write_outputs(argv[2], z, export ? argv[4] : NULL, argv[argc - 1]);
+    }
     nb_npz_free(z);
-    return eager && recorded ? 0 : 1;
+    return rc;
 }

@@ -4,7 +4,10 @@
 # (examples/onnx_finetune: import, nb_minimize with SGD, export) step for
 # step as PyTorch fine-tunes them from the same weights on the same batches
 # (train mode: batch norm on batch statistics), and the exports nabla writes
-# pass onnx.checker and give PyTorch's fine-tuned outputs in eval mode.
+# pass onnx.checker and give PyTorch's fine-tuned outputs in eval mode, and
+# nabla's own outputs in ONNX Runtime (npm's onnxruntime-node, which
+# tests/onnx_ort.bash installs under the build folder; that part is skipped,
+# saying so, where it cannot be installed).
 # Skipped, saying so, without Debian's python3-torchvision (and its torch and
 # onnx) or without nabla's ONNX support.
 set -euo pipefail
@@ -22,6 +25,8 @@ fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 steps=3
+source "$src/tests/onnx_ort.bash"
+ort_install "$build"
 for model in resnet18 mobilenet_v2; do
     "$py" -W ignore - "$out" "$model" "$steps" <<'EOF'
 import copy, sys, numpy as np, torch, torchvision
@@ -89,5 +94,13 @@ EOF
     "$py" -c "import numpy as np; np.load('$out/images.npy').tofile('$out/images.f32')"
     "$build/tests/onnx_check" compare "$out/$model.tuned.onnx" "$out/images.f32" 8,3,64,64 \
         "$out/$model.tuned_out.f32" "$(cat "$out/$model.tuned_tol")"
+    if [ -n "$ort_dir" ]; then
+        mkdir -p "$out/$model.ort"
+        "$py" -c "import numpy as np; np.savez('$out/$model.ort/inputs.npz', in0=np.load('$out/images.npy'))"
+        "$build/tests/onnx_torch_check" --outputs "$out/$model.tuned.onnx" "$out/$model.ort/inputs.npz" "$out/$model.ort"
+        node "$src/tests/onnx_ort.js" "$ort_dir" "$out/$model.tuned.onnx" "$out/$model.ort" 1e-4
+    else
+        echo "$model: ONNX Runtime skipped: $ort_why"
+    fi
 done
 echo "onnx_finetune: resnet18 and mobilenet_v2 fine-tune as in PyTorch and export"
