@@ -14,14 +14,8 @@ set -euo pipefail
 build=$1
 src=${2:-$(dirname "$0")/..}
 py=/usr/bin/python3
-if ! "$py" -c 'import onnx, torch, torchvision' 2>/dev/null; then
-    echo "skipped: Debian's python3-onnx, python3-torch and python3-torchvision are needed (make test installs them)"
-    exit 0
-fi
-if ! grep -q '^NABLA_ONNX_PROTO:FILEPATH=/' "$build/CMakeCache.txt"; then
-    echo "skipped: this build has no ONNX support (libonnx-dev was not found when it was configured)"
-    exit 0
-fi
+source "$src/tests/onnx_skip.bash"
+onnx_needs "$build" "onnx, torch, torchvision" "python3-onnx, python3-torch and python3-torchvision"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 steps=3

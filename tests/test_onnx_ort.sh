@@ -14,14 +14,8 @@ src=${2:-$(dirname "$0")/..}
 py=/usr/bin/python3
 # The least number of the module exports that must go through.
 min_pass=20
-if ! "$py" -c 'import onnx, torch' 2>/dev/null; then
-    echo "skipped: Debian's python3-onnx and python3-torch are needed (make test installs them)"
-    exit 0
-fi
-if ! grep -q '^NABLA_ONNX_PROTO:FILEPATH=/' "$build/CMakeCache.txt"; then
-    echo "skipped: this build has no ONNX support (libonnx-dev was not found when it was configured)"
-    exit 0
-fi
+source "$src/tests/onnx_skip.bash"
+onnx_needs "$build" "onnx, torch" "python3-onnx and python3-torch"
 source "$src/tests/onnx_ort.bash"
 ort_install "$build"
 if [ -z "$ort_dir" ]; then

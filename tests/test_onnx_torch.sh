@@ -12,14 +12,8 @@ set -euo pipefail
 build=$1
 src=${2:-$(dirname "$0")/..}
 py=/usr/bin/python3
-if ! "$py" -c 'import onnx, torch' 2>/dev/null; then
-    echo "skipped: Debian's python3-onnx and python3-torch are needed (make test installs them)"
-    exit 0
-fi
-if ! grep -q '^NABLA_ONNX_PROTO:FILEPATH=/' "$build/CMakeCache.txt"; then
-    echo "skipped: this build has no ONNX support (libonnx-dev was not found when it was configured)"
-    exit 0
-fi
+source "$src/tests/onnx_skip.bash"
+onnx_needs "$build" "onnx, torch" "python3-onnx and python3-torch"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$py" -W ignore "$src/tests/onnx_torch_gen.py" "$out" 2>"$out/gen.log" | sed 's/^/exported /' ||
