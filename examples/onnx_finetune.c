@@ -16,7 +16,6 @@
  * that step's update as torch does, is printed as "step k loss x"; then the
  * inference part (running statistics, no loss) is exported to OUT.onnx. */
 #define EXAMPLE_NAME "onnx_finetune"
-#include <math.h>
 #include <string.h>
 #include "example_cli.h"
 
@@ -105,7 +104,9 @@ int main(int argc, char **argv)
     nb_program *main_p, *startup;
     nb_builder *b;
     nb_scope *scope;
-    die_on(nb_program_new(&main_p) || nb_program_new(&startup) || nb_scope_new(&scope, NULL), "programs");
+    die_on(nb_program_new(&main_p), "program");
+    die_on(nb_program_new(&startup), "program");
+    die_on(nb_scope_new(&scope, NULL), "scope");
     die_on(nb_builder_new_record(&b, main_p, startup), "builder");
     nb_value images = nb_layer_data(b, "images", NB_F32, 4, (int64_t[]){-1, 3, o.size, o.size});
     nb_value label = nb_layer_data(b, "label", NB_I64, 1, (int64_t[]){-1});

@@ -97,4 +97,9 @@ EOF
         echo "$model: ONNX Runtime skipped: $ort_why"
     fi
 done
+# On the data the example makes itself (a bright corner per class).
+"$build/examples/onnx_finetune" "$out/resnet18.onnx" "$out/own.onnx" --steps 2 >"$out/own.log"
+[ "$(grep -c '^step ' "$out/own.log")" = 2 ] && [ -s "$out/own.onnx" ] || { cat "$out/own.log"; exit 1; }
+if "$build/examples/onnx_finetune" "$out/resnet18.onnx" 2>"$out/usage.log"; then exit 1; fi
+grep -q "usage: onnx_finetune" "$out/usage.log"
 echo "onnx_finetune: resnet18 and mobilenet_v2 fine-tune as in PyTorch and export"

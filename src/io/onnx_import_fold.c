@@ -68,9 +68,12 @@ static nb_status run_folded(ox_import *im, nb_builder *eb, const nb_tensor *cons
     for (size_t k = 0; k < im->node->n_input && !st; k++) {
         if (!in[k]) continue;
         nb_value *v = nb_malloc(sizeof *v);
-        if (!v) st = NB_ERR_NOMEM;
-        else if ((*v = nb_eager_value(eb, (nb_tensor *)in[k])), nb_strmap_put(&sub.values, im->node->input[k], v))
-            nb_free(v), st = NB_ERR_NOMEM;
+        if (!v) {
+            st = NB_ERR_NOMEM;
+            break;
+        }
+        *v = nb_eager_value(eb, (nb_tensor *)in[k]);
+        if (nb_strmap_put(&sub.values, im->node->input[k], v)) nb_free(v), st = NB_ERR_NOMEM;
     }
     if (!st) st = ox_import_node(&sub);
     for (size_t k = 0; k < im->node->n_output && !st; k++) {
