@@ -5,8 +5,9 @@
 # are protobuf).
 # With --test, also what the test suite uses: Graphviz (the drawing test
 # renders with it), gnuplot (the training test draws its curves), Debian's
-# Python with NumPy, ONNX and PyTorch (the interchange tests compare with
-# them), ONNX's proto (libonnx-dev: ONNX import and export are built when it
+# Python with NumPy, ONNX, PyTorch and torchvision (the interchange tests
+# compare with them; tests/test_onnx_finetune.sh exports torchvision's
+# models), ONNX's proto (libonnx-dev: ONNX import and export are built when it
 # is there), Open MPI (libopenmpi-dev and openmpi-bin: the MPI communicator
 # is built when it is there, and tests/test_mpi.sh runs ranks with mpirun), OpenBLAS
 # (libopenblas-pthread-dev: the GEMM calls it when it is there, and the tests
@@ -43,6 +44,7 @@ if [ $for_tests = 1 ]; then
     [ -x $py ] && $py -c 'import numpy' 2>/dev/null || missing+=(python3-numpy)
     [ -x $py ] && $py -c 'import onnx' 2>/dev/null || missing+=(python3-onnx)
     [ -x $py ] && $py -c 'import torch' 2>/dev/null || missing+=(python3-torch)
+    [ -x $py ] && $py -c 'import torchvision' 2>/dev/null || missing+=(python3-torchvision)
     # Debian ships libFuzzer apart from clang, as libclang-rt-<major>-dev.
     if have_cmd clang && ! "$(dirname "$0")/../fuzz/run.sh" --check; then
         clang_major=$(clang -dumpversion 2>/dev/null | cut -d. -f1)

@@ -361,6 +361,66 @@ static nb_status import_and_run(const char *path, double out[3])
     return st;
 }
 
+/* Bounds that exporters compute from shapes (torch's chunk: Shape, Gather,
+ * Div into Slice) fold at import, so a static program takes them: y =
+ * x[0 : len(x) / 2] * (w0 * w1), where w0 and w1 are float initializers,
+ * which stay parameters rather than fold into a constant. Before the fold
+ * the Slice was refused ("must be a constant"). */
+static void test_static_folds_shape_arithmetic(void)
+{
+    handmade h;
+    handmade_init(&h, "Slice", 13);
+    h.dim.dim_value = 4;
+    Onnx__NodeProto n[5], *nodes[5];
+    char *io[5][3] = {{"x"}, {"shape", "two"}, {"x", "zero", "half"}, {"w", "w1"}, {"sliced", "ww"}};
+    char *outs[5][1] = {{"shape"}, {"half"}, {"sliced"}, {"ww"}, {"y"}};
+    const char *types[5] = {"Shape", "Div", "Slice", "Mul", "Mul"};
+    int n_in[5] = {1, 2, 3, 2, 2};
+    for (int i = 0; i < 5; i++) {
+        onnx__node_proto__init(&n[i]);
+        n[i].op_type = (char *)types[i], n[i].n_input = (size_t)n_in[i], n[i].input = io[i];
+        n[i].n_output = 1, n[i].output = outs[i], nodes[i] = &n[i];
+    }
+    h.g.n_node = 5, h.g.node = nodes;
+    Onnx__TensorProto t[3], *inits[4] = {&h.w};
+    int64_t one = 1, two = 2, zero = 0;
+    static float w1 = 3.0f;
+    const char *names[3] = {"two", "zero", "w1"};
+    for (int i = 0; i < 3; i++) {
+        onnx__tensor_proto__init(&t[i]);
+        t[i].name = (char *)names[i], t[i].has_data_type = 1, t[i].n_dims = 1, t[i].dims = &one;
+        t[i].data_type = i < 2 ? ONNX__TENSOR_PROTO__DATA_TYPE__INT64 : ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+        if (i < 2) t[i].n_int64_data = 1, t[i].int64_data = i ? &zero : &two;
+        else t[i].n_float_data = 1, t[i].float_data = &w1;
+        inits[i + 1] = &t[i];
+    }
+    h.w_dims[0] = 1, h.w.n_float_data = 1; /* w = 0.5 */
+    h.g.n_initializer = 4, h.g.initializer = inits;
+    const char *path = path_of("folded.onnx");
+    handmade_save(&h, path);
+
+    nb_program *p, *s;
+    nb_builder *b;
+    nb_scope *scope;
+    nb_executor *e;
+    nb_value y;
+    CHECK_OK(nb_program_new(&p));
+    CHECK_OK(nb_program_new(&s));
+    CHECK_OK(nb_builder_new_record(&b, p, s));
+    CHECK_OK(nb_scope_new(&scope, NULL));
+    CHECK_OK(nb_executor_new(&e));
+    CHECK_OK(nb_onnx_import(path, b, NB_NO_VALUES, 1, &y, NULL));
+    nb_var *w = nb_block_find_var(nb_program_global_block(p), "w");
+    CHECK(w && w->is_parameter);
+    nb_tensor *x, *r = NULL;
+    CHECK_OK(nb_tensor_from_data(&x, NB_F32, 1, S(4), (float[]){1, 2, 3, 4}));
+    CHECK_OK(nb_executor_run(e, s, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
+    CHECK_OK(nb_executor_run(e, p, scope, NB_FEEDS({"x", x}), NB_NAMES(nb_value_name(y)), &r));
+    CHECK(r && r->ndim == 1 && r->shape[0] == 2 && nb_tensor_get(r, 0) == 1.5 && nb_tensor_get(r, 1) == 3);
+    nb_tensor_release(x), nb_tensor_release(r);
+    nb_executor_free(e), nb_scope_free(scope), nb_builder_free(b), nb_program_free(p), nb_program_free(s);
+}
+
 /* An eager import takes a value for each graph input, which must be what
  * the model declares: the handmade model's x is float32 [3]. */
 static void test_eager_inputs_checked(void)
@@ -640,6 +700,7 @@ int main(void)
         RUN(test_eager_inputs_checked);
         RUN(test_import_validity);
         RUN(test_export_names_apart);
+        RUN(test_static_folds_shape_arithmetic);
 #endif
     }
     remove_tree(dir);

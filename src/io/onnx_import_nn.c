@@ -505,6 +505,50 @@ static nb_value standardise(ox_import *im, nb_value x, int n, const int64_t *axe
     return nb_mul(B, centred, r);
 }
 
+/* Whether input k, now v, is state that training may write: an
+ * initializer, or in a program a persistable var that is not a trainable
+ * parameter. */
+static bool is_state(ox_import *im, int k, nb_value v)
+{
+    if (is_init(im, k)) return true;
+    if (nb_builder_is_eager(B)) return false;
+    nb_var *var = nb_value_var(v);
+    return var && var->persistable && !var->trainable;
+}
+
+/* PyTorch's exporter keeps one initializer for equal running statistics
+ * (every fresh batch norm's zeros and ones) and hands it to each
+ * BatchNormalization through an Identity named after the buffer
+ * ("bn1.running_mean"). In a program, statistics that such an Identity made
+ * a parameter of its own (onnx_import_unshare.c) become state; a shared
+ * parameter or initializer reached otherwise gives the layer state of its
+ * own, named as its input and holding the initializer's values. Else the
+ * layer would normalise with running statistics while training. Anything
+ * else computed is left as it is (read, never written). */
+static nb_value own_statistic(ox_import *im, int k, nb_value v)
+{
+    if (nb_builder_is_eager(B)) return v;
+    nb_var *var = nb_value_var(v);
+    if (var && var->trainable && !strcmp(var->name, im->node->input[k])) {
+        /* The parameter of its own that an Identity made (onnx_import_unshare.c). */
+        var->trainable = var->is_parameter = false;
+        var->stop_gradient = true;
+        return v;
+    }
+    const Onnx__TensorProto *p = var && var->persistable ? nb_strmap_get(&im->protos, var->name, NULL) : NULL;
+    if (!p || nb_block_find_var_recursive(nb_builder_block(B), im->node->input[k])) return v;
+    nb_tensor *t;
+    char what[300];
+    snprintf(what, sizeof what, "initializer '%.256s'", var->name);
+    if (ox_tensor_from_proto(p, im->dir, what, &t)) {
+        ox_node_error(im, NB_ERR_FORMAT, "%s", nb_last_error());
+        return NB_NONE;
+    }
+    nb_value own = nb_persistable_from(B, im->node->input[k], t);
+    nb_tensor_release(t);
+    return own;
+}
+
 /* BatchNormalization. Inference with the running statistics, which stay
  * state when they are initializers (a program's training updates them, as
  * nabla's batch_norm layer does); given as graph inputs or computed, they
@@ -528,7 +572,9 @@ static nb_status i_batch_norm(ox_import *im)
     int r = xi.ndim;
     if (r < 2) return ox_unsupported(im, "needs X [N, C, ...]");
     if (!training) {
-        if (is_init(im, 3) && is_init(im, 4))
+        for (int k = 3; k < 5; k++)
+            if (!is_init(im, k) && nb_is_none(in[k] = own_statistic(im, k, in[k]))) return nb_builder_status(B);
+        if (is_state(im, 3, in[3]) && is_state(im, 4, in[4]))
             return ox_out(im, 0, nb_batch_norm_of(B, in, momentum, eps, false));
         nb_value out[5];
         nb_attr attrs[] = {NB_ATTR_FLOAT("epsilon", eps), NB_ATTR_BOOL("use_global_stats", true)};

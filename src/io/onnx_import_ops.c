@@ -359,6 +359,8 @@ nb_status ox_import_node(ox_import *im)
     nb_status sst;
     if (strcmp(im->node->op_type, "Reshape") && strcmp(im->node->op_type, "ConstantOfShape") && shape_node(im, &sst))
         return sst;
+    if (ox_fold_node(im)) return NB_OK;
+    if (ox_unshare_initializer(im, &sst)) return sst;
     /* Opsets 1-6 broadcast the second operand along `axis`, where numpy's
      * rule (ONNX's since 7) aligns the last dims: refused. Without an axis
      * the two rules agree. */

@@ -205,6 +205,13 @@ extern const ox_importer ox_imports_quant[];  /* linear quantization */
 /* The node through b (onnx_import_ops.c); NB_ERR_UNSUPPORTED naming it when
  * nabla has no form for it. */
 nb_status ox_import_node(ox_import *im);
+/* Computes at once, as constants, the outputs of a node of a program whose
+ * every input is a constant of the import (onnx_import_fold.c); false, and
+ * nothing done, when it is not one or does not fold. */
+bool ox_fold_node(ox_import *im);
+/* In a program, an Identity of a float initializer as a parameter of its
+ * own (onnx_import_unshare.c); false when the node is not one. */
+bool ox_unshare_initializer(ox_import *im, nb_status *st);
 /* Whether op_type reads inputs 3 and 4 as running statistics (state). */
 bool ox_reads_state(const char *op_type);
 
