@@ -106,7 +106,7 @@ typedef struct nb_ddp_stats {
     int n_buckets;             /* per step */
     double bytes;              /* all-reduced, in all */
     double backward_seconds;   /* inside nb_backward */
-    double comm_seconds;       /* from each all-reduce's start to its completion, summed */
+    double comm_seconds;       /* while at least one all-reduce was open (from its start to its completion) */
     double overlap_seconds;    /* the part of comm_seconds before the backward pass ended */
     double wait_seconds;       /* blocked after the backward pass, waiting for the all-reduces */
     /* How much of the communication the backward pass hid:

@@ -50,7 +50,21 @@ static nb_status start_bucket(nb_ddp *d, bucket *bk)
     bk->t_start = nb_comm_clock();
     d->stats.allreduces++;
     d->stats.bytes += (double)bk->numel * (double)esize;
-    return nb_comm_allreduce_buffer(d->comm, bk->buf, bk->numel, bk->dtype, &bk->req);
+    nb_status st = nb_comm_allreduce_buffer(d->comm, bk->buf, bk->numel, bk->dtype, &bk->req);
+    if (!st && !bk->req) { /* complete at once (one rank) */
+        bk->done = true;
+        bk->t_done = bk->t_start;
+    }
+    return st;
+}
+
+/* One stretch of time [b, e) during which some all-reduce was open: its
+ * length, and the part before the backward pass ended. */
+static void add_span(nb_ddp *d, double b, double e)
+{
+    d->stats.comm_seconds += e - b;
+    double end = e < d->t_backward_end ? e : d->t_backward_end;
+    if (end > b) d->stats.overlap_seconds += end - b;
 }
 
 /* Starts every bucket from d->next on that is ready (all of them when
@@ -81,18 +95,23 @@ static nb_status on_grad_ready(nb_tensor *leaf, void *ctx)
 static nb_status finish(nb_ddp *d)
 {
     nb_status st = start_ready(d, true);
-    double t0 = nb_comm_clock();
-    double inv = 1.0 / nb_comm_size(d->comm);
+    double inv = 1.0 / nb_comm_size(d->comm), span_b = 0, span_e = -1;
     for (int k = 0; k < d->n_buckets && !st; k++) {
         bucket *bk = &d->buckets[k];
         nb_comm_request *r = bk->req;
         bk->req = NULL;
+        double t0 = nb_comm_clock();
         st = nb_comm_finish(r);
         if (!bk->done) bk->t_done = nb_comm_clock();
+        d->stats.wait_seconds += nb_comm_clock() - t0;
         if (st) break;
-        d->stats.comm_seconds += bk->t_done - bk->t_start;
-        double end = bk->t_done < d->t_backward_end ? bk->t_done : d->t_backward_end;
-        if (end > bk->t_start) d->stats.overlap_seconds += end - bk->t_start;
+        /* Buckets start in order: their open times merge into spans, so
+         * that all-reduces running together count once. */
+        if (bk->t_start > span_e) {
+            if (span_e >= 0) add_span(d, span_b, span_e);
+            span_b = bk->t_start;
+            span_e = bk->t_done;
+        } else if (bk->t_done > span_e) span_e = bk->t_done;
         if (d->zero) continue; /* nb_ddp_step reads its shard from the buckets */
         const char *at = bk->buf;
         size_t esize = nb_dtype_size(bk->dtype);
@@ -114,13 +133,13 @@ static nb_status finish(nb_ddp *d)
             at += (size_t)n * esize;
         }
     }
+    if (span_e >= 0) add_span(d, span_b, span_e);
     /* After a failure, complete what was started before giving up. */
     for (int k = 0; k < d->n_buckets; k++) {
         nb_comm_request *r = d->buckets[k].req;
         d->buckets[k].req = NULL;
         if (r) nb_comm_wait(r);
     }
-    d->stats.wait_seconds += nb_comm_clock() - t0;
     return st;
 }
 
