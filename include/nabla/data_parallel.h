@@ -47,6 +47,9 @@ NB_BEGIN_DECLS
  *    `main` rank `root`'s initial values, after checking that all ranks
  *    have the same parameters (a hash of their names, dtypes and shapes): a
  *    rank whose model differs makes every rank fail with an error naming it.
+ * The executor runs one op at a time, so each c_allreduce_sum completes
+ * where it stands: the static program hides none of its communication
+ * (overlapping it needs a start op and a wait op before the update).
  * The ops name their communicator by ring (nb_comm_set_ring), so the
  * rewritten programs can be saved and run later; on the single-process
  * communicator (ring 0's default) they run as one process.

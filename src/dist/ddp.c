@@ -91,6 +91,19 @@ static nb_status on_grad_ready(nb_tensor *leaf, void *ctx)
     return st;
 }
 
+void nb_ddp_average(nb_dtype dt, const void *sum, void *out, int64_t n, double inv)
+{
+    if (dt == NB_F64) {
+        const double *s = sum;
+        double *o = out;
+        for (int64_t i = 0; i < n; i++) o[i] = s[i] * inv;
+    } else {
+        const float *s = sum;
+        float *o = out;
+        for (int64_t i = 0; i < n; i++) o[i] = (float)(s[i] * inv);
+    }
+}
+
 /* Waits for every bucket and gives each parameter the average. */
 static nb_status finish(nb_ddp *d)
 {
@@ -119,15 +132,7 @@ static nb_status finish(nb_ddp *d)
             nb_tensor *p = d->params[d->order[bk->first + j]], *g;
             int64_t n = nb_tensor_numel(p);
             if ((st = nb_tensor_new(&g, p->dtype, p->ndim, p->shape))) break;
-            if (bk->dtype == NB_F64) {
-                const double *s = (const double *)at;
-                double *o = nb_tensor_data(g);
-                for (int64_t i = 0; i < n; i++) o[i] = s[i] * inv;
-            } else {
-                const float *s = (const float *)at;
-                float *o = nb_tensor_data(g);
-                for (int64_t i = 0; i < n; i++) o[i] = (float)(s[i] * inv);
-            }
+            nb_ddp_average(bk->dtype, at, nb_tensor_data(g), n, inv);
             st = nb_tensor_set_grad(p, g);
             nb_tensor_release(g);
             at += (size_t)n * esize;
@@ -289,7 +294,7 @@ void nb_ddp_free(nb_ddp *d)
         nb_tensor_remove_post_accumulate_hook(d->params[i], on_grad_ready, &d->hooks[i]);
         nb_tensor_release(d->params[i]);
     }
-    nb_zero_free(d->zero);
+    if (d->zero) d->zero_free(d->zero);
     nb_free(d->flat);
     nb_free(d->buckets);
     nb_free(d->params);

@@ -1,5 +1,5 @@
-/* nb_ddp's insides, shared by ddp.c (buckets during backward) and zero.c
- * (ZeRO stage 1: the sharded optimiser step).
+/* nb_ddp's insides, shared by ddp.c (buckets during backward) and
+ * src/optim/zero_optimizer.c (ZeRO stage 1: the sharded optimiser step).
  *
  * The buckets lie one after the other in one flat buffer, in the order
  * their parameters are in order[] (reverse creation order), each at an
@@ -30,7 +30,7 @@ typedef struct param_hook {
     int param;
 } param_hook;
 
-typedef struct nb_zero nb_zero; /* zero.c */
+typedef struct nb_zero nb_zero; /* src/optim/zero_optimizer.c */
 
 struct nb_ddp {
     nb_comm *comm;
@@ -48,10 +48,12 @@ struct nb_ddp {
     nb_status failed;        /* a hook's failure, reported at the end */
     double t_backward_end;
     nb_zero *zero;           /* NULL unless nb_ddp_shard_optimizer */
+    void (*zero_free)(nb_zero *); /* frees it: optim sits above dist */
     nb_ddp_stats stats;
 };
 
-/* zero.c's part of nb_ddp_free. */
-void nb_zero_free(nb_zero *z);
+/* out[i] = sum[i] * inv for n values of dt (float32 or float64), in
+ * double: how every rank turns summed gradients into their average. */
+void nb_ddp_average(nb_dtype dt, const void *sum, void *out, int64_t n, double inv);
 
 #endif

@@ -1,4 +1,6 @@
-/* ZeRO stage 1 for nb_ddp (nabla/data_parallel.h says what it does): the
+/* ZeRO stage 1 for nb_ddp (nabla/data_parallel.h says what it does). It
+ * lives with the optimisers, above src/dist, since it steps an eager
+ * optimiser; nb_ddp frees it through the pointer it is given. The
  * rank's shard of the flat parameter vector is one parameter of a private
  * eager builder, stepped by an ordinary eager optimiser, so the update,
  * schedule and state are the unsharded optimiser's, on 1/N of the values.
@@ -8,7 +10,7 @@
 #include "nabla/device.h"
 #include "nabla/eager.h"
 #include "nabla/init.h"
-#include "ddp_internal.h"
+#include "../dist/ddp_internal.h"
 
 struct nb_zero {
     nb_eager_optimizer *opt;
@@ -20,7 +22,7 @@ struct nb_zero {
     int64_t backward_seen;   /* d->stats.steps at the last nb_ddp_step */
 };
 
-void nb_zero_free(nb_zero *z)
+static void zero_free(nb_zero *z)
 {
     if (!z) return;
     nb_eager_optimizer_free(z->opt);
@@ -106,29 +108,13 @@ nb_status nb_ddp_shard_optimizer(nb_ddp *d, const nb_optimizer *opt)
         st = nb_tensor_new(&z->grad, z->dtype, 1, &len);
     }
     if (st) {
-        nb_zero_free(z);
+        zero_free(z);
         return st;
     }
     d->zero = z;
+    d->zero_free = zero_free;
     d->stats.shard_numel = len;
     return NB_OK;
-}
-
-/* The shard's part of the summed gradients, averaged as nb_ddp_backward
- * averages them. */
-static void average_shard(nb_ddp *d, nb_zero *z)
-{
-    double inv = 1.0 / nb_comm_size(d->comm);
-    int64_t n = z->end - z->begin;
-    if (z->dtype == NB_F64) {
-        const double *s = (const double *)d->flat + z->begin;
-        double *o = nb_tensor_data(z->grad);
-        for (int64_t i = 0; i < n; i++) o[i] = s[i] * inv;
-    } else {
-        const float *s = (const float *)d->flat + z->begin;
-        float *o = nb_tensor_data(z->grad);
-        for (int64_t i = 0; i < n; i++) o[i] = (float)(s[i] * inv);
-    }
 }
 
 /* Every rank's shard, from d->flat, to every rank: one broadcast each. */
@@ -159,7 +145,8 @@ nb_status nb_ddp_step(nb_ddp *d)
         return nb_error(NB_ERR_STATE, "ddp_step: no nb_ddp_backward since the last step");
     z->backward_seen = d->stats.steps;
     size_t esize = nb_dtype_size(z->dtype);
-    average_shard(d, z);
+    nb_ddp_average(z->dtype, d->flat + (size_t)z->begin * esize, nb_tensor_data(z->grad), z->end - z->begin,
+                   1.0 / nb_comm_size(d->comm));
     copy_params(d, z->begin, z->end, nb_tensor_data(z->shard), false);
     nb_status st = nb_tensor_set_grad(z->shard, z->grad);
     if (!st) st = nb_eager_optimizer_step(z->opt, z->shard_b);
