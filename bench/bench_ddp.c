@@ -8,9 +8,10 @@
  *     case mlp_static np 2 ms 1.23 samples_per_s 52000 comm_ms 0.1 overlap_ms 0.05 hidden_pct 50
  *
  * ms is the median over 7 timings of a step (all ranks start each timing
- * together); comm_ms is the time from the start of each all-reduce to its
- * completion, overlap_ms the part of it that ran while the backward pass
- * was still going, per step, and hidden_pct their ratio (nb_ddp_stats;
+ * together); comm_ms is the time during which some all-reduce was open,
+ * overlap_ms the part of it while the backward pass was still going,
+ * hidden_pct their ratio and wait_ms the time blocked after backward, per
+ * step (nb_ddp_stats;
  * eager only: the static program's all-reduces are synchronous ops, so
  * nothing overlaps there and the fields are 0). */
 #include "bench_util.h"
