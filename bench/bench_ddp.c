@@ -1,19 +1,21 @@
 /* bench_ddp: data-parallel training speed, run by `bench/run.sh ddp` under
- * `mpirun -np P` (P = 1 and 2, one thread each). One training step of the
- * MNIST MLP (784-256-10) and of LeNet at a global batch of 64 (64/P per
- * rank), static (nb_data_parallel) and eager (nb_ddp), on synthetic images.
- * Rank 0 prints one line per case:
+ * `mpirun -np P` (P = 1 and 2, one thread each). One training step (Adam)
+ * of the 784-512-512-10 MLP at a global batch of 256 and of LeNet at 128
+ * (the batch / P per rank), static (nb_data_parallel), eager (nb_ddp) and
+ * eager with ZeRO-1 (nb_ddp_shard_optimizer), on synthetic images. Rank 0
+ * prints one line per case:
  *
- *     case mlp_static np 2 ms 1.23 samples_per_s 52000 comm_ms 0.1 overlap_ms 0.05
+ *     case mlp_static np 2 ms 1.23 samples_per_s 52000 comm_ms 0.1 overlap_ms 0.05 hidden_pct 50
  *
  * ms is the median over 7 timings of a step (all ranks start each timing
- * together); comm_ms is the time from the start of each all-reduce to its
- * completion, and overlap_ms the part of it that ran while the backward pass
- * was still going, per step (eager only: the static program's all-reduces
- * are synchronous ops, so nothing overlaps there). */
+ * together); comm_ms is the time during which some all-reduce was open,
+ * overlap_ms the part of it while the backward pass was still going,
+ * hidden_pct their ratio and wait_ms the time blocked after backward, per
+ * step (nb_ddp_stats;
+ * eager only: the static program's all-reduces are synchronous ops, so
+ * nothing overlaps there and the fields are 0). */
 #include "bench_util.h"
 
-#define BATCH 64
 #define REPS 7
 
 typedef nb_value (*model_fn)(nb_builder *b, nb_value x);
@@ -36,20 +38,37 @@ static double timed(void (*step)(void *), void *ctx, int steps)
     return t[REPS / 2];
 }
 
-static void report(const char *name, double ms, double comm_ms, double overlap_ms)
+/* 784-512-512-10 with ReLUs: the model of issue 43's MPI figures. */
+static nb_value mlp512(nb_builder *b, nb_value x)
+{
+    nb_value h = nb_layer_fc(b, nb_layer_fc(b, x, 512, "relu", NULL), 512, "relu", NULL);
+    return nb_layer_fc(b, h, 10, NULL, NULL);
+}
+
+typedef struct bench_case {
+    const char *name;
+    model_fn model;
+    int batch; /* global */
+    int steps; /* per timing, at SCALE 1 */
+} bench_case;
+
+static void report(const char *name, int batch, double ms, const nb_ddp_stats *s)
 {
     if (nb_comm_rank(comm) != 0) return;
-    printf("case %s np %d ms %.4f samples_per_s %.0f comm_ms %.4f overlap_ms %.4f\n", name, nb_comm_size(comm), ms,
-           BATCH / (ms * 1e-3), comm_ms, overlap_ms);
+    double per = s && s->steps ? 1e3 / (double)s->steps : 0;
+    printf("case %s np %d ms %.4f samples_per_s %.0f comm_ms %.4f overlap_ms %.4f hidden_pct %.1f wait_ms %.4f\n", name,
+           nb_comm_size(comm), ms, batch / (ms * 1e-3), s ? s->comm_seconds * per : 0, s ? s->overlap_seconds * per : 0,
+           s && s->comm_seconds > 0 ? 100 * s->overlap_seconds / s->comm_seconds : 0, s ? s->wait_seconds * per : 0);
     fflush(stdout);
 }
 
-static void static_case(const char *name, model_fn model, int steps)
+static void static_case(const char *name, const bench_case *bc, int steps)
 {
-    int64_t batch = BATCH / nb_comm_size(comm);
+    model_fn model = bc->model;
+    int64_t batch = bc->batch / nb_comm_size(comm);
     nb_program *main_p, *startup;
     nb_builder *b;
-    nb_optimizer opt = nb_sgd(0.01);
+    nb_optimizer opt = nb_adam(1e-3);
     nb_data_parallel_opts dp = {.nranks = nb_comm_size(comm)};
     opt.data_parallel = &dp;
     nb_backward_result r;
@@ -59,7 +78,7 @@ static void static_case(const char *name, model_fn model, int steps)
     nb_tensor *in[2] = {xt, lt};
     bench_program bp;
     bench_program_init(&bp, main_p, startup, 2, (const char *[]){"images", "label"}, loss, in);
-    report(name, timed(bench_program_step, &bp, steps), 0, 0);
+    report(name, bc->batch, timed(bench_program_step, &bp, steps), NULL);
     bench_program_free(&bp);
     nb_tensor_release(xt);
     nb_tensor_release(lt);
@@ -84,28 +103,31 @@ static void eager_step(void *p)
                                                    nb_eager_value(c->b, c->l));
     bench_die_on(nb_builder_status(c->b), nb_builder_error(c->b));
     bench_die_on(nb_ddp_backward(c->ddp, nb_eager_tensor(cost)), "backward");
-    bench_die_on(nb_eager_optimizer_step(c->o, c->b), "step");
+    bench_die_on(c->o ? nb_eager_optimizer_step(c->o, c->b) : nb_ddp_step(c->ddp), "step");
     nb_eager_zero_grad(c->b);
     nb_eager_release_values(c->b);
 }
 
-static void eager_case(const char *name, model_fn model, int steps)
+/* nb_ddp with an eager optimiser, or with ZeRO-1 when `zero`. */
+static void eager_case(const char *name, const bench_case *bc, int steps, bool zero)
 {
+    model_fn model = bc->model;
     eager_ctx c = {.model = model};
     bench_die_on(nb_builder_new_eager(&c.b), "builder");
     nb_eager_set_seed(c.b, 1);
-    bench_mnist_batch(BATCH / nb_comm_size(comm), nb_comm_rank(comm), &c.x, &c.l);
+    bench_mnist_batch(bc->batch / nb_comm_size(comm), nb_comm_rank(comm), &c.x, &c.l);
     nb_grad_mode_push(false);
     model(c.b, nb_eager_value(c.b, c.x));
     nb_grad_mode_pop();
     nb_eager_release_values(c.b);
-    nb_optimizer opt = nb_sgd(0.01);
-    bench_die_on(nb_eager_optimizer_new(&c.o, &opt), "optimizer");
+    nb_optimizer opt = nb_adam(1e-3);
     bench_die_on(nb_ddp_new(&c.ddp, comm, c.b, 0), "ddp");
+    if (zero) bench_die_on(nb_ddp_shard_optimizer(c.ddp, &opt), "zero");
+    else bench_die_on(nb_eager_optimizer_new(&c.o, &opt), "optimizer");
     double ms = timed(eager_step, &c, steps);
     nb_ddp_stats s;
     nb_ddp_stats_get(c.ddp, &s);
-    report(name, ms, 1e3 * s.comm_seconds / (double)s.steps, 1e3 * s.overlap_seconds / (double)s.steps);
+    report(name, bc->batch, ms, &s);
     nb_ddp_free(c.ddp);
     nb_eager_optimizer_free(c.o);
     nb_tensor_release(c.x);
@@ -119,11 +141,18 @@ int main(int argc, char **argv)
     if (scale <= 0) scale = 1;
     bench_die_on(nb_comm_init_mpi(&comm, NULL), "MPI");
     bench_die_on(nb_comm_set_ring(0, comm), "ring");
-    int mlp_steps = (int)(60 * scale) + 1, lenet_steps = (int)(8 * scale) + 1;
-    static_case("mlp_static", bench_mlp, mlp_steps);
-    eager_case("mlp_eager", bench_mlp, mlp_steps);
-    static_case("lenet_static", bench_lenet, lenet_steps);
-    eager_case("lenet_eager", bench_lenet, lenet_steps);
+    static const bench_case cases[] = {{"mlp", mlp512, 256, 30}, {"lenet", bench_lenet, 128, 6}};
+    for (int k = 0; k < 2; k++) {
+        const bench_case *bc = &cases[k];
+        int steps = (int)(bc->steps * scale) + 1;
+        char name[64];
+        snprintf(name, sizeof name, "%s_static", bc->name);
+        static_case(name, bc, steps);
+        snprintf(name, sizeof name, "%s_eager", bc->name);
+        eager_case(name, bc, steps, false);
+        snprintf(name, sizeof name, "%s_zero", bc->name);
+        eager_case(name, bc, steps, true);
+    }
     nb_comm_set_ring(0, NULL);
     nb_comm_free(comm);
     return 0;

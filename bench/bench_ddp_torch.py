@@ -1,9 +1,11 @@
 """The PyTorch side of bench_ddp: DistributedDataParallel (gloo, on
 loopback) over P processes of one thread each, the same models and step
-(forward, backward with its bucketed all-reduce, SGD update) at a global
-batch of 64 (64/P per process), timed as bench_ddp times (median of 7,
+(forward, backward with its bucketed all-reduce, Adam update) at bench_ddp's
+global batches (256 for the 784-512-512-10 MLP, 128 for LeNet; split over
+the P processes), timed as bench_ddp times (median of 7,
 every rank starting each timing together). Rank 0 prints lines in
-bench_ddp's format (comm_ms and overlap_ms are not measured here: 0).
+bench_ddp's format (comm_ms, overlap_ms, hidden_pct and wait_ms are not
+measured here: 0).
 
     python3 bench/bench_ddp_torch.py P [SCALE]
 """
@@ -18,10 +20,22 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_torch import MLP, LeNet  # noqa: E402
+from bench_torch import LeNet  # noqa: E402
 
-BATCH = 64
 REPS = 7
+
+
+class MLP512(torch.nn.Module):
+    """784-512-512-10 with ReLUs, as bench_ddp's mlp512."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(784, 512)
+        self.fc2 = torch.nn.Linear(512, 512)
+        self.fc3 = torch.nn.Linear(512, 10)
+
+    def forward(self, x):
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
 
 
 def run(rank, size, scale, port):
@@ -29,13 +43,14 @@ def run(rank, size, scale, port):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=size)
-    batch = BATCH // size
-    x = (torch.arange(batch * 784, dtype=torch.float32).mul(7919).add(rank * 31).remainder(256) / 255).view(batch, 784)
-    y = (torch.arange(batch) + rank) % 10
-    for name, cls, steps in (("mlp_eager", MLP, int(60 * scale) + 1), ("lenet_eager", LeNet, int(8 * scale) + 1)):
+    for name, cls, global_batch, steps in (("mlp_eager", MLP512, 256, int(30 * scale) + 1),
+                                           ("lenet_eager", LeNet, 128, int(6 * scale) + 1)):
+        batch = global_batch // size
+        x = (torch.arange(batch * 784, dtype=torch.float32).mul(7919).add(rank * 31).remainder(256) / 255).view(batch, 784)
+        y = (torch.arange(batch) + rank) % 10
         torch.manual_seed(1)
         model = DDP(cls())
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
         def step():
             opt.zero_grad(set_to_none=True)
@@ -53,8 +68,8 @@ def run(rank, size, scale, port):
             times.append((time.perf_counter() - t0) * 1e3 / steps)
         ms = sorted(times)[REPS // 2]
         if rank == 0:
-            print(f"case {name} np {size} ms {ms:.4f} samples_per_s {BATCH / (ms * 1e-3):.0f} comm_ms 0 overlap_ms 0",
-                  flush=True)
+            print(f"case {name} np {size} ms {ms:.4f} samples_per_s {global_batch / (ms * 1e-3):.0f} comm_ms 0 "
+                  "overlap_ms 0 hidden_pct 0 wait_ms 0", flush=True)
     dist.destroy_process_group()
 
 

@@ -13,10 +13,11 @@
 #                 jacfwd of a 64-in 64-out tanh MLP (beside functorch)
 #     lstm        one training step of char_rnn's LSTM (hidden 128, 64 steps, batch 32,
 #                 vocabulary 65) beside nn.LSTM; at 1 thread and at all threads, in rounds as train
-#     ddp         data-parallel training (needs Open MPI): samples per second of the MNIST MLP
-#                 and LeNet at a global batch of 64, static and eager (nb_ddp), at 1 and 2
-#                 processes of one thread each, the 2-process speed-up, the all-reduce time per
-#                 step and the part of it that overlaps backward; beside PyTorch's DDP (gloo)
+#     ddp         data-parallel training (needs Open MPI), Adam: samples per second of the
+#                 784-512-512-10 MLP at a global batch of 256 and LeNet at 128, static, eager
+#                 (nb_ddp) and eager with ZeRO-1, at 1 and 2 processes of one thread each, the
+#                 2-process speed-up, the all-reduce time per step, the part of it that overlaps
+#                 backward and the time waited after it; beside PyTorch's DDP (gloo)
 #     memory      the memory of one training step (SGD) of the 784-1024-1024-10 MLP at batch 128,
 #                 a 12-layer 784-wide MLP at batch 256, char_rnn's LSTM and LeNet at batch 64:
 #                 the resident set's rise at its peak (nabla, nabla with sqrt(n) recomputation,
@@ -109,23 +110,27 @@ if [ "$which" = ddp ]; then
             [ $have_torch = 1 ] && "$python" bench/bench_ddp_torch.py $np "$scale" | sed "s/^/torch /" >> "$out/all.txt"
         done
     done
-    echo "ddp benchmark: samples/s at a global batch of 64 (64/P per process), one thread per process;"
-    echo "medians of $rounds rounds that alternate nabla and PyTorch (min-max); $(nproc --all) cores."
+    echo "ddp benchmark (Adam): samples/s at a global batch of 256 (MLP) and 128 (LeNet), split over P processes"
+    echo "of one thread each; medians of $rounds rounds that alternate nabla and PyTorch (min-max); $(nproc --all) cores."
     echo "speed-up = 2 processes / 1; vs torch = nabla / PyTorch DDP (gloo) samples/s at 2 processes;"
-    echo "comm and overlap: ms per step from each all-reduce's start to its end, and the part before backward ended"
+    echo "comm: ms per step while an all-reduce was open; overlap: the part before backward ended; hidden = overlap / comm;"
+    echo "wait: ms per step blocked after backward (all at 2 processes, medians)"
     awk '
         function median(k,   n, i, j, t, v) { n = split(vals[k], v, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
                                              lo[k] = v[1]; hi[k] = v[n]; return v[int((n + 1) / 2)] }
-        { k = $1 " " $3 " " $5; vals[k] = vals[k] " " $9; comm[k] = $11; ov[k] = $13; seen[$3] = 1; if (!($3 in order)) order[$3] = ++nc; names[order[$3]] = $3 }
+        function mid(s,   n, i, j, t, v) { n = split(s, v, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+                                             return n ? v[int((n + 1) / 2)] : 0 }
+        { k = $1 " " $3 " " $5; vals[k] = vals[k] " " $9; comm[k] = comm[k] " " $11; ov[k] = ov[k] " " $13; hid[k] = hid[k] " " ($15 == "" ? 0 : $15); wt[k] = wt[k] " " ($17 == "" ? 0 : $17)
+          seen[$3] = 1; if (!($3 in order)) order[$3] = ++nc; names[order[$3]] = $3 }
         END {
-            printf "%-14s %22s %22s %8s %22s %8s %8s %8s\n", "case", "nabla 1 proc", "nabla 2 procs", "speed-up", "torch 2 procs", "vs torch", "comm", "overlap"
+            printf "%-14s %22s %22s %8s %22s %8s %7s %7s %7s %7s\n", "case", "nabla 1 proc", "nabla 2 procs", "speed-up", "torch 2 procs", "vs torch", "comm", "overlap", "hidden", "wait"
             for (i = 1; i <= nc; i++) {
                 c = names[i]; a = "nabla " c " 1"; b = "nabla " c " 2"; m = c; sub(/_.*/, "", m); t = "torch " m "_eager 2"
                 ma = median(a); mb = median(b)
                 tm = (t in vals) ? median(t) : 0
                 ts = tm ? sprintf("%.0f (%.0f-%.0f)", tm, lo[t], hi[t]) : "-"
-                printf "%-14s %22s %22s %8.2f %22s %8s %8.3f %8.3f\n", c, sprintf("%.0f (%.0f-%.0f)", ma, lo[a], hi[a]),
-                       sprintf("%.0f (%.0f-%.0f)", mb, lo[b], hi[b]), mb / ma, ts, tm ? sprintf("%.2f", mb / tm) : "-", comm[b], ov[b]
+                printf "%-14s %22s %22s %8.2f %22s %8s %7.3f %7.3f %6.0f%% %7.3f\n", c, sprintf("%.0f (%.0f-%.0f)", ma, lo[a], hi[a]),
+                       sprintf("%.0f (%.0f-%.0f)", mb, lo[b], hi[b]), mb / ma, ts, tm ? sprintf("%.2f", mb / tm) : "-", mid(comm[b]), mid(ov[b]), mid(hid[b]), mid(wt[b])
             }
             for (i = 1; i <= nc; i++) { c = names[i]; t1 = "torch " c " 1"; t2 = "torch " c " 2"
                 if (t1 in vals) printf "PyTorch DDP %s: 1 process %.0f, 2 processes %.0f samples/s, speed-up %.2f\n", c, median(t1), median(t2), median(t2) / median(t1) }

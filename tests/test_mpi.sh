@@ -87,5 +87,11 @@ elif [ -n "$data" ] && [ -d "$data/mnist" ]; then
 else
     echo "skipped: mnist_mlp --mpi (no MNIST in the build's data folder, NABLA_DATA_DIR=${data:-none})"
 fi
+# ZeRO-1 (tests/mpi_zero_check.c): sharded optimiser = nb_ddp, 1/N of the state.
+for np in 2 3; do
+    rc=0
+    mpirun_ $np "$build/tests/mpi_zero_check" >"$out/zero" 2>&1 || rc=$?
+    expect "zero, $np ranks" $((np * 10)) "$out/zero" $rc
+done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -11,7 +11,14 @@
  * Gradients travel in buckets: consecutive gradients, in the order the
  * backward pass finishes them, packed together up to bucket_bytes, so that
  * one all-reduce carries many small ones. Every rank forms the same buckets
- * and reduces them in the same order. */
+ * and reduces them in the same order. The first bucket is capped at 1 MiB
+ * (as PyTorch's DDP does: the gradients of the last layers come first, and
+ * a bucket's all-reduce can start only once it is full). With bucket_bytes
+ * 0 the others are sized to the model, about a quarter of its gradient
+ * bytes each (at least 256 KiB, at most NB_DEFAULT_BUCKET_BYTES), so that
+ * a model of a few megabytes gets several all-reduces that run while the
+ * gradients after them are computed; a nonzero bucket_bytes caps every
+ * bucket. */
 #ifndef NABLA_DATA_PARALLEL_H
 #define NABLA_DATA_PARALLEL_H
 
@@ -19,6 +26,7 @@
 
 #include "nabla/autodiff.h"
 #include "nabla/comm.h"
+#include "nabla/optimizer.h"
 
 NB_BEGIN_DECLS
 
@@ -39,6 +47,9 @@ NB_BEGIN_DECLS
  *    `main` rank `root`'s initial values, after checking that all ranks
  *    have the same parameters (a hash of their names, dtypes and shapes): a
  *    rank whose model differs makes every rank fail with an error naming it.
+ * The executor runs one op at a time, so each c_allreduce_sum completes
+ * where it stands: the static program hides none of its communication
+ * (overlapping it needs a start op and a wait op before the update).
  * The ops name their communicator by ring (nb_comm_set_ring), so the
  * rewritten programs can be saved and run later; on the single-process
  * communicator (ring 0's default) they run as one process.
@@ -84,7 +95,12 @@ NB_API nb_status nb_data_parallel(nb_program *main, nb_program *startup, const c
  * not reach contributes zeros), waits for all, and sets each parameter's
  * .grad to the average over the ranks (a new tensor: one that other code
  * still holds is not overwritten). Only nb_ddp_backward triggers the hooks:
- * a plain nb_backward is not synchronised. */
+ * a plain nb_backward is not synchronised.
+ *
+ * Open MPI moves a nonblocking collective on only inside MPI calls, so the
+ * hooks also test every open all-reduce: the communication progresses on
+ * the rank's own thread, between the backward ops, with no second thread
+ * to compete with the compute for a core. */
 typedef struct nb_ddp nb_ddp;
 
 typedef struct nb_ddp_stats {
@@ -93,9 +109,20 @@ typedef struct nb_ddp_stats {
     int n_buckets;             /* per step */
     double bytes;              /* all-reduced, in all */
     double backward_seconds;   /* inside nb_backward */
-    double comm_seconds;       /* from each all-reduce's start to its completion, summed */
+    double comm_seconds;       /* while at least one all-reduce was open (from its start to its completion) */
     double overlap_seconds;    /* the part of comm_seconds before the backward pass ended */
     double wait_seconds;       /* blocked after the backward pass, waiting for the all-reduces */
+    /* How much of the communication the backward pass hid:
+     * overlap_seconds / comm_seconds (0 before the first all-reduce). An
+     * all-reduce's completion is seen at the next test (a hook, or the
+     * wait), so comm_seconds can run a little long. */
+    double hidden_fraction;
+    /* ZeRO stage 1 (nb_ddp_shard_optimizer), 0 without it: the optimiser
+     * state this rank holds (nb_eager_optimizer_state_bytes of its shard),
+     * the values of its shard, and the seconds of nb_ddp_step's all-gather. */
+    int64_t optimizer_state_bytes;
+    int64_t shard_numel;
+    double gather_seconds;
 } nb_ddp_stats;
 
 NB_API nb_status nb_ddp_new(nb_ddp **out, nb_comm *c, nb_builder *eager, size_t bucket_bytes);
@@ -105,6 +132,41 @@ NB_API int nb_ddp_bucket_count(const nb_ddp *d);
 /* The bucket of the builder's i-th parameter (0 starts first). */
 NB_API int nb_ddp_bucket_of(const nb_ddp *d, int param);
 NB_API void nb_ddp_free(nb_ddp *d); /* removes the hooks; NULL is fine */
+
+/* ---- ZeRO stage 1: the optimiser's state sharded over the ranks ----------------
+ *
+ * As DeepSpeed's stage 1 and llm.c do: the model's parameters, in the
+ * order of the buckets, form one vector of n values, cut into one
+ * contiguous shard per rank (rank r: values [n*r/N, n*(r+1)/N)). Each rank
+ * keeps the optimiser state (Adam's moments, ...) of its shard only, so
+ * 1/N of it:
+ *
+ *     nb_ddp_new(&d, comm, eager, 0);
+ *     nb_ddp_shard_optimizer(d, &opt);          // instead of nb_eager_optimizer_new
+ *     for (each batch of this rank's shard) {
+ *         nb_ddp_backward(d, nb_eager_tensor(loss));
+ *         nb_ddp_step(d);                        // instead of nb_eager_optimizer_step
+ *         nb_eager_zero_grad(eager);
+ *         nb_eager_release_values(eager);
+ *     }
+ *
+ * nb_ddp_backward then leaves the summed gradients in its buckets (each
+ * parameter's .grad keeps this rank's own); nb_ddp_step averages its
+ * shard's part, updates its shard of the parameters with an eager
+ * optimiser of `opt` (the same update ops, so the same numbers as
+ * nb_eager_optimizer_step after a plain nb_ddp_backward, to the bit), and
+ * gathers the shards: every rank broadcasts its own, and every parameter
+ * gets the updated values (its version bumped, as an in-place update).
+ *
+ * Needs every parameter of one dtype, at least N values in all, and an
+ * optimiser whose update is elementwise: clipping by norm or global norm
+ * needs whole gradients and is refused, and so is a parameter that does not
+ * require grad (ZeRO would update it). The gradients are all-reduced (the
+ * communicator has no reduce-scatter yet), so the traffic is that of
+ * nb_ddp plus the all-gather; what is sharded is the optimiser's memory. */
+NB_API nb_status nb_ddp_shard_optimizer(nb_ddp *d, const nb_optimizer *opt);
+/* The sharded update of a step: after nb_ddp_backward; collective. */
+NB_API nb_status nb_ddp_step(nb_ddp *d);
 
 NB_END_DECLS
 

@@ -210,6 +210,10 @@ NB_API void nb_eager_zero_grad(nb_builder *eager);
 /* The steps taken, and the learning rate of the latest (0 before the first). */
 NB_API int64_t nb_eager_optimizer_steps(const nb_eager_optimizer *o);
 NB_API double nb_eager_optimizer_lr(const nb_eager_optimizer *o);
+/* The bytes of the state it holds (moments, velocity, beta powers, ...),
+ * over every parameter it has updated: what ZeRO-1 (nb_ddp_shard_optimizer)
+ * divides by the rank count. 0 before the first step. */
+NB_API int64_t nb_eager_optimizer_state_bytes(const nb_eager_optimizer *o);
 NB_API void nb_eager_optimizer_free(nb_eager_optimizer *o); /* NULL is fine */
 
 NB_END_DECLS

@@ -98,11 +98,14 @@ static nb_status insert_allreduces(nb_block *b, const nb_backward_result *r, con
     if (!st) {
         /* A stable order: ready position, then parameter order. */
         qsort(items, (size_t)n, sizeof *items, by_ready);
+        size_t total = 0, first, rest;
         for (int i = 0; i < n; i++) {
             bytes[i] = items[i].bytes;
             dts[i] = items[i].dtype;
+            total += bytes[i];
         }
-        int nb = nb_plan_buckets(n, bytes, dts, o->bucket_bytes, bucket);
+        nb_bucket_caps(total, o->bucket_bytes, &first, &rest);
+        int nb = nb_plan_buckets_first(n, bytes, dts, first, rest, bucket);
         for (int k = nb - 1, end = n; k >= 0 && !st; k--) {
             int begin = end;
             while (begin > 0 && bucket[begin - 1] == k) begin--;

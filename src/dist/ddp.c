@@ -12,38 +12,7 @@
 #include "../program/program_internal.h"
 #include "dist_internal.h"
 
-typedef struct bucket {
-    int first, count;        /* its parameters: order[first .. first+count) */
-    int64_t numel;
-    nb_dtype dtype;
-    void *buf;               /* packed gradients */
-    int pending;             /* parameters not ready yet this step */
-    nb_comm_request *req;    /* while its all-reduce runs */
-    bool started, done;
-    double t_start, t_done;
-} bucket;
-
-typedef struct param_hook {
-    struct nb_ddp *d;
-    int param;
-} param_hook;
-
-struct nb_ddp {
-    nb_comm *comm;
-    nb_builder *b;
-    int n_params;
-    nb_tensor **params;      /* retained, in creation order */
-    param_hook *hooks;       /* one per parameter: the hook's ctx */
-    int *order;              /* parameter indices, reverse creation order */
-    int *bucket_of;          /* per parameter */
-    bucket *buckets;
-    int n_buckets;
-    int next;                /* the next bucket to start */
-    bool active;             /* inside nb_ddp_backward */
-    nb_status failed;        /* a hook's failure, reported at the end */
-    double t_backward_end;
-    nb_ddp_stats stats;
-};
+#include "ddp_internal.h"
 
 /* ---- buckets during a step ------------------------------------------------------------ */
 
@@ -81,7 +50,21 @@ static nb_status start_bucket(nb_ddp *d, bucket *bk)
     bk->t_start = nb_comm_clock();
     d->stats.allreduces++;
     d->stats.bytes += (double)bk->numel * (double)esize;
-    return nb_comm_allreduce_buffer(d->comm, bk->buf, bk->numel, bk->dtype, &bk->req);
+    nb_status st = nb_comm_allreduce_buffer(d->comm, bk->buf, bk->numel, bk->dtype, &bk->req);
+    if (!st && !bk->req) { /* complete at once (one rank) */
+        bk->done = true;
+        bk->t_done = bk->t_start;
+    }
+    return st;
+}
+
+/* One stretch of time [b, e) during which some all-reduce was open: its
+ * length, and the part before the backward pass ended. */
+static void add_span(nb_ddp *d, double b, double e)
+{
+    d->stats.comm_seconds += e - b;
+    double end = e < d->t_backward_end ? e : d->t_backward_end;
+    if (end > b) d->stats.overlap_seconds += end - b;
 }
 
 /* Starts every bucket from d->next on that is ready (all of them when
@@ -108,49 +91,60 @@ static nb_status on_grad_ready(nb_tensor *leaf, void *ctx)
     return st;
 }
 
+void nb_ddp_average(nb_dtype dt, const void *sum, void *out, int64_t n, double inv)
+{
+    if (dt == NB_F64) {
+        const double *s = sum;
+        double *o = out;
+        for (int64_t i = 0; i < n; i++) o[i] = s[i] * inv;
+    } else {
+        const float *s = sum;
+        float *o = out;
+        for (int64_t i = 0; i < n; i++) o[i] = (float)(s[i] * inv);
+    }
+}
+
 /* Waits for every bucket and gives each parameter the average. */
 static nb_status finish(nb_ddp *d)
 {
     nb_status st = start_ready(d, true);
-    double t0 = nb_comm_clock();
-    double inv = 1.0 / nb_comm_size(d->comm);
+    double inv = 1.0 / nb_comm_size(d->comm), span_b = 0, span_e = -1;
     for (int k = 0; k < d->n_buckets && !st; k++) {
         bucket *bk = &d->buckets[k];
         nb_comm_request *r = bk->req;
         bk->req = NULL;
+        double t0 = nb_comm_clock();
         st = nb_comm_finish(r);
         if (!bk->done) bk->t_done = nb_comm_clock();
+        d->stats.wait_seconds += nb_comm_clock() - t0;
         if (st) break;
-        d->stats.comm_seconds += bk->t_done - bk->t_start;
-        double end = bk->t_done < d->t_backward_end ? bk->t_done : d->t_backward_end;
-        if (end > bk->t_start) d->stats.overlap_seconds += end - bk->t_start;
+        /* Buckets start in order: their open times merge into spans, so
+         * that all-reduces running together count once. */
+        if (bk->t_start > span_e) {
+            if (span_e >= 0) add_span(d, span_b, span_e);
+            span_b = bk->t_start;
+            span_e = bk->t_done;
+        } else if (bk->t_done > span_e) span_e = bk->t_done;
+        if (d->zero) continue; /* nb_ddp_step reads its shard from the buckets */
         const char *at = bk->buf;
         size_t esize = nb_dtype_size(bk->dtype);
         for (int j = 0; j < bk->count && !st; j++) {
             nb_tensor *p = d->params[d->order[bk->first + j]], *g;
             int64_t n = nb_tensor_numel(p);
             if ((st = nb_tensor_new(&g, p->dtype, p->ndim, p->shape))) break;
-            if (bk->dtype == NB_F64) {
-                const double *s = (const double *)at;
-                double *o = nb_tensor_data(g);
-                for (int64_t i = 0; i < n; i++) o[i] = s[i] * inv;
-            } else {
-                const float *s = (const float *)at;
-                float *o = nb_tensor_data(g);
-                for (int64_t i = 0; i < n; i++) o[i] = (float)(s[i] * inv);
-            }
+            nb_ddp_average(bk->dtype, at, nb_tensor_data(g), n, inv);
             st = nb_tensor_set_grad(p, g);
             nb_tensor_release(g);
             at += (size_t)n * esize;
         }
     }
+    if (span_e >= 0) add_span(d, span_b, span_e);
     /* After a failure, complete what was started before giving up. */
     for (int k = 0; k < d->n_buckets; k++) {
         nb_comm_request *r = d->buckets[k].req;
         d->buckets[k].req = NULL;
         if (r) nb_comm_wait(r);
     }
-    d->stats.wait_seconds += nb_comm_clock() - t0;
     return st;
 }
 
@@ -191,6 +185,22 @@ static uint64_t params_hash(nb_ddp *d)
     return h;
 }
 
+/* Lays the buckets out in d->flat, each at an offset aligned to its dtype. */
+static nb_status place_buckets(nb_ddp *d)
+{
+    size_t at = 0;
+    for (int k = 0; k < d->n_buckets; k++) {
+        size_t esize = nb_dtype_size(d->buckets[k].dtype);
+        at = (at + esize - 1) / esize * esize;
+        d->buckets[k].offset = at;
+        at += (size_t)d->buckets[k].numel * esize;
+    }
+    if (!(d->flat = nb_malloc(at ? at : 1)))
+        return nb_error(NB_ERR_NOMEM, "ddp: out of memory for %zu bytes of gradient buckets", at);
+    for (int k = 0; k < d->n_buckets; k++) d->buckets[k].buf = d->flat + d->buckets[k].offset;
+    return NB_OK;
+}
+
 static nb_status plan(nb_ddp *d, size_t cap)
 {
     int n = d->n_params;
@@ -199,13 +209,16 @@ static nb_status plan(nb_ddp *d, size_t cap)
     int *in_order = nb_calloc((size_t)n, sizeof *in_order);
     nb_status st = bytes && dts && in_order ? NB_OK : nb_error(NB_ERR_NOMEM, "ddp: out of memory");
     if (!st) {
+        size_t total = 0, first, rest;
         for (int j = 0; j < n; j++) {
             d->order[j] = n - 1 - j;
             nb_tensor *p = d->params[d->order[j]];
             bytes[j] = (size_t)nb_tensor_numel(p) * nb_dtype_size(p->dtype);
             dts[j] = p->dtype;
+            total += bytes[j];
         }
-        d->n_buckets = nb_plan_buckets(n, bytes, dts, cap, in_order);
+        nb_bucket_caps(total, cap, &first, &rest);
+        d->n_buckets = nb_plan_buckets_first(n, bytes, dts, first, rest, in_order);
         d->buckets = nb_calloc((size_t)d->n_buckets, sizeof *d->buckets);
         if (!d->buckets) st = nb_error(NB_ERR_NOMEM, "ddp: out of memory");
     }
@@ -218,11 +231,7 @@ static nb_status plan(nb_ddp *d, size_t cap)
         bk->numel += (int64_t)(bytes[j] / nb_dtype_size(dts[j]));
         d->bucket_of[d->order[j]] = in_order[j];
     }
-    for (int k = 0; k < d->n_buckets && !st; k++) {
-        bucket *bk = &d->buckets[k];
-        if (!(bk->buf = nb_malloc((size_t)(bk->numel > 0 ? bk->numel : 1) * nb_dtype_size(bk->dtype))))
-            st = nb_error(NB_ERR_NOMEM, "ddp: out of memory for a bucket of %lld values", (long long)bk->numel);
-    }
+    if (!st) st = place_buckets(d);
     nb_free(bytes);
     nb_free(dts);
     nb_free(in_order);
@@ -285,7 +294,8 @@ void nb_ddp_free(nb_ddp *d)
         nb_tensor_remove_post_accumulate_hook(d->params[i], on_grad_ready, &d->hooks[i]);
         nb_tensor_release(d->params[i]);
     }
-    for (int k = 0; d->buckets && k < d->n_buckets; k++) nb_free(d->buckets[k].buf);
+    if (d->zero) d->zero_free(d->zero);
+    nb_free(d->flat);
     nb_free(d->buckets);
     nb_free(d->params);
     nb_free(d->hooks);
@@ -296,7 +306,9 @@ void nb_ddp_free(nb_ddp *d)
 
 void nb_ddp_stats_get(const nb_ddp *d, nb_ddp_stats *s)
 {
-    if (d && s) *s = d->stats;
+    if (!d || !s) return;
+    *s = d->stats;
+    s->hidden_fraction = s->comm_seconds > 0 ? s->overlap_seconds / s->comm_seconds : 0;
 }
 
 int nb_ddp_bucket_count(const nb_ddp *d) { return d ? d->n_buckets : 0; }

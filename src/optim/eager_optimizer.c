@@ -70,6 +70,17 @@ void nb_eager_optimizer_free(nb_eager_optimizer *o)
 int64_t nb_eager_optimizer_steps(const nb_eager_optimizer *o) { return o ? o->steps : 0; }
 double nb_eager_optimizer_lr(const nb_eager_optimizer *o) { return o ? o->lr : 0; }
 
+int64_t nb_eager_optimizer_state_bytes(const nb_eager_optimizer *o)
+{
+    int64_t bytes = 0;
+    for (int i = 0; o && i < o->state.n; i++) {
+        const param_state *ps = o->state.vals[i];
+        if (!o->state.keys[i] || !ps) continue;
+        for (int k = 0; k < ps->n; k++) bytes += nb_tensor_numel(ps->s[k]) * (int64_t)nb_dtype_size(ps->s[k]->dtype);
+    }
+    return bytes;
+}
+
 void nb_eager_zero_grad(nb_builder *eager)
 {
     if (!eager || !nb_builder_is_eager(eager)) return;

@@ -1,0 +1,59 @@
+/* nb_ddp's insides, shared by ddp.c (buckets during backward) and
+ * src/optim/zero_optimizer.c (ZeRO stage 1: the sharded optimiser step).
+ *
+ * The buckets lie one after the other in one flat buffer, in the order
+ * their parameters are in order[] (reverse creation order), each at an
+ * offset aligned to its dtype: for a model of one dtype the gradients of
+ * all parameters form one contiguous vector, which ZeRO cuts into the
+ * ranks' shards. */
+#ifndef NABLA_DDP_INTERNAL_H
+#define NABLA_DDP_INTERNAL_H
+
+#include "nabla/data_parallel.h"
+#include "nabla/optimizer.h"
+#include "../comm/comm_internal.h"
+
+typedef struct bucket {
+    int first, count;        /* its parameters: order[first .. first+count) */
+    int64_t numel;
+    nb_dtype dtype;
+    size_t offset;           /* of buf in the flat buffer, in bytes */
+    char *buf;               /* packed gradients: its part of the flat buffer */
+    int pending;             /* parameters not ready yet this step */
+    nb_comm_request *req;    /* while its all-reduce runs */
+    bool started, done;
+    double t_start, t_done;
+} bucket;
+
+typedef struct param_hook {
+    struct nb_ddp *d;
+    int param;
+} param_hook;
+
+typedef struct nb_zero nb_zero; /* src/optim/zero_optimizer.c */
+
+struct nb_ddp {
+    nb_comm *comm;
+    nb_builder *b;
+    int n_params;
+    nb_tensor **params;      /* retained, in creation order */
+    param_hook *hooks;       /* one per parameter: the hook's ctx */
+    int *order;              /* parameter indices, reverse creation order */
+    int *bucket_of;          /* per parameter */
+    bucket *buckets;
+    int n_buckets;
+    char *flat;              /* every bucket's buffer */
+    int next;                /* the next bucket to start */
+    bool active;             /* inside nb_ddp_backward */
+    nb_status failed;        /* a hook's failure, reported at the end */
+    double t_backward_end;
+    nb_zero *zero;           /* NULL unless nb_ddp_shard_optimizer */
+    void (*zero_free)(nb_zero *); /* frees it: optim sits above dist */
+    nb_ddp_stats stats;
+};
+
+/* out[i] = sum[i] * inv for n values of dt (float32 or float64), in
+ * double: how every rank turns summed gradients into their average. */
+void nb_ddp_average(nb_dtype dt, const void *sum, void *out, int64_t n, double inv);
+
+#endif
