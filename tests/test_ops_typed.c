@@ -27,68 +27,47 @@ typedef struct tcase {
 #define DONE     \
     (void)ctx;   \
     return nb_builder_status(b)
+/* A call whose one expression is the output. */
+#define ONE(name, expr) \
+    FN(name)            \
+    {                   \
+        out[0] = expr;  \
+        DONE;           \
+    }
 
 /* ---- the calls and their nb_emit twins --------------------------------------------- */
 
 static const nb_conv2d_op_opts conv_o = {.strides = {2, 1}, .paddings = {1, 0, 2, 1}, .dilations = {1, 2}};
-FN(conv_typed)
-{
-    out[0] = nb_conv2d(b, in[0], in[1], in[2], &conv_o);
-    DONE;
-}
-FN(conv_emitted)
-{
-    out[0] = nb_emit1(b, "conv2d", NB_VALUES(in[0], in[1], in[2]),
-                      NB_ATTRS(NB_ATTR_INTS("strides", 2, 1), NB_ATTR_INTS("paddings", 1, 0, 2, 1),
-                               NB_ATTR_INTS("dilations", 1, 2), NB_ATTR_INT("groups", 1)));
-    DONE;
-}
-FN(conv_groups_typed)
-{
-    out[0] = nb_conv2d(b, in[0], in[1], NB_NONE, &(nb_conv2d_op_opts){.groups = 2});
-    DONE;
-}
-FN(conv_groups_emitted)
-{
-    out[0] = nb_emit1(b, "conv2d", NB_VALUES(in[0], in[1]), NB_ATTRS(NB_ATTR_INT("groups", 2)));
-    DONE;
-}
+ONE(conv_typed, nb_conv2d(b, in[0], in[1], in[2], &conv_o))
+ONE(conv_emitted,
+    nb_emit1(b, "conv2d", NB_VALUES(in[0], in[1], in[2]),
+             NB_ATTRS(NB_ATTR_INTS("strides", 2, 1), NB_ATTR_INTS("paddings", 1, 0, 2, 1), NB_ATTR_INTS("dilations", 1, 2),
+                      NB_ATTR_INT("groups", 1))))
+ONE(conv_groups_typed, nb_conv2d(b, in[0], in[1], NB_NONE, &(nb_conv2d_op_opts){.groups = 2}))
+ONE(conv_groups_emitted, nb_emit1(b, "conv2d", NB_VALUES(in[0], in[1]), NB_ATTRS(NB_ATTR_INT("groups", 2))))
 FN(pool_max_typed)
 {
     out[0] = nb_pool2d(b, in[0], NULL, S(2, 2), NULL); /* stride: the window */
     DONE;
 }
-FN(pool_max_emitted)
-{
-    out[0] = nb_emit1(b, "pool2d", NB_VALUES(in[0]), NB_ATTRS(NB_ATTR_INTS("ksize", 2, 2), NB_ATTR_INTS("strides", 2, 2)));
-    DONE;
-}
+ONE(pool_max_emitted,
+    nb_emit1(b, "pool2d", NB_VALUES(in[0]),
+             NB_ATTRS(NB_ATTR_INTS("ksize", 2, 2), NB_ATTR_INTS("strides", 2, 2))))
 FN(pool_avg_typed)
 {
     nb_pool2d_op_opts o = {.strides = {1, 2}, .paddings = {1, 1, 0, 1}, .ceil_mode = true, .count_include_pad = true};
     out[0] = nb_pool2d(b, in[0], "avg", S(3, 2), &o);
     DONE;
 }
-FN(pool_avg_emitted)
-{
-    out[0] = nb_emit1(b, "pool2d", NB_VALUES(in[0]),
-                      NB_ATTRS(NB_ATTR_STRING("pooling_type", "avg"), NB_ATTR_INTS("ksize", 3, 2),
-                               NB_ATTR_INTS("strides", 1, 2), NB_ATTR_INTS("paddings", 1, 1, 0, 1),
-                               NB_ATTR_BOOL("ceil_mode", true), NB_ATTR_BOOL("exclusive", false)));
-    DONE;
-}
-FN(pool_global_typed)
-{
-    out[0] = nb_pool2d(b, in[0], "avg", NULL, &(nb_pool2d_op_opts){.global = true});
-    DONE;
-}
-FN(pool_global_emitted)
-{
-    out[0] = nb_emit1(b, "pool2d", NB_VALUES(in[0]),
-                      NB_ATTRS(NB_ATTR_STRING("pooling_type", "avg"), NB_ATTR_INTS("ksize", 1, 1),
-                               NB_ATTR_BOOL("global_pooling", true)));
-    DONE;
-}
+ONE(pool_avg_emitted,
+    nb_emit1(b, "pool2d", NB_VALUES(in[0]),
+             NB_ATTRS(NB_ATTR_STRING("pooling_type", "avg"), NB_ATTR_INTS("ksize", 3, 2), NB_ATTR_INTS("strides", 1, 2),
+                      NB_ATTR_INTS("paddings", 1, 1, 0, 1), NB_ATTR_BOOL("ceil_mode", true), NB_ATTR_BOOL("exclusive", false))))
+ONE(pool_global_typed, nb_pool2d(b, in[0], "avg", NULL, &(nb_pool2d_op_opts){.global = true}))
+ONE(pool_global_emitted,
+    nb_emit1(b, "pool2d", NB_VALUES(in[0]),
+             NB_ATTRS(NB_ATTR_STRING("pooling_type", "avg"), NB_ATTR_INTS("ksize", 1, 1),
+                      NB_ATTR_BOOL("global_pooling", true))))
 /* Y, and the updated running statistics folded in, so that all three count. */
 static nb_value bn_all(nb_builder *b, nb_value y, nb_value mean, nb_value var)
 {
@@ -120,73 +99,32 @@ FN(bn_test_typed)
 FN(bn_test_emitted)
 {
     nb_value o[5];
-    if (nb_emit(b, "batch_norm", NB_VALUES(in[0], in[1], in[2], in[3], in[4]), NB_ATTRS(NB_ATTR_BOOL("is_test", true)), 5, o))
+    if (nb_emit(b, "batch_norm", NB_VALUES(in[0], in[1], in[2], in[3], in[4]), NB_ATTRS(NB_ATTR_BOOL("is_test", true)), 5,
+                o))
         return nb_builder_status(b);
     out[0] = o[0];
     DONE;
 }
-FN(ln_typed)
-{
-    out[0] = nb_layer_norm(b, in[0], in[1], in[2], 1, 1e-3);
-    DONE;
-}
-FN(ln_emitted)
-{
-    out[0] = nb_emit1(b, "layer_norm", NB_VALUES(in[0], in[1], in[2]),
-                      NB_ATTRS(NB_ATTR_INT("begin_norm_axis", 1), NB_ATTR_FLOAT("epsilon", 1e-3)));
-    DONE;
-}
-FN(ln_plain_typed)
-{
-    out[0] = nb_layer_norm(b, in[0], NB_NONE, NB_NONE, 2, 0);
-    DONE;
-}
-FN(ln_plain_emitted)
-{
-    out[0] = nb_emit1(b, "layer_norm", NB_VALUES(in[0]), NB_ATTRS(NB_ATTR_INT("begin_norm_axis", 2)));
-    DONE;
-}
-FN(pad_typed)
-{
-    out[0] = nb_pad(b, in[0], 4, S(1, 0, 2, 1), 7, NULL);
-    DONE;
-}
-FN(pad_emitted)
-{
-    out[0] = nb_emit1(b, "pad", NB_VALUES(in[0]), NB_ATTRS(NB_ATTR_INTS("paddings", 1, 0, 2, 1), NB_ATTR_FLOAT("pad_value", 7)));
-    DONE;
-}
-FN(pad_reflect_typed)
-{
-    out[0] = nb_pad(b, in[0], 4, S(1, 1, 2, 0), 0, "reflect");
-    DONE;
-}
-FN(pad_reflect_emitted)
-{
-    out[0] = nb_emit1(b, "pad", NB_VALUES(in[0]), NB_ATTRS(NB_ATTR_INTS("paddings", 1, 1, 2, 0), NB_ATTR_STRING("mode", "reflect")));
-    DONE;
-}
-FN(isel_typed)
-{
-    out[0] = nb_index_select(b, in[0], in[1], 1);
-    DONE;
-}
-FN(isel_emitted)
-{
-    out[0] = nb_emit1(b, "index_select", NB_VALUES(in[0], in[1]), NB_ATTRS(NB_ATTR_INT("dim", 1)));
-    DONE;
-}
-FN(cumsum_typed)
-{
-    out[0] = nb_cumsum(b, in[0], -1, NB_CUMSUM_EXCLUSIVE | NB_CUMSUM_REVERSE);
-    DONE;
-}
-FN(cumsum_emitted)
-{
-    out[0] = nb_emit1(b, "cumsum", NB_VALUES(in[0]),
-                      NB_ATTRS(NB_ATTR_INT("axis", -1), NB_ATTR_BOOL("exclusive", true), NB_ATTR_BOOL("reverse", true)));
-    DONE;
-}
+ONE(ln_typed, nb_layer_norm(b, in[0], in[1], in[2], 1, 1e-3))
+ONE(ln_emitted,
+    nb_emit1(b, "layer_norm", NB_VALUES(in[0], in[1], in[2]),
+             NB_ATTRS(NB_ATTR_INT("begin_norm_axis", 1), NB_ATTR_FLOAT("epsilon", 1e-3))))
+ONE(ln_plain_typed, nb_layer_norm(b, in[0], NB_NONE, NB_NONE, 2, 0))
+ONE(ln_plain_emitted, nb_emit1(b, "layer_norm", NB_VALUES(in[0]), NB_ATTRS(NB_ATTR_INT("begin_norm_axis", 2))))
+ONE(pad_typed, nb_pad(b, in[0], 4, S(1, 0, 2, 1), 7, NULL))
+ONE(pad_emitted,
+    nb_emit1(b, "pad", NB_VALUES(in[0]),
+             NB_ATTRS(NB_ATTR_INTS("paddings", 1, 0, 2, 1), NB_ATTR_FLOAT("pad_value", 7))))
+ONE(pad_reflect_typed, nb_pad(b, in[0], 4, S(1, 1, 2, 0), 0, "reflect"))
+ONE(pad_reflect_emitted,
+    nb_emit1(b, "pad", NB_VALUES(in[0]),
+             NB_ATTRS(NB_ATTR_INTS("paddings", 1, 1, 2, 0), NB_ATTR_STRING("mode", "reflect"))))
+ONE(isel_typed, nb_index_select(b, in[0], in[1], 1))
+ONE(isel_emitted, nb_emit1(b, "index_select", NB_VALUES(in[0], in[1]), NB_ATTRS(NB_ATTR_INT("dim", 1))))
+ONE(cumsum_typed, nb_cumsum(b, in[0], -1, NB_CUMSUM_EXCLUSIVE | NB_CUMSUM_REVERSE))
+ONE(cumsum_emitted,
+    nb_emit1(b, "cumsum", NB_VALUES(in[0]),
+             NB_ATTRS(NB_ATTR_INT("axis", -1), NB_ATTR_BOOL("exclusive", true), NB_ATTR_BOOL("reverse", true))))
 /* topk's values plus its indices (as floats), so that both count. */
 FN(topk_typed)
 {
@@ -197,74 +135,30 @@ FN(topk_typed)
 FN(topk_emitted)
 {
     nb_value o[2];
-    if (nb_emit(b, "topk", NB_VALUES(in[0]), NB_ATTRS(NB_ATTR_INT("k", 2), NB_ATTR_INT("axis", 0), NB_ATTR_BOOL("largest", false)), 2, o))
+    if (nb_emit(b, "topk", NB_VALUES(in[0]),
+                NB_ATTRS(NB_ATTR_INT("k", 2), NB_ATTR_INT("axis", 0), NB_ATTR_BOOL("largest", false)), 2, o))
         return nb_builder_status(b);
     out[0] = nb_add(b, o[0], nb_cast(b, o[1], NB_F64));
     DONE;
 }
-FN(gel_typed)
-{
-    out[0] = nb_gather_elements(b, in[0], in[1], 1);
-    DONE;
-}
-FN(gel_emitted)
-{
-    out[0] = nb_emit1(b, "gather_elements", NB_VALUES(in[0], in[1]), NB_ATTRS(NB_ATTR_INT("axis", 1)));
-    DONE;
-}
-FN(sel_typed)
-{
-    out[0] = nb_scatter_elements(b, in[0], in[1], in[2], 1, "add");
-    DONE;
-}
-FN(sel_emitted)
-{
-    out[0] = nb_emit1(b, "scatter_elements", NB_VALUES(in[0], in[1], in[2]),
-                      NB_ATTRS(NB_ATTR_INT("axis", 1), NB_ATTR_STRING("reduction", "add")));
-    DONE;
-}
-FN(xor_typed)
-{
-    out[0] = nb_logical_xor(b, nb_greater(b, in[0], in[1]), nb_less(b, in[0], nb_scale(b, in[1], 0.5, 0)));
-    DONE;
-}
-FN(xor_emitted)
-{
-    out[0] = nb_emit1(b, "logical_xor", NB_VALUES(nb_greater(b, in[0], in[1]), nb_less(b, in[0], nb_scale(b, in[1], 0.5, 0))),
-                      NB_NO_ATTRS);
-    DONE;
-}
-FN(rsa_typed)
-{
-    out[0] = nb_reshape_as(b, in[0], in[1]);
-    DONE;
-}
-FN(rsa_emitted)
-{
-    out[0] = nb_emit1(b, "reshape_as", NB_VALUES(in[0], in[1]), NB_NO_ATTRS);
-    DONE;
-}
-FN(incr_typed)
-{
-    out[0] = nb_increment(b, in[0], 2.5);
-    DONE;
-}
-FN(incr_emitted)
-{
-    out[0] = nb_emit1(b, "increment", NB_VALUES(in[0]), NB_ATTRS(NB_ATTR_FLOAT("step", 2.5)));
-    DONE;
-}
-FN(fcbsl_typed)
-{
-    out[0] = nb_fill_constant_batch_size_like(b, in[0], NB_F64, 2, S(-1, 4), 3.5);
-    DONE;
-}
-FN(fcbsl_emitted)
-{
-    out[0] = nb_emit1(b, "fill_constant_batch_size_like", NB_VALUES(in[0]),
-                      NB_ATTRS(NB_ATTR_INTS("shape", -1, 4), NB_ATTR_INT("dtype", NB_F64), NB_ATTR_FLOAT("value", 3.5)));
-    DONE;
-}
+ONE(gel_typed, nb_gather_elements(b, in[0], in[1], 1))
+ONE(gel_emitted, nb_emit1(b, "gather_elements", NB_VALUES(in[0], in[1]), NB_ATTRS(NB_ATTR_INT("axis", 1))))
+ONE(sel_typed, nb_scatter_elements(b, in[0], in[1], in[2], 1, "add"))
+ONE(sel_emitted,
+    nb_emit1(b, "scatter_elements", NB_VALUES(in[0], in[1], in[2]),
+             NB_ATTRS(NB_ATTR_INT("axis", 1), NB_ATTR_STRING("reduction", "add"))))
+ONE(xor_typed, nb_logical_xor(b, nb_greater(b, in[0], in[1]), nb_less(b, in[0], nb_scale(b, in[1], 0.5, 0))))
+ONE(xor_emitted,
+    nb_emit1(b, "logical_xor", NB_VALUES(nb_greater(b, in[0], in[1]), nb_less(b, in[0], nb_scale(b, in[1], 0.5, 0))),
+             NB_NO_ATTRS))
+ONE(rsa_typed, nb_reshape_as(b, in[0], in[1]))
+ONE(rsa_emitted, nb_emit1(b, "reshape_as", NB_VALUES(in[0], in[1]), NB_NO_ATTRS))
+ONE(incr_typed, nb_increment(b, in[0], 2.5))
+ONE(incr_emitted, nb_emit1(b, "increment", NB_VALUES(in[0]), NB_ATTRS(NB_ATTR_FLOAT("step", 2.5))))
+ONE(fcbsl_typed, nb_fill_constant_batch_size_like(b, in[0], NB_F64, 2, S(-1, 4), 3.5))
+ONE(fcbsl_emitted,
+    nb_emit1(b, "fill_constant_batch_size_like", NB_VALUES(in[0]),
+             NB_ATTRS(NB_ATTR_INTS("shape", -1, 4), NB_ATTR_INT("dtype", NB_F64), NB_ATTR_FLOAT("value", 3.5))))
 
 /* ---- the checks ------------------------------------------------------------------------ */
 
@@ -430,7 +324,7 @@ static void test_values(void)
     CHECK_TENSOR(nb_eager_tensor(nb_pool2d(b, x, "max", S(2, 2), &(nb_pool2d_op_opts){.strides = {1, 1}})),
                  S(1, 1, 2, 2), 1e-12, 5, 6, 8, 9);
     CHECK_TENSOR(nb_eager_tensor(nb_pool2d(b, x, "avg", S(2, 2), &(nb_pool2d_op_opts){.ceil_mode = true})),
-                 S(1, 1, 2, 2), 1e-12, 3, 4.5, 7.5, 9); /* exclusive: the windows cut by the edge average what they hold */
+                 S(1, 1, 2, 2), 1e-12, 3, 4.5, 7.5, 9); /* exclusive: a window the edge cuts averages what it holds */
     nb_value m = ev(b, T(NB_F64, S(2, 3), 1, 2, 3, 4, 5, 6));
     CHECK_TENSOR(nb_eager_tensor(nb_pad(b, m, 4, S(1, 0, 0, 1), -1, NULL)), S(3, 4), 1e-12, -1, -1, -1, -1, 1, 2, 3,
                  -1, 4, 5, 6, -1);
