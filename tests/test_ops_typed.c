@@ -178,7 +178,7 @@ static nb_tensor *run_program(const tcase *c)
     nb_tensor *got = NULL;
     nb_value in[5], out[1] = {NB_NONE};
     nb_feed feeds[5];
-    char names[5][8];
+    char names[5][16];
     CHECK_OK(nb_program_new(&main));
     CHECK_OK(nb_builder_new_record(&b, main, NULL));
     CHECK_OK(nb_scope_new(&scope, NULL));
