@@ -292,13 +292,21 @@ nb_status nb_jvp_by_reverse(const nb_function *f, nb_tensor *const *primals, nb_
 
 /* ---- Jacobians and Hessians --------------------------------------------------- */
 
+/* A Jacobian's shape: the output's (o_ndim, o_shape), then the input's. */
+static nb_status jac_dims(int o_ndim, const int64_t *o_shape, const nb_tensor *a, int64_t shape[NB_MAX_DIMS])
+{
+    if (o_ndim + a->ndim > NB_MAX_DIMS)
+        return nb_error(NB_ERR_SHAPE, "jacobian: %d + %d dimensions is too many", o_ndim, a->ndim);
+    memcpy(shape, o_shape, (size_t)o_ndim * sizeof *shape);
+    memcpy(shape + o_ndim, a->shape, (size_t)a->ndim * sizeof *shape);
+    return NB_OK;
+}
+
 static nb_status jac_shape(const nb_tensor *o, const nb_tensor *a, nb_tensor **jac)
 {
-    if (o->ndim + a->ndim > NB_MAX_DIMS) return nb_error(NB_ERR_SHAPE, "jacobian: %d + %d dimensions is too many", o->ndim, a->ndim);
     int64_t shape[NB_MAX_DIMS];
-    memcpy(shape, o->shape, (size_t)o->ndim * sizeof *shape);
-    memcpy(shape + o->ndim, a->shape, (size_t)a->ndim * sizeof *shape);
-    return nb_tensor_new(jac, o->dtype, o->ndim + a->ndim, shape);
+    nb_status st = jac_dims(o->ndim, o->shape, a, shape);
+    return st ? st : nb_tensor_new(jac, o->dtype, o->ndim + a->ndim, shape);
 }
 
 /* jac[e * stride + at] = src[e] for each element e of src: a row of a
@@ -487,16 +495,13 @@ static nb_status vjp_row(nb_builder *b, const nb_value *in, nb_value *out, void 
 static nb_status jac_from(nb_tensor *cols, int o_ndim, const int64_t *o_shape, const nb_tensor *a, nb_tensor **jac)
 {
     int64_t shape[NB_MAX_DIMS];
-    if (o_ndim + a->ndim > NB_MAX_DIMS)
-        return nb_error(NB_ERR_SHAPE, "jacobian: %d + %d dimensions is too many", o_ndim, a->ndim);
-    memcpy(shape, o_shape, (size_t)o_ndim * sizeof *shape);
-    memcpy(shape + o_ndim, a->shape, (size_t)a->ndim * sizeof *shape);
+    nb_status st = jac_dims(o_ndim, o_shape, a, shape);
+    if (st) return st;
     /* Nothing to move, and the reshape op would read a 0 in the shape as
      * "keep this dim". */
     if (nb_shape_numel(o_ndim + a->ndim, shape) == 0) return nb_tensor_new(jac, cols->dtype, o_ndim + a->ndim, shape);
     nb_builder *b;
-    nb_status st = nb_builder_new_eager(&b);
-    if (st) return st;
+    if ((st = nb_builder_new_eager(&b))) return st;
     nb_value j = nb_reshape(b, nb_eager_value(b, cols), o_ndim + a->ndim, shape);
     if (!(st = nb_builder_status(b))) *jac = nb_tensor_retain(nb_eager_tensor(j));
     else nb_error(st, "%s", nb_builder_error(b));
