@@ -1,11 +1,20 @@
-/* nabla/ops.h: one typed call per built-in op, for code that builds models
- * and gradient rules through a builder:
+/* nabla/ops.h: a typed call for each built-in op a model emits, for code
+ * that builds models and gradient rules through a builder:
  *
  *     nb_value h = nb_relu(b, nb_fc(b, x, w, bias, 1));
  *
  * Each emits its op through nb_emit and returns the (first) output; on error
  * it returns NB_NONE and the builder keeps the error (see builder.h). The
- * generic nb_emit reaches every op, these included. */
+ * generic nb_emit reaches every op, these included. The registered ops
+ * without a call here are emitted by other calls: the gradient ops (*_grad)
+ * by the ops' rules, the optimizer updates (sgd, momentum, adam, adamw,
+ * rmsprop, adagrad, matmul_sgd, lr_schedule) by nabla/optimizer.h, the
+ * control ops (while, cond, recurrent, net) by nabla/control.h, the
+ * collectives (c_allreduce_sum, c_broadcast) by nabla/data_parallel.h, and
+ * the parts of attention's mask (attention_causal_bias,
+ * attention_dropout_mask) by its rules; tests/test_typed_calls.sh holds
+ * this list to the registry. Options structs are read with zero meaning "default" in every
+ * field, and may be NULL. */
 #ifndef NABLA_OPS_H
 #define NABLA_OPS_H
 
@@ -43,6 +52,7 @@ NB_API nb_value nb_greater_equal(nb_builder *b, nb_value x, nb_value y);
 NB_API nb_value nb_logical_and(nb_builder *b, nb_value x, nb_value y);
 NB_API nb_value nb_logical_or(nb_builder *b, nb_value x, nb_value y);
 NB_API nb_value nb_logical_not(nb_builder *b, nb_value x);
+NB_API nb_value nb_logical_xor(nb_builder *b, nb_value x, nb_value y);
 NB_API nb_value nb_where(nb_builder *b, nb_value cond, nb_value x, nb_value y);
 
 /* ---- reductions: axes NULL/0 means all; negative axes count from the end ---- */
@@ -58,6 +68,13 @@ NB_API nb_value nb_argmin(nb_builder *b, nb_value x, int axis, bool keepdim);
 NB_API nb_value nb_sum(nb_builder *b, int n, const nb_value *xs);
 /* Sums x down to the shape of `like` (undoing a broadcast). */
 NB_API nb_value nb_sum_to(nb_builder *b, nb_value x, nb_value like);
+/* nb_cumsum's flags: leave each element out of its own sum; sum from the end. */
+enum { NB_CUMSUM_EXCLUSIVE = 1 << 0, NB_CUMSUM_REVERSE = 1 << 1 };
+/* Running sums of x along axis (negative: from the end). */
+NB_API nb_value nb_cumsum(nb_builder *b, nb_value x, int axis, unsigned flags);
+/* The k largest (or, with largest false, smallest) values of x along axis,
+ * sorted; *indices (if given) receives their int64 positions. */
+NB_API nb_value nb_topk(nb_builder *b, nb_value x, int64_t k, int axis, bool largest, nb_value *indices);
 
 /* ---- linear algebra ---- */
 /* nb_matmul's flags: multiply by the transpose of x, of y. */
@@ -79,6 +96,8 @@ NB_API nb_value nb_squeeze(nb_builder *b, nb_value x, int n_axes, const int64_t 
 NB_API nb_value nb_unsqueeze(nb_builder *b, nb_value x, int n_axes, const int64_t *axes);
 NB_API nb_value nb_expand(nb_builder *b, nb_value x, int ndim, const int64_t *shape);
 NB_API nb_value nb_expand_as(nb_builder *b, nb_value x, nb_value like);
+/* x reshaped to the shape of `like`. */
+NB_API nb_value nb_reshape_as(nb_builder *b, nb_value x, nb_value like);
 NB_API nb_value nb_concat(nb_builder *b, int n, const nb_value *xs, int axis);
 NB_API nb_value nb_stack(nb_builder *b, int n, const nb_value *xs, int axis);
 /* Splits x into n_out equal parts along axis (written to outs). */
@@ -88,6 +107,67 @@ NB_API nb_value nb_slice(nb_builder *b, nb_value x, int n_axes, const int64_t *a
 NB_API nb_value nb_gather(nb_builder *b, nb_value x, nb_value index, int axis);
 NB_API nb_value nb_scatter_add(nb_builder *b, nb_value x, nb_value index, nb_value updates, int axis);
 NB_API nb_value nb_one_hot(nb_builder *b, nb_value x, int64_t depth);
+/* torch.index_select: the slices of x at index (1-D, integer) along dim. */
+NB_API nb_value nb_index_select(nb_builder *b, nb_value x, nb_value index, int dim);
+/* torch.gather and scatter: out[..i..] = x[..index[..i..]..] along axis
+ * (index shaped as the output); and x with updates written at index along
+ * axis, reduction "none" replacing x's elements, "add" or "mul" combining
+ * them with them. */
+NB_API nb_value nb_gather_elements(nb_builder *b, nb_value x, nb_value index, int axis);
+NB_API nb_value nb_scatter_elements(nb_builder *b, nb_value x, nb_value index, nb_value updates, int axis,
+                                    const char *reduction);
+/* x padded by paddings, n = 2 * rank values: (before, after) for each dim
+ * in order; mode "constant" (NULL: with value), "reflect" or "edge". */
+NB_API nb_value nb_pad(nb_builder *b, nb_value x, int n, const int64_t *paddings, double value, const char *mode);
+
+/* ---- convolution and pooling (NCHW) ----
+ * These take their weights as inputs (the layers of nabla/layers.h make
+ * them as parameters), so functional transforms and vmap see them. */
+typedef struct nb_conv2d_op_opts {
+    int64_t strides[2];   /* (h, w); 0: 1 */
+    int64_t paddings[4];  /* top, bottom, left, right; default 0 */
+    int64_t dilations[2]; /* (h, w); 0: 1 */
+    int64_t groups;       /* 0: 1; must divide the channels of input and filter */
+} nb_conv2d_op_opts;
+/* input [N, C, H, W] with filter [M, C/groups, kh, kw], plus bias [M]
+ * (NB_NONE: none), giving [N, M, H', W']. */
+NB_API nb_value nb_conv2d(nb_builder *b, nb_value input, nb_value filter, nb_value bias, const nb_conv2d_op_opts *opts);
+
+typedef struct nb_pool2d_op_opts {
+    int64_t strides[2];     /* (h, w); 0: the window's size, as torch */
+    int64_t paddings[4];    /* top, bottom, left, right; default 0 */
+    bool global;            /* one window over the whole image, [N, C, 1, 1]; ksize may be NULL */
+    bool ceil_mode;         /* round the output size up */
+    bool count_include_pad; /* avg: divide by the whole window, padding included (default: by the
+                               elements inside the image, Paddle's exclusive average) */
+} nb_pool2d_op_opts;
+/* Pooling of type "max" (NULL: max) or "avg" of x [N, C, H, W] over windows
+ * of ksize (h, w). */
+NB_API nb_value nb_pool2d(nb_builder *b, nb_value x, const char *type, const int64_t *ksize,
+                          const nb_pool2d_op_opts *opts);
+
+/* ---- normalisation ---- */
+/* The running statistics batch_norm reads and, in training, updates. */
+typedef struct nb_batch_norm_stats {
+    nb_value mean, variance;
+} nb_batch_norm_stats;
+typedef struct nb_batch_norm_op_opts {
+    double momentum;       /* running = momentum * running + (1 - momentum) * batch; 0: 0.9 */
+    double epsilon;        /* 0: 1e-5 */
+    bool is_test;          /* normalise with the running statistics (left false, an eager builder in
+                              test mode sets it, and a program's test copy does) */
+    bool use_global_stats; /* ... in training too (frozen statistics) */
+} nb_batch_norm_op_opts;
+/* Batch normalisation of x [N, C, ...] per channel, * scale [C] + bias [C].
+ * *running holds the running statistics ([C] each); on return it holds the
+ * updated ones, new values that the caller keeps (nb_layer_batch_norm
+ * writes them back into its state for you). */
+NB_API nb_value nb_batch_norm(nb_builder *b, nb_value x, nb_value scale, nb_value bias, nb_batch_norm_stats *running,
+                              const nb_batch_norm_op_opts *opts);
+/* Layer normalisation of x over its dims [begin_norm_axis, rank), * scale +
+ * bias (each flattened over those dims; NB_NONE: none); epsilon 0: 1e-5. */
+NB_API nb_value nb_layer_norm(nb_builder *b, nb_value x, nb_value scale, nb_value bias, int begin_norm_axis,
+                              double epsilon);
 
 /* ---- neural networks ---- */
 NB_API nb_value nb_softmax(nb_builder *b, nb_value x, int axis);
@@ -147,6 +227,15 @@ NB_API nb_value nb_assign(nb_builder *b, nb_value x);
 NB_API nb_value nb_uniform_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double min, double max);
 NB_API nb_value nb_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double mean,
                                    double std);
+/* N(mean, std^2), redrawn until within 2 std of the mean (as nb_init's truncated normal). */
+NB_API nb_value nb_truncated_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape,
+                                             double mean, double std);
+/* fill_constant whose dim 0 takes dim 0 of `like` (a batch size unknown
+ * until run); for other dims emit it with input_dim_idx and output_dim_idx. */
+NB_API nb_value nb_fill_constant_batch_size_like(nb_builder *b, nb_value like, nb_dtype dtype, int ndim,
+                                                 const int64_t *shape, double value);
+/* x + step, for a one-element counter. */
+NB_API nb_value nb_increment(nb_builder *b, nb_value x, double step);
 
 NB_END_DECLS
 

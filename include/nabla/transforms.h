@@ -78,7 +78,9 @@ NB_API nb_status nb_jvp_by_reverse(const nb_function *f, nb_tensor *const *prima
  * out.shape + arg.shape: a row per output element (jacrev: the pullback
  * vmapped over the rows, one batched backward) or a column per input
  * element (jacfwd: the JVP vmapped over the columns, one batched forward
- * pass; see nabla/vmap.h). */
+ * pass; see nabla/vmap.h). The Jacobian is differentiable, and inside a
+ * function that nb_vmap maps it is each example's, as are the Hessians
+ * below. */
 NB_API nb_status nb_jacrev(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac);
 NB_API nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac);
 /* Second derivatives of f's first output (a scalar) with respect to input

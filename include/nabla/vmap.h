@@ -21,8 +21,9 @@
  * logical op is recorded on the tape and gets its tangents as usual, so the
  * transforms compose: nb_grad inside a vmapped function gives per-example
  * gradients, nb_jvp batched tangents (nb_jacfwd, nb_jacrev and nb_hessian
- * push all their columns or rows through one batched pass this way), and
- * vmaps nest (each a level; an op is batched at the innermost level among
+ * push all their columns or rows through one batched pass this way), those
+ * three and nb_hessian_by_reverse per-example Jacobians and Hessians
+ * (functorch's vmap(jacrev(f))), and vmaps nest (each a level; an op is batched at the innermost level among
  * its inputs). Reading a logical tensor's memory (nb_tensor_data,
  * nb_tensor_get, copies, printing) is an error: only ops see through it.
  *

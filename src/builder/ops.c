@@ -63,6 +63,8 @@ BINARY(nb_logical_and, "logical_and")
 BINARY(nb_logical_or, "logical_or")
 UNARY(nb_logical_not, "logical_not")
 
+BINARY(nb_logical_xor, "logical_xor")
+
 nb_value nb_where(nb_builder *b, nb_value cond, nb_value x, nb_value y)
 {
     return nb_emit1(b, "where", IN(cond, x, y), NO_ATTRS);
@@ -87,6 +89,22 @@ nb_value nb_argmin(nb_builder *b, nb_value x, int axis, bool keepdim)
 
 nb_value nb_sum(nb_builder *b, int n, const nb_value *xs) { return nb_emit1(b, "sum", NB_VALUES_N(n, xs), NO_ATTRS); }
 BINARY(nb_sum_to, "sum_to")
+
+nb_value nb_cumsum(nb_builder *b, nb_value x, int axis, unsigned flags)
+{
+    return nb_emit1(b, "cumsum", IN(x),
+                    ATTRS(NB_ATTR_INT("axis", axis), NB_ATTR_BOOL("exclusive", (flags & NB_CUMSUM_EXCLUSIVE) != 0),
+                          NB_ATTR_BOOL("reverse", (flags & NB_CUMSUM_REVERSE) != 0)));
+}
+
+nb_value nb_topk(nb_builder *b, nb_value x, int64_t k, int axis, bool largest, nb_value *indices)
+{
+    nb_value outs[2] = {NB_NONE, NB_NONE};
+    nb_emit(b, "topk", IN(x), ATTRS(NB_ATTR_INT("k", k), NB_ATTR_INT("axis", axis), NB_ATTR_BOOL("largest", largest)),
+            2, outs);
+    if (indices) *indices = outs[1];
+    return outs[0];
+}
 
 nb_value nb_matmul(nb_builder *b, nb_value x, nb_value y, unsigned flags)
 {
@@ -131,6 +149,7 @@ nb_value nb_expand(nb_builder *b, nb_value x, int ndim, const int64_t *shape)
 }
 
 BINARY(nb_expand_as, "expand_as")
+BINARY(nb_reshape_as, "reshape_as")
 
 nb_value nb_concat(nb_builder *b, int n, const nb_value *xs, int axis)
 {
@@ -175,6 +194,82 @@ nb_value nb_scatter_add(nb_builder *b, nb_value x, nb_value index, nb_value upda
 nb_value nb_one_hot(nb_builder *b, nb_value x, int64_t depth)
 {
     return nb_emit1(b, "one_hot", IN(x), ATTRS(NB_ATTR_INT("depth", depth)));
+}
+
+nb_value nb_index_select(nb_builder *b, nb_value x, nb_value index, int dim)
+{
+    return nb_emit1(b, "index_select", IN(x, index), ATTRS(NB_ATTR_INT("dim", dim)));
+}
+
+nb_value nb_pad(nb_builder *b, nb_value x, int n, const int64_t *paddings, double value, const char *mode)
+{
+    return nb_emit1(b, "pad", IN(x),
+                    ATTRS(NB_ATTR_INTS_N("paddings", n, paddings), NB_ATTR_FLOAT("pad_value", value),
+                          NB_ATTR_STRING("mode", mode ? mode : "constant")));
+}
+
+/* A (h, w) pair of conv2d_op_opts or pool2d_op_opts: 0 entries take `dflt`. */
+static void pair_or(const int64_t v[2], const int64_t dflt[2], int64_t out[2])
+{
+    for (int i = 0; i < 2; i++) out[i] = v[i] ? v[i] : dflt[i];
+}
+
+nb_value nb_conv2d(nb_builder *b, nb_value input, nb_value filter, nb_value bias, const nb_conv2d_op_opts *opts)
+{
+    const nb_conv2d_op_opts o = opts ? *opts : (nb_conv2d_op_opts){0};
+    static const int64_t ones[2] = {1, 1};
+    int64_t strides[2], dilations[2];
+    pair_or(o.strides, ones, strides);
+    pair_or(o.dilations, ones, dilations);
+    return nb_emit1(b, "conv2d", IN(input, filter, bias),
+                    ATTRS(NB_ATTR_INTS_N("strides", 2, strides), NB_ATTR_INTS_N("paddings", 4, o.paddings),
+                          NB_ATTR_INTS_N("dilations", 2, dilations), NB_ATTR_INT("groups", o.groups ? o.groups : 1)));
+}
+
+nb_value nb_pool2d(nb_builder *b, nb_value x, const char *type, const int64_t *ksize, const nb_pool2d_op_opts *opts)
+{
+    const nb_pool2d_op_opts o = opts ? *opts : (nb_pool2d_op_opts){0};
+    static const int64_t ones[2] = {1, 1};
+    if (b && !ksize && !o.global) {
+        nb_builder_fail(b, NB_ERR_ARG, "pool2d: ksize is NULL; it is needed unless opts->global");
+        return NB_NONE;
+    }
+    int64_t k[2], strides[2];
+    pair_or(ksize ? ksize : ones, ones, k);
+    pair_or(o.strides, k, strides);
+    return nb_emit1(b, "pool2d", IN(x),
+                    ATTRS(NB_ATTR_STRING("pooling_type", type ? type : "max"), NB_ATTR_INTS_N("ksize", 2, k),
+                          NB_ATTR_INTS_N("strides", 2, strides), NB_ATTR_INTS_N("paddings", 4, o.paddings),
+                          NB_ATTR_BOOL("global_pooling", o.global), NB_ATTR_BOOL("ceil_mode", o.ceil_mode),
+                          NB_ATTR_BOOL("exclusive", !o.count_include_pad)));
+}
+
+nb_value nb_batch_norm(nb_builder *b, nb_value x, nb_value scale, nb_value bias, nb_batch_norm_stats *running,
+                       const nb_batch_norm_op_opts *opts)
+{
+    const nb_batch_norm_op_opts o = opts ? *opts : (nb_batch_norm_op_opts){0};
+    if (b && !running) {
+        nb_builder_fail(b, NB_ERR_ARG, "batch_norm: the running statistics are NULL");
+        return NB_NONE;
+    }
+    /* is_test only when asked, as nb_scaled_dot_product_attention. */
+    const nb_attr attrs[4] = {NB_ATTR_FLOAT("momentum", o.momentum ? o.momentum : 0.9),
+                              NB_ATTR_FLOAT("epsilon", o.epsilon ? o.epsilon : 1e-5),
+                              NB_ATTR_BOOL("use_global_stats", o.use_global_stats), NB_ATTR_BOOL("is_test", true)};
+    nb_value outs[5] = {NB_NONE, NB_NONE, NB_NONE, NB_NONE, NB_NONE};
+    if (nb_emit(b, "batch_norm", IN(x, scale, bias, running ? running->mean : NB_NONE,
+                                    running ? running->variance : NB_NONE),
+                NB_ATTRS_N(o.is_test ? 4 : 3, attrs), 5, outs))
+        return NB_NONE;
+    running->mean = outs[1];
+    running->variance = outs[2];
+    return outs[0];
+}
+
+nb_value nb_layer_norm(nb_builder *b, nb_value x, nb_value scale, nb_value bias, int begin_norm_axis, double epsilon)
+{
+    return nb_emit1(b, "layer_norm", IN(x, scale, bias),
+                    ATTRS(NB_ATTR_INT("begin_norm_axis", begin_norm_axis), NB_ATTR_FLOAT("epsilon", epsilon ? epsilon : 1e-5)));
 }
 
 nb_value nb_softmax(nb_builder *b, nb_value x, int axis)
@@ -294,6 +389,26 @@ nb_value nb_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, const int64
     return nb_emit1(b, "gaussian_random", NB_NO_VALUES,
                     ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype),
                           NB_ATTR_FLOAT("mean", mean), NB_ATTR_FLOAT("std", std)));
+}
+
+nb_value nb_truncated_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double mean,
+                                      double std)
+{
+    return nb_emit1(b, "truncated_gaussian_random", NB_NO_VALUES,
+                    ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype),
+                          NB_ATTR_FLOAT("mean", mean), NB_ATTR_FLOAT("std", std)));
+}
+
+nb_value nb_fill_constant_batch_size_like(nb_builder *b, nb_value like, nb_dtype dtype, int ndim, const int64_t *shape,
+                                          double value)
+{
+    return nb_emit1(b, "fill_constant_batch_size_like", IN(like),
+                    ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("value", value)));
+}
+
+nb_value nb_increment(nb_builder *b, nb_value x, double step)
+{
+    return nb_emit1(b, "increment", IN(x), ATTRS(NB_ATTR_FLOAT("step", step)));
 }
 
 nb_value nb_scaled_dot_product_attention(nb_builder *b, nb_value q, nb_value k, nb_value v, const nb_attention_opts *opts)

@@ -292,20 +292,31 @@ nb_status nb_jvp_by_reverse(const nb_function *f, nb_tensor *const *primals, nb_
 
 /* ---- Jacobians and Hessians --------------------------------------------------- */
 
+/* A Jacobian's shape: the output's (o_ndim, o_shape), then the input's. */
+static nb_status jac_dims(int o_ndim, const int64_t *o_shape, const nb_tensor *a, int64_t shape[NB_MAX_DIMS])
+{
+    if (o_ndim + a->ndim > NB_MAX_DIMS)
+        return nb_error(NB_ERR_SHAPE, "jacobian: %d + %d dimensions is too many", o_ndim, a->ndim);
+    memcpy(shape, o_shape, (size_t)o_ndim * sizeof *shape);
+    memcpy(shape + o_ndim, a->shape, (size_t)a->ndim * sizeof *shape);
+    return NB_OK;
+}
+
 static nb_status jac_shape(const nb_tensor *o, const nb_tensor *a, nb_tensor **jac)
 {
-    if (o->ndim + a->ndim > NB_MAX_DIMS) return nb_error(NB_ERR_SHAPE, "jacobian: %d + %d dimensions is too many", o->ndim, a->ndim);
     int64_t shape[NB_MAX_DIMS];
-    memcpy(shape, o->shape, (size_t)o->ndim * sizeof *shape);
-    memcpy(shape + o->ndim, a->shape, (size_t)a->ndim * sizeof *shape);
-    return nb_tensor_new(jac, o->dtype, o->ndim + a->ndim, shape);
+    nb_status st = jac_dims(o->ndim, o->shape, a, shape);
+    return st ? st : nb_tensor_new(jac, o->dtype, o->ndim + a->ndim, shape);
 }
 
 /* jac[e * stride + at] = src[e] for each element e of src: a row of a
  * Jacobian (stride 1) or a column. On the data itself when both are
- * contiguous and of one float dtype: a Hessian has n^2 elements. */
-static void scatter(nb_tensor *jac, int64_t at, int64_t stride, const nb_tensor *src)
+ * contiguous and of one float dtype: a Hessian has n^2 elements. A batched
+ * (vmap) src holds no data to read: the batched paths are for those. */
+static nb_status scatter(nb_tensor *jac, int64_t at, int64_t stride, const nb_tensor *src, const char *who)
 {
+    if (!src->storage)
+        return nb_error(NB_ERR_ARG, "%s: a row or column is a batched (vmap) value; this path reads data", who);
     int64_t n = nb_tensor_numel(src);
     bool direct = src->dtype == jac->dtype && nb_tensor_is_contiguous(src) && nb_tensor_is_contiguous(jac);
     if (direct && jac->dtype == NB_F32) {
@@ -319,6 +330,7 @@ static void scatter(nb_tensor *jac, int64_t at, int64_t stride, const nb_tensor 
     } else {
         for (int64_t e = 0; e < n; e++) nb_tensor_set(jac, e * stride + at, nb_tensor_get(src, e));
     }
+    return NB_OK;
 }
 
 static nb_status check_indices(const nb_function *f, int out, int arg, const char *what)
@@ -345,7 +357,7 @@ nb_status nb_jacrev_by_rows(const nb_function *f, nb_tensor *const *primals, int
         nb_tensor_set(cot[out], e, 1);
         if (e > 0) nb_tensor_set(cot[out], e - 1, 0);
         if ((st = nb_pullback_apply(pb, cot, g))) break;
-        if (g[arg]) scatter(*jac, e * n_a, 1, g[arg]);
+        if (g[arg]) st = scatter(*jac, e * n_a, 1, g[arg], "jacrev");
         release_n(g, f->n_in);
     }
     if (st) {
@@ -387,11 +399,25 @@ static nb_status jacfwd_pass(const nb_function *f, nb_tensor *const *primals, in
     if (!st && !*jac) st = jac_shape(outputs[out], a, jac);
     for (int k = 0; k < m && !st; k++) {
         nb_tensor *t = nb_eager_tangent_in(b, k, nb_value_make(outputs[out], NB_VALUE_TENSOR));
-        if (t) scatter(*jac, first + k, n_a, t);
+        if (t) st = scatter(*jac, first + k, n_a, t, "jacfwd");
     }
     release_n(outputs, f->n_out);
     for (int k = 0; tangents && k < m; k++) nb_tensor_release(tangents[k * f->n_in + arg]);
     nb_free(tangents);
+    nb_builder_free(b);
+    return st;
+}
+
+/* The Jacobian with respect to an empty input: no columns to compute, but
+ * f runs once for the shape of its output. */
+static nb_status empty_jacobian(const nb_function *f, nb_tensor *const *primals, int out, int arg, nb_tensor **jac)
+{
+    nb_tensor *outputs[MAX_IO] = {0};
+    nb_builder *b = NULL;
+    nb_status st = nb_builder_new_eager(&b);
+    if (!st) st = call(f, b, primals, outputs);
+    if (!st) st = jac_shape(outputs[out], primals[arg], jac);
+    release_n(outputs, f->n_out);
     nb_builder_free(b);
     return st;
 }
@@ -403,6 +429,7 @@ nb_status nb_jacfwd_by_sets(const nb_function *f, nb_tensor *const *primals, int
     if (!st && !primals[arg]) st = nb_error(NB_ERR_ARG, "jacfwd: input %d is NULL", arg);
     if (st) return st;
     int64_t n_a = nb_tensor_numel(primals[arg]), per = columns_per_pass(n_a);
+    if (n_a == 0) return empty_jacobian(f, primals, out, arg, jac);
     /* Columns of the Jacobian by forward passes, up to 32 at a time. */
     for (int64_t first = 0; first < n_a && !st; first += per)
         st = jacfwd_pass(f, primals, out, arg, first, (int)(n_a - first < per ? n_a - first : per), jac);
@@ -460,16 +487,25 @@ static nb_status vjp_row(nb_builder *b, const nb_value *in, nb_value *out, void 
     return st ? st : nb_builder_status(b);
 }
 
-/* The Jacobian from its columns (or rows) batched along `axis` of `cols`:
- * shaped out.shape + arg.shape. */
-static nb_status jac_from(nb_tensor *cols, const nb_tensor *o, const nb_tensor *a, nb_tensor **jac)
+/* The Jacobian from its rows (or columns, batched last) `cols`, whose
+ * elements are already in order: reshaped to out.shape + arg.shape by an
+ * op, not a copy of the data, since inside an enclosing vmap `cols` is a
+ * batched value that holds none (and the op keeps the Jacobian
+ * differentiable). */
+static nb_status jac_from(nb_tensor *cols, int o_ndim, const int64_t *o_shape, const nb_tensor *a, nb_tensor **jac)
 {
-    nb_tensor *shell = NULL, *c = NULL;
-    nb_status st = jac_shape(o, a, &shell);
-    if (!st) st = nb_tensor_contiguous(&c, cols);
-    if (!st) st = nb_tensor_reshape(jac, c, shell->ndim, shell->shape);
-    nb_tensor_release(shell);
-    nb_tensor_release(c);
+    int64_t shape[NB_MAX_DIMS];
+    nb_status st = jac_dims(o_ndim, o_shape, a, shape);
+    if (st) return st;
+    /* Nothing to move, and the reshape op would read a 0 in the shape as
+     * "keep this dim". */
+    if (nb_shape_numel(o_ndim + a->ndim, shape) == 0) return nb_tensor_new(jac, cols->dtype, o_ndim + a->ndim, shape);
+    nb_builder *b;
+    if ((st = nb_builder_new_eager(&b))) return st;
+    nb_value j = nb_reshape(b, nb_eager_value(b, cols), o_ndim + a->ndim, shape);
+    if (!(st = nb_builder_status(b))) *jac = nb_tensor_retain(nb_eager_tensor(j));
+    else nb_error(st, "%s", nb_builder_error(b));
+    nb_builder_free(b);
     return st;
 }
 
@@ -496,16 +532,9 @@ nb_status nb_jacfwd(const nb_function *f, nb_tensor *const *primals, int out, in
     if (!(st = basis(a, n_a, &e)))
         st = nb_vmap(&col, &(nb_vmap_opts){.out_axes = (int[]){-1}, .chunk_size = chunk_for(n_a)}, &e, &cols);
     /* The output's shape is that of a column without its batch dim. */
-    nb_tensor *o = NULL;
-    if (!st) {
-        int64_t shape[NB_MAX_DIMS];
-        memcpy(shape, cols->shape, (size_t)(cols->ndim - 1) * sizeof *shape);
-        st = nb_tensor_new(&o, cols->dtype, cols->ndim - 1, shape);
-    }
-    if (!st) st = jac_from(cols, o, a, jac);
+    if (!st) st = jac_from(cols, cols->ndim - 1, cols->shape, a, jac);
     nb_tensor_release(e);
     nb_tensor_release(cols);
-    nb_tensor_release(o);
     return st;
 }
 
@@ -527,7 +556,7 @@ nb_status nb_jacrev(const nb_function *f, nb_tensor *const *primals, int out, in
     jac_ctx c = {.f = f, .primals = primals, .pb = pb, .out = out, .arg = arg};
     nb_function row = {vjp_row, 1, 1, &c};
     if (!(st = basis(o, n_o, &e))) st = nb_vmap(&row, &(nb_vmap_opts){.chunk_size = chunk_for(n_o)}, &e, &rows);
-    if (!st) st = jac_from(rows, o, a, jac);
+    if (!st) st = jac_from(rows, o->ndim, o->shape, a, jac);
     nb_tensor_release(e);
     nb_tensor_release(rows);
     release_n(outputs, f->n_out);
