@@ -69,10 +69,8 @@ static void test_team_run(void)
     CHECK(atomic_load(&w.bad_nt) == 0 && atomic_load(&w.calls[2]) == 1);
 }
 
-/* A gang whose workers are all awake: every share on a thread of its own
- * (the workers spin for a while after a run, so the second of two runs in a
- * row finds them awake; a gang may still go short of one the host has not
- * scheduled, so some of the tries must, not all). */
+/* A gang that waits for every worker: every share on a thread of its own,
+ * share 0 the caller's. */
 typedef struct gang_seen {
     pthread_t thread[SHARES];
     _Atomic int k, calls;
@@ -88,6 +86,7 @@ static void gang_share(void *arg, int t, int nt)
 
 static void test_gang(void)
 {
+    nb_team_set_gang_wait(10000000000u); /* 10 s: every worker joins, however loaded the machine */
     int full = 0;
     for (int rep = 0; rep < 200; rep++) {
         gang_seen g;
@@ -102,7 +101,8 @@ static void test_gang(void)
         CHECK(apart);
         full += k == SHARES;
     }
-    CHECK(full > 0);
+    CHECK(full == 200);
+    nb_team_set_gang_wait(0);
 }
 
 typedef struct cover {
@@ -196,8 +196,10 @@ static void test_barrier(void)
 {
     phases p;
     memset(&p, 0, sizeof p);
+    nb_team_set_gang_wait(10000000000u);
     for (int rep = 0; rep < 20; rep++) nb_team_gang(SHARES, phased, &p);
-    CHECK(atomic_load(&p.wrong) == 0 && atomic_load(&p.shared) > 0);
+    nb_team_set_gang_wait(0);
+    CHECK(atomic_load(&p.wrong) == 0 && atomic_load(&p.shared) == 20);
 }
 
 typedef struct nested {
@@ -300,11 +302,10 @@ static void test_frozen_workers(void)
 #endif
     /* The workers' ids, from a gang that has them all. */
     gang_seen g;
-    for (int rep = 0; rep < 1000; rep++) {
-        memset(&g, 0, sizeof g);
-        nb_team_gang(SHARES, gang_share, &g);
-        if (atomic_load(&g.k) == SHARES) break;
-    }
+    memset(&g, 0, sizeof g);
+    nb_team_set_gang_wait(10000000000u);
+    nb_team_gang(SHARES, gang_share, &g);
+    nb_team_set_gang_wait(0);
     CHECK(atomic_load(&g.k) == SHARES);
     if (atomic_load(&g.k) != SHARES) return;
     struct sigaction sa, old;

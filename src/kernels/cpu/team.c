@@ -64,6 +64,7 @@ static struct {
     _Atomic unsigned bar_gen;
     _Atomic int bar_sleepers;
     _Atomic uint64_t busy_until; /* now_ns() before which the machine counts as busy */
+    _Atomic uint64_t gang_wait;  /* nb_team_set_gang_wait's; 0: GANG_SPIN_NS or GANG_WAKE_NS */
 } team = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static _Thread_local bool in_share;
@@ -205,7 +206,7 @@ static bool claim_share(unsigned g, share *s)
 }
 
 /* A gang member learns the gang's size once the caller has closed it,
- * which the caller does within GANG_WAKE_NS of opening it. */
+ * which the caller does soon after opening it. */
 static int gang_size(unsigned g)
 {
     for (unsigned k = 1;; k++) {
@@ -321,7 +322,11 @@ void nb_team_run(int nt, nb_team_fn fn, void *ctx)
 /* Closes the gang: the shares claimed by now are its members. */
 static int close_gang(unsigned g, int nt, bool woke)
 {
-    uint64_t deadline = now_ns() + (woke ? GANG_WAKE_NS : GANG_SPIN_NS);
+    /* Workers woken from sleep take tens of microseconds to come; on a busy
+     * machine they may not come at all, and the caller goes alone sooner. */
+    uint64_t wait = atomic_load_explicit(&team.gang_wait, memory_order_relaxed);
+    if (!wait) wait = woke && !machine_busy() ? GANG_WAKE_NS : GANG_SPIN_NS;
+    uint64_t deadline = now_ns() + wait;
     uint64_t w = atomic_load_explicit(&team.claim, memory_order_acquire);
     for (unsigned k = 1;; k++) {
         unsigned have = (unsigned)w;
@@ -357,6 +362,8 @@ void nb_team_gang(int nt, nb_team_fn fn, void *ctx)
     await_done((unsigned)k - 1);
     pthread_mutex_unlock(&team.lock);
 }
+
+void nb_team_set_gang_wait(uint64_t ns) { atomic_store(&team.gang_wait, ns); }
 
 void nb_team_barrier(int nt)
 {

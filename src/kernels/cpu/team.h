@@ -33,6 +33,10 @@ void nb_team_run(int nt, nb_team_fn fn, void *ctx);
  * number of threads that joined within a few microseconds (k == 1: the
  * caller alone, as a worker that is late would hold up every barrier). */
 void nb_team_gang(int nt, nb_team_fn fn, void *ctx);
+/* How long a gang waits for workers to join (0: the default, 10 us, or
+ * 100 us when it had to wake them on a machine not found busy). For tests,
+ * which need full gangs on a loaded machine. */
+void nb_team_set_gang_wait(uint64_t ns);
 /* Inside a share of nb_team_gang: waits until all nt shares have reached it. */
 void nb_team_barrier(int nt);
 
