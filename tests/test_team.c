@@ -199,6 +199,7 @@ static void test_barrier(void)
     nb_team_set_gang_wait(10000000000u);
     for (int rep = 0; rep < 20; rep++) nb_team_gang(SHARES, phased, &p);
     nb_team_set_gang_wait(0);
+    if (atomic_load(&p.wrong) || atomic_load(&p.shared) != 20) printf("  wrong %d, shared gangs %d of 20\n", atomic_load(&p.wrong), atomic_load(&p.shared));
     CHECK(atomic_load(&p.wrong) == 0 && atomic_load(&p.shared) == 20);
 }
 

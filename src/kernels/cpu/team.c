@@ -274,9 +274,19 @@ static int take_team(int nt)
     return nt;
 }
 
+/* How a run found the workers. */
+typedef struct arrival {
+    bool woke;  /* some were asleep and were woken */
+    bool awake; /* some were not asleep */
+} arrival;
+
 /* Publishes a run whose share 0 the caller has taken; returns its
- * generation. *woke: whether a worker was asleep. */
-static unsigned publish(int nt, nb_team_fn fn, void *ctx, bool gang, bool *woke)
+ * generation. On a busy machine sleeping workers stay asleep: woken, one
+ * would take the caller's own core more often than a free one (an MNIST
+ * epoch took twice as long as on one thread), and the busy mark lapses
+ * within BUSY_HOLD_NS, after which a run wakes them again and their spins
+ * find out whether the machine is still busy. */
+static unsigned publish(int nt, nb_team_fn fn, void *ctx, bool gang, arrival *a)
 {
     unsigned g = atomic_load_explicit(&team.gen, memory_order_relaxed) + 1;
     atomic_store_explicit(&team.fn, fn, memory_order_relaxed);
@@ -288,8 +298,11 @@ static unsigned publish(int nt, nb_team_fn fn, void *ctx, bool gang, bool *woke)
     atomic_store_explicit(&team.bar_count, 0, memory_order_relaxed);
     atomic_store_explicit(&team.claim, (uint64_t)g << 32 | 1u, memory_order_release);
     atomic_store(&team.gen, g); /* seq_cst: ordered before reading sleepers */
-    *woke = atomic_load(&team.sleepers) > 0;
-    if (*woke) wake_all(&team.gen);
+    int asleep = atomic_load(&team.sleepers);
+    a->awake = asleep < team.started;
+    /* (A gang told to wait for its workers wakes them whatever.) */
+    a->woke = asleep > 0 && (!machine_busy() || (gang && atomic_load_explicit(&team.gang_wait, memory_order_relaxed)));
+    if (a->woke) wake_all(&team.gen);
     return g;
 }
 
@@ -308,8 +321,8 @@ void nb_team_run(int nt, nb_team_fn fn, void *ctx)
         fn(ctx, 0, 1);
         return;
     }
-    bool woke;
-    unsigned g = publish(nt, fn, ctx, false, &woke);
+    arrival a;
+    unsigned g = publish(nt, fn, ctx, false, &a);
     in_share = true;
     fn(ctx, 0, nt);
     unsigned mine = 1;
@@ -320,22 +333,22 @@ void nb_team_run(int nt, nb_team_fn fn, void *ctx)
 }
 
 /* Closes the gang: the shares claimed by now are its members. */
-static int close_gang(unsigned g, int nt, bool woke)
+static int close_gang(unsigned g, int nt, arrival a)
 {
-    /* Workers woken from sleep take tens of microseconds to come; on a busy
-     * machine they may not come at all, and the caller goes alone sooner. */
+    /* Workers woken from sleep take tens of microseconds to come; with none
+     * awake or woken, none will. */
     uint64_t wait = atomic_load_explicit(&team.gang_wait, memory_order_relaxed);
-    if (!wait) wait = woke && !machine_busy() ? GANG_WAKE_NS : GANG_SPIN_NS;
+    if (!wait) wait = a.woke ? GANG_WAKE_NS : a.awake ? GANG_SPIN_NS : 0;
     uint64_t deadline = now_ns() + wait;
     uint64_t w = atomic_load_explicit(&team.claim, memory_order_acquire);
-    for (unsigned k = 1;; k++) {
+    for (unsigned k = 0;; k++) {
         unsigned have = (unsigned)w;
-        bool late = k % 64 == 0 && now_ns() > deadline;
+        bool late = k % 64 == 0 && now_ns() >= deadline;
         if ((int)have >= nt || late) {
             if (atomic_compare_exchange_weak_explicit(&team.claim, &w, (uint64_t)g << 32 | CLOSED | have,
                                                       memory_order_acq_rel, memory_order_acquire)) {
                 /* A gang short of a worker that was spinning: it lost its core. */
-                if ((int)have < nt && !woke)
+                if ((int)have < nt && a.awake && !a.woke)
                     atomic_store_explicit(&team.busy_until, now_ns() + BUSY_HOLD_NS, memory_order_relaxed);
                 return (int)have;
             }
@@ -353,9 +366,9 @@ void nb_team_gang(int nt, nb_team_fn fn, void *ctx)
         fn(ctx, 0, 1);
         return;
     }
-    bool woke;
-    unsigned g = publish(nt, fn, ctx, true, &woke);
-    int k = close_gang(g, nt, woke);
+    arrival a;
+    unsigned g = publish(nt, fn, ctx, true, &a);
+    int k = close_gang(g, nt, a);
     in_share = true;
     fn(ctx, 0, k);
     in_share = false;
