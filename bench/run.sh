@@ -28,6 +28,11 @@
 #                 char_gpt's default model beside the same GPT in PyTorch; static and eager, at 1
 #                 thread and at all threads, rounds alternating the sides; GFLOP/s against the
 #                 FMA peak that bench/fma_peak measures
+#     contention  the train cases and an MNIST epoch (examples/mnist_mlp, beside the same MLP in
+#                 PyTorch) with a busy loop of the script's own holding one core, as on a machine
+#                 someone else is using: at the default thread count and at one thread, rounds
+#                 alternating the sides; default / 1 thread is at most 1.1 when the team degrades
+#                 gracefully (NABLA_DATA: where mnist/ is, default ../shared/data)
 #     SCALE  < 1 runs fewer training steps (a quick look)
 #
 # Uses build-bench/ (a Release build) and Debian's python3-torch if present.
@@ -44,10 +49,11 @@ case "$which" in
     ddp) target=bench_ddp; torch_script=bench/bench_ddp_torch.py; torch_args=() ;;
     memory) target=bench_memory; torch_script=bench/bench_memory_torch.py; torch_args=() ;;
     transformer) target=bench_transformer; torch_script=bench/bench_transformer_torch.py; torch_args=() ;;
-    *) echo "usage: bench/run.sh [train|eager|transforms|lstm|ddp|memory|transformer] [SCALE]" >&2; exit 2 ;;
+    contention) target="bench_train mnist_mlp"; torch_script=bench/bench_torch.py; torch_args=() ;;
+    *) echo "usage: bench/run.sh [train|eager|transforms|lstm|ddp|memory|transformer|contention] [SCALE]" >&2; exit 2 ;;
 esac
 cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DNABLA_BUILD_TESTS=OFF >/dev/null
-cmake --build build-bench -j"$(nproc)" --target "$target" >/dev/null
+cmake --build build-bench -j"$(nproc)" --target $target >/dev/null
 python=/usr/bin/python3
 [ -x "$python" ] || python=python3
 
@@ -134,6 +140,56 @@ if [ "$which" = ddp ]; then
             }
             for (i = 1; i <= nc; i++) { c = names[i]; t1 = "torch " c " 1"; t2 = "torch " c " 2"
                 if (t1 in vals) printf "PyTorch DDP %s: 1 process %.0f, 2 processes %.0f samples/s, speed-up %.2f\n", c, median(t1), median(t2), median(t2) / median(t1) }
+        }' "$out/all.txt"
+    exit 0
+fi
+# contention: a busy loop holds one core for the whole run; rounds of
+# (nabla at the default thread count, nabla at 1, PyTorch default, PyTorch
+# at 1), each a process of its own; per case the median and range.
+if [ "$which" = contention ]; then
+    data=${NABLA_DATA:-../shared/data}
+    [ -d "$data/mnist" ] || { echo "bench contention: no MNIST in $data/mnist (set NABLA_DATA)" >&2; exit 1; }
+    have_torch=0
+    "$python" -c 'import torch' 2>/dev/null && have_torch=1
+    rounds=${NABLA_BENCH_ROUNDS:-3}
+    sh -c 'while :; do :; done' &
+    busy=$!
+    trap 'kill $busy 2>/dev/null; rm -rf "$out"' EXIT
+    epoch_ms() { # the epoch's time from mnist_mlp's samples/s (its training loop alone)
+        NABLA_DATA=$data "$@" ./build-bench/examples/mnist_mlp --epochs 1 2>&1 | tr '\r' '\n' |
+            sed -n 's/^epoch 1\/1: .*, \([0-9.]*\) samples\/s$/\1/p' | awk '{ printf "case mnist_epoch median_ms %.1f\n", 60000e3 / $1 }'
+    }
+    for r in $(seq "$rounds"); do
+        for t in default 1; do
+            n=(env -u NABLA_NUM_THREADS -u OMP_NUM_THREADS)
+            [ $t = 1 ] && n=(env NABLA_NUM_THREADS=1)
+            "${n[@]}" ./build-bench/bench/bench_train "$scale" | sed "s/^/nabla $t /" >> "$out/all.txt"
+            epoch_ms "${n[@]}" | sed "s/^/nabla $t /" >> "$out/all.txt"
+            if [ $have_torch = 1 ]; then
+                tt=0
+                [ $t = 1 ] && tt=1
+                env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS "$python" bench/bench_torch.py "$scale" $tt | sed "s/^/torch $t /" >> "$out/all.txt"
+                env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS "$python" bench/bench_mnist_torch.py "$data" $tt | sed "s/^/torch $t /" >> "$out/all.txt"
+            fi
+        done
+    done
+    echo "contention benchmark: one core of $(nproc) held by a busy loop; one training step (the train cases) and"
+    echo "one MNIST epoch (mnist_epoch: examples/mnist_mlp's training loop), ms; medians of $rounds rounds alternating"
+    echo "the sides (min-max); default = the thread count each library picks by itself; slowdown = default / 1 thread"
+    awk '
+        function med(k,   n, i, j, t, v) { n = split(vals[k], v, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] + 0 < v[i] + 0) { t = v[i]; v[i] = v[j]; v[j] = t }
+                                         lo = v[1]; hi = v[n]; return v[int((n + 1) / 2)] }
+        { k = $1 " " $2 " " $4; vals[k] = vals[k] " " $6; if ($1 == "nabla" && !($4 in seen)) { seen[$4] = 1; names[++nc] = $4 } }
+        END {
+            printf "%-13s %22s %22s %8s | %22s %22s %8s\n", "case", "nabla default", "nabla 1 thread", "slowdown", "torch default", "torch 1 thread", "slowdown"
+            for (i = 1; i <= nc; i++) {
+                c = names[i]; d = med("nabla default " c); ds = sprintf("%.4g (%.4g-%.4g)", d, lo, hi)
+                o = med("nabla 1 " c); os = sprintf("%.4g (%.4g-%.4g)", o, lo, hi)
+                td = "-"; to = "-"; tr = "-"
+                if (("torch default " c) in vals) { a = med("torch default " c); td = sprintf("%.4g (%.4g-%.4g)", a, lo, hi)
+                    b = med("torch 1 " c); to = sprintf("%.4g (%.4g-%.4g)", b, lo, hi); tr = sprintf("%.2f", a / b) }
+                printf "%-13s %22s %22s %8.2f | %22s %22s %8s\n", c, ds, os, d / o, td, to, tr
+            }
         }' "$out/all.txt"
     exit 0
 fi

@@ -1,12 +1,17 @@
 /* The kernels' thread team (src/kernels/cpu/team.h): every share of a run
- * runs once, on its own thread; ranges cover [0, n) exactly once, and a
- * thread that finishes its part takes what is left of a slow one's; a barrier
- * holds every share until all have reached it; a run inside a share, or
- * from a second thread while the team is taken, runs on its caller alone;
- * a forked child gets a team of its own. The team has three threads here
+ * runs once, share 0 on the caller; a worker that is not running (held in a
+ * signal handler here, as the host would hold a descheduled one) holds
+ * nothing up, its shares run elsewhere, and a gang goes without it; a gang's
+ * shares run on threads of their own, and a barrier holds every one until
+ * all have reached it; ranges cover [0, n) exactly once, and a thread that
+ * finishes its part takes what is left of a slow one's; a run inside a
+ * share, or from a second thread while the team is taken, runs on its
+ * caller alone; a forked child gets a team of its own; the default size
+ * follows the affinity mask, the cgroup quota and the MPI ranks per node. The team has three threads here
  * (NABLA_NUM_THREADS, set before its first use), more than this machine may
  * have cores, so that shares really interleave. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +60,6 @@ static void test_team_run(void)
         for (int t = 0; t < SHARES; t++) once &= atomic_load(&w.calls[t]) == 1;
         CHECK(once);
         CHECK(pthread_equal(w.thread[0], pthread_self()));
-        CHECK(!pthread_equal(w.thread[1], w.thread[2]) && !pthread_equal(w.thread[1], pthread_self()));
         if (!once) break;
     }
     /* more shares than the team has: clipped to its size */
@@ -63,6 +67,42 @@ static void test_team_run(void)
     memset(&w, 0, sizeof w);
     nb_team_run(SHARES + 5, record_share, &w);
     CHECK(atomic_load(&w.bad_nt) == 0 && atomic_load(&w.calls[2]) == 1);
+}
+
+/* A gang that waits for every worker: every share on a thread of its own,
+ * share 0 the caller's. */
+typedef struct gang_seen {
+    pthread_t thread[SHARES];
+    _Atomic int k, calls;
+} gang_seen;
+
+static void gang_share(void *arg, int t, int nt)
+{
+    gang_seen *g = arg;
+    atomic_store(&g->k, nt);
+    atomic_fetch_add(&g->calls, 1);
+    if (t < SHARES) g->thread[t] = pthread_self();
+}
+
+static void test_gang(void)
+{
+    nb_team_set_gang_wait(10000000000u); /* 10 s: every worker joins, however loaded the machine */
+    int full = 0;
+    for (int rep = 0; rep < 200; rep++) {
+        gang_seen g;
+        memset(&g, 0, sizeof g);
+        nb_team_gang(SHARES, gang_share, &g);
+        const int k = atomic_load(&g.k);
+        CHECK(k >= 1 && k <= SHARES && atomic_load(&g.calls) == k);
+        CHECK(pthread_equal(g.thread[0], pthread_self()));
+        bool apart = true;
+        for (int a = 0; a < k; a++)
+            for (int b = a + 1; b < k; b++) apart &= !pthread_equal(g.thread[a], g.thread[b]);
+        CHECK(apart);
+        full += k == SHARES;
+    }
+    CHECK(full == 200);
+    nb_team_set_gang_wait(0);
 }
 
 typedef struct cover {
@@ -136,12 +176,13 @@ static void test_for_hands_work_on(void)
 /* Each share writes its slot of a phase, waits, then checks every slot. */
 typedef struct phases {
     _Atomic int slot[SHARES];
-    _Atomic int wrong;
+    _Atomic int wrong, shared; /* gangs of more than one */
 } phases;
 
 static void phased(void *arg, int t, int nt)
 {
     phases *p = arg;
+    if (t == 0 && nt > 1) atomic_fetch_add(&p->shared, 1);
     for (int phase = 1; phase <= 50; phase++) {
         atomic_store(&p->slot[t], phase);
         nb_team_barrier(nt);
@@ -155,8 +196,11 @@ static void test_barrier(void)
 {
     phases p;
     memset(&p, 0, sizeof p);
-    nb_team_run(SHARES, phased, &p);
-    CHECK(atomic_load(&p.wrong) == 0);
+    nb_team_set_gang_wait(10000000000u);
+    for (int rep = 0; rep < 20; rep++) nb_team_gang(SHARES, phased, &p);
+    nb_team_set_gang_wait(0);
+    if (atomic_load(&p.wrong) || atomic_load(&p.shared) != 20) printf("  wrong %d, shared gangs %d of 20\n", atomic_load(&p.wrong), atomic_load(&p.shared));
+    CHECK(atomic_load(&p.wrong) == 0 && atomic_load(&p.shared) == 20);
 }
 
 typedef struct nested {
@@ -239,6 +283,95 @@ static void test_set_num_threads(void)
     CHECK(atomic_load(&sum) == SHARES * SHARES);
 }
 
+/* A worker held in a signal handler is, to the team, a thread the host has
+ * not scheduled: runs and gangs complete without it, on the others. */
+static _Atomic int frozen, held;
+
+static void hold(int sig)
+{
+    (void)sig;
+    atomic_fetch_add(&held, 1);
+    while (atomic_load(&frozen)) nanosleep(&(struct timespec){0, 100000}, NULL);
+    atomic_fetch_sub(&held, 1);
+}
+
+static void test_frozen_workers(void)
+{
+#ifdef UNDER_TSAN
+    printf("  skipped under ThreadSanitizer: it delays signals until a thread makes a call it intercepts\n");
+    return;
+#endif
+    /* The workers' ids, from a gang that has them all. */
+    gang_seen g;
+    memset(&g, 0, sizeof g);
+    nb_team_set_gang_wait(10000000000u);
+    nb_team_gang(SHARES, gang_share, &g);
+    nb_team_set_gang_wait(0);
+    CHECK(atomic_load(&g.k) == SHARES);
+    if (atomic_load(&g.k) != SHARES) return;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = hold;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, &old);
+    for (int n_frozen = 1; n_frozen <= 2; n_frozen++) {
+        atomic_store(&frozen, 1);
+        for (int f = 1; f <= n_frozen; f++) pthread_kill(g.thread[f], SIGUSR1);
+        for (int ms = 0; ms < 5000 && atomic_load(&held) < n_frozen; ms++) nanosleep(&(struct timespec){0, 1000000}, NULL);
+        CHECK(atomic_load(&held) == n_frozen);
+        for (int rep = 0; rep < 200; rep++) {
+            who w;
+            memset(&w, 0, sizeof w);
+            nb_team_run(SHARES, record_share, &w);
+            bool once = atomic_load(&w.bad_nt) == 0;
+            for (int t = 0; t < SHARES; t++) once &= atomic_load(&w.calls[t]) == 1;
+            for (int t = 0; t < SHARES; t++)
+                for (int f = 1; f <= n_frozen; f++) once &= !pthread_equal(w.thread[t], g.thread[f]);
+            CHECK(once);
+            gang_seen h;
+            memset(&h, 0, sizeof h);
+            nb_team_gang(SHARES, gang_share, &h);
+            CHECK(atomic_load(&h.k) >= 1 && atomic_load(&h.k) <= SHARES - n_frozen);
+            if (!once) break;
+        }
+        atomic_store(&frozen, 0);
+        for (int ms = 0; ms < 5000 && atomic_load(&held) > 0; ms++) nanosleep(&(struct timespec){0, 1000000}, NULL);
+        CHECK(atomic_load(&held) == 0);
+    }
+    sigaction(SIGUSR1, &old, NULL);
+}
+
+/* The default size: the smallest of the mask, the quota and the rank's
+ * part of the node; bound only when the launcher has not bound the rank. */
+static void test_default_size(void)
+{
+    static const struct {
+        nb_team_env e;
+        nb_team_plan want;
+    } cases[] = {
+        {{0, 8, 8, 0, 0, -1}, {8, -1}},   /* the whole machine */
+        {{0, 3, 8, 0, 0, -1}, {3, -1}},   /* an affinity mask */
+        {{0, 8, 8, 2.0, 0, -1}, {2, -1}}, /* a container of two CPUs */
+        {{0, 8, 8, 2.5, 0, -1}, {2, -1}}, /* part of a CPU is not a thread */
+        {{0, 8, 8, 0.5, 0, -1}, {1, -1}},
+        {{0, 8, 8, 16, 0, -1}, {8, -1}},  /* a quota above the cores */
+        {{4, 8, 8, 2, 2, 1}, {4, -1}},    /* NABLA_NUM_THREADS decides */
+        {{0, 8, 8, 0, 2, 1}, {4, 4}},     /* two ranks: the second half */
+        {{0, 8, 8, 0, 3, 2}, {2, 4}},     /* three ranks: two cores each */
+        {{0, 2, 2, 0, 4, 3}, {1, -1}},    /* more ranks than cores: one each, unbound */
+        {{0, 1, 8, 0, 2, 1}, {1, -1}},    /* bound by mpirun already */
+        {{0, 8, 8, 4, 2, 0}, {2, 0}},     /* a quota shared by the ranks */
+        {{0, 0, 0, 0, 0, -1}, {1, -1}},   /* nothing known */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        nb_team_plan p = nb_team_plan_for(&cases[i].e);
+        if (p.n != cases[i].want.n || p.bind_first != cases[i].want.bind_first)
+            printf("  case %zu: %d threads from %d, want %d from %d\n", i, p.n, p.bind_first, cases[i].want.n,
+                   cases[i].want.bind_first);
+        CHECK(p.n == cases[i].want.n && p.bind_first == cases[i].want.bind_first);
+    }
+}
+
 static void test_fork(void)
 {
 #ifdef UNDER_TSAN
@@ -261,12 +394,15 @@ int main(void)
 {
     setenv("NABLA_NUM_THREADS", "3", 1);
     RUN(test_team_run);
+    RUN(test_gang);
     RUN(test_for);
     RUN(test_for_hands_work_on);
     RUN(test_barrier);
     RUN(test_nested);
     RUN(test_concurrent_callers);
     RUN(test_set_num_threads);
+    RUN(test_frozen_workers);
+    RUN(test_default_size);
     RUN(test_fork);
     return test_report();
 }

@@ -65,11 +65,19 @@ NB_API void nb_device_empty_cache(void);
 /* ---- CPU threads -----------------------------------------------------------
  *
  * The CPU kernels split large work over a team of threads of nabla's own:
- * NABLA_NUM_THREADS of them, else OMP_NUM_THREADS, else one per CPU this
- * process may run on (the caller counts as one). Between runs an idle thread
- * spins for 0.1 ms, then sleeps, so a team costs nothing while the program
- * does other work. One run at a time: work started while another thread
- * holds the team runs on its own thread. */
+ * NABLA_NUM_THREADS of them, else OMP_NUM_THREADS, else the least of the
+ * CPUs this process may run on (its affinity mask), its cgroup's CPU quota
+ * and, under MPI with several ranks on the node (Open MPI's
+ * OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS), this rank's part of
+ * them; in that last case, unless the launcher bound the rank already, the
+ * first thread to use the team and the team's threads are bound to the
+ * rank's cores. The caller counts as one. A kernel's pieces go to whichever
+ * thread is running, so a thread the system has descheduled (another
+ * program holds its core) holds nothing up: the calling thread does its
+ * pieces. Between runs an idle thread spins for 0.1 ms (5 us on a machine
+ * found busy), then sleeps, so a team costs nothing while the program does
+ * other work. One run at a time: work started while another thread holds
+ * the team runs on its own thread. */
 NB_API int nb_num_threads(void);
 /* Sets the team's size for the runs that start after the call, clipped to
  * [1, 256] (1: every kernel on the calling thread). */

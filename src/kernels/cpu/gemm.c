@@ -714,7 +714,7 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
             macro_##SUF(mc, nc, kc, myAp, 0, Bs, bld, tail, c, ldc, beta);                     \
         }                                                                                      \
     }                                                                                          \
-    /* Share t of nt threads (nt > 1: the B slab is packed together and its     \
+    /* Share t of nt threads (nt > 1, a gang: the B slab is packed together and \
      * row blocks taken in turn, with tickets, and every thread of the run must  \
      * call), or the whole product on the calling thread (nt == 1). With         \
      * a_whole (nt == 1), myAp holds all of A packed, slice by slice (slice      \
@@ -862,7 +862,7 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
         blocked_job_##SUF j = {{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pack, pack_ctx}, \
                                Bp, Ap, a_size, kc_max * nc_max, n_chunks, a_whole, 0};         \
         if (by_cols) nb_team_run(nt, blocked_cols_share_##SUF, &j);                            \
-        else if (nt > 1) nb_team_run(nt, blocked_share_##SUF, &j);                             \
+        else if (nt > 1) nb_team_gang(nt, blocked_share_##SUF, &j);                           \
         else blocked_share_##SUF(&j, 0, 1);                                                    \
         nb_device_free(NB_DEVICE_CPU, Bp);                                                     \
         nb_device_free(NB_DEVICE_CPU, Ap);                                                     \

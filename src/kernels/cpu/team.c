@@ -1,8 +1,23 @@
-/* The thread team (team.h). Workers are created on the first run that
- * wants them and live as long as the process. A run is published by
- * bumping `gen`; a worker that sees it runs its share and counts itself
- * done. Between runs a worker watches `gen` for SPIN_NS, then sleeps on it
- * (a futex), and the next run wakes it only if someone sleeps. */
+/* The thread team (team.h).
+ *
+ * Nobody waits for a thread that is not running. A run is published by
+ * bumping `gen`; its shares are claimed one at a time, through `claim`, by
+ * whichever thread arrives first, and the caller, having run share 0,
+ * claims the rest itself. So a worker the host has not scheduled costs
+ * nothing: it finds every share taken when it does run. The caller waits
+ * only for the shares workers did claim, and waits by sleeping once a short
+ * spin is over, which hands its core to the worker it waits for (a spinning
+ * caller kept the core that a preempted worker needed, and a run took a
+ * scheduler quantum: with one core of two held by another process, an MNIST
+ * epoch took 4-5 times as long at two threads as at one).
+ *
+ * `claim` holds the run's generation in its high half, so a worker that
+ * wakes late, after its run is over and the next one published, cannot
+ * take a share of a run it never saw. Workers live as long as the process.
+ * Between runs a worker watches `gen` for a while, then sleeps on it (a
+ * futex), and a run wakes it only if someone sleeps; on a machine found
+ * busy (a wait that lost its core for a millisecond) the watch is short,
+ * so that idle workers do not take time from threads that have work. */
 #define _GNU_SOURCE
 #include "team.h"
 #include "../../core/fpenv.h"
@@ -19,34 +34,41 @@
 #endif
 
 #define MAX_TEAM 256
-#define SPIN_NS 100000 /* 0.1 ms: a step's next kernel usually comes sooner */
+#define IDLE_SPIN_NS 100000     /* 0.1 ms: a step's next kernel usually comes sooner */
+#define BUSY_IDLE_SPIN_NS 5000  /* the same when the machine is busy */
+#define WAIT_SPIN_NS 20000      /* a caller or barrier waiting, before it sleeps */
+#define LOST_CORE_NS 1000000    /* a gap this long inside a spin: the core was taken */
+#define BUSY_HOLD_NS 200000000  /* how long one such gap counts the machine as busy */
+#define GANG_SPIN_NS 10000      /* how long a gang waits for spinning workers */
+#define GANG_WAKE_NS 100000     /* ... and for sleeping ones it has woken */
+#define CLOSED 0x80000000u      /* in claim's low half: a gang has closed */
 
 static struct {
     pthread_once_t once;
     _Atomic int size;
     pthread_mutex_t lock; /* held by the caller of a run */
     int started;          /* workers running */
-    _Atomic unsigned gen; /* bumped once per run */
+    _Atomic unsigned gen; /* bumped once per run; idle workers sleep on it */
     _Atomic int sleepers;
-    _Atomic int pending;  /* workers not yet done with the current run */
-    nb_team_fn fn;        /* the current run, written before gen is bumped */
-    unsigned fpmode;      /* the caller's floating-point mode, which the workers take */
-    void *ctx;
-    int nt;
+    _Atomic uint64_t claim; /* gen << 32 | the next share to take (| CLOSED, the gang's size) */
+    _Atomic unsigned done;  /* shares run by workers in this run; the caller sleeps on it */
+    _Atomic int caller_sleeps;
+    /* The current run, written before claim and gen are. Atomic only so
+     * that a late worker's read of a run it will not join is no race. */
+    _Atomic(nb_team_fn) fn;
+    _Atomic(void *) ctx;
+    _Atomic int nt;
+    _Atomic unsigned fpmode; /* the caller's floating-point mode, which the workers take */
+    _Atomic bool gang;
     _Atomic int bar_count;
     _Atomic unsigned bar_gen;
+    _Atomic int bar_sleepers;
+    _Atomic uint64_t busy_until; /* now_ns() before which the machine counts as busy */
+    _Atomic uint64_t gang_wait;  /* nb_team_set_gang_wait's; 0: GANG_SPIN_NS or GANG_WAKE_NS */
 } team = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static _Thread_local bool in_share;
 static unsigned start_gen[MAX_TEAM]; /* gen when worker t was created */
-
-static int env_threads(const char *name)
-{
-    const char *v = getenv(name);
-    if (!v || !*v) return 0;
-    long n = strtol(v, NULL, 10); /* "4,2" (nested OpenMP lists): the first */
-    return n > 0 ? (int)(n < MAX_TEAM ? n : MAX_TEAM) : 0;
-}
 
 /* A child of fork() has only the thread that forked: it starts with no
  * workers (the parent's would never answer) and a free team. */
@@ -54,7 +76,8 @@ static void forget_workers(void)
 {
     team.started = 0;
     atomic_store(&team.sleepers, 0);
-    atomic_store(&team.pending, 0);
+    atomic_store(&team.caller_sleeps, 0);
+    atomic_store(&team.bar_sleepers, 0);
     pthread_mutex_init(&team.lock, NULL);
     in_share = false;
 }
@@ -62,14 +85,7 @@ static void forget_workers(void)
 static void init_size(void)
 {
     pthread_atfork(NULL, NULL, forget_workers);
-    int n = env_threads("NABLA_NUM_THREADS");
-    if (!n) n = env_threads("OMP_NUM_THREADS");
-#ifdef __linux__
-    cpu_set_t set;
-    if (!n && sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
-#endif
-    if (!n) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    team.size = n < 1 ? 1 : n > MAX_TEAM ? MAX_TEAM : n;
+    team.size = nb_team_default_size();
 }
 
 int nb_team_size(void)
@@ -83,7 +99,7 @@ int nb_num_threads(void) { return nb_team_size(); }
 void nb_set_num_threads(int n)
 {
     pthread_once(&team.once, init_size);
-    /* Workers beyond a smaller size stay, answering runs without a share. */
+    /* Workers beyond a smaller size stay, taking no shares. */
     atomic_store(&team.size, n < 1 ? 1 : n > MAX_TEAM ? MAX_TEAM : n);
 }
 
@@ -94,6 +110,11 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static bool machine_busy(void)
+{
+    return now_ns() < atomic_load_explicit(&team.busy_until, memory_order_relaxed);
 }
 
 static void sleep_on(_Atomic unsigned *word, unsigned seen)
@@ -117,11 +138,7 @@ static void wake_all(_Atomic unsigned *word)
 
 /* One turn of a spin-wait. The pause lets a hypervisor see the spin (KVM's
  * pause-loop exiting) and run the vCPU we wait for in our place; without it
- * a spinning vCPU burns its slice while that one waits for the host. (On a
- * Xeon VM whose host was busy, with half a second of steal time a second,
- * two threads took up to 2.4 times as long as one. On a quiet host the pause
- * costs nothing measurable; how much it gives back on a busy one was not
- * measured, the host being quiet when the two were compared.) */
+ * a spinning vCPU burns its slice while that one waits for the host. */
 static inline void spin_turn(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -131,24 +148,72 @@ static inline void spin_turn(void)
 #endif
 }
 
-/* Waits for gen to move past `seen`: a spin, then sleep. Returns the new
- * gen. */
-static unsigned await_run(unsigned seen)
+/* Waits for *word to differ from `seen`: a spin of up to spin_ns, then
+ * sleep, counted in *sleepers so that the writer knows to wake. A spin that
+ * lost its core for LOST_CORE_NS marks the machine busy. Returns the new
+ * value. */
+static unsigned await_change(_Atomic unsigned *word, unsigned seen, _Atomic int *sleepers, uint64_t spin_ns)
 {
-    uint64_t start = now_ns();
+    uint64_t start = now_ns(), last = start;
     for (unsigned k = 1;; k++) {
-        unsigned g = atomic_load_explicit(&team.gen, memory_order_acquire);
-        if (g != seen) return g;
+        unsigned v = atomic_load_explicit(word, memory_order_acquire);
+        if (v != seen) return v;
         spin_turn();
-        if (k % 256 == 0 && now_ns() - start > SPIN_NS) break;
+        if (k % 128 == 0) {
+            uint64_t now = now_ns();
+            if (now - last > LOST_CORE_NS) atomic_store_explicit(&team.busy_until, now + BUSY_HOLD_NS, memory_order_relaxed);
+            if (now - start > spin_ns) break;
+            last = now;
+        }
     }
     for (;;) {
-        atomic_fetch_add(&team.sleepers, 1);
-        unsigned g = atomic_load(&team.gen);
-        if (g == seen) sleep_on(&team.gen, seen);
-        atomic_fetch_sub(&team.sleepers, 1);
-        g = atomic_load_explicit(&team.gen, memory_order_acquire);
-        if (g != seen) return g;
+        atomic_fetch_add(sleepers, 1);
+        unsigned v = atomic_load(word);
+        if (v == seen) sleep_on(word, seen);
+        atomic_fetch_sub(sleepers, 1);
+        v = atomic_load_explicit(word, memory_order_acquire);
+        if (v != seen) return v;
+    }
+}
+
+/* The run a share belongs to. */
+typedef struct share {
+    nb_team_fn fn;
+    void *ctx;
+    int t, nt;
+    bool gang;
+} share;
+
+/* Takes the next share of run g, if g is still the current run and a share
+ * is left. */
+static bool claim_share(unsigned g, share *s)
+{
+    uint64_t w = atomic_load_explicit(&team.claim, memory_order_acquire);
+    for (;;) {
+        unsigned low = (unsigned)w;
+        if ((unsigned)(w >> 32) != g || (low & CLOSED)) return false;
+        /* Read before the claim: a claim that succeeds proves the run was
+         * still g's when they were read. */
+        s->nt = atomic_load_explicit(&team.nt, memory_order_relaxed);
+        if ((int)low >= s->nt) return false;
+        s->fn = atomic_load_explicit(&team.fn, memory_order_relaxed);
+        s->ctx = atomic_load_explicit(&team.ctx, memory_order_relaxed);
+        s->gang = atomic_load_explicit(&team.gang, memory_order_relaxed);
+        s->t = (int)low;
+        if (atomic_compare_exchange_weak_explicit(&team.claim, &w, w + 1, memory_order_acq_rel, memory_order_acquire))
+            return true;
+    }
+}
+
+/* A gang member learns the gang's size once the caller has closed it,
+ * which the caller does soon after opening it. */
+static int gang_size(unsigned g)
+{
+    for (unsigned k = 1;; k++) {
+        uint64_t w = atomic_load_explicit(&team.claim, memory_order_acquire);
+        if ((unsigned)(w >> 32) == g && ((unsigned)w & CLOSED)) return (int)((unsigned)w & ~CLOSED);
+        spin_turn();
+        if (k % 1024 == 0) sched_yield(); /* the caller lost its core */
     }
 }
 
@@ -156,15 +221,21 @@ static void *worker(void *arg)
 {
     int t = (int)(intptr_t)arg;
     in_share = true; /* a kernel a worker runs never starts a run of its own */
+    nb_team_bind_self();
     /* Not gen now: the run that created this thread may have begun already. */
     unsigned seen = start_gen[t];
     for (;;) {
-        seen = await_run(seen);
-        if (nb_fpmode_get() != team.fpmode) nb_fpmode_set(team.fpmode);
-        if (t < team.nt) team.fn(team.ctx, t, team.nt);
-        /* Every worker answers every run, its share or not: the next run
-         * must not rewrite the job while one still reads it. */
-        atomic_fetch_sub_explicit(&team.pending, 1, memory_order_release);
+        seen = await_change(&team.gen, seen, &team.sleepers, machine_busy() ? BUSY_IDLE_SPIN_NS : IDLE_SPIN_NS);
+        share s;
+        while (claim_share(seen, &s)) {
+            if (s.gang) s.nt = gang_size(seen);
+            unsigned fp = atomic_load_explicit(&team.fpmode, memory_order_relaxed);
+            if (nb_fpmode_get() != fp) nb_fpmode_set(fp);
+            s.fn(s.ctx, s.t, s.nt);
+            atomic_fetch_add(&team.done, 1); /* seq_cst: ordered before reading caller_sleeps */
+            if (atomic_load(&team.caller_sleeps)) wake_all(&team.done);
+            if (s.gang) break; /* a gang member has one share */
+        }
     }
     return NULL;
 }
@@ -187,35 +258,125 @@ static int start_workers(int want)
     return team.started + 1;
 }
 
-void nb_team_run(int nt, nb_team_fn fn, void *ctx)
+/* Takes the team for a run of nt shares; returns the shares it may have
+ * (0: run on the caller alone, the team not taken). */
+static int take_team(int nt)
 {
     int size = nb_team_size();
     if (nt > size) nt = size;
-    if (nt <= 1 || in_share || pthread_mutex_trylock(&team.lock) != 0) {
-        fn(ctx, 0, 1);
-        return;
-    }
-    int have = start_workers(size); /* all of them: every worker answers every run */
+    if (nt <= 1 || in_share || pthread_mutex_trylock(&team.lock) != 0) return 0;
+    int have = start_workers(size);
     if (nt > have) nt = have;
     if (nt <= 1) {
         pthread_mutex_unlock(&team.lock);
+        return 0;
+    }
+    return nt;
+}
+
+/* How a run found the workers. */
+typedef struct arrival {
+    bool woke;  /* some were asleep and were woken */
+    bool awake; /* some were not asleep */
+} arrival;
+
+/* Publishes a run whose share 0 the caller has taken; returns its
+ * generation. On a busy machine sleeping workers stay asleep: woken, one
+ * would take the caller's own core more often than a free one (an MNIST
+ * epoch took twice as long as on one thread), and the busy mark lapses
+ * within BUSY_HOLD_NS, after which a run wakes them again and their spins
+ * find out whether the machine is still busy. */
+static unsigned publish(int nt, nb_team_fn fn, void *ctx, bool gang, arrival *a)
+{
+    unsigned g = atomic_load_explicit(&team.gen, memory_order_relaxed) + 1;
+    atomic_store_explicit(&team.fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&team.ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&team.nt, nt, memory_order_relaxed);
+    atomic_store_explicit(&team.gang, gang, memory_order_relaxed);
+    atomic_store_explicit(&team.fpmode, nb_fpmode_get(), memory_order_relaxed);
+    atomic_store_explicit(&team.done, 0, memory_order_relaxed);
+    atomic_store_explicit(&team.bar_count, 0, memory_order_relaxed);
+    atomic_store_explicit(&team.claim, (uint64_t)g << 32 | 1u, memory_order_release);
+    atomic_store(&team.gen, g); /* seq_cst: ordered before reading sleepers */
+    int asleep = atomic_load(&team.sleepers);
+    a->awake = asleep < team.started;
+    /* (A gang told to wait for its workers wakes them whatever.) */
+    a->woke = asleep > 0 && (!machine_busy() || (gang && atomic_load_explicit(&team.gang_wait, memory_order_relaxed)));
+    if (a->woke) wake_all(&team.gen);
+    return g;
+}
+
+/* Waits until workers have run `need` shares of the current run. */
+static void await_done(unsigned need)
+{
+    uint64_t spin = machine_busy() ? BUSY_IDLE_SPIN_NS : WAIT_SPIN_NS;
+    for (unsigned d; (d = atomic_load_explicit(&team.done, memory_order_acquire)) < need;)
+        await_change(&team.done, d, &team.caller_sleeps, spin);
+}
+
+void nb_team_run(int nt, nb_team_fn fn, void *ctx)
+{
+    nt = take_team(nt);
+    if (!nt) {
         fn(ctx, 0, 1);
         return;
     }
-    team.fn = fn;
-    team.ctx = ctx;
-    team.nt = nt;
-    team.fpmode = nb_fpmode_get();
-    atomic_store_explicit(&team.bar_count, 0, memory_order_relaxed);
-    atomic_store_explicit(&team.pending, team.started, memory_order_relaxed);
-    atomic_fetch_add(&team.gen, 1); /* seq_cst: ordered before reading sleepers */
-    if (atomic_load(&team.sleepers) > 0) wake_all(&team.gen);
+    arrival a;
+    unsigned g = publish(nt, fn, ctx, false, &a);
     in_share = true;
     fn(ctx, 0, nt);
+    unsigned mine = 1;
+    for (share s; claim_share(g, &s); mine++) fn(ctx, s.t, nt);
     in_share = false;
-    while (atomic_load_explicit(&team.pending, memory_order_acquire) > 0) spin_turn();
+    await_done((unsigned)nt - mine);
     pthread_mutex_unlock(&team.lock);
 }
+
+/* Closes the gang: the shares claimed by now are its members. */
+static int close_gang(unsigned g, int nt, arrival a)
+{
+    /* Workers woken from sleep take tens of microseconds to come; with none
+     * awake or woken, none will. */
+    uint64_t wait = atomic_load_explicit(&team.gang_wait, memory_order_relaxed);
+    if (!wait) wait = a.woke ? GANG_WAKE_NS : a.awake ? GANG_SPIN_NS : 0;
+    uint64_t deadline = now_ns() + wait;
+    uint64_t w = atomic_load_explicit(&team.claim, memory_order_acquire);
+    for (unsigned k = 0;; k++) {
+        unsigned have = (unsigned)w;
+        bool late = k % 64 == 0 && now_ns() >= deadline;
+        if ((int)have >= nt || late) {
+            if (atomic_compare_exchange_weak_explicit(&team.claim, &w, (uint64_t)g << 32 | CLOSED | have,
+                                                      memory_order_acq_rel, memory_order_acquire)) {
+                /* A gang short of a worker that was spinning: it lost its core. */
+                if ((int)have < nt && a.awake && !a.woke)
+                    atomic_store_explicit(&team.busy_until, now_ns() + BUSY_HOLD_NS, memory_order_relaxed);
+                return (int)have;
+            }
+            continue;
+        }
+        spin_turn();
+        w = atomic_load_explicit(&team.claim, memory_order_acquire);
+    }
+}
+
+void nb_team_gang(int nt, nb_team_fn fn, void *ctx)
+{
+    nt = take_team(nt);
+    if (!nt) {
+        fn(ctx, 0, 1);
+        return;
+    }
+    arrival a;
+    unsigned g = publish(nt, fn, ctx, true, &a);
+    int k = close_gang(g, nt, a);
+    in_share = true;
+    fn(ctx, 0, k);
+    in_share = false;
+    await_done((unsigned)k - 1);
+    pthread_mutex_unlock(&team.lock);
+}
+
+void nb_team_set_gang_wait(uint64_t ns) { atomic_store(&team.gang_wait, ns); }
 
 void nb_team_barrier(int nt)
 {
@@ -223,13 +384,14 @@ void nb_team_barrier(int nt)
     unsigned g = atomic_load_explicit(&team.bar_gen, memory_order_acquire);
     if (atomic_fetch_add_explicit(&team.bar_count, 1, memory_order_acq_rel) == nt - 1) {
         atomic_store_explicit(&team.bar_count, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&team.bar_gen, 1, memory_order_release);
+        atomic_fetch_add(&team.bar_gen, 1); /* seq_cst: ordered before reading bar_sleepers */
+        if (atomic_load(&team.bar_sleepers)) wake_all(&team.bar_gen);
         return;
     }
-    while (atomic_load_explicit(&team.bar_gen, memory_order_acquire) == g) spin_turn();
+    await_change(&team.bar_gen, g, &team.bar_sleepers, WAIT_SPIN_NS);
 }
 
-/* nb_team_for: part p of [0, n) is thread p's, in FOR_PIECES pieces taken
+/* nb_team_for: part p of [0, n) is share p's, in FOR_PIECES pieces taken
  * in order through taken[p]. A thread takes its own part's pieces first,
  * so that consecutive kernels over the same data find it in the same
  * core's cache, and then what is left of the others': with fixed parts, a
