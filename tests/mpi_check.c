@@ -24,7 +24,9 @@
  *                        (NABLA_COMM_TIMEOUT) naming rank V. Each rank writes
  *                        its pid to DIR/pid.R;
  *   mpi_check resume DIR N  resumes from DIR's checkpoint of epoch 1, written
- *                        by N ranks: the end of training equals the
+ *                        by N ranks and found on rank 0 only (the others
+ *                        are given a path that does not exist): the end of
+ *                        training equals the
  *                        uninterrupted run on these ranks (exactly, when they
  *                        are N; to rounding otherwise, the global batch being
  *                        the same) and one process's with the whole batch.
@@ -370,14 +372,19 @@ static void check_lost(const char *dir, int v)
 
 static void check_resume(const char *dir, int old_size)
 {
+    /* The checkpoint on rank 0's disk only, as on hosts without a shared
+     * file system: nb_train sends it to the others. */
     char path[512];
-    snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);
-    nb_safetensors *meta = NULL;
-    nb_status st = nb_safetensors_load(&meta, path);
-    const char *epoch = st ? NULL : nb_safetensors_meta(meta, "epoch");
-    EXPECT(epoch && !strcmp(epoch, "1"), "the last checkpoint, %s, is not epoch 1's: %s", path,
-           st ? nb_last_error() : epoch ? epoch : "no epoch");
-    nb_safetensors_free(meta);
+    if (rank == 0) snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);
+    else snprintf(path, sizeof path, "%s/not-on-rank-%d.safetensors", dir, rank);
+    if (rank == 0) {
+        nb_safetensors *meta = NULL;
+        nb_status st = nb_safetensors_load(&meta, path);
+        const char *epoch = st ? NULL : nb_safetensors_meta(meta, "epoch");
+        EXPECT(epoch && !strcmp(epoch, "1"), "the last checkpoint, %s, is not epoch 1's: %s", path,
+               st ? nb_last_error() : epoch ? epoch : "no epoch");
+        nb_safetensors_free(meta);
+    }
     double alone[MAXP], straight[MAXP], resumed[MAXP], la, ls, lr;
     int na, ns, nr;
     die_on(run_train(&(train_run){.epochs = 3}, alone, &na, &la), "one process");
