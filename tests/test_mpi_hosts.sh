@@ -10,7 +10,10 @@
 #  - tests/mpi_check equal on 2 and 3 hosts: N ranks with batch 12/N train
 #    as one process with batch 12 (SGD and Adam, static and eager);
 #  - tests/mpi_check train on 3 hosts: nb_train over the ranks, checkpoint
-#    and resume.
+#    and resume;
+#  - tests/mpi_check lost on 3 hosts (`mpirun --enable-recovery`): the rank
+#    on host 2 kills itself in the middle of epoch 2, the others stop
+#    within the 3 s timeout naming it.
 # Skipped, saying so, without root, without `ip netns` (containers often
 # forbid it), or without MPI. The namespaces are always removed.
 set -euo pipefail
@@ -120,5 +123,11 @@ mkdir -p "$out/train"
 rc=0
 mpirun_hosts $hosts "$build/tests/mpi_check" train "$out/train" >"$out/train.log" 2>&1 || rc=$?
 expect "train over TCP, $hosts hosts" $hosts "$out/train.log" $rc
+mkdir -p "$out/lost"
+rc=0
+NABLA_COMM_TIMEOUT=3 mpirun_hosts $hosts -x NABLA_COMM_TIMEOUT --enable-recovery "$build/tests/mpi_check" lost "$out/lost" \
+    $((hosts - 1)) >"$out/lost.log" 2>&1 || rc=$?
+[ $rc -ne 124 ] || echo "mpirun timed out: a rank hung" >>"$out/lost.log"
+expect "rank $((hosts - 1)) killed over TCP: the $((hosts - 1)) others stop naming it" $((hosts - 1)) "$out/lost.log" 0
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
