@@ -364,7 +364,9 @@ static void check_lost(const char *dir, int v)
     EXPECT(rank != victim, "rank %d was to be lost but trained on: %s", rank, st ? nb_last_error() : "no error");
     EXPECT(st && strstr(nb_last_error(), named), "the error does not say '%s': %s", named,
            st ? nb_last_error() : "no error");
-    EXPECT(waited < limit + 1, "stopped %.1f s after its last batch; the timeout is %.1f s", waited, limit);
+    /* The timeout counts from the start of the all-reduce: a loaded
+     * machine may take a while to get there from the last batch. */
+    EXPECT(waited < limit + 5, "stopped %.1f s after its last batch; the timeout is %.1f s", waited, limit);
     if (!failures)
         printf("rank %d: ok stopped %.1f s after its last batch (timeout %.0f s) naming rank %d: %s\n", rank, waited,
                limit, victim, nb_last_error());

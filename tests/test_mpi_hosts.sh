@@ -19,10 +19,8 @@
 set -euo pipefail
 build=$1
 src=$2
+source "$(dirname "$0")/mpi_env.bash"
 skip() { echo "skipped: $*"; exit 0; }
-command -v mpirun >/dev/null || skip "mpirun is not installed (make test installs openmpi-bin)"
-"$build/nabla" --version | grep -q '^features:.* mpi' ||
-    skip "this build has no MPI support (libopenmpi-dev was not found when it was configured)"
 [ "$(id -u)" -eq 0 ] || skip "network namespaces need root"
 command -v ip >/dev/null || skip "ip is not installed (make test installs iproute2)"
 
@@ -70,9 +68,6 @@ i=\$(( \${host##*.} - 1 ))
 exec ip netns exec ${tag}h\$i $uts sh -c "${uts:+hostname host\$i; }export TMPDIR=$out/tmp\$i; \$*"
 AGENT
 chmod +x "$out/agent"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$src/tests/lsan_mpi.supp"
 # mpirun on host 0, its daemons on the others, every byte over TCP on the
 # veth network.
 mpirun_hosts() { # NP COMMAND...

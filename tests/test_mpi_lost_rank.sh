@@ -17,17 +17,7 @@
 set -euo pipefail
 build=$1
 src=$2
-if ! command -v mpirun >/dev/null; then
-    echo "skipped: mpirun is not installed (make test installs openmpi-bin)"
-    exit 0
-fi
-if ! "$build/nabla" --version | grep -q '^features:.* mpi'; then
-    echo "skipped: this build has no MPI support (libopenmpi-dev was not found when it was configured)"
-    exit 0
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$src/tests/lsan_mpi.supp"
+source "$(dirname "$0")/mpi_env.bash"
 check=$build/tests/mpi_check
 pass=0 fail=0
 out=$(mktemp -d)

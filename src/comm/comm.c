@@ -223,7 +223,7 @@ nb_status nb_comm_wait(nb_comm_request *r)
     nb_comm *c = r->c;
     const nb_comm_impl_ops *k = c->kind;
     nb_status st = NB_OK;
-    bool asked = false;
+    bool asked = false, pausing = false;
     for (unsigned spins = 1; r->impl; spins++) {
         bool done = false;
         if ((st = k->test(c, r->impl, &done))) break;
@@ -231,7 +231,9 @@ nb_status nb_comm_wait(nb_comm_request *r)
             r->impl = NULL;
             break;
         }
-        if (spins % 256) continue; /* the clock, and the other ranks' census, now and then */
+        /* The clock, and the other ranks' census, now and then while
+         * spinning; at every test once pausing between tests. */
+        if (!pausing && spins % 256) continue;
         if (k->census_listen) k->census_listen(c);
         double waited = nb_comm_clock() - r->started;
         /* Near the timeout, ask who is still there, so that the error can
@@ -249,6 +251,7 @@ nb_status nb_comm_wait(nb_comm_request *r)
          * takes milliseconds), then let the other ranks on this machine
          * have the core. */
         if (waited > 0.2) {
+            pausing = true;
             struct timespec ts = {0, 100000};
             nanosleep(&ts, NULL);
         }
