@@ -30,8 +30,8 @@ cleanup() {
 trap cleanup EXIT
 mpirun_() { timeout 120 mpirun --oversubscribe --mca btl self,vader "$@"; }
 
-verdict() { # NAME OK(0/1) LOG
-    if [ "$2" = 0 ]; then echo "ok   $1"; pass=$((pass + 1))
+verdict() { # NAME OK(0/1) LOG: also fails on a sanitizer's report in LOG
+    if [ "$2" = 0 ] && ! grep -Eq 'Sanitizer|runtime error' "$3"; then echo "ok   $1"; pass=$((pass + 1))
     else echo "FAIL $1"; cat "$3"; fail=$((fail + 1)); fi
 }
 

@@ -66,7 +66,7 @@ static nb_status single_test(nb_comm *c, void *req, bool *done)
 }
 
 static const nb_comm_impl_ops single_kind = {"single", single_allreduce, single_broadcast, single_barrier, single_test,
-                                             NULL, NULL, NULL};
+                                             NULL, NULL, NULL, NULL};
 
 nb_status nb_comm_init_single(nb_comm **out)
 {
@@ -244,6 +244,7 @@ nb_status nb_comm_wait(nb_comm_request *r)
         }
         if (waited > c->timeout) {
             st = timed_out(c, r);
+            if (k->abandon) k->abandon(c, r->impl);
             break;
         }
         /* MPI moves a nonblocking collective on only inside MPI calls, so

@@ -24,6 +24,9 @@ typedef struct nb_comm_impl_ops {
      * error only means that rank is not heard from. */
     void (*census_ask)(nb_comm *c);
     void (*census_listen)(nb_comm *c);
+    /* A request that timed out: the kind keeps it until free, since the
+     * transport may still hold its buffers (NULL: nothing to keep). */
+    void (*abandon)(nb_comm *c, void *req);
 } nb_comm_impl_ops;
 
 struct nb_comm {

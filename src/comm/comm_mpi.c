@@ -34,6 +34,7 @@ typedef struct mpi_impl {
     void *spare;     /* a ring's scratch kept for the next one */
     size_t spare_size;
     MPI_Request *census; /* 2 * size: the query to rank q at [q], the answer to it at [size + q] */
+    struct mpi_req *abandoned; /* requests that timed out, kept until mpi_free */
 } mpi_impl;
 
 #define TAG_RING_END 32000 /* ring tags are below */
@@ -50,6 +51,7 @@ typedef struct mpi_req {
     nb_dtype dtype;
     int64_t n;
     int step, tag; /* steps 0..N-2 reduce-scatter, N-1..2N-3 all-gather */
+    struct mpi_req *next; /* in the list of abandoned ones */
 } mpi_req;
 
 /* An MPI error code as an nb_status carrying MPI's own message. */
@@ -271,10 +273,33 @@ static void mpi_census_listen(nb_comm *c)
     census_take(c, TAG_ANSWER);
 }
 
+static void mpi_abandon(nb_comm *c, void *req)
+{
+    mpi_req *q = req;
+    q->next = impl_of(c)->abandoned;
+    impl_of(c)->abandoned = q;
+}
+
+/* A ring's receive can be cancelled, which frees its buffer; its send
+ * reads the caller's buffer only. MPI cannot take back a collective of its
+ * own: that request is left to MPI. */
+static void free_abandoned(nb_comm *c)
+{
+    for (mpi_req *q = impl_of(c)->abandoned, *next; q; q = next) {
+        next = q->next;
+        if (q->ring && q->r[0] != MPI_REQUEST_NULL) MPI_Cancel(&q->r[0]);
+        for (int i = 0; q->ring && i < 2; i++)
+            if (q->r[i] != MPI_REQUEST_NULL) MPI_Request_free(&q->r[i]);
+        nb_free(q->scratch);
+        nb_free(q);
+    }
+}
+
 static void mpi_free(nb_comm *c)
 {
     mpi_impl *m = c->impl;
     if (!m) return;
+    free_abandoned(c);
     for (int i = 0; m->census && i < 2 * c->size; i++)
         if (m->census[i] != MPI_REQUEST_NULL) MPI_Request_free(&m->census[i]);
     /* After a timeout MPI_Finalize would wait for the lost rank: leave MPI
@@ -288,7 +313,8 @@ static void mpi_free(nb_comm *c)
 }
 
 static const nb_comm_impl_ops mpi_kind = {"mpi",    mpi_allreduce, mpi_broadcast,  mpi_barrier,
-                                          mpi_test, mpi_free,      mpi_census_ask, mpi_census_listen};
+                                          mpi_test, mpi_free,      mpi_census_ask, mpi_census_listen,
+                                          mpi_abandon};
 
 bool nb_comm_have_mpi(void) { return true; }
 
