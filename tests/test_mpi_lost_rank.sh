@@ -12,7 +12,9 @@
 #  - each time the last checkpoint (epoch 1's) is whole, and resuming from
 #    it on 3 ranks gives the uninterrupted run exactly, on 2 and 4 ranks (the
 #    same global batch of 12, the shards following the new rank count) to
-#    rounding, as it does one process's.
+#    rounding, as it does one process's; the checkpoint is on rank 0's
+#    disk only (nb_train sends it to the others);
+#  - a damaged checkpoint fails on every rank, rank 0 saying why.
 # Every mpirun runs under `timeout`: a rank that hangs fails the test.
 set -euo pipefail
 build=$1
@@ -97,6 +99,17 @@ ok=1
     ls "$out/writer"/ckpt.safetensors.tmp.* >/dev/null 2>&1 && ok=0
 verdict "rank 0 killed while writing epoch 2's checkpoint: ranks 1 and 2 name it, its temporary file is left" \
     $ok "$out/writer/log"
+
+# A damaged checkpoint: rank 0 says why, the others that rank 0 could not
+# resume, and nobody waits for anybody.
+mkdir -p "$out/damaged"
+head -c 100 "$out/killed/ckpt.safetensors" >"$out/damaged/ckpt.safetensors"
+rc=0
+mpirun_ -np 2 "$check" resume "$out/damaged" 3 >"$out/damaged/log" 2>&1 || rc=$?
+ok=1
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q '^rank 0: FAIL resumed: train: resuming from' "$out/damaged/log" &&
+    grep -q '^rank 1: FAIL resumed: train: rank 0 could not resume' "$out/damaged/log" && ok=0
+verdict "a damaged checkpoint fails on every rank at once" $ok "$out/damaged/log"
 
 for np in 3 2 4; do resume killed $np; done
 resume plain 3
