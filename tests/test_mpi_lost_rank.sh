@@ -25,8 +25,10 @@ pass=0 fail=0
 out=$(mktemp -d)
 killer=
 cleanup() {
-    [ -n "$killer" ] && kill "$killer" 2>/dev/null
-    for f in "$out"/*/pid.*; do [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; done
+    if [ -n "$killer" ]; then kill "$killer" 2>/dev/null || true; fi
+    for f in "$out"/*/pid.*; do
+        if [ -f "$f" ]; then kill -9 "$(cat "$f")" 2>/dev/null || true; fi
+    done
     rm -rf "$out"
 }
 trap cleanup EXIT
