@@ -9,7 +9,8 @@
 # compare with them; tests/test_onnx_finetune.sh exports torchvision's
 # models), ONNX's proto (libonnx-dev: ONNX import and export are built when it
 # is there), Open MPI (libopenmpi-dev and openmpi-bin: the MPI communicator
-# is built when it is there, and tests/test_mpi.sh runs ranks with mpirun), OpenBLAS
+# is built when it is there, and tests/test_mpi.sh runs ranks with mpirun), iproute2
+# (tests/test_mpi_hosts.sh makes hosts of network namespaces with ip netns), OpenBLAS
 # (libopenblas-pthread-dev: the GEMM calls it when it is there, and the tests
 # check it and nabla's own kernel both) and, where clang is installed, its libFuzzer runtime (`make fuzz`). Optional ones are only reported: the build detects them
 # and works without.
@@ -38,6 +39,8 @@ if [ $for_tests = 1 ]; then
     # beside nabla's own, and PyTorch runs on it, not on the reference BLAS.
     ls /usr/lib/*/libopenblas.so /usr/lib/*/openblas*/libopenblas.so >/dev/null 2>&1 || missing+=(libopenblas-pthread-dev)
     have_cmd mpirun || missing+=(openmpi-bin)
+    # ip netns: tests/test_mpi_hosts.sh makes hosts of network namespaces.
+    have_cmd ip || missing+=(iproute2)
     # Debian's own Python (not one first on PATH), as the tests call it.
     py=/usr/bin/python3
     [ -x $py ] || missing+=(python3)

@@ -14,17 +14,35 @@
  *                        figures on every rank, only rank 0 writes the CSV and
  *                        the checkpoint, and a run stopped after one epoch and
  *                        resumed (on every rank) ends where an uninterrupted
- *                        run does.
+ *                        run does;
+ *   mpi_check lost DIR V nb_train with checkpoints in DIR, where rank V is
+ *                        lost in the second epoch: V > 0 kills itself
+ *                        (SIGKILL) in the middle of it; V = 0 stops itself
+ *                        (SIGSTOP, through NABLA_TEST_STOP_AFTER_BYTES) in the
+ *                        middle of writing its checkpoint, for the script to
+ *                        kill. Every other rank fails within the timeout
+ *                        (NABLA_COMM_TIMEOUT) naming rank V. Each rank writes
+ *                        its pid to DIR/pid.R;
+ *   mpi_check resume DIR N  resumes from DIR's checkpoint of epoch 1, written
+ *                        by N ranks and found on rank 0 only (the others
+ *                        are given a path that does not exist): the end of
+ *                        training equals the
+ *                        uninterrupted run on these ranks (exactly, when they
+ *                        are N; to rounding otherwise, the global batch being
+ *                        the same) and one process's with the whole batch.
  *
  * Each rank prints "rank R: ok NAME" per passed check and "rank R: FAIL
  * ..." per failure; the script counts them. */
+#include <signal.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 #include "dp_test_util.h"
 
 #define B 12 /* the global batch: divisible by 1, 2, 3, 4, 6 */
 #define STEPS 6
 #define MAXP 512
+#define RECORDS 120 /* of nb_train's runs: 10 batches an epoch */
 
 static int rank, size, failures;
 static nb_comm *comm;
@@ -211,39 +229,61 @@ static void check_timeout(void)
     _exit(failures ? 1 : 0);
 }
 
-/* Two epochs of the static model through nb_train: uninterrupted, or
- * stopped after the first and resumed from rank 0's checkpoint. */
-static void train_epochs(const char *dir, bool resumed, double *out, int *n, double *loss)
+/* One nb_train run of the static model with Adam. */
+typedef struct train_run {
+    bool parallel;          /* over the ranks with batch B/size, or alone with batch B */
+    const char *ckpt, *csv; /* or NULL */
+    bool resume;
+    int epochs, stop_after;
+    nb_reader_map_fn hook; /* called on every batch, or NULL */
+} train_run;
+
+static nb_status run_train(const train_run *t, double *out, int *n, double *loss)
 {
+    int s = t->parallel ? size : 1;
     nb_tensor *x, *y;
-    dp_data(120, &x, &y);
-    nb_reader *rd;
-    die_on(dp_reader(&rd, x, y, rank, size, B / size), "reader");
-    char ckpt[512], csv[512];
-    snprintf(ckpt, sizeof ckpt, "%s/ckpt.safetensors", dir);
-    snprintf(csv, sizeof csv, "%s/metrics.csv", dir);
+    dp_data(RECORDS, &x, &y);
+    nb_reader *rd = NULL;
+    dp_static m;
+    memset(&m, 0, sizeof m);
+    nb_optimizer opt = nb_adam(0.02);
+    nb_data_parallel_opts dp = {.nranks = s};
+    if (t->parallel) opt.data_parallel = &dp;
+    nb_status st = dp_reader(&rd, x, y, t->parallel ? rank : 0, s, B / s);
+    if (!st && t->hook) st = nb_reader_map(&rd, rd, t->hook, NULL);
+    if (!st) st = dp_static_new(&m, &opt, 16);
     const char *feeds[] = {"x", "y"};
-    for (int part = resumed ? 0 : 1; part < 2; part++) {
-        nb_optimizer opt = nb_adam(0.02);
-        nb_data_parallel_opts dp = {.nranks = size};
-        opt.data_parallel = &dp;
-        dp_static m;
-        die_on(dp_static_new(&m, &opt, 16), "model");
-        nb_train_config cfg = {.epochs = 2, .n_feeds = 2, .feeds = feeds, .loss = m.loss, .comm = comm,
-                               .progress = NB_PROGRESS_QUIET, .checkpoint_path = resumed ? ckpt : NULL,
-                               .csv_path = resumed ? csv : NULL, .resume = resumed && part == 1,
-                               .stop_after_epochs = resumed && part == 0 ? 1 : 0};
-        nb_train_result r;
-        die_on(nb_train(&cfg, m.main, m.startup, m.scope, rd, &r), "train");
-        /* Rank 0 has written the checkpoint the others resume from. */
-        die_on(nb_comm_barrier(comm), "barrier");
+    nb_train_config cfg = {.epochs = t->epochs, .n_feeds = 2, .feeds = feeds, .loss = m.loss,
+                           .comm = t->parallel ? comm : NULL, .progress = NB_PROGRESS_QUIET,
+                           .checkpoint_path = t->ckpt, .csv_path = t->csv, .resume = t->resume,
+                           .stop_after_epochs = t->stop_after};
+    nb_train_result r;
+    if (!st) st = nb_train(&cfg, m.main, m.startup, m.scope, rd, &r);
+    if (!st) {
         *loss = r.last.train_loss;
         dp_static_params(&m, out, MAXP, n);
-        dp_static_free(&m);
     }
+    dp_static_free(&m);
     nb_reader_free(rd);
     nb_tensor_release(x);
     nb_tensor_release(y);
+    return st;
+}
+
+/* Two epochs through nb_train: uninterrupted, or stopped after the first
+ * and resumed from rank 0's checkpoint. */
+static void train_epochs(const char *dir, bool resumed, double *out, int *n, double *loss)
+{
+    char ckpt[512], csv[512];
+    snprintf(ckpt, sizeof ckpt, "%s/ckpt.safetensors", dir);
+    snprintf(csv, sizeof csv, "%s/metrics.csv", dir);
+    for (int part = resumed ? 0 : 1; part < 2; part++) {
+        train_run t = {.parallel = true, .ckpt = resumed ? ckpt : NULL, .csv = resumed ? csv : NULL,
+                       .resume = resumed && part == 1, .epochs = 2, .stop_after = resumed && part == 0 ? 1 : 0};
+        die_on(run_train(&t, out, n, loss), "train");
+        /* Rank 0 has written the checkpoint the others resume from. */
+        die_on(nb_comm_barrier(comm), "barrier");
+    }
 }
 
 static void check_train(const char *dir)
@@ -269,6 +309,104 @@ static void check_train(const char *dir)
     if (!failures) ok("nb_train over ranks: resumed on every rank = uninterrupted, rank 0 writes, same figures");
 }
 
+/* ---- a lost rank ----------------------------------------------------------------------------- */
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int victim;
+static double last_batch; /* when this rank last read a batch */
+
+/* On every batch: the victim (not rank 0) kills itself at the 4th batch
+ * of the second epoch. */
+static nb_status lose_victim(void *ctx, int n_fields, nb_tensor **record)
+{
+    static int batches;
+    last_batch = seconds_now();
+    if (victim > 0 && rank == victim && ++batches == RECORDS / B + 4) {
+        printf("rank %d: killing itself (SIGKILL) in the middle of epoch 2\n", rank);
+        fflush(stdout);
+        raise(SIGKILL);
+    }
+    return NB_OK;
+}
+
+static void check_lost(const char *dir, int v)
+{
+    victim = v;
+    char path[512];
+    snprintf(path, sizeof path, "%s/pid.%d", dir, rank);
+    FILE *f = fopen(path, "w");
+    if (f) fprintf(f, "%d\n", (int)getpid());
+    if (!f || fclose(f)) die_on(nb_error(NB_ERR_IO, "cannot write %s", path), "pid file");
+    snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);
+    double out[MAXP], loss;
+    int n;
+    train_run t = {.parallel = true, .ckpt = path, .epochs = 3, .hook = lose_victim};
+    if (victim == 0) {
+        /* The first epoch's checkpoint whole; rank 0 stops in the middle
+         * of writing the second's. */
+        t.stop_after = 1;
+        die_on(run_train(&t, out, &n, &loss), "epoch 1");
+        die_on(nb_comm_barrier(comm), "barrier");
+        if (rank == 0) setenv("NABLA_TEST_STOP_AFTER_BYTES", "1000", 1);
+        t.stop_after = 0;
+        t.resume = true;
+    }
+    nb_status st = run_train(&t, out, &n, &loss);
+    double waited = seconds_now() - last_batch, limit = nb_comm_timeout(comm);
+    char named[64];
+    snprintf(named, sizeof named, "rank %d is lost", victim);
+    EXPECT(rank != victim, "rank %d was to be lost but trained on: %s", rank, st ? nb_last_error() : "no error");
+    EXPECT(st && strstr(nb_last_error(), named), "the error does not say '%s': %s", named,
+           st ? nb_last_error() : "no error");
+    /* The timeout counts from the start of the all-reduce: a loaded
+     * machine may take a while to get there from the last batch. */
+    EXPECT(waited < limit + 5, "stopped %.1f s after its last batch; the timeout is %.1f s", waited, limit);
+    if (!failures)
+        printf("rank %d: ok stopped %.1f s after its last batch (timeout %.0f s) naming rank %d: %s\n", rank, waited,
+               limit, victim, nb_last_error());
+}
+
+static void check_resume(const char *dir, int old_size)
+{
+    /* The checkpoint on rank 0's disk only, as on hosts without a shared
+     * file system: nb_train sends it to the others. */
+    char path[512];
+    if (rank == 0) snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);
+    else snprintf(path, sizeof path, "%s/not-on-rank-%d.safetensors", dir, rank);
+    if (rank == 0) {
+        nb_safetensors *meta = NULL;
+        nb_status st = nb_safetensors_load(&meta, path);
+        const char *epoch = st ? NULL : nb_safetensors_meta(meta, "epoch");
+        EXPECT(epoch && !strcmp(epoch, "1"), "the last checkpoint, %s, is not epoch 1's: %s", path,
+               st ? nb_last_error() : epoch ? epoch : "no epoch");
+        nb_safetensors_free(meta);
+    }
+    double alone[MAXP], straight[MAXP], resumed[MAXP], la, ls, lr;
+    int na, ns, nr;
+    die_on(run_train(&(train_run){.epochs = 3}, alone, &na, &la), "one process");
+    die_on(run_train(&(train_run){.parallel = true, .epochs = 3}, straight, &ns, &ls), "uninterrupted");
+    die_on(run_train(&(train_run){.parallel = true, .ckpt = path, .resume = true, .epochs = 3}, resumed, &nr, &lr),
+           "resumed");
+    double scale = 0;
+    for (int i = 0; i < na; i++) scale = fmax(scale, fabs(alone[i]));
+    double tol = 1e-12 * fmax(scale, 1), ds = dp_max_diff(resumed, straight, nr), da = dp_max_diff(resumed, alone, nr);
+    EXPECT(na == ns && ns == nr, "parameter counts %d %d %d", na, ns, nr);
+    if (size == old_size) EXPECT(ds == 0 && lr == ls, "resumed on the same %d ranks: differs by %.1e", size, ds);
+    EXPECT(ds <= tol && da <= tol, "resumed: %.1e from the uninterrupted run, %.1e from one process (tolerance %.1e)",
+           ds, da, tol);
+    EXPECT(same_everywhere(resumed, nr), "the ranks' parameters differ");
+    if (!failures)
+        printf("rank %d: ok %d-rank checkpoint of epoch 1 resumed on %d ranks: %s the uninterrupted run (diff %.1e), "
+               "one process to rounding (diff %.1e)\n", rank, old_size, size, ds == 0 ? "exactly" : "to rounding",
+               ds, da);
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "equal";
@@ -281,6 +419,8 @@ int main(int argc, char **argv)
     else if (!strcmp(what, "mismatch")) check_mismatch();
     else if (!strcmp(what, "timeout")) check_timeout();
     else if (!strcmp(what, "train") && argc > 2) check_train(argv[2]);
+    else if (!strcmp(what, "lost") && argc > 3) check_lost(argv[2], atoi(argv[3]));
+    else if (!strcmp(what, "resume") && argc > 3) check_resume(argv[2], atoi(argv[3]));
     else {
         printf("rank %d: FAIL unknown check '%s'\n", rank, what);
         failures++;

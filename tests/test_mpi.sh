@@ -15,20 +15,7 @@
 set -euo pipefail
 build=$1
 src=$2
-if ! command -v mpirun >/dev/null; then
-    echo "skipped: mpirun is not installed (make test installs openmpi-bin)"
-    exit 0
-fi
-if ! "$build/nabla" --version | grep -q '^features:.* mpi'; then
-    echo "skipped: this build has no MPI support (libopenmpi-dev was not found when it was configured)"
-    exit 0
-fi
-# CI runs as root; Open MPI refuses that unless told. One thread per rank.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-# Under ASan: full stacks, so that Open MPI's own leaks (kept until exit)
-# can be told from nabla's by tests/lsan_mpi.supp.
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$src/tests/lsan_mpi.supp"
+source "$(dirname "$0")/mpi_env.bash"
 # Shared memory on one machine (no network, and no complaint about it).
 mpirun_() { timeout 300 mpirun --oversubscribe --mca btl self,vader -np "$@"; }
 pass=0 fail=0

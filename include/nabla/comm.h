@@ -21,9 +21,18 @@
  * Collectives never hang forever: each waits at most the communicator's
  * timeout (nb_comm_set_timeout; 300 s by default, or $NABLA_COMM_TIMEOUT
  * seconds), then fails with an error naming the call, since a rank that died
- * or took another path will never join. After such a failure the
- * communicator is unusable. MPI's own errors come back as an nb_status
- * carrying MPI's message.
+ * or took another path will never join. In the last quarter of the timeout
+ * (at most its last 2 s) a waiting rank asks every other whether it is
+ * there, and the ranks waiting in any collective answer; the error names
+ * the ranks that did not ("rank 2 is lost": dead, stopped, or busy outside
+ * nabla's collectives), or says that all answered (they are in different
+ * collectives). So when a rank is killed, every other rank stops within the
+ * timeout naming it, provided the launcher leaves them running (plain
+ * mpirun ends the whole job itself at once; `mpirun --enable-recovery`
+ * leaves it to nabla). After such a failure the communicator is unusable,
+ * and nb_comm_free does not finalise MPI (MPI_Finalize would wait for the
+ * lost rank): the process should exit. MPI's own errors come back as an
+ * nb_status carrying MPI's message.
  *
  * Data parallelism builds on this: nb_data_parallel and nb_ddp
  * (nabla/data_parallel.h), nb_reader_shard (nabla/reader.h), nb_train_config.comm. */

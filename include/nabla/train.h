@@ -36,7 +36,15 @@ typedef struct nb_train_config {
     /* Data parallelism (nabla/data_parallel.h): NULL for one process. With
      * a communicator, `main` is one made data-parallel and `train` reads
      * this rank's shard. Every rank runs the same epochs and steps and
-     * resumes from the checkpoint; the epoch's training loss, metric and
+     * resumes from the checkpoint: rank 0 reads it and sends its state to
+     * the others, so it need only be on rank 0's file system, and it may
+     * have been written by another number of ranks. With the same global
+     * batch (the per-rank batch times the ranks) the resumed run is the
+     * uninterrupted one: exactly on the same number of ranks, to rounding
+     * on another (the gradients are summed in another order), since the
+     * shards of batch k together are batch k of one process. The
+     * checkpoint is written after each epoch, so a run killed in the
+     * middle of one resumes at its start. The epoch's training loss, metric and
      * sample count are summed over the ranks (so the figures are the whole
      * batch's); only rank 0 shows progress and writes the CSV, the plot and
      * the checkpoint; each rank's random ops draw from stream `rank`

@@ -28,8 +28,13 @@ static double default_timeout(void)
 nb_status nb_comm_alloc(nb_comm **out, const nb_comm_impl_ops *kind, int rank, int size)
 {
     nb_comm *c = nb_calloc(1, sizeof *c);
-    if (!c) return nb_error(NB_ERR_NOMEM, "comm: out of memory");
-    *c = (nb_comm){.kind = kind, .rank = rank, .size = size, .timeout = default_timeout()};
+    double *heard = nb_calloc((size_t)size, sizeof *heard);
+    if (!c || !heard) {
+        nb_free(c);
+        nb_free(heard);
+        return nb_error(NB_ERR_NOMEM, "comm: out of memory");
+    }
+    *c = (nb_comm){.kind = kind, .rank = rank, .size = size, .timeout = default_timeout(), .heard = heard};
     *out = c;
     return NB_OK;
 }
@@ -61,7 +66,7 @@ static nb_status single_test(nb_comm *c, void *req, bool *done)
 }
 
 static const nb_comm_impl_ops single_kind = {"single", single_allreduce, single_broadcast, single_barrier, single_test,
-                                         NULL};
+                                             NULL, NULL, NULL, NULL};
 
 nb_status nb_comm_init_single(nb_comm **out)
 {
@@ -74,6 +79,7 @@ void nb_comm_free(nb_comm *c)
     if (!c) return;
     if (c->kind->free) c->kind->free(c);
     nb_free(c->staging);
+    nb_free(c->heard);
     nb_free(c);
 }
 
@@ -165,26 +171,80 @@ nb_status nb_comm_test(nb_comm_request *r, bool *done)
     return NB_OK;
 }
 
+/* Appends to buf the ranks q < n with mark[q] == want, as "1, 3, 4" (the
+ * first 16, then "..."); returns how many there are. */
+static int list_ranks(char *buf, size_t cap, const bool *mark, int n, bool want)
+{
+    size_t len = strlen(buf);
+    int count = 0;
+    for (int q = 0; q < n; q++) {
+        if (mark[q] != want) continue;
+        if (count++ < 16 && len < cap)
+            len += (size_t)snprintf(buf + len, cap - len, "%s%d", count > 1 ? ", " : "", q);
+        else if (count == 17 && len < cap)
+            len += (size_t)snprintf(buf + len, cap - len, ", ...");
+    }
+    return count;
+}
+
+/* How long before the timeout the census starts: answers take a few
+ * polls of the other ranks' waits, tens of milliseconds. */
+static double census_window(double timeout) { return timeout / 4 < 2 ? timeout / 4 : 2; }
+
+/* The error of a collective that timed out, naming the ranks not heard
+ * from since a timeout before it started: they are the lost ones. */
+static nb_status timed_out(nb_comm *c, const nb_comm_request *r)
+{
+    c->broken = true;
+    char head[160];
+    snprintf(head, sizeof head, "comm: rank %d waited %.0f s for an %s of %lld %s values and the other ranks did not "
+             "join", c->rank, c->timeout, r->what, (long long)r->n, nb_dtype_name(r->dtype));
+    const char *hint = "raise the limit with nb_comm_set_timeout or NABLA_COMM_TIMEOUT";
+    if (!c->kind->census_ask) return nb_error(NB_ERR_STATE, "%s; %s", head, hint);
+    bool *heard = nb_calloc((size_t)c->size, sizeof *heard);
+    if (!heard) return nb_error(NB_ERR_STATE, "%s (and no memory to name the lost rank); %s", head, hint);
+    for (int q = 0; q < c->size; q++) heard[q] = q == c->rank || (c->heard[q] > 0 && c->heard[q] > r->started - c->timeout);
+    char lost[200] = "", alive[200] = "";
+    int n_lost = list_ranks(lost, sizeof lost, heard, c->size, false);
+    list_ranks(alive, sizeof alive, heard, c->size, true);
+    nb_free(heard);
+    if (!n_lost)
+        return nb_error(NB_ERR_STATE, "%s, though every rank answered the census: they are waiting in different "
+                                      "collectives (a rank took another path); %s", head, hint);
+    return nb_error(NB_ERR_STATE, "%s: rank%s %s %s lost (no answer to the census in %.2g s: dead, stopped, or busy "
+                                  "outside nabla's collectives; rank%s %s answered); %s", head, n_lost > 1 ? "s" : "",
+                    lost, n_lost > 1 ? "are" : "is", census_window(c->timeout), n_lost + 1 < c->size ? "s" : "",
+                    alive, hint);
+}
+
 nb_status nb_comm_wait(nb_comm_request *r)
 {
     if (!r) return nb_error(NB_ERR_ARG, "comm_wait: NULL request");
     nb_comm *c = r->c;
+    const nb_comm_impl_ops *k = c->kind;
     nb_status st = NB_OK;
+    bool asked = false, pausing = false;
     for (unsigned spins = 1; r->impl; spins++) {
         bool done = false;
-        if ((st = c->kind->test(c, r->impl, &done))) break;
+        if ((st = k->test(c, r->impl, &done))) break;
         if (done) {
             r->impl = NULL;
             break;
         }
-        if (spins % 256) continue; /* the clock, now and then */
+        /* The clock, and the other ranks' census, now and then while
+         * spinning; at every test once pausing between tests. */
+        if (!pausing && spins % 256) continue;
+        if (k->census_listen) k->census_listen(c);
         double waited = nb_comm_clock() - r->started;
+        /* Near the timeout, ask who is still there, so that the error can
+         * name the rank that is gone. */
+        if (!asked && k->census_ask && waited > c->timeout - census_window(c->timeout)) {
+            k->census_ask(c);
+            asked = true;
+        }
         if (waited > c->timeout) {
-            c->broken = true;
-            st = nb_error(NB_ERR_STATE, "comm: rank %d waited %.0f s for an %s of %lld %s values and the other ranks "
-                                        "did not join (a rank died, or took another path); raise the limit with "
-                                        "nb_comm_set_timeout or NABLA_COMM_TIMEOUT", c->rank, c->timeout, r->what,
-                          (long long)r->n, nb_dtype_name(r->dtype));
+            st = timed_out(c, r);
+            if (k->abandon) k->abandon(c, r->impl);
             break;
         }
         /* MPI moves a nonblocking collective on only inside MPI calls, so
@@ -192,6 +252,7 @@ nb_status nb_comm_wait(nb_comm_request *r)
          * takes milliseconds), then let the other ranks on this machine
          * have the core. */
         if (waited > 0.2) {
+            pausing = true;
             struct timespec ts = {0, 100000};
             nanosleep(&ts, NULL);
         }
@@ -278,19 +339,17 @@ nb_status nb_comm_check_same(nb_comm *c, const char *what, uint64_t hash)
     nb_comm_request *r = NULL;
     st = nb_comm_allreduce_buffer(c, v, 2 * (int64_t)n, NB_F64, &r);
     if (!st) st = nb_comm_finish(r);
+    bool *differs = st ? NULL : nb_calloc((size_t)n, sizeof *differs);
+    if (!st && !differs) st = nb_error(NB_ERR_NOMEM, "comm: out of memory for the hash check");
     if (!st) {
+        for (int k = 1; k < n; k++) differs[k] = v[2 * k] != v[0] || v[2 * k + 1] != v[1];
         char ranks[256] = "";
-        size_t len = 0;
-        int bad = 0;
-        for (int k = 1; k < n; k++)
-            if (v[2 * k] != v[0] || v[2 * k + 1] != v[1]) {
-                if (bad++ < 16 && len < sizeof ranks)
-                    len += (size_t)snprintf(ranks + len, sizeof ranks - len, "%s%d", bad > 1 ? ", " : "", k);
-            }
+        int bad = list_ranks(ranks, sizeof ranks, differs, n, true);
         if (bad)
-            st = nb_error(NB_ERR_ARG, "comm: rank %d of %d: %s differ across ranks: rank%s %s%s differ%s from rank 0's",
-                          c->rank, n, what, bad > 1 ? "s" : "", ranks, bad > 16 ? ", ..." : "", bad > 1 ? "" : "s");
+            st = nb_error(NB_ERR_ARG, "comm: rank %d of %d: %s differ across ranks: rank%s %s differ%s from rank 0's",
+                          c->rank, n, what, bad > 1 ? "s" : "", ranks, bad > 1 ? "" : "s");
     }
+    nb_free(differs);
     nb_free(v);
     return st;
 }

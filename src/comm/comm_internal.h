@@ -17,6 +17,16 @@ typedef struct nb_comm_impl_ops {
     /* Sets *done; once done, the request is gone. */
     nb_status (*test)(nb_comm *c, void *req, bool *done);
     void (*free)(nb_comm *c);
+    /* The census that names a lost rank (NULL for a kind whose collectives
+     * cannot hang): census_ask asks every other rank whether it is there;
+     * census_listen answers the ranks that asked, and sets c->heard[q] to
+     * the time rank q last asked or answered. Both are best effort: an
+     * error only means that rank is not heard from. */
+    void (*census_ask)(nb_comm *c);
+    void (*census_listen)(nb_comm *c);
+    /* A request that timed out: the kind keeps it until free, since the
+     * transport may still hold its buffers (NULL: nothing to keep). */
+    void (*abandon)(nb_comm *c, void *req);
 } nb_comm_impl_ops;
 
 struct nb_comm {
@@ -25,6 +35,7 @@ struct nb_comm {
     int rank, size;
     double timeout;
     bool broken; /* a collective timed out: the ranks no longer agree on what comes next */
+    double *heard; /* size entries: when each rank was last heard from in a census (nb_comm_clock) */
     void *staging; /* nb_comm_staging's buffer */
     size_t staging_size;
 };

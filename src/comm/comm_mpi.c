@@ -11,7 +11,13 @@
  * sends and receives 2(N-1)/N of the buffer, the least possible, and every
  * rank ends with the very same bits. MPI_Iallreduce measured twice as slow
  * here (its schedule copies through fresh temporary buffers on every
- * call). Broadcast and barrier are MPI's (MPI_Ibcast, MPI_Ibarrier). */
+ * call). Broadcast and barrier are MPI's (MPI_Ibcast, MPI_Ibarrier).
+ *
+ * The census that names a lost rank is point-to-point messages on two tags
+ * of their own, above the ring's: a query to every other rank, answered by
+ * whichever ranks are in a wait. MPI cannot cancel a send to a rank that is
+ * gone, so each rank keeps one query and one answer in flight per peer at
+ * most. */
 #include "comm_internal.h"
 
 #ifdef NABLA_HAVE_MPI
@@ -27,7 +33,13 @@ typedef struct mpi_impl {
     unsigned seq;    /* all-reduces started: their tags, the same on every rank */
     void *spare;     /* a ring's scratch kept for the next one */
     size_t spare_size;
+    MPI_Request *census; /* 2 * size: the query to rank q at [q], the answer to it at [size + q] */
+    struct mpi_req *abandoned; /* requests that timed out, kept until mpi_free */
 } mpi_impl;
+
+#define TAG_RING_END 32000 /* ring tags are below */
+#define TAG_QUERY 32001
+#define TAG_ANSWER 32002
 
 /* A request of this kind: one MPI request, or a ring all-reduce. */
 typedef struct mpi_req {
@@ -39,6 +51,7 @@ typedef struct mpi_req {
     nb_dtype dtype;
     int64_t n;
     int step, tag; /* steps 0..N-2 reduce-scatter, N-1..2N-3 all-gather */
+    struct mpi_req *next; /* in the list of abandoned ones */
 } mpi_req;
 
 /* An MPI error code as an nb_status carrying MPI's own message. */
@@ -153,7 +166,7 @@ static nb_status mpi_allreduce(nb_comm *c, void *buf, int64_t n, nb_dtype dt, vo
     q->n = n;
     q->dtype = dt;
     q->esize = nb_dtype_size(dt);
-    q->tag = (int)(m->seq++ % 32000u);
+    q->tag = (int)(m->seq++ % (unsigned)TAG_RING_END);
     size_t need = (size_t)(n / c->size + 1) * q->esize;
     if (m->spare && m->spare_size >= need) {
         q->scratch = m->spare;
@@ -218,18 +231,90 @@ static nb_status mpi_test(nb_comm *c, void *req, bool *done)
     return st;
 }
 
+/* ---- the census ---------------------------------------------------------------------------- */
+
+/* Sends one int to rank q on `tag` through slot *req, unless the slot's
+ * last send has not gone yet. */
+static void census_send(nb_comm *c, int q, int tag, MPI_Request *req)
+{
+    static const int here = 1;
+    int flag = 1;
+    if (*req != MPI_REQUEST_NULL && (MPI_Test(req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag)) return;
+    if (MPI_Isend(&here, 1, MPI_INT, q, tag, impl_of(c)->comm, req) != MPI_SUCCESS) *req = MPI_REQUEST_NULL;
+}
+
+static void mpi_census_ask(nb_comm *c)
+{
+    mpi_impl *m = impl_of(c);
+    for (int q = 0; q < c->size; q++)
+        if (q != c->rank) census_send(c, q, TAG_QUERY, &m->census[q]);
+}
+
+/* Takes every message on `tag` that has arrived, noting its sender, and
+ * answers it when it is a query. */
+static void census_take(nb_comm *c, int tag)
+{
+    mpi_impl *m = impl_of(c);
+    for (;;) {
+        int flag = 0, got;
+        MPI_Status s;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, tag, m->comm, &flag, &s) != MPI_SUCCESS || !flag) return;
+        int q = s.MPI_SOURCE;
+        if (MPI_Recv(&got, 1, MPI_INT, q, tag, m->comm, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
+        if (q < 0 || q >= c->size) continue;
+        c->heard[q] = nb_comm_clock();
+        if (tag == TAG_QUERY) census_send(c, q, TAG_ANSWER, &m->census[c->size + q]);
+    }
+}
+
+static void mpi_census_listen(nb_comm *c)
+{
+    census_take(c, TAG_QUERY);
+    census_take(c, TAG_ANSWER);
+}
+
+static void mpi_abandon(nb_comm *c, void *req)
+{
+    mpi_req *q = req;
+    q->next = impl_of(c)->abandoned;
+    impl_of(c)->abandoned = q;
+}
+
+/* A ring's receive can be cancelled, which frees its buffer; its send
+ * reads the caller's buffer only. MPI cannot take back a collective of its
+ * own: that request is left to MPI. */
+static void free_abandoned(nb_comm *c)
+{
+    for (mpi_req *q = impl_of(c)->abandoned, *next; q; q = next) {
+        next = q->next;
+        if (q->ring && q->r[0] != MPI_REQUEST_NULL) MPI_Cancel(&q->r[0]);
+        for (int i = 0; q->ring && i < 2; i++)
+            if (q->r[i] != MPI_REQUEST_NULL) MPI_Request_free(&q->r[i]);
+        nb_free(q->scratch);
+        nb_free(q);
+    }
+}
+
 static void mpi_free(nb_comm *c)
 {
     mpi_impl *m = c->impl;
     if (!m) return;
+    free_abandoned(c);
+    for (int i = 0; m->census && i < 2 * c->size; i++)
+        if (m->census[i] != MPI_REQUEST_NULL) MPI_Request_free(&m->census[i]);
+    /* After a timeout MPI_Finalize would wait for the lost rank: leave MPI
+     * as it is, for the process to exit. */
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (m->finalize && !finalized) MPI_Finalize();
+    if (m->finalize && !finalized && !c->broken) MPI_Finalize();
+    nb_free(m->census);
     nb_free(m->spare);
     nb_free(m);
 }
 
-static const nb_comm_impl_ops mpi_kind = {"mpi", mpi_allreduce, mpi_broadcast, mpi_barrier, mpi_test, mpi_free};
+static const nb_comm_impl_ops mpi_kind = {"mpi",    mpi_allreduce, mpi_broadcast,  mpi_barrier,
+                                          mpi_test, mpi_free,      mpi_census_ask, mpi_census_listen,
+                                          mpi_abandon};
 
 bool nb_comm_have_mpi(void) { return true; }
 
@@ -256,10 +341,14 @@ nb_status nb_comm_init_mpi(nb_comm **out, bool *initialised_here)
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
         MPI_Comm_size(MPI_COMM_WORLD, &size);
-        st = nb_comm_alloc(out, &mpi_kind, rank, size);
+        m->census = nb_malloc(2 * (size_t)size * sizeof *m->census);
+        if (!m->census) st = nb_error(NB_ERR_NOMEM, "comm_init_mpi: out of memory");
+        for (int i = 0; m->census && i < 2 * size; i++) m->census[i] = MPI_REQUEST_NULL;
     }
+    if (!st) st = nb_comm_alloc(out, &mpi_kind, rank, size);
     if (st) {
         if (m && m->finalize) MPI_Finalize();
+        if (m) nb_free(m->census);
         nb_free(m);
         return st;
     }

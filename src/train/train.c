@@ -137,6 +137,44 @@ static nb_status restore(const char *path, nb_program *main, nb_scope *scope, in
     return st;
 }
 
+/* With ranks, rank 0 alone reads the checkpoint and sends the others
+ * where it was and every persistable var, so that the file need only be on
+ * rank 0's file system and every rank resumes from the very same state
+ * (whatever the number of ranks that wrote it: the state is replicated). */
+static nb_status restore_over_ranks(const char *path, nb_comm *comm, nb_program *main, nb_scope *scope,
+                                    bool *resuming, int *epochs_done, int64_t *steps)
+{
+    bool root = nb_comm_rank(comm) == 0;
+    nb_status mine = NB_OK;
+    double v[3] = {0, 0, 0}; /* 1 resumed, -1 failed, 0 no checkpoint; the epoch; the step */
+    if (root && access(path, F_OK) == 0) {
+        mine = restore(path, main, scope, epochs_done, steps);
+        v[0] = mine ? -1 : 1;
+        v[1] = *epochs_done;
+        v[2] = (double)*steps;
+    }
+    nb_tensor *t;
+    nb_status st = nb_tensor_wrap(&t, NB_F64, 1, (const int64_t[]){3}, v);
+    if (st) return st;
+    st = nb_comm_broadcast(comm, t, 0);
+    nb_tensor_release(t);
+    if (st) return nb_error_context(st, "train: resuming from rank 0's checkpoint %s", path);
+    if (v[0] < 0)
+        return root ? mine : nb_error(NB_ERR_STATE, "train: rank 0 could not resume from %s (it says why)", path);
+    *resuming = v[0] > 0;
+    *epochs_done = (int)v[1];
+    *steps = (int64_t)v[2];
+    const nb_block *b = *resuming ? nb_program_global_block(main) : NULL;
+    for (int i = 0; b && i < b->n_vars && !st; i++) {
+        if (!b->vars[i]->persistable) continue;
+        nb_tensor *var = nb_scope_find(scope, b->vars[i]->name);
+        st = var ? nb_comm_broadcast(comm, var, 0)
+                 : nb_error(NB_ERR_NOT_FOUND, "train: resuming: persistable var '%s' has no value on rank %d",
+                            b->vars[i]->name, nb_comm_rank(comm));
+    }
+    return st ? nb_error_context(st, "train: sending rank 0's checkpoint %s to the ranks", path) : NB_OK;
+}
+
 static nb_status save(const char *path, nb_program *main, nb_scope *scope, int epochs_done, int64_t steps)
 {
     char e[32], s[32];
@@ -166,7 +204,11 @@ nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *sta
      * overwrites them. */
     if ((st = nb_executor_new(&ex)) || (startup && (st = nb_executor_run(ex, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL))))
         goto done;
-    if (resuming && (st = restore(cfg->checkpoint_path, main, scope, &epochs_done, &steps))) goto done;
+    if (cfg->resume && cfg->comm && nb_comm_size(cfg->comm) > 1)
+        st = restore_over_ranks(cfg->checkpoint_path, cfg->comm, main, scope, &resuming, &epochs_done, &steps);
+    else if (resuming)
+        st = restore(cfg->checkpoint_path, main, scope, &epochs_done, &steps);
+    if (st) goto done;
     if ((st = prepare_for(&pp, main, cfg->n_feeds, cfg->feeds, cfg->loss, cfg->metric))) goto done;
     nb_prepared_set_run_index(pp, (uint64_t)steps);
     nb_prepared_set_stream(pp, (uint64_t)rank);
