@@ -118,6 +118,21 @@ static nb_status check_magic(const int32_t *h, int32_t magic, int32_t version, c
     return NB_OK;
 }
 
+/* Opens `path` and checks its header's magic and version; on success f is
+ * open past the header, h holds it and size is the file's. */
+static nb_status open_checked(FILE **f, int64_t *size, int32_t *h, const char *path, const char *what, int32_t magic,
+                              int32_t version)
+{
+    nb_status st = open_sized(f, size, path, what);
+    if (st) return st;
+    if (!(st = read_header(*f, *size, h, path, what))) st = check_magic(h, magic, version, path, what);
+    if (st) {
+        fclose(*f);
+        *f = NULL;
+    }
+    return st;
+}
+
 static nb_status size_matches(int64_t size, int64_t want, const char *path, const char *what, const char *header)
 {
     if (size == want) return NB_OK;
@@ -177,9 +192,8 @@ nb_status gpt2_llmc_load(gpt2_weights *w, const char *path)
     FILE *f;
     int64_t size;
     int32_t h[HEADER_INTS] = {0};
-    nb_status st = open_sized(&f, &size, path, LLMC);
+    nb_status st = open_checked(&f, &size, h, path, LLMC, LLMC_MAGIC, LLMC_VERSION);
     if (st) return st;
-    if (!(st = read_header(f, size, h, path, LLMC))) st = check_magic(h, LLMC_MAGIC, LLMC_VERSION, path, LLMC);
     gpt2_config c = {.block = h[2], .vocab = h[3], .layers = h[4], .heads = h[5], .embed = h[6], .padded_vocab = h[7]};
     char what[4200], header[160];
     snprintf(what, sizeof what, "%s '%.4000s': header", LLMC, path);
@@ -401,10 +415,9 @@ nb_status gpt2_tokens_load(gpt2_tokens *t, const char *path)
     FILE *f;
     int64_t size;
     int32_t h[HEADER_INTS] = {0};
-    nb_status st = open_sized(&f, &size, path, TOKENS);
+    nb_status st = open_checked(&f, &size, h, path, TOKENS, TOKENS_MAGIC, TOKENS_VERSION);
     if (st) return st;
-    if (!(st = read_header(f, size, h, path, TOKENS))) st = check_magic(h, TOKENS_MAGIC, TOKENS_VERSION, path, TOKENS);
-    if (!st && h[2] < 1)
+    if (h[2] < 1)
         st = nb_error(NB_ERR_FORMAT, "%s '%s': header count %d; it must be at least 1", TOKENS, path, (int)h[2]);
     char header[64];
     snprintf(header, sizeof header, "%d tokens", (int)h[2]);
