@@ -33,6 +33,11 @@
 #                 someone else is using: at the default thread count and at one thread, rounds
 #                 alternating the sides; default / 1 thread is at most 1.1 when the team degrades
 #                 gracefully (NABLA_DATA: where mnist/ is, default ../shared/data)
+#     gpt2        one training step (AdamW) of GPT-2 124M at batch 4, sequence 64 (bench_gpt2), static
+#                 and eager, beside the same GPT-2 in PyTorch from the same weights (a safetensors
+#                 file): the first three losses must agree to 1e-4; at 1 thread and at all threads,
+#                 rounds alternating the sides (NABLA_BENCH_ROUNDS, default 2); GFLOP/s against the
+#                 FMA peak, peak RSS of each process (NABLA_BENCH_GPT2_MODEL: another size or L,H,C,T,V)
 #     SCALE  < 1 runs fewer training steps (a quick look)
 #
 # Uses build-bench/ (a Release build) and Debian's python3-torch if present.
@@ -50,7 +55,8 @@ case "$which" in
     memory) target=bench_memory; torch_script=bench/bench_memory_torch.py; torch_args=() ;;
     transformer) target=bench_transformer; torch_script=bench/bench_transformer_torch.py; torch_args=() ;;
     contention) target="bench_train mnist_mlp"; torch_script=bench/bench_torch.py; torch_args=() ;;
-    *) echo "usage: bench/run.sh [train|eager|transforms|lstm|ddp|memory|transformer|contention] [SCALE]" >&2; exit 2 ;;
+    gpt2) target=bench_gpt2; torch_script=bench/bench_gpt2_torch.py; torch_args=() ;;
+    *) echo "usage: bench/run.sh [train|eager|transforms|lstm|ddp|memory|transformer|contention|gpt2] [SCALE]" >&2; exit 2 ;;
 esac
 cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DNABLA_BUILD_TESTS=OFF >/dev/null
 cmake --build build-bench -j"$(nproc)" --target $target >/dev/null
@@ -279,6 +285,66 @@ if [ "$which" = transformer ]; then
             }
         }' "$out/all.txt"
     exit 0
+fi
+# gpt2: one set of first weights (bench_gpt2 init), then rounds of (nabla
+# static, nabla eager, PyTorch) per thread count, each a process of its own
+# that loads them; PyTorch keeps the better of its two thread layouts, as
+# for transformer. Every run's first three losses must match PyTorch's to
+# 1e-4 (else the figures compare different computations and the bench
+# fails). Per case the median over the rounds and their range; GFLOP/s is
+# bench_gpt2's count (6 N B T for the parameters that multiply, wpe aside,
+# plus attention's 12 L B T^2 C) over the median time.
+if [ "$which" = gpt2 ]; then
+    [ -n "${OMP_WAIT_POLICY:-}" ] || export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-30000}
+    rounds_setup
+    rounds=${NABLA_BENCH_ROUNDS:-2}
+    steps=$(awk -v s="$scale" 'BEGIN { n = int(3 * s); print (n < 1 ? 1 : n) }')
+    weights=$out/gpt2.safetensors
+    OMP_NUM_THREADS=$threads ./build-bench/bench/bench_gpt2 init "$weights" "${NABLA_BENCH_GPT2_MODEL:-124M}"
+    for r in $(seq "$rounds"); do
+        for t in $tlist; do
+            for mode in static eager; do
+                OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=1 ./build-bench/bench/bench_gpt2 $mode "$weights" "$steps" 4 64 |
+                    sed "s/^/nabla $t /" >> "$out/all.txt"
+            done
+            if [ $have_torch = 1 ]; then
+                OPENBLAS_NUM_THREADS=$t "$python" bench/bench_gpt2_torch.py "$weights" "$steps" 4 64 1 > "$out/torch_a.txt"
+                cp "$out/torch_a.txt" "$out/torch_b.txt"
+                [ "$t" -gt 1 ] && OPENBLAS_NUM_THREADS=1 "$python" bench/bench_gpt2_torch.py "$weights" "$steps" 4 64 "$t" > "$out/torch_b.txt"
+                cat "$out/torch_a.txt" "$out/torch_b.txt" | awk '{ if (!best || $8 + 0 < best) { best = $8 + 0; line = $0 } } END { print line }' |
+                    sed "s/^/torch $t /" >> "$out/all.txt"
+            fi
+        done
+    done
+    echo "gpt2 benchmark: one training step (forward, loss, backward, AdamW update) of GPT-2 ${NABLA_BENCH_GPT2_MODEL:-124M},"
+    echo "B=4, T=64; medians of $rounds rounds alternating nabla and PyTorch (range of the rounds), each round's figure"
+    echo "the median of $steps timed steps; $(nproc) cores; PyTorch's BLAS: $blas_note; its better thread layout"
+    echo "GFLOP/s: 6 N B T (N: parameters but wpe) + 12 L B T^2 C per step over the median time; rss: peak RSS per process"
+    echo "$peaks" | awk '{ printf "FMA peak (bench/fma_peak, %s): %s GFLOP/s at %s thread(s)\n", $3, $7, $5 }'
+    echo "$peaks" | awk '{ print "peak", $5, $7 }' >> "$out/all.txt"
+    awk '
+        function med(k,   n, i, j, t, v) { n = split(vals[k], v, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] + 0 < v[i] + 0) { t = v[i]; v[i] = v[j]; v[j] = t }
+                                         lo[k] = v[1]; hi[k] = v[n]; return v[int((n + 1) / 2)] }
+        function ad(x) { return x < 0 ? -x : x }
+        $1 == "peak" { peak[$2] = $3; next }
+        { t = $2; c = $4; k = t " " c; vals[k] = vals[k] " " $10; vals[k " rss"] = vals[k " rss"] " " $20; gf = $18
+          if (!(c in seen)) { seen[c] = 1; names[++nc] = c }; if (!(t in tseen)) { tseen[t] = 1; ts[++nt] = t }
+          runs[++nr] = c " " t " " $6 " " $7 " " $8; if ($1 == "torch" && !have_ref) { have_ref = 1; ref[1] = $6; ref[2] = $7; ref[3] = $8 } }
+        END {
+            worst = 0; bad = 0
+            for (i = 1; i <= nr; i++) { split(runs[i], p, " "); for (j = 1; j <= 3; j++) { d = ad(p[2 + j] - ref[j]); if (d > worst) worst = d; if (have_ref && d > 1e-4) { bad = 1; printf "LOSSES DISAGREE: %s at %s thread(s): %s %s %s, PyTorch %s %s %s\n", p[1], p[2], p[3], p[4], p[5], ref[1], ref[2], ref[3] } } }
+            if (have_ref) printf "first three losses (PyTorch): %s %s %s; every run within %.2g of them\n", ref[1], ref[2], ref[3], worst
+            printf "%-12s %7s %24s %24s %7s %9s %7s %9s %9s\n", "case", "threads", "nabla ms (range)", "torch ms (range)", "ratio", "GFLOP/s", "% peak", "rss MB", "torch rss"
+            for (i = 1; i <= nc; i++) for (m = 1; m <= nt; m++) {
+                c = names[i]; t = ts[m]; k = t " " c; if (c == "gpt2_torch" || !(k in vals)) continue
+                a = med(k); s = "-"; ratio = "-"; tr = "-"; tk = t " gpt2_torch"
+                if (tk in vals) { b = med(tk); s = sprintf("%.0f (%.0f-%.0f)", b, lo[tk], hi[tk]); ratio = sprintf("%.2f", b / a); tr = sprintf("%.0f", med(tk " rss")) }
+                g = gf / (a / 1000)
+                printf "%-12s %7s %24s %24s %7s %9.1f %6.0f%% %9.0f %9s\n", c, t, sprintf("%.0f (%.0f-%.0f)", a, lo[k], hi[k]), s, ratio, g, 100 * g / peak[t], med(k " rss"), tr
+            }
+            exit bad
+        }' "$out/all.txt"
+    exit $?
 fi
 # train and lstm: rounds alternating nabla and PyTorch, at one thread and at
 # all threads, each a process of its own; per case and thread count the

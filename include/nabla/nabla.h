@@ -36,6 +36,7 @@
 #include "nabla/safetensors.h"
 #include "nabla/onnx.h"
 #include "nabla/npy.h"
+#include "nabla/atomic_file.h"
 #include "nabla/comm.h"
 #include "nabla/data_parallel.h"
 

@@ -109,6 +109,10 @@ typedef struct nb_optimizer {
     bool centered;        /* NB_RMSPROP */
     double initial_accumulator_value; /* NB_ADAGRAD */
     double weight_decay;  /* NB_ADAM, NB_ADAMW: decoupled, p -= lr * weight_decay * p */
+    /* NB_ADAM, NB_ADAMW: weight_decay applies only to parameters of at least
+     * this many dims; the others (biases, norm gains) get none. 2 is GPT-2's
+     * split (nanoGPT's configure_optimizers); 0 decays every parameter. */
+    int decay_min_ndim;
     double l2;            /* any kind: adds l2 * param to every gradient (torch's weight_decay of SGD, Adam...) */
     nb_clip_kind clip;
     double clip_value;

@@ -268,6 +268,7 @@ static int create_temp(nb_atomic_file *a, const char *prefix)
 
 nb_status nb_atomic_open(nb_atomic_file **out, const char *path)
 {
+    if (!out) return nb_error(NB_ERR_ARG, "save: NULL result");
     *out = NULL;
     if (!path || !*path) return nb_error(NB_ERR_ARG, "save: empty file path");
     nb_atomic_file *a = nb_calloc(1, sizeof *a);
@@ -331,6 +332,7 @@ static nb_status write_bytes(nb_atomic_file *a, const void *data, size_t n)
 
 nb_status nb_atomic_write(nb_atomic_file *a, const void *data, size_t n)
 {
+    if (!a || (n && !data)) return nb_error(NB_ERR_ARG, "save: atomic write needs a file and data");
     if (a->stop_after && a->written < a->stop_after && a->written + n >= a->stop_after) {
         size_t first = (size_t)(a->stop_after - a->written);
         nb_status st = write_bytes(a, data, first);
@@ -361,6 +363,7 @@ static nb_status sync_dir(const nb_atomic_file *a)
 
 nb_status nb_atomic_commit(nb_atomic_file *a)
 {
+    if (!a) return nb_error(NB_ERR_ARG, "save: atomic commit needs a file");
     nb_status st = NB_OK;
     const char *step = NULL;
     if (fflush(a->f)) step = "writing";

@@ -1,46 +1,8 @@
-/* Replacing a file atomically: readers (and a later run after a crash) see
- * either the old file whole or the new one whole, never a mix. Program files
- * and checkpoints (safetensors) are both saved through here.
- *
- * nb_atomic_open writes to a temporary file "<name>.tmp.<pid>" (".tmp.<pid>.<n>"
- * when that name is taken) in the same directory as the file (so the final
- * rename never crosses file systems); nb_atomic_commit flushes it, fsyncs it,
- * closes it, renames it over the file and fsyncs the directory so that the
- * rename itself survives a power cut. Any failure, and nb_atomic_abort,
- * removes the temporary file and leaves the file untouched.
- *
- * What the new file keeps of the old one:
- *  - its permissions (and owner and group, where the process may set them);
- *    a new file gets 0666 less the umask, as fopen would give it;
- *  - its links: when `path` is a symbolic link (or a chain of them), the file
- *    it points to is the one replaced, in that file's directory, and the
- *    link stays as it was. A link to nothing yet makes its target.
- *
- * A file name near the file system's limit (NAME_MAX) would make "<name>.tmp.
- * <pid>" too long: then the temporary name starts with as much of the name as
- * fits, then "~" and a hash of the whole name.
- *
- * A process killed mid-write leaves its temporary file behind; the next
- * nb_atomic_open of the same file removes such files of processes that no
- * longer exist (so do not give other files such names).
- *
- * For tests: when the environment variable NABLA_TEST_STOP_AFTER_BYTES holds
- * a number N > 0, the writer, once it has written N bytes of a file, flushes
- * them to the temporary file and stops its own process with SIGSTOP, so that
- * a test can kill it at exactly that point (or let it go on with SIGCONT). */
+/* The atomic file writer is public (nabla/atomic_file.h, which says what
+ * it promises); the library's savers include it from here. */
 #ifndef NABLA_IO_ATOMIC_FILE_H
 #define NABLA_IO_ATOMIC_FILE_H
 
-#include <stddef.h>
-#include "nabla/status.h"
-
-typedef struct nb_atomic_file nb_atomic_file;
-
-nb_status nb_atomic_open(nb_atomic_file **out, const char *path);
-nb_status nb_atomic_write(nb_atomic_file *f, const void *data, size_t n);
-/* Makes the file `path` durable and frees f, whether or not it succeeds. */
-nb_status nb_atomic_commit(nb_atomic_file *f);
-/* Drops the new file and frees f (NULL is fine). */
-void nb_atomic_abort(nb_atomic_file *f);
+#include "nabla/atomic_file.h"
 
 #endif

@@ -9,6 +9,7 @@
 #include "nabla/eager.h"
 #include "nabla/ops.h"
 #include "nabla/optimizer.h"
+#include "optim_internal.h"
 
 #define MAX_STATE 4
 
@@ -230,7 +231,7 @@ static const char *update_op(nb_optimizer_kind k)
 }
 
 /* The update op's attrs, as plan_update gives them. */
-static int update_attrs(const nb_optimizer *o, nb_attr *a)
+static int update_attrs(const nb_optimizer *o, int ndim, nb_attr *a)
 {
     switch (o->kind) {
     case NB_SGD: return 0;
@@ -243,7 +244,7 @@ static int update_attrs(const nb_optimizer *o, nb_attr *a)
         a[0] = NB_ATTR_FLOAT("beta1", o->beta1);
         a[1] = NB_ATTR_FLOAT("beta2", o->beta2);
         a[2] = NB_ATTR_FLOAT("epsilon", o->epsilon);
-        a[3] = NB_ATTR_FLOAT("weight_decay", o->weight_decay);
+        a[3] = NB_ATTR_FLOAT("weight_decay", nb_optim_weight_decay(o, ndim));
         return 4;
     case NB_RMSPROP:
         a[0] = NB_ATTR_FLOAT("rho", o->rho);
@@ -275,7 +276,7 @@ static nb_status run_update(const nb_optimizer *o, item *it, nb_tensor *lr)
     }
     if (n_in == lr_at) in[n_in++] = lr;
     nb_attr attrs[4];
-    const int n_attrs = update_attrs(o, attrs);
+    const int n_attrs = update_attrs(o, it->param->ndim, attrs);
     const char *type = update_op(o->kind);
     nb_status st = nb_op_run(type, NB_TENSORS_N(n_in, in), NB_ATTRS_N(n_attrs, attrs), 1 + it->state->n, out);
     if (st) return nb_error(st, "eager optimizer: updating '%s': %s", it->name, nb_last_error());

@@ -118,7 +118,7 @@ static nb_status plan_update(nb_optim_ctx *c, const nb_var *p, const char *grad,
         u->attrs[0] = NB_ATTR_FLOAT("beta1", o->beta1);
         u->attrs[1] = NB_ATTR_FLOAT("beta2", o->beta2);
         u->attrs[2] = NB_ATTR_FLOAT("epsilon", o->epsilon);
-        u->attrs[3] = NB_ATTR_FLOAT("weight_decay", o->weight_decay);
+        u->attrs[3] = NB_ATTR_FLOAT("weight_decay", nb_optim_weight_decay(o, p->ndim));
         u->n_attrs = 4;
         break;
     case NB_RMSPROP: {

@@ -39,4 +39,11 @@ nb_status nb_optim_append_lr(nb_optim_ctx *c);
  * names (malloc'ed) are replaced by those of the results. */
 nb_status nb_optim_transform_grads(nb_optim_ctx *c, int n, const char *const *params, char **grads);
 
+/* The decoupled weight decay of a parameter of `ndim` dims: none below
+ * opt->decay_min_ndim (nb_minimize and the eager optimiser alike). */
+static inline double nb_optim_weight_decay(const nb_optimizer *o, int ndim)
+{
+    return ndim < o->decay_min_ndim ? 0.0 : o->weight_decay;
+}
+
 #endif

@@ -45,6 +45,8 @@ nb_status nb_optimizer_check(const nb_optimizer *o)
     if (o->weight_decay != 0 && !adam)
         return nb_error(NB_ERR_ARG, "optimizer: weight_decay (decoupled, AdamW's) applies to adam and adamw; "
                         "use l2 to add l2 * param to the gradients");
+    if (o->decay_min_ndim < 0)
+        return nb_error(NB_ERR_ARG, "optimizer: decay_min_ndim is %d; it must be >= 0", o->decay_min_ndim);
     if (o->clip < NB_CLIP_NONE || o->clip > NB_CLIP_GLOBAL_NORM)
         return nb_error(NB_ERR_ARG, "optimizer: clip %d is not an nb_clip_kind", (int)o->clip);
     if (o->clip != NB_CLIP_NONE && !(isfinite(o->clip_value) && o->clip_value > 0))
