@@ -3,7 +3,7 @@
 # machine, in one go, and prints the ratio per case (PyTorch / nabla: above 1,
 # nabla is better, whether the figure is time or memory).
 #
-#   bench/run.sh [train|eager|transforms|lstm] [SCALE]
+#   bench/run.sh [train|eager|transforms|lstm|ddp|memory|transformer|contention|gpt2] [SCALE]
 #     train       one training step of the MNIST MLP (batch 1 to 256), LeNet, a 784-1024-1024-10 MLP at
 #                 batch 128 and a conv net with batch norm on 3x32x32 images (default); at 1 thread
 #                 and at all threads, rounds alternating the sides; GFLOP/s against the FMA peak

@@ -249,8 +249,12 @@ nb_status nb_comm_wait(nb_comm_request *r)
         }
         /* MPI moves a nonblocking collective on only inside MPI calls, so
          * test without pause for the first 0.2 s (a collective of a few MB
-         * takes milliseconds), then let the other ranks on this machine
-         * have the core. */
+         * takes milliseconds), but past 50 us yield between tests: a rank
+         * that shares its core with the rank it waits for (ranks beside
+         * another job on the machine) would otherwise keep that rank from
+         * running for the rest of its time slice. Then let the other ranks
+         * on this machine have the core. */
+        if (waited > 5e-5) sched_yield();
         if (waited > 0.2) {
             pausing = true;
             struct timespec ts = {0, 100000};
