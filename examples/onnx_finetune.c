@@ -10,8 +10,8 @@
  * given softmax cross-entropy on its first output and plain SGD
  * (nb_minimize), and trained for N steps (default 5) on batches of B
  * images [B, 3, S, S] (defaults 2 and 64). The images come from --data
- * (float32 [n, 3, S, S] and int64 labels [n], taken in order and wrapping
- * around), or else are made here: noise with a bright square whose corner
+ * (float32 or float64 [n, 3, S, S], in the model's own precision, and int64
+ * labels [n], taken in order and wrapping around), or else are made here: noise with a bright square whose corner
  * gives the label (K classes, default 4). Each step's loss, computed before
  * that step's update as torch does, is printed as "step k loss x"; then the
  * inference part (running statistics, no loss) is exported to OUT.onnx. */
@@ -82,9 +82,9 @@ static void load_data(const options *o, nb_tensor **images, nb_tensor **labels)
     die_on(nb_npy_load(images, o->images), "images");
     die_on(nb_npy_load(labels, o->labels), "labels");
     nb_tensor *x = *images, *y = *labels;
-    if (x->dtype != NB_F32 || x->ndim != 4 || x->shape[1] != 3 || x->shape[2] != o->size || x->shape[3] != o->size ||
+    if ((x->dtype != NB_F32 && x->dtype != NB_F64) || x->ndim != 4 || x->shape[1] != 3 || x->shape[2] != o->size || x->shape[3] != o->size ||
         y->dtype != NB_I64 || y->ndim != 1 || y->shape[0] != x->shape[0] || x->shape[0] < o->batch) {
-        fprintf(stderr, "onnx_finetune: --data needs float32 images [n, 3, %d, %d] and int64 labels [n], n >= %d\n",
+        fprintf(stderr, "onnx_finetune: --data needs float32 or float64 images [n, 3, %d, %d] and int64 labels [n], n >= %d\n",
                 o->size, o->size, o->batch);
         exit(1);
     }
@@ -108,7 +108,10 @@ int main(int argc, char **argv)
     die_on(nb_program_new(&startup), "program");
     die_on(nb_scope_new(&scope, NULL), "scope");
     die_on(nb_builder_new_record(&b, main_p, startup), "builder");
-    nb_value images = nb_layer_data(b, "images", NB_F32, 4, (int64_t[]){-1, 3, o.size, o.size});
+    nb_tensor *all_x, *all_y;
+    if (o.images) load_data(&o, &all_x, &all_y);
+    else make_data(&o, &all_x, &all_y);
+    nb_value images = nb_layer_data(b, "images", all_x->dtype, 4, (int64_t[]){-1, 3, o.size, o.size});
     nb_value label = nb_layer_data(b, "label", NB_I64, 1, (int64_t[]){-1});
     nb_value logits;
     int n_out = 0;
@@ -126,9 +129,6 @@ int main(int argc, char **argv)
     nb_executor *e;
     die_on(nb_executor_new(&e), "executor");
     die_on(nb_executor_run(e, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL), "startup");
-    nb_tensor *all_x, *all_y;
-    if (o.images) load_data(&o, &all_x, &all_y);
-    else make_data(&o, &all_x, &all_y);
     double t0 = now();
     for (int k = 0; k < o.steps; k++) {
         nb_tensor *x, *y, *l;
@@ -136,7 +136,7 @@ int main(int argc, char **argv)
         die_on(nb_executor_run(e, main_p, scope, NB_FEEDS({"images", x}, {"label", y}), NB_NAMES(nb_value_name(loss)),
                                &l),
                "training step");
-        printf("step %d loss %.6f\n", k, nb_tensor_get(l, 0));
+        printf("step %d loss %.9f\n", k, nb_tensor_get(l, 0));
         nb_tensor_release(l), nb_tensor_release(x), nb_tensor_release(y);
     }
     fprintf(stderr, "onnx_finetune: %d steps of %d images in %.2f s\n", o.steps, o.batch, now() - t0);
