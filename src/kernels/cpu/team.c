@@ -38,7 +38,9 @@
 #define BUSY_IDLE_SPIN_NS 5000  /* the same when the machine is busy */
 #define WAIT_SPIN_NS 20000      /* a caller or barrier waiting, before it sleeps */
 #define LOST_CORE_NS 1000000    /* a gap this long inside a spin: the core was taken */
-#define BUSY_HOLD_NS 200000000  /* how long one such gap counts the machine as busy */
+#define LOST_AGAIN_NS 50000000  /* two such signs this close: the machine is busy... */
+#define BUSY_HOLD_NS 200000000  /* ... for this long */
+#define SHORT_GANGS 3           /* gangs in a row short of a spinning worker: one sign */
 #define GANG_SPIN_NS 10000      /* how long a gang waits for spinning workers */
 #define GANG_WAKE_NS 100000     /* ... and for sleeping ones it has woken */
 #define CLOSED 0x80000000u      /* in claim's low half: a gang has closed */
@@ -64,6 +66,8 @@ static struct {
     _Atomic unsigned bar_gen;
     _Atomic int bar_sleepers;
     _Atomic uint64_t busy_until; /* now_ns() before which the machine counts as busy */
+    _Atomic uint64_t lost_at;    /* when a thread last found its core taken */
+    int short_gangs;             /* gangs in a row short of a spinning worker (under lock) */
     _Atomic uint64_t gang_wait;  /* nb_team_set_gang_wait's; 0: GANG_SPIN_NS or GANG_WAKE_NS */
 } team = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -148,10 +152,23 @@ static inline void spin_turn(void)
 #endif
 }
 
+/* A sign that another process holds a core: a spin that lost its own, or
+ * gangs a spinning worker did not join. One sign alone is not enough: a
+ * host takes an idle guest's vCPU away now and then, and on an idle machine
+ * each false mark cost BUSY_HOLD_NS at one thread (the MLP step at batch 256
+ * ran at 1.9 ms median at two threads, between 1.2 and 2.1, against 2.1 at
+ * one). Under a busy loop the signs come every few milliseconds. */
+static void lost_core(uint64_t now)
+{
+    uint64_t prev = atomic_exchange_explicit(&team.lost_at, now, memory_order_relaxed);
+    if (prev && now - prev < LOST_AGAIN_NS)
+        atomic_store_explicit(&team.busy_until, now + BUSY_HOLD_NS, memory_order_relaxed);
+}
+
 /* Waits for *word to differ from `seen`: a spin of up to spin_ns, then
  * sleep, counted in *sleepers so that the writer knows to wake. A spin that
- * lost its core for LOST_CORE_NS marks the machine busy. Returns the new
- * value. */
+ * lost its core for LOST_CORE_NS is a sign of a busy machine. Returns the
+ * new value. */
 static unsigned await_change(_Atomic unsigned *word, unsigned seen, _Atomic int *sleepers, uint64_t spin_ns)
 {
     uint64_t start = now_ns(), last = start;
@@ -161,7 +178,7 @@ static unsigned await_change(_Atomic unsigned *word, unsigned seen, _Atomic int 
         spin_turn();
         if (k % 128 == 0) {
             uint64_t now = now_ns();
-            if (now - last > LOST_CORE_NS) atomic_store_explicit(&team.busy_until, now + BUSY_HOLD_NS, memory_order_relaxed);
+            if (now - last > LOST_CORE_NS) lost_core(now);
             if (now - start > spin_ns) break;
             last = now;
         }
@@ -347,9 +364,13 @@ static int close_gang(unsigned g, int nt, arrival a)
         if ((int)have >= nt || late) {
             if (atomic_compare_exchange_weak_explicit(&team.claim, &w, (uint64_t)g << 32 | CLOSED | have,
                                                       memory_order_acq_rel, memory_order_acquire)) {
-                /* A gang short of a worker that was spinning: it lost its core. */
-                if ((int)have < nt && a.awake && !a.woke)
-                    atomic_store_explicit(&team.busy_until, now_ns() + BUSY_HOLD_NS, memory_order_relaxed);
+                /* Gangs short of a worker that was spinning: it lost its core
+                 * (once may be a worker still returning from the last run). */
+                if ((int)have >= nt) team.short_gangs = 0;
+                else if (a.awake && !a.woke && ++team.short_gangs >= SHORT_GANGS) {
+                    team.short_gangs = 0;
+                    lost_core(now_ns());
+                }
                 return (int)have;
             }
             continue;
