@@ -215,48 +215,6 @@ static nb_status run_uniform_random(const nb_kernel_ctx *k)
 /* nb_rng_normal consumes two positions (Box-Muller). */
 #define NORMAL_POSITIONS 2
 
-/* The job of the normal initialisers below. */
-typedef struct normal_job {
-    void *p;
-    const nb_rng *base;
-    double mean, std;
-} normal_job;
-
-#define DEFINE_GAUSSIAN(T)                                                                     \
-    static void gaussian_range_##T(void *arg, int64_t lo, int64_t hi)                          \
-    {                                                                                          \
-        const normal_job *j = arg;                                                             \
-        T *p = j->p;                                                                           \
-        const double mean = j->mean, std = j->std;                                             \
-        for (int64_t i = lo; i < hi; i++) {                                                    \
-            nb_rng s = rng_at(j->base, (uint64_t)i * NORMAL_POSITIONS);                        \
-            p[i] = (T)(mean + std * nb_rng_normal(&s));                                        \
-        }                                                                                      \
-    }                                                                                          \
-    static void gaussian_##T(T *p, int64_t n, const nb_rng *base, double mean, double std)    \
-    {                                                                                          \
-        normal_job j = {p, base, mean, std};                                                   \
-        nb_team_for(n, n >= PAR_MIN, gaussian_range_##T, &j);                                  \
-    }
-DEFINE_GAUSSIAN(float)
-DEFINE_GAUSSIAN(double)
-
-static nb_status run_gaussian_random(const nb_kernel_ctx *k)
-{
-    const nb_gaussian_random_params *p = k->params;
-    nb_tensor *out = nb_kout(k, 0, 0);
-    int64_t n = nb_tensor_numel(out);
-    double mean = p->mean, std = p->std;
-    if (!k->rng) return no_rng(k);
-    switch (out->dtype) {
-    case NB_F32: gaussian_float(nb_tensor_data(out), n, k->rng, mean, std); break;
-    case NB_F64: gaussian_double(nb_tensor_data(out), n, k->rng, mean, std); break;
-    default: return random_dtype_error(k, out->dtype);
-    }
-    k->rng->counter += (uint64_t)n * NORMAL_POSITIONS;
-    return NB_OK;
-}
-
 /* Rejection sampling needs a variable number of draws. Each element gets a
  * fixed budget of TRUNC_TRIES normals: a draw lands within 2 std with
  * probability 0.954, so running out (p ~ 0.046^32, about 1e-43) never
@@ -274,40 +232,52 @@ static inline double truncated_normal(nb_rng s)
     return 0.0;
 }
 
-#define DEFINE_TRUNCATED(T)                                                                    \
-    static void truncated_range_##T(void *arg, int64_t lo, int64_t hi)                         \
+/* The job of the normal initialisers below: element i draws from positions
+ * i * stride on of base, stride NORMAL_POSITIONS (plain) or that times
+ * TRUNC_TRIES (truncated). */
+typedef struct normal_job {
+    void *p;
+    const nb_rng *base;
+    double mean, std;
+    bool truncated;
+} normal_job;
+
+static uint64_t normal_stride(bool truncated) { return NORMAL_POSITIONS * (truncated ? TRUNC_TRIES : 1); }
+
+#define DEFINE_NORMAL(T)                                                                       \
+    static void normal_range_##T(void *arg, int64_t lo, int64_t hi)                            \
     {                                                                                          \
         const normal_job *j = arg;                                                             \
         T *p = j->p;                                                                           \
         const double mean = j->mean, std = j->std;                                             \
+        const uint64_t stride = normal_stride(j->truncated);                                   \
         for (int64_t i = lo; i < hi; i++) {                                                    \
-            double z = truncated_normal(rng_at(j->base, (uint64_t)i * NORMAL_POSITIONS * TRUNC_TRIES)); \
-            p[i] = (T)(mean + std * z);                                                        \
+            nb_rng s = rng_at(j->base, (uint64_t)i * stride);                                  \
+            p[i] = (T)(mean + std * (j->truncated ? truncated_normal(s) : nb_rng_normal(&s))); \
         }                                                                                      \
-    }                                                                                          \
-    static void truncated_##T(T *p, int64_t n, const nb_rng *base, double mean, double std)   \
-    {                                                                                          \
-        normal_job j = {p, base, mean, std};                                                   \
-        nb_team_for(n, n >= PAR_MIN, truncated_range_##T, &j);                                 \
     }
-DEFINE_TRUNCATED(float)
-DEFINE_TRUNCATED(double)
+DEFINE_NORMAL(float)
+DEFINE_NORMAL(double)
 
-static nb_status run_truncated_gaussian_random(const nb_kernel_ctx *k)
+static nb_status run_normal(const nb_kernel_ctx *k, bool truncated)
 {
     const nb_gaussian_random_params *p = k->params;
     nb_tensor *out = nb_kout(k, 0, 0);
     int64_t n = nb_tensor_numel(out);
-    double mean = p->mean, std = p->std;
     if (!k->rng) return no_rng(k);
+    normal_job j = {nb_tensor_data(out), k->rng, p->mean, p->std, truncated};
     switch (out->dtype) {
-    case NB_F32: truncated_float(nb_tensor_data(out), n, k->rng, mean, std); break;
-    case NB_F64: truncated_double(nb_tensor_data(out), n, k->rng, mean, std); break;
+    case NB_F32: nb_team_for(n, n >= PAR_MIN, normal_range_float, &j); break;
+    case NB_F64: nb_team_for(n, n >= PAR_MIN, normal_range_double, &j); break;
     default: return random_dtype_error(k, out->dtype);
     }
-    k->rng->counter += (uint64_t)n * NORMAL_POSITIONS * TRUNC_TRIES;
+    k->rng->counter += (uint64_t)n * normal_stride(truncated);
     return NB_OK;
 }
+
+static nb_status run_gaussian_random(const nb_kernel_ctx *k) { return run_normal(k, false); }
+
+static nb_status run_truncated_gaussian_random(const nb_kernel_ctx *k) { return run_normal(k, true); }
 
 /* ---- increment --------------------------------------------------------------- */
 
