@@ -13,19 +13,7 @@
     static void name(int64_t n, char *const p[], const int64_t s[], const void *aux) \
     {                                                                                \
         (void)aux;                                                                   \
-        const S *x = (const S *)p[0];                                                \
-        D *o = (D *)p[1];                                                            \
-        if (s[0] == 1 && s[1] == 1) {                                                \
-            for (int64_t i = 0; i < n; i++) {                                        \
-                S v = x[i];                                                          \
-                o[i] = (EXPR);                                                       \
-            }                                                                        \
-        } else {                                                                     \
-            for (int64_t i = 0; i < n; i++) {                                        \
-                S v = x[i * s[0]];                                                   \
-                o[i * s[1]] = (EXPR);                                                \
-            }                                                                        \
-        }                                                                            \
+        NB_MAP_LOOP_BODY(S, D, EXPR)                                                 \
     }
 
 static inline int32_t f_to_i32(double v) { return v != v ? 0 : (int32_t)nb_ew_sat_i64(v, INT32_MIN, INT32_MAX); }

@@ -84,4 +84,22 @@ static inline int64_t nb_ew_sat_i64(double v, int64_t lo, int64_t hi)
     return (int64_t)v;
 }
 
+/* The body of a one-input map kernel (an nb_loop_fn over p[0] -> p[1]):
+ * v, the element of x (of type S), becomes EXPR in o (of type D); the
+ * contiguous case apart, so that it vectorises. */
+#define NB_MAP_LOOP_BODY(S, D, EXPR)                                                  \
+    const S *x = (const S *)p[0];                                                    \
+    D *o = (D *)p[1];                                                                \
+    if (s[0] == 1 && s[1] == 1) {                                                    \
+        for (int64_t i = 0; i < n; i++) {                                            \
+            S v = x[i];                                                              \
+            o[i] = (EXPR);                                                           \
+        }                                                                            \
+    } else {                                                                         \
+        for (int64_t i = 0; i < n; i++) {                                            \
+            S v = x[i * s[0]];                                                       \
+            o[i * s[1]] = (EXPR);                                                    \
+        }                                                                            \
+    }
+
 #endif

@@ -43,19 +43,7 @@
     {                                                                                \
         const nb_ew_params P = *(const nb_ew_params *)aux;                           \
         (void)P;                                                                     \
-        const T *x = (const T *)p[0];                                                \
-        T *o = (T *)p[1];                                                            \
-        if (s[0] == 1 && s[1] == 1) {                                                \
-            for (int64_t i = 0; i < n; i++) {                                        \
-                T v = x[i];                                                          \
-                o[i] = (EXPR);                                                       \
-            }                                                                        \
-        } else {                                                                     \
-            for (int64_t i = 0; i < n; i++) {                                        \
-                T v = x[i * s[0]];                                                   \
-                o[i * s[1]] = (EXPR);                                                \
-            }                                                                        \
-        }                                                                            \
+        NB_MAP_LOOP_BODY(T, T, EXPR)                                                 \
     }
 
 /* The exp, tanh and erf for each float type (S is the suffix of T). */
