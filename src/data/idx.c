@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <zlib.h>
+#include "../core/input_file.h"
 #include "data_internal.h"
 
 typedef struct {
@@ -201,7 +202,7 @@ static nb_status read_header(idx_file *f, nb_dtype *dt, int *ndim, int64_t *shap
     return NB_OK;
 }
 
-static nb_status load(idx_file *f, const struct stat *sb, int64_t direct_max, nb_tensor **out)
+static nb_status load(idx_file *f, uint64_t size, int64_t direct_max, nb_tensor **out)
 {
     nb_dtype dt = NB_U8;
     int ndim = 0;
@@ -211,7 +212,7 @@ static nb_status load(idx_file *f, const struct stat *sb, int64_t direct_max, nb
     int64_t header = 4 + 4 * (int64_t)ndim;
     bool plain = gzdirect(f->gz);
     if (plain) {
-        int64_t found = (int64_t)sb->st_size - header;
+        int64_t found = (int64_t)size - header;
         if (found < payload) return truncated(f, payload, found);
         if (found > payload) return trailing(f, payload, found - payload, false);
     }
@@ -245,11 +246,9 @@ nb_status nb_idx_load_with(const char *path, nb_tensor **out, int64_t direct_max
 {
     if (!out) return nb_error(NB_ERR_ARG, "idx: out is NULL");
     *out = NULL;
-    if (!path) return nb_error(NB_ERR_ARG, "idx: path is NULL");
-    struct stat sb;
-    if (stat(path, &sb))
-        return nb_error(errno == ENOENT ? NB_ERR_NOT_FOUND : NB_ERR_IO, "idx: cannot open %s: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) return nb_error(NB_ERR_IO, "idx: %s is not a regular file", path);
+    uint64_t size;
+    nb_status st = nb_input_file_check("idx", path, &size);
+    if (st) return st;
     idx_file f = {.path = path};
     errno = 0;
     f.gz = gzopen(path, "rb");
@@ -257,7 +256,7 @@ nb_status nb_idx_load_with(const char *path, nb_tensor **out, int64_t direct_max
         return nb_error(errno ? NB_ERR_IO : NB_ERR_NOMEM, "idx: cannot open %s: %s", path,
                         errno ? strerror(errno) : "out of memory");
     gzbuffer(f.gz, 1 << 17);
-    nb_status st = load(&f, &sb, direct_max, out);
+    st = load(&f, size, direct_max, out);
     gzclose(f.gz);
     return st;
 }

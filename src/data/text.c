@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "nabla/text.h"
+#include "../core/input_file.h"
 #include "reader_internal.h"
 
 nb_status nb_text_from_bytes(nb_text *out, const void *bytes, int64_t n)
@@ -37,21 +38,15 @@ nb_status nb_text_load(nb_text *out, const char *path)
 {
     if (!out) return nb_error(NB_ERR_ARG, "text: NULL output");
     memset(out, 0, sizeof *out);
-    if (!path) return nb_error(NB_ERR_ARG, "text: NULL path");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return nb_error(errno == ENOENT ? NB_ERR_NOT_FOUND : NB_ERR_IO, "text: cannot open %s: %s", path,
-                        strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return nb_error(NB_ERR_IO, "text: %s is not a regular file", path);
-    }
-    /* The size from fstat is only a first guess: read until the end, so a
-     * file that grows or shrinks meanwhile is read as it is. */
-    size_t cap = sb.st_size > 0 ? (size_t)sb.st_size + 1 : 4096, len = 0;
+    FILE *f;
+    uint64_t size;
+    nb_status st = nb_input_file_open("text", path, &f, &size);
+    if (st) return st;
+    /* The size is only a first guess: read until the end, so a file that
+     * grows or shrinks meanwhile is read as it is. */
+    size_t cap = size > 0 && size < SIZE_MAX ? (size_t)size + 1 : 4096, len = 0;
     char *buf = nb_malloc(cap);
-    nb_status st = buf ? NB_OK : nb_error(NB_ERR_NOMEM, "text: %s: out of memory for %zu bytes", path, cap);
+    st = buf ? NB_OK : nb_error(NB_ERR_NOMEM, "text: %s: out of memory for %zu bytes", path, cap);
     while (!st) {
         if (len == cap) {
             char *bigger = nb_realloc(buf, cap * 2);

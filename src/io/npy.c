@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "../core/input_file.h"
 #include "atomic_file.h"
 #include "nabla/device.h"
 #include "npy_internal.h"
@@ -244,16 +245,11 @@ nb_status nb_npy_load(nb_tensor **out, const char *path)
 {
     if (!out) return nb_error(NB_ERR_ARG, "npy load: out is NULL");
     *out = NULL;
-    if (!path || !*path) return nb_error(NB_ERR_ARG, "npy load: empty file path");
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return nb_error(errno == ENOENT ? NB_ERR_NOT_FOUND : NB_ERR_IO, "npy '%s': cannot open: %s", path,
-                        strerror(errno));
-    struct stat sb;
-    nb_status st;
-    if (fstat(fileno(fp), &sb)) st = nb_error(NB_ERR_IO, "cannot stat the file: %s", strerror(errno));
-    else if (!S_ISREG(sb.st_mode)) st = nb_error(NB_ERR_IO, "not a regular file");
-    else st = npy_read(&(npy_source){file_read, fp, (uint64_t)sb.st_size}, out);
+    FILE *fp;
+    uint64_t size;
+    nb_status st = nb_input_file_open("npy", path, &fp, &size);
+    if (st) return st;
+    st = npy_read(&(npy_source){file_read, fp, size}, out);
     fclose(fp);
     return st ? nb_error_context(st, "npy '%s'", path) : NB_OK;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "../core/input_file.h"
 #include "checkpoint_internal.h"
 #include "json.h"
 #include "nabla/device.h"
@@ -161,13 +162,10 @@ static nb_status index_names(nb_npz *f)
     return NB_OK;
 }
 
-static nb_status load_from(FILE *fp, nb_npz *f)
+static nb_status load_from(FILE *fp, uint64_t size, nb_npz *f)
 {
-    struct stat sb;
-    if (fstat(fileno(fp), &sb)) return nb_error(NB_ERR_IO, "cannot stat the file: %s", strerror(errno));
-    if (!S_ISREG(sb.st_mode)) return nb_error(NB_ERR_IO, "not a regular file");
     zip_reader z;
-    nb_status st = zip_open(&z, fp, (uint64_t)sb.st_size);
+    nb_status st = zip_open(&z, fp, size);
     if (!st) {
         f->names = nb_calloc((size_t)z.n + 1, sizeof *f->names);
         f->tensors = nb_calloc((size_t)z.n + 1, sizeof *f->tensors);
@@ -201,13 +199,12 @@ nb_status nb_npz_load(nb_npz **out, const char *path)
 {
     if (!out) return nb_error(NB_ERR_ARG, "npz load: out is NULL");
     *out = NULL;
-    if (!path || !*path) return nb_error(NB_ERR_ARG, "npz load: empty file path");
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return nb_error(errno == ENOENT ? NB_ERR_NOT_FOUND : NB_ERR_IO, "npz '%s': cannot open: %s", path,
-                        strerror(errno));
+    FILE *fp;
+    uint64_t size;
+    nb_status st = nb_input_file_open("npz", path, &fp, &size);
+    if (st) return st;
     nb_npz *f = nb_calloc(1, sizeof *f);
-    nb_status st = f ? load_from(fp, f) : oom();
+    st = f ? load_from(fp, size, f) : oom();
     fclose(fp);
     if (st) {
         nb_npz_free(f);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../core/input_file.h"
 #include "atomic_file.h"
 #include "program_file_internal.h"
 
@@ -15,13 +16,11 @@ static nb_status read_file(const char *path, uint8_t **buf, size_t *len)
 {
     *buf = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return nb_error(errno == ENOENT ? NB_ERR_NOT_FOUND : NB_ERR_IO, "cannot open program file %s: %s", path,
-                        strerror(errno));
+    FILE *f;
+    nb_status st = nb_input_file_open("program file", path, &f, NULL);
+    if (st) return st;
     size_t cap = 1 << 16, n = 0;
     uint8_t *b = nb_malloc(cap);
-    nb_status st = NB_OK;
     while (b) {
         n += fread(b + n, 1, cap - n, f);
         if (n < cap) break;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "core/half.h"
+#include "core/input_file.h"
 #include "json.h"
 #include "safetensors_internal.h"
 
@@ -356,12 +357,8 @@ static nb_status read_data(FILE *fp, const header *h, nb_safetensors *f)
     return NB_OK;
 }
 
-static nb_status load_from(FILE *fp, nb_safetensors *f)
+static nb_status load_from(FILE *fp, uint64_t size, nb_safetensors *f)
 {
-    struct stat sb;
-    if (fstat(fileno(fp), &sb)) return nb_error(NB_ERR_IO, "cannot stat the file: %s", strerror(errno));
-    if (!S_ISREG(sb.st_mode)) return nb_error(NB_ERR_IO, "not a regular file");
-    uint64_t size = (uint64_t)sb.st_size;
     unsigned char size_le[8];
     if (size < 8 || fread(size_le, 1, 8, fp) != 8)
         return nb_error(NB_ERR_FORMAT, "the file is %llu bytes long, too short for the 8-byte header size",
@@ -396,13 +393,12 @@ nb_status nb_safetensors_load(nb_safetensors **out, const char *path)
 {
     if (!out) return nb_error(NB_ERR_ARG, "safetensors load: out is NULL");
     *out = NULL;
-    if (!path || !*path) return nb_error(NB_ERR_ARG, "safetensors load: empty file path");
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return nb_error(errno == ENOENT ? NB_ERR_NOT_FOUND : NB_ERR_IO, "safetensors '%s': cannot open: %s", path,
-                        strerror(errno));
+    FILE *fp;
+    uint64_t size;
+    nb_status st = nb_input_file_open("safetensors", path, &fp, &size);
+    if (st) return st;
     nb_safetensors *f = nb_calloc(1, sizeof *f);
-    nb_status st = f ? load_from(fp, f) : oom();
+    st = f ? load_from(fp, size, f) : oom();
     fclose(fp);
     if (st) {
         nb_safetensors_free(f);
