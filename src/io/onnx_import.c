@@ -158,7 +158,11 @@ nb_value ox_in(ox_import *im, int k)
         ox_node_error(im, NB_ERR_FORMAT, "input %d is missing", k);
         return NB_NONE;
     }
-    const char *name = im->node->input[k];
+    return ox_value_named(im, im->node->input[k]);
+}
+
+nb_value ox_value_named(ox_import *im, const char *name)
+{
     nb_value *v = nb_strmap_get(&im->values, name, NULL);
     if (v) return *v;
     const nb_tensor *t;

@@ -1,0 +1,384 @@
+/* ONNX's control flow as nabla's (nabla/control.h): If on nb_cond, Loop on
+ * nb_while_loop, Scan on nb_scan. Their bodies are graphs in attributes,
+ * walked inside the callbacks, so that a static program records them as
+ * sub-blocks and an eager import runs them as often as the data says.
+ *
+ * A sub-graph reads the enclosing graphs' names (ONNX's outer scope) and its
+ * own. The import shares one name map for all of them, which ONNX's rule
+ * that every name is written once across a model and its sub-graphs makes
+ * safe; but what an outer name is made into must live in the outer block,
+ * so before a sub-block opens every initializer or constant a sub-graph
+ * reads (its own initializers too) becomes a value where the node stands. */
+#ifdef NABLA_HAVE_ONNX
+#include <string.h>
+#include "nabla/control.h"
+#include "nabla/eager.h"
+#include "nabla/ops.h"
+#include "onnx_internal.h"
+
+#define B (im->b)
+#define MAX_CARRY 60 /* nabla's control ops carry 64 values; Loop adds a counter and a condition */
+
+static const Onnx__GraphProto *graph_attr(ox_import *im, const char *name)
+{
+    const Onnx__AttributeProto *a = ox_attr(im, name);
+    if (!a || !a->g) {
+        ox_node_error(im, NB_ERR_FORMAT, "has no graph attribute '%s'", name);
+        return NULL;
+    }
+    return a->g;
+}
+
+static bool writes(const Onnx__GraphProto *g, const char *name)
+{
+    for (size_t i = 0; i < g->n_input; i++)
+        if (!strcmp(g->input[i]->name, name)) return true;
+    for (size_t i = 0; i < g->n_node; i++)
+        for (size_t k = 0; k < g->node[i]->n_output; k++)
+            if (!strcmp(g->node[i]->output[k], name)) return true;
+    return false;
+}
+
+/* A name read by g (or a graph nested in it) that is an initializer or a
+ * folded constant and no value yet: made one now, in the current block. */
+static nb_status lift(ox_import *im, const Onnx__GraphProto *g, const char *name)
+{
+    if (!*name || writes(g, name) || nb_strmap_get(&im->values, name, NULL)) return NB_OK;
+    if (!nb_strmap_get(&im->protos, name, NULL) && !nb_strmap_get(&im->consts, name, NULL)) return NB_OK;
+    return nb_is_none(ox_value_named(im, name)) ? nb_builder_status(B) : NB_OK;
+}
+
+static nb_status prepare(ox_import *im, const Onnx__GraphProto *g)
+{
+    for (size_t i = 0; i < g->n_initializer; i++) {
+        if (!g->initializer[i]->name || !*g->initializer[i]->name)
+            return ox_node_error(im, NB_ERR_FORMAT, "its sub-graph '%s' has an initializer without a name",
+                                 g->name ? g->name : "");
+        if (nb_strmap_put(&im->protos, g->initializer[i]->name, g->initializer[i]))
+            return ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+    }
+    nb_status st = NB_OK;
+    for (size_t i = 0; i < g->n_node && !st; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        for (size_t k = 0; k < n->n_input && !st; k++) st = lift(im, g, n->input[k]);
+        for (size_t a = 0; a < n->n_attribute && !st; a++) {
+            if (n->attribute[a]->g) st = prepare(im, n->attribute[a]->g);
+            for (size_t j = 0; j < n->attribute[a]->n_graphs && !st; j++) st = prepare(im, n->attribute[a]->graphs[j]);
+        }
+    }
+    for (size_t i = 0; i < g->n_output && !st; i++) st = lift(im, g, g->output[i]->name);
+    return st;
+}
+
+/* g's nodes through the builder, its inputs bound to in[0..n_in), its
+ * outputs into out[0..n_out). im->node is the control node again after. */
+static nb_status walk_graph(ox_import *im, const Onnx__GraphProto *g, int n_in, const nb_value *in, int n_out,
+                            nb_value *out)
+{
+    const Onnx__NodeProto *self = im->node;
+    if ((int)g->n_input != n_in || (int)g->n_output != n_out)
+        return ox_node_error(im, NB_ERR_FORMAT, "its sub-graph '%s' has %zu inputs and %zu outputs; %d and %d are "
+                             "expected", g->name ? g->name : "", g->n_input, g->n_output, n_in, n_out);
+    for (int i = 0; i < n_in; i++)
+        if (ox_set_value(im, g->input[i]->name, in[i])) return ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+    nb_status st = NB_OK;
+    for (size_t i = 0; i < g->n_node && !st; i++) {
+        im->node = g->node[i];
+        st = ox_walk_node(im);
+    }
+    im->node = self;
+    if (st) return st;
+    for (int i = 0; i < n_out; i++) {
+        const char *name = g->output[i]->name;
+        nb_value *v = nb_strmap_get(&im->values, name, NULL);
+        out[i] = v ? *v : ox_value_named(im, name); /* a Constant of the sub-graph */
+        if (nb_is_none(out[i])) return nb_builder_status(B) ? nb_builder_status(B) : NB_ERR_ARG;
+    }
+    return NB_OK;
+}
+
+/* ---- If ---------------------------------------------------------------------- */
+
+typedef struct if_ctx {
+    ox_import *im;
+    const Onnx__GraphProto *then_g, *else_g;
+} if_ctx;
+
+static nb_status then_branch(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)b, (void)in;
+    if_ctx *c = ctx;
+    return walk_graph(c->im, c->then_g, 0, NULL, (int)c->im->node->n_output, out);
+}
+
+static nb_status else_branch(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)b, (void)in;
+    if_ctx *c = ctx;
+    return walk_graph(c->im, c->else_g, 0, NULL, (int)c->im->node->n_output, out);
+}
+
+static nb_status i_if(ox_import *im)
+{
+    if_ctx c = {im, graph_attr(im, "then_branch"), graph_attr(im, "else_branch")};
+    nb_value pred = ox_in(im, 0);
+    if (!c.then_g || !c.else_g || nb_is_none(pred)) return nb_builder_status(B);
+    int n_out = (int)im->node->n_output;
+    if (n_out > MAX_CARRY) return ox_unsupported(im, "has more outputs than nabla's cond carries");
+    nb_status st = prepare(im, c.then_g);
+    if (!st) st = prepare(im, c.else_g);
+    if (st) return st;
+    nb_branches br = {then_branch, else_branch, &c};
+    nb_value out[MAX_CARRY];
+    if ((st = nb_cond(B, pred, &br, NB_VALUES_N(0, NULL), n_out, out))) return st;
+    for (int i = 0; i < n_out; i++)
+        if ((st = ox_out(im, i, out[i]))) return st;
+    return NB_OK;
+}
+
+/* ---- Loop --------------------------------------------------------------------
+ * carry = (iteration, condition, v...): the loop runs while the condition
+ * holds and the iteration is below the trip count M, when M is given. The
+ * body's scan outputs are stacked: eagerly as they come; in a program into
+ * tensor arrays of M elements, which needs M known and a loop that cannot
+ * stop earlier. */
+
+typedef struct loop_ctx {
+    ox_import *im;
+    const Onnx__GraphProto *body;
+    nb_value trips; /* M, or NB_NONE */
+    int n_v, n_scan;
+    nb_var_info cond_info;
+    bool eager;
+    nb_value *ys; /* eager: n_scan values per iteration */
+    int64_t n_iter, cap_iter;
+} loop_ctx;
+
+static nb_status loop_cond(nb_builder *b, const nb_value *carry, nb_value *pred, void *ctx)
+{
+    loop_ctx *c = ctx;
+    *pred = carry[1];
+    if (!nb_is_none(c->trips)) *pred = nb_logical_and(b, *pred, nb_less(b, carry[0], c->trips));
+    return nb_builder_status(b);
+}
+
+static nb_status keep_ys(loop_ctx *c, const nb_value *ys)
+{
+    if (c->n_iter == c->cap_iter) {
+        int64_t cap = c->cap_iter ? 2 * c->cap_iter : 16;
+        nb_value *grown = nb_realloc(c->ys, (size_t)(cap * c->n_scan) * sizeof *grown);
+        if (!grown) return ox_node_error(c->im, NB_ERR_NOMEM, "out of memory");
+        c->ys = grown, c->cap_iter = cap;
+    }
+    memcpy(c->ys + c->n_iter++ * c->n_scan, ys, (size_t)c->n_scan * sizeof *ys);
+    return NB_OK;
+}
+
+static nb_status loop_body(nb_builder *b, const nb_value *carry, nb_value *next, void *ctx)
+{
+    loop_ctx *c = ctx;
+    ox_import *im = c->im;
+    /* The body reads the iteration and the condition as ONNX's 0-d tensors. */
+    nb_value in[2 + MAX_CARRY], out[1 + 2 * MAX_CARRY];
+    in[0] = carry[0];
+    in[1] = nb_reshape(b, carry[1], 0, NULL);
+    memcpy(in + 2, carry + 2 + c->n_scan * !c->eager, (size_t)c->n_v * sizeof *in);
+    nb_status st = walk_graph(im, c->body, 2 + c->n_v, in, 1 + c->n_v + c->n_scan, out);
+    if (st) return st;
+    next[0] = nb_add(b, carry[0], ox_const_scalar(im, NB_I64, 1));
+    next[1] = nb_reshape(b, out[0], c->cond_info.ndim, c->cond_info.shape);
+    if (c->eager) {
+        memcpy(next + 2, out + 1, (size_t)c->n_v * sizeof *next);
+        return c->n_scan ? keep_ys(c, out + 1 + c->n_v) : nb_builder_status(b);
+    }
+    for (int k = 0; k < c->n_scan; k++) next[2 + k] = nb_array_write(b, carry[2 + k], carry[0], out[1 + c->n_v + k]);
+    memcpy(next + 2 + c->n_scan, out + 1, (size_t)c->n_v * sizeof *next);
+    return nb_builder_status(b);
+}
+
+/* Whether the body's condition output is its condition input unchanged:
+ * only such a loop runs exactly M times. */
+static bool keeps_condition(const Onnx__GraphProto *g)
+{
+    const char *in = g->input[1]->name, *out = g->output[0]->name;
+    if (!strcmp(in, out)) return true;
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        if (!strcmp(n->op_type, "Identity") && n->n_input == 1 && n->n_output == 1 && !strcmp(n->output[0], out))
+            return !strcmp(n->input[0], in);
+    }
+    return false;
+}
+
+/* A program's scan output k: a tensor array of `trips` elements shaped as
+ * the body declares output 1 + n_v + k (it must declare every dim). */
+static nb_value scan_array(loop_ctx *c, int k, int64_t trips)
+{
+    ox_import *im = c->im;
+    const Onnx__ValueInfoProto *vi = c->body->output[1 + c->n_v + k];
+    const Onnx__TypeProto__Tensor *tt =
+        vi->type && vi->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? vi->type->tensor_type : NULL;
+    nb_dtype dt;
+    int64_t shape[NB_MAX_DIMS];
+    bool known = tt && tt->has_elem_type && ox_nabla_dtype(tt->elem_type, &dt) && tt->shape &&
+                 tt->shape->n_dim < NB_MAX_DIMS;
+    for (size_t d = 0; known && d < tt->shape->n_dim; d++) {
+        known = tt->shape->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        shape[d] = tt->shape->dim[d]->dim_value;
+    }
+    if (!known) {
+        ox_node_error(im, NB_ERR_UNSUPPORTED, "in a static program, scan output '%s' must have its dtype and every "
+                      "dim declared by the body (a tensor array is made before the body is recorded)", vi->name);
+        return NB_NONE;
+    }
+    return nb_array_new(B, trips, dt, (int)tt->shape->n_dim, shape);
+}
+
+static nb_status i_loop(ox_import *im)
+{
+    loop_ctx c = {.im = im, .body = graph_attr(im, "body"), .trips = NB_NONE, .eager = nb_builder_is_eager(B)};
+    if (!c.body) return nb_builder_status(B);
+    c.n_v = (int)im->node->n_input - 2;
+    c.n_scan = (int)im->node->n_output - c.n_v;
+    if (c.n_v < 0 || c.n_scan < 0 || (int)c.body->n_input != 2 + c.n_v || (int)c.body->n_output != 1 + c.n_v + c.n_scan)
+        return ox_node_error(im, NB_ERR_FORMAT, "has %zu inputs and %zu outputs, and its body %zu and %zu: they do "
+                             "not fit (M, cond, v... -> v..., scans...; body: i, cond, v... -> cond, v..., scans...)",
+                             im->node->n_input, im->node->n_output, c.body->n_input, c.body->n_output);
+    if (2 + c.n_v + c.n_scan > MAX_CARRY) return ox_unsupported(im, "carries more values than nabla's while loop");
+    nb_value carry[MAX_CARRY], final[MAX_CARRY];
+    int64_t scalar_shape[1] = {1};
+    carry[0] = nb_fill_constant(B, NB_I64, 0, scalar_shape, 0);
+    if (ox_has_in(im, 0)) c.trips = nb_reshape(B, ox_in(im, 0), 0, NULL);
+    carry[1] = ox_has_in(im, 1) ? ox_in(im, 1) : nb_fill_constant(B, NB_BOOL, 0, scalar_shape, 1);
+    if (nb_builder_status(B)) return nb_builder_status(B);
+    c.cond_info = nb_value_info(B, carry[1]);
+    if (c.n_scan && !c.eager) {
+        /* A program's arrays have the length they are made with. */
+        const nb_tensor *m = ox_has_in(im, 0) ? ox_const_in(im, 0) : NULL;
+        const nb_tensor *cond = ox_has_in(im, 1) ? ox_const_in(im, 1) : NULL;
+        nb_builder_clear_error(B);
+        if (!m || nb_tensor_numel(m) != 1 || nb_tensor_get(m, 0) < 1)
+            return ox_unsupported(im, "has scan outputs, whose length a static program must know: the trip count M "
+                                  "must be a constant of at least 1");
+        if ((ox_has_in(im, 1) && (!cond || nb_tensor_numel(cond) != 1 || nb_tensor_get(cond, 0) == 0)) ||
+            !keeps_condition(c.body))
+            return ox_unsupported(im, "has scan outputs and may stop before M iterations (its condition is not "
+                                  "constant true), so their length only a run knows");
+        for (int k = 0; k < c.n_scan; k++)
+            if (nb_is_none(carry[2 + k] = scan_array(&c, k, (int64_t)nb_tensor_get(m, 0)))) return nb_builder_status(B);
+    }
+    for (int i = 0; i < c.n_v; i++) carry[2 + c.n_scan * !c.eager + i] = ox_in(im, 2 + i);
+    nb_status st = nb_builder_status(B);
+    if (!st) st = prepare(im, c.body);
+    int n_carry = 2 + c.n_v + c.n_scan * !c.eager;
+    if (!st) st = nb_while_loop(B, loop_cond, loop_body, &c, NB_VALUES_N(n_carry, carry), final);
+    for (int i = 0; i < c.n_v && !st; i++) st = ox_out(im, i, final[2 + c.n_scan * !c.eager + i]);
+    for (int k = 0; k < c.n_scan && !st; k++) {
+        if (!c.eager) {
+            st = ox_out(im, c.n_v + k, final[2 + k]);
+            continue;
+        }
+        if (!c.n_iter) {
+            st = ox_unsupported(im, "ran no iteration, so the shape of its scan outputs is unknown");
+            break;
+        }
+        nb_value *parts = nb_malloc((size_t)c.n_iter * sizeof *parts);
+        if (!parts) {
+            st = ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+            break;
+        }
+        for (int64_t t = 0; t < c.n_iter; t++) parts[t] = c.ys[t * c.n_scan + k];
+        /* ONNX concatenates the iterations' outputs along a new axis 0. */
+        st = ox_out(im, c.n_v + k, nb_stack(B, (int)c.n_iter, parts, 0));
+        nb_free(parts);
+    }
+    nb_free(c.ys);
+    return st;
+}
+
+/* ---- Scan --------------------------------------------------------------------
+ * From opset 9: N states carried, M sequences sliced along their axis 0 (the
+ * axes and directions nabla's scan has), K step outputs stacked. */
+
+typedef struct scan_ctx {
+    ox_import *im;
+    const Onnx__GraphProto *body;
+    int n_state, n_xs, n_ys;
+} scan_ctx;
+
+static nb_status scan_step(nb_builder *b, const nb_value *carry, const nb_value *x_t, nb_value *next, nb_value *y_t,
+                           void *ctx)
+{
+    (void)b;
+    scan_ctx *c = ctx;
+    nb_value in[2 * MAX_CARRY], out[2 * MAX_CARRY];
+    memcpy(in, carry, (size_t)c->n_state * sizeof *in);
+    memcpy(in + c->n_state, x_t, (size_t)c->n_xs * sizeof *in);
+    nb_status st = walk_graph(c->im, c->body, c->n_state + c->n_xs, in, c->n_state + c->n_ys, out);
+    if (st) return st;
+    memcpy(next, out, (size_t)c->n_state * sizeof *next);
+    memcpy(y_t, out + c->n_state, (size_t)c->n_ys * sizeof *y_t);
+    return NB_OK;
+}
+
+/* The one value every entry of an ints attribute has (0 when absent), or -1
+ * when they differ or one is not 0 or 1. */
+static int64_t uniform(ox_import *im, const char *name, int n)
+{
+    int64_t v[2 * MAX_CARRY];
+    int got = ox_attr_list(im, name, v, 2 * MAX_CARRY);
+    if (got < 0) return 0;
+    if (got != n) return -1;
+    for (int i = 0; i < got; i++)
+        if (v[i] != v[0] || (v[0] != 0 && v[0] != 1)) return -1;
+    return got ? v[0] : 0;
+}
+
+static nb_status i_scan(ox_import *im)
+{
+    if (im->opset < 9)
+        return ox_unsupported(im, "is opset 8's Scan, with a batch axis and sequence_lens, which nabla does not "
+                              "import (opset 9's form it does)");
+    scan_ctx c = {.im = im, .body = graph_attr(im, "body")};
+    if (!c.body) return nb_builder_status(B);
+    c.n_xs = (int)ox_attr_i(im, "num_scan_inputs", -1);
+    c.n_state = (int)im->node->n_input - c.n_xs;
+    c.n_ys = (int)im->node->n_output - c.n_state;
+    if (c.n_xs < 1 || c.n_state < 0 || c.n_ys < 0)
+        return ox_node_error(im, NB_ERR_FORMAT, "has num_scan_inputs %d with %zu inputs and %zu outputs", c.n_xs,
+                             im->node->n_input, im->node->n_output);
+    if (c.n_state + c.n_xs > MAX_CARRY || c.n_ys > MAX_CARRY)
+        return ox_unsupported(im, "carries more values than nabla's scan");
+    int64_t in_dir = uniform(im, "scan_input_directions", c.n_xs);
+    int64_t out_dir = uniform(im, "scan_output_directions", c.n_ys);
+    int64_t axes[2 * MAX_CARRY];
+    int n_axes = ox_attr_list(im, "scan_input_axes", axes, 2 * MAX_CARRY);
+    for (int i = 0; i < n_axes && i <= 2 * MAX_CARRY; i++)
+        if (axes[i]) return ox_unsupported(im, "scans along an input axis other than 0");
+    n_axes = ox_attr_list(im, "scan_output_axes", axes, 2 * MAX_CARRY);
+    for (int i = 0; i < n_axes && i <= 2 * MAX_CARRY; i++)
+        if (axes[i]) return ox_unsupported(im, "stacks an output along an axis other than 0");
+    /* nabla's reverse scan stores each step's output at its time index:
+     * ONNX's reversed inputs with prepended (reversed) outputs. */
+    if (in_dir < 0 || out_dir < 0 || (c.n_ys && in_dir != out_dir))
+        return ox_unsupported(im, "mixes scan directions; nabla's scan runs every input and output one way");
+    nb_value init[MAX_CARRY], xs[MAX_CARRY], final[MAX_CARRY], ys[MAX_CARRY];
+    for (int i = 0; i < c.n_state; i++) init[i] = ox_in(im, i);
+    for (int i = 0; i < c.n_xs; i++) xs[i] = ox_in(im, c.n_state + i);
+    nb_status st = nb_builder_status(B);
+    if (!st) st = prepare(im, c.body);
+    nb_scan_io io = {NB_VALUES_N(c.n_state, init), NB_VALUES_N(c.n_xs, xs), c.n_ys, final, ys, in_dir == 1};
+    if (!st) st = nb_scan(B, scan_step, &c, &io);
+    for (int i = 0; i < c.n_state && !st; i++) st = ox_out(im, i, final[i]);
+    for (int k = 0; k < c.n_ys && !st; k++) st = ox_out(im, c.n_state + k, ys[k]);
+    return st;
+}
+
+const ox_importer ox_imports_control[] = {
+    {"If", 0, 0, i_if},
+    {"Loop", 0, 0, i_loop},
+    {"Scan", 0, 0, i_scan},
+    {0},
+};
+
+#endif
