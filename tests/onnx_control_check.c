@@ -1,0 +1,167 @@
+/* Checks an ONNX model of If and Loop (written by tests/test_onnx_control.sh)
+ * imported into nabla, eagerly and as a static program:
+ *
+ *   y = Loop(M = 4, v = If(sum(x * w) > 0, tanh(x * w), x * x)),
+ *   body: v' = v * w + x * i, continuing while sum(v'^2) < 22,
+ *
+ * against the same arithmetic written here, on two inputs: one takes the
+ * then branch and runs all 4 iterations, the other takes the else branch
+ * and stops after 3 on its condition. The gradients of sum(y) with respect
+ * to x (an input) and w (an initializer, so a parameter) go through both:
+ * eagerly against central differences of eager imports, in the program by
+ * nb_gradcheck_program.
+ *
+ *   onnx_control_check MODEL.onnx */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "nabla/nabla.h"
+#include "test.h"
+
+#define N 3
+#define TRIPS 4
+#define LIMIT 22.0
+
+static const double w_init[N] = {0.5, -0.3, 0.8};
+static const double inputs[2][N] = {{0.9, -0.4, 1.2}, {-1.5, 2.0, -0.7}};
+static const int want_trips[2] = {4, 3};
+static const char *model_path;
+
+/* A step the rest of the check cannot do without. */
+#define MUST(cond)                                                                       \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #cond, nb_last_error()); \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+/* The model's arithmetic; returns the number of iterations run. */
+static int reference(const double *x, const double *w, double *y)
+{
+    double s = 0;
+    for (int j = 0; j < N; j++) s += x[j] * w[j];
+    for (int j = 0; j < N; j++) y[j] = s > 0 ? tanh(x[j] * w[j]) : x[j] * x[j];
+    int i = 0;
+    for (bool more = true; more && i < TRIPS; i++) {
+        double sq = 0;
+        for (int j = 0; j < N; j++) y[j] = y[j] * w[j] + x[j] * i, sq += y[j] * y[j];
+        more = sq < LIMIT;
+    }
+    return i;
+}
+
+static nb_tensor *vector(const double *v)
+{
+    nb_tensor *t;
+    if (nb_tensor_new(&t, NB_F64, 1, (int64_t[]){N})) return NULL;
+    for (int j = 0; j < N; j++) nb_tensor_set(t, j, v[j]);
+    return t;
+}
+
+/* sum(y) of an eager import at x; with grads, also d/dx and d/dw. */
+static double eager_loss(const char *path, const double *x, double *gx, double *gw)
+{
+    nb_builder *b;
+    MUST(!nb_builder_new_eager(&b));
+    nb_tensor *xt = vector(x);
+    MUST(xt);
+    if (gx) CHECK_OK(nb_tensor_set_requires_grad(xt, true));
+    nb_value y;
+    int n_out = 0;
+    nb_status st = nb_onnx_import(path, b, NB_VALUES(nb_eager_value(b, xt)), 1, &y, &n_out);
+    MUST(!st && n_out == 1);
+    nb_value loss = nb_reduce_sum(b, y, 0, NULL, false);
+    MUST(!nb_builder_status(b));
+    double l = nb_tensor_get(nb_eager_tensor(loss), 0);
+    if (gx) {
+        CHECK_OK(nb_backward(1, (nb_tensor *[]){nb_eager_tensor(loss)}, NULL, 0));
+        nb_tensor *w = nb_eager_find_param(b, "w");
+        MUST(w && nb_tensor_grad(w) && nb_tensor_grad(xt));
+        for (int j = 0; j < N; j++) gx[j] = nb_tensor_get(nb_tensor_grad(xt), j), gw[j] = nb_tensor_get(nb_tensor_grad(w), j);
+    }
+    nb_tensor_release(xt);
+    nb_builder_free(b);
+    return l;
+}
+
+static void check_eager(int c)
+{
+    double y[N], gx[N], gw[N];
+    CHECK(reference(inputs[c], w_init, y) == want_trips[c]);
+    double want = y[0] + y[1] + y[2];
+    double got = eager_loss(model_path, inputs[c], gx, gw);
+    CHECK(fabs(got - want) < 1e-12);
+    /* d/dx by central differences of the import; d/dw of the reference. */
+    const double eps = 1e-6;
+    for (int j = 0; j < N; j++) {
+        double xp[N], xm[N], wp[N], wm[N], yp[N], ym[N];
+        for (int k = 0; k < N; k++) xp[k] = xm[k] = inputs[c][k], wp[k] = wm[k] = w_init[k];
+        xp[j] += eps, xm[j] -= eps, wp[j] += eps, wm[j] -= eps;
+        double num_x = (eager_loss(model_path, xp, NULL, NULL) - eager_loss(model_path, xm, NULL, NULL)) / (2 * eps);
+        reference(inputs[c], wp, yp);
+        reference(inputs[c], wm, ym);
+        double num_w = ((yp[0] + yp[1] + yp[2]) - (ym[0] + ym[1] + ym[2])) / (2 * eps);
+        if (fabs(gx[j] - num_x) > 1e-6 * (1 + fabs(num_x)) || fabs(gw[j] - num_w) > 1e-6 * (1 + fabs(num_w)))
+            fprintf(stderr, "input %d, element %d: dx %.9g (numeric %.9g), dw %.9g (numeric %.9g)\n", c, j, gx[j],
+                    num_x, gw[j], num_w);
+        CHECK(fabs(gx[j] - num_x) <= 1e-6 * (1 + fabs(num_x)));
+        CHECK(fabs(gw[j] - num_w) <= 1e-6 * (1 + fabs(num_w)));
+    }
+}
+
+static void check_static(int c)
+{
+    nb_program *main_p, *startup;
+    nb_builder *b;
+    nb_scope *scope;
+    nb_executor *e;
+    REQUIRE_OK(nb_program_new(&main_p));
+    REQUIRE_OK(nb_program_new(&startup));
+    REQUIRE_OK(nb_builder_new_record(&b, main_p, startup));
+    REQUIRE_OK(nb_scope_new(&scope, NULL));
+    REQUIRE_OK(nb_executor_new(&e));
+    nb_value y;
+    nb_status st = nb_onnx_import(model_path, b, NB_NO_VALUES, 1, &y, NULL);
+    REQUIRE_OK(st);
+    nb_value loss = nb_reduce_sum(b, y, 0, NULL, false);
+    REQUIRE_OK(nb_builder_status(b));
+    CHECK_OK(nb_executor_run(e, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
+    nb_tensor *xt = vector(inputs[c]), *got = NULL;
+    double want[N];
+    reference(inputs[c], w_init, want);
+    CHECK_OK(nb_executor_run(e, main_p, scope, NB_FEEDS({"x", xt}), NB_NAMES(nb_value_name(y)), &got));
+    MUST(got);
+    for (int j = 0; j < N; j++) CHECK(fabs(nb_tensor_get(got, j) - want[j]) < 1e-12);
+    nb_gradcheck_report rep;
+    CHECK_OK(nb_gradcheck_program(main_p, nb_value_name(loss), NB_NAMES("x", "w"), scope,
+                                  &(nb_gradcheck_opts){.feeds = NB_FEEDS({"x", xt})}, &rep));
+    if (rep.failed) fprintf(stderr, "input %d: worst %s\n", c, rep.worst);
+    CHECK(rep.checked == 2 * N && rep.failed == 0);
+    nb_tensor_release(got);
+    nb_tensor_release(xt);
+    nb_executor_free(e);
+    nb_scope_free(scope);
+    nb_builder_free(b);
+    nb_program_free(main_p);
+    nb_program_free(startup);
+}
+
+static void test_eager_then_branch_all_trips(void) { check_eager(0); }
+static void test_eager_else_branch_stops_early(void) { check_eager(1); }
+static void test_static_then_branch_all_trips(void) { check_static(0); }
+static void test_static_else_branch_stops_early(void) { check_static(1); }
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: onnx_control_check MODEL.onnx\n");
+        return 2;
+    }
+    model_path = argv[1];
+    RUN(test_eager_then_branch_all_trips);
+    RUN(test_eager_else_branch_stops_early);
+    RUN(test_static_then_branch_all_trips);
+    RUN(test_static_else_branch_stops_early);
+    return test_report();
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# ONNX control flow imported into nabla: a model made here with onnx.helper
+# (an If on a computed predicate, whose branches read outer-scope values, and
+# a Loop with a trip count and a condition computed by its body) checked by
+# tests/onnx_control_check.c eagerly and as a static program, outputs against
+# the arithmetic written there and gradients against finite differences.
+set -euo pipefail
+build=$1
+py=/usr/bin/python3
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+if ! "$py" -c 'import onnx' 2>/dev/null; then
+    echo "skipped: Debian's python3-onnx is needed (make test installs it)"
+    exit 0
+fi
+if ! grep -q '^NABLA_ONNX_PROTO:FILEPATH=/' "$build/CMakeCache.txt"; then
+    echo "skipped: this build has no ONNX support (libonnx-dev was not found when it was configured)"
+    exit 0
+fi
+
+"$py" - "$out/control.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto as T, helper as h, numpy_helper as nh
+
+D = T.DOUBLE
+def vec(name): return h.make_tensor_value_info(name, D, [3])
+def scalar(name, t): return h.make_tensor_value_info(name, t, [])
+
+then_g = h.make_graph([h.make_node("Mul", ["x", "w"], ["xw_t"]), h.make_node("Tanh", ["xw_t"], ["t_then"])],
+                      "then", [], [vec("t_then")])
+else_g = h.make_graph([h.make_node("Mul", ["x", "x"], ["t_else"])], "else", [], [vec("t_else")])
+body = h.make_graph([
+    h.make_node("Mul", ["v_in", "w"], ["vw"]),
+    h.make_node("Cast", ["i"], ["i_f"], to=D),
+    h.make_node("Mul", ["x", "i_f"], ["xi"]),
+    h.make_node("Add", ["vw", "xi"], ["v_out"]),
+    h.make_node("Mul", ["v_out", "v_out"], ["sq"]),
+    h.make_node("ReduceSum", ["sq"], ["sq_sum"], keepdims=0),
+    h.make_node("Less", ["sq_sum", "limit"], ["cond_out"]),
+], "body", [scalar("i", T.INT64), scalar("cond_in", T.BOOL), vec("v_in")], [scalar("cond_out", T.BOOL), vec("v_out")])
+graph = h.make_graph([
+    h.make_node("Mul", ["x", "w"], ["xw"]),
+    h.make_node("ReduceSum", ["xw"], ["s"], keepdims=0),
+    h.make_node("Greater", ["s", "zero"], ["p"]),
+    h.make_node("If", ["p"], ["t"], then_branch=then_g, else_branch=else_g),
+    h.make_node("Loop", ["trips", "go", "t"], ["y"], body=body),
+], "control", [vec("x")], [vec("y")], initializer=[
+    nh.from_array(np.array([0.5, -0.3, 0.8]), "w"),
+    nh.from_array(np.array(0.0), "zero"),
+    nh.from_array(np.array(22.0), "limit"),
+    nh.from_array(np.array(4, dtype=np.int64), "trips"),
+    nh.from_array(np.array(True), "go"),
+])
+model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+onnx.checker.check_model(model)
+onnx.save(model, sys.argv[1])
+PY
+"$build/tests/onnx_control_check" "$out/control.onnx"
