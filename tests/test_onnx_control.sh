@@ -3,7 +3,10 @@
 # (an If on a computed predicate, whose branches read outer-scope values, and
 # a Loop with a trip count and a condition computed by its body) checked by
 # tests/onnx_control_check.c eagerly and as a static program, outputs against
-# the arithmetic written there and gradients against finite differences.
+# the arithmetic written there and gradients against finite differences; and
+# sequences (SplitToSequence, SequenceInsert/Erase/At/Length,
+# ConcatFromSequence) by tests/onnx_seq_check.c, with an If returning a
+# sequence, which must be refused.
 set -euo pipefail
 build=$1
 py=/usr/bin/python3
@@ -59,3 +62,44 @@ onnx.checker.check_model(model)
 onnx.save(model, sys.argv[1])
 PY
 "$build/tests/onnx_control_check" "$out/control.onnx"
+
+"$py" - "$out/seq.onnx" "$out/if_seq.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto as T, helper as h, numpy_helper as nh
+
+D = T.DOUBLE
+graph = h.make_graph([
+    h.make_node("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0),
+    h.make_node("ReduceSum", ["x", "axis0"], ["colsum"], keepdims=0),
+    h.make_node("SequenceInsert", ["rows", "colsum", "one"], ["rows2"]),
+    h.make_node("SequenceErase", ["rows2", "minus_one"], ["rows3"]),
+    h.make_node("ConcatFromSequence", ["rows3"], ["y"], axis=0, new_axis=1),
+    h.make_node("SplitToSequence", ["x", "split"], ["parts"], axis=0),
+    h.make_node("SequenceAt", ["parts", "one"], ["z"]),
+    h.make_node("SequenceLength", ["rows3"], ["n"]),
+], "seq", [h.make_tensor_value_info("x", D, [4, 3])],
+   [h.make_tensor_value_info("y", D, [4, 3]), h.make_tensor_value_info("z", D, [3, 3]),
+    h.make_tensor_value_info("n", T.INT64, [])],
+   initializer=[nh.from_array(np.array([0], dtype=np.int64), "axis0"),
+                nh.from_array(np.array(1, dtype=np.int64), "one"),
+                nh.from_array(np.array(-1, dtype=np.int64), "minus_one"),
+                nh.from_array(np.array([1, 3], dtype=np.int64), "split")])
+model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+onnx.checker.check_model(model)
+onnx.save(model, sys.argv[1])
+
+branch = lambda name, op: h.make_graph([h.make_node(op, ["a"], ["a_" + name]),
+                                        h.make_node("SequenceConstruct", ["a_" + name], ["s_" + name])], name, [],
+                                       [h.make_tensor_sequence_value_info("s_" + name, D, [2])])
+graph = h.make_graph([
+    h.make_node("If", ["p"], ["s"], then_branch=branch("then", "Neg"), else_branch=branch("else", "Abs")),
+    h.make_node("SequenceAt", ["s", "zero"], ["y"]),
+], "if_seq", [h.make_tensor_value_info("p", T.BOOL, []), h.make_tensor_value_info("a", D, [2])],
+   [h.make_tensor_value_info("y", D, [2])], initializer=[nh.from_array(np.array(0, dtype=np.int64), "zero")])
+model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+onnx.checker.check_model(model)
+onnx.save(model, sys.argv[2])
+PY
+"$build/tests/onnx_seq_check" "$out/seq.onnx" "$out/if_seq.onnx"
