@@ -3,10 +3,12 @@
  *
  *   y = Loop(M = 4, v = If(sum(x * w) > 0, tanh(x * w), x * x)),
  *   body: v' = v * w + x * i, continuing while sum(v'^2) < 22,
+ *   (u, us) = Loop(M = 4, u = x), body: u' = u * w, scan output u' * x,
  *
  * against the same arithmetic written here, on two inputs: one takes the
  * then branch and runs all 4 iterations, the other takes the else branch
- * and stops after 3 on its condition. The gradients of sum(y) with respect
+ * and stops after 3 on its condition. The gradients of sum(y) + sum(u) +
+ * sum(us) with respect
  * to x (an input) and w (an initializer, so a parameter) go through both:
  * eagerly against central differences of eager imports, in the program by
  * nb_gradcheck_program.
@@ -36,7 +38,18 @@ static const char *model_path;
         }                                                                                \
     } while (0)
 
-/* The model's arithmetic; returns the number of iterations run. */
+/* The counted loop's u and us, summed. */
+static double counted_sum(const double *x, const double *w)
+{
+    double u[N], total = 0;
+    for (int j = 0; j < N; j++) u[j] = x[j];
+    for (int k = 0; k < TRIPS; k++)
+        for (int j = 0; j < N; j++) u[j] *= w[j], total += u[j] * x[j];
+    for (int j = 0; j < N; j++) total += u[j];
+    return total;
+}
+
+/* The model's arithmetic for y; returns the number of iterations run. */
 static int reference(const double *x, const double *w, double *y)
 {
     double s = 0;
@@ -59,7 +72,14 @@ static nb_tensor *vector(const double *v)
     return t;
 }
 
-/* sum(y) of an eager import at x; with grads, also d/dx and d/dw. */
+static nb_value total_loss(nb_builder *b, const nb_value *y)
+{
+    nb_value sums[3];
+    for (int i = 0; i < 3; i++) sums[i] = nb_reduce_sum(b, y[i], 0, NULL, false);
+    return nb_sum(b, 3, sums);
+}
+
+/* The loss of an eager import at x; with grads, also d/dx and d/dw. */
 static double eager_loss(const char *path, const double *x, double *gx, double *gw)
 {
     nb_builder *b;
@@ -67,11 +87,11 @@ static double eager_loss(const char *path, const double *x, double *gx, double *
     nb_tensor *xt = vector(x);
     MUST(xt);
     if (gx) CHECK_OK(nb_tensor_set_requires_grad(xt, true));
-    nb_value y;
+    nb_value y[3];
     int n_out = 0;
-    nb_status st = nb_onnx_import(path, b, NB_VALUES(nb_eager_value(b, xt)), 1, &y, &n_out);
-    MUST(!st && n_out == 1);
-    nb_value loss = nb_reduce_sum(b, y, 0, NULL, false);
+    nb_status st = nb_onnx_import(path, b, NB_VALUES(nb_eager_value(b, xt)), 3, y, &n_out);
+    MUST(!st && n_out == 3);
+    nb_value loss = total_loss(b, y);
     MUST(!nb_builder_status(b));
     double l = nb_tensor_get(nb_eager_tensor(loss), 0);
     if (gx) {
@@ -89,7 +109,7 @@ static void check_eager(int c)
 {
     double y[N], gx[N], gw[N];
     CHECK(reference(inputs[c], w_init, y) == want_trips[c]);
-    double want = y[0] + y[1] + y[2];
+    double want = y[0] + y[1] + y[2] + counted_sum(inputs[c], w_init);
     double got = eager_loss(model_path, inputs[c], gx, gw);
     CHECK(fabs(got - want) < 1e-12);
     /* d/dx by central differences of the import; d/dw of the reference. */
@@ -101,7 +121,8 @@ static void check_eager(int c)
         double num_x = (eager_loss(model_path, xp, NULL, NULL) - eager_loss(model_path, xm, NULL, NULL)) / (2 * eps);
         reference(inputs[c], wp, yp);
         reference(inputs[c], wm, ym);
-        double num_w = ((yp[0] + yp[1] + yp[2]) - (ym[0] + ym[1] + ym[2])) / (2 * eps);
+        double num_w = ((yp[0] + yp[1] + yp[2] + counted_sum(inputs[c], wp)) -
+                        (ym[0] + ym[1] + ym[2] + counted_sum(inputs[c], wm))) / (2 * eps);
         if (fabs(gx[j] - num_x) > 1e-6 * (1 + fabs(num_x)) || fabs(gw[j] - num_w) > 1e-6 * (1 + fabs(num_w)))
             fprintf(stderr, "input %d, element %d: dx %.9g (numeric %.9g), dw %.9g (numeric %.9g)\n", c, j, gx[j],
                     num_x, gw[j], num_w);
@@ -121,18 +142,22 @@ static void check_static(int c)
     REQUIRE_OK(nb_builder_new_record(&b, main_p, startup));
     REQUIRE_OK(nb_scope_new(&scope, NULL));
     REQUIRE_OK(nb_executor_new(&e));
-    nb_value y;
-    nb_status st = nb_onnx_import(model_path, b, NB_NO_VALUES, 1, &y, NULL);
+    nb_value y[3];
+    nb_status st = nb_onnx_import(model_path, b, NB_NO_VALUES, 3, y, NULL);
     REQUIRE_OK(st);
-    nb_value loss = nb_reduce_sum(b, y, 0, NULL, false);
+    nb_value loss = total_loss(b, y);
     REQUIRE_OK(nb_builder_status(b));
     CHECK_OK(nb_executor_run(e, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
     nb_tensor *xt = vector(inputs[c]), *got = NULL;
     double want[N];
     reference(inputs[c], w_init, want);
-    CHECK_OK(nb_executor_run(e, main_p, scope, NB_FEEDS({"x", xt}), NB_NAMES(nb_value_name(y)), &got));
+    CHECK_OK(nb_executor_run(e, main_p, scope, NB_FEEDS({"x", xt}), NB_NAMES(nb_value_name(y[0])), &got));
     MUST(got);
     for (int j = 0; j < N; j++) CHECK(fabs(nb_tensor_get(got, j) - want[j]) < 1e-12);
+    nb_tensor_release(got);
+    CHECK_OK(nb_executor_run(e, main_p, scope, NB_FEEDS({"x", xt}), NB_NAMES(nb_value_name(loss)), &got));
+    MUST(got);
+    CHECK(fabs(nb_tensor_get(got, 0) - (want[0] + want[1] + want[2] + counted_sum(inputs[c], w_init))) < 1e-12);
     nb_gradcheck_report rep;
     CHECK_OK(nb_gradcheck_program(main_p, nb_value_name(loss), NB_NAMES("x", "w"), scope,
                                   &(nb_gradcheck_opts){.feeds = NB_FEEDS({"x", xt})}, &rep));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ONNX control flow imported into nabla: a model made here with onnx.helper
-# (an If on a computed predicate, whose branches read outer-scope values, and
-# a Loop with a trip count and a condition computed by its body) checked by
+# (an If on a computed predicate, whose branches read outer-scope values, a
+# Loop with a trip count and a condition computed by its body, and a counted
+# Loop with a scan output whose shape the body leaves undeclared) checked by
 # tests/onnx_control_check.c eagerly and as a static program, outputs against
 # the arithmetic written there and gradients against finite differences; and
 # sequences (SplitToSequence, SequenceInsert/Erase/At/Length,
@@ -44,13 +45,21 @@ body = h.make_graph([
     h.make_node("ReduceSum", ["sq"], ["sq_sum"], keepdims=0),
     h.make_node("Less", ["sq_sum", "limit"], ["cond_out"]),
 ], "body", [scalar("i", T.INT64), scalar("cond_in", T.BOOL), vec("v_in")], [scalar("cond_out", T.BOOL), vec("v_out")])
+# Counted: no condition of its own, a scan output (u_k * x, stacked).
+counted = h.make_graph([
+    h.make_node("Identity", ["c_in"], ["c_out"]),
+    h.make_node("Mul", ["u_in", "w"], ["u_out"]),
+    h.make_node("Mul", ["u_out", "x"], ["u_scan"]),
+], "counted", [scalar("j", T.INT64), scalar("c_in", T.BOOL), vec("u_in")],
+   [scalar("c_out", T.BOOL), vec("u_out"), h.make_tensor_value_info("u_scan", D, None)])
 graph = h.make_graph([
     h.make_node("Mul", ["x", "w"], ["xw"]),
     h.make_node("ReduceSum", ["xw"], ["s"], keepdims=0),
     h.make_node("Greater", ["s", "zero"], ["p"]),
     h.make_node("If", ["p"], ["t"], then_branch=then_g, else_branch=else_g),
     h.make_node("Loop", ["trips", "go", "t"], ["y"], body=body),
-], "control", [vec("x")], [vec("y")], initializer=[
+    h.make_node("Loop", ["trips", "", "x"], ["u", "us"], body=counted),
+], "control", [vec("x")], [vec("y"), vec("u"), h.make_tensor_value_info("us", D, [4, 3])], initializer=[
     nh.from_array(np.array([0.5, -0.3, 0.8]), "w"),
     nh.from_array(np.array(0.0), "zero"),
     nh.from_array(np.array(22.0), "limit"),

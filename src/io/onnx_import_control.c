@@ -10,6 +10,7 @@
  * so before a sub-block opens every initializer or constant a sub-graph
  * reads (its own initializers too) becomes a value where the node stands. */
 #ifdef NABLA_HAVE_ONNX
+#include <stdint.h>
 #include <string.h>
 #include "nabla/control.h"
 #include "nabla/eager.h"
@@ -97,6 +98,17 @@ static nb_status walk_graph(ox_import *im, const Onnx__GraphProto *g, int n_in, 
     return NB_OK;
 }
 
+/* nabla's control ops list each outer value once among their inputs: a
+ * value both given as a loop's initial value (or sequence) and read by name
+ * in the body is bound only as the former, and a fed data var read so is
+ * then missing from the step's scope ("data var 'x' was not fed"). A copy
+ * gives the initial value a name of its own. */
+static nb_value own_name(ox_import *im, nb_value v)
+{
+    nb_var *var = nb_builder_is_eager(B) || nb_is_none(v) ? NULL : nb_value_var(v);
+    return var && var->is_data ? nb_assign(B, v) : v;
+}
+
 /* ---- If ---------------------------------------------------------------------- */
 
 typedef struct if_ctx {
@@ -139,9 +151,10 @@ static nb_status i_if(ox_import *im)
 /* ---- Loop --------------------------------------------------------------------
  * carry = (iteration, condition, v...): the loop runs while the condition
  * holds and the iteration is below the trip count M, when M is given. The
- * body's scan outputs are stacked: eagerly as they come; in a program into
- * tensor arrays of M elements, which needs M known and a loop that cannot
- * stop earlier. */
+ * body's scan outputs are stacked: eagerly as they come. A program stacks
+ * them only where it knows their number: with M known and a condition that
+ * cannot stop the loop earlier, the Loop is a scan over the iterations
+ * 0..M-1 (nb_scan, whose step outputs stack whatever their shape). */
 
 typedef struct loop_ctx {
     ox_import *im;
@@ -149,7 +162,6 @@ typedef struct loop_ctx {
     nb_value trips; /* M, or NB_NONE */
     int n_v, n_scan;
     nb_var_info cond_info;
-    bool eager;
     nb_value *ys; /* eager: n_scan values per iteration */
     int64_t n_iter, cap_iter;
 } loop_ctx;
@@ -177,22 +189,32 @@ static nb_status keep_ys(loop_ctx *c, const nb_value *ys)
 static nb_status loop_body(nb_builder *b, const nb_value *carry, nb_value *next, void *ctx)
 {
     loop_ctx *c = ctx;
-    ox_import *im = c->im;
     /* The body reads the iteration and the condition as ONNX's 0-d tensors. */
     nb_value in[2 + MAX_CARRY], out[1 + 2 * MAX_CARRY];
     in[0] = carry[0];
     in[1] = nb_reshape(b, carry[1], 0, NULL);
-    memcpy(in + 2, carry + 2 + c->n_scan * !c->eager, (size_t)c->n_v * sizeof *in);
-    nb_status st = walk_graph(im, c->body, 2 + c->n_v, in, 1 + c->n_v + c->n_scan, out);
+    memcpy(in + 2, carry + 2, (size_t)c->n_v * sizeof *in);
+    nb_status st = walk_graph(c->im, c->body, 2 + c->n_v, in, 1 + c->n_v + c->n_scan, out);
     if (st) return st;
-    next[0] = nb_add(b, carry[0], ox_const_scalar(im, NB_I64, 1));
+    next[0] = nb_add(b, carry[0], ox_const_scalar(c->im, NB_I64, 1));
     next[1] = nb_reshape(b, out[0], c->cond_info.ndim, c->cond_info.shape);
-    if (c->eager) {
-        memcpy(next + 2, out + 1, (size_t)c->n_v * sizeof *next);
-        return c->n_scan ? keep_ys(c, out + 1 + c->n_v) : nb_builder_status(b);
-    }
-    for (int k = 0; k < c->n_scan; k++) next[2 + k] = nb_array_write(b, carry[2 + k], carry[0], out[1 + c->n_v + k]);
-    memcpy(next + 2 + c->n_scan, out + 1, (size_t)c->n_v * sizeof *next);
+    memcpy(next + 2, out + 1, (size_t)c->n_v * sizeof *next);
+    return c->n_scan ? keep_ys(c, out + 1 + c->n_v) : nb_builder_status(b);
+}
+
+/* One iteration of a program's counted Loop: x_t is its number. */
+static nb_status counted_step(nb_builder *b, const nb_value *carry, const nb_value *x_t, nb_value *next, nb_value *y_t,
+                              void *ctx)
+{
+    loop_ctx *c = ctx;
+    nb_value in[2 + MAX_CARRY], out[1 + 2 * MAX_CARRY];
+    in[0] = x_t[0];
+    in[1] = ox_const_scalar(c->im, NB_BOOL, 1);
+    memcpy(in + 2, carry, (size_t)c->n_v * sizeof *in);
+    nb_status st = walk_graph(c->im, c->body, 2 + c->n_v, in, 1 + c->n_v + c->n_scan, out);
+    if (st) return st;
+    memcpy(next, out + 1, (size_t)c->n_v * sizeof *next);
+    memcpy(y_t, out + 1 + c->n_v, (size_t)c->n_scan * sizeof *y_t);
     return nb_builder_status(b);
 }
 
@@ -210,33 +232,53 @@ static bool keeps_condition(const Onnx__GraphProto *g)
     return false;
 }
 
-/* A program's scan output k: a tensor array of `trips` elements shaped as
- * the body declares output 1 + n_v + k (it must declare every dim). */
-static nb_value scan_array(loop_ctx *c, int k, int64_t trips)
+static nb_status counted_loop(ox_import *im, loop_ctx *c)
 {
-    ox_import *im = c->im;
-    const Onnx__ValueInfoProto *vi = c->body->output[1 + c->n_v + k];
-    const Onnx__TypeProto__Tensor *tt =
-        vi->type && vi->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? vi->type->tensor_type : NULL;
-    nb_dtype dt;
-    int64_t shape[NB_MAX_DIMS];
-    bool known = tt && tt->has_elem_type && ox_nabla_dtype(tt->elem_type, &dt) && tt->shape &&
-                 tt->shape->n_dim < NB_MAX_DIMS;
-    for (size_t d = 0; known && d < tt->shape->n_dim; d++) {
-        known = tt->shape->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-        shape[d] = tt->shape->dim[d]->dim_value;
+    const nb_tensor *m = ox_has_in(im, 0) ? ox_const_in(im, 0) : NULL;
+    const nb_tensor *cond = ox_has_in(im, 1) ? ox_const_in(im, 1) : NULL;
+    nb_builder_clear_error(B);
+    if (!m || nb_tensor_numel(m) != 1 || nb_tensor_get(m, 0) < 1 || nb_tensor_get(m, 0) > INT32_MAX)
+        return ox_unsupported(im, "has scan outputs, whose length a static program must know: the trip count M must "
+                              "be known at import (a constant, or computed from nb_onnx_import_known's inputs) and "
+                              "at least 1");
+    if ((ox_has_in(im, 1) && (!cond || nb_tensor_numel(cond) != 1 || nb_tensor_get(cond, 0) == 0)) ||
+        !keeps_condition(c->body))
+        return ox_unsupported(im, "has scan outputs and may stop before M iterations (its condition is not "
+                              "constant true), so their length only a run knows");
+    int64_t trips = (int64_t)nb_tensor_get(m, 0);
+    nb_tensor *iota;
+    if (nb_tensor_new(&iota, NB_I64, 1, &trips)) return ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+    for (int64_t t = 0; t < trips; t++) nb_tensor_set(iota, t, (double)t);
+    nb_value xs = nb_constant(B, iota), init[MAX_CARRY], final[MAX_CARRY], ys[MAX_CARRY];
+    nb_tensor_release(iota);
+    for (int i = 0; i < c->n_v; i++) init[i] = own_name(im, ox_in(im, 2 + i));
+    nb_status st = nb_builder_status(B);
+    if (!st) st = prepare(im, c->body);
+    nb_scan_io io = {NB_VALUES_N(c->n_v, init), NB_VALUES_N(1, &xs), c->n_scan, final, ys, false};
+    if (!st) st = nb_scan(B, counted_step, c, &io);
+    for (int i = 0; i < c->n_v && !st; i++) st = ox_out(im, i, final[i]);
+    for (int k = 0; k < c->n_scan && !st; k++) st = ox_out(im, c->n_v + k, ys[k]);
+    return st;
+}
+
+/* Eagerly, the iterations' scan outputs stacked along a new axis 0. */
+static nb_status stack_ys(ox_import *im, loop_ctx *c)
+{
+    nb_status st = NB_OK;
+    if (c->n_scan && !c->n_iter) return ox_unsupported(im, "ran no iteration, so the shape of its scan outputs is unknown");
+    nb_value *parts = c->n_scan ? nb_malloc((size_t)c->n_iter * sizeof *parts) : NULL;
+    if (c->n_scan && !parts) return ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < c->n_scan && !st; k++) {
+        for (int64_t t = 0; t < c->n_iter; t++) parts[t] = c->ys[t * c->n_scan + k];
+        st = ox_out(im, c->n_v + k, nb_stack(B, (int)c->n_iter, parts, 0));
     }
-    if (!known) {
-        ox_node_error(im, NB_ERR_UNSUPPORTED, "in a static program, scan output '%s' must have its dtype and every "
-                      "dim declared by the body (a tensor array is made before the body is recorded)", vi->name);
-        return NB_NONE;
-    }
-    return nb_array_new(B, trips, dt, (int)tt->shape->n_dim, shape);
+    nb_free(parts);
+    return st;
 }
 
 static nb_status i_loop(ox_import *im)
 {
-    loop_ctx c = {.im = im, .body = graph_attr(im, "body"), .trips = NB_NONE, .eager = nb_builder_is_eager(B)};
+    loop_ctx c = {.im = im, .body = graph_attr(im, "body"), .trips = NB_NONE};
     if (!c.body) return nb_builder_status(B);
     c.n_v = (int)im->node->n_input - 2;
     c.n_scan = (int)im->node->n_output - c.n_v;
@@ -245,53 +287,19 @@ static nb_status i_loop(ox_import *im)
                              "not fit (M, cond, v... -> v..., scans...; body: i, cond, v... -> cond, v..., scans...)",
                              im->node->n_input, im->node->n_output, c.body->n_input, c.body->n_output);
     if (2 + c.n_v + c.n_scan > MAX_CARRY) return ox_unsupported(im, "carries more values than nabla's while loop");
+    if (c.n_scan && !nb_builder_is_eager(B)) return counted_loop(im, &c);
     nb_value carry[MAX_CARRY], final[MAX_CARRY];
-    int64_t scalar_shape[1] = {1};
-    carry[0] = nb_fill_constant(B, NB_I64, 0, scalar_shape, 0);
+    carry[0] = nb_fill_constant(B, NB_I64, 0, NULL, 0);
     if (ox_has_in(im, 0)) c.trips = nb_reshape(B, ox_in(im, 0), 0, NULL);
-    carry[1] = ox_has_in(im, 1) ? ox_in(im, 1) : nb_fill_constant(B, NB_BOOL, 0, scalar_shape, 1);
-    if (nb_builder_status(B)) return nb_builder_status(B);
-    c.cond_info = nb_value_info(B, carry[1]);
-    if (c.n_scan && !c.eager) {
-        /* A program's arrays have the length they are made with. */
-        const nb_tensor *m = ox_has_in(im, 0) ? ox_const_in(im, 0) : NULL;
-        const nb_tensor *cond = ox_has_in(im, 1) ? ox_const_in(im, 1) : NULL;
-        nb_builder_clear_error(B);
-        if (!m || nb_tensor_numel(m) != 1 || nb_tensor_get(m, 0) < 1)
-            return ox_unsupported(im, "has scan outputs, whose length a static program must know: the trip count M "
-                                  "must be a constant of at least 1");
-        if ((ox_has_in(im, 1) && (!cond || nb_tensor_numel(cond) != 1 || nb_tensor_get(cond, 0) == 0)) ||
-            !keeps_condition(c.body))
-            return ox_unsupported(im, "has scan outputs and may stop before M iterations (its condition is not "
-                                  "constant true), so their length only a run knows");
-        for (int k = 0; k < c.n_scan; k++)
-            if (nb_is_none(carry[2 + k] = scan_array(&c, k, (int64_t)nb_tensor_get(m, 0)))) return nb_builder_status(B);
-    }
-    for (int i = 0; i < c.n_v; i++) carry[2 + c.n_scan * !c.eager + i] = ox_in(im, 2 + i);
+    carry[1] = ox_has_in(im, 1) ? own_name(im, ox_in(im, 1)) : nb_fill_constant(B, NB_BOOL, 0, NULL, 1);
+    for (int i = 0; i < c.n_v; i++) carry[2 + i] = own_name(im, ox_in(im, 2 + i));
     nb_status st = nb_builder_status(B);
+    if (st) return st;
+    c.cond_info = nb_value_info(B, carry[1]);
     if (!st) st = prepare(im, c.body);
-    int n_carry = 2 + c.n_v + c.n_scan * !c.eager;
-    if (!st) st = nb_while_loop(B, loop_cond, loop_body, &c, NB_VALUES_N(n_carry, carry), final);
-    for (int i = 0; i < c.n_v && !st; i++) st = ox_out(im, i, final[2 + c.n_scan * !c.eager + i]);
-    for (int k = 0; k < c.n_scan && !st; k++) {
-        if (!c.eager) {
-            st = ox_out(im, c.n_v + k, final[2 + k]);
-            continue;
-        }
-        if (!c.n_iter) {
-            st = ox_unsupported(im, "ran no iteration, so the shape of its scan outputs is unknown");
-            break;
-        }
-        nb_value *parts = nb_malloc((size_t)c.n_iter * sizeof *parts);
-        if (!parts) {
-            st = ox_node_error(im, NB_ERR_NOMEM, "out of memory");
-            break;
-        }
-        for (int64_t t = 0; t < c.n_iter; t++) parts[t] = c.ys[t * c.n_scan + k];
-        /* ONNX concatenates the iterations' outputs along a new axis 0. */
-        st = ox_out(im, c.n_v + k, nb_stack(B, (int)c.n_iter, parts, 0));
-        nb_free(parts);
-    }
+    if (!st) st = nb_while_loop(B, loop_cond, loop_body, &c, NB_VALUES_N(2 + c.n_v, carry), final);
+    for (int i = 0; i < c.n_v && !st; i++) st = ox_out(im, i, final[2 + i]);
+    if (!st) st = stack_ys(im, &c);
     nb_free(c.ys);
     return st;
 }
@@ -363,8 +371,8 @@ static nb_status i_scan(ox_import *im)
     if (in_dir < 0 || out_dir < 0 || (c.n_ys && in_dir != out_dir))
         return ox_unsupported(im, "mixes scan directions; nabla's scan runs every input and output one way");
     nb_value init[MAX_CARRY], xs[MAX_CARRY], final[MAX_CARRY], ys[MAX_CARRY];
-    for (int i = 0; i < c.n_state; i++) init[i] = ox_in(im, i);
-    for (int i = 0; i < c.n_xs; i++) xs[i] = ox_in(im, c.n_state + i);
+    for (int i = 0; i < c.n_state; i++) init[i] = own_name(im, ox_in(im, i));
+    for (int i = 0; i < c.n_xs; i++) xs[i] = own_name(im, ox_in(im, c.n_state + i));
     nb_status st = nb_builder_status(B);
     if (!st) st = prepare(im, c.body);
     nb_scan_io io = {NB_VALUES_N(c.n_state, init), NB_VALUES_N(c.n_xs, xs), c.n_ys, final, ys, in_dir == 1};
