@@ -13,10 +13,13 @@
  * eagerly against central differences of eager imports, in the program by
  * nb_gradcheck_program.
  *
- *   onnx_control_check MODEL.onnx */
+ * DEEP.onnx nests Ifs 70 deep, which must be refused, not recursed into.
+ *
+ *   onnx_control_check MODEL.onnx DEEP.onnx */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "nabla/nabla.h"
 #include "test.h"
 
@@ -27,7 +30,7 @@
 static const double w_init[N] = {0.5, -0.3, 0.8};
 static const double inputs[2][N] = {{0.9, -0.4, 1.2}, {-1.5, 2.0, -0.7}};
 static const int want_trips[2] = {4, 3};
-static const char *model_path;
+static const char *model_path, *deep_path;
 
 /* A step the rest of the check cannot do without. */
 #define MUST(cond)                                                                       \
@@ -177,16 +180,29 @@ static void test_eager_else_branch_stops_early(void) { check_eager(1); }
 static void test_static_then_branch_all_trips(void) { check_static(0); }
 static void test_static_else_branch_stops_early(void) { check_static(1); }
 
+static void test_nesting_too_deep_is_refused(void)
+{
+    nb_program *main_p;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&main_p));
+    REQUIRE_OK(nb_builder_new_record(&b, main_p, NULL));
+    nb_value y;
+    CHECK_ERR(nb_onnx_import(deep_path, b, NB_NO_VALUES, 1, &y, NULL), NB_ERR_UNSUPPORTED, "more than 64 deep");
+    nb_builder_free(b);
+    nb_program_free(main_p);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: onnx_control_check MODEL.onnx\n");
+    if (argc != 3) {
+        fprintf(stderr, "usage: onnx_control_check MODEL.onnx DEEP.onnx\n");
         return 2;
     }
-    model_path = argv[1];
+    model_path = argv[1], deep_path = argv[2];
     RUN(test_eager_then_branch_all_trips);
     RUN(test_eager_else_branch_stops_early);
     RUN(test_static_then_branch_all_trips);
     RUN(test_static_else_branch_stops_early);
+    RUN(test_nesting_too_deep_is_refused);
     return test_report();
 }

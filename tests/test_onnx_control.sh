@@ -23,7 +23,7 @@ if ! grep -q '^NABLA_ONNX_PROTO:FILEPATH=/' "$build/CMakeCache.txt"; then
     exit 0
 fi
 
-"$py" - "$out/control.onnx" <<'PY'
+"$py" - "$out/control.onnx" "$out/deep.onnx" <<'PY'
 import sys
 import numpy as np
 import onnx
@@ -69,8 +69,17 @@ graph = h.make_graph([
 model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
 onnx.checker.check_model(model)
 onnx.save(model, sys.argv[1])
+
+# Ifs nested 70 deep: refused (past 64) rather than taking the stack.
+leaf = lambda d: h.make_graph([h.make_node("Identity", ["x"], ["e%d" % d])], "e%d" % d, [], [vec("e%d" % d)])
+inner = h.make_graph([h.make_node("Identity", ["x"], ["r70"])], "g70", [], [vec("r70")])
+for d in range(69, -1, -1):
+    node = h.make_node("If", ["p"], ["r%d" % d], then_branch=inner, else_branch=leaf(d))
+    inner = h.make_graph([node], "g%d" % d, [], [vec("r%d" % d)])
+graph = h.make_graph(list(inner.node), "deep", [scalar("p", T.BOOL), vec("x")], [vec("r0")])
+onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), sys.argv[2])
 PY
-"$build/tests/onnx_control_check" "$out/control.onnx"
+"$build/tests/onnx_control_check" "$out/control.onnx" "$out/deep.onnx"
 
 "$py" - "$out/seq.onnx" "$out/if_seq.onnx" <<'PY'
 import sys

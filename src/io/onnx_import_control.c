@@ -49,8 +49,28 @@ static nb_status lift(ox_import *im, const Onnx__GraphProto *g, const char *name
     return nb_is_none(ox_value_named(im, name)) ? nb_builder_status(B) : NB_OK;
 }
 
-static nb_status prepare(ox_import *im, const Onnx__GraphProto *g)
+/* Sub-graphs nest no deeper than this: a file nesting them further would
+ * only exhaust the stack. */
+#define MAX_NESTING 64
+
+static nb_status prepare_nested(ox_import *im, const Onnx__GraphProto *g, int depth)
 {
+    if (depth > MAX_NESTING) return ox_unsupported(im, "nests sub-graphs more than 64 deep");
+    /* What check_model checks of the main graph, checked of this one. */
+    const char *gname = g->name ? g->name : "";
+    for (size_t i = 0; i < g->n_input; i++)
+        if (!g->input[i]->name) return ox_node_error(im, NB_ERR_FORMAT, "sub-graph '%s': input %zu has no name", gname, i);
+    for (size_t i = 0; i < g->n_output; i++)
+        if (!g->output[i]->name) return ox_node_error(im, NB_ERR_FORMAT, "sub-graph '%s': output %zu has no name", gname, i);
+    for (size_t i = 0; i < g->n_node; i++) {
+        const Onnx__NodeProto *n = g->node[i];
+        bool named = n->op_type && n->n_output;
+        for (size_t k = 0; named && k < n->n_input; k++) named = n->input[k] != NULL;
+        for (size_t k = 0; named && k < n->n_output; k++) named = n->output[k] != NULL;
+        if (!named)
+            return ox_node_error(im, NB_ERR_FORMAT, "sub-graph '%s': node %zu lacks an op type, an output or a name "
+                                 "of an input or output", gname, i);
+    }
     for (size_t i = 0; i < g->n_initializer; i++) {
         if (!g->initializer[i]->name || !*g->initializer[i]->name)
             return ox_node_error(im, NB_ERR_FORMAT, "its sub-graph '%s' has an initializer without a name",
@@ -63,13 +83,16 @@ static nb_status prepare(ox_import *im, const Onnx__GraphProto *g)
         const Onnx__NodeProto *n = g->node[i];
         for (size_t k = 0; k < n->n_input && !st; k++) st = lift(im, g, n->input[k]);
         for (size_t a = 0; a < n->n_attribute && !st; a++) {
-            if (n->attribute[a]->g) st = prepare(im, n->attribute[a]->g);
-            for (size_t j = 0; j < n->attribute[a]->n_graphs && !st; j++) st = prepare(im, n->attribute[a]->graphs[j]);
+            if (n->attribute[a]->g) st = prepare_nested(im, n->attribute[a]->g, depth + 1);
+            for (size_t j = 0; j < n->attribute[a]->n_graphs && !st; j++)
+                st = prepare_nested(im, n->attribute[a]->graphs[j], depth + 1);
         }
     }
     for (size_t i = 0; i < g->n_output && !st; i++) st = lift(im, g, g->output[i]->name);
     return st;
 }
+
+static nb_status prepare(ox_import *im, const Onnx__GraphProto *g) { return prepare_nested(im, g, 1); }
 
 /* g's nodes through the builder, its inputs bound to in[0..n_in), its
  * outputs into out[0..n_out). im->node is the control node again after. */
