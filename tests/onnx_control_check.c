@@ -4,11 +4,13 @@
  *   y = Loop(M = 4, v = If(sum(x * w) > 0, tanh(x * w), x * x)),
  *   body: v' = v * w + x * i, continuing while sum(v'^2) < 22,
  *   (u, us) = Loop(M = 4, u = x), body: u' = u * w, scan output u' * x,
+ *   (sf, sy) = Scan(s = x; m = x w^T along axis 1 reversed, x along axis 0),
+ *   body: s' = s * m_col + x_t, stacked along axis 1; syw = sy * [1..9],
  *
  * against the same arithmetic written here, on two inputs: one takes the
  * then branch and runs all 4 iterations, the other takes the else branch
- * and stops after 3 on its condition. The gradients of sum(y) + sum(u) +
- * sum(us) with respect
+ * and stops after 3 on its condition. The gradients of the sum of every
+ * output's sum with respect
  * to x (an input) and w (an initializer, so a parameter) go through both:
  * eagerly against central differences of eager imports, in the program by
  * nb_gradcheck_program.
@@ -26,6 +28,7 @@
 #define N 3
 #define TRIPS 4
 #define LIMIT 22.0
+#define N_OUT 5 /* y, u, us, sf, syw */
 
 static const double w_init[N] = {0.5, -0.3, 0.8};
 static const double inputs[2][N] = {{0.9, -0.4, 1.2}, {-1.5, 2.0, -0.7}};
@@ -49,6 +52,20 @@ static double counted_sum(const double *x, const double *w)
     for (int k = 0; k < TRIPS; k++)
         for (int j = 0; j < N; j++) u[j] *= w[j], total += u[j] * x[j];
     for (int j = 0; j < N; j++) total += u[j];
+    return total;
+}
+
+/* The Scan's sf and syw, summed. */
+static double scan_sum(const double *x, const double *w)
+{
+    double s[N], total = 0;
+    for (int r = 0; r < N; r++) s[r] = x[r];
+    for (int i = 0; i < N; i++)
+        for (int r = 0; r < N; r++) {
+            s[r] = s[r] * x[r] * w[N - 1 - i] + x[i];
+            total += s[r] * (r * N + i + 1);
+        }
+    for (int r = 0; r < N; r++) total += s[r];
     return total;
 }
 
@@ -77,9 +94,9 @@ static nb_tensor *vector(const double *v)
 
 static nb_value total_loss(nb_builder *b, const nb_value *y)
 {
-    nb_value sums[3];
-    for (int i = 0; i < 3; i++) sums[i] = nb_reduce_sum(b, y[i], 0, NULL, false);
-    return nb_sum(b, 3, sums);
+    nb_value sums[N_OUT];
+    for (int i = 0; i < N_OUT; i++) sums[i] = nb_reduce_sum(b, y[i], 0, NULL, false);
+    return nb_sum(b, N_OUT, sums);
 }
 
 /* The loss of an eager import at x; with grads, also d/dx and d/dw. */
@@ -90,10 +107,10 @@ static double eager_loss(const char *path, const double *x, double *gx, double *
     nb_tensor *xt = vector(x);
     MUST(xt);
     if (gx) CHECK_OK(nb_tensor_set_requires_grad(xt, true));
-    nb_value y[3];
+    nb_value y[N_OUT];
     int n_out = 0;
-    nb_status st = nb_onnx_import(path, b, NB_VALUES(nb_eager_value(b, xt)), 3, y, &n_out);
-    MUST(!st && n_out == 3);
+    nb_status st = nb_onnx_import(path, b, NB_VALUES(nb_eager_value(b, xt)), N_OUT, y, &n_out);
+    MUST(!st && n_out == N_OUT);
     nb_value loss = total_loss(b, y);
     MUST(!nb_builder_status(b));
     double l = nb_tensor_get(nb_eager_tensor(loss), 0);
@@ -112,7 +129,7 @@ static void check_eager(int c)
 {
     double y[N], gx[N], gw[N];
     CHECK(reference(inputs[c], w_init, y) == want_trips[c]);
-    double want = y[0] + y[1] + y[2] + counted_sum(inputs[c], w_init);
+    double want = y[0] + y[1] + y[2] + counted_sum(inputs[c], w_init) + scan_sum(inputs[c], w_init);
     double got = eager_loss(model_path, inputs[c], gx, gw);
     CHECK(fabs(got - want) < 1e-12);
     /* d/dx by central differences of the import; d/dw of the reference. */
@@ -124,8 +141,8 @@ static void check_eager(int c)
         double num_x = (eager_loss(model_path, xp, NULL, NULL) - eager_loss(model_path, xm, NULL, NULL)) / (2 * eps);
         reference(inputs[c], wp, yp);
         reference(inputs[c], wm, ym);
-        double num_w = ((yp[0] + yp[1] + yp[2] + counted_sum(inputs[c], wp)) -
-                        (ym[0] + ym[1] + ym[2] + counted_sum(inputs[c], wm))) / (2 * eps);
+        double num_w = ((yp[0] + yp[1] + yp[2] + counted_sum(inputs[c], wp) + scan_sum(inputs[c], wp)) -
+                        (ym[0] + ym[1] + ym[2] + counted_sum(inputs[c], wm) + scan_sum(inputs[c], wm))) / (2 * eps);
         if (fabs(gx[j] - num_x) > 1e-6 * (1 + fabs(num_x)) || fabs(gw[j] - num_w) > 1e-6 * (1 + fabs(num_w)))
             fprintf(stderr, "input %d, element %d: dx %.9g (numeric %.9g), dw %.9g (numeric %.9g)\n", c, j, gx[j],
                     num_x, gw[j], num_w);
@@ -145,8 +162,8 @@ static void check_static(int c)
     REQUIRE_OK(nb_builder_new_record(&b, main_p, startup));
     REQUIRE_OK(nb_scope_new(&scope, NULL));
     REQUIRE_OK(nb_executor_new(&e));
-    nb_value y[3];
-    nb_status st = nb_onnx_import(model_path, b, NB_NO_VALUES, 3, y, NULL);
+    nb_value y[N_OUT];
+    nb_status st = nb_onnx_import(model_path, b, NB_NO_VALUES, N_OUT, y, NULL);
     REQUIRE_OK(st);
     nb_value loss = total_loss(b, y);
     REQUIRE_OK(nb_builder_status(b));
@@ -160,7 +177,8 @@ static void check_static(int c)
     nb_tensor_release(got);
     CHECK_OK(nb_executor_run(e, main_p, scope, NB_FEEDS({"x", xt}), NB_NAMES(nb_value_name(loss)), &got));
     MUST(got);
-    CHECK(fabs(nb_tensor_get(got, 0) - (want[0] + want[1] + want[2] + counted_sum(inputs[c], w_init))) < 1e-12);
+    CHECK(fabs(nb_tensor_get(got, 0) - (want[0] + want[1] + want[2] + counted_sum(inputs[c], w_init) +
+                                        scan_sum(inputs[c], w_init))) < 1e-12);
     nb_gradcheck_report rep;
     CHECK_OK(nb_gradcheck_program(main_p, nb_value_name(loss), NB_NAMES("x", "w"), scope,
                                   &(nb_gradcheck_opts){.feeds = NB_FEEDS({"x", xt})}, &rep));

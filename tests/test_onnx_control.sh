@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ONNX control flow imported into nabla: a model made here with onnx.helper
 # (an If on a computed predicate, whose branches read outer-scope values, a
-# Loop with a trip count and a condition computed by its body, and a counted
-# Loop with a scan output whose shape the body leaves undeclared) checked by
+# Loop with a trip count and a condition computed by its body, a counted Loop
+# with a scan output whose shape the body leaves undeclared, and a Scan along
+# axis 1 with mixed directions) checked by
 # tests/onnx_control_check.c eagerly and as a static program, outputs against
 # the arithmetic written there and gradients against finite differences; and
 # sequences (SplitToSequence, SequenceInsert/Erase/At/Length,
@@ -52,6 +53,13 @@ counted = h.make_graph([
     h.make_node("Mul", ["u_out", "x"], ["u_scan"]),
 ], "counted", [scalar("j", T.INT64), scalar("c_in", T.BOOL), vec("u_in")],
    [scalar("c_out", T.BOOL), vec("u_out"), h.make_tensor_value_info("u_scan", D, None)])
+# Scan: columns of m = x w^T from the last (axis 1, reversed) beside the
+# elements of x in order; s' = s * column + x_t, stacked along axis 1.
+scan_body = h.make_graph([
+    h.make_node("Mul", ["s_in", "col"], ["s_col"]),
+    h.make_node("Add", ["s_col", "x_t"], ["s_out"]),
+    h.make_node("Identity", ["s_out"], ["s_y"]),
+], "scan_body", [vec("s_in"), vec("col"), scalar("x_t", D)], [vec("s_out"), vec("s_y")])
 graph = h.make_graph([
     h.make_node("Mul", ["x", "w"], ["xw"]),
     h.make_node("ReduceSum", ["xw"], ["s"], keepdims=0),
@@ -59,12 +67,22 @@ graph = h.make_graph([
     h.make_node("If", ["p"], ["t"], then_branch=then_g, else_branch=else_g),
     h.make_node("Loop", ["trips", "go", "t"], ["y"], body=body),
     h.make_node("Loop", ["trips", "", "x"], ["u", "us"], body=counted),
-], "control", [vec("x")], [vec("y"), vec("u"), h.make_tensor_value_info("us", D, [4, 3])], initializer=[
+    h.make_node("Unsqueeze", ["x", "one_axis"], ["x_col"]),
+    h.make_node("Unsqueeze", ["w", "zero_axis"], ["w_row"]),
+    h.make_node("Mul", ["x_col", "w_row"], ["m"]),
+    h.make_node("Scan", ["x", "m", "x"], ["sf", "sy"], body=scan_body, num_scan_inputs=2,
+                scan_input_axes=[1, 0], scan_input_directions=[1, 0], scan_output_axes=[1]),
+    h.make_node("Mul", ["sy", "pos"], ["syw"]),
+], "control", [vec("x")], [vec("y"), vec("u"), h.make_tensor_value_info("us", D, [4, 3]), vec("sf"),
+                           h.make_tensor_value_info("syw", D, [3, 3])], initializer=[
     nh.from_array(np.array([0.5, -0.3, 0.8]), "w"),
     nh.from_array(np.array(0.0), "zero"),
     nh.from_array(np.array(22.0), "limit"),
     nh.from_array(np.array(4, dtype=np.int64), "trips"),
     nh.from_array(np.array(True), "go"),
+    nh.from_array(np.array([1], dtype=np.int64), "one_axis"),
+    nh.from_array(np.array([0], dtype=np.int64), "zero_axis"),
+    nh.from_array(np.arange(1.0, 10.0).reshape(3, 3), "pos"),
 ])
 model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
 onnx.checker.check_model(model)

@@ -352,17 +352,60 @@ static nb_status scan_step(nb_builder *b, const nb_value *carry, const nb_value 
     return NB_OK;
 }
 
-/* The one value every entry of an ints attribute has (0 when absent), or -1
- * when they differ or one is not 0 or 1. */
-static int64_t uniform(ox_import *im, const char *name, int n)
+/* Attribute `name`, one entry per input or output (n), into out; absent:
+ * all 0. Each entry must lie in [lo, hi) (negative axes counted from `rank`
+ * when rank > 0). */
+static bool per_value(ox_import *im, const char *name, int n, int64_t lo, int64_t hi, int64_t *out)
 {
-    int64_t v[2 * MAX_CARRY];
-    int got = ox_attr_list(im, name, v, 2 * MAX_CARRY);
-    if (got < 0) return 0;
-    if (got != n) return -1;
-    for (int i = 0; i < got; i++)
-        if (v[i] != v[0] || (v[0] != 0 && v[0] != 1)) return -1;
-    return got ? v[0] : 0;
+    int got = ox_attr_list(im, name, out, MAX_CARRY);
+    if (got < 0) {
+        memset(out, 0, (size_t)n * sizeof *out);
+        return true;
+    }
+    if (got != n) {
+        ox_node_error(im, NB_ERR_FORMAT, "%s has %d entries for %d values", name, got, n);
+        return false;
+    }
+    for (int i = 0; i < n; i++)
+        if (out[i] < lo || out[i] >= hi) {
+            ox_node_error(im, NB_ERR_ARG, "%s[%d] is %lld, outside [%lld, %lld)", name, i, (long long)out[i],
+                          (long long)lo, (long long)hi);
+            return false;
+        }
+    return true;
+}
+
+/* x with axis `from` moved to `to`, the others in order. */
+static nb_value move_axis(ox_import *im, nb_value x, int from, int to)
+{
+    int rank = ox_rank(im, x);
+    if (from == to || rank < 0) return x;
+    int64_t perm[NB_MAX_DIMS];
+    int k = 0;
+    for (int d = 0; d < rank; d++)
+        if (d != from) perm[k++] = d;
+    memmove(perm + to + 1, perm + to, (size_t)(rank - 1 - to) * sizeof *perm);
+    perm[to] = from;
+    return nb_transpose(B, x, rank, perm);
+}
+
+/* x with its axis 0 reversed (its length must be known at import). */
+static nb_value reversed(ox_import *im, nb_value x)
+{
+    nb_var_info info = nb_value_info(B, x);
+    if (info.ndim < 1 || info.shape[0] < 0) {
+        ox_unsupported(im, "reverses a sequence whose length only a run knows (to mix scan directions)");
+        return NB_NONE;
+    }
+    nb_tensor *idx;
+    if (nb_tensor_new(&idx, NB_I64, 1, &info.shape[0])) {
+        ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+        return NB_NONE;
+    }
+    for (int64_t t = 0; t < info.shape[0]; t++) nb_tensor_set(idx, t, (double)(info.shape[0] - 1 - t));
+    nb_value y = nb_gather(B, x, nb_constant(B, idx), 0);
+    nb_tensor_release(idx);
+    return y;
 }
 
 static nb_status i_scan(ox_import *im)
@@ -380,28 +423,49 @@ static nb_status i_scan(ox_import *im)
                              im->node->n_input, im->node->n_output);
     if (c.n_state + c.n_xs > MAX_CARRY || c.n_ys > MAX_CARRY)
         return ox_unsupported(im, "carries more values than nabla's scan");
-    int64_t in_dir = uniform(im, "scan_input_directions", c.n_xs);
-    int64_t out_dir = uniform(im, "scan_output_directions", c.n_ys);
-    int64_t axes[2 * MAX_CARRY];
-    int n_axes = ox_attr_list(im, "scan_input_axes", axes, 2 * MAX_CARRY);
-    for (int i = 0; i < n_axes && i <= 2 * MAX_CARRY; i++)
-        if (axes[i]) return ox_unsupported(im, "scans along an input axis other than 0");
-    n_axes = ox_attr_list(im, "scan_output_axes", axes, 2 * MAX_CARRY);
-    for (int i = 0; i < n_axes && i <= 2 * MAX_CARRY; i++)
-        if (axes[i]) return ox_unsupported(im, "stacks an output along an axis other than 0");
-    /* nabla's reverse scan stores each step's output at its time index:
-     * ONNX's reversed inputs with prepended (reversed) outputs. */
-    if (in_dir < 0 || out_dir < 0 || (c.n_ys && in_dir != out_dir))
-        return ox_unsupported(im, "mixes scan directions; nabla's scan runs every input and output one way");
     nb_value init[MAX_CARRY], xs[MAX_CARRY], final[MAX_CARRY], ys[MAX_CARRY];
+    int64_t in_axis[MAX_CARRY], in_dir[MAX_CARRY], out_axis[MAX_CARRY], out_dir[MAX_CARRY];
+    if (!per_value(im, "scan_input_directions", c.n_xs, 0, 2, in_dir) ||
+        !per_value(im, "scan_output_directions", c.n_ys, 0, 2, out_dir) ||
+        !per_value(im, "scan_input_axes", c.n_xs, -NB_MAX_DIMS, NB_MAX_DIMS, in_axis) ||
+        !per_value(im, "scan_output_axes", c.n_ys, -NB_MAX_DIMS - 1, NB_MAX_DIMS + 1, out_axis))
+        return nb_builder_status(B);
     for (int i = 0; i < c.n_state; i++) init[i] = own_name(im, ox_in(im, i));
-    for (int i = 0; i < c.n_xs; i++) xs[i] = own_name(im, ox_in(im, c.n_state + i));
+    /* nabla scans axis 0 one way: a sequence along another axis is moved
+     * there, and one read the other way reversed. With every input reversed
+     * the scan runs backwards instead, storing each step at its time index. */
+    bool backwards = true;
+    for (int i = 0; i < c.n_xs; i++) backwards = backwards && in_dir[i] == 1;
+    for (int i = 0; i < c.n_xs && !nb_builder_status(B); i++) {
+        nb_value x = ox_in(im, c.n_state + i);
+        int rank = ox_rank(im, x);
+        if (rank < 1) return nb_builder_status(B) ? nb_builder_status(B) : ox_unsupported(im, "scans a 0-d input");
+        int64_t axis = in_axis[i] < 0 ? in_axis[i] + rank : in_axis[i];
+        if (axis < 0 || axis >= rank)
+            return ox_node_error(im, NB_ERR_ARG, "scan input %d is scanned along axis %lld of its %d", i,
+                                 (long long)in_axis[i], rank);
+        x = move_axis(im, x, (int)axis, 0);
+        if (in_dir[i] && !backwards) x = reversed(im, x);
+        xs[i] = own_name(im, x);
+    }
     nb_status st = nb_builder_status(B);
     if (!st) st = prepare(im, c.body);
-    nb_scan_io io = {NB_VALUES_N(c.n_state, init), NB_VALUES_N(c.n_xs, xs), c.n_ys, final, ys, in_dir == 1};
+    nb_scan_io io = {NB_VALUES_N(c.n_state, init), NB_VALUES_N(c.n_xs, xs), c.n_ys, final, ys, backwards};
     if (!st) st = nb_scan(B, scan_step, &c, &io);
     for (int i = 0; i < c.n_state && !st; i++) st = ox_out(im, i, final[i]);
-    for (int k = 0; k < c.n_ys && !st; k++) st = ox_out(im, c.n_state + k, ys[k]);
+    for (int k = 0; k < c.n_ys && !st; k++) {
+        /* ys[k] is in time order; ONNX's is in iteration order (prepended
+         * for direction 1), which a backward scan reverses. */
+        nb_value y = ys[k];
+        if ((out_dir[k] == 1) != backwards) y = reversed(im, y);
+        int rank = nb_is_none(y) ? 0 : ox_rank(im, y);
+        int64_t axis = out_axis[k] < 0 ? out_axis[k] + rank : out_axis[k];
+        if (!nb_is_none(y) && (axis < 0 || axis >= rank))
+            return ox_node_error(im, NB_ERR_ARG, "scan output %d is stacked along axis %lld of its %d", k,
+                                 (long long)out_axis[k], rank);
+        if (!nb_is_none(y)) y = move_axis(im, y, 0, (int)axis);
+        st = ox_out(im, c.n_state + k, y);
+    }
     return st;
 }
 
