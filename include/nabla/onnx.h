@@ -49,6 +49,15 @@
  *   make    EyeLike HannWindow HammingWindow BlackmanWindow (constants)
  *   quant   QuantizeLinear DequantizeLinear DynamicQuantizeLinear
  *           MatMulInteger ConvInteger (computed in float, exact for 8 bits)
+ *   control If Loop Scan (opset 9 on), on nb_cond, nb_while_loop and
+ *           nb_scan (nabla/control.h), their sub-graphs reading the outer
+ *           scope; a program's Loop with scan outputs needs M known and no
+ *           early stop
+ *   seq     SequenceEmpty Construct Insert Erase At Length, SplitToSequence
+ *           ConcatFromSequence, Optional OptionalHasElement
+ *           OptionalGetElement: lists held at import, their positions known
+ *           there (no sequence as a graph input or output, Loop carry or If
+ *           result)
  *
  * Shapes exporters compute at run time (Shape -> Gather -> Concat ->
  * Reshape, as for x.view(x.size(0), -1)) are folded where every dim is

@@ -158,7 +158,11 @@ nb_value ox_in(ox_import *im, int k)
         ox_node_error(im, NB_ERR_FORMAT, "input %d is missing", k);
         return NB_NONE;
     }
-    const char *name = im->node->input[k];
+    return ox_value_named(im, im->node->input[k]);
+}
+
+nb_value ox_value_named(ox_import *im, const char *name)
+{
     nb_value *v = nb_strmap_get(&im->values, name, NULL);
     if (v) return *v;
     const nb_tensor *t;
@@ -171,6 +175,10 @@ nb_value ox_in(ox_import *im, int k)
     } else if (st == NB_ERR_NOT_FOUND && nb_strmap_get(&im->shapes, name, NULL))
         ox_node_error(im, NB_ERR_UNSUPPORTED, "input '%s' is a shape computed at run time, which nabla follows only "
                       "through Gather, Unsqueeze, Concat and Cast into Reshape and ConstantOfShape", name);
+    else if (st == NB_ERR_NOT_FOUND && ox_is_seq(im, name))
+        ox_node_error(im, NB_ERR_UNSUPPORTED, "input '%s' is a sequence or optional, which nabla holds only at "
+                      "import time, as a list that the sequence ops read (not as a tensor, nor carried by a Loop "
+                      "or returned by an If)", name);
     else if (st == NB_ERR_NOT_FOUND)
         ox_node_error(im, NB_ERR_FORMAT, "input '%s' is neither a graph input, an initializer nor an output of an "
                       "earlier node", name);
@@ -304,9 +312,18 @@ const char *ox_attr_s(const ox_import *im, const char *name, const char *def)
 /* ---- the graph -------------------------------------------------------------- */
 
 /* A data var for a graph input, shaped as the model says (symbolic dims -1). */
-static nb_value data_for(ox_import *im, const Onnx__ValueInfoProto *vi)
+/* An optional(tensor) graph input is read as the tensor: a value given for
+ * it is one (nabla's import takes no empty optional). */
+static const Onnx__TypeProto *input_type(const Onnx__ValueInfoProto *vi)
 {
     const Onnx__TypeProto *tp = vi->type;
+    if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE && tp->optional_type) tp = tp->optional_type->elem_type;
+    return tp;
+}
+
+static nb_value data_for(ox_import *im, const Onnx__ValueInfoProto *vi)
+{
+    const Onnx__TypeProto *tp = input_type(vi);
     const Onnx__TypeProto__Tensor *tt = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? tp->tensor_type : NULL;
     nb_dtype dt;
     if (!tt || !tt->has_elem_type || !ox_nabla_dtype(tt->elem_type, &dt) || !tt->shape || tt->shape->n_dim > NB_MAX_DIMS) {
@@ -328,7 +345,7 @@ static nb_value data_for(ox_import *im, const Onnx__ValueInfoProto *vi)
  * other feeds when it runs; an eager import would compute on them. */
 nb_status ox_check_given(ox_import *im, const Onnx__ValueInfoProto *vi, nb_value v)
 {
-    const Onnx__TypeProto *tp = vi->type;
+    const Onnx__TypeProto *tp = input_type(vi);
     const Onnx__TypeProto__Tensor *tt = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? tp->tensor_type : NULL;
     if (nb_is_none(v)) return nb_builder_fail(im->b, NB_ERR_ARG, "onnx import: no value for graph input '%s'", vi->name);
     if (!tt || !tt->has_elem_type) return NB_OK; /* the model declares nothing to check against */
@@ -392,6 +409,7 @@ nb_status ox_import_begin(ox_import *im, nb_builder *b, const char *dir, int ops
     nb_strmap_init(&im->consts);
     nb_strmap_init(&im->state);
     nb_strmap_init(&im->shapes);
+    nb_strmap_init(&im->seqs);
     nb_status st = NB_OK;
     for (size_t i = 0; g && i < g->n_initializer && !st; i++)
         if (nb_strmap_put(&im->protos, g->initializer[i]->name, g->initializer[i])) st = NB_ERR_NOMEM;
@@ -405,6 +423,7 @@ nb_status ox_import_begin(ox_import *im, nb_builder *b, const char *dir, int ops
 void ox_import_end(ox_import *im)
 {
     ox_known_free(im);
+    ox_seqs_free(im);
     for (int i = 0; i < im->values.n; i++)
         if (im->values.keys[i]) nb_free(im->values.vals[i]);
     for (int i = 0; i < im->shapes.n; i++)
@@ -479,6 +498,9 @@ static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs
                                                 : nb_builder_fail(im->b, NB_ERR_NOMEM, "onnx import: out of memory");
             v = nb_strmap_get(&im->values, g->output[i]->name, NULL);
         }
+        if (!v && ox_is_seq(im, g->output[i]->name))
+            return nb_builder_fail(im->b, NB_ERR_UNSUPPORTED, "onnx import: graph output '%s' is a sequence or "
+                                   "optional; nabla's import gives tensors", g->output[i]->name);
         if (!v)
             return nb_builder_fail(im->b, NB_ERR_FORMAT, "onnx import: graph output '%s' is computed by no node",
                                    g->output[i]->name);

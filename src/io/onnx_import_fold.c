@@ -63,7 +63,7 @@ static nb_status run_folded(ox_import *im, nb_builder *eb, const nb_tensor *cons
 {
     ox_import sub = {.b = eb, .dir = im->dir, .opset = im->opset, .node = im->node};
     nb_strmap_init(&sub.values), nb_strmap_init(&sub.protos), nb_strmap_init(&sub.consts);
-    nb_strmap_init(&sub.state), nb_strmap_init(&sub.shapes);
+    nb_strmap_init(&sub.state), nb_strmap_init(&sub.shapes), nb_strmap_init(&sub.seqs);
     nb_status st = NB_OK;
     for (size_t k = 0; k < im->node->n_input && !st; k++) {
         if (!in[k]) continue;
@@ -86,6 +86,7 @@ static nb_status run_folded(ox_import *im, nb_builder *eb, const nb_tensor *cons
     }
     free_values(&sub.values), free_consts(&sub.consts);
     nb_strmap_free(&sub.protos), nb_strmap_free(&sub.state), free_values(&sub.shapes);
+    ox_seqs_free(&sub); /* a sequence op folded makes a list, not a constant: it does not fold */
     return st;
 }
 

@@ -342,7 +342,8 @@ static const ox_importer core[] = {
 
 /* Every family's rows, each list ending at a row without a name. */
 static const ox_importer *const families[] = {core, ox_imports_math, ox_imports_reduce, ox_imports_shape,
-                                              ox_imports_nn, ox_imports_rnn, ox_imports_make, ox_imports_quant};
+                                              ox_imports_nn, ox_imports_rnn, ox_imports_make, ox_imports_quant,
+                                              ox_imports_seq, ox_imports_control};
 
 static const ox_importer *find_importer(const char *op_type)
 {

@@ -97,6 +97,7 @@ typedef struct ox_shape {
 } ox_shape;
 
 typedef struct ox_known ox_known;
+typedef struct ox_seq ox_seq;
 
 typedef struct ox_import {
     nb_builder *b;
@@ -107,6 +108,7 @@ typedef struct ox_import {
     nb_strmap consts; /* name -> nb_tensor: initializers and Constant values read as constants */
     nb_strmap state;  /* initializers that become state rather than parameters */
     nb_strmap shapes; /* name -> ox_shape (nb_malloc'ed): shapes computed at run time, followed symbolically */
+    nb_strmap seqs;   /* name -> ox_seq (nb_malloc'ed): sequences and optionals, lists of values (onnx_import_seq.c) */
     const Onnx__NodeProto *node;
     ox_known *known; /* a static import's values computed on known inputs (nb_onnx_import_known), or NULL */
 } ox_import;
@@ -149,6 +151,10 @@ nb_status ox_node_error(ox_import *im, nb_status st, const char *fmt, ...) __att
  * constant on first use); NB_NONE with the error set when it has none. */
 nb_value ox_in(ox_import *im, int k);
 bool ox_has_in(const ox_import *im, int k); /* present and not "" */
+/* The value named `name`, as ox_in makes it; control flow (onnx_import_control.c)
+ * makes the outer-scope names a sub-graph reads values before it enters the
+ * sub-block, so that the graph's later nodes share them. */
+nb_value ox_value_named(ox_import *im, const char *name);
 /* Input k as a constant tensor (a borrowed initializer or Constant value),
  * for shapes and axes; NULL with an error when it is computed at run time. */
 const nb_tensor *ox_const_in(ox_import *im, int k);
@@ -201,6 +207,13 @@ extern const ox_importer ox_imports_nn[];     /* convolutions, pools, normalisat
 extern const ox_importer ox_imports_rnn[];    /* RNN, GRU, LSTM */
 extern const ox_importer ox_imports_make[];   /* tensors made from a shape or size: EyeLike, windows */
 extern const ox_importer ox_imports_quant[];  /* linear quantization */
+extern const ox_importer ox_imports_seq[];     /* sequences and optionals, held at import time */
+extern const ox_importer ox_imports_control[]; /* If, Loop, Scan: sub-graphs on nb_cond, nb_while_loop, nb_scan */
+
+/* Whether `name` is a sequence or optional the import holds, and their
+ * release (onnx_import_seq.c). */
+bool ox_is_seq(const ox_import *im, const char *name);
+void ox_seqs_free(ox_import *im);
 
 /* The node through b (onnx_import_ops.c); NB_ERR_UNSUPPORTED naming it when
  * nabla has no form for it. */
