@@ -16,7 +16,8 @@
  * statistics), layer_norm (decomposed: opset 13 has none), reshape, flatten,
  * transpose, squeeze, unsqueeze, concat, gather and embedding (Gather),
  * reduce_mean, reduce_sum, cast, clip, assign (Identity), dropout (the
- * identity), pad; gelu, silu, scale, square and rsqrt as their
+ * identity), pad, the comparisons and logic ops (Equal Less Greater
+ * LessOrEqual GreaterOrEqual And Or Xor Not), where, sign; gelu, silu, scale, square and rsqrt as their
  * decompositions; fill_constant and assign_value as initializers.
  *
  * Import reads the standard domain's ops a float training framework can

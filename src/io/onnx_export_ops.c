@@ -430,6 +430,9 @@ static const mapping table[] = {
     {"square", 0, x_square},   {"rsqrt", 0, x_rsqrt},      {"dropout", 0, x_identity}, {"assign", 0, x_identity},
     {"pad", 0, x_pad},              {"ones_like", 0, x_ones_like},  {"fill_zeros_like", 0, x_zeros_like},
     {"assign_value", 0, x_assign_value},                   {"fill_constant", 0, x_fill_constant},
+    {"equal", "Equal", 0},     {"less", "Less", 0},        {"greater", "Greater", 0}, {"less_equal", "LessOrEqual", 0},
+    {"greater_equal", "GreaterOrEqual", 0},                {"logical_and", "And", 0}, {"logical_or", "Or", 0},
+    {"logical_xor", "Xor", 0}, {"logical_not", "Not", 0},  {"where", "Where", 0},     {"sign", "Sign", 0},
 };
 
 nb_status ox_export_op(ox_export *e, const nb_op *op)
