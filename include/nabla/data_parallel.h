@@ -26,7 +26,6 @@
 
 #include "nabla/autodiff.h"
 #include "nabla/comm.h"
-#include "nabla/optimizer.h"
 
 NB_BEGIN_DECLS
 
@@ -164,7 +163,8 @@ NB_API void nb_ddp_free(nb_ddp *d); /* removes the hooks; NULL is fine */
  * require grad (ZeRO would update it). The gradients are all-reduced (the
  * communicator has no reduce-scatter yet), so the traffic is that of
  * nb_ddp plus the all-gather; what is sharded is the optimiser's memory. */
-NB_API nb_status nb_ddp_shard_optimizer(nb_ddp *d, const nb_optimizer *opt);
+struct nb_optimizer; /* nabla/optimizer.h, a layer above */
+NB_API nb_status nb_ddp_shard_optimizer(nb_ddp *d, const struct nb_optimizer *opt);
 /* The sharded update of a step: after nb_ddp_backward; collective. */
 NB_API nb_status nb_ddp_step(nb_ddp *d);
 

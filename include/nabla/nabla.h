@@ -40,9 +40,6 @@
 #include "nabla/comm.h"
 #include "nabla/data_parallel.h"
 
-#define NABLA_VERSION_MAJOR 0
-#define NABLA_VERSION_MINOR 1
-#define NABLA_VERSION_PATCH 0
-#define NABLA_VERSION "0.1.0"
+#include "nabla/version.h"
 
 #endif

@@ -107,13 +107,13 @@ typedef nb_status (*nb_infer_fn)(nb_op_ctx *ctx);
  * ctx->attrs; inputs are not known yet. Called once per prepared op. */
 typedef nb_status (*nb_params_fn)(const nb_op_ctx *ctx, void *params);
 
-/* Gradient rules emit ops through a builder; see nabla/autodiff.h. */
+/* Gradient rules emit ops through a builder; see nabla/grad_rule.h. */
 struct nb_builder;
 struct nb_grad_ctx;
 typedef nb_status (*nb_vjp_fn)(struct nb_builder *b, struct nb_grad_ctx *g);
 typedef nb_status (*nb_jvp_fn)(struct nb_builder *b, struct nb_grad_ctx *g);
 /* Batching rules (vmap) emit the op's batched form on physical values; see
- * nabla/vmap.h. */
+ * nabla/batch_rule.h. */
 struct nb_batch_ctx;
 typedef nb_status (*nb_batch_fn)(struct nb_builder *b, struct nb_batch_ctx *c);
 

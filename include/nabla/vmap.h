@@ -49,6 +49,7 @@
 
 #include "nabla/export.h"
 
+#include "nabla/batch_rule.h"
 #include "nabla/transforms.h"
 
 NB_BEGIN_DECLS
@@ -79,26 +80,6 @@ NB_API nb_status nb_vmap(const nb_function *f, const nb_vmap_opts *opts, nb_tens
  * 0. */
 NB_API nb_status nb_vmap_emit(nb_builder *b, const nb_function *f, const nb_vmap_opts *opts, const nb_value *in,
                               nb_value *out);
-
-/* ---- batching rules ---------------------------------------------------------
- *
- * A rule sees the op through an nb_batch_ctx: its attributes, its physical
- * inputs and where their batch dims are, and emits through the builder it is
- * given ops on those physical values (the builder runs them, or records
- * them). It writes each physical output and its batch dim. */
-typedef struct nb_batch_ctx {
-    const nb_op_def *def;
-    const nb_attr_value *attrs; /* the op's, in def order, defaults filled in */
-    int n_in;                   /* inputs as emitted: slot order, NB_NONE for an absent optional slot */
-    const nb_value *x;          /* physical inputs */
-    const int *x_bdim;          /* the batch dim of each in x, or -1 (the same for every example) */
-    const nb_var_info *x_info;  /* logical (per-example) dtype and shape of each input */
-    const nb_var_info *y_info;  /* logical dtype and shape of each output, as inferred */
-    int64_t batch;              /* the batch size (-1 in a program where it is not known) */
-    int n_out;
-    nb_value *y;                /* the rule's physical outputs ... */
-    int *y_bdim;                /* ... and their batch dims (-1: not batched) */
-} nb_batch_ctx;
 
 NB_END_DECLS
 

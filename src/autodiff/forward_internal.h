@@ -2,7 +2,7 @@
 #ifndef NABLA_FORWARD_INTERNAL_H
 #define NABLA_FORWARD_INTERNAL_H
 
-#include "nabla/autodiff.h"
+#include "nabla/grad_rule.h"
 #include "../core/strmap.h"
 
 /* Appends to block `blk` the JVP rule of each of its first n_ops ops that a

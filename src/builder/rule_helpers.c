@@ -2,7 +2,7 @@
  * definitions whose rules use them, so they read the def as data and never
  * ask the registry. */
 #include <string.h>
-#include "nabla/autodiff.h"
+#include "nabla/grad_rule.h"
 #include "nabla/ops.h"
 
 nb_value nb_grad_dy_or_zeros(nb_builder *b, const nb_grad_ctx *g, int slot, int k)

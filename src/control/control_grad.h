@@ -5,7 +5,7 @@
 #ifndef NABLA_CONTROL_GRAD_H
 #define NABLA_CONTROL_GRAD_H
 
-#include "nabla/autodiff.h"
+#include "nabla/grad_rule.h"
 
 typedef struct nb_sub_grad {
     int block;    /* the grad block */

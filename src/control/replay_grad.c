@@ -26,7 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "nabla/device.h"
-#include "nabla/autodiff.h"
+#include "nabla/grad_rule.h"
 #include "nabla/ops.h"
 #include "control_internal.h"
 #include "control_ops.h"

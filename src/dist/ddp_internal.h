@@ -10,7 +10,6 @@
 #define NABLA_DDP_INTERNAL_H
 
 #include "nabla/data_parallel.h"
-#include "nabla/optimizer.h"
 #include "../comm/comm_internal.h"
 
 typedef struct bucket {

@@ -2,7 +2,7 @@
  * batched.h). */
 #include <string.h>
 #include "nabla/device.h"
-#include "nabla/vmap.h"
+#include "nabla/batch_rule.h"
 #include "autograd.h"
 #include "batched.h"
 #include "../builder/builder_internal.h"

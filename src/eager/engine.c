@@ -14,7 +14,7 @@
 #include "../core/tensor_internal.h"
 #include "../builder/builder_internal.h"
 #include "batched.h"
-#include "nabla/autodiff.h"
+#include "nabla/grad_rule.h"
 #include "nabla/ops.h"
 
 /* What a node held for the task that owned it before a nested task (a

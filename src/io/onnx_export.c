@@ -7,7 +7,9 @@
 #include <string.h>
 #include "atomic_file.h"
 #include "nabla/device.h"
-#include "nabla/nabla.h"
+#include "nabla/program.h"
+#include "nabla/scope.h"
+#include "nabla/version.h"
 #include "nabla/onnx.h"
 #include "onnx_internal.h"
 #include "../core/strmap.h"

@@ -7,7 +7,7 @@
 #define NABLA_BATCH_RULES_H
 
 #include "nabla/builder.h"
-#include "nabla/vmap.h"
+#include "nabla/batch_rule.h"
 
 /* A possibly negative axis of a rank-`rank` value, made non-negative. */
 static inline int64_t nb_batch_axis(int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }

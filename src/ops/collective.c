@@ -15,7 +15,7 @@
  * NB_OP_STATEFUL, which also keeps pruning from dropping them. */
 #include "batch_rules.h"
 #include "families.h"
-#include "nabla/autodiff.h"
+#include "nabla/grad_rule.h"
 #include "kernels/params/collective.h"
 #include "nabla/comm.h"
 

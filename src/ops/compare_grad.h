@@ -3,7 +3,7 @@
 #ifndef NABLA_OPS_COMPARE_GRAD_H
 #define NABLA_OPS_COMPARE_GRAD_H
 
-#include "nabla/autodiff.h"
+#include "nabla/grad_rule.h"
 
 nb_status nb_where_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_where_jvp(nb_builder *b, nb_grad_ctx *g);

@@ -11,7 +11,7 @@
 #ifndef NABLA_COMPOSITE_H
 #define NABLA_COMPOSITE_H
 
-#include "nabla/autodiff.h"
+#include "nabla/grad_rule.h"
 
 typedef struct nb_composite nb_composite;
 

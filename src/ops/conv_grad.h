@@ -2,7 +2,7 @@
 #ifndef NABLA_OPS_CONV_GRAD_H
 #define NABLA_OPS_CONV_GRAD_H
 
-#include "nabla/autodiff.h"
+#include "nabla/grad_rule.h"
 
 /* Copies into `out` the forward op's attributes that op `type` declares too
  * (all of them for conv2d -> conv2d_grad); returns how many. The values point

@@ -10,7 +10,7 @@
 #ifndef NABLA_OPS_ELEMENTWISE_GRAD_H
 #define NABLA_OPS_ELEMENTWISE_GRAD_H
 
-#include "nabla/autodiff.h"
+#include "nabla/grad_rule.h"
 #include "nabla/ops.h"
 
 /* A 0-d constant of `like`'s dtype: broadcasts against anything. */

@@ -2,7 +2,7 @@
 #ifndef NABLA_OPS_NORM_GRAD_H
 #define NABLA_OPS_NORM_GRAD_H
 
-#include "nabla/autodiff.h"
+#include "nabla/grad_rule.h"
 
 nb_status nb_batch_norm_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_layer_norm_vjp(nb_builder *b, nb_grad_ctx *g);

@@ -2,7 +2,7 @@
 #ifndef NABLA_OPS_REDUCE_GRAD_H
 #define NABLA_OPS_REDUCE_GRAD_H
 
-#include "nabla/autodiff.h"
+#include "nabla/grad_rule.h"
 
 nb_status nb_vjp_reduce_sum(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_vjp_reduce_mean(nb_builder *b, nb_grad_ctx *g);

@@ -8,7 +8,7 @@
 #ifndef NABLA_OPS_SHAPE_GRAD_H
 #define NABLA_OPS_SHAPE_GRAD_H
 
-#include "nabla/autodiff.h"
+#include "nabla/grad_rule.h"
 
 /* shape_grad.c */
 nb_status nb_reshape_vjp(nb_builder *b, nb_grad_ctx *g);    /* reshape, flatten, squeeze, unsqueeze, reshape_as */

@@ -10,6 +10,7 @@
 #include "nabla/device.h"
 #include "nabla/eager.h"
 #include "nabla/init.h"
+#include "nabla/optimizer.h"
 #include "../dist/ddp_internal.h"
 
 struct nb_zero {
