@@ -4,14 +4,30 @@
 # skipped), or leaves it empty and sets $ort_why when Node.js, npm or the
 # registry is not to be had. (Named .bash, not .sh, so that CMake does not
 # take it for a test.)
+# Two tests install at once under ctest -j: the second waits on the lock and
+# then finds the package, rather than running npm into a half-made folder
+# (which npm refuses, and the test was skipped). A failed install leaves no
+# folder behind for the next try.
+ort_install_locked() {
+    local log
+    log=$(cd "$1" && pwd)/onnxruntime-node.log
+    (
+        flock 9
+        [ -d "$ort_dir/node_modules/onnxruntime-node" ] && exit 0
+        # A package.json of its own: npm run from inside a build folder with
+        # none otherwise fails with ENOENT on one (npm 11).
+        rm -rf "$ort_dir" && mkdir -p "$ort_dir" && echo '{"private": true}' >"$ort_dir/package.json" &&
+            cd "$ort_dir" && ONNXRUNTIME_NODE_INSTALL_CUDA=skip timeout 300 npm install --no-audit --no-fund \
+                --loglevel=error onnxruntime-node >"$log" 2>&1 || { rm -rf "$ort_dir"; exit 1; }
+    ) 9>"$1/onnxruntime-node.lock"
+}
+
 ort_install() {
     ort_dir=$(cd "$1" && pwd)/onnxruntime-node
     ort_why=
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
         ort_why="Node.js and npm are needed (apt-get install nodejs npm)"
-    elif [ ! -d "$ort_dir/node_modules/onnxruntime-node" ] &&
-        ! ONNXRUNTIME_NODE_INSTALL_CUDA=skip timeout 300 npm install --prefix "$ort_dir" --no-audit --no-fund \
-            --loglevel=error onnxruntime-node >"$1/onnxruntime-node.log" 2>&1; then
+    elif ! ort_install_locked "$1"; then
         ort_why="npm could not install onnxruntime-node (see $1/onnxruntime-node.log)"
     elif ! node -e "require('$ort_dir/node_modules/onnxruntime-node')" >/dev/null 2>&1; then
         ort_why="onnxruntime-node in $ort_dir does not load"
