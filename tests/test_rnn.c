@@ -597,7 +597,7 @@ static void test_errors_name_the_layer_and_shapes(void)
 
     /* The layers: NB_NONE and the error kept in the builder. */
     CHECK(nb_is_none(nb_layer_rnn(b, nb_eager_value(b, xi), NB_NONE, 4, NULL, NULL)));
-    CHECK_ERR(nb_builder_status(b), NB_ERR_DTYPE, "rnn: input  is int64; it takes float32 or float64");
+    CHECK_ERR(nb_builder_status(b), NB_ERR_DTYPE, "rnn: input is int64; it takes float32 or float64");
     nb_builder_clear_error(b);
     CHECK(nb_is_none(nb_layer_gru(b, v2, NB_NONE, 4, NULL, NULL)));
     CHECK_ERR(nb_builder_status(b), NB_ERR_SHAPE, "gru: input has shape [3, 4]; it must be time-major [T, B, I]");

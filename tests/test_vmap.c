@@ -4,6 +4,7 @@
  * loop fallback of an op without a rule, and the errors. */
 #include <stdlib.h>
 #include "test.h"
+#include "nabla/layers.h"
 
 #include "vmap_util.h"
 
@@ -527,6 +528,34 @@ static nb_status f_silent(nb_builder *b, const nb_value *in, nb_value *out, void
     return NB_ERR_STATE;
 }
 
+static nb_status f_batch_norm(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
+{
+    (void)ctx;
+    out[0] = nb_layer_batch_norm(b, in[0], NULL);
+    return nb_builder_status(b);
+}
+
+/* A batch norm's running statistics are one var shared by every example:
+ * under vmap in a program, a clear refusal, and the program keeps no half
+ * of the layer's update. */
+static void test_state_update_refused(void)
+{
+    nb_program *p;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&p));
+    REQUIRE_OK(nb_builder_new_record(&b, p, NULL));
+    nb_value x = nb_data(b, "x", NB_F64, 3, S(4, 2, 3)), y;
+    nb_function f = {f_batch_norm, 1, 1, NULL};
+    CHECK_ERR(nb_vmap_emit(b, &f, NULL, &x, &y), NB_ERR_UNSUPPORTED,
+              "vmap: batch_norm updates state shared by every example (input 0 is batched)");
+    int bn = 0;
+    nb_block *g = nb_program_global_block(p);
+    for (int i = 0; i < g->n_ops; i++) bn += !strcmp(g->ops[i]->def->name, "batch_norm");
+    CHECK(bn == 0);
+    nb_builder_free(b);
+    nb_program_free(p);
+}
+
 static void test_errors(void)
 {
     nb_function f = {f_ew, 2, 2, NULL}, rd = {f_read, 1, 1, NULL}, rn = {f_run, 1, 1, NULL};
@@ -583,6 +612,7 @@ int main(void)
     RUN(test_jacobians);
     RUN(test_record_builder);
     RUN(test_chunks);
+    RUN(test_state_update_refused);
     RUN(test_errors);
     return test_report();
 }

@@ -89,20 +89,61 @@ static nb_status check_inputs(const nb_builder *b, const char *type, int n_in, c
     return NB_OK;
 }
 
-nb_status nb_emit(nb_builder *b, const char *type, nb_values ins, nb_attrs as, int n_out, nb_value *out)
+/* What nb_emit and nb_emit_into check before the backend sees the op. */
+static nb_status check_emit(nb_builder *b, const char *type, nb_values ins, nb_attrs as, int n_out, nb_value *out)
 {
-    int n_in = ins.n, n_attrs = as.n;
-    const nb_value *in = ins.v;
-    const nb_attr *attrs = as.v;
     for (int i = 0; i < n_out && out; i++) out[i] = NB_NONE;
     if (!b) return nb_error(NB_ERR_ARG, "emit %s: builder is NULL", type ? type : "?");
     if (b->status) return b->status;
     if (!type) return nb_builder_record_error(b, nb_error(NB_ERR_NOT_FOUND, "unknown op '(null)'"));
-    if (n_in < 0 || n_out < 1 || (n_in && !in) || !out || (n_attrs && !attrs))
+    if (ins.n < 0 || n_out < 1 || (ins.n && !ins.v) || !out || (as.n && !as.v))
         return nb_builder_record_error(b, nb_error(NB_ERR_ARG, "emit %s: bad argument counts or NULL arrays", type));
-    nb_status st = check_inputs(b, type, n_in, in);
-    if (st) return nb_builder_record_error(b, st);
-    return nb_builder_record_error(b, b->backend->emit(b, type, n_in, in, n_attrs, attrs, n_out, out));
+    return nb_builder_record_error(b, check_inputs(b, type, ins.n, ins.v));
+}
+
+nb_status nb_emit(nb_builder *b, const char *type, nb_values ins, nb_attrs as, int n_out, nb_value *out)
+{
+    nb_status st = check_emit(b, type, ins, as, n_out, out);
+    if (st) return st;
+    return nb_builder_record_error(b, b->backend->emit(b, type, ins.n, ins.v, as.n, as.v, n_out, out));
+}
+
+nb_status nb_emit_into(nb_builder *b, const char *type, nb_values ins, nb_attrs as, int n_out, nb_value *out,
+                       const nb_value *into)
+{
+    nb_status st = check_emit(b, type, ins, as, n_out, out);
+    if (st) return st;
+    if (!into) return nb_builder_record_error(b, nb_error(NB_ERR_ARG, "emit %s: the list of state outputs is NULL", type));
+    if ((st = check_inputs(b, type, n_out, into))) return nb_builder_record_error(b, st);
+    if (!b->backend->emit_into)
+        return nb_builder_fail(b, NB_ERR_UNSUPPORTED, "emit %s: a %s builder cannot write outputs into state", type,
+                               b->backend->name);
+    return nb_builder_record_error(b, b->backend->emit_into(b, type, ins.n, ins.v, as.n, as.v, n_out, out, into));
+}
+
+nb_value nb_builder_state(nb_builder *b, const nb_state_spec *spec)
+{
+    if (!b || b->status) return NB_NONE;
+    if (!b->backend->state) {
+        nb_builder_fail(b, NB_ERR_UNSUPPORTED, "%s %s: a %s builder holds no parameters or state", spec->what,
+                        spec->name, b->backend->name);
+        return NB_NONE;
+    }
+    nb_value v = b->backend->state(b, spec);
+    if (nb_is_none(v) && !b->status) nb_builder_fail(b, NB_ERR_ARG, "%s %s: %s", spec->what, spec->name, nb_last_error());
+    return v;
+}
+
+const nb_tensor *nb_value_known(const nb_builder *b, nb_value v)
+{
+    return b && v.kind == NB_VALUE_TENSOR && v.kind == b->backend->kind ? v.p : NULL;
+}
+
+const char *nb_value_label(const nb_builder *b, nb_value v)
+{
+    bool named = b && !nb_is_none(v) && v.kind == b->backend->kind && b->backend->name_of;
+    const char *name = named ? b->backend->name_of(v) : NULL;
+    return name ? name : "";
 }
 
 nb_value nb_emit1(nb_builder *b, const char *type, nb_values ins, nb_attrs as)

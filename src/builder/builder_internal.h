@@ -7,6 +7,8 @@
 
 #include "nabla/builder.h"
 
+struct nb_state_spec;
+
 /* What differs between backends. The builder never names one. */
 typedef struct nb_builder_backend {
     const char *name;
@@ -18,8 +20,55 @@ typedef struct nb_builder_backend {
     nb_var_info (*info)(const nb_builder *b, nb_value v);
     /* A fresh layer name for `prefix` ("fc" -> "fc_0"). */
     nb_status (*unique_name)(nb_builder *b, const char *prefix, char *buf, size_t size);
+    /* The model's state: a parameter or persistent var made once as `spec`
+     * says, and found by its name after (nb_builder_state). */
+    nb_value (*state)(nb_builder *b, const struct nb_state_spec *spec);
+    /* nb_emit_into: emit, with some outputs written back into state. */
+    nb_status (*emit_into)(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
+                           const nb_attr *attrs, int n_out, nb_value *out, const nb_value *into);
+    /* A value's name for error messages, or NULL where values have none. */
+    const char *(*name_of)(nb_value v);
     void (*destroy)(nb_builder *b);
 } nb_builder_backend;
+
+/* What nb_param, nb_persistable_var and their _from forms ask a backend
+ * for: a var `name` that outlives a step, a trainable parameter or state
+ * (running statistics, counters). It starts as a copy of `value` when that
+ * is given, else as the output of initialiser op `init_type` with `attrs`
+ * (the backend adds shape and dtype). Asked again for the same name, the
+ * backend hands back the var it made, if it agrees in dtype, shape and kind. */
+typedef struct nb_state_spec {
+    const char *what; /* "parameter" or "persistable var", for messages */
+    const char *name;
+    nb_dtype dtype;
+    int ndim;
+    const int64_t *shape;
+    bool trainable;
+    const char *init_type;
+    int n_attrs;
+    const nb_attr *attrs;
+    const nb_tensor *value;
+} nb_state_spec;
+
+/* The state var of `spec` (made now, or the one made before under its
+ * name); NB_NONE, with the builder's error set, when it cannot be. */
+nb_value nb_builder_state(nb_builder *b, const nb_state_spec *spec);
+
+/* As nb_emit, but each output i whose into[i] is a state value (not
+ * NB_NONE) is written back into it, as batch_norm's running statistics are:
+ * a program names that output after the state var, so the op updates it in
+ * place; an eager builder copies the output into the state tensor. */
+nb_status nb_emit_into(nb_builder *b, const char *type, nb_values in, nb_attrs attrs, int n_out, nb_value *out,
+                       const nb_value *into);
+
+/* The elements of v where the builder has computed them already (an eager
+ * builder's tensors, which a shape or axes input may be read from at build
+ * time); NULL where they are known only when a program runs. */
+const nb_tensor *nb_value_known(const nb_builder *b, nb_value v);
+
+/* A value's name, for error messages: a var's name, or "" where values
+ * have none (tensors). */
+const char *nb_value_label(const nb_builder *b, nb_value v);
 
 struct nb_builder {
     const nb_builder_backend *backend;

@@ -13,7 +13,8 @@
 #include "../ops/op_memo.h"
 #include "../core/tensor_internal.h"
 #include "../builder/builder_internal.h"
-#include "nabla/autodiff.h"
+#include "nabla/grad_rule.h"
+#include "eager_backend.h"
 
 typedef struct eager_state {
     nb_tensor **values; /* references the builder holds */
@@ -158,8 +159,8 @@ static bool is_in_order(const int begin[NB_MAX_SLOTS + 1], int n)
     return !memcmp(begin, in_order[n], sizeof in_order[n]);
 }
 
-static nb_status eager_emit(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
-                            const nb_attr *attrs, int n_out, nb_value *out)
+nb_status nb_eager_emit(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
+                        const nb_attr *attrs, int n_out, nb_value *out)
 {
     const nb_op_def *def = nb_op_find(type);
     if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type);
@@ -170,13 +171,16 @@ static nb_status eager_emit(nb_builder *b, const char *type, int n_in, const nb_
     nb_tensor *ins[MAX_ARGS], *outs[MAX_ARGS]; /* the n_out used are cleared below, not all 64 */
     for (int i = 0; i < n_in; i++) ins[i] = in[i].p;
     for (int i = 0; i < n_out; i++) outs[i] = NULL;
-    /* Inference mode reaches every op that has an is_test attribute. */
+    /* Inference mode reaches every op that has an is_test attribute, over
+     * what the caller gave: layers pass is_test false, as they do to a
+     * program, whose test clone turns it on. */
     nb_attr all[NB_MAX_ATTRS * 2 + 1];
     int m = 0;
     bool has_test = false;
     for (int i = 0; i < n_attrs; i++) {
-        has_test |= !strcmp(attrs[i].name, "is_test");
-        all[m++] = attrs[i];
+        bool test = !strcmp(attrs[i].name, "is_test");
+        has_test |= test;
+        all[m++] = test && s->is_test ? NB_ATTR_BOOL("is_test", true) : attrs[i];
     }
     if (s->is_test && !has_test && nb_op_attr_index(def, "is_test") >= 0) all[m++] = NB_ATTR_BOOL("is_test", true);
     nb_rng replayed, *rng = NULL;
@@ -260,9 +264,11 @@ static nb_status eager_unique_name(nb_builder *b, const char *prefix, char *buf,
 static const nb_builder_backend eager_backend = {
     .name = "eager",
     .kind = NB_VALUE_TENSOR,
-    .emit = eager_emit,
+    .emit = nb_eager_emit,
     .info = eager_info,
     .unique_name = eager_unique_name,
+    .state = nb_eager_state,
+    .emit_into = nb_eager_emit_into,
     .destroy = eager_destroy,
 };
 
@@ -295,7 +301,7 @@ bool nb_eager_carries_tangents(const nb_builder *b) { return state_of(b)->level 
 
 nb_value nb_eager_value(nb_builder *b, nb_tensor *t)
 {
-    if (!b || b->status || !t || !nb_builder_is_eager(b)) {
+    if (!b || b->status || !t || b->backend != &eager_backend) {
         if (b && !b->status) nb_builder_fail(b, NB_ERR_ARG, "eager value: needs an eager builder and a tensor");
         return NB_NONE;
     }
@@ -417,7 +423,14 @@ void nb_eager_release_values_after(nb_builder *b, int mark)
     for (int i = mark; i < s->n_values; i++) nb_tensor_release_inline(s->values[i]);
     if (mark < s->n_values) s->n_values = mark;
 }
-int nb_eager_param_count(const nb_builder *b) { return nb_strmap_size(&state_of(b)->params); }
+int nb_eager_param_count(const nb_builder *b)
+{
+    if (!b || b->backend != &eager_backend) {
+        nb_error(NB_ERR_ARG, "eager parameters: %s", b ? "the builder is not an eager one" : "the builder is NULL");
+        return -1;
+    }
+    return nb_strmap_size(&state_of(b)->params);
+}
 
 static int param_entry(const nb_builder *b, int i)
 {
@@ -464,7 +477,7 @@ nb_status nb_eager_inplace(nb_builder *b, const char *type, nb_values values, nb
     int n_in = values.n, n_attrs = as.n;
     const nb_value *in = values.v;
     const nb_attr *attrs = as.v;
-    if (!b || !nb_builder_is_eager(b)) return nb_error(NB_ERR_ARG, "inplace %s: needs an eager builder", type);
+    if (!b || b->backend != &eager_backend) return nb_error(NB_ERR_ARG, "inplace %s: needs an eager builder", type);
     if (target < 0 || target >= n_in || !in[target].p)
         return nb_error(NB_ERR_ARG, "inplace %s: target %d is not one of its %d inputs", type, target, n_in);
     nb_tensor *t = in[target].p;

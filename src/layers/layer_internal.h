@@ -7,6 +7,7 @@
 #include "nabla/init.h"
 #include "nabla/layers.h"
 #include "nabla/ops.h"
+#include "../builder/builder_internal.h"
 
 #define NB_LAYER_NAME_MAX 256
 

@@ -69,11 +69,11 @@ nb_value nb_layer_dropout(nb_builder *b, nb_value x, double p)
 {
     if (!nb_layer_ok(b, "dropout", 1, &x)) return NB_NONE;
     /* Seed 0: the mask comes from the program's seed and the run index, or
-     * in eager mode from the builder's generator. Eager builders decide
-     * is_test themselves (nb_eager_set_test_mode), so it is left out there. */
+     * in eager mode from the builder's generator. is_test is turned on by
+     * a program's test clone, or by an eager builder's test mode. */
     nb_attr attrs[] = {NB_ATTR_FLOAT("dropout_prob", p), NB_ATTR_INT("seed", 0),
                        NB_ATTR_STRING("mode", "upscale_in_train"), NB_ATTR_BOOL("is_test", false)};
-    return nb_emit1(b, "dropout", NB_VALUES(x), NB_ATTRS_N(nb_builder_is_eager(b) ? 3 : 4, attrs));
+    return nb_emit1(b, "dropout", NB_VALUES(x), NB_ATTRS_N(4, attrs));
 }
 
 /* ---- embedding ---------------------------------------------------------------------- */

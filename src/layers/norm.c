@@ -1,55 +1,6 @@
 /* Batch and layer normalisation layers. */
 #include <string.h>
 #include "layer_internal.h"
-#include "nabla/eager.h"
-
-/* Appends batch_norm with MeanOut and VarianceOut naming the running
- * statistics themselves, so that the op updates them in place in the
- * scope. nb_emit names every output afresh, hence the direct append; the
- * temporaries are named as nb_emit would name them. */
-static nb_value append_batch_norm(nb_builder *b, const nb_value in[5], int n_attrs, const nb_attr *attrs)
-{
-    nb_program *p = nb_builder_program(b);
-    char prefix[NB_LAYER_NAME_MAX - 16], y[NB_LAYER_NAME_MAX], sm[NB_LAYER_NAME_MAX], sv[NB_LAYER_NAME_MAX];
-    nb_status st = nb_program_unique_name(p, "batch_norm", prefix, sizeof prefix);
-    if (st) {
-        nb_builder_fail(b, st, "batch_norm: %s", nb_last_error());
-        return NB_NONE;
-    }
-    snprintf(y, sizeof y, "%s.tmp_0", prefix);
-    snprintf(sm, sizeof sm, "%s.tmp_3", prefix);
-    snprintf(sv, sizeof sv, "%s.tmp_4", prefix);
-    const char *ins[5], *outs[5] = {y, nb_value_name(in[3]), nb_value_name(in[4]), sm, sv};
-    for (int i = 0; i < 5; i++) ins[i] = nb_value_name(in[i]);
-    nb_block *blk = nb_builder_block(b);
-    nb_op *op;
-    if ((st = nb_block_append_op(blk, "batch_norm", NB_NAMES_N(5, ins), NB_NAMES_N(5, outs), NB_ATTRS_N(n_attrs, attrs), &op))) {
-        nb_builder_fail(b, st, "%s", nb_last_error());
-        return NB_NONE;
-    }
-    op->role = nb_builder_role(b);
-    return nb_value_from_var(nb_block_find_var(blk, y));
-}
-
-/* Eager: the op runs with all five outputs, and the running statistics
- * then take MeanOut and VarianceOut. The copy bumps no version: the node of
- * this op saved Mean and Variance, but its rule reads them only with global
- * statistics, where MeanOut and VarianceOut equal them (the kernel copies
- * them through), so no gradient can see a changed value. */
-static nb_value eager_batch_norm(nb_builder *b, const nb_value in[5], int n_attrs, const nb_attr *attrs)
-{
-    nb_value out[5];
-    if (nb_emit(b, "batch_norm", NB_VALUES_N(5, in), NB_ATTRS_N(n_attrs, attrs), 5, out)) return NB_NONE;
-    nb_grad_mode_push(false);
-    nb_status st = nb_tensor_copy_into(nb_eager_tensor(in[3]), nb_eager_tensor(out[1]));
-    if (!st) st = nb_tensor_copy_into(nb_eager_tensor(in[4]), nb_eager_tensor(out[2]));
-    nb_grad_mode_pop();
-    if (st) {
-        nb_builder_fail(b, st, "batch_norm: updating the running statistics: %s", nb_last_error());
-        return NB_NONE;
-    }
-    return out[0];
-}
 
 nb_value nb_layer_batch_norm(nb_builder *b, nb_value x, const nb_norm_opts *opts)
 {
@@ -95,8 +46,10 @@ nb_value nb_batch_norm_of(nb_builder *b, const nb_value in[5], double momentum, 
 {
     nb_attr attrs[] = {NB_ATTR_FLOAT("momentum", momentum), NB_ATTR_FLOAT("epsilon", epsilon),
                        NB_ATTR_BOOL("use_global_stats", use_global_stats), NB_ATTR_BOOL("is_test", false)};
-    /* Eager: is_test is left to the builder's test mode. */
-    return nb_builder_is_eager(b) ? eager_batch_norm(b, in, 3, attrs) : append_batch_norm(b, in, 4, attrs);
+    /* MeanOut and VarianceOut go back into the running statistics. */
+    nb_value out[5], into[5] = {NB_NONE, in[3], in[4], NB_NONE, NB_NONE};
+    nb_emit_into(b, "batch_norm", NB_VALUES_N(5, in), NB_ATTRS_N(4, attrs), 5, out, into);
+    return out[0];
 }
 
 nb_value nb_layer_layer_norm(nb_builder *b, nb_value x, int begin_norm_axis, double epsilon)

@@ -38,8 +38,9 @@ void nb_rnn_label(const nb_rnn_params *p, const char *what, char *buf, size_t si
 
 const char *nb_rnn_var_label(nb_builder *b, nb_value v, char *buf, size_t size)
 {
-    if (nb_builder_is_eager(b) || nb_is_none(v)) return "";
-    snprintf(buf, size, " %s", nb_value_name(v));
+    const char *name = nb_value_label(b, v);
+    if (!*name) return "";
+    snprintf(buf, size, " %s", name);
     return buf;
 }
 

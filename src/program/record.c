@@ -60,6 +60,9 @@ static const nb_builder_backend record_backend = {
     .emit = record_emit,
     .info = record_info,
     .unique_name = record_unique_name,
+    .state = nb_record_state,
+    .emit_into = nb_record_emit_into,
+    .name_of = nb_record_name_of,
 };
 
 nb_status nb_builder_new_record(nb_builder **out, nb_program *main, nb_program *startup)

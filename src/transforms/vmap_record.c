@@ -13,6 +13,7 @@
 #include "../core/strmap.h"
 #include "../ops/batch_rules.h"
 #include "../ops/op_internal.h"
+#include "../program/record.h"
 #include "vmap_internal.h"
 
 #define MAX_ARGS 64
@@ -135,6 +136,32 @@ static nb_status vmap_unique_name(nb_builder *b, const char *prefix, char *buf, 
     return nb_builder_unique_name(state_of(b)->inner, prefix, buf, size);
 }
 
+/* The model's state is the same for every example: the builder behind
+ * keeps it. An error there becomes this builder's. */
+static nb_value vmap_state_var(nb_builder *b, const nb_state_spec *spec)
+{
+    nb_builder *inner = state_of(b)->inner;
+    nb_value v = nb_builder_state(inner, spec);
+    if (nb_builder_status(inner)) {
+        nb_builder_fail(b, nb_builder_status(inner), "%s", nb_builder_error(inner));
+        nb_builder_clear_error(inner);
+    }
+    return v;
+}
+
+static nb_status vmap_emit_into(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
+                                const nb_attr *attrs, int n_out, nb_value *out, const nb_value *into)
+{
+    for (int i = 0; i < n_in; i++)
+        if (bdim_of(b, in[i]) >= 0)
+            return nb_error(NB_ERR_UNSUPPORTED, "vmap: %s updates state shared by every example (input %d is "
+                            "batched): one update per example cannot be written back into one var", type, i);
+    nb_builder *inner = state_of(b)->inner;
+    nb_status st = nb_emit_into(inner, type, NB_VALUES_N(n_in, in), NB_ATTRS_N(n_attrs, attrs), n_out, out, into);
+    if (st) nb_builder_clear_error(inner), nb_error(st, "%s", nb_last_error());
+    return st;
+}
+
 static void vmap_destroy(nb_builder *b)
 {
     vmap_state *s = state_of(b);
@@ -149,6 +176,9 @@ static const nb_builder_backend vmap_backend = {
     .emit = vmap_emit,
     .info = vmap_info,
     .unique_name = vmap_unique_name,
+    .state = vmap_state_var,
+    .emit_into = vmap_emit_into,
+    .name_of = nb_record_name_of,
     .destroy = vmap_destroy,
 };
 
