@@ -61,15 +61,12 @@ static nb_status check_args(nb_builder *b, const char *who, bool ok)
     return ok ? NB_OK : nb_builder_fail(b, NB_ERR_ARG, "%s: bad arguments (a NULL callback, or counts out of range)", who);
 }
 
-nb_status nb_while_loop(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx, nb_values inits,
-                        nb_value *final)
+/* ---- plain C control flow, on values that are tensors ---------------------- */
+
+static nb_status unrolled_while(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx, int n_carry,
+                                const nb_value *init, nb_value *final)
 {
-    int n_carry = inits.n;
-    const nb_value *init = inits.v;
-    nb_status st = check_args(b, "while_loop", cond && body && n_carry >= 1 && n_carry <= NB_CONTROL_MAX && init && final);
-    if (st) return st;
-    if (b->control) return b->control->while_loop(b, cond, body, ctx, n_carry, init, final);
-    if (!nb_builder_is_eager(b)) return nb_control_record_while(b, cond, body, ctx, n_carry, init, final);
+    nb_status st = NB_OK;
     nb_value cur[NB_CONTROL_MAX], next[NB_CONTROL_MAX];
     memcpy(cur, init, (size_t)n_carry * sizeof *cur);
     for (;;) {
@@ -121,18 +118,11 @@ nb_status nb_control_both(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb
     return st ? st : nb_builder_status(b);
 }
 
-nb_status nb_cond(nb_builder *b, nb_value pred, const nb_branches *br, nb_values ins, int n_out, nb_value *out)
+static nb_status unrolled_cond(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx,
+                               int n_in, const nb_value *in, int n_out, nb_value *out)
 {
-    if (!br) return check_args(b, "cond", false);
-    nb_branch_fn then_fn = br->then_fn, else_fn = br->else_fn;
-    void *ctx = br->ctx;
-    int n_in = ins.n;
-    const nb_value *in = ins.v;
-    nb_status st = check_args(b, "cond", then_fn && else_fn && n_in >= 0 && n_in <= NB_CONTROL_MAX && (in || !n_in) &&
-                                             n_out >= 1 && n_out <= NB_CONTROL_MAX && out);
-    if (st) return st;
-    if (b->control) return b->control->cond(b, pred, then_fn, else_fn, ctx, n_in, in, n_out, out);
-    if (!nb_builder_is_eager(b)) return nb_control_record_cond(b, pred, then_fn, else_fn, ctx, n_in, in, n_out, out);
+    (void)n_in;
+    nb_status st;
     bool taken = false, batched = false;
     if ((st = eager_pred(b, pred, "cond", &taken, &batched))) return st;
     if (batched) return nb_control_both(b, pred, then_fn, else_fn, ctx, in, n_out, out);
@@ -150,28 +140,11 @@ static nb_status time_steps(nb_builder *b, nb_value x, int64_t T, nb_value *step
     return st ? st : nb_builder_status(b);
 }
 
-nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io)
+static nb_status unrolled_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const nb_value *init, int n_xs,
+                               const nb_value *xs, int n_ys, nb_value *final, nb_value *ys, bool reverse)
 {
-    if (!io) return check_args(b, "scan", false);
-    int n_carry = io->init.n, n_xs = io->xs.n, n_ys = io->n_ys;
-    const nb_value *init = io->init.v, *xs = io->xs.v;
-    nb_value *final = io->final, *ys = io->ys;
-    bool reverse = io->reverse;
-    nb_status st = check_args(b, "scan", step && n_carry >= 0 && n_carry <= NB_CONTROL_MAX && (init || !n_carry) &&
-                                             n_xs >= 1 && n_xs <= NB_CONTROL_MAX && xs && n_ys >= 0 &&
-                                             n_ys <= NB_CONTROL_MAX && (final || !n_carry) && (ys || !n_ys));
-    if (st) return st;
-    int64_t T = -1;
-    for (int j = 0; j < n_xs; j++) {
-        nb_var_info info = nb_value_info(b, xs[j]);
-        if (info.ndim < 1) return nb_builder_fail(b, NB_ERR_SHAPE, "scan: sequence %d has no time axis (it is a scalar)", j);
-        if (j > 0 && info.shape[0] >= 0 && T >= 0 && info.shape[0] != T)
-            return nb_builder_fail(b, NB_ERR_SHAPE, "scan: sequence %d has %lld steps but sequence 0 has %lld", j,
-                                   (long long)info.shape[0], (long long)T);
-        if (j == 0 || T < 0) T = info.shape[0];
-    }
-    if (b->control) return b->control->scan(b, step, ctx, n_carry, init, n_xs, xs, n_ys, final, ys, reverse);
-    if (!nb_builder_is_eager(b)) return nb_control_record_scan(b, step, ctx, n_carry, init, n_xs, xs, n_ys, final, ys, reverse);
+    nb_status st = NB_OK;
+    int64_t T = nb_value_info(b, xs[0]).shape[0];
     if (T < 1) return nb_builder_fail(b, NB_ERR_SHAPE, "scan: the sequences have no time steps");
     nb_value cur[NB_CONTROL_MAX], next[NB_CONTROL_MAX], x_t[NB_CONTROL_MAX], y_t[NB_CONTROL_MAX];
     nb_value *outs = nb_calloc((size_t)(T * (n_ys ? n_ys : 1)), sizeof *outs);
@@ -203,18 +176,80 @@ nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *i
     return st;
 }
 
+static nb_status unrolled_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n_in, const nb_value *in, int n_out,
+                              nb_value *out)
+{
+    (void)n_in;
+    nb_status st;
+    for (int i = 0; i < n_out; i++) out[i] = NB_NONE;
+    if ((st = fn(b, in, out, ctx)) || (st = nb_builder_status(b))) return st;
+    for (int i = 0; i < n_out; i++)
+        if (nb_is_none(out[i])) return nb_builder_fail(b, NB_ERR_ARG, "net: output %d was not set", i);
+    return NB_OK;
+}
+
+/* ---- the helpers: checks, then the form for the builder's values ----------- */
+
+static const struct nb_control_forms unrolled_forms = {unrolled_while, unrolled_cond, unrolled_scan, unrolled_net};
+static const struct nb_control_forms record_forms = {nb_control_record_while, nb_control_record_cond,
+                                                     nb_control_record_scan, nb_control_record_net};
+
+/* Values known only when a program runs (vars) need the loop or branch as
+ * an op holding its body as a sub-block; values computed already (tensors)
+ * take plain C control flow, as JAX traces jit but runs eager code as it
+ * stands. A builder that records control flow its own way says so. */
+static const struct nb_control_forms *forms_of(const nb_builder *b)
+{
+    static const struct nb_control_forms *const by_kind[] = {[NB_VALUE_VAR] = &record_forms,
+                                                             [NB_VALUE_TENSOR] = &unrolled_forms};
+    return b->control ? b->control : by_kind[b->backend->kind];
+}
+
+nb_status nb_while_loop(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx, nb_values inits,
+                        nb_value *final)
+{
+    int n_carry = inits.n;
+    const nb_value *init = inits.v;
+    nb_status st = check_args(b, "while_loop", cond && body && n_carry >= 1 && n_carry <= NB_CONTROL_MAX && init && final);
+    return st ? st : forms_of(b)->while_loop(b, cond, body, ctx, n_carry, init, final);
+}
+
+nb_status nb_cond(nb_builder *b, nb_value pred, const nb_branches *br, nb_values ins, int n_out, nb_value *out)
+{
+    if (!br) return check_args(b, "cond", false);
+    int n_in = ins.n;
+    const nb_value *in = ins.v;
+    nb_status st = check_args(b, "cond", br->then_fn && br->else_fn && n_in >= 0 && n_in <= NB_CONTROL_MAX &&
+                                             (in || !n_in) && n_out >= 1 && n_out <= NB_CONTROL_MAX && out);
+    return st ? st : forms_of(b)->cond(b, pred, br->then_fn, br->else_fn, br->ctx, n_in, in, n_out, out);
+}
+
+nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io)
+{
+    if (!io) return check_args(b, "scan", false);
+    int n_carry = io->init.n, n_xs = io->xs.n, n_ys = io->n_ys;
+    const nb_value *init = io->init.v, *xs = io->xs.v;
+    nb_status st = check_args(b, "scan", step && n_carry >= 0 && n_carry <= NB_CONTROL_MAX && (init || !n_carry) &&
+                                             n_xs >= 1 && n_xs <= NB_CONTROL_MAX && xs && n_ys >= 0 &&
+                                             n_ys <= NB_CONTROL_MAX && (io->final || !n_carry) && (io->ys || !n_ys));
+    if (st) return st;
+    int64_t T = -1;
+    for (int j = 0; j < n_xs; j++) {
+        nb_var_info info = nb_value_info(b, xs[j]);
+        if (info.ndim < 1) return nb_builder_fail(b, NB_ERR_SHAPE, "scan: sequence %d has no time axis (it is a scalar)", j);
+        if (j > 0 && info.shape[0] >= 0 && T >= 0 && info.shape[0] != T)
+            return nb_builder_fail(b, NB_ERR_SHAPE, "scan: sequence %d has %lld steps but sequence 0 has %lld", j,
+                                   (long long)info.shape[0], (long long)T);
+        if (j == 0 || T < 0) T = info.shape[0];
+    }
+    return forms_of(b)->scan(b, step, ctx, n_carry, init, n_xs, xs, n_ys, io->final, io->ys, io->reverse);
+}
+
 nb_status nb_net(nb_builder *b, nb_branch_fn fn, void *ctx, nb_values ins, int n_out, nb_value *out)
 {
     int n_in = ins.n;
     const nb_value *in = ins.v;
     nb_status st = check_args(b, "net", fn && n_in >= 0 && n_in <= NB_CONTROL_MAX && (in || !n_in) && n_out >= 1 &&
                                             n_out <= NB_CONTROL_MAX && out);
-    if (st) return st;
-    if (b->control) return b->control->net(b, fn, ctx, n_in, in, n_out, out);
-    if (!nb_builder_is_eager(b)) return nb_control_record_net(b, fn, ctx, n_in, in, n_out, out);
-    for (int i = 0; i < n_out; i++) out[i] = NB_NONE;
-    if ((st = fn(b, in, out, ctx)) || (st = nb_builder_status(b))) return st;
-    for (int i = 0; i < n_out; i++)
-        if (nb_is_none(out[i])) return nb_builder_fail(b, NB_ERR_ARG, "net: output %d was not set", i);
-    return NB_OK;
+    return st ? st : forms_of(b)->net(b, fn, ctx, n_in, in, n_out, out);
 }
