@@ -5,6 +5,7 @@
  * L2, every clipping and a schedule. Also: zero_grad, parameters without a
  * gradient and state left alone, version bumps, and errors that change
  * nothing. */
+#include <string.h>
 #include "eager_twin.h"
 #include "eager/autograd.h"
 
@@ -193,6 +194,18 @@ static void test_errors(void)
     CHECK_TENSOR(w, S(3), 0, 1, 1, 1);
     CHECK(nb_eager_optimizer_steps(o) == 0);
     CHECK_ERR(nb_eager_optimizer_step(o, NULL), NB_ERR_ARG, "eager builder");
+    /* A record builder holds no eager parameters: an error, not a read of
+     * the program's builder as an eager one. */
+    nb_program *p;
+    nb_builder *rb;
+    REQUIRE_OK(nb_program_new(&p));
+    REQUIRE_OK(nb_builder_new_record(&rb, p, NULL));
+    CHECK_ERR(nb_eager_optimizer_step(o, rb), NB_ERR_ARG, "eager builder");
+    CHECK(nb_eager_param_count(rb) == -1);
+    CHECK(strstr(nb_last_error(), "not an eager one"));
+    nb_eager_zero_grad(rb);
+    nb_builder_free(rb);
+    nb_program_free(p);
     nb_eager_optimizer_free(o);
     nb_eager_optimizer *bad = (nb_eager_optimizer *)1;
     CHECK_ERR(nb_eager_optimizer_new(&bad, &(nb_optimizer){.kind = NB_SGD, .lr = -1}), NB_ERR_ARG, "lr");

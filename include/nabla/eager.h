@@ -41,7 +41,7 @@ NB_API void nb_eager_release_values(nb_builder *b);
  * so the same model code builds a program or runs eagerly. These look them
  * up: by name (borrowed, or NULL), and the i-th in creation order. */
 NB_API nb_tensor *nb_eager_find_param(nb_builder *b, const char *name);
-NB_API int nb_eager_param_count(const nb_builder *b);
+NB_API int nb_eager_param_count(const nb_builder *b); /* -1, with an error, if b is not an eager builder */
 NB_API const char *nb_eager_param_name(const nb_builder *b, int i);
 NB_API nb_tensor *nb_eager_param_at(const nb_builder *b, int i);
 NB_API nb_status nb_eager_add_param(nb_builder *b, const char *name, nb_tensor *t); /* retains t; sets requires_grad (float tensors) */

@@ -84,8 +84,7 @@ int64_t nb_eager_optimizer_state_bytes(const nb_eager_optimizer *o)
 
 void nb_eager_zero_grad(nb_builder *eager)
 {
-    if (!eager || !nb_builder_is_eager(eager)) return;
-    for (int i = 0; i < nb_eager_param_count(eager); i++) nb_tensor_zero_grad(nb_eager_param_at(eager, i));
+    for (int i = 0, n = nb_eager_param_count(eager); i < n; i++) nb_tensor_zero_grad(nb_eager_param_at(eager, i));
 }
 
 /* ---- state ------------------------------------------------------------------------------ */
@@ -300,9 +299,8 @@ static nb_status check_grad(const char *name, const nb_tensor *p, const nb_tenso
 
 nb_status nb_eager_optimizer_step(nb_eager_optimizer *o, nb_builder *eager)
 {
-    if (!o || !eager || !nb_builder_is_eager(eager))
-        return nb_error(NB_ERR_ARG, "eager optimizer step: needs an optimizer and an eager builder");
-    const int n_params = nb_eager_param_count(eager);
+    const int n_params = o ? nb_eager_param_count(eager) : -1;
+    if (n_params < 0) return nb_error(NB_ERR_ARG, "eager optimizer step: needs an optimizer and an eager builder");
     item *it = nb_calloc((size_t)n_params + 1, sizeof *it);
     if (!it) return nb_error(NB_ERR_NOMEM, "eager optimizer: out of memory");
     nb_builder *b = o->scratch;
