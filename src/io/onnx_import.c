@@ -203,7 +203,7 @@ nb_value ox_value_named(ox_import *im, const char *name)
 static const nb_tensor *known_tensor(ox_import *im, const char *name)
 {
     nb_value *v = nb_strmap_get(&im->values, name, NULL);
-    return v && nb_builder_is_eager(im->b) ? nb_eager_tensor(*v) : NULL;
+    return v ? nb_value_known(im->b, *v) : NULL;
 }
 
 const nb_tensor *ox_const_in(ox_import *im, int k)
@@ -460,9 +460,10 @@ static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs
             v = inputs.v[n_in];
             if ((st = ox_check_given(im, vi, v))) return st;
         } else {
-            if (nb_builder_is_eager(im->b))
-                return nb_builder_fail(im->b, NB_ERR_ARG, "onnx import: an eager builder needs a value for each graph "
-                                       "input ('%s' first)", vi->name);
+            if (!nb_builder_program(im->b))
+                return nb_builder_fail(im->b, NB_ERR_ARG, "onnx import: a builder that computes as it goes needs a "
+                                       "value for each graph input ('%s' first); only a program has fed data vars",
+                                       vi->name);
             v = data_for(im, vi);
         }
         n_in++;
@@ -555,7 +556,7 @@ nb_status nb_onnx_import(const char *path, nb_builder *b, nb_values inputs, int 
 nb_status nb_onnx_import_known(const char *path, nb_builder *b, nb_feeds known, int max_outputs, nb_value *outputs,
                                int *n_outputs)
 {
-    if (b && !nb_builder_status(b) && nb_builder_is_eager(b))
+    if (b && !nb_builder_status(b) && !nb_builder_program(b))
         return nb_builder_fail(b, NB_ERR_ARG, "onnx import: nb_onnx_import_known needs a record builder (it builds "
                                "a static program); an eager import knows every value already (nb_onnx_import)");
     return import_model(path, b, NB_NO_VALUES, known, max_outputs, outputs, n_outputs);

@@ -128,7 +128,7 @@ static nb_status walk_graph(ox_import *im, const Onnx__GraphProto *g, int n_in, 
  * gives the initial value a name of its own. */
 static nb_value own_name(ox_import *im, nb_value v)
 {
-    nb_var *var = nb_builder_is_eager(B) || nb_is_none(v) ? NULL : nb_value_var(v);
+    nb_var *var = ox_var(v);
     return var && var->is_data ? nb_assign(B, v) : v;
 }
 
@@ -310,7 +310,7 @@ static nb_status i_loop(ox_import *im)
                              "not fit (M, cond, v... -> v..., scans...; body: i, cond, v... -> cond, v..., scans...)",
                              im->node->n_input, im->node->n_output, c.body->n_input, c.body->n_output);
     if (2 + c.n_v + c.n_scan > MAX_CARRY) return ox_unsupported(im, "carries more values than nabla's while loop");
-    if (c.n_scan && !nb_builder_is_eager(B)) return counted_loop(im, &c);
+    if (c.n_scan && nb_builder_program(B)) return counted_loop(im, &c);
     nb_value carry[MAX_CARRY], final[MAX_CARRY];
     carry[0] = nb_fill_constant(B, NB_I64, 0, NULL, 0);
     if (ox_has_in(im, 0)) c.trips = nb_reshape(B, ox_in(im, 0), 0, NULL);

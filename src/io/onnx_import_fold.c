@@ -93,7 +93,7 @@ static nb_status run_folded(ox_import *im, nb_builder *eb, const nb_tensor *cons
 bool ox_fold_node(ox_import *im)
 {
     const Onnx__NodeProto *n = im->node;
-    if (nb_builder_is_eager(im->b) || is_random(n->op_type) || n->n_input == 0 || n->n_input > 64) return false;
+    if (!nb_builder_program(im->b) || is_random(n->op_type) || n->n_input == 0 || n->n_input > 64) return false;
     const nb_tensor *in[64] = {0};
     bool any = false;
     for (size_t k = 0; k < n->n_input; k++) {

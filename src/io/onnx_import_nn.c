@@ -511,8 +511,7 @@ static nb_value standardise(ox_import *im, nb_value x, int n, const int64_t *axe
 static bool is_state(ox_import *im, int k, nb_value v)
 {
     if (is_init(im, k)) return true;
-    if (nb_builder_is_eager(B)) return false;
-    nb_var *var = nb_value_var(v);
+    nb_var *var = ox_var(v);
     return var && var->persistable && !var->trainable;
 }
 
@@ -527,8 +526,8 @@ static bool is_state(ox_import *im, int k, nb_value v)
  * else computed is left as it is (read, never written). */
 static nb_value own_statistic(ox_import *im, int k, nb_value v)
 {
-    if (nb_builder_is_eager(B)) return v;
-    nb_var *var = nb_value_var(v);
+    nb_var *var = ox_var(v);
+    if (!var) return v; /* a tensor: an eager builder finds its parameters by name at each import */
     if (var && var->trainable && !strcmp(var->name, im->node->input[k])) {
         /* The parameter of its own that an Identity made (onnx_import_unshare.c). */
         var->trainable = var->is_parameter = false;

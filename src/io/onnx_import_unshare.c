@@ -20,7 +20,7 @@
 bool ox_unshare_initializer(ox_import *im, nb_status *st)
 {
     const Onnx__NodeProto *n = im->node;
-    if (nb_builder_is_eager(im->b) || strcmp(n->op_type, "Identity") || n->n_input != 1 || n->n_output != 1) return false;
+    if (!nb_builder_program(im->b) || strcmp(n->op_type, "Identity") || n->n_input != 1 || n->n_output != 1) return false;
     const Onnx__TensorProto *p = nb_strmap_get(&im->protos, n->input[0], NULL);
     nb_dtype dt;
     if (!p || !ox_nabla_dtype(p->data_type, &dt) || !nb_dtype_is_float(dt) || nb_strmap_get(&im->state, n->input[0], NULL))

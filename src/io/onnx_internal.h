@@ -13,6 +13,7 @@
 #include "nabla/tensor.h"
 #include "onnx.pb-c.h"
 #include "../core/strmap.h"
+#include "../builder/builder_internal.h"
 
 /* Every message of an export comes from one arena, freed at once when the
  * model has been packed: a half-built model never needs unpicking. A failed
@@ -116,6 +117,9 @@ typedef struct ox_import {
 /* The maps of an import of graph g into b (initializers, the state that
  * BatchNormalization reads), and their release. */
 nb_status ox_import_begin(ox_import *im, nb_builder *b, const char *dir, int opset, const Onnx__GraphProto *g);
+/* The var of a value of a program, which the import's passes over a program
+ * read and mark; NULL for NB_NONE and for a tensor. */
+static inline nb_var *ox_var(nb_value v) { return v.kind == NB_VALUE_VAR ? (nb_var *)v.p : NULL; }
 void ox_import_end(ox_import *im);
 /* The node im->node, after checking its domain, through ox_import_node. */
 nb_status ox_walk_node(ox_import *im);
