@@ -62,13 +62,12 @@ int cmd_ops(int argc, char **argv)
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         printf("usage: nabla ops [--kernels] [NAME...]\n\n"
                "Lists registered ops: gradient rules (vjp, jvp: yes, no, or none for ops\n"
-               "that have no gradient, exp for a composite op, which has only an expansion\n"
-               "into other ops and takes their rules, batching and kernels), how vmap\n"
-               "batches it (vmap: rule, loop over the batch,\n"
+               "that have no gradient), how vmap batches it (vmap: rule, loop over the batch,\n"
                "ctl for control flow, which nabla/control.h's helpers record batched and\n"
                "masked, its gradient coming from the batched program's backward pass, or -\n"
                "for an op without inputs, which never meets a batch), slots (... variadic,\n"
-               "? optional) and attributes.\n"
+               "? optional) and attributes. A composite op shows exp in all three columns:\n"
+               "it is an expansion into other ops, whose rules, batching and kernels it takes.\n"
                "--kernels adds the kernels registered for each (provider/device: dtypes),\n"
                "best first.\n");
         return 0;
