@@ -11,7 +11,8 @@
  * [in_begin[k], in_begin[k+1]), so a variadic slot holds several values and
  * an absent optional slot none. Kernels are registered apart, per (op,
  * device, dtype), and see only tensors and the op's parameter struct: see
- * nabla/kernel.h. */
+ * nabla/kernel.h. A composite op has none of these: one function (`expand`)
+ * that emits other ops through the builder (docs/adding-an-op.md). */
 #ifndef NABLA_OP_H
 #define NABLA_OP_H
 
@@ -116,6 +117,13 @@ typedef nb_status (*nb_jvp_fn)(struct nb_builder *b, struct nb_grad_ctx *g);
  * nabla/batch_rule.h. */
 struct nb_batch_ctx;
 typedef nb_status (*nb_batch_fn)(struct nb_builder *b, struct nb_batch_ctx *c);
+/* A composite op's expansion: emits, through b, the ops that compute its
+ * outputs out[k] (one per declared output slot) from its inputs in[k] (one
+ * per declared input slot, NB_NONE for an absent optional one), with attrs
+ * in the def's order, defaults filled in. Returns nb_builder_status(b). */
+struct nb_value;
+typedef nb_status (*nb_expand_fn)(struct nb_builder *b, const struct nb_value *in, const nb_attr_value *attrs,
+                                  struct nb_value *out);
 
 typedef struct nb_op_def {
     const char *name;
@@ -139,6 +147,13 @@ typedef struct nb_op_def {
     /* Under vmap: the op on a batch, from its physical inputs and their batch
      * dims (NULL: a loop over the batch runs it once per example). */
     nb_batch_fn batch;
+    /* A composite op (softsign, mish) sets only its name, doc, slots,
+     * attributes and this: emitting it through any builder (eager, record,
+     * vmap's) emits its expansion on that builder instead, so that kernels,
+     * rules, batching, shapes and export are those of the ops it expands
+     * into. It has no infer, params, rules or batch of its own, no variadic
+     * slot, and nb_op_run and nb_op_infer refuse it (they see no builder). */
+    nb_expand_fn expand;
 } nb_op_def;
 
 /* ---- context accessors for infer and params functions ------------------- */

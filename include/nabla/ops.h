@@ -37,6 +37,10 @@ NB_BEGIN_DECLS
 #include "nabla/elementwise_ops.h"
 
 NB_API nb_value nb_gelu(nb_builder *b, nb_value x, bool approximate);
+/* Composite activations (src/ops/composite_ops.c): X / (1 + |X|), X * tanh(softplus(X)), X * relu6(X + 3) / 6. */
+NB_API nb_value nb_softsign(nb_builder *b, nb_value x);
+NB_API nb_value nb_mish(nb_builder *b, nb_value x);
+NB_API nb_value nb_hardswish(nb_builder *b, nb_value x);
 NB_API nb_value nb_clip(nb_builder *b, nb_value x, double min, double max);
 /* scale * x + bias */
 NB_API nb_value nb_scale(nb_builder *b, nb_value x, double scale, double bias);

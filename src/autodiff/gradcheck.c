@@ -244,10 +244,12 @@ nb_status nb_gc_build_as(const nb_gradcheck_case *c, uint64_t seed, nb_dtype flo
         }
     }
     w->n_out = c->n_out ? c->n_out : nb_op_num_outputs(def);
+    nb_block *g = nb_program_global_block(w->p);
+    int first = g->n_ops;
     nb_emit(b, c->op, NB_VALUES_N(c->n_in, w->in), NB_ATTRS_N(c->n_attrs, c->attrs), w->n_out, w->out);
     if ((st = nb_builder_status(b))) return st;
-    nb_block *g = nb_program_global_block(w->p);
-    w->op = g->ops[g->n_ops - 1];
+    /* A composite op is the ops it expanded into: the first of them. */
+    w->op = g->ops[first];
     for (int k = 0; k < w->n_out; k++)
         w->in_loss[k] = !c->loss_outputs || (k < 32 && (c->loss_outputs >> k & 1u)) ? w->out[k] : NB_NONE;
     w->loss = nb_gc_weighted_sum(b, w->n_out, w->in_loss, "w", &w->fs, &w->rng);
@@ -342,6 +344,25 @@ static nb_status outputs_at(built_case *w, const nb_tensor *const *tangents, dou
     return st;
 }
 
+/* A composite op has no JVP rule: its outputs' tangents ty[k] are those of
+ * the ops it expanded into, along the tangents t<j> of the inputs. */
+static nb_status composite_tangents(built_case *w, nb_value *ty)
+{
+    const char *tn[NB_MAX_SLOTS * 4], *outs[NB_MAX_SLOTS * 4];
+    char tbuf[NB_MAX_SLOTS * 4][32], *got[NB_MAX_SLOTS * 4] = {0};
+    for (int j = 0; j < w->n_wrt; j++) {
+        snprintf(tbuf[j], sizeof tbuf[j], "t%d", j);
+        tn[j] = tbuf[j];
+    }
+    for (int k = 0; k < w->n_out; k++) outs[k] = nb_value_name(w->out[k]);
+    nb_status st = nb_append_jvp(w->p, NB_NAMES_N(w->n_wrt, w->wrt), tn, NB_NAMES_N(w->n_out, outs), got);
+    for (int k = 0; k < w->n_out; k++) {
+        if (!st && got[k]) ty[k] = nb_value_by_name(w->b, got[k]);
+        nb_free(got[k]);
+    }
+    return st;
+}
+
 nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *rep)
 {
     memset(rep, 0, sizeof *rep);
@@ -351,7 +372,7 @@ nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_grad
     const char *names[128];
     int n_y = 0, n_fetch = 0;
     if (st) goto done;
-    if (!w.def->jvp) {
+    if (!w.def->jvp && !w.def->expand) {
         st = nb_error(NB_ERR_UNSUPPORTED, "gradcheck %s: no JVP rule", c->op);
         goto done;
     }
@@ -380,10 +401,14 @@ nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_grad
         for (int k = 0; k < n_x; k++)
             if (!strcmp(op->inputs[k], w.wrt[j])) tx[k] = t;
     }
-    nb_grad_ctx g = {.def = w.def, .attrs = op->attrs, .x = x, .y = y, .tx = tx, .ty = ty};
-    memcpy(g.in_begin, op->in_begin, sizeof g.in_begin);
-    memcpy(g.out_begin, op->out_begin, sizeof g.out_begin);
-    st = w.def->jvp(w.b, &g);
+    if (w.def->expand) {
+        st = composite_tangents(&w, ty);
+    } else {
+        nb_grad_ctx g = {.def = w.def, .attrs = op->attrs, .x = x, .y = y, .tx = tx, .ty = ty};
+        memcpy(g.in_begin, op->in_begin, sizeof g.in_begin);
+        memcpy(g.out_begin, op->out_begin, sizeof g.out_begin);
+        st = w.def->jvp(w.b, &g);
+    }
     if (!st) st = nb_builder_status(w.b);
     if (st) goto done;
     /* The VJP of the same loss, for <JVP(t), w> = <t, VJP(w)>. */

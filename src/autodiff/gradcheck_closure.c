@@ -14,7 +14,8 @@
 
 bool nb_op_rules_closed(const nb_op_def *def)
 {
-    return def && ((def->flags & NB_OP_NOT_DIFFERENTIABLE) || (def->vjp && def->jvp));
+    /* A composite op's derivatives are those of the ops it expands into. */
+    return def && ((def->flags & NB_OP_NOT_DIFFERENTIABLE) || (def->vjp && def->jvp) || def->expand);
 }
 
 /* Notes each op of `p` after the first `from` of block 0 (and every op of

@@ -38,6 +38,10 @@ nb_value nb_gelu(nb_builder *b, nb_value x, bool approximate)
     return nb_emit1(b, "gelu", IN(x), ATTRS(NB_ATTR_BOOL("approximate", approximate)));
 }
 
+nb_value nb_softsign(nb_builder *b, nb_value x) { return nb_emit1(b, "softsign", IN(x), NB_NO_ATTRS); }
+nb_value nb_mish(nb_builder *b, nb_value x) { return nb_emit1(b, "mish", IN(x), NB_NO_ATTRS); }
+nb_value nb_hardswish(nb_builder *b, nb_value x) { return nb_emit1(b, "hardswish", IN(x), NB_NO_ATTRS); }
+
 nb_value nb_clip(nb_builder *b, nb_value x, double min, double max)
 {
     return nb_emit1(b, "clip", IN(x), ATTRS(NB_ATTR_FLOAT("min", min), NB_ATTR_FLOAT("max", max)));

@@ -164,6 +164,7 @@ nb_status nb_eager_emit(nb_builder *b, const char *type, int n_in, const nb_valu
 {
     const nb_op_def *def = nb_op_find(type);
     if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type);
+    if (def->expand) return nb_op_expand(b, def, n_in, in, n_attrs, attrs, n_out, out);
     if (n_out < 0) n_out = nb_op_default_outputs(def);
     eager_state *s = state_of(b);
     if (n_in > MAX_ARGS || n_out > MAX_ARGS || n_attrs >= NB_MAX_ATTRS * 2)

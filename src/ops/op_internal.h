@@ -67,6 +67,14 @@ nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const i
                           nb_tensor *const *in, const int out_begin[NB_MAX_SLOTS + 1], int n_out, nb_tensor **out,
                           nb_rng *rng, struct nb_op_memo_entry *memo, bool hit);
 
+/* A backend's emit of a composite op (def->expand set): its expansion on b,
+ * whose outputs go to out (n_out < 0: one per output slot). An error in the
+ * expansion comes back naming the op. */
+struct nb_builder;
+struct nb_value;
+nb_status nb_op_expand(struct nb_builder *b, const nb_op_def *def, int n_in, const struct nb_value *in, int n_attrs,
+                       const nb_attr *attrs, int n_out, struct nb_value *out);
+
 /* How many outputs a builder gives an op when the caller did not say (n_out
  * < 0 in a backend's emit): one per declared output slot, at least one. */
 int nb_op_default_outputs(const nb_op_def *def);

@@ -74,6 +74,11 @@ nb_status nb_run_infer(nb_op_ctx *ctx)
 {
     int n_out = ctx->out_begin[NB_MAX_SLOTS];
     for (int i = 0; i < n_out; i++) ctx->out_info[i] = (nb_var_info){.dtype = NB_DTYPE_COUNT, .ndim = -1};
+    /* Every path that would run or record the op itself comes here first:
+     * nb_op_run, nb_op_infer, a program's op appended by name. */
+    if (ctx->def->expand)
+        return nb_error(NB_ERR_UNSUPPORTED, "%s: a composite op has no kernel and no shape inference of its own; emit it "
+                        "through a builder (nb_emit), which emits the ops it expands into", ctx->label);
     nb_status st = ctx->def->infer(ctx);
     if (st) return st;
     for (int i = 0; i < n_out; i++) {

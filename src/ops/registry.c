@@ -15,6 +15,7 @@
 static const nb_op_def *const *const families[] = {
     nb_ops_elementwise, nb_ops_compare, nb_ops_reduce, nb_ops_linalg,
     nb_ops_shape, nb_ops_nn, nb_ops_conv, nb_ops_norm, nb_ops_rnn, nb_ops_attention, nb_ops_creation, nb_ops_optimizer, nb_ops_collective,
+    nb_ops_composite,
 };
 
 static struct {
@@ -112,7 +113,12 @@ const nb_op_def *nb_op_at(int i)
 static nb_status check_def(const nb_op_def *def)
 {
     if (!def || !def->name || !*def->name) return nb_error(NB_ERR_ARG, "register: op has no name");
-    if (!def->infer) return nb_error(NB_ERR_ARG, "register %s: no infer function", def->name);
+    if (def->expand && (def->infer || def->params_size || def->params || def->vjp || def->jvp || def->batch ||
+                        def->grad_uses_inputs || def->grad_uses_outputs || (def->flags & (NB_OP_CONTROL | NB_OP_VIEW))))
+        return nb_error(NB_ERR_ARG, "register %s: a composite op (expand) takes everything else from the ops it "
+                        "expands into: no infer, params, rules, batch, grad_uses or control/view flags of its own",
+                        def->name);
+    if (!def->infer && !def->expand) return nb_error(NB_ERR_ARG, "register %s: no infer function", def->name);
     if (def->params_size > NB_MAX_PARAMS_SIZE || (def->params_size && !def->params))
         return nb_error(NB_ERR_ARG, "register %s: params_size %zu needs a params function and at most %d bytes",
                         def->name, def->params_size, NB_MAX_PARAMS_SIZE);
@@ -121,6 +127,8 @@ static nb_status check_def(const nb_op_def *def)
         int variadic = 0;
         for (int i = 0; i < NB_MAX_SLOTS && slots[i].name; i++)
             variadic += (slots[i].flags & NB_SLOT_VARIADIC) != 0;
+        if (variadic && def->expand)
+            return nb_error(NB_ERR_ARG, "register %s: a composite op has no variadic slot", def->name);
         if (variadic > 1)
             return nb_error(NB_ERR_ARG, "register %s: more than one variadic %s slot", def->name,
                             side ? "output" : "input");

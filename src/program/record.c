@@ -16,6 +16,7 @@ static nb_status record_emit(nb_builder *b, const char *type, int n_in, const nb
 {
     const nb_op_def *def = nb_op_find(type);
     if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type);
+    if (def->expand) return nb_op_expand(b, def, n_in, in, n_attrs, attrs, n_out, out);
     if (n_out < 0) n_out = nb_op_default_outputs(def);
     const char **in_names = nb_calloc((size_t)n_in + 1, sizeof *in_names);
     char (*out_names)[NAME_MAX_LEN] = nb_calloc((size_t)n_out, sizeof *out_names);

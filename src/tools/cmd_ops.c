@@ -1,6 +1,7 @@
 /* nabla ops [--kernels] [NAME...]: one line per registered op, with its
  * slots, its attributes, whether it has VJP and JVP rules and whether vmap
- * batches it by a rule or a loop over the batch; with
+ * batches it by a rule or a loop over the batch (a composite op: by its
+ * expansion); with
  * --kernels, the kernels registered for it, best first. */
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 static const char *rule_state(const nb_op_def *d, bool has)
 {
+    if (d->expand) return "exp";
     if (d->flags & NB_OP_NOT_DIFFERENTIABLE) return "none";
     return has ? "yes" : "no";
 }
@@ -36,6 +38,7 @@ static void print_kernels(const nb_op_def *d)
  * batch). */
 static const char *vmap_state(const nb_op_def *d)
 {
+    if (d->expand) return "exp";
     if (d->batch) return "rule";
     if (d->flags & NB_OP_CONTROL) return "ctl";
     return nb_op_num_inputs(d) ? "loop" : "-";
@@ -63,7 +66,8 @@ int cmd_ops(int argc, char **argv)
                "ctl for control flow, which nabla/control.h's helpers record batched and\n"
                "masked, its gradient coming from the batched program's backward pass, or -\n"
                "for an op without inputs, which never meets a batch), slots (... variadic,\n"
-               "? optional) and attributes.\n"
+               "? optional) and attributes. A composite op shows exp in all three columns:\n"
+               "it is an expansion into other ops, whose rules, batching and kernels it takes.\n"
                "--kernels adds the kernels registered for each (provider/device: dtypes),\n"
                "best first.\n");
         return 0;
@@ -82,7 +86,7 @@ int cmd_ops(int argc, char **argv)
         }
         return bad;
     }
-    int n = nb_op_count(), vjp = 0, jvp = 0, nondiff = 0, batch = 0, no_inputs = 0, control = 0;
+    int n = nb_op_count(), vjp = 0, jvp = 0, nondiff = 0, batch = 0, no_inputs = 0, control = 0, composite = 0;
     for (int i = 0; i < n; i++) {
         const nb_op_def *d = nb_op_at(i);
         print_op(d);
@@ -92,9 +96,11 @@ int cmd_ops(int argc, char **argv)
         no_inputs += !d->batch && !nb_op_num_inputs(d);
         control += !d->batch && (d->flags & NB_OP_CONTROL);
         nondiff += (d->flags & NB_OP_NOT_DIFFERENTIABLE) != 0;
+        composite += d->expand != NULL;
     }
     printf("%d ops: %d differentiable (%d with a VJP rule, %d with a JVP rule), %d without gradient; %d with a "
-           "batching rule, %d batched by a loop, %d control-flow ops not batched, %d without inputs\n", n, n - nondiff,
-           vjp, jvp, nondiff, batch, n - batch - no_inputs - control, control, no_inputs);
+           "batching rule, %d batched by a loop, %d control-flow ops not batched, %d without inputs; %d composite "
+           "(rules and batching by their expansion)\n", n, n - nondiff, vjp, jvp, nondiff, batch,
+           n - batch - no_inputs - control - composite, control, no_inputs, composite);
     return 0;
 }

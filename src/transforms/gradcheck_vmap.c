@@ -129,7 +129,8 @@ nb_status nb_gradcheck_vmap(const nb_gradcheck_case *c, uint64_t seed, nb_gradch
 {
     memset(rep, 0, sizeof *rep);
     const nb_op_def *def = nb_op_find(c->op);
-    if (!def || !def->batch || (def->flags & NB_OP_RANDOM)) return NB_OK; /* the loop, or draws that differ */
+    /* The loop, or draws that differ; a composite is batched by the rules of its expansion. */
+    if (!def || (!def->batch && !def->expand) || (def->flags & NB_OP_RANDOM)) return NB_OK;
     built_case w;
     nb_status st = nb_gc_build(c, seed, &w);
     nb_tensor *x[MAX_IN] = {0};

@@ -86,6 +86,7 @@ static nb_status vmap_emit(nb_builder *b, const char *type, int n_in, const nb_v
 {
     const nb_op_def *def = nb_op_find(type);
     if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type);
+    if (def->expand) return nb_op_expand(b, def, n_in, in, n_attrs, attrs, n_out, out);
     if (n_out < 0) n_out = nb_op_default_outputs(def);
     nb_builder *inner = state_of(b)->inner;
     nb_block *block = inner->block;

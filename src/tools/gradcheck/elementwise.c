@@ -144,6 +144,12 @@ const nb_gradcheck_case nb_gc_elementwise[] = {
      .n_attrs = 1, .attrs = {A_F("beta", 4.0)}},
     UNARY_CASES("silu", -3, 3),
     {.op = "silu", .name = "far out", .n_in = 1, .in = {GC_VALS(wide6, 2, 3)}},
+    /* The composites (src/ops/composite_ops.c), through the ops they expand into. */
+    SIGNED_CASES("softsign"),
+    UNARY_CASES("mish", -3, 3),
+    {.op = "mish", .name = "far out", .n_in = 1, .in = {GC_VALS(wide6, 2, 3)}},
+    UNARY_CASES("hardswish", -2.5, 2.5),
+    {.op = "hardswish", .name = "both flat sides, 0.5 from the kinks at +-3", .n_in = 1, .in = {GC_VALS(wide6, 2, 3)}},
 
     /* ---- clip, scale, cast ---- */
     {.op = "clip", .name = "[-0.5, 0.5] on [3,4]", .n_in = 1, .in = {GC_VALS(signed12, 3, 4)},
