@@ -118,7 +118,7 @@ nb_status nb_emit_into(nb_builder *b, const char *type, nb_values ins, nb_attrs 
     if (!b->backend->emit_into)
         return nb_builder_fail(b, NB_ERR_UNSUPPORTED, "emit %s: a %s builder cannot write outputs into state", type,
                                b->backend->name);
-    return nb_builder_record_error(b, b->backend->emit_into(b, type, ins.n, ins.v, as.n, as.v, n_out, out, into));
+    return nb_builder_record_error(b, b->backend->emit_into(b, type, ins, as, n_out, out, into));
 }
 
 nb_value nb_builder_state(nb_builder *b, const nb_state_spec *spec)

@@ -24,8 +24,8 @@ typedef struct nb_builder_backend {
      * says, and found by its name after (nb_builder_state). */
     nb_value (*state)(nb_builder *b, const struct nb_state_spec *spec);
     /* nb_emit_into: emit, with some outputs written back into state. */
-    nb_status (*emit_into)(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
-                           const nb_attr *attrs, int n_out, nb_value *out, const nb_value *into);
+    nb_status (*emit_into)(nb_builder *b, const char *type, nb_values in, nb_attrs attrs, int n_out, nb_value *out,
+                           const nb_value *into);
     /* A value's name for error messages, or NULL where values have none. */
     const char *(*name_of)(nb_value v);
     void (*destroy)(nb_builder *b);

@@ -98,12 +98,12 @@ static nb_status run_branch(nb_builder *b, nb_branch_fn fn, void *ctx, const nb_
     return NB_OK;
 }
 
-nb_status nb_control_both(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx,
-                          const nb_value *in, int n_out, nb_value *out)
+nb_status nb_control_both(nb_builder *b, nb_value pred, const nb_branches *br, const nb_value *in, int n_out,
+                          nb_value *out)
 {
     nb_value other[NB_CONTROL_MAX];
-    nb_status st = run_branch(b, then_fn, ctx, in, n_out, out);
-    if (!st) st = run_branch(b, else_fn, ctx, in, n_out, other);
+    nb_status st = run_branch(b, br->then_fn, br->ctx, in, n_out, out);
+    if (!st) st = run_branch(b, br->else_fn, br->ctx, in, n_out, other);
     for (int i = 0; i < n_out && !st; i++) {
         nb_var_info t = nb_value_info(b, out[i]), e = nb_value_info(b, other[i]);
         if (t.dtype != e.dtype || !nb_shape_equal(t.ndim, t.shape, e.ndim, e.shape)) {
@@ -118,15 +118,14 @@ nb_status nb_control_both(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb
     return st ? st : nb_builder_status(b);
 }
 
-static nb_status unrolled_cond(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx,
-                               int n_in, const nb_value *in, int n_out, nb_value *out)
+static nb_status unrolled_cond(nb_builder *b, nb_value pred, const nb_branches *br, nb_values in, int n_out,
+                               nb_value *out)
 {
-    (void)n_in;
     nb_status st;
     bool taken = false, batched = false;
     if ((st = eager_pred(b, pred, "cond", &taken, &batched))) return st;
-    if (batched) return nb_control_both(b, pred, then_fn, else_fn, ctx, in, n_out, out);
-    return run_branch(b, taken ? then_fn : else_fn, ctx, in, n_out, out);
+    if (batched) return nb_control_both(b, pred, br, in.v, n_out, out);
+    return run_branch(b, taken ? br->then_fn : br->else_fn, br->ctx, in.v, n_out, out);
 }
 
 /* The T steps of x along axis 0, each a value of one dimension less. One
@@ -140,9 +139,12 @@ static nb_status time_steps(nb_builder *b, nb_value x, int64_t T, nb_value *step
     return st ? st : nb_builder_status(b);
 }
 
-static nb_status unrolled_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const nb_value *init, int n_xs,
-                               const nb_value *xs, int n_ys, nb_value *final, nb_value *ys, bool reverse)
+static nb_status unrolled_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io)
 {
+    int n_carry = io->init.n, n_xs = io->xs.n, n_ys = io->n_ys;
+    const nb_value *init = io->init.v, *xs = io->xs.v;
+    nb_value *final = io->final, *ys = io->ys;
+    bool reverse = io->reverse;
     nb_status st = NB_OK;
     int64_t T = nb_value_info(b, xs[0]).shape[0];
     if (T < 1) return nb_builder_fail(b, NB_ERR_SHAPE, "scan: the sequences have no time steps");
@@ -221,7 +223,7 @@ nb_status nb_cond(nb_builder *b, nb_value pred, const nb_branches *br, nb_values
     const nb_value *in = ins.v;
     nb_status st = check_args(b, "cond", br->then_fn && br->else_fn && n_in >= 0 && n_in <= NB_CONTROL_MAX &&
                                              (in || !n_in) && n_out >= 1 && n_out <= NB_CONTROL_MAX && out);
-    return st ? st : forms_of(b)->cond(b, pred, br->then_fn, br->else_fn, br->ctx, n_in, in, n_out, out);
+    return st ? st : forms_of(b)->cond(b, pred, br, ins, n_out, out);
 }
 
 nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io)
@@ -242,7 +244,7 @@ nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *i
                                    (long long)info.shape[0], (long long)T);
         if (j == 0 || T < 0) T = info.shape[0];
     }
-    return forms_of(b)->scan(b, step, ctx, n_carry, init, n_xs, xs, n_ys, io->final, io->ys, io->reverse);
+    return forms_of(b)->scan(b, step, ctx, io);
 }
 
 nb_status nb_net(nb_builder *b, nb_branch_fn fn, void *ctx, nb_values ins, int n_out, nb_value *out)

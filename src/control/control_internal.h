@@ -20,16 +20,15 @@ nb_value nb_ctl_local(nb_builder *b, nb_block *blk, nb_value v);
 
 /* nb_cond under vmap with a batched predicate (each example may take its
  * own branch): both branches run, and each example takes its own's outputs. */
-nb_status nb_control_both(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx,
-                          const nb_value *in, int n_out, nb_value *out);
+nb_status nb_control_both(nb_builder *b, nb_value pred, const nb_branches *br, const nb_value *in, int n_out,
+                          nb_value *out);
 
 /* The record-builder forms: build the op and its sub-blocks. */
 nb_status nb_control_record_while(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx, int n_carry,
                                   const nb_value *init, nb_value *final);
-nb_status nb_control_record_cond(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx,
-                                 int n_in, const nb_value *in, int n_out, nb_value *out);
-nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const nb_value *init, int n_xs,
-                                 const nb_value *xs, int n_ys, nb_value *final, nb_value *ys, bool reverse);
+nb_status nb_control_record_cond(nb_builder *b, nb_value pred, const nb_branches *br, nb_values in, int n_out,
+                                 nb_value *out);
+nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io);
 nb_status nb_control_record_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n_in, const nb_value *in, int n_out,
                                 nb_value *out);
 
@@ -39,10 +38,8 @@ nb_status nb_control_record_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n
 struct nb_control_forms {
     nb_status (*while_loop)(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx, int n_carry,
                             const nb_value *init, nb_value *final);
-    nb_status (*cond)(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx, int n_in,
-                      const nb_value *in, int n_out, nb_value *out);
-    nb_status (*scan)(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const nb_value *init, int n_xs,
-                      const nb_value *xs, int n_ys, nb_value *final, nb_value *ys, bool reverse);
+    nb_status (*cond)(nb_builder *b, nb_value pred, const nb_branches *br, nb_values in, int n_out, nb_value *out);
+    nb_status (*scan)(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io);
     nb_status (*net)(nb_builder *b, nb_branch_fn fn, void *ctx, int n_in, const nb_value *in, int n_out, nb_value *out);
 };
 

@@ -162,17 +162,19 @@ static nb_status build_branch(nb_builder *b, sub *s, nb_branch_fn fn, void *ctx,
     return st ? st : nb_builder_status(b);
 }
 
-nb_status nb_control_record_cond(nb_builder *b, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx,
-                                 int n_in, const nb_value *in, int n_out, nb_value *out)
+nb_status nb_control_record_cond(nb_builder *b, nb_value pred, const nb_branches *br, nb_values ins, int n_out,
+                                 nb_value *out)
 {
+    int n_in = ins.n;
+    const nb_value *in = ins.v;
     nb_value t_out[NB_CONTROL_MAX], e_out[NB_CONTROL_MAX], x[2 * NB_CONTROL_MAX], res[NB_CONTROL_MAX + 1];
     const char *t_names[NB_CONTROL_MAX], *e_names[NB_CONTROL_MAX];
     if (nb_is_none(pred)) return nb_builder_fail(b, NB_ERR_ARG, "cond: the predicate is missing");
     sub ts, es;
     nb_status st = sub_begin(b, "cond", &ts);
-    if (!st) st = build_branch(b, &ts, then_fn, ctx, n_in, in, n_out, t_out, t_names);
+    if (!st) st = build_branch(b, &ts, br->then_fn, br->ctx, n_in, in, n_out, t_out, t_names);
     if (!st) st = sub_begin(b, "cond", &es);
-    if (!st) st = build_branch(b, &es, else_fn, ctx, n_in, in, n_out, e_out, e_names);
+    if (!st) st = build_branch(b, &es, br->else_fn, br->ctx, n_in, in, n_out, e_out, e_names);
     for (int i = 0; i < n_out && !st; i++) st = nb_control_check_same(b, "cond", "branch output", i, t_out[i], e_out[i]);
     if (st) return st;
     int n_x = nb_ctl_captured(ts.block, x, 0, 2 * NB_CONTROL_MAX);
@@ -213,9 +215,11 @@ nb_status nb_control_record_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n
 
 /* ---- scan -------------------------------------------------------------------- */
 
-nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, int n_carry, const nb_value *init, int n_xs,
-                                 const nb_value *xs, int n_ys, nb_value *final, nb_value *ys, bool reverse)
+nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io)
 {
+    int n_carry = io->init.n, n_xs = io->xs.n, n_ys = io->n_ys;
+    const nb_value *init = io->init.v, *xs = io->xs.v;
+    nb_value *final = io->final, *ys = io->ys;
     nb_value mem[NB_CONTROL_MAX], x_t[NB_CONTROL_MAX], next[NB_CONTROL_MAX] = {{0}}, y_t[NB_CONTROL_MAX] = {{0}};
     nb_value x[3 * NB_CONTROL_MAX], res[2 * NB_CONTROL_MAX + 1];
     const char *mem_in[NB_CONTROL_MAX], *mem_out[NB_CONTROL_MAX], *seq_in[NB_CONTROL_MAX], *seq_out[NB_CONTROL_MAX];
@@ -254,7 +258,7 @@ nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, int 
     nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", s.block->idx), NB_ATTR_STRINGS_N("mem_in", n_carry, mem_in),
                        NB_ATTR_STRINGS_N("mem_out", n_carry, mem_out), NB_ATTR_STRINGS_N("seq_in", n_xs, seq_in),
                        NB_ATTR_STRINGS_N("seq_out", n_ys, seq_out), NB_ATTR_INTS_N("out_dtypes", n_ys, r.dtypes),
-                       NB_ATTR_INTS_N("out_shapes", r.n_shapes, r.shapes), NB_ATTR_BOOL("reverse", reverse)};
+                       NB_ATTR_INTS_N("out_shapes", r.n_shapes, r.shapes), NB_ATTR_BOOL("reverse", io->reverse)};
     if ((st = nb_emit(b, "recurrent", NB_VALUES_N(n_x, x), NB_ATTRS_N(8, attrs), 1 + n_carry + n_ys, res))) return st;
     if (n_carry) memcpy(final, res + 1, (size_t)n_carry * sizeof *final);
     if (n_ys) memcpy(ys, res + 1 + n_carry, (size_t)n_ys * sizeof *ys); /* ys may be NULL then */

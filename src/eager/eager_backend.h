@@ -9,7 +9,7 @@
 nb_status nb_eager_emit(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
                         const nb_attr *attrs, int n_out, nb_value *out);
 nb_value nb_eager_state(nb_builder *b, const nb_state_spec *spec);
-nb_status nb_eager_emit_into(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
-                             const nb_attr *attrs, int n_out, nb_value *out, const nb_value *into);
+nb_status nb_eager_emit_into(nb_builder *b, const char *type, nb_values in, nb_attrs attrs, int n_out, nb_value *out,
+                             const nb_value *into);
 
 #endif

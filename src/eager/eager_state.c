@@ -78,10 +78,10 @@ nb_value nb_eager_state(nb_builder *b, const nb_state_spec *sp)
  * the outputs written back equal them (the kernel copies them through), so
  * no gradient can see a changed value. An op whose rule reads state it
  * also updates otherwise must not come this way. */
-nb_status nb_eager_emit_into(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
-                             const nb_attr *attrs, int n_out, nb_value *out, const nb_value *into)
+nb_status nb_eager_emit_into(nb_builder *b, const char *type, nb_values in, nb_attrs attrs, int n_out, nb_value *out,
+                             const nb_value *into)
 {
-    nb_status st = nb_eager_emit(b, type, n_in, in, n_attrs, attrs, n_out, out);
+    nb_status st = nb_eager_emit(b, type, in.n, in.v, attrs.n, attrs.v, n_out, out);
     if (st) return st;
     nb_grad_mode_push(false);
     int i = 0;

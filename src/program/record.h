@@ -14,8 +14,8 @@ nb_value nb_create_parameter(nb_builder *b, const char *name, nb_dtype dtype, in
 /* The backend's state calls (record_state.c): nb_builder_state,
  * nb_emit_into and the names of values. */
 nb_value nb_record_state(nb_builder *b, const nb_state_spec *spec);
-nb_status nb_record_emit_into(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
-                              const nb_attr *attrs, int n_out, nb_value *out, const nb_value *into);
+nb_status nb_record_emit_into(nb_builder *b, const char *type, nb_values in, nb_attrs attrs, int n_out, nb_value *out,
+                              const nb_value *into);
 const char *nb_record_name_of(nb_value v);
 
 #endif

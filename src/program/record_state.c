@@ -85,23 +85,22 @@ nb_value nb_record_state(nb_builder *b, const nb_state_spec *sp)
 /* Appends the op with each state output named after its state var, the
  * others as record_emit names outputs, so the scope's var is updated in
  * place when the op runs. */
-nb_status nb_record_emit_into(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
-                              const nb_attr *attrs, int n_out, nb_value *out, const nb_value *into)
+nb_status nb_record_emit_into(nb_builder *b, const char *type, nb_values in, nb_attrs attrs, int n_out, nb_value *out,
+                              const nb_value *into)
 {
     enum { MAX_IO = 16, NAME_LEN = 256 };
-    if (n_in > MAX_IO || n_out > MAX_IO) return nb_error(NB_ERR_ARG, "%s: too many inputs or outputs", type);
+    if (in.n > MAX_IO || n_out > MAX_IO) return nb_error(NB_ERR_ARG, "%s: too many inputs or outputs", type);
     char prefix[NAME_LEN - 16], fresh[MAX_IO][NAME_LEN];
     nb_status st = nb_program_unique_name(b->program, type, prefix, sizeof prefix);
     if (st) return st;
     const char *ins[MAX_IO], *outs[MAX_IO];
-    for (int i = 0; i < n_in; i++) ins[i] = nb_is_none(in[i]) ? NULL : ((nb_var *)in[i].p)->name;
+    for (int i = 0; i < in.n; i++) ins[i] = nb_is_none(in.v[i]) ? NULL : ((nb_var *)in.v[i].p)->name;
     for (int i = 0; i < n_out; i++) {
         snprintf(fresh[i], sizeof fresh[i], "%s.tmp_%d", prefix, i);
         outs[i] = nb_is_none(into[i]) ? fresh[i] : ((nb_var *)into[i].p)->name;
     }
     nb_op *op;
-    if ((st = nb_block_append_op(b->block, type, NB_NAMES_N(n_in, ins), NB_NAMES_N(n_out, outs),
-                                 NB_ATTRS_N(n_attrs, attrs), &op)))
+    if ((st = nb_block_append_op(b->block, type, NB_NAMES_N(in.n, ins), NB_NAMES_N(n_out, outs), attrs, &op)))
         return st;
     op->role = b->role;
     for (int i = 0; i < n_out; i++) out[i] = nb_value_from_var(nb_block_find_var_recursive(b->block, outs[i]));

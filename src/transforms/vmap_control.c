@@ -191,13 +191,13 @@ static nb_status else_branch(nb_builder *ib, const nb_value *in, nb_value *out, 
     return branch(ib, f->else_fn, f, out);
 }
 
-static nb_status vmap_cond(nb_builder *vb, nb_value pred, nb_branch_fn then_fn, nb_branch_fn else_fn, void *ctx,
-                           int n_in, const nb_value *in, int n_out, nb_value *out)
+static nb_status vmap_cond(nb_builder *vb, nb_value pred, const nb_branches *given, nb_values in, int n_out,
+                           nb_value *out)
 {
-    if (nb_vmap_bdim(vb, pred) >= 0) return nb_control_both(vb, pred, then_fn, else_fn, ctx, in, n_out, out);
-    forward f = {.vb = vb, .ctx = ctx, .fn = then_fn, .else_fn = else_fn, .in = in, .n = n_out};
+    if (nb_vmap_bdim(vb, pred) >= 0) return nb_control_both(vb, pred, given, in.v, n_out, out);
+    forward f = {.vb = vb, .ctx = given->ctx, .fn = given->then_fn, .else_fn = given->else_fn, .in = in.v, .n = n_out};
     nb_branches br = {then_branch, else_branch, &f};
-    nb_status st = nb_cond(nb_vmap_inner(vb), pred, &br, NB_VALUES_N(n_in, in), n_out, out);
+    nb_status st = nb_cond(nb_vmap_inner(vb), pred, &br, in, n_out, out);
     if ((st = settle(vb, st))) return st;
     return lift(vb, n_out, out, 0);
 }
@@ -237,9 +237,11 @@ static nb_status scan_step(nb_builder *ib, const nb_value *carry, const nb_value
     return st ? st : nb_builder_status(vb);
 }
 
-static nb_status vmap_scan(nb_builder *vb, nb_step_fn step, void *ctx, int n_carry, const nb_value *init, int n_xs,
-                           const nb_value *xs, int n_ys, nb_value *final, nb_value *ys, bool reverse)
+static nb_status vmap_scan(nb_builder *vb, nb_step_fn step, void *ctx, const nb_scan_io *given)
 {
+    int n_carry = given->init.n, n_xs = given->xs.n, n_ys = given->n_ys;
+    const nb_value *init = given->init.v, *xs = given->xs.v;
+    nb_value *final = given->final, *ys = given->ys;
     nb_builder *ib = nb_vmap_inner(vb);
     forward f = {.vb = vb, .ctx = ctx, .step = step, .n = n_carry, .n_ys = n_ys, .n_xs = n_xs};
     nb_value phys[NB_CONTROL_MAX], seqs[NB_CONTROL_MAX];
@@ -250,7 +252,7 @@ static nb_status vmap_scan(nb_builder *vb, nb_step_fn step, void *ctx, int n_car
         seqs[j] = d >= 0 ? nb_batch_move(ib, xs[j], d, 1) : xs[j];
     }
     nb_status st = nb_builder_status(vb);
-    nb_scan_io io = {NB_VALUES_N(n_carry, phys), NB_VALUES_N(n_xs, seqs), n_ys, final, ys, reverse};
+    nb_scan_io io = {NB_VALUES_N(n_carry, phys), NB_VALUES_N(n_xs, seqs), n_ys, final, ys, given->reverse};
     if (!st) st = nb_scan(ib, scan_step, &f, &io);
     if ((st = settle(vb, st))) return st;
     if ((st = lift(vb, n_carry, final, 0))) return st;

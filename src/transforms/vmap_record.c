@@ -150,15 +150,15 @@ static nb_value vmap_state_var(nb_builder *b, const nb_state_spec *spec)
     return v;
 }
 
-static nb_status vmap_emit_into(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
-                                const nb_attr *attrs, int n_out, nb_value *out, const nb_value *into)
+static nb_status vmap_emit_into(nb_builder *b, const char *type, nb_values in, nb_attrs attrs, int n_out,
+                                nb_value *out, const nb_value *into)
 {
-    for (int i = 0; i < n_in; i++)
-        if (bdim_of(b, in[i]) >= 0)
+    for (int i = 0; i < in.n; i++)
+        if (bdim_of(b, in.v[i]) >= 0)
             return nb_error(NB_ERR_UNSUPPORTED, "vmap: %s updates state shared by every example (input %d is "
                             "batched): one update per example cannot be written back into one var", type, i);
     nb_builder *inner = state_of(b)->inner;
-    nb_status st = nb_emit_into(inner, type, NB_VALUES_N(n_in, in), NB_ATTRS_N(n_attrs, attrs), n_out, out, into);
+    nb_status st = nb_emit_into(inner, type, in, attrs, n_out, out, into);
     if (st) nb_builder_clear_error(inner), nb_error(st, "%s", nb_last_error());
     return st;
 }
