@@ -8,6 +8,7 @@
 
 #include "nabla/builder.h"
 #include "nabla/grad_rule.h"
+#include "nabla/program.h"
 
 NB_BEGIN_DECLS
 

@@ -12,6 +12,7 @@
 #include "nabla/export.h"
 
 #include "nabla/builder.h"
+#include "nabla/op.h"
 
 NB_BEGIN_DECLS
 

@@ -13,9 +13,29 @@
 
 #include "nabla/export.h"
 
-#include "nabla/program.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include "nabla/attr.h"
+#include "nabla/status.h"
+#include "nabla/tensor.h"
 
 NB_BEGIN_DECLS
+
+/* Dtype and shape of a value; at build time a dimension may be -1 (unknown). */
+typedef struct nb_var_info {
+    nb_dtype dtype;
+    int ndim;
+    int64_t shape[NB_MAX_DIMS];
+} nb_var_info;
+
+/* Which part of a training program an op belongs to (as Fluid's op_role). */
+typedef enum nb_op_role {
+    NB_ROLE_FORWARD = 0,
+    NB_ROLE_BACKWARD,
+    NB_ROLE_OPTIMIZE,
+    NB_ROLE_LOSS, /* the loss op and the op seeding loss@GRAD */
+    NB_ROLE_STARTUP
+} nb_op_role;
 
 /* A value flowing between ops: a var of a program (record builders) or a
  * tensor (eager builders). The kind travels with it, so that a value handed
@@ -65,9 +85,6 @@ enum {
     NB_HAS_AUX = 1 << 3       /* nb_grad: outputs after the first are auxiliary values, handed back */
 };
 
-/* A builder that records into `main` (block 0 to start with). `startup`, which
- * may be NULL, receives parameter initialisers. Neither is owned. */
-NB_API nb_status nb_builder_new_record(nb_builder **out, nb_program *main, nb_program *startup);
 NB_API void nb_builder_free(nb_builder *b);
 
 NB_API nb_status nb_builder_status(const nb_builder *b);  /* the first error, or NB_OK */
@@ -79,10 +96,6 @@ NB_API nb_status nb_builder_fail(nb_builder *b, nb_status s, const char *fmt, ..
 NB_API void nb_builder_clear_error(nb_builder *b);
 
 NB_API bool nb_builder_is_eager(const nb_builder *b);
-NB_API nb_program *nb_builder_program(nb_builder *b);  /* NULL for eager */
-NB_API nb_program *nb_builder_startup(nb_builder *b);  /* NULL if none */
-NB_API nb_block *nb_builder_block(nb_builder *b);
-NB_API void nb_builder_set_block(nb_builder *b, nb_block *block);
 /* Role given to the ops emitted from now on. */
 NB_API void nb_builder_set_role(nb_builder *b, nb_op_role role);
 NB_API nb_op_role nb_builder_role(const nb_builder *b);
@@ -106,20 +119,9 @@ NB_API nb_value nb_emit1(nb_builder *b, const char *type, nb_values in, nb_attrs
 /* Dtype and shape of a value (-1 for unknown dims in a program). */
 NB_API nb_var_info nb_value_info(const nb_builder *b, nb_value v);
 
-/* ---- record backend ------------------------------------------------------ */
-
-/* A var fed at run time (Fluid's layer.data). Marked stop_gradient. */
-NB_API nb_value nb_data(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape);
-/* The var named `name` in the current block or its ancestors, or NB_NONE
- * (and an error) if there is none. */
-NB_API nb_value nb_value_by_name(nb_builder *b, const char *name);
-NB_API nb_value nb_value_from_var(nb_var *v);
-/* The var of a record builder's value, or its name; NULL (and an error that
- * says so) for NB_NONE or an eager value. */
-NB_API nb_var *nb_value_var(nb_value v);
-NB_API const char *nb_value_name(nb_value v);
-
-/* Parameters are made with nb_param (nabla/init.h), in both modes. */
+/* Parameters are made with nb_param (nabla/init.h), in both modes. A builder
+ * that records a program is made by nb_builder_new_record (nabla/program.h);
+ * an eager one by nb_builder_new_eager (nabla/eager.h). */
 
 NB_END_DECLS
 

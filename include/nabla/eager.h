@@ -18,6 +18,7 @@
 #include "nabla/export.h"
 
 #include "nabla/builder.h"
+#include "nabla/rng.h"
 
 NB_BEGIN_DECLS
 

@@ -36,11 +36,14 @@
 #include "nabla/export.h"
 
 #include "nabla/builder.h"
+#include "nabla/kernel.h"
 
 NB_BEGIN_DECLS
 
+struct nb_op_def;
+
 typedef struct nb_grad_ctx {
-    const nb_op_def *def;
+    const struct nb_op_def *def; /* nabla/op.h */
     const nb_attr_value *attrs; /* the forward op's, in def order */
     int in_begin[NB_MAX_SLOTS + 1];
     int out_begin[NB_MAX_SLOTS + 1];

@@ -53,6 +53,7 @@
 #include "nabla/export.h"
 
 #include "nabla/builder.h"
+#include "nabla/program.h"
 #include "nabla/init.h"
 
 NB_BEGIN_DECLS

@@ -19,6 +19,7 @@
 #include "nabla/export.h"
 
 #include "nabla/attr.h"
+#include "nabla/builder.h"
 #include "nabla/kernel.h"
 #include "nabla/rng.h"
 #include "nabla/tensor.h"
@@ -79,12 +80,7 @@ typedef struct nb_attr_def {
 #define NB_ADEF_STRINGS_EMPTY(nm) {(nm), NB_ATTR_STRINGS, false, {.type = NB_ATTR_STRINGS, .n = 0, .strs = 0}}
 #define NB_ADEF_REQUIRED(nm, t) {(nm), (t), true, {.type = (t)}}
 
-/* Dtype and shape of a value; at build time a dimension may be -1 (unknown). */
-typedef struct nb_var_info {
-    nb_dtype dtype;
-    int ndim;
-    int64_t shape[NB_MAX_DIMS];
-} nb_var_info;
+/* nb_var_info, the dtype and shape of a value, is in nabla/builder.h. */
 
 struct nb_op_def;
 struct nb_exec_env;

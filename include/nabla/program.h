@@ -16,6 +16,7 @@
 #include "nabla/export.h"
 
 #include <stdio.h>
+#include "nabla/builder.h"
 #include "nabla/op.h"
 
 NB_BEGIN_DECLS
@@ -37,14 +38,8 @@ typedef struct nb_names {
 typedef struct nb_program nb_program;
 typedef struct nb_block nb_block;
 
-/* Which part of a training program an op belongs to (as Fluid's op_role). */
-typedef enum nb_op_role {
-    NB_ROLE_FORWARD = 0,
-    NB_ROLE_BACKWARD,
-    NB_ROLE_OPTIMIZE,
-    NB_ROLE_LOSS, /* the loss op and the op seeding loss@GRAD */
-    NB_ROLE_STARTUP
-} nb_op_role;
+/* The part of a training program an op belongs to is an nb_op_role
+ * (nabla/builder.h), as Fluid's op_role. */
 
 typedef struct nb_var {
     char *name;
@@ -154,6 +149,29 @@ NB_API const nb_attr_value *nb_op_attr(const nb_op *op, const char *name);
 NB_API const char *nb_op_label(const nb_op *op, char *buf, size_t size);
 /* Re-runs shape inference on one op, updating its output vars. */
 NB_API nb_status nb_block_infer_op(nb_block *b, nb_op *op);
+
+/* ---- building a program through a builder ------------------------------ */
+
+/* A builder that records into `main` (block 0 to start with). `startup`, which
+ * may be NULL, receives parameter initialisers. Neither is owned. */
+NB_API nb_status nb_builder_new_record(nb_builder **out, nb_program *main, nb_program *startup);
+/* The program a record builder records into (NULL for an eager builder),
+ * its startup program (NULL if none) and the block ops go to now. */
+NB_API nb_program *nb_builder_program(nb_builder *b);
+NB_API nb_program *nb_builder_startup(nb_builder *b);
+NB_API nb_block *nb_builder_block(nb_builder *b);
+NB_API void nb_builder_set_block(nb_builder *b, nb_block *block);
+/* A var fed at run time (Fluid's layer.data). Marked stop_gradient. */
+NB_API nb_value nb_data(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape);
+/* The var named `name` in the current block or its ancestors, or NB_NONE
+ * (and an error) if there is none. */
+NB_API nb_value nb_value_by_name(nb_builder *b, const char *name);
+NB_API nb_value nb_value_from_var(nb_var *v);
+/* The var of a record builder's value, or its name; NULL (and an error that
+ * says so) for NB_NONE or an eager value. */
+NB_API nb_var *nb_value_var(nb_value v);
+NB_API const char *nb_value_name(nb_value v);
+
 
 /* ---- reading a program ------------------------------------------------- */
 

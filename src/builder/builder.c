@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "nabla/kernel.h"
 #include "builder_internal.h"
 
 nb_status nb_builder_init(nb_builder **out, const nb_builder_backend *backend)
@@ -57,10 +58,6 @@ nb_status nb_builder_fail(nb_builder *b, nb_status s, const char *fmt, ...)
 }
 
 bool nb_builder_is_eager(const nb_builder *b) { return b->program == NULL; }
-nb_program *nb_builder_program(nb_builder *b) { return b->program; }
-nb_program *nb_builder_startup(nb_builder *b) { return b->startup; }
-nb_block *nb_builder_block(nb_builder *b) { return b->block; }
-void nb_builder_set_block(nb_builder *b, nb_block *block) { b->block = block; }
 void nb_builder_set_role(nb_builder *b, nb_op_role role) { b->role = role; }
 nb_op_role nb_builder_role(const nb_builder *b) { return b->role; }
 

@@ -74,9 +74,12 @@ struct nb_builder {
     const nb_builder_backend *backend;
     nb_status status;
     char error[1024];
-    nb_program *program; /* record backend */
-    nb_program *startup;
-    nb_block *block;
+    /* The program, startup program and current block of a record builder
+     * (and of vmap's batching builder in front of one), for the record
+     * backend and nabla/program.h's calls; the builder never reads them. */
+    struct nb_program *program;
+    struct nb_program *startup;
+    struct nb_block *block;
     nb_op_role role;
     void *state; /* backend-specific */
     /* NULL, or how this builder records loops and branches itself (vmap's

@@ -1,7 +1,6 @@
 /* Helpers that gradient rules call. They sit with the builder, under the op
- * definitions whose rules use them, so they read the def as data and never
- * ask the registry. */
-#include <string.h>
+ * definitions whose rules use them, and read nothing of the op's definition
+ * (nb_grad_attr, which does, is with the attributes in src/ops/attr.c). */
 #include "nabla/grad_rule.h"
 #include "nabla/ops.h"
 
@@ -12,14 +11,6 @@ nb_value nb_grad_dy_or_zeros(nb_builder *b, const nb_grad_ctx *g, int slot, int 
     if (!nb_is_none(y) || !g->y_info) return nb_fill_zeros_like(b, y);
     const nb_var_info *info = &g->y_info[g->out_begin[slot] + k];
     return nb_fill_constant(b, info->dtype, info->ndim, info->shape, 0);
-}
-
-const nb_attr_value *nb_grad_attr(const nb_grad_ctx *g, const char *name)
-{
-    static const nb_attr_value none;
-    for (int i = 0; i < NB_MAX_ATTRS && g->def->attrs[i].name; i++)
-        if (!strcmp(g->def->attrs[i].name, name)) return &g->attrs[i];
-    return &none;
 }
 
 nb_value nb_grad_unbroadcast(nb_builder *b, nb_value v, nb_value like)

@@ -3,6 +3,7 @@
 #define NABLA_CONTROL_INTERNAL_H
 
 #include "nabla/control.h"
+#include "nabla/program.h"
 
 #define NB_CONTROL_MAX 64 /* carried values, sequences, branch inputs and outputs */
 

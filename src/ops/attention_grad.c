@@ -13,6 +13,7 @@
 #include "composite.h"
 #include "conv_grad.h"
 #include "nabla/ops.h"
+#include "nabla/op.h"
 
 enum { Q, K, V, MASK };                      /* both ops' first inputs */
 enum { G_LSE = 4, G_KEY, G_DOUT, G_DELTA }; /* the gradient op's others */

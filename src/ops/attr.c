@@ -4,6 +4,7 @@
 #include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
+#include "nabla/grad_rule.h"
 #include "op_internal.h"
 
 const char *nb_attr_type_name(nb_attr_type t)
@@ -148,4 +149,13 @@ const char *nb_attr_string(const nb_op_ctx *c, const char *name)
 {
     const char *s = nb_attr_get(c, name)->s;
     return s ? s : "";
+}
+
+/* A rule's attribute by name: the definition gives the order of g->attrs. */
+const nb_attr_value *nb_grad_attr(const nb_grad_ctx *g, const char *name)
+{
+    static const nb_attr_value none;
+    for (int i = 0; i < NB_MAX_ATTRS && g->def->attrs[i].name; i++)
+        if (!strcmp(g->def->attrs[i].name, name)) return &g->attrs[i];
+    return &none;
 }

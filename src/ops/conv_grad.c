@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "nabla/ops.h"
+#include "nabla/op.h"
 
 int nb_convgrad_attrs(const nb_grad_ctx *g, const char *type, nb_attr out[NB_MAX_ATTRS])
 {

@@ -3,6 +3,7 @@
 #define NABLA_OPS_CONV_GRAD_H
 
 #include "nabla/grad_rule.h"
+#include "nabla/op.h"
 
 /* Copies into `out` the forward op's attributes that op `type` declares too
  * (all of them for conv2d -> conv2d_grad); returns how many. The values point

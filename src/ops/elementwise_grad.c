@@ -6,6 +6,7 @@
  * rules read X or Out, whichever makes the rule cheaper; the op definitions'
  * grad_uses_* masks say which. */
 #include "elementwise_grad.h"
+#include "nabla/op.h"
 
 #define X0(g) nb_grad_x(g, 0, 0)
 #define Y0(g) nb_grad_x(g, 1, 0)

@@ -10,6 +10,7 @@
 #include "conv_grad.h"
 #include "norm_grad.h"
 #include "nabla/ops.h"
+#include "nabla/op.h"
 
 /* Outputs of a fused grad op DX, DScale, DBias are optional and taken in
  * order: the count to ask for is up to the last one wanted. */

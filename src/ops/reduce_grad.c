@@ -23,6 +23,7 @@
 #include "reduce_grad.h"
 #include "kernels/cpu/reduce.h"
 #include "nabla/ops.h"
+#include "nabla/op.h"
 
 /* The reduction a forward op did. */
 typedef struct red_info {

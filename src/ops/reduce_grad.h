@@ -3,6 +3,7 @@
 #define NABLA_OPS_REDUCE_GRAD_H
 
 #include "nabla/grad_rule.h"
+#include "nabla/op.h"
 
 nb_status nb_vjp_reduce_sum(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_vjp_reduce_mean(nb_builder *b, nb_grad_ctx *g);

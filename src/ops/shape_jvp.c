@@ -7,6 +7,7 @@
 #include <string.h>
 #include "nabla/ops.h"
 #include "shape_grad.h"
+#include "nabla/op.h"
 
 static int slot_count(const nb_slot_def *slots)
 {

@@ -78,6 +78,11 @@ nb_status nb_builder_new_record(nb_builder **out, nb_program *main, nb_program *
     return NB_OK;
 }
 
+nb_program *nb_builder_program(nb_builder *b) { return b->program; }
+nb_program *nb_builder_startup(nb_builder *b) { return b->startup; }
+nb_block *nb_builder_block(nb_builder *b) { return b->block; }
+void nb_builder_set_block(nb_builder *b, nb_block *block) { b->block = block; }
+
 nb_value nb_value_from_var(nb_var *v) { return nb_value_make(v, NB_VALUE_VAR); }
 
 nb_var *nb_value_var(nb_value v)

@@ -15,6 +15,7 @@
 #include "../ops/op_internal.h"
 #include "../program/record.h"
 #include "vmap_internal.h"
+#include "nabla/program.h"
 
 #define MAX_ARGS 64
 
