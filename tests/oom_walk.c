@@ -219,7 +219,7 @@ static nb_status checkpoint_job(double *losses)
     TRY(inputs(&ys, 8, 1, 1.0));
     for (int step = 0; step < 2; step++) {
         nb_value x = nb_eager_value(b, xs), p;
-        TRY(nb_checkpoint(b, predict_fn, NULL, 1, &x, 1, &p));
+        TRY(nb_checkpoint(b, predict_fn, NULL, NB_VALUES_N(1, &x), 1, &p));
         nb_value loss = nb_layer_mse(b, p, nb_eager_value(b, ys));
         TRY(nb_builder_status(b));
         nb_tensor *l = nb_eager_tensor(loss);

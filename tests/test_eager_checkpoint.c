@@ -25,8 +25,8 @@ static nb_status block(nb_builder *b, void *ctx, int n_in, const nb_value *in, i
 static nb_status two_blocks(nb_builder *b, void *ctx, int n_in, const nb_value *in, int n_out, nb_value *out)
 {
     nb_value h;
-    nb_status st = *(int *)ctx ? nb_checkpoint(b, block, NULL, 1, in, 1, &h) : block(b, NULL, 1, in, 1, &h);
-    if (!st) st = *(int *)ctx ? nb_checkpoint(b, block, NULL, 1, &h, 1, out) : block(b, NULL, 1, &h, 1, out);
+    nb_status st = *(int *)ctx ? nb_checkpoint(b, block, NULL, NB_VALUES_N(1, in), 1, &h) : block(b, NULL, 1, in, 1, &h);
+    if (!st) st = *(int *)ctx ? nb_checkpoint(b, block, NULL, NB_VALUES_N(1, &h), 1, out) : block(b, NULL, 1, &h, 1, out);
     return st;
 }
 
@@ -38,9 +38,9 @@ static nb_value model(nb_builder *b, nb_value x, int mode)
     for (int i = 0; i < BLOCKS && !nb_builder_status(b); i++) {
         nb_value o;
         if (mode == 0) block(b, NULL, 1, &h, 1, &o);
-        else if (mode == 1) nb_checkpoint(b, block, NULL, 1, &h, 1, &o);
+        else if (mode == 1) nb_checkpoint(b, block, NULL, NB_VALUES_N(1, &h), 1, &o);
         else if (i % 2 == 0) {
-            nb_checkpoint(b, two_blocks, &yes, 1, &h, 1, &o);
+            nb_checkpoint(b, two_blocks, &yes, NB_VALUES_N(1, &h), 1, &o);
             i++;
         } else continue;
         h = o;
@@ -172,14 +172,14 @@ static void test_errors(void)
     REQUIRE_OK(nb_builder_new_eager(&b));
     nb_tensor *x = input(true);
     nb_value xv = nb_eager_value(b, x), o;
-    CHECK_ERR(nb_checkpoint(b, block, NULL, 1, &xv, 0, &o), NB_ERR_ARG, "checkpoint: needs an eager builder");
-    REQUIRE_OK(nb_checkpoint(b, block, NULL, 1, &xv, 1, &o));
+    CHECK_ERR(nb_checkpoint(b, block, NULL, NB_VALUES_N(1, &xv), 0, &o), NB_ERR_ARG, "checkpoint: needs an eager builder");
+    REQUIRE_OK(nb_checkpoint(b, block, NULL, NB_VALUES_N(1, &xv), 1, &o));
     nb_tensor *l = nb_eager_tensor(nb_reduce_sum(b, o, 0, NULL, false));
     CHECK_OK(nb_backward(1, &l, NULL, 0));
     CHECK_ERR(nb_backward(1, &l, NULL, 0), NB_ERR_STATE, "a second time");
     /* Without grad mode it only runs the function. */
     nb_grad_mode_push(false);
-    CHECK_OK(nb_checkpoint(b, block, NULL, 1, &xv, 1, &o));
+    CHECK_OK(nb_checkpoint(b, block, NULL, NB_VALUES_N(1, &xv), 1, &o));
     CHECK(!nb_tensor_requires_grad(nb_eager_tensor(o)));
     nb_grad_mode_pop();
     nb_tensor_release(x);

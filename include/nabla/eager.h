@@ -181,11 +181,10 @@ NB_API nb_status nb_node_register_post_hook(nb_node *n, nb_node_hook fn, void *c
  *         return nb_builder_status(b);
  *     }
  *     nb_value h;
- *     nb_checkpoint(b, block, NULL, 1, &x, 1, &h); */
+ *     nb_checkpoint(b, block, NULL, NB_VALUES(x), 1, &h); */
 typedef nb_status (*nb_checkpoint_fn)(nb_builder *b, void *ctx, int n_in, const nb_value *in, int n_out,
                                       nb_value *out);
-NB_API nb_status nb_checkpoint(nb_builder *b, nb_checkpoint_fn f, void *ctx, int n_in, const nb_value *in,
-                               int n_out, nb_value *out);
+NB_API nb_status nb_checkpoint(nb_builder *b, nb_checkpoint_fn f, void *ctx, nb_values in, int n_out, nb_value *out);
 
 /* ---- the engine ------------------------------------------------------------- */
 

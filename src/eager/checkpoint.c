@@ -131,9 +131,10 @@ static nb_status ckpt_backward(void *p, int n_out, nb_tensor *const *dy, int n_a
     return st;
 }
 
-nb_status nb_checkpoint(nb_builder *b, nb_checkpoint_fn f, void *ctx, int n_in, const nb_value *in, int n_out,
-                        nb_value *out)
+nb_status nb_checkpoint(nb_builder *b, nb_checkpoint_fn f, void *ctx, nb_values ins, int n_out, nb_value *out)
 {
+    int n_in = ins.n;
+    const nb_value *in = ins.v;
     if (!b || !f || n_in < 0 || n_out < 1 || (n_in && !in) || !out || !nb_builder_is_eager(b))
         return nb_error(NB_ERR_ARG, "checkpoint: needs an eager builder, a function, its inputs and room for its "
                                     "outputs");
