@@ -54,7 +54,7 @@ static void chain(int n, double *fwd, double *bwd)
     nb_tensor *root = nb_tensor_retain(nb_eager_tensor(y));
     nb_eager_release_values(b);
     double t2 = now();
-    die_on(nb_backward(1, &root, NULL, 0));
+    die_on(nb_backward(NB_TENSORS(root), NULL, 0));
     double t3 = now();
     nb_tensor_release(root);
     nb_builder_free(b);

@@ -67,7 +67,7 @@ static double eager_step(runner *r)
     bench_die_on(nb_builder_status(b), nb_builder_error(b));
     nb_tensor *l = nb_eager_tensor(loss);
     double v = nb_tensor_get(l, 0);
-    bench_die_on(nb_backward(1, &l, NULL, 0), "backward");
+    bench_die_on(nb_backward(NB_TENSORS(l), NULL, 0), "backward");
     bench_die_on(nb_eager_optimizer_step(r->o, b), "optimizer step");
     nb_eager_zero_grad(b);
     nb_eager_release_values(b);

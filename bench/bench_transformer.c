@@ -80,7 +80,7 @@ static void eager_step(void *ctx)
                            : block_loss(b, nb_eager_value(b, e->in[0]));
     bench_die_on(nb_builder_status(b), nb_builder_error(b));
     nb_tensor *l = nb_eager_tensor(loss);
-    bench_die_on(nb_backward(1, &l, NULL, 0), "backward");
+    bench_die_on(nb_backward(NB_TENSORS(l), NULL, 0), "backward");
     bench_die_on(nb_eager_optimizer_step(e->o, b), "optimizer step");
     nb_eager_zero_grad(b);
     nb_eager_release_values(b);

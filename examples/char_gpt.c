@@ -347,7 +347,7 @@ static double train_eager(run *r, nb_builder *b)
         nb_tensor *ids, *targets;
         next_batch(r, &ids, &targets);
         nb_tensor *loss = nb_eager_tensor(eager_loss(b, r, ids, targets));
-        die_on(nb_backward(1, &loss, NULL, 0), "backward");
+        die_on(nb_backward(NB_TENSORS(loss), NULL, 0), "backward");
         die_on(nb_eager_optimizer_step(o, b), "optimizer step");
         nb_eager_zero_grad(b);
         after_step(r, nb_tensor_get(loss, 0));

@@ -325,7 +325,7 @@ static double train_eager(run *r, nb_builder *b)
         if (new_epoch || a->no_carry) carried_drop(&s);
         nb_value h_n, c_n;
         nb_tensor *loss = nb_eager_tensor(eager_forward(b, r, rec, &s, &h_n, &c_n));
-        die_on(nb_backward(1, &loss, NULL, 0), "backward");
+        die_on(nb_backward(NB_TENSORS(loss), NULL, 0), "backward");
         die_on(nb_eager_optimizer_step(o, b), "optimizer step");
         nb_eager_zero_grad(b);
         carried_keep(&s, h_n, c_n);

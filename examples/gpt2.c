@@ -380,7 +380,7 @@ static double eager_step(void *self, nb_tensor *ids, nb_tensor *targets)
     if (nb_builder_status(e->b)) die_on(nb_error(nb_builder_status(e->b), "%s", nb_builder_error(e->b)), "model");
     nb_tensor *l = nb_eager_tensor(loss);
     double v = nb_tensor_get(l, 0);
-    die_on(nb_backward(1, &l, NULL, 0), "backward");
+    die_on(nb_backward(NB_TENSORS(l), NULL, 0), "backward");
     die_on(nb_eager_optimizer_step(e->o, e->b), "optimizer step");
     nb_eager_zero_grad(e->b);
     nb_eager_release_values(e->b);

@@ -252,7 +252,7 @@ static inline void mnist_eager_batch(nb_builder *b, mnist_model_fn model, nb_ten
     s->acc += nb_tensor_get(nb_eager_tensor(acc), 0) * (double)n;
     s->samples += n;
     if (o) {
-        die_on(ddp ? nb_ddp_backward(ddp, loss) : nb_backward(1, &loss, NULL, 0), "backward");
+        die_on(ddp ? nb_ddp_backward(ddp, loss) : nb_backward(NB_TENSORS(loss), NULL, 0), "backward");
         die_on(nb_eager_optimizer_step(o, b), "optimizer step");
         nb_eager_zero_grad(b);
     }

@@ -147,7 +147,7 @@ static inline nb_status dp_eager_step(dp_eager *m, nb_tensor **rec)
     nb_status st = nb_builder_status(b);
     if (st) return nb_error(st, "%s", nb_builder_error(b));
     nb_tensor *loss = nb_eager_tensor(cost);
-    st = m->ddp ? nb_ddp_backward(m->ddp, loss) : nb_backward(1, &loss, NULL, 0);
+    st = m->ddp ? nb_ddp_backward(m->ddp, loss) : nb_backward(NB_TENSORS(loss), NULL, 0);
     if (!st) st = nb_eager_optimizer_step(m->o, b);
     nb_eager_zero_grad(b);
     nb_eager_release_values(b);

@@ -115,7 +115,7 @@ static double eager_loss(const char *path, const double *x, double *gx, double *
     MUST(!nb_builder_status(b));
     double l = nb_tensor_get(nb_eager_tensor(loss), 0);
     if (gx) {
-        CHECK_OK(nb_backward(1, (nb_tensor *[]){nb_eager_tensor(loss)}, NULL, 0));
+        CHECK_OK(nb_backward(NB_TENSORS(nb_eager_tensor(loss)), NULL, 0));
         nb_tensor *w = nb_eager_find_param(b, "w");
         MUST(w && nb_tensor_grad(w) && nb_tensor_grad(xt));
         for (int j = 0; j < N; j++) gx[j] = nb_tensor_get(nb_tensor_grad(xt), j), gw[j] = nb_tensor_get(nb_tensor_grad(w), j);

@@ -169,7 +169,7 @@ static void run_eager(const char *model, nb_npz *z, computed *c, outcome *o)
     for (int j = 0; j < n_terms; j++)
         terms[j] = nb_reduce_sum(b, nb_mul(b, out[j], nb_eager_value(b, member(z, "r", j))), 0, NULL, false);
     nb_tensor *l = nb_eager_tensor(nb_sum(b, n_terms, terms));
-    if (nb_builder_status(b) || !l || nb_backward(1, &l, NULL, 0)) {
+    if (nb_builder_status(b) || !l || nb_backward(NB_TENSORS(l), NULL, 0)) {
         fprintf(stderr, "  eager backward: %s\n", nb_last_error());
         o->grad = 0;
         goto done;

@@ -161,7 +161,7 @@ static nb_status eager_job(double *losses)
         TRY(nb_builder_status(b));
         nb_tensor *l = nb_eager_tensor(loss);
         losses[step] = nb_tensor_get(l, 0);
-        TRY(nb_backward(1, &l, NULL, 0));
+        TRY(nb_backward(NB_TENSORS(l), NULL, 0));
         TRY(nb_eager_optimizer_step(o, b));
         nb_eager_zero_grad(b);
         nb_eager_release_values(b);
@@ -223,7 +223,7 @@ static nb_status checkpoint_job(double *losses)
         nb_value loss = nb_layer_mse(b, p, nb_eager_value(b, ys));
         TRY(nb_builder_status(b));
         nb_tensor *l = nb_eager_tensor(loss);
-        TRY(nb_backward(1, &l, NULL, 0));
+        TRY(nb_backward(NB_TENSORS(l), NULL, 0));
         losses[step] = nb_tensor_get(nb_tensor_grad(nb_eager_param_at(b, 0)), 0);
         nb_eager_zero_grad(b);
         nb_eager_release_values(b);

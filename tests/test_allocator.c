@@ -89,7 +89,7 @@ static void eager_job(void)
         nb_value loss = model(b, nb_eager_value(b, xs), nb_eager_value(b, ys));
         CHECK_OK(nb_builder_status(b));
         nb_tensor *l = nb_eager_tensor(loss);
-        CHECK_OK(nb_backward(1, &l, NULL, 0));
+        CHECK_OK(nb_backward(NB_TENSORS(l), NULL, 0));
         CHECK_OK(nb_eager_optimizer_step(o, b));
         nb_eager_zero_grad(b);
         nb_eager_release_values(b);

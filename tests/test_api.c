@@ -137,7 +137,7 @@ static void test_messages(void)
     REQUIRE_OK(nb_tensor_set_requires_grad(x, true));
     nb_tensor *l = nb_eager_tensor(nb_reduce_sum(e, nb_sqrt(e, nb_eager_value(e, x)), 0, NULL, false));
     nb_set_anomaly_mode(true);
-    CHECK(nb_backward(1, &l, NULL, 0) == NB_ERR_STATE);
+    CHECK(nb_backward(NB_TENSORS(l), NULL, 0) == NB_ERR_STATE);
     nb_set_anomaly_mode(false);
     const char *m = strstr(nb_last_error(), " op recorded)");
     CHECK(m && !strstr(nb_last_error(), "-th"));

@@ -341,7 +341,7 @@ static void test_ddp_buckets_and_unused(void)
     nb_eager_zero_grad(b);
     nb_ddp_free(d);
     loss = nb_reduce_sum(b, nb_mul(b, w1, w2), 0, NULL, false);
-    CHECK_OK(nb_backward(1, (nb_tensor *[]){nb_eager_tensor(loss)}, NULL, 0));
+    CHECK_OK(nb_backward(NB_TENSORS(nb_eager_tensor(loss)), NULL, 0));
     CHECK_TENSOR(nb_tensor_grad(nb_eager_tensor(w1)), S(3), 0, 2, 2, 2);
     CHECK(nb_tensor_grad(nb_eager_find_param(b, "unused")) == NULL);
     nb_builder_free(b);
@@ -372,7 +372,7 @@ static void test_post_accumulate_hook(void)
     CHECK_OK(nb_tensor_register_post_accumulate_hook(w, count_ready, calls));
     nb_value v = nb_eager_value(b, w);
     nb_value y = nb_add(b, nb_mul(b, v, v), nb_scale(b, v, 5, 0)); /* w^2 + 5w: two paths */
-    CHECK_OK(nb_backward(1, (nb_tensor *[]){nb_eager_tensor(y)}, NULL, NB_RETAIN_GRAPH));
+    CHECK_OK(nb_backward(NB_TENSORS(nb_eager_tensor(y)), NULL, NB_RETAIN_GRAPH));
     CHECK(calls[0] == 1 && calls[1] == 11); /* once, with the sum 2w + 5 */
     nb_tensor *dx;
     CHECK_OK(nb_autograd_grad(NB_TENSORS(nb_eager_tensor(y)), NULL, NB_TENSORS(w), NB_RETAIN_GRAPH, &dx));

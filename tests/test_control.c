@@ -103,7 +103,7 @@ static double eager_grads(const setup *s, nb_tensor **g)
     CHECK_OK(s->f(b, p, &loss, s->ctx));
     nb_tensor *l = nb_eager_tensor(loss);
     double v = l ? nb_tensor_get(l, 0) : NAN;
-    if (l) CHECK_OK(nb_backward(1, &l, NULL, 0));
+    if (l) CHECK_OK(nb_backward(NB_TENSORS(l), NULL, 0));
     for (int i = 0; i < s->n; i++) {
         nb_tensor *gi = nb_tensor_grad(leaf[i]);
         g[i] = gi ? nb_tensor_retain(gi) : NULL;

@@ -33,7 +33,7 @@ static void test_backward_and_accumulation(void)
     CHECK(nb_tensor_requires_grad(T_(loss)) && !nb_tensor_is_leaf(T_(loss)));
     CHECK_STR(nb_node_op(nb_tensor_grad_fn(T_(loss))), "reduce_sum");
     nb_tensor *l = T_(loss);
-    REQUIRE_OK(nb_backward(1, &l, NULL, NB_RETAIN_GRAPH));
+    REQUIRE_OK(nb_backward(NB_TENSORS(l), NULL, NB_RETAIN_GRAPH));
     double want[3];
     for (int i = 0; i < 3; i++) {
         double v = nb_tensor_get(xt, i);
@@ -41,10 +41,10 @@ static void test_backward_and_accumulation(void)
     }
     CHECK_TENSOR(nb_tensor_grad(xt), S(3), 1e-12, want[0], want[1], want[2]);
     /* A second backward (graph retained) adds to .grad. */
-    REQUIRE_OK(nb_backward(1, &l, NULL, 0));
+    REQUIRE_OK(nb_backward(NB_TENSORS(l), NULL, 0));
     CHECK_TENSOR(nb_tensor_grad(xt), S(3), 1e-12, 2 * want[0], 2 * want[1], 2 * want[2]);
     /* The graph was freed: a third one fails clearly. */
-    CHECK_ERR(nb_backward(1, &l, NULL, 0), NB_ERR_STATE, "backward through the graph a second time");
+    CHECK_ERR(nb_backward(NB_TENSORS(l), NULL, 0), NB_ERR_STATE, "backward through the graph a second time");
     nb_tensor_zero_grad(xt);
     CHECK(nb_tensor_grad(xt) == NULL);
     nb_builder_free(b);
@@ -59,7 +59,7 @@ static void test_diamond(void)
     nb_value x = nb_eager_value(b, xt), a = nb_exp(b, x);
     nb_value loss = nb_reduce_sum(b, nb_add(b, nb_mul(b, a, a), a), 0, NULL, false);
     nb_tensor *l = T_(loss);
-    REQUIRE_OK(nb_backward(1, &l, NULL, 0));
+    REQUIRE_OK(nb_backward(NB_TENSORS(l), NULL, 0));
     double a0 = exp(0.1), a1 = exp(-0.3);
     CHECK_TENSOR(nb_tensor_grad(xt), S(2), 1e-12, (2 * a0 + 1) * a0, (2 * a1 + 1) * a1);
     nb_builder_free(b);
@@ -80,13 +80,13 @@ static void test_accumulation_leaves_held_gradients_alone(void)
     REQUIRE_OK(nb_builder_status(b));
     nb_tensor *g1 = tt(NB_F64, 1, S(2), (const double[]){1, 1}), *g2 = tt(NB_F64, 1, S(2), (const double[]){2, 3});
     nb_tensor *roots[2] = {T_(h), T_(h)}, *grads[2] = {g1, g2};
-    REQUIRE_OK(nb_backward(2, roots, grads, NB_RETAIN_GRAPH));
+    REQUIRE_OK(nb_backward(NB_TENSORS_N(2, roots), grads, NB_RETAIN_GRAPH));
     CHECK_TENSOR(g1, S(2), 0, 1, 1);
     CHECK_TENSOR(g2, S(2), 0, 2, 3);
     /* dh/dw = x (x + x^2 + 2), times the summed root gradient 3, 4. */
     CHECK_TENSOR(nb_tensor_grad(wt), S(2), 1e-12, 3 * 4.0, 4 * 16.0);
     nb_tensor *first = nb_tensor_retain(nb_tensor_grad(wt));
-    REQUIRE_OK(nb_backward(2, roots, grads, 0));
+    REQUIRE_OK(nb_backward(NB_TENSORS_N(2, roots), grads, 0));
     CHECK_TENSOR(first, S(2), 1e-12, 12, 64);
     CHECK_TENSOR(nb_tensor_grad(wt), S(2), 1e-12, 24, 128);
     nb_tensor_release(first);
@@ -111,11 +111,11 @@ static void test_root_that_feeds_another_root(void)
     REQUIRE_OK(nb_builder_status(b));
     nb_tensor *gx = tt(NB_F64, 1, S(2), (const double[]){1, 1}), *gz = tt(NB_F64, 1, S(2), (const double[]){2, 2});
     nb_tensor *roots[2] = {xt, T_(z)}, *grads[2] = {gx, gz};
-    REQUIRE_OK(nb_backward(2, roots, grads, NB_RETAIN_GRAPH));
+    REQUIRE_OK(nb_backward(NB_TENSORS_N(2, roots), grads, NB_RETAIN_GRAPH));
     CHECK_TENSOR(nb_tensor_grad(xt), S(2), 1e-12, 1 + 4 * 0.5, 1 + 4 * -2.0);
     /* The other order of the roots, onto the same .grad. */
     nb_tensor *swapped[2] = {T_(z), xt}, *swapped_grads[2] = {gz, gx};
-    REQUIRE_OK(nb_backward(2, swapped, swapped_grads, 0));
+    REQUIRE_OK(nb_backward(NB_TENSORS_N(2, swapped), swapped_grads, 0));
     CHECK_TENSOR(nb_tensor_grad(xt), S(2), 1e-12, 2 * (1 + 4 * 0.5), 2 * (1 + 4 * -2.0));
     nb_tensor_release(gx);
     nb_tensor_release(gz);
@@ -206,7 +206,7 @@ static void test_hooks(void)
     REQUIRE_OK(nb_node_register_pre_hook(nb_tensor_grad_fn(T_(h)), count_calls, &pre));
     REQUIRE_OK(nb_node_register_post_hook(nb_tensor_grad_fn(T_(h)), count_calls, &post));
     nb_tensor *l = T_(loss);
-    REQUIRE_OK(nb_backward(1, &l, NULL, 0));
+    REQUIRE_OK(nb_backward(NB_TENSORS(l), NULL, 0));
     /* dL/dh = 1, doubled by h's hook (and retained as such); times 3; doubled by x's hook. */
     CHECK_TENSOR(nb_tensor_grad(T_(h)), S(2), 0, 2, 2);
     CHECK_TENSOR(nb_tensor_grad(xt), S(2), 0, 12, 12);
@@ -228,7 +228,7 @@ static void test_inplace_on_saved_value_is_an_error(void)
     nb_grad_mode_pop();
     CHECK(nb_tensor_version(T_(a)) == 1);
     nb_tensor *l = T_(loss);
-    CHECK_ERR(nb_backward(1, &l, NULL, 0), NB_ERR_STATE,
+    CHECK_ERR(nb_backward(NB_TENSORS(l), NULL, 0), NB_ERR_STATE,
               "exp (node #");
     CHECK(strstr(nb_last_error(), "modified by an in-place scale") != NULL);
     nb_builder_free(b);
@@ -262,9 +262,9 @@ static void test_no_grad_detach_and_propagation(void)
     CHECK_ERR(nb_tensor_set_requires_grad(it, true), NB_ERR_DTYPE, "floating-point");
     nb_tensor_release(it);
     nb_tensor *root = d;
-    CHECK_ERR(nb_backward(1, &root, NULL, 0), NB_ERR_ARG, "does not require grad");
+    CHECK_ERR(nb_backward(NB_TENSORS(root), NULL, 0), NB_ERR_ARG, "does not require grad");
     nb_tensor *zt = T_(z);
-    CHECK_ERR(nb_backward(1, &zt, NULL, 0), NB_ERR_SHAPE, "pass root_grads");
+    CHECK_ERR(nb_backward(NB_TENSORS(zt), NULL, 0), NB_ERR_SHAPE, "pass root_grads");
     nb_tensor_release(d);
     nb_builder_free(b);
     release_all(xt, ct, NULL);
@@ -277,7 +277,7 @@ static void test_anomaly_mode_names_the_op(void)
     nb_value loss = nb_reduce_sum(b, nb_sqrt(b, nb_eager_value(b, xt)), 0, NULL, false);
     nb_tensor *l = T_(loss);
     nb_set_anomaly_mode(true);
-    CHECK_ERR(nb_backward(1, &l, NULL, 0), NB_ERR_STATE, "anomaly: the gradient that sqrt (node #");
+    CHECK_ERR(nb_backward(NB_TENSORS(l), NULL, 0), NB_ERR_STATE, "anomaly: the gradient that sqrt (node #");
     nb_set_anomaly_mode(false);
     nb_builder_free(b);
     nb_tensor_release(xt);
@@ -293,7 +293,7 @@ static void test_deep_chain(void)
     nb_value loss = nb_reduce_sum(b, nb_scale(b, v, 3.0, 0.0), 0, NULL, false);
     nb_tensor *l = nb_tensor_retain(T_(loss));
     nb_eager_release_values(b);
-    REQUIRE_OK(nb_backward(1, &l, NULL, 0));
+    REQUIRE_OK(nb_backward(NB_TENSORS(l), NULL, 0));
     CHECK_TENSOR(nb_tensor_grad(xt), S(1), 0, 3);
     nb_tensor_release(l); /* frees the 100,002 nodes */
     nb_builder_free(b);
@@ -315,7 +315,7 @@ static void test_same_gradients_as_static_program(void)
     nb_value logits = nb_matmul(e, h, nb_eager_value(e, w2), 0);
     nb_value loss = nb_reduce_mean(e, nb_softmax_with_cross_entropy(e, logits, nb_eager_value(e, lt), NULL), 0, NULL, false);
     nb_tensor *l = T_(loss);
-    REQUIRE_OK(nb_backward(1, &l, NULL, 0));
+    REQUIRE_OK(nb_backward(NB_TENSORS(l), NULL, 0));
     /* static */
     nb_program *p;
     nb_builder *s;
@@ -365,7 +365,7 @@ static void test_autograd_state_of_tensors_and_views(void)
     nb_tensor *l = nb_tensor_retain(T_(loss));
     REQUIRE_OK(nb_builder_status(b));
     nb_eager_release_values(b);
-    REQUIRE_OK(nb_backward(1, &l, NULL, 0));
+    REQUIRE_OK(nb_backward(NB_TENSORS(l), NULL, 0));
     CHECK_TENSOR(nb_tensor_grad(xt), S(4), 0, 2, 4, 6, 8);
     CHECK_TENSOR(nb_tensor_grad(vt), S(2), 0, 4, 6);
     nb_tensor_release(l);
@@ -375,7 +375,7 @@ static void test_autograd_state_of_tensors_and_views(void)
     nb_tensor_zero_grad(vt);
     l = nb_tensor_retain(T_(nb_reduce_sum(b, nb_exp(b, nb_eager_value(b, vt)), 0, NULL, false)));
     REQUIRE_OK(nb_builder_status(b));
-    REQUIRE_OK(nb_backward(1, &l, NULL, 0));
+    REQUIRE_OK(nb_backward(NB_TENSORS(l), NULL, 0));
     CHECK_TENSOR(nb_tensor_grad(vt), S(2), 1e-12, exp(2.0), exp(3.0));
     release_all(l, vt, dt, NULL);
     nb_builder_free(b);
@@ -412,7 +412,7 @@ static void test_spent_gradients_are_freed_during_the_pass(void)
     nb_tensor *root = T_(y3);
     kept_grad = NULL;
     kept_refs = -1;
-    CHECK_OK(nb_backward(1, &root, NULL, 0));
+    CHECK_OK(nb_backward(NB_TENSORS(root), NULL, 0));
     CHECK(kept_refs == 1);
     CHECK_TENSOR(kept_grad, S(1), 1e-12, 3.0);
     CHECK_TENSOR(nb_tensor_grad(xt), S(1), 1e-12, 27.0);
@@ -455,7 +455,7 @@ static void test_repeated_ops_follow_their_inputs(void)
     for (int i = 0; i < 2; i++) CHECK_TENSOR(T_(nb_emit1(b, "leaky_relu", NB_VALUES(l), NB_NO_ATTRS)), S(2), 1e-15, -0.01, 2);
     CHECK_TENSOR(T_(nb_emit1(b, "leaky_relu", NB_VALUES(l), NB_ATTRS(NB_ATTR_FLOAT("alpha", 0.5)))), S(2), 0, -0.5, 2);
     nb_tensor *lr = T_(nb_reduce_sum(b, nb_emit1(b, "leaky_relu", NB_VALUES(l), NB_NO_ATTRS), 0, NULL, false));
-    REQUIRE_OK(nb_backward(1, &lr, NULL, 0));
+    REQUIRE_OK(nb_backward(NB_TENSORS(lr), NULL, 0));
     CHECK_TENSOR(nb_tensor_grad(lt), S(2), 1e-15, 0.01, 1);
     nb_tensor_release(lt);
     /* Shapes that do not broadcast, right after a call that ran. */

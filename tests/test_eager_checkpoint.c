@@ -78,7 +78,7 @@ static void train(run *r, int mode)
         nb_tensor *l = nb_eager_tensor(loss);
         int nodes;
         CHECK_OK(nb_autograd_saved_bytes(NB_TENSORS(l), &r->saved, &nodes));
-        CHECK_OK(nb_backward(1, &l, NULL, 0));
+        CHECK_OK(nb_backward(NB_TENSORS(l), NULL, 0));
         nb_eager_release_values(r->b);
     }
 }
@@ -175,8 +175,8 @@ static void test_errors(void)
     CHECK_ERR(nb_checkpoint(b, block, NULL, NB_VALUES_N(1, &xv), 0, &o), NB_ERR_ARG, "checkpoint: needs an eager builder");
     REQUIRE_OK(nb_checkpoint(b, block, NULL, NB_VALUES_N(1, &xv), 1, &o));
     nb_tensor *l = nb_eager_tensor(nb_reduce_sum(b, o, 0, NULL, false));
-    CHECK_OK(nb_backward(1, &l, NULL, 0));
-    CHECK_ERR(nb_backward(1, &l, NULL, 0), NB_ERR_STATE, "a second time");
+    CHECK_OK(nb_backward(NB_TENSORS(l), NULL, 0));
+    CHECK_ERR(nb_backward(NB_TENSORS(l), NULL, 0), NB_ERR_STATE, "a second time");
     /* Without grad mode it only runs the function. */
     nb_grad_mode_push(false);
     CHECK_OK(nb_checkpoint(b, block, NULL, NB_VALUES_N(1, &xv), 1, &o));

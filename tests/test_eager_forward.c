@@ -79,7 +79,7 @@ static void test_backward_accumulates_tangents(void)
     REQUIRE_OK(setup(&f, 1));
     CHECK_OK(nb_eager_forward_push(f.b));
     nb_tensor *y = loss(f.b, f.x);
-    CHECK_OK(nb_backward(1, &y, NULL, 0));
+    CHECK_OK(nb_backward(NB_TENSORS(y), NULL, 0));
     nb_eager_forward_pop();
     check_hvp(nb_tensor_grad(f.x), nb_eager_tangent(f.b, nb_eager_value(f.b, nb_tensor_grad(f.x))));
     teardown(&f);

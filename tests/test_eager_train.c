@@ -37,7 +37,7 @@ static nb_tensor *eager_loss_backward(twin *t, twin_model_fn fn)
     CHECK_OK(nb_builder_status(t->eager));
     if (nb_is_none(loss)) return NULL;
     nb_tensor *l = nb_eager_tensor(loss);
-    CHECK_OK(nb_backward(1, &l, NULL, 0));
+    CHECK_OK(nb_backward(NB_TENSORS(l), NULL, 0));
     return nb_tensor_retain(l);
 }
 
@@ -160,7 +160,7 @@ static void test_eager_learns(void)
         nb_value loss = mlp(b, nb_eager_value(b, x), nb_eager_value(b, y));
         REQUIRE_OK(nb_builder_status(b));
         nb_tensor *l = nb_eager_tensor(loss);
-        CHECK_OK(nb_backward(1, &l, NULL, 0));
+        CHECK_OK(nb_backward(NB_TENSORS(l), NULL, 0));
         CHECK_OK(nb_eager_optimizer_step(o, b));
         nb_eager_zero_grad(b);
         last = nb_tensor_get(l, 0);

@@ -64,7 +64,7 @@ static void eager_step(int min_ndim)
     REQUIRE_OK(nb_tensor_full(&x, NB_F32, 2, (int64_t[]){1, 2}, 1.0));
     nb_tensor *loss = nb_eager_tensor(zero_loss(b, nb_eager_value(b, x)));
     CHECK_OK(nb_builder_status(b));
-    CHECK_OK(nb_backward(1, &loss, NULL, 0));
+    CHECK_OK(nb_backward(NB_TENSORS(loss), NULL, 0));
     nb_optimizer opt = nb_adamw(LR, WD);
     opt.decay_min_ndim = min_ndim;
     nb_eager_optimizer *o;

@@ -336,7 +336,7 @@ static void test_block_gradients(void)
         /* The tape: the same loss and gradients. */
         nb_tensor *loss = nb_eager_tensor(block_loss(t.eager, nb_eager_value(t.eager, t.x), NB_NONE));
         CHECK_OK(nb_builder_status(t.eager));
-        CHECK_OK(nb_backward(1, &loss, NULL, 0));
+        CHECK_OK(nb_backward(NB_TENSORS(loss), NULL, 0));
         CHECK(got[0] && loss && fabs(nb_tensor_get(got[0], 0) - nb_tensor_get(loss, 0)) < 1e-10);
         for (int i = 0; i < N_BLOCK_PARAMS; i++) {
             nb_tensor *p = nb_eager_find_param(t.eager, block_params[i]);

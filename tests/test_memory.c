@@ -142,7 +142,7 @@ static void test_eager_saved_bytes(void)
     if (bytes != want || nodes != 8)
         fprintf(stderr, "  saved %zu bytes in %d nodes, expected %zu in 8\n", bytes, nodes, want);
     CHECK(bytes == want && nodes == 8);
-    REQUIRE_OK(nb_backward(1, &yt, NULL, 0));
+    REQUIRE_OK(nb_backward(NB_TENSORS(yt), NULL, 0));
     REQUIRE_OK(nb_autograd_saved_bytes(NB_TENSORS(yt), &bytes, &nodes));
     CHECK(bytes == 0 && nodes == 0);
     CHECK_ERR(nb_autograd_saved_bytes(NB_TENSORS(yt), NULL, NULL), NB_ERR_ARG, "saved bytes");

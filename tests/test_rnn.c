@@ -137,7 +137,7 @@ static void eager_case(const ref_case *c)
     CHECK_OK(nb_builder_status(b));
     if (!nb_builder_status(b)) {
         nb_tensor *l = nb_eager_tensor(loss);
-        CHECK_OK(nb_backward(1, &l, NULL, 0));
+        CHECK_OK(nb_backward(NB_TENSORS(l), NULL, 0));
         char what[96];
         for (int j = 0; j < n_out; j++) {
             snprintf(what, sizeof what, "%s, output %d", c->name, j);
@@ -355,7 +355,7 @@ static int unroll_run(nb_rnn_kind kind, bool by_hand, bool reverse, nb_tensor **
     CHECK_OK(nb_builder_status(b));
     if (!nb_builder_status(b)) {
         nb_tensor *l = nb_eager_tensor(loss);
-        CHECK_OK(nb_backward(1, &l, NULL, 0));
+        CHECK_OK(nb_backward(NB_TENSORS(l), NULL, 0));
         for (int j = 0; j <= n; j++) res[count++] = nb_tensor_retain(nb_eager_tensor(outs[j]));
         for (int k = 0; k < 4; k++) res[count++] = nb_tensor_retain(nb_tensor_grad(nb_eager_tensor(pv[k])));
         nb_tensor *ins[3] = {x, h0, c0};

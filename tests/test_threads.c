@@ -70,7 +70,7 @@ static void *eager_train(void *arg)
         nb_value loss = nb_layer_mse(b, mlp(b, nb_eager_value(b, x)), nb_eager_value(b, y));
         if ((st = nb_builder_status(b))) break;
         nb_tensor *l = nb_eager_tensor(loss);
-        if ((st = nb_backward(1, &l, NULL, 0))) break;
+        if ((st = nb_backward(NB_TENSORS(l), NULL, 0))) break;
         if ((st = nb_eager_optimizer_step(o, b))) break;
         j->loss[step] = nb_tensor_get(l, 0);
         nb_eager_zero_grad(b);

@@ -122,7 +122,7 @@ int main(int argc, char **argv)
         return 1;
     }
     nb_tensor *lt = nb_eager_tensor(l);
-    if (nb_backward(1, &lt, NULL, 0)) return fail("backward");
+    if (nb_backward(NB_TENSORS(lt), NULL, 0)) return fail("backward");
     if (write_f64(dir, "out", ".eager", nb_eager_tensor(y))) return fail("output");
     for (int i = 0; i < g.n_pairs; i++)
         if (write_f64(dir, g.pairs[i].param, ".grad.eager", nb_tensor_grad(nb_eager_find_param(e, g.pairs[i].param))))

@@ -45,7 +45,10 @@ NB_API nb_tensor *nb_eager_find_param(nb_builder *b, const char *name);
 NB_API int nb_eager_param_count(const nb_builder *b); /* -1, with an error, if b is not an eager builder */
 NB_API const char *nb_eager_param_name(const nb_builder *b, int i);
 NB_API nb_tensor *nb_eager_param_at(const nb_builder *b, int i);
-NB_API nb_status nb_eager_add_param(nb_builder *b, const char *name, nb_tensor *t); /* retains t; sets requires_grad (float tensors) */
+/* Makes t itself the parameter `name`, not a copy: the builder retains it
+ * and sets requires_grad (float tensors), so updates to either are one.
+ * nb_param_from (nabla/init.h) copies a tensor instead, in both modes. */
+NB_API nb_status nb_eager_add_param(nb_builder *b, const char *name, nb_tensor *t);
 /* The generator random ops and initialisers draw from in this builder. */
 NB_API nb_rng *nb_eager_rng(nb_builder *b);
 NB_API void nb_eager_set_seed(nb_builder *b, uint64_t seed);
@@ -189,13 +192,14 @@ NB_API nb_status nb_checkpoint(nb_builder *b, nb_checkpoint_fn f, void *ctx, nb_
 /* ---- the engine ------------------------------------------------------------- */
 
 /* Accumulates into .grad of every leaf that requires grad the gradients of
- * the roots (root_grads NULL, or NULL entries: ones, for scalar roots).
+ * the roots (root_grads, one per root, NULL or with NULL entries: ones, for
+ * scalar roots).
  * flags: without NB_RETAIN_GRAPH the saved values are freed, and a second
  * backward through the same nodes fails clearly; with NB_CREATE_GRAPH the
  * backward itself is recorded, so gradients can be differentiated again.
  *
- *     nb_backward(1, &loss, NULL, 0); */
-NB_API nb_status nb_backward(int n_roots, nb_tensor *const *roots, nb_tensor *const *root_grads, unsigned flags);
+ *     nb_backward(NB_TENSORS(loss), NULL, 0); */
+NB_API nb_status nb_backward(nb_tensors roots, nb_tensor *const *root_grads, unsigned flags);
 /* torch.autograd.grad: the gradients of `outputs` with respect to `inputs`
  * (new references in grads_out), running only the nodes on a path to them
  * and leaving .grad alone. An input the outputs do not depend on gets NULL

@@ -166,7 +166,9 @@ NB_API nb_value nb_persistable_var(nb_builder *b, const char *name, nb_dtype dty
  * carries the values, so the program file holds them too; an eager builder
  * copies the tensor into its store, or, when it already holds a tensor of
  * that name (the next step of a training loop), returns that one unchanged,
- * as nb_param does. Errors go to the builder, as for nb_param. */
+ * as nb_param does. Errors go to the builder, as for nb_param. The caller's
+ * tensor stays the caller's; to make a tensor itself an eager parameter,
+ * shared and not copied, use nb_eager_add_param (nabla/eager.h). */
 NB_API nb_value nb_param_from(nb_builder *b, const char *name, const nb_tensor *value);
 NB_API nb_value nb_persistable_from(nb_builder *b, const char *name, const nb_tensor *value);
 

@@ -173,7 +173,7 @@ NB_API nb_status nb_lr_at(const nb_lr_schedule *s, double base_lr, int64_t t, do
  *     nb_eager_optimizer_new(&o, &opt);            // the nb_optimizer of nb_minimize
  *     for (each batch) {
  *         nb_value loss = model(eager, nb_eager_value(eager, x), ...);
- *         nb_backward(1, (nb_tensor *[]){nb_eager_tensor(loss)}, NULL, 0);
+ *         nb_backward(NB_TENSORS(nb_eager_tensor(loss)), NULL, 0);
  *         nb_eager_optimizer_step(o, eager);
  *         nb_eager_zero_grad(eager);
  *         nb_eager_release_values(eager);

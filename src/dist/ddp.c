@@ -161,7 +161,7 @@ nb_status nb_ddp_backward(nb_ddp *d, nb_tensor *loss)
     d->failed = NB_OK;
     d->active = true;
     double t0 = nb_comm_clock();
-    nb_status st = nb_backward(1, &loss, NULL, 0);
+    nb_status st = nb_backward(NB_TENSORS(loss), NULL, 0);
     d->t_backward_end = nb_comm_clock();
     d->active = false;
     d->stats.backward_seconds += d->t_backward_end - t0;

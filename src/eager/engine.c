@@ -682,8 +682,10 @@ static nb_status root_gradients(int n, nb_tensor *const *roots, nb_tensor *const
     return NB_OK;
 }
 
-nb_status nb_backward(int n_roots, nb_tensor *const *roots, nb_tensor *const *root_grads, unsigned flags)
+nb_status nb_backward(nb_tensors root_list, nb_tensor *const *root_grads, unsigned flags)
 {
+    int n_roots = root_list.n;
+    nb_tensor *const *roots = root_list.v;
     bool create_graph = flags & NB_CREATE_GRAPH, retain_graph = flags & NB_RETAIN_GRAPH;
     if (n_roots < 1 || !roots) return nb_error(NB_ERR_ARG, "backward: no roots");
     nb_tensor **grads = nb_calloc((size_t)n_roots, sizeof *grads);
