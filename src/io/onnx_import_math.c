@@ -291,12 +291,10 @@ static nb_value softplus(ox_import *im, nb_value x)
 }
 static nb_status i_softplus(ox_import *im) { return ox_out(im, 0, softplus(im, ox_in(im, 0))); }
 
-/* Mish (opset 18): x tanh(softplus(x)). */
-static nb_status i_mish(ox_import *im)
-{
-    nb_value x = ox_in(im, 0);
-    return ox_out(im, 0, nb_mul(B, x, nb_tanh(B, softplus(im, x))));
-}
+/* Mish (opset 18), HardSwish and Softsign are nabla's composite ops. */
+static nb_status i_mish(ox_import *im) { return ox_out(im, 0, nb_mish(B, ox_in(im, 0))); }
+static nb_status i_hard_swish(ox_import *im) { return ox_out(im, 0, nb_hardswish(B, ox_in(im, 0))); }
+static nb_status i_softsign(ox_import *im) { return ox_out(im, 0, nb_softsign(B, ox_in(im, 0))); }
 
 /* Gelu (opset 20): exact, or the tanh form. */
 static nb_status i_gelu(ox_import *im)
@@ -331,17 +329,6 @@ static nb_value hard_sigmoid(ox_import *im, nb_value x, double alpha, double bet
 static nb_status i_hard_sigmoid(ox_import *im)
 {
     return ox_out(im, 0, hard_sigmoid(im, ox_in(im, 0), ox_attr_f(im, "alpha", 0.2), ox_attr_f(im, "beta", 0.5)));
-}
-static nb_status i_hard_swish(ox_import *im)
-{
-    nb_value x = ox_in(im, 0);
-    return ox_out(im, 0, nb_mul(B, x, hard_sigmoid(im, x, 1.0 / 6, 0.5)));
-}
-
-static nb_status i_softsign(ox_import *im)
-{
-    nb_value x = ox_in(im, 0);
-    return ox_out(im, 0, nb_div(B, x, nb_scale(B, nb_abs(B, x), 1, 1)));
 }
 
 /* PRelu: x where x >= 0, slope * x below, the slope broadcast to x (one way:

@@ -72,7 +72,7 @@ static nb_value apply_act(ox_import *im, const rnn *r, const act *a, nb_value x)
     if (!strcmp(n, "LeakyRelu")) return nb_leaky_relu(B, x, a->alpha);
     if (!strcmp(n, "Elu")) return nb_elu(B, x, a->alpha);
     if (!strcmp(n, "Softplus")) return nb_softplus(B, x, 1, 1e30);
-    if (!strcmp(n, "Softsign")) return nb_div(B, x, nb_scale(B, nb_abs(B, x), 1, 1));
+    if (!strcmp(n, "Softsign")) return nb_softsign(B, x);
     if (!strcmp(n, "Affine")) return nb_scale(B, x, a->alpha, a->beta);
     if (!strcmp(n, "ScaledTanh")) return nb_scale(B, nb_tanh(B, nb_scale(B, x, a->beta, 0)), a->alpha, 0);
     if (!strcmp(n, "HardSigmoid")) return nb_clip(B, nb_scale(B, x, a->alpha, a->beta), 0, 1);
