@@ -1,5 +1,6 @@
 /* Opening a file to load (input_file.h). */
 #include "input_file.h"
+#include "nabla/device.h"
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -46,4 +47,23 @@ nb_status nb_input_file_open(const char *what, const char *path, FILE **f, uint6
     if (st) fclose(fp);
     else *f = fp;
     return st;
+}
+
+nb_status nb_input_file_load(const char *what, const char *path, size_t size, nb_input_loader load,
+                             void (*destroy)(void *obj), void **out)
+{
+    *out = NULL;
+    FILE *fp;
+    uint64_t file_size = 0;
+    nb_status st = nb_input_file_open(what, path, &fp, &file_size);
+    if (st) return st;
+    void *obj = nb_calloc(1, size);
+    st = obj ? load(fp, file_size, obj) : nb_error(NB_ERR_NOMEM, "out of memory");
+    fclose(fp);
+    if (st) {
+        if (obj) destroy(obj);
+        return nb_error_context(st, "%s '%s'", what, path);
+    }
+    *out = obj;
+    return NB_OK;
 }

@@ -18,4 +18,13 @@ nb_status nb_input_file_open(const char *what, const char *path, FILE **f, uint6
  * way, such as zlib's gzopen). */
 nb_status nb_input_file_check(const char *what, const char *path, uint64_t *size);
 
+/* The whole of a loader that reads one object from one file: opens path
+ * (as nb_input_file_open), allocates a zeroed object of `size` bytes, and
+ * has load fill it from the open file of `file_size` bytes. On failure the
+ * object is released with destroy and the error names "WHAT 'PATH'"; *out
+ * is NULL then. */
+typedef nb_status (*nb_input_loader)(FILE *fp, uint64_t file_size, void *obj);
+nb_status nb_input_file_load(const char *what, const char *path, size_t size, nb_input_loader load,
+                             void (*destroy)(void *obj), void **out);
+
 #endif

@@ -195,23 +195,16 @@ static nb_status load_from(FILE *fp, uint64_t size, nb_npz *f)
     return index_names(f); /* unique: zip_open refused repeated member names */
 }
 
+static nb_status load_any(FILE *fp, uint64_t size, void *f) { return load_from(fp, size, f); }
+static void free_any(void *f) { nb_npz_free(f); }
+
 nb_status nb_npz_load(nb_npz **out, const char *path)
 {
     if (!out) return nb_error(NB_ERR_ARG, "npz load: out is NULL");
-    *out = NULL;
-    FILE *fp;
-    uint64_t size;
-    nb_status st = nb_input_file_open("npz", path, &fp, &size);
-    if (st) return st;
-    nb_npz *f = nb_calloc(1, sizeof *f);
-    st = f ? load_from(fp, size, f) : oom();
-    fclose(fp);
-    if (st) {
-        nb_npz_free(f);
-        return nb_error_context(st, "npz '%s'", path);
-    }
+    void *f;
+    nb_status st = nb_input_file_load("npz", path, sizeof **out, load_any, free_any, &f);
     *out = f;
-    return NB_OK;
+    return st;
 }
 
 int nb_npz_count(const nb_npz *f) { return f ? f->n : 0; }

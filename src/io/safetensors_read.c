@@ -389,21 +389,14 @@ static nb_status load_from(FILE *fp, uint64_t size, nb_safetensors *f)
     return st;
 }
 
+static nb_status load_any(FILE *fp, uint64_t size, void *f) { return load_from(fp, size, f); }
+static void free_any(void *f) { nb_safetensors_free(f); }
+
 nb_status nb_safetensors_load(nb_safetensors **out, const char *path)
 {
     if (!out) return nb_error(NB_ERR_ARG, "safetensors load: out is NULL");
-    *out = NULL;
-    FILE *fp;
-    uint64_t size;
-    nb_status st = nb_input_file_open("safetensors", path, &fp, &size);
-    if (st) return st;
-    nb_safetensors *f = nb_calloc(1, sizeof *f);
-    st = f ? load_from(fp, size, f) : oom();
-    fclose(fp);
-    if (st) {
-        nb_safetensors_free(f);
-        return nb_error_context(st, "safetensors '%s'", path);
-    }
+    void *f;
+    nb_status st = nb_input_file_load("safetensors", path, sizeof **out, load_any, free_any, &f);
     *out = f;
-    return NB_OK;
+    return st;
 }
