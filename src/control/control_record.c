@@ -147,12 +147,12 @@ nb_status nb_control_record_while(nb_builder *b, nb_loop_cond_fn cond, nb_loop_b
 /* ---- cond and net -------------------------------------------------------- */
 
 /* Builds one branch block by calling fn; its results' names go to names[]. */
-static nb_status build_branch(nb_builder *b, sub *s, nb_branch_fn fn, void *ctx, int n_in, const nb_value *in, int n_out,
+static nb_status build_branch(nb_builder *b, sub *s, nb_branch_fn fn, void *ctx, nb_values in, int n_out,
                               nb_value *out, const char **names)
 {
     for (int i = 0; i < n_out; i++) out[i] = NB_NONE;
     nb_builder_set_block(b, s->block);
-    nb_status st = fn(b, in, out, ctx);
+    nb_status st = fn(b, in.v, out, ctx);
     if (!st) st = nb_builder_status(b);
     for (int i = 0; i < n_out && !st; i++) {
         if (nb_is_none(out[i])) st = nb_builder_fail(b, NB_ERR_ARG, "%s: output %d was not set", s->prefix, i);
@@ -165,16 +165,14 @@ static nb_status build_branch(nb_builder *b, sub *s, nb_branch_fn fn, void *ctx,
 nb_status nb_control_record_cond(nb_builder *b, nb_value pred, const nb_branches *br, nb_values ins, int n_out,
                                  nb_value *out)
 {
-    int n_in = ins.n;
-    const nb_value *in = ins.v;
     nb_value t_out[NB_CONTROL_MAX], e_out[NB_CONTROL_MAX], x[2 * NB_CONTROL_MAX], res[NB_CONTROL_MAX + 1];
     const char *t_names[NB_CONTROL_MAX], *e_names[NB_CONTROL_MAX];
     if (nb_is_none(pred)) return nb_builder_fail(b, NB_ERR_ARG, "cond: the predicate is missing");
     sub ts, es;
     nb_status st = sub_begin(b, "cond", &ts);
-    if (!st) st = build_branch(b, &ts, br->then_fn, br->ctx, n_in, in, n_out, t_out, t_names);
+    if (!st) st = build_branch(b, &ts, br->then_fn, br->ctx, ins, n_out, t_out, t_names);
     if (!st) st = sub_begin(b, "cond", &es);
-    if (!st) st = build_branch(b, &es, br->else_fn, br->ctx, n_in, in, n_out, e_out, e_names);
+    if (!st) st = build_branch(b, &es, br->else_fn, br->ctx, ins, n_out, e_out, e_names);
     for (int i = 0; i < n_out && !st; i++) st = nb_control_check_same(b, "cond", "branch output", i, t_out[i], e_out[i]);
     if (st) return st;
     int n_x = nb_ctl_captured(ts.block, x, 0, 2 * NB_CONTROL_MAX);
@@ -200,7 +198,7 @@ nb_status nb_control_record_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n
     const char *names[NB_CONTROL_MAX];
     sub s;
     nb_status st = sub_begin(b, "net", &s);
-    if (!st) st = build_branch(b, &s, fn, ctx, n_in, in, n_out, o, names);
+    if (!st) st = build_branch(b, &s, fn, ctx, NB_VALUES_N(n_in, in), n_out, o, names);
     if (st) return st;
     int n_x = nb_ctl_captured(s.block, x, 0, 2 * NB_CONTROL_MAX);
     if (n_x < 0) return too_many(b, "net");

@@ -149,9 +149,12 @@ static nb_status wrap_outputs(const nb_op_def *def, int level, nb_batch_ctx *c, 
     return st;
 }
 
-nb_status nb_batched_run(nb_builder *b, const nb_op_def *def, int level, int n_in, nb_tensor *const *in,
-                         int n_attrs, const nb_attr *attrs, int n_out, nb_tensor **out)
+nb_status nb_batched_run(nb_builder *b, const nb_op_def *def, int level, nb_tensors ins, nb_attrs as, int n_out,
+                         nb_tensor **out)
 {
+    int n_in = ins.n, n_attrs = as.n;
+    nb_tensor *const *in = ins.v;
+    const nb_attr *attrs = as.v;
     nb_value x[MAX_ARGS], y[MAX_ARGS];
     int xb[MAX_ARGS], yb[MAX_ARGS];
     nb_var_info xi[MAX_ARGS], yi[MAX_ARGS];

@@ -43,7 +43,7 @@ int nb_batched_max_level(int n, nb_tensor *const *t);
  * values; out[k] receive new references to logical tensors (or ordinary
  * ones, for outputs that do not depend on the batch). Errors name the op
  * and the logical shapes. */
-nb_status nb_batched_run(nb_builder *b, const nb_op_def *def, int level, int n_in, nb_tensor *const *in,
-                         int n_attrs, const nb_attr *attrs, int n_out, nb_tensor **out);
+nb_status nb_batched_run(nb_builder *b, const nb_op_def *def, int level, nb_tensors in, nb_attrs attrs, int n_out,
+                         nb_tensor **out);
 
 #endif

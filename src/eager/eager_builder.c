@@ -190,7 +190,7 @@ nb_status nb_eager_emit(nb_builder *b, const char *type, int n_in, const nb_valu
      * batching rule on their physical values instead of its kernel. */
     int level = nb_batched_max_level(n_in, ins);
     if (level > 0) {
-        st = nb_batched_run(b, def, level, n_in, ins, m, all, n_out, outs);
+        st = nb_batched_run(b, def, level, NB_TENSORS_N(n_in, ins), NB_ATTRS_N(m, all), n_out, outs);
         if (st) return st;
     }
     /* Attributes resolved and values on their slots once, for the kernel

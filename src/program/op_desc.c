@@ -137,9 +137,11 @@ done:
     return st;
 }
 
-static nb_status make_op(nb_block *b, const char *type, int n_in, const char *const *in, int n_out,
-                         const char *const *out, int n_attrs, const nb_attr *attrs, nb_op **op_out)
+static nb_status make_op(nb_block *b, const char *type, nb_names ins, nb_names outs, nb_attrs as, nb_op **op_out)
 {
+    int n_in = ins.n, n_out = outs.n, n_attrs = as.n;
+    const char *const *in = ins.v, *const *out = outs.v;
+    const nb_attr *attrs = as.v;
     *op_out = NULL;
     const nb_op_def *def = nb_op_find(type);
     if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type ? type : "(null)");
@@ -195,8 +197,8 @@ fail:
     return st;
 }
 
-nb_status nb_block_insert_op(nb_block *b, int pos, const char *type, int n_in, const char *const *in, int n_out,
-                             const char *const *out, int n_attrs, const nb_attr *attrs, nb_op **op_out)
+nb_status nb_block_insert_op(nb_block *b, int pos, const char *type, nb_names in, nb_names out, nb_attrs attrs,
+                             nb_op **op_out)
 {
     if (op_out) *op_out = NULL;
     if (!b) return nb_error(NB_ERR_ARG, "insert op: block is NULL");
@@ -204,7 +206,7 @@ nb_status nb_block_insert_op(nb_block *b, int pos, const char *type, int n_in, c
         return nb_error(NB_ERR_ARG, "insert op %s: position %d outside block %d of %d ops", type ? type : "?", pos,
                         b->idx, b->n_ops);
     nb_op *op;
-    nb_status st = make_op(b, type, n_in, in, n_out, out, n_attrs, attrs, &op);
+    nb_status st = make_op(b, type, in, out, attrs, &op);
     if (st) return st;
     if (nb_block_push_op(b, pos, op)) {
         nb_op_free(op);
@@ -216,7 +218,7 @@ nb_status nb_block_insert_op(nb_block *b, int pos, const char *type, int n_in, c
 
 nb_status nb_block_append_op(nb_block *b, const char *type, nb_names in, nb_names out, nb_attrs attrs, nb_op **op_out)
 {
-    return nb_block_insert_op(b, b ? b->n_ops : 0, type, in.n, in.v, out.n, out.v, attrs.n, attrs.v, op_out);
+    return nb_block_insert_op(b, b ? b->n_ops : 0, type, in, out, attrs, op_out);
 }
 
 nb_status nb_block_move_op(nb_block *b, int from, int to)

@@ -22,11 +22,11 @@ nb_op *nb_op_clone(const nb_op *op);
 /* Inserts an already-built op at pos (no checks); bumps the version. */
 nb_status nb_block_push_op(nb_block *b, int pos, nb_op *op);
 
-/* nb_block_append_op at position `pos` (0 to the block's op count). */
 /* nb_program_to_dot, with block 0's ops of each fused group drawn in a
  * cluster when `group` (op i's group, or -1) is given. */
 nb_status nb_program_dot_write(const nb_program *p, FILE *f, const int *group);
-nb_status nb_block_insert_op(nb_block *b, int pos, const char *type, int n_in, const char *const *in, int n_out,
-                             const char *const *out, int n_attrs, const nb_attr *attrs, nb_op **op_out);
+/* nb_block_append_op at position `pos` (0 to the block's op count). */
+nb_status nb_block_insert_op(nb_block *b, int pos, const char *type, nb_names in, nb_names out, nb_attrs attrs,
+                             nb_op **op_out);
 
 #endif
