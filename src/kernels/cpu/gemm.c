@@ -768,8 +768,10 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
                  * others, the slab is whole before anyone reads it, and read by all      \
                  * before the next one is packed. */                                      \
                 int64_t qa = q0 + (nq - q0) * t / n_t, qb = q0 + (nq - q0) * (t + 1) / n_t;       \
-                if (pack) pack(pack_ctx, pc, kc, j_off + jc, nc, qa, qb, NR, Bp);              \
-                else pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, qa, qb, Bp);                     \
+                if (pack) {                                                                    \
+                    const nb_gemm_panel pn = {pc, kc, j_off + jc, nc, qa, qb, NR};             \
+                    pack(pack_ctx, &pn, Bp);                                                   \
+                } else pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, qa, qb, Bp);                     \
                 if (n_t > 1) nb_team_barrier(n_t);                                             \
                 for (int64_t b = 0;; b++) {                                                    \
                     if (n_t > 1)                                                               \
