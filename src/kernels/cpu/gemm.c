@@ -224,13 +224,13 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
  * baseline it ran four floats at a time, its speed moving by a third with where
  * the loop fell against the 64-byte lines of the code. */
 #define GEMM_SMALL_ROWS(T, SUF, NAME, ATTR)                                                    \
-    ATTR GEMM_INLINE void NAME##_row(int64_t i, int64_t N, int64_t K, T alpha, const T *A,      \
-                                     int64_t ar, int64_t ak, const T *B, int64_t bk,            \
-                                     int64_t bj, bool axpy, T beta, T *C, int64_t ldc)          \
+    ATTR GEMM_INLINE void NAME##_row(const small_job_##SUF *j, int64_t i)                      \
     {                                                                                          \
-        T *restrict c = C + i * ldc;                                                           \
-        const T *a = A + i * ar;                                                               \
-        if (axpy) {                                                                            \
+        const int64_t N = j->N, K = j->K, ak = j->ak, bk = j->bk, bj = j->bj;                  \
+        const T alpha = j->alpha, beta = j->beta, *B = j->B;                                   \
+        T *restrict c = j->C + i * j->ldc;                                                     \
+        const T *a = j->A + i * j->ar;                                                         \
+        if (j->axpy) {                                                                         \
             if (beta == 0)                                                                     \
                 for (int64_t j = 0; j < N; j++) c[j] = 0;                                      \
             else if (beta != 1)                                                                \
@@ -242,18 +242,16 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
                 for (int64_t j = 0; j < N; j++) c[j] += aik * b[j];                            \
             }                                                                                  \
         } else {                                                                               \
-            for (int64_t j = 0; j < N; j++) {                                                  \
-                T d = alpha * dot_##SUF(a, ak, B + j * bj, bk, K);                              \
-                c[j] = beta == 0 ? d : d + beta * c[j];                                        \
+            for (int64_t jj = 0; jj < N; jj++) {                                               \
+                T d = alpha * dot_##SUF(a, ak, B + jj * bj, bk, K);                             \
+                c[jj] = beta == 0 ? d : d + beta * c[jj];                                      \
             }                                                                                  \
         }                                                                                      \
     }                                                                                          \
     ATTR static void NAME##_rows(void *arg, int64_t lo, int64_t hi)                            \
     {                                                                                          \
         const small_job_##SUF *j = arg;                                                        \
-        for (int64_t i = lo; i < hi; i++)                                                      \
-            NAME##_row(i, j->N, j->K, j->alpha, j->A, j->ar, j->ak, j->B, j->bk, j->bj,        \
-                       j->axpy, j->beta, j->C, j->ldc);                                        \
+        for (int64_t i = lo; i < hi; i++) NAME##_row(j, i);                                    \
     }
 #ifdef GEMM_X86_AVX2
 #define GEMM_SMALL_AVX2(T, SUF) GEMM_SMALL_ROWS(T, SUF, avx2_small_##SUF, GEMM_AVX2_ATTR)
@@ -282,14 +280,13 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
     } small_job_##SUF;                                                                         \
     GEMM_SMALL_ROWS(T, SUF, gen_small_##SUF, )                                                 \
     GEMM_SMALL_AVX2(T, SUF)                                                                    \
-    static void small_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,         \
-                            const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,     \
-                            int64_t ldc)                                                       \
+    static void small_##SUF(const gemm_args_##SUF *g)                                          \
     {                                                                                          \
-        int64_t ar = ta ? 1 : lda, ak = ta ? lda : 1;                                          \
-        int64_t bk = tb ? 1 : ldb, bj = tb ? ldb : 1;                                          \
-        bool axpy = !tb && N > 1; /* rows of B are contiguous: stream them */                  \
-        small_job_##SUF j = {N, K, alpha, A, ar, ak, B, bk, bj, axpy, beta, C, ldc};           \
+        const int64_t M = g->M, N = g->N, K = g->K, lda = g->lda, ldb = g->ldb;                \
+        int64_t ar = g->ta ? 1 : lda, ak = g->ta ? lda : 1;                                    \
+        int64_t bk = g->tb ? 1 : ldb, bj = g->tb ? ldb : 1;                                    \
+        bool axpy = !g->tb && N > 1; /* rows of B are contiguous: stream them */               \
+        small_job_##SUF j = {N, K, g->alpha, g->A, ar, ak, g->B, bk, bj, axpy, g->beta, g->C, g->ldc}; \
         nb_team_for(M, M > 1 && gemm_threads(M, N, K) > 1, GEMM_SMALL_PICK(SUF), &j);          \
     }
 
@@ -830,10 +827,9 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
                            j->Ap + (size_t)t * (size_t)j->a_size, t, nt, g->pack, g->pack_ctx, \
                            0, false, false, &j->next);                                         \
     }                                                                                          \
-    static bool blocked_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,       \
-                              const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,   \
-                              int64_t ldc, nb_gemm_packer_##SUF pack, void *pack_ctx)          \
+    static bool blocked_##SUF(const gemm_args_##SUF *g)                                        \
     {                                                                                          \
+        const int64_t M = g->M, N = g->N, K = g->K;                                            \
         int nt = gemm_threads(M, N, K);                                                        \
         /* Too few rows to share out, or a product at least four times as wide as it is  \
          * tall, and columns enough: split those. Each thread then packs its own B and   \
@@ -849,7 +845,7 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
         nc_max = (nc_max + NR - 1) / NR * NR;                                                  \
         /* Split by columns, chunks in turn when each A is packed once (or not at all). */   \
         const int64_t m_pad = (M + MR - 1) / MR * MR, nq = (N + NR - 1) / NR;                 \
-        const bool a_read = a_in_place_##SUF(ta, alpha, lda);                                 \
+        const bool a_read = a_in_place_##SUF(g->ta, g->alpha, g->lda);                        \
         const bool a_whole = by_cols && !a_read && m_pad * K * (int64_t)sizeof(T) <= GEMM_A_WHOLE_BYTES; \
         int64_t n_chunks = !by_cols ? 0 : a_whole || a_read ? GEMM_COL_CHUNKS * nt : nt;      \
         if (n_chunks > nq) n_chunks = nq;                                                      \
@@ -861,8 +857,7 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
             nb_device_free(NB_DEVICE_CPU, Ap);                                                 \
             return false;                                                                      \
         }                                                                                      \
-        blocked_job_##SUF j = {{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pack, pack_ctx}, \
-                               Bp, Ap, a_size, kc_max * nc_max, n_chunks, a_whole, 0};         \
+        blocked_job_##SUF j = {*g, Bp, Ap, a_size, kc_max * nc_max, n_chunks, a_whole, 0};         \
         if (by_cols) nb_team_run(nt, blocked_cols_share_##SUF, &j);                            \
         else if (nt > 1) nb_team_gang(nt, blocked_share_##SUF, &j);                           \
         else blocked_share_##SUF(&j, 0, 1);                                                    \
@@ -893,10 +888,13 @@ static void blas_one_thread(void)
 }
 
 #define GEMM_CBLAS(T, SUF, FN)                                                                 \
-    static bool cblas_call_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,    \
-                                 const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C, \
-                                 int64_t ldc)                                                  \
+    /* Rows [i0, i1) of C, from rows of A (its columns when ta). */                            \
+    static bool cblas_call_##SUF(const gemm_args_##SUF *g, int64_t i0, int64_t i1)              \
     {                                                                                          \
+        const bool ta = g->ta, tb = g->tb;                                                     \
+        const int64_t M = i1 - i0, N = g->N, K = g->K;                                         \
+        int64_t lda = g->lda, ldb = g->ldb, ldc = g->ldc;                                      \
+        const T *A = ta ? g->A + i0 : g->A + i0 * lda;                                         \
         /* CBLAS insists on leading dimensions of at least the stored row length,             \
          * even when there is a single row and the stride never matters. */                  \
         int64_t a_cols = ta ? M : K, a_rows = ta ? K : M;                                      \
@@ -911,33 +909,29 @@ static void blas_one_thread(void)
             ldc > INT_MAX)                                                                     \
             return false;                                                                      \
         FN(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,      \
-           (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);         \
+           (int)M, (int)N, (int)K, g->alpha, A, (int)lda, g->B, (int)ldb, g->beta, g->C + i0 * g->ldc, \
+           (int)ldc);                                                                          \
         return true;                                                                           \
     }                                                                                          \
-    /* Share t: rows [i0, i1) of C, from rows of A (its columns when ta). */                   \
+    /* Share t: its rows of C. */                                                              \
     static void cblas_share_##SUF(void *arg, int t, int nt)                                    \
     {                                                                                          \
-        const gemm_args_##SUF *j = arg;                                                        \
-        int64_t i0 = j->M * t / nt, i1 = j->M * (t + 1) / nt;                                  \
-        if (i1 > i0)                                                                           \
-            cblas_call_##SUF(j->ta, j->tb, i1 - i0, j->N, j->K, j->alpha,                      \
-                             j->ta ? j->A + i0 : j->A + i0 * j->lda, j->lda, j->B, j->ldb,      \
-                             j->beta, j->C + i0 * j->ldc, j->ldc);                             \
+        const gemm_args_##SUF *g = arg;                                                        \
+        int64_t i0 = g->M * t / nt, i1 = g->M * (t + 1) / nt;                                  \
+        if (i1 > i0) cblas_call_##SUF(g, i0, i1);                                              \
     }                                                                                          \
-    static bool cblas_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,         \
-                            const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,     \
-                            int64_t ldc)                                                       \
+    static bool cblas_##SUF(const gemm_args_##SUF *g)                                          \
     {                                                                                          \
+        const int64_t M = g->M, N = g->N, K = g->K;                                            \
         pthread_once(&blas_once, blas_one_thread);                                             \
         int nt = (double)M * (double)N * (double)K < BLAS_PARALLEL_WORK ? 1 : gemm_threads(M, N, K); \
-        if (nt <= 1) return cblas_call_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); \
+        if (nt <= 1) return cblas_call_##SUF(g, 0, M);                                         \
         if (M > INT_MAX || N > INT_MAX || K > INT_MAX) return false;                           \
-        gemm_args_##SUF j = {ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL}; \
-        nb_team_run(nt, cblas_share_##SUF, &j);                                                \
+        nb_team_run(nt, cblas_share_##SUF, (void *)g);                                         \
         return true;                                                                           \
     }
 #define GEMM_TRY_CBLAS(SUF)                                                                    \
-    if (gemm_blas() && cblas_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
+    if (gemm_blas() && cblas_##SUF(&g)) return;
 #else
 #define GEMM_CBLAS(T, SUF, FN)
 #define GEMM_TRY_CBLAS(SUF)
@@ -952,11 +946,10 @@ static void blas_one_thread(void)
             scale_##SUF(M, N, beta, C, ldc);                                                   \
             return;                                                                            \
         }                                                                                      \
+        const gemm_args_##SUF g = {ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL}; \
         GEMM_TRY_CBLAS(SUF)                                                                    \
         double work = (double)M * (double)N * (double)K;                                       \
-        if (work <= GEMM_SMALL_WORK || M == 1 || N == 1 ||                                     \
-            !blocked_pick_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL)) \
-            small_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);                 \
+        if (work <= GEMM_SMALL_WORK || M == 1 || N == 1 || !blocked_pick_##SUF(&g)) small_##SUF(&g); \
     }                                                                                          \
     bool nb_gemm_##SUF##_packed(int64_t M, int64_t N, int64_t K, const T *A, int64_t lda,       \
                                 nb_gemm_packer_##SUF pack, void *pack_ctx, T beta, T *C,       \
@@ -964,8 +957,8 @@ static void blas_one_thread(void)
     {                                                                                          \
         if (N <= 1 || K <= 0 || gemm_blas() || (double)M * (double)N * (double)K <= GEMM_SMALL_WORK)  \
             return false;                                                                      \
-        return blocked_pick_##SUF(false, false, M, N, K, 1, A, lda, NULL, 0, beta, C, ldc,     \
-                                  pack, pack_ctx);                                             \
+        const gemm_args_##SUF g = {false, false, M, N, K, 1, A, lda, NULL, 0, beta, C, ldc, pack, pack_ctx}; \
+        return blocked_pick_##SUF(&g);                                                         \
     }                                                                                          \
     void nb_gemm_pack_streams_##SUF(const T *const *src, int64_t kc, int nr, T *restrict dst)   \
     {                                                                                          \
@@ -982,45 +975,36 @@ static void blas_one_thread(void)
  * it (M 1024, K 64). */
 #ifdef GEMM_X86_AVX2
 #define GEMM_PICK(T, SUF, NR_AVX2)                                                              \
-    static bool blocked_pick_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,  \
-                                   const T *A, int64_t lda, const T *B, int64_t ldb, T beta,   \
-                                   T *C, int64_t ldc, nb_gemm_packer_##SUF pack, void *pack_ctx) \
+    static bool blocked_pick_##SUF(const gemm_args_##SUF *g)                                   \
     {                                                                                          \
-        if (N > NR_AVX2 && gemm_isa() >= NB_ISA_AVX512)                                        \
-            return blocked_##SUF##x(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pack, \
-                                    pack_ctx);                                                 \
-        return blocked_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pack, pack_ctx); \
+        if (g->N > NR_AVX2 && gemm_isa() >= NB_ISA_AVX512) return blocked_##SUF##x(g);         \
+        return blocked_##SUF(g);                                                               \
     }
 #else
 #define GEMM_PICK(T, SUF, NR_AVX2)                                                              \
-    static bool blocked_pick_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,  \
-                                   const T *A, int64_t lda, const T *B, int64_t ldb, T beta,   \
-                                   T *C, int64_t ldc, nb_gemm_packer_##SUF pack, void *pack_ctx) \
-    {                                                                                          \
-        return blocked_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pack, pack_ctx); \
-    }
+    static bool blocked_pick_##SUF(const gemm_args_##SUF *g) { return blocked_##SUF(g); }
 #endif
 
 /* Tile shapes: 6 x 16 floats and 6 x 8 doubles are twelve 256-bit
  * accumulators, which leaves registers for a row of B and a broadcast of A;
  * with AVX-512, 8 x 32 floats and 8 x 16 doubles are sixteen 512-bit ones. */
+GEMM_ARGS(float, f32)
 GEMM_SCALE(float, f32)
 GEMM_DOT(float, f32)
 GEMM_SMALL(float, f32)
 GEMM_PACK_A(float, f32, 6)
 GEMM_PACK_B(float, f32, 16, )
 GEMM_MACRO(float, f32, 6, 16)
-GEMM_ARGS(float, f32)
 GEMM_BLOCKED(float, f32, 6, 16, 96, 256, 2048, 1)
 GEMM_CBLAS(float, f32, cblas_sgemm)
 
+GEMM_ARGS(double, f64)
 GEMM_SCALE(double, f64)
 GEMM_DOT(double, f64)
 GEMM_SMALL(double, f64)
 GEMM_PACK_A(double, f64, 6)
 GEMM_PACK_B(double, f64, 8, )
 GEMM_MACRO(double, f64, 6, 8)
-GEMM_ARGS(double, f64)
 GEMM_BLOCKED(double, f64, 6, 8, 96, 256, 2048, 1)
 GEMM_CBLAS(double, f64, cblas_dgemm)
 
