@@ -687,8 +687,25 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
  * always, 2: when its rows are not a multiple of 4 KiB apart) reads
  * A as it is stored when it needs no transposing or scaling), then the
  * macro-kernel. Returns false if it could not allocate its buffers. */
+/* A block of the blocked product: rows [ic, ic + mc) and columns [jc, jc +
+ * nc) of C, over slice [pc, pc + kc) of the inner dimension. */
+typedef struct gemm_block {
+    int64_t ic, mc, jc, nc, pc, kc;
+} gemm_block;
+
 #define GEMM_BLOCKED(T, SUF, MR, NR, MC, KC, NC, A_IN_PLACE)                                   \
     _Static_assert((KC) * sizeof(T) <= sizeof gemm_zeros, "gemm_zeros is shorter than a slice");  \
+    /* One thread's part of the blocked product: its buffers for the packed B    \
+     * slab and A, share t of n_t, where its columns start in B as a packer     \
+     * sees it (j_off), A packed whole (a_whole) and already (a_ready), and the  \
+     * row block tickets of a gang (n_t > 1). */                                  \
+    typedef struct blocked_part_##SUF {                                                        \
+        T *Bp, *myAp;                                                                          \
+        int t, n_t;                                                                            \
+        int64_t j_off;                                                                         \
+        bool a_whole, a_ready;                                                                 \
+        _Atomic int64_t *tickets;                                                              \
+    } blocked_part_##SUF;                                                                      \
     /* Whether the macro-kernel reads A as it is stored (see the macro-kernel). */           \
     GEMM_INLINE bool a_in_place_##SUF(bool ta, T alpha, int64_t lda)                           \
     {                                                                                          \
@@ -697,12 +714,15 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
     }                                                                                          \
     /* Rows [ic, ic + mc) of C's columns [jc, jc + nc), inner slice [pc, pc + kc); A's    \
      * block packed into myAp, or already there (a_ready). */                          \
-    GEMM_INLINE void blocked_rows_##SUF(int64_t ic, int64_t mc, bool ta, int64_t jc, int64_t nc, \
-                                        int64_t pc, int64_t kc, T alpha, const T *A,           \
-                                        int64_t lda, const T *Bs, int64_t bld, const T *Bp,    \
-                                        T beta, T *C, int64_t ldc, T *myAp, bool a_ready)      \
+    GEMM_INLINE void blocked_rows_##SUF(const gemm_args_##SUF *g, const gemm_block *bk,         \
+                                        const T *Bs, int64_t bld, const T *Bp, T beta,         \
+                                        T *myAp, bool a_ready)                                 \
     {                                                                                          \
-        T *c = C + ic * ldc + jc;                                                              \
+        const int64_t ic = bk->ic, mc = bk->mc, jc = bk->jc, nc = bk->nc, pc = bk->pc, kc = bk->kc; \
+        const bool ta = g->ta;                                                                 \
+        const T alpha = g->alpha, *A = g->A;                                                   \
+        const int64_t lda = g->lda, ldc = g->ldc;                                              \
+        T *c = g->C + ic * ldc + jc;                                                           \
         const T *tail = Bp + nc / NR * NR * kc;                                                \
         if (a_in_place_##SUF(ta, alpha, lda)) {                                                \
             macro_##SUF(mc, nc, kc, A + ic * lda + pc, lda, Bs, bld, tail, c, ldc, beta);      \
@@ -717,14 +737,18 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
      * a_whole (nt == 1), myAp holds all of A packed, slice by slice (slice      \
      * [pc, pc + kc) at pc * m_pad, its row block ic at ic * kc within), packed  \
      * here unless a_ready. */                                                    \
-    GEMM_INLINE void blocked_team_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K,      \
-                                        T alpha, const T *A, int64_t lda, const T *B,          \
-                                        int64_t ldb, T beta, T *C, int64_t ldc,                \
-                                        T *Bp, T *myAp, int t, int n_t,                        \
-                                        nb_gemm_packer_##SUF pack, void *pack_ctx,             \
-                                        int64_t j_off, bool a_whole, bool a_ready,             \
-                                        _Atomic int64_t *tickets)                              \
+    GEMM_INLINE void blocked_team_##SUF(const gemm_args_##SUF *g, const blocked_part_##SUF *sh)  \
     {                                                                                          \
+        const bool tb = g->tb;                                                                 \
+        const int64_t M = g->M, N = g->N, K = g->K, ldb = g->ldb;                              \
+        const T *B = g->B, beta = g->beta;                                                     \
+        const nb_gemm_packer_##SUF pack = g->pack;                                             \
+        void *pack_ctx = g->pack_ctx;                                                          \
+        T *Bp = sh->Bp, *myAp = sh->myAp;                                                      \
+        const int t = sh->t, n_t = sh->n_t;                                                    \
+        const int64_t j_off = sh->j_off;                                                       \
+        const bool a_whole = sh->a_whole, a_ready = sh->a_ready;                               \
+        _Atomic int64_t *tickets = sh->tickets;                                                \
         /* Row blocks of at most MC, as many as a multiple of the threads: shared out \
          * as whole MC blocks, 1024 rows went 480 and 544 at two threads (eleven    \
          * blocks of 96). Taken in turn, a thread the host slows hands work to the    \
@@ -777,8 +801,8 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
                     const int64_t ic = b < n_big ? b * blk : n_big * blk + (b - n_big) * sblk; \
                     const int64_t bl = b < n_big ? blk : sblk;                                 \
                     if (ic >= M) continue; /* a trailing block past a short M */               \
-                    blocked_rows_##SUF(ic, M - ic < bl ? M - ic : bl, ta, jc, nc, pc, kc,      \
-                                       alpha, A, lda, Bs, bld, Bp, b_eff, C, ldc,              \
+                    const gemm_block bk = {ic, M - ic < bl ? M - ic : bl, jc, nc, pc, kc};     \
+                    blocked_rows_##SUF(g, &bk, Bs, bld, Bp, b_eff,                             \
                                        a_whole ? myAp + pc * m_pad + ic * kc : myAp,           \
                                        a_whole && (a_ready || jc > 0));                        \
                 }                                                                              \
@@ -809,12 +833,14 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
             int64_t j0 = nq * c / n_chunks * NR, j1 = nq * (c + 1) / n_chunks * NR;            \
             if (j1 > g->N) j1 = g->N;                                                          \
             if (j1 <= j0) continue;                                                            \
-            const T *b = !g->B ? NULL : g->tb ? g->B + j0 * g->ldb : g->B + j0;               \
-            blocked_team_##SUF(g->ta, g->tb, g->M, j1 - j0, g->K, g->alpha, g->A, g->lda, b,   \
-                               g->ldb, g->beta, g->C + j0, g->ldc,                             \
-                               j->Bp + (size_t)t * (size_t)j->b_size,                          \
-                               j->Ap + (size_t)t * (size_t)j->a_size, 0, 1, g->pack,           \
-                               g->pack_ctx, j0, j->a_whole, a_ready, NULL);                    \
+            gemm_args_##SUF cols = *g; /* columns [j0, j1) of the product */                   \
+            cols.N = j1 - j0;                                                                  \
+            cols.B = !g->B ? NULL : g->tb ? g->B + j0 * g->ldb : g->B + j0;                    \
+            cols.C = g->C + j0;                                                                \
+            const blocked_part_##SUF sh = {j->Bp + (size_t)t * (size_t)j->b_size,              \
+                                           j->Ap + (size_t)t * (size_t)j->a_size, 0, 1, j0,   \
+                                           j->a_whole, a_ready, NULL};                         \
+            blocked_team_##SUF(&cols, &sh);                                                    \
             a_ready = j->a_whole;                                                              \
         }                                                                                      \
     }                                                                                          \
@@ -822,10 +848,9 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
     {                                                                                          \
         blocked_job_##SUF *j = arg;                                                            \
         const gemm_args_##SUF *g = &j->g;                                                      \
-        blocked_team_##SUF(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B,       \
-                           g->ldb, g->beta, g->C, g->ldc, j->Bp,                               \
-                           j->Ap + (size_t)t * (size_t)j->a_size, t, nt, g->pack, g->pack_ctx, \
-                           0, false, false, &j->next);                                         \
+        const blocked_part_##SUF sh = {j->Bp, j->Ap + (size_t)t * (size_t)j->a_size, t, nt, 0, \
+                                       false, false, &j->next};                                \
+        blocked_team_##SUF(g, &sh);                                                            \
     }                                                                                          \
     static bool blocked_##SUF(const gemm_args_##SUF *g)                                        \
     {                                                                                          \
