@@ -429,9 +429,11 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
 /* op(A)[i0:i0+mc, p0:p0+kc] times alpha into MR-row strips: within a strip,
  * element (i, k) sits at k * MR + i. Rows past mc are zero. */
 #define GEMM_PACK_A(T, SUF, MR)                                                                \
-    static void pack_a_##SUF(bool ta, const T *A, int64_t lda, int64_t i0, int64_t p0,          \
-                             int64_t mc, int64_t kc, T alpha, T *restrict Ap)                  \
+    static void pack_a_##SUF(const gemm_args_##SUF *g, const gemm_block *bk, T *restrict Ap)   \
     {                                                                                          \
+        const bool ta = g->ta;                                                                 \
+        const T *A = g->A, alpha = g->alpha;                                                   \
+        const int64_t lda = g->lda, i0 = bk->ic, p0 = bk->pc, mc = bk->mc, kc = bk->kc;         \
         int64_t full = ta ? mc / MR * MR : 0;                                                  \
         /* Transposed, the full strips go k outermost: row k of A is read once, in     \
          * order, and handed out a fixed-width run to each strip (strip by strip, each \
@@ -473,9 +475,12 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
  * so that threads can share the work. ATTR: the instruction set it is
  * compiled for (the AVX-512 instance's 128-byte runs are two moves). */
 #define GEMM_PACK_B(T, SUF, NR, ATTR)                                                          \
-    ATTR static void pack_b_##SUF(bool tb, const T *B, int64_t ldb, int64_t p0, int64_t j0,          \
-                             int64_t kc, int64_t nc, int64_t q0, int64_t q1, T *restrict Bp)   \
+    ATTR static void pack_b_##SUF(const gemm_args_##SUF *g, const nb_gemm_panel *pn, T *restrict Bp) \
     {                                                                                          \
+        const bool tb = g->tb;                                                                 \
+        const T *B = g->B;                                                                     \
+        const int64_t ldb = g->ldb, p0 = pn->p0, j0 = pn->j0, kc = pn->kc, nc = pn->nc;        \
+        const int64_t q0 = pn->q0, q1 = pn->q1;                                                \
         /* Full strips of B as it is stored go k outermost, as pack_a's transposed     \
          * ones: row k read once, in order, a fixed-width run to each strip (a        \
          * variable-width copy would become a call to memmove). */                   \
@@ -727,7 +732,7 @@ typedef struct gemm_block {
         if (a_in_place_##SUF(ta, alpha, lda)) {                                                \
             macro_##SUF(mc, nc, kc, A + ic * lda + pc, lda, Bs, bld, tail, c, ldc, beta);      \
         } else {                                                                               \
-            if (!a_ready) pack_a_##SUF(ta, A, lda, ic, pc, mc, kc, alpha, myAp);               \
+            if (!a_ready) pack_a_##SUF(g, bk, myAp);                                           \
             macro_##SUF(mc, nc, kc, myAp, 0, Bs, bld, tail, c, ldc, beta);                     \
         }                                                                                      \
     }                                                                                          \
@@ -789,10 +794,11 @@ typedef struct gemm_block {
                  * others, the slab is whole before anyone reads it, and read by all      \
                  * before the next one is packed. */                                      \
                 int64_t qa = q0 + (nq - q0) * t / n_t, qb = q0 + (nq - q0) * (t + 1) / n_t;       \
+                nb_gemm_panel pn = {pc, kc, jc, nc, qa, qb, NR};                               \
                 if (pack) {                                                                    \
-                    const nb_gemm_panel pn = {pc, kc, j_off + jc, nc, qa, qb, NR};             \
+                    pn.j0 += j_off; /* where the columns start for the packer */              \
                     pack(pack_ctx, &pn, Bp);                                                   \
-                } else pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, qa, qb, Bp);                     \
+                } else pack_b_##SUF(g, &pn, Bp);                                               \
                 if (n_t > 1) nb_team_barrier(n_t);                                             \
                 for (int64_t b = 0;; b++) {                                                    \
                     if (n_t > 1)                                                               \
