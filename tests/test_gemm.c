@@ -183,11 +183,10 @@ static void test_degenerate_sizes(void)
     CHECK_NEAR(z, 74, 0);
 }
 
-static void zero_packer(void *ctx, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t q0, int64_t q1, int nr,
-                        float *dst)
+static void zero_packer(void *ctx, const nb_gemm_panel *pn, float *dst)
 {
-    (void)ctx, (void)p0, (void)j0, (void)nc;
-    memset(dst + q0 * kc * nr, 0, (size_t)((q1 - q0) * kc * nr) * sizeof *dst);
+    (void)ctx;
+    memset(dst + pn->q0 * pn->kc * pn->nr, 0, (size_t)((pn->q1 - pn->q0) * pn->kc * pn->nr) * sizeof *dst);
 }
 
 /* In a build with a BLAS, AUTO gives products to it only where the blocked

@@ -50,6 +50,25 @@ static inline int64_t att_k_off(const att_geom *g, int64_t bh) { return bh / g->
 static inline int64_t att_v_off(const att_geom *g, int64_t bh) { return bh / g->H * g->Sk * g->ldv + bh % g->H * g->Dv; }
 static inline int64_t att_o_off(const att_geom *g, int64_t bh) { return bh / g->H * g->Tq * g->ldv + bh % g->H * g->Dv; }
 
+/* The forward's tensors: Q, K, V and the mask (NULL: none), as the
+ * geometry lays them out, and the outputs Out and LSE ([bh, T]). */
+typedef struct att_fwd_tensors {
+    const void *q, *k, *v, *mask;
+    void *out, *lse;
+} att_fwd_tensors;
+
+/* The backward's: the forward's inputs and its LSE, DOut and Delta (each
+ * query row's DOut . Out, [bh, T]), and the gradients DQ, DK and DV. */
+typedef struct att_bwd_tensors {
+    const void *q, *k, *v, *mask, *lse, *dout, *delta;
+    void *dq, *dk, *dv;
+} att_bwd_tensors;
+
+/* Queries [i0, i0 + nq) and keys [j0, j0 + nk) of pair bh. */
+typedef struct att_block {
+    int64_t bh, i0, nq, j0, nk;
+} att_block;
+
 #define T float
 #define SFX f32
 #define EXP nb_fast_expf
@@ -153,13 +172,10 @@ static nb_status run_attention(const nb_kernel_ctx *k)
     bool failed;
     const void *mask = mask_layout(k, &g, &offs, &failed);
     if (!failed) {
-        const nb_tensor *q = nb_kin(k, 0, 0), *kk = nb_kin(k, 1, 0), *v = nb_kin(k, 2, 0);
-        if (q->dtype == NB_F32)
-            failed = !attention_forward_f32(&g, nb_tensor_data(q), nb_tensor_data(kk), nb_tensor_data(v), mask,
-                                            nb_tensor_data(out), nb_tensor_data(lse));
-        else
-            failed = !attention_forward_f64(&g, nb_tensor_data(q), nb_tensor_data(kk), nb_tensor_data(v), mask,
-                                            nb_tensor_data(out), nb_tensor_data(lse));
+        const nb_tensor *q = nb_kin(k, 0, 0);
+        const att_fwd_tensors t = {nb_tensor_data(q), nb_tensor_data(nb_kin(k, 1, 0)),
+                                   nb_tensor_data(nb_kin(k, 2, 0)), mask, nb_tensor_data(out), nb_tensor_data(lse)};
+        failed = q->dtype == NB_F32 ? !attention_forward_f32(&g, &t) : !attention_forward_f64(&g, &t);
     }
     nb_free(offs);
     return failed ? nb_error(NB_ERR_NOMEM, "%s: out of memory", k->label) : NB_OK;
@@ -186,10 +202,8 @@ static nb_status run_attention_grad(const nb_kernel_ctx *k)
         void *in[8], *out[3];
         for (int s = 0; s < 8; s++) in[s] = s == 3 ? NULL : nb_tensor_data(nb_kin(k, s, 0));
         for (int s = 0; s < 3; s++) out[s] = nb_tensor_data(nb_kout(k, s, 0));
-        if (nb_kin(k, 0, 0)->dtype == NB_F32)
-            failed = !attention_backward_f32(&g, in[0], in[1], in[2], mask, in[4], in[6], in[7], out[0], out[1], out[2]);
-        else
-            failed = !attention_backward_f64(&g, in[0], in[1], in[2], mask, in[4], in[6], in[7], out[0], out[1], out[2]);
+        const att_bwd_tensors t = {in[0], in[1], in[2], mask, in[4], in[6], in[7], out[0], out[1], out[2]};
+        failed = nb_kin(k, 0, 0)->dtype == NB_F32 ? !attention_backward_f32(&g, &t) : !attention_backward_f64(&g, &t);
     }
     nb_free(offs);
     return failed ? nb_error(NB_ERR_NOMEM, "%s: out of memory", k->label) : NB_OK;

@@ -31,11 +31,11 @@ static T *FN(scratch_new)(const att_geom *g, FN(scratch) *w)
     return p;
 }
 
-/* Scores of queries [i0, i0 + nq) (rows qb) against keys [j0, j0 + nk)
- * (rows kb) of pair bh into s (row stride BK), masked. */
-static void FN(score_block)(const att_geom *g, const T *qb, const T *kb, const T *mask, int64_t bh, int64_t i0,
-                            int64_t nq, int64_t j0, int64_t nk, T *s)
+/* Scores of block b's queries (rows qb) against its keys (rows kb) into s
+ * (row stride BK), masked. */
+static void FN(score_block)(const att_geom *g, const att_block *b, const T *qb, const T *kb, const T *mask, T *s)
 {
+    const int64_t bh = b->bh, i0 = b->i0, nq = b->nq, j0 = b->j0, nk = b->nk;
     GEMM(false, true, nq, nk, g->D, (T)g->scale, qb, g->ldq, kb, g->ldq, 0, s, BK);
     for (int64_t ii = 0; ii < nq; ii++) {
         T *row = s + ii * BK;
@@ -68,9 +68,11 @@ static int64_t FN(key_end)(const att_geom *g, int64_t i0, int64_t nq)
 }
 
 /* Out and LSE of query block [i0, i0 + nq) of pair bh (online softmax). */
-NB_SIMD_CLONES static void FN(forward_block)(const att_geom *g, const T *q, const T *k, const T *v, const T *mask, T *out, T *lse,
-                              int64_t bh, int64_t i0, int64_t nq, FN(scratch) *w)
+NB_SIMD_CLONES static void FN(forward_block)(const att_geom *g, const att_fwd_tensors *t, int64_t bh, int64_t i0,
+                                             int64_t nq, FN(scratch) *w)
 {
+    const T *q = t->q, *k = t->k, *v = t->v, *mask = t->mask;
+    T *out = t->out, *lse = t->lse;
     const int64_t Dv = g->Dv;
     const T *qb = q + att_q_off(g, bh) + i0 * g->ldq;
     const T *kb = k + att_k_off(g, bh), *vb = v + att_v_off(g, bh);
@@ -79,7 +81,8 @@ NB_SIMD_CLONES static void FN(forward_block)(const att_geom *g, const T *q, cons
     const int64_t end = FN(key_end)(g, i0, nq);
     for (int64_t j0 = 0; j0 < end; j0 += BK) {
         const int64_t nk = end - j0 < BK ? end - j0 : BK;
-        FN(score_block)(g, qb, kb + j0 * g->ldq, mask, bh, i0, nq, j0, nk, w->s);
+        const att_block b = {bh, i0, nq, j0, nk};
+        FN(score_block)(g, &b, qb, kb + j0 * g->ldq, mask, w->s);
         for (int64_t ii = 0; ii < nq; ii++) {
             T *row = w->s + ii * BK, *acc = w->acc + ii * Dv;
             T mx = w->m[ii];
@@ -121,8 +124,7 @@ NB_SIMD_CLONES static void FN(forward_block)(const att_geom *g, const T *q, cons
 
 typedef struct FN(forward_job) {
     const att_geom *g;
-    const T *q, *k, *v, *mask;
-    T *out, *lse;
+    const att_fwd_tensors *t;
     int64_t nqb, tasks;
     _Atomic int64_t next_task;
     atomic_bool failed;
@@ -142,17 +144,16 @@ static void FN(forward_share)(void *arg, int t, int nt)
     const int64_t Tq = j->g->Tq;
     for (int64_t task; (task = atomic_fetch_add_explicit(&j->next_task, 1, memory_order_relaxed)) < j->tasks;) {
         const int64_t bh = task / j->nqb, i0 = (task % j->nqb) * BQ;
-        FN(forward_block)(j->g, j->q, j->k, j->v, j->mask, j->out, j->lse, bh, i0, Tq - i0 < BQ ? Tq - i0 : BQ, &w);
+        FN(forward_block)(j->g, j->t, bh, i0, Tq - i0 < BQ ? Tq - i0 : BQ, &w);
     }
     nb_free(mem);
 }
 
-static bool FN(attention_forward)(const att_geom *g, const T *q, const T *k, const T *v, const T *mask, T *out,
-                                       T *lse)
+static bool FN(attention_forward)(const att_geom *g, const att_fwd_tensors *t)
 {
     const int64_t nqb = (g->Tq + BQ - 1) / BQ, tasks = g->bh * nqb;
     const bool par = g->work >= ATT_PAR_MIN_WORK && tasks > 1;
-    FN(forward_job) j = {g, q, k, v, mask, out, lse, nqb, tasks, 0, false};
+    FN(forward_job) j = {g, t, nqb, tasks, 0, false};
     const int size = nb_team_size();
     nb_team_run(!par ? 1 : tasks < size ? (int)tasks : size, FN(forward_share), &j);
     return !atomic_load(&j.failed);
@@ -160,9 +161,10 @@ static bool FN(attention_forward)(const att_geom *g, const T *q, const T *k, con
 
 /* DQ, DK and DV of one pair bh. DK and DV gather over every query block, so
  * a pair is one task. */
-NB_SIMD_CLONES static void FN(backward_pair)(const att_geom *g, const T *q, const T *k, const T *v, const T *mask, const T *lse,
-                              const T *dout, const T *delta, T *dq, T *dk, T *dv, int64_t bh, FN(scratch) *w)
+NB_SIMD_CLONES static void FN(backward_pair)(const att_geom *g, const att_bwd_tensors *t, int64_t bh, FN(scratch) *w)
 {
+    const T *q = t->q, *k = t->k, *v = t->v, *mask = t->mask, *lse = t->lse, *dout = t->dout, *delta = t->delta;
+    T *dq = t->dq, *dk = t->dk, *dv = t->dv;
     const int64_t D = g->D, Dv = g->Dv, T_ = g->Tq, S = g->Sk, ldq = g->ldq, ldv = g->ldv;
     const T scale = (T)g->scale;
     const T *kb = k + att_k_off(g, bh), *vb = v + att_v_off(g, bh);
@@ -183,7 +185,8 @@ NB_SIMD_CLONES static void FN(backward_pair)(const att_geom *g, const T *q, cons
         for (int64_t j0 = 0; j0 < end; j0 += BK) {
             const int64_t nk = end - j0 < BK ? end - j0 : BK;
             T *p = w->s, *dp = w->dp;
-            FN(score_block)(g, qb, kb + j0 * ldq, mask, bh, i0, nq, j0, nk, p);
+            const att_block b = {bh, i0, nq, j0, nk};
+            FN(score_block)(g, &b, qb, kb + j0 * ldq, mask, p);
             for (int64_t ii = 0; ii < nq; ii++) {
                 T *row = p + ii * BK;
                 const T l = lb[ii];
@@ -222,8 +225,7 @@ NB_SIMD_CLONES static void FN(backward_pair)(const att_geom *g, const T *q, cons
 
 typedef struct FN(backward_job) {
     const att_geom *g;
-    const T *q, *k, *v, *mask, *lse, *dout, *delta;
-    T *dq, *dk, *dv;
+    const att_bwd_tensors *t;
     atomic_bool failed;
 } FN(backward_job);
 
@@ -240,15 +242,14 @@ static void FN(backward_share)(void *arg, int t, int nt)
         return;
     }
     for (int64_t bh = lo; bh < hi; bh++)
-        FN(backward_pair)(j->g, j->q, j->k, j->v, j->mask, j->lse, j->dout, j->delta, j->dq, j->dk, j->dv, bh, &w);
+        FN(backward_pair)(j->g, j->t, bh, &w);
     nb_free(mem);
 }
 
-static bool FN(attention_backward)(const att_geom *g, const T *q, const T *k, const T *v, const T *mask,
-                                        const T *lse, const T *dout, const T *delta, T *dq, T *dk, T *dv)
+static bool FN(attention_backward)(const att_geom *g, const att_bwd_tensors *t)
 {
     const bool par = g->work >= ATT_PAR_MIN_WORK && g->bh > 1;
-    FN(backward_job) j = {g, q, k, v, mask, lse, dout, delta, dq, dk, dv, false};
+    FN(backward_job) j = {g, t, false};
     const int size = nb_team_size();
     nb_team_run(!par ? 1 : g->bh < size ? (int)g->bh : size, FN(backward_share), &j);
     return !atomic_load(&j.failed);

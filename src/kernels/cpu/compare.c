@@ -147,8 +147,10 @@ WHERE_LOOP(where_1, uint8_t)
 WHERE_LOOP(where_4, uint32_t)
 WHERE_LOOP(where_8, uint64_t)
 
-nb_status nb_cpu_where(const nb_tensor *cond, const nb_tensor *x, const nb_tensor *y, nb_tensor *out,
-                   const char *label)
+/* out = cond ? x : y, elementwise, all three broadcast to out. cond is bool;
+ * x, y and out share one dtype. */
+static nb_status select_where(const nb_tensor *cond, const nb_tensor *x, const nb_tensor *y, nb_tensor *out,
+                              const char *label)
 {
     if (cond->dtype != NB_BOOL)
         return nb_error(NB_ERR_DTYPE, "%s: Condition must be bool, not %s", label, nb_dtype_name(cond->dtype));
@@ -195,7 +197,7 @@ LOGIC_KERNEL(logical_not, NB_LOGIC_NOT)
 /* The dtype that chooses where's kernel is Condition's (bool); X's may be any. */
 static nb_status run_where(const nb_kernel_ctx *k)
 {
-    return nb_cpu_where(nb_kin(k, 0, 0), nb_kin(k, 1, 0), nb_kin(k, 2, 0), nb_kout(k, 0, 0), k->label);
+    return select_where(nb_kin(k, 0, 0), nb_kin(k, 1, 0), nb_kin(k, 2, 0), nb_kout(k, 0, 0), k->label);
 }
 static const nb_kernel_def kernel_where = {"where", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, run_where, NULL, NULL};
 

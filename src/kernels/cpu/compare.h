@@ -33,9 +33,4 @@ nb_status nb_cmp(nb_cmp_op op, const nb_tensor *x, const nb_tensor *y, nb_tensor
  * NULL for NB_LOGIC_NOT. */
 nb_status nb_logic(nb_logic_op op, const nb_tensor *x, const nb_tensor *y, nb_tensor *out, const char *label);
 
-/* out = cond ? x : y, elementwise, all three broadcast to out. cond is bool;
- * x, y and out share one dtype. */
-nb_status nb_cpu_where(const nb_tensor *cond, const nb_tensor *x, const nb_tensor *y, nb_tensor *out,
-                   const char *label);
-
 #endif

@@ -121,6 +121,13 @@ static void *alloc_buf(size_t count, size_t elem)
     return nb_malloc(count ? count * elem : 1);
 }
 
+/* conv2d_grad's tensors: Input, Filter and DOutput, and the gradients,
+ * each of which may be NULL (not wanted). */
+typedef struct conv2d_grad_tensors {
+    const void *x, *w, *dy;
+    void *dx, *dw, *db;
+} conv2d_grad_tensors;
+
 #define T float
 #define SFX f32
 #define GEMM nb_gemm_f32
@@ -145,7 +152,8 @@ static void *alloc_buf(size_t count, size_t elem)
 #undef GEMM_PACKED
 #undef GEMM_PACK_STREAMS
 
-nb_status nb_cpu_conv2d(const char *label, nb_dtype dt, const nb_conv2d_geom *g, const void *x, const void *w,
+/* y = conv(x, w) (+ bias per output channel when bias is not NULL). */
+static nb_status conv2d(const char *label, nb_dtype dt, const nb_conv2d_geom *g, const void *x, const void *w,
                         const void *bias, void *y)
 {
     switch (dt) {
@@ -156,12 +164,13 @@ nb_status nb_cpu_conv2d(const char *label, nb_dtype dt, const nb_conv2d_geom *g,
     }
 }
 
-nb_status nb_cpu_conv2d_grad(const char *label, nb_dtype dt, const nb_conv2d_geom *g, const void *x,
-                             const void *w, const void *dy, void *dx, void *dw, void *db)
+/* Gradients of conv2d given dy; db is the sum of dy over the batch and both
+ * spatial dimensions. */
+static nb_status conv2d_grad(const char *label, nb_dtype dt, const nb_conv2d_geom *g, const conv2d_grad_tensors *t)
 {
     switch (dt) {
-    case NB_F32: return conv2d_grad_f32(label, g, x, w, dy, dx, dw, db);
-    case NB_F64: return conv2d_grad_f64(label, g, x, w, dy, dx, dw, db);
+    case NB_F32: return conv2d_grad_f32(label, g, t);
+    case NB_F64: return conv2d_grad_f64(label, g, t);
     default: return nb_error(NB_ERR_DTYPE, "%s: no CPU kernel for %s (float32 and float64 only)", label,
                              nb_dtype_name(dt));
     }
@@ -188,8 +197,8 @@ static nb_status run_conv2d(const nb_kernel_ctx *k)
     const nb_tensor *x = nb_kin(k, 0, 0), *f = nb_kin(k, 1, 0);
     nb_tensor *y = nb_kout(k, 0, 0);
     const nb_conv2d_geom g = conv_geom(k->params, x, f, y);
-    return nb_cpu_conv2d(k->label, x->dtype, &g, nb_tensor_data(x), nb_tensor_data(f),
-                         nb_khas_in(k, 2) ? nb_tensor_data(nb_kin(k, 2, 0)) : NULL, nb_tensor_data(y));
+    return conv2d(k->label, x->dtype, &g, nb_tensor_data(x), nb_tensor_data(f),
+                  nb_khas_in(k, 2) ? nb_tensor_data(nb_kin(k, 2, 0)) : NULL, nb_tensor_data(y));
 }
 
 /* An optional output's data, NULL when it is not wanted. */
@@ -203,8 +212,9 @@ static nb_status run_conv2d_grad(const nb_kernel_ctx *k)
 {
     const nb_tensor *x = nb_kin(k, 0, 0), *f = nb_kin(k, 1, 0), *dy = nb_kin(k, 2, 0);
     const nb_conv2d_geom g = conv_geom(k->params, x, f, dy);
-    return nb_cpu_conv2d_grad(k->label, x->dtype, &g, nb_tensor_data(x), nb_tensor_data(f), nb_tensor_data(dy),
-                              out_data(k, 0), out_data(k, 1), out_data(k, 2));
+    const conv2d_grad_tensors t = {nb_tensor_data(x), nb_tensor_data(f), nb_tensor_data(dy),
+                                   out_data(k, 0),    out_data(k, 1),    out_data(k, 2)};
+    return conv2d_grad(k->label, x->dtype, &g, &t);
 }
 
 /* Inference takes float32 and float64 only. */

@@ -20,13 +20,4 @@ typedef struct nb_conv2d_geom {
     int64_t groups;
 } nb_conv2d_geom;
 
-/* y = conv(x, w) (+ bias per output channel when bias is not NULL). */
-nb_status nb_cpu_conv2d(const char *label, nb_dtype dt, const nb_conv2d_geom *g, const void *x,
-                        const void *w, const void *bias, void *y);
-
-/* Gradients of conv2d given dy; each of dx, dw, db may be NULL (not wanted).
- * db is the sum of dy over the batch and both spatial dimensions. */
-nb_status nb_cpu_conv2d_grad(const char *label, nb_dtype dt, const nb_conv2d_geom *g, const void *x,
-                             const void *w, const void *dy, void *dx, void *dw, void *db);
-
 #endif

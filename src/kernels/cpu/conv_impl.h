@@ -314,9 +314,10 @@ static void FN(dw_sum_range)(void *arg, int64_t lo, int64_t hi)
     }
 }
 
-static nb_status FN(conv2d_grad)(const char *label, const nb_conv2d_geom *g, const T *x, const T *w, const T *dy,
-                                 T *dx, T *dw, T *db)
+static nb_status FN(conv2d_grad)(const char *label, const nb_conv2d_geom *g, const conv2d_grad_tensors *t)
 {
+    const T *x = t->x, *w = t->w, *dy = t->dy;
+    T *dx = t->dx, *dw = t->dw, *db = t->db;
     const int64_t G = g->groups, cg = g->c / G;
     const int64_t K = cg * g->kh * g->kw, P = g->ho * g->wo;
     const int64_t wsize = g->m * K;

@@ -15,10 +15,11 @@ typedef struct FN(col_packer) {
     const T *x; /* the image-group's channels */
 } FN(col_packer);
 
-NB_SIMD_CLONES static void FN(pack_cols)(void *ctx, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t q0,
-                                         int64_t q1, int nr, T *dst)
+NB_SIMD_CLONES static void FN(pack_cols)(void *ctx, const nb_gemm_panel *pn, T *dst)
 {
     const FN(col_packer) *cp = ctx;
+    const int64_t p0 = pn->p0, kc = pn->kc, j0 = pn->j0, nc = pn->nc, q0 = pn->q0, q1 = pn->q1;
+    const int nr = pn->nr;
     const nb_conv2d_geom *g = cp->g;
     const int64_t H = g->h, W = g->w, Wo = g->wo, sh = g->stride_h, sw = g->stride_w, taps = g->kh * g->kw;
     /* k outermost, as the GEMM's own packing: a tap's geometry is worked out
@@ -81,10 +82,11 @@ static inline void FN(pack_cols_t_edge)(const T *const *row, const int64_t *offw
     for (int64_t j = 0; j < nr; j++) e[j] = j < n && row[j] && ow >= lo[j] && ow < hi[j] ? row[j][ow + offw[j]] : 0;
 }
 
-NB_SIMD_CLONES static void FN(pack_cols_t)(void *ctx, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t q0,
-                                           int64_t q1, int nr, T *dst)
+NB_SIMD_CLONES static void FN(pack_cols_t)(void *ctx, const nb_gemm_panel *pn, T *dst)
 {
     const FN(col_packer) *cp = ctx;
+    const int64_t p0 = pn->p0, kc = pn->kc, j0 = pn->j0, nc = pn->nc, q0 = pn->q0, q1 = pn->q1;
+    const int nr = pn->nr;
     const nb_conv2d_geom *g = cp->g;
     const int64_t H = g->h, W = g->w, Wo = g->wo, sh = g->stride_h, taps = g->kh * g->kw;
     for (int64_t q = q0; q < q1; q++) {

@@ -36,7 +36,10 @@ DEFINE_FILL(int64_t)
 
 /* The conversion of `value` goes through nb_store, which never invokes
  * undefined behaviour on out-of-range values (infer rejects those anyway). */
-nb_status nb_cpu_fill(const char *label, nb_tensor *out, double value)
+/* Every element of `out` = value, converted to out's dtype (float32,
+ * float64, int32, int64, uint8 or bool; NB_ERR_DTYPE naming `label` for
+ * others). */
+static nb_status fill_tensor(const char *label, nb_tensor *out, double value)
 {
     int64_t n = nb_tensor_numel(out);
     void *p = nb_tensor_data(out);
@@ -76,7 +79,7 @@ nb_status nb_cpu_fill(const char *label, nb_tensor *out, double value)
 static nb_status run_fill_constant(const nb_kernel_ctx *k)
 {
     const nb_fill_constant_params *p = k->params;
-    return nb_cpu_fill(k->label, nb_kout(k, 0, 0), p->value);
+    return fill_tensor(k->label, nb_kout(k, 0, 0), p->value);
 }
 
 /* assign_value: element i from the values the program holds. */
@@ -99,10 +102,11 @@ static nb_status run_assign_value(const nb_kernel_ctx *k)
     return NB_OK;
 }
 
-static nb_status run_fill_zeros_like(const nb_kernel_ctx *k) { return nb_cpu_fill(k->label, nb_kout(k, 0, 0), 0.0); }
-static nb_status run_ones_like(const nb_kernel_ctx *k) { return nb_cpu_fill(k->label, nb_kout(k, 0, 0), 1.0); }
+static nb_status run_fill_zeros_like(const nb_kernel_ctx *k) { return fill_tensor(k->label, nb_kout(k, 0, 0), 0.0); }
+static nb_status run_ones_like(const nb_kernel_ctx *k) { return fill_tensor(k->label, nb_kout(k, 0, 0), 1.0); }
 
-nb_status nb_cpu_assign(const nb_tensor *x, nb_tensor *out)
+/* out = x, any dtype, same size; out may be x itself. */
+static nb_status assign_tensor(const nb_tensor *x, nb_tensor *out)
 {
     size_t bytes = (size_t)nb_tensor_numel(x) * nb_dtype_size(x->dtype);
     /* In place (Out is X) there is nothing to move; memmove covers any
@@ -111,7 +115,7 @@ nb_status nb_cpu_assign(const nb_tensor *x, nb_tensor *out)
     return NB_OK;
 }
 
-static nb_status run_assign(const nb_kernel_ctx *k) { return nb_cpu_assign(nb_kin(k, 0, 0), nb_kout(k, 0, 0)); }
+static nb_status run_assign(const nb_kernel_ctx *k) { return assign_tensor(nb_kin(k, 0, 0), nb_kout(k, 0, 0)); }
 
 /* ---- random initialisers ---------------------------------------------------- */
 

@@ -10,12 +10,4 @@
 #include "nabla/tensor.h"
 #include "../params/creation.h"
 
-/* Every element of `out` = value, converted to out's dtype (float32,
- * float64, int32, int64, uint8 or bool; NB_ERR_DTYPE naming `label` for
- * others). */
-nb_status nb_cpu_fill(const char *label, nb_tensor *out, double value);
-
-/* out = x, any dtype, same size; out may be x itself. */
-nb_status nb_cpu_assign(const nb_tensor *x, nb_tensor *out);
-
 #endif

@@ -224,13 +224,13 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
  * baseline it ran four floats at a time, its speed moving by a third with where
  * the loop fell against the 64-byte lines of the code. */
 #define GEMM_SMALL_ROWS(T, SUF, NAME, ATTR)                                                    \
-    ATTR GEMM_INLINE void NAME##_row(int64_t i, int64_t N, int64_t K, T alpha, const T *A,      \
-                                     int64_t ar, int64_t ak, const T *B, int64_t bk,            \
-                                     int64_t bj, bool axpy, T beta, T *C, int64_t ldc)          \
+    ATTR GEMM_INLINE void NAME##_row(const small_job_##SUF *j, int64_t i)                      \
     {                                                                                          \
-        T *restrict c = C + i * ldc;                                                           \
-        const T *a = A + i * ar;                                                               \
-        if (axpy) {                                                                            \
+        const int64_t N = j->N, K = j->K, ak = j->ak, bk = j->bk, bj = j->bj;                  \
+        const T alpha = j->alpha, beta = j->beta, *B = j->B;                                   \
+        T *restrict c = j->C + i * j->ldc;                                                     \
+        const T *a = j->A + i * j->ar;                                                         \
+        if (j->axpy) {                                                                         \
             if (beta == 0)                                                                     \
                 for (int64_t j = 0; j < N; j++) c[j] = 0;                                      \
             else if (beta != 1)                                                                \
@@ -242,18 +242,16 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
                 for (int64_t j = 0; j < N; j++) c[j] += aik * b[j];                            \
             }                                                                                  \
         } else {                                                                               \
-            for (int64_t j = 0; j < N; j++) {                                                  \
-                T d = alpha * dot_##SUF(a, ak, B + j * bj, bk, K);                              \
-                c[j] = beta == 0 ? d : d + beta * c[j];                                        \
+            for (int64_t jj = 0; jj < N; jj++) {                                               \
+                T d = alpha * dot_##SUF(a, ak, B + jj * bj, bk, K);                             \
+                c[jj] = beta == 0 ? d : d + beta * c[jj];                                      \
             }                                                                                  \
         }                                                                                      \
     }                                                                                          \
     ATTR static void NAME##_rows(void *arg, int64_t lo, int64_t hi)                            \
     {                                                                                          \
         const small_job_##SUF *j = arg;                                                        \
-        for (int64_t i = lo; i < hi; i++)                                                      \
-            NAME##_row(i, j->N, j->K, j->alpha, j->A, j->ar, j->ak, j->B, j->bk, j->bj,        \
-                       j->axpy, j->beta, j->C, j->ldc);                                        \
+        for (int64_t i = lo; i < hi; i++) NAME##_row(j, i);                                    \
     }
 #ifdef GEMM_X86_AVX2
 #define GEMM_SMALL_AVX2(T, SUF) GEMM_SMALL_ROWS(T, SUF, avx2_small_##SUF, GEMM_AVX2_ATTR)
@@ -282,14 +280,13 @@ static int gemm_threads(int64_t M, int64_t N, int64_t K)
     } small_job_##SUF;                                                                         \
     GEMM_SMALL_ROWS(T, SUF, gen_small_##SUF, )                                                 \
     GEMM_SMALL_AVX2(T, SUF)                                                                    \
-    static void small_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,         \
-                            const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,     \
-                            int64_t ldc)                                                       \
+    static void small_##SUF(const gemm_args_##SUF *g)                                          \
     {                                                                                          \
-        int64_t ar = ta ? 1 : lda, ak = ta ? lda : 1;                                          \
-        int64_t bk = tb ? 1 : ldb, bj = tb ? ldb : 1;                                          \
-        bool axpy = !tb && N > 1; /* rows of B are contiguous: stream them */                  \
-        small_job_##SUF j = {N, K, alpha, A, ar, ak, B, bk, bj, axpy, beta, C, ldc};           \
+        const int64_t M = g->M, N = g->N, K = g->K, lda = g->lda, ldb = g->ldb;                \
+        int64_t ar = g->ta ? 1 : lda, ak = g->ta ? lda : 1;                                    \
+        int64_t bk = g->tb ? 1 : ldb, bj = g->tb ? ldb : 1;                                    \
+        bool axpy = !g->tb && N > 1; /* rows of B are contiguous: stream them */               \
+        small_job_##SUF j = {N, K, g->alpha, g->A, ar, ak, g->B, bk, bj, axpy, g->beta, g->C, g->ldc}; \
         nb_team_for(M, M > 1 && gemm_threads(M, N, K) > 1, GEMM_SMALL_PICK(SUF), &j);          \
     }
 
@@ -432,9 +429,11 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
 /* op(A)[i0:i0+mc, p0:p0+kc] times alpha into MR-row strips: within a strip,
  * element (i, k) sits at k * MR + i. Rows past mc are zero. */
 #define GEMM_PACK_A(T, SUF, MR)                                                                \
-    static void pack_a_##SUF(bool ta, const T *A, int64_t lda, int64_t i0, int64_t p0,          \
-                             int64_t mc, int64_t kc, T alpha, T *restrict Ap)                  \
+    static void pack_a_##SUF(const gemm_args_##SUF *g, const gemm_block *bk, T *restrict Ap)   \
     {                                                                                          \
+        const bool ta = g->ta;                                                                 \
+        const T *A = g->A, alpha = g->alpha;                                                   \
+        const int64_t lda = g->lda, i0 = bk->ic, p0 = bk->pc, mc = bk->mc, kc = bk->kc;         \
         int64_t full = ta ? mc / MR * MR : 0;                                                  \
         /* Transposed, the full strips go k outermost: row k of A is read once, in     \
          * order, and handed out a fixed-width run to each strip (strip by strip, each \
@@ -476,9 +475,12 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
  * so that threads can share the work. ATTR: the instruction set it is
  * compiled for (the AVX-512 instance's 128-byte runs are two moves). */
 #define GEMM_PACK_B(T, SUF, NR, ATTR)                                                          \
-    ATTR static void pack_b_##SUF(bool tb, const T *B, int64_t ldb, int64_t p0, int64_t j0,          \
-                             int64_t kc, int64_t nc, int64_t q0, int64_t q1, T *restrict Bp)   \
+    ATTR static void pack_b_##SUF(const gemm_args_##SUF *g, const nb_gemm_panel *pn, T *restrict Bp) \
     {                                                                                          \
+        const bool tb = g->tb;                                                                 \
+        const T *B = g->B;                                                                     \
+        const int64_t ldb = g->ldb, p0 = pn->p0, j0 = pn->j0, kc = pn->kc, nc = pn->nc;        \
+        const int64_t q0 = pn->q0, q1 = pn->q1;                                                \
         /* Full strips of B as it is stored go k outermost, as pack_a's transposed     \
          * ones: row k read once, in order, a fixed-width run to each strip (a        \
          * variable-width copy would become a call to memmove). */                   \
@@ -690,8 +692,25 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
  * always, 2: when its rows are not a multiple of 4 KiB apart) reads
  * A as it is stored when it needs no transposing or scaling), then the
  * macro-kernel. Returns false if it could not allocate its buffers. */
+/* A block of the blocked product: rows [ic, ic + mc) and columns [jc, jc +
+ * nc) of C, over slice [pc, pc + kc) of the inner dimension. */
+typedef struct gemm_block {
+    int64_t ic, mc, jc, nc, pc, kc;
+} gemm_block;
+
 #define GEMM_BLOCKED(T, SUF, MR, NR, MC, KC, NC, A_IN_PLACE)                                   \
     _Static_assert((KC) * sizeof(T) <= sizeof gemm_zeros, "gemm_zeros is shorter than a slice");  \
+    /* One thread's part of the blocked product: its buffers for the packed B    \
+     * slab and A, share t of n_t, where its columns start in B as a packer     \
+     * sees it (j_off), A packed whole (a_whole) and already (a_ready), and the  \
+     * row block tickets of a gang (n_t > 1). */                                  \
+    typedef struct blocked_part_##SUF {                                                        \
+        T *Bp, *myAp;                                                                          \
+        int t, n_t;                                                                            \
+        int64_t j_off;                                                                         \
+        bool a_whole, a_ready;                                                                 \
+        _Atomic int64_t *tickets;                                                              \
+    } blocked_part_##SUF;                                                                      \
     /* Whether the macro-kernel reads A as it is stored (see the macro-kernel). */           \
     GEMM_INLINE bool a_in_place_##SUF(bool ta, T alpha, int64_t lda)                           \
     {                                                                                          \
@@ -700,17 +719,20 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
     }                                                                                          \
     /* Rows [ic, ic + mc) of C's columns [jc, jc + nc), inner slice [pc, pc + kc); A's    \
      * block packed into myAp, or already there (a_ready). */                          \
-    GEMM_INLINE void blocked_rows_##SUF(int64_t ic, int64_t mc, bool ta, int64_t jc, int64_t nc, \
-                                        int64_t pc, int64_t kc, T alpha, const T *A,           \
-                                        int64_t lda, const T *Bs, int64_t bld, const T *Bp,    \
-                                        T beta, T *C, int64_t ldc, T *myAp, bool a_ready)      \
+    GEMM_INLINE void blocked_rows_##SUF(const gemm_args_##SUF *g, const gemm_block *bk,         \
+                                        const T *Bs, int64_t bld, const T *Bp, T beta,         \
+                                        T *myAp, bool a_ready)                                 \
     {                                                                                          \
-        T *c = C + ic * ldc + jc;                                                              \
+        const int64_t ic = bk->ic, mc = bk->mc, jc = bk->jc, nc = bk->nc, pc = bk->pc, kc = bk->kc; \
+        const bool ta = g->ta;                                                                 \
+        const T alpha = g->alpha, *A = g->A;                                                   \
+        const int64_t lda = g->lda, ldc = g->ldc;                                              \
+        T *c = g->C + ic * ldc + jc;                                                           \
         const T *tail = Bp + nc / NR * NR * kc;                                                \
         if (a_in_place_##SUF(ta, alpha, lda)) {                                                \
             macro_##SUF(mc, nc, kc, A + ic * lda + pc, lda, Bs, bld, tail, c, ldc, beta);      \
         } else {                                                                               \
-            if (!a_ready) pack_a_##SUF(ta, A, lda, ic, pc, mc, kc, alpha, myAp);               \
+            if (!a_ready) pack_a_##SUF(g, bk, myAp);                                           \
             macro_##SUF(mc, nc, kc, myAp, 0, Bs, bld, tail, c, ldc, beta);                     \
         }                                                                                      \
     }                                                                                          \
@@ -720,14 +742,18 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
      * a_whole (nt == 1), myAp holds all of A packed, slice by slice (slice      \
      * [pc, pc + kc) at pc * m_pad, its row block ic at ic * kc within), packed  \
      * here unless a_ready. */                                                    \
-    GEMM_INLINE void blocked_team_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K,      \
-                                        T alpha, const T *A, int64_t lda, const T *B,          \
-                                        int64_t ldb, T beta, T *C, int64_t ldc,                \
-                                        T *Bp, T *myAp, int t, int n_t,                        \
-                                        nb_gemm_packer_##SUF pack, void *pack_ctx,             \
-                                        int64_t j_off, bool a_whole, bool a_ready,             \
-                                        _Atomic int64_t *tickets)                              \
+    GEMM_INLINE void blocked_team_##SUF(const gemm_args_##SUF *g, const blocked_part_##SUF *sh)  \
     {                                                                                          \
+        const bool tb = g->tb;                                                                 \
+        const int64_t M = g->M, N = g->N, K = g->K, ldb = g->ldb;                              \
+        const T *B = g->B, beta = g->beta;                                                     \
+        const nb_gemm_packer_##SUF pack = g->pack;                                             \
+        void *pack_ctx = g->pack_ctx;                                                          \
+        T *Bp = sh->Bp, *myAp = sh->myAp;                                                      \
+        const int t = sh->t, n_t = sh->n_t;                                                    \
+        const int64_t j_off = sh->j_off;                                                       \
+        const bool a_whole = sh->a_whole, a_ready = sh->a_ready;                               \
+        _Atomic int64_t *tickets = sh->tickets;                                                \
         /* Row blocks of at most MC, as many as a multiple of the threads: shared out \
          * as whole MC blocks, 1024 rows went 480 and 544 at two threads (eleven    \
          * blocks of 96). Taken in turn, a thread the host slows hands work to the    \
@@ -768,8 +794,11 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
                  * others, the slab is whole before anyone reads it, and read by all      \
                  * before the next one is packed. */                                      \
                 int64_t qa = q0 + (nq - q0) * t / n_t, qb = q0 + (nq - q0) * (t + 1) / n_t;       \
-                if (pack) pack(pack_ctx, pc, kc, j_off + jc, nc, qa, qb, NR, Bp);              \
-                else pack_b_##SUF(tb, B, ldb, pc, jc, kc, nc, qa, qb, Bp);                     \
+                nb_gemm_panel pn = {pc, kc, jc, nc, qa, qb, NR};                               \
+                if (pack) {                                                                    \
+                    pn.j0 += j_off; /* where the columns start for the packer */              \
+                    pack(pack_ctx, &pn, Bp);                                                   \
+                } else pack_b_##SUF(g, &pn, Bp);                                               \
                 if (n_t > 1) nb_team_barrier(n_t);                                             \
                 for (int64_t b = 0;; b++) {                                                    \
                     if (n_t > 1)                                                               \
@@ -778,8 +807,8 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
                     const int64_t ic = b < n_big ? b * blk : n_big * blk + (b - n_big) * sblk; \
                     const int64_t bl = b < n_big ? blk : sblk;                                 \
                     if (ic >= M) continue; /* a trailing block past a short M */               \
-                    blocked_rows_##SUF(ic, M - ic < bl ? M - ic : bl, ta, jc, nc, pc, kc,      \
-                                       alpha, A, lda, Bs, bld, Bp, b_eff, C, ldc,              \
+                    const gemm_block bk = {ic, M - ic < bl ? M - ic : bl, jc, nc, pc, kc};     \
+                    blocked_rows_##SUF(g, &bk, Bs, bld, Bp, b_eff,                             \
                                        a_whole ? myAp + pc * m_pad + ic * kc : myAp,           \
                                        a_whole && (a_ready || jc > 0));                        \
                 }                                                                              \
@@ -810,12 +839,14 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
             int64_t j0 = nq * c / n_chunks * NR, j1 = nq * (c + 1) / n_chunks * NR;            \
             if (j1 > g->N) j1 = g->N;                                                          \
             if (j1 <= j0) continue;                                                            \
-            const T *b = !g->B ? NULL : g->tb ? g->B + j0 * g->ldb : g->B + j0;               \
-            blocked_team_##SUF(g->ta, g->tb, g->M, j1 - j0, g->K, g->alpha, g->A, g->lda, b,   \
-                               g->ldb, g->beta, g->C + j0, g->ldc,                             \
-                               j->Bp + (size_t)t * (size_t)j->b_size,                          \
-                               j->Ap + (size_t)t * (size_t)j->a_size, 0, 1, g->pack,           \
-                               g->pack_ctx, j0, j->a_whole, a_ready, NULL);                    \
+            gemm_args_##SUF cols = *g; /* columns [j0, j1) of the product */                   \
+            cols.N = j1 - j0;                                                                  \
+            cols.B = !g->B ? NULL : g->tb ? g->B + j0 * g->ldb : g->B + j0;                    \
+            cols.C = g->C + j0;                                                                \
+            const blocked_part_##SUF sh = {j->Bp + (size_t)t * (size_t)j->b_size,              \
+                                           j->Ap + (size_t)t * (size_t)j->a_size, 0, 1, j0,   \
+                                           j->a_whole, a_ready, NULL};                         \
+            blocked_team_##SUF(&cols, &sh);                                                    \
             a_ready = j->a_whole;                                                              \
         }                                                                                      \
     }                                                                                          \
@@ -823,15 +854,13 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
     {                                                                                          \
         blocked_job_##SUF *j = arg;                                                            \
         const gemm_args_##SUF *g = &j->g;                                                      \
-        blocked_team_##SUF(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B,       \
-                           g->ldb, g->beta, g->C, g->ldc, j->Bp,                               \
-                           j->Ap + (size_t)t * (size_t)j->a_size, t, nt, g->pack, g->pack_ctx, \
-                           0, false, false, &j->next);                                         \
+        const blocked_part_##SUF sh = {j->Bp, j->Ap + (size_t)t * (size_t)j->a_size, t, nt, 0, \
+                                       false, false, &j->next};                                \
+        blocked_team_##SUF(g, &sh);                                                            \
     }                                                                                          \
-    static bool blocked_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,       \
-                              const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,   \
-                              int64_t ldc, nb_gemm_packer_##SUF pack, void *pack_ctx)          \
+    static bool blocked_##SUF(const gemm_args_##SUF *g)                                        \
     {                                                                                          \
+        const int64_t M = g->M, N = g->N, K = g->K;                                            \
         int nt = gemm_threads(M, N, K);                                                        \
         /* Too few rows to share out, or a product at least four times as wide as it is  \
          * tall, and columns enough: split those. Each thread then packs its own B and   \
@@ -847,7 +876,7 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
         nc_max = (nc_max + NR - 1) / NR * NR;                                                  \
         /* Split by columns, chunks in turn when each A is packed once (or not at all). */   \
         const int64_t m_pad = (M + MR - 1) / MR * MR, nq = (N + NR - 1) / NR;                 \
-        const bool a_read = a_in_place_##SUF(ta, alpha, lda);                                 \
+        const bool a_read = a_in_place_##SUF(g->ta, g->alpha, g->lda);                        \
         const bool a_whole = by_cols && !a_read && m_pad * K * (int64_t)sizeof(T) <= GEMM_A_WHOLE_BYTES; \
         int64_t n_chunks = !by_cols ? 0 : a_whole || a_read ? GEMM_COL_CHUNKS * nt : nt;      \
         if (n_chunks > nq) n_chunks = nq;                                                      \
@@ -859,8 +888,7 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
             nb_device_free(NB_DEVICE_CPU, Ap);                                                 \
             return false;                                                                      \
         }                                                                                      \
-        blocked_job_##SUF j = {{ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pack, pack_ctx}, \
-                               Bp, Ap, a_size, kc_max * nc_max, n_chunks, a_whole, 0};         \
+        blocked_job_##SUF j = {*g, Bp, Ap, a_size, kc_max * nc_max, n_chunks, a_whole, 0};         \
         if (by_cols) nb_team_run(nt, blocked_cols_share_##SUF, &j);                            \
         else if (nt > 1) nb_team_gang(nt, blocked_share_##SUF, &j);                           \
         else blocked_share_##SUF(&j, 0, 1);                                                    \
@@ -891,10 +919,13 @@ static void blas_one_thread(void)
 }
 
 #define GEMM_CBLAS(T, SUF, FN)                                                                 \
-    static bool cblas_call_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,    \
-                                 const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C, \
-                                 int64_t ldc)                                                  \
+    /* Rows [i0, i1) of C, from rows of A (its columns when ta). */                            \
+    static bool cblas_call_##SUF(const gemm_args_##SUF *g, int64_t i0, int64_t i1)              \
     {                                                                                          \
+        const bool ta = g->ta, tb = g->tb;                                                     \
+        const int64_t M = i1 - i0, N = g->N, K = g->K;                                         \
+        int64_t lda = g->lda, ldb = g->ldb, ldc = g->ldc;                                      \
+        const T *A = ta ? g->A + i0 : g->A + i0 * lda;                                         \
         /* CBLAS insists on leading dimensions of at least the stored row length,             \
          * even when there is a single row and the stride never matters. */                  \
         int64_t a_cols = ta ? M : K, a_rows = ta ? K : M;                                      \
@@ -909,33 +940,29 @@ static void blas_one_thread(void)
             ldc > INT_MAX)                                                                     \
             return false;                                                                      \
         FN(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,      \
-           (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);         \
+           (int)M, (int)N, (int)K, g->alpha, A, (int)lda, g->B, (int)ldb, g->beta, g->C + i0 * g->ldc, \
+           (int)ldc);                                                                          \
         return true;                                                                           \
     }                                                                                          \
-    /* Share t: rows [i0, i1) of C, from rows of A (its columns when ta). */                   \
+    /* Share t: its rows of C. */                                                              \
     static void cblas_share_##SUF(void *arg, int t, int nt)                                    \
     {                                                                                          \
-        const gemm_args_##SUF *j = arg;                                                        \
-        int64_t i0 = j->M * t / nt, i1 = j->M * (t + 1) / nt;                                  \
-        if (i1 > i0)                                                                           \
-            cblas_call_##SUF(j->ta, j->tb, i1 - i0, j->N, j->K, j->alpha,                      \
-                             j->ta ? j->A + i0 : j->A + i0 * j->lda, j->lda, j->B, j->ldb,      \
-                             j->beta, j->C + i0 * j->ldc, j->ldc);                             \
+        const gemm_args_##SUF *g = arg;                                                        \
+        int64_t i0 = g->M * t / nt, i1 = g->M * (t + 1) / nt;                                  \
+        if (i1 > i0) cblas_call_##SUF(g, i0, i1);                                              \
     }                                                                                          \
-    static bool cblas_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,         \
-                            const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,     \
-                            int64_t ldc)                                                       \
+    static bool cblas_##SUF(const gemm_args_##SUF *g)                                          \
     {                                                                                          \
+        const int64_t M = g->M, N = g->N, K = g->K;                                            \
         pthread_once(&blas_once, blas_one_thread);                                             \
         int nt = (double)M * (double)N * (double)K < BLAS_PARALLEL_WORK ? 1 : gemm_threads(M, N, K); \
-        if (nt <= 1) return cblas_call_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); \
+        if (nt <= 1) return cblas_call_##SUF(g, 0, M);                                         \
         if (M > INT_MAX || N > INT_MAX || K > INT_MAX) return false;                           \
-        gemm_args_##SUF j = {ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL}; \
-        nb_team_run(nt, cblas_share_##SUF, &j);                                                \
+        nb_team_run(nt, cblas_share_##SUF, (void *)g);                                         \
         return true;                                                                           \
     }
 #define GEMM_TRY_CBLAS(SUF)                                                                    \
-    if (gemm_blas() && cblas_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
+    if (gemm_blas() && cblas_##SUF(&g)) return;
 #else
 #define GEMM_CBLAS(T, SUF, FN)
 #define GEMM_TRY_CBLAS(SUF)
@@ -950,11 +977,10 @@ static void blas_one_thread(void)
             scale_##SUF(M, N, beta, C, ldc);                                                   \
             return;                                                                            \
         }                                                                                      \
+        const gemm_args_##SUF g = {ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL}; \
         GEMM_TRY_CBLAS(SUF)                                                                    \
         double work = (double)M * (double)N * (double)K;                                       \
-        if (work <= GEMM_SMALL_WORK || M == 1 || N == 1 ||                                     \
-            !blocked_pick_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL)) \
-            small_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);                 \
+        if (work <= GEMM_SMALL_WORK || M == 1 || N == 1 || !blocked_pick_##SUF(&g)) small_##SUF(&g); \
     }                                                                                          \
     bool nb_gemm_##SUF##_packed(int64_t M, int64_t N, int64_t K, const T *A, int64_t lda,       \
                                 nb_gemm_packer_##SUF pack, void *pack_ctx, T beta, T *C,       \
@@ -962,8 +988,8 @@ static void blas_one_thread(void)
     {                                                                                          \
         if (N <= 1 || K <= 0 || gemm_blas() || (double)M * (double)N * (double)K <= GEMM_SMALL_WORK)  \
             return false;                                                                      \
-        return blocked_pick_##SUF(false, false, M, N, K, 1, A, lda, NULL, 0, beta, C, ldc,     \
-                                  pack, pack_ctx);                                             \
+        const gemm_args_##SUF g = {false, false, M, N, K, 1, A, lda, NULL, 0, beta, C, ldc, pack, pack_ctx}; \
+        return blocked_pick_##SUF(&g);                                                         \
     }                                                                                          \
     void nb_gemm_pack_streams_##SUF(const T *const *src, int64_t kc, int nr, T *restrict dst)   \
     {                                                                                          \
@@ -980,45 +1006,36 @@ static void blas_one_thread(void)
  * it (M 1024, K 64). */
 #ifdef GEMM_X86_AVX2
 #define GEMM_PICK(T, SUF, NR_AVX2)                                                              \
-    static bool blocked_pick_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,  \
-                                   const T *A, int64_t lda, const T *B, int64_t ldb, T beta,   \
-                                   T *C, int64_t ldc, nb_gemm_packer_##SUF pack, void *pack_ctx) \
+    static bool blocked_pick_##SUF(const gemm_args_##SUF *g)                                   \
     {                                                                                          \
-        if (N > NR_AVX2 && gemm_isa() >= NB_ISA_AVX512)                                        \
-            return blocked_##SUF##x(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pack, \
-                                    pack_ctx);                                                 \
-        return blocked_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pack, pack_ctx); \
+        if (g->N > NR_AVX2 && gemm_isa() >= NB_ISA_AVX512) return blocked_##SUF##x(g);         \
+        return blocked_##SUF(g);                                                               \
     }
 #else
 #define GEMM_PICK(T, SUF, NR_AVX2)                                                              \
-    static bool blocked_pick_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,  \
-                                   const T *A, int64_t lda, const T *B, int64_t ldb, T beta,   \
-                                   T *C, int64_t ldc, nb_gemm_packer_##SUF pack, void *pack_ctx) \
-    {                                                                                          \
-        return blocked_##SUF(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pack, pack_ctx); \
-    }
+    static bool blocked_pick_##SUF(const gemm_args_##SUF *g) { return blocked_##SUF(g); }
 #endif
 
 /* Tile shapes: 6 x 16 floats and 6 x 8 doubles are twelve 256-bit
  * accumulators, which leaves registers for a row of B and a broadcast of A;
  * with AVX-512, 8 x 32 floats and 8 x 16 doubles are sixteen 512-bit ones. */
+GEMM_ARGS(float, f32)
 GEMM_SCALE(float, f32)
 GEMM_DOT(float, f32)
 GEMM_SMALL(float, f32)
 GEMM_PACK_A(float, f32, 6)
 GEMM_PACK_B(float, f32, 16, )
 GEMM_MACRO(float, f32, 6, 16)
-GEMM_ARGS(float, f32)
 GEMM_BLOCKED(float, f32, 6, 16, 96, 256, 2048, 1)
 GEMM_CBLAS(float, f32, cblas_sgemm)
 
+GEMM_ARGS(double, f64)
 GEMM_SCALE(double, f64)
 GEMM_DOT(double, f64)
 GEMM_SMALL(double, f64)
 GEMM_PACK_A(double, f64, 6)
 GEMM_PACK_B(double, f64, 8, )
 GEMM_MACRO(double, f64, 6, 8)
-GEMM_ARGS(double, f64)
 GEMM_BLOCKED(double, f64, 6, 8, 96, 256, 2048, 1)
 GEMM_CBLAS(double, f64, cblas_dgemm)
 

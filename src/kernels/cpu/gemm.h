@@ -22,10 +22,14 @@ void nb_gemm_f64(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, do
  * columns [j0, j0 + nc), nr columns a strip, element (k, j) of strip q at
  * dst[(q * kc + k) * nr + j], with zeros in the columns of the last strip at
  * or past nc. Threads may call it at once for different strips. */
-typedef void (*nb_gemm_packer_f32)(void *ctx, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t q0,
-                                   int64_t q1, int nr, float *dst);
-typedef void (*nb_gemm_packer_f64)(void *ctx, int64_t p0, int64_t kc, int64_t j0, int64_t nc, int64_t q0,
-                                   int64_t q1, int nr, double *dst);
+typedef struct nb_gemm_panel {
+    int64_t p0, kc; /* op(B)'s rows [p0, p0 + kc) */
+    int64_t j0, nc; /* and columns [j0, j0 + nc) */
+    int64_t q0, q1; /* the strips to fill */
+    int nr;         /* columns a strip */
+} nb_gemm_panel;
+typedef void (*nb_gemm_packer_f32)(void *ctx, const nb_gemm_panel *pn, float *dst);
+typedef void (*nb_gemm_packer_f64)(void *ctx, const nb_gemm_panel *pn, double *dst);
 
 /* C = A * B + beta * C ([M, K] times [K, N]) with B given by `pack`, on
  * the blocked kernel. Returns false, having done nothing, where that kernel

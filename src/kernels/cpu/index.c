@@ -9,13 +9,22 @@
 #include "simd.h"
 #include "team.h"
 
+/* An index tensor (int32 or int64, `idx64`) of nidx indices, and the tensor
+ * it indexes viewed as [outer, n, inner], along n. */
+typedef struct index_view {
+    const void *idx;
+    bool idx64;
+    int64_t nidx, outer, n, inner;
+} index_view;
+
 static inline int64_t index_at(const void *idx, bool idx64, int64_t i)
 {
     return idx64 ? ((const int64_t *)idx)[i] : ((const int32_t *)idx)[i];
 }
 
-bool nb_cpu_index_check(const void *idx, bool idx64, int64_t count, int64_t n, int64_t *bad_pos,
-                        int64_t *bad_value)
+/* True if all `count` indices lie in [0, n); otherwise false, with the
+ * position and value of the first one that does not. */
+static bool index_check(const void *idx, bool idx64, int64_t count, int64_t n, int64_t *bad_pos, int64_t *bad_value)
 {
     for (int64_t i = 0; i < count; i++) {
         int64_t v = index_at(idx, idx64, i);
@@ -70,13 +79,14 @@ static void gather_chunks(void *arg, int64_t lo, int64_t hi)
     for (int64_t c = lo; c < hi; c++) gather_rows(&j->a, rows * c / chunks, rows * (c + 1) / chunks);
 }
 
-void nb_cpu_gather(void *dst, const void *src, const void *idx, bool idx64, int64_t nidx, int64_t outer,
-                   int64_t n, int64_t inner, size_t elsize)
+/* dst[o, i, :] = src[o, idx[i], :], src viewed as v says and dst as
+ * [outer, nidx, inner], elements of elsize bytes. */
+static void gather(void *dst, const void *src, const index_view *v, size_t elsize)
 {
-    int64_t rows = outer * nidx;
+    const int64_t rows = v->outer * v->nidx, inner = v->inner;
     if (rows == 0 || inner == 0) return;
     int64_t chunks = rows < 256 ? rows : 256;
-    gather_job j = {{dst, src, idx, idx64, nidx, n, (size_t)inner * elsize}, rows, chunks};
+    gather_job j = {{dst, src, v->idx, v->idx64, v->nidx, v->n, (size_t)inner * elsize}, rows, chunks};
     nb_team_for(chunks, rows * inner >= NB_SHAPE_PARALLEL_MIN && chunks > 1, gather_chunks, &j);
 }
 
@@ -112,12 +122,12 @@ void nb_cpu_gather(void *dst, const void *src, const void *idx, bool idx64, int6
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
-    static void NAME(T *out, const T *upd, const void *idx, bool idx64, int64_t nidx, int64_t outer, \
-                     int64_t n, int64_t inner)                                                     \
+    static void NAME(T *out, const T *upd, const index_view *v)                                    \
     {                                                                                              \
+        const int64_t nidx = v->nidx, outer = v->outer, n = v->n, inner = v->inner;                \
         int64_t blk = outer >= 16 || inner < 64 ? inner : 64;                                      \
         int64_t nblk = (inner + blk - 1) / blk, tasks = outer * nblk;                              \
-        NAME##_job jb = {out, upd, idx, idx64, nidx, n, inner, blk, nblk};                         \
+        NAME##_job jb = {out, upd, v->idx, v->idx64, nidx, n, inner, blk, nblk};                   \
         bool par = outer * nidx * inner >= NB_SHAPE_PARALLEL_MIN && tasks > 1;                     \
         nb_team_for(tasks, par, NAME##_tasks, &jb);                                                \
     }
@@ -127,23 +137,27 @@ DEF_SCATTER_ADD(scatter_add_f64, double)
 DEF_SCATTER_ADD(scatter_add_i32, int32_t)
 DEF_SCATTER_ADD(scatter_add_i64, int64_t)
 
-bool nb_cpu_scatter_add(nb_dtype dt, void *out, const void *upd, const void *idx, bool idx64, int64_t nidx,
-                        int64_t outer, int64_t n, int64_t inner)
+/* out viewed as v says, upd as [outer, nidx, inner]: out[o, idx[i], :] +=
+ * upd[o, i, :], summed in order of i (so results do not depend on the
+ * thread count). Returns false for a dtype other than
+ * float32/float64/int32/int64. */
+static bool scatter_add(nb_dtype dt, void *out, const void *upd, const index_view *v)
 {
     bool ok = dt == NB_F32 || dt == NB_F64 || dt == NB_I32 || dt == NB_I64;
-    if (!ok || outer == 0 || nidx == 0 || inner == 0) return ok;
+    if (!ok || v->outer == 0 || v->nidx == 0 || v->inner == 0) return ok;
     switch (dt) {
-    case NB_F32: scatter_add_f32(out, upd, idx, idx64, nidx, outer, n, inner); break;
-    case NB_F64: scatter_add_f64(out, upd, idx, idx64, nidx, outer, n, inner); break;
-    case NB_I32: scatter_add_i32(out, upd, idx, idx64, nidx, outer, n, inner); break;
-    default: scatter_add_i64(out, upd, idx, idx64, nidx, outer, n, inner); break;
+    case NB_F32: scatter_add_f32(out, upd, v); break;
+    case NB_F64: scatter_add_f64(out, upd, v); break;
+    case NB_I32: scatter_add_i32(out, upd, v); break;
+    default: scatter_add_i64(out, upd, v); break;
     }
     return true;
 }
 
 /* ---- one_hot ------------------------------------------------------------------ */
 
-void nb_cpu_one_hot(nb_dtype dt, void *out, const void *idx, bool idx64, int64_t count, int64_t depth)
+/* out viewed as [count, depth] of dtype dt: all zero but out[i, idx[i]] = 1. */
+static void one_hot(nb_dtype dt, void *out, const void *idx, bool idx64, int64_t count, int64_t depth)
 {
     size_t el = nb_dtype_size(dt);
     memset(out, 0, (size_t)(count * depth) * el);
@@ -164,12 +178,23 @@ static nb_status check_indices(const nb_kernel_ctx *k, int slot, int axis)
 {
     nb_tensor *x = nb_kin(k, 0, 0), *idx = nb_kin(k, slot, 0);
     int64_t pos, val, n = x->shape[axis];
-    if (nb_cpu_index_check(nb_tensor_data(idx), idx->dtype == NB_I64, nb_tensor_numel(idx), n, &pos, &val))
+    if (index_check(nb_tensor_data(idx), idx->dtype == NB_I64, nb_tensor_numel(idx), n, &pos, &val))
         return NB_OK;
     char a[NB_SHAPE_STR_MAX];
     return nb_error(NB_ERR_ARG, "%s: Index[%lld] = %lld is out of range [0, %lld) for dim %d of X (shape %s)",
                     k->label, (long long)pos, (long long)val, (long long)n, axis,
                     nb_shape_str(a, sizeof a, x->ndim, x->shape));
+}
+
+/* Index tensor idx into dim `axis` of x. */
+static index_view index_view_of(const nb_tensor *x, const nb_tensor *idx, int axis)
+{
+    return (index_view){nb_tensor_data(idx),
+                        idx->dtype == NB_I64,
+                        nb_tensor_numel(idx),
+                        nb_cpu_shape_product(x->shape, 0, axis),
+                        x->shape[axis],
+                        nb_cpu_shape_product(x->shape, axis + 1, x->ndim)};
 }
 
 /* gather and index_select, whose parameter is the axis (index_select's "dim"). */
@@ -182,9 +207,8 @@ static nb_status run_gather(const nb_kernel_ctx *k)
     if (st) return st;
     nb_cpu_shape_out ob;
     if ((st = nb_cpu_shape_out_begin(k, o, &ob))) return st;
-    nb_cpu_gather(ob.data, nb_tensor_data(x), nb_tensor_data(idx), idx->dtype == NB_I64, nb_tensor_numel(idx),
-                  nb_cpu_shape_product(x->shape, 0, axis), x->shape[axis],
-                  nb_cpu_shape_product(x->shape, axis + 1, x->ndim), nb_dtype_size(x->dtype));
+    const index_view v = index_view_of(x, idx, axis);
+    gather(ob.data, nb_tensor_data(x), &v, nb_dtype_size(x->dtype));
     nb_cpu_shape_out_end(&ob);
     return NB_OK;
 }
@@ -207,9 +231,8 @@ static nb_status run_scatter_add(const nb_kernel_ctx *k)
         dst = scratch;
     }
     if (dst != xd && bytes) memcpy(dst, xd, bytes);
-    if (!nb_cpu_scatter_add(o->dtype, dst, nb_tensor_data(upd), nb_tensor_data(idx), idx->dtype == NB_I64,
-                            nb_tensor_numel(idx), nb_cpu_shape_product(x->shape, 0, axis), x->shape[axis],
-                            nb_cpu_shape_product(x->shape, axis + 1, x->ndim))) {
+    const index_view v = index_view_of(x, idx, axis);
+    if (!scatter_add(o->dtype, dst, nb_tensor_data(upd), &v)) {
         nb_free(scratch);
         return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(o->dtype));
     }
@@ -226,7 +249,7 @@ static nb_status run_one_hot(const nb_kernel_ctx *k)
     nb_tensor *x = nb_kin(k, 0, 0), *o = nb_kout(k, 0, 0);
     int64_t depth = p->depth, pos, val, count = nb_tensor_numel(x);
     bool idx64 = x->dtype == NB_I64;
-    if (!nb_cpu_index_check(nb_tensor_data(x), idx64, count, depth, &pos, &val)) {
+    if (!index_check(nb_tensor_data(x), idx64, count, depth, &pos, &val)) {
         char a[NB_SHAPE_STR_MAX];
         return nb_error(NB_ERR_ARG, "%s: X[%lld] = %lld (flat index into X of shape %s) is out of range [0, %lld) for depth %lld",
                         k->label, (long long)pos, (long long)val, nb_shape_str(a, sizeof a, x->ndim, x->shape),
@@ -235,7 +258,7 @@ static nb_status run_one_hot(const nb_kernel_ctx *k)
     nb_cpu_shape_out ob;
     nb_status st = nb_cpu_shape_out_begin(k, o, &ob);
     if (st) return st;
-    nb_cpu_one_hot(o->dtype, ob.data, nb_tensor_data(x), idx64, count, depth);
+    one_hot(o->dtype, ob.data, nb_tensor_data(x), idx64, count, depth);
     nb_cpu_shape_out_end(&ob);
     return NB_OK;
 }

@@ -124,24 +124,29 @@ static void batch_offsets(const batch_walk *w, int64_t b, int64_t *xo, int64_t *
     *yo = y;
 }
 
+/* A matmul's operands as stored: X and Y with their row strides, and Out. */
+typedef struct matmul_operands {
+    const void *x;
+    int64_t lda;
+    const void *y;
+    int64_t ldb;
+    void *out;
+} matmul_operands;
+
 #define DEF_MATMUL(NAME, T, GEMM)                                                                  \
     typedef struct NAME##_job {                                                                    \
         const nb_matmul_dims *d;                                                                   \
         const batch_walk *w;                                                                       \
-        const T *X;                                                                                \
-        int64_t lda;                                                                               \
-        const T *Y;                                                                                \
-        int64_t ldb;                                                                               \
-        T *Out;                                                                                    \
+        const matmul_operands *t;                                                                  \
         T alpha;                                                                                   \
     } NAME##_job;                                                                                  \
     static void NAME##_batches(void *arg, int64_t lo, int64_t hi)                                  \
     {                                                                                              \
         const NAME##_job *job = arg;                                                               \
         const nb_matmul_dims *d = job->d;                                                          \
-        const T *X = job->X, *Y = job->Y, alpha = job->alpha;                                      \
-        T *Out = job->Out;                                                                         \
-        const int64_t lda = job->lda, ldb = job->ldb;                                              \
+        const T *X = job->t->x, *Y = job->t->y, alpha = job->alpha;                                \
+        T *Out = job->t->out;                                                                      \
+        const int64_t lda = job->t->lda, ldb = job->t->ldb;                                        \
         int64_t M = d->M, N = d->N, K = d->K;                                                      \
         for (int64_t b = lo; b < hi; b++) {                                                        \
             int64_t xo, yo;                                                                        \
@@ -149,12 +154,12 @@ static void batch_offsets(const batch_walk *w, int64_t b, int64_t *xo, int64_t *
             GEMM(d->tx, d->ty, M, N, K, alpha, X + xo, lda, Y + yo, ldb, 0, Out + b * M * N, N);   \
         }                                                                                          \
     }                                                                                              \
-    static void NAME(const nb_matmul_dims *d, const batch_walk *w, int64_t nbatch, const T *X,     \
-                     int64_t lda, const T *Y, int64_t ldb, T *Out, T alpha)                        \
+    static void NAME(const nb_matmul_dims *d, const batch_walk *w, int64_t nbatch,                 \
+                     const matmul_operands *t, T alpha)                                            \
     {                                                                                              \
         double work = (double)d->M * (double)d->N * (double)d->K;                                  \
         bool par = nbatch > 1 && work < BATCH_GEMM_BIG && work * (double)nbatch >= BATCH_PAR_MIN;  \
-        NAME##_job job = {d, w, X, lda, Y, ldb, Out, alpha};                                       \
+        NAME##_job job = {d, w, t, alpha};                                                         \
         nb_team_for(nbatch, par, NAME##_batches, &job);                                            \
     }
 
@@ -194,12 +199,9 @@ static nb_status run_matmul(const nb_kernel_ctx *k)
         w.nd = 0;
         nbatch = 1;
     }
-    if (x->dtype == NB_F32)
-        matmul_f32(&dd, &w, nbatch, nb_tensor_data(x), lda, nb_tensor_data(y), ldb, nb_tensor_data(dst),
-                   (float)p->alpha);
-    else
-        matmul_f64(&dd, &w, nbatch, nb_tensor_data(x), lda, nb_tensor_data(y), ldb, nb_tensor_data(dst),
-                   p->alpha);
+    const matmul_operands t = {nb_tensor_data(x), lda, nb_tensor_data(y), ldb, nb_tensor_data(dst)};
+    if (x->dtype == NB_F32) matmul_f32(&dd, &w, nbatch, &t, (float)p->alpha);
+    else matmul_f64(&dd, &w, nbatch, &t, p->alpha);
     return finish_aside(out, dst);
 }
 

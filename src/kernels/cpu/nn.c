@@ -100,7 +100,7 @@ nb_status nb_nn_check_labels(const char *op, const nb_tensor *label, int64_t C, 
 DEFINE_DROPOUT(float, f32)
 DEFINE_DROPOUT(double, f64)
 
-nb_status nb_cpu_dropout(const nb_kernel_ctx *k)
+static nb_status run_dropout(const nb_kernel_ctx *k)
 {
     const nb_dropout_params *prm = k->params;
     nb_tensor *x = nb_kin(k, 0, 0), *out = nb_kout(k, 0, 0), *mask = nb_kout(k, 1, 0);
@@ -168,7 +168,7 @@ static void embedding_range(void *arg, int64_t lo, int64_t hi)
 }
 
 /* Rows are copied as bytes, so any dtype of W works. */
-nb_status nb_cpu_embedding(const nb_kernel_ctx *k)
+static nb_status run_embedding(const nb_kernel_ctx *k)
 {
     const nb_embedding_params *p = k->params;
     nb_tensor *w = nb_kin(k, 0, 0), *ids = nb_kin(k, 1, 0), *out = nb_kout(k, 0, 0);
@@ -224,7 +224,7 @@ nb_status nb_cpu_embedding(const nb_kernel_ctx *k)
 DEFINE_EMBEDDING_GRAD(float, f32)
 DEFINE_EMBEDDING_GRAD(double, f64)
 
-nb_status nb_cpu_embedding_grad(const nb_kernel_ctx *k)
+static nb_status run_embedding_grad(const nb_kernel_ctx *k)
 {
     const nb_embedding_params *p = k->params;
     nb_tensor *ids = nb_kin(k, 0, 0), *dout = nb_kin(k, 1, 0), *w = nb_kin(k, 2, 0), *dw = nb_kout(k, 0, 0);
@@ -290,7 +290,7 @@ nb_status nb_cpu_embedding_grad(const nb_kernel_ctx *k)
 DEFINE_ACCURACY(float, f32)
 DEFINE_ACCURACY(double, f64)
 
-nb_status nb_cpu_accuracy(const nb_kernel_ctx *k)
+static nb_status run_accuracy(const nb_kernel_ctx *k)
 {
     nb_tensor *x = nb_kin(k, 0, 0), *lab = nb_kin(k, 1, 0);
     int64_t N = x->shape[0], C = x->shape[1], topk = ((const nb_accuracy_params *)k->params)->k, correct;
@@ -323,10 +323,10 @@ NN_KERNEL(softmax_with_cross_entropy_grad, NB_DT_FLOAT, nb_cpu_softmax_with_cros
 NN_KERNEL(cross_entropy, NB_DT_FLOAT, nb_cpu_cross_entropy);
 NN_KERNEL(mse_loss, NB_DT_FLOAT, nb_cpu_mse_loss);
 NN_KERNEL(bce_with_logits, NB_DT_FLOAT, nb_cpu_bce_with_logits);
-NN_KERNEL(dropout, NB_DT_FLOAT, nb_cpu_dropout);
-NN_KERNEL(embedding, NB_DT_ALL, nb_cpu_embedding);
-NN_KERNEL(embedding_grad, NB_DT_INT, nb_cpu_embedding_grad);
-NN_KERNEL(accuracy, NB_DT_FLOAT, nb_cpu_accuracy);
+NN_KERNEL(dropout, NB_DT_FLOAT, run_dropout);
+NN_KERNEL(embedding, NB_DT_ALL, run_embedding);
+NN_KERNEL(embedding_grad, NB_DT_INT, run_embedding_grad);
+NN_KERNEL(accuracy, NB_DT_FLOAT, run_accuracy);
 
 const nb_kernel_def *const nb_cpu_kernels_nn[] = {
     &k_softmax, &k_log_softmax, &k_softmax_with_cross_entropy, &k_softmax_with_cross_entropy_grad,

@@ -24,11 +24,8 @@ nb_status nb_cpu_cross_entropy(const nb_kernel_ctx *k);
 nb_status nb_cpu_mse_loss(const nb_kernel_ctx *k);
 nb_status nb_cpu_bce_with_logits(const nb_kernel_ctx *k);
 
-/* nn.c: nb_dropout_params, nb_embedding_params, nb_accuracy_params */
-nb_status nb_cpu_dropout(const nb_kernel_ctx *k);
-nb_status nb_cpu_embedding(const nb_kernel_ctx *k);
-nb_status nb_cpu_embedding_grad(const nb_kernel_ctx *k);
-nb_status nb_cpu_accuracy(const nb_kernel_ctx *k);
+/* nn.c itself has the kernels of dropout, embedding, embedding_grad and
+ * accuracy (nb_dropout_params, nb_embedding_params, nb_accuracy_params). */
 
 /* ---- shared helpers ------------------------------------------------------ */
 

@@ -14,7 +14,7 @@
 #include "nabla/device.h"
 #include <stdlib.h>
 #include <string.h>
-#include "norm.h"
+#include "../params/norm.h"
 #include "simd.h"
 #include "team.h"
 
@@ -39,6 +39,40 @@ static void sum_planes(const double *planes, int64_t n, int64_t c, double *out)
         for (int64_t ch = 0; ch < c; ch++) out[ch] += planes[i * c + ch];
 }
 
+/* The tensors of batch_norm: x viewed as [n, c, s], the per-channel
+ * inputs, and the outputs, each NULL when not given or not wanted. */
+typedef struct bn_tensors {
+    int64_t n, c, s;
+    const void *x, *scale, *bias, *mean, *var;
+    void *y, *mean_out, *var_out, *saved_mean, *saved_invstd;
+} bn_tensors;
+
+/* The tensors of batch_norm_grad. `mean` is the mean the forward pass used
+ * and `stat` its spread: a variance when stat_is_var (then 1 / sqrt(stat +
+ * eps) is used), else the inverse standard deviation. */
+typedef struct bn_grad_tensors {
+    int64_t n, c, s;
+    const void *x, *scale, *mean, *stat, *dy;
+    bool stat_is_var;
+    void *dx, *dscale, *dbias;
+} bn_grad_tensors;
+
+/* The tensors of layer_norm: x viewed as [rows, cols]; scale and bias
+ * ([cols]) may be NULL; mean/var ([rows]) get the row mean and biased
+ * variance. Any output may be NULL; y may be x. */
+typedef struct ln_tensors {
+    int64_t rows, cols;
+    const void *x, *scale, *bias;
+    void *y, *mean, *var;
+} ln_tensors;
+
+/* The tensors of layer_norm_grad; mean and var are the rows' statistics. */
+typedef struct ln_grad_tensors {
+    int64_t rows, cols;
+    const void *x, *scale, *mean, *var, *dy;
+    void *dx, *dscale, *dbias;
+} ln_grad_tensors;
+
 #define T float
 #define SFX f32
 #include "norm_impl.h"
@@ -56,57 +90,53 @@ static nb_status no_kernel(const char *label, nb_dtype dt)
     return nb_error(NB_ERR_DTYPE, "%s: no CPU kernel for %s (float32 and float64 only)", label, nb_dtype_name(dt));
 }
 
-nb_status nb_cpu_batch_norm(const char *label, nb_dtype dt, int64_t n, int64_t c, int64_t s, const void *x,
-                            const void *scale, const void *bias, const void *mean, const void *var,
-                            bool global_stats, double momentum, double eps, void *y, void *mean_out,
-                            void *var_out, void *saved_mean, void *saved_invstd)
+/* Batch normalisation of x viewed as [n, c, s] (s: the product of the
+ * spatial dims, 1 for [N, C]), per channel.
+ * Training (not p->global_stats): normalises with the batch mean and biased
+ * variance; mean_out/var_out = momentum * running + (1 - momentum) * batch
+ * statistic, the variance unbiased; saved_mean = batch mean, saved_invstd =
+ * 1 / sqrt(batch var + eps).
+ * global_stats: normalises with mean/var; mean_out/var_out copy them and
+ * saved_mean/saved_invstd hold mean and 1 / sqrt(var + eps).
+ * mean_out/var_out may be mean/var, and y may be x. Training needs n * s > 1. */
+static nb_status batch_norm(const char *label, nb_dtype dt, const nb_batch_norm_params *p, const bn_tensors *t)
 {
     switch (dt) {
-    case NB_F32:
-        return batch_norm_f32(label, n, c, s, x, scale, bias, mean, var, global_stats, momentum, eps, y, mean_out,
-                              var_out, saved_mean, saved_invstd);
-    case NB_F64:
-        return batch_norm_f64(label, n, c, s, x, scale, bias, mean, var, global_stats, momentum, eps, y, mean_out,
-                              var_out, saved_mean, saved_invstd);
+    case NB_F32: return batch_norm_f32(label, p, t);
+    case NB_F64: return batch_norm_f64(label, p, t);
     default: return no_kernel(label, dt);
     }
 }
 
-nb_status nb_cpu_batch_norm_grad(const char *label, nb_dtype dt, int64_t n, int64_t c, int64_t s, const void *x,
-                                 const void *scale, const void *mean, const void *stat, bool stat_is_var,
-                                 bool global_stats, double eps, const void *dy, void *dx, void *dscale,
-                                 void *dbias)
+/* Gradients of batch_norm. p->momentum is not read. In training (not
+ * p->global_stats) t->mean and t->stat may be NULL: the batch's statistics
+ * are then computed from x, in the pass that sums dy. dx may be dy. */
+static nb_status batch_norm_grad(const char *label, nb_dtype dt, const nb_batch_norm_params *p,
+                                 const bn_grad_tensors *t)
 {
     switch (dt) {
-    case NB_F32:
-        return batch_norm_grad_f32(label, n, c, s, x, scale, mean, stat, stat_is_var, global_stats, eps, dy, dx,
-                                   dscale, dbias);
-    case NB_F64:
-        return batch_norm_grad_f64(label, n, c, s, x, scale, mean, stat, stat_is_var, global_stats, eps, dy, dx,
-                                   dscale, dbias);
+    case NB_F32: return batch_norm_grad_f32(label, p, t);
+    case NB_F64: return batch_norm_grad_f64(label, p, t);
     default: return no_kernel(label, dt);
     }
 }
 
-nb_status nb_cpu_layer_norm(const char *label, nb_dtype dt, int64_t rows, int64_t cols, const void *x,
-                            const void *scale, const void *bias, double eps, void *y, void *mean, void *var)
+/* Layer normalisation of x viewed as [rows, cols], each row on its own. */
+static nb_status layer_norm(const char *label, nb_dtype dt, double eps, const ln_tensors *t)
 {
     switch (dt) {
-    case NB_F32: layer_norm_f32(rows, cols, x, scale, bias, eps, y, mean, var); return NB_OK;
-    case NB_F64: layer_norm_f64(rows, cols, x, scale, bias, eps, y, mean, var); return NB_OK;
+    case NB_F32: layer_norm_f32(eps, t); return NB_OK;
+    case NB_F64: layer_norm_f64(eps, t); return NB_OK;
     default: return no_kernel(label, dt);
     }
 }
 
-nb_status nb_cpu_layer_norm_grad(const char *label, nb_dtype dt, int64_t rows, int64_t cols, const void *x,
-                                 const void *scale, const void *mean, const void *var, double eps, const void *dy,
-                                 void *dx, void *dscale, void *dbias)
+/* Gradients of layer_norm from the saved row mean and variance. dx may be dy. */
+static nb_status layer_norm_grad(const char *label, nb_dtype dt, double eps, const ln_grad_tensors *t)
 {
     switch (dt) {
-    case NB_F32:
-        return layer_norm_grad_f32(label, rows, cols, x, scale, mean, var, eps, dy, dx, dscale, dbias);
-    case NB_F64:
-        return layer_norm_grad_f64(label, rows, cols, x, scale, mean, var, eps, dy, dx, dscale, dbias);
+    case NB_F32: return layer_norm_grad_f32(label, eps, t);
+    case NB_F64: return layer_norm_grad_f64(label, eps, t);
     default: return no_kernel(label, dt);
     }
 }
@@ -141,9 +171,9 @@ static nb_status run_batch_norm(const nb_kernel_ctx *k)
     int64_t n, c, s;
     const nb_tensor *x = nb_kin(k, 0, 0);
     bn_dims(x, &n, &c, &s);
-    return nb_cpu_batch_norm(k->label, x->dtype, n, c, s, nb_tensor_data(x), in_data(k, 1), in_data(k, 2),
-                             in_data(k, 3), in_data(k, 4), p->global_stats, p->momentum, p->epsilon, out_data(k, 0),
-                             out_data(k, 1), out_data(k, 2), out_data(k, 3), out_data(k, 4));
+    const bn_tensors t = {n, c, s, nb_tensor_data(x), in_data(k, 1), in_data(k, 2), in_data(k, 3), in_data(k, 4),
+                          out_data(k, 0), out_data(k, 1), out_data(k, 2), out_data(k, 3), out_data(k, 4)};
+    return batch_norm(k->label, x->dtype, p, &t);
 }
 
 /* batch_norm_grad: X 0, Scale 1, SavedMean 2, SavedVariance 3, DY 4, Mean 5,
@@ -154,21 +184,26 @@ static nb_status run_batch_norm_grad(const nb_kernel_ctx *k)
     int64_t n, c, s;
     const nb_tensor *x = nb_kin(k, 0, 0);
     bn_dims(x, &n, &c, &s);
-    const bool global = p->global_stats;
-    const double eps = p->epsilon;
     /* With global statistics the running Mean and Variance, when given, are
      * the statistics; otherwise the saved ones are (the forward op saves the
      * running ones in that mode too). In training the batch's statistics
      * are recomputed from X, not read from SavedMean/SavedVariance: that
      * makes the op a function of X, Scale and DY alone, which is what its
      * own rules differentiate (ops/norm_composite.c). */
-    const bool running = global && nb_khas_in(k, 5);
-    if (global)
-        return nb_cpu_batch_norm_grad(k->label, x->dtype, n, c, s, nb_tensor_data(x), in_data(k, 1),
-                                      in_data(k, running ? 5 : 2), in_data(k, running ? 6 : 3), running, global, eps,
-                                      in_data(k, 4), out_data(k, 0), out_data(k, 1), out_data(k, 2));
-    return nb_cpu_batch_norm_grad(k->label, x->dtype, n, c, s, nb_tensor_data(x), in_data(k, 1), NULL, NULL, false,
-                                  false, eps, in_data(k, 4), out_data(k, 0), out_data(k, 1), out_data(k, 2));
+    const bool global = p->global_stats, running = global && nb_khas_in(k, 5);
+    const bn_grad_tensors t = {n,
+                               c,
+                               s,
+                               nb_tensor_data(x),
+                               in_data(k, 1),
+                               global ? in_data(k, running ? 5 : 2) : NULL,
+                               global ? in_data(k, running ? 6 : 3) : NULL,
+                               in_data(k, 4),
+                               running,
+                               out_data(k, 0),
+                               out_data(k, 1),
+                               out_data(k, 2)};
+    return batch_norm_grad(k->label, x->dtype, p, &t);
 }
 
 /* X as [rows, cols]: the dims before begin_norm_axis (negative: counted
@@ -189,8 +224,9 @@ static nb_status run_layer_norm(const nb_kernel_ctx *k)
     int64_t rows, cols;
     const nb_tensor *x = nb_kin(k, 0, 0);
     ln_dims(p, x, &rows, &cols);
-    return nb_cpu_layer_norm(k->label, x->dtype, rows, cols, nb_tensor_data(x), in_data(k, 1), in_data(k, 2),
-                             p->epsilon, out_data(k, 0), out_data(k, 1), out_data(k, 2));
+    const ln_tensors t = {rows, cols, nb_tensor_data(x), in_data(k, 1), in_data(k, 2),
+                          out_data(k, 0), out_data(k, 1), out_data(k, 2)};
+    return layer_norm(k->label, x->dtype, p->epsilon, &t);
 }
 
 /* layer_norm_grad: X 0, Scale 1, Mean 2, Variance 3, DY 4 -> DX 0, DScale 1,
@@ -207,11 +243,13 @@ static nb_status run_layer_norm_grad(const nb_kernel_ctx *k)
     char *mean = nb_malloc((size_t)(2 * rows + 1) * es);
     if (!mean) return nb_error(NB_ERR_NOMEM, "%s: out of memory", k->label);
     char *var = mean + (size_t)rows * es;
-    nb_status st = nb_cpu_layer_norm(k->label, x->dtype, rows, cols, nb_tensor_data(x), NULL, NULL, p->epsilon,
-                                     NULL, mean, var);
-    if (!st)
-        st = nb_cpu_layer_norm_grad(k->label, x->dtype, rows, cols, nb_tensor_data(x), in_data(k, 1), mean, var,
-                                    p->epsilon, in_data(k, 4), out_data(k, 0), out_data(k, 1), out_data(k, 2));
+    const ln_tensors stats = {rows, cols, nb_tensor_data(x), NULL, NULL, NULL, mean, var};
+    nb_status st = layer_norm(k->label, x->dtype, p->epsilon, &stats);
+    if (!st) {
+        const ln_grad_tensors t = {rows,          cols,           nb_tensor_data(x), in_data(k, 1), mean, var,
+                                   in_data(k, 4), out_data(k, 0), out_data(k, 1),    out_data(k, 2)};
+        st = layer_norm_grad(k->label, x->dtype, p->epsilon, &t);
+    }
     nb_free(mean);
     return st;
 }

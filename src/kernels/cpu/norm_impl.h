@@ -137,10 +137,14 @@ static void FN(batch_norm_planes_range)(void *arg, int64_t lo, int64_t hi)
     }
 }
 
-static nb_status FN(batch_norm)(const char *label, int64_t n, int64_t c, int64_t s, const T *x, const T *scale,
-                                const T *bias, const T *mean, const T *var, bool global, double momentum,
-                                double eps, T *y, T *mean_out, T *var_out, T *saved_mean, T *saved_invstd)
+static nb_status FN(batch_norm)(const char *label, const nb_batch_norm_params *p, const bn_tensors *t)
 {
+    const int64_t n = t->n, c = t->c, s = t->s;
+    const T *x = t->x, *scale = t->scale, *bias = t->bias, *mean = t->mean, *var = t->var;
+    T *y = t->y, *mean_out = t->mean_out, *var_out = t->var_out, *saved_mean = t->saved_mean,
+      *saved_invstd = t->saved_invstd;
+    const bool global = p->global_stats;
+    const double momentum = p->momentum, eps = p->epsilon;
     const int64_t planes = n * c, m = n * s;
     const bool par = (double)planes * (double)s >= PAR_MIN_WORK;
     double *mu = dalloc(3 * c), *ps = NULL;
@@ -250,10 +254,13 @@ static void FN(batch_norm_dx_range)(void *arg, int64_t lo, int64_t hi)
  * plane's mean, and the channel's statistics and sums follow from those
  * (Chan, Golub and LeVeque's update, as in the forward): recomputing the
  * statistics first read x twice more. Otherwise mean and stat are given. */
-static nb_status FN(batch_norm_grad)(const char *label, int64_t n, int64_t c, int64_t s, const T *x,
-                                     const T *scale, const T *mean, const T *stat, bool stat_is_var, bool global,
-                                     double eps, const T *dy, T *dx, T *dscale, T *dbias)
+static nb_status FN(batch_norm_grad)(const char *label, const nb_batch_norm_params *p, const bn_grad_tensors *t)
 {
+    const int64_t n = t->n, c = t->c, s = t->s;
+    const T *x = t->x, *scale = t->scale, *mean = t->mean, *stat = t->stat, *dy = t->dy;
+    T *dx = t->dx, *dscale = t->dscale, *dbias = t->dbias;
+    const bool stat_is_var = t->stat_is_var, global = p->global_stats;
+    const double eps = p->epsilon;
     const int64_t planes = n * c, m = n * s;
     const bool par = (double)planes * (double)s >= PAR_MIN_WORK, from_x = !global && !mean;
     double *inv = dalloc(4 * c), *ps = NULL;
@@ -346,19 +353,28 @@ static void FN(layer_norm_range)(void *arg, int64_t lo, int64_t hi)
                            mean ? mean + r : NULL, var ? var + r : NULL);
 }
 
-static void FN(layer_norm)(int64_t rows, int64_t cols, const T *x, const T *scale, const T *bias, double eps,
-                           T *y, T *mean, T *var)
+static void FN(layer_norm)(double eps, const ln_tensors *t)
 {
-    FN(layer_norm_job) job = {cols, x, scale, bias, eps, y, mean, var};
+    const int64_t rows = t->rows, cols = t->cols;
+    FN(layer_norm_job) job = {cols, t->x, t->scale, t->bias, eps, t->y, t->mean, t->var};
     nb_team_for(rows, (double)rows * (double)cols >= PAR_MIN_WORK, FN(layer_norm_range), &job);
 }
 
+typedef struct FN(layer_norm_grad_job) {
+    int64_t rows, cols;
+    const T *x, *scale, *mean, *dy;
+    const double *inv; /* per row */
+    T *dx, *dscale, *dbias;
+} FN(layer_norm_grad_job);
+
 /* Columns [j0, j1) of DScale and DBias, summed over every row: COL_REG at a
  * time, whose sums stay in vector registers, and the rest together. */
-NB_SIMD_CLONES static void FN(layer_norm_grad_cols)(int64_t rows, int64_t cols, int64_t j0, int64_t j1, const T *x,
-                                                    const T *mean, const double *inv, const T *dy, T *dscale,
-                                                    T *dbias)
+NB_SIMD_CLONES static void FN(layer_norm_grad_cols)(const FN(layer_norm_grad_job) *job, int64_t j0, int64_t j1)
 {
+    const int64_t rows = job->rows, cols = job->cols;
+    const T *x = job->x, *mean = job->mean, *dy = job->dy;
+    const double *inv = job->inv;
+    T *dscale = job->dscale, *dbias = job->dbias;
     for (int64_t jb = j0; jb < j1; jb += COL_REG) {
         const int64_t n = j1 - jb < COL_REG ? j1 - jb : COL_REG;
         double ds[COL_REG] = {0}, db[COL_REG] = {0};
@@ -398,13 +414,6 @@ NB_SIMD_CLONES static void FN(layer_norm_grad_row)(int64_t cols, const T *xr, co
     }
 }
 
-typedef struct FN(layer_norm_grad_job) {
-    int64_t rows, cols;
-    const T *x, *scale, *mean, *dy;
-    const double *inv; /* per row */
-    T *dx, *dscale, *dbias;
-} FN(layer_norm_grad_job);
-
 /* Column blocks [lo, hi) of DScale and DBias. */
 static void FN(layer_norm_grad_cols_range)(void *arg, int64_t lo, int64_t hi)
 {
@@ -412,7 +421,7 @@ static void FN(layer_norm_grad_cols_range)(void *arg, int64_t lo, int64_t hi)
     const int64_t cols = j->cols;
     for (int64_t bk = lo; bk < hi; bk++) {
         const int64_t j0 = bk * COL_BLOCK, j1 = j0 + COL_BLOCK < cols ? j0 + COL_BLOCK : cols;
-        FN(layer_norm_grad_cols)(j->rows, cols, j0, j1, j->x, j->mean, j->inv, j->dy, j->dscale, j->dbias);
+        FN(layer_norm_grad_cols)(j, j0, j1);
     }
 }
 
@@ -426,10 +435,11 @@ static void FN(layer_norm_grad_rows_range)(void *arg, int64_t lo, int64_t hi)
                                 j->dx + r * cols);
 }
 
-static nb_status FN(layer_norm_grad)(const char *label, int64_t rows, int64_t cols, const T *x, const T *scale,
-                                     const T *mean, const T *var, double eps, const T *dy, T *dx, T *dscale,
-                                     T *dbias)
+static nb_status FN(layer_norm_grad)(const char *label, double eps, const ln_grad_tensors *t)
 {
+    const int64_t rows = t->rows, cols = t->cols;
+    const T *x = t->x, *scale = t->scale, *mean = t->mean, *var = t->var, *dy = t->dy;
+    T *dx = t->dx, *dscale = t->dscale, *dbias = t->dbias;
     const bool par = (double)rows * (double)cols >= PAR_MIN_WORK;
     double *inv = dalloc(rows);
     if (!inv) return nb_error(NB_ERR_NOMEM, "%s: out of memory", label);

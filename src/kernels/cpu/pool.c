@@ -28,6 +28,11 @@ static inline void window(int64_t o, int64_t stride, int64_t pad, int64_t k, int
     *hi = e > size ? size : e;
 }
 
+/* A window clipped to rows [h0, h1) and columns [w0, w1) of the image. */
+typedef struct pool_span {
+    int64_t h0, h1, w0, w1;
+} pool_span;
+
 #define T float
 #define SFX f32
 #define POOL_INT int32_t /* an integer as wide as T, for lane masks */
@@ -44,7 +49,7 @@ static inline void window(int64_t o, int64_t stride, int64_t pad, int64_t k, int
 #undef SFX
 #undef POOL_INT
 
-nb_status nb_cpu_pool2d(const char *label, nb_dtype dt, const nb_pool2d_geom *g, const void *x, void *out)
+static nb_status pool2d(const char *label, nb_dtype dt, const nb_pool2d_geom *g, const void *x, void *out)
 {
     switch (dt) {
     case NB_F32: pool2d_run_f32(g, x, NULL, NULL, out); return NB_OK;
@@ -54,8 +59,10 @@ nb_status nb_cpu_pool2d(const char *label, nb_dtype dt, const nb_pool2d_geom *g,
     }
 }
 
-nb_status nb_cpu_pool2d_grad(const char *label, nb_dtype dt, const nb_pool2d_geom *g, const void *x,
-                             const void *out, const void *dout, void *dx)
+/* dx from dout. Max pooling sends each window's gradient to the first element
+ * of the window equal to its output (the first maximum). */
+static nb_status pool2d_grad(const char *label, nb_dtype dt, const nb_pool2d_geom *g, const void *x, const void *out,
+                             const void *dout, void *dx)
 {
     switch (dt) {
     case NB_F32: pool2d_run_f32(g, x, out, dout, dx); return NB_OK;
@@ -90,7 +97,7 @@ nb_status nb_cpu_run_pool2d(const nb_kernel_ctx *k)
     const nb_tensor *x = nb_kin(k, 0, 0);
     nb_tensor *out = nb_kout(k, 0, 0);
     const nb_pool2d_geom g = pool_geom(k->params, x, out);
-    return nb_cpu_pool2d(k->label, x->dtype, &g, nb_tensor_data(x), nb_tensor_data(out));
+    return pool2d(k->label, x->dtype, &g, nb_tensor_data(x), nb_tensor_data(out));
 }
 
 /* pool2d_grad: X 0, Out 1, DOut 2 -> DX 0. */
@@ -98,6 +105,6 @@ nb_status nb_cpu_run_pool2d_grad(const nb_kernel_ctx *k)
 {
     const nb_tensor *x = nb_kin(k, 0, 0), *out = nb_kin(k, 1, 0);
     const nb_pool2d_geom g = pool_geom(k->params, x, out);
-    return nb_cpu_pool2d_grad(k->label, x->dtype, &g, nb_tensor_data(x), nb_tensor_data(out),
-                              nb_tensor_data(nb_kin(k, 2, 0)), nb_tensor_data(nb_kout(k, 0, 0)));
+    return pool2d_grad(k->label, x->dtype, &g, nb_tensor_data(x), nb_tensor_data(out),
+                       nb_tensor_data(nb_kin(k, 2, 0)), nb_tensor_data(nb_kout(k, 0, 0)));
 }

@@ -20,13 +20,6 @@ typedef struct nb_pool2d_geom {
     bool exclusive; /* avg: divide by the non-padding count, else by kh * kw */
 } nb_pool2d_geom;
 
-nb_status nb_cpu_pool2d(const char *label, nb_dtype dt, const nb_pool2d_geom *g, const void *x, void *out);
-
-/* dx from dout. Max pooling sends each window's gradient to the first element
- * of the window equal to its output (the first maximum). */
-nb_status nb_cpu_pool2d_grad(const char *label, nb_dtype dt, const nb_pool2d_geom *g, const void *x,
-                             const void *out, const void *dout, void *dx);
-
 /* The kernels of pool2d and pool2d_grad (nb_pool2d_params), which conv.c
  * lists in the family's table. */
 nb_status nb_cpu_run_pool2d(const nb_kernel_ctx *k);

@@ -47,10 +47,11 @@ static int64_t FN(window_argmax)(const T *xp, int64_t W, int64_t h0, int64_t h1,
  * at stride 3 over 13 x 13 (3 windows inside) took 1.3-1.9 times as long. */
 #define POOL_ROW_MIN 4
 
-/* One output of a window clipped to rows [h0, h1) and columns [w0, w1) of
- * plane xp (0 for a window with no image element). */
-POOL_INLINE T FN(pool_window)(const nb_pool2d_geom *g, const T *xp, int64_t h0, int64_t h1, int64_t w0, int64_t w1)
+/* One output of window sp of plane xp (0 for a window with no image
+ * element). */
+POOL_INLINE T FN(pool_window)(const nb_pool2d_geom *g, const T *xp, const pool_span *sp)
 {
+    const int64_t h0 = sp->h0, h1 = sp->h1, w0 = sp->w0, w1 = sp->w1;
     if (h1 <= h0 || w1 <= w0) return 0;
     const T count = g->exclusive ? (T)((h1 - h0) * (w1 - w0)) : (T)(g->kh * g->kw);
     if (g->is_max) return xp[FN(window_argmax)(xp, g->w, h0, h1, w0, w1)];
@@ -63,9 +64,9 @@ POOL_INLINE T FN(pool_window)(const nb_pool2d_geom *g, const T *xp, int64_t h0, 
 /* Its gradient, added into plane dxp: dout d to the first element equal to
  * the output o (should none be, Out not from this X or NaN, to the first
  * maximum), or shared evenly. */
-POOL_INLINE void FN(pool_grad_window)(const nb_pool2d_geom *g, const T *xp, int64_t h0, int64_t h1, int64_t w0,
-                                      int64_t w1, T o, T d, T *dxp)
+POOL_INLINE void FN(pool_grad_window)(const nb_pool2d_geom *g, const T *xp, const pool_span *sp, T o, T d, T *dxp)
 {
+    const int64_t h0 = sp->h0, h1 = sp->h1, w0 = sp->w0, w1 = sp->w1;
     if (h1 <= h0 || w1 <= w0) return;
     const T count = g->exclusive ? (T)((h1 - h0) * (w1 - w0)) : (T)(g->kh * g->kw);
     if (g->is_max) {
@@ -95,33 +96,42 @@ static void FN(inner_cols)(const nb_pool2d_geom *g, int64_t *lo, int64_t *hi)
     *lo = a < *hi ? a : *hi;
 }
 
-/* m windows of `rows` rows and kw columns, the first at xr, the next s
- * further: their maxima, or their sums divided by div, into out. S is s
- * when a constant (the compiler then vectorises the strided loads), or 0. */
-POOL_INLINE void FN(pool_row_s)(const T *restrict xr, int64_t w, int64_t s, const int64_t S, int64_t kw, int64_t rows,
-                                bool is_max, T div, int64_t m, T *restrict out)
+/* A run of m windows along an output row, inside the image across: each
+ * `rows` image rows tall and g->kw wide, the next g->stride_w further; div
+ * divides an average's sum. */
+typedef struct FN(pool_run) {
+    int64_t rows, m;
+    T div;
+} FN(pool_run);
+
+/* Run r's windows, the first at xr in a plane g->w wide: their maxima, or
+ * their sums divided by div, into out. S is the stride across when a
+ * constant (the compiler then vectorises the strided loads), or 0. */
+POOL_INLINE void FN(pool_row_s)(const nb_pool2d_geom *g, const FN(pool_run) *r, const int64_t S, const T *restrict xr,
+                                T *restrict out)
 {
-    if (S) s = S;
+    const int64_t w = g->w, s = S ? S : g->stride_w, kw = g->kw, rows = r->rows, m = r->m;
+    const bool is_max = g->is_max;
+    const T div = r->div;
     T acc[POOL_ROW];
     for (int64_t j = 0; j < m; j++) acc[j] = is_max ? xr[j * s] : 0;
-    for (int64_t r = 0; r < rows; r++)
+    for (int64_t y = 0; y < rows; y++)
         for (int64_t kx = 0; kx < kw; kx++) {
-            const T *src = xr + r * w + kx;
+            const T *src = xr + y * w + kx;
             if (!is_max) {
                 for (int64_t j = 0; j < m; j++) acc[j] += src[j * s];
-            } else if (r || kx) {
+            } else if (y || kx) {
                 for (int64_t j = 0; j < m; j++) acc[j] = POOL_MAX(acc[j], src[j * s]);
             }
         }
     for (int64_t j = 0; j < m; j++) out[j] = is_max ? acc[j] : acc[j] / div;
 }
 
-NB_SIMD_CLONES static void FN(pool_row)(const T *xr, int64_t w, int64_t s, int64_t kw, int64_t rows, bool is_max,
-                                        T div, int64_t m, T *out)
+NB_SIMD_CLONES static void FN(pool_row)(const nb_pool2d_geom *g, const FN(pool_run) *r, const T *xr, T *out)
 {
-    if (s == 1) FN(pool_row_s)(xr, w, s, 1, kw, rows, is_max, div, m, out);
-    else if (s == 2) FN(pool_row_s)(xr, w, s, 2, kw, rows, is_max, div, m, out);
-    else FN(pool_row_s)(xr, w, s, 0, kw, rows, is_max, div, m, out);
+    if (g->stride_w == 1) FN(pool_row_s)(g, r, 1, xr, out);
+    else if (g->stride_w == 2) FN(pool_row_s)(g, r, 2, xr, out);
+    else FN(pool_row_s)(g, r, 0, xr, out);
 }
 
 /* The gradient of pool_row's windows, added into dxr (xr's place in dx).
@@ -129,27 +139,28 @@ NB_SIMD_CLONES static void FN(pool_row)(const T *xr, int64_t w, int64_t s, int64
  * windows at once, then d added in window order; avg: the shares added at
  * each offset, the offsets across in reverse so that an element shared by
  * two windows gets the left one's first, as window by window. */
-POOL_INLINE void FN(pool_grad_row_s)(const T *restrict xr, T *restrict dxr, int64_t w, int64_t s, const int64_t S,
-                                     int64_t kw, int64_t rows, bool is_max, T div, int64_t m, const T *restrict o,
-                                     const T *restrict d)
+POOL_INLINE void FN(pool_grad_row_s)(const nb_pool2d_geom *g, const FN(pool_run) *r, const int64_t S,
+                                     const T *restrict xr, T *restrict dxr, const T *restrict o, const T *restrict d)
 {
-    if (S) s = S;
+    const int64_t w = g->w, s = S ? S : g->stride_w, kw = g->kw, rows = r->rows, m = r->m;
+    const bool is_max = g->is_max;
+    const T div = r->div;
     if (!is_max) {
         T share[POOL_ROW];
         for (int64_t j = 0; j < m; j++) share[j] = d[j] / div;
-        for (int64_t r = 0; r < rows; r++)
+        for (int64_t y = 0; y < rows; y++)
             for (int64_t kx = kw - 1; kx >= 0; kx--) {
-                T *dst = dxr + r * w + kx;
+                T *dst = dxr + y * w + kx;
                 for (int64_t j = 0; j < m; j++) dst[j * s] += share[j];
             }
         return;
     }
     POOL_INT hit[POOL_ROW]; /* from the window's start, the first equal element; -1: none */
     for (int64_t j = 0; j < m; j++) hit[j] = -1;
-    for (int64_t r = 0; r < rows; r++)
+    for (int64_t y = 0; y < rows; y++)
         for (int64_t kx = 0; kx < kw; kx++) {
-            const T *src = xr + r * w + kx;
-            const POOL_INT at = (POOL_INT)(r * w + kx);
+            const T *src = xr + y * w + kx;
+            const POOL_INT at = (POOL_INT)(y * w + kx);
             for (int64_t j = 0; j < m; j++) hit[j] = ((hit[j] < 0) & (src[j * s] == o[j])) ? at : hit[j];
         }
     for (int64_t j = 0; j < m; j++) {
@@ -158,12 +169,12 @@ POOL_INLINE void FN(pool_grad_row_s)(const T *restrict xr, T *restrict dxr, int6
     }
 }
 
-NB_SIMD_CLONES static void FN(pool_grad_row)(const T *xr, T *dxr, int64_t w, int64_t s, int64_t kw, int64_t rows,
-                                             bool is_max, T div, int64_t m, const T *o, const T *d)
+NB_SIMD_CLONES static void FN(pool_grad_row)(const nb_pool2d_geom *g, const FN(pool_run) *r, const T *xr, T *dxr,
+                                             const T *o, const T *d)
 {
-    if (s == 1) FN(pool_grad_row_s)(xr, dxr, w, s, 1, kw, rows, is_max, div, m, o, d);
-    else if (s == 2) FN(pool_grad_row_s)(xr, dxr, w, s, 2, kw, rows, is_max, div, m, o, d);
-    else FN(pool_grad_row_s)(xr, dxr, w, s, 0, kw, rows, is_max, div, m, o, d);
+    if (g->stride_w == 1) FN(pool_grad_row_s)(g, r, 1, xr, dxr, o, d);
+    else if (g->stride_w == 2) FN(pool_grad_row_s)(g, r, 2, xr, dxr, o, d);
+    else FN(pool_grad_row_s)(g, r, 0, xr, dxr, o, d);
 }
 
 typedef struct FN(pool_job) {
@@ -172,17 +183,28 @@ typedef struct FN(pool_job) {
     T *y;                    /* the output: Out, or DX */
 } FN(pool_job);
 
-/* Windows [from, to) of output row oh (rows [h0, h1) of the image) one by
- * one; at indexes the row's first output. */
-POOL_INLINE void FN(pool_windows)(const FN(pool_job) *j, bool grad, const T *xp, T *yp, int64_t oh, int64_t h0,
-                                  int64_t h1, int64_t at, int64_t from, int64_t to)
+/* Output row oh of a plane: the plane's X (xp) and its output (yp: Out,
+ * or DX), the image rows [h0, h1) the row's windows cover, and at, the
+ * index of the row's first output among all. */
+typedef struct FN(pool_out_row) {
+    const T *xp;
+    T *yp;
+    int64_t oh, h0, h1, at;
+} FN(pool_out_row);
+
+/* Windows [from, to) of output row r one by one. */
+POOL_INLINE void FN(pool_windows)(const FN(pool_job) *j, bool grad, const FN(pool_out_row) *r, int64_t from,
+                                  int64_t to)
 {
     const nb_pool2d_geom *g = j->g;
+    const T *xp = r->xp;
+    T *yp = r->yp;
+    const int64_t at = r->at;
+    pool_span sp = {r->h0, r->h1, 0, 0};
     for (int64_t ow = from; ow < to; ow++) {
-        int64_t w0, w1;
-        window(ow, g->stride_w, g->pad_left, g->kw, g->w, &w0, &w1);
-        if (grad) FN(pool_grad_window)(g, xp, h0, h1, w0, w1, j->out[at + ow], j->dout[at + ow], yp);
-        else yp[oh * g->wo + ow] = FN(pool_window)(g, xp, h0, h1, w0, w1);
+        window(ow, g->stride_w, g->pad_left, g->kw, g->w, &sp.w0, &sp.w1);
+        if (grad) FN(pool_grad_window)(g, xp, &sp, j->out[at + ow], j->dout[at + ow], yp);
+        else yp[r->oh * g->wo + ow] = FN(pool_window)(g, xp, &sp);
     }
 }
 
@@ -202,32 +224,31 @@ POOL_INLINE void FN(pool_planes)(const FN(pool_job) *j, const bool grad, int64_t
         T *yp = j->y + (grad ? pl * HW : pl * P);
         if (grad) memset(yp, 0, (size_t)HW * sizeof(T));
         if (P == 1) { /* a global pooling's one window (among others) */
-            int64_t h0, h1, w0, w1;
-            window(0, g->stride_h, g->pad_top, g->kh, g->h, &h0, &h1);
-            window(0, g->stride_w, g->pad_left, g->kw, W, &w0, &w1);
-            if (grad) FN(pool_grad_window)(g, xp, h0, h1, w0, w1, j->out[pl], j->dout[pl], yp);
-            else *yp = FN(pool_window)(g, xp, h0, h1, w0, w1);
+            pool_span sp;
+            window(0, g->stride_h, g->pad_top, g->kh, g->h, &sp.h0, &sp.h1);
+            window(0, g->stride_w, g->pad_left, g->kw, W, &sp.w0, &sp.w1);
+            if (grad) FN(pool_grad_window)(g, xp, &sp, j->out[pl], j->dout[pl], yp);
+            else *yp = FN(pool_window)(g, xp, &sp);
             continue;
         }
         for (int64_t oh = 0; oh < g->ho; oh++) {
-            int64_t h0, h1;
-            window(oh, g->stride_h, g->pad_top, g->kh, g->h, &h0, &h1);
-            const int64_t at = pl * P + oh * g->wo;
+            FN(pool_out_row) r = {xp, yp, oh, 0, 0, pl * P + oh * g->wo};
+            window(oh, g->stride_h, g->pad_top, g->kh, g->h, &r.h0, &r.h1);
+            const int64_t h0 = r.h0, h1 = r.h1, at = r.at;
             if (!wide || h1 <= h0) {
-                FN(pool_windows)(j, grad, xp, yp, oh, h0, h1, at, 0, g->wo);
+                FN(pool_windows)(j, grad, &r, 0, g->wo);
                 continue;
             }
             const int64_t a = in_lo, b = in_hi;
-            FN(pool_windows)(j, grad, xp, yp, oh, h0, h1, at, 0, a);
-            const T div = g->exclusive ? (T)((h1 - h0) * g->kw) : (T)(g->kh * g->kw);
+            FN(pool_windows)(j, grad, &r, 0, a);
+            FN(pool_run) run = {h1 - h0, 0, g->exclusive ? (T)((h1 - h0) * g->kw) : (T)(g->kh * g->kw)};
             for (int64_t ow = a; ow < b; ow += POOL_ROW) {
-                const int64_t m = b - ow < POOL_ROW ? b - ow : POOL_ROW, start = h0 * W + ow * s - g->pad_left;
-                if (grad)
-                    FN(pool_grad_row)(xp + start, yp + start, W, s, g->kw, h1 - h0, g->is_max, div, m,
-                                      j->out + at + ow, j->dout + at + ow);
-                else FN(pool_row)(xp + start, W, s, g->kw, h1 - h0, g->is_max, div, m, yp + oh * g->wo + ow);
+                const int64_t start = h0 * W + ow * s - g->pad_left;
+                run.m = b - ow < POOL_ROW ? b - ow : POOL_ROW;
+                if (grad) FN(pool_grad_row)(g, &run, xp + start, yp + start, j->out + at + ow, j->dout + at + ow);
+                else FN(pool_row)(g, &run, xp + start, yp + oh * g->wo + ow);
             }
-            FN(pool_windows)(j, grad, xp, yp, oh, h0, h1, at, b, g->wo);
+            FN(pool_windows)(j, grad, &r, b, g->wo);
         }
     }
 }
