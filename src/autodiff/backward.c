@@ -483,10 +483,11 @@ nb_status nb_append_backward(nb_program *p, const char *loss, const nb_backward_
     return st;
 }
 
-nb_status nb_backward_sub_block(nb_program *p, int fwd_idx, int n_targets, const char *const *targets,
-                                const char *const *seeds, int n_inputs, const char *const *inputs, int *grad_idx,
-                                nb_backward_result *out)
+nb_status nb_backward_sub_block(nb_program *p, int fwd_idx, nb_names target_list, const char *const *seeds,
+                                nb_names input_list, int *grad_idx, nb_backward_result *out)
 {
+    int n_targets = target_list.n, n_inputs = input_list.n;
+    const char *const *targets = target_list.v, *const *inputs = input_list.v;
     memset(out, 0, sizeof *out);
     nb_block *fwd = nb_program_block(p, fwd_idx), *g = NULL;
     if (!fwd || fwd_idx == 0) return nb_error(NB_ERR_ARG, "backward: %d is not a sub-block", fwd_idx);

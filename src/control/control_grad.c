@@ -41,7 +41,8 @@ nb_status nb_ctl_sub_backward(nb_builder *b, const char *who, int fwd_block, int
         if (!(out->seeds[out->n_seeds++] = nb_strdup(name))) st = NB_ERR_NOMEM;
     }
     nb_backward_result r = {0};
-    if (!st) st = nb_backward_sub_block(p, fwd_block, n_targets, targets, out->seeds, n_inputs, inputs, &out->block, &r);
+    if (!st) st = nb_backward_sub_block(p, fwd_block, NB_NAMES_N(n_targets, targets), out->seeds,
+                                        NB_NAMES_N(n_inputs, inputs), &out->block, &r);
     for (int i = 0; i < n_inputs && !st; i++) {
         const char *g = i < r.n_grads && r.grads[i] ? r.grads[i] : "";
         if (!(out->grads[out->n_grads++] = nb_strdup(g))) st = NB_ERR_NOMEM;

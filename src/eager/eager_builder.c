@@ -61,9 +61,10 @@ static nb_status hold(eager_state *s, nb_tensor *t)
  * skip). An output whose node saved a copy of it for the backward gives the
  * copy its tangent too: a VJP rule run under this level reads the copy. */
 static nb_status propagate_tangents(nb_tangents *l, const nb_op_def *def, const nb_attr_value *attrs,
-                                    const int *in_begin, const int *out_begin, int n_in, nb_tensor *const *in,
-                                    int n_out, nb_tensor *const *out)
+                                    const int *in_begin, const int *out_begin, nb_tensors ins, nb_tensors outs)
 {
+    int n_in = ins.n, n_out = outs.n;
+    nb_tensor *const *in = ins.v, *const *out = outs.v;
     nb_value x[MAX_ARGS], y[MAX_ARGS], tx[MAX_ARGS], ty[MAX_ARGS];
     bool any = false;
     for (int k = 0; k < n_in; k++) {
@@ -230,7 +231,7 @@ nb_status nb_eager_emit(nb_builder *b, const char *type, int n_in, const nb_valu
     if ((s->level || grad) && !(def->flags & NB_OP_NOT_DIFFERENTIABLE)) {
         if (grad) st = nb_record_node(def, av, ib, ob, ib[NB_MAX_SLOTS], cin, n_out, outs);
         for (nb_tangents *l = s->level; l && !st; l = l->next)
-            st = propagate_tangents(l, def, av, ib, ob, ib[NB_MAX_SLOTS], cin, n_out, outs);
+            st = propagate_tangents(l, def, av, ib, ob, NB_TENSORS_N(ib[NB_MAX_SLOTS], cin), NB_TENSORS_N(n_out, outs));
     }
 done:
     for (int i = 0; i < n_out; i++) {

@@ -444,14 +444,24 @@ typedef struct resize_mode {
     bool exclude_outside;
 } resize_mode;
 
-/* Where output position i of a dim resized from n (by `scale`, to an
- * output `out_w` long as the reference computes it) reads from, as
+/* One dim's resize: dim `axis`, from n positions to m at `scale`; out_w is
+ * the output's length as the reference computes it (scale * n, in float32
+ * where the scales were), out_w1 that less one; roi[0] and roi[1] the crop's
+ * start and extent (tf_crop_and_resize). */
+typedef struct axis_resize {
+    int axis;
+    int64_t n, m;
+    double scale, out_w, out_w1;
+    double roi[2];
+} axis_resize;
+
+/* Where output position i of the resize `a` reads from, as
  * onnx/backend/test/case/node/resize.py does; *outside when it reads
- * nothing (tf_crop_and_resize outside the roi, roi[0] its start and roi[1]
- * its extent). */
-static double source_of(const resize_mode *m, int64_t i, int64_t n, double scale, double out_w, double out_w1,
-                        const double *roi, bool *outside)
+ * nothing (tf_crop_and_resize outside the roi). */
+static double source_of(const resize_mode *m, int64_t i, const axis_resize *a, bool *outside)
 {
+    const int64_t n = a->n;
+    const double scale = a->scale, out_w = a->out_w, out_w1 = a->out_w1, *roi = a->roi;
     double x = (double)i;
     *outside = false;
     if (!strcmp(m->coord, "align_corners")) return out_w == 1 ? 0 : x * (double)(n - 1) / out_w1;
@@ -491,9 +501,10 @@ static void tap_weights(const resize_mode *m, double ratio, double *w)
 /* Resizes dim `axis` of x (of size n) to m positions: for each of the
  * mode's taps, a gather of the positions it reads, weighted, and summed;
  * nearest without extrapolation is one gather. */
-static nb_value resize_axis(ox_import *im, nb_value x, const resize_mode *rm, int axis, int64_t n, int64_t m,
-                            double scale, double out_w, double out_w1, const double *roi)
+static nb_value resize_axis(ox_import *im, nb_value x, const resize_mode *rm, const axis_resize *a)
 {
+    const int axis = a->axis;
+    const int64_t n = a->n, m = a->m;
     nb_var_info xi = nb_value_info(B, x);
     int k_taps = rm->taps == 1 ? 2 : rm->taps;
     int64_t *idx = nb_malloc((size_t)(k_taps * m + 1) * sizeof *idx);
@@ -506,7 +517,7 @@ static nb_value resize_axis(ox_import *im, nb_value x, const resize_mode *rm, in
     bool any_outside = false, identity = m == n;
     for (int64_t i = 0; i < m; i++) {
         bool outside;
-        double s = source_of(rm, i, n, scale, out_w, out_w1, roi, &outside), tw[4];
+        double s = source_of(rm, i, a, &outside), tw[4];
         int64_t before = (int64_t)ceil(s) - 1;
         tap_weights(rm, s - (double)before, tw);
         int64_t first = before - (rm->taps == 4);
@@ -573,9 +584,9 @@ static nb_status resize(ox_import *im, nb_value x, const resize_mode *rm, const 
         int64_t m = sizes ? sizes[d] : (int64_t)floor(scale * (double)n);
         double out_w = scale * (double)n, out_w1 = out_w - 1;
         if (scales_f32 && !sizes) out_w = (float)out_w, out_w1 = (float)((float)out_w - 1.0f);
-        double r[2] = {roi ? roi[d] : 0, roi ? roi[xi.ndim + d] - roi[d] : 0};
         if (m > ((int64_t)1 << 31)) return ox_unsupported(im, "resizes a dim to more than 2^31 positions");
-        x = resize_axis(im, x, rm, d, n, m, scale, out_w, out_w1, r);
+        axis_resize a = {d, n, m, scale, out_w, out_w1, {roi ? roi[d] : 0, roi ? roi[xi.ndim + d] - roi[d] : 0}};
+        x = resize_axis(im, x, rm, &a);
     }
     return ox_out(im, 0, x);
 }

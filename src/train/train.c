@@ -27,15 +27,19 @@ static void release_record(nb_tensor **record, int n)
     }
 }
 
-/* Runs `pp` over one epoch of `reader` (already reset), adding up the
- * fetched scalars weighted by batch size. */
+/* An epoch's fetched scalars, summed weighted by batch size, and its samples. */
+typedef struct epoch_sums {
+    double loss, metric;
+    int64_t samples;
+} epoch_sums;
+
+/* Runs `pp` over one epoch of `reader` (already reset) into *sums. */
 static nb_status run_epoch(nb_prepared *pp, nb_scope *scope, nb_reader *reader, int n_feeds, bool has_metric,
-                           progress *prog, int64_t *steps, double *loss_sum, double *metric_sum, int64_t *samples)
+                           progress *prog, int64_t *steps, epoch_sums *sums)
 {
     nb_tensor *record[MAX_FIELDS] = {0};
     nb_tensor *out[2] = {0};
-    *loss_sum = *metric_sum = 0;
-    *samples = 0;
+    *sums = (epoch_sums){0};
     for (;;) {
         bool end = false;
         nb_status st = nb_reader_next(reader, record, &end);
@@ -48,9 +52,9 @@ static nb_status run_epoch(nb_prepared *pp, nb_scope *scope, nb_reader *reader, 
         double loss = nb_tensor_get(out[0], 0), metric = has_metric ? nb_tensor_get(out[1], 0) : 0;
         release_record(record, n_feeds);
         release_record(out, has_metric ? 2 : 1);
-        *loss_sum += loss * (double)bs;
-        *metric_sum += metric * (double)bs;
-        *samples += bs;
+        sums->loss += loss * (double)bs;
+        sums->metric += metric * (double)bs;
+        sums->samples += bs;
         if (steps) ++*steps;
         if (prog) progress_step(prog, bs, loss, metric);
     }
@@ -58,19 +62,17 @@ static nb_status run_epoch(nb_prepared *pp, nb_scope *scope, nb_reader *reader, 
 
 /* Sums the epoch's figures over the ranks, so that every rank reports the
  * whole batch's. */
-static nb_status sum_over_ranks(nb_comm *comm, double *loss_sum, double *metric_sum, int64_t *samples)
+static nb_status sum_over_ranks(nb_comm *comm, epoch_sums *sums)
 {
     if (!comm || nb_comm_size(comm) == 1) return NB_OK;
-    double v[3] = {*loss_sum, *metric_sum, (double)*samples};
+    double v[3] = {sums->loss, sums->metric, (double)sums->samples};
     nb_tensor *t;
     nb_status st = nb_tensor_wrap(&t, NB_F64, 1, (const int64_t[]){3}, v);
     if (st) return st;
     st = nb_comm_allreduce_sum(comm, t);
     nb_tensor_release(t);
     if (st) return nb_error_context(st, "train: summing the epoch's loss over the ranks");
-    *loss_sum = v[0];
-    *metric_sum = v[1];
-    *samples = (int64_t)v[2];
+    *sums = (epoch_sums){v[0], v[1], (int64_t)v[2]};
     return NB_OK;
 }
 
@@ -93,13 +95,12 @@ nb_status nb_evaluate(const nb_train_config *cfg, nb_program *main, nb_scope *sc
     nb_prepared *pp = NULL;
     nb_status st = nb_program_clone_for_test(&test, main);
     if (st) return st;
-    double ls, ms;
-    int64_t n = 0;
+    epoch_sums e = {0};
     if (!(st = prepare_for(&pp, test, n_feeds, feeds, loss, metric)) && !(st = nb_reader_reset(reader, 0)))
-        st = run_epoch(pp, scope, reader, n_feeds, metric != NULL, NULL, NULL, &ls, &ms, &n);
+        st = run_epoch(pp, scope, reader, n_feeds, metric != NULL, NULL, NULL, &e);
     if (!st) {
-        *mean_loss = n ? ls / (double)n : 0;
-        if (mean_metric) *mean_metric = n ? ms / (double)n : 0;
+        *mean_loss = e.samples ? e.loss / (double)e.samples : 0;
+        if (mean_metric) *mean_metric = e.samples ? e.metric / (double)e.samples : 0;
     }
     nb_prepared_free(pp);
     nb_program_free(test);
@@ -224,22 +225,22 @@ nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *sta
     for (int e = epochs_done; e < cfg->epochs; e++) {
         if (cfg->stop_after_epochs && ran == cfg->stop_after_epochs) break;
         progress_epoch_start(&prog, e + 1);
-        double t0 = nb_now_seconds(), ls, ms;
-        int64_t n;
+        double t0 = nb_now_seconds();
+        epoch_sums tr;
         if ((st = nb_reader_reset(train, (uint64_t)e)) ||
-            (st = run_epoch(pp, scope, train, cfg->n_feeds, cfg->metric != NULL, &prog, &steps, &ls, &ms, &n)) ||
-            (st = sum_over_ranks(cfg->comm, &ls, &ms, &n)))
+            (st = run_epoch(pp, scope, train, cfg->n_feeds, cfg->metric != NULL, &prog, &steps, &tr)) ||
+            (st = sum_over_ranks(cfg->comm, &tr)))
             goto done;
-        double secs = nb_now_seconds() - t0;
-        nb_epoch_stats s = {.epoch = e + 1, .train_loss = n ? ls / (double)n : 0, .train_metric = n ? ms / (double)n : 0,
-                            .seconds = secs, .samples_per_second = (double)n / (secs > 0 ? secs : 1e-9)};
+        double secs = nb_now_seconds() - t0, n = (double)tr.samples;
+        nb_epoch_stats s = {.epoch = e + 1, .train_loss = n ? tr.loss / n : 0, .train_metric = n ? tr.metric / n : 0,
+                            .seconds = secs, .samples_per_second = n / (secs > 0 ? secs : 1e-9)};
         if (tp) {
-            int64_t tn;
+            epoch_sums te;
             if ((st = nb_reader_reset(test, 0)) ||
-                (st = run_epoch(tp, scope, test, cfg->n_feeds, cfg->metric != NULL, NULL, NULL, &ls, &ms, &tn)))
+                (st = run_epoch(tp, scope, test, cfg->n_feeds, cfg->metric != NULL, NULL, NULL, &te)))
                 goto done;
-            s.test_loss = tn ? ls / (double)tn : 0;
-            s.test_metric = tn ? ms / (double)tn : 0;
+            s.test_loss = te.samples ? te.loss / (double)te.samples : 0;
+            s.test_metric = te.samples ? te.metric / (double)te.samples : 0;
         }
         progress_epoch_end(&prog, &s, tp != NULL);
         result->last = s;
