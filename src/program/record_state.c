@@ -40,12 +40,15 @@ static nb_value untrained_state(nb_builder *b, const nb_state_spec *sp, const ch
         nb_builder_fail(b, NB_ERR_ARG, "%s %s: a var of that name already exists", sp->what, name);
         return NB_NONE;
     }
+    if (n + 2 > NB_MAX_ATTRS) {
+        nb_builder_fail(b, NB_ERR_ARG, "%s %s: %d initialiser attributes are too many", sp->what, name, n);
+        return NB_NONE;
+    }
     nb_var *v, *iv = NULL;
     nb_status st = create_state(main, name, sp->dtype, sp->ndim, sp->shape, &v);
     if (!st && init_prog != main) st = create_state(init_prog, name, sp->dtype, sp->ndim, sp->shape, &iv);
     nb_attr attrs[NB_MAX_ATTRS];
-    if (!st && n + 2 > NB_MAX_ATTRS) st = nb_error(NB_ERR_ARG, "%d initialiser attributes are too many", n);
-    if (!st) memcpy(attrs, init_attrs, (size_t)n * sizeof *attrs);
+    memcpy(attrs, init_attrs, (size_t)n * sizeof *attrs);
     attrs[n++] = NB_ATTR_INTS_N("shape", sp->ndim, sp->shape);
     attrs[n++] = NB_ATTR_INT("dtype", sp->dtype);
     nb_op *op = NULL;
