@@ -322,11 +322,25 @@ static nb_status plan_recompute(bw *w, const nb_backward_opts *ro)
     return st;
 }
 
-static nb_status build_backward(nb_program *p, nb_block *fwd, nb_block *target, int n_targets, const char *const *targets,
-                                const char *const *target_grads, int n_in, const char *const *inputs, int n_no_grad,
-                                const char *const *no_grad, bool allow_unused, bool is_append,
-                                const nb_backward_opts *recompute, nb_backward_result *out)
+/* What build_backward is asked: the targets and their seeds (target_grads,
+ * parallel to targets; NULL: ones), the inputs, the vars no gradient flows
+ * through, and the caller's choices. */
+typedef struct bw_request {
+    nb_names targets;
+    const char *const *target_grads;
+    nb_names inputs, no_grad;
+    bool allow_unused, is_append;
+    const nb_backward_opts *recompute; /* NULL: nothing recomputed */
+} bw_request;
+
+static nb_status build_backward(nb_program *p, nb_block *fwd, nb_block *target, const bw_request *rq,
+                                nb_backward_result *out)
 {
+    const int n_targets = rq->targets.n, n_in = rq->inputs.n, n_no_grad = rq->no_grad.n;
+    const char *const *targets = rq->targets.v, *const *inputs = rq->inputs.v, *const *no_grad = rq->no_grad.v;
+    const char *const *target_grads = rq->target_grads;
+    const bool allow_unused = rq->allow_unused, is_append = rq->is_append;
+    const nb_backward_opts *recompute = rq->recompute;
     memset(out, 0, sizeof *out);
     bw w = {.p = p, .fwd = fwd, .b = target};
     nb_recompute_init(&w.rc);
@@ -430,22 +444,21 @@ nb_status nb_gradients(nb_program *p, nb_names target_list, nb_names input_list,
     if (!opts) opts = &defaults;
     int n_targets = target_list.n, n_inputs = input_list.n, n_no_grad = opts->no_grad.n;
     const char *const *targets = target_list.v, *const *inputs = input_list.v, *const *no_grad = opts->no_grad.v;
-    const char *const *target_grads = opts->target_grads;
     bool allow_unused = opts->flags & NB_ALLOW_UNUSED;
     if (out) memset(out, 0, sizeof *out);
     if (!p || !out || n_targets < 1 || !targets || n_inputs < 1 || !inputs || n_no_grad < 0 || (n_no_grad && !no_grad))
         return nb_error(NB_ERR_ARG, "gradients: need a program, at least one target and one input");
     nb_block *b = nb_program_global_block(p);
-    return build_backward(p, b, b, n_targets, targets, target_grads, n_inputs, inputs, n_no_grad, no_grad,
-                          allow_unused, false, NULL, out);
+    const bw_request rq = {target_list, opts->target_grads, input_list, opts->no_grad, allow_unused, false, NULL};
+    return build_backward(p, b, b, &rq, out);
 }
 
 nb_status nb_append_backward(nb_program *p, const char *loss, const nb_backward_opts *opts, nb_backward_result *out)
 {
     static const nb_backward_opts defaults;
     if (!opts) opts = &defaults;
-    int n_params = opts->params.n, n_no_grad = opts->no_grad.n;
-    const char *const *params = opts->params.v, *const *no_grad = opts->no_grad.v;
+    int n_params = opts->params.n;
+    const char *const *params = opts->params.v;
     if (out) memset(out, 0, sizeof *out);
     if (!p || !loss || !out || n_params < 0 || (n_params && !params))
         return nb_error(NB_ERR_ARG, "append_backward: need a program, a loss and a result");
@@ -478,7 +491,8 @@ nb_status nb_append_backward(nb_program *p, const char *loss, const nb_backward_
             break;
         }
     }
-    nb_status st = build_backward(p, b, b, 1, &loss, NULL, n_params, params, n_no_grad, no_grad, true, true, opts, out);
+    const bw_request rq = {NB_NAMES_N(1, &loss), NULL, NB_NAMES_N(n_params, params), opts->no_grad, true, true, opts};
+    nb_status st = build_backward(p, b, b, &rq, out);
     nb_free(all);
     return st;
 }
@@ -486,8 +500,8 @@ nb_status nb_append_backward(nb_program *p, const char *loss, const nb_backward_
 nb_status nb_backward_sub_block(nb_program *p, int fwd_idx, nb_names target_list, const char *const *seeds,
                                 nb_names input_list, int *grad_idx, nb_backward_result *out)
 {
-    int n_targets = target_list.n, n_inputs = input_list.n;
-    const char *const *targets = target_list.v, *const *inputs = input_list.v;
+    int n_targets = target_list.n;
+    const char *const *targets = target_list.v;
     memset(out, 0, sizeof *out);
     nb_block *fwd = nb_program_block(p, fwd_idx), *g = NULL;
     if (!fwd || fwd_idx == 0) return nb_error(NB_ERR_ARG, "backward: %d is not a sub-block", fwd_idx);
@@ -501,7 +515,8 @@ nb_status nb_backward_sub_block(nb_program *p, int fwd_idx, nb_names target_list
         if (!t) st = nb_error(NB_ERR_NOT_FOUND, "backward: sub-block %d has no var '%s'", fwd_idx, targets[i]);
         else st = nb_block_create_var(g, seeds[i], t->dtype, t->ndim, t->shape, NULL);
     }
-    if (!st) st = build_backward(p, fwd, g, n_targets, targets, seeds, n_inputs, inputs, 0, NULL, true, false, NULL, out);
+    const bw_request rq = {target_list, seeds, input_list, NB_NO_NAMES, true, false, NULL};
+    if (!st) st = build_backward(p, fwd, g, &rq, out);
     return st;
 }
 

@@ -173,12 +173,21 @@ static nb_status branch_grad_kernel(const nb_kernel_ctx *ctx)
     return st;
 }
 
+/* Where block_backward puts a block's gradient: the sub-block made, and
+ * the names of its seeds and of the captured values' gradients, padded
+ * with "" to n_out and n_x entries. */
+typedef struct branch_grad {
+    nb_sub_grad *sg;
+    const char **seeds, **x_grad;
+} branch_grad;
+
 /* Differentiates one block: its float outputs `outs` towards the wanted
- * captured values. seeds and x_grad come back padded with "" to n_out and
- * n_x entries. */
+ * captured values. */
 static nb_status block_backward(nb_builder *b, nb_grad_ctx *g, const char *who, int x_slot, int block,
-                                const nb_attr_value *outs, nb_sub_grad *sg, const char **seeds, const char **x_grad)
+                                const nb_attr_value *outs, const branch_grad *res)
 {
+    nb_sub_grad *sg = res->sg;
+    const char **seeds = res->seeds, **x_grad = res->x_grad;
     int n_x = nb_grad_in_count(g, x_slot), n_t = 0, n_in = 0;
     const char **targets = nb_calloc((size_t)outs->n + 1, sizeof *targets), **inputs = nb_calloc((size_t)n_x + 1, sizeof *inputs);
     if (!targets || !inputs) {
@@ -214,7 +223,8 @@ static nb_status branch_vjp(nb_builder *b, nb_grad_ctx *g, bool is_cond)
     for (int r = 0; r < n_br && !st; r++) {
         const char *blk = !is_cond ? "sub_block" : r == 0 ? "then_block" : "else_block";
         const char *outs = !is_cond ? "block_out" : r == 0 ? "then_out" : "else_out";
-        st = block_backward(b, g, who, x_slot, nb_grad_attr(g, blk)->block, nb_grad_attr(g, outs), &sg[r], seeds[r], xg[r]);
+        st = block_backward(b, g, who, x_slot, nb_grad_attr(g, blk)->block, nb_grad_attr(g, outs),
+                            &(branch_grad){&sg[r], seeds[r], xg[r]});
     }
     int n_pos = 0;
     for (int j = 0; !st && j < n_x; j++)

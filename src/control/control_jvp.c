@@ -202,20 +202,27 @@ nb_status nb_ctl_recurrent_jvp(nb_builder *b, nb_grad_ctx *g)
 
 /* ---- cond and net ------------------------------------------------------------- */
 
-/* Derives one block of a cond or net op with no parameters; its results
- * are the block's outputs followed by their tangents. */
+/* A derived branch: its block, and the names of its results (the block's
+ * outputs followed by their tangents), in names[0 .. n). */
+typedef struct derived_branch {
+    nb_block *block;
+    const char **names;
+    int n;
+} derived_branch;
+
+/* Derives one block of a cond or net op with no parameters. */
 static nb_status derive_branch(nb_builder *b, nb_grad_ctx *g, int x_slot, const char *block_attr, const char *out_attr,
-                               const bool *on, const char **names, int *n_names, nb_block **blk)
+                               const bool *on, derived_branch *res)
 {
     const nb_attr_value *outs = nb_grad_attr(g, out_attr);
     derivation d = {.n_out = outs->n, .outs = outs->strs, .out_on = on};
     nb_status st = derive(b, g, x_slot, nb_grad_attr(g, block_attr)->block, &d);
     if (st) return st;
-    *n_names = 0;
-    for (int k = 0; k < outs->n; k++) names[(*n_names)++] = outs->strs[k];
+    res->n = 0;
+    for (int k = 0; k < outs->n; k++) res->names[res->n++] = outs->strs[k];
     for (int k = 0; k < outs->n; k++)
-        if (on[k]) names[(*n_names)++] = d.tout[k];
-    *blk = d.block;
+        if (on[k]) res->names[res->n++] = d.tout[k];
+    res->block = d.block;
     return NB_OK;
 }
 
@@ -223,15 +230,16 @@ static nb_status branch_jvp(nb_builder *b, nb_grad_ctx *g, bool is_cond)
 {
     int x_slot = is_cond ? 1 : 0;
     const nb_attr_value *dts = nb_grad_attr(g, "out_dtypes"), *shs = nb_grad_attr(g, "out_shapes");
-    int n_out = dts->n, n_names = 0;
+    int n_out = dts->n;
     bool on[NB_CONTROL_MAX];
     for (int k = 0; k < n_out; k++) on[k] = nb_dtype_is_float((nb_dtype)dts->ints[k]);
     const char *t_names[2 * NB_CONTROL_MAX], *e_names[2 * NB_CONTROL_MAX];
-    nb_block *tb, *eb = NULL;
+    derived_branch then_d = {.names = t_names}, else_d = {.names = e_names};
     nb_status st = derive_branch(b, g, x_slot, is_cond ? "then_block" : "sub_block", is_cond ? "then_out" : "block_out", on,
-                                 t_names, &n_names, &tb);
-    if (!st && is_cond) st = derive_branch(b, g, x_slot, "else_block", "else_out", on, e_names, &n_names, &eb);
+                                 &then_d);
+    if (!st && is_cond) st = derive_branch(b, g, x_slot, "else_block", "else_out", on, &else_d);
     if (st) return st;
+    nb_block *tb = then_d.block, *eb = else_d.block;
     int64_t dt[2 * NB_CONTROL_MAX], sh[2 * NB_CONTROL_MAX * (NB_MAX_DIMS + 1)];
     int ny = 0, nsh = 0;
     for (int pass = 0; pass < 2; pass++)

@@ -215,7 +215,7 @@ nb_status nb_eager_emit(nb_builder *b, const char *type, int n_in, const nb_valu
         ob = in_order[n_out];
         cin = ins;
     } else if ((st = nb_resolve_attrs(def, m, all, av, def->name)) ||
-               (st = nb_map_slots(def, n_in, ins, n_out, present, order, compact, in_begin, out_begin))) {
+               (st = nb_map_slots(def, n_in, ins, n_out, (nb_slot_scratch){present, order}, compact, in_begin, out_begin))) {
         goto done;
     } else {
         /* Optional or variadic slots filled otherwise are not a plain call. */
@@ -224,7 +224,9 @@ nb_status nb_eager_emit(nb_builder *b, const char *type, int n_in, const nb_valu
     }
     if (level == 0) {
         st = (def->flags & NB_OP_RANDOM) ? random_state(s, def->name, &replayed, &rng) : NB_OK;
-        if (!st) st = nb_op_run_slots(def, av, ib, cin, ob, n_out, outs, rng, memo, hit);
+        if (!st)
+            st = nb_op_run_slots(def, av, &(nb_slotted){ib, ib[NB_MAX_SLOTS], cin}, &(nb_slotted){ob, n_out, outs}, rng,
+                                 memo, hit);
         if (st) return st;
     }
     bool grad = nb_grad_mode_enabled();

@@ -139,11 +139,19 @@ static nb_value gate(ox_import *im, const rnn *r, nb_value v, int g)
     return nb_slice(B, v, 1, &axis, &start, &end);
 }
 
+/* What one direction's run reads: every step's input projection xw, the
+ * recurrence's weight rw, the biases wb and rb, LSTM's peepholes p and the
+ * sequence lengths (each NB_NONE when absent). */
+typedef struct rnn_dir {
+    nb_value xw, rw, wb, rb, p, lens;
+} rnn_dir;
+
 /* One direction's run: its Y steps into ys[seq] (in time order) and the
  * last states into *h (and *c). */
-static nb_status run_dir(ox_import *im, const rnn *r, int d, nb_value xw, nb_value rw, nb_value wb, nb_value rb,
-                         nb_value p, nb_value lens, nb_value *h, nb_value *c, nb_value *ys)
+static nb_status run_dir(ox_import *im, const rnn *r, int d, const rnn_dir *in_d, nb_value *h, nb_value *c,
+                         nb_value *ys)
 {
+    const nb_value xw = in_d->xw, rw = in_d->rw, wb = in_d->wb, rb = in_d->rb, p = in_d->p, lens = in_d->lens;
     const act *f = &r->acts[d * r->n_acts], *g = f + (r->n_acts > 1), *hact = f + (r->n_acts > 2 ? 2 : 0);
     bool reverse = d == 1 || r->reverse;
     nb_value pi = NB_NONE, po = NB_NONE, pf = NB_NONE;
@@ -260,7 +268,8 @@ static nb_status recurrent(ox_import *im, enum rnn_kind kind)
         }
         /* Every step's input projection in one product: [seq, batch, gates * H]. */
         nb_value xw = nb_matmul(B, x, wd, NB_TRANSPOSE_Y);
-        if ((st = run_dir(im, &r, d, xw, rd, wb, rb, p, lens, &h, &c, ys))) break;
+        const rnn_dir in_d = {xw, rd, wb, rb, p, lens};
+        if ((st = run_dir(im, &r, d, &in_d, &h, &c, ys))) break;
         hs_out[d] = h, cs_out[d] = c;
         y_dir[d] = nb_stack(B, (int)r.seq, ys, 0); /* [seq, batch, H] */
     }

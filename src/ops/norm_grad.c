@@ -83,15 +83,25 @@ nb_status nb_layer_norm_vjp(nb_builder *b, nb_grad_ctx *g)
  * per-channel (or per-column) value arrives shaped to broadcast against x;
  * `scale` and `k` may be NB_NONE (one). Returns NB_NONE when every term is
  * zero. `like` gives tBias alone the output's shape. */
-static nb_value norm_tangent(nb_builder *b, nb_value xhat, nb_value r, nb_value scale, nb_value tx,
-                             nb_value tscale, nb_value tbias, bool batch_stats, int n_axes, const int64_t *axes,
-                             nb_value like)
+typedef struct norm_jvp {
+    nb_value xhat, r, scale;    /* the point */
+    nb_value tx, tscale, tbias; /* the tangents, NB_NONE where zero */
+    bool batch_stats;           /* statistics of the batch (else fixed) */
+    int n_axes;                 /* the reduced axes */
+    const int64_t *axes;
+    nb_value like;
+} norm_jvp;
+
+static nb_value norm_tangent(nb_builder *b, const norm_jvp *j)
 {
+    const nb_value xhat = j->xhat, r = j->r, scale = j->scale, tx = j->tx, tscale = j->tscale, tbias = j->tbias;
+    const int n_axes = j->n_axes;
+    const int64_t *axes = j->axes;
     nb_value terms[3];
     int n = 0;
     if (!nb_is_none(tx)) {
         nb_value u = tx;
-        if (batch_stats) {
+        if (j->batch_stats) {
             const nb_value m1 = nb_reduce_mean(b, tx, n_axes, axes, true);
             const nb_value m2 = nb_reduce_mean(b, nb_mul(b, xhat, tx), n_axes, axes, true);
             u = nb_sub(b, nb_sub(b, tx, m1), nb_mul(b, xhat, m2));
@@ -101,7 +111,7 @@ static nb_value norm_tangent(nb_builder *b, nb_value xhat, nb_value r, nb_value 
     }
     if (!nb_is_none(tscale)) terms[n++] = nb_mul(b, tscale, xhat);
     if (!nb_is_none(tbias)) {
-        terms[n] = n ? tbias : nb_expand_as(b, tbias, like);
+        terms[n] = n ? tbias : nb_expand_as(b, tbias, j->like);
         n++;
     }
     if (!n) return NB_NONE;
@@ -133,8 +143,10 @@ nb_status nb_batch_norm_jvp(nb_builder *b, nb_grad_ctx *g)
     if (!nb_is_none(ts) || (!nb_is_none(tx) && !global))
         xhat = nb_mul(b, nb_sub(b, x, nb_reshape(b, nb_grad_y(g, 3, 0), nd, cshape)), r);
     const nb_value scale = nb_is_none(tx) ? NB_NONE : nb_reshape(b, nb_grad_x(g, 1, 0), nd, cshape);
-    const nb_value t = norm_tangent(b, xhat, r, scale, tx, nb_is_none(ts) ? ts : nb_reshape(b, ts, nd, cshape),
-                                    nb_is_none(tb) ? tb : nb_reshape(b, tb, nd, cshape), !global, n_axes, axes, x);
+    const nb_value t = norm_tangent(b, &(norm_jvp){.xhat = xhat, .r = r, .scale = scale, .tx = tx,
+                                                   .tscale = nb_is_none(ts) ? ts : nb_reshape(b, ts, nd, cshape),
+                                                   .tbias = nb_is_none(tb) ? tb : nb_reshape(b, tb, nd, cshape),
+                                                   .batch_stats = !global, .n_axes = n_axes, .axes = axes, .like = x});
     if (!nb_is_none(t)) nb_grad_set_ty(g, 0, 0, t);
     return nb_builder_status(b);
 }
@@ -168,9 +180,11 @@ nb_status nb_layer_norm_jvp(nb_builder *b, nb_grad_ctx *g)
     if (!nb_is_none(tx) || !nb_is_none(ts))
         xhat = nb_mul(b, nb_sub(b, x2, nb_reshape(b, nb_grad_y(g, 1, 0), 2, col)), r);
     const nb_value scale = has_scale && !nb_is_none(tx) ? nb_reshape(b, nb_grad_x(g, 1, 0), 2, row) : NB_NONE;
-    const nb_value t = norm_tangent(b, xhat, r, scale, nb_is_none(tx) ? tx : nb_reshape(b, tx, 2, view),
-                                    nb_is_none(ts) ? ts : nb_reshape(b, ts, 2, row),
-                                    nb_is_none(tb) ? tb : nb_reshape(b, tb, 2, row), true, 1, axes, x2);
+    const nb_value t = norm_tangent(b, &(norm_jvp){.xhat = xhat, .r = r, .scale = scale,
+                                                   .tx = nb_is_none(tx) ? tx : nb_reshape(b, tx, 2, view),
+                                                   .tscale = nb_is_none(ts) ? ts : nb_reshape(b, ts, 2, row),
+                                                   .tbias = nb_is_none(tb) ? tb : nb_reshape(b, tb, 2, row),
+                                                   .batch_stats = true, .n_axes = 1, .axes = axes, .like = x2});
     if (nb_is_none(t)) return nb_builder_status(b);
     const nb_value in[2] = {t, x};
     nb_grad_set_ty(g, 0, 0, nb_emit1(b, "reshape_as", NB_VALUES_N(2, in), NB_NO_ATTRS));

@@ -19,13 +19,19 @@ nb_status nb_assign_slots(const nb_op_def *def, bool inputs, int n, const bool *
 
 /* Maps n_in tensors (NULL where absent) onto def's input slots and n_out
  * outputs onto its output slots: in_begin and out_begin as nb_assign_slots
- * gives them, compact[k] the input at compacted position k. present and
- * order are scratch of at least max(n_in, n_out) entries. Inline: it is on
- * every eager op's path, where a call cost 28 instructions more. */
-static inline nb_status nb_map_slots(const nb_op_def *def, int n_in, nb_tensor *const *in, int n_out, bool *present,
-                                     int *order, nb_tensor **compact, int in_begin[NB_MAX_SLOTS + 1],
+ * gives them, compact[k] the input at compacted position k. The scratch
+ * arrays hold at least max(n_in, n_out) entries. Inline: it is on every
+ * eager op's path, where a call cost 28 instructions more. */
+typedef struct nb_slot_scratch {
+    bool *present;
+    int *order;
+} nb_slot_scratch;
+static inline nb_status nb_map_slots(const nb_op_def *def, int n_in, nb_tensor *const *in, int n_out,
+                                     nb_slot_scratch scratch, nb_tensor **compact, int in_begin[NB_MAX_SLOTS + 1],
                                      int out_begin[NB_MAX_SLOTS + 1])
 {
+    bool *present = scratch.present;
+    int *order = scratch.order;
     for (int i = 0; i < n_in; i++) present[i] = in[i] != NULL;
     nb_status st = nb_assign_slots(def, true, n_in, present, in_begin, order, def->name);
     if (st) return st;
@@ -56,15 +62,20 @@ nb_status nb_op_run_rng(const char *type, int n_in, nb_tensor *const *in, int n_
 nb_status nb_op_run_def(const nb_op_def *def, int n_in, nb_tensor *const *in, int n_attrs, const nb_attr *attrs,
                         int n_out, nb_tensor **out, nb_rng *rng);
 /* The same after its first two steps: attributes resolved (av), inputs
- * mapped onto their slots (in[k] for k below in_begin[NB_MAX_SLOTS], in slot
- * order) and outputs assigned (out_begin), for a caller that needs those
+ * mapped onto their slots and outputs assigned, for a caller that needs those
  * too (the eager builder records them in the op's node). `memo` (NULL:
  * none) is the op's entry in a memo (op_memo.h) for a plain call: with
  * `hit`, its output infos and kernel are taken; without, this run's are
  * noted in it. */
 struct nb_op_memo_entry;
-nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const int in_begin[NB_MAX_SLOTS + 1],
-                          nb_tensor *const *in, const int out_begin[NB_MAX_SLOTS + 1], int n_out, nb_tensor **out,
+/* Tensors on an op's slots: v[begin[s]] to v[begin[s + 1] - 1] are slot
+ * s's (present values only, in slot order), n in all. */
+typedef struct nb_slotted {
+    const int *begin; /* NB_MAX_SLOTS + 1 entries */
+    int n;
+    nb_tensor **v;
+} nb_slotted;
+nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const nb_slotted *in, const nb_slotted *out,
                           nb_rng *rng, struct nb_op_memo_entry *memo, bool hit);
 
 /* A backend's emit of a composite op (def->expand set): its expansion on b,

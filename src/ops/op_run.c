@@ -135,8 +135,9 @@ nb_status nb_op_run_def(const nb_op_def *def, int n_in, nb_tensor *const *in, in
         st = nb_error(NB_ERR_NOMEM, "%s: out of memory", def->name);
         goto done;
     }
-    if (!(st = nb_map_slots(def, n_in, in, n_out, present, order, compact, in_begin, out_begin)))
-        st = nb_op_run_slots(def, av, in_begin, compact, out_begin, n_out, out, rng, NULL, false);
+    if (!(st = nb_map_slots(def, n_in, in, n_out, (nb_slot_scratch){present, order}, compact, in_begin, out_begin)))
+        st = nb_op_run_slots(def, av, &(nb_slotted){in_begin, in_begin[NB_MAX_SLOTS], compact},
+                             &(nb_slotted){out_begin, n_out, out}, rng, NULL, false);
 done:
     if (n > FEW) {
         nb_free(present);
@@ -146,12 +147,13 @@ done:
     return st;
 }
 
-nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const int in_begin[NB_MAX_SLOTS + 1],
-                          nb_tensor *const *in, const int out_begin[NB_MAX_SLOTS + 1], int n_out, nb_tensor **out,
+nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const nb_slotted *in_s, const nb_slotted *out_s,
                           nb_rng *rng, nb_op_memo_entry *memo, bool hit)
 {
     const char *label = def->name;
-    const int n_in = in_begin[NB_MAX_SLOTS];
+    const int *in_begin = in_s->begin, *out_begin = out_s->begin;
+    nb_tensor *const *in = in_s->v, **out = out_s->v;
+    const int n_in = in_s->n, n_out = out_s->n;
     nb_status st = NB_OK;
     enum { FEW = 8 };
     bool few = n_in <= FEW && n_out <= FEW;
