@@ -51,8 +51,10 @@ NB_API nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope,
  * life (to show that steady-state runs allocate nothing). */
 NB_API size_t nb_prepared_buffer_bytes(const nb_prepared *pp);
 NB_API uint64_t nb_prepared_alloc_count(const nb_prepared *pp);
-/* Where a prepared program's memory goes, read after at least one run (the
- * sizes of temporaries are known then; before, they count as 0). The
+/* Where a prepared program's memory goes, read after at least one run, or
+ * after nb_prepare where the program gives every temporary's shape in full
+ * (no -1 dim): the sizes of temporaries are known then, and the buffers are
+ * planned by them before the first run; before, they count as 0. The
  * temporaries (values no scope holds) live from the op that writes them to
  * the last op that reads them; the executor keeps them in buffers it plans by
  * that liveness and holds from run to run, so the bytes it holds for them
