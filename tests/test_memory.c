@@ -57,33 +57,73 @@ static void c_free(void *ud, void *q)
 
 static const nb_allocator counting = {c_malloc, c_realloc, c_free, NULL};
 
+/* A training program over x [batch, width] and labels y, its parameters
+ * set up by the startup program: the batch dim is -1 in the program unless
+ * static_batch. */
+typedef struct fixture {
+    nb_program *main_p, *startup;
+    nb_builder *b;
+    nb_backward_result r;
+    nb_scope *scope;
+    nb_executor *e;
+    nb_tensor *xs, *ys;
+} fixture;
+
+static void fixture_open(fixture *f, nb_value (*model)(nb_builder *, nb_value), nb_optimizer opt, int64_t batch,
+                         int64_t width, bool static_batch)
+{
+    REQUIRE_OK(nb_program_new(&f->main_p));
+    REQUIRE_OK(nb_program_new(&f->startup));
+    REQUIRE_OK(nb_builder_new_record(&f->b, f->main_p, f->startup));
+    const int64_t rows = static_batch ? batch : -1;
+    nb_value x = nb_layer_data(f->b, "x", NB_F32, 2, S(rows, width)), y = nb_layer_data(f->b, "y", NB_I64, 2, S(rows, 1));
+    nb_value loss = nb_layer_softmax_cross_entropy(f->b, model(f->b, x), y);
+    REQUIRE_OK(nb_builder_status(f->b));
+    REQUIRE_OK(nb_minimize(&opt, f->main_p, f->startup, nb_value_name(loss), NULL, &f->r));
+    REQUIRE_OK(nb_scope_new(&f->scope, NULL));
+    REQUIRE_OK(nb_executor_new(&f->e));
+    REQUIRE_OK(nb_executor_run(f->e, f->startup, f->scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
+    REQUIRE_OK(nb_tensor_full(&f->xs, NB_F32, 2, S(batch, width), 0.5));
+    REQUIRE_OK(nb_tensor_new(&f->ys, NB_I64, 2, S(batch, 1)));
+}
+
+static void fixture_close(fixture *f)
+{
+    nb_tensor_release(f->xs), nb_tensor_release(f->ys);
+    nb_backward_result_free(&f->r);
+    nb_executor_free(f->e);
+    nb_scope_free(f->scope);
+    nb_builder_free(f->b);
+    nb_program_free(f->main_p);
+    nb_program_free(f->startup);
+}
+
+static nb_value mlp_512(nb_builder *b, nb_value x)
+{
+    nb_value h = nb_layer_fc(b, nb_layer_fc(b, x, 512, "relu", NULL), 512, "tanh", NULL);
+    return nb_layer_fc(b, h, 10, NULL, NULL);
+}
+
+/* Widths that differ widely, so that a plan made without sizes pairs
+ * buffers with temporaries of other sizes. */
+static nb_value mlp_uneven(nb_builder *b, nb_value x)
+{
+    nb_value h = nb_layer_fc(b, x, 1024, "relu", NULL);
+    h = nb_layer_fc(b, nb_layer_fc(b, h, 8, "tanh", NULL), 2048, "relu", NULL);
+    return nb_layer_fc(b, nb_layer_fc(b, h, 16, NULL, NULL), 10, NULL, NULL);
+}
+
 static void test_report_matches_what_the_executor_holds(void)
 {
     nb_set_allocator(&counting);
-    nb_program *main_p, *startup;
-    nb_builder *b;
-    REQUIRE_OK(nb_program_new(&main_p));
-    REQUIRE_OK(nb_program_new(&startup));
-    REQUIRE_OK(nb_builder_new_record(&b, main_p, startup));
-    nb_value x = nb_layer_data(b, "x", NB_F32, 2, S(-1, 256)), y = nb_layer_data(b, "y", NB_I64, 2, S(-1, 1));
-    nb_value h = nb_layer_fc(b, nb_layer_fc(b, x, 512, "relu", NULL), 512, "tanh", NULL);
-    nb_value loss = nb_layer_softmax_cross_entropy(b, nb_layer_fc(b, h, 10, NULL, NULL), y);
-    REQUIRE_OK(nb_builder_status(b));
-    nb_optimizer opt = nb_adam(1e-3);
-    nb_backward_result r;
-    REQUIRE_OK(nb_minimize(&opt, main_p, startup, nb_value_name(loss), NULL, &r));
-    nb_scope *scope;
-    nb_executor *e;
-    REQUIRE_OK(nb_scope_new(&scope, NULL));
-    REQUIRE_OK(nb_executor_new(&e));
-    REQUIRE_OK(nb_executor_run(e, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
-    nb_tensor *xs, *ys;
-    REQUIRE_OK(nb_tensor_full(&xs, NB_F32, 2, S(128, 256), 0.5));
-    REQUIRE_OK(nb_tensor_new(&ys, NB_I64, 2, S(128, 1)));
+    fixture f;
+    fixture_open(&f, mlp_512, nb_adam(1e-3), 128, 256, false);
+    nb_scope *scope = f.scope;
+    nb_tensor *xs = f.xs, *ys = f.ys;
 
     size_t before = live_bytes;
     nb_prepared *pp;
-    REQUIRE_OK(nb_prepare(&pp, main_p, 0, NB_NAMES("x", "y"), NB_NO_NAMES));
+    REQUIRE_OK(nb_prepare(&pp, f.main_p, 0, NB_NAMES("x", "y"), NB_NO_NAMES));
     nb_memory_report m;
     CHECK_OK(nb_prepared_memory(pp, scope, &m));
     CHECK(m.peak_bytes == 0 && m.planned_bytes == 0); /* nothing has run */
@@ -112,13 +152,7 @@ static void test_report_matches_what_the_executor_holds(void)
     CHECK(live_bytes == after_first); /* the second step allocates nothing it keeps */
 
     nb_prepared_free(pp);
-    nb_tensor_release(xs), nb_tensor_release(ys);
-    nb_backward_result_free(&r);
-    nb_executor_free(e);
-    nb_scope_free(scope);
-    nb_builder_free(b);
-    nb_program_free(main_p);
-    nb_program_free(startup);
+    fixture_close(&f);
     nb_set_allocator(NULL);
 }
 
@@ -132,29 +166,12 @@ static void test_report_matches_what_the_executor_holds(void)
 static void test_static_shapes_planned_at_prepare(void)
 {
     nb_set_allocator(&counting);
-    nb_program *main_p, *startup;
-    nb_builder *b;
-    REQUIRE_OK(nb_program_new(&main_p));
-    REQUIRE_OK(nb_program_new(&startup));
-    REQUIRE_OK(nb_builder_new_record(&b, main_p, startup));
-    nb_value x = nb_layer_data(b, "x", NB_F32, 2, S(64, 32)), y = nb_layer_data(b, "y", NB_I64, 2, S(64, 1));
-    nb_value h = nb_layer_fc(b, x, 1024, "relu", NULL);
-    h = nb_layer_fc(b, nb_layer_fc(b, h, 8, "tanh", NULL), 2048, "relu", NULL);
-    nb_value loss = nb_layer_softmax_cross_entropy(b, nb_layer_fc(b, nb_layer_fc(b, h, 16, NULL, NULL), 10, NULL, NULL), y);
-    REQUIRE_OK(nb_builder_status(b));
-    nb_optimizer opt = nb_sgd(0.1);
-    nb_backward_result r;
-    REQUIRE_OK(nb_minimize(&opt, main_p, startup, nb_value_name(loss), NULL, &r));
-    nb_scope *scope;
-    nb_executor *e;
-    REQUIRE_OK(nb_scope_new(&scope, NULL));
-    REQUIRE_OK(nb_executor_new(&e));
-    REQUIRE_OK(nb_executor_run(e, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
-    nb_tensor *xs, *ys;
-    REQUIRE_OK(nb_tensor_full(&xs, NB_F32, 2, S(64, 32), 0.5));
-    REQUIRE_OK(nb_tensor_new(&ys, NB_I64, 2, S(64, 1)));
+    fixture f;
+    fixture_open(&f, mlp_uneven, nb_sgd(0.1), 64, 32, true);
+    nb_scope *scope = f.scope;
+    nb_tensor *xs = f.xs, *ys = f.ys;
     nb_prepared *pp;
-    REQUIRE_OK(nb_prepare(&pp, main_p, 0, NB_NAMES("x", "y"), NB_NO_NAMES));
+    REQUIRE_OK(nb_prepare(&pp, f.main_p, 0, NB_NAMES("x", "y"), NB_NO_NAMES));
     nb_memory_report before_run, after_run;
     CHECK_OK(nb_prepared_memory(pp, scope, &before_run));
     CHECK(before_run.planned_bytes >= 2 * 64 * 2048 * 4 && before_run.peak_bytes > 0);
@@ -171,13 +188,7 @@ static void test_static_shapes_planned_at_prepare(void)
     CHECK_OK(nb_prepared_memory(pp, scope, &after_run));
     CHECK(after_run.planned_bytes == before_run.planned_bytes);
     nb_prepared_free(pp);
-    nb_tensor_release(xs), nb_tensor_release(ys);
-    nb_backward_result_free(&r);
-    nb_executor_free(e);
-    nb_scope_free(scope);
-    nb_builder_free(b);
-    nb_program_free(main_p);
-    nb_program_free(startup);
+    fixture_close(&f);
     nb_set_allocator(NULL);
 }
 
