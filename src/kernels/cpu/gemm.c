@@ -670,21 +670,8 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
 #endif
 
 /* A product's arguments, as the team's shares receive them. */
-#define GEMM_ARGS(T, SUF)                                                                      \
-    typedef struct gemm_args_##SUF {                                                           \
-        bool ta, tb;                                                                           \
-        int64_t M, N, K;                                                                       \
-        T alpha;                                                                               \
-        const T *A;                                                                            \
-        int64_t lda;                                                                           \
-        const T *B;                                                                            \
-        int64_t ldb;                                                                           \
-        T beta;                                                                                \
-        T *C;                                                                                  \
-        int64_t ldc;                                                                           \
-        nb_gemm_packer_##SUF pack; /* when set, it packs op(B) (B is NULL) */                  \
-        void *pack_ctx;                                                                        \
-    } gemm_args_##SUF;
+typedef nb_gemm_args_f32 gemm_args_f32;
+typedef nb_gemm_args_f64 gemm_args_f64;
 
 /* The blocked driver. Loop order (outer to inner): NC columns of C, KC
  * slices of the inner dimension (B slab packed once, shared by all threads),
@@ -962,33 +949,32 @@ static void blas_one_thread(void)
         return true;                                                                           \
     }
 #define GEMM_TRY_CBLAS(SUF)                                                                    \
-    if (gemm_blas() && cblas_##SUF(&g)) return;
+    if (gemm_blas() && cblas_##SUF(g)) return;
 #else
 #define GEMM_CBLAS(T, SUF, FN)
 #define GEMM_TRY_CBLAS(SUF)
 #endif
 
 #define GEMM_ENTRY(T, SUF)                                                                     \
-    void nb_gemm_##SUF(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A,  \
-                       int64_t lda, const T *B, int64_t ldb, T beta, T *C, int64_t ldc)        \
+    void nb_gemm_##SUF(const gemm_args_##SUF *g)                                               \
     {                                                                                          \
+        const int64_t M = g->M, N = g->N, K = g->K;                                            \
         if (M <= 0 || N <= 0) return;                                                          \
-        if (K <= 0 || alpha == 0) {                                                            \
-            scale_##SUF(M, N, beta, C, ldc);                                                   \
+        if (K <= 0 || g->alpha == 0) {                                                         \
+            scale_##SUF(M, N, g->beta, g->C, g->ldc);                                          \
             return;                                                                            \
         }                                                                                      \
-        const gemm_args_##SUF g = {ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL}; \
         GEMM_TRY_CBLAS(SUF)                                                                    \
         double work = (double)M * (double)N * (double)K;                                       \
-        if (work <= GEMM_SMALL_WORK || M == 1 || N == 1 || !blocked_pick_##SUF(&g)) small_##SUF(&g); \
+        if (work <= GEMM_SMALL_WORK || M == 1 || N == 1 || !blocked_pick_##SUF(g)) small_##SUF(g);    \
     }                                                                                          \
-    bool nb_gemm_##SUF##_packed(int64_t M, int64_t N, int64_t K, const T *A, int64_t lda,       \
-                                nb_gemm_packer_##SUF pack, void *pack_ctx, T beta, T *C,       \
-                                int64_t ldc)                                                   \
+    bool nb_gemm_##SUF##_packed(const gemm_args_##SUF *p)                                      \
     {                                                                                          \
+        const int64_t M = p->M, N = p->N, K = p->K;                                            \
         if (N <= 1 || K <= 0 || gemm_blas() || (double)M * (double)N * (double)K <= GEMM_SMALL_WORK)  \
             return false;                                                                      \
-        const gemm_args_##SUF g = {false, false, M, N, K, 1, A, lda, NULL, 0, beta, C, ldc, pack, pack_ctx}; \
+        /* What the packer gives is A B, whatever else the caller set. */                      \
+        const gemm_args_##SUF g = {false, false, M, N, K, 1, p->A, p->lda, NULL, 0, p->beta, p->C, p->ldc, p->pack, p->pack_ctx}; \
         return blocked_pick_##SUF(&g);                                                         \
     }                                                                                          \
     void nb_gemm_pack_streams_##SUF(const T *const *src, int64_t kc, int nr, T *restrict dst)   \
@@ -1019,7 +1005,6 @@ static void blas_one_thread(void)
 /* Tile shapes: 6 x 16 floats and 6 x 8 doubles are twelve 256-bit
  * accumulators, which leaves registers for a row of B and a broadcast of A;
  * with AVX-512, 8 x 32 floats and 8 x 16 doubles are sixteen 512-bit ones. */
-GEMM_ARGS(float, f32)
 GEMM_SCALE(float, f32)
 GEMM_DOT(float, f32)
 GEMM_SMALL(float, f32)
@@ -1029,7 +1014,6 @@ GEMM_MACRO(float, f32, 6, 16)
 GEMM_BLOCKED(float, f32, 6, 16, 96, 256, 2048, 1)
 GEMM_CBLAS(float, f32, cblas_sgemm)
 
-GEMM_ARGS(double, f64)
 GEMM_SCALE(double, f64)
 GEMM_DOT(double, f64)
 GEMM_SMALL(double, f64)

@@ -1,7 +1,7 @@
 /* Dense matrix products for CPU kernels (matmul, fc, conv2d via im2col).
  *
  * C = alpha * op(A) * op(B) + beta * C, row-major, where op(A) is M x K (A
- * itself, or its transpose when trans_a) and op(B) is K x N. lda, ldb and ldc
+ * itself, or its transpose when ta) and op(B) is K x N. lda, ldb and ldc
  * are the row strides (in elements) of A, B and C as stored. Goes through a
  * blocked kernel of our own that runs on the thread team (team.h), or
  * through CBLAS when nabla was built with it and nb_gemm_use_blas says so. */
@@ -10,11 +10,6 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-
-void nb_gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
-void nb_gemm_f64(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
-                 const double *A, int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
 
 /* op(B) packed by the caller, for a product whose B is never stored whole
  * (a convolution's column matrix, made from the image as it is packed):
@@ -28,21 +23,45 @@ typedef struct nb_gemm_panel {
     int64_t q0, q1; /* the strips to fill */
     int nr;         /* columns a strip */
 } nb_gemm_panel;
-typedef void (*nb_gemm_packer_f32)(void *ctx, const nb_gemm_panel *pn, float *dst);
-typedef void (*nb_gemm_packer_f64)(void *ctx, const nb_gemm_panel *pn, double *dst);
 
-/* C = A * B + beta * C ([M, K] times [K, N]) with B given by `pack`, on
- * the blocked kernel. Returns false, having done nothing, where that kernel
- * would not run the product (a BLAS in use, a product too small for it, no
- * memory for its buffers): the caller then makes B and calls nb_gemm. (A
+/* A product's arguments, named at the call: C (M x N, row stride ldc) =
+ * alpha op(A) op(B) + beta C, with op(A) = A, or its transpose when ta;
+ * op(B) likewise with tb. Set alpha: left 0 it makes C = beta C. pack and
+ * pack_ctx are for nb_gemm_*_packed only (B is not read there). */
+#define NB_GEMM_ARGS(T, SUF)                                                                   \
+    typedef void (*nb_gemm_packer_##SUF)(void *ctx, const nb_gemm_panel *pn, T *dst);  \
+    typedef struct nb_gemm_args_##SUF {                                                        \
+        bool ta, tb;                                                                           \
+        int64_t M, N, K;                                                                       \
+        T alpha;                                                                               \
+        const T *A;                                                                            \
+        int64_t lda;                                                                           \
+        const T *B;                                                                            \
+        int64_t ldb;                                                                           \
+        T beta;                                                                                \
+        T *C;                                                                                  \
+        int64_t ldc;                                                                           \
+        nb_gemm_packer_##SUF pack; /* fills op(B)'s strips (see below) */                      \
+        void *pack_ctx;                                                                        \
+    } nb_gemm_args_##SUF;
+NB_GEMM_ARGS(float, f32)
+NB_GEMM_ARGS(double, f64)
+#undef NB_GEMM_ARGS
+
+void nb_gemm_f32(const nb_gemm_args_f32 *g);
+void nb_gemm_f64(const nb_gemm_args_f64 *g);
+
+/* C = A * B + beta * C ([M, K] times [K, N]: alpha 1, no transposes,
+ * g->B unread) with B given by g->pack, on the blocked kernel. Returns
+ * false, having done nothing, where that kernel would not run the product
+ * (a BLAS in use, a product too small for it, no memory for its buffers):
+ * the caller then makes B and calls nb_gemm. (A
  * product of at most NB_GEMM_B_IN_PLACE_ROWS rows whose B is stored, not
  * transposed, reads it in place, unpacked: there a packing function only
  * adds work.) */
 #define NB_GEMM_B_IN_PLACE_ROWS 32
-bool nb_gemm_f32_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, nb_gemm_packer_f32 pack,
-                        void *pack_ctx, float beta, float *C, int64_t ldc);
-bool nb_gemm_f64_packed(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, nb_gemm_packer_f64 pack,
-                        void *pack_ctx, double beta, double *C, int64_t ldc);
+bool nb_gemm_f32_packed(const nb_gemm_args_f32 *g);
+bool nb_gemm_f64_packed(const nb_gemm_args_f64 *g);
 
 /* dst[k * nr + j] = src[j][k] for j < nr, k < kc: nr streams side by side,
  * as a strip of op(B) lies when B is stored transposed; for packers whose
