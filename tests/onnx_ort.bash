@@ -34,3 +34,23 @@ ort_install() {
     fi
     if [ -n "$ort_why" ]; then ort_dir=; fi
 }
+
+# ort_needs BUILD: ort_install, ending the test, saying why, when it gives
+# no onnxruntime-node.
+ort_needs() {
+    ort_install "$1"
+    if [ -z "$ort_dir" ]; then
+        echo "skipped: $ort_why"
+        exit 0
+    fi
+}
+
+# ort_check MODEL DIR: nabla's export MODEL passes onnx.checker, and ONNX
+# Runtime fed DIR/in<i>.npy gives DIR/nabla_out<j>.npy (onnx_ort.js);
+# fails saying which did not hold.
+ort_js=$(dirname "${BASH_SOURCE[0]}")/onnx_ort.js
+ort_check() {
+    /usr/bin/python3 -c "import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)" "$1" ||
+        { echo "$(basename "$1"): nabla's export fails onnx.checker"; return 1; }
+    node "$ort_js" "$ort_dir" "$1" "$2"
+}

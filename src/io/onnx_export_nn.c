@@ -1,7 +1,9 @@
-/* nabla's ops whose ONNX twin reads them another way, as ONNX nodes of
- * opset 13: conv2d's input gradient as ConvTranspose (how an imported
- * ConvTranspose comes back). */
+/* nabla's ops that ONNX has as one big op or none, as ONNX nodes of opset
+ * 13: conv2d's input gradient as ConvTranspose (how an imported
+ * ConvTranspose comes back), and scaled_dot_product_attention as the
+ * products and softmax it fuses. */
 #ifdef NABLA_HAVE_ONNX
+#include <math.h>
 #include <string.h>
 #include "onnx_export_form.h"
 
@@ -45,8 +47,91 @@ static nb_status x_conv2d_grad(ox_export *e, const nb_op *op)
     return done(e);
 }
 
+/* x [lead..., L, H * W] as [lead..., H, L, W], or with `keys_t` as
+ * [lead..., H, W, L] (K transposed for the product); heads 0: x as it is,
+ * K with its last two dims swapped. */
+static const char *heads_apart(ox_export *e, const char *x, int lead, int64_t heads, bool keys_t)
+{
+    int64_t perm[NB_MAX_DIMS + 1], shape[NB_MAX_DIMS + 1] = {0};
+    if (!heads && !keys_t) return x;
+    for (int i = 0; i < lead; i++) perm[i] = i;
+    const char *t = ox_tmp(e, x);
+    if (!heads) {
+        perm[lead] = lead + 1, perm[lead + 1] = lead;
+        ox_attr_ints(e, NODE("Transpose", t, x), "perm", lead + 2, perm);
+        return t;
+    }
+    /* Reshape's 0s copy the leading dims and L, whatever their sizes. */
+    shape[lead + 1] = heads, shape[lead + 2] = -1;
+    const char *split = ox_tmp(e, x);
+    NODE("Reshape", split, x, ox_int64s(e, lead + 3, shape));
+    perm[lead] = lead + 1;
+    perm[lead + 1] = keys_t ? lead + 2 : lead;
+    perm[lead + 2] = keys_t ? lead : lead + 2;
+    ox_attr_ints(e, NODE("Transpose", t, split), "perm", lead + 3, perm);
+    return t;
+}
+
+/* Where(j > i, -inf, scores): the causal mask of [..., T, S] scores, query
+ * i seeing keys j <= i, built from their run-time sizes. */
+static const char *causal(ox_export *e, const char *scores, nb_dtype dt)
+{
+    const char *shape = ox_tmp(e, scores), *t = ox_tmp(e, scores), *s = ox_tmp(e, scores), *i = ox_tmp(e, scores),
+               *i_col = ox_tmp(e, scores), *j = ox_tmp(e, scores), *later = ox_tmp(e, scores),
+               *out = ox_tmp(e, scores), *zero = ox_scalar(e, NB_I64, 0), *one = ox_scalar(e, NB_I64, 1);
+    NODE("Shape", shape, scores);
+    ox_attr_int(e, NODE("Gather", t, shape, ox_scalar(e, NB_I64, -2)), "axis", 0);
+    ox_attr_int(e, NODE("Gather", s, shape, ox_scalar(e, NB_I64, -1)), "axis", 0);
+    NODE("Range", i, zero, t, one);
+    NODE("Unsqueeze", i_col, i, ox_int64s(e, 1, (int64_t[]){1}));
+    NODE("Range", j, zero, s, one);
+    NODE("Greater", later, j, i_col); /* [T, S] */
+    NODE("Where", out, later, ox_scalar(e, dt, -INFINITY), scores);
+    return out;
+}
+
+/* softmax(scale * Q K^T + Mask) V, with the heads side by side taken apart
+ * and put back. Dropout is left out, as the dropout op's: an export is for
+ * inference. */
+static nb_status x_attention(ox_export *e, const nb_op *op)
+{
+    if (extra_needed(e, op, 1)) return unsupported(op, "has its LSE or Key read, which ONNX's form does not make");
+    const nb_var *q = var(e, IN(0));
+    const int lead = q->ndim - 2;
+    const int64_t heads = nb_op_attr(op, "heads")->i, width = q->shape[q->ndim - 1];
+    double scale = nb_op_attr(op, "scale")->f;
+    if (scale == 0) {
+        if (width < 0) return unsupported(op, "scales by 1/sqrt(D) of a D only a run knows");
+        scale = 1 / sqrt((double)(heads ? width / heads : width));
+    }
+    const char *o = OUT(0), *qs = heads_apart(e, IN(0), lead, heads, false), *kt = heads_apart(e, IN(1), lead, heads, true),
+               *vs = heads_apart(e, IN(2), lead, heads, false), *prod = ox_tmp(e, o), *scores = ox_tmp(e, o),
+               *w = ox_tmp(e, o), *ctx = heads ? ox_tmp(e, o) : o;
+    NODE("MatMul", prod, qs, kt);
+    NODE("Mul", scores, prod, ox_scalar(e, q->dtype, scale));
+    if (HAS_IN(3)) {
+        const char *masked = ox_tmp(e, o);
+        NODE("Add", masked, scores, IN(3));
+        scores = masked;
+    }
+    if (nb_op_attr(op, "causal")->b) scores = causal(e, scores, q->dtype);
+    ox_attr_int(e, NODE("Softmax", w, scores), "axis", -1);
+    NODE("MatMul", ctx, w, vs);
+    if (heads) {
+        int64_t perm[NB_MAX_DIMS + 1], shape[NB_MAX_DIMS] = {0};
+        for (int i = 0; i < lead; i++) perm[i] = i;
+        perm[lead] = lead + 1, perm[lead + 1] = lead, perm[lead + 2] = lead + 2;
+        const char *side = ox_tmp(e, o);
+        ox_attr_ints(e, NODE("Transpose", side, ctx), "perm", lead + 3, perm);
+        shape[lead + 1] = -1;
+        NODE("Reshape", o, side, ox_int64s(e, lead + 2, shape));
+    }
+    return done(e);
+}
+
 const ox_exporter ox_exports_nn[] = {
     {"conv2d_grad", 0, x_conv2d_grad},
+    {"scaled_dot_product_attention", 0, x_attention},
     {0},
 };
 

@@ -98,7 +98,7 @@ typedef struct ox_exporter {
 } ox_exporter;
 
 extern const ox_exporter ox_exports_shape[]; /* slicing, splitting, stacking */
-extern const ox_exporter ox_exports_nn[];    /* transposed convolution */
+extern const ox_exporter ox_exports_nn[];    /* transposed convolution, attention */
 
 /* ---- import -----------------------------------------------------------------
  * onnx_import.c reads the model and walks the graph; onnx_import_ops.c turns
