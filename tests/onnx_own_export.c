@@ -1,4 +1,4 @@
-/* nabla's own models through nb_onnx_export, for tests/test_onnx_own_export.sh
+/* nabla's own models and ops through nb_onnx_export, for tests/test_onnx_own_export.sh
  * to run in ONNX Runtime:
  *
  *   onnx_own_export --list       the cases' names, one a line
@@ -65,6 +65,33 @@ static nb_value attention_4d(nb_builder *b)
     return nb_scaled_dot_product_attention(b, q, k, v, &(nb_attention_opts){.scale = 0.7, .causal = true});
 }
 
+/* Equal parts, sizes with one inferred, the parts stacked on a new last
+ * dim, and a strided slice from the end. */
+static nb_value slice_split_stack(nb_builder *b)
+{
+    nb_value x = nb_layer_data(b, "x", NB_F32, 3, (int64_t[]){-1, 6, 4}), thirds[3], halves[2];
+    nb_split(b, x, 1, 3, thirds);
+    nb_value y = nb_stack(b, 3, thirds, -1); /* [B, 2, 4, 3] */
+    nb_emit(b, "split", NB_VALUES(y), NB_ATTRS(NB_ATTR_INT("axis", 2), NB_ATTR_INTS("sections", 1, -1)), 2, halves);
+    nb_value h = nb_concat(b, 2, (nb_value[]){halves[1], halves[0]}, 2);
+    return nb_emit1(b, "slice", NB_VALUES(h),
+                    NB_ATTRS(NB_ATTR_INTS("axes", 2, -1), NB_ATTR_INTS("starts", -3, 0),
+                             NB_ATTR_INTS("ends", 100, 3), NB_ATTR_INTS("strides", 2, 2)));
+}
+
+/* conv2d's input gradient, as an imported ConvTranspose is one, grouped
+ * and dilated, with uneven pads and a row the strided window missed
+ * (output padding): Input [2, 6, 9, 7], Filter [4, 3, 3, 2]. */
+static nb_value conv_input_grad(nb_builder *b)
+{
+    nb_value dy = nb_layer_data(b, "dy", NB_F32, 4, (int64_t[]){B, 4, 3, 4});
+    nb_value w = nb_param(b, "w", NB_F32, 4, (int64_t[]){4, 3, 3, 2}, nb_init_uniform(-1, 1));
+    nb_value like = nb_fill_constant(b, NB_F32, 4, (int64_t[]){B, 6, 9, 7}, 0);
+    return nb_emit1(b, "conv2d_grad", NB_VALUES(like, w, dy),
+                    NB_ATTRS(NB_ATTR_INTS("strides", 3, 2), NB_ATTR_INTS("paddings", 1, 2, 0, 1),
+                             NB_ATTR_INTS("dilations", 2, 1), NB_ATTR_INT("groups", 2)));
+}
+
 static const struct {
     const char *name;
     nb_value (*build)(nb_builder *b);
@@ -75,6 +102,8 @@ static const struct {
     {"transformer_block", transformer_block},
     {"transformer_block_causal", transformer_block_causal},
     {"attention_4d", attention_4d},
+    {"slice_split_stack", slice_split_stack},
+    {"conv_input_grad", conv_input_grad},
 };
 
 /* Values in [-1, 1) from a fixed stream, so every run feeds the same. */

@@ -161,8 +161,8 @@ const char *ox_int64s(ox_export *e, int count, const int64_t *v)
 /* ---- the walk ----------------------------------------------------------- */
 
 /* Marks the forward ops that the fetches need (keep[i]), from the last op
- * back: an op is needed when it writes a needed var, and then the vars it
- * reads are needed. */
+ * back: an op is needed when it writes a needed var, and then the vars its
+ * ONNX form reads are needed. */
 static nb_status prune(const nb_block *blk, nb_names fetches, nb_strmap *needed, bool *keep)
 {
     for (int i = 0; i < fetches.n; i++) {
@@ -178,8 +178,11 @@ static nb_status prune(const nb_block *blk, nb_names fetches, nb_strmap *needed,
         if (op->role != NB_ROLE_FORWARD) continue;
         for (int k = 0; k < nb_op_n_outputs(op) && !keep[i]; k++)
             keep[i] = nb_strmap_get(needed, op->outputs[k], NULL) != NULL;
-        for (int k = 0; keep[i] && k < nb_op_n_inputs(op); k++)
-            if (nb_strmap_put(needed, op->inputs[k], (void *)1)) return nb_error(NB_ERR_NOMEM, "onnx export: out of memory");
+        const unsigned unread = keep[i] ? ox_export_unread(op) : 0;
+        for (int s = 0; keep[i] && s < NB_MAX_SLOTS; s++)
+            for (int k = 0; k < nb_op_in_count(op, s) && !(unread >> s & 1); k++)
+                if (nb_strmap_put(needed, nb_op_in_name(op, s, k), (void *)1))
+                    return nb_error(NB_ERR_NOMEM, "onnx export: out of memory");
     }
     return NB_OK;
 }

@@ -17,6 +17,10 @@ static bool extra_needed(ox_export *e, const nb_op *op, int from)
     return false;
 }
 
+/* conv2d_grad's Input gives DInput its shape: the export makes no
+ * initializer of it, nor of what computes it. */
+unsigned ox_export_unread(const nb_op *op) { return !strcmp(op->def->name, "conv2d_grad") ? 1u << 0 : 0; }
+
 /* conv2d_grad's DInput is ConvTranspose of DOutput by the same filter
  * ([M, C/groups, kh, kw] is ConvTranspose's [C_in, C_out/group, kh, kw]).
  * ONNX gets the output's size from pads and output_padding, nabla from

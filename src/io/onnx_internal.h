@@ -97,6 +97,10 @@ typedef struct ox_exporter {
     nb_status (*fn)(ox_export *e, const nb_op *op);
 } ox_exporter;
 
+/* The input slots of op (a mask) whose values its ONNX form does not read,
+ * only their vars' shapes (onnx_export_nn.c). */
+unsigned ox_export_unread(const nb_op *op);
+
 extern const ox_exporter ox_exports_shape[]; /* slicing, splitting, stacking */
 extern const ox_exporter ox_exports_nn[];    /* transposed convolution, attention */
 
