@@ -34,3 +34,35 @@ ort_install() {
     fi
     if [ -n "$ort_why" ]; then ort_dir=; fi
 }
+
+# ort_needs BUILD: ort_install, ending the test, saying why, when it gives
+# no onnxruntime-node.
+ort_needs() {
+    ort_install "$1"
+    if [ -z "$ort_dir" ]; then
+        echo "skipped: $ort_why"
+        exit 0
+    fi
+}
+
+# ort_check MODEL DIR: nabla's export MODEL passes onnx.checker and holds
+# no initializer or input that no node reads, and ONNX Runtime fed
+# DIR/in<i>.npy gives DIR/nabla_out<j>.npy (onnx_ort.js); fails saying
+# which did not hold.
+ort_js=$(dirname "${BASH_SOURCE[0]}")/onnx_ort.js
+ort_check() {
+    /usr/bin/python3 - "$1" <<'PY' || return 1
+import os, sys, onnx
+m = onnx.load(sys.argv[1])
+name = os.path.basename(sys.argv[1])
+try:
+    onnx.checker.check_model(m, full_check=True)
+except Exception as e:
+    sys.exit("%s: nabla's export fails onnx.checker: %s" % (name, e))
+read = {i for n in m.graph.node for i in n.input}
+idle = [v.name for v in list(m.graph.initializer) + list(m.graph.input) if v.name not in read]
+if idle:
+    sys.exit("%s: nabla's export holds values no node reads: %s" % (name, ", ".join(idle)))
+PY
+    node "$ort_js" "$ort_dir" "$1" "$2"
+}

@@ -655,6 +655,49 @@ static void test_export_names_apart(void)
     nb_tensor_release(x), nb_tensor_release(want), nb_tensor_release(got);
     built_free(&m);
 }
+
+/* Outputs of attention and conv2d_grad that their ONNX forms do not make. */
+static nb_value attention_lse(nb_builder *b, nb_value x)
+{
+    nb_value out[3];
+    nb_emit(b, "scaled_dot_product_attention", NB_VALUES(x, x, x), NB_NO_ATTRS, 3, out);
+    return out[1];
+}
+
+static nb_value conv_filter_grad(nb_builder *b, nb_value x)
+{
+    nb_value w = nb_param(b, "w", NB_F32, 4, S(2, 1, 3, 3), nb_init_uniform(-1, 1)), out[2];
+    nb_emit(b, "conv2d_grad", NB_VALUES(x, w, nb_conv2d(b, x, w, NB_NONE, NULL)), NB_NO_ATTRS, 2, out);
+    return out[1];
+}
+
+/* scale 0: 1/sqrt(D), of a D that the program leaves unknown. */
+static nb_value attention_of_unknown_width(nb_builder *b, nb_value x)
+{
+    return nb_scaled_dot_product_attention(b, x, x, x, NULL);
+}
+
+static void test_export_refusals(void)
+{
+    static const struct {
+        model_fn model;
+        int ndim;
+        int64_t shape[4];
+        const char *op, *why;
+    } cases[] = {
+        {attention_lse, 3, {-1, 3, 4}, "scaled_dot_product_attention", "has its LSE or Key read"},
+        {conv_filter_grad, 4, {2, 1, 5, 5}, "conv2d_grad", "computes the filter's or the bias's gradient"},
+        {attention_of_unknown_width, 3, {2, 3, -1}, "scaled_dot_product_attention", "scales by 1/sqrt(D) of a D only"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        built m;
+        REQUIRE_OK(build(&m, cases[i].model, cases[i].ndim, cases[i].shape));
+        CHECK_ERR(nb_onnx_export(m.test, m.scope, NB_NAMES(nb_value_name(m.y)), path_of("refused.onnx")),
+                  NB_ERR_UNSUPPORTED, cases[i].why);
+        CHECK(strstr(nb_last_error(), cases[i].op) != NULL);
+        built_free(&m);
+    }
+}
 #endif
 
 static nb_value with_argmax(nb_builder *b, nb_value x) { return nb_argmax(b, mlp(b, x), 1, false); }
@@ -700,6 +743,7 @@ int main(void)
         RUN(test_eager_inputs_checked);
         RUN(test_import_validity);
         RUN(test_export_names_apart);
+        RUN(test_export_refusals);
         RUN(test_static_folds_shape_arithmetic);
 #endif
     }

@@ -94,7 +94,11 @@ NB_API bool nb_onnx_available(void);
 /* Writes to `path` (atomically) the ops of block 0 of `program` that compute
  * the vars `fetches` for inference: ops of the forward role only (no loss,
  * backward or optimiser op), pruned to what the fetches need; batch_norm
- * uses its running statistics and dropout is the identity. The vars the
+ * uses its running statistics and dropout is the identity (attention's
+ * dropout too). scaled_dot_product_attention becomes the ONNX ops it fuses
+ * (MatMul, Mul, Add for its mask, Where for causality, Softmax, MatMul) and
+ * conv2d_grad's input gradient ConvTranspose, so that nabla's own attention
+ * and transformer layers and an imported ConvTranspose export. The vars the
  * pruned ops read that the user feeds (nb_data) become the graph's inputs,
  * in the order the program declares them; persistable vars become
  * initializers holding their values in `scope` (NB_ERR_NOT_FOUND naming the

@@ -49,25 +49,34 @@ static bool grow(ox_arena *a, void ***v, size_t n, size_t *cap)
 
 #define MAX_NODE_ATTRS 8
 
-Onnx__NodeProto *ox_node(ox_export *e, const char *type, int n_in, const char *const *in, const char *out)
+Onnx__NodeProto *ox_node_outs(ox_export *e, const char *type, int n_in, const char *const *in, int n_out,
+                              const char *const *out)
 {
     Onnx__NodeProto *n = ox_alloc(&e->a, sizeof *n);
     if (!n || !grow(&e->a, (void ***)&e->nodes, e->n_nodes, &e->cap_nodes)) return NULL;
     onnx__node_proto__init(n);
     n->op_type = ox_strdup(&e->a, type);
     n->input = ox_alloc(&e->a, (size_t)n_in * sizeof *n->input);
-    n->output = ox_alloc(&e->a, sizeof *n->output);
+    n->output = ox_alloc(&e->a, (size_t)n_out * sizeof *n->output);
     n->attribute = ox_alloc(&e->a, MAX_NODE_ATTRS * sizeof *n->attribute);
-    if (!n->op_type || !n->input || !n->output || !n->attribute || !out) return NULL;
+    if (!n->op_type || !n->input || !n->output || !n->attribute || n_out < 1) return NULL;
     for (int i = 0; i < n_in; i++)
         if (!in[i] || !(n->input[i] = ox_strdup(&e->a, in[i]))) return NULL;
     n->n_input = (size_t)n_in;
-    n->n_output = 1;
-    if (!(n->output[0] = ox_strdup(&e->a, out))) return NULL;
+    for (int k = 0; k < n_out; k++)
+        if (!out[k] || !(n->output[k] = ox_strdup(&e->a, out[k]))) return NULL;
+    n->n_output = (size_t)n_out;
     n->name = n->output[0];
     e->nodes[e->n_nodes++] = n;
     return n;
 }
+
+Onnx__NodeProto *ox_node(ox_export *e, const char *type, int n_in, const char *const *in, const char *out)
+{
+    return ox_node_outs(e, type, n_in, in, 1, &out);
+}
+
+bool ox_needed(const ox_export *e, const char *name) { return nb_strmap_get(e->needed, name, NULL) != NULL; }
 
 static Onnx__AttributeProto *attr(ox_export *e, Onnx__NodeProto *n, const char *name, int type)
 {
@@ -152,8 +161,8 @@ const char *ox_int64s(ox_export *e, int count, const int64_t *v)
 /* ---- the walk ----------------------------------------------------------- */
 
 /* Marks the forward ops that the fetches need (keep[i]), from the last op
- * back: an op is needed when it writes a needed var, and then the vars it
- * reads are needed. */
+ * back: an op is needed when it writes a needed var, and then the vars its
+ * ONNX form reads are needed. */
 static nb_status prune(const nb_block *blk, nb_names fetches, nb_strmap *needed, bool *keep)
 {
     for (int i = 0; i < fetches.n; i++) {
@@ -169,8 +178,11 @@ static nb_status prune(const nb_block *blk, nb_names fetches, nb_strmap *needed,
         if (op->role != NB_ROLE_FORWARD) continue;
         for (int k = 0; k < nb_op_n_outputs(op) && !keep[i]; k++)
             keep[i] = nb_strmap_get(needed, op->outputs[k], NULL) != NULL;
-        for (int k = 0; keep[i] && k < nb_op_n_inputs(op); k++)
-            if (nb_strmap_put(needed, op->inputs[k], (void *)1)) return nb_error(NB_ERR_NOMEM, "onnx export: out of memory");
+        const unsigned unread = keep[i] ? ox_export_unread(op) : 0;
+        for (int s = 0; keep[i] && s < NB_MAX_SLOTS; s++)
+            for (int k = 0; k < nb_op_in_count(op, s) && !(unread >> s & 1); k++)
+                if (nb_strmap_put(needed, nb_op_in_name(op, s, k), (void *)1))
+                    return nb_error(NB_ERR_NOMEM, "onnx export: out of memory");
     }
     return NB_OK;
 }
@@ -282,6 +294,7 @@ static nb_status export_graph(ox_export *e, nb_scope *scope, nb_names fetches, c
     nb_strmap needed;
     nb_strmap_init(&needed);
     nb_status st = keep ? prune(blk, fetches, &needed, keep) : nb_error(NB_ERR_NOMEM, "onnx export: out of memory");
+    e->needed = &needed;
     for (int i = 0; !st && i < blk->n_ops; i++)
         if (keep[i]) st = ox_export_op(e, blk->ops[i]);
     Onnx__GraphProto *g = st ? NULL : ox_alloc(&e->a, sizeof *g);
@@ -292,6 +305,7 @@ static nb_status export_graph(ox_export *e, nb_scope *scope, nb_names fetches, c
     }
     nb_free(keep);
     nb_strmap_free(&needed);
+    e->needed = NULL;
     if (st) return st;
     g->name = "nabla";
     g->output = ox_alloc(&e->a, (size_t)fetches.n * sizeof *g->output + 1);

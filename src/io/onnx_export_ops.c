@@ -6,36 +6,7 @@
 #ifdef NABLA_HAVE_ONNX
 #include <math.h>
 #include <string.h>
-#include "onnx_internal.h"
-
-#define IN(k) nb_op_in_name(op, (k), 0)
-#define OUT(k) nb_op_out_name(op, (k), 0)
-#define HAS_IN(k) (nb_op_in_count(op, (k)) > 0)
-#define NODE(type, out, ...) \
-    ox_node(e, (type), (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), (const char *[]){__VA_ARGS__}, (out))
-
-static nb_status unsupported(const nb_op *op, const char *why)
-{
-    char label[256];
-    return nb_error(NB_ERR_UNSUPPORTED, "onnx export: %s %s", nb_op_label(op, label, sizeof label), why);
-}
-
-static const nb_var *var(ox_export *e, const char *name) { return nb_block_find_var(e->blk, name); }
-
-static int rank_of(ox_export *e, const char *name)
-{
-    const nb_var *v = var(e, name);
-    return v ? v->ndim : -1;
-}
-
-static nb_dtype dtype_of(ox_export *e, const char *name)
-{
-    const nb_var *v = var(e, name);
-    return v ? v->dtype : NB_F32;
-}
-
-/* Every node an op makes reports failure through the arena. */
-static nb_status done(ox_export *e) { return e->a.failed ? nb_error(NB_ERR_NOMEM, "onnx export: out of memory") : NB_OK; }
+#include "onnx_export_form.h"
 
 /* ---- one op, several nodes ---------------------------------------------- */
 
@@ -407,11 +378,7 @@ static nb_status x_zeros_like(ox_export *e, const nb_op *op) { return fill_like(
 
 /* ---- the table ------------------------------------------------------------ */
 
-typedef struct mapping {
-    const char *op;
-    const char *onnx;                             /* same inputs, same order */
-    nb_status (*fn)(ox_export *e, const nb_op *op); /* or this */
-} mapping;
+typedef ox_exporter mapping;
 
 static const mapping table[] = {
     {"abs", "Abs", 0},         {"add", "Add", 0},          {"cos", "Cos", 0},         {"div", "Div", 0},
@@ -435,16 +402,25 @@ static const mapping table[] = {
     {"logical_xor", "Xor", 0}, {"logical_not", "Not", 0},  {"where", "Where", 0},     {"sign", "Sign", 0},
 };
 
+/* The row of op `name`: this file's, or a family's. */
+static const mapping *find(const char *name)
+{
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (!strcmp(table[i].op, name)) return &table[i];
+    static const ox_exporter *const families[] = {ox_exports_shape, ox_exports_nn};
+    for (size_t f = 0; f < sizeof families / sizeof *families; f++)
+        for (const ox_exporter *m = families[f]; m->op; m++)
+            if (!strcmp(m->op, name)) return m;
+    return NULL;
+}
+
 nb_status ox_export_op(ox_export *e, const nb_op *op)
 {
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
-        const mapping *m = &table[i];
-        if (strcmp(m->op, op->def->name)) continue;
-        if (m->fn) return m->fn(e, op);
-        ox_node(e, m->onnx, nb_op_n_inputs(op), (const char *const *)op->inputs, OUT(0));
-        return done(e);
-    }
-    return unsupported(op, "has no ONNX form nabla knows");
+    const mapping *m = find(op->def->name);
+    if (!m) return unsupported(op, "has no ONNX form nabla knows");
+    if (m->fn) return m->fn(e, op);
+    ox_node(e, m->onnx, nb_op_n_inputs(op), (const char *const *)op->inputs, OUT(0));
+    return done(e);
 }
 
 #endif

@@ -57,6 +57,7 @@ typedef struct ox_export {
     Onnx__TensorProto **inits;
     size_t n_inits, cap_inits;
     int n_tmp;
+    const nb_strmap *needed; /* the vars the fetches need, kept ops' inputs and the fetches */
 } ox_export;
 
 /* A fresh value name made from `base` ("fc_0.tmp_0" -> "fc_0.tmp_0/3"). */
@@ -64,6 +65,12 @@ const char *ox_tmp(ox_export *e, const char *base);
 /* Appends a node of `type` reading in[0..n_in) ("" for an absent optional
  * input) and writing `out`; NULL when out of memory (e->a.failed). */
 Onnx__NodeProto *ox_node(ox_export *e, const char *type, int n_in, const char *const *in, const char *out);
+/* The same with outputs out[0..n_out). */
+Onnx__NodeProto *ox_node_outs(ox_export *e, const char *type, int n_in, const char *const *in, int n_out,
+                              const char *const *out);
+/* Whether a kept op reads `name` or a fetch is it: an op's extra output
+ * that nothing needs may go unmade. */
+bool ox_needed(const ox_export *e, const char *name);
 void ox_attr_int(ox_export *e, Onnx__NodeProto *n, const char *name, int64_t v);
 void ox_attr_float(ox_export *e, Onnx__NodeProto *n, const char *name, double v);
 void ox_attr_ints(ox_export *e, Onnx__NodeProto *n, const char *name, int count, const int64_t *v);
@@ -79,6 +86,23 @@ bool ox_add_init(ox_export *e, const char *name, const nb_tensor *t);
 /* The nodes of one op of the pruned program (onnx_export_ops.c);
  * NB_ERR_UNSUPPORTED naming it when it has no ONNX form. */
 nb_status ox_export_op(ox_export *e, const nb_op *op);
+
+/* A nabla op's ONNX form: the ONNX op that takes the same inputs in the
+ * same order, or a function. ox_export_op looks in onnx_export_ops.c's own
+ * rows, then in each family's list (onnx_export_<family>.c), which ends at
+ * a row whose `op` is NULL. */
+typedef struct ox_exporter {
+    const char *op;
+    const char *onnx;
+    nb_status (*fn)(ox_export *e, const nb_op *op);
+} ox_exporter;
+
+/* The input slots of op (a mask) whose values its ONNX form does not read,
+ * only their vars' shapes (onnx_export_nn.c). */
+unsigned ox_export_unread(const nb_op *op);
+
+extern const ox_exporter ox_exports_shape[]; /* slicing, splitting, stacking */
+extern const ox_exporter ox_exports_nn[];    /* transposed convolution, attention */
 
 /* ---- import -----------------------------------------------------------------
  * onnx_import.c reads the model and walks the graph; onnx_import_ops.c turns
