@@ -517,6 +517,25 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
         }                                                                                      \
     }
 
+/* Where a block lies for the macro- and micro-kernels: element (i, k) of
+ * A's strip at i * rs + k * ks, its strips `strip` apart; the strip of B
+ * at column j at j * bj, its row k at k * bks; C's rows ldc apart. */
+typedef struct gemm_lay {
+    int64_t rs, ks, strip;
+    int64_t bj, bks;
+    int64_t ldc;
+} gemm_lay;
+
+/* A block's extent: m rows and n columns of C, k of the inner dimension. */
+typedef struct gemm_dims {
+    int64_t m, n, k;
+} gemm_dims;
+
+/* Row strides of A, B and C as stored (0: packed). */
+typedef struct gemm_ld {
+    int64_t lda, ldb, ldc;
+} gemm_ld;
+
 /* The register tile: acc = Ap-strip * Bp-strip over kc, then
  * C[0:mr, 0:nr] = acc + beta * C. Accumulators are GCC/Clang vector values
  * of VB bytes, which the compiler maps onto vector registers (plain loops
@@ -530,10 +549,11 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
     typedef T NAME##_v __attribute__((vector_size(VB), may_alias));                            \
     typedef T NAME##_vu __attribute__((vector_size(VB), aligned(sizeof(T)), may_alias));       \
     enum { NAME##_VL = (int)(VB / sizeof(T)), NAME##_NG = NR / (2 * NAME##_VL) };              \
-    ATTR GEMM_INLINE void NAME##_micro(int64_t kc, const T *restrict a, int64_t rs, int64_t ks, \
-                                       const T *restrict b, int64_t bks, T *restrict C,        \
-                                       int64_t ldc, int64_t mr, int64_t nr, T beta)            \
+    ATTR GEMM_INLINE void NAME##_micro(int64_t kc, const T *restrict a, const T *restrict b,    \
+                                       T *restrict C, gemm_lay lay, int64_t mr, int64_t nr,    \
+                                       T beta)                                                 \
     {                                                                                          \
+        const int64_t rs = lay.rs, ks = lay.ks, bks = lay.bks, ldc = lay.ldc;                  \
         enum { VL = NAME##_VL };                                                               \
         T tile[MR][NR] __attribute__((aligned(64)));                                           \
         bool full = mr == MR && nr == NR;                                                      \
@@ -596,38 +616,43 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
      * transposed read in place touches a new cache line at every k, and is slower \
      * than packing it.) Each layout gets its own copy of the loop, its strides     \
      * known. */                                                                     \
-    ATTR GEMM_INLINE void NAME##_macro_impl(int64_t mc, int64_t nc, int64_t kc, const T *A,     \
-                                            int64_t rs, int64_t ks, int64_t strip,             \
-                                            const T *B, int64_t bj, int64_t bks, T *C,         \
-                                            int64_t ldc, T beta)                               \
+    ATTR GEMM_INLINE void NAME##_macro_impl(gemm_dims d, const T *A, const T *B, T *C,          \
+                                            gemm_lay lay, T beta)                              \
     {                                                                                          \
-        for (int64_t jr = 0; jr < nc; jr += NR)                                                \
-            for (int64_t ir = 0; ir < mc; ir += MR)                                            \
-                NAME##_micro(kc, A + ir / MR * strip, rs, ks, B + jr * bj, bks,                \
-                             C + ir * ldc + jr, ldc, mc - ir < MR ? mc - ir : MR,              \
-                             nc - jr < NR ? nc - jr : NR, beta);                               \
+        for (int64_t jr = 0; jr < d.n; jr += NR)                                               \
+            for (int64_t ir = 0; ir < d.m; ir += MR)                                           \
+                NAME##_micro(d.k, A + ir / MR * lay.strip, B + jr * lay.bj, C + ir * lay.ldc + jr, \
+                             lay, d.m - ir < MR ? d.m - ir : MR, d.n - jr < NR ? d.n - jr : NR, beta); \
     }                                                                                          \
-    ATTR GEMM_INLINE void NAME##_macro_a(int64_t mc, int64_t nc, int64_t kc, const T *A,        \
-                                         int64_t lda, const T *B, int64_t bj, int64_t bks,     \
-                                         T *C, int64_t ldc, T beta)                            \
+    /* lay gives B's strides and C's; A's follow from lda. */                                  \
+    ATTR GEMM_INLINE void NAME##_macro_a(gemm_dims d, const T *A, int64_t lda, const T *B,      \
+                                         gemm_lay lay, T *C, T beta)                           \
     {                                                                                          \
-        if (!lda) NAME##_macro_impl(mc, nc, kc, A, 1, MR, MR * kc, B, bj, bks, C, ldc, beta);  \
-        else NAME##_macro_impl(mc, nc, kc, A, lda, 1, MR * lda, B, bj, bks, C, ldc, beta);     \
+        if (!lda) {                                                                            \
+            lay.rs = 1, lay.ks = MR, lay.strip = MR * d.k;                                     \
+            NAME##_macro_impl(d, A, B, C, lay, beta);                                          \
+        } else {                                                                               \
+            lay.rs = lda, lay.ks = 1, lay.strip = MR * lda;                                    \
+            NAME##_macro_impl(d, A, B, C, lay, beta);                                          \
+        }                                                                                      \
     }                                                                                          \
     /* B is packed strips (ldb == 0), or its full NR-wide strips are read in    \
      * place (row k of the block at k * ldb) and the last, narrower one from   \
      * Bp_tail, packed: read in place it would run past the row's end. */       \
-    ATTR static void NAME##_macro(int64_t mc, int64_t nc, int64_t kc, const T *A, int64_t lda,  \
-                                  const T *B, int64_t ldb, const T *Bp_tail, T *C, int64_t ldc, \
-                                  T beta)                                                      \
+    ATTR static void NAME##_macro(gemm_dims d, const T *A, const T *B, const T *Bp_tail, T *C, \
+                                  gemm_ld ld, T beta)                                          \
     {                                                                                          \
-        if (!ldb) {                                                                            \
-            NAME##_macro_a(mc, nc, kc, A, lda, B, kc, NR, C, ldc, beta);                       \
+        if (!ld.ldb) {                                                                         \
+            NAME##_macro_a(d, A, ld.lda, B, (gemm_lay){.bj = d.k, .bks = NR, .ldc = ld.ldc}, C, beta); \
             return;                                                                            \
         }                                                                                      \
-        int64_t full = nc / NR * NR;                                                           \
-        if (full) NAME##_macro_a(mc, full, kc, A, lda, B, 1, ldb, C, ldc, beta);               \
-        if (nc > full) NAME##_macro_a(mc, nc - full, kc, A, lda, Bp_tail, kc, NR, C + full, ldc, beta); \
+        int64_t full = d.n / NR * NR;                                                          \
+        if (full)                                                                              \
+            NAME##_macro_a((gemm_dims){d.m, full, d.k}, A, ld.lda, B,                          \
+                           (gemm_lay){.bj = 1, .bks = ld.ldb, .ldc = ld.ldc}, C, beta);        \
+        if (d.n > full)                                                                        \
+            NAME##_macro_a((gemm_dims){d.m, d.n - full, d.k}, A, ld.lda, Bp_tail,              \
+                           (gemm_lay){.bj = d.k, .bks = NR, .ldc = ld.ldc}, C + full, beta);   \
     }
 
 /* Picks the widest macro-kernel the CPU runs. */
@@ -635,12 +660,11 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
 #define GEMM_MACRO(T, SUF, MR, NR)                                                             \
     GEMM_MICRO(T, gen_##SUF, MR, NR, 16, )                                                     \
     GEMM_MICRO(T, avx2_##SUF, MR, NR, 32, GEMM_AVX2_ATTR)                                      \
-    static void macro_##SUF(int64_t mc, int64_t nc, int64_t kc, const T *A, int64_t lda,        \
-                            const T *B, int64_t ldb, const T *Bp_tail, T *C, int64_t ldc,      \
-                            T beta)                                                            \
+    static void macro_##SUF(gemm_dims d, const T *A, const T *B, const T *Bp_tail, T *C,       \
+                            gemm_ld ld, T beta)                                                \
     {                                                                                          \
-        if (gemm_have_avx2()) avx2_##SUF##_macro(mc, nc, kc, A, lda, B, ldb, Bp_tail, C, ldc, beta); \
-        else gen_##SUF##_macro(mc, nc, kc, A, lda, B, ldb, Bp_tail, C, ldc, beta);             \
+        if (gemm_have_avx2()) avx2_##SUF##_macro(d, A, B, Bp_tail, C, ld, beta); \
+        else gen_##SUF##_macro(d, A, B, Bp_tail, C, ld, beta);             \
     }
 /* The AVX-512 instance: its tile is 8 rows by two 512-bit vectors, sixteen of
  * the 32 registers, twice the FMA work per k of the AVX2 tile for one more
@@ -652,20 +676,18 @@ static int64_t pack_a_fast_f64(const double **src, int64_t kc, double alpha, dou
  * faster than packed. */
 #define GEMM_MACRO_512(T, SUF, MR, NR)                                                         \
     GEMM_MICRO(T, avx512_##SUF, MR, NR, 64, GEMM_AVX512_ATTR)                                  \
-    static void macro_##SUF(int64_t mc, int64_t nc, int64_t kc, const T *A, int64_t lda,        \
-                            const T *B, int64_t ldb, const T *Bp_tail, T *C, int64_t ldc,      \
-                            T beta)                                                            \
+    static void macro_##SUF(gemm_dims d, const T *A, const T *B, const T *Bp_tail, T *C,       \
+                            gemm_ld ld, T beta)                                                \
     {                                                                                          \
-        avx512_##SUF##_macro(mc, nc, kc, A, lda, B, ldb, Bp_tail, C, ldc, beta);               \
+        avx512_##SUF##_macro(d, A, B, Bp_tail, C, ld, beta);               \
     }
 #else
 #define GEMM_MACRO(T, SUF, MR, NR)                                                             \
     GEMM_MICRO(T, gen_##SUF, MR, NR, 16, )                                                     \
-    static void macro_##SUF(int64_t mc, int64_t nc, int64_t kc, const T *A, int64_t lda,        \
-                            const T *B, int64_t ldb, const T *Bp_tail, T *C, int64_t ldc,      \
-                            T beta)                                                            \
+    static void macro_##SUF(gemm_dims d, const T *A, const T *B, const T *Bp_tail, T *C,       \
+                            gemm_ld ld, T beta)                                                \
     {                                                                                          \
-        gen_##SUF##_macro(mc, nc, kc, A, lda, B, ldb, Bp_tail, C, ldc, beta);                  \
+        gen_##SUF##_macro(d, A, B, Bp_tail, C, ld, beta);                  \
     }
 #endif
 
@@ -717,10 +739,10 @@ typedef struct gemm_block {
         T *c = g->C + ic * ldc + jc;                                                           \
         const T *tail = Bp + nc / NR * NR * kc;                                                \
         if (a_in_place_##SUF(ta, alpha, lda)) {                                                \
-            macro_##SUF(mc, nc, kc, A + ic * lda + pc, lda, Bs, bld, tail, c, ldc, beta);      \
+            macro_##SUF((gemm_dims){mc, nc, kc}, A + ic * lda + pc, Bs, tail, c, (gemm_ld){lda, bld, ldc}, beta); \
         } else {                                                                               \
             if (!a_ready) pack_a_##SUF(g, bk, myAp);                                           \
-            macro_##SUF(mc, nc, kc, myAp, 0, Bs, bld, tail, c, ldc, beta);                     \
+            macro_##SUF((gemm_dims){mc, nc, kc}, myAp, Bs, tail, c, (gemm_ld){0, bld, ldc}, beta); \
         }                                                                                      \
     }                                                                                          \
     /* Share t of nt threads (nt > 1, a gang: the B slab is packed together and \
