@@ -66,7 +66,8 @@ static void set_outputs(ox_export *e, Onnx__NodeProto *n, int count, const char 
     n->name = o[0];
 }
 
-/* x with a dim of 1 inserted (ONNX's num_directions) or removed at `axis`. */
+/* x with a dim of 1 (ONNX's num_directions) inserted at `axis`; and
+ * squeeze_into, which takes it away again into `out`. */
 static const char *unsqueeze(ox_export *e, const char *x, int64_t axis)
 {
     const char *t = ox_tmp(e, x);
