@@ -92,6 +92,25 @@ typedef struct nb_scan_io {
  * y_t along axis 0, in time order. Needs at least one sequence. */
 NB_API nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io);
 
+/* What a scan's step is, when it is a cell that file formats have an op
+ * for: "lstm", "gru" or "rnn" (tanh), the cells of nabla/recurrent.h, with
+ * carry {h, c} or {h}, one sequence x [T, B, I] and one step output, h; and
+ * the outer values the step reads as the cell's W_ih, W_hh, b_ih and b_hh
+ * (NB_NONE for no bias), in torch's layout and gate order. */
+typedef struct nb_scan_form {
+    const char *cell;
+    nb_values weights;
+} nb_scan_form;
+
+/* nb_scan of a step that is the cell `form` names (NULL: nb_scan), so that
+ * an exporter can write the scan as that format's op rather than refuse a
+ * loop: a record builder keeps the form on its `recurrent` op, which
+ * nb_onnx_export writes as ONNX's LSTM, GRU or RNN; an eager builder, which
+ * runs the step, has no use for it. The step must compute exactly that
+ * cell on those weights; nb_rnn_sequence's does. */
+NB_API nb_status nb_scan_cell(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io,
+                              const nb_scan_form *form);
+
 /* ---- nested net ---------------------------------------------------------- */
 
 /* Seed 000's NetOp: fn's ops as one op of the enclosing block, whose

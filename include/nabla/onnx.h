@@ -63,10 +63,21 @@
  * Shapes exporters compute at run time (Shape -> Gather -> Concat ->
  * Reshape, as for x.view(x.size(0), -1)) are folded where every dim is
  * known and followed by symbols where a dim only a run knows stays in its
- * place; any other, and shapes, axes or bounds fed as inputs, a static
+ * place (ConstantOfShape of one such dim among known ones, as a zero
+ * state of the batch's size, is fill_constant_batch_size_like); any other,
+ * and shapes, axes or bounds fed as inputs, a static
  * import computes from the inputs' values when it is given them
  * (nb_onnx_import_known). ONNX's backend node tests (tests/test_onnx_node_suite.sh) are
  * part of the test suite.
+ *
+ * nabla's recurrent layers (nb_layer_lstm, nb_layer_gru, nb_layer_rnn and
+ * nb_rnn_sequence: a `recurrent` op whose scan names its cell, see
+ * nb_scan_cell) export as one ONNX LSTM, GRU or RNN node each (torch's GRU
+ * as linear_before_reset = 1), their weights left as nabla holds them and
+ * reordered to ONNX's gate order in the graph, and their zero initial state
+ * as ConstantOfShape of the batch size; a stack of layers, or a forward and
+ * a reverse one joined by concat, is one node a layer. Any other scan, and
+ * the other loops and branches, are refused.
  *
  * Anything else is an error naming it: export names the nabla op and its
  * output var; import names the node, its op type and the model's opset.
@@ -104,7 +115,8 @@ NB_API bool nb_onnx_available(void);
  * initializers holding their values in `scope` (NB_ERR_NOT_FOUND naming the
  * var when the scope lacks one: run the startup program, or train, first).
  * A dimension of -1 becomes a symbolic dimension ("N" for the first).
- * NB_ERR_UNSUPPORTED names an op with no ONNX form (control flow among them);
+ * NB_ERR_UNSUPPORTED names an op with no ONNX form (control flow among them,
+ * but for the recurrent layers' scans);
  * models over 2 GB, which need external data, are refused. */
 NB_API nb_status nb_onnx_export(const nb_program *program, nb_scope *scope, nb_names fetches, const char *path);
 

@@ -36,7 +36,9 @@
  * The sequence layers are nb_scan (nabla/control.h) over the time axis:
  * the parameters are made once, outside the scan, and every step runs the
  * cell on them. In an eager builder the scan is a C loop on the tape; in a
- * record builder it is one `recurrent` op with the step in its sub-block.
+ * record builder it is one `recurrent` op with the step in its sub-block,
+ * which names the cell and its weights (nb_scan_cell), so that
+ * nb_onnx_export writes it as ONNX's LSTM, GRU or RNN.
  *
  * Parameters need known sizes: I (x's last dim) must be known when the
  * layer is built; T and B may be -1 in a program. */

@@ -139,8 +139,10 @@ static nb_status time_steps(nb_builder *b, nb_value x, int64_t T, nb_value *step
     return st ? st : nb_builder_status(b);
 }
 
-static nb_status unrolled_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io)
+static nb_status unrolled_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io,
+                               const nb_scan_form *form)
 {
+    (void)form; /* for exporters of programs: this runs the step */
     int n_carry = io->init.n, n_xs = io->xs.n, n_ys = io->n_ys;
     const nb_value *init = io->init.v, *xs = io->xs.v;
     nb_value *final = io->final, *ys = io->ys;
@@ -228,12 +230,20 @@ nb_status nb_cond(nb_builder *b, nb_value pred, const nb_branches *br, nb_values
 
 nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io)
 {
+    return nb_scan_cell(b, step, ctx, io, NULL);
+}
+
+nb_status nb_scan_cell(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io, const nb_scan_form *form)
+{
     if (!io) return check_args(b, "scan", false);
     int n_carry = io->init.n, n_xs = io->xs.n, n_ys = io->n_ys;
     const nb_value *init = io->init.v, *xs = io->xs.v;
     nb_status st = check_args(b, "scan", step && n_carry >= 0 && n_carry <= NB_CONTROL_MAX && (init || !n_carry) &&
                                              n_xs >= 1 && n_xs <= NB_CONTROL_MAX && xs && n_ys >= 0 &&
-                                             n_ys <= NB_CONTROL_MAX && (io->final || !n_carry) && (io->ys || !n_ys));
+                                             n_ys <= NB_CONTROL_MAX && (io->final || !n_carry) && (io->ys || !n_ys) &&
+                                             (!form || (form->cell && form->weights.n >= 0 &&
+                                                        form->weights.n <= NB_CONTROL_FORM_MAX &&
+                                                        (form->weights.v || !form->weights.n))));
     if (st) return st;
     int64_t T = -1;
     for (int j = 0; j < n_xs; j++) {
@@ -244,7 +254,7 @@ nb_status nb_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *i
                                    (long long)info.shape[0], (long long)T);
         if (j == 0 || T < 0) T = info.shape[0];
     }
-    return forms_of(b)->scan(b, step, ctx, io);
+    return forms_of(b)->scan(b, step, ctx, io, form);
 }
 
 nb_status nb_net(nb_builder *b, nb_branch_fn fn, void *ctx, nb_values ins, int n_out, nb_value *out)

@@ -6,6 +6,7 @@
 #include "nabla/program.h"
 
 #define NB_CONTROL_MAX 64 /* carried values, sequences, branch inputs and outputs */
+#define NB_CONTROL_FORM_MAX 8 /* nb_scan_form.weights */
 
 nb_status nb_control_check_same(nb_builder *b, const char *who, const char *what, int i, nb_value was, nb_value now);
 
@@ -29,7 +30,8 @@ nb_status nb_control_record_while(nb_builder *b, nb_loop_cond_fn cond, nb_loop_b
                                   const nb_value *init, nb_value *final);
 nb_status nb_control_record_cond(nb_builder *b, nb_value pred, const nb_branches *br, nb_values in, int n_out,
                                  nb_value *out);
-nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io);
+nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io,
+                                 const nb_scan_form *form);
 nb_status nb_control_record_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n_in, const nb_value *in, int n_out,
                                 nb_value *out);
 
@@ -40,7 +42,7 @@ struct nb_control_forms {
     nb_status (*while_loop)(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn body, void *ctx, int n_carry,
                             const nb_value *init, nb_value *final);
     nb_status (*cond)(nb_builder *b, nb_value pred, const nb_branches *br, nb_values in, int n_out, nb_value *out);
-    nb_status (*scan)(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io);
+    nb_status (*scan)(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io, const nb_scan_form *form);
     nb_status (*net)(nb_builder *b, nb_branch_fn fn, void *ctx, int n_in, const nb_value *in, int n_out, nb_value *out);
 };
 

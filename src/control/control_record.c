@@ -213,7 +213,24 @@ nb_status nb_control_record_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n
 
 /* ---- scan -------------------------------------------------------------------- */
 
-nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io)
+/* The names of the form's weights ("" for NB_NONE), each of which must be
+ * among the op's inputs x[0..n_x) (an exporter reads it there). */
+static nb_status form_names(nb_builder *b, const nb_scan_form *form, const nb_value *x, int n_x, const char **names)
+{
+    for (int i = 0; form && i < form->weights.n; i++) {
+        nb_value v = form->weights.v[i];
+        names[i] = nb_is_none(v) ? "" : nb_value_name(v);
+        bool found = !*names[i];
+        for (int j = 0; j < n_x && !found; j++) found = !strcmp(nb_value_name(x[j]), names[i]);
+        if (!found)
+            return nb_builder_fail(b, NB_ERR_ARG, "scan (a %s cell): weight %d '%s' is not a value the step reads "
+                                                  "from outside", form->cell, i, names[i]);
+    }
+    return NB_OK;
+}
+
+nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_io *io,
+                                 const nb_scan_form *form)
 {
     int n_carry = io->init.n, n_xs = io->xs.n, n_ys = io->n_ys;
     const nb_value *init = io->init.v, *xs = io->xs.v;
@@ -251,13 +268,17 @@ nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, cons
     memcpy(x + n_carry, xs, (size_t)n_xs * sizeof *x);
     int n_x = nb_ctl_captured(s.block, x, n_carry + n_xs, 3 * NB_CONTROL_MAX);
     if (n_x < 0) return too_many(b, "scan");
+    const char *form_values[NB_CONTROL_FORM_MAX];
+    if ((st = form_names(b, form, x, n_x, form_values))) return st;
     recorded r;
     record_infos(b, n_ys, y_t, true, T, &r);
     nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", s.block->idx), NB_ATTR_STRINGS_N("mem_in", n_carry, mem_in),
                        NB_ATTR_STRINGS_N("mem_out", n_carry, mem_out), NB_ATTR_STRINGS_N("seq_in", n_xs, seq_in),
                        NB_ATTR_STRINGS_N("seq_out", n_ys, seq_out), NB_ATTR_INTS_N("out_dtypes", n_ys, r.dtypes),
-                       NB_ATTR_INTS_N("out_shapes", r.n_shapes, r.shapes), NB_ATTR_BOOL("reverse", io->reverse)};
-    if ((st = nb_emit(b, "recurrent", NB_VALUES_N(n_x, x), NB_ATTRS_N(8, attrs), 1 + n_carry + n_ys, res))) return st;
+                       NB_ATTR_INTS_N("out_shapes", r.n_shapes, r.shapes), NB_ATTR_BOOL("reverse", io->reverse),
+                       NB_ATTR_STRING("form", form ? form->cell : ""),
+                       NB_ATTR_STRINGS_N("form_values", form ? form->weights.n : 0, form_values)};
+    if ((st = nb_emit(b, "recurrent", NB_VALUES_N(n_x, x), NB_ATTRS_N(10, attrs), 1 + n_carry + n_ys, res))) return st;
     if (n_carry) memcpy(final, res + 1, (size_t)n_carry * sizeof *final);
     if (n_ys) memcpy(ys, res + 1 + n_carry, (size_t)n_ys * sizeof *ys); /* ys may be NULL then */
     return NB_OK;

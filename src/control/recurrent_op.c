@@ -11,7 +11,8 @@
  * grad block: each step's seeds are the gradient of its memories (from the
  * step after it) and its slice of the gradient of ys; it yields the
  * gradient of the step's inputs, slice by slice, and the captured values'
- * gradients summed over all steps. */
+ * X
+ * are for exporters: the kernel never reads them. */
 #include <stdlib.h>
 #include "nabla/device.h"
 #include <string.h>
@@ -318,7 +319,7 @@ const nb_op_def nb_op_recurrent = {
     .attrs = {NB_ADEF_REQUIRED("sub_block", NB_ATTR_BLOCK), NB_ADEF_STRINGS_EMPTY("mem_in"),
               NB_ADEF_STRINGS_EMPTY("mem_out"), NB_ADEF_STRINGS_EMPTY("seq_in"), NB_ADEF_STRINGS_EMPTY("seq_out"),
               NB_ADEF_INTS_EMPTY("out_dtypes"), NB_ADEF_INTS_EMPTY("out_shapes"), NB_ADEF_BOOL("reverse", false),
-              NB_ADEF_BOOL("is_test", false)},
+              NB_ADEF_BOOL("is_test", false), NB_ADEF_STRING("form", ""), NB_ADEF_STRINGS_EMPTY("form_values")},
     .infer = recurrent_infer,
     .params_size = sizeof(recurrent_params),
     .params = recurrent_params_fill,

@@ -386,6 +386,7 @@ static const mapping table[] = {
     {"minimum", "Min", 0},     {"mul", "Mul", 0},          {"neg", "Neg", 0},         {"pow", "Pow", 0},
     {"relu", "Relu", 0},       {"sigmoid", "Sigmoid", 0},  {"sin", "Sin", 0},         {"sqrt", "Sqrt", 0},
     {"sub", "Sub", 0},         {"tanh", "Tanh", 0},        {"fc", 0, x_fc},           {"matmul", 0, x_matmul},
+    {"recurrent", 0, ox_export_recurrent},                 {"fill_constant_batch_size_like", 0, ox_export_fill_batch_like},
     {"conv2d", 0, x_conv2d},   {"pool2d", 0, x_pool2d},    {"batch_norm", 0, x_batch_norm},
     {"layer_norm", 0, x_layer_norm},                       {"reshape", 0, x_reshape}, {"flatten", 0, x_flatten},
     {"squeeze", 0, x_squeeze}, {"unsqueeze", 0, x_unsqueeze},                         {"reduce_sum", 0, x_reduce_sum},

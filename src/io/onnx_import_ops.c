@@ -297,6 +297,24 @@ static bool shape_node(ox_import *im, nb_status *st)
     return true;
 }
 
+/* ConstantOfShape of a shape pieced together at run time: known sizes and
+ * one dim of one value, say [1, B, H] with B = x's dim 1 (torch's
+ * h0 = zeros(1, x.size(1), H), nb_onnx_export's zero state of a recurrent
+ * layer), is fill_constant_batch_size_like; another is refused. */
+static nb_status fill_batch_like(ox_import *im, const ox_shape *rs, nb_dtype dt, double fill)
+{
+    int at = -1;
+    for (int i = 0; i < rs->n; i++)
+        if (rs->dim[i] >= 0) at = at == -1 ? i : -2;
+    if (at < 0 || rs->scalar || rs->n > NB_MAX_DIMS)
+        return ox_unsupported(im, "fills a shape pieced together at run time of more than one unknown dim");
+    int64_t shape[NB_MAX_DIMS];
+    for (int i = 0; i < rs->n; i++) shape[i] = i == at ? 1 : rs->value[i];
+    nb_attr a[] = {NB_ATTR_INTS_N("shape", rs->n, shape), NB_ATTR_INT("dtype", dt), NB_ATTR_FLOAT("value", fill),
+                   NB_ATTR_INT("input_dim_idx", rs->dim[at]), NB_ATTR_INT("output_dim_idx", at)};
+    return ox_out(im, 0, nb_emit1(B, "fill_constant_batch_size_like", NB_VALUES(rs->of[at]), NB_ATTRS_N(5, a)));
+}
+
 /* ConstantOfShape: of a Shape node's value, a fill like that value; of a
  * constant shape, fill_constant. */
 static nb_status i_constant_of_shape(ox_import *im)
@@ -317,7 +335,7 @@ static nb_status i_constant_of_shape(ox_import *im)
     }
     const ox_shape *rs = ox_shape_in(im, 0);
     nb_value like = rs ? rs->whole : NB_NONE;
-    if (rs && nb_is_none(like) && !im->known) return ox_unsupported(im, "fills a shape pieced together at run time");
+    if (rs && nb_is_none(like) && !im->known) return fill_batch_like(im, rs, dt, fill);
     if (!nb_is_none(like)) {
         nb_value y = fill == 0 ? nb_fill_zeros_like(B, like) : nb_ones_like(B, like);
         if (fill != 0 && fill != 1) y = nb_scale(B, y, fill, 0);

@@ -86,6 +86,10 @@ bool ox_add_init(ox_export *e, const char *name, const nb_tensor *t);
 /* The nodes of one op of the pruned program (onnx_export_ops.c);
  * NB_ERR_UNSUPPORTED naming it when it has no ONNX form. */
 nb_status ox_export_op(ox_export *e, const nb_op *op);
+/* nabla's recurrent layers as ONNX's LSTM, GRU and RNN, and the zero state
+ * they start from (onnx_export_rnn.c). */
+nb_status ox_export_recurrent(ox_export *e, const nb_op *op);
+nb_status ox_export_fill_batch_like(ox_export *e, const nb_op *op);
 
 /* A nabla op's ONNX form: the ONNX op that takes the same inputs in the
  * same order, or a function. ox_export_op looks in onnx_export_ops.c's own

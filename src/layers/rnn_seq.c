@@ -35,7 +35,10 @@ nb_status nb_rnn_sequence(nb_builder *b, const nb_rnn_params *p, nb_value x, con
     nb_value s0[NB_RNN_MAX_STATES], last[NB_RNN_MAX_STATES] = {NB_NONE, NB_NONE};
     if (!nb_rnn_check_input(b, p, who, x, 3) || !nb_rnn_states_or_zeros(b, p, who, init, x, 1, s0))
         return nb_builder_status(b);
-    nb_status st = nb_scan(b, scan_step, (void *)p, &(nb_scan_io){.init = NB_VALUES_N(n, s0), .xs = NB_VALUES_N(1, &x), .n_ys = 1, .ys = ys, .final = last, .reverse = p->reverse});
+    /* The step is the cell itself, and the scan says so: an exporter can
+     * then write it as the format's own op (ONNX's LSTM, GRU or RNN). */
+    nb_scan_form form = {nb_rnn_kind_name(p->kind), NB_VALUES(p->w_ih, p->w_hh, p->b_ih, p->b_hh)};
+    nb_status st = nb_scan_cell(b, scan_step, (void *)p, &(nb_scan_io){.init = NB_VALUES_N(n, s0), .xs = NB_VALUES_N(1, &x), .n_ys = 1, .ys = ys, .final = last, .reverse = p->reverse}, &form);
     if (!st && final)
         for (int k = 0; k < n; k++) final[k] = last[k];
     return st;

@@ -237,8 +237,10 @@ static nb_status scan_step(nb_builder *ib, const nb_value *carry, const nb_value
     return st ? st : nb_builder_status(vb);
 }
 
-static nb_status vmap_scan(nb_builder *vb, nb_step_fn step, void *ctx, const nb_scan_io *given)
+static nb_status vmap_scan(nb_builder *vb, nb_step_fn step, void *ctx, const nb_scan_io *given,
+                           const nb_scan_form *form)
 {
+    (void)form; /* the batched step is no longer the cell it names */
     int n_carry = given->init.n, n_xs = given->xs.n, n_ys = given->n_ys;
     const nb_value *init = given->init.v, *xs = given->xs.v;
     nb_value *final = given->final, *ys = given->ys;
