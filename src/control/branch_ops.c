@@ -215,10 +215,11 @@ static nb_status branch_vjp(nb_builder *b, nb_grad_ctx *g, bool is_cond)
     int x_slot = is_cond ? 1 : 0, n_x = nb_grad_in_count(g, x_slot), n_out = nb_grad_out_count(g, B_OUT);
     int n_br = is_cond ? 2 : 1;
     nb_sub_grad sg[2] = {{0}};
-    const char **names = nb_calloc((size_t)(2 * (n_out + n_x)) + 1, sizeof *names);
-    int64_t *pos = nb_calloc((size_t)n_x + 1, sizeof *pos);
-    nb_value *in = nb_calloc((size_t)(1 + n_x + n_out), sizeof *in), *out = nb_calloc((size_t)n_x + 1, sizeof *out);
-    nb_status st = names && pos && in && out ? NB_OK : nb_builder_fail(b, NB_ERR_NOMEM, "%s: out of memory", who);
+    nb_ctl_scratch sc = {0};
+    const char **names = nb_ctl_scratch_take(&sc, 2 * (n_out + n_x), sizeof *names);
+    int64_t *pos = nb_ctl_scratch_take(&sc, n_x, sizeof *pos);
+    nb_value *in = nb_ctl_scratch_take(&sc, 1 + n_x + n_out, sizeof *in), *out = nb_ctl_scratch_take(&sc, n_x, sizeof *out);
+    nb_status st = sc.failed ? nb_builder_fail(b, NB_ERR_NOMEM, "%s: out of memory", who) : NB_OK;
     const char **seeds[2] = {names, names + n_out}, **xg[2] = {names + 2 * n_out, names + 2 * n_out + n_x};
     for (int r = 0; r < n_br && !st; r++) {
         const char *blk = !is_cond ? "sub_block" : r == 0 ? "then_block" : "else_block";
@@ -246,10 +247,7 @@ static nb_status branch_vjp(nb_builder *b, nb_grad_ctx *g, bool is_cond)
     for (int o = 0; !st && o < n_pos; o++) nb_grad_set_dx(g, x_slot, (int)pos[o], out[o]);
     nb_sub_grad_free(&sg[0]);
     nb_sub_grad_free(&sg[1]);
-    nb_free(names);
-    nb_free(pos);
-    nb_free(in);
-    nb_free(out);
+    nb_ctl_scratch_free(&sc);
     return st;
 }
 
@@ -262,7 +260,7 @@ const nb_op_def nb_op_cond = {
     .name = "cond",
     .doc = "Runs then_block if Condition holds, else else_block; Out is what the block ran wrote.",
     .inputs = {{"Condition", NB_SLOT_NO_GRAD}, {"X", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
-    .outputs = {{"StepScopes", 0}, {"Out", NB_SLOT_VARIADIC}},
+    NB_CTL_OUTPUTS(0),
     .attrs = {NB_ADEF_REQUIRED("then_block", NB_ATTR_BLOCK), NB_ADEF_REQUIRED("else_block", NB_ATTR_BLOCK),
               NB_ADEF_STRINGS_EMPTY("then_out"), NB_ADEF_STRINGS_EMPTY("else_out"), OUT_INFO_ATTRS},
     .infer = cond_infer,
@@ -278,8 +276,7 @@ const nb_op_def nb_op_cond = {
 const nb_op_def nb_op_cond_grad = {
     .name = "cond_grad",
     .doc = "Runs the grad block of the branch its cond op took.",
-    .inputs = {{"StepScopes", NB_SLOT_NO_GRAD}, {"X", NB_SLOT_VARIADIC}},
-    .outputs = {{"XGrad", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
+    NB_CTL_GRAD_SLOTS,
     .attrs = {NB_ADEF_REQUIRED("then_grad_block", NB_ATTR_BLOCK), NB_ADEF_REQUIRED("else_grad_block", NB_ATTR_BLOCK),
               NB_ADEF_STRINGS_EMPTY("then_seeds"), NB_ADEF_STRINGS_EMPTY("else_seeds"),
               NB_ADEF_STRINGS_EMPTY("then_x_grad"), NB_ADEF_STRINGS_EMPTY("else_x_grad"),
@@ -289,14 +286,13 @@ const nb_op_def nb_op_cond_grad = {
     .params = cond_grad_params,
     .vjp = nb_ctl_cond_grad_vjp,
     .jvp = nb_ctl_cond_grad_jvp,
-    .flags = NB_OP_CONTROL,
 };
 
 const nb_op_def nb_op_net = {
     .name = "net",
     .doc = "Runs sub_block as one op (a nested net); Out is what the block wrote.",
     .inputs = {{"X", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
-    .outputs = {{"StepScopes", 0}, {"Out", NB_SLOT_VARIADIC}},
+    NB_CTL_OUTPUTS(0),
     .attrs = {NB_ADEF_REQUIRED("sub_block", NB_ATTR_BLOCK), NB_ADEF_STRINGS_EMPTY("block_out"), OUT_INFO_ATTRS},
     .infer = net_infer,
     .params_size = sizeof(branch_params),
@@ -311,8 +307,7 @@ const nb_op_def nb_op_net = {
 const nb_op_def nb_op_net_grad = {
     .name = "net_grad",
     .doc = "Runs the grad block of a net op.",
-    .inputs = {{"StepScopes", NB_SLOT_NO_GRAD}, {"X", NB_SLOT_VARIADIC}},
-    .outputs = {{"XGrad", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
+    NB_CTL_GRAD_SLOTS,
     .attrs = {NB_ADEF_REQUIRED("sub_block", NB_ATTR_BLOCK), NB_ADEF_STRINGS_EMPTY("seeds"),
               NB_ADEF_STRINGS_EMPTY("x_grad"), NB_ADEF_INTS_EMPTY("x_grad_pos"), NB_ADEF_INT("n_out", 0)},
     .infer = branch_grad_infer,
@@ -320,7 +315,6 @@ const nb_op_def nb_op_net_grad = {
     .params = net_grad_params,
     .vjp = nb_ctl_net_grad_vjp,
     .jvp = nb_ctl_net_grad_jvp,
-    .flags = NB_OP_CONTROL,
 };
 
 const nb_kernel_def nb_kernel_cond = {"cond", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, cond_kernel, NULL, NULL};

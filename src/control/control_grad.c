@@ -56,3 +56,17 @@ nb_status nb_ctl_sub_backward(nb_builder *b, const char *who, int fwd_block, int
     }
     return NB_OK;
 }
+
+void *nb_ctl_scratch_take(nb_ctl_scratch *s, int n, size_t size)
+{
+    void *p = s->failed || s->n == NB_CTL_SCRATCH_MAX ? NULL : nb_calloc((size_t)n + 1, size);
+    if (!p) s->failed = true;
+    else s->p[s->n++] = p;
+    return p;
+}
+
+void nb_ctl_scratch_free(nb_ctl_scratch *s)
+{
+    for (int i = 0; i < s->n; i++) nb_free(s->p[i]);
+    s->n = 0;
+}

@@ -22,6 +22,18 @@ nb_status nb_ctl_sub_backward(nb_builder *b, const char *who, int fwd_block, int
                               int n_inputs, const char *const *inputs, nb_sub_grad *out);
 void nb_sub_grad_free(nb_sub_grad *g);
 
+/* A rule's scratch arrays, freed together. take gives n zeroed elements of
+ * `size` bytes (room for one more, so that n may be 0), or NULL once any
+ * allocation has failed (failed is then set); free lets them all go. */
+#define NB_CTL_SCRATCH_MAX 12
+typedef struct nb_ctl_scratch {
+    void *p[NB_CTL_SCRATCH_MAX];
+    int n;
+    bool failed;
+} nb_ctl_scratch;
+void *nb_ctl_scratch_take(nb_ctl_scratch *s, int n, size_t size);
+void nb_ctl_scratch_free(nb_ctl_scratch *s);
+
 /* The forward op's var name of value v (record builders only). */
 const char *nb_ctl_name(nb_value v);
 

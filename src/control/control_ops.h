@@ -10,6 +10,16 @@ extern const nb_op_def nb_op_cond, nb_op_cond_grad;           /* branch_ops.c */
 extern const nb_op_def nb_op_net, nb_op_net_grad;             /* branch_ops.c */
 extern const nb_op_def nb_op_recurrent, nb_op_recurrent_grad; /* recurrent_op.c */
 
+/* The slots the definitions share. A control op writes the scopes of its
+ * steps first (StepScopes, which its gradient op replays), then Out; a
+ * gradient op reads those scopes and values (X) and writes the gradients
+ * asked for (XGrad). The gradient ops of the loops have the same rules. */
+#define NB_CTL_OUTPUTS(out_flags) .outputs = {{"StepScopes", 0}, {"Out", NB_SLOT_VARIADIC | (out_flags)}}
+#define NB_CTL_GRAD_SLOTS                                                                 \
+    .inputs = {{"StepScopes", NB_SLOT_NO_GRAD}, {"X", NB_SLOT_VARIADIC}},                 \
+    .outputs = {{"XGrad", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}}, .flags = NB_OP_CONTROL
+#define NB_CTL_LOOP_GRAD_RULES .vjp = nb_ctl_loop_grad_vjp, .jvp = nb_ctl_loop_grad_jvp
+
 /* Their kernels, registered with them (nb_control_register_ops). */
 extern const nb_kernel_def nb_kernel_while, nb_kernel_while_grad, nb_kernel_cond, nb_kernel_cond_grad;
 extern const nb_kernel_def nb_kernel_net, nb_kernel_net_grad, nb_kernel_recurrent, nb_kernel_recurrent_grad;

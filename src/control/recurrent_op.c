@@ -260,14 +260,18 @@ static nb_status recurrent_vjp(nb_builder *b, nb_grad_ctx *g)
     const nb_attr_value *seq_in = nb_grad_attr(g, "seq_in"), *seq_out = nb_grad_attr(g, "seq_out");
     int n_mem = mem_in->n, n_seq = seq_in->n, n_y = seq_out->n, n_x = nb_grad_in_count(g, 0);
     int n_t = 0, n_in = 0, n_pos = 0;
-    const char **targets = nb_calloc((size_t)(n_mem + n_y) + 1, sizeof *targets), **inputs = nb_calloc((size_t)n_x + 1, sizeof *inputs);
-    const char **seeds = nb_calloc((size_t)(n_mem + n_y) + 1, sizeof *seeds), **in_grad = nb_calloc((size_t)n_x + 1, sizeof *in_grad);
-    bool *t_on = nb_calloc((size_t)(n_mem + n_y) + 1, sizeof *t_on), *i_on = nb_calloc((size_t)n_x + 1, sizeof *i_on);
-    int64_t *pos = nb_calloc((size_t)n_x + 1, sizeof *pos);
-    nb_value *in = nb_calloc((size_t)(1 + n_x + n_mem + n_y), sizeof *in), *out = nb_calloc((size_t)n_x + 1, sizeof *out);
+    nb_ctl_scratch sc = {0};
+    const char **targets = nb_ctl_scratch_take(&sc, n_mem + n_y, sizeof *targets);
+    const char **inputs = nb_ctl_scratch_take(&sc, n_x, sizeof *inputs);
+    const char **seeds = nb_ctl_scratch_take(&sc, n_mem + n_y, sizeof *seeds);
+    const char **in_grad = nb_ctl_scratch_take(&sc, n_x, sizeof *in_grad);
+    bool *t_on = nb_ctl_scratch_take(&sc, n_mem + n_y, sizeof *t_on), *i_on = nb_ctl_scratch_take(&sc, n_x, sizeof *i_on);
+    int64_t *pos = nb_ctl_scratch_take(&sc, n_x, sizeof *pos);
+    nb_value *in = nb_ctl_scratch_take(&sc, 1 + n_x + n_mem + n_y, sizeof *in);
+    nb_value *out = nb_ctl_scratch_take(&sc, n_x, sizeof *out);
     nb_sub_grad sg = {0};
     nb_status st = NB_OK;
-    if (!targets || !inputs || !seeds || !in_grad || !t_on || !i_on || !pos || !in || !out) {
+    if (sc.failed) {
         st = nb_builder_fail(b, NB_ERR_NOMEM, "recurrent: out of memory");
         goto done;
     }
@@ -298,15 +302,7 @@ static nb_status recurrent_vjp(nb_builder *b, nb_grad_ctx *g)
     st = nb_emit(b, "recurrent_grad", NB_VALUES_N(1 + n_x + n_mem + n_y, in), NB_ATTRS_N(8, attrs), n_pos, out);
     for (int o = 0; !st && o < n_pos; o++) nb_grad_set_dx(g, 0, (int)pos[o], out[o]);
 done:
-    nb_free(targets);
-    nb_free(inputs);
-    nb_free(seeds);
-    nb_free(in_grad);
-    nb_free(t_on);
-    nb_free(i_on);
-    nb_free(pos);
-    nb_free(in);
-    nb_free(out);
+    nb_ctl_scratch_free(&sc);
     nb_sub_grad_free(&sg);
     return st;
 }
@@ -315,7 +311,7 @@ const nb_op_def nb_op_recurrent = {
     .name = "recurrent",
     .doc = "Runs a step block over time (axis 0) with memories carried from step to step; stacks the step outputs.",
     .inputs = {{"X", NB_SLOT_VARIADIC}},
-    .outputs = {{"StepScopes", 0}, {"Out", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
+    NB_CTL_OUTPUTS(NB_SLOT_OPTIONAL),
     .attrs = {NB_ADEF_REQUIRED("sub_block", NB_ATTR_BLOCK), NB_ADEF_STRINGS_EMPTY("mem_in"),
               NB_ADEF_STRINGS_EMPTY("mem_out"), NB_ADEF_STRINGS_EMPTY("seq_in"), NB_ADEF_STRINGS_EMPTY("seq_out"),
               NB_ADEF_INTS_EMPTY("out_dtypes"), NB_ADEF_INTS_EMPTY("out_shapes"), NB_ADEF_BOOL("reverse", false),
@@ -333,17 +329,14 @@ const nb_op_def nb_op_recurrent = {
 const nb_op_def nb_op_recurrent_grad = {
     .name = "recurrent_grad",
     .doc = "Replays a recurrent op's steps in reverse through its grad block.",
-    .inputs = {{"StepScopes", NB_SLOT_NO_GRAD}, {"X", NB_SLOT_VARIADIC}},
-    .outputs = {{"XGrad", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
+    NB_CTL_GRAD_SLOTS,
     .attrs = {NB_ADEF_REQUIRED("sub_block", NB_ATTR_BLOCK), NB_ADEF_INT("n_mem", 0), NB_ADEF_INT("n_seq", 0),
               NB_ADEF_INT("n_y", 0), NB_ADEF_STRINGS_EMPTY("seeds"), NB_ADEF_STRINGS_EMPTY("in_grad"),
               NB_ADEF_INTS_EMPTY("x_grad_pos"), NB_ADEF_BOOL("reverse", false)},
     .infer = recurrent_grad_infer,
     .params_size = sizeof(recurrent_grad_params),
     .params = recurrent_grad_params_fill,
-    .vjp = nb_ctl_loop_grad_vjp,
-    .jvp = nb_ctl_loop_grad_jvp,
-    .flags = NB_OP_CONTROL,
+    NB_CTL_LOOP_GRAD_RULES,
 };
 
 const nb_kernel_def nb_kernel_recurrent = {"recurrent", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, recurrent_kernel, NULL, NULL};

@@ -170,16 +170,19 @@ static nb_status while_vjp(nb_builder *b, nb_grad_ctx *g)
     int n_carry = cin->n, n_x = nb_grad_in_count(g, W_X), n_cap = n_x - n_carry;
     /* Every floating-point carried value takes part (gradients flow around
      * the loop), and every captured value that wants a gradient. */
-    const char **targets = nb_calloc((size_t)n_carry + 1, sizeof *targets);
-    const char **inputs = nb_calloc((size_t)n_x + 1, sizeof *inputs);
-    const char **seeds = nb_calloc((size_t)n_carry + 1, sizeof *seeds), **cin_grad = nb_calloc((size_t)n_carry + 1, sizeof *cin_grad);
-    const char **x_grad = nb_calloc((size_t)n_cap + 1, sizeof *x_grad);
-    int64_t *pos = nb_calloc((size_t)n_x + 1, sizeof *pos);
-    nb_value *in = nb_calloc((size_t)(1 + n_x + n_carry), sizeof *in), *out = nb_calloc((size_t)n_x + 1, sizeof *out);
-    bool *flows = nb_calloc((size_t)n_carry + 1, sizeof *flows);
+    nb_ctl_scratch sc = {0};
+    const char **targets = nb_ctl_scratch_take(&sc, n_carry, sizeof *targets);
+    const char **inputs = nb_ctl_scratch_take(&sc, n_x, sizeof *inputs);
+    const char **seeds = nb_ctl_scratch_take(&sc, n_carry, sizeof *seeds);
+    const char **cin_grad = nb_ctl_scratch_take(&sc, n_carry, sizeof *cin_grad);
+    const char **x_grad = nb_ctl_scratch_take(&sc, n_cap, sizeof *x_grad);
+    int64_t *pos = nb_ctl_scratch_take(&sc, n_x, sizeof *pos);
+    nb_value *in = nb_ctl_scratch_take(&sc, 1 + n_x + n_carry, sizeof *in);
+    nb_value *out = nb_ctl_scratch_take(&sc, n_x, sizeof *out);
+    bool *flows = nb_ctl_scratch_take(&sc, n_carry, sizeof *flows);
     nb_sub_grad sg = {0};
     nb_status st = NB_OK;
-    if (!targets || !inputs || !seeds || !cin_grad || !x_grad || !pos || !in || !out || !flows) {
+    if (sc.failed) {
         st = nb_builder_fail(b, NB_ERR_NOMEM, "while: out of memory");
         goto done;
     }
@@ -212,15 +215,7 @@ static nb_status while_vjp(nb_builder *b, nb_grad_ctx *g)
     st = nb_emit(b, "while_grad", NB_VALUES_N(1 + n_x + n_carry, in), NB_ATTRS_N(6, attrs), n_out, out);
     for (int o = 0; !st && o < n_out; o++) nb_grad_set_dx(g, W_X, (int)pos[o], out[o]);
 done:
-    nb_free(targets);
-    nb_free(inputs);
-    nb_free(seeds);
-    nb_free(cin_grad);
-    nb_free(x_grad);
-    nb_free(pos);
-    nb_free(in);
-    nb_free(out);
-    nb_free(flows);
+    nb_ctl_scratch_free(&sc);
     nb_sub_grad_free(&sg);
     return st;
 }
@@ -229,7 +224,7 @@ const nb_op_def nb_op_while = {
     .name = "while",
     .doc = "Runs sub_block while a bool is true, carrying values from one iteration to the next.",
     .inputs = {{"Condition", NB_SLOT_NO_GRAD}, {"X", NB_SLOT_VARIADIC}},
-    .outputs = {{"StepScopes", 0}, {"Out", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
+    NB_CTL_OUTPUTS(NB_SLOT_OPTIONAL),
     .attrs = {NB_ADEF_REQUIRED("sub_block", NB_ATTR_BLOCK), NB_ADEF_STRINGS_EMPTY("carry_in"),
               NB_ADEF_STRINGS_EMPTY("carry_out"), NB_ADEF_REQUIRED("cond_out", NB_ATTR_STRING),
               NB_ADEF_BOOL("is_test", false)},
@@ -246,17 +241,14 @@ const nb_op_def nb_op_while = {
 const nb_op_def nb_op_while_grad = {
     .name = "while_grad",
     .doc = "Replays a while op's iterations in reverse through its grad block.",
-    .inputs = {{"StepScopes", NB_SLOT_NO_GRAD}, {"X", NB_SLOT_VARIADIC}},
-    .outputs = {{"XGrad", NB_SLOT_VARIADIC | NB_SLOT_OPTIONAL}},
+    NB_CTL_GRAD_SLOTS,
     .attrs = {NB_ADEF_REQUIRED("sub_block", NB_ATTR_BLOCK), NB_ADEF_INT("n_carry", 0),
               NB_ADEF_STRINGS_EMPTY("carry_out_grad"), NB_ADEF_STRINGS_EMPTY("carry_in_grad"),
               NB_ADEF_STRINGS_EMPTY("x_grad"), NB_ADEF_INTS_EMPTY("x_grad_pos")},
     .infer = while_grad_infer,
     .params_size = sizeof(while_grad_params),
     .params = while_grad_params_fill,
-    .vjp = nb_ctl_loop_grad_vjp,
-    .jvp = nb_ctl_loop_grad_jvp,
-    .flags = NB_OP_CONTROL,
+    NB_CTL_LOOP_GRAD_RULES,
 };
 
 const nb_kernel_def nb_kernel_while = {"while", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, while_kernel, NULL, NULL};

@@ -139,16 +139,7 @@ static void shard_free(void *self)
     nb_free(s);
 }
 
-static const nb_reader_ops index_ops = {
-    .name = "shard",
-    .next = index_next,
-    .reset = index_reset,
-    .skip = index_skip,
-    .free = shard_free,
-    .size = index_size,
-    .gather = index_gather,
-    .next_many = index_next_many,
-};
+static const nb_reader_ops index_ops = NB_INDEX_READER_OPS("shard", shard_free);
 
 static const nb_reader_ops seq_ops = {
     .name = "shard",

@@ -213,16 +213,7 @@ static void shuffle_free(void *self)
     nb_free(s);
 }
 
-static const nb_reader_ops index_ops = {
-    .name = "shuffle",
-    .next = index_next,
-    .reset = index_reset,
-    .skip = index_skip,
-    .free = shuffle_free,
-    .size = index_size,
-    .gather = index_gather,
-    .next_many = index_next_many,
-};
+static const nb_reader_ops index_ops = NB_INDEX_READER_OPS("shuffle", shuffle_free);
 
 static const nb_reader_ops buffer_ops = {
     .name = "shuffle",

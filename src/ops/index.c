@@ -338,33 +338,29 @@ const nb_op_def nb_op_pad_grad = {
     .jvp = nb_shape_jvp,
 };
 
+/* gather and index_select differ in their axis attribute's name alone. */
+#define GATHER_LIKE                                                                                    \
+    .batch = nb_batch_gather, .inputs = {{"X", 0}, {"Index", NB_SLOT_NO_GRAD}}, .outputs = {{"Out", 0}}, \
+    .params_size = sizeof(nb_shape_axis_params), .grad_uses_inputs = (1u << 0) | (1u << 1),            \
+    .vjp = nb_gather_vjp, .jvp = nb_shape_jvp
+
 const nb_op_def nb_op_gather = {
-    .name = "gather", .batch = nb_batch_gather,
+    .name = "gather",
     .doc = "Takes the slices X[..., Index[i], ...] along axis (Index 1-D): dim axis of Out has len(Index)",
-    .inputs = {{"X", 0}, {"Index", NB_SLOT_NO_GRAD}},
-    .outputs = {{"Out", 0}},
+    GATHER_LIKE,
     .attrs = {NB_ADEF_INT("axis", 0)},
     .infer = gather_infer,
-    .params_size = sizeof(nb_shape_axis_params),
     .params = nb_shapeop_axis_params,
-    .grad_uses_inputs = (1u << 0) | (1u << 1),
-    .vjp = nb_gather_vjp,
-    .jvp = nb_shape_jvp,
     .flags = NB_OP_WRITES_ALL,
 };
 
 const nb_op_def nb_op_index_select = {
-    .name = "index_select", .batch = nb_batch_gather,
+    .name = "index_select",
     .doc = "gather under its torch name: the slices of X at Index (1-D) along dim",
-    .inputs = {{"X", 0}, {"Index", NB_SLOT_NO_GRAD}},
-    .outputs = {{"Out", 0}},
+    GATHER_LIKE,
     .attrs = {NB_ADEF_INT("dim", 0)},
     .infer = index_select_infer,
-    .params_size = sizeof(nb_shape_axis_params),
     .params = index_select_params,
-    .grad_uses_inputs = (1u << 0) | (1u << 1),
-    .vjp = nb_gather_vjp,
-    .jvp = nb_shape_jvp,
 };
 
 const nb_op_def nb_op_scatter_add = {

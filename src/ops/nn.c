@@ -134,16 +134,16 @@ static nb_status params_softmax(const nb_op_ctx *ctx, void *params)
     return NB_OK;
 }
 
+/* softmax and log_softmax: one input and output, normalised along axis,
+ * their rules reading the output. */
+#define SOFTMAX_LIKE                                                                                      \
+    .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .attrs = {NB_ADEF_INT("axis", -1)}, .infer = infer_softmax, \
+    .params_size = sizeof(nb_softmax_params), .params = params_softmax, .grad_uses_outputs = 1 << 0
+
 static const nb_op_def op_softmax = {
     .name = "softmax", .batch = nb_batch_softmax,
     .doc = "Out = exp(X - max) / sum(exp(X - max)) along axis",
-    .inputs = {{"X", 0}},
-    .outputs = {{"Out", 0}},
-    .attrs = {NB_ADEF_INT("axis", -1)},
-    .infer = infer_softmax,
-    .params_size = sizeof(nb_softmax_params),
-    .params = params_softmax,
-    .grad_uses_outputs = 1 << 0,
+    SOFTMAX_LIKE,
     .vjp = nb_nn_softmax_vjp,
     .jvp = nb_nn_softmax_jvp,
     .flags = NB_OP_WRITES_ALL,
@@ -152,13 +152,7 @@ static const nb_op_def op_softmax = {
 static const nb_op_def op_log_softmax = {
     .name = "log_softmax", .batch = nb_batch_softmax,
     .doc = "Out = X - max - log(sum(exp(X - max))) along axis",
-    .inputs = {{"X", 0}},
-    .outputs = {{"Out", 0}},
-    .attrs = {NB_ADEF_INT("axis", -1)},
-    .infer = infer_softmax,
-    .params_size = sizeof(nb_softmax_params),
-    .params = params_softmax,
-    .grad_uses_outputs = 1 << 0,
+    SOFTMAX_LIKE,
     .vjp = nb_nn_log_softmax_vjp,
     .jvp = nb_nn_log_softmax_jvp,
     .flags = NB_OP_WRITES_ALL,

@@ -301,56 +301,46 @@ static nb_status expand_as_infer(nb_op_ctx *c)
  * they are views (NB_OP_VIEW), as torch's reshape of a contiguous tensor:
  * vmap's rules reshape at almost every op, and copied each time. */
 
+/* What the view ops share: the elements of X in another shape, so that
+ * reshape's VJP serves them all, and written in place or as a view. */
+#define VIEW_OP_SLOTS .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}
+#define VIEW_OP_RULES \
+    .grad_uses_inputs = 1u << 0, .vjp = nb_reshape_vjp, .jvp = nb_shape_jvp, .flags = NB_OP_INPLACE | NB_OP_VIEW
+
 static const nb_op_def op_reshape = {
     .name = "reshape", .batch = nb_batch_reshape,
     .doc = "X with a new shape: one entry of shape may be -1 (inferred), 0 copies that dim of X",
-    .inputs = {{"X", 0}},
-    .outputs = {{"Out", 0}},
+    VIEW_OP_SLOTS,
     .attrs = {NB_ADEF_REQUIRED("shape", NB_ATTR_INTS)},
     .infer = reshape_infer,
-    .grad_uses_inputs = 1u << 0,
-    .vjp = nb_reshape_vjp,
-    .jvp = nb_shape_jvp,
-    .flags = NB_OP_INPLACE | NB_OP_VIEW,
+    VIEW_OP_RULES,
 };
 
 static const nb_op_def op_flatten = {
     .name = "flatten", .batch = nb_batch_flatten,
     .doc = "Merges dims start_axis..stop_axis of X into one (torch.flatten)",
-    .inputs = {{"X", 0}},
-    .outputs = {{"Out", 0}},
+    VIEW_OP_SLOTS,
     .attrs = {NB_ADEF_INT("start_axis", 1), NB_ADEF_INT("stop_axis", -1)},
     .infer = flatten_infer,
-    .grad_uses_inputs = 1u << 0,
-    .vjp = nb_reshape_vjp,
-    .jvp = nb_shape_jvp,
-    .flags = NB_OP_INPLACE | NB_OP_VIEW,
+    VIEW_OP_RULES,
 };
 
 static const nb_op_def op_squeeze = {
     .name = "squeeze", .batch = nb_batch_squeeze,
     .doc = "Drops size-1 dims of X: those in axes (others are left alone), or all when axes is empty",
-    .inputs = {{"X", 0}},
-    .outputs = {{"Out", 0}},
+    VIEW_OP_SLOTS,
     .attrs = {NB_ADEF_INTS_EMPTY("axes")},
     .infer = squeeze_infer,
-    .grad_uses_inputs = 1u << 0,
-    .vjp = nb_reshape_vjp,
-    .jvp = nb_shape_jvp,
-    .flags = NB_OP_INPLACE | NB_OP_VIEW,
+    VIEW_OP_RULES,
 };
 
 static const nb_op_def op_unsqueeze = {
     .name = "unsqueeze", .batch = nb_batch_unsqueeze,
     .doc = "Inserts size-1 dims into X at the output positions listed in axes",
-    .inputs = {{"X", 0}},
-    .outputs = {{"Out", 0}},
+    VIEW_OP_SLOTS,
     .attrs = {NB_ADEF_REQUIRED("axes", NB_ATTR_INTS)},
     .infer = unsqueeze_infer,
-    .grad_uses_inputs = 1u << 0,
-    .vjp = nb_reshape_vjp,
-    .jvp = nb_shape_jvp,
-    .flags = NB_OP_INPLACE | NB_OP_VIEW,
+    VIEW_OP_RULES,
 };
 
 static const nb_op_def op_reshape_as = {
