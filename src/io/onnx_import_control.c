@@ -469,11 +469,11 @@ static nb_status i_scan(ox_import *im)
     return st;
 }
 
+/* clang-format off */
 const ox_importer ox_imports_control[] = {
-    {"If", 0, 0, i_if},
-    {"Loop", 0, 0, i_loop},
-    {"Scan", 0, 0, i_scan},
+    OX_FN(If, if), OX_FN(Loop, loop), OX_FN(Scan, scan),
     {0},
 };
+/* clang-format on */
 
 #endif

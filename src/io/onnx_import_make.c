@@ -59,10 +59,11 @@ static nb_status i_hann(ox_import *im) { return window(im, 2, (const double[]){0
 static nb_status i_hamming(ox_import *im) { return window(im, 2, (const double[]){25.0 / 46, -21.0 / 46}); }
 static nb_status i_blackman(ox_import *im) { return window(im, 3, (const double[]){0.42, -0.5, 0.08}); }
 
+/* clang-format off */
 const ox_importer ox_imports_make[] = {
-    {"EyeLike", 0, 0, i_eye_like},      {"HannWindow", 0, 0, i_hann},
-    {"HammingWindow", 0, 0, i_hamming}, {"BlackmanWindow", 0, 0, i_blackman},
+    OX_FN(EyeLike, eye_like), OX_FN(HannWindow, hann), OX_FN(HammingWindow, hamming), OX_FN(BlackmanWindow, blackman),
     {0},
 };
+/* clang-format on */
 
 #endif

@@ -755,23 +755,16 @@ static nb_status i_softmax_ce(ox_import *im)
     return st;
 }
 
+/* clang-format off */
 const ox_importer ox_imports_nn[] = {
-    {"Conv", 0, 0, i_conv}, {"ConvInteger", 0, 0, i_conv_integer},
-    {"ConvTranspose", 0, 0, i_conv_transpose},
-    {"MaxPool", 0, 0, i_maxpool},
-    {"AveragePool", 0, 0, i_avgpool},
-    {"LpPool", 0, 0, i_lppool},
-    {"GlobalAveragePool", 0, 0, i_global_avg},
-    {"GlobalMaxPool", 0, 0, i_global_max},
-    {"BatchNormalization", 0, 0, i_batch_norm},
-    {"InstanceNormalization", 0, 0, i_instance_norm},
-    {"LayerNormalization", 0, 0, i_layer_norm},
-    {"MeanVarianceNormalization", 0, 0, i_mvn},
-    {"LRN", 0, 0, i_lrn},
-    {"LpNormalization", 0, 0, i_lp_norm},
-    {"NegativeLogLikelihoodLoss", 0, 0, i_nll},
-    {"SoftmaxCrossEntropyLoss", 0, 0, i_softmax_ce},
+    OX_FN(Conv, conv), OX_FN(ConvInteger, conv_integer), OX_FN(ConvTranspose, conv_transpose),
+    OX_FN(MaxPool, maxpool), OX_FN(AveragePool, avgpool), OX_FN(LpPool, lppool), OX_FN(GlobalAveragePool, global_avg),
+    OX_FN(GlobalMaxPool, global_max), OX_FN(BatchNormalization, batch_norm),
+    OX_FN(InstanceNormalization, instance_norm), OX_FN(LayerNormalization, layer_norm),
+    OX_FN(MeanVarianceNormalization, mvn), OX_FN(LRN, lrn), OX_FN(LpNormalization, lp_norm),
+    OX_FN(NegativeLogLikelihoodLoss, nll), OX_FN(SoftmaxCrossEntropyLoss, softmax_ce),
     {0},
 };
+/* clang-format on */
 
 #endif

@@ -351,12 +351,14 @@ static nb_status i_constant_of_shape(ox_import *im)
 
 /* ---- the table -------------------------------------------------------------- */
 
+/* clang-format off */
 static const ox_importer core[] = {
-    {"Reshape", 0, 0, i_reshape},     {"Cast", 0, 0, i_cast},         {"Identity", 0, 0, i_identity},
-    {"Dropout", 0, 0, i_dropout},    {"Constant", 0, 0, i_constant}, {"Shape", 0, 0, i_shape},
-    {"ConstantOfShape", 0, 0, i_constant_of_shape}, {"CastLike", 0, 0, i_cast_like}, {"Size", 0, 0, i_size},
+    OX_FN(Reshape, reshape), OX_FN(Cast, cast), OX_FN(Identity, identity), OX_FN(Dropout, dropout),
+    OX_FN(Constant, constant), OX_FN(Shape, shape), OX_FN(ConstantOfShape, constant_of_shape),
+    OX_FN(CastLike, cast_like), OX_FN(Size, size),
     {0},
 };
+/* clang-format on */
 
 /* Every family's rows, each list ending at a row without a name. */
 static const ox_importer *const families[] = {core, ox_imports_math, ox_imports_reduce, ox_imports_shape,

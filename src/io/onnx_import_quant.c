@@ -87,12 +87,12 @@ static nb_status i_matmul_integer(ox_import *im)
     return ox_out(im, 0, nb_cast(B, nb_matmul(B, a, b, 0), NB_I32));
 }
 
+/* clang-format off */
 const ox_importer ox_imports_quant[] = {
-    {"DequantizeLinear", 0, 0, i_dequantize},
-    {"QuantizeLinear", 0, 0, i_quantize},
-    {"MatMulInteger", 0, 0, i_matmul_integer},
-    {"DynamicQuantizeLinear", 0, 0, i_dynamic_quantize},
+    OX_FN(DequantizeLinear, dequantize), OX_FN(QuantizeLinear, quantize), OX_FN(MatMulInteger, matmul_integer),
+    OX_FN(DynamicQuantizeLinear, dynamic_quantize),
     {0},
 };
+/* clang-format on */
 
 #endif

@@ -526,32 +526,17 @@ static nb_status i_trilu(ox_import *im)
     return ox_out(im, 0, nb_where(B, mask, x, nb_fill_zeros_like(B, x)));
 }
 
+/* clang-format off */
 const ox_importer ox_imports_reduce[] = {
-    {"ReduceSum", 0, 0, i_reduce_sum},
-    {"ReduceMean", 0, 0, i_reduce_mean},
-    {"ReduceMax", 0, 0, i_reduce_max},
-    {"ReduceMin", 0, 0, i_reduce_min},
-    {"ReduceProd", 0, 0, i_reduce_prod},
-    {"ReduceL1", 0, 0, i_reduce_l1},
-    {"ReduceL2", 0, 0, i_reduce_l2},
-    {"ReduceLogSum", 0, 0, i_reduce_log_sum},
-    {"ReduceLogSumExp", 0, 0, i_reduce_log_sum_exp},
-    {"ReduceSumSquare", 0, 0, i_reduce_sum_square},
-    {"ArgMax", 0, 0, i_argmax},
-    {"ArgMin", 0, 0, i_argmin},
-    {"CumSum", 0, 0, i_cumsum},
-    {"TopK", 0, 0, i_topk},
-    {"Gather", 0, 0, i_gather},
-    {"GatherElements", 0, 0, i_gather_elements},
-    {"GatherND", 0, 0, i_gather_nd},
-    {"ScatterElements", 0, 0, i_scatter_elements},
-    {"Scatter", 0, 0, i_scatter_elements},
-    {"ScatterND", 0, 0, i_scatter_nd},
-    {"OneHot", 0, 0, i_one_hot},
-    {"NonZero", 0, 0, i_nonzero},
-    {"Compress", 0, 0, i_compress},
-    {"Trilu", 0, 0, i_trilu},
+    OX_FN(ReduceSum, reduce_sum), OX_FN(ReduceMean, reduce_mean), OX_FN(ReduceMax, reduce_max),
+    OX_FN(ReduceMin, reduce_min), OX_FN(ReduceProd, reduce_prod), OX_FN(ReduceL1, reduce_l1),
+    OX_FN(ReduceL2, reduce_l2), OX_FN(ReduceLogSum, reduce_log_sum), OX_FN(ReduceLogSumExp, reduce_log_sum_exp),
+    OX_FN(ReduceSumSquare, reduce_sum_square), OX_FN(ArgMax, argmax), OX_FN(ArgMin, argmin), OX_FN(CumSum, cumsum),
+    OX_FN(TopK, topk), OX_FN(Gather, gather), OX_FN(GatherElements, gather_elements), OX_FN(GatherND, gather_nd),
+    OX_FN(ScatterElements, scatter_elements), OX_FN(Scatter, scatter_elements), OX_FN(ScatterND, scatter_nd),
+    OX_FN(OneHot, one_hot), OX_FN(NonZero, nonzero), OX_FN(Compress, compress), OX_FN(Trilu, trilu),
     {0},
 };
+/* clang-format on */
 
 #endif

@@ -294,11 +294,11 @@ static nb_status i_rnn(ox_import *im) { return recurrent(im, RNN); }
 static nb_status i_gru(ox_import *im) { return recurrent(im, GRU); }
 static nb_status i_lstm(ox_import *im) { return recurrent(im, LSTM); }
 
+/* clang-format off */
 const ox_importer ox_imports_rnn[] = {
-    {"RNN", 0, 0, i_rnn},
-    {"GRU", 0, 0, i_gru},
-    {"LSTM", 0, 0, i_lstm},
+    OX_FN(RNN, rnn), OX_FN(GRU, gru), OX_FN(LSTM, lstm),
     {0},
 };
+/* clang-format on */
 
 #endif

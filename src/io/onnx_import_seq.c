@@ -255,19 +255,15 @@ static nb_status i_optional_get_element(ox_import *im)
     return ox_out(im, 0, s->v[0]);
 }
 
+/* clang-format off */
 const ox_importer ox_imports_seq[] = {
-    {"SequenceEmpty", 0, 0, i_sequence_empty},
-    {"SequenceConstruct", 0, 0, i_sequence_construct},
-    {"SequenceInsert", 0, 0, i_sequence_insert},
-    {"SequenceErase", 0, 0, i_sequence_erase},
-    {"SequenceAt", 0, 0, i_sequence_at},
-    {"SequenceLength", 0, 0, i_sequence_length},
-    {"SplitToSequence", 0, 0, i_split_to_sequence},
-    {"ConcatFromSequence", 0, 0, i_concat_from_sequence},
-    {"Optional", 0, 0, i_optional},
-    {"OptionalHasElement", 0, 0, i_optional_has_element},
-    {"OptionalGetElement", 0, 0, i_optional_get_element},
+    OX_FN(SequenceEmpty, sequence_empty), OX_FN(SequenceConstruct, sequence_construct),
+    OX_FN(SequenceInsert, sequence_insert), OX_FN(SequenceErase, sequence_erase), OX_FN(SequenceAt, sequence_at),
+    OX_FN(SequenceLength, sequence_length), OX_FN(SplitToSequence, split_to_sequence),
+    OX_FN(ConcatFromSequence, concat_from_sequence), OX_FN(Optional, optional),
+    OX_FN(OptionalHasElement, optional_has_element), OX_FN(OptionalGetElement, optional_get_element),
     {0},
 };
+/* clang-format on */
 
 #endif

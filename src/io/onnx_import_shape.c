@@ -946,25 +946,15 @@ static nb_status i_einsum(ox_import *im)
     return ox_out(im, 0, permute(im, acc, out.n, perm));
 }
 
+/* clang-format off */
 const ox_importer ox_imports_shape[] = {
-    {"Flatten", 0, 0, i_flatten},
-    {"Transpose", 0, 0, i_transpose},
-    {"Squeeze", 0, 0, i_squeeze},
-    {"Unsqueeze", 0, 0, i_unsqueeze},
-    {"Concat", 0, 0, i_concat},
-    {"Split", 0, 0, i_split},
-    {"Slice", 0, 0, i_slice},
-    {"Expand", 0, 0, i_expand},
-    {"Tile", 0, 0, i_tile},
-    {"Pad", 0, 0, i_pad},
-    {"ReverseSequence", 0, 0, i_reverse_sequence},
-    {"DepthToSpace", 0, 0, i_depth_to_space},
-    {"SpaceToDepth", 0, 0, i_space_to_depth},
-    {"Resize", 0, 0, i_resize},
-    {"Upsample", 0, 0, i_upsample},
-    {"Range", 0, 0, i_range},
-    {"Einsum", 0, 0, i_einsum},
+    OX_FN(Flatten, flatten), OX_FN(Transpose, transpose), OX_FN(Squeeze, squeeze), OX_FN(Unsqueeze, unsqueeze),
+    OX_FN(Concat, concat), OX_FN(Split, split), OX_FN(Slice, slice), OX_FN(Expand, expand), OX_FN(Tile, tile),
+    OX_FN(Pad, pad), OX_FN(ReverseSequence, reverse_sequence), OX_FN(DepthToSpace, depth_to_space),
+    OX_FN(SpaceToDepth, space_to_depth), OX_FN(Resize, resize), OX_FN(Upsample, upsample), OX_FN(Range, range),
+    OX_FN(Einsum, einsum),
     {0},
 };
+/* clang-format on */
 
 #endif

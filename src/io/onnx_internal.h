@@ -231,6 +231,11 @@ typedef struct ox_importer {
     int n_in;
     nb_status (*fn)(ox_import *im);
 } ox_importer;
+/* A table's entries: ONNX's op `onnx` imported by the file's function
+ * i_<fn>, or as nabla's op `op` with its first n_in inputs. A table is
+ * packed several entries to a line, so it is kept from clang-format. */
+#define OX_FN(onnx, fn) {#onnx, 0, 0, i_##fn}
+#define OX_AS(onnx, op, n_in) {#onnx, #op, n_in, 0}
 
 extern const ox_importer ox_imports_math[];   /* arithmetic, activations, products, softmax */
 extern const ox_importer ox_imports_reduce[]; /* reductions, gathers and scatters */
