@@ -29,5 +29,8 @@
 
 NB_SCAN(cumsum, NUMERIC, 0, 0, 0,
         "Running sum of X along axis (exclusive: without the element itself; reverse: from the end)")
+NB_SCAN(cumprod, NUMERIC, 1, X, OUT,
+        "Running product of X along axis (exclusive, reverse: as cumsum); its gradient divides by X, "
+        "so is not defined where X is 0")
 
 #undef NB_SCAN

@@ -12,6 +12,7 @@
  * type to compute in: T for floats, T's unsigned twin for integers, whose
  * arithmetic wraps (as NumPy's does) where T's would overflow. */
 #define S_cumsum(T, U, a, b) ((T)((U)(a) + (U)(b)))
+#define S_cumprod(T, U, a, b) ((T)((U)(a) * (U)(b)))
 
 /* Row r of Out is row `prev` of Out combined with row r (inclusive) or row
  * `prev` (exclusive) of X, rows visited in order or from the end. */

@@ -72,6 +72,10 @@ const nb_gradcheck_case nb_gc_reduce[] = {
     {.op = "logsumexp", .name = "[2,5] large values", .n_in = 1, .in = {GC_F_RANGE(20, 30, 2, 5)}, AXES(-1)},
 
     SCAN_CASES("cumsum", 0, 0),
+    /* cumprod's rules divide by X: away from 0, either sign. */
+    SCAN_CASES("cumprod", 0.5, 1.5),
+    {.op = "cumprod", .name = "[2,3,4] negative, middle axis reverse", .n_in = 1,
+     .in = {GC_F_RANGE(-1.5, -0.5, 2, 3, 4)}, ATTRS(A_INT("axis", 1), A_BOOL("reverse", true))},
 
     /* topk: random values have no ties; Indices carry no gradient. */
     {.op = "topk", .name = "[3,5] k 2 last axis", .n_in = 1, .in = {GC_F(3, 5)}, ATTRS(A_INT("k", 2))},
