@@ -81,8 +81,10 @@ NB_API nb_value nb_topk(nb_builder *b, nb_value x, int64_t k, int axis, bool lar
  * does: nb_<name>(b, x, axis, flags). The flags leave each element out of
  * its own result (NB_SCAN_EXCLUSIVE) and run from the end (NB_SCAN_REVERSE). */
 enum { NB_SCAN_EXCLUSIVE = 1 << 0, NB_SCAN_REVERSE = 1 << 1 };
-/* The flags under the names cumsum's call gave them first. */
-enum { NB_CUMSUM_EXCLUSIVE = NB_SCAN_EXCLUSIVE, NB_CUMSUM_REVERSE = NB_SCAN_REVERSE };
+/* The flags under the names cumsum's call gave them first (macros, so that
+ * they mix with NB_SCAN_* in C++20, which deprecates mixing enums). */
+#define NB_CUMSUM_EXCLUSIVE NB_SCAN_EXCLUSIVE
+#define NB_CUMSUM_REVERSE NB_SCAN_REVERSE
 #define NB_SCAN(name, ...) NB_API nb_value nb_##name(nb_builder *b, nb_value x, int axis, unsigned flags);
 #include "nabla/scan_ops.h"
 
