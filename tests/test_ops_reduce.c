@@ -515,28 +515,51 @@ static void test_argmax_select_last(void)
     release_all(x, a, b, c, NULL);
 }
 
-static void test_cumsum(void)
+/* A scan of [[1, 2, 3], [4, 5, 6]] in each dtype: along axis 1, along -1
+ * exclusive, along 1 reversed, and along 0 both; want holds the four
+ * results. */
+static void check_scan(const char *op, const double want[4][6])
 {
+    const nb_attr sets[4][3] = {
+        {NB_ATTR_INT("axis", 1)},
+        {NB_ATTR_INT("axis", -1), NB_ATTR_BOOL("exclusive", true)},
+        {NB_ATTR_INT("axis", 1), NB_ATTR_BOOL("reverse", true)},
+        {NB_ATTR_INT("axis", 0), NB_ATTR_BOOL("exclusive", true), NB_ATTR_BOOL("reverse", true)},
+    };
+    const int n_attrs[4] = {1, 2, 2, 3};
     for (int k = 0; k < 4; k++) {
         nb_tensor *x = T(num_types[k], S(2, 3), 1, 2, 3, 4, 5, 6), *in[] = {x};
-        nb_attr row[] = {NB_ATTR_INT("axis", 1)};
-        nb_attr excl[] = {NB_ATTR_INT("axis", -1), NB_ATTR_BOOL("exclusive", true)};
-        nb_attr rev[] = {NB_ATTR_INT("axis", 1), NB_ATTR_BOOL("reverse", true)};
-        nb_attr both[] = {NB_ATTR_INT("axis", 0), NB_ATTR_BOOL("exclusive", true), NB_ATTR_BOOL("reverse", true)};
-        nb_tensor *a = RUN1("cumsum", in, row), *b = RUN1("cumsum", in, excl), *c = RUN1("cumsum", in, rev);
-        nb_tensor *d = RUN1("cumsum", in, both);
-        CHECK_TENSOR(a, S(2, 3), 0, 1, 3, 6, 4, 9, 15);
-        CHECK_TENSOR(b, S(2, 3), 0, 0, 1, 3, 0, 4, 9);
-        CHECK_TENSOR(c, S(2, 3), 0, 6, 5, 3, 15, 11, 6);
-        CHECK_TENSOR(d, S(2, 3), 0, 4, 5, 6, 0, 0, 0);
-        CHECK(a && a->dtype == num_types[k]);
-        release_all(x, a, b, c, d, NULL);
+        for (int s = 0; s < 4; s++) {
+            nb_tensor *y = run1_(__FILE__, __LINE__, op, 1, in, n_attrs[s], sets[s]);
+            check_tensor_(__FILE__, __LINE__, y, 2, S(2, 3), want[s], 0);
+            CHECK(y && y->dtype == num_types[k]);
+            release_all(y, NULL);
+        }
+        release_all(x, NULL);
     }
+}
+
+static void test_cumsum(void)
+{
+    check_scan("cumsum", (const double[4][6]){{1, 3, 6, 4, 9, 15}, {0, 1, 3, 0, 4, 9}, {6, 5, 3, 15, 11, 6},
+                                              {4, 5, 6, 0, 0, 0}});
     nb_tensor *x = T(NB_F32, S(2), 1, 2), *in[] = {x}, *out = NULL;
     nb_attr far[] = {NB_ATTR_INT("axis", 1)};
     CHECK_ERR(nb_op_run("cumsum", NB_TENSORS_N(1, in), NB_ATTRS_N(1, far), 1, &out), NB_ERR_ARG,
               "cumsum: axis 1 is out of range for X of shape [2]");
     release_all(x, NULL);
+}
+
+/* Integer products wrap, as NumPy's do: 65536^2 is 0 in int32. */
+static void test_cumprod(void)
+{
+    check_scan("cumprod", (const double[4][6]){{1, 2, 6, 4, 20, 120}, {1, 1, 2, 1, 4, 20}, {6, 6, 3, 120, 30, 6},
+                                               {4, 5, 6, 1, 1, 1}});
+    nb_tensor *w = T(NB_I32, S(3), 65536, 65536, 3), *in[] = {w};
+    nb_attr row[] = {NB_ATTR_INT("axis", 0)};
+    nb_tensor *p = RUN1("cumprod", in, row);
+    CHECK_TENSOR(p, S(3), 0, 65536, 0, 0);
+    release_all(w, p, NULL);
 }
 
 static void test_topk(void)
@@ -594,6 +617,7 @@ int main(void)
     RUN(test_argmax_argmin);
     RUN(test_argmax_select_last);
     RUN(test_cumsum);
+    RUN(test_cumprod);
     RUN(test_topk);
     RUN(test_sum_variadic);
     RUN(test_sum_errors);

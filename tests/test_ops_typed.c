@@ -335,6 +335,7 @@ static void test_values(void)
     CHECK_TENSOR(nb_eager_tensor(nb_index_select(b, m, idx, -1)), S(2, 2), 1e-12, 3, 1, 6, 4);
     CHECK_TENSOR(nb_eager_tensor(nb_cumsum(b, m, 1, 0)), S(2, 3), 1e-12, 1, 3, 6, 4, 9, 15);
     CHECK_TENSOR(nb_eager_tensor(nb_cumsum(b, m, 1, NB_CUMSUM_REVERSE)), S(2, 3), 1e-12, 6, 5, 3, 15, 11, 6);
+    CHECK_TENSOR(nb_eager_tensor(nb_cumprod(b, m, -1, NB_SCAN_EXCLUSIVE)), S(2, 3), 1e-12, 1, 1, 2, 1, 4, 20);
     nb_value ti = NB_NONE;
     CHECK_TENSOR(nb_eager_tensor(nb_topk(b, m, 2, -1, true, &ti)), S(2, 2), 1e-12, 3, 2, 6, 5);
     CHECK_TENSOR(nb_eager_tensor(ti), S(2, 2), 0, 2, 1, 2, 1);

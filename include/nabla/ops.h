@@ -72,13 +72,21 @@ NB_API nb_value nb_argmin(nb_builder *b, nb_value x, int axis, bool keepdim);
 NB_API nb_value nb_sum(nb_builder *b, int n, const nb_value *xs);
 /* Sums x down to the shape of `like` (undoing a broadcast). */
 NB_API nb_value nb_sum_to(nb_builder *b, nb_value x, nb_value like);
-/* nb_cumsum's flags: leave each element out of its own sum; sum from the end. */
-enum { NB_CUMSUM_EXCLUSIVE = 1 << 0, NB_CUMSUM_REVERSE = 1 << 1 };
-/* Running sums of x along axis (negative: from the end). */
-NB_API nb_value nb_cumsum(nb_builder *b, nb_value x, int axis, unsigned flags);
 /* The k largest (or, with largest false, smallest) values of x along axis,
  * sorted; *indices (if given) receives their int64 positions. */
 NB_API nb_value nb_topk(nb_builder *b, nb_value x, int64_t k, int axis, bool largest, nb_value *indices);
+
+/* ---- scans: running combinations along axis (negative: from the end) ----
+ * One call per line of nabla/scan_ops.h (cumsum), which says what each op
+ * does: nb_<name>(b, x, axis, flags). The flags leave each element out of
+ * its own result (NB_SCAN_EXCLUSIVE) and run from the end (NB_SCAN_REVERSE). */
+enum { NB_SCAN_EXCLUSIVE = 1 << 0, NB_SCAN_REVERSE = 1 << 1 };
+/* The flags under the names cumsum's call gave them first (macros, so that
+ * they mix with NB_SCAN_* in C++20, which deprecates mixing enums). */
+#define NB_CUMSUM_EXCLUSIVE NB_SCAN_EXCLUSIVE
+#define NB_CUMSUM_REVERSE NB_SCAN_REVERSE
+#define NB_SCAN(name, ...) NB_API nb_value nb_##name(nb_builder *b, nb_value x, int axis, unsigned flags);
+#include "nabla/scan_ops.h"
 
 /* ---- linear algebra ---- */
 /* nb_matmul's flags: multiply by the transpose of x, of y. */

@@ -94,12 +94,15 @@ nb_value nb_argmin(nb_builder *b, nb_value x, int axis, bool keepdim)
 nb_value nb_sum(nb_builder *b, int n, const nb_value *xs) { return nb_emit1(b, "sum", NB_VALUES_N(n, xs), NO_ATTRS); }
 BINARY(nb_sum_to, "sum_to")
 
-nb_value nb_cumsum(nb_builder *b, nb_value x, int axis, unsigned flags)
-{
-    return nb_emit1(b, "cumsum", IN(x),
-                    ATTRS(NB_ATTR_INT("axis", axis), NB_ATTR_BOOL("exclusive", (flags & NB_CUMSUM_EXCLUSIVE) != 0),
-                          NB_ATTR_BOOL("reverse", (flags & NB_CUMSUM_REVERSE) != 0)));
-}
+/* The scans of nabla/scan_ops.h. */
+#define NB_SCAN(name, ...)                                                                                  \
+    nb_value nb_##name(nb_builder *b, nb_value x, int axis, unsigned flags)                                 \
+    {                                                                                                       \
+        return nb_emit1(b, #name, IN(x),                                                                    \
+                        ATTRS(NB_ATTR_INT("axis", axis), NB_ATTR_BOOL("exclusive", (flags & NB_SCAN_EXCLUSIVE) != 0), \
+                              NB_ATTR_BOOL("reverse", (flags & NB_SCAN_REVERSE) != 0)));                   \
+    }
+#include "nabla/scan_ops.h"
 
 nb_value nb_topk(nb_builder *b, nb_value x, int64_t k, int axis, bool largest, nb_value *indices)
 {

@@ -1,8 +1,8 @@
 /* ONNX's reductions and the ops that index into a tensor (Gather and its
  * kin) as nabla ops: compositions of differentiable ones wherever one
  * exists, so an imported model trains; cumsum, topk, gather_elements and
- * scatter_elements are nabla ops of their own (src/ops/reduce_scan.c,
- * reduce_index.c). Inputs that must be known when the model is imported
+ * scatter_elements are nabla ops of their own (src/ops/scan.c,
+ * reduce_topk.c, reduce_index.c). Inputs that must be known when the model is imported
  * (axes, k, depth, a condition) are read with ox_const_in. */
 #ifdef NABLA_HAVE_ONNX
 #include <float.h>

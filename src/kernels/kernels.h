@@ -8,6 +8,7 @@
 extern const nb_kernel_def *const nb_cpu_kernels_elementwise[]; /* cpu/elementwise.c, unary.c, cast.c */
 extern const nb_kernel_def *const nb_cpu_kernels_compare[];     /* cpu/compare.c */
 extern const nb_kernel_def *const nb_cpu_kernels_reduce[];      /* cpu/reduce.c */
+extern const nb_kernel_def *const nb_cpu_kernels_scan[];        /* cpu/scan.c */
 extern const nb_kernel_def *const nb_cpu_kernels_linalg[];      /* cpu/linalg.c */
 extern const nb_kernel_def *const nb_cpu_kernels_shape[];       /* cpu/shape.c, index.c */
 extern const nb_kernel_def *const nb_cpu_kernels_nn[];          /* cpu/nn.c, nn_loss.c, nn_softmax.c */

@@ -19,7 +19,7 @@ typedef struct kernel_list {
 } kernel_list;
 
 static const nb_kernel_def *const *const builtin[] = {
-    nb_cpu_kernels_elementwise, nb_cpu_kernels_compare, nb_cpu_kernels_reduce, nb_cpu_kernels_linalg,
+    nb_cpu_kernels_elementwise, nb_cpu_kernels_compare, nb_cpu_kernels_reduce, nb_cpu_kernels_scan, nb_cpu_kernels_linalg,
     nb_cpu_kernels_shape, nb_cpu_kernels_nn, nb_cpu_kernels_conv, nb_cpu_kernels_norm, nb_cpu_kernels_rnn, nb_cpu_kernels_attention,
     nb_cpu_kernels_creation, nb_cpu_kernels_optimizer, nb_cpu_kernels_collective,
 };

@@ -6,7 +6,6 @@
  * kernels/cpu/elementwise_kernels.c. */
 #include <float.h>
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 #include "families.h"
 #include "batch_rules.h"
@@ -21,23 +20,12 @@
 #define FLOAT NB_DT_FLOAT
 #define NUMERIC NB_DT_NUMERIC
 
-/* "float32, float64, int32": the dtypes of the set. */
-static const char *dtype_list(char *buf, size_t size, unsigned dtypes)
-{
-    size_t u = 0;
-    buf[0] = '\0';
-    for (int t = 0; t < NB_DTYPE_COUNT && u < size; t++)
-        if (dtypes & NB_DT(t))
-            u += (size_t)snprintf(buf + u, size - u, "%s%s", u ? ", " : "", nb_dtype_name((nb_dtype)t));
-    return buf;
-}
-
 static nb_status check_dtype(const nb_op_ctx *c, const char *what, nb_dtype dt, unsigned dtypes)
 {
     if (dtypes & NB_DT(dt)) return NB_OK;
     char list[128];
     return nb_error(NB_ERR_DTYPE, "%s: %s %s %s but it takes %s", c->label, what, what[1] ? "are" : "is",
-                    nb_dtype_name(dt), dtype_list(list, sizeof list, dtypes));
+                    nb_dtype_name(dt), nb_dtype_list(list, sizeof list, dtypes));
 }
 
 /* ---- binary: X, Y broadcast -> Out ------------------------------------------ */

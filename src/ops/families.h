@@ -10,6 +10,7 @@
 extern const nb_op_def *const nb_ops_elementwise[]; /* elementwise.c: arithmetic, math, activations */
 extern const nb_op_def *const nb_ops_compare[];     /* compare.c: comparisons, logic, where */
 extern const nb_op_def *const nb_ops_reduce[];      /* reduce.c: reductions, arg-reductions, variadic sum */
+extern const nb_op_def *const nb_ops_scan[];        /* scan.c: the scans of nabla/scan_ops.h */
 extern const nb_op_def *const nb_ops_linalg[];      /* linalg.c: matmul, fc */
 extern const nb_op_def *const nb_ops_shape[];       /* shape.c: reshape, concat, gather, ... */
 extern const nb_op_def *const nb_ops_nn[];          /* nn.c: softmax, losses, dropout, embedding, accuracy */

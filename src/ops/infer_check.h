@@ -3,6 +3,7 @@
 #ifndef NABLA_INFER_CHECK_H
 #define NABLA_INFER_CHECK_H
 
+#include <stddef.h>
 #include "nabla/op.h"
 
 /* The shape of v as "[2, -1, 3]" in buf (NB_SHAPE_STR_MAX bytes). */
@@ -12,5 +13,12 @@ nb_status nb_check_float(const nb_op_ctx *ctx, const char *slot, const nb_var_in
 /* v has the dtype of ref (in ref_slot). */
 nb_status nb_check_same_dtype(const nb_op_ctx *ctx, const char *slot, const nb_var_info *v, const char *ref_slot,
                               const nb_var_info *ref);
+/* "float32, float64, int32": the dtypes of the set (NB_DT bits) in buf. */
+const char *nb_dtype_list(char *buf, size_t size, unsigned dtypes);
+/* v (the value in `slot`) has one of the dtypes of the set. */
+nb_status nb_check_dtypes(const nb_op_ctx *ctx, const char *slot, const nb_var_info *v, unsigned dtypes);
+/* The "axis" attribute is a dim of x (negative: from the end); made
+ * non-negative into *axis. */
+nb_status nb_check_axis(const nb_op_ctx *ctx, const nb_var_info *x, int *axis);
 
 #endif

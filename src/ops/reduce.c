@@ -222,6 +222,6 @@ static const nb_op_def op_sum_to = {
 
 const nb_op_def *const nb_ops_reduce[] = {
     &op_reduce_sum, &op_reduce_mean, &op_reduce_max, &op_reduce_min, &op_reduce_prod, &op_logsumexp,
-    &op_argmax, &op_argmin, &op_sum, &op_sum_to, &nb_op_cumsum, &nb_op_topk, &nb_op_gather_elements,
+    &op_argmax, &op_argmin, &op_sum, &op_sum_to, &nb_op_topk, &nb_op_gather_elements,
     &nb_op_scatter_elements, NULL,
 };

@@ -21,9 +21,9 @@ nb_status nb_jvp_logsumexp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_jvp_sum(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_jvp_sum_to(nb_builder *b, nb_grad_ctx *g);
 
-/* The family's ops along one axis (reduce_scan.c, reduce_index.c), which
+/* The family's ops along one axis (reduce_topk.c, reduce_index.c), which
  * reduce.c's table lists, and the calls their rules emit. */
-extern const nb_op_def nb_op_cumsum, nb_op_topk, nb_op_gather_elements, nb_op_scatter_elements;
+extern const nb_op_def nb_op_topk, nb_op_gather_elements, nb_op_scatter_elements;
 nb_value nb_gather_elements(nb_builder *b, nb_value x, nb_value index, int axis);
 /* The rules of an op whose output 0 is gather_elements(X, index) along its
  * "axis" attribute (gather_elements itself, topk): dX scatters dOut back,

@@ -13,7 +13,7 @@
 #include "../core/strmap.h"
 
 static const nb_op_def *const *const families[] = {
-    nb_ops_elementwise, nb_ops_compare, nb_ops_reduce, nb_ops_linalg,
+    nb_ops_elementwise, nb_ops_compare, nb_ops_reduce, nb_ops_scan, nb_ops_linalg,
     nb_ops_shape, nb_ops_nn, nb_ops_conv, nb_ops_norm, nb_ops_rnn, nb_ops_attention, nb_ops_creation, nb_ops_optimizer, nb_ops_collective,
     nb_ops_composite,
 };

@@ -609,6 +609,6 @@ KERNEL(sum_to, NB_DT_NUMERIC)
 
 const nb_kernel_def *const nb_cpu_kernels_reduce[] = {
     &kernel_reduce_sum, &kernel_reduce_mean, &kernel_reduce_max, &kernel_reduce_min, &kernel_reduce_prod,
-    &kernel_logsumexp, &kernel_argmax, &kernel_argmin, &kernel_sum, &kernel_sum_to, &nb_cpu_kernel_cumsum,
-    &nb_cpu_kernel_topk, &nb_cpu_kernel_gather_elements, &nb_cpu_kernel_scatter_elements, NULL,
+    &kernel_logsumexp, &kernel_argmax, &kernel_argmin, &kernel_sum, &kernel_sum_to, &nb_cpu_kernel_topk,
+    &nb_cpu_kernel_gather_elements, &nb_cpu_kernel_scatter_elements, NULL,
 };

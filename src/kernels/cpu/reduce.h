@@ -20,9 +20,9 @@ nb_status nb_reduce_axes_mask(const char *label, int n, const int64_t *axes, int
 bool nb_sum_to_mask(int x_ndim, const int64_t *x_shape, int like_ndim, const int64_t *like_shape,
                     bool mask[NB_MAX_DIMS]);
 
-/* The kernels of the ops along one axis (reduce_scan.c, reduce_index.c),
+/* The kernels of the ops along one axis (reduce_topk.c, reduce_index.c),
  * listed in the family's table. */
-extern const nb_kernel_def nb_cpu_kernel_cumsum, nb_cpu_kernel_topk, nb_cpu_kernel_gather_elements,
+extern const nb_kernel_def nb_cpu_kernel_topk, nb_cpu_kernel_gather_elements,
     nb_cpu_kernel_scatter_elements;
 
 #endif

@@ -23,13 +23,6 @@ typedef struct nb_arg_params {
     bool keepdim, last;
 } nb_arg_params;
 
-/* cumsum: the running sum along axis, leaving out each element's own value
- * (exclusive) and running from the end (reverse). */
-typedef struct nb_cumsum_params {
-    int64_t axis;
-    bool exclusive, reverse;
-} nb_cumsum_params;
-
 /* topk: the k largest (or smallest) along axis. */
 typedef struct nb_topk_params {
     int64_t k, axis;

@@ -1,8 +1,8 @@
 /* Gradient-check cases of the reduce family. Random inputs in [-1, 1] have
  * no ties (max/min) with probability one; reduce_prod's inputs stay away
  * from 0, where its rule divides by X. argmax/argmin have no gradient.
- * topk, gather_elements and scatter_elements sit here too: the ops along
- * one axis of src/ops/reduce_scan.c and reduce_index.c. */
+ * The scans (nabla/scan_ops.h), topk, gather_elements and scatter_elements
+ * sit here too: the ops along one axis. */
 #include "cases.h"
 
 #define AXES(...) .n_attrs = 1, .attrs = {NB_ATTR_INTS("axes", __VA_ARGS__)}
@@ -41,6 +41,18 @@
 #define IDX3(dt, a, b, c, ...) {.dtype = (dt), .ndim = 3, .shape = {(a), (b), (c)}, .fill = NB_GC_VALUES, \
                                 .values = (const double[]){__VA_ARGS__}}
 
+/* The same cases for every scan: each direction, with and without the
+ * element itself; LO/HI bound the inputs (0, 0: [-1, 1]). */
+#define SCAN_CASES(OP, LO, HI)                                                                                 \
+    {.op = OP, .name = "[3,4] axis 1", .n_in = 1, .in = {GC_F_RANGE(LO, HI, 3, 4)}, ATTRS(A_INT("axis", 1))},  \
+    {.op = OP, .name = "[3,4] axis 0 exclusive", .n_in = 1, .in = {GC_F_RANGE(LO, HI, 3, 4)},                 \
+     ATTRS(A_INT("axis", 0), A_BOOL("exclusive", true))},                                                      \
+    {.op = OP, .name = "[3,4] axis -1 reverse", .n_in = 1, .in = {GC_F_RANGE(LO, HI, 3, 4)},                  \
+     ATTRS(A_INT("axis", -1), A_BOOL("reverse", true))},                                                       \
+    {.op = OP, .name = "[2,3,4] middle axis exclusive reverse", .n_in = 1, .in = {GC_F_RANGE(LO, HI, 2, 3, 4)}, \
+     ATTRS(A_INT("axis", 1), A_BOOL("exclusive", true), A_BOOL("reverse", true))},                             \
+    {.op = OP, .name = "[5] vector", .n_in = 1, .in = {GC_F_RANGE(LO, HI, 5)}}
+
 /* Products of mixed signs, none near 0. */
 static const double prod_mixed[12] = {0.8, -1.2, 0.6, 1.4, -0.7, 1.1, -0.9, 0.5, 1.3, -1.5, 0.75, -0.65};
 
@@ -59,15 +71,11 @@ const nb_gradcheck_case nb_gc_reduce[] = {
     REDUCE_CASES("logsumexp", 0, 0),
     {.op = "logsumexp", .name = "[2,5] large values", .n_in = 1, .in = {GC_F_RANGE(20, 30, 2, 5)}, AXES(-1)},
 
-    /* cumsum: each direction, with and without the element itself. */
-    {.op = "cumsum", .name = "[3,4] axis 1", .n_in = 1, .in = {GC_F(3, 4)}, ATTRS(A_INT("axis", 1))},
-    {.op = "cumsum", .name = "[3,4] axis 0 exclusive", .n_in = 1, .in = {GC_F(3, 4)},
-     ATTRS(A_INT("axis", 0), A_BOOL("exclusive", true))},
-    {.op = "cumsum", .name = "[3,4] axis -1 reverse", .n_in = 1, .in = {GC_F(3, 4)},
-     ATTRS(A_INT("axis", -1), A_BOOL("reverse", true))},
-    {.op = "cumsum", .name = "[2,3,4] middle axis exclusive reverse", .n_in = 1, .in = {GC_F(2, 3, 4)},
-     ATTRS(A_INT("axis", 1), A_BOOL("exclusive", true), A_BOOL("reverse", true))},
-    {.op = "cumsum", .name = "[5] vector", .n_in = 1, .in = {GC_F(5)}},
+    SCAN_CASES("cumsum", 0, 0),
+    /* cumprod's rules divide by X: away from 0, either sign. */
+    SCAN_CASES("cumprod", 0.5, 1.5),
+    {.op = "cumprod", .name = "[2,3,4] negative, middle axis reverse", .n_in = 1,
+     .in = {GC_F_RANGE(-1.5, -0.5, 2, 3, 4)}, ATTRS(A_INT("axis", 1), A_BOOL("reverse", true))},
 
     /* topk: random values have no ties; Indices carry no gradient. */
     {.op = "topk", .name = "[3,5] k 2 last axis", .n_in = 1, .in = {GC_F(3, 5)}, ATTRS(A_INT("k", 2))},

@@ -1,6 +1,5 @@
-/* CPU kernels of cumsum and topk (src/ops/reduce_scan.c). Both see X as
- * [outer, R, inner] around the axis. Integer running sums wrap, as in
- * NumPy, through unsigned arithmetic. */
+/* CPU kernel of topk (src/ops/reduce_topk.c), which sees X as
+ * [outer, R, inner] around the axis. */
 #include <math.h>
 #include <string.h>
 #include "../kernels.h"
@@ -19,53 +18,6 @@ static void around_axis(const nb_tensor *x, int axis, int64_t *outer, int64_t *R
 }
 
 static int norm_axis(int64_t axis, int ndim) { return (int)(axis < 0 ? axis + ndim : axis); }
-
-/* ---- cumsum ---------------------------------------------------------------------- */
-
-/* Row r of Out is row `prev` of Out plus row r (inclusive) or row `prev`
- * (exclusive) of X, rows visited in order or from the end. */
-#define DEF_CUMSUM(NAME, T, U)                                                                       \
-    static void NAME(const T *x, T *out, int64_t outer, int64_t R, int64_t inner, bool excl, bool rev) \
-    {                                                                                                \
-        for (int64_t o = 0; o < outer; o++) {                                                        \
-            const T *xs = x + o * R * inner;                                                         \
-            T *os = out + o * R * inner;                                                             \
-            for (int64_t s = 0; s < R; s++) {                                                        \
-                int64_t r = rev ? R - 1 - s : s, prev = rev ? r + 1 : r - 1;                         \
-                T *row = os + r * inner;                                                             \
-                if (s == 0) {                                                                        \
-                    for (int64_t i = 0; i < inner; i++) row[i] = excl ? (T)0 : xs[r * inner + i];    \
-                    continue;                                                                        \
-                }                                                                                    \
-                const T *before = os + prev * inner, *add = xs + (excl ? prev : r) * inner;          \
-                for (int64_t i = 0; i < inner; i++) row[i] = (T)((U)before[i] + (U)add[i]);          \
-            }                                                                                        \
-        }                                                                                            \
-    }
-
-DEF_CUMSUM(cumsum_f32, float, float)
-DEF_CUMSUM(cumsum_f64, double, double)
-DEF_CUMSUM(cumsum_i32, int32_t, uint32_t)
-DEF_CUMSUM(cumsum_i64, int64_t, uint64_t)
-
-static nb_status run_cumsum(const nb_kernel_ctx *k)
-{
-    const nb_cumsum_params *p = k->params;
-    nb_tensor *x = nb_kin(k, 0, 0), *o = nb_kout(k, 0, 0);
-    int64_t outer, R, inner;
-    around_axis(x, norm_axis(p->axis, x->ndim), &outer, &R, &inner);
-    if (nb_tensor_numel(x) == 0) return NB_OK;
-    void *out = nb_tensor_data(o);
-    const void *in = nb_tensor_data(x);
-    switch (x->dtype) {
-    case NB_F32: cumsum_f32(in, out, outer, R, inner, p->exclusive, p->reverse); break;
-    case NB_F64: cumsum_f64(in, out, outer, R, inner, p->exclusive, p->reverse); break;
-    case NB_I32: cumsum_i32(in, out, outer, R, inner, p->exclusive, p->reverse); break;
-    case NB_I64: cumsum_i64(in, out, outer, R, inner, p->exclusive, p->reverse); break;
-    default: return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(x->dtype));
-    }
-    return NB_OK;
-}
 
 /* ---- topk ------------------------------------------------------------------------- */
 
@@ -132,7 +84,5 @@ static nb_status run_topk(const nb_kernel_ctx *k)
     return NB_OK;
 }
 
-const nb_kernel_def nb_cpu_kernel_cumsum = {
-    .op = "cumsum", .device = NB_DEVICE_CPU, .dtypes = NB_DT_NUMERIC, .provider = "nabla", .run = run_cumsum};
 const nb_kernel_def nb_cpu_kernel_topk = {
     .op = "topk", .device = NB_DEVICE_CPU, .dtypes = NB_DT_NUMERIC, .provider = "nabla", .run = run_topk};
