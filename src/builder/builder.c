@@ -57,9 +57,7 @@ nb_status nb_builder_fail(nb_builder *b, nb_status s, const char *fmt, ...)
     return nb_builder_record_error(b, s);
 }
 
-bool nb_builder_is_eager(const nb_builder *b) { return b->program == NULL; }
-void nb_builder_set_role(nb_builder *b, nb_op_role role) { b->role = role; }
-nb_op_role nb_builder_role(const nb_builder *b) { return b->role; }
+bool nb_builder_is_eager(const nb_builder *b) { return b->site == NULL; }
 
 static const char *kind_name(nb_value_kind k)
 {

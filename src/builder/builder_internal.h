@@ -74,13 +74,10 @@ struct nb_builder {
     const nb_builder_backend *backend;
     nb_status status;
     char error[1024];
-    /* The program, startup program and current block of a record builder
-     * (and of vmap's batching builder in front of one), for the record
-     * backend and nabla/program.h's calls; the builder never reads them. */
-    struct nb_program *program;
-    struct nb_program *startup;
-    struct nb_block *block;
-    nb_op_role role;
+    /* Where a record builder (and vmap's batching builder in front of one)
+     * appends ops: its programs, block and role (src/program/record.h).
+     * NULL for an eager builder; the builder reads no more of it. */
+    struct nb_record_site *site;
     void *state; /* backend-specific */
     /* NULL, or how this builder records loops and branches itself (vmap's
      * batching builder masks them: src/transforms/vmap_control.c). The

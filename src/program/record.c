@@ -31,16 +31,16 @@ static nb_status record_emit(nb_builder *b, const char *type, int n_in, const nb
     int k;
     snprintf(key, sizeof key, "%s@output", def->name);
     snprintf(fmt, sizeof fmt, "%s_%%d.tmp_0", def->name);
-    if ((st = nb_program_unique_index(b->program, key, fmt, &k))) goto done;
+    if ((st = nb_program_unique_index(b->site->program, key, fmt, &k))) goto done;
     for (int i = 0; i < n_out; i++) {
         snprintf(out_names[i], NAME_MAX_LEN, "%.200s_%d.tmp_%d", def->name, k, i);
         out_ptrs[i] = out_names[i];
     }
     nb_op *op;
-    if ((st = nb_block_append_op(b->block, def->name, NB_NAMES_N(n_in, in_names), NB_NAMES_N(n_out, out_ptrs), NB_ATTRS_N(n_attrs, attrs), &op)))
+    if ((st = nb_block_append_op(b->site->block, def->name, NB_NAMES_N(n_in, in_names), NB_NAMES_N(n_out, out_ptrs), NB_ATTRS_N(n_attrs, attrs), &op)))
         goto done;
-    op->role = b->role;
-    for (int i = 0; i < n_out; i++) out[i] = nb_value_from_var(nb_block_find_var(b->block, out_names[i]));
+    op->role = b->site->role;
+    for (int i = 0; i < n_out; i++) out[i] = nb_value_from_var(nb_block_find_var(b->site->block, out_names[i]));
 done:
     nb_free(in_names);
     nb_free(out_names);
@@ -52,7 +52,7 @@ static nb_var_info record_info(const nb_builder *b, nb_value v) { return nb_var_
 
 static nb_status record_unique_name(nb_builder *b, const char *prefix, char *buf, size_t size)
 {
-    return nb_program_unique_name(b->program, prefix, buf, size);
+    return nb_program_unique_name(b->site->program, prefix, buf, size);
 }
 
 static const nb_builder_backend record_backend = {
@@ -64,24 +64,49 @@ static const nb_builder_backend record_backend = {
     .state = nb_record_state,
     .emit_into = nb_record_emit_into,
     .name_of = nb_record_name_of,
+    .destroy = nb_record_site_free,
 };
+
+nb_status nb_record_site_new(nb_builder *b, const nb_record_site *from)
+{
+    if (!(b->site = nb_calloc(1, sizeof *b->site))) return nb_error(NB_ERR_NOMEM, "builder: out of memory");
+    if (from) *b->site = *from;
+    return NB_OK;
+}
+
+void nb_record_site_free(nb_builder *b)
+{
+    nb_free(b->site);
+    b->site = NULL;
+}
 
 nb_status nb_builder_new_record(nb_builder **out, nb_program *main, nb_program *startup)
 {
     *out = NULL;
     if (!main) return nb_error(NB_ERR_ARG, "builder: main program is NULL");
     nb_status st = nb_builder_init(out, &record_backend);
-    if (st) return st;
-    (*out)->program = main;
-    (*out)->startup = startup;
-    (*out)->block = nb_program_global_block(main);
-    return NB_OK;
+    const nb_record_site site = {main, startup, nb_program_global_block(main), NB_ROLE_FORWARD};
+    if (!st && (st = nb_record_site_new(*out, &site))) {
+        nb_builder_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
-nb_program *nb_builder_program(nb_builder *b) { return b->program; }
-nb_program *nb_builder_startup(nb_builder *b) { return b->startup; }
-nb_block *nb_builder_block(nb_builder *b) { return b->block; }
-void nb_builder_set_block(nb_builder *b, nb_block *block) { b->block = block; }
+/* The calls of nabla/program.h on a builder that is not recording (an
+ * eager one) give NULL, and setting its block or role does nothing. */
+nb_program *nb_builder_program(nb_builder *b) { return b->site ? b->site->program : NULL; }
+nb_program *nb_builder_startup(nb_builder *b) { return b->site ? b->site->startup : NULL; }
+nb_block *nb_builder_block(nb_builder *b) { return b->site ? b->site->block : NULL; }
+void nb_builder_set_block(nb_builder *b, nb_block *block)
+{
+    if (b->site) b->site->block = block;
+}
+void nb_builder_set_role(nb_builder *b, nb_op_role role)
+{
+    if (b->site) b->site->role = role;
+}
+nb_op_role nb_builder_role(const nb_builder *b) { return b->site ? b->site->role : NB_ROLE_FORWARD; }
 
 nb_value nb_value_from_var(nb_var *v) { return nb_value_make(v, NB_VALUE_VAR); }
 
@@ -104,10 +129,11 @@ const char *nb_value_name(nb_value v)
 nb_value nb_value_by_name(nb_builder *b, const char *name)
 {
     if (b->status) return NB_NONE;
-    nb_var *v = b->block ? nb_block_find_var_recursive(b->block, name) : NULL;
+    nb_block *blk = nb_builder_block(b);
+    nb_var *v = blk ? nb_block_find_var_recursive(blk, name) : NULL;
     if (!v) {
         nb_builder_fail(b, NB_ERR_NOT_FOUND, "no var named '%s' in block %d or its parents", name ? name : "(null)",
-                        b->block ? b->block->idx : -1);
+                        blk ? blk->idx : -1);
         return NB_NONE;
     }
     return nb_value_from_var(v);
@@ -116,16 +142,16 @@ nb_value nb_value_by_name(nb_builder *b, const char *name)
 nb_value nb_data(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape)
 {
     if (b->status) return NB_NONE;
-    if (!b->program) {
+    if (!b->site) {
         nb_builder_fail(b, NB_ERR_STATE, "data %s: eager builders take tensors, not data vars", name);
         return NB_NONE;
     }
-    if (nb_block_find_var_recursive(b->block, name)) {
+    if (nb_block_find_var_recursive(b->site->block, name)) {
         nb_builder_fail(b, NB_ERR_ARG, "data %s: a var of that name already exists", name);
         return NB_NONE;
     }
     nb_var *v;
-    if (nb_builder_record_error(b, nb_block_create_var(b->block, name, dtype, ndim, shape, &v))) return NB_NONE;
+    if (nb_builder_record_error(b, nb_block_create_var(b->site->block, name, dtype, ndim, shape, &v))) return NB_NONE;
     v->is_data = true;
     v->stop_gradient = true;
     return nb_value_from_var(v);
@@ -152,7 +178,7 @@ nb_value nb_create_parameter(nb_builder *b, const char *name, nb_dtype dtype, in
                              const char *init_type, int n_attrs, const nb_attr *attrs)
 {
     if (b->status) return NB_NONE;
-    if (!b->program) {
+    if (!b->site) {
         nb_builder_fail(b, NB_ERR_STATE, "parameter %s: eager mode creates parameters as tensors", name);
         return NB_NONE;
     }
@@ -162,7 +188,7 @@ nb_value nb_create_parameter(nb_builder *b, const char *name, nb_dtype dtype, in
                             (long long)shape[i]);
             return NB_NONE;
         }
-    nb_block *global = nb_program_global_block(b->program);
+    nb_block *global = nb_program_global_block(b->site->program);
     if (nb_block_find_var(global, name)) {
         nb_builder_fail(b, NB_ERR_ARG, "parameter %s: a var of that name already exists", name);
         return NB_NONE;
@@ -182,7 +208,7 @@ nb_value nb_create_parameter(nb_builder *b, const char *name, nb_dtype dtype, in
         return NB_NONE;
     }
     int m = init_attrs(def, n_attrs, attrs, dtype, ndim, shape, all);
-    nb_program *target = b->startup ? b->startup : b->program;
+    nb_program *target = b->site->startup ? b->site->startup : b->site->program;
     nb_block *tb = nb_program_global_block(target);
     nb_var *sv;
     nb_status st = nb_block_create_var(tb, name, dtype, ndim, shape, &sv);

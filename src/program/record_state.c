@@ -26,8 +26,8 @@ static nb_status create_state(nb_program *p, const char *name, nb_dtype dtype, i
 static nb_value untrained_state(nb_builder *b, const nb_state_spec *sp, const char *init_type, int n,
                                 const nb_attr *init_attrs)
 {
-    nb_program *main = b->program;
-    nb_program *init_prog = b->startup ? b->startup : main;
+    nb_program *main = b->site->program;
+    nb_program *init_prog = b->site->startup ? b->site->startup : main;
     const char *name = sp->name;
     for (int i = 0; i < sp->ndim; i++)
         if (sp->shape[i] < 0) {
@@ -94,7 +94,7 @@ nb_status nb_record_emit_into(nb_builder *b, const char *type, nb_values in, nb_
     enum { MAX_IO = 16, NAME_LEN = 256 };
     if (in.n > MAX_IO || n_out > MAX_IO) return nb_error(NB_ERR_ARG, "%s: too many inputs or outputs", type);
     char prefix[NAME_LEN - 16], fresh[MAX_IO][NAME_LEN];
-    nb_status st = nb_program_unique_name(b->program, type, prefix, sizeof prefix);
+    nb_status st = nb_program_unique_name(b->site->program, type, prefix, sizeof prefix);
     if (st) return st;
     const char *ins[MAX_IO], *outs[MAX_IO];
     for (int i = 0; i < in.n; i++) ins[i] = nb_is_none(in.v[i]) ? NULL : ((nb_var *)in.v[i].p)->name;
@@ -103,10 +103,10 @@ nb_status nb_record_emit_into(nb_builder *b, const char *type, nb_values in, nb_
         outs[i] = nb_is_none(into[i]) ? fresh[i] : ((nb_var *)into[i].p)->name;
     }
     nb_op *op;
-    if ((st = nb_block_append_op(b->block, type, NB_NAMES_N(in.n, ins), NB_NAMES_N(n_out, outs), attrs, &op)))
+    if ((st = nb_block_append_op(b->site->block, type, NB_NAMES_N(in.n, ins), NB_NAMES_N(n_out, outs), attrs, &op)))
         return st;
-    op->role = b->role;
-    for (int i = 0; i < n_out; i++) out[i] = nb_value_from_var(nb_block_find_var_recursive(b->block, outs[i]));
+    op->role = b->site->role;
+    for (int i = 0; i < n_out; i++) out[i] = nb_value_from_var(nb_block_find_var_recursive(b->site->block, outs[i]));
     return NB_OK;
 }
 

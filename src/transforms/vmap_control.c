@@ -43,17 +43,17 @@ typedef struct saved {
 
 static saved follow(nb_builder *vb)
 {
-    saved s = {vb->block, vb->role};
+    saved s = {nb_builder_block(vb), nb_builder_role(vb)};
     nb_builder *ib = nb_vmap_inner(vb);
-    vb->block = ib->block;
-    vb->role = ib->role;
+    nb_builder_set_block(vb, nb_builder_block(ib));
+    nb_builder_set_role(vb, nb_builder_role(ib));
     return s;
 }
 
 static void unfollow(nb_builder *vb, saved s)
 {
-    vb->block = s.block;
-    vb->role = s.role;
+    nb_builder_set_block(vb, s.block);
+    nb_builder_set_role(vb, s.role);
 }
 
 /* v as a physical value with its batch at dim 0 (broadcast if shared). */

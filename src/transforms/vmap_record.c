@@ -90,13 +90,13 @@ static nb_status vmap_emit(nb_builder *b, const char *type, int n_in, const nb_v
     if (def->expand) return nb_op_expand(b, def, n_in, in, n_attrs, attrs, n_out, out);
     if (n_out < 0) n_out = nb_op_default_outputs(def);
     nb_builder *inner = state_of(b)->inner;
-    nb_block *block = inner->block;
-    nb_op_role role = inner->role;
-    inner->block = b->block;
-    inner->role = b->role;
+    nb_block *block = nb_builder_block(inner);
+    nb_op_role role = nb_builder_role(inner);
+    nb_builder_set_block(inner, nb_builder_block(b));
+    nb_builder_set_role(inner, nb_builder_role(b));
     nb_status st = emit_batched(b, def, n_in, in, n_attrs, attrs, n_out, out);
-    inner->block = block;
-    inner->role = role;
+    nb_builder_set_block(inner, block);
+    nb_builder_set_role(inner, role);
     return st;
 }
 
@@ -166,6 +166,7 @@ static nb_status vmap_emit_into(nb_builder *b, const char *type, nb_values in, n
 
 static void vmap_destroy(nb_builder *b)
 {
+    nb_record_site_free(b);
     vmap_state *s = state_of(b);
     if (!s) return;
     nb_strmap_free(&s->bdims);
@@ -198,12 +199,14 @@ static nb_status new_vmap_builder(nb_builder **out, nb_builder *inner, int64_t b
     s->batch = batch;
     nb_strmap_init(&s->bdims);
     (*out)->state = s;
-    (*out)->program = inner->program;
-    (*out)->startup = inner->startup;
-    (*out)->block = inner->block;
-    (*out)->role = inner->role;
     (*out)->control = &nb_vmap_control_forms;
-    return NB_OK;
+    /* In front of a record builder, it records where that one does, with
+     * a block and role of its own. */
+    if (inner->site && (st = nb_record_site_new(*out, inner->site))) {
+        nb_builder_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 nb_status nb_vmap_record(nb_builder *b, const nb_function *f, const nb_vmap_opts *opts, const nb_value *in,
