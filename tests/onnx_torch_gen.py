@@ -112,6 +112,7 @@ def cases():
     yield "maxpool1d", nn.MaxPool1d(3, stride=2, padding=1), (r(2, 3, 11),)
     yield "maxpool2d", nn.MaxPool2d(2), (img(),)
     yield "maxpool2d_ceil_dilated", nn.MaxPool2d(3, stride=2, padding=1, dilation=2, ceil_mode=True), (img(s=9),)
+    yield "maxpool2d_indices", nn.MaxPool2d(3, stride=2, padding=1, return_indices=True), (img(s=9),)
     yield "maxpool3d", nn.MaxPool3d(2), (r(1, 2, 4, 6, 6),)
     yield "avgpool1d", nn.AvgPool1d(3, stride=2, padding=1), (r(2, 3, 11),)
     yield "avgpool2d", nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False), (img(s=9),)
@@ -174,9 +175,13 @@ def write(out, name, module, inputs):
     arrays = {}
     loss = 0
     for j, y in enumerate(ys):
-        w = torch.randn(y.shape)
-        loss = loss + (y * w).sum()
-        arrays["out%d" % j], arrays["r%d" % j] = y.detach().numpy(), w.numpy()
+        arrays["out%d" % j] = y.detach().numpy()
+        # Integer outputs (MaxPool's indices) have no gradient and come
+        # last, so the loss weighs the float ones before them.
+        if y.is_floating_point():
+            w = torch.randn(y.shape)
+            loss = loss + (y * w).sum()
+            arrays["r%d" % j] = w.numpy()
     params = [(n, p) for n, p in module.named_parameters() if n in inits]
     wrt = [x for x in xs if x.requires_grad] + [p for _, p in params]
     grads = torch.autograd.grad(loss, wrt, allow_unused=True)

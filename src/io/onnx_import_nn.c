@@ -53,6 +53,14 @@ static int axes_from(int64_t *axes, int from, int r)
     return r - from;
 }
 
+/* Whether dims [from, ndim) of xi are known; else the node refused with why. */
+static bool sizes_known(ox_import *im, const nb_var_info *xi, int from, const char *why)
+{
+    for (int d = from; d < xi->ndim; d++)
+        if (xi->shape[d] < 0) return ox_unsupported(im, why), false;
+    return true;
+}
+
 /* ---- windows: the spatial attributes of convolutions and pools ------------------ */
 
 /* A window over n spatial dims, with pads before (pb) and after (pe). */
@@ -174,11 +182,8 @@ static nb_value conv_fold(ox_import *im, nb_value x, nb_value w, const window *w
     nb_var_info xi = nb_value_info(B, x);
     int r = xi.ndim;
     int64_t depth = xi.shape[2], keff = win->d[0] * (win->k[0] - 1) + 1;
-    for (int d = 1; d < r; d++)
-        if (xi.shape[d] < 0) {
-            ox_unsupported(im, "is a convolution of 3 or more dims over an input whose size only a run knows");
-            return NB_NONE;
-        }
+    if (!sizes_known(im, &xi, 1, "is a convolution of 3 or more dims over an input whose size only a run knows"))
+        return NB_NONE;
     int64_t padded = depth + win->pb[0] + win->pe[0];
     if (padded < keff) {
         ox_unsupported(im, "has a kernel bigger than its padded input");
@@ -370,11 +375,7 @@ static nb_value pool_fold(ox_import *im, nb_value x, const window *win, const po
 {
     nb_var_info xi = nb_value_info(B, x);
     int r = xi.ndim, n = win->n;
-    for (int d = 1; d < r; d++)
-        if (xi.shape[d] < 0) {
-            ox_unsupported(im, "pools 3 or more dims of an input whose size only a run knows");
-            return NB_NONE;
-        }
+    if (!sizes_known(im, &xi, 1, "pools 3 or more dims of an input whose size only a run knows")) return NB_NONE;
     int64_t shape[NB_MAX_DIMS] = {0, -1, xi.shape[r - 2], xi.shape[r - 1]};
     window last = {.n = 2}, lead = {.n = n - 1};
     for (int i = 0; i < 2; i++) {
@@ -402,6 +403,21 @@ static nb_value pool_nd(ox_import *im, nb_value x, const window *win, const pool
     return win->n <= 2 ? pool_2d(im, x, win, o) : pool_fold(im, x, win, o);
 }
 
+/* The number of windows along spatial dim i of `in` elements, and the
+ * padding after it that the last one reads (ceil_mode's may run past the
+ * pads); false with the error set when the window does not fit. */
+static bool window_count(ox_import *im, const window *win, int i, int64_t in, bool ceil_mode, int64_t *out,
+                         int64_t *after)
+{
+    int64_t keff = win->d[i] * (win->k[i] - 1) + 1, padded = in + win->pb[i] + win->pe[i];
+    if (padded < keff) return ox_unsupported(im, "has a window bigger than its padded input"), false;
+    int64_t o = ceil_mode ? (padded - keff + win->s[i] - 1) / win->s[i] + 1 : (padded - keff) / win->s[i] + 1;
+    if (ceil_mode && (o - 1) * win->s[i] >= in + win->pb[i]) o--;
+    int64_t extra = (o - 1) * win->s[i] + keff - padded;
+    *out = o, *after = win->pe[i] + (extra > 0 ? extra : 0);
+    return true;
+}
+
 /* A dilated max pool, dim by dim (a max over a box is the max over each
  * dim in turn): the window's k taps of the padded dim are k strided
  * slices, and their elementwise maximum is the pool along that dim. */
@@ -409,19 +425,13 @@ static nb_value dilated_max(ox_import *im, nb_value x, const window *win, bool c
 {
     nb_var_info xi = nb_value_info(B, x);
     for (int i = 0; i < win->n && !nb_builder_status(B); i++) {
-        int64_t in = xi.shape[2 + i], keff = win->d[i] * (win->k[i] - 1) + 1, padded = in + win->pb[i] + win->pe[i];
+        int64_t in = xi.shape[2 + i], out, after;
         if (in < 0) {
             ox_unsupported(im, "is a dilated pool over a dim whose size only a run knows");
             return NB_NONE;
         }
-        if (padded < keff) {
-            ox_unsupported(im, "has a window bigger than its padded input");
-            return NB_NONE;
-        }
-        int64_t out = ceil_mode ? (padded - keff + win->s[i] - 1) / win->s[i] + 1 : (padded - keff) / win->s[i] + 1;
-        if (ceil_mode && (out - 1) * win->s[i] >= in + win->pb[i]) out--;
-        int64_t extra = (out - 1) * win->s[i] + keff - padded;
-        nb_value xp = pad_dim(im, x, xi.ndim, 2 + i, win->pb[i], win->pe[i] + (extra > 0 ? extra : 0), -FLT_MAX);
+        if (!window_count(im, win, i, in, ceil_mode, &out, &after)) return NB_NONE;
+        nb_value xp = pad_dim(im, x, xi.ndim, 2 + i, win->pb[i], after, -FLT_MAX);
         nb_value y = strided(im, xp, 2 + i, 0, out, win->s[i]);
         for (int64_t j = 1; j < win->k[i]; j++)
             y = nb_maximum(B, y, strided(im, xp, 2 + i, j * win->d[i], out, win->s[i]));
@@ -430,14 +440,78 @@ static nb_value dilated_max(ox_import *im, nb_value x, const window *win, bool c
     return x;
 }
 
+/* MaxPool's Indices: where in x, flattened (row-major, or with
+ * storage_order 1 column-major within each plane), each window's maximum
+ * is. Each of the window's taps, in the row-major order ONNX's reference
+ * visits them, is a strided slice of the padded input; argmax over the
+ * stacked taps takes the first of equal maxima, as the reference's strict
+ * comparison does, and the index is that tap's offset in the window plus
+ * the window's origin plus the plane's start. Integers: no gradient flows
+ * here, and Y keeps the pool's. */
+static nb_value max_indices(ox_import *im, nb_value x, const window *win, bool ceil_mode, bool col_major)
+{
+    nb_var_info xi = nb_value_info(B, x);
+    int r = xi.ndim, n = win->n;
+    if (!sizes_known(im, &xi, 0, "asks for MaxPool's Indices of an input whose size only a run knows")) return NB_NONE;
+    int64_t out[NB_MAX_DIMS], stride[NB_MAX_DIMS], taps = 1, step = 1;
+    nb_value xp = x, tap[256];
+    for (int i = 0; i < n; i++) {
+        int64_t after;
+        if (!window_count(im, win, i, xi.shape[2 + i], ceil_mode, &out[i], &after)) return NB_NONE;
+        xp = pad_dim(im, xp, r, 2 + i, win->pb[i], after, -INFINITY);
+        taps *= win->k[i];
+    }
+    if (taps > 256) {
+        ox_unsupported(im, "asks for MaxPool's Indices of a window of more than 256 elements");
+        return NB_NONE;
+    }
+    for (int k = 0; k < n; k++) {
+        int i = col_major ? k : n - 1 - k;
+        stride[i] = step, step *= xi.shape[2 + i];
+    }
+    int64_t planes_shape[NB_MAX_DIMS] = {xi.shape[0], xi.shape[1], 1, 1, 1, 1, 1, 1};
+    nb_tensor *offset = NULL, *origin = NULL, *planes = NULL;
+    if (nb_tensor_new(&offset, NB_I64, 1, &taps) || nb_tensor_new(&origin, NB_I64, n, out) ||
+        nb_tensor_new(&planes, NB_I64, r, planes_shape)) {
+        nb_tensor_release(offset), nb_tensor_release(origin);
+        ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+        return NB_NONE;
+    }
+    for (int64_t t = 0; t < taps; t++) {
+        nb_value v = xp;
+        int64_t rest = t, off = 0;
+        for (int i = n - 1; i >= 0; i--) {
+            int64_t j = rest % win->k[i];
+            rest /= win->k[i];
+            v = strided(im, v, 2 + i, j * win->d[i], out[i], win->s[i]);
+            off += j * win->d[i] * stride[i];
+        }
+        tap[t] = v;
+        nb_tensor_set(offset, t, (double)off);
+    }
+    for (int64_t o = 0; o < nb_tensor_numel(origin); o++) {
+        int64_t rest = o, at = 0;
+        for (int i = n - 1; i >= 0; i--) {
+            at += (rest % out[i] * win->s[i] - win->pb[i]) * stride[i];
+            rest /= out[i];
+        }
+        nb_tensor_set(origin, o, (double)at);
+    }
+    for (int64_t p = 0; p < nb_tensor_numel(planes); p++) nb_tensor_set(planes, p, (double)(p * step));
+    const int64_t flat = -1;
+    nb_value which = nb_argmax(B, nb_stack(B, (int)taps, tap, 2), 2, false);
+    nb_value picked = nb_gather(B, nb_constant(B, offset), nb_reshape(B, which, 1, &flat), 0);
+    nb_value idx = nb_add(B, nb_add(B, nb_reshape_as(B, picked, which), nb_constant(B, origin)), nb_constant(B, planes));
+    nb_tensor_release(offset), nb_tensor_release(origin), nb_tensor_release(planes);
+    return idx;
+}
+
 static nb_status pool(ox_import *im, bool max)
 {
     nb_value x = ox_in(im, 0);
     if (nb_is_none(x)) return nb_builder_status(B);
-    if (wants_out(im, 1)) return ox_unsupported(im, "asks for MaxPool's Indices");
     nb_var_info xi = nb_value_info(B, x);
     window win;
-    if (ox_attr_i(im, "storage_order", 0)) return ox_unsupported(im, "has storage_order 1 (column-major Indices)");
     if (!pool_kernel(im, x, &win) || !read_window(im, x, &win)) return nb_builder_status(B);
     pool_opts o = {max, ox_attr_i(im, "ceil_mode", 0) != 0, ox_attr_i(im, "count_include_pad", 0) != 0};
     bool dilated = false;
@@ -449,7 +523,10 @@ static nb_status pool(ox_import *im, bool max)
     if (cast) x = nb_cast(B, x, NB_F32);
     nb_value y = dilated ? dilated_max(im, x, &win, o.ceil) : pool_nd(im, x, &win, &o);
     if (cast) y = nb_cast(B, y, xi.dtype);
-    return ox_out(im, 0, y);
+    nb_status st = ox_out(im, 0, y);
+    if (!st && max && wants_out(im, 1))
+        st = ox_out(im, 1, max_indices(im, x, &win, o.ceil, ox_attr_i(im, "storage_order", 0) != 0));
+    return st;
 }
 static nb_status i_maxpool(ox_import *im) { return pool(im, true); }
 static nb_status i_avgpool(ox_import *im) { return pool(im, false); }
