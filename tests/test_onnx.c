@@ -555,13 +555,25 @@ static void test_import_checks(void)
 }
 
 /* Variants of ops the importer once refused, where they still cannot be
- * imported: MaxPool's Indices of an input whose batch only a run knows
- * (they are flat indices into X, so its every dim is needed). */
+ * imported: Reshape's allowzero=1 (a 0 is a dim of size 0) meeting an X
+ * with elements, and MaxPool's Indices of an input whose batch only a run
+ * knows (they are flat indices into X, so its every dim is needed). */
 static void test_import_variant_refusals(void)
 {
     handmade h;
     double y[3];
     const char *path = path_of("variant.onnx");
+
+    handmade_init(&h, "Reshape", 14);
+    int64_t to[2] = {0, 3};
+    Onnx__AttributeProto az = ONNX__ATTRIBUTE_PROTO__INIT, *rattrs[1] = {&az};
+    az.name = "allowzero", az.has_type = 1, az.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, az.has_i = 1, az.i = 1;
+    h.node.n_attribute = 1, h.node.attribute = rattrs;
+    h.w.data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64, h.w.n_float_data = 0, h.w_dims[0] = 2;
+    h.w.n_int64_data = 2, h.w.int64_data = to;
+    handmade_save(&h, path);
+    CHECK_ERR(import_and_run(path, y), NB_ERR_SHAPE,
+              "(Reshape, opset 14): has allowzero=1 and a 0 in its shape, for X of shape [3]");
 
     handmade_init(&h, "MaxPool", 12);
     Onnx__TensorShapeProto__Dimension dims[3], *dimp[3];
