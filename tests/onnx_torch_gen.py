@@ -104,6 +104,9 @@ def cases():
     yield "conv2d_depthwise", nn.Conv2d(4, 4, 3, stride=2, padding=1, groups=4), (img(4, 7),)
     yield "conv3d", nn.Conv3d(2, 4, 3, padding=1, stride=(1, 2, 2)), (r(1, 2, 5, 6, 6),)
     yield "conv_transpose2d", nn.ConvTranspose2d(3, 5, 3, stride=2, padding=1, output_padding=1), (img(s=5),)
+    yield "conv_transpose3d", nn.ConvTranspose3d(4, 6, (3, 2, 3), stride=(2, 1, 2), padding=(1, 0, 1),
+                                                 output_padding=(1, 0, 0), dilation=(2, 1, 1), groups=2), (
+        r(2, 4, 3, 4, 5),)
     yield "batchnorm1d", nn.BatchNorm1d(6), (r(4, 6),)
     yield "batchnorm2d", nn.BatchNorm2d(3), (img(),)
     yield "layernorm", nn.LayerNorm(10), (r(2, 4, 10),)

@@ -5,9 +5,10 @@
  * folding the first spatial dim into the batch (a convolution is the sum
  * over the kernel's depth of 2-D convolutions of strided depth slices; a
  * pool is separable, so the last two dims are pooled, then the rest).
- * ConvTranspose is conv2d's input gradient (conv2d_grad's DInput), and the
- * norms and losses are compositions of differentiable ops, so an imported
- * model gets gradients, JVPs and vmap without kernels of its own. */
+ * ConvTranspose is conv2d's input gradient (conv2d_grad's DInput), folded
+ * the same way in 3-D and up, and the norms and losses are compositions of
+ * differentiable ops, so an imported model gets gradients, JVPs and vmap
+ * without kernels of its own. */
 #ifdef NABLA_HAVE_ONNX
 #include <float.h>
 #include <math.h>
@@ -268,9 +269,97 @@ static nb_status i_conv_integer(ox_import *im)
     return ox_out(im, 0, nb_is_none(y) ? y : nb_cast(B, y, NB_I32));
 }
 
-/* ConvTranspose: the input gradient of the convolution it transposes
- * (conv2d_grad's DInput for an input of the output's shape), so its own
- * gradients are conv2d's rules. Over 1 spatial dim through a dim of one. */
+/* ---- ConvTranspose --------------------------------------------------------------- */
+
+/* A transposed convolution over n spatial dims: strides, dilations, and
+ * what is cropped from its full output s * (in - 1) + keff before (pb) and
+ * after (pe; below 0: that many zeros added, ONNX's output padding),
+ * leaving `out`. */
+typedef struct tconv {
+    int n;
+    int64_t s[NB_MAX_DIMS], d[NB_MAX_DIMS], pb[NB_MAX_DIMS], pe[NB_MAX_DIMS], out[NB_MAX_DIMS];
+} tconv;
+
+static nb_value tconv_nd(ox_import *im, nb_value x, nb_value w, const tconv *t, int64_t group);
+
+/* The input gradient of the convolution it transposes (conv2d_grad's
+ * DInput for an input of the output's shape), so its own gradients are
+ * conv2d's rules; over 1 spatial dim through a dim of one. */
+static nb_value tconv_2d(ox_import *im, nb_value x, nb_value w, const tconv *t, int64_t group)
+{
+    nb_var_info xi = nb_value_info(B, x), wi = nb_value_info(B, w);
+    bool one = t->n == 1;
+    int64_t shape[4] = {xi.shape[0], wi.shape[1] * group, 1, t->out[0]}, s[2] = {1, t->s[0]}, d[2] = {1, t->d[0]};
+    int64_t p[4] = {0, 0, t->pb[0], t->pe[0]};
+    const int64_t ax2 = 2;
+    if (one) x = nb_unsqueeze(B, x, 1, &ax2), w = nb_unsqueeze(B, w, 1, &ax2);
+    else {
+        shape[2] = t->out[0], shape[3] = t->out[1], s[0] = t->s[0], s[1] = t->s[1], d[0] = t->d[0], d[1] = t->d[1];
+        p[0] = t->pb[0], p[1] = t->pe[0], p[2] = t->pb[1], p[3] = t->pe[1];
+    }
+    /* Output padding needs no pad of the convolution: conv2d_grad makes it
+     * by its input's size. */
+    for (int i = 1; i < 4; i += 2)
+        if (p[i] < 0) p[i] = 0;
+    nb_value like = nb_fill_constant(B, xi.dtype, 4, shape, 0);
+    nb_attr attrs[] = {NB_ATTR_INTS_N("strides", 2, s), NB_ATTR_INTS_N("paddings", 4, p),
+                       NB_ATTR_INTS_N("dilations", 2, d), NB_ATTR_INT("groups", group)};
+    nb_value y = nb_emit1(B, "conv2d_grad", NB_VALUES(like, w, x), NB_ATTRS_N(4, attrs));
+    return one ? nb_squeeze(B, y, 1, &ax2) : y;
+}
+
+/* Over 3 or more spatial dims, as conv_fold does the convolution: the
+ * input's depth planes fold into the batch and meet each plane kd of the
+ * kernel in a transposed convolution of one dim fewer; plane i's result
+ * for kd lands at depth i * s + kd * d of the full output, so each kd's
+ * results are spread s apart (zeros between) and shifted by kd * d, and
+ * their sum, cropped, is the output. Kd transposed convolutions of the
+ * batch times the depth: the work of the direct loop. */
+static nb_value tconv_fold(ox_import *im, nb_value x, nb_value w, const tconv *t, int64_t group)
+{
+    nb_var_info xi = nb_value_info(B, x), wi = nb_value_info(B, w);
+    int r = xi.ndim;
+    int64_t n = xi.shape[0], depth = xi.shape[2], kdepth = wi.shape[2], s = t->s[0];
+    if (kdepth > 64) {
+        ox_unsupported(im, "has a kernel deeper than 64");
+        return NB_NONE;
+    }
+    tconv sub = {.n = t->n - 1};
+    for (int i = 0; i < sub.n; i++)
+        sub.s[i] = t->s[i + 1], sub.d[i] = t->d[i + 1], sub.pb[i] = t->pb[i + 1], sub.pe[i] = t->pe[i + 1],
+        sub.out[i] = t->out[i + 1];
+    int64_t perm[NB_MAX_DIMS] = {0, 2, 1}, shape[NB_MAX_DIMS] = {-1, xi.shape[1]};
+    for (int d = 3; d < r; d++) perm[d] = d, shape[d - 1] = xi.shape[d];
+    nb_value planes = nb_reshape(B, nb_transpose(B, x, r, perm), r - 1, shape), terms[64];
+    int64_t spread = (depth - 1) * s + 1, full = spread + t->d[0] * (kdepth - 1), rest = 1;
+    for (int d = 0; d < sub.n; d++) rest *= sub.out[d];
+    rest *= wi.shape[1] * group;
+    for (int64_t kd = 0; kd < kdepth && !nb_builder_status(B); kd++) {
+        const int64_t ax = 2, end = kd + 1, at = kd * t->d[0];
+        nb_value wk = nb_squeeze(B, nb_slice(B, w, 1, &ax, &kd, &end), 1, &ax);
+        nb_value y = nb_reshape(B, tconv_nd(im, planes, wk, &sub, group), 3, (int64_t[]){n, depth, rest});
+        if (s > 1) {
+            nb_value gaps = nb_fill_constant(B, xi.dtype, 4, (int64_t[]){n, depth, s - 1, rest}, 0);
+            nb_value spaced = nb_concat(B, 2, (nb_value[]){nb_unsqueeze(B, y, 1, &ax), gaps}, 2);
+            y = strided(im, nb_reshape(B, spaced, 3, (int64_t[]){n, depth * s, rest}), 1, 0, spread, 1);
+        }
+        terms[kd] = pad_dim(im, y, 3, 1, at, full - spread - at, 0);
+    }
+    nb_value y = kdepth == 1 ? terms[0] : nb_sum(B, (int)kdepth, terms);
+    int64_t kept = t->pe[0] < 0 ? full - t->pb[0] : t->out[0];
+    y = pad_dim(im, strided(im, y, 1, t->pb[0], kept, 1), 3, 1, 0, t->out[0] - kept, 0);
+    shape[0] = n, shape[1] = t->out[0], shape[2] = wi.shape[1] * group;
+    for (int d = 0; d < sub.n; d++) shape[3 + d] = sub.out[d];
+    return nb_transpose(B, nb_reshape(B, y, r, shape), r, perm);
+}
+
+static nb_value tconv_nd(ox_import *im, nb_value x, nb_value w, const tconv *t, int64_t group)
+{
+    return t->n <= 2 ? tconv_2d(im, x, w, t, group) : tconv_fold(im, x, w, t, group);
+}
+
+/* ConvTranspose: the full output's crop from pads, or from output_shape
+ * and auto_pad SAME_* (the pads that give it), then tconv_nd. */
 static nb_status i_conv_transpose(ox_import *im)
 {
     nb_value x = ox_in(im, 0), w = ox_in(im, 1), bias = ox_has_in(im, 2) ? ox_in(im, 2) : NB_NONE;
@@ -278,9 +367,9 @@ static nb_status i_conv_transpose(ox_import *im)
     nb_var_info xi = nb_value_info(B, x), wi = nb_value_info(B, w);
     int r = xi.ndim, n = r - 2;
     if (n < 1 || wi.ndim != r) return ox_unsupported(im, "needs X [N, C, d1, ...] and W of X's rank");
-    if (n > 2) return ox_unsupported(im, "transposes a convolution of 3 or more spatial dims");
-    int64_t group = ox_attr_i(im, "group", 1), s[2], d[2], op[2], os[2], pads[4], pb[2], pe[2], full[2];
-    if (!per_dim(im, "strides", n, s, 1) || !per_dim(im, "dilations", n, d, 1) ||
+    tconv t = {.n = n};
+    int64_t group = ox_attr_i(im, "group", 1), op[NB_MAX_DIMS], os[NB_MAX_DIMS], pads[2 * NB_MAX_DIMS];
+    if (!per_dim(im, "strides", n, t.s, 1) || !per_dim(im, "dilations", n, t.d, 1) ||
         !per_dim(im, "output_padding", n, op, 0) || !per_dim(im, "pads", 2 * n, pads, 0) ||
         !per_dim(im, "output_shape", n, os, -1))
         return nb_builder_status(B);
@@ -291,38 +380,23 @@ static nb_status i_conv_transpose(ox_import *im)
     bool same = !strncmp(auto_pad, "SAME_", 5), upper = !strcmp(auto_pad, "SAME_UPPER");
     if (strcmp(auto_pad, "NOTSET") && strcmp(auto_pad, "VALID") && !same && *auto_pad)
         return ox_node_error(im, NB_ERR_FORMAT, "has auto_pad '%s'", auto_pad);
-    int64_t shape[4] = {xi.shape[0], wi.shape[1] * group, 1, 1};
     for (int i = 0; i < n; i++) {
-        int64_t in = xi.shape[2 + i], keff = d[i] * (wi.shape[2 + i] - 1) + 1;
-        full[i] = s[i] * (in - 1) + op[i] + keff;
-        pb[i] = pads[i], pe[i] = pads[n + i];
-        if (!strcmp(auto_pad, "VALID")) pb[i] = pe[i] = 0;
+        int64_t in = xi.shape[2 + i], keff = t.d[i] * (wi.shape[2 + i] - 1) + 1;
+        int64_t full = t.s[i] * (in - 1) + op[i] + keff;
+        t.pb[i] = pads[i], t.pe[i] = pads[n + i];
+        if (!strcmp(auto_pad, "VALID")) t.pb[i] = t.pe[i] = 0;
         if (os[i] >= 0 || same) {
             /* The pads that give the output shape asked for (SAME: in * s),
              * split as ONNX's reference splits them (floor division). */
-            int64_t want = os[i] >= 0 ? os[i] : in * s[i], total = full[i] - want;
+            int64_t want = os[i] >= 0 ? os[i] : in * t.s[i], total = full - want;
             int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
-            pb[i] = upper ? half : total - half, pe[i] = total - pb[i];
+            t.pb[i] = upper ? half : total - half, t.pe[i] = total - t.pb[i];
         }
-        /* An output longer than the full one (negative pads after) is
-         * output padding, which conv2d_grad makes by its input's size. */
-        if (pb[i] < 0) return ox_unsupported(im, "has pads that extend the output before its first element");
-        shape[2 + i] = full[i] - pb[i] - pe[i];
+        if (t.pb[i] < 0) return ox_unsupported(im, "has pads that extend the output before its first element");
+        t.out[i] = full - t.pb[i] - t.pe[i];
+        t.pe[i] -= op[i]; /* from here a crop of s * (in - 1) + keff */
     }
-    const int64_t ax2 = 2;
-    if (n == 1) {
-        x = nb_unsqueeze(B, x, 1, &ax2), w = nb_unsqueeze(B, w, 1, &ax2);
-        s[1] = s[0], d[1] = d[0], pb[1] = pb[0], pe[1] = pe[0], s[0] = d[0] = 1, pb[0] = pe[0] = 0;
-        shape[3] = shape[2], shape[2] = 1;
-    }
-    for (int i = 0; i < 2; i++)
-        if (pe[i] < 0) pe[i] = 0;
-    int64_t p[4] = {pb[0], pe[0], pb[1], pe[1]};
-    nb_value like = nb_fill_constant(B, xi.dtype, 4, shape, 0);
-    nb_attr attrs[] = {NB_ATTR_INTS_N("strides", 2, s), NB_ATTR_INTS_N("paddings", 4, p),
-                       NB_ATTR_INTS_N("dilations", 2, d),                       NB_ATTR_INT("groups", group)};
-    nb_value y = nb_emit1(B, "conv2d_grad", NB_VALUES(like, w, x), NB_ATTRS_N(4, attrs));
-    if (n == 1) y = nb_squeeze(B, y, 1, &ax2);
+    nb_value y = tconv_nd(im, x, w, &t, group);
     if (!nb_is_none(bias)) y = nb_add(B, y, per_channel(im, bias, r));
     return ox_out(im, 0, y);
 }
