@@ -557,7 +557,9 @@ static void test_import_checks(void)
 /* Variants of ops the importer once refused, where they still cannot be
  * imported: Reshape's allowzero=1 (a 0 is a dim of size 0) meeting an X
  * with elements, and MaxPool's Indices of an input whose batch only a run
- * knows (they are flat indices into X, so its every dim is needed). */
+ * knows (they are flat indices into X, so its every dim is needed). And
+ * one it once took: CastLike to a FLOAT16 initializer, which nabla holds as
+ * float32, gave X unrounded (the node suite's tolerance passed it). */
 static void test_import_variant_refusals(void)
 {
     handmade h;
@@ -593,6 +595,14 @@ static void test_import_variant_refusals(void)
     handmade_save(&h, path);
     CHECK_ERR(import_and_run(path, y), NB_ERR_UNSUPPORTED,
               "(MaxPool, opset 12): asks for MaxPool's Indices of an input whose size only a run knows");
+
+    handmade_init(&h, "CastLike", 15);
+    int32_t halves[3] = {0x3800, 0xc000, 0x4400}; /* 0.5, -2, 4 */
+    h.w.data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16, h.w.n_float_data = 0;
+    h.w.n_int32_data = 3, h.w.int32_data = halves;
+    handmade_save(&h, path);
+    CHECK_ERR(import_and_run(path, y), NB_ERR_UNSUPPORTED,
+              "(CastLike, opset 15): casts to the type of 'w', FLOAT16 or BFLOAT16, which nabla holds as float32");
 }
 
 /* Valid models the importer once called malformed, and malformed ones it

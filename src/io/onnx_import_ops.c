@@ -75,11 +75,16 @@ static nb_status cast_to(ox_import *im, nb_value x, int to)
 
 static nb_status i_cast(ox_import *im) { return cast_to(im, ox_in(im, 0), cast_target(im)); }
 
-/* CastLike: to the dtype of input 1. */
+/* CastLike: to the dtype of input 1. A like that the graph types FLOAT16
+ * or BFLOAT16 is float32 here, and a cast to it would not round as the
+ * narrow type does: refused, as Cast to them is. */
 static nb_status i_cast_like(ox_import *im)
 {
     nb_value x = ox_in(im, 0), like = ox_in(im, 1);
     if (nb_builder_status(B)) return nb_builder_status(B);
+    if (nb_strmap_get(&im->narrow, im->node->input[1], NULL))
+        return ox_node_error(im, NB_ERR_UNSUPPORTED, "casts to the type of '%s', FLOAT16 or BFLOAT16, which nabla "
+                             "holds as float32 (a cast would not round to it)", im->node->input[1]);
     return ox_out(im, 0, nb_cast(B, x, nb_value_info(B, like).dtype));
 }
 
