@@ -115,7 +115,9 @@ def cases():
     yield "maxpool1d", nn.MaxPool1d(3, stride=2, padding=1), (r(2, 3, 11),)
     yield "maxpool2d", nn.MaxPool2d(2), (img(),)
     yield "maxpool2d_ceil_dilated", nn.MaxPool2d(3, stride=2, padding=1, dilation=2, ceil_mode=True), (img(s=9),)
-    yield "maxpool2d_indices", nn.MaxPool2d(3, stride=2, padding=1, return_indices=True), (img(s=9),)
+    yield "maxpool2d_indices", nn.MaxPool2d(3, stride=2, padding=1, dilation=2, ceil_mode=True,
+                                            return_indices=True), (img(s=9),)
+    yield "maxpool3d_indices", nn.MaxPool3d(2, stride=(1, 2, 2), return_indices=True), (r(1, 2, 4, 6, 6),)
     yield "maxpool3d", nn.MaxPool3d(2), (r(1, 2, 4, 6, 6),)
     yield "avgpool1d", nn.AvgPool1d(3, stride=2, padding=1), (r(2, 3, 11),)
     yield "avgpool2d", nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False), (img(s=9),)
