@@ -569,7 +569,8 @@ static void test_import_variant_refusals(void)
     handmade_init(&h, "Reshape", 14);
     int64_t to[2] = {0, 3};
     Onnx__AttributeProto az = ONNX__ATTRIBUTE_PROTO__INIT, *rattrs[1] = {&az};
-    az.name = "allowzero", az.has_type = 1, az.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, az.has_i = 1, az.i = 1;
+    az.name = "allowzero", az.has_type = 1, az.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    az.has_i = 1, az.i = 1;
     h.node.n_attribute = 1, h.node.attribute = rattrs;
     h.w.data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64, h.w.n_float_data = 0, h.w_dims[0] = 2;
     h.w.n_int64_data = 2, h.w.int64_data = to;
@@ -581,7 +582,8 @@ static void test_import_variant_refusals(void)
     Onnx__TensorShapeProto__Dimension dims[3], *dimp[3];
     for (int i = 0; i < 3; i++) {
         onnx__tensor_shape_proto__dimension__init(&dims[i]), dimp[i] = &dims[i];
-        dims[i].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, dims[i].dim_value = i ? 2 * i - 1 : 0;
+        dims[i].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        dims[i].dim_value = i ? 2 * i - 1 : 0; /* [N, 1, 3] */
     }
     dims[0].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM, dims[0].dim_param = "N";
     h.shape.n_dim = 3, h.shape.dim = dimp;

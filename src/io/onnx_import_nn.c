@@ -575,7 +575,8 @@ static nb_value max_indices(ox_import *im, nb_value x, const window *win, bool c
     const int64_t flat = -1;
     nb_value which = nb_argmax(B, nb_stack(B, (int)taps, tap, 2), 2, false);
     nb_value picked = nb_gather(B, nb_constant(B, offset), nb_reshape(B, which, 1, &flat), 0);
-    nb_value idx = nb_add(B, nb_add(B, nb_reshape_as(B, picked, which), nb_constant(B, origin)), nb_constant(B, planes));
+    nb_value idx = nb_add(B, nb_reshape_as(B, picked, which), nb_constant(B, origin));
+    idx = nb_add(B, idx, nb_constant(B, planes));
     nb_tensor_release(offset), nb_tensor_release(origin), nb_tensor_release(planes);
     return idx;
 }
