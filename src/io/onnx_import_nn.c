@@ -575,7 +575,9 @@ static nb_value max_indices(ox_import *im, nb_value x, const window *win, bool c
     const int64_t flat = -1;
     nb_value which = nb_argmax(B, nb_stack(B, (int)taps, tap, 2), 2, false);
     nb_value picked = nb_gather(B, nb_constant(B, offset), nb_reshape(B, which, 1, &flat), 0);
-    nb_value idx = nb_add(B, nb_reshape_as(B, picked, which), nb_constant(B, origin));
+    int64_t pooled[NB_MAX_DIMS] = {xi.shape[0], xi.shape[1]};
+    memcpy(pooled + 2, out, (size_t)n * sizeof *out);
+    nb_value idx = nb_add(B, nb_reshape(B, picked, r, pooled), nb_constant(B, origin));
     idx = nb_add(B, idx, nb_constant(B, planes));
     nb_tensor_release(offset), nb_tensor_release(origin), nb_tensor_release(planes);
     return idx;
