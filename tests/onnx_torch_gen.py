@@ -104,6 +104,9 @@ def cases():
     yield "conv2d_depthwise", nn.Conv2d(4, 4, 3, stride=2, padding=1, groups=4), (img(4, 7),)
     yield "conv3d", nn.Conv3d(2, 4, 3, padding=1, stride=(1, 2, 2)), (r(1, 2, 5, 6, 6),)
     yield "conv_transpose2d", nn.ConvTranspose2d(3, 5, 3, stride=2, padding=1, output_padding=1), (img(s=5),)
+    yield "conv_transpose3d", nn.ConvTranspose3d(4, 6, (3, 2, 3), stride=(2, 1, 2), padding=(1, 0, 1),
+                                                 output_padding=(1, 0, 0), dilation=(2, 1, 1), groups=2), (
+        r(2, 4, 3, 4, 5),)
     yield "batchnorm1d", nn.BatchNorm1d(6), (r(4, 6),)
     yield "batchnorm2d", nn.BatchNorm2d(3), (img(),)
     yield "layernorm", nn.LayerNorm(10), (r(2, 4, 10),)
@@ -112,6 +115,9 @@ def cases():
     yield "maxpool1d", nn.MaxPool1d(3, stride=2, padding=1), (r(2, 3, 11),)
     yield "maxpool2d", nn.MaxPool2d(2), (img(),)
     yield "maxpool2d_ceil_dilated", nn.MaxPool2d(3, stride=2, padding=1, dilation=2, ceil_mode=True), (img(s=9),)
+    yield "maxpool2d_indices", nn.MaxPool2d(3, stride=2, padding=1, dilation=2, ceil_mode=True,
+                                            return_indices=True), (img(s=9),)
+    yield "maxpool3d_indices", nn.MaxPool3d(2, stride=(1, 2, 2), return_indices=True), (r(1, 2, 4, 6, 6),)
     yield "maxpool3d", nn.MaxPool3d(2), (r(1, 2, 4, 6, 6),)
     yield "avgpool1d", nn.AvgPool1d(3, stride=2, padding=1), (r(2, 3, 11),)
     yield "avgpool2d", nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False), (img(s=9),)
@@ -174,9 +180,13 @@ def write(out, name, module, inputs):
     arrays = {}
     loss = 0
     for j, y in enumerate(ys):
-        w = torch.randn(y.shape)
-        loss = loss + (y * w).sum()
-        arrays["out%d" % j], arrays["r%d" % j] = y.detach().numpy(), w.numpy()
+        arrays["out%d" % j] = y.detach().numpy()
+        # Integer outputs (MaxPool's indices) have no gradient and come
+        # last, so the loss weighs the float ones before them.
+        if y.is_floating_point():
+            w = torch.randn(y.shape)
+            loss = loss + (y * w).sum()
+            arrays["r%d" % j] = w.numpy()
     params = [(n, p) for n, p in module.named_parameters() if n in inits]
     wrt = [x for x in xs if x.requires_grad] + [p for _, p in params]
     grads = torch.autograd.grad(loss, wrt, allow_unused=True)

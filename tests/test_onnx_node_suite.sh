@@ -11,7 +11,7 @@ build=$1
 src=$2
 py=/usr/bin/python3
 # The floor: eager passes, static passes.
-min_pass=${NABLA_ONNX_MIN_PASS:-808,807}
+min_pass=${NABLA_ONNX_MIN_PASS:-810,809}
 
 if ! "$py" -c 'import onnx.backend.test.case.node' 2>/dev/null; then
     echo "skipped: Debian's python3-onnx is needed (make test installs it)"

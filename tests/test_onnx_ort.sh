@@ -13,7 +13,7 @@ build=$1
 src=${2:-$(dirname "$0")/..}
 py=/usr/bin/python3
 # The least number of the module exports that must go through.
-min_pass=43
+min_pass=46
 source "$src/tests/onnx_skip.bash"
 onnx_needs "$build" "onnx, torch" "python3-onnx and python3-torch"
 source "$src/tests/onnx_ort.bash"

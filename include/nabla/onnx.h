@@ -34,13 +34,13 @@
  *   reduce  ReduceSum Mean Max Min Prod L1 L2 LogSum LogSumExp SumSquare,
  *           ArgMax ArgMin CumSum TopK, Gather GatherElements GatherND,
  *           Scatter ScatterElements ScatterND, OneHot NonZero Compress Trilu
- *   shape   Reshape Flatten Transpose Squeeze Unsqueeze Concat Split Slice
+ *   shape   Reshape (allowzero too) Flatten Transpose Squeeze Unsqueeze Concat Split Slice
  *           Expand Tile Pad Range DepthToSpace SpaceToDepth ReverseSequence,
  *           Resize and Upsample (nearest, linear, cubic), Shape Size
  *           ConstantOfShape Constant Cast CastLike Identity Dropout
  *   nn      Conv (1-D to 3-D, dilations, groups, auto_pad) ConvTranspose
- *           (1-D, 2-D), MaxPool AveragePool LpPool and the global pools in
- *           any rank, BatchNormalization (inference and training mode),
+ *           (1-D to 3-D), MaxPool (with its Indices) AveragePool LpPool and
+ *           the global pools in any rank, BatchNormalization (inference and training mode),
  *           LayerNormalization (with its Mean and InvStdDev outputs),
  *           InstanceNormalization LpNormalization LRN
  *           MeanVarianceNormalization, NegativeLogLikelihoodLoss

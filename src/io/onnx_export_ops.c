@@ -216,6 +216,19 @@ static nb_status x_gather(ox_export *e, const nb_op *op) { return x_axis_op(e, o
 static nb_status x_softmax(ox_export *e, const nb_op *op) { return x_axis_op(e, op, "Softmax"); }
 static nb_status x_log_softmax(ox_export *e, const nb_op *op) { return x_axis_op(e, op, "LogSoftmax"); }
 
+/* argmax and argmin: ONNX's ArgMax and ArgMin, select_last_index (opset 12
+ * on) for nabla's select_last. */
+static nb_status x_arg(ox_export *e, const nb_op *op, const char *type)
+{
+    Onnx__NodeProto *n = NODE(type, OUT(0), IN(0));
+    ox_attr_int(e, n, "axis", nb_op_attr(op, "axis")->i);
+    ox_attr_int(e, n, "keepdims", nb_op_attr(op, "keepdim")->b);
+    ox_attr_int(e, n, "select_last_index", nb_op_attr(op, "select_last")->b);
+    return done(e);
+}
+static nb_status x_argmax(ox_export *e, const nb_op *op) { return x_arg(e, op, "ArgMax"); }
+static nb_status x_argmin(ox_export *e, const nb_op *op) { return x_arg(e, op, "ArgMin"); }
+
 static nb_status x_embedding(ox_export *e, const nb_op *op)
 {
     ox_attr_int(e, NODE("Gather", OUT(0), IN(0), IN(1)), "axis", 0);
@@ -401,6 +414,7 @@ static const mapping table[] = {
     {"equal", "Equal", 0},     {"less", "Less", 0},        {"greater", "Greater", 0}, {"less_equal", "LessOrEqual", 0},
     {"greater_equal", "GreaterOrEqual", 0},                {"logical_and", "And", 0}, {"logical_or", "Or", 0},
     {"logical_xor", "Xor", 0}, {"logical_not", "Not", 0},  {"where", "Where", 0},     {"sign", "Sign", 0},
+    {"argmax", 0, x_argmax},   {"argmin", 0, x_argmin},
 };
 
 /* The row of op `name`: this file's, or a family's. */

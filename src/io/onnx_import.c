@@ -401,6 +401,26 @@ static nb_status name_output(ox_import *im, const Onnx__GraphProto *g, size_t i,
     return st ? nb_builder_fail(im->b, st, "onnx import: naming graph output '%s': %s", want, nb_last_error()) : NB_OK;
 }
 
+/* FLOAT16 and BFLOAT16, which nabla reads as float32: what a cast to them
+ * would round, nabla cannot. */
+static bool is_narrow(int onnx_type)
+{
+    return onnx_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 || onnx_type == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
+}
+
+/* Puts the tensors of vi[0..n) that the graph types FLOAT16 or BFLOAT16 in
+ * im->narrow. */
+static nb_status mark_narrow(ox_import *im, size_t n, Onnx__ValueInfoProto *const *vi)
+{
+    for (size_t i = 0; i < n; i++) {
+        const Onnx__TypeProto *tp = input_type(vi[i]);
+        if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && tp->tensor_type &&
+            is_narrow(tp->tensor_type->elem_type) && nb_strmap_put(&im->narrow, vi[i]->name, (void *)1))
+            return NB_ERR_NOMEM;
+    }
+    return NB_OK;
+}
+
 nb_status ox_import_begin(ox_import *im, nb_builder *b, const char *dir, int opset, const Onnx__GraphProto *g)
 {
     *im = (ox_import){.b = b, .dir = dir, .opset = opset};
@@ -410,9 +430,17 @@ nb_status ox_import_begin(ox_import *im, nb_builder *b, const char *dir, int ops
     nb_strmap_init(&im->state);
     nb_strmap_init(&im->shapes);
     nb_strmap_init(&im->seqs);
+    nb_strmap_init(&im->narrow);
     nb_status st = NB_OK;
-    for (size_t i = 0; g && i < g->n_initializer && !st; i++)
-        if (nb_strmap_put(&im->protos, g->initializer[i]->name, g->initializer[i])) st = NB_ERR_NOMEM;
+    for (size_t i = 0; g && i < g->n_initializer && !st; i++) {
+        const Onnx__TensorProto *t = g->initializer[i];
+        if (nb_strmap_put(&im->protos, t->name, g->initializer[i]) ||
+            (is_narrow(t->data_type) && nb_strmap_put(&im->narrow, t->name, (void *)1)))
+            st = NB_ERR_NOMEM;
+    }
+    if (g && !st) st = mark_narrow(im, g->n_input, g->input);
+    if (g && !st) st = mark_narrow(im, g->n_value_info, g->value_info);
+    if (g && !st) st = mark_narrow(im, g->n_output, g->output);
     for (size_t i = 0; g && i < g->n_node && !st; i++)
         if (ox_reads_state(g->node[i]->op_type))
             for (size_t k = 3; k < 5 && k < g->node[i]->n_input && !st; k++)
@@ -435,6 +463,7 @@ void ox_import_end(ox_import *im)
     nb_strmap_free(&im->protos);
     nb_strmap_free(&im->consts);
     nb_strmap_free(&im->state);
+    nb_strmap_free(&im->narrow);
 }
 
 nb_status ox_walk_node(ox_import *im)

@@ -5,9 +5,10 @@
  * folding the first spatial dim into the batch (a convolution is the sum
  * over the kernel's depth of 2-D convolutions of strided depth slices; a
  * pool is separable, so the last two dims are pooled, then the rest).
- * ConvTranspose is conv2d's input gradient (conv2d_grad's DInput), and the
- * norms and losses are compositions of differentiable ops, so an imported
- * model gets gradients, JVPs and vmap without kernels of its own. */
+ * ConvTranspose is conv2d's input gradient (conv2d_grad's DInput), folded
+ * the same way in 3-D and up, and the norms and losses are compositions of
+ * differentiable ops, so an imported model gets gradients, JVPs and vmap
+ * without kernels of its own. */
 #ifdef NABLA_HAVE_ONNX
 #include <float.h>
 #include <math.h>
@@ -51,6 +52,14 @@ static int axes_from(int64_t *axes, int from, int r)
 {
     for (int d = from; d < r; d++) axes[d - from] = d;
     return r - from;
+}
+
+/* Whether dims [from, ndim) of xi are known; else the node refused with why. */
+static bool sizes_known(ox_import *im, const nb_var_info *xi, int from, const char *why)
+{
+    for (int d = from; d < xi->ndim; d++)
+        if (xi->shape[d] < 0) return ox_unsupported(im, why), false;
+    return true;
 }
 
 /* ---- windows: the spatial attributes of convolutions and pools ------------------ */
@@ -174,11 +183,8 @@ static nb_value conv_fold(ox_import *im, nb_value x, nb_value w, const window *w
     nb_var_info xi = nb_value_info(B, x);
     int r = xi.ndim;
     int64_t depth = xi.shape[2], keff = win->d[0] * (win->k[0] - 1) + 1;
-    for (int d = 1; d < r; d++)
-        if (xi.shape[d] < 0) {
-            ox_unsupported(im, "is a convolution of 3 or more dims over an input whose size only a run knows");
-            return NB_NONE;
-        }
+    if (!sizes_known(im, &xi, 1, "is a convolution of 3 or more dims over an input whose size only a run knows"))
+        return NB_NONE;
     int64_t padded = depth + win->pb[0] + win->pe[0];
     if (padded < keff) {
         ox_unsupported(im, "has a kernel bigger than its padded input");
@@ -263,9 +269,97 @@ static nb_status i_conv_integer(ox_import *im)
     return ox_out(im, 0, nb_is_none(y) ? y : nb_cast(B, y, NB_I32));
 }
 
-/* ConvTranspose: the input gradient of the convolution it transposes
- * (conv2d_grad's DInput for an input of the output's shape), so its own
- * gradients are conv2d's rules. Over 1 spatial dim through a dim of one. */
+/* ---- ConvTranspose --------------------------------------------------------------- */
+
+/* A transposed convolution over n spatial dims: strides, dilations, and
+ * what is cropped from its full output s * (in - 1) + keff before (pb) and
+ * after (pe; below 0: that many zeros added, ONNX's output padding),
+ * leaving `out`. */
+typedef struct tconv {
+    int n;
+    int64_t s[NB_MAX_DIMS], d[NB_MAX_DIMS], pb[NB_MAX_DIMS], pe[NB_MAX_DIMS], out[NB_MAX_DIMS];
+} tconv;
+
+static nb_value tconv_nd(ox_import *im, nb_value x, nb_value w, const tconv *t, int64_t group);
+
+/* The input gradient of the convolution it transposes (conv2d_grad's
+ * DInput for an input of the output's shape), so its own gradients are
+ * conv2d's rules; over 1 spatial dim through a dim of one. */
+static nb_value tconv_2d(ox_import *im, nb_value x, nb_value w, const tconv *t, int64_t group)
+{
+    nb_var_info xi = nb_value_info(B, x), wi = nb_value_info(B, w);
+    bool one = t->n == 1;
+    int64_t shape[4] = {xi.shape[0], wi.shape[1] * group, 1, t->out[0]}, s[2] = {1, t->s[0]}, d[2] = {1, t->d[0]};
+    int64_t p[4] = {0, 0, t->pb[0], t->pe[0]};
+    const int64_t ax2 = 2;
+    if (one) x = nb_unsqueeze(B, x, 1, &ax2), w = nb_unsqueeze(B, w, 1, &ax2);
+    else {
+        shape[2] = t->out[0], shape[3] = t->out[1], s[0] = t->s[0], s[1] = t->s[1], d[0] = t->d[0], d[1] = t->d[1];
+        p[0] = t->pb[0], p[1] = t->pe[0], p[2] = t->pb[1], p[3] = t->pe[1];
+    }
+    /* Output padding needs no pad of the convolution: conv2d_grad makes it
+     * by its input's size. */
+    for (int i = 1; i < 4; i += 2)
+        if (p[i] < 0) p[i] = 0;
+    nb_value like = nb_fill_constant(B, xi.dtype, 4, shape, 0);
+    nb_attr attrs[] = {NB_ATTR_INTS_N("strides", 2, s), NB_ATTR_INTS_N("paddings", 4, p),
+                       NB_ATTR_INTS_N("dilations", 2, d), NB_ATTR_INT("groups", group)};
+    nb_value y = nb_emit1(B, "conv2d_grad", NB_VALUES(like, w, x), NB_ATTRS_N(4, attrs));
+    return one ? nb_squeeze(B, y, 1, &ax2) : y;
+}
+
+/* Over 3 or more spatial dims, as conv_fold does the convolution: the
+ * input's depth planes fold into the batch and meet each plane kd of the
+ * kernel in a transposed convolution of one dim fewer; plane i's result
+ * for kd lands at depth i * s + kd * d of the full output, so each kd's
+ * results are spread s apart (zeros between) and shifted by kd * d, and
+ * their sum, cropped, is the output. Kd transposed convolutions of the
+ * batch times the depth: the work of the direct loop. */
+static nb_value tconv_fold(ox_import *im, nb_value x, nb_value w, const tconv *t, int64_t group)
+{
+    nb_var_info xi = nb_value_info(B, x), wi = nb_value_info(B, w);
+    int r = xi.ndim;
+    int64_t n = xi.shape[0], depth = xi.shape[2], kdepth = wi.shape[2], s = t->s[0];
+    if (kdepth > 64) {
+        ox_unsupported(im, "has a kernel deeper than 64");
+        return NB_NONE;
+    }
+    tconv sub = {.n = t->n - 1};
+    for (int i = 0; i < sub.n; i++)
+        sub.s[i] = t->s[i + 1], sub.d[i] = t->d[i + 1], sub.pb[i] = t->pb[i + 1], sub.pe[i] = t->pe[i + 1],
+        sub.out[i] = t->out[i + 1];
+    int64_t perm[NB_MAX_DIMS] = {0, 2, 1}, shape[NB_MAX_DIMS] = {-1, xi.shape[1]};
+    for (int d = 3; d < r; d++) perm[d] = d, shape[d - 1] = xi.shape[d];
+    nb_value planes = nb_reshape(B, nb_transpose(B, x, r, perm), r - 1, shape), terms[64];
+    int64_t spread = (depth - 1) * s + 1, full = spread + t->d[0] * (kdepth - 1), rest = 1;
+    for (int d = 0; d < sub.n; d++) rest *= sub.out[d];
+    rest *= wi.shape[1] * group;
+    for (int64_t kd = 0; kd < kdepth && !nb_builder_status(B); kd++) {
+        const int64_t ax = 2, end = kd + 1, at = kd * t->d[0];
+        nb_value wk = nb_squeeze(B, nb_slice(B, w, 1, &ax, &kd, &end), 1, &ax);
+        nb_value y = nb_reshape(B, tconv_nd(im, planes, wk, &sub, group), 3, (int64_t[]){n, depth, rest});
+        if (s > 1) {
+            nb_value gaps = nb_fill_constant(B, xi.dtype, 4, (int64_t[]){n, depth, s - 1, rest}, 0);
+            nb_value spaced = nb_concat(B, 2, (nb_value[]){nb_unsqueeze(B, y, 1, &ax), gaps}, 2);
+            y = strided(im, nb_reshape(B, spaced, 3, (int64_t[]){n, depth * s, rest}), 1, 0, spread, 1);
+        }
+        terms[kd] = pad_dim(im, y, 3, 1, at, full - spread - at, 0);
+    }
+    nb_value y = kdepth == 1 ? terms[0] : nb_sum(B, (int)kdepth, terms);
+    int64_t kept = t->pe[0] < 0 ? full - t->pb[0] : t->out[0];
+    y = pad_dim(im, strided(im, y, 1, t->pb[0], kept, 1), 3, 1, 0, t->out[0] - kept, 0);
+    shape[0] = n, shape[1] = t->out[0], shape[2] = wi.shape[1] * group;
+    for (int d = 0; d < sub.n; d++) shape[3 + d] = sub.out[d];
+    return nb_transpose(B, nb_reshape(B, y, r, shape), r, perm);
+}
+
+static nb_value tconv_nd(ox_import *im, nb_value x, nb_value w, const tconv *t, int64_t group)
+{
+    return t->n <= 2 ? tconv_2d(im, x, w, t, group) : tconv_fold(im, x, w, t, group);
+}
+
+/* ConvTranspose: the full output's crop from pads, or from output_shape
+ * and auto_pad SAME_* (the pads that give it), then tconv_nd. */
 static nb_status i_conv_transpose(ox_import *im)
 {
     nb_value x = ox_in(im, 0), w = ox_in(im, 1), bias = ox_has_in(im, 2) ? ox_in(im, 2) : NB_NONE;
@@ -273,9 +367,9 @@ static nb_status i_conv_transpose(ox_import *im)
     nb_var_info xi = nb_value_info(B, x), wi = nb_value_info(B, w);
     int r = xi.ndim, n = r - 2;
     if (n < 1 || wi.ndim != r) return ox_unsupported(im, "needs X [N, C, d1, ...] and W of X's rank");
-    if (n > 2) return ox_unsupported(im, "transposes a convolution of 3 or more spatial dims");
-    int64_t group = ox_attr_i(im, "group", 1), s[2], d[2], op[2], os[2], pads[4], pb[2], pe[2], full[2];
-    if (!per_dim(im, "strides", n, s, 1) || !per_dim(im, "dilations", n, d, 1) ||
+    tconv t = {.n = n};
+    int64_t group = ox_attr_i(im, "group", 1), op[NB_MAX_DIMS], os[NB_MAX_DIMS], pads[2 * NB_MAX_DIMS];
+    if (!per_dim(im, "strides", n, t.s, 1) || !per_dim(im, "dilations", n, t.d, 1) ||
         !per_dim(im, "output_padding", n, op, 0) || !per_dim(im, "pads", 2 * n, pads, 0) ||
         !per_dim(im, "output_shape", n, os, -1))
         return nb_builder_status(B);
@@ -286,38 +380,23 @@ static nb_status i_conv_transpose(ox_import *im)
     bool same = !strncmp(auto_pad, "SAME_", 5), upper = !strcmp(auto_pad, "SAME_UPPER");
     if (strcmp(auto_pad, "NOTSET") && strcmp(auto_pad, "VALID") && !same && *auto_pad)
         return ox_node_error(im, NB_ERR_FORMAT, "has auto_pad '%s'", auto_pad);
-    int64_t shape[4] = {xi.shape[0], wi.shape[1] * group, 1, 1};
     for (int i = 0; i < n; i++) {
-        int64_t in = xi.shape[2 + i], keff = d[i] * (wi.shape[2 + i] - 1) + 1;
-        full[i] = s[i] * (in - 1) + op[i] + keff;
-        pb[i] = pads[i], pe[i] = pads[n + i];
-        if (!strcmp(auto_pad, "VALID")) pb[i] = pe[i] = 0;
+        int64_t in = xi.shape[2 + i], keff = t.d[i] * (wi.shape[2 + i] - 1) + 1;
+        int64_t full = t.s[i] * (in - 1) + op[i] + keff;
+        t.pb[i] = pads[i], t.pe[i] = pads[n + i];
+        if (!strcmp(auto_pad, "VALID")) t.pb[i] = t.pe[i] = 0;
         if (os[i] >= 0 || same) {
             /* The pads that give the output shape asked for (SAME: in * s),
              * split as ONNX's reference splits them (floor division). */
-            int64_t want = os[i] >= 0 ? os[i] : in * s[i], total = full[i] - want;
+            int64_t want = os[i] >= 0 ? os[i] : in * t.s[i], total = full - want;
             int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
-            pb[i] = upper ? half : total - half, pe[i] = total - pb[i];
+            t.pb[i] = upper ? half : total - half, t.pe[i] = total - t.pb[i];
         }
-        /* An output longer than the full one (negative pads after) is
-         * output padding, which conv2d_grad makes by its input's size. */
-        if (pb[i] < 0) return ox_unsupported(im, "has pads that extend the output before its first element");
-        shape[2 + i] = full[i] - pb[i] - pe[i];
+        if (t.pb[i] < 0) return ox_unsupported(im, "has pads that extend the output before its first element");
+        t.out[i] = full - t.pb[i] - t.pe[i];
+        t.pe[i] -= op[i]; /* from here a crop of s * (in - 1) + keff */
     }
-    const int64_t ax2 = 2;
-    if (n == 1) {
-        x = nb_unsqueeze(B, x, 1, &ax2), w = nb_unsqueeze(B, w, 1, &ax2);
-        s[1] = s[0], d[1] = d[0], pb[1] = pb[0], pe[1] = pe[0], s[0] = d[0] = 1, pb[0] = pe[0] = 0;
-        shape[3] = shape[2], shape[2] = 1;
-    }
-    for (int i = 0; i < 2; i++)
-        if (pe[i] < 0) pe[i] = 0;
-    int64_t p[4] = {pb[0], pe[0], pb[1], pe[1]};
-    nb_value like = nb_fill_constant(B, xi.dtype, 4, shape, 0);
-    nb_attr attrs[] = {NB_ATTR_INTS_N("strides", 2, s), NB_ATTR_INTS_N("paddings", 4, p),
-                       NB_ATTR_INTS_N("dilations", 2, d),                       NB_ATTR_INT("groups", group)};
-    nb_value y = nb_emit1(B, "conv2d_grad", NB_VALUES(like, w, x), NB_ATTRS_N(4, attrs));
-    if (n == 1) y = nb_squeeze(B, y, 1, &ax2);
+    nb_value y = tconv_nd(im, x, w, &t, group);
     if (!nb_is_none(bias)) y = nb_add(B, y, per_channel(im, bias, r));
     return ox_out(im, 0, y);
 }
@@ -370,11 +449,7 @@ static nb_value pool_fold(ox_import *im, nb_value x, const window *win, const po
 {
     nb_var_info xi = nb_value_info(B, x);
     int r = xi.ndim, n = win->n;
-    for (int d = 1; d < r; d++)
-        if (xi.shape[d] < 0) {
-            ox_unsupported(im, "pools 3 or more dims of an input whose size only a run knows");
-            return NB_NONE;
-        }
+    if (!sizes_known(im, &xi, 1, "pools 3 or more dims of an input whose size only a run knows")) return NB_NONE;
     int64_t shape[NB_MAX_DIMS] = {0, -1, xi.shape[r - 2], xi.shape[r - 1]};
     window last = {.n = 2}, lead = {.n = n - 1};
     for (int i = 0; i < 2; i++) {
@@ -402,6 +477,21 @@ static nb_value pool_nd(ox_import *im, nb_value x, const window *win, const pool
     return win->n <= 2 ? pool_2d(im, x, win, o) : pool_fold(im, x, win, o);
 }
 
+/* The number of windows along spatial dim i of `in` elements, and the
+ * padding after it that the last one reads (ceil_mode's may run past the
+ * pads); false with the error set when the window does not fit. */
+static bool window_count(ox_import *im, const window *win, int i, int64_t in, bool ceil_mode, int64_t *out,
+                         int64_t *after)
+{
+    int64_t keff = win->d[i] * (win->k[i] - 1) + 1, padded = in + win->pb[i] + win->pe[i];
+    if (padded < keff) return ox_unsupported(im, "has a window bigger than its padded input"), false;
+    int64_t o = ceil_mode ? (padded - keff + win->s[i] - 1) / win->s[i] + 1 : (padded - keff) / win->s[i] + 1;
+    if (ceil_mode && (o - 1) * win->s[i] >= in + win->pb[i]) o--;
+    int64_t extra = (o - 1) * win->s[i] + keff - padded;
+    *out = o, *after = win->pe[i] + (extra > 0 ? extra : 0);
+    return true;
+}
+
 /* A dilated max pool, dim by dim (a max over a box is the max over each
  * dim in turn): the window's k taps of the padded dim are k strided
  * slices, and their elementwise maximum is the pool along that dim. */
@@ -409,19 +499,13 @@ static nb_value dilated_max(ox_import *im, nb_value x, const window *win, bool c
 {
     nb_var_info xi = nb_value_info(B, x);
     for (int i = 0; i < win->n && !nb_builder_status(B); i++) {
-        int64_t in = xi.shape[2 + i], keff = win->d[i] * (win->k[i] - 1) + 1, padded = in + win->pb[i] + win->pe[i];
+        int64_t in = xi.shape[2 + i], out, after;
         if (in < 0) {
             ox_unsupported(im, "is a dilated pool over a dim whose size only a run knows");
             return NB_NONE;
         }
-        if (padded < keff) {
-            ox_unsupported(im, "has a window bigger than its padded input");
-            return NB_NONE;
-        }
-        int64_t out = ceil_mode ? (padded - keff + win->s[i] - 1) / win->s[i] + 1 : (padded - keff) / win->s[i] + 1;
-        if (ceil_mode && (out - 1) * win->s[i] >= in + win->pb[i]) out--;
-        int64_t extra = (out - 1) * win->s[i] + keff - padded;
-        nb_value xp = pad_dim(im, x, xi.ndim, 2 + i, win->pb[i], win->pe[i] + (extra > 0 ? extra : 0), -FLT_MAX);
+        if (!window_count(im, win, i, in, ceil_mode, &out, &after)) return NB_NONE;
+        nb_value xp = pad_dim(im, x, xi.ndim, 2 + i, win->pb[i], after, -FLT_MAX);
         nb_value y = strided(im, xp, 2 + i, 0, out, win->s[i]);
         for (int64_t j = 1; j < win->k[i]; j++)
             y = nb_maximum(B, y, strided(im, xp, 2 + i, j * win->d[i], out, win->s[i]));
@@ -430,14 +514,81 @@ static nb_value dilated_max(ox_import *im, nb_value x, const window *win, bool c
     return x;
 }
 
+/* MaxPool's Indices: where in x, flattened (row-major, or with
+ * storage_order 1 column-major within each plane), each window's maximum
+ * is. Each of the window's taps, in the row-major order ONNX's reference
+ * visits them, is a strided slice of the padded input; argmax over the
+ * stacked taps takes the first of equal maxima, as the reference's strict
+ * comparison does, and the index is that tap's offset in the window plus
+ * the window's origin plus the plane's start. Integers: no gradient flows
+ * here, and Y keeps the pool's. */
+static nb_value max_indices(ox_import *im, nb_value x, const window *win, bool ceil_mode, bool col_major)
+{
+    nb_var_info xi = nb_value_info(B, x);
+    int r = xi.ndim, n = win->n;
+    if (!sizes_known(im, &xi, 0, "asks for MaxPool's Indices of an input whose size only a run knows")) return NB_NONE;
+    int64_t out[NB_MAX_DIMS], stride[NB_MAX_DIMS], taps = 1, step = 1;
+    nb_value xp = x, tap[256];
+    for (int i = 0; i < n; i++) {
+        int64_t after;
+        if (!window_count(im, win, i, xi.shape[2 + i], ceil_mode, &out[i], &after)) return NB_NONE;
+        xp = pad_dim(im, xp, r, 2 + i, win->pb[i], after, -INFINITY);
+        taps *= win->k[i];
+    }
+    if (taps > 256) {
+        ox_unsupported(im, "asks for MaxPool's Indices of a window of more than 256 elements");
+        return NB_NONE;
+    }
+    for (int k = 0; k < n; k++) {
+        int i = col_major ? k : n - 1 - k;
+        stride[i] = step, step *= xi.shape[2 + i];
+    }
+    int64_t planes_shape[NB_MAX_DIMS] = {xi.shape[0], xi.shape[1], 1, 1, 1, 1, 1, 1};
+    nb_tensor *offset = NULL, *origin = NULL, *planes = NULL;
+    if (nb_tensor_new(&offset, NB_I64, 1, &taps) || nb_tensor_new(&origin, NB_I64, n, out) ||
+        nb_tensor_new(&planes, NB_I64, r, planes_shape)) {
+        nb_tensor_release(offset), nb_tensor_release(origin);
+        ox_node_error(im, NB_ERR_NOMEM, "out of memory");
+        return NB_NONE;
+    }
+    for (int64_t t = 0; t < taps; t++) {
+        nb_value v = xp;
+        int64_t rest = t, off = 0;
+        for (int i = n - 1; i >= 0; i--) {
+            int64_t j = rest % win->k[i];
+            rest /= win->k[i];
+            v = strided(im, v, 2 + i, j * win->d[i], out[i], win->s[i]);
+            off += j * win->d[i] * stride[i];
+        }
+        tap[t] = v;
+        nb_tensor_set(offset, t, (double)off);
+    }
+    for (int64_t o = 0; o < nb_tensor_numel(origin); o++) {
+        int64_t rest = o, at = 0;
+        for (int i = n - 1; i >= 0; i--) {
+            at += (rest % out[i] * win->s[i] - win->pb[i]) * stride[i];
+            rest /= out[i];
+        }
+        nb_tensor_set(origin, o, (double)at);
+    }
+    for (int64_t p = 0; p < nb_tensor_numel(planes); p++) nb_tensor_set(planes, p, (double)(p * step));
+    const int64_t flat = -1;
+    nb_value which = nb_argmax(B, nb_stack(B, (int)taps, tap, 2), 2, false);
+    nb_value picked = nb_gather(B, nb_constant(B, offset), nb_reshape(B, which, 1, &flat), 0);
+    int64_t pooled[NB_MAX_DIMS] = {xi.shape[0], xi.shape[1]};
+    memcpy(pooled + 2, out, (size_t)n * sizeof *out);
+    nb_value idx = nb_add(B, nb_reshape(B, picked, r, pooled), nb_constant(B, origin));
+    idx = nb_add(B, idx, nb_constant(B, planes));
+    nb_tensor_release(offset), nb_tensor_release(origin), nb_tensor_release(planes);
+    return idx;
+}
+
 static nb_status pool(ox_import *im, bool max)
 {
     nb_value x = ox_in(im, 0);
     if (nb_is_none(x)) return nb_builder_status(B);
-    if (wants_out(im, 1)) return ox_unsupported(im, "asks for MaxPool's Indices");
     nb_var_info xi = nb_value_info(B, x);
     window win;
-    if (ox_attr_i(im, "storage_order", 0)) return ox_unsupported(im, "has storage_order 1 (column-major Indices)");
     if (!pool_kernel(im, x, &win) || !read_window(im, x, &win)) return nb_builder_status(B);
     pool_opts o = {max, ox_attr_i(im, "ceil_mode", 0) != 0, ox_attr_i(im, "count_include_pad", 0) != 0};
     bool dilated = false;
@@ -449,7 +600,10 @@ static nb_status pool(ox_import *im, bool max)
     if (cast) x = nb_cast(B, x, NB_F32);
     nb_value y = dilated ? dilated_max(im, x, &win, o.ceil) : pool_nd(im, x, &win, &o);
     if (cast) y = nb_cast(B, y, xi.dtype);
-    return ox_out(im, 0, y);
+    nb_status st = ox_out(im, 0, y);
+    if (!st && max && wants_out(im, 1))
+        st = ox_out(im, 1, max_indices(im, x, &win, o.ceil, ox_attr_i(im, "storage_order", 0) != 0));
+    return st;
 }
 static nb_status i_maxpool(ox_import *im) { return pool(im, true); }
 static nb_status i_avgpool(ox_import *im) { return pool(im, false); }

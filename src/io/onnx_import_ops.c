@@ -18,9 +18,9 @@ static nb_status i_reshape(ox_import *im)
     const ox_shape *rs = ox_shape_in(im, 1);
     if (rs && !nb_is_none(x)) {
         /* A dim of x that only a run knows can stay where it is (0: copy). */
-        bool kept = rs->n <= NB_MAX_DIMS;
+        bool kept = rs->n <= NB_MAX_DIMS, allowzero = ox_attr_i(im, "allowzero", 0) != 0;
         for (int i = 0; kept && i < rs->n; i++) {
-            if (rs->dim[i] < 0) shape[i] = rs->value[i];
+            if (rs->dim[i] < 0) shape[i] = rs->value[i], kept = !allowzero || rs->value[i];
             else if (rs->of[i].p == x.p && rs->dim[i] == i) shape[i] = 0;
             else kept = false;
         }
@@ -32,7 +32,20 @@ static nb_status i_reshape(ox_import *im)
     int n = ox_const_ints(im, 1, shape, NB_MAX_DIMS);
     if (n < -1 || nb_is_none(x)) return nb_builder_status(B);
     if (n > NB_MAX_DIMS) return ox_unsupported(im, "reshapes to more dims than nabla has");
-    if (ox_attr_i(im, "allowzero", 0)) return ox_unsupported(im, "has allowzero=1");
+    /* allowzero=1 reads a 0 as a dim of size 0, not as a copy (then no dim
+     * is -1, and x has no elements): x takes the shape of an empty fill. */
+    bool zero = false;
+    for (int i = 0; ox_attr_i(im, "allowzero", 0) && i < n; i++) zero |= shape[i] == 0;
+    if (zero) {
+        nb_var_info xi = nb_value_info(B, x);
+        bool empty = false, known = true;
+        for (int d = 0; d < xi.ndim; d++) empty |= xi.shape[d] == 0, known &= xi.shape[d] >= 0;
+        char a[NB_SHAPE_STR_MAX];
+        if (known && !empty) /* else reshape_as checks, when a run knows */
+            return ox_node_error(im, NB_ERR_SHAPE, "has allowzero=1 and a 0 in its shape, for X of shape %s",
+                                 nb_shape_str(a, sizeof a, xi.ndim, xi.shape));
+        return ox_out(im, 0, nb_reshape_as(B, x, nb_fill_constant(B, xi.dtype, n, shape, 0)));
+    }
     return ox_out(im, 0, nb_reshape(B, x, n, shape));
 }
 
@@ -62,11 +75,16 @@ static nb_status cast_to(ox_import *im, nb_value x, int to)
 
 static nb_status i_cast(ox_import *im) { return cast_to(im, ox_in(im, 0), cast_target(im)); }
 
-/* CastLike: to the dtype of input 1. */
+/* CastLike: to the dtype of input 1. A like that the graph types FLOAT16
+ * or BFLOAT16 is float32 here, and a cast to it would not round as the
+ * narrow type does: refused, as Cast to them is. */
 static nb_status i_cast_like(ox_import *im)
 {
     nb_value x = ox_in(im, 0), like = ox_in(im, 1);
     if (nb_builder_status(B)) return nb_builder_status(B);
+    if (nb_strmap_get(&im->narrow, im->node->input[1], NULL))
+        return ox_node_error(im, NB_ERR_UNSUPPORTED, "casts to the type of '%s', FLOAT16 or BFLOAT16, which nabla "
+                             "holds as float32 (a cast would not round to it)", im->node->input[1]);
     return ox_out(im, 0, nb_cast(B, x, nb_value_info(B, like).dtype));
 }
 

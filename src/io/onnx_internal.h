@@ -138,6 +138,7 @@ typedef struct ox_import {
     nb_strmap state;  /* initializers that become state rather than parameters */
     nb_strmap shapes; /* name -> ox_shape (nb_malloc'ed): shapes computed at run time, followed symbolically */
     nb_strmap seqs;   /* name -> ox_seq (nb_malloc'ed): sequences and optionals, lists of values (onnx_import_seq.c) */
+    nb_strmap narrow; /* names the graph types FLOAT16 or BFLOAT16, whose values nabla holds as float32 */
     const Onnx__NodeProto *node;
     ox_known *known; /* a static import's values computed on known inputs (nb_onnx_import_known), or NULL */
 } ox_import;
