@@ -24,10 +24,7 @@ static nb_value x_of(nb_builder *b, int64_t batch, int64_t len)
     return nb_layer_data(b, "x", NB_F32, 3, (int64_t[]){batch, len, E});
 }
 
-static nb_value mha(nb_builder *b)
-{
-    return nb_layer_multi_head_attention(b, x_of(b, -1, T), NB_NONE, HEADS, NULL);
-}
+static nb_value mha(nb_builder *b) { return nb_layer_multi_head_attention(b, x_of(b, -1, T), NB_NONE, HEADS, NULL); }
 
 static nb_value mha_causal(nb_builder *b)
 {
@@ -75,8 +72,8 @@ static nb_value slice_split_stack(nb_builder *b)
     nb_emit(b, "split", NB_VALUES(y), NB_ATTRS(NB_ATTR_INT("axis", 2), NB_ATTR_INTS("sections", 1, -1)), 2, halves);
     nb_value h = nb_concat(b, 2, (nb_value[]){halves[1], halves[0]}, 2);
     return nb_emit1(b, "slice", NB_VALUES(h),
-                    NB_ATTRS(NB_ATTR_INTS("axes", 2, -1), NB_ATTR_INTS("starts", -3, 0),
-                             NB_ATTR_INTS("ends", 100, 3), NB_ATTR_INTS("strides", 2, 2)));
+                    NB_ATTRS(NB_ATTR_INTS("axes", 2, -1), NB_ATTR_INTS("starts", -3, 0), NB_ATTR_INTS("ends", 100, 3),
+                             NB_ATTR_INTS("strides", 2, 2)));
 }
 
 /* conv2d's input gradient, as an imported ConvTranspose is one, grouped
@@ -142,7 +139,8 @@ static int run_case(int c, const char *dir)
     for (int i = 0; !st && i < g->n_vars; i++) {
         if (!g->vars[i]->is_data) continue;
         if (n_in == MAX_IN) st = nb_error(NB_ERR_ARG, "more than %d inputs", MAX_IN);
-        else if (!(st = draw(g->vars[i], &state, &in[n_in]))) feeds[n_in] = (nb_feed){g->vars[i]->name, in[n_in]}, n_in++;
+        else if (!(st = draw(g->vars[i], &state, &in[n_in])))
+            feeds[n_in] = (nb_feed){g->vars[i]->name, in[n_in]}, n_in++;
     }
     if (!st) nb_program_set_seed(startup, 7);
     if (!st) st = nb_program_clone_for_test(&test, main_p);

@@ -79,8 +79,8 @@ static void states(nb_builder *b, const rnn_case *c, const char *prefix, int n, 
 }
 
 /* One layer of `kind` over x: every step's h; final[0..n) its last state. */
-static nb_value layer(nb_builder *b, const rnn_case *c, nb_rnn_kind kind, nb_value x, const char *prefix,
-                      bool reverse, nb_value *final)
+static nb_value layer(nb_builder *b, const rnn_case *c, nb_rnn_kind kind, nb_value x, const char *prefix, bool reverse,
+                      nb_value *final)
 {
     nb_value init[2];
     states(b, c, prefix, nb_rnn_state_count(kind), init);
@@ -247,18 +247,24 @@ static bool refused(model *m, const char *what, nb_value fetch, const char *root
 static bool refusals(model *m, const char *root)
 {
     nb_builder *b = m->b;
-    nb_value x = nb_data(b, "x", NB_F32, 3, (int64_t[]){STEPS, BATCH, HIDDEN}), h0 = nb_data(b, "h0", NB_F32, 2, (int64_t[]){BATCH, HIDDEN});
+    nb_value x = nb_data(b, "x", NB_F32, 3, (int64_t[]){STEPS, BATCH, HIDDEN}),
+             h0 = nb_data(b, "h0", NB_F32, 2, (int64_t[]){BATCH, HIDDEN});
     nb_value y = NB_NONE, fin = NB_NONE, w = nb_param(b, "w", NB_F32, 2, (int64_t[]){HIDDEN, HIDDEN}, nb_init_zeros());
-    if (nb_scan(b, sum_step, NULL, &(nb_scan_io){.init = NB_VALUES(h0), .xs = NB_VALUES(x), .n_ys = 1, .ys = &y, .final = &fin}))
+    if (nb_scan(b, sum_step, NULL,
+                &(nb_scan_io){.init = NB_VALUES(h0), .xs = NB_VALUES(x), .n_ys = 1, .ys = &y, .final = &fin}))
         return false;
     bool ok = refused(m, "own_scan", y, root, 3, (const char *[]){"recurrent", "nb_scan", "nb_layer_lstm"});
     /* A step that says it is an LSTM but carries one state is none. */
     nb_scan_form form = {"lstm", NB_VALUES(w, w, NB_NONE, NB_NONE)};
-    if (nb_scan_cell(b, sum_step, &w, &(nb_scan_io){.init = NB_VALUES(h0), .xs = NB_VALUES(x), .n_ys = 1, .ys = &y, .final = &fin}, &form))
+    if (nb_scan_cell(b, sum_step, &w,
+                     &(nb_scan_io){.init = NB_VALUES(h0), .xs = NB_VALUES(x), .n_ys = 1, .ys = &y, .final = &fin},
+                     &form))
         return false;
     ok &= refused(m, "false_lstm_form", y, root, 2, (const char *[]){"recurrent", "an lstm layer carries 2"});
     /* The form's weights must be values the step reads. */
-    nb_status st = nb_scan_cell(b, sum_step, NULL, &(nb_scan_io){.init = NB_VALUES(h0), .xs = NB_VALUES(x), .n_ys = 1, .ys = &y, .final = &fin}, &form);
+    nb_status st = nb_scan_cell(
+        b, sum_step, NULL, &(nb_scan_io){.init = NB_VALUES(h0), .xs = NB_VALUES(x), .n_ys = 1, .ys = &y, .final = &fin},
+        &form);
     bool named = st == NB_ERR_ARG && strstr(nb_last_error(), "weight 0 'w'");
     printf("%-20s refused: %s%s\n", "unread_weights", st ? nb_last_error() : "(accepted)", named ? "" : "  FAILED");
     return ok && named;

@@ -10,8 +10,9 @@
 #define IN(k) nb_op_in_name(op, (k), 0)
 #define OUT(k) nb_op_out_name(op, (k), 0)
 #define HAS_IN(k) (nb_op_in_count(op, (k)) > 0)
-#define NODE(type, out, ...) \
-    ox_node(e, (type), (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), (const char *[]){__VA_ARGS__}, (out))
+#define NODE(type, out, ...)                                                                \
+    ox_node(e, (type), (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), \
+            (const char *[]){__VA_ARGS__}, (out))
 
 static inline nb_status unsupported(const nb_op *op, const char *why)
 {

@@ -31,7 +31,8 @@ static nb_status x_conv2d_grad(ox_export *e, const nb_op *op)
     if (!nb_op_out_count(op, 0) || extra_needed(e, op, 1))
         return unsupported(op, "computes the filter's or the bias's gradient, which ONNX has no op for");
     const nb_var *x = var(e, IN(0)), *w = var(e, IN(1)), *dy = var(e, IN(2));
-    const nb_attr_value *p = nb_op_attr(op, "paddings"), *s = nb_op_attr(op, "strides"), *d = nb_op_attr(op, "dilations");
+    const nb_attr_value *p = nb_op_attr(op, "paddings"), *s = nb_op_attr(op, "strides"),
+                        *d = nb_op_attr(op, "dilations");
     int64_t pads[4]; /* ONNX: top, left, bottom, right; nabla: (h, w) or (top, bottom, left, right) */
     if (p->n == 2) pads[0] = pads[2] = p->ints[0], pads[1] = pads[3] = p->ints[1];
     else pads[0] = p->ints[0], pads[2] = p->ints[1], pads[1] = p->ints[2], pads[3] = p->ints[3];
@@ -40,7 +41,8 @@ static nb_status x_conv2d_grad(ox_export *e, const nb_op *op)
         int64_t h = x->shape[2 + i], in = dy->shape[2 + i], k = w->shape[2 + i];
         if (h < 0 || in < 0 || k < 0) return unsupported(op, "has spatial sizes only a run knows");
         extra[i] = h + pads[i] + pads[2 + i] - (d->ints[i] * (k - 1) + 1) - s->ints[i] * (in - 1);
-        if (extra[i] < 0 || extra[i] >= s->ints[i]) return unsupported(op, "has an Input shape no stride of DOutput makes");
+        if (extra[i] < 0 || extra[i] >= s->ints[i])
+            return unsupported(op, "has an Input shape no stride of DOutput makes");
     }
     Onnx__NodeProto *n = NODE("ConvTranspose", OUT(0), IN(2), IN(1));
     ox_attr_ints(e, n, "strides", 2, s->ints);
@@ -81,8 +83,8 @@ static const char *heads_apart(ox_export *e, const char *x, int lead, int64_t he
 static const char *causal(ox_export *e, const char *scores, nb_dtype dt)
 {
     const char *shape = ox_tmp(e, scores), *t = ox_tmp(e, scores), *s = ox_tmp(e, scores), *i = ox_tmp(e, scores),
-               *i_col = ox_tmp(e, scores), *j = ox_tmp(e, scores), *later = ox_tmp(e, scores),
-               *out = ox_tmp(e, scores), *zero = ox_scalar(e, NB_I64, 0), *one = ox_scalar(e, NB_I64, 1);
+               *i_col = ox_tmp(e, scores), *j = ox_tmp(e, scores), *later = ox_tmp(e, scores), *out = ox_tmp(e, scores),
+               *zero = ox_scalar(e, NB_I64, 0), *one = ox_scalar(e, NB_I64, 1);
     NODE("Shape", shape, scores);
     ox_attr_int(e, NODE("Gather", t, shape, ox_scalar(e, NB_I64, -2)), "axis", 0);
     ox_attr_int(e, NODE("Gather", s, shape, ox_scalar(e, NB_I64, -1)), "axis", 0);
@@ -108,9 +110,9 @@ static nb_status x_attention(ox_export *e, const nb_op *op)
         if (width < 0) return unsupported(op, "scales by 1/sqrt(D) of a D only a run knows");
         scale = 1 / sqrt((double)(heads ? width / heads : width));
     }
-    const char *o = OUT(0), *qs = heads_apart(e, IN(0), lead, heads, false), *kt = heads_apart(e, IN(1), lead, heads, true),
-               *vs = heads_apart(e, IN(2), lead, heads, false), *prod = ox_tmp(e, o), *scores = ox_tmp(e, o),
-               *w = ox_tmp(e, o), *ctx = heads ? ox_tmp(e, o) : o;
+    const char *o = OUT(0), *qs = heads_apart(e, IN(0), lead, heads, false),
+               *kt = heads_apart(e, IN(1), lead, heads, true), *vs = heads_apart(e, IN(2), lead, heads, false),
+               *prod = ox_tmp(e, o), *scores = ox_tmp(e, o), *w = ox_tmp(e, o), *ctx = heads ? ox_tmp(e, o) : o;
     NODE("MatMul", prod, qs, kt);
     NODE("Mul", scores, prod, ox_scalar(e, q->dtype, scale));
     if (HAS_IN(3)) {

@@ -21,10 +21,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include "onnx_internal.h"
-
-#define NODE(type, out, ...) \
-    ox_node(e, (type), (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), (const char *[]){__VA_ARGS__}, (out))
+#include "onnx_export_form.h"
 
 typedef struct cell_form {
     const char *form, *onnx;
@@ -47,23 +44,6 @@ static nb_status refuse(const nb_op *op, const char *fmt, ...)
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     return nb_error(NB_ERR_UNSUPPORTED, "onnx export: %s %s", nb_op_label(op, label, sizeof label), why);
-}
-
-static nb_status done(ox_export *e) { return e->a.failed ? nb_error(NB_ERR_NOMEM, "onnx export: out of memory") : NB_OK; }
-
-/* The node with outputs out[0..count) in place of ox_node's one. */
-static void set_outputs(ox_export *e, Onnx__NodeProto *n, int count, const char *const *out)
-{
-    char **o = n ? ox_alloc(&e->a, (size_t)count * sizeof *o) : NULL;
-    for (int i = 0; o && i < count; i++)
-        if (!(o[i] = ox_strdup(&e->a, out[i]))) o = NULL;
-    if (!o) {
-        e->a.failed = true;
-        return;
-    }
-    n->output = o;
-    n->n_output = (size_t)count;
-    n->name = o[0];
 }
 
 /* x with a dim of 1 (ONNX's num_directions) inserted at `axis`; and
@@ -134,11 +114,12 @@ static nb_status check_weights(ox_export *e, const nb_op *op, cell_args *c)
         const nb_var *v = nb_block_find_var(e->blk, c->w[k]);
         int nd = k < 2 ? 2 : 1;
         bool ok = v && v->ndim == nd && v->shape[0] == want[k][0] && (nd == 1 || v->shape[1] == want[k][1]) &&
-                  v->dtype == xv->dtype;
+            v->dtype == xv->dtype;
         if (!ok) {
             char s[NB_SHAPE_STR_MAX];
-            return refuse(op, "(an %s layer of hidden size %lld over x '%s' [T, B, %lld]) has %s '%s' of shape %s; "
-                              "the cell needs [%lld%s] of x's dtype",
+            return refuse(op,
+                          "(an %s layer of hidden size %lld over x '%s' [T, B, %lld]) has %s '%s' of shape %s; "
+                          "the cell needs [%lld%s] of x's dtype",
                           f->form, (long long)H, c->x, (long long)xv->shape[2], what[k], c->w[k],
                           v ? nb_shape_str(s, sizeof s, v->ndim, v->shape) : "(none)", (long long)want[k][0],
                           nd == 2 ? (k ? ", H" : ", I") : "");
@@ -152,9 +133,10 @@ static nb_status cell_args_of(ox_export *e, const nb_op *op, cell_args *c)
 {
     const char *form = nb_op_attr(op, "form")->s;
     if (!form || !*form)
-        return refuse(op, "is a scan (nb_scan) of a step ONNX has no op for: nb_onnx_export writes the scans of "
-                          "nabla's recurrent layers (nb_layer_lstm, nb_layer_gru, nb_layer_rnn, nb_rnn_sequence) "
-                          "as ONNX's LSTM, GRU and RNN, and no other loop");
+        return refuse(op,
+                      "is a scan (nb_scan) of a step ONNX has no op for: nb_onnx_export writes the scans of "
+                      "nabla's recurrent layers (nb_layer_lstm, nb_layer_gru, nb_layer_rnn, nb_rnn_sequence) "
+                      "as ONNX's LSTM, GRU and RNN, and no other loop");
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < sizeof cell_forms / sizeof *cell_forms && !c->f; i++)
         if (!strcmp(cell_forms[i].form, form)) c->f = &cell_forms[i];
@@ -165,8 +147,9 @@ static nb_status cell_args_of(ox_export *e, const nb_op *op, cell_args *c)
                         *fv = nb_op_attr(op, "form_values");
     if (mem_in->n != f->states || seq_in->n != 1 || seq_out->n != 1 || nb_op_out_count(op, 1) != f->states + 1 ||
         strcmp(seq_out->strs[0], mem_out->strs[0]) || fv->n != 4)
-        return refuse(op, "(form '%s') carries %d states over %d sequences into %d outputs with %d weights; an %s "
-                          "layer carries %d over one sequence, its output is h and it names 4 weights",
+        return refuse(op,
+                      "(form '%s') carries %d states over %d sequences into %d outputs with %d weights; an %s "
+                      "layer carries %d over one sequence, its output is h and it names 4 weights",
                       form, mem_in->n, seq_in->n, seq_out->n, fv->n, form, f->states);
     for (int k = 0; k < f->states; k++) c->init[k] = nb_op_in_name(op, 0, k);
     c->x = nb_op_in_name(op, 0, f->states);
@@ -186,8 +169,13 @@ nb_status ox_export_recurrent(ox_export *e, const nb_op *op)
     if (st) return st;
     const cell_form *f = c.f;
     const char *rows = gate_rows(e, f, c.hidden);
-    const char *in[7] = {c.x, unsqueeze(e, reorder(e, c.w[0], rows), 0), unsqueeze(e, reorder(e, c.w[1], rows), 0),
-                         "", "", unsqueeze(e, c.init[0], 0), f->states > 1 ? unsqueeze(e, c.init[1], 0) : NULL};
+    const char *in[7] = {c.x,
+                         unsqueeze(e, reorder(e, c.w[0], rows), 0),
+                         unsqueeze(e, reorder(e, c.w[1], rows), 0),
+                         "",
+                         "",
+                         unsqueeze(e, c.init[0], 0),
+                         f->states > 1 ? unsqueeze(e, c.init[1], 0) : NULL};
     if (*c.w[2]) {
         const char *b = ox_tmp(e, c.w[2]);
         ox_attr_int(e, NODE("Concat", b, reorder(e, c.w[2], rows), reorder(e, c.w[3], rows)), "axis", 0);
@@ -196,8 +184,8 @@ nb_status ox_export_recurrent(ox_export *e, const nb_op *op)
     const char *ys = nb_op_out_name(op, 1, f->states);
     const char *out[3] = {ox_tmp(e, ys), ox_tmp(e, nb_op_out_name(op, 1, 0)),
                           f->states > 1 ? ox_tmp(e, nb_op_out_name(op, 1, 1)) : NULL};
-    Onnx__NodeProto *n = ox_node(e, f->onnx, 5 + f->states, in, out[0]);
-    set_outputs(e, n, 1 + f->states, out);
+    Onnx__NodeProto *n = ox_node_outs(e, f->onnx, 5 + f->states, in, 1 + f->states, out);
+    if (!n) e->a.failed = true;
     ox_attr_int(e, n, "hidden_size", c.hidden);
     if (nb_op_attr(op, "reverse")->b) ox_attr_string(e, n, "direction", "reverse");
     if (!strcmp(f->form, "gru")) ox_attr_int(e, n, "linear_before_reset", 1);

@@ -36,14 +36,23 @@ __attribute__((unused)) static nb_status params_scan(const nb_op_ctx *c, void *p
 
 /* Under vmap the scan runs on the batch with its axis moved past the batch
  * dim, which is what softmax's rule does for its axis. */
-#define NB_SCAN(op, dtypes, identity, uses_in, uses_out, doc_)                                                    \
-    static nb_status infer_##op(nb_op_ctx *c) { return infer_scan(c, dtypes); }                                 \
-    static const nb_op_def op_##op = {                                                                            \
-        .name = #op, .doc = doc_, .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},                                  \
-        .attrs = {NB_ADEF_INT("axis", 0), NB_ADEF_BOOL("exclusive", false), NB_ADEF_BOOL("reverse", false)},      \
-        .infer = infer_##op, .params_size = sizeof(nb_scan_params), .params = params_scan,                       \
-        .grad_uses_inputs = (uses_in), .grad_uses_outputs = (uses_out), .vjp = nb_##op##_vjp,                    \
-        .jvp = nb_##op##_jvp, .batch = nb_batch_softmax, .flags = NB_OP_WRITES_ALL};
+#define NB_SCAN(op, dtypes, identity, uses_in, uses_out, doc_)                                               \
+    static nb_status infer_##op(nb_op_ctx *c) { return infer_scan(c, dtypes); }                              \
+    static const nb_op_def op_##op = {                                                                       \
+        .name = #op,                                                                                         \
+        .doc = doc_,                                                                                         \
+        .inputs = {{"X", 0}},                                                                                \
+        .outputs = {{"Out", 0}},                                                                             \
+        .attrs = {NB_ADEF_INT("axis", 0), NB_ADEF_BOOL("exclusive", false), NB_ADEF_BOOL("reverse", false)}, \
+        .infer = infer_##op,                                                                                 \
+        .params_size = sizeof(nb_scan_params),                                                               \
+        .params = params_scan,                                                                               \
+        .grad_uses_inputs = (uses_in),                                                                       \
+        .grad_uses_outputs = (uses_out),                                                                     \
+        .vjp = nb_##op##_vjp,                                                                                \
+        .jvp = nb_##op##_jvp,                                                                                \
+        .batch = nb_batch_softmax,                                                                           \
+        .flags = NB_OP_WRITES_ALL};
 #include "nabla/scan_ops.h"
 
 const nb_op_def *const nb_ops_scan[] = {

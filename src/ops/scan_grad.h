@@ -11,7 +11,7 @@ static inline int nb_scan_axis(const nb_grad_ctx *g) { return (int)nb_grad_attr(
 static inline unsigned nb_scan_flags(const nb_grad_ctx *g)
 {
     return (nb_grad_attr(g, "exclusive")->b ? NB_SCAN_EXCLUSIVE : 0u) |
-           (nb_grad_attr(g, "reverse")->b ? NB_SCAN_REVERSE : 0u);
+        (nb_grad_attr(g, "reverse")->b ? NB_SCAN_REVERSE : 0u);
 }
 
 /* The rules of every op in nabla/scan_ops.h: nb_<name>_vjp and

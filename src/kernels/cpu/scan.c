@@ -16,28 +16,29 @@
 
 /* Row r of Out is row `prev` of Out combined with row r (inclusive) or row
  * `prev` (exclusive) of X, rows visited in order or from the end. */
-#define SCAN_LOOP(op, sfx, T, U, identity)                                                                    \
-    static void op##_##sfx(const void *xv, void *ov, int64_t outer, int64_t R, int64_t inner, bool excl,      \
-                           bool rev)                                                                          \
-    {                                                                                                         \
-        for (int64_t o = 0; o < outer; o++) {                                                                 \
-            const T *xs = (const T *)xv + o * R * inner;                                                      \
-            T *os = (T *)ov + o * R * inner;                                                                  \
-            for (int64_t s = 0; s < R; s++) {                                                                 \
-                int64_t r = rev ? R - 1 - s : s, prev = rev ? r + 1 : r - 1;                                  \
-                T *row = os + r * inner;                                                                      \
-                if (s == 0) {                                                                                 \
-                    for (int64_t i = 0; i < inner; i++) row[i] = excl ? (T)(identity) : xs[r * inner + i];    \
-                    continue;                                                                                 \
-                }                                                                                             \
-                const T *before = os + prev * inner, *with = xs + (excl ? prev : r) * inner;                  \
-                for (int64_t i = 0; i < inner; i++) row[i] = S_##op(T, U, before[i], with[i]);                \
-            }                                                                                                 \
-        }                                                                                                     \
+#define SCAN_LOOP(op, sfx, T, U, identity)                                                                         \
+    static void op##_##sfx(const void *xv, void *ov, int64_t outer, int64_t R, int64_t inner, bool excl, bool rev) \
+    {                                                                                                              \
+        for (int64_t o = 0; o < outer; o++) {                                                                      \
+            const T *xs = (const T *)xv + o * R * inner;                                                           \
+            T *os = (T *)ov + o * R * inner;                                                                       \
+            for (int64_t s = 0; s < R; s++) {                                                                      \
+                int64_t r = rev ? R - 1 - s : s, prev = rev ? r + 1 : r - 1;                                       \
+                T *row = os + r * inner;                                                                           \
+                if (s == 0) {                                                                                      \
+                    for (int64_t i = 0; i < inner; i++) row[i] = excl ? (T)(identity) : xs[r * inner + i];         \
+                    continue;                                                                                      \
+                }                                                                                                  \
+                const T *before = os + prev * inner, *with = xs + (excl ? prev : r) * inner;                       \
+                for (int64_t i = 0; i < inner; i++) row[i] = S_##op(T, U, before[i], with[i]);                     \
+            }                                                                                                      \
+        }                                                                                                          \
     }
-#define LOOPS_FLOAT(op, identity) SCAN_LOOP(op, f32, float, float, identity) SCAN_LOOP(op, f64, double, double, identity)
+#define LOOPS_FLOAT(op, identity) \
+    SCAN_LOOP(op, f32, float, float, identity) SCAN_LOOP(op, f64, double, double, identity)
 #define LOOPS_NUMERIC(op, identity) \
-    LOOPS_FLOAT(op, identity) SCAN_LOOP(op, i32, int32_t, uint32_t, identity) SCAN_LOOP(op, i64, int64_t, uint64_t, identity)
+    LOOPS_FLOAT(op, identity)       \
+    SCAN_LOOP(op, i32, int32_t, uint32_t, identity) SCAN_LOOP(op, i64, int64_t, uint64_t, identity)
 #define NB_SCAN(name, dtypes, identity, ...) LOOPS_##dtypes(name, identity)
 #include "nabla/scan_ops.h"
 
@@ -57,15 +58,21 @@ __attribute__((unused)) static nb_status run_scan(const nb_kernel_ctx *k, const 
     return NB_OK;
 }
 
-#define ROW_FLOAT(op) {[NB_F32] = op##_f32, [NB_F64] = op##_f64}
-#define ROW_NUMERIC(op) {[NB_F32] = op##_f32, [NB_F64] = op##_f64, [NB_I32] = op##_i32, [NB_I64] = op##_i64}
-#define NB_SCAN(name, dts, ...)                                                                     \
-    static nb_status run_##name(const nb_kernel_ctx *k)                                             \
-    {                                                                                               \
-        static const scan_loop loops[NB_DTYPE_COUNT] = ROW_##dts(name);                             \
-        return run_scan(k, loops);                                                                  \
-    }                                                                                               \
-    static const nb_kernel_def kernel_##name = {                                                    \
+#define ROW_FLOAT(op)                            \
+    {                                            \
+        [NB_F32] = op##_f32, [NB_F64] = op##_f64 \
+    }
+#define ROW_NUMERIC(op)                                                                    \
+    {                                                                                      \
+        [NB_F32] = op##_f32, [NB_F64] = op##_f64, [NB_I32] = op##_i32, [NB_I64] = op##_i64 \
+    }
+#define NB_SCAN(name, dts, ...)                                         \
+    static nb_status run_##name(const nb_kernel_ctx *k)                 \
+    {                                                                   \
+        static const scan_loop loops[NB_DTYPE_COUNT] = ROW_##dts(name); \
+        return run_scan(k, loops);                                      \
+    }                                                                   \
+    static const nb_kernel_def kernel_##name = {                        \
         .op = #name, .device = NB_DEVICE_CPU, .dtypes = NB_DT_##dts, .provider = "nabla", .run = run_##name};
 #include "nabla/scan_ops.h"
 
