@@ -151,7 +151,8 @@ typedef struct matmul_operands {
         for (int64_t b = lo; b < hi; b++) {                                                        \
             int64_t xo, yo;                                                                        \
             batch_offsets(job->w, b, &xo, &yo);                                                    \
-            GEMM(&(ARGS){.ta = d->tx, .tb = d->ty, .M = M, .N = N, .K = K, .alpha = alpha, .A = X + xo, .lda = lda, .B = Y + yo, .ldb = ldb, .C = Out + b * M * N, .ldc = N});   \
+            GEMM(&(ARGS){.ta = d->tx, .tb = d->ty, .M = M, .N = N, .K = K, .alpha = alpha, .A = X + xo, .lda = lda,    \
+                         .B = Y + yo, .ldb = ldb, .C = Out + b * M * N, .ldc = N});                                    \
         }                                                                                          \
     }                                                                                              \
     static void NAME(const nb_matmul_dims *d, const batch_walk *w, int64_t nbatch,                 \
@@ -270,11 +271,13 @@ static nb_status run_fc(const nb_kernel_ctx *k)
         if (st) return st;
     }
     if (in->dtype == NB_F32 && w->dtype == NB_F32 && out->dtype == NB_F32 && (!bias || bias->dtype == NB_F32)) {
-        nb_gemm_f32(&(nb_gemm_args_f32){.M = rows, .N = N, .K = K, .alpha = 1.0f, .A = nb_tensor_data(in), .lda = K, .B = nb_tensor_data(w), .ldb = N, .C = nb_tensor_data(dst), .ldc = N});
+        nb_gemm_f32(&(nb_gemm_args_f32){.M = rows, .N = N, .K = K, .alpha = 1.0f, .A = nb_tensor_data(in), .lda = K,
+                                        .B = nb_tensor_data(w), .ldb = N, .C = nb_tensor_data(dst), .ldc = N});
         fc_epilogue_f32(nb_tensor_data(dst), bias ? nb_tensor_data(bias) : NULL, rows, N, act);
     } else if (in->dtype == NB_F64 && w->dtype == NB_F64 && out->dtype == NB_F64 &&
                (!bias || bias->dtype == NB_F64)) {
-        nb_gemm_f64(&(nb_gemm_args_f64){.M = rows, .N = N, .K = K, .alpha = 1.0, .A = nb_tensor_data(in), .lda = K, .B = nb_tensor_data(w), .ldb = N, .C = nb_tensor_data(dst), .ldc = N});
+        nb_gemm_f64(&(nb_gemm_args_f64){.M = rows, .N = N, .K = K, .alpha = 1.0, .A = nb_tensor_data(in), .lda = K,
+                                        .B = nb_tensor_data(w), .ldb = N, .C = nb_tensor_data(dst), .ldc = N});
         fc_epilogue_f64(nb_tensor_data(dst), bias ? nb_tensor_data(bias) : NULL, rows, N, act);
     } else {
         if (dst != out) nb_tensor_release(dst);
@@ -308,9 +311,13 @@ static nb_status run_matmul_sgd(const nb_kernel_ctx *k)
     const double step = -nb_tensor_get(lr, 0) * p->alpha;
     int64_t lda = x->shape[1], ldb = y->shape[1];
     if (x->dtype == NB_F32)
-        nb_gemm_f32(&(nb_gemm_args_f32){.ta = d.tx, .tb = d.ty, .M = d.M, .N = d.N, .K = d.K, .alpha = (float)step, .A = nb_tensor_data(x), .lda = lda, .B = nb_tensor_data(y), .ldb = ldb, .beta = 1.0f, .C = nb_tensor_data(out), .ldc = d.N});
+        nb_gemm_f32(&(nb_gemm_args_f32){.ta = d.tx, .tb = d.ty, .M = d.M, .N = d.N, .K = d.K, .alpha = (float)step,
+                                        .A = nb_tensor_data(x), .lda = lda, .B = nb_tensor_data(y), .ldb = ldb,
+                                        .beta = 1.0f, .C = nb_tensor_data(out), .ldc = d.N});
     else
-        nb_gemm_f64(&(nb_gemm_args_f64){.ta = d.tx, .tb = d.ty, .M = d.M, .N = d.N, .K = d.K, .alpha = step, .A = nb_tensor_data(x), .lda = lda, .B = nb_tensor_data(y), .ldb = ldb, .beta = 1.0, .C = nb_tensor_data(out), .ldc = d.N});
+        nb_gemm_f64(&(nb_gemm_args_f64){.ta = d.tx, .tb = d.ty, .M = d.M, .N = d.N, .K = d.K, .alpha = step,
+                                        .A = nb_tensor_data(x), .lda = lda, .B = nb_tensor_data(y), .ldb = ldb,
+                                        .beta = 1.0, .C = nb_tensor_data(out), .ldc = d.N});
     return NB_OK;
 }
 
