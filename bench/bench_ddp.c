@@ -99,8 +99,8 @@ typedef struct eager_ctx {
 static void eager_step(void *p)
 {
     eager_ctx *c = p;
-    nb_value cost = nb_layer_softmax_cross_entropy(c->b, c->model(c->b, nb_eager_value(c->b, c->x)),
-                                                   nb_eager_value(c->b, c->l));
+    nb_value cost =
+        nb_layer_softmax_cross_entropy(c->b, c->model(c->b, nb_eager_value(c->b, c->x)), nb_eager_value(c->b, c->l));
     bench_die_on(nb_builder_status(c->b), nb_builder_error(c->b));
     bench_die_on(nb_ddp_backward(c->ddp, nb_eager_tensor(cost)), "backward");
     bench_die_on(c->o ? nb_eager_optimizer_step(c->o, c->b) : nb_ddp_step(c->ddp), "step");

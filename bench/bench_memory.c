@@ -91,7 +91,9 @@ int main(int argc, char **argv)
         feeds[0] = "ids", feeds[1] = "next";
         loss = char_lstm_program(&opt, &bo, &main_p, &startup, &b, &r, batch, in);
     } else {
-        loss = bench_mnist_program(!strcmp(which, "lenet") ? bench_lenet : !strcmp(which, "mlp12") ? mlp12 : bench_mlp1024,
+        loss = bench_mnist_program(!strcmp(which, "lenet")       ? bench_lenet
+                                       : !strcmp(which, "mlp12") ? mlp12
+                                                                 : bench_mlp1024,
                                    &opt, &bo, &main_p, &startup, &b, &r);
         bench_mnist_batch(batch, 0, &in[0], &in[1]);
     }

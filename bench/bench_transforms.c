@@ -135,8 +135,8 @@ static nb_status example_grads(nb_builder *b, const nb_value *in, nb_value *out,
 static double time_per_example(void)
 {
     nb_tensor *in[6] = {filled(2, (int64_t[]){784, 256}, 0.05, 14), filled(1, (int64_t[]){256}, 0.05, 15),
-                        filled(2, (int64_t[]){256, 10}, 0.1, 16), filled(1, (int64_t[]){10}, 0.1, 17),
-                        filled(2, (int64_t[]){64, 784}, 1, 18), NULL};
+                        filled(2, (int64_t[]){256, 10}, 0.1, 16),   filled(1, (int64_t[]){10}, 0.1, 17),
+                        filled(2, (int64_t[]){64, 784}, 1, 18),     NULL};
     die_on(nb_tensor_new(&in[5], NB_I64, 2, (int64_t[]){64, 1}));
     for (int64_t i = 0; i < 64; i++) nb_tensor_set(in[5], i, (double)((i * 7) % 10));
     nb_function f = {example_grads, 6, 4, NULL};

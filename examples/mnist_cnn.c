@@ -8,8 +8,9 @@ static nb_value lenet(nb_builder *b, nb_value x)
 {
     nb_value img = nb_reshape(b, x, 4, (int64_t[]){-1, 1, 28, 28});
     nb_conv2d_opts relu = {.act = "relu"};
-    nb_value h = nb_layer_pool2d(b, nb_layer_conv2d(b, img, 20, 5, &relu), "max", 2, &(nb_pool2d_opts){.stride = 2}); /* 20x12x12 */
-    h = nb_layer_pool2d(b, nb_layer_conv2d(b, h, 50, 5, &relu), "max", 2, &(nb_pool2d_opts){.stride = 2});             /* 50x4x4 */
+    nb_value h = nb_layer_pool2d(b, nb_layer_conv2d(b, img, 20, 5, &relu), "max", 2,
+                                 &(nb_pool2d_opts){.stride = 2}); /* 20x12x12 */
+    h = nb_layer_pool2d(b, nb_layer_conv2d(b, h, 50, 5, &relu), "max", 2, &(nb_pool2d_opts){.stride = 2}); /* 50x4x4 */
     h = nb_layer_fc(b, nb_flatten(b, h, 1, -1), 500, "relu", NULL);
     return nb_layer_fc(b, h, 10, NULL, NULL);
 }

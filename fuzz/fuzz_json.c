@@ -27,13 +27,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const char *text;
         switch (tok) {
         case JSON_OBJECT_BEGIN:
-        case JSON_ARRAY_BEGIN:
-            FUZZ_CHECK(++depth <= JSON_MAX_DEPTH);
-            break;
+        case JSON_ARRAY_BEGIN: FUZZ_CHECK(++depth <= JSON_MAX_DEPTH); break;
         case JSON_OBJECT_END:
-        case JSON_ARRAY_END:
-            FUZZ_CHECK(--depth >= 0);
-            break;
+        case JSON_ARRAY_END: FUZZ_CHECK(--depth >= 0); break;
         case JSON_KEY:
         case JSON_STRING:
             text = json_text(&r, &n);
@@ -49,8 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (json_parse_uint(text, UINT64_MAX, &v)) FUZZ_CHECK(text[0] >= '0' && text[0] <= '9');
             break;
         }
-        default:
-            break;
+        default: break;
         }
     }
     if (st) FUZZ_CHECK(*nb_last_error());

@@ -40,7 +40,8 @@ static void run_imported(nb_program *main_p, nb_program *startup, nb_value out)
     int n_data = 0;
     for (int i = 0; i < g->n_vars; i++)
         if (g->vars[i]->is_data) feed = g->vars[i], n_data++;
-    if (!st && n_data == 1 && feed->dtype == NB_F32 && feed->ndim == 2 && feed->shape[1] > 0 && feed->shape[1] <= 4096) {
+    if (!st && n_data == 1 && feed->dtype == NB_F32 && feed->ndim == 2 && feed->shape[1] > 0 &&
+        feed->shape[1] <= 4096) {
         nb_tensor *x, *y = NULL;
         FUZZ_CHECK(!nb_tensor_full(&x, NB_F32, 2, (int64_t[]){2, feed->shape[1]}, 0.5));
         const char *fetch = nb_value_name(out);

@@ -79,8 +79,7 @@ int main(int argc, char **argv)
     if (in[0] && in[1] && in[2] && r && (!atoi(argv[9]) || c.mask) && !nb_vjp(&f, in, &out, &pb) &&
         !nb_pullback_apply(pb, &r, grads))
         rc = save(dir, "out", out) | save(dir, "dq", grads[0]) | save(dir, "dk", grads[1]) | save(dir, "dv", grads[2]);
-    else
-        fprintf(stderr, "attention_check: %s\n", nb_last_error());
+    else fprintf(stderr, "attention_check: %s\n", nb_last_error());
     nb_pullback_free(pb);
     nb_tensor_release(out);
     for (int i = 0; i < 3; i++) {

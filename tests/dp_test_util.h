@@ -142,8 +142,8 @@ static inline nb_status dp_eager_new(dp_eager *m, const nb_optimizer *opt, int h
 static inline nb_status dp_eager_step(dp_eager *m, nb_tensor **rec)
 {
     nb_builder *b = m->b;
-    nb_value cost = nb_layer_softmax_cross_entropy(b, dp_mlp(b, nb_eager_value(b, rec[0]), m->hidden),
-                                                   nb_eager_value(b, rec[1]));
+    nb_value cost =
+        nb_layer_softmax_cross_entropy(b, dp_mlp(b, nb_eager_value(b, rec[0]), m->hidden), nb_eager_value(b, rec[1]));
     nb_status st = nb_builder_status(b);
     if (st) return nb_error(st, "%s", nb_builder_error(b));
     nb_tensor *loss = nb_eager_tensor(cost);

@@ -110,7 +110,7 @@ static inline void check_var_(const char *file, int line, model *m, const char *
         return;
     }
     bool ok = nb_shape_equal(v->ndim, v->shape, ndim, shape) && v->is_parameter == param && v->trainable == param &&
-              v->persistable == persistable && (!persistable || param || v->stop_gradient);
+        v->persistable == persistable && (!persistable || param || v->stop_gradient);
     if (!ok) {
         char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
         fprintf(stderr, "  %s:%d: var %s: shape %s (wanted %s), param %d trainable %d persistable %d stop_grad %d\n",

@@ -112,10 +112,12 @@ static void check_equal(void)
         bool same = true;
         for (int st = 0; st < STEPS; st++) {
             const double *p = zero + st * MAXP;
-            same = same && nb_comm_check_same(comm, "parameters", nb_hash_bytes(NB_HASH_INIT, p, MAXP * sizeof *p)) == NB_OK;
+            same = same &&
+                nb_comm_check_same(comm, "parameters", nb_hash_bytes(NB_HASH_INIT, p, MAXP * sizeof *p)) == NB_OK;
         }
         char what[256];
-        snprintf(what, sizeof what, "%s: ZeRO-1 on %d ranks = nb_ddp (max diff %.1e), = buckets of 40 bytes (%.1e), "
+        snprintf(what, sizeof what,
+                 "%s: ZeRO-1 on %d ranks = nb_ddp (max diff %.1e), = buckets of 40 bytes (%.1e), "
                  "= 1 process (%.1e), the same on every rank after every step",
                  names[k], size, d_ddp, d_tiny, d_alone);
         check(n1 == n3 && n2 == n3 && n4 == n3 && n3 == 8 * 16 + 16 + 16 * 3 + 3 && d_ddp == 0 && d_tiny <= tol &&

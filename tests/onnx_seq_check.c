@@ -64,7 +64,8 @@ static void test_eager_sequences(void)
     CHECK_OK(nb_onnx_import(seq_path, b, NB_VALUES(nb_eager_value(b, x)), 4, out, &n_out));
     CHECK(n_out == 4);
     if (!nb_builder_status(b) && n_out == 4)
-        check_outputs(nb_eager_tensor(out[0]), nb_eager_tensor(out[1]), nb_eager_tensor(out[2]), nb_eager_tensor(out[3]));
+        check_outputs(nb_eager_tensor(out[0]), nb_eager_tensor(out[1]), nb_eager_tensor(out[2]),
+                      nb_eager_tensor(out[3]));
     nb_tensor_release(x);
     nb_builder_free(b);
 }
@@ -112,7 +113,8 @@ static void test_if_returning_a_sequence_is_refused(void)
     REQUIRE_OK(nb_program_new(&main_p));
     REQUIRE_OK(nb_builder_new_record(&b, main_p, NULL));
     nb_value y;
-    CHECK_ERR(nb_onnx_import(if_seq_path, b, NB_NO_VALUES, 1, &y, NULL), NB_ERR_UNSUPPORTED, "is a sequence or optional");
+    CHECK_ERR(nb_onnx_import(if_seq_path, b, NB_NO_VALUES, 1, &y, NULL), NB_ERR_UNSUPPORTED,
+              "is a sequence or optional");
     nb_builder_free(b);
     nb_program_free(main_p);
 }

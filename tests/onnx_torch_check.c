@@ -377,9 +377,10 @@ int main(int argc, char **argv)
 {
     bool outputs = argc == 5 && !strcmp(argv[1], "--outputs"), export = argc == 6 && !strcmp(argv[1], "--export");
     if (argc != 3 && !outputs && !export)
-        return fprintf(stderr, "usage: onnx_torch_check MODEL.onnx CASE.npz\n"
-                               "       onnx_torch_check --outputs MODEL.onnx INPUTS.npz DIR\n"
-                               "       onnx_torch_check --export MODEL.onnx INPUTS.npz OUT.onnx DIR\n"),
+        return fprintf(stderr,
+                       "usage: onnx_torch_check MODEL.onnx CASE.npz\n"
+                       "       onnx_torch_check --outputs MODEL.onnx INPUTS.npz DIR\n"
+                       "       onnx_torch_check --export MODEL.onnx INPUTS.npz OUT.onnx DIR\n"),
                2;
     nb_npz *z;
     if (nb_npz_load(&z, argv[argc == 3 ? 2 : 3])) return fprintf(stderr, "onnx_torch_check: %s\n", nb_last_error()), 2;

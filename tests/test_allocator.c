@@ -120,8 +120,8 @@ static void test_every_allocation_goes_through_the_hook(void)
     nb_set_allocator(NULL);
     CHECK(n_allocs > 1000);
     if (n_live || bad_frees)
-        fprintf(stderr, "  %ld allocations, %ld still live, %ld frees of blocks the hook never gave\n", n_allocs, n_live,
-                bad_frees);
+        fprintf(stderr, "  %ld allocations, %ld still live, %ld frees of blocks the hook never gave\n", n_allocs,
+                n_live, bad_frees);
     CHECK(n_live == 0);
     CHECK(bad_frees == 0);
     free(live);

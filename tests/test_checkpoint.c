@@ -148,8 +148,8 @@ static void test_values_go_to_existing_tensors(void)
     REQUIRE_OK(nb_scope_new(&parent, NULL));
     REQUIRE_OK(nb_scope_new(&child, parent));
     nb_tensor *w = T(NB_F32, S(4, 3), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0); /* same shape: filled in place */
-    nb_tensor *b = T(NB_F32, S(3), 9, 9, 9);                                /* in the parent: filled there */
-    nb_tensor *lr = tscalar(NB_F64, 0);                                     /* other dtype and shape: replaced */
+    nb_tensor *b = T(NB_F32, S(3), 9, 9, 9);                               /* in the parent: filled there */
+    nb_tensor *lr = tscalar(NB_F64, 0);                                    /* other dtype and shape: replaced */
     CHECK_OK(nb_scope_set(child, "fc.w", w));
     CHECK_OK(nb_scope_set(parent, "fc.b", b));
     CHECK_OK(nb_scope_set(parent, "lr", lr));

@@ -63,7 +63,8 @@ static void test_autograd_grad_carries_tangents(void)
         REQUIRE_OK(setup(&f, 1));
         CHECK_OK(nb_eager_forward_push(f.b));
         nb_tensor *y = loss(f.b, f.x);
-        CHECK_OK(nb_autograd_grad(NB_TENSORS_N(1, &y), NULL, NB_TENSORS_N(1, &f.x), (create ? NB_CREATE_GRAPH : 0), &g));
+        CHECK_OK(
+            nb_autograd_grad(NB_TENSORS_N(1, &y), NULL, NB_TENSORS_N(1, &f.x), (create ? NB_CREATE_GRAPH : 0), &g));
         nb_eager_forward_pop();
         check_hvp(g, nb_eager_tangent(f.b, nb_eager_value(f.b, g)));
         nb_tensor_release(g);

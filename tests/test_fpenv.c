@@ -80,10 +80,7 @@ static void check_both_paths(bool flush)
     CHECK(tiny * tiny == sq); /* the caller's own arithmetic keeps subnormals */
 }
 
-static void test_flushed_by_default(void)
-{
-    CHECK(nb_fpmode_flush());
-}
+static void test_flushed_by_default(void) { CHECK(nb_fpmode_flush()); }
 
 static void test_flush(void) { check_both_paths(true); }
 

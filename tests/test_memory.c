@@ -76,7 +76,8 @@ static void fixture_open(fixture *f, nb_value (*model)(nb_builder *, nb_value), 
     REQUIRE_OK(nb_program_new(&f->startup));
     REQUIRE_OK(nb_builder_new_record(&f->b, f->main_p, f->startup));
     const int64_t rows = static_batch ? batch : -1;
-    nb_value x = nb_layer_data(f->b, "x", NB_F32, 2, S(rows, width)), y = nb_layer_data(f->b, "y", NB_I64, 2, S(rows, 1));
+    nb_value x = nb_layer_data(f->b, "x", NB_F32, 2, S(rows, width)),
+             y = nb_layer_data(f->b, "y", NB_I64, 2, S(rows, 1));
     nb_value loss = nb_layer_softmax_cross_entropy(f->b, model(f->b, x), y);
     REQUIRE_OK(nb_builder_status(f->b));
     REQUIRE_OK(nb_minimize(&opt, f->main_p, f->startup, nb_value_name(loss), NULL, &f->r));
@@ -270,7 +271,8 @@ static void test_step_scopes_trimmed(void)
     REQUIRE_OK(nb_program_clone(&fwd, main_p));
     nb_block *fb = nb_program_global_block(fwd);
     for (int i = fb->n_ops - 1; i >= 0; i--)
-        if (fb->ops[i]->role == NB_ROLE_BACKWARD || !strcmp(fb->ops[i]->def->name, "ones_like")) nb_block_remove_op(fb, i);
+        if (fb->ops[i]->role == NB_ROLE_BACKWARD || !strcmp(fb->ops[i]->def->name, "ones_like"))
+            nb_block_remove_op(fb, i);
     nb_prepared *pp;
     REQUIRE_OK(nb_prepare(&pp, fwd, 0, NB_NAMES("x"), NB_NAMES(nb_value_name(loss))));
     nb_tensor *out;

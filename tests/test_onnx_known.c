@@ -207,7 +207,8 @@ static void test_range_bounds_fed(void)
     const char *path = path_of("range.onnx");
     save_model(path, &range_model);
     imported m;
-    CHECK_ERR(import_known(&m, path, NB_NO_FEEDS), NB_ERR_UNSUPPORTED, "(Range, opset 13): input 0 ('start') must be a constant");
+    CHECK_ERR(import_known(&m, path, NB_NO_FEEDS), NB_ERR_UNSUPPORTED,
+              "(Range, opset 13): input 0 ('start') must be a constant");
     imported_free(&m);
 
     nb_tensor *start = i64_scalar(1), *limit = i64_scalar(7), *delta = i64_scalar(2), *other = i64_scalar(0), *y;

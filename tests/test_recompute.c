@@ -94,7 +94,8 @@ static void same_grads(net *ref, net *got, int step, const char *what)
         bool d = memcmp(nb_tensor_data(g1[i]), nb_tensor_data(g2[i]), (size_t)nb_tensor_numel(g1[i]) * 8) != 0;
         if (d) {
             double m = 0;
-            for (int64_t k = 0; k < nb_tensor_numel(g1[i]); k++) m = fmax(m, fabs(nb_tensor_get(g1[i], k) - nb_tensor_get(g2[i], k)));
+            for (int64_t k = 0; k < nb_tensor_numel(g1[i]); k++)
+                m = fmax(m, fabs(nb_tensor_get(g1[i], k) - nb_tensor_get(g2[i], k)));
             printf("  %s: %s differs by %.3g\n", what, ref->r.pairs[i].grad, m);
         }
         differ += d;
@@ -160,7 +161,8 @@ static void test_memory_falls(void)
     REQUIRE_OK(nb_prepared_memory(plain.pp, plain.scope, &a));
     REQUIRE_OK(nb_prepared_memory(sq.pp, sq.scope, &b));
     printf("  peak of temporaries: %zu bytes plain, %zu with sqrt(n) segments; activations kept for backward: "
-           "%zu and %zu\n", a.peak_bytes, b.peak_bytes, a.activation_bytes, b.activation_bytes);
+           "%zu and %zu\n",
+           a.peak_bytes, b.peak_bytes, a.activation_bytes, b.activation_bytes);
     CHECK(b.peak_bytes < a.peak_bytes * 6 / 10);
     CHECK(b.activation_bytes < a.activation_bytes / 2 && b.activation_bytes > 0);
     nb_tensor_release(x);

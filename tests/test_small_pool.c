@@ -54,7 +54,7 @@ static void test_prefetch_leaves_the_pool_alone(void)
     REQUIRE_OK(p ? NB_OK : NB_ERR_NOMEM);
     nb_small_free(p, 448);
     nb_small_prefetch(448);
-    nb_small_prefetch(64);  /* an empty class */
+    nb_small_prefetch(64);   /* an empty class */
     nb_small_prefetch(4096); /* past the classes */
     CHECK(nb_small_pool_bytes() == 448);
     void *q = nb_small_alloc(400);

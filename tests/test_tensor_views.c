@@ -67,7 +67,8 @@ static void test_reshape(void)
     CHECK_ERR(nb_tensor_reshape(&r, t, 2, S(4, 2)), NB_ERR_SHAPE, "reshape: cannot view [2, 3] (6 elements) as [4, 2]");
     CHECK(r == NULL);
     CHECK_ERR(nb_tensor_reshape(&r, t, 1, S(5)), NB_ERR_SHAPE, "6 elements");
-    CHECK_ERR(nb_tensor_reshape(&r, t, 2, S(-1, 4)), NB_ERR_SHAPE, "reshape: cannot view [2, 3] (6 elements) as [-1, 4]");
+    CHECK_ERR(nb_tensor_reshape(&r, t, 2, S(-1, 4)), NB_ERR_SHAPE,
+              "reshape: cannot view [2, 3] (6 elements) as [-1, 4]");
     CHECK_ERR(nb_tensor_reshape(&r, t, 3, S(-1, -1, 2)), NB_ERR_SHAPE, "reshape: more than one -1 in [-1, -1, 2]");
     CHECK_ERR(nb_tensor_reshape(&r, t, 2, S(-2, -3)), NB_ERR_SHAPE, "reshape: negative size in [-2, -3]");
     CHECK_ERR(nb_tensor_reshape(&r, t, 9, S(1, 1, 1, 1, 1, 1, 1, 2, 3)), NB_ERR_SHAPE, "reshape: 9 dimensions");

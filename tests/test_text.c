@@ -200,8 +200,8 @@ static void test_find_corpus(void)
     CHECK_ERR(nb_data_find_file_from(NULL, "tinyshakespeare", "input.txt", exe, out, 10), NB_ERR_ARG,
               "out_path has only 10 bytes");
     unsetenv("NABLA_DATA");
-    CHECK_ERR(nb_data_find_file_from(at("e"), "tinyshakespeare", "input.txt", exe, out, sizeof out),
-              NB_ERR_NOT_FOUND, "the tinyshakespeare data set was not found. Looked in: ");
+    CHECK_ERR(nb_data_find_file_from(at("e"), "tinyshakespeare", "input.txt", exe, out, sizeof out), NB_ERR_NOT_FOUND,
+              "the tinyshakespeare data set was not found. Looked in: ");
     CHECK(strstr(nb_last_error(), "(a folder holds it when it has input.txt)"));
     CHECK(strstr(nb_last_error(), "karpathy/char-rnn") && strstr(nb_last_error(), "--data FILE"));
     CHECK(strstr(nb_last_error(), "../data/tinyshakespeare") && !strstr(nb_last_error(), "shared"));

@@ -27,8 +27,8 @@ typedef struct job {
     const struct static_model *shared; /* case c: the shared program, its scope holding the parameters */
     nb_status st;                      /* the first failure, with its text */
     char err[512];
-    double loss[STEPS];                /* per step (a, b) */
-    double out[BATCH];                 /* the model's output (c) */
+    double loss[STEPS]; /* per step (a, b) */
+    double out[BATCH];  /* the model's output (c) */
 } job;
 
 static void job_fail(job *j, nb_status st)

@@ -37,13 +37,10 @@ nb_tensor *tt(nb_dtype dt, int ndim, const int64_t *shape, const double *values)
     return t;
 }
 
-nb_tensor *tscalar(nb_dtype dt, double v)
-{
-    return tt(dt, 0, NULL, &v);
-}
+nb_tensor *tscalar(nb_dtype dt, double v) { return tt(dt, 0, NULL, &v); }
 
-void check_tensor_(const char *file, int line, const nb_tensor *t, int ndim, const int64_t *shape,
-                   const double *values, double tol)
+void check_tensor_(const char *file, int line, const nb_tensor *t, int ndim, const int64_t *shape, const double *values,
+                   double tol)
 {
     char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
     if (!t) {

@@ -209,8 +209,8 @@ static int count_ops(nb_program *p, const char *type)
  * per-example gradients of f's first output, a scalar, with respect to its
  * first input, batched at 0), nb_gradients of the sum over the batch equals
  * them. */
-static void check_program(const nb_function *f, nb_tensor *const *in, const int *in_axes, bool unknown,
-                          const char *ctl, int n_ctl, const nb_function *grads)
+static void check_program(const nb_function *f, nb_tensor *const *in, const int *in_axes, bool unknown, const char *ctl,
+                          int n_ctl, const nb_function *grads)
 {
     nb_tensor *want[4] = {0}, *got = NULL;
     nb_vmap_opts o = {.in_axes = in_axes};
@@ -331,7 +331,8 @@ static void test_errors(void)
     REQUIRE_OK(nb_builder_new_record(&b, p, NULL));
     nb_value xv = nb_data(b, "x", NB_F64, 2, S(4, 3)), o[2];
     nb_function bad = {f_bad_loop, 1, 2, NULL};
-    CHECK_ERR(nb_vmap_emit(b, &bad, NULL, &xv, o), NB_ERR_DTYPE, "predicate must be bool with one element, not float64 [3]");
+    CHECK_ERR(nb_vmap_emit(b, &bad, NULL, &xv, o), NB_ERR_DTYPE,
+              "predicate must be bool with one element, not float64 [3]");
     nb_builder_clear_error(b);
     /* a control-flow op emitted directly on batched values */
     nb_function direct = {f_direct, 1, 1, NULL};

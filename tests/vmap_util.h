@@ -74,7 +74,8 @@ static inline void check_vmap(const nb_function *f, nb_tensor *const *in, const 
 /* out[0..n_grads) = the gradients of loss (a function of n_in inputs) with
  * respect to its first n_grads inputs, at in: the function vmap maps for
  * per-example gradients. */
-static inline nb_status grads_of(nb_builder *b, nb_fn loss, int n_in, int n_grads, const nb_value *in, nb_value *out, void *ctx)
+static inline nb_status grads_of(nb_builder *b, nb_fn loss, int n_in, int n_grads, const nb_value *in, nb_value *out,
+                                 void *ctx)
 {
     nb_function f = {loss, n_in, 1, ctx};
     nb_tensor *p[8], *g[8] = {0};

@@ -31,9 +31,9 @@ typedef struct nb_param_grad {
 typedef struct nb_backward_result {
     nb_param_grad *pairs; /* (parameter, gradient), in parameter order */
     int n_pairs;
-    nb_grad_info *info;   /* every forward var that received a gradient */
+    nb_grad_info *info; /* every forward var that received a gradient */
     int n_info;
-    const char **grads;   /* nb_gradients: the gradient of each input, or NULL */
+    const char **grads; /* nb_gradients: the gradient of each input, or NULL */
     int n_grads;
 } nb_backward_result;
 

@@ -26,8 +26,8 @@ typedef struct nb_batch_ctx {
     const nb_var_info *y_info;  /* logical dtype and shape of each output, as inferred */
     int64_t batch;              /* the batch size (-1 in a program where it is not known) */
     int n_out;
-    nb_value *y;                /* the rule's physical outputs ... */
-    int *y_bdim;                /* ... and their batch dims (-1: not batched) */
+    nb_value *y; /* the rule's physical outputs ... */
+    int *y_bdim; /* ... and their batch dims (-1: not batched) */
 } nb_batch_ctx;
 
 NB_END_DECLS

@@ -71,7 +71,7 @@ NB_API nb_status nb_checkpoint_save_as(const char *path, const nb_program *progr
  * (nb_safetensors_free) when done (an F16 or BF16 tensor that an F64 var
  * took is held there widened to F64). It is set only on success. */
 NB_API nb_status nb_checkpoint_load(const char *path, const nb_program *program, nb_scope *scope,
-                             nb_safetensors **meta_out);
+                                    nb_safetensors **meta_out);
 
 NB_END_DECLS
 #endif

@@ -71,8 +71,8 @@ NB_API nb_status nb_cond(nb_builder *b, nb_value pred, const nb_branches *branch
 /* One time step: from the carried state (the RNN's memories) and this
  * step's slices x_t of the sequences, computes the next state and this
  * step's outputs y_t. */
-typedef nb_status (*nb_step_fn)(nb_builder *b, const nb_value *carry, const nb_value *x_t,
-                                nb_value *next, nb_value *y_t, void *ctx);
+typedef nb_status (*nb_step_fn)(nb_builder *b, const nb_value *carry, const nb_value *x_t, nb_value *next,
+                                nb_value *y_t, void *ctx);
 
 /* What nb_scan reads and writes: the carried values' initial values and
  * the sequences in; final (one per carried value) and the n_ys stacked

@@ -97,8 +97,8 @@ typedef struct nb_mnist_shard_opts {
     int rank, size;
     int prefetch_depth; /* as nb_mnist_reader's */
 } nb_mnist_shard_opts;
-NB_API nb_status nb_mnist_reader_shard(nb_reader **out, const char *dir, unsigned flags, int batch_size,
-                                       uint64_t seed, const nb_mnist_shard_opts *shard);
+NB_API nb_status nb_mnist_reader_shard(nb_reader **out, const char *dir, unsigned flags, int batch_size, uint64_t seed,
+                                       const nb_mnist_shard_opts *shard);
 
 NB_END_DECLS
 

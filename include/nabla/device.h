@@ -15,10 +15,7 @@
 
 NB_BEGIN_DECLS
 
-typedef enum nb_device {
-    NB_DEVICE_CPU = 0,
-    NB_DEVICE_COUNT
-} nb_device;
+typedef enum nb_device { NB_DEVICE_CPU = 0, NB_DEVICE_COUNT } nb_device;
 
 NB_API const char *nb_device_name(nb_device d); /* "cpu" */
 

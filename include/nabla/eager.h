@@ -185,8 +185,7 @@ NB_API nb_status nb_node_register_post_hook(nb_node *n, nb_node_hook fn, void *c
  *     }
  *     nb_value h;
  *     nb_checkpoint(b, block, NULL, NB_VALUES(x), 1, &h); */
-typedef nb_status (*nb_checkpoint_fn)(nb_builder *b, void *ctx, int n_in, const nb_value *in, int n_out,
-                                      nb_value *out);
+typedef nb_status (*nb_checkpoint_fn)(nb_builder *b, void *ctx, int n_in, const nb_value *in, int n_out, nb_value *out);
 NB_API nb_status nb_checkpoint(nb_builder *b, nb_checkpoint_fn f, void *ctx, nb_values in, int n_out, nb_value *out);
 
 /* ---- the engine ------------------------------------------------------------- */
@@ -208,8 +207,8 @@ NB_API nb_status nb_backward(nb_tensors roots, nb_tensor *const *root_grads, uns
  * transform, JAX's grad.)
  *
  *     nb_autograd_grad(NB_TENSORS(y), NULL, NB_TENSORS(x), NB_CREATE_GRAPH, &dx); */
-NB_API nb_status nb_autograd_grad(nb_tensors outputs, nb_tensor *const *grad_outputs, nb_tensors inputs,
-                                  unsigned flags, nb_tensor **grads_out);
+NB_API nb_status nb_autograd_grad(nb_tensors outputs, nb_tensor *const *grad_outputs, nb_tensors inputs, unsigned flags,
+                                  nb_tensor **grads_out);
 
 NB_END_DECLS
 

@@ -157,7 +157,7 @@ NB_API nb_value nb_param(nb_builder *b, const char *name, nb_dtype dtype, int nd
  * state dict lists buffers) with requires_grad off, so optimisers and
  * backward leave it alone; the name must not be a parameter's. */
 NB_API nb_value nb_persistable_var(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape,
-                            nb_init init);
+                                   nb_init init);
 
 /* A trainable parameter (nb_param_from) or persistable state
  * (nb_persistable_from) `name` holding a copy of `value` (any dtype, any

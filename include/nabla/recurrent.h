@@ -117,9 +117,9 @@ NB_API nb_value nb_layer_lstm_cell(nb_builder *b, nb_value x, const nb_value *st
  * {h0, c0} in init (NULL: zeros) and gives {h_n, c_n} in final (may be
  * NULL). */
 NB_API nb_value nb_layer_rnn(nb_builder *b, nb_value x, nb_value h0, int64_t hidden, const nb_rnn_opts *opts,
-                      nb_value *h_n);
+                             nb_value *h_n);
 NB_API nb_value nb_layer_gru(nb_builder *b, nb_value x, nb_value h0, int64_t hidden, const nb_rnn_opts *opts,
-                      nb_value *h_n);
+                             nb_value *h_n);
 NB_API nb_value nb_layer_lstm(nb_builder *b, nb_value x, const nb_value *init, int64_t hidden, const nb_rnn_opts *opts,
                               nb_value *final);
 

@@ -73,8 +73,8 @@ typedef enum nb_float_storage {
  * infinities, tiny ones subnormals or zeros; NaNs stay NaNs. Loading such a
  * file gives F32 tensors. NB_ERR_ARG also for a `storage` that is none of
  * the above. */
-NB_API nb_status nb_safetensors_save_as(const char *path, int n, const char *const *names,
-                                        nb_tensor *const *tensors, const nb_meta *meta, nb_float_storage storage);
+NB_API nb_status nb_safetensors_save_as(const char *path, int n, const char *const *names, nb_tensor *const *tensors,
+                                        const nb_meta *meta, nb_float_storage storage);
 
 /* A loaded file: its tensors (in the order of their data in the file), and
  * its metadata. */

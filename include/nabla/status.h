@@ -32,12 +32,10 @@ NB_API const char *nb_status_name(nb_status s);
 /* Records a failure and returns `s`, so that code can say
  *     return nb_error(NB_ERR_SHAPE, "matmul: X has shape %s ...", ...);
  * Custom ops and readers written by users report their errors with it too. */
-NB_API nb_status nb_error(nb_status s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+NB_API nb_status nb_error(nb_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Prepends context to the current error text ("while running op 3: ..."). */
-NB_API nb_status nb_error_context(nb_status s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+NB_API nb_status nb_error_context(nb_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 NB_API void nb_clear_error(void);
 

@@ -13,7 +13,7 @@
  * its own recursed into. The gradient of targets[i] is read from var
  * seeds[i], which this creates in the grad block for the caller's op to fill.
  * out->grads[i] names the gradient of inputs[i] (NULL: it has none). */
-nb_status nb_backward_sub_block(nb_program *p, int fwd_idx, nb_names targets, const char *const *seeds,
-                                nb_names inputs, int *grad_idx, nb_backward_result *out);
+nb_status nb_backward_sub_block(nb_program *p, int fwd_idx, nb_names targets, const char *const *seeds, nb_names inputs,
+                                int *grad_idx, nb_backward_result *out);
 
 #endif

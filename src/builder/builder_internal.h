@@ -15,8 +15,8 @@ typedef struct nb_builder_backend {
     nb_value_kind kind; /* the values it makes and takes */
     /* Emits op `type`, whose definition the backend looks up. n_out < 0 asks
      * for one value per declared output slot (out has room for NB_MAX_SLOTS). */
-    nb_status (*emit)(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs,
-                      const nb_attr *attrs, int n_out, nb_value *out);
+    nb_status (*emit)(nb_builder *b, const char *type, int n_in, const nb_value *in, int n_attrs, const nb_attr *attrs,
+                      int n_out, nb_value *out);
     nb_var_info (*info)(const nb_builder *b, nb_value v);
     /* A fresh layer name for `prefix` ("fc" -> "fc_0"). */
     nb_status (*unique_name)(nb_builder *b, const char *prefix, char *buf, size_t size);
@@ -106,6 +106,5 @@ nb_status nb_values_attr(const nb_tensor *value, void **vals, nb_attr *attr);
 nb_status nb_builder_init(nb_builder **out, const nb_builder_backend *backend);
 /* Records st (with the thread's error text) as the builder's first error. */
 nb_status nb_builder_record_error(nb_builder *b, nb_status st);
-
 
 #endif

@@ -34,7 +34,7 @@ struct nb_comm {
     void *impl;
     int rank, size;
     double timeout;
-    bool broken; /* a collective timed out: the ranks no longer agree on what comes next */
+    bool broken;   /* a collective timed out: the ranks no longer agree on what comes next */
     double *heard; /* size entries: when each rank was last heard from in a census (nb_comm_clock) */
     void *staging; /* nb_comm_staging's buffer */
     size_t staging_size;
@@ -42,8 +42,8 @@ struct nb_comm {
 
 struct nb_comm_request {
     nb_comm *c;
-    void *impl;        /* the kind's request, NULL once complete */
-    const char *what;  /* "all-reduce", ... for errors */
+    void *impl;       /* the kind's request, NULL once complete */
+    const char *what; /* "all-reduce", ... for errors */
     int64_t n;
     nb_dtype dtype;
     double started;

@@ -68,7 +68,8 @@ nb_status nb_ctl_output_copy(const nb_kernel_ctx *ctx, int k, const nb_tensor *t
 /* Binds output k as zeros shaped like `like`. */
 nb_status nb_ctl_output_zeros(const nb_kernel_ctx *ctx, int k, const nb_tensor *like, nb_tensor **out);
 /* Checks that a carried value kept its dtype and shape. */
-nb_status nb_ctl_check_like(const nb_kernel_ctx *ctx, const nb_tensor *was, const nb_tensor *now, const char *what, int i);
+nb_status nb_ctl_check_like(const nb_kernel_ctx *ctx, const nb_tensor *was, const nb_tensor *now, const char *what,
+                            int i);
 /* *acc += t, allocating *acc (one reference, yours) on first use. */
 nb_status nb_ctl_accumulate(nb_tensor **acc, const nb_tensor *t);
 /* A new zero tensor shaped like t. */
@@ -79,8 +80,8 @@ nb_status nb_ctl_time_slice(nb_tensor **out, nb_tensor *x, int64_t t);
 /* Runs grad block `grad_block` for forward iteration scope `step`, with the
  * seeds (names -> tensors) bound; *grad receives the scope it ran in (free
  * it, and its parent, with nb_ctl_grad_done). */
-nb_status nb_ctl_run_grad(const nb_kernel_ctx *ctx, int grad_block, nb_scope *step, int n_seed, const nb_attr_value *seed_names,
-                          nb_tensor *const *seeds, nb_scope **grad);
+nb_status nb_ctl_run_grad(const nb_kernel_ctx *ctx, int grad_block, nb_scope *step, int n_seed,
+                          const nb_attr_value *seed_names, nb_tensor *const *seeds, nb_scope **grad);
 void nb_ctl_grad_done(nb_scope *grad);
 /* Replaces *g (a carried gradient) with the one the grad block left under
  * `name`, or zeros shaped like it when there is none. */

@@ -8,7 +8,7 @@
 #include "nabla/grad_rule.h"
 
 typedef struct nb_sub_grad {
-    int block;    /* the grad block */
+    int block;          /* the grad block */
     const char **seeds; /* per target: the grad-block var the gradient op fills */
     const char **grads; /* per input: the grad-block var holding its gradient, "" if none */
     int n_seeds, n_grads;

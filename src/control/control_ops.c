@@ -48,7 +48,8 @@ nb_status nb_ctl_needs_executor(const nb_kernel_ctx *ctx)
 {
     return nb_error(NB_ERR_UNSUPPORTED,
                     "%s: control-flow ops run inside an executor; eagerly, use nb_while_loop, nb_cond, nb_scan or "
-                    "nb_net, which run as C control flow on the tape", ctx->label);
+                    "nb_net, which run as C control flow on the tape",
+                    ctx->label);
 }
 
 nb_status nb_ctl_recorded_infos(const nb_op_ctx *ctx, int n, nb_var_info *out)
@@ -74,7 +75,8 @@ nb_status nb_ctl_grad_infer(nb_op_ctx *ctx, int n_tail)
     if (pos->n != nb_out_count(ctx, 0) || n_x < 0)
         return nb_error(NB_ERR_ARG, "%s: x_grad_pos does not match the outputs", ctx->label);
     for (int j = 0; j < pos->n; j++) {
-        if (pos->ints[j] < 0 || pos->ints[j] >= n_x) return nb_error(NB_ERR_ARG, "%s: x_grad_pos out of range", ctx->label);
+        if (pos->ints[j] < 0 || pos->ints[j] >= n_x)
+            return nb_error(NB_ERR_ARG, "%s: x_grad_pos out of range", ctx->label);
         *nb_out_info(ctx, 0, j) = *nb_in_info(ctx, 1, (int)pos->ints[j]);
     }
     return NB_OK;

@@ -10,7 +10,8 @@
 nb_value nb_array_new(nb_builder *b, int64_t length, nb_dtype dtype, int ndim, const int64_t *elem_shape)
 {
     if (length < 1 || ndim < 0 || ndim + 1 > NB_MAX_DIMS) {
-        nb_builder_fail(b, NB_ERR_ARG, "array_new: %lld elements of rank %d (it needs at least one element, rank below %d)",
+        nb_builder_fail(b, NB_ERR_ARG,
+                        "array_new: %lld elements of rank %d (it needs at least one element, rank below %d)",
                         (long long)length, ndim, NB_MAX_DIMS);
         return NB_NONE;
     }

@@ -17,7 +17,4 @@ bool nb_fpmode_flush(void)
     return c;
 }
 
-void nb_fpmode_set_flush(bool flush)
-{
-    atomic_store_explicit(&flush_choice, flush, memory_order_relaxed);
-}
+void nb_fpmode_set_flush(bool flush) { atomic_store_explicit(&flush_choice, flush, memory_order_relaxed); }

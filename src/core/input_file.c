@@ -42,7 +42,8 @@ nb_status nb_input_file_open(const char *what, const char *path, FILE **f, uint6
     FILE *fp = fopen(path, "rb");
     if (!fp) return not_opened(what, path);
     struct stat sb;
-    if (fstat(fileno(fp), &sb)) st = nb_error(NB_ERR_IO, "%s '%s': cannot stat the file: %s", what, path, strerror(errno));
+    if (fstat(fileno(fp), &sb))
+        st = nb_error(NB_ERR_IO, "%s '%s': cannot stat the file: %s", what, path, strerror(errno));
     else st = regular(what, path, &sb, size);
     if (st) fclose(fp);
     else *f = fp;

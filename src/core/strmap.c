@@ -69,8 +69,7 @@ nb_status nb_strmap_put(nb_strmap *m, const char *key, void *val)
         m->cap = cap;
     }
     /* Keep the table at most half full, counting removed markers. */
-    if (2 * (m->n + 1) > m->table_cap && rehash(m, m->table_cap ? 2 * m->table_cap : 32))
-        return NB_ERR_NOMEM;
+    if (2 * (m->n + 1) > m->table_cap && rehash(m, m->table_cap ? 2 * m->table_cap : 32)) return NB_ERR_NOMEM;
     char *k = nb_strdup(key);
     if (!k) return NB_ERR_NOMEM;
     m->keys[m->n] = k;

@@ -9,7 +9,7 @@
 #include "nabla/status.h"
 
 typedef struct nb_strmap {
-    char **keys;   /* insertion order; NULL marks a removed entry */
+    char **keys; /* insertion order; NULL marks a removed entry */
     void **vals;
     int n, cap;    /* entries used in keys/vals (removed ones included) */
     int *table;    /* slot -> entry index + 1; 0 empty, -1 removed */

@@ -10,8 +10,8 @@
  * calls were a twentieth of its cost. */
 static inline size_t nb_dtype_bytes(nb_dtype t)
 {
-    static const unsigned char bytes[NB_DTYPE_COUNT] = {[NB_F32] = 4, [NB_F64] = 8, [NB_I32] = 4,
-                                                        [NB_I64] = 8, [NB_U8] = 1,  [NB_BOOL] = 1};
+    static const unsigned char bytes[NB_DTYPE_COUNT] = {
+        [NB_F32] = 4, [NB_F64] = 8, [NB_I32] = 4, [NB_I64] = 8, [NB_U8] = 1, [NB_BOOL] = 1};
     return (unsigned)t < NB_DTYPE_COUNT ? bytes[t] : 0;
 }
 

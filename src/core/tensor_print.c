@@ -146,8 +146,7 @@ static void printer_init(printer *p, const nb_tensor *t)
     p->summarise = nb_tensor_numel(t) > THRESHOLD;
     visit(p, 0, t->offset, gather_stats);
     if (!p->floating || !p->any) return;
-    if (p->max_abs / p->min_abs > 1000.0 || p->max_abs > 1.0e8 || (!p->int_mode && p->min_abs < 1.0e-4))
-        p->sci = true;
+    if (p->max_abs / p->min_abs > 1000.0 || p->max_abs > 1.0e8 || (!p->int_mode && p->min_abs < 1.0e-4)) p->sci = true;
     visit(p, 0, t->offset, gather_width);
 }
 
@@ -291,7 +290,8 @@ char *nb_tensor_to_string(const nb_tensor *t)
 nb_status nb_tensor_print(const nb_tensor *t, FILE *f)
 {
     if (!t || !f) return nb_error(NB_ERR_ARG, "print: tensor or file is NULL");
-    if (!t->storage) return nb_error(NB_ERR_ARG, "print: the tensor is a batched (vmap) value, which holds no data of its own");
+    if (!t->storage)
+        return nb_error(NB_ERR_ARG, "print: the tensor is a batched (vmap) value, which holds no data of its own");
     char *s = tensor_text(t);
     if (!s) return nb_error(NB_ERR_NOMEM, "print: out of memory");
     int rc = fputs(s, f);

@@ -13,8 +13,7 @@
 nb_status nb_idx_load_with(const char *path, nb_tensor **out, int64_t direct_max);
 
 /* nb_data_find, with the running program's path given (NULL: none). */
-nb_status nb_data_find_from(const char *cli_dir, const char *dataset, const char *exe_path, char *out_dir,
-                            size_t size);
+nb_status nb_data_find_from(const char *cli_dir, const char *dataset, const char *exe_path, char *out_dir, size_t size);
 /* nb_data_find_file, likewise. */
 nb_status nb_data_find_file_from(const char *cli, const char *dataset, const char *file, const char *exe_path,
                                  char *out_path, size_t size);

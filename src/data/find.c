@@ -42,8 +42,8 @@ static bool qualifies(const search *s, const char *dir)
 static void note_looked(search *s, const char *dir)
 {
     if (s->looked_len >= sizeof s->looked - 1) return;
-    int n = snprintf(s->looked + s->looked_len, sizeof s->looked - s->looked_len, "%s%s",
-                     s->looked_len ? ", " : "", dir);
+    int n =
+        snprintf(s->looked + s->looked_len, sizeof s->looked - s->looked_len, "%s%s", s->looked_len ? ", " : "", dir);
     if (n < 0 || (size_t)n >= sizeof s->looked - s->looked_len) {
         strcpy(s->looked + sizeof s->looked - 5, "...");
         s->looked_len = sizeof s->looked - 1;
@@ -140,8 +140,7 @@ static nb_status find_folder(search *s, const char *cli_dir, const char *exe_pat
                     dataset, s->looked, markers, advice(dataset));
 }
 
-nb_status nb_data_find_from(const char *cli_dir, const char *dataset, const char *exe_path, char *out_dir,
-                            size_t size)
+nb_status nb_data_find_from(const char *cli_dir, const char *dataset, const char *exe_path, char *out_dir, size_t size)
 {
     search s = {.dataset = dataset,
                 .markers = {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz"},

@@ -39,8 +39,8 @@ nb_status nb_mnist_load(nb_tensor **images, nb_tensor **labels, const char *dir,
         st = nb_error(NB_ERR_FORMAT, "mnist: %s holds %s %s; labels are uint8 [N]", lpath, nb_dtype_name(lb->dtype),
                       nb_shape_str(s, sizeof s, lb->ndim, lb->shape));
     if (!st && im->shape[0] != lb->shape[0])
-        st = nb_error(NB_ERR_FORMAT, "mnist: %s has %lld images but %s has %lld labels", ipath,
-                      (long long)im->shape[0], lpath, (long long)lb->shape[0]);
+        st = nb_error(NB_ERR_FORMAT, "mnist: %s has %lld images but %s has %lld labels", ipath, (long long)im->shape[0],
+                      lpath, (long long)lb->shape[0]);
     if (!st) {
         const uint8_t *l = nb_tensor_data(lb);
         for (int64_t i = 0; i < lb->shape[0]; i++)
@@ -98,8 +98,7 @@ nb_status nb_mnist_reader_shard(nb_reader **out, const char *dir, unsigned flags
     if (!out) return nb_error(NB_ERR_ARG, "mnist reader: out is NULL");
     *out = NULL;
     if (batch_size < 1) return nb_error(NB_ERR_ARG, "mnist reader: batch size %d (must be at least 1)", batch_size);
-    if (prefetch_depth < 0)
-        return nb_error(NB_ERR_ARG, "mnist reader: prefetch depth %d (0 for none)", prefetch_depth);
+    if (prefetch_depth < 0) return nb_error(NB_ERR_ARG, "mnist reader: prefetch depth %d (0 for none)", prefetch_depth);
     /* Checked before the files are read, which is the slow part. */
     if (size < 1 || rank < 0 || rank >= size)
         return nb_error(NB_ERR_ARG, "mnist reader: rank %d, size %d: %s", rank, size,

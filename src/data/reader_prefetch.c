@@ -44,8 +44,8 @@ typedef struct {
     bool stop;       /* the consumer asks the producer to finish */
     bool inner_done; /* the producer has pushed an end or an error */
     pthread_t thread;
-    bool running; /* a producer thread exists (to be joined) */
-    bool at_end;  /* the consumer took the end of the epoch */
+    bool running;  /* a producer thread exists (to be joined) */
+    bool at_end;   /* the consumer took the end of the epoch */
     nb_status err; /* sticky: an error the consumer took, returned until reset */
     char *err_msg;
     nb_tensor *scratch[NB_READER_MAX_FIELDS];
@@ -147,7 +147,6 @@ static nb_status sticky_error(prefetch_reader *s)
     if (s->err_msg) return nb_error(s->err, "%s", s->err_msg);
     return nb_error(s->err, "reader prefetch: the inner reader failed (%s)", nb_status_name(s->err));
 }
-
 
 static nb_status prefetch_next(void *self, nb_tensor **record, bool *end)
 {

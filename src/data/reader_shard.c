@@ -20,10 +20,7 @@ typedef struct {
 
 /* The records of an epoch of n that fall to this rank: ceil((n - rank) / size),
  * that is floor(n / size), plus one for the first n % size ranks. */
-static int64_t share(const shard_reader *s, int64_t n)
-{
-    return n > s->rank ? (n - s->rank - 1) / s->size + 1 : 0;
-}
+static int64_t share(const shard_reader *s, int64_t n) { return n > s->rank ? (n - s->rank - 1) / s->size + 1 : 0; }
 
 /* ---- over a random-access reader ------------------------------------------ */
 
@@ -46,8 +43,7 @@ static nb_status gather_positions(shard_reader *s, const int64_t *idx, int64_t f
         if (p < 0 || p >= size)
             st = nb_error(NB_ERR_ARG, "reader shard: record %lld asked for, there are %lld", (long long)p,
                           (long long)size);
-        else
-            mapped[i] = s->rank + p * s->size; /* below the inner's size, since p < share */
+        else mapped[i] = s->rank + p * s->size; /* below the inner's size, since p < share */
     }
     if (!st) st = nb_reader_gather(s->inner, mapped, n, fields);
     if (mapped != &one) nb_free(mapped);
@@ -153,10 +149,8 @@ nb_status nb_reader_shard(nb_reader **out, nb_reader *inner, int rank, int size)
 {
     nb_status st = NB_OK;
     if (out) *out = NULL;
-    if (!out || !inner)
-        st = nb_error(NB_ERR_ARG, "reader shard: out or inner is NULL");
-    else if (size < 1)
-        st = nb_error(NB_ERR_ARG, "reader shard: rank %d, size %d: size must be at least 1", rank, size);
+    if (!out || !inner) st = nb_error(NB_ERR_ARG, "reader shard: out or inner is NULL");
+    else if (size < 1) st = nb_error(NB_ERR_ARG, "reader shard: rank %d, size %d: size must be at least 1", rank, size);
     else if (rank < 0 || rank >= size)
         st = nb_error(NB_ERR_ARG, "reader shard: rank %d, size %d: rank must be in [0, size)", rank, size);
     shard_reader *s = st ? NULL : nb_calloc(1, sizeof *s);

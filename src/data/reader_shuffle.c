@@ -114,8 +114,7 @@ static nb_status index_gather(void *self, const int64_t *idx, int64_t n, nb_tens
         if (idx[i] < 0 || idx[i] >= s->n)
             st = nb_error(NB_ERR_ARG, "reader shuffle: record %lld asked for, there are %lld", (long long)idx[i],
                           (long long)s->n);
-        else
-            mapped[i] = s->perm[idx[i]];
+        else mapped[i] = s->perm[idx[i]];
     }
     if (!st) st = nb_reader_gather(s->inner, mapped, n, fields);
     if (mapped != &one) nb_free(mapped);
@@ -143,7 +142,8 @@ static nb_status load_epoch(shuffle_reader *s)
         if (s->n == cap) {
             cap = cap ? 2 * cap : 256;
             nb_tensor **b = nb_realloc(s->buf, (size_t)(cap * s->n_fields) * sizeof *b);
-            if (!b) return nb_error(NB_ERR_NOMEM, "reader shuffle: out of memory holding %lld records", (long long)s->n);
+            if (!b)
+                return nb_error(NB_ERR_NOMEM, "reader shuffle: out of memory holding %lld records", (long long)s->n);
             s->buf = b;
         }
         bool end;

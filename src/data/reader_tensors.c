@@ -62,8 +62,8 @@ static nb_status tensors_gather(void *self, const int64_t *idx, int64_t n, nb_te
     tensors_reader *s = self;
     for (int64_t i = 0; i < n; i++)
         if (idx[i] < 0 || idx[i] >= s->n)
-            return nb_error(NB_ERR_ARG, "reader from_tensors: record %lld asked for, there are %lld",
-                            (long long)idx[i], (long long)s->n);
+            return nb_error(NB_ERR_ARG, "reader from_tensors: record %lld asked for, there are %lld", (long long)idx[i],
+                            (long long)s->n);
     for (int k = 0; k < s->n_fields; k++) {
         nb_status st = nb_tensor_new_rows(&fields[k], s->fields[k], n);
         if (st) return st;
@@ -105,8 +105,7 @@ nb_status nb_reader_from_tensors(nb_reader **out, int n_fields, nb_tensor *const
     if (!out) return nb_error(NB_ERR_ARG, "reader from_tensors: out is NULL");
     *out = NULL;
     if (n_fields < 1 || n_fields > NB_READER_MAX_FIELDS)
-        return nb_error(NB_ERR_ARG, "reader from_tensors: %d fields (1 to %d allowed)", n_fields,
-                        NB_READER_MAX_FIELDS);
+        return nb_error(NB_ERR_ARG, "reader from_tensors: %d fields (1 to %d allowed)", n_fields, NB_READER_MAX_FIELDS);
     if (!fields) return nb_error(NB_ERR_ARG, "reader from_tensors: fields is NULL");
     for (int k = 0; k < n_fields; k++) {
         char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];

@@ -9,8 +9,7 @@ int nb_plan_buckets(int n, const size_t *bytes, const nb_dtype *dtypes, size_t c
     return nb_plan_buckets_first(n, bytes, dtypes, cap, cap, bucket_of);
 }
 
-int nb_plan_buckets_first(int n, const size_t *bytes, const nb_dtype *dtypes, size_t first, size_t cap,
-                          int *bucket_of)
+int nb_plan_buckets_first(int n, const size_t *bytes, const nb_dtype *dtypes, size_t first, size_t cap, int *bucket_of)
 {
     if (cap == 0) cap = NB_DEFAULT_BUCKET_BYTES;
     if (first == 0) first = cap;
@@ -37,9 +36,9 @@ void nb_bucket_caps(size_t total, size_t cap, size_t *first, size_t *rest)
     }
     size_t quarter = total / 4;
     *first = NB_FIRST_BUCKET_BYTES;
-    *rest = quarter < NB_MIN_BUCKET_BYTES ? NB_MIN_BUCKET_BYTES
-            : quarter > NB_DEFAULT_BUCKET_BYTES ? NB_DEFAULT_BUCKET_BYTES
-                                                : quarter;
+    *rest = quarter < NB_MIN_BUCKET_BYTES   ? NB_MIN_BUCKET_BYTES
+        : quarter > NB_DEFAULT_BUCKET_BYTES ? NB_DEFAULT_BUCKET_BYTES
+                                            : quarter;
 }
 
 uint64_t nb_hash_param(uint64_t h, const char *name, nb_dtype dtype, int ndim, const int64_t *shape)

@@ -17,8 +17,7 @@
 int nb_plan_buckets(int n, const size_t *bytes, const nb_dtype *dtypes, size_t cap, int *bucket_of);
 /* The same with the first bucket capped at `first` (0: cap) and the rest
  * at `cap`. */
-int nb_plan_buckets_first(int n, const size_t *bytes, const nb_dtype *dtypes, size_t first, size_t cap,
-                          int *bucket_of);
+int nb_plan_buckets_first(int n, const size_t *bytes, const nb_dtype *dtypes, size_t first, size_t cap, int *bucket_of);
 
 /* The caps for a model of `total` gradient bytes, when the user asked for
  * `cap` (0: choose). The first bucket is small (NB_FIRST_BUCKET_BYTES at

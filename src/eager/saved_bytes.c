@@ -104,7 +104,8 @@ static nb_status count_saved(nb_node *n, tally *t)
 
 nb_status nb_autograd_saved_bytes(nb_tensors roots, size_t *bytes, int *n_nodes)
 {
-    if (!bytes || (roots.n && !roots.v)) return nb_error(NB_ERR_ARG, "saved bytes: needs the roots and a place for the count");
+    if (!bytes || (roots.n && !roots.v))
+        return nb_error(NB_ERR_ARG, "saved bytes: needs the roots and a place for the count");
     tally t = {.bytes = 0};
     nb_strmap_init(&t.leaves);
     nb_strmap_init(&t.storages);

@@ -14,8 +14,8 @@ typedef struct nb_block_cache nb_block_cache;
 
 typedef struct nb_exec_env {
     nb_program *program;
-    nb_scope *scope;     /* the scope the running block's values live in */
-    const nb_op *op;     /* the op being run */
+    nb_scope *scope; /* the scope the running block's values live in */
+    const nb_op *op; /* the op being run */
     nb_block_cache *cache;
     struct nb_prepared *pp; /* private: where nb_exec_output binds */
     void *step;

@@ -8,10 +8,10 @@
 #define FUSE_MAX_STEPS 16
 
 struct fuse_group {
-    int first, n;     /* steps [first, first + n) */
-    bool ready;       /* the shapes of its last run allow one pass */
-    bool math;        /* some step is costly per element: split across threads sooner */
-    int64_t numel;    /* elements of every step's output */
+    int first, n;  /* steps [first, first + n) */
+    bool ready;    /* the shapes of its last run allow one pass */
+    bool math;     /* some step is costly per element: split across threads sooner */
+    int64_t numel; /* elements of every step's output */
     nb_pointwise pw[FUSE_MAX_STEPS];
 };
 

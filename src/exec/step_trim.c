@@ -26,8 +26,7 @@ static unsigned reads_elsewhere(const nb_program *p, int self, const char *name)
             const nb_op *op = blk->ops[j];
             for (int s = 0; s < NB_MAX_SLOTS && op->def->inputs[s].name; s++)
                 for (int k = op->in_begin[s]; k < op->in_begin[s + 1]; k++)
-                    if (!strcmp(op->inputs[k], name))
-                        how |= op->def->inputs[s].flags & NB_SLOT_SHAPE_ONLY ? 2u : 1u;
+                    if (!strcmp(op->inputs[k], name)) how |= op->def->inputs[s].flags & NB_SLOT_SHAPE_ONLY ? 2u : 1u;
         }
     }
     return how;

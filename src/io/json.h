@@ -20,14 +20,14 @@
 #define JSON_MAX_DEPTH 64
 
 typedef enum json_token {
-    JSON_END,          /* the whole text is read (only whitespace followed) */
+    JSON_END, /* the whole text is read (only whitespace followed) */
     JSON_OBJECT_BEGIN,
     JSON_OBJECT_END,
     JSON_ARRAY_BEGIN,
     JSON_ARRAY_END,
-    JSON_KEY,          /* a member name: json_text() gives it */
-    JSON_STRING,       /* a string value: json_text() gives it */
-    JSON_NUMBER,       /* json_text() gives its literal text */
+    JSON_KEY,    /* a member name: json_text() gives it */
+    JSON_STRING, /* a string value: json_text() gives it */
+    JSON_NUMBER, /* json_text() gives its literal text */
     JSON_TRUE,
     JSON_FALSE,
     JSON_NULL

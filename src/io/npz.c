@@ -13,9 +13,9 @@
 
 struct nb_npz {
     int n;
-    char **names;        /* without ".npy", in central-directory order */
+    char **names; /* without ".npy", in central-directory order */
     nb_tensor **tensors;
-    int *by_name;        /* indices sorted by name, for lookups */
+    int *by_name; /* indices sorted by name, for lookups */
 };
 
 static nb_status oom(void) { return nb_error(NB_ERR_NOMEM, "out of memory"); }

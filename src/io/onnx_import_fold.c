@@ -22,7 +22,8 @@
 /* Ops whose outputs are not a function of their inputs' values. */
 static bool is_random(const char *op_type)
 {
-    static const char *const random[] = {"RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial", "Dropout"};
+    static const char *const random[] = {"RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial",
+                                         "Dropout"};
     for (size_t i = 0; i < sizeof random / sizeof *random; i++)
         if (!strcmp(op_type, random[i])) return true;
     return false;

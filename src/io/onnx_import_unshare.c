@@ -20,10 +20,12 @@
 bool ox_unshare_initializer(ox_import *im, nb_status *st)
 {
     const Onnx__NodeProto *n = im->node;
-    if (!nb_builder_program(im->b) || strcmp(n->op_type, "Identity") || n->n_input != 1 || n->n_output != 1) return false;
+    if (!nb_builder_program(im->b) || strcmp(n->op_type, "Identity") || n->n_input != 1 || n->n_output != 1)
+        return false;
     const Onnx__TensorProto *p = nb_strmap_get(&im->protos, n->input[0], NULL);
     nb_dtype dt;
-    if (!p || !ox_nabla_dtype(p->data_type, &dt) || !nb_dtype_is_float(dt) || nb_strmap_get(&im->state, n->input[0], NULL))
+    if (!p || !ox_nabla_dtype(p->data_type, &dt) || !nb_dtype_is_float(dt) ||
+        nb_strmap_get(&im->state, n->input[0], NULL))
         return false;
     const char *name = n->output[0];
     if (!*name || nb_strmap_get(&im->protos, name, NULL) || nb_block_find_var_recursive(nb_builder_block(im->b), name))

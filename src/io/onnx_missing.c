@@ -5,8 +5,10 @@
 
 static nb_status missing(const char *what)
 {
-    return nb_error(NB_ERR_UNSUPPORTED, "%s: this build of nabla has no ONNX support (it needs onnx.proto from "
-                    "libonnx-dev at build time: apt-get install libonnx-dev, then rebuild)", what);
+    return nb_error(NB_ERR_UNSUPPORTED,
+                    "%s: this build of nabla has no ONNX support (it needs onnx.proto from "
+                    "libonnx-dev at build time: apt-get install libonnx-dev, then rebuild)",
+                    what);
 }
 
 bool nb_onnx_available(void) { return false; }

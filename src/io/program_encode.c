@@ -22,7 +22,8 @@ _Static_assert((int)NABLA__ATTR_TYPE__ATTR_BOOL == NB_ATTR_BOOL && (int)NABLA__A
                    (int)NABLA__ATTR_TYPE__ATTR_BLOCK == NB_ATTR_BLOCK &&
                    (int)NABLA__ATTR_TYPE__ATTR_STRINGS == NB_ATTR_STRINGS,
                "proto AttrType out of step with nb_attr_type");
-_Static_assert((int)NABLA__ROLE__ROLE_FORWARD == NB_ROLE_FORWARD && (int)NABLA__ROLE__ROLE_BACKWARD == NB_ROLE_BACKWARD &&
+_Static_assert((int)NABLA__ROLE__ROLE_FORWARD == NB_ROLE_FORWARD &&
+                   (int)NABLA__ROLE__ROLE_BACKWARD == NB_ROLE_BACKWARD &&
                    (int)NABLA__ROLE__ROLE_OPTIMIZE == NB_ROLE_OPTIMIZE && (int)NABLA__ROLE__ROLE_LOSS == NB_ROLE_LOSS &&
                    (int)NABLA__ROLE__ROLE_STARTUP == NB_ROLE_STARTUP,
                "proto Role out of step with nb_op_role");

@@ -7,12 +7,12 @@
 
 struct nb_safetensors {
     int n;
-    char **names;        /* in the order of their data in the file */
+    char **names; /* in the order of their data in the file */
     nb_tensor **tensors;
     unsigned char *stored; /* the nb_st_dtype each tensor has in the file */
-    int *by_name;        /* indices sorted by name, for lookups */
+    int *by_name;          /* indices sorted by name, for lookups */
     int n_meta;
-    char **meta_keys;    /* sorted */
+    char **meta_keys; /* sorted */
     char **meta_values;
 };
 

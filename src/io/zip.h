@@ -27,8 +27,8 @@
 /* ---- reading ---- */
 
 typedef struct zip_entry {
-    char *name;      /* NUL-free, as stored */
-    int method;      /* 0 stored, 8 deflated */
+    char *name; /* NUL-free, as stored */
+    int method; /* 0 stored, 8 deflated */
     uint32_t crc;
     uint64_t csize, usize;
     uint64_t offset; /* of the local header */

@@ -203,10 +203,10 @@ static nb_status central_entry(zip_writer *w, const wentry *e)
     p = put32(p, cap32(e->usize));
     p = put16(p, (uint32_t)nlen);
     p = put16(p, (uint32_t)xlen);
-    p = put16(p, 0);                     /* comment */
-    p = put16(p, 0);                     /* disk */
-    p = put16(p, 0);                     /* internal attributes */
-    p = put32(p, 0100644u << 16);        /* a regular file, rw-r--r-- */
+    p = put16(p, 0);              /* comment */
+    p = put16(p, 0);              /* disk */
+    p = put16(p, 0);              /* internal attributes */
+    p = put32(p, 0100644u << 16); /* a regular file, rw-r--r-- */
     put32(p, cap32(e->offset));
     nb_status st = out(w, h, sizeof h);
     if (!st) st = out(w, e->name, nlen);

@@ -19,8 +19,7 @@ static bool need_btE(nb_builder *b, const char *layer, const char *what, nb_valu
 static bool heads_ok(nb_builder *b, const char *layer, int heads, const nb_var_info *xi)
 {
     char s[NB_SHAPE_STR_MAX];
-    if (heads < 1)
-        nb_builder_fail(b, NB_ERR_ARG, "%s: heads is %d; it must be at least 1", layer, heads);
+    if (heads < 1) nb_builder_fail(b, NB_ERR_ARG, "%s: heads is %d; it must be at least 1", layer, heads);
     else if (xi->shape[2] % heads)
         nb_builder_fail(b, NB_ERR_ARG, "%s: %d heads do not divide the embedding width %lld of x %s", layer, heads,
                         (long long)xi->shape[2], nb_shape_str(s, sizeof s, xi->ndim, xi->shape));
@@ -147,8 +146,7 @@ nb_value nb_layer_transformer_block(nb_builder *b, nb_value x, int heads, const 
     const double eps = opts->epsilon ? opts->epsilon : 1e-5;
     const int64_t hidden = opts->mlp ? opts->mlp : 4 * E;
     char name[NB_LAYER_NAME_MAX], attn[NB_LAYER_NAME_MAX];
-    if (!nb_layer_name(b, "block", opts->name, name, sizeof name) || !sub_name(b, name, "attn", attn))
-        return NB_NONE;
+    if (!nb_layer_name(b, "block", opts->name, name, sizeof name) || !sub_name(b, name, "attn", attn)) return NB_NONE;
     nb_mha_opts mo = {.name = attn, .causal = opts->causal, .dropout = opts->dropout};
     nb_value a = nb_layer_multi_head_attention(b, named_layer_norm(b, x, &xi, name, "ln1", eps), NB_NONE, heads, &mo);
     nb_value h = nb_add(b, x, maybe_dropout(b, a, opts->dropout));

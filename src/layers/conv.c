@@ -32,8 +32,9 @@ nb_value nb_layer_conv2d(nb_builder *b, nb_value x, int64_t out_channels, int ke
         return NB_NONE;
     }
     if (in_channels % groups || out_channels % groups) {
-        nb_builder_fail(b, NB_ERR_ARG, "conv2d: groups %d must divide the input channels (%lld, input %s) and "
-                                       "out_channels (%lld)",
+        nb_builder_fail(b, NB_ERR_ARG,
+                        "conv2d: groups %d must divide the input channels (%lld, input %s) and "
+                        "out_channels (%lld)",
                         groups, (long long)in_channels, s, (long long)out_channels);
         return NB_NONE;
     }

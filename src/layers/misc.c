@@ -25,8 +25,8 @@ static const struct {
     const char *name;
     nb_value (*apply)(nb_builder *b, nb_value x);
 } activations[] = {
-    {"relu", act_relu},     {"sigmoid", act_sigmoid},       {"tanh", act_tanh},   {"gelu", act_gelu},
-    {"silu", act_silu},     {"leaky_relu", act_leaky_relu}, {"elu", act_elu},     {"softplus", act_softplus},
+    {"relu", act_relu},       {"sigmoid", act_sigmoid},         {"tanh", act_tanh}, {"gelu", act_gelu},
+    {"silu", act_silu},       {"leaky_relu", act_leaky_relu},   {"elu", act_elu},   {"softplus", act_softplus},
     {"softmax", act_softmax}, {"log_softmax", act_log_softmax},
 };
 #define N_ACTIVATIONS ((int)(sizeof activations / sizeof *activations))
@@ -104,8 +104,8 @@ nb_value nb_layer_embedding(nb_builder *b, nb_value ids, int64_t vocab, int64_t 
     if (!nb_layer_name(b, "embedding", opts->name, name, sizeof name) ||
         !nb_layer_param_name(b, name, "w", wname, sizeof wname))
         return NB_NONE;
-    nb_value w = nb_param(b, wname, opts->dtype, 2, (int64_t[]){vocab, dim},
-                          nb_init_or(opts->w_init, nb_init_normal(0, 1)));
+    nb_value w =
+        nb_param(b, wname, opts->dtype, 2, (int64_t[]){vocab, dim}, nb_init_or(opts->w_init, nb_init_normal(0, 1)));
     if (nb_is_none(w)) return NB_NONE;
     return nb_embedding(b, w, ids, padding_idx < 0 ? -1 : padding_idx);
 }

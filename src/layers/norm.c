@@ -67,8 +67,9 @@ nb_value nb_layer_layer_norm(nb_builder *b, nb_value x, int begin_norm_axis, dou
     }
     int64_t cols;
     if (!nb_dims_known(&xi, axis, &cols)) {
-        nb_builder_fail(b, NB_ERR_SHAPE, "layer_norm: input of shape %s has unknown dims from axis %d; the scale's "
-                                         "size needs them",
+        nb_builder_fail(b, NB_ERR_SHAPE,
+                        "layer_norm: input of shape %s has unknown dims from axis %d; the scale's "
+                        "size needs them",
                         s, axis);
         return NB_NONE;
     }

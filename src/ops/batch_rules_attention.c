@@ -20,10 +20,8 @@ nb_status nb_batch_attention(nb_builder *b, nb_batch_ctx *c)
         if (nb_is_none(in[i])) continue;
         if (!strcmp(slot, "Key")) {
             if (nb_batch_is(c, i)) return nb_batch_loop(b, c); /* a stream per example */
-        } else if (!strcmp(slot, "Mask"))
-            in[i] = nb_batch_front_padded(b, c, i, score_rank);
-        else
-            in[i] = nb_batch_materialize(b, c, i);
+        } else if (!strcmp(slot, "Mask")) in[i] = nb_batch_front_padded(b, c, i, score_rank);
+        else in[i] = nb_batch_materialize(b, c, i);
     }
     nb_status st = nb_batch_reemit(b, c, in, 0, NULL, c->n_out, c->y);
     for (int k = 0; k < c->n_out && !st; k++)

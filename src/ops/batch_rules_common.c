@@ -107,8 +107,10 @@ nb_status nb_batch_apply(nb_builder *b, nb_batch_ctx *c, nb_attr_value *av, nb_v
 nb_status nb_batch_loop(nb_builder *b, nb_batch_ctx *c)
 {
     if (c->batch < 0)
-        return nb_builder_fail(b, NB_ERR_UNSUPPORTED, "vmap: %s has no batching rule, and its loop over the batch "
-                               "needs a known batch size", c->def->name);
+        return nb_builder_fail(b, NB_ERR_UNSUPPORTED,
+                               "vmap: %s has no batching rule, and its loop over the batch "
+                               "needs a known batch size",
+                               c->def->name);
     int64_t n = c->batch;
     nb_value *res = nb_calloc((size_t)(n * c->n_out) + 1, sizeof *res);
     nb_value *in = nb_calloc((size_t)c->n_in + 1, sizeof *in);

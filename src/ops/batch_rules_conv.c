@@ -59,9 +59,9 @@ nb_status nb_batch_conv(nb_builder *b, nb_batch_ctx *c)
     nb_batch_reemit(b, c, in, 1, (nb_attr[]){NB_ATTR_INT("groups", groups)}, c->n_out, out);
     for (int k = 0; k < c->n_out; k++) {
         const char *slot = c->def->outputs[k].name;
-        c->y[k] = nb_is_none(out[k]) ? NB_NONE
-                  : !strcmp(slot, "Output") || !strcmp(slot, "DInput") ? from_groups(b, out[k], c->batch)
-                                                                       : split_front(b, out[k], c->batch);
+        c->y[k] = nb_is_none(out[k])                             ? NB_NONE
+            : !strcmp(slot, "Output") || !strcmp(slot, "DInput") ? from_groups(b, out[k], c->batch)
+                                                                 : split_front(b, out[k], c->batch);
     }
     nb_batch_set_all(c, 0);
     return nb_builder_status(b);

@@ -54,7 +54,8 @@ static bool folded_matmul(nb_builder *b, nb_batch_ctx *c, int rx, int ry, bool t
         for (int k = 0; k < 3; k++)
             if (i.shape[k] < 0) return false;
         in[0] = c->x[0];
-        in[1] = ty ? nb_reshape(b, y, 2, (const int64_t[]){-1, i.shape[2]}) : nb_reshape(b, y, 2, (const int64_t[]){i.shape[0], -1});
+        in[1] = ty ? nb_reshape(b, y, 2, (const int64_t[]){-1, i.shape[2]})
+                   : nb_reshape(b, y, 2, (const int64_t[]){i.shape[0], -1});
         nb_batch_reemit(b, c, in, 0, NULL, 1, &out);
         /* [m, a, b]: the two dims of Y besides k, in their order */
         int64_t a = ty ? i.shape[0] : i.shape[1], bb = ty ? i.shape[1] : i.shape[2];

@@ -129,8 +129,8 @@ nb_status nb_batch_embedding_grad(nb_builder *b, nb_batch_ctx *c)
     const nb_var_info *w = &c->x_info[2];
     if (nb_batch_attr(c, "padding_idx")->i >= 0 || w->ndim != 2 || w->shape[0] < 0) return nb_batch_loop(b, c);
     nb_value ids = nb_batch_materialize(b, c, 0), dout = nb_batch_materialize(b, c, 1);
-    nb_value oh = nb_emit1(b, "one_hot", NB_VALUES(ids), NB_ATTRS(NB_ATTR_INT("depth", w->shape[0]),
-                                                                  NB_ATTR_INT("dtype", w->dtype)));
+    nb_value oh = nb_emit1(b, "one_hot", NB_VALUES(ids),
+                           NB_ATTRS(NB_ATTR_INT("depth", w->shape[0]), NB_ATTR_INT("dtype", w->dtype)));
     oh = nb_reshape(b, oh, 3, (const int64_t[]){0, -1, w->shape[0]});
     dout = nb_reshape(b, dout, 3, (const int64_t[]){0, -1, w->shape[1]});
     c->y[0] = nb_matmul(b, oh, dout, NB_TRANSPOSE_X);

@@ -27,8 +27,7 @@ nb_status nb_batch_batch_norm(nb_builder *b, nb_batch_ctx *c)
             shape[0] = 0, shape[1] = -1;
             for (int k = 2; k < x->ndim; k++) shape[k] = x->shape[k];
             in[i] = nb_reshape(b, nb_transpose(b, v, x->ndim + 1, perm), x->ndim, shape);
-        } else
-            in[i] = nb_reshape(b, v, 1, (const int64_t[]){-1});
+        } else in[i] = nb_reshape(b, v, 1, (const int64_t[]){-1});
     }
     nb_value out[NB_MAX_SLOTS];
     if (c->n_out > NB_MAX_SLOTS) return nb_batch_loop(b, c);
@@ -41,8 +40,7 @@ nb_status nb_batch_batch_norm(nb_builder *b, nb_batch_ctx *c)
             shape[0] = 0, shape[1] = bsz, shape[2] = C;
             for (int d = 2; d < x->ndim; d++) shape[d + 1] = x->shape[d];
             c->y[k] = nb_transpose(b, nb_reshape(b, out[k], x->ndim + 1, shape), x->ndim + 1, perm);
-        } else
-            c->y[k] = nb_reshape(b, out[k], 2, (const int64_t[]){bsz, C});
+        } else c->y[k] = nb_reshape(b, out[k], 2, (const int64_t[]){bsz, C});
     }
     return nb_builder_status(b);
 }

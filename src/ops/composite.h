@@ -21,7 +21,8 @@ typedef struct nb_composite nb_composite;
 typedef nb_status (*nb_composite_fn)(nb_composite *c, const nb_grad_ctx *g, const nb_value *x, nb_value *y);
 
 /* Emits primitive `type` (fixed slots, all present, one output). */
-nb_value nb_cmp_emit(nb_composite *c, const char *type, int n_in, const nb_value *in, int n_attrs, const nb_attr *attrs);
+nb_value nb_cmp_emit(nb_composite *c, const char *type, int n_in, const nb_value *in, int n_attrs,
+                     const nb_attr *attrs);
 nb_builder *nb_cmp_builder(nb_composite *c);
 
 nb_status nb_composite_jvp(nb_builder *b, nb_grad_ctx *g, nb_composite_fn fn);

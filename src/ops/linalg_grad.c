@@ -203,8 +203,7 @@ nb_status nb_jvp_fc(nb_builder *b, nb_grad_ctx *g)
     int64_t ncd = nb_grad_attr(g, "in_num_col_dims")->i;
     nb_fc_act act = NB_FC_NONE;
     if (!nb_fc_act_parse(nb_grad_attr(g, "activation")->s, &act))
-        return nb_builder_fail(b, NB_ERR_ARG, "fc JVP: unknown activation \"%s\"",
-                               nb_grad_attr(g, "activation")->s);
+        return nb_builder_fail(b, NB_ERR_ARG, "fc JVP: unknown activation \"%s\"", nb_grad_attr(g, "activation")->s);
     nb_value out = nb_grad_y(g, 0, 0);
     nb_value tp = NB_NONE;
     if (!nb_is_none(t_in)) {

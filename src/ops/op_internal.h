@@ -6,16 +6,16 @@
 
 /* Fills `out` with the def's defaults, then the given attrs, checking names
  * and types. Values are shallow: they point into `attrs` and the def. */
-nb_status nb_resolve_attrs(const nb_op_def *def, int n, const nb_attr *attrs,
-                           nb_attr_value out[NB_MAX_ATTRS], const char *label);
+nb_status nb_resolve_attrs(const nb_op_def *def, int n, const nb_attr *attrs, nb_attr_value out[NB_MAX_ATTRS],
+                           const char *label);
 
 /* Maps a flat list of n values onto the def's input (or output) slots.
  * present[i] says whether value i is given (an absent optional slot is not).
  * Writes the compacted slot ranges to begin[] (only present values count)
  * and, for each compacted position, the index of its value in `order`
  * (which must hold n entries). */
-nb_status nb_assign_slots(const nb_op_def *def, bool inputs, int n, const bool *present,
-                          int begin[NB_MAX_SLOTS + 1], int *order, const char *label);
+nb_status nb_assign_slots(const nb_op_def *def, bool inputs, int n, const bool *present, int begin[NB_MAX_SLOTS + 1],
+                          int *order, const char *label);
 
 /* Maps n_in tensors (NULL where absent) onto def's input slots and n_out
  * outputs onto its output slots: in_begin and out_begin as nb_assign_slots

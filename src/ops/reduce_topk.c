@@ -52,7 +52,8 @@ static nb_status topk_vjp(nb_builder *b, nb_grad_ctx *g) { return nb_rule_gather
 static nb_status topk_jvp(nb_builder *b, nb_grad_ctx *g) { return nb_rule_gathered_jvp(b, g, nb_grad_y(g, 1, 0)); }
 
 const nb_op_def nb_op_topk = {
-    .name = "topk", .batch = nb_batch_softmax,
+    .name = "topk",
+    .batch = nb_batch_softmax,
     .doc = "The k largest (or smallest) values of X along axis, sorted, and their indices (int64); the lower index "
            "first among equals",
     .inputs = {{"X", 0}},

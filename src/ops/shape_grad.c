@@ -100,7 +100,8 @@ nb_status nb_concat_vjp(nb_builder *b, nb_grad_ctx *g)
         unknown = k;
     }
     if (!nb_builder_status(b))
-        nb_emit(b, "split", NB_VALUES(dy), NB_ATTRS(NB_ATTR_INT("axis", axis), NB_ATTR_INTS_N("sections", n, sections)), n, pieces);
+        nb_emit(b, "split", NB_VALUES(dy), NB_ATTRS(NB_ATTR_INT("axis", axis), NB_ATTR_INTS_N("sections", n, sections)),
+                n, pieces);
     for (int k = 0; k < n && !nb_builder_status(b); k++) nb_grad_set_dx(g, 0, k, pieces[k]);
     nb_free(sections);
     nb_free(pieces);

@@ -30,7 +30,7 @@ static inline void nb_shapeop_slice_range(int64_t n, int64_t start, int64_t end,
  * the rank of x where the axis counts in an output with new dims (stack,
  * unsqueeze). */
 nb_status nb_shapeop_axis(const nb_op_ctx *c, const char *attr, int64_t axis, int rank, const char *slot,
-                        const nb_var_info *x, int *out);
+                          const nb_var_info *x, int *out);
 
 /* The params function of the ops whose one parameter is the attribute
  * "axis" (nb_shape_axis_params): concat, stack, split, gather, scatter_add. */

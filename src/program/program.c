@@ -176,7 +176,8 @@ nb_status nb_block_create_var(nb_block *b, const char *name, nb_dtype dtype, int
     if (ndim < 0 || ndim > NB_MAX_DIMS)
         return nb_error(NB_ERR_SHAPE, "create var %s: %d dimensions (at most %d)", name, ndim, NB_MAX_DIMS);
     for (int i = 0; i < ndim; i++)
-        if (shape[i] < -1) return nb_error(NB_ERR_SHAPE, "create var %s: dimension %d is %lld", name, i, (long long)shape[i]);
+        if (shape[i] < -1)
+            return nb_error(NB_ERR_SHAPE, "create var %s: dimension %d is %lld", name, i, (long long)shape[i]);
     nb_var *v = nb_block_find_var(b, name);
     if (v) {
         if (v->dtype != dtype || v->ndim != ndim) {

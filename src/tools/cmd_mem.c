@@ -83,7 +83,8 @@ int cmd_mem(int argc, char **argv)
         if (nb_block_find_var(g, names[n_grads])) grads[n_grads] = names[n_grads], n_grads++;
     }
     if (n_grads) {
-        printf("(the main program updates nothing: measuring the step that fetches its %d parameter gradients)\n", n_grads);
+        printf("(the main program updates nothing: measuring the step that fetches its %d parameter gradients)\n",
+               n_grads);
         nb_prepared_free(pp);
         pp = NULL;
         st = nb_prepare(&pp, main_p, 0, NB_NAMES_N(n_feed, feeds), NB_NAMES_N(n_grads, grads));
@@ -100,7 +101,8 @@ int cmd_mem(int argc, char **argv)
         printf("%s: one step of the main program at batch %ld\n", path, batch);
         print_bytes("peak of temporaries", r.peak_bytes);
         printf("    at op %d, %s; the largest live there:\n", r.peak_op, label);
-        for (int i = 0; i < r.n_peak_vars; i++) printf("      %-40s %12zu bytes\n", r.peak_vars[i], r.peak_var_bytes[i]);
+        for (int i = 0; i < r.n_peak_vars; i++)
+            printf("      %-40s %12zu bytes\n", r.peak_vars[i], r.peak_var_bytes[i]);
         if (r.activation_bytes) print_bytes("activations kept for backward", r.activation_bytes);
         print_bytes("planned buffers (held)", r.planned_bytes);
         printf("    %d buffers for %d temporaries\n", r.n_buffers, r.n_temporaries);

@@ -100,7 +100,8 @@ int cmd_ops(int argc, char **argv)
     }
     printf("%d ops: %d differentiable (%d with a VJP rule, %d with a JVP rule), %d without gradient; %d with a "
            "batching rule, %d batched by a loop, %d control-flow ops not batched, %d without inputs; %d composite "
-           "(rules and batching by their expansion)\n", n, n - nondiff, vjp, jvp, nondiff, batch,
-           n - batch - no_inputs - control - composite, control, no_inputs, composite);
+           "(rules and batching by their expansion)\n",
+           n, n - nondiff, vjp, jvp, nondiff, batch, n - batch - no_inputs - control - composite, control, no_inputs,
+           composite);
     return 0;
 }

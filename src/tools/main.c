@@ -21,7 +21,8 @@ static const struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "nabla %s: differentiable computation in C\n\nusage: nabla COMMAND [ARGS]\n\ncommands:\n", NABLA_VERSION);
+    fprintf(f, "nabla %s: differentiable computation in C\n\nusage: nabla COMMAND [ARGS]\n\ncommands:\n",
+            NABLA_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
 }

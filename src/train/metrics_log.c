@@ -60,7 +60,8 @@ nb_status metrics_plot(const char *csv_path, const char *png_path, const char *m
     gp_string(gp, metric_name);
     fputs("\nplot ", gp);
     gp_string(gp, csv_path);
-    fputs(" using 1:3 with linespoints title 'train', '' using 1:5 with linespoints title 'test'\nunset multiplot\n", gp);
+    fputs(" using 1:3 with linespoints title 'train', '' using 1:5 with linespoints title 'test'\nunset multiplot\n",
+          gp);
     int rc = pclose(gp);
     if (rc != 0) return nb_error(NB_ERR_IO, "plot: gnuplot failed drawing %s", png_path);
     *drawn = true;

@@ -135,7 +135,8 @@ static nb_status loop_body(nb_builder *ib, const nb_value *carry, nb_value *next
     for (int i = 0; i < f->n; i++) out[i] = NB_NONE;
     if (!st) st = f->body(vb, carry, out, f->ctx);
     if (!st) st = nb_builder_status(vb);
-    for (int i = 0; i < f->n && !st; i++) st = nb_control_check_same(vb, "while_loop", "carried value", i, carry[i], out[i]);
+    for (int i = 0; i < f->n && !st; i++)
+        st = nb_control_check_same(vb, "while_loop", "carried value", i, carry[i], out[i]);
     for (int i = 0; i < f->n && !st; i++) next[i] = front(vb, nb_where(vb, carry[f->n], out[i], carry[i]));
     if (!st && !(st = nb_builder_status(vb))) next[f->n] = conditions(f, next);
     unfollow(vb, sv);

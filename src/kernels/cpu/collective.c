@@ -80,7 +80,8 @@ static nb_status run_broadcast(const nb_kernel_ctx *ctx)
 }
 
 static const nb_kernel_def kernel_allreduce = {"c_allreduce_sum", NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0,
-                                               run_allreduce, NULL, NULL};
-static const nb_kernel_def kernel_broadcast = {"c_broadcast", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, run_broadcast, NULL, NULL};
+                                               run_allreduce,     NULL,          NULL};
+static const nb_kernel_def kernel_broadcast = {"c_broadcast", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0,
+                                               run_broadcast, NULL,          NULL};
 
 const nb_kernel_def *const nb_cpu_kernels_collective[] = {&kernel_allreduce, &kernel_broadcast, NULL};

@@ -6,15 +6,7 @@
 
 #include "nabla/tensor.h"
 
-typedef enum nb_cmp_op {
-    NB_CMP_EQ,
-    NB_CMP_NE,
-    NB_CMP_LT,
-    NB_CMP_LE,
-    NB_CMP_GT,
-    NB_CMP_GE,
-    NB_CMP_COUNT
-} nb_cmp_op;
+typedef enum nb_cmp_op { NB_CMP_EQ, NB_CMP_NE, NB_CMP_LT, NB_CMP_LE, NB_CMP_GT, NB_CMP_GE, NB_CMP_COUNT } nb_cmp_op;
 
 typedef enum nb_logic_op {
     NB_LOGIC_AND,

@@ -11,9 +11,9 @@
  * parameters. Only the top and left paddings appear:
  * the bottom and right ones have already decided ho and wo. */
 typedef struct nb_conv2d_geom {
-    int64_t n, c, h, w;   /* Input [n, c, h, w] */
-    int64_t m, kh, kw;    /* Filter [m, c / groups, kh, kw] */
-    int64_t ho, wo;       /* Output [n, m, ho, wo] */
+    int64_t n, c, h, w; /* Input [n, c, h, w] */
+    int64_t m, kh, kw;  /* Filter [m, c / groups, kh, kw] */
+    int64_t ho, wo;     /* Output [n, m, ho, wo] */
     int64_t stride_h, stride_w;
     int64_t pad_top, pad_left;
     int64_t dil_h, dil_w;

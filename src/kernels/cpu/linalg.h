@@ -12,9 +12,9 @@
  * transpose flags do not apply to them); the dims before the last two are
  * batch dims and broadcast. Dims may be -1 at build time. */
 typedef struct nb_matmul_dims {
-    int64_t M, N, K;       /* op(X) is M x K, op(Y) is K x N */
-    bool x_vec, y_vec;     /* 1-D operands */
-    bool tx, ty;           /* transposes that apply */
+    int64_t M, N, K;   /* op(X) is M x K, op(Y) is K x N */
+    bool x_vec, y_vec; /* 1-D operands */
+    bool tx, ty;       /* transposes that apply */
     int batch_ndim;
     int64_t batch[NB_MAX_DIMS];
 } nb_matmul_dims;

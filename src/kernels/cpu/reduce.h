@@ -22,7 +22,6 @@ bool nb_sum_to_mask(int x_ndim, const int64_t *x_shape, int like_ndim, const int
 
 /* The kernels of the ops along one axis (reduce_topk.c, reduce_index.c),
  * listed in the family's table. */
-extern const nb_kernel_def nb_cpu_kernel_topk, nb_cpu_kernel_gather_elements,
-    nb_cpu_kernel_scatter_elements;
+extern const nb_kernel_def nb_cpu_kernel_topk, nb_cpu_kernel_gather_elements, nb_cpu_kernel_scatter_elements;
 
 #endif

@@ -55,8 +55,9 @@ static nb_status run_topk(const nb_kernel_ctx *k)
     int axis = norm_axis(p->axis, x->ndim);
     int64_t outer, R, inner, kk = p->k;
     around_axis(x, axis, &outer, &R, &inner);
-    if (kk > R) return nb_error(NB_ERR_ARG, "%s: k = %lld is more than the %lld elements along axis %d", k->label,
-                                (long long)kk, (long long)R, axis);
+    if (kk > R)
+        return nb_error(NB_ERR_ARG, "%s: k = %lld is more than the %lld elements along axis %d", k->label,
+                        (long long)kk, (long long)R, axis);
     if (outer * inner * kk == 0) return NB_OK;
     double *v = nb_malloc((size_t)R * sizeof *v);
     int64_t *ord = nb_malloc((size_t)R * sizeof *ord), *tmp = nb_malloc((size_t)R * sizeof *tmp);

@@ -107,7 +107,8 @@ int nb_team_default_size(void)
     if (!e.explicit_n) e.quota = cgroup_quota();
     /* Open MPI's names, then MPICH's. */
     e.local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
-    e.local_rank = e.local_size ? atoi(getenv("OMPI_COMM_WORLD_LOCAL_RANK") ? getenv("OMPI_COMM_WORLD_LOCAL_RANK") : "-1") : -1;
+    e.local_rank =
+        e.local_size ? atoi(getenv("OMPI_COMM_WORLD_LOCAL_RANK") ? getenv("OMPI_COMM_WORLD_LOCAL_RANK") : "-1") : -1;
     if (!e.local_size) {
         e.local_size = env_int("MPI_LOCALNRANKS");
         e.local_rank = getenv("MPI_LOCALRANKID") ? atoi(getenv("MPI_LOCALRANKID")) : -1;

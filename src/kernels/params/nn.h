@@ -46,7 +46,7 @@ typedef struct nb_pointwise_loss_params {
 
 /* dropout. */
 typedef struct nb_dropout_params {
-    double prob;  /* dropout_prob, in [0, 1) */
+    double prob; /* dropout_prob, in [0, 1) */
     bool is_test;
     bool upscale; /* mode "upscale_in_train" (else "downgrade_in_infer") */
 } nb_dropout_params;

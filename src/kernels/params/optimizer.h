@@ -17,13 +17,7 @@ typedef struct nb_update_params {
 } nb_update_params;
 
 /* Learning-rate schedules (lr_schedule, and nb_lr_at). */
-typedef enum nb_lr_kind {
-    NB_LR_BAD = -1,
-    NB_LR_CONSTANT,
-    NB_LR_STEP,
-    NB_LR_EXPONENTIAL,
-    NB_LR_COSINE
-} nb_lr_kind;
+typedef enum nb_lr_kind { NB_LR_BAD = -1, NB_LR_CONSTANT, NB_LR_STEP, NB_LR_EXPONENTIAL, NB_LR_COSINE } nb_lr_kind;
 
 typedef struct nb_lr_params {
     nb_lr_kind kind;

@@ -47,17 +47,13 @@ typedef struct nb_one_hot_params {
 
 /* An axis that counts from the end (negative) as a dim of a rank-`rank`
  * value. Shape inference has checked the range; kernels only map it. */
-static inline int nb_shapeparam_axis(int64_t axis, int rank)
-{
-    return (int)(axis < 0 ? axis + rank : axis);
-}
+static inline int nb_shapeparam_axis(int64_t axis, int rank) { return (int)(axis < 0 ? axis + rank : axis); }
 
 /* Where slice starts along a dim of size n and how many elements it takes:
  * Python's rule for a positive step (negative bounds count from the end,
  * then both are clamped to [0, n]). Shape inference, the kernels of every
  * device and the gradient rule all need the same answer. */
-static inline void nb_slice_range(int64_t n, int64_t start, int64_t end, int64_t step, int64_t *first,
-                                  int64_t *count)
+static inline void nb_slice_range(int64_t n, int64_t start, int64_t end, int64_t step, int64_t *first, int64_t *count)
 {
     if (start < 0) start += n;
     if (end < 0) end += n;
