@@ -11,12 +11,13 @@
  * together); comm_ms is the time during which some all-reduce was open,
  * overlap_ms the part of it while the backward pass was still going,
  * hidden_pct their ratio and wait_ms the time blocked after backward, per
- * step (nb_ddp_stats;
- * eager only: the static program's all-reduces are synchronous ops, so
- * nothing overlaps there and the fields are 0). */
+ * step (nb_ddp_stats for the eager cases, nb_comm_stats of the ring's
+ * communicator for the static one, whose c_allreduce_start ops leave their
+ * all-reduces open until the c_allreduce_wait after backward). */
 #include "bench_util.h"
 
 #define REPS 7
+#define WARMUP 3
 
 typedef nb_value (*model_fn)(nb_builder *b, nb_value x);
 
@@ -27,7 +28,7 @@ static nb_comm *comm;
 static double timed(void (*step)(void *), void *ctx, int steps)
 {
     double t[REPS];
-    for (int i = 0; i < 3; i++) step(ctx);
+    for (int i = 0; i < WARMUP; i++) step(ctx);
     for (int k = 0; k < REPS; k++) {
         bench_die_on(nb_comm_barrier(comm), "barrier");
         double t0 = bench_now();
@@ -52,13 +53,14 @@ typedef struct bench_case {
     int steps; /* per timing, at SCALE 1 */
 } bench_case;
 
-static void report(const char *name, int batch, double ms, const nb_ddp_stats *s)
+/* open, overlap and wait are seconds over `steps` steps. */
+static void report(const char *name, int batch, double ms, double open, double overlap, double wait, int64_t steps)
 {
     if (nb_comm_rank(comm) != 0) return;
-    double per = s && s->steps ? 1e3 / (double)s->steps : 0;
+    double per = steps ? 1e3 / (double)steps : 0;
     printf("case %s np %d ms %.4f samples_per_s %.0f comm_ms %.4f overlap_ms %.4f hidden_pct %.1f wait_ms %.4f\n", name,
-           nb_comm_size(comm), ms, batch / (ms * 1e-3), s ? s->comm_seconds * per : 0, s ? s->overlap_seconds * per : 0,
-           s && s->comm_seconds > 0 ? 100 * s->overlap_seconds / s->comm_seconds : 0, s ? s->wait_seconds * per : 0);
+           nb_comm_size(comm), ms, batch / (ms * 1e-3), open * per, overlap * per, open > 0 ? 100 * overlap / open : 0,
+           wait * per);
     fflush(stdout);
 }
 
@@ -78,7 +80,12 @@ static void static_case(const char *name, const bench_case *bc, int steps)
     nb_tensor *in[2] = {xt, lt};
     bench_program bp;
     bench_program_init(&bp, main_p, startup, 2, (const char *[]){"images", "label"}, loss, in);
-    report(name, bc->batch, timed(bench_program_step, &bp, steps), NULL);
+    nb_comm_stats s0, s1;
+    nb_comm_stats_get(comm, &s0);
+    double ms = timed(bench_program_step, &bp, steps);
+    nb_comm_stats_get(comm, &s1);
+    report(name, bc->batch, ms, s1.comm_seconds - s0.comm_seconds, s1.overlap_seconds - s0.overlap_seconds,
+           s1.wait_seconds - s0.wait_seconds, WARMUP + REPS * steps);
     bench_program_free(&bp);
     nb_tensor_release(xt);
     nb_tensor_release(lt);
@@ -127,7 +134,7 @@ static void eager_case(const char *name, const bench_case *bc, int steps, bool z
     double ms = timed(eager_step, &c, steps);
     nb_ddp_stats s;
     nb_ddp_stats_get(c.ddp, &s);
-    report(name, bc->batch, ms, &s);
+    report(name, bc->batch, ms, s.comm_seconds, s.overlap_seconds, s.wait_seconds, s.steps);
     nb_ddp_free(c.ddp);
     nb_eager_optimizer_free(c.o);
     nb_tensor_release(c.x);

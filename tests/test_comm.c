@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include "test.h"
 #include "dp_test_util.h"
+#include "comm/comm_internal.h"
 #include "dist/dist_internal.h"
 
 #define BATCH 8
@@ -90,6 +91,10 @@ static void test_collective_ops_eager(void)
     CHECK(nb_emit(b, "c_allreduce_sum", NB_VALUES(nb_eager_value(b, x)), NB_ATTRS(NB_ATTR_INT("ring_id", 5)), 1, out) != NB_OK);
     CHECK(strstr(nb_builder_error(b), "no communicator is set for ring 5"));
     nb_builder_clear_error(b);
+    /* The started all-reduce works in place only, which eager outputs are not. */
+    CHECK(nb_emit(b, "c_allreduce_start", NB_VALUES(nb_eager_value(b, x)), NB_NO_ATTRS, 1, out) != NB_OK);
+    CHECK(strstr(nb_builder_error(b), "c_allreduce_start") && strstr(nb_builder_error(b), "Out[0] must be X[0] itself"));
+    nb_builder_clear_error(b);
     nb_tensor *i = T(NB_I64, S(1), 3);
     CHECK(nb_emit(b, "c_allreduce_sum", NB_VALUES(nb_eager_value(b, x), nb_eager_value(b, i)), NB_NO_ATTRS, 2, out) != NB_OK);
     CHECK(strstr(nb_builder_error(b), "X[1] is int64; all-reduce sums float32 or float64"));
@@ -137,31 +142,36 @@ static void test_pass_inserts(void)
     REQUIRE_OK(scale < 0 ? NB_ERR_NOT_FOUND : NB_OK);
     CHECK(nb_op_attr(b->ops[scale], "scale")->f == 0.5);
     CHECK(!strcmp(b->ops[scale - 1]->def->name, "ones_like"));
-    /* Every gradient in exactly one all-reduce, after its last writer and
-     * before the update that reads it; buckets within 200 bytes unless one
+    /* Every gradient in exactly one started all-reduce, after its last
+     * writer, and in the one wait, which comes after every start and before
+     * the update that reads it; buckets within 200 bytes unless one
      * gradient alone is bigger (the 8x16 weight). */
-    int buckets = 0;
+    int buckets = 0, wait = position_of(b, "c_allreduce_wait", 0);
+    CHECK(wait >= 0 && position_of(b, "c_allreduce_wait", wait + 1) < 0);
+    CHECK(position_of(b, "c_allreduce_sum", 0) < 0);
+    CHECK(nb_op_n_inputs(b->ops[wait]) == m.grads.n_pairs);
     for (int p = 0; p < m.grads.n_pairs; p++) {
         const char *g = m.grads.pairs[p].grad;
-        int found = 0, at = -1, last_write = -1, first_read = -1;
+        int found = 0, waited = 0, at = -1, last_write = -1, first_read = -1;
         for (int i = 0; i < b->n_ops; i++) {
             const nb_op *op = b->ops[i];
-            bool is_ar = !strcmp(op->def->name, "c_allreduce_sum");
+            bool is_ar = !strcmp(op->def->name, "c_allreduce_start");
             for (int k = 0; k < nb_op_n_outputs(op); k++)
                 if (!strcmp(op->outputs[k], g)) {
+                    CHECK(!strcmp(op->inputs[k], g) || !(is_ar || i == wait)); /* in place */
                     if (is_ar) {
                         found++;
                         at = i;
-                        CHECK(!strcmp(op->inputs[k], g)); /* in place */
-                    } else last_write = i;
+                    } else if (i == wait) waited++;
+                    else last_write = i;
                 }
             for (int k = 0; k < nb_op_n_inputs(op) && first_read < 0; k++)
                 if (op->role == NB_ROLE_OPTIMIZE && !strcmp(op->inputs[k], g)) first_read = i;
         }
-        CHECK(found == 1);
-        CHECK(at > last_write && at < first_read);
+        CHECK(found == 1 && waited == 1);
+        CHECK(at > last_write && at < wait && wait < first_read);
     }
-    for (int i = position_of(b, "c_allreduce_sum", 0); i >= 0; i = position_of(b, "c_allreduce_sum", i + 1)) {
+    for (int i = position_of(b, "c_allreduce_start", 0); i >= 0; i = position_of(b, "c_allreduce_start", i + 1)) {
         buckets++;
         size_t bytes = 0;
         for (int k = 0; k < nb_op_n_inputs(b->ops[i]); k++) {
@@ -181,6 +191,74 @@ static void test_pass_inserts(void)
     CHECK(nb_op_attr(sb->ops[bc], "check")->i != 0);
     for (int i = 0; i < bc; i++) CHECK(sb->ops[i]->def != sb->ops[bc]->def);
     dp_static_free(&m);
+}
+
+/* With opts.synchronous, and for buckets that a later op reads (here the
+ * updates, already in the program when the pass runs), the all-reduces are
+ * c_allreduce_sum ops that complete where they stand: no start, no wait. */
+static void test_pass_synchronous(void)
+{
+    for (int late = 0; late < 2; late++) {
+        nb_data_parallel_opts dp = {.nranks = 2, .bucket_bytes = 200, .synchronous = !late};
+        nb_optimizer opt = nb_sgd(0.1);
+        if (!late) opt.data_parallel = &dp;
+        dp_static m;
+        REQUIRE_OK(dp_static_new(&m, &opt, 16));
+        if (late) REQUIRE_OK(nb_data_parallel(m.main, m.startup, m.loss, &m.grads, &dp));
+        const nb_block *b = nb_program_global_block(m.main);
+        CHECK(position_of(b, "c_allreduce_start", 0) < 0);
+        CHECK(position_of(b, "c_allreduce_wait", 0) < 0);
+        int n = 0;
+        for (int i = position_of(b, "c_allreduce_sum", 0); i >= 0; i = position_of(b, "c_allreduce_sum", i + 1))
+            n += nb_op_n_inputs(b->ops[i]);
+        CHECK(n == m.grads.n_pairs);
+        dp_static_free(&m);
+    }
+}
+
+/* A program that starts an all-reduce and fails before its wait still
+ * completes it (the other ranks are in it) and lets its tensors go; the
+ * next run starts afresh. The program: g = 2x; c_allreduce_start(g); a
+ * reshape of x to [3], which a feed of 2 values fails; the wait. */
+static void test_open_allreduce_failure(void)
+{
+    nb_program *main_p, *startup;
+    nb_builder *b;
+    REQUIRE_OK(nb_program_new(&main_p));
+    REQUIRE_OK(nb_program_new(&startup));
+    REQUIRE_OK(nb_builder_new_record(&b, main_p, startup));
+    nb_value x = nb_data(b, "x", NB_F64, 1, (const int64_t[]){-1});
+    const char *gn = nb_value_name(nb_scale(b, x, 2, 0));
+    nb_block *blk = nb_program_global_block(main_p);
+    nb_op *op;
+    REQUIRE_OK(nb_block_append_op(blk, "c_allreduce_start", NB_NAMES_N(1, &gn), NB_NAMES_N(1, &gn), NB_NO_ATTRS, &op));
+    nb_value r = nb_reshape(b, x, 1, (const int64_t[]){3});
+    REQUIRE_OK(nb_builder_status(b));
+    REQUIRE_OK(nb_block_append_op(blk, "c_allreduce_wait", NB_NAMES_N(1, &gn), NB_NAMES_N(1, &gn), NB_NO_ATTRS, &op));
+    const char *xn = "x", *fetch[2] = {gn, nb_value_name(r)};
+    nb_prepared *pp;
+    nb_scope *scope;
+    REQUIRE_OK(nb_prepare(&pp, main_p, 0, NB_NAMES_N(1, &xn), NB_NAMES_N(2, fetch)));
+    REQUIRE_OK(nb_scope_new(&scope, NULL));
+    nb_comm_stats s0, s1;
+    nb_comm_stats_get(nb_comm_ring(0), &s0);
+    for (int k = 0; k < 3; k++) {
+        nb_tensor *in = k == 1 ? T(NB_F64, S(2), 1, 2) : T(NB_F64, S(3), 1, 2, 3), *out[2] = {NULL, NULL};
+        if (k == 1) CHECK_ERR(nb_prepared_run(pp, scope, &in, out), NB_ERR_SHAPE, "reshape");
+        else {
+            CHECK_OK(nb_prepared_run(pp, scope, &in, out));
+            CHECK_TENSOR(out[0], S(3), 0, 2, 4, 6);
+        }
+        CHECK(nb_comm_open_total == 0);
+        release_all(in, out[0], out[1], NULL);
+    }
+    nb_comm_stats_get(nb_comm_ring(0), &s1);
+    CHECK(s1.allreduces - s0.allreduces == 3 && s1.bytes - s0.bytes == 8 * 8);
+    nb_scope_free(scope);
+    nb_prepared_free(pp);
+    nb_builder_free(b);
+    nb_program_free(startup);
+    nb_program_free(main_p);
 }
 
 static void test_pass_errors(void)
@@ -215,7 +293,8 @@ static void train_static(nb_optimizer opt, const nb_data_parallel_opts *dp, bool
         REQUIRE_OK(nb_programs_serialize(m.main, m.startup, &buf, &len));
         REQUIRE_OK(nb_programs_deserialize(&main2, &startup2, buf, len));
         nb_free(buf);
-        CHECK(position_of(nb_program_global_block(main2), "c_allreduce_sum", 0) >= 0);
+        CHECK(position_of(nb_program_global_block(main2), "c_allreduce_start", 0) >= 0);
+        CHECK(position_of(nb_program_global_block(main2), "c_allreduce_wait", 0) >= 0);
         CHECK(position_of(nb_program_global_block(startup2), "c_broadcast", 0) >= 0);
         nb_program_free(m.main);
         nb_program_free(m.startup);
@@ -261,8 +340,19 @@ static void test_static_one_rank(void)
         }
     }
     train_static(nb_sgd(0.05), NULL, false, plain, &n);
+    nb_comm_stats before, after;
+    nb_comm_stats_get(nb_comm_ring(0), &before);
     train_static(nb_sgd(0.1), &(nb_data_parallel_opts){.nranks = 2}, false, got, &n2);
     CHECK(n2 == n && dp_max_diff(plain, got, n) == 0);
+    /* Each step all-reduced every gradient once: n values of float64. */
+    nb_comm_stats_get(nb_comm_ring(0), &after);
+    CHECK(after.bytes - before.bytes == (double)STEPS * n * 8);
+    CHECK(after.allreduces - before.allreduces >= STEPS);
+    CHECK(after.overlap_seconds <= after.comm_seconds && after.hidden_fraction <= 1);
+    train_static(nb_sgd(0.1), &(nb_data_parallel_opts){.nranks = 2, .synchronous = true}, false, got, &n2);
+    CHECK(n2 == n && dp_max_diff(plain, got, n) == 0);
+    nb_comm_stats_get(nb_comm_ring(0), &before);
+    CHECK(before.bytes - after.bytes == (double)STEPS * n * 8);
     unsetenv("NABLA_FOLD");
 }
 
@@ -399,6 +489,8 @@ int main(void)
     RUN(test_collective_ops_eager);
     RUN(test_bucket_plan);
     RUN(test_pass_inserts);
+    RUN(test_pass_synchronous);
+    RUN(test_open_allreduce_failure);
     RUN(test_pass_errors);
     RUN(test_static_one_rank);
     RUN(test_ddp_one_rank);

@@ -109,7 +109,7 @@ static void test_static_mlp(void)
     int n_ar = 0;
     for (int i = 0; i < blk->n_ops; i++) {
         const nb_op *op = blk->ops[i];
-        if (strcmp(op->def->name, "c_allreduce_sum")) continue;
+        if (strcmp(op->def->name, "c_allreduce_start")) continue;
         size_t bytes = 0;
         for (int k = 0; k < nb_op_n_inputs(op); k++) {
             nb_var_info v = nb_var_info_of(nb_block_find_var(blk, op->inputs[k]));

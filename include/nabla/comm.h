@@ -95,7 +95,8 @@ NB_API uint64_t nb_hash_bytes(uint64_t h, const void *p, size_t n);
 
 /* ---- rings: the communicators of collective ops ------------------------------
  *
- * The collective ops of static programs (c_allreduce_sum, c_broadcast) name
+ * The collective ops of static programs (c_allreduce_sum, c_allreduce_start
+ * and c_allreduce_wait, c_broadcast) name
  * their communicator by a ring id (an int attribute, so that programs saved
  * to files keep it). Ring 0 is the single-process communicator until
  * something else is set: set the MPI one before running such a program. The
@@ -103,6 +104,24 @@ NB_API uint64_t nb_hash_bytes(uint64_t h, const void *p, size_t n);
 NB_API nb_status nb_comm_set_ring(int ring, nb_comm *c);
 NB_API nb_comm *nb_comm_ring(int ring); /* NULL, with an error, for an unset ring other than 0 */
 #define NB_COMM_MAX_RINGS 16
+
+/* What the all-reduces of collective ops did on c since it was made.
+ * c_allreduce_sum completes where it stands, so all of its time is waited;
+ * c_allreduce_start leaves its all-reduce open while the ops after it run,
+ * until c_allreduce_wait (how nb_data_parallel overlaps the gradients'
+ * all-reduces with the rest of the backward pass). */
+typedef struct nb_comm_stats {
+    int64_t allreduces;     /* completed */
+    double bytes;           /* all-reduced, in all */
+    double comm_seconds;    /* while at least one all-reduce was open (from its start to its completion) */
+    double overlap_seconds; /* the part of comm_seconds while other ops ran: hidden behind them */
+    double wait_seconds;    /* blocked in c_allreduce_sum and c_allreduce_wait */
+    /* overlap_seconds / comm_seconds (0 before the first all-reduce). An
+     * open all-reduce's completion is seen between ops, so comm_seconds can
+     * run a little long. */
+    double hidden_fraction;
+} nb_comm_stats;
+NB_API void nb_comm_stats_get(const nb_comm *c, nb_comm_stats *s);
 
 NB_END_DECLS
 

@@ -40,15 +40,18 @@ NB_BEGIN_DECLS
  *  - the op seeding loss@GRAD is scaled by 1/nranks (its `value` attribute),
  *    so every gradient becomes this rank's share of the average;
  *  - right after the op that finishes the last gradient of each bucket, a
- *    c_allreduce_sum op (role backward) sums the bucket's gradients over the
- *    ranks in place;
+ *    c_allreduce_start op (role backward) starts the sum of the bucket's
+ *    gradients over the ranks, in place, and the backward ops after it run
+ *    while the ranks exchange; one c_allreduce_wait at the end of the
+ *    backward part completes them all, before the optimiser reads them. A
+ *    bucket that a later op of the block reads or writes (or every bucket,
+ *    with opts.synchronous) gets a c_allreduce_sum, which completes where
+ *    it stands. nb_comm_stats_get (nabla/comm.h) on the ring's communicator
+ *    says how much of the communication the backward pass hid;
  *  - at the end of `startup`, one c_broadcast op gives every parameter of
  *    `main` rank `root`'s initial values, after checking that all ranks
  *    have the same parameters (a hash of their names, dtypes and shapes): a
  *    rank whose model differs makes every rank fail with an error naming it.
- * The executor runs one op at a time, so each c_allreduce_sum completes
- * where it stands: the static program hides none of its communication
- * (overlapping it needs a start op and a wait op before the update).
  * The ops name their communicator by ring (nb_comm_set_ring), so the
  * rewritten programs can be saved and run later; on the single-process
  * communicator (ring 0's default) they run as one process.
@@ -59,6 +62,7 @@ typedef struct nb_data_parallel_opts {
     int ring;            /* the ring of the collective ops (nb_comm_set_ring); 0 by default */
     size_t bucket_bytes; /* the most bytes of gradients one all-reduce carries; 0: NB_DEFAULT_BUCKET_BYTES */
     int root;            /* the rank whose initial parameters every rank takes; 0 by default */
+    bool synchronous;    /* every all-reduce completes where it stands (no overlap with the backward pass) */
 } nb_data_parallel_opts;
 
 NB_API nb_status nb_data_parallel(nb_program *main, nb_program *startup, const char *loss,

@@ -10,7 +10,8 @@
  * by the ops' rules, the optimizer updates (sgd, momentum, adam, adamw,
  * rmsprop, adagrad, matmul_sgd, lr_schedule) by nabla/optimizer.h, the
  * control ops (while, cond, recurrent, net) by nabla/control.h, the
- * collectives (c_allreduce_sum, c_broadcast) by nabla/data_parallel.h, and
+ * collectives (c_allreduce_sum, c_allreduce_start, c_allreduce_wait,
+ * c_broadcast) by nabla/data_parallel.h, and
  * the parts of attention's mask (attention_causal_bias,
  * attention_dropout_mask) by its rules; tests/test_typed_calls.sh holds
  * this list to the registry. Options structs are read with zero meaning "default" in every

@@ -74,10 +74,15 @@ nb_status nb_comm_init_single(nb_comm **out)
     return nb_comm_alloc(out, &single_kind, 0, 1);
 }
 
+static void abandon_open(nb_comm *c);
+static void free_open(nb_comm *c);
+
 void nb_comm_free(nb_comm *c)
 {
     if (!c) return;
+    abandon_open(c);
     if (c->kind->free) c->kind->free(c);
+    free_open(c);
     nb_free(c->staging);
     nb_free(c->heard);
     nb_free(c);
@@ -265,6 +270,138 @@ nb_status nb_comm_wait(nb_comm_request *r)
     return st;
 }
 
+/* ---- all-reduces open across ops ------------------------------------------------------------ */
+
+int nb_comm_open_total;
+
+/* Room for one more open all-reduce of n tensors; its slot keeps the
+ * buffers of the bucket that used it last step. */
+static nb_comm_open *open_slot(nb_comm *c, int n)
+{
+    if (c->n_open == c->cap_open) {
+        int cap = c->cap_open ? 2 * c->cap_open : 8;
+        nb_comm_open *o = nb_realloc(c->open, (size_t)cap * sizeof *o);
+        if (!o) return NULL;
+        memset(o + c->cap_open, 0, (size_t)(cap - c->cap_open) * sizeof *o);
+        c->open = o;
+        c->cap_open = cap;
+    }
+    nb_comm_open *o = &c->open[c->n_open];
+    if (o->cap < n) {
+        nb_tensor **ts = nb_realloc(o->ts, (size_t)n * sizeof *ts);
+        if (!ts) return NULL;
+        o->ts = ts;
+        o->cap = n;
+    }
+    return o;
+}
+
+nb_status nb_comm_open_allreduce(nb_comm *c, nb_tensor *const *ts, int n)
+{
+    nb_status st = usable(c, "all-reduce");
+    if (st) return st;
+    nb_comm_open *o = open_slot(c, n);
+    if (!o) return nb_error(NB_ERR_NOMEM, "comm: out of memory for an open all-reduce");
+    nb_dtype dt = ts[0]->dtype;
+    size_t esize = nb_dtype_size(dt);
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += nb_tensor_numel(ts[i]);
+    char *buf = nb_tensor_data(ts[0]);
+    if (n > 1) {
+        size_t need = (size_t)(total > 0 ? total : 1) * esize;
+        if (o->buf_size < need) {
+            char *b = nb_malloc(need);
+            if (!b) return nb_error(NB_ERR_NOMEM, "comm: out of memory for a bucket of %lld values", (long long)total);
+            nb_free(o->buf);
+            o->buf = b;
+            o->buf_size = need;
+        }
+        buf = o->buf;
+        int64_t at = 0;
+        for (int i = 0; i < n && !st; i++) {
+            memcpy(buf + at * (int64_t)esize, nb_tensor_data(ts[i]), (size_t)nb_tensor_numel(ts[i]) * esize);
+            at += nb_tensor_numel(ts[i]);
+        }
+    }
+    o->t_start = nb_comm_clock();
+    o->t_done = 0;
+    o->bytes = (double)total * (double)esize;
+    if ((st = nb_comm_allreduce_buffer(c, buf, total, dt, &o->req))) return st;
+    if (!o->req->impl) o->t_done = o->t_start; /* complete at once: one rank */
+    for (int i = 0; i < n; i++) o->ts[i] = nb_tensor_retain(ts[i]);
+    o->n = n;
+    c->n_open++;
+    nb_comm_open_total++;
+    return NB_OK;
+}
+
+/* Writes a completed bucket's sums back into its tensors and lets them go. */
+static void close_open(nb_comm *c, nb_comm_open *o, bool unpack)
+{
+    if (unpack && o->n > 1) {
+        size_t esize = nb_dtype_size(o->ts[0]->dtype);
+        const char *at = o->buf;
+        for (int i = 0; i < o->n; i++) {
+            size_t bytes = (size_t)nb_tensor_numel(o->ts[i]) * esize;
+            memcpy(nb_tensor_data(o->ts[i]), at, bytes);
+            at += bytes;
+        }
+    }
+    for (int i = 0; i < o->n; i++) nb_tensor_release(o->ts[i]);
+    o->n = 0;
+    nb_comm_open_total--;
+}
+
+nb_status nb_comm_wait_open(nb_comm *c)
+{
+    double t0 = nb_comm_clock();
+    nb_comm_spans spans = {t0, 0, -1, &c->stats.comm_seconds, &c->stats.overlap_seconds};
+    nb_status st = NB_OK;
+    for (int k = 0; k < c->n_open; k++) {
+        nb_comm_open *o = &c->open[k];
+        nb_comm_request *r = o->req;
+        o->req = NULL;
+        /* After a failure, still complete the rest: the other ranks are in them. */
+        nb_status s = nb_comm_finish(r);
+        if (r && !o->t_done) o->t_done = nb_comm_clock();
+        if (!s) {
+            c->stats.allreduces++;
+            c->stats.bytes += o->bytes;
+            nb_comm_spans_add(&spans, o->t_start, o->t_done);
+        }
+        close_open(c, o, !s && !st);
+        if (!st) st = s;
+    }
+    nb_comm_spans_flush(&spans);
+    c->n_open = 0;
+    c->stats.wait_seconds += nb_comm_clock() - t0;
+    return st;
+}
+
+static void test_open(nb_comm *c)
+{
+    for (int k = 0; k < c->n_open; k++) {
+        nb_comm_open *o = &c->open[k];
+        bool done = false;
+        if (o->req && !o->t_done && nb_comm_test(o->req, &done) == NB_OK && done) o->t_done = nb_comm_clock();
+    }
+}
+
+void nb_comm_note_sync(nb_comm *c, double bytes, double seconds)
+{
+    c->stats.allreduces++;
+    c->stats.bytes += bytes;
+    c->stats.comm_seconds += seconds;
+    c->stats.wait_seconds += seconds;
+}
+
+void nb_comm_stats_get(const nb_comm *c, nb_comm_stats *s)
+{
+    if (!s) return;
+    *s = c ? c->stats : (nb_comm_stats){0};
+    s->hidden_fraction = s->comm_seconds > 0 ? s->overlap_seconds / s->comm_seconds : 0;
+}
+
 /* ---- the tensor calls --------------------------------------------------------------------- */
 
 nb_status nb_comm_pack(const nb_tensor *t, void *buf)
@@ -371,14 +508,57 @@ nb_status nb_comm_set_ring(int ring, nb_comm *c)
     return NB_OK;
 }
 
+/* Ring r's communicator, or NULL: what nb_comm_ring says, without the error. */
+static nb_comm *ring_at(int r) { return rings[r] ? rings[r] : r == 0 ? &single_ring0 : NULL; }
+
+void nb_comm_progress_open(void)
+{
+    for (int r = 0; r < NB_COMM_MAX_RINGS; r++) {
+        nb_comm *c = ring_at(r);
+        if (c && c->n_open) test_open(c);
+    }
+}
+
+void nb_comm_wait_all_open(void)
+{
+    for (int r = 0; r < NB_COMM_MAX_RINGS; r++) {
+        nb_comm *c = ring_at(r);
+        if (c && c->n_open) nb_comm_wait_open(c);
+    }
+}
+
+/* What nb_comm_free does with all-reduces still open (a program that
+ * failed between its start and wait ops): their requests go to the kind to
+ * keep until it is freed (the transport may still hold the buffers), and
+ * only then are the tensors and buffers let go. */
+static void abandon_open(nb_comm *c)
+{
+    for (int k = 0; k < c->n_open; k++) {
+        nb_comm_request *r = c->open[k].req;
+        if (r && r->impl && c->kind->abandon) c->kind->abandon(c, r->impl);
+        nb_free(r);
+        c->open[k].req = NULL;
+    }
+}
+
+static void free_open(nb_comm *c)
+{
+    for (int k = 0; k < c->n_open; k++) close_open(c, &c->open[k], false);
+    for (int k = 0; k < c->cap_open; k++) {
+        nb_free(c->open[k].ts);
+        nb_free(c->open[k].buf);
+    }
+    nb_free(c->open);
+}
+
 nb_comm *nb_comm_ring(int ring)
 {
     if (ring < 0 || ring >= NB_COMM_MAX_RINGS) {
         nb_error(NB_ERR_ARG, "comm: ring %d is not in [0, %d)", ring, NB_COMM_MAX_RINGS);
         return NULL;
     }
-    if (rings[ring]) return rings[ring];
-    if (ring == 0) return &single_ring0;
+    nb_comm *c = ring_at(ring);
+    if (c) return c;
     nb_error(NB_ERR_NOT_FOUND, "comm: no communicator is set for ring %d (nb_comm_set_ring)", ring);
     return NULL;
 }

@@ -29,6 +29,19 @@ typedef struct nb_comm_impl_ops {
     void (*abandon)(nb_comm *c, void *req);
 } nb_comm_impl_ops;
 
+/* An all-reduce a static program's c_allreduce_start left open for its
+ * c_allreduce_wait: the tensors it sums (retained), and the buffer they are
+ * packed into when there are several (kept for the next step's bucket). */
+typedef struct nb_comm_open {
+    nb_comm_request *req; /* NULL once complete */
+    nb_tensor **ts;
+    int n, cap;
+    char *buf;
+    size_t buf_size;
+    double t_start, t_done;
+    double bytes;
+} nb_comm_open;
+
 struct nb_comm {
     const nb_comm_impl_ops *kind;
     void *impl;
@@ -38,6 +51,9 @@ struct nb_comm {
     double *heard; /* size entries: when each rank was last heard from in a census (nb_comm_clock) */
     void *staging; /* nb_comm_staging's buffer */
     size_t staging_size;
+    nb_comm_open *open; /* c_allreduce_start's, in start order: n_open in use, cap_open made */
+    int n_open, cap_open;
+    nb_comm_stats stats; /* of the collective ops */
 };
 
 struct nb_comm_request {
@@ -71,5 +87,51 @@ nb_status nb_comm_pack(const nb_tensor *t, void *buf);
 
 /* Seconds on a monotonic clock. */
 double nb_comm_clock(void);
+
+/* ---- all-reduces open across ops (c_allreduce_start .. c_allreduce_wait) ----
+ *
+ * nb_comm_open_allreduce starts the sum of ts[0..n) (contiguous, one dtype;
+ * packed into one buffer when n > 1) and returns; the caller must not touch
+ * the tensors until nb_comm_wait_open, which completes every all-reduce open
+ * on c in the order they started and writes the sums back. MPI moves an
+ * open request on only inside MPI calls, so the executor calls
+ * nb_comm_progress between ops: nothing but a load while none is open. */
+nb_status nb_comm_open_allreduce(nb_comm *c, nb_tensor *const *ts, int n);
+nb_status nb_comm_wait_open(nb_comm *c);
+extern int nb_comm_open_total; /* open all-reduces, over every ring */
+void nb_comm_progress_open(void);
+/* Completes what every ring has open, results unused: how a run that failed
+ * between its start and wait ops keeps the ranks in step. */
+void nb_comm_wait_all_open(void);
+static inline void nb_comm_progress(void)
+{
+    if (nb_comm_open_total) nb_comm_progress_open();
+}
+/* What c_allreduce_sum adds to the stats: a synchronous all-reduce of
+ * `bytes` that took `seconds`, all of them waited. */
+void nb_comm_note_sync(nb_comm *c, double bytes, double seconds);
+
+/* Time during which at least one of several collectives was open, and the
+ * part of it before `cut` (when the compute they could hide behind ended).
+ * Add the collectives' [start, done) in start order, then end. */
+typedef struct nb_comm_spans {
+    double cut, b, e;
+    double *total, *before;
+} nb_comm_spans;
+static inline void nb_comm_spans_flush(nb_comm_spans *s)
+{
+    if (s->e <= s->b) return;
+    *s->total += s->e - s->b;
+    double end = s->e < s->cut ? s->e : s->cut;
+    if (end > s->b) *s->before += end - s->b;
+}
+static inline void nb_comm_spans_add(nb_comm_spans *s, double start, double done)
+{
+    if (start > s->e) {
+        nb_comm_spans_flush(s);
+        s->b = start;
+        s->e = done;
+    } else if (done > s->e) s->e = done;
+}
 
 #endif

@@ -70,9 +70,28 @@ static int by_ready(const void *a, const void *b)
     return (x->ready > y->ready) - (x->ready < y->ready);
 }
 
-/* One c_allreduce_sum per bucket, right after the op that finishes the
- * bucket's last gradient; inserted from the last bucket back, so that the
- * positions of the earlier ones stay valid. */
+/* Whether an op from position `from` on reads or writes one of the n vars. */
+static bool used_from(const nb_block *b, int from, const char *const *vars, int n)
+{
+    for (int i = from; i < b->n_ops; i++) {
+        const nb_op *op = b->ops[i];
+        for (int k = 0; k < nb_op_n_inputs(op); k++)
+            for (int j = 0; j < n; j++)
+                if (!strcmp(op->inputs[k], vars[j])) return true;
+        for (int k = 0; k < nb_op_n_outputs(op); k++)
+            for (int j = 0; j < n; j++)
+                if (!strcmp(op->outputs[k], vars[j])) return true;
+    }
+    return false;
+}
+
+/* One all-reduce per bucket, right after the op that finishes the bucket's
+ * last gradient; inserted from the last bucket back, so that the positions
+ * of the earlier ones stay valid. A bucket whose gradients no later op of
+ * the block touches gets a c_allreduce_start, and one c_allreduce_wait at
+ * the end of the block completes them all, before the optimiser's ops
+ * (appended after this rewrite) read them; the rest, or all of them when
+ * the options ask, get a c_allreduce_sum that completes where it stands. */
 static nb_status insert_allreduces(nb_block *b, const nb_backward_result *r, const nb_data_parallel_opts *o)
 {
     int n = r->n_pairs;
@@ -81,7 +100,11 @@ static nb_status insert_allreduces(nb_block *b, const nb_backward_result *r, con
     size_t *bytes = nb_calloc((size_t)n + 1, sizeof *bytes);
     nb_dtype *dts = nb_calloc((size_t)n + 1, sizeof *dts);
     const char **names = nb_calloc((size_t)n + 1, sizeof *names);
-    nb_status st = items && bucket && bytes && dts && names ? NB_OK : nb_error(NB_ERR_NOMEM, "data_parallel: out of memory");
+    const char **waiting = nb_calloc((size_t)n + 1, sizeof *waiting);
+    bool *waits = nb_calloc((size_t)n + 1, sizeof *waits);
+    nb_status st = items && bucket && bytes && dts && names && waiting && waits
+                       ? NB_OK
+                       : nb_error(NB_ERR_NOMEM, "data_parallel: out of memory");
     for (int i = 0; i < n && !st; i++) {
         const nb_var *g = nb_block_find_var(b, r->pairs[i].grad);
         int at = last_writer(b, r->pairs[i].grad);
@@ -106,13 +129,28 @@ static nb_status insert_allreduces(nb_block *b, const nb_backward_result *r, con
         }
         nb_bucket_caps(total, o->bucket_bytes, &first, &rest);
         int nb = nb_plan_buckets_first(n, bytes, dts, first, rest, bucket);
+        /* Decided on the block as it was: the inserted ops touch no other bucket. */
+        for (int i = 0; i < n; i++) names[i] = items[i].grad;
+        for (int k = 0, begin = 0; k < nb; k++) {
+            int end = begin;
+            while (end < n && bucket[end] == k) end++;
+            bool open = !o->synchronous && !used_from(b, items[end - 1].ready + 1, names + begin, end - begin);
+            for (int i = begin; i < end; i++) waits[i] = open;
+            begin = end;
+        }
+        int n_wait = 0;
+        for (int i = 0; i < n; i++)
+            if (waits[i]) waiting[n_wait++] = items[i].grad;
+        nb_attrs ring = NB_ATTRS(NB_ATTR_INT("ring_id", o->ring));
+        if (n_wait > 0)
+            st = insert_op(b, b->n_ops, "c_allreduce_wait", NB_NAMES_N(n_wait, waiting), NB_NAMES_N(n_wait, waiting),
+                           ring, NB_ROLE_BACKWARD, NULL);
         for (int k = nb - 1, end = n; k >= 0 && !st; k--) {
             int begin = end;
             while (begin > 0 && bucket[begin - 1] == k) begin--;
-            for (int i = begin; i < end; i++) names[i - begin] = items[i].grad;
-            nb_names list = NB_NAMES_N(end - begin, names);
-            st = insert_op(b, items[end - 1].ready + 1, "c_allreduce_sum", list, list,
-                           NB_ATTRS(NB_ATTR_INT("ring_id", o->ring)), NB_ROLE_BACKWARD, NULL);
+            nb_names list = NB_NAMES_N(end - begin, names + begin);
+            st = insert_op(b, items[end - 1].ready + 1, waits[begin] ? "c_allreduce_start" : "c_allreduce_sum", list,
+                           list, ring, NB_ROLE_BACKWARD, NULL);
             end = begin;
         }
     }
@@ -121,6 +159,8 @@ static nb_status insert_allreduces(nb_block *b, const nb_backward_result *r, con
     nb_free(bytes);
     nb_free(dts);
     nb_free(names);
+    nb_free(waiting);
+    nb_free(waits);
     return st;
 }
 

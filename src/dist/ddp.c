@@ -58,15 +58,6 @@ static nb_status start_bucket(nb_ddp *d, bucket *bk)
     return st;
 }
 
-/* One stretch of time [b, e) during which some all-reduce was open: its
- * length, and the part before the backward pass ended. */
-static void add_span(nb_ddp *d, double b, double e)
-{
-    d->stats.comm_seconds += e - b;
-    double end = e < d->t_backward_end ? e : d->t_backward_end;
-    if (end > b) d->stats.overlap_seconds += end - b;
-}
-
 /* Starts every bucket from d->next on that is ready (all of them when
  * `all`), stopping at the first that is not: buckets start in order on
  * every rank. */
@@ -108,7 +99,10 @@ void nb_ddp_average(nb_dtype dt, const void *sum, void *out, int64_t n, double i
 static nb_status finish(nb_ddp *d)
 {
     nb_status st = start_ready(d, true);
-    double inv = 1.0 / nb_comm_size(d->comm), span_b = 0, span_e = -1;
+    double inv = 1.0 / nb_comm_size(d->comm);
+    /* Buckets start in order: their open times merge into spans, so that
+     * all-reduces running together count once. */
+    nb_comm_spans spans = {d->t_backward_end, 0, -1, &d->stats.comm_seconds, &d->stats.overlap_seconds};
     for (int k = 0; k < d->n_buckets && !st; k++) {
         bucket *bk = &d->buckets[k];
         nb_comm_request *r = bk->req;
@@ -118,13 +112,7 @@ static nb_status finish(nb_ddp *d)
         if (!bk->done) bk->t_done = nb_comm_clock();
         d->stats.wait_seconds += nb_comm_clock() - t0;
         if (st) break;
-        /* Buckets start in order: their open times merge into spans, so
-         * that all-reduces running together count once. */
-        if (bk->t_start > span_e) {
-            if (span_e >= 0) add_span(d, span_b, span_e);
-            span_b = bk->t_start;
-            span_e = bk->t_done;
-        } else if (bk->t_done > span_e) span_e = bk->t_done;
+        nb_comm_spans_add(&spans, bk->t_start, bk->t_done);
         if (d->zero) continue; /* nb_ddp_step reads its shard from the buckets */
         const char *at = bk->buf;
         size_t esize = nb_dtype_size(bk->dtype);
@@ -138,7 +126,7 @@ static nb_status finish(nb_ddp *d)
             at += (size_t)n * esize;
         }
     }
-    if (span_e >= 0) add_span(d, span_b, span_e);
+    nb_comm_spans_flush(&spans);
     /* After a failure, complete what was started before giving up. */
     for (int k = 0; k < d->n_buckets; k++) {
         nb_comm_request *r = d->buckets[k].req;

@@ -19,6 +19,7 @@
 #include "prune.h"
 #include "../core/fpenv.h"
 #include "../core/strmap.h"
+#include "../comm/comm_internal.h"
 #include "../core/tensor_internal.h"
 #include "../ops/op_internal.h"
 #include "../program/program_internal.h"
@@ -747,15 +748,19 @@ nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope, nb_tensor *const *fe
     for (int s = 0; !st && s < pp->n_steps; s++) {
         step *sp = &pp->steps[s];
         if (sp->folded) continue;
-        if (sp->group < 0) {
-            st = nb_exec_step_run(pp, scope, sp);
-            continue;
+        if (sp->group < 0) st = nb_exec_step_run(pp, scope, sp);
+        else {
+            struct fuse_group *g = &pp->groups[sp->group];
+            st = nb_fuse_run(pp, scope, g);
+            s += g->n - 1;
         }
-        struct fuse_group *g = &pp->groups[sp->group];
-        st = nb_fuse_run(pp, scope, g);
-        s += g->n - 1;
+        /* An all-reduce a c_allreduce_start left open moves on only here. */
+        nb_comm_progress();
     }
     nb_fpmode_leave(fp);
+    /* A run that failed between its start and wait ops still completes
+     * what it started: the other ranks are in those all-reduces. */
+    if (st && nb_comm_open_total) nb_comm_wait_all_open();
     for (int i = 0; !st && i < pp->n_fetch; i++) {
         value *v = &pp->values[pp->fetch_values[i]];
         if (!v->t) {

@@ -6,6 +6,17 @@
  *   c_allreduce_sum  Out[i] = the sum over ranks of X[i]. One op may carry
  *                    many gradients (a bucket): one all-reduce moves them
  *                    all. Linear, so its VJP and JVP are itself.
+ *   c_allreduce_start
+ *                    the same sum, started: the op returns with the
+ *                    all-reduce open, and the ops after it run while the
+ *                    ranks exchange (the executor moves it on between ops).
+ *                    Out must be X itself, and neither may be touched
+ *                    before the c_allreduce_wait of its ring.
+ *   c_allreduce_wait completes every all-reduce its ring has open, oldest
+ *                    first. Its X and Out are those all-reduces' vars: they
+ *                    keep the buffers alive and every reader after it. The
+ *                    pair is a schedule of c_allreduce_sum that only
+ *                    nb_data_parallel places; neither has a rule.
  *   c_broadcast      Out[i] = rank root's X[i]; with a nonzero `check`, it
  *                    first makes sure every rank has the same one (a hash of
  *                    the vars' names and shapes), so that a rank whose model
@@ -102,6 +113,27 @@ static const nb_op_def op_c_allreduce_sum = {
     .jvp = jvp_allreduce,
 };
 
+/* ---- c_allreduce_start, c_allreduce_wait ---------------------------------------------- */
+
+/* The fields the pair shares: c_allreduce_sum's, less its rules and vmap batching. */
+#define ALLREDUCE_PAIR_FIELDS                                                                                          \
+    .inputs = {{"X", NB_SLOT_VARIADIC}}, .outputs = {{"Out", NB_SLOT_VARIADIC}}, .attrs = {NB_ADEF_INT("ring_id", 0)}, \
+    .infer = infer_allreduce, .params_size = sizeof(nb_collective_params), .params = collective_params,                \
+    .flags = NB_OP_STATEFUL | NB_OP_NOT_DIFFERENTIABLE
+
+static const nb_op_def op_c_allreduce_start = {
+    .name = "c_allreduce_start",
+    .doc = "Starts Out[i] = sum over the ranks of ring ring_id of X[i], in place (Out[i] is X[i]); "
+           "c_allreduce_wait completes it.",
+    ALLREDUCE_PAIR_FIELDS,
+};
+
+static const nb_op_def op_c_allreduce_wait = {
+    .name = "c_allreduce_wait",
+    .doc = "Completes every all-reduce ring ring_id has open (c_allreduce_start); X and Out are their vars.",
+    ALLREDUCE_PAIR_FIELDS,
+};
+
 /* ---- c_broadcast ------------------------------------------------------------------------------ */
 
 static nb_status infer_broadcast(nb_op_ctx *ctx) { return infer_collective(ctx, false); }
@@ -118,4 +150,5 @@ static const nb_op_def op_c_broadcast = {
     .flags = NB_OP_STATEFUL | NB_OP_NOT_DIFFERENTIABLE,
 };
 
-const nb_op_def *const nb_ops_collective[] = {&op_c_allreduce_sum, &op_c_broadcast, NULL};
+const nb_op_def *const nb_ops_collective[] = {&op_c_allreduce_sum, &op_c_allreduce_start, &op_c_allreduce_wait,
+                                              &op_c_broadcast, NULL};

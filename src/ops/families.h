@@ -20,8 +20,8 @@ extern const nb_op_def *const nb_ops_creation[];    /* creation.c: fill, random,
 extern const nb_op_def *const nb_ops_optimizer[];   /* optimizer.c: sgd, momentum, adam, rmsprop, ..., lr_schedule */
 extern const nb_op_def *const nb_ops_rnn[];         /* rnn.c: lstm_cell and its grad */
 extern const nb_op_def *const nb_ops_attention[];   /* attention.c: scaled_dot_product_attention and its grad */
+/* collective.c: c_allreduce_sum, c_allreduce_start and _wait, c_broadcast (data parallelism) */
 extern const nb_op_def *const nb_ops_collective[];
-extern const nb_op_def *const nb_ops_composite[];
-    /* composite_ops.c: softsign, mish, hardswish (expansions) */ /* collective.c: c_allreduce_sum, c_broadcast (data parallelism) */
+extern const nb_op_def *const nb_ops_composite[]; /* composite_ops.c: softsign, mish, hardswish (expansions) */
 
 #endif

@@ -6,7 +6,9 @@
  * not its bandwidth, dominates for small ones), then unpacks the sums into
  * the outputs. A single input that is its own output is reduced where it
  * lies. Outputs may be the inputs' tensors (programs) or fresh ones (eager
- * mode). */
+ * mode). c_allreduce_start does the same but returns with the all-reduce
+ * open (nb_comm_open_allreduce), so it works in place only;
+ * c_allreduce_wait completes every one its ring has open. */
 #include <string.h>
 #include "nabla/device.h"
 #include "nabla/kernel.h"
@@ -30,10 +32,13 @@ static nb_status run_allreduce(const nb_kernel_ctx *ctx)
     size_t esize = nb_dtype_size(dt);
     nb_tensor *x0 = nb_kin(ctx, 0, 0), *y0 = nb_kout(ctx, 0, 0);
     nb_comm_request *req = NULL;
+    double t0 = nb_comm_clock(), bytes = 0;
+    for (int i = 0; i < n; i++) bytes += (double)nb_tensor_numel(nb_kin(ctx, 0, i)) * (double)esize;
     if (n == 1) {
         if (nb_tensor_data(y0) != nb_tensor_data(x0)) st = nb_tensor_copy_into(y0, x0);
         if (!st) st = nb_comm_allreduce_buffer(c, nb_tensor_data(y0), nb_tensor_numel(y0), dt, &req);
         if (!st) st = nb_comm_finish(req);
+        if (!st) nb_comm_note_sync(c, bytes, nb_comm_clock() - t0);
         return st ? nb_error_context(st, "%s", ctx->label) : NB_OK;
     }
     int64_t total = 0;
@@ -54,6 +59,33 @@ static nb_status run_allreduce(const nb_kernel_ctx *ctx)
         memcpy(nb_tensor_data(y), buf + at * (int64_t)esize, (size_t)nb_tensor_numel(y) * esize);
         at += nb_tensor_numel(y);
     }
+    if (!st) nb_comm_note_sync(c, bytes, nb_comm_clock() - t0);
+    return st ? nb_error_context(st, "%s", ctx->label) : NB_OK;
+}
+
+static nb_status run_allreduce_start(const nb_kernel_ctx *ctx)
+{
+    nb_comm *c;
+    nb_status st = ring_of(ctx, &c);
+    if (st) return st;
+    int n = nb_kin_count(ctx, 0);
+    for (int i = 0; i < n; i++) {
+        nb_tensor *x = nb_kin(ctx, 0, i), *y = nb_kout(ctx, 0, i);
+        if (nb_tensor_data(y) != nb_tensor_data(x) || !nb_tensor_is_contiguous(x))
+            return nb_error(NB_ERR_ARG,
+                            "%s: Out[%d] must be X[%d] itself, contiguous: the all-reduce goes on in "
+                            "place after the op returns (c_allreduce_sum works on fresh outputs)",
+                            ctx->label, i, i);
+    }
+    st = n > 0 ? nb_comm_open_allreduce(c, ctx->in + ctx->in_begin[0], n) : NB_OK;
+    return st ? nb_error_context(st, "%s", ctx->label) : NB_OK;
+}
+
+static nb_status run_allreduce_wait(const nb_kernel_ctx *ctx)
+{
+    nb_comm *c;
+    nb_status st = ring_of(ctx, &c);
+    if (!st) st = nb_comm_wait_open(c);
     return st ? nb_error_context(st, "%s", ctx->label) : NB_OK;
 }
 
@@ -81,7 +113,12 @@ static nb_status run_broadcast(const nb_kernel_ctx *ctx)
 
 static const nb_kernel_def kernel_allreduce = {"c_allreduce_sum", NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0,
                                                run_allreduce,     NULL,          NULL};
+static const nb_kernel_def kernel_allreduce_start = {"c_allreduce_start", NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0,
+                                                     run_allreduce_start, NULL,          NULL};
+static const nb_kernel_def kernel_allreduce_wait = {"c_allreduce_wait", NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0,
+                                                    run_allreduce_wait, NULL,          NULL};
 static const nb_kernel_def kernel_broadcast = {"c_broadcast", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0,
                                                run_broadcast, NULL,          NULL};
 
-const nb_kernel_def *const nb_cpu_kernels_collective[] = {&kernel_allreduce, &kernel_broadcast, NULL};
+const nb_kernel_def *const nb_cpu_kernels_collective[] = {&kernel_allreduce, &kernel_allreduce_start,
+                                                          &kernel_allreduce_wait, &kernel_broadcast, NULL};
