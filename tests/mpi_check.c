@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "dp_test_util.h"
+#include "comm/comm_internal.h"
 
 #define B 12 /* the global batch: divisible by 1, 2, 3, 4, 6 */
 #define STEPS 6
@@ -407,6 +408,46 @@ static void check_resume(const char *dir, int old_size)
                ds, da);
 }
 
+/* A tracked all-reduce moves on inside GEMMs alone: MPI progresses a
+ * nonblocking collective only inside MPI calls, and after the start this
+ * rank makes none, only products (eager matmuls of 256 x 256), until the
+ * request is seen complete or 20 s have passed. */
+static void check_progress(void)
+{
+    int64_t n = 1 << 18; /* 1 MiB of float32: well past the eager-send limit */
+    nb_tensor *t, *a;
+    die_on(nb_tensor_new(&t, NB_F32, 1, &n), "tensor");
+    die_on(nb_tensor_new(&a, NB_F32, 2, (const int64_t[]){256, 256}), "tensor");
+    float *v = nb_tensor_data(t), *av = nb_tensor_data(a);
+    for (int64_t i = 0; i < n; i++) v[i] = (float)(rank + 1);
+    for (int64_t i = 0; i < 256 * 256; i++) av[i] = 1.0f / 256;
+    nb_builder *b;
+    die_on(nb_builder_new_eager(&b), "builder");
+    die_on(nb_comm_barrier(comm), "barrier");
+    nb_comm_request *r;
+    die_on(nb_comm_allreduce_sum_async(comm, t, &r), "start");
+    nb_comm_track(r);
+    double t0 = nb_comm_clock();
+    int products = 0;
+    while (nb_comm_done_at(r) == 0 && nb_comm_clock() - t0 < 20) {
+        nb_value x = nb_eager_value(b, a);
+        nb_matmul(b, x, x, 0);
+        die_on(nb_builder_status(b), "matmul");
+        nb_eager_release_values(b);
+        products++;
+    }
+    bool done = nb_comm_done_at(r) > 0;
+    EXPECT(done, "a tracked all-reduce was not complete after %d products in 20 s", products);
+    die_on(nb_comm_wait(r), "wait");
+    float want = (float)(size * (size + 1) / 2);
+    bool right = v[0] == want && v[n - 1] == want;
+    EXPECT(right, "the sum is %g, not %g", v[0], want);
+    if (done && right) ok("a tracked all-reduce completes inside GEMMs");
+    nb_builder_free(b);
+    nb_tensor_release(t);
+    nb_tensor_release(a);
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "equal";
@@ -418,6 +459,7 @@ int main(int argc, char **argv)
     else if (!strcmp(what, "shard")) check_shard();
     else if (!strcmp(what, "mismatch")) check_mismatch();
     else if (!strcmp(what, "timeout")) check_timeout();
+    else if (!strcmp(what, "progress")) check_progress();
     else if (!strcmp(what, "train") && argc > 2) check_train(argv[2]);
     else if (!strcmp(what, "lost") && argc > 3) check_lost(argv[2], atoi(argv[3]));
     else if (!strcmp(what, "resume") && argc > 3) check_resume(argv[2], atoi(argv[3]));

@@ -134,7 +134,9 @@ static nb_status make_request(nb_comm *c, void *impl, const char *what, int64_t 
         *out = NULL;
         return nb_error(NB_ERR_NOMEM, "comm: out of memory for a request");
     }
-    *r = (nb_comm_request){.c = c, .impl = impl, .what = what, .n = n, .dtype = dt, .started = nb_comm_clock()};
+    double now = nb_comm_clock();
+    *r = (nb_comm_request){.c = c, .impl = impl, .what = what, .n = n, .dtype = dt, .started = now,
+                           .done_at = impl ? 0 : now};
     *out = r;
     return NB_OK;
 }
@@ -163,6 +165,14 @@ nb_status nb_comm_broadcast_buffer(nb_comm *c, void *buf, int64_t n, nb_dtype dt
     return make_request(c, impl, "broadcast", n, dt, req);
 }
 
+/* r's kind request has completed. */
+static void completed(nb_comm_request *r)
+{
+    r->impl = NULL;
+    r->done_at = nb_comm_clock();
+    if (r->tracked) atomic_fetch_sub_explicit(&nb_comm_tracked, 1, memory_order_relaxed);
+}
+
 nb_status nb_comm_test(nb_comm_request *r, bool *done)
 {
     if (!r || !done) return nb_error(NB_ERR_ARG, "comm_test: NULL request or flag");
@@ -170,10 +180,56 @@ nb_status nb_comm_test(nb_comm_request *r, bool *done)
         bool d = false;
         nb_status st = r->c->kind->test(r->c, r->impl, &d);
         if (st) return st;
-        if (d) r->impl = NULL;
+        if (d) completed(r);
     }
     *done = r->impl == NULL;
     return NB_OK;
+}
+
+double nb_comm_done_at(const nb_comm_request *r) { return r ? r->done_at : 0; }
+
+/* ---- tracked requests ---------------------------------------------------------------------- */
+
+_Atomic int nb_comm_tracked;
+_Thread_local bool nb_comm_tracker;
+static nb_comm_request **tracked;
+static int n_tracked, cap_tracked;
+
+void nb_comm_track(nb_comm_request *r)
+{
+    if (!r || r->tracked || !r->impl) return; /* complete already: nothing to move on */
+    if (n_tracked == cap_tracked) {
+        int cap = cap_tracked ? 2 * cap_tracked : 16;
+        nb_comm_request **t = nb_realloc(tracked, (size_t)cap * sizeof *t);
+        if (!t) return; /* untracked, it still completes in its wait */
+        tracked = t;
+        cap_tracked = cap;
+    }
+    tracked[n_tracked++] = r;
+    r->tracked = true;
+    nb_comm_tracker = true;
+    atomic_fetch_add_explicit(&nb_comm_tracked, 1, memory_order_relaxed);
+}
+
+static void untrack(nb_comm_request *r)
+{
+    if (!r->tracked) return;
+    if (r->impl) atomic_fetch_sub_explicit(&nb_comm_tracked, 1, memory_order_relaxed);
+    for (int k = 0; k < n_tracked; k++)
+        if (tracked[k] == r) {
+            tracked[k] = tracked[--n_tracked];
+            break;
+        }
+    r->tracked = false;
+}
+
+void nb_comm_progress_tracked(void)
+{
+    for (int k = 0; k < n_tracked; k++) {
+        nb_comm_request *r = tracked[k];
+        bool done;
+        if (r->impl && !r->c->broken) nb_comm_test(r, &done); /* an error shows in the wait */
+    }
 }
 
 /* Appends to buf the ranks q < n with mark[q] == want, as "1, 3, 4" (the
@@ -233,7 +289,7 @@ nb_status nb_comm_wait(nb_comm_request *r)
         bool done = false;
         if ((st = k->test(c, r->impl, &done))) break;
         if (done) {
-            r->impl = NULL;
+            completed(r);
             break;
         }
         /* The clock, and the other ranks' census, now and then while
@@ -266,13 +322,12 @@ nb_status nb_comm_wait(nb_comm_request *r)
             nanosleep(&ts, NULL);
         }
     }
+    untrack(r);
     nb_free(r);
     return st;
 }
 
 /* ---- all-reduces open across ops ------------------------------------------------------------ */
-
-int nb_comm_open_total;
 
 /* Room for one more open all-reduce of n tensors; its slot keeps the
  * buffers of the bucket that used it last step. */
@@ -324,14 +379,12 @@ nb_status nb_comm_open_allreduce(nb_comm *c, nb_tensor *const *ts, int n)
         }
     }
     o->t_start = nb_comm_clock();
-    o->t_done = 0;
     o->bytes = (double)total * (double)esize;
     if ((st = nb_comm_allreduce_buffer(c, buf, total, dt, &o->req))) return st;
-    if (!o->req->impl) o->t_done = o->t_start; /* complete at once: one rank */
+    nb_comm_track(o->req);
     for (int i = 0; i < n; i++) o->ts[i] = nb_tensor_retain(ts[i]);
     o->n = n;
     c->n_open++;
-    nb_comm_open_total++;
     return NB_OK;
 }
 
@@ -349,7 +402,6 @@ static void close_open(nb_comm *c, nb_comm_open *o, bool unpack)
     }
     for (int i = 0; i < o->n; i++) nb_tensor_release(o->ts[i]);
     o->n = 0;
-    nb_comm_open_total--;
 }
 
 nb_status nb_comm_wait_open(nb_comm *c)
@@ -361,13 +413,13 @@ nb_status nb_comm_wait_open(nb_comm *c)
         nb_comm_open *o = &c->open[k];
         nb_comm_request *r = o->req;
         o->req = NULL;
+        double done_at = nb_comm_done_at(r);
         /* After a failure, still complete the rest: the other ranks are in them. */
         nb_status s = nb_comm_finish(r);
-        if (r && !o->t_done) o->t_done = nb_comm_clock();
         if (!s) {
             c->stats.allreduces++;
             c->stats.bytes += o->bytes;
-            nb_comm_spans_add(&spans, o->t_start, o->t_done);
+            nb_comm_spans_add(&spans, o->t_start, done_at > 0 ? done_at : nb_comm_clock());
         }
         close_open(c, o, !s && !st);
         if (!st) st = s;
@@ -376,15 +428,6 @@ nb_status nb_comm_wait_open(nb_comm *c)
     c->n_open = 0;
     c->stats.wait_seconds += nb_comm_clock() - t0;
     return st;
-}
-
-static void test_open(nb_comm *c)
-{
-    for (int k = 0; k < c->n_open; k++) {
-        nb_comm_open *o = &c->open[k];
-        bool done = false;
-        if (o->req && !o->t_done && nb_comm_test(o->req, &done) == NB_OK && done) o->t_done = nb_comm_clock();
-    }
 }
 
 void nb_comm_note_sync(nb_comm *c, double bytes, double seconds)
@@ -511,14 +554,6 @@ nb_status nb_comm_set_ring(int ring, nb_comm *c)
 /* Ring r's communicator, or NULL: what nb_comm_ring says, without the error. */
 static nb_comm *ring_at(int r) { return rings[r] ? rings[r] : r == 0 ? &single_ring0 : NULL; }
 
-void nb_comm_progress_open(void)
-{
-    for (int r = 0; r < NB_COMM_MAX_RINGS; r++) {
-        nb_comm *c = ring_at(r);
-        if (c && c->n_open) test_open(c);
-    }
-}
-
 void nb_comm_wait_all_open(void)
 {
     for (int r = 0; r < NB_COMM_MAX_RINGS; r++) {
@@ -535,7 +570,9 @@ static void abandon_open(nb_comm *c)
 {
     for (int k = 0; k < c->n_open; k++) {
         nb_comm_request *r = c->open[k].req;
-        if (r && r->impl && c->kind->abandon) c->kind->abandon(c, r->impl);
+        if (!r) continue;
+        if (r->impl && c->kind->abandon) c->kind->abandon(c, r->impl);
+        untrack(r);
         nb_free(r);
         c->open[k].req = NULL;
     }

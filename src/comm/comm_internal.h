@@ -5,6 +5,7 @@
 #ifndef NABLA_COMM_INTERNAL_H
 #define NABLA_COMM_INTERNAL_H
 
+#include <stdatomic.h>
 #include "nabla/comm.h"
 
 typedef struct nb_comm_impl_ops {
@@ -33,13 +34,12 @@ typedef struct nb_comm_impl_ops {
  * c_allreduce_wait: the tensors it sums (retained), and the buffer they are
  * packed into when there are several (kept for the next step's bucket). */
 typedef struct nb_comm_open {
-    nb_comm_request *req; /* NULL once complete */
+    nb_comm_request *req; /* NULL once waited for */
     nb_tensor **ts;
     int n, cap;
     char *buf;
     size_t buf_size;
-    double t_start, t_done;
-    double bytes;
+    double t_start, bytes;
 } nb_comm_open;
 
 struct nb_comm {
@@ -63,6 +63,8 @@ struct nb_comm_request {
     int64_t n;
     nb_dtype dtype;
     double started;
+    double done_at; /* when a test saw it complete; 0 before */
+    bool tracked;   /* in the list nb_comm_progress tests */
 };
 
 /* A new communicator of `kind` (impl set by the caller). */
@@ -88,25 +90,36 @@ nb_status nb_comm_pack(const nb_tensor *t, void *buf);
 /* Seconds on a monotonic clock. */
 double nb_comm_clock(void);
 
+/* ---- moving open collectives on while the caller computes ----------------
+ *
+ * MPI moves a nonblocking collective on only inside MPI calls. A request
+ * that should advance while its starter computes is tracked: the executor
+ * calls nb_comm_progress between ops, and the GEMM between row blocks, which
+ * tests every tracked request when called on the thread that tracked them
+ * (MPI is initialised for one thread: workers never call it), and costs a
+ * load or two otherwise. A tracked request stays tracked until waited for. */
+void nb_comm_track(nb_comm_request *r);
+extern _Atomic int nb_comm_tracked;        /* tracked requests not yet complete */
+extern _Thread_local bool nb_comm_tracker; /* this thread tracked them */
+void nb_comm_progress_tracked(void);
+static inline void nb_comm_progress(void)
+{
+    if (nb_comm_tracker && atomic_load_explicit(&nb_comm_tracked, memory_order_relaxed)) nb_comm_progress_tracked();
+}
+/* When r completed, as a test or progress saw it; 0 while it has not. */
+double nb_comm_done_at(const nb_comm_request *r);
+
 /* ---- all-reduces open across ops (c_allreduce_start .. c_allreduce_wait) ----
  *
  * nb_comm_open_allreduce starts the sum of ts[0..n) (contiguous, one dtype;
- * packed into one buffer when n > 1) and returns; the caller must not touch
- * the tensors until nb_comm_wait_open, which completes every all-reduce open
- * on c in the order they started and writes the sums back. MPI moves an
- * open request on only inside MPI calls, so the executor calls
- * nb_comm_progress between ops: nothing but a load while none is open. */
+ * packed into one buffer when n > 1), tracked, and returns; the caller
+ * must not touch the tensors until nb_comm_wait_open, which completes every
+ * all-reduce open on c in the order they started and writes the sums back. */
 nb_status nb_comm_open_allreduce(nb_comm *c, nb_tensor *const *ts, int n);
 nb_status nb_comm_wait_open(nb_comm *c);
-extern int nb_comm_open_total; /* open all-reduces, over every ring */
-void nb_comm_progress_open(void);
 /* Completes what every ring has open, results unused: how a run that failed
  * between its start and wait ops keeps the ranks in step. */
 void nb_comm_wait_all_open(void);
-static inline void nb_comm_progress(void)
-{
-    if (nb_comm_open_total) nb_comm_progress_open();
-}
 /* What c_allreduce_sum adds to the stats: a synchronous all-reduce of
  * `bytes` that took `seconds`, all of them waited. */
 void nb_comm_note_sync(nb_comm *c, double bytes, double seconds);

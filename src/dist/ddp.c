@@ -2,8 +2,8 @@
  * (nabla/data_parallel.h says what it does). A post-accumulate hook on each
  * parameter counts down its bucket; a bucket whose count reaches zero is
  * packed and its all-reduce started, in bucket order, while the backward
- * pass goes on. Open requests are tested at every hook, since MPI moves a
- * nonblocking collective forward only inside MPI calls. */
+ * pass goes on. The requests are tracked (src/comm/comm_internal.h), so
+ * that MPI moves them on at every hook and inside the backward's GEMMs. */
 #include <string.h>
 #include "nabla/data_parallel.h"
 #include "nabla/device.h"
@@ -15,19 +15,6 @@
 #include "ddp_internal.h"
 
 /* ---- buckets during a step ------------------------------------------------------------ */
-
-static void poll(nb_ddp *d, double now)
-{
-    for (int k = 0; k < d->next; k++) {
-        bucket *bk = &d->buckets[k];
-        bool done = false;
-        if (!bk->req || bk->done) continue;
-        if (nb_comm_test(bk->req, &done) == NB_OK && done) {
-            bk->done = true;
-            bk->t_done = now;
-        }
-    }
-}
 
 /* Packs the bucket's gradients (zeros for a parameter without one) and
  * starts its all-reduce. */
@@ -51,10 +38,7 @@ static nb_status start_bucket(nb_ddp *d, bucket *bk)
     d->stats.allreduces++;
     d->stats.bytes += (double)bk->numel * (double)esize;
     nb_status st = nb_comm_allreduce_buffer(d->comm, bk->buf, bk->numel, bk->dtype, &bk->req);
-    if (!st && !bk->req) { /* complete at once (one rank) */
-        bk->done = true;
-        bk->t_done = bk->t_start;
-    }
+    nb_comm_track(bk->req);
     return st;
 }
 
@@ -77,7 +61,7 @@ static nb_status on_grad_ready(nb_tensor *leaf, void *ctx)
     bucket *bk = &d->buckets[d->bucket_of[h->param]];
     if (bk->pending > 0) bk->pending--;
     nb_status st = start_ready(d, false);
-    poll(d, nb_comm_clock());
+    nb_comm_progress();
     if (st) d->failed = st;
     return st;
 }
@@ -107,9 +91,9 @@ static nb_status finish(nb_ddp *d)
         bucket *bk = &d->buckets[k];
         nb_comm_request *r = bk->req;
         bk->req = NULL;
-        double t0 = nb_comm_clock();
+        double t0 = nb_comm_clock(), done_at = nb_comm_done_at(r);
         st = nb_comm_finish(r);
-        if (!bk->done) bk->t_done = nb_comm_clock();
+        bk->t_done = done_at > 0 ? done_at : nb_comm_clock();
         d->stats.wait_seconds += nb_comm_clock() - t0;
         if (st) break;
         nb_comm_spans_add(&spans, bk->t_start, bk->t_done);
@@ -142,7 +126,7 @@ nb_status nb_ddp_backward(nb_ddp *d, nb_tensor *loss)
     for (int k = 0; k < d->n_buckets; k++) {
         bucket *bk = &d->buckets[k];
         bk->pending = bk->count;
-        bk->started = bk->done = false;
+        bk->started = false;
         bk->req = NULL;
     }
     d->next = 0;

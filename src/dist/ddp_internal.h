@@ -20,7 +20,7 @@ typedef struct bucket {
     char *buf;               /* packed gradients: its part of the flat buffer */
     int pending;             /* parameters not ready yet this step */
     nb_comm_request *req;    /* while its all-reduce runs */
-    bool started, done;
+    bool started;
     double t_start, t_done;
 } bucket;
 

@@ -754,13 +754,13 @@ nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope, nb_tensor *const *fe
             st = nb_fuse_run(pp, scope, g);
             s += g->n - 1;
         }
-        /* An all-reduce a c_allreduce_start left open moves on only here. */
+        /* What a c_allreduce_start left open moves on here (and in GEMMs). */
         nb_comm_progress();
     }
     nb_fpmode_leave(fp);
     /* A run that failed between its start and wait ops still completes
      * what it started: the other ranks are in those all-reduces. */
-    if (st && nb_comm_open_total) nb_comm_wait_all_open();
+    if (st) nb_comm_wait_all_open();
     for (int i = 0; !st && i < pp->n_fetch; i++) {
         value *v = &pp->values[pp->fetch_values[i]];
         if (!v->t) {

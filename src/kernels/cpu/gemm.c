@@ -31,6 +31,7 @@
 #include <pthread.h>
 #endif
 #include "team.h"
+#include "../../comm/comm_internal.h"
 
 /* On x86-64 a second copy of the inner kernels is compiled for AVX2+FMA and
  * chosen at run time, so that a generic build still uses the wide units. */
@@ -820,6 +821,8 @@ typedef struct gemm_block {
                     blocked_rows_##SUF(g, &bk, Bs, bld, Bp, b_eff,                             \
                                        a_whole ? myAp + pc * m_pad + ic * kc : myAp,           \
                                        a_whole && (a_ready || jc > 0));                        \
+                    /* All-reduces open behind this product move on (a load when none are). */ \
+                    if (t == 0) nb_comm_progress();                                            \
                 }                                                                              \
                 slab++;                                                                        \
                 if (n_t > 1) nb_team_barrier(n_t);                                             \
