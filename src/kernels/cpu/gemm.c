@@ -927,8 +927,9 @@ static void blas_one_thread(void)
     if (openblas_set_num_threads) openblas_set_num_threads(1);
 }
 
+/* GEMM_CBLAS: cblas_call_<suffix> computes rows [i0, i1) of C, from rows of
+ * A (its columns when ta). */
 #define GEMM_CBLAS(T, SUF, FN)                                                                 \
-    /* Rows [i0, i1) of C, from rows of A (its columns when ta). */                            \
     static bool cblas_call_##SUF(const gemm_args_##SUF *g, int64_t i0, int64_t i1)              \
     {                                                                                          \
         const bool ta = g->ta, tb = g->tb;                                                     \

@@ -119,10 +119,9 @@ bool nb_sum_to_mask(int x_ndim, const int64_t *x_shape, int like_ndim, const int
 /* Stamps out red_<kind>_<suffix>. A: accumulator type; INIT(p): the starting
  * value given a pointer to the first element; STEP(a, v) folds v into a;
  * FIN(a): the result (may use R). STEP must also merge two partial
- * accumulators. */
+ * accumulators. NAME_row makes one output from a contiguous run of R (the
+ * loops live in functions of their own so that they get the AVX2 copy). */
 #define DEF_RED(NAME, T, A, INIT, STEP, FIN)                                                       \
-    /* One output from a contiguous run of R (the loops live in functions of  \
-     * their own so that they get the AVX2 copy). */                          \
     NB_SIMD_CLONES static T NAME##_row(const T *restrict p, int64_t R)                             \
     {                                                                                              \
         A s[8];                                                                                    \
