@@ -464,8 +464,8 @@ static const nb_op_def user_cube = {.name = "user_cube",
                                     .grad_uses_inputs = 1,
                                     .vjp = cube_vjp,
                                     .jvp = cube_jvp};
-static const nb_kernel_def user_cube_kernel = {"user_cube", NB_DEVICE_CPU, NB_DT_FLOAT, "test",
-                                               0,           cube_cpu,      NULL,        NULL};
+static const nb_kernel_def user_cube_kernel = {
+    .op = "user_cube", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "test", .run = cube_cpu};
 
 static nb_status f_cube(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {

@@ -325,8 +325,8 @@ const nb_op_def nb_op_net_grad = {
 };
 
 const nb_kernel_def nb_kernel_cond = {"cond", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, cond_kernel, NULL, NULL};
-const nb_kernel_def nb_kernel_cond_grad = {"cond_grad", NB_DEVICE_CPU,      NB_DT_ALL, "nabla",
-                                           0,           branch_grad_kernel, NULL,      NULL};
+const nb_kernel_def nb_kernel_cond_grad = {
+    .op = "cond_grad", .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL, .provider = "nabla", .run = branch_grad_kernel};
 const nb_kernel_def nb_kernel_net = {"net", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, net_kernel, NULL, NULL};
-const nb_kernel_def nb_kernel_net_grad = {"net_grad", NB_DEVICE_CPU,      NB_DT_ALL, "nabla",
-                                          0,          branch_grad_kernel, NULL,      NULL};
+const nb_kernel_def nb_kernel_net_grad = {
+    .op = "net_grad", .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL, .provider = "nabla", .run = branch_grad_kernel};

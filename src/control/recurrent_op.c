@@ -359,7 +359,10 @@ const nb_op_def nb_op_recurrent_grad = {
     NB_CTL_LOOP_GRAD_RULES,
 };
 
-const nb_kernel_def nb_kernel_recurrent = {"recurrent", NB_DEVICE_CPU,    NB_DT_ALL, "nabla",
-                                           0,           recurrent_kernel, NULL,      NULL};
-const nb_kernel_def nb_kernel_recurrent_grad = {"recurrent_grad",      NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0,
-                                                recurrent_grad_kernel, NULL,          NULL};
+const nb_kernel_def nb_kernel_recurrent = {
+    .op = "recurrent", .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL, .provider = "nabla", .run = recurrent_kernel};
+const nb_kernel_def nb_kernel_recurrent_grad = {.op = "recurrent_grad",
+                                                .device = NB_DEVICE_CPU,
+                                                .dtypes = NB_DT_ALL,
+                                                .provider = "nabla",
+                                                .run = recurrent_grad_kernel};

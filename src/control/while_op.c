@@ -257,5 +257,5 @@ const nb_op_def nb_op_while_grad = {
 };
 
 const nb_kernel_def nb_kernel_while = {"while", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, while_kernel, NULL, NULL};
-const nb_kernel_def nb_kernel_while_grad = {"while_grad",      NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0,
-                                            while_grad_kernel, NULL,          NULL};
+const nb_kernel_def nb_kernel_while_grad = {
+    .op = "while_grad", .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL, .provider = "nabla", .run = while_grad_kernel};

@@ -371,8 +371,8 @@ KERNEL(adamw, run_adam) /* adam with decoupled weight decay: the same update */
 KERNEL(rmsprop, run_rmsprop)
 KERNEL(adagrad, run_adagrad)
 /* Step may be any numeric dtype. */
-static const nb_kernel_def kernel_lr_schedule = {"lr_schedule",   NB_DEVICE_CPU, NB_DT_NUMERIC, "nabla", 0,
-                                                 run_lr_schedule, NULL,          NULL};
+static const nb_kernel_def kernel_lr_schedule = {
+    .op = "lr_schedule", .device = NB_DEVICE_CPU, .dtypes = NB_DT_NUMERIC, .provider = "nabla", .run = run_lr_schedule};
 
 const nb_kernel_def *const nb_cpu_kernels_optimizer[] = {
     &kernel_sgd,     &kernel_momentum, &kernel_adam,        &kernel_adamw,
