@@ -78,25 +78,21 @@ typedef struct att_block {
 #define T float
 #define SFX f32
 #define EXP nb_fast_expf
-#define GEMM nb_gemm_f32
-#define GEMM_ARGS nb_gemm_args_f32
+#define GEMM(...) nb_gemm_f32(&(nb_gemm_args_f32){__VA_ARGS__})
 #include "attention_impl.h"
 #undef T
 #undef SFX
 #undef EXP
 #undef GEMM
-#undef GEMM_ARGS
 #define T double
 #define SFX f64
 #define EXP exp
-#define GEMM nb_gemm_f64
-#define GEMM_ARGS nb_gemm_args_f64
+#define GEMM(...) nb_gemm_f64(&(nb_gemm_args_f64){__VA_ARGS__})
 #include "attention_impl.h"
 #undef T
 #undef SFX
 #undef EXP
 #undef GEMM
-#undef GEMM_ARGS
 
 /* The geometry of Q [..., T, D], K [..., S, D], V [..., S, Dv]; inference
  * has checked the shapes. */

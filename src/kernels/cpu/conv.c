@@ -126,29 +126,25 @@ typedef struct conv2d_grad_tensors {
 
 #define T float
 #define SFX f32
-#define GEMM nb_gemm_f32
-#define GEMM_ARGS nb_gemm_args_f32
-#define GEMM_PACKED nb_gemm_f32_packed
+#define GEMM(...) nb_gemm_f32(&(nb_gemm_args_f32){__VA_ARGS__})
+#define GEMM_PACKED(...) nb_gemm_f32_packed(&(nb_gemm_args_f32){__VA_ARGS__})
 #define GEMM_PACK_STREAMS nb_gemm_pack_streams_f32
 #include "conv_impl.h"
 #undef T
 #undef SFX
 #undef GEMM
-#undef GEMM_ARGS
 #undef GEMM_PACKED
 #undef GEMM_PACK_STREAMS
 
 #define T double
 #define SFX f64
-#define GEMM nb_gemm_f64
-#define GEMM_ARGS nb_gemm_args_f64
-#define GEMM_PACKED nb_gemm_f64_packed
+#define GEMM(...) nb_gemm_f64(&(nb_gemm_args_f64){__VA_ARGS__})
+#define GEMM_PACKED(...) nb_gemm_f64_packed(&(nb_gemm_args_f64){__VA_ARGS__})
 #define GEMM_PACK_STREAMS nb_gemm_pack_streams_f64
 #include "conv_impl.h"
 #undef T
 #undef SFX
 #undef GEMM
-#undef GEMM_ARGS
 #undef GEMM_PACKED
 #undef GEMM_PACK_STREAMS
 
