@@ -84,7 +84,8 @@ static void static_open(runner *r, const gpt2_weights *w)
     nb_program_set_seed(r->startup, 1);
     bench_die_on(nb_builder_new_record(&b, r->main, r->startup), "builder");
     const int64_t *s = r->ids->shape;
-    nb_value loss = gpt2_loss(b, r->c, nb_layer_data(b, "ids", NB_I64, 2, s), nb_layer_data(b, "targets", NB_I64, 2, s));
+    nb_value loss =
+        gpt2_loss(b, r->c, nb_layer_data(b, "ids", NB_I64, 2, s), nb_layer_data(b, "targets", NB_I64, 2, s));
     bench_die_on(nb_builder_status(b), nb_builder_error(b));
     nb_optimizer opt = optimizer();
     bench_die_on(nb_minimize(&opt, r->main, r->startup, nb_value_name(loss), NULL, &r->grads), "minimize");
@@ -166,7 +167,8 @@ int main(int argc, char **argv)
     batch(&c, B, T, &r.ids, &r.targets);
     if (eager) {
         bench_die_on(nb_builder_new_eager(&r.b), "eager builder");
-        for (int i = 0; i < w.n; i++) bench_die_on(nb_eager_add_param(r.b, gpt2_param_at(&c, i).name, w.t[i]), "weights");
+        for (int i = 0; i < w.n; i++)
+            bench_die_on(nb_eager_add_param(r.b, gpt2_param_at(&c, i).name, w.t[i]), "weights");
         nb_optimizer opt = optimizer();
         bench_die_on(nb_eager_optimizer_new(&r.o, &opt), "optimizer");
     } else {
@@ -185,9 +187,10 @@ int main(int argc, char **argv)
     qsort(ms, (size_t)steps, sizeof *ms, bench_cmp_double);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("case gpt2_%s losses %.6f %.6f %.6f median_ms %.1f min_ms %.1f max_ms %.1f steps %d gflop %.2f rss_mb %.1f\n",
-           mode, losses[0], losses[1], losses[2], ms[steps / 2], ms[0], ms[steps - 1], steps,
-           gpt2_step_flops(&c, B, T) / 1e9, (double)ru.ru_maxrss / 1024.0);
+    printf(
+        "case gpt2_%s losses %.6f %.6f %.6f median_ms %.1f min_ms %.1f max_ms %.1f steps %d gflop %.2f rss_mb %.1f\n",
+        mode, losses[0], losses[1], losses[2], ms[steps / 2], ms[0], ms[steps - 1], steps,
+        gpt2_step_flops(&c, B, T) / 1e9, (double)ru.ru_maxrss / 1024.0);
     free(ms);
     if (eager) {
         nb_eager_optimizer_free(r.o);

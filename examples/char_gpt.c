@@ -33,25 +33,25 @@
 #include "example_data.h"
 
 typedef struct args {
-    const char *data;        /* --data DIR or FILE */
-    gpt_config model;        /* --layers, --embed, --heads, --block, --batch, --dropout, --tied */
-    double lr, min_lr;       /* --lr, --min-lr: the cosine decays from lr to min_lr */
-    int warmup;              /* --warmup: steps of linear warm-up */
-    double weight_decay;     /* --weight-decay (AdamW's, on every parameter) */
-    double clip;             /* --clip: global gradient norm */
-    int64_t steps;           /* --steps */
-    double minutes;          /* --minutes: training stops when this budget is spent */
-    int eval_every;          /* --eval-every */
-    uint64_t seed;           /* --seed */
-    double temperature;      /* --temperature */
-    int top_k;               /* --top-k: draw among the k likeliest (0: all) */
-    int sample;              /* --sample: characters to write */
-    const char *prime;       /* --prime: text the sample starts from */
-    int threads;             /* --threads */
-    const char *checkpoint;  /* --checkpoint FILE */
-    bool sample_only;        /* --sample-only */
-    bool eager;              /* --eager */
-    bool quiet;              /* --quiet */
+    const char *data;       /* --data DIR or FILE */
+    gpt_config model;       /* --layers, --embed, --heads, --block, --batch, --dropout, --tied */
+    double lr, min_lr;      /* --lr, --min-lr: the cosine decays from lr to min_lr */
+    int warmup;             /* --warmup: steps of linear warm-up */
+    double weight_decay;    /* --weight-decay (AdamW's, on every parameter) */
+    double clip;            /* --clip: global gradient norm */
+    int64_t steps;          /* --steps */
+    double minutes;         /* --minutes: training stops when this budget is spent */
+    int eval_every;         /* --eval-every */
+    uint64_t seed;          /* --seed */
+    double temperature;     /* --temperature */
+    int top_k;              /* --top-k: draw among the k likeliest (0: all) */
+    int sample;             /* --sample: characters to write */
+    const char *prime;      /* --prime: text the sample starts from */
+    int threads;            /* --threads */
+    const char *checkpoint; /* --checkpoint FILE */
+    bool sample_only;       /* --sample-only */
+    bool eager;             /* --eager */
+    bool quiet;             /* --quiet */
 } args;
 
 static void usage(const char *prog, const args *d)
@@ -75,8 +75,8 @@ static void usage(const char *prog, const args *d)
            "beside the program), then the build's data folder (%s), as tinyshakespeare/input.txt.\n",
            prog, (long long)d->steps, d->minutes, (int)d->model.layers, (int)d->model.embed, (int)d->model.heads,
            (int)d->model.block, (int)d->model.batch, d->lr, d->min_lr, d->warmup, d->weight_decay, d->clip,
-           d->model.dropout, d->eval_every, (unsigned long long)d->seed,
-           d->threads, d->temperature, d->top_k, d->sample, d->prime, EXAMPLE_DATA_DIR_TEXT);
+           d->model.dropout, d->eval_every, (unsigned long long)d->seed, d->threads, d->temperature, d->top_k,
+           d->sample, d->prime, EXAMPLE_DATA_DIR_TEXT);
 }
 
 static void parse_args(int argc, char **argv, args *a)
@@ -152,7 +152,9 @@ static nb_optimizer gpt_optimizer(const args *a)
         opt.clip_value = a->clip;
     }
     int64_t decay = a->steps > a->warmup ? a->steps - a->warmup : 1;
-    opt.schedule = (nb_lr_schedule){.kind = "cosine", .warmup_steps = a->warmup, .total_steps = decay,
+    opt.schedule = (nb_lr_schedule){.kind = "cosine",
+                                    .warmup_steps = a->warmup,
+                                    .total_steps = decay,
                                     .min_lr = a->min_lr < a->lr ? a->min_lr : a->lr};
     return opt;
 }
@@ -162,9 +164,9 @@ static nb_optimizer gpt_optimizer(const args *a)
 typedef struct run {
     const args *a;
     nb_text text;
-    int64_t cut;          /* ids [0, cut) train, [cut, length) validate */
-    int64_t n_val;        /* validation windows: at cut + k * block, k < n_val (whole batches) */
-    nb_rng rng;           /* the training windows */
+    int64_t cut;   /* ids [0, cut) train, [cut, length) validate */
+    int64_t n_val; /* validation windows: at cut + k * block, k < n_val (whole batches) */
+    nb_rng rng;    /* the training windows */
     int64_t step;
     double t0, t_last, loss_sum;
     int64_t loss_count;
@@ -180,16 +182,18 @@ static void run_open(run *r, const args *a)
     r->cut = nb_text_split_point(&r->text, 0.1);
     const int64_t T = a->model.block;
     if (r->cut < T + 2) {
-        fprintf(stderr, "char_gpt: data: %s: the training part (%lld characters) is shorter than a window of "
-                        "--block %lld + 1\n",
+        fprintf(stderr,
+                "char_gpt: data: %s: the training part (%lld characters) is shorter than a window of "
+                "--block %lld + 1\n",
                 path, (long long)r->cut, (long long)T);
         exit(1);
     }
     int64_t windows = (r->text.length - r->cut - 1) / T;
     r->n_val = windows / a->model.batch * a->model.batch;
     if (r->n_val < 1) {
-        fprintf(stderr, "char_gpt: data: %s: the validation part (%lld characters) holds %lld windows of --block "
-                        "%lld + 1, fewer than one --batch of %lld\n",
+        fprintf(stderr,
+                "char_gpt: data: %s: the validation part (%lld characters) holds %lld windows of --block "
+                "%lld + 1, fewer than one --batch of %lld\n",
                 path, (long long)(r->text.length - r->cut), (long long)windows, (long long)T,
                 (long long)a->model.batch);
         exit(1);
@@ -245,7 +249,8 @@ static void val_batch(const run *r, int64_t k, nb_tensor **ids, nb_tensor **targ
 {
     int64_t *starts = malloc((size_t)r->a->model.batch * sizeof *starts);
     if (!starts) die_on(nb_error(NB_ERR_NOMEM, "out of memory"), "batch");
-    for (int64_t j = 0; j < r->a->model.batch; j++) starts[j] = r->cut + (k * r->a->model.batch + j) * r->a->model.block;
+    for (int64_t j = 0; j < r->a->model.batch; j++)
+        starts[j] = r->cut + (k * r->a->model.batch + j) * r->a->model.block;
     fill_batch(r, starts, ids, targets);
     free(starts);
 }
@@ -299,8 +304,7 @@ static void print_validation(run *r, double val, bool final)
     if (final)
         printf("validation loss: %.4f nats/char (%.3f bits/char) after %lld steps, %.0f s\n", val, val / log(2.0),
                (long long)r->step, now() - r->t0);
-    else if (!r->a->quiet)
-        printf("step %lld: validation loss %.4f nats/char\n", (long long)r->step, val);
+    else if (!r->a->quiet) printf("step %lld: validation loss %.4f nats/char\n", (long long)r->step, val);
     fflush(stdout);
     r->t_last = now(); /* validation is not a training step */
 }
@@ -481,8 +485,8 @@ static void save_checkpoint(nb_builder *e, const args *a, const nb_text *text, i
     for (int i = 0; i < g->n_vars; i++) {
         if (!g->vars[i]->persistable) continue;
         nb_tensor *t = nb_eager_find_param(e, g->vars[i]->name);
-        if (!t) die_on(nb_error(NB_ERR_NOT_FOUND, "the trained model has no parameter %s", g->vars[i]->name),
-                       "checkpoint");
+        if (!t)
+            die_on(nb_error(NB_ERR_NOT_FOUND, "the trained model has no parameter %s", g->vars[i]->name), "checkpoint");
         die_on(nb_scope_set(scope, g->vars[i]->name, t), "checkpoint");
     }
     char vals[8][64], vocab[2 * 256 + 1];
@@ -494,8 +498,8 @@ static void save_checkpoint(nb_builder *e, const args *a, const nb_text *text, i
     snprintf(vals[4], sizeof vals[4], "%d", a->model.tied ? 1 : 0);
     snprintf(vals[5], sizeof vals[5], "%lld", (long long)steps);
     snprintf(vals[6], sizeof vals[6], "%.4f", val);
-    const char *keys[] = {META_PREFIX "layers", META_PREFIX "embed", META_PREFIX "heads",
-                          META_PREFIX "block",  META_PREFIX "tied",  META_PREFIX "steps",
+    const char *keys[] = {META_PREFIX "layers",          META_PREFIX "embed", META_PREFIX "heads",
+                          META_PREFIX "block",           META_PREFIX "tied",  META_PREFIX "steps",
                           META_PREFIX "validation_loss", META_PREFIX "vocab"};
     const char *values[] = {vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], vals[6], vocab};
     nb_meta meta = {8, keys, values};
@@ -577,8 +581,8 @@ static void load_checkpoint(nb_builder *e, args *a, nb_text *text)
             die_on(nb_eager_add_param(e, g->vars[i]->name, nb_scope_find(scope, g->vars[i]->name)), "--checkpoint");
     const gpt_config *c = &a->model;
     printf("%s: %lld layers, embedding %lld, %lld heads, block %lld%s, %d characters\n", a->checkpoint,
-           (long long)c->layers, (long long)c->embed, (long long)c->heads, (long long)c->block,
-           c->tied ? ", tied" : "", text->vocab_size);
+           (long long)c->layers, (long long)c->embed, (long long)c->heads, (long long)c->block, c->tied ? ", tied" : "",
+           text->vocab_size);
     nb_scope_free(scope);
     nb_program_free(startup);
     nb_program_free(main);
@@ -670,8 +674,20 @@ static int64_t count_params(nb_builder *b)
 
 int main(int argc, char **argv)
 {
-    args a = {.model = gpt_default_config(), .lr = 2e-3, .min_lr = 1e-4, .warmup = 100, .weight_decay = 0.1, .clip = 1, .steps = 3200, .minutes = 9.5, .eval_every = 500,
-              .seed = 1, .temperature = 0.8, .sample = 500, .prime = "ROMEO:", .threads = 0};
+    args a = {.model = gpt_default_config(),
+              .lr = 2e-3,
+              .min_lr = 1e-4,
+              .warmup = 100,
+              .weight_decay = 0.1,
+              .clip = 1,
+              .steps = 3200,
+              .minutes = 9.5,
+              .eval_every = 500,
+              .seed = 1,
+              .temperature = 0.8,
+              .sample = 500,
+              .prime = "ROMEO:",
+              .threads = 0};
     parse_args(argc, argv, &a);
     if (a.threads > 0) nb_set_num_threads(a.threads);
     nb_builder *b;
@@ -694,8 +710,8 @@ int main(int argc, char **argv)
     double val = a.eager ? train_eager(&r, b) : train_static(&r, b);
     if (!a.quiet)
         printf("model: %lld layers, embedding %lld, %lld heads, block %lld%s: %lld parameters\n",
-               (long long)a.model.layers, (long long)a.model.embed, (long long)a.model.heads,
-               (long long)a.model.block, a.model.tied ? ", tied" : "", (long long)count_params(b));
+               (long long)a.model.layers, (long long)a.model.embed, (long long)a.model.heads, (long long)a.model.block,
+               a.model.tied ? ", tied" : "", (long long)count_params(b));
     print_validation(&r, val, true);
     if (a.checkpoint) save_checkpoint(b, &a, &r.text, r.step, val);
     if (a.sample > 0) sample_text(b, &a, &r.text);

@@ -12,14 +12,14 @@
 #include "nabla/nabla.h"
 
 typedef struct gpt_config {
-    int64_t vocab;   /* characters */
-    int64_t layers;  /* transformer blocks */
-    int64_t embed;   /* width */
+    int64_t vocab;  /* characters */
+    int64_t layers; /* transformer blocks */
+    int64_t embed;  /* width */
     int64_t heads;
-    int64_t block;   /* context: the longest sequence */
-    int64_t batch;   /* sequences per step (training) */
-    double dropout;  /* residual and attention dropout, in training */
-    bool tied;       /* the head reuses the token embedding */
+    int64_t block;  /* context: the longest sequence */
+    int64_t batch;  /* sequences per step (training) */
+    double dropout; /* residual and attention dropout, in training */
+    bool tied;      /* the head reuses the token embedding */
 } gpt_config;
 
 /* The defaults of char_gpt: a model that trains well on two cores in ten
@@ -38,8 +38,7 @@ static inline nb_value gpt_logits(nb_builder *b, const gpt_config *c, nb_value i
     nb_value table = nb_param(b, "gpt.tok.w_0", NB_F32, 2, (int64_t[]){c->vocab, c->embed}, nb_init_normal(0, 0.02));
     nb_value tok = nb_embedding(b, table, ids, -1);
     nb_value pos = nb_param(b, "gpt.pos", NB_F32, 2, (int64_t[]){c->block, c->embed}, nb_init_normal(0, 0.02));
-    if (T != c->block)
-        pos = nb_slice(b, pos, 1, (int64_t[]){0}, (int64_t[]){0}, (int64_t[]){T});
+    if (T != c->block) pos = nb_slice(b, pos, 1, (int64_t[]){0}, (int64_t[]){0}, (int64_t[]){T});
     nb_value x = nb_add(b, tok, pos);
     if (c->dropout > 0) x = nb_layer_dropout(b, x, c->dropout);
     const nb_transformer_block_opts bo = {.causal = true, .dropout = c->dropout};

@@ -25,21 +25,21 @@
 #include "example_data.h"
 
 typedef struct args {
-    const char *data;      /* --data DIR or FILE */
-    int hidden, embed;     /* --hidden, --embed */
-    int seq, batch;        /* --seq, --batch */
-    double lr, clip;       /* --lr, --clip (global norm) */
-    int64_t steps;         /* --steps */
-    double minutes;        /* --minutes: training stops when this budget is spent */
-    int eval_every;        /* --eval-every */
-    uint64_t seed;         /* --seed */
-    double temperature;    /* --temperature */
-    int sample;            /* --sample: characters to write */
-    const char *prime;     /* --prime: text the sample starts from */
-    int threads;           /* --threads */
-    bool no_carry;         /* --no-carry: zeros as every batch's initial state */
-    bool eager;            /* --eager */
-    bool quiet;            /* --quiet */
+    const char *data;   /* --data DIR or FILE */
+    int hidden, embed;  /* --hidden, --embed */
+    int seq, batch;     /* --seq, --batch */
+    double lr, clip;    /* --lr, --clip (global norm) */
+    int64_t steps;      /* --steps */
+    double minutes;     /* --minutes: training stops when this budget is spent */
+    int eval_every;     /* --eval-every */
+    uint64_t seed;      /* --seed */
+    double temperature; /* --temperature */
+    int sample;         /* --sample: characters to write */
+    const char *prime;  /* --prime: text the sample starts from */
+    int threads;        /* --threads */
+    bool no_carry;      /* --no-carry: zeros as every batch's initial state */
+    bool eager;         /* --eager */
+    bool quiet;         /* --quiet */
 } args;
 
 static void usage(const char *prog, const args *d)
@@ -56,9 +56,8 @@ static void usage(const char *prog, const args *d)
            "--clip %g --eval-every %d --seed %llu --threads %d --temperature %g --sample %d --prime '%s'.\n"
            "The text is looked up in --data, then $NABLA_DATA, then data/ and ../data/ (here and\n"
            "beside the program), then the build's data folder (%s), as tinyshakespeare/input.txt.\n",
-           prog, (long long)d->steps, d->minutes, d->hidden, d->embed, d->seq, d->batch, d->lr, d->clip,
-           d->eval_every, (unsigned long long)d->seed, d->threads, d->temperature, d->sample, d->prime,
-           EXAMPLE_DATA_DIR_TEXT);
+           prog, (long long)d->steps, d->minutes, d->hidden, d->embed, d->seq, d->batch, d->lr, d->clip, d->eval_every,
+           (unsigned long long)d->seed, d->threads, d->temperature, d->sample, d->prime, EXAMPLE_DATA_DIR_TEXT);
 }
 
 static void parse_args(int argc, char **argv, args *a)
@@ -159,8 +158,7 @@ static void run_open(run *r, const args *a)
         printf("%s: %lld characters, %d distinct; %lld for training (%lld batches of %d x %d per epoch), %lld for "
                "validation\n",
                path, (long long)r->text.length, r->text.vocab_size, (long long)cut,
-               (long long)nb_text_batches(cut, a->seq, a->batch), a->seq, a->batch,
-               (long long)(r->text.length - cut));
+               (long long)nb_text_batches(cut, a->seq, a->batch), a->seq, a->batch, (long long)(r->text.length - cut));
     r->t0 = now();
 }
 
@@ -238,8 +236,7 @@ static void print_validation(const run *r, double val, bool final)
     if (final)
         printf("validation loss: %.4f nats/char (%.3f bits/char) after %lld steps, %.0f s\n", val, val / log(2.0),
                (long long)r->step, now() - r->t0);
-    else if (!r->a->quiet)
-        printf("step %lld: validation loss %.4f nats/char\n", (long long)r->step, val);
+    else if (!r->a->quiet) printf("step %lld: validation loss %.4f nats/char\n", (long long)r->step, val);
     fflush(stdout);
 }
 
@@ -274,8 +271,8 @@ static nb_value state_value(nb_builder *b, nb_tensor *t) { return t ? nb_eager_v
 static nb_value eager_forward(nb_builder *b, const run *r, nb_tensor **rec, carried *s, nb_value *h_n, nb_value *c_n)
 {
     const int V = r->text.vocab_size;
-    nb_value logits = char_model(b, r->a, V, nb_eager_value(b, rec[0]), state_value(b, s->h), state_value(b, s->c),
-                                 h_n, c_n);
+    nb_value logits =
+        char_model(b, r->a, V, nb_eager_value(b, rec[0]), state_value(b, s->h), state_value(b, s->c), h_n, c_n);
     nb_value loss = char_loss(b, V, logits, nb_eager_value(b, rec[1]));
     if (nb_builder_status(b)) {
         fprintf(stderr, "char_rnn: model: %s\n", nb_builder_error(b));
@@ -410,8 +407,7 @@ static nb_tensor *zeros_state(const args *a)
 
 /* Runs one step of pp on the batch from state (h, c): returns the loss;
  * the state becomes the step's final one (or zeros again with no_carry). */
-static double static_step(nb_prepared *pp, nb_scope *scope, nb_tensor **rec, nb_tensor **h, nb_tensor **c,
-                          bool carry)
+static double static_step(nb_prepared *pp, nb_scope *scope, nb_tensor **rec, nb_tensor **h, nb_tensor **c, bool carry)
 {
     nb_tensor *in[4] = {rec[0], rec[1], *h, *c}, *out[3] = {NULL, NULL, NULL};
     die_on(nb_prepared_run(pp, scope, in, out), "run");
@@ -527,8 +523,8 @@ static void sample_text(nb_builder *b, const run *r)
     printf("sample (temperature %g):\n%s", a->temperature, a->prime);
     for (int i = 0; i < a->sample; i++) {
         nb_value h_n, c_n;
-        nb_value logits = char_model(b, a, V, nb_eager_value(b, ids), state_value(b, s.h), state_value(b, s.c), &h_n,
-                                     &c_n);
+        nb_value logits =
+            char_model(b, a, V, nb_eager_value(b, ids), state_value(b, s.h), state_value(b, s.c), &h_n, &c_n);
         die_on(nb_builder_status(b), "sample");
         nb_tensor *lt = nb_eager_tensor(logits);
         int64_t next = draw(lt, lt->shape[0] - 1, V, a->temperature, &rng);
@@ -547,8 +543,19 @@ static void sample_text(nb_builder *b, const run *r)
 
 int main(int argc, char **argv)
 {
-    args a = {.hidden = 128, .embed = 64, .seq = 64, .batch = 32, .lr = 5e-3, .clip = 5, .steps = 2000,
-              .minutes = 9, .eval_every = 250, .seed = 1, .temperature = 0.8, .sample = 500, .prime = "ROMEO:",
+    args a = {.hidden = 128,
+              .embed = 64,
+              .seq = 64,
+              .batch = 32,
+              .lr = 5e-3,
+              .clip = 5,
+              .steps = 2000,
+              .minutes = 9,
+              .eval_every = 250,
+              .seed = 1,
+              .temperature = 0.8,
+              .sample = 500,
+              .prime = "ROMEO:",
               .threads = 1};
     parse_args(argc, argv, &a);
     if (a.threads > 0) nb_set_num_threads(a.threads);

@@ -72,12 +72,18 @@ static bool number_flag(const char *f, const char *s, args *a)
         double *d;
         double lo, hi;
     } t[] = {
-        {"--layers", &a->shape.layers, NULL, 1, 1024},    {"--heads", &a->shape.heads, NULL, 1, 65536},
-        {"--embed", &a->shape.embed, NULL, 1, 65536},     {"--block", &a->shape.block, NULL, 1, 1 << 20},
-        {"--vocab", &a->shape.vocab, NULL, 1, 65536},     {"--steps", &a->steps, NULL, 0, 1e9},
-        {"--batch", &a->batch, NULL, 1, 65536},           {"--seq", &a->seq, NULL, 1, 1 << 20},
-        {"--lr", NULL, &a->lr, 0, 100},                   {"--min-lr", NULL, &a->min_lr, 0, 100},
-        {"--beta2", NULL, &a->beta2, 0, 0.999999},        {"--weight-decay", NULL, &a->weight_decay, 0, 100},
+        {"--layers", &a->shape.layers, NULL, 1, 1024},
+        {"--heads", &a->shape.heads, NULL, 1, 65536},
+        {"--embed", &a->shape.embed, NULL, 1, 65536},
+        {"--block", &a->shape.block, NULL, 1, 1 << 20},
+        {"--vocab", &a->shape.vocab, NULL, 1, 65536},
+        {"--steps", &a->steps, NULL, 0, 1e9},
+        {"--batch", &a->batch, NULL, 1, 65536},
+        {"--seq", &a->seq, NULL, 1, 1 << 20},
+        {"--lr", NULL, &a->lr, 0, 100},
+        {"--min-lr", NULL, &a->min_lr, 0, 100},
+        {"--beta2", NULL, &a->beta2, 0, 0.999999},
+        {"--weight-decay", NULL, &a->weight_decay, 0, 100},
         {"--clip", NULL, &a->clip, 0, 1e9},
     };
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
@@ -89,10 +95,11 @@ static bool number_flag(const char *f, const char *s, args *a)
         return true;
     }
     double v;
-    int *ip = !strcmp(f, "--warmup") ? &a->warmup : !strcmp(f, "--eval-every") ? &a->eval_every
-                                                  : !strcmp(f, "--val-batches") ? &a->val_batches
-                                                  : !strcmp(f, "--threads")     ? &a->threads
-                                                                                : NULL;
+    int *ip = !strcmp(f, "--warmup")  ? &a->warmup
+        : !strcmp(f, "--eval-every")  ? &a->eval_every
+        : !strcmp(f, "--val-batches") ? &a->val_batches
+        : !strcmp(f, "--threads")     ? &a->threads
+                                      : NULL;
     if (ip || !strcmp(f, "--seed")) {
         if (!parse_number(f, s, 0, ip ? 1e9 : 1e18, &v)) exit(2);
         if (ip) *ip = (int)v;
@@ -190,7 +197,8 @@ static void load_bytes(gpt2_tokens *t, const char *path)
     unsigned char *bytes = malloc(n > 0 ? (size_t)n : 1);
     t->ids = malloc((n > 0 ? (size_t)n : 1) * sizeof *t->ids);
     if (!bytes || !t->ids) die_on(nb_error(NB_ERR_NOMEM, "out of memory"), "data");
-    if (n < 0 || fread(bytes, 1, (size_t)n, f) != (size_t)n) die_on(nb_error(NB_ERR_IO, "cannot read %s", path), "data");
+    if (n < 0 || fread(bytes, 1, (size_t)n, f) != (size_t)n)
+        die_on(nb_error(NB_ERR_IO, "cannot read %s", path), "data");
     fclose(f);
     for (long i = 0; i < n; i++) t->ids[i] = bytes[i];
     t->n = n;
@@ -240,8 +248,9 @@ static void data_check(const data *d, const args *a, int64_t vocab)
 {
     const int64_t need = a->batch * a->seq + 1;
     if (d->train.n < need || d->val.n < need) {
-        fprintf(stderr, "gpt2: data: %lld training and %lld held-out tokens; a batch of --batch %lld x --seq %lld "
-                        "needs %lld\n",
+        fprintf(stderr,
+                "gpt2: data: %lld training and %lld held-out tokens; a batch of --batch %lld x --seq %lld "
+                "needs %lld\n",
                 (long long)d->train.n, (long long)d->val.n, (long long)a->batch, (long long)a->seq, (long long)need);
         exit(1);
     }
@@ -290,7 +299,9 @@ static nb_optimizer optimizer(const args *a)
         o.clip_value = a->clip;
     }
     const int64_t decay = a->steps > a->warmup ? a->steps - a->warmup : 1;
-    o.schedule = (nb_lr_schedule){.kind = "cosine", .warmup_steps = a->warmup, .total_steps = decay,
+    o.schedule = (nb_lr_schedule){.kind = "cosine",
+                                  .warmup_steps = a->warmup,
+                                  .total_steps = decay,
                                   .min_lr = a->min_lr < a->lr ? a->min_lr : a->lr};
     return o;
 }
@@ -324,7 +335,10 @@ static double static_eval(void *self, nb_tensor *ids, nb_tensor *targets)
     return run_program(s->eval, s->scope, ids, targets);
 }
 
-static nb_tensor *static_param(void *self, const char *name) { return nb_scope_find(((static_run *)self)->scope, name); }
+static nb_tensor *static_param(void *self, const char *name)
+{
+    return nb_scope_find(((static_run *)self)->scope, name);
+}
 
 /* The training program and its evaluation copy; the parameters start as
  * `w` holds them (when loaded) or as the startup program draws them. */
@@ -347,8 +361,7 @@ static void static_open(static_run *s, const gpt2_config *c, const args *a, cons
     die_on(nb_scope_new(&s->scope, NULL), "scope");
     die_on(nb_executor_new(&s->ex), "executor");
     die_on(nb_executor_run(s->ex, s->startup, s->scope, NB_NO_FEEDS, NB_NO_NAMES, NULL), "startup");
-    for (int i = 0; w->t && i < w->n; i++)
-        die_on(nb_scope_set(s->scope, gpt2_param_at(c, i).name, w->t[i]), "--load");
+    for (int i = 0; w->t && i < w->n; i++) die_on(nb_scope_set(s->scope, gpt2_param_at(c, i).name, w->t[i]), "--load");
     const char *feeds[] = {"ids", "targets"};
     die_on(nb_prepare(&s->train, s->main, 0, NB_NAMES_N(2, feeds), NB_NAMES_N(1, &loss_name)), "prepare");
     die_on(nb_prepare(&s->eval, s->test, 0, NB_NAMES_N(2, feeds), NB_NAMES_N(1, &loss_name)), "prepare");
@@ -399,7 +412,10 @@ static double eager_eval(void *self, nb_tensor *ids, nb_tensor *targets)
     return v;
 }
 
-static nb_tensor *eager_param(void *self, const char *name) { return nb_eager_find_param(((eager_run *)self)->b, name); }
+static nb_tensor *eager_param(void *self, const char *name)
+{
+    return nb_eager_find_param(((eager_run *)self)->b, name);
+}
 
 /* The eager builder holds the loaded parameters before the model first
  * runs, which then finds them by name instead of drawing its own. */
@@ -409,7 +425,8 @@ static void eager_open(eager_run *e, const gpt2_config *c, const args *a, const 
     e->c = c;
     die_on(nb_builder_new_eager(&e->b), "eager builder");
     nb_eager_set_seed(e->b, a->seed);
-    for (int i = 0; w->t && i < w->n; i++) die_on(nb_eager_add_param(e->b, gpt2_param_at(c, i).name, w->t[i]), "--load");
+    for (int i = 0; w->t && i < w->n; i++)
+        die_on(nb_eager_add_param(e->b, gpt2_param_at(c, i).name, w->t[i]), "--load");
     if (!w->t) {
         /* One token through the model makes (draws) its parameters, so that
          * they exist before any step (for --save after --steps 0). */
@@ -486,8 +503,18 @@ static void save(const trainer *t, const gpt2_config *c, const char *path)
 
 int main(int argc, char **argv)
 {
-    args a = {.model = "124M", .steps = 20, .batch = 4, .seq = 64, .lr = 3e-4, .min_lr = 3e-5, .beta2 = 0.95,
-              .warmup = 10, .weight_decay = 0.1, .clip = 1.0, .val_batches = 10, .seed = 1};
+    args a = {.model = "124M",
+              .steps = 20,
+              .batch = 4,
+              .seq = 64,
+              .lr = 3e-4,
+              .min_lr = 3e-5,
+              .beta2 = 0.95,
+              .warmup = 10,
+              .weight_decay = 0.1,
+              .clip = 1.0,
+              .val_batches = 10,
+              .seed = 1};
     parse_args(argc, argv, &a);
     if (a.threads > 0) nb_set_num_threads(a.threads);
     gpt2_weights w = {0};

@@ -106,11 +106,10 @@ static nb_status read_header(FILE *f, int64_t size, int32_t *h, const char *path
 static nb_status check_magic(const int32_t *h, int32_t magic, int32_t version, const char *path, const char *what)
 {
     if (h[0] != magic) {
-        const char *hint = h[0] == LLMC_MAGIC     ? " (that of an llm.c checkpoint)"
-                           : h[0] == TOKENS_MAGIC ? " (that of an llm.c token file)"
-                                                  : "";
-        return nb_error(NB_ERR_FORMAT, "%s '%s': bad magic %d%s; expected %d", what, path, (int)h[0], hint,
-                        (int)magic);
+        const char *hint = h[0] == LLMC_MAGIC ? " (that of an llm.c checkpoint)"
+            : h[0] == TOKENS_MAGIC            ? " (that of an llm.c token file)"
+                                              : "";
+        return nb_error(NB_ERR_FORMAT, "%s '%s': bad magic %d%s; expected %d", what, path, (int)h[0], hint, (int)magic);
     }
     if (h[1] != version)
         return nb_error(NB_ERR_FORMAT, "%s '%s': version %d; only version %d is read", what, path, (int)h[1],
@@ -230,8 +229,8 @@ nb_status gpt2_llmc_save(const gpt2_weights *w, const char *path)
     const gpt2_config *c = &w->config;
     nb_status st = check_weights(w, path);
     if (st) return st;
-    int32_t h[HEADER_INTS] = {LLMC_MAGIC, LLMC_VERSION, (int32_t)c->block, (int32_t)c->vocab, (int32_t)c->layers,
-                              (int32_t)c->heads, (int32_t)c->embed, (int32_t)c->padded_vocab};
+    int32_t h[HEADER_INTS] = {LLMC_MAGIC,         LLMC_VERSION,      (int32_t)c->block, (int32_t)c->vocab,
+                              (int32_t)c->layers, (int32_t)c->heads, (int32_t)c->embed, (int32_t)c->padded_vocab};
     float *scratch = malloc((size_t)largest_matrix(c) * 4);
     if (!scratch) return nb_error(NB_ERR_NOMEM, "gpt2: out of memory");
     nb_atomic_file *af;
@@ -273,8 +272,8 @@ static const char *bare(const char *name)
  * the output layer tied to wte. */
 static bool skipped(const char *name)
 {
-    return !strcmp(name, "lm_head.weight") || (!strncmp(name, "h.", 2) && (ends_with(name, ".attn.bias") ||
-                                                                           ends_with(name, ".attn.masked_bias")));
+    return !strcmp(name, "lm_head.weight") ||
+        (!strncmp(name, "h.", 2) && (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias")));
 }
 
 /* The tensor `name` of the file, with or without the prefix. */
@@ -325,8 +324,9 @@ static nb_status hf_config(const nb_safetensors *f, const char *path, int64_t he
     c->padded_vocab = padded >= c->vocab ? padded : gpt2_pad_vocab(c->vocab);
     c->heads = heads > 0 ? heads : meta_int(f, "n_head");
     if (c->heads <= 0 && c->embed % 64)
-        return nb_error(NB_ERR_FORMAT, "%s '%s': width %lld; the heads are not in the file and width / 64 is no "
-                                       "count: give them (--heads)",
+        return nb_error(NB_ERR_FORMAT,
+                        "%s '%s': width %lld; the heads are not in the file and width / 64 is no "
+                        "count: give them (--heads)",
                         HF, path, (long long)c->embed);
     if (c->heads <= 0) c->heads = c->embed / 64;
     char what[4200];
@@ -367,8 +367,8 @@ nb_status gpt2_hf_load(gpt2_weights *w, const char *path, int64_t heads)
                           nb_shape_str(a, sizeof a, t->ndim, t->shape), (long long)c.embed,
                           nb_shape_str(b, sizeof b, p.ndim, p.shape));
         else if (t->dtype != NB_F32)
-            st = nb_error(NB_ERR_FORMAT, "%s '%s': '%s' is %s; GPT-2's parameters are float32 (or F16, BF16)", HF,
-                          path, p.name, nb_dtype_name(t->dtype));
+            st = nb_error(NB_ERR_FORMAT, "%s '%s': '%s' is %s; GPT-2's parameters are float32 (or F16, BF16)", HF, path,
+                          p.name, nb_dtype_name(t->dtype));
         else w->t[i] = nb_tensor_retain(t);
     }
     nb_safetensors_free(f);

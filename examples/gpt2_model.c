@@ -41,8 +41,12 @@ bool gpt2_preset(const char *name, gpt2_config *out)
     } presets[] = {{"124M", 12, 12, 768}, {"350M", 24, 16, 1024}, {"774M", 36, 20, 1280}, {"1558M", 48, 25, 1600}};
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (!strcmp(name, presets[i].name)) {
-            *out = (gpt2_config){.vocab = 50257, .padded_vocab = 50304, .layers = presets[i].layers,
-                                 .heads = presets[i].heads, .embed = presets[i].embed, .block = 1024};
+            *out = (gpt2_config){.vocab = 50257,
+                                 .padded_vocab = 50304,
+                                 .layers = presets[i].layers,
+                                 .heads = presets[i].heads,
+                                 .embed = presets[i].embed,
+                                 .block = 1024};
             return true;
         }
     return false;
@@ -53,9 +57,9 @@ nb_status gpt2_config_check(const gpt2_config *c, const char *what)
     const struct {
         const char *name;
         int64_t v, lo, hi;
-    } f[] = {{"vocabulary", c->vocab, 1, 1 << 24},        {"padded vocabulary", c->padded_vocab, c->vocab, 1 << 24},
-             {"layers", c->layers, 1, 1024},              {"heads", c->heads, 1, 1 << 16},
-             {"width", c->embed, 1, 1 << 16},             {"context", c->block, 1, 1 << 20}};
+    } f[] = {{"vocabulary", c->vocab, 1, 1 << 24}, {"padded vocabulary", c->padded_vocab, c->vocab, 1 << 24},
+             {"layers", c->layers, 1, 1024},       {"heads", c->heads, 1, 1 << 16},
+             {"width", c->embed, 1, 1 << 16},      {"context", c->block, 1, 1 << 20}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].v < f[i].lo || f[i].v > f[i].hi)
             return nb_error(NB_ERR_ARG, "%s: %s %lld is outside [%lld, %lld]", what, f[i].name, (long long)f[i].v,
@@ -127,9 +131,15 @@ int64_t gpt2_param_numel(const gpt2_config *c)
 static nb_init init_of(const gpt2_config *c, int kind)
 {
     switch (kind) {
-    case GPT2_LN1W: case GPT2_LN2W: case GPT2_LNFW: return nb_init_ones();
-    case GPT2_WTE: case GPT2_WPE: case GPT2_QKVW: case GPT2_FCW: return nb_init_normal(0, 0.02);
-    case GPT2_ATTPROJW: case GPT2_FCPROJW: return nb_init_normal(0, 0.02 / sqrt(2.0 * (double)c->layers));
+    case GPT2_LN1W:
+    case GPT2_LN2W:
+    case GPT2_LNFW: return nb_init_ones();
+    case GPT2_WTE:
+    case GPT2_WPE:
+    case GPT2_QKVW:
+    case GPT2_FCW: return nb_init_normal(0, 0.02);
+    case GPT2_ATTPROJW:
+    case GPT2_FCPROJW: return nb_init_normal(0, 0.02 / sqrt(2.0 * (double)c->layers));
     default: return nb_init_zeros();
     }
 }

@@ -46,8 +46,22 @@ nb_status gpt2_config_check(const gpt2_config *c, const char *what);
 /* The 16 kinds of tensors, in llm.c's order. Per-layer kinds have one
  * parameter per layer ("h.<l>.<suffix>"); the others one ("<suffix>"). */
 enum {
-    GPT2_WTE, GPT2_WPE, GPT2_LN1W, GPT2_LN1B, GPT2_QKVW, GPT2_QKVB, GPT2_ATTPROJW, GPT2_ATTPROJB,
-    GPT2_LN2W, GPT2_LN2B, GPT2_FCW, GPT2_FCB, GPT2_FCPROJW, GPT2_FCPROJB, GPT2_LNFW, GPT2_LNFB,
+    GPT2_WTE,
+    GPT2_WPE,
+    GPT2_LN1W,
+    GPT2_LN1B,
+    GPT2_QKVW,
+    GPT2_QKVB,
+    GPT2_ATTPROJW,
+    GPT2_ATTPROJB,
+    GPT2_LN2W,
+    GPT2_LN2B,
+    GPT2_FCW,
+    GPT2_FCB,
+    GPT2_FCPROJW,
+    GPT2_FCPROJB,
+    GPT2_LNFW,
+    GPT2_LNFB,
     GPT2_KINDS
 };
 
@@ -62,10 +76,10 @@ bool gpt2_kind_transposed(int kind);
 int gpt2_param_count(const gpt2_config *c);
 
 typedef struct gpt2_param {
-    int kind, layer;   /* layer -1 for a kind that is not per layer */
-    char name[64];     /* Hugging Face's name, "h.0.ln_1.weight" */
+    int kind, layer; /* layer -1 for a kind that is not per layer */
+    char name[64];   /* Hugging Face's name, "h.0.ln_1.weight" */
     int ndim;
-    int64_t shape[2];  /* the model's layout */
+    int64_t shape[2]; /* the model's layout */
 } gpt2_param;
 
 /* The i-th parameter (0 <= i < gpt2_param_count). */

@@ -14,20 +14,20 @@
 #include "nabla/nabla.h"
 
 typedef struct mnist_args {
-    const char *data;     /* --data DIR */
-    int epochs;           /* --epochs N */
-    int batch;            /* --batch B */
-    double lr;            /* --lr X */
-    uint64_t seed;        /* --seed S */
-    const char *csv;      /* --csv FILE */
-    const char *plot;     /* --plot FILE.png */
-    const char *checkpoint; /* --checkpoint FILE */
+    const char *data;         /* --data DIR */
+    int epochs;               /* --epochs N */
+    int batch;                /* --batch B */
+    double lr;                /* --lr X */
+    uint64_t seed;            /* --seed S */
+    const char *csv;          /* --csv FILE */
+    const char *plot;         /* --plot FILE.png */
+    const char *checkpoint;   /* --checkpoint FILE */
     const char *save_program; /* --save-program FILE */
-    bool resume;          /* --resume */
-    bool quiet;           /* --quiet */
-    bool eager;           /* --eager */
-    bool mpi;             /* --mpi */
-    nb_comm *comm;        /* with --mpi: MPI_COMM_WORLD; else NULL */
+    bool resume;              /* --resume */
+    bool quiet;               /* --quiet */
+    bool eager;               /* --eager */
+    bool mpi;                 /* --mpi */
+    nb_comm *comm;            /* with --mpi: MPI_COMM_WORLD; else NULL */
 } mnist_args;
 
 static void mnist_usage(const char *prog, const mnist_args *d)
@@ -145,9 +145,17 @@ static int mnist_train(const mnist_args *a, nb_program *main_p, nb_program *star
     nb_scope *scope;
     die_on(nb_scope_new(&scope, NULL), "scope");
     const char *feeds[] = {"images", "label"};
-    nb_train_config cfg = {.epochs = a->epochs, .n_feeds = 2, .feeds = feeds, .loss = loss, .metric = acc,
-                           .test = test, .csv_path = a->csv, .plot_path = a->plot, .checkpoint_path = a->checkpoint,
-                           .resume = a->resume, .progress = a->quiet ? NB_PROGRESS_QUIET : NB_PROGRESS_AUTO,
+    nb_train_config cfg = {.epochs = a->epochs,
+                           .n_feeds = 2,
+                           .feeds = feeds,
+                           .loss = loss,
+                           .metric = acc,
+                           .test = test,
+                           .csv_path = a->csv,
+                           .plot_path = a->plot,
+                           .checkpoint_path = a->checkpoint,
+                           .resume = a->resume,
+                           .progress = a->quiet ? NB_PROGRESS_QUIET : NB_PROGRESS_AUTO,
                            .comm = a->comm};
     nb_train_result r;
     die_on(nb_train(&cfg, main_p, startup, scope, train, &r), "training");
@@ -212,7 +220,8 @@ static inline int mnist_run_static(const mnist_args *a, mnist_model_fn model)
     nb_value l = nb_layer_data(m.b, "label", NB_I64, 2, (int64_t[]){-1, 1});
     nb_value y = model(m.b, x);
     /* A name to fetch the model's output by (nabla onnx-export --fetch logits). */
-    if (!nb_builder_status(m.b)) die_on(nb_block_rename_var(nb_builder_block(m.b), nb_value_name(y), "logits"), "naming the output");
+    if (!nb_builder_status(m.b))
+        die_on(nb_block_rename_var(nb_builder_block(m.b), nb_value_name(y), "logits"), "naming the output");
     nb_value cost = nb_layer_softmax_cross_entropy(m.b, y, l);
     nb_value acc = nb_layer_accuracy(m.b, y, l, 1);
     return mnist_finish(a, &m, cost, acc);

@@ -27,8 +27,9 @@ typedef struct options {
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: onnx_finetune MODEL.onnx OUT.onnx [--steps N] [--lr LR] [--batch B] [--size S]"
-                    " [--classes K] [--data IMAGES.npy LABELS.npy]\n");
+    fprintf(stderr,
+            "usage: onnx_finetune MODEL.onnx OUT.onnx [--steps N] [--lr LR] [--batch B] [--size S]"
+            " [--classes K] [--data IMAGES.npy LABELS.npy]\n");
     exit(2);
 }
 
@@ -82,9 +83,11 @@ static void load_data(const options *o, nb_tensor **images, nb_tensor **labels)
     die_on(nb_npy_load(images, o->images), "images");
     die_on(nb_npy_load(labels, o->labels), "labels");
     nb_tensor *x = *images, *y = *labels;
-    if ((x->dtype != NB_F32 && x->dtype != NB_F64) || x->ndim != 4 || x->shape[1] != 3 || x->shape[2] != o->size || x->shape[3] != o->size ||
-        y->dtype != NB_I64 || y->ndim != 1 || y->shape[0] != x->shape[0] || x->shape[0] < o->batch) {
-        fprintf(stderr, "onnx_finetune: --data needs float32 or float64 images [n, 3, %d, %d] and int64 labels [n], n >= %d\n",
+    if ((x->dtype != NB_F32 && x->dtype != NB_F64) || x->ndim != 4 || x->shape[1] != 3 || x->shape[2] != o->size ||
+        x->shape[3] != o->size || y->dtype != NB_I64 || y->ndim != 1 || y->shape[0] != x->shape[0] ||
+        x->shape[0] < o->batch) {
+        fprintf(stderr,
+                "onnx_finetune: --data needs float32 or float64 images [n, 3, %d, %d] and int64 labels [n], n >= %d\n",
                 o->size, o->size, o->batch);
         exit(1);
     }
@@ -133,9 +136,9 @@ int main(int argc, char **argv)
     for (int k = 0; k < o.steps; k++) {
         nb_tensor *x, *y, *l;
         batch_at(&o, all_x, all_y, k, &x, &y);
-        die_on(nb_executor_run(e, main_p, scope, NB_FEEDS({"images", x}, {"label", y}), NB_NAMES(nb_value_name(loss)),
-                               &l),
-               "training step");
+        die_on(
+            nb_executor_run(e, main_p, scope, NB_FEEDS({"images", x}, {"label", y}), NB_NAMES(nb_value_name(loss)), &l),
+            "training step");
         printf("step %d loss %.9f\n", k, nb_tensor_get(l, 0));
         nb_tensor_release(l), nb_tensor_release(x), nb_tensor_release(y);
     }

@@ -164,8 +164,7 @@ static double squared_norm(const float *x, int64_t n)
  * all parameters, the clipped sum plus N(0, (noise * clip)^2) noise, over
  * the batch, into the momentum step. The weighted sum over the examples is
  * a [1, B] x [B, n] product (eager, no tape). */
-static void dp_sgd_step(nb_builder *b, sgd *s, nb_tensor **pg, int64_t batch, double lr, const options *o,
-                        nb_rng *rng)
+static void dp_sgd_step(nb_builder *b, sgd *s, nb_tensor **pg, int64_t batch, double lr, const options *o, nb_rng *rng)
 {
     nb_tensor *scale_t;
     die_on(nb_tensor_new(&scale_t, NB_F32, 2, (const int64_t[]){1, batch}), "DP-SGD step");
@@ -252,8 +251,10 @@ static int check(nb_tensor *const *params, nb_reader *train)
     nb_function f = {example_loss, 6, 1, NULL};
     for (int64_t e = 0; e < batch; e++) {
         nb_tensor *x, *l, *g[N_PARAMS];
-        die_on(nb_tensor_from_data(&x, NB_F32, 1, (const int64_t[]){IN}, (float *)nb_tensor_data(rec[0]) + e * IN), "x");
-        die_on(nb_tensor_from_data(&l, NB_I64, 1, (const int64_t[]){1}, (int64_t *)nb_tensor_data(rec[1]) + e), "label");
+        die_on(nb_tensor_from_data(&x, NB_F32, 1, (const int64_t[]){IN}, (float *)nb_tensor_data(rec[0]) + e * IN),
+               "x");
+        die_on(nb_tensor_from_data(&l, NB_I64, 1, (const int64_t[]){1}, (int64_t *)nb_tensor_data(rec[1]) + e),
+               "label");
         nb_tensor *in[6] = {params[0], params[1], params[2], params[3], x, l};
         die_on(nb_grad(&f, in, &(nb_grad_opts){.n_argnums = N_PARAMS, .argnums = all_params}, g, NULL), "gradient");
         for (int k = 0; k < N_PARAMS; k++) {
@@ -269,7 +270,8 @@ static int check(nb_tensor *const *params, nb_reader *train)
         nb_tensor_release(l);
     }
     printf("check: %lld examples, per-example gradients by vmap of grad vs one by one: largest difference %.3g "
-           "(largest element %.3g)\n", (long long)batch, worst, largest);
+           "(largest element %.3g)\n",
+           (long long)batch, worst, largest);
     for (int k = 0; k < N_PARAMS; k++) nb_tensor_release(pg[k]);
     nb_tensor_release(rec[0]);
     nb_tensor_release(rec[1]);
@@ -281,13 +283,14 @@ static int check(nb_tensor *const *params, nb_reader *train)
 static void usage(const char *argv0)
 {
     printf("usage: %s [--data DIR] [--epochs N] [--batch B] [--lr X] [--plain-lr X] [--momentum M] [--clip C]\n"
-           "       [--noise S] [--seed S] [--check]\n", argv0);
+           "       [--noise S] [--seed S] [--check]\n",
+           argv0);
 }
 
 static options parse(int argc, char **argv)
 {
-    options o = {.epochs = 5, .batch = 256, .lr = 0.5, .plain_lr = 0.5, .momentum = 0.9, .clip = 2.0, .noise = 0.1,
-                 .seed = 1};
+    options o = {
+        .epochs = 5, .batch = 256, .lr = 0.5, .plain_lr = 0.5, .momentum = 0.9, .clip = 2.0, .noise = 0.1, .seed = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         double v = 0;
@@ -344,8 +347,8 @@ int main(int argc, char **argv)
         rc = check(priv.p, train);
     } else {
         printf("DP-SGD on MNIST: 784-256-10 MLP, batch %d, lr %g, momentum %g, clip %g, noise multiplier %g; "
-               "beside it the same model trained without privacy (lr %g)\n", o.batch, o.lr, o.momentum, o.clip,
-               o.noise, o.plain_lr);
+               "beside it the same model trained without privacy (lr %g)\n",
+               o.batch, o.lr, o.momentum, o.clip, o.noise, o.plain_lr);
         for (int epoch = 0; epoch < o.epochs; epoch++) {
             double t_priv = 0, t_plain = 0;
             int64_t steps = 0, per_epoch = (60000 + o.batch - 1) / o.batch;
@@ -370,8 +373,9 @@ int main(int argc, char **argv)
                 nb_tensor_release(rec[1]);
             }
             printf("epoch %d: test accuracy %.4f (DP-SGD), %.4f (plain SGD); ms per step %.2f (DP-SGD: per-example "
-                   "gradients, clipping, noise), %.2f (plain)\n", epoch + 1, accuracy(b, priv.p, test),
-                   accuracy(b, plain.p, test), 1e3 * t_priv / (double)steps, 1e3 * t_plain / (double)steps);
+                   "gradients, clipping, noise), %.2f (plain)\n",
+                   epoch + 1, accuracy(b, priv.p, test), accuracy(b, plain.p, test), 1e3 * t_priv / (double)steps,
+                   1e3 * t_plain / (double)steps);
             fflush(stdout);
         }
         printf("test accuracy: %.4f\n", accuracy(b, priv.p, test));

@@ -54,9 +54,8 @@ typedef struct fuzz_var {
 } fuzz_var;
 
 static const fuzz_var fuzz_ckpt_vars[] = {
-    {"fc.w", NB_F32, 2, {4, 3}}, {"fc.b", NB_F32, 1, {3}},      {"lr", NB_F64, 1, {1}},
-    {"step", NB_I64, 0, {0}},    {"table", NB_I32, 2, {-1, 2}}, {"mask", NB_BOOL, 1, {2}},
-    {"bytes", NB_U8, 1, {5}},
+    {"fc.w", NB_F32, 2, {4, 3}},   {"fc.b", NB_F32, 1, {3}},  {"lr", NB_F64, 1, {1}},   {"step", NB_I64, 0, {0}},
+    {"table", NB_I32, 2, {-1, 2}}, {"mask", NB_BOOL, 1, {2}}, {"bytes", NB_U8, 1, {5}},
 };
 #define FUZZ_CKPT_NVARS ((int)(sizeof fuzz_ckpt_vars / sizeof fuzz_ckpt_vars[0]))
 

@@ -93,9 +93,12 @@ static nb_tensor *tensor(nb_dtype dtype, int ndim, const int64_t *shape)
 static void safetensors_seeds(void)
 {
     nb_tensor *t[6] = {
-        tensor(NB_F32, 2, (const int64_t[]){2, 3}), tensor(NB_F64, 1, (const int64_t[]){2}),
-        tensor(NB_I32, 0, NULL),                    tensor(NB_I64, 1, (const int64_t[]){3}),
-        tensor(NB_U8, 2, (const int64_t[]){2, 2}),  tensor(NB_BOOL, 1, (const int64_t[]){3}),
+        tensor(NB_F32, 2, (const int64_t[]){2, 3}),
+        tensor(NB_F64, 1, (const int64_t[]){2}),
+        tensor(NB_I32, 0, NULL),
+        tensor(NB_I64, 1, (const int64_t[]){3}),
+        tensor(NB_U8, 2, (const int64_t[]){2, 2}),
+        tensor(NB_BOOL, 1, (const int64_t[]){3}),
     };
     nb_tensor *zero = tensor(NB_F32, 2, (const int64_t[]){0, 4});
     const char *names[] = {"w", "b", "scalar", "ids", "bytes", "mask"};
@@ -214,9 +217,12 @@ static void npy_bytes(const char *name, int major, const char *dict, const void 
 static void npy_seeds(void)
 {
     nb_tensor *t[6] = {
-        tensor(NB_F32, 2, (const int64_t[]){2, 3}), tensor(NB_F64, 1, (const int64_t[]){2}),
-        tensor(NB_I32, 0, NULL),                    tensor(NB_I64, 1, (const int64_t[]){3}),
-        tensor(NB_U8, 3, (const int64_t[]){2, 1, 2}), tensor(NB_BOOL, 1, (const int64_t[]){3}),
+        tensor(NB_F32, 2, (const int64_t[]){2, 3}),
+        tensor(NB_F64, 1, (const int64_t[]){2}),
+        tensor(NB_I32, 0, NULL),
+        tensor(NB_I64, 1, (const int64_t[]){3}),
+        tensor(NB_U8, 3, (const int64_t[]){2, 1, 2}),
+        tensor(NB_BOOL, 1, (const int64_t[]){3}),
     };
     const char *names[] = {"w", "b", "scalar", "ids", "bytes", "mask"};
     for (int i = 0; i < 6; i++) {
@@ -361,7 +367,8 @@ static nb_value seed_mlp(nb_builder *b, nb_value x)
 
 static nb_value seed_cnn(nb_builder *b, nb_value x)
 {
-    nb_value h = nb_layer_conv2d(b, nb_reshape(b, x, 4, (const int64_t[]){-1, 1, 4, 4}), 2, 3, &(nb_conv2d_opts){.padding = 1});
+    nb_value h =
+        nb_layer_conv2d(b, nb_reshape(b, x, 4, (const int64_t[]){-1, 1, 4, 4}), 2, 3, &(nb_conv2d_opts){.padding = 1});
     h = nb_layer_pool2d(b, nb_layer_batch_norm(b, h, NULL), "max", 2, NULL);
     h = nb_layer_layer_norm(b, nb_flatten(b, h, 1, -1), 1, 1e-5);
     return nb_gelu(b, nb_layer_fc(b, h, 2, "tanh", NULL), false);
@@ -380,7 +387,8 @@ static void onnx_seed(const char *name, nb_value (*model)(nb_builder *, nb_value
     }
     nb_value y = model(b, nb_layer_data(b, "x", NB_F32, 2, (const int64_t[]){-1, 16}));
     if (nb_builder_status(b) || nb_executor_run(e, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL) ||
-        nb_program_clone_for_test(&test, main_p) || nb_onnx_export(test, scope, NB_NAMES(nb_value_name(y)), path_of("onnx", name)))
+        nb_program_clone_for_test(&test, main_p) ||
+        nb_onnx_export(test, scope, NB_NAMES(nb_value_name(y)), path_of("onnx", name)))
         fail(name);
     nb_program_free(test);
     nb_executor_free(e);

@@ -12,7 +12,8 @@
 # is built when it is there, and tests/test_mpi.sh runs ranks with mpirun), iproute2
 # (tests/test_mpi_hosts.sh makes hosts of network namespaces with ip netns), OpenBLAS
 # (libopenblas-pthread-dev: the GEMM calls it when it is there, and the tests
-# check it and nabla's own kernel both) and, where clang is installed, its libFuzzer runtime (`make fuzz`). Optional ones are only reported: the build detects them
+# check it and nabla's own kernel both), clang-format-19 (tests/test_format.sh
+# checks the layout with it) and, where clang is installed, its libFuzzer runtime (`make fuzz`). Optional ones are only reported: the build detects them
 # and works without.
 set -euo pipefail
 
@@ -41,6 +42,8 @@ if [ $for_tests = 1 ]; then
     have_cmd mpirun || missing+=(openmpi-bin)
     # ip netns: tests/test_mpi_hosts.sh makes hosts of network namespaces.
     have_cmd ip || missing+=(iproute2)
+    # tests/test_format.sh checks the layout with clang-format 19.
+    have_cmd clang-format-19 || missing+=(clang-format-19)
     # Debian's own Python (not one first on PATH), as the tests call it.
     py=/usr/bin/python3
     [ -x $py ] || missing+=(python3)

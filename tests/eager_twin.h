@@ -117,8 +117,8 @@ static inline double twin_param_diff(twin *t)
 {
     double m = 0;
     for (int i = 0; i < nb_eager_param_count(t->eager); i++) {
-        double d = max_rel_diff(nb_eager_param_at(t->eager, i),
-                                nb_scope_find(t->scope, nb_eager_param_name(t->eager, i)));
+        double d =
+            max_rel_diff(nb_eager_param_at(t->eager, i), nb_scope_find(t->scope, nb_eager_param_name(t->eager, i)));
         if (!(d <= m)) m = d;
     }
     return m;

@@ -67,7 +67,8 @@ static nb_status net_fn(nb_builder *b, const nb_value *in, nb_value *out, void *
 
 #define H 2 /* the LSTM's hidden size */
 
-static nb_status lstm_step(nb_builder *b, const nb_value *c, const nb_value *x_t, nb_value *next, nb_value *y_t, void *ctx)
+static nb_status lstm_step(nb_builder *b, const nb_value *c, const nb_value *x_t, nb_value *next, nb_value *y_t,
+                           void *ctx)
 {
     (void)y_t;
     nb_value z = nb_matmul(b, nb_concat(b, 2, (nb_value[]){x_t[0], c[0]}, 1), *(const nb_value *)ctx, 0), g[4];
@@ -96,7 +97,8 @@ static nb_value model(nb_builder *b, nb_value x, nb_value W)
     if (!strcmp(m, "net")) {
         nb_value o;
         if (nb_net(b, net_fn, &W, NB_VALUES(x), 1, &o)) return NB_NONE;
-        return nb_add(b, nb_reduce_sum(b, nb_mul(b, o, o), 0, NULL, false), nb_reduce_sum(b, nb_sin(b, o), 0, NULL, false));
+        return nb_add(b, nb_reduce_sum(b, nb_mul(b, o, o), 0, NULL, false),
+                      nb_reduce_sum(b, nb_sin(b, o), 0, NULL, false));
     }
     nb_var_info xi = nb_value_info(b, x);
     nb_value zero = nb_fill_constant(b, NB_F64, 2, (int64_t[]){xi.shape[1], H}, 0), fin[2];
@@ -176,11 +178,14 @@ int main(int argc, char **argv)
     /* Eager: the loop runs as C on the tape; grad with create_graph, twice. */
     nb_builder *eb;
     nb_tensor *Wl, *gW = NULL, *hv = NULL;
-    if (nb_builder_new_eager(&eb) || nb_tensor_clone(&Wl, W) || nb_tensor_set_requires_grad(Wl, true)) return fail("eager");
+    if (nb_builder_new_eager(&eb) || nb_tensor_clone(&Wl, W) || nb_tensor_set_requires_grad(Wl, true))
+        return fail("eager");
     nb_value fe = model(eb, nb_eager_value(eb, x), nb_eager_value(eb, Wl));
     nb_tensor *ft = nb_eager_tensor(fe);
-    if (!ft || nb_autograd_grad(NB_TENSORS(ft), NULL, NB_TENSORS(Wl), NB_CREATE_GRAPH, &gW)) return fail("eager gradient");
-    nb_tensor *qt = nb_eager_tensor(nb_reduce_sum(eb, nb_mul(eb, nb_eager_value(eb, gW), nb_eager_value(eb, t)), 0, NULL, false));
+    if (!ft || nb_autograd_grad(NB_TENSORS(ft), NULL, NB_TENSORS(Wl), NB_CREATE_GRAPH, &gW))
+        return fail("eager gradient");
+    nb_tensor *qt =
+        nb_eager_tensor(nb_reduce_sum(eb, nb_mul(eb, nb_eager_value(eb, gW), nb_eager_value(eb, t)), 0, NULL, false));
     if (!qt || nb_autograd_grad(NB_TENSORS(qt), NULL, NB_TENSORS(Wl), 0, &hv) || save(dir, "eager", hv))
         return fail("eager second derivative");
     printf("hvp_check %s: H t written three ways\n", model_name);

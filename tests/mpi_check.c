@@ -130,8 +130,10 @@ static void check_equal(void)
             for (int i = 0; i < n1; i++) scale = fmax(scale, fabs(alone[i]));
             double tol = 1e-12 * fmax(scale, 1);
             char what[160];
-            snprintf(what, sizeof what, "%s %s: %d ranks with batch %d = 1 with batch %d (max diff %.1e), buckets of "
-                     "48 bytes (diff %.1e)", mode ? "eager" : "static", names[k], size, B / size, B, d, db);
+            snprintf(what, sizeof what,
+                     "%s %s: %d ranks with batch %d = 1 with batch %d (max diff %.1e), buckets of "
+                     "48 bytes (diff %.1e)",
+                     mode ? "eager" : "static", names[k], size, B / size, B, d, db);
             EXPECT(n1 == n2 && n2 == n3 && n1 == 8 * 16 + 16 + 16 * 3 + 3, "parameter counts %d %d %d", n1, n2, n3);
             EXPECT(d <= tol && db <= tol, "%s", what);
             if (d <= tol && db <= tol) ok(what);
@@ -200,7 +202,8 @@ static void check_mismatch(void)
     st = dp_eager_new(&me, &opt, hidden, x, comm, 0);
     EXPECT(st != NB_OK && strstr(nb_last_error(), "rank 1 differs from rank 0"), "eager: %s",
            st ? nb_last_error() : "no error");
-    if (st && strstr(nb_last_error(), "rank 1 differs from rank 0")) ok("eager: a different model on rank 1 is named on every rank");
+    if (st && strstr(nb_last_error(), "rank 1 differs from rank 0"))
+        ok("eager: a different model on rank 1 is named on every rank");
     dp_eager_free(&me);
     nb_tensor_release(x);
     nb_tensor_release(y);
@@ -254,9 +257,15 @@ static nb_status run_train(const train_run *t, double *out, int *n, double *loss
     if (!st && t->hook) st = nb_reader_map(&rd, rd, t->hook, NULL);
     if (!st) st = dp_static_new(&m, &opt, 16);
     const char *feeds[] = {"x", "y"};
-    nb_train_config cfg = {.epochs = t->epochs, .n_feeds = 2, .feeds = feeds, .loss = m.loss,
-                           .comm = t->parallel ? comm : NULL, .progress = NB_PROGRESS_QUIET,
-                           .checkpoint_path = t->ckpt, .csv_path = t->csv, .resume = t->resume,
+    nb_train_config cfg = {.epochs = t->epochs,
+                           .n_feeds = 2,
+                           .feeds = feeds,
+                           .loss = m.loss,
+                           .comm = t->parallel ? comm : NULL,
+                           .progress = NB_PROGRESS_QUIET,
+                           .checkpoint_path = t->ckpt,
+                           .csv_path = t->csv,
+                           .resume = t->resume,
                            .stop_after_epochs = t->stop_after};
     nb_train_result r;
     if (!st) st = nb_train(&cfg, m.main, m.startup, m.scope, rd, &r);
@@ -279,8 +288,12 @@ static void train_epochs(const char *dir, bool resumed, double *out, int *n, dou
     snprintf(ckpt, sizeof ckpt, "%s/ckpt.safetensors", dir);
     snprintf(csv, sizeof csv, "%s/metrics.csv", dir);
     for (int part = resumed ? 0 : 1; part < 2; part++) {
-        train_run t = {.parallel = true, .ckpt = resumed ? ckpt : NULL, .csv = resumed ? csv : NULL,
-                       .resume = resumed && part == 1, .epochs = 2, .stop_after = resumed && part == 0 ? 1 : 0};
+        train_run t = {.parallel = true,
+                       .ckpt = resumed ? ckpt : NULL,
+                       .csv = resumed ? csv : NULL,
+                       .resume = resumed && part == 1,
+                       .epochs = 2,
+                       .stop_after = resumed && part == 0 ? 1 : 0};
         die_on(run_train(&t, out, n, loss), "train");
         /* Rank 0 has written the checkpoint the others resume from. */
         die_on(nb_comm_barrier(comm), "barrier");
@@ -385,7 +398,9 @@ static void check_resume(const char *dir, int old_size)
         nb_status st = nb_safetensors_load(&meta, path);
         const char *epoch = st ? NULL : nb_safetensors_meta(meta, "epoch");
         EXPECT(epoch && !strcmp(epoch, "1"), "the last checkpoint, %s, is not epoch 1's: %s", path,
-               st ? nb_last_error() : epoch ? epoch : "no epoch");
+               st          ? nb_last_error()
+                   : epoch ? epoch
+                           : "no epoch");
         nb_safetensors_free(meta);
     }
     double alone[MAXP], straight[MAXP], resumed[MAXP], la, ls, lr;
@@ -404,8 +419,8 @@ static void check_resume(const char *dir, int old_size)
     EXPECT(same_everywhere(resumed, nr), "the ranks' parameters differ");
     if (!failures)
         printf("rank %d: ok %d-rank checkpoint of epoch 1 resumed on %d ranks: %s the uninterrupted run (diff %.1e), "
-               "one process to rounding (diff %.1e)\n", rank, old_size, size, ds == 0 ? "exactly" : "to rounding",
-               ds, da);
+               "one process to rounding (diff %.1e)\n",
+               rank, old_size, size, ds == 0 ? "exactly" : "to rounding", ds, da);
 }
 
 /* A tracked all-reduce moves on inside GEMMs alone: MPI progresses a

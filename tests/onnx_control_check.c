@@ -118,7 +118,8 @@ static double eager_loss(const char *path, const double *x, double *gx, double *
         CHECK_OK(nb_backward(NB_TENSORS(nb_eager_tensor(loss)), NULL, 0));
         nb_tensor *w = nb_eager_find_param(b, "w");
         MUST(w && nb_tensor_grad(w) && nb_tensor_grad(xt));
-        for (int j = 0; j < N; j++) gx[j] = nb_tensor_get(nb_tensor_grad(xt), j), gw[j] = nb_tensor_get(nb_tensor_grad(w), j);
+        for (int j = 0; j < N; j++)
+            gx[j] = nb_tensor_get(nb_tensor_grad(xt), j), gw[j] = nb_tensor_get(nb_tensor_grad(w), j);
     }
     nb_tensor_release(xt);
     nb_builder_free(b);
@@ -142,7 +143,8 @@ static void check_eager(int c)
         reference(inputs[c], wp, yp);
         reference(inputs[c], wm, ym);
         double num_w = ((yp[0] + yp[1] + yp[2] + counted_sum(inputs[c], wp) + scan_sum(inputs[c], wp)) -
-                        (ym[0] + ym[1] + ym[2] + counted_sum(inputs[c], wm) + scan_sum(inputs[c], wm))) / (2 * eps);
+                        (ym[0] + ym[1] + ym[2] + counted_sum(inputs[c], wm) + scan_sum(inputs[c], wm))) /
+            (2 * eps);
         if (fabs(gx[j] - num_x) > 1e-6 * (1 + fabs(num_x)) || fabs(gw[j] - num_w) > 1e-6 * (1 + fabs(num_w)))
             fprintf(stderr, "input %d, element %d: dx %.9g (numeric %.9g), dw %.9g (numeric %.9g)\n", c, j, gx[j],
                     num_x, gw[j], num_w);
@@ -177,8 +179,8 @@ static void check_static(int c)
     nb_tensor_release(got);
     CHECK_OK(nb_executor_run(e, main_p, scope, NB_FEEDS({"x", xt}), NB_NAMES(nb_value_name(loss)), &got));
     MUST(got);
-    CHECK(fabs(nb_tensor_get(got, 0) - (want[0] + want[1] + want[2] + counted_sum(inputs[c], w_init) +
-                                        scan_sum(inputs[c], w_init))) < 1e-12);
+    CHECK(fabs(nb_tensor_get(got, 0) -
+               (want[0] + want[1] + want[2] + counted_sum(inputs[c], w_init) + scan_sum(inputs[c], w_init))) < 1e-12);
     nb_gradcheck_report rep;
     CHECK_OK(nb_gradcheck_program(main_p, nb_value_name(loss), NB_NAMES("x", "w"), scope,
                                   &(nb_gradcheck_opts){.feeds = NB_FEEDS({"x", xt})}, &rep));

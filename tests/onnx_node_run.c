@@ -57,8 +57,10 @@ static bool same(const nb_tensor *got, const nb_tensor *want, const char *want_d
     for (int d = 0; shape_ok && d < got->ndim; d++) shape_ok = got->shape[d] == want->shape[d];
     if (!shape_ok) {
         char a[128] = "", b[128] = "";
-        for (int d = 0; d < got->ndim; d++) snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", d ? "," : "", (long long)got->shape[d]);
-        for (int d = 0; d < want->ndim; d++) snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", d ? "," : "", (long long)want->shape[d]);
+        for (int d = 0; d < got->ndim; d++)
+            snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", d ? "," : "", (long long)got->shape[d]);
+        for (int d = 0; d < want->ndim; d++)
+            snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", d ? "," : "", (long long)want->shape[d]);
         snprintf(why, n, "shape [%s] where [%s] was expected", a, b);
         return false;
     }
@@ -97,7 +99,8 @@ static nb_status run_eager(const char *dir, const test_case *c, nb_tensor **in, 
     snprintf(path, sizeof path, "%.4000s/model.onnx", dir);
     int n_out = 0;
     st = nb_onnx_import(path, b, (nb_values){c->n_in, vin}, MAX_IO, vout, &n_out);
-    if (!st && n_out != c->n_out) st = nb_error(NB_ERR_ARG, "the import gave %d outputs; the model has %d", n_out, c->n_out);
+    if (!st && n_out != c->n_out)
+        st = nb_error(NB_ERR_ARG, "the import gave %d outputs; the model has %d", n_out, c->n_out);
     for (int k = 0; !st && k < c->n_out; k++) {
         nb_tensor *t = nb_eager_tensor(vout[k]);
         if (!t) st = nb_error(NB_ERR_ARG, "output %d has no tensor", k);
@@ -162,7 +165,8 @@ static void run_case(const char *suite, const test_case *c, bool eager, int fd)
     enum outcome r = PASS;
     nb_status st = NB_OK;
     for (int k = 0; k < c->n_in && !st; k++)
-        if (!strcmp(c->in[k].dtype, "-")) st = nb_error(NB_ERR_UNSUPPORTED, "input '%s' is not a tensor", c->in[k].name);
+        if (!strcmp(c->in[k].dtype, "-"))
+            st = nb_error(NB_ERR_UNSUPPORTED, "input '%s' is not a tensor", c->in[k].name);
         else st = load_io(dir, "in", k, &in[k]);
     if (!st) st = eager ? run_eager(dir, c, in, got) : run_static(dir, c, in, got);
     if (st) {
@@ -314,8 +318,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--min-pass") && i + 1 < argc) {
             const char *v = argv[++i], *comma = strchr(v, ',');
             min_pass[0] = atoi(v), min_pass[1] = comma ? atoi(comma + 1) : min_pass[0];
-        }
-        else if (!strcmp(argv[i], "--verbose")) verbose = true;
+        } else if (!strcmp(argv[i], "--verbose")) verbose = true;
         else suite = argv[i];
     }
     if (!suite) {
@@ -351,7 +354,8 @@ int main(int argc, char **argv)
         }
     }
     qsort(rows, (size_t)n_rows, sizeof *rows, by_op);
-    printf("\n%-28s %5s %7s %7s %7s %s\n", "op", "tests", "eager", "static", "failed", "first reason it was not passed");
+    printf("\n%-28s %5s %7s %7s %7s %s\n", "op", "tests", "eager", "static", "failed",
+           "first reason it was not passed");
     for (int i = 0; i < n_rows; i++) {
         const op_row *r = &rows[i];
         int failed = 0;
@@ -361,8 +365,9 @@ int main(int argc, char **argv)
     bool bad = false;
     for (int m = 0; m < 2; m++) {
         int failed = total[m][WRONG] + total[m][CRASH] + total[m][HANG];
-        printf("%s: %d passed, %d failed, %d refused (of %d; wrong %d, crashed %d, hung %d)\n", m == 0 ? "eager" : "static",
-               total[m][PASS], failed, total[m][REFUSED], ran, total[m][WRONG], total[m][CRASH], total[m][HANG]);
+        printf("%s: %d passed, %d failed, %d refused (of %d; wrong %d, crashed %d, hung %d)\n",
+               m == 0 ? "eager" : "static", total[m][PASS], failed, total[m][REFUSED], ran, total[m][WRONG],
+               total[m][CRASH], total[m][HANG]);
         bad |= failed > 0 || total[m][PASS] < min_pass[m];
         if (total[m][PASS] < min_pass[m])
             printf("%s: fewer than the %d passes this suite had\n", m == 0 ? "eager" : "static", min_pass[m]);

@@ -249,8 +249,8 @@ static nb_status job(double *losses)
 
 #define EXIT_BASE 100
 enum outcome { CLEAN_ERROR, SWALLOWED, SILENT_ERROR, WRONG_RESULT, LEAK, BROKEN_AFTER, CRASH, N_OUTCOMES };
-static const char *outcome_names[N_OUTCOMES] = {"clean error",  "swallowed", "error without message", "wrong result",
-                                                "leak",         "broken after", "crash"};
+static const char *outcome_names[N_OUTCOMES] = {
+    "clean error", "swallowed", "error without message", "wrong result", "leak", "broken after", "crash"};
 
 static bool same(const double *a, const double *b)
 {

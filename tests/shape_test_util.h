@@ -12,8 +12,8 @@
 #define VI0(dt) ((nb_var_info){.dtype = (dt), .ndim = 0})
 
 /* Runs the infer function of op `type` on n_in input infos and n_out outputs. */
-static inline nb_status infer_op(const char *type, int n_in, const nb_var_info *in, int n_attrs,
-                                 const nb_attr *attrs, int n_out, nb_var_info *out)
+static inline nb_status infer_op(const char *type, int n_in, const nb_var_info *in, int n_attrs, const nb_attr *attrs,
+                                 int n_out, nb_var_info *out)
 {
     return nb_op_infer(type, n_in, in, NB_ATTRS_N(n_attrs, attrs), n_out, out);
 }
@@ -27,7 +27,8 @@ static inline void check_info_(const char *file, int line, const nb_var_info *v,
     char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
     if (v->dtype != dt || !nb_shape_equal(v->ndim, v->shape, ndim, shape)) {
         fprintf(stderr, "  %s:%d: inferred %s %s, expected %s %s\n", file, line, nb_dtype_name(v->dtype),
-                nb_shape_str(a, sizeof a, v->ndim, v->shape), nb_dtype_name(dt), nb_shape_str(b, sizeof b, ndim, shape));
+                nb_shape_str(a, sizeof a, v->ndim, v->shape), nb_dtype_name(dt),
+                nb_shape_str(b, sizeof b, ndim, shape));
         test_failures_in_current++;
     }
 }

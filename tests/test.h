@@ -95,7 +95,6 @@ static inline double max_rel_diff(const nb_tensor *a, const nb_tensor *b)
     return m;
 }
 
-
 /* A new tensor of dtype dt and shape (ndim, shape) filled from `values`
  * (converted from double); aborts the test program if allocation fails. */
 nb_tensor *tt(nb_dtype dt, int ndim, const int64_t *shape, const double *values);
@@ -107,16 +106,16 @@ nb_tensor *tt(nb_dtype dt, int ndim, const int64_t *shape, const double *values)
 /* A scalar (0-d) tensor. */
 nb_tensor *tscalar(nb_dtype dt, double v);
 /* Checks shape and every element of t against `values` within tol. */
-void check_tensor_(const char *file, int line, const nb_tensor *t, int ndim, const int64_t *shape,
-                   const double *values, double tol);
+void check_tensor_(const char *file, int line, const nb_tensor *t, int ndim, const int64_t *shape, const double *values,
+                   double tol);
 /* CHECK_TENSOR(t, S(2, 2), 1e-6, 1, 2, 3, 4): shape and values (relative tol). */
 #define CHECK_TENSOR(t, shape, tol, ...) \
     check_tensor_(__FILE__, __LINE__, (t), NDIM_OF(shape), (shape), (const double[]){__VA_ARGS__}, (tol))
 /* CHECK_SCALAR(t, 3.5, 1e-6): a 0-d tensor holding this value. */
 #define CHECK_SCALAR(t, v, tol) check_tensor_(__FILE__, __LINE__, (t), 0, NULL, (const double[]){(v)}, (tol))
 /* Runs a single-output op; returns its output or NULL (the failure is counted). */
-nb_tensor *run1_(const char *file, int line, const char *type, int n_in, nb_tensor *const *in,
-                 int n_attrs, const nb_attr *attrs);
+nb_tensor *run1_(const char *file, int line, const char *type, int n_in, nb_tensor *const *in, int n_attrs,
+                 const nb_attr *attrs);
 #define RUN1(type, ins, attrs) \
     run1_(__FILE__, __LINE__, (type), (int)(sizeof(ins) / sizeof(*(ins))), (ins), \
           (int)(sizeof(attrs) / sizeof(*(attrs))), (attrs))

@@ -17,11 +17,13 @@ static void test_values_know_their_mode(void)
     nb_value rv = nb_layer_data(rec, "x", NB_F32, 1, S(2));
     CHECK(nb_is_none(nb_relu(rec, ev)));
     CHECK(nb_builder_status(rec) == NB_ERR_ARG);
-    CHECK(strstr(nb_builder_error(rec), "emit relu: input 0 is an eager tensor (an eager builder's value), but this is a "
-                                        "record builder"));
+    CHECK(strstr(nb_builder_error(rec),
+                 "emit relu: input 0 is an eager tensor (an eager builder's value), but this is a "
+                 "record builder"));
     CHECK(nb_is_none(nb_add(eager, rv, ev)));
-    CHECK(strstr(nb_builder_error(eager), "emit add: input 0 is a var of a program (a record builder's value), but this "
-                                          "is an eager builder"));
+    CHECK(strstr(nb_builder_error(eager),
+                 "emit add: input 0 is a var of a program (a record builder's value), but this "
+                 "is an eager builder"));
     CHECK(nb_value_name(ev) == NULL);
     CHECK(strstr(nb_last_error(), "nb_value_name: an eager tensor has no name"));
     CHECK(nb_value_var(NB_NONE) == NULL);
@@ -86,9 +88,11 @@ static void test_constants_from_host_data(void)
     CHECK(nb_eager_tensor(c) != w);
     CHECK_TENSOR(nb_eager_tensor(c), S(3), 0, 0.1, -2.5, 1e-300);
     /* Values that do not fit the shape are refused, naming the op. */
-    nb_value bad = nb_emit1(e, "assign_value", NB_NO_VALUES, NB_ATTRS(NB_ATTR_INTS("shape", 2), NB_ATTR_FLOATS("fp_values", 1.0)));
+    nb_value bad =
+        nb_emit1(e, "assign_value", NB_NO_VALUES, NB_ATTRS(NB_ATTR_INTS("shape", 2), NB_ATTR_FLOATS("fp_values", 1.0)));
     CHECK(nb_is_none(bad));
-    CHECK(strstr(nb_builder_error(e), "assign_value: a float32 constant of shape [2] has 2 elements, but fp_values holds 1"));
+    CHECK(strstr(nb_builder_error(e),
+                 "assign_value: a float32 constant of shape [2] has 2 elements, but fp_values holds 1"));
     release_all(w, big, NULL);
     nb_builder_free(e);
     nb_builder_free(b);
@@ -141,8 +145,9 @@ static void test_messages(void)
     nb_set_anomaly_mode(false);
     const char *m = strstr(nb_last_error(), " op recorded)");
     CHECK(m && !strstr(nb_last_error(), "-th"));
-    CHECK(m && (!strncmp(m - 2, "st", 2) || !strncmp(m - 2, "nd", 2) || !strncmp(m - 2, "rd", 2) ||
-                !strncmp(m - 2, "th", 2)));
+    CHECK(
+        m &&
+        (!strncmp(m - 2, "st", 2) || !strncmp(m - 2, "nd", 2) || !strncmp(m - 2, "rd", 2) || !strncmp(m - 2, "th", 2)));
     nb_builder_free(e);
     nb_tensor_release(x);
     /* A NULL fetch is named as such, not as a var called "(null)". */
@@ -250,7 +255,8 @@ static void test_empty_but_huge_shapes(void)
 {
     const int64_t huge[4] = {0, (int64_t)1 << 31, (int64_t)1 << 31, (int64_t)1 << 31};
     nb_tensor *t = NULL;
-    CHECK_ERR(nb_tensor_new(&t, NB_F32, 4, huge), NB_ERR_SHAPE, "shape [0, 2147483648, 2147483648, 2147483648] is too large");
+    CHECK_ERR(nb_tensor_new(&t, NB_F32, 4, huge), NB_ERR_SHAPE,
+              "shape [0, 2147483648, 2147483648, 2147483648] is too large");
     nb_tensor *out = NULL;
     CHECK_ERR(nb_op_run("fill_constant", NB_NO_TENSORS, NB_ATTRS(NB_ATTR_INTS_N("shape", 4, huge)), 1, &out),
               NB_ERR_SHAPE, "too large");

@@ -87,8 +87,7 @@ static int read_tensors(const char *path)
     return k;
 }
 
-static const kind kinds[] = {{"program file", save_program, read_program},
-                             {"safetensors", save_tensors, read_tensors}};
+static const kind kinds[] = {{"program file", save_program, read_program}, {"safetensors", save_tensors, read_tensors}};
 #define N_KINDS (int)(sizeof kinds / sizeof *kinds)
 
 static int count_temp_files(const char *d_path)
@@ -217,8 +216,9 @@ static void test_killed_save(void)
             int status;
             REQUIRE_OK(pid > 0 && waitpid(pid, &status, WUNTRACED) == pid ? NB_OK : NB_ERR_STATE);
             bool stopped = WIFSTOPPED(status);
-            if (!stopped) fprintf(stderr, "  %s (name of %zu bytes): the writer did not stop mid-save\n", K->name,
-                                  strlen(names[n]));
+            if (!stopped)
+                fprintf(stderr, "  %s (name of %zu bytes): the writer did not stop mid-save\n", K->name,
+                        strlen(names[n]));
             CHECK(stopped);
             CHECK(count_temp_files(dir) == (stopped ? 1 : 0));
             if (stopped) {
@@ -231,8 +231,9 @@ static void test_killed_save(void)
             CHECK_OK(K->save(path, 3));
             CHECK(K->read(path) == 3);
             int left = count_temp_files(dir);
-            if (left) fprintf(stderr, "  %s (name of %zu bytes): %d temporary file(s) left\n", K->name,
-                              strlen(names[n]), left);
+            if (left)
+                fprintf(stderr, "  %s (name of %zu bytes): %d temporary file(s) left\n", K->name, strlen(names[n]),
+                        left);
             CHECK(left == 0);
             remove_all(dir);
         }

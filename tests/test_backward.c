@@ -40,8 +40,9 @@ static nb_value param(model *m, const char *name, int ndim, const int64_t *shape
 
 static nb_value param_random(model *m, const char *name, int ndim, const int64_t *shape, double scale, int seed)
 {
-    return nb_create_parameter(m->b, name, NB_F64, ndim, shape, "uniform_random", 3,
-                               (nb_attr[]){NB_ATTR_FLOAT("min", -scale), NB_ATTR_FLOAT("max", scale), NB_ATTR_INT("seed", seed)});
+    return nb_create_parameter(
+        m->b, name, NB_F64, ndim, shape, "uniform_random", 3,
+        (nb_attr[]){NB_ATTR_FLOAT("min", -scale), NB_ATTR_FLOAT("max", scale), NB_ATTR_INT("seed", seed)});
 }
 
 /* Index of the first op of `type` at or after `from`, or -1. */
@@ -115,8 +116,8 @@ static void test_no_gradient_branches_pruned(void)
     model_init(&m);
     nb_value x = nb_data(m.b, "x", NB_F64, 1, S(3));
     nb_value w = param(&m, "w", 1, S(3), 2.0);
-    nb_value from_data = nb_sin(m.b, x);             /* depends only on data */
-    nb_value unused = nb_exp(m.b, w);                /* never reaches the loss */
+    nb_value from_data = nb_sin(m.b, x); /* depends only on data */
+    nb_value unused = nb_exp(m.b, w);    /* never reaches the loss */
     nb_value y = nb_mul(m.b, from_data, w);
     nb_value loss = nb_reduce_sum(m.b, y, 0, NULL, false);
     REQUIRE_OK(nb_builder_status(m.b));
@@ -175,7 +176,9 @@ static void check_cut(bool use_stop_gradient)
     if (use_stop_gradient) nb_value_var(h)->stop_gradient = true;
     const char *ng = nb_value_name(h);
     nb_backward_result r;
-    REQUIRE_OK(nb_append_backward(m.main, nb_value_name(loss), &(nb_backward_opts){.no_grad = NB_NAMES_N(use_stop_gradient ? 0 : 1, use_stop_gradient ? NULL : &ng)}, &r));
+    REQUIRE_OK(nb_append_backward(
+        m.main, nb_value_name(loss),
+        &(nb_backward_opts){.no_grad = NB_NAMES_N(use_stop_gradient ? 0 : 1, use_stop_gradient ? NULL : &ng)}, &r));
     CHECK(r.n_pairs == 1 && !strcmp(r.pairs[0].param, "w2"));
     CHECK(nb_backward_grad_of(&r, "w1") == NULL);
     CHECK_OK(nb_executor_run(m.ex, m.startup, m.scope, NB_NO_FEEDS, NB_NO_NAMES, NULL));
@@ -199,7 +202,10 @@ static nb_status same_infer(nb_op_ctx *c)
 }
 static nb_status copy_cpu(const nb_kernel_ctx *k) { return nb_tensor_copy_into(nb_kout(k, 0, 0), nb_kin(k, 0, 0)); }
 static const nb_op_def norule_def = {
-    .name = "test_no_rule", .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .infer = same_infer,
+    .name = "test_no_rule",
+    .inputs = {{"X", 0}},
+    .outputs = {{"Out", 0}},
+    .infer = same_infer,
 };
 static const nb_kernel_def norule_kernel = {"test_no_rule", NB_DEVICE_CPU, NB_DT_ALL, "test", 0, copy_cpu, NULL, NULL};
 
@@ -215,8 +221,9 @@ static void test_op_without_rule_is_an_error(void)
     REQUIRE_OK(nb_builder_status(m.b));
     int n = nb_program_global_block(m.main)->n_ops;
     nb_backward_result r;
-    CHECK_ERR(nb_append_backward(m.main, nb_value_name(loss), NULL, &r), NB_ERR_UNSUPPORTED,
-              "op test_no_rule (test_no_rule_0.tmp_0) lies on the path to the gradient but test_no_rule has no gradient rule");
+    CHECK_ERR(
+        nb_append_backward(m.main, nb_value_name(loss), NULL, &r), NB_ERR_UNSUPPORTED,
+        "op test_no_rule (test_no_rule_0.tmp_0) lies on the path to the gradient but test_no_rule has no gradient rule");
     CHECK(nb_program_global_block(m.main)->n_ops == n);
     model_free(&m);
 }
@@ -266,10 +273,12 @@ static void test_second_derivative(void)
     (void)z;
     nb_backward_result r3;
     const char *two[] = {"x", "z"};
-    REQUIRE_OK(nb_gradients(m.main, NB_NAMES_N(1, &yn), NB_NAMES_N(2, two), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r3));
+    REQUIRE_OK(nb_gradients(m.main, NB_NAMES_N(1, &yn), NB_NAMES_N(2, two),
+                            &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r3));
     CHECK(r3.grads[0] != NULL && r3.grads[1] == NULL);
     nb_backward_result_free(&r3);
-    CHECK_ERR(nb_gradients(m.main, NB_NAMES_N(1, &yn), NB_NAMES_N(2, two), NULL, &r3), NB_ERR_ARG, "'z' does not affect the targets");
+    CHECK_ERR(nb_gradients(m.main, NB_NAMES_N(1, &yn), NB_NAMES_N(2, two), NULL, &r3), NB_ERR_ARG,
+              "'z' does not affect the targets");
     nb_backward_result_free(&r1);
     nb_backward_result_free(&r2);
     model_free(&m);
@@ -286,7 +295,8 @@ static void test_given_target_gradient(void)
     REQUIRE_OK(nb_builder_status(m.b));
     const char *yn = nb_value_name(y), *vn = nb_value_name(v), *xn = "x";
     nb_backward_result r;
-    REQUIRE_OK(nb_gradients(m.main, NB_NAMES_N(1, &yn), NB_NAMES_N(1, &xn), &(nb_gradients_opts){.target_grads = &vn}, &r));
+    REQUIRE_OK(
+        nb_gradients(m.main, NB_NAMES_N(1, &yn), NB_NAMES_N(1, &xn), &(nb_gradients_opts){.target_grads = &vn}, &r));
     nb_tensor *xt = T(NB_F64, S(2), 3, 4), *vt = T(NB_F64, S(2), 10, 100), *gx;
     CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, NB_FEEDS({"x", xt}, {"v", vt}), NB_NAMES(r.grads[0]), &gx));
     CHECK_TENSOR(gx, S(2), 1e-12, 60, 800);
@@ -305,7 +315,8 @@ static void check_program(model *m, nb_value loss, int n_feed, const nb_feed *fe
     for (int i = 0; i < g->n_vars && n < 16; i++)
         if (g->vars[i]->is_parameter) params[n++] = g->vars[i]->name;
     nb_gradcheck_report rep;
-    CHECK_OK(nb_gradcheck_program(m->main, nb_value_name(loss), NB_NAMES_N(n, params), m->scope, &(nb_gradcheck_opts){.feeds = NB_FEEDS_N(n_feed, feeds)}, &rep));
+    CHECK_OK(nb_gradcheck_program(m->main, nb_value_name(loss), NB_NAMES_N(n, params), m->scope,
+                                  &(nb_gradcheck_opts){.feeds = NB_FEEDS_N(n_feed, feeds)}, &rep));
     CHECK(rep.checked > 0 && rep.failed == 0);
     if (rep.failed) fprintf(stderr, "  worst: %s\n", rep.worst);
 }
@@ -338,11 +349,12 @@ static void test_cnn_gradients_match_finite_differences(void)
     nb_value label = nb_data(m.b, "label", NB_I64, 1, S(-1));
     nb_value k = param_random(&m, "conv.w", 4, S(2, 1, 3, 3), 0.5, 5), kb = param_random(&m, "conv.b", 1, S(2), 0.1, 6);
     nb_value conv = nb_emit1(m.b, "conv2d", NB_VALUES(x, k, kb), NB_ATTRS(NB_ATTR_INTS("paddings", 1, 1)));
-    nb_value pool = nb_emit1(m.b, "pool2d", NB_VALUES(nb_relu(m.b, conv)), NB_ATTRS(NB_ATTR_STRING("pooling_type", "max"), NB_ATTR_INTS("ksize", 2, 2),));
+    nb_value pool = nb_emit1(m.b, "pool2d", NB_VALUES(nb_relu(m.b, conv)),
+                             NB_ATTRS(NB_ATTR_STRING("pooling_type", "max"), NB_ATTR_INTS("ksize", 2, 2), ));
     nb_value flat = nb_flatten(m.b, pool, 1, -1);
     nb_value w = param_random(&m, "fc.w", 2, S(2 * 5 * 5, 3), 0.3, 7), b = param_random(&m, "fc.b", 1, S(3), 0.1, 8);
-    nb_value loss = nb_reduce_mean(m.b, nb_softmax_with_cross_entropy(m.b, nb_fc(m.b, flat, w, b, 1), label, NULL), 0,
-                                   NULL, false);
+    nb_value loss =
+        nb_reduce_mean(m.b, nb_softmax_with_cross_entropy(m.b, nb_fc(m.b, flat, w, b, 1), label, NULL), 0, NULL, false);
     REQUIRE_OK(nb_builder_status(m.b));
     nb_tensor *xt;
     CHECK_OK(nb_tensor_new(&xt, NB_F64, 4, S(2, 1, 6, 6)));
@@ -410,7 +422,8 @@ static void test_static_hvp_forward_over_reverse(void)
     const char *sn = nb_value_name(s);
     REQUIRE_OK(nb_gradients(m.main, NB_NAMES_N(1, &sn), NB_NAMES_N(1, &xn), NULL, &gg));
     nb_tensor *xt = T(NB_F64, S(3), 1, -2, 0.5), *vt = T(NB_F64, S(3), 1, 10, 100), *out[2];
-    REQUIRE_OK(nb_executor_run(m.ex, m.main, m.scope, NB_FEEDS({"x", xt}, {"v", vt}), NB_NAMES(hv_fwd, gg.grads[0]), out));
+    REQUIRE_OK(
+        nb_executor_run(m.ex, m.main, m.scope, NB_FEEDS({"x", xt}, {"v", vt}), NB_NAMES(hv_fwd, gg.grads[0]), out));
     CHECK_TENSOR(out[0], S(3), 1e-12, 6 + 10, 1 - 120, 300);
     CHECK(nb_tensor_allclose(out[0], out[1], 1e-12, 1e-12));
     release_all(xt, vt, out[0], out[1], NULL);

@@ -53,8 +53,7 @@ static void test_single_communicator(void)
     release_all(t, i, col, NULL);
     nb_comm_free(c);
     nb_comm_free(NULL);
-    if (!nb_comm_have_mpi())
-        CHECK_ERR(nb_comm_init_mpi(&c, NULL), NB_ERR_UNSUPPORTED, "built without MPI");
+    if (!nb_comm_have_mpi()) CHECK_ERR(nb_comm_init_mpi(&c, NULL), NB_ERR_UNSUPPORTED, "built without MPI");
 }
 
 static void test_rings(void)
@@ -85,18 +84,22 @@ static void test_collective_ops_eager(void)
         CHECK_TENSOR(nb_eager_tensor(out[0]), S(2), 0, 1.5, -2);
         CHECK_TENSOR(nb_eager_tensor(out[1]), S(1), 0, 7);
     }
-    CHECK(nb_emit(b, "c_broadcast", NB_VALUES(nb_eager_value(b, x)), NB_ATTRS(NB_ATTR_INT("root", 1)), 1, out) != NB_OK);
+    CHECK(nb_emit(b, "c_broadcast", NB_VALUES(nb_eager_value(b, x)), NB_ATTRS(NB_ATTR_INT("root", 1)), 1, out) !=
+          NB_OK);
     CHECK(strstr(nb_builder_error(b), "root 1, but ring 0 has ranks 0..0"));
     nb_builder_clear_error(b);
-    CHECK(nb_emit(b, "c_allreduce_sum", NB_VALUES(nb_eager_value(b, x)), NB_ATTRS(NB_ATTR_INT("ring_id", 5)), 1, out) != NB_OK);
+    CHECK(nb_emit(b, "c_allreduce_sum", NB_VALUES(nb_eager_value(b, x)), NB_ATTRS(NB_ATTR_INT("ring_id", 5)), 1, out) !=
+          NB_OK);
     CHECK(strstr(nb_builder_error(b), "no communicator is set for ring 5"));
     nb_builder_clear_error(b);
     /* The started all-reduce works in place only, which eager outputs are not. */
     CHECK(nb_emit(b, "c_allreduce_start", NB_VALUES(nb_eager_value(b, x)), NB_NO_ATTRS, 1, out) != NB_OK);
-    CHECK(strstr(nb_builder_error(b), "c_allreduce_start") && strstr(nb_builder_error(b), "Out[0] must be X[0] itself"));
+    CHECK(strstr(nb_builder_error(b), "c_allreduce_start") &&
+          strstr(nb_builder_error(b), "Out[0] must be X[0] itself"));
     nb_builder_clear_error(b);
     nb_tensor *i = T(NB_I64, S(1), 3);
-    CHECK(nb_emit(b, "c_allreduce_sum", NB_VALUES(nb_eager_value(b, x), nb_eager_value(b, i)), NB_NO_ATTRS, 2, out) != NB_OK);
+    CHECK(nb_emit(b, "c_allreduce_sum", NB_VALUES(nb_eager_value(b, x), nb_eager_value(b, i)), NB_NO_ATTRS, 2, out) !=
+          NB_OK);
     CHECK(strstr(nb_builder_error(b), "X[1] is int64; all-reduce sums float32 or float64"));
     release_all(x, z, i, NULL);
     nb_builder_free(b);

@@ -18,7 +18,8 @@ static const struct {
     const char *op;
     nb_value (*call)(nb_builder *, nb_value);
     double (*ref)(double);
-} unary[] = {{"softsign", nb_softsign, softsign_ref}, {"mish", nb_mish, mish_ref}, {"hardswish", nb_hardswish, hardswish_ref}};
+} unary[] = {
+    {"softsign", nb_softsign, softsign_ref}, {"mish", nb_mish, mish_ref}, {"hardswish", nb_hardswish, hardswish_ref}};
 #define N_UNARY (int)(sizeof unary / sizeof *unary)
 
 /* Away from the kinks (abs at 0, hardswish's at +-3), both signs, far out too. */
@@ -53,12 +54,13 @@ static void check_every_mode(const nb_gradcheck_case *c, int max_order)
     nb_gradcheck_report r;
     for (int order = 1; order <= 3; order++) {
         CHECK_OK(nb_gradcheck_op(c, order, 11, &r));
-        if (r.failed || (!r.checked && order <= max_order)) fprintf(stderr, "  %s order %d: %s\n", c->op, order, r.worst);
+        if (r.failed || (!r.checked && order <= max_order))
+            fprintf(stderr, "  %s order %d: %s\n", c->op, order, r.worst);
         CHECK(r.failed == 0 && (r.checked > 0 || order > max_order));
     }
     nb_status (*const cols[])(const nb_gradcheck_case *, uint64_t, nb_gradcheck_report *) = {
         nb_gradcheck_op_jvp, nb_gradcheck_fwd_over_rev, nb_gradcheck_shapes, nb_gradcheck_eager,
-        nb_gradcheck_absent, nb_gradcheck_transforms, nb_gradcheck_vmap, nb_gradcheck_closure};
+        nb_gradcheck_absent, nb_gradcheck_transforms,   nb_gradcheck_vmap,   nb_gradcheck_closure};
     const char *names[] = {"jvp", "fwd_over_rev", "shapes", "eager", "absent", "transforms", "vmap", "closure"};
     for (size_t k = 0; k < sizeof cols / sizeof *cols; k++) {
         CHECK_OK(cols[k](c, 11, &r));
@@ -78,8 +80,11 @@ static void check_every_mode(const nb_gradcheck_case *c, int max_order)
 static void test_gradcheck_every_mode(void)
 {
     for (int i = 0; i < N_UNARY; i++) {
-        nb_gradcheck_case c = {.op = unary[i].op, .name = "[3,4]", .n_in = 1,
-                               .in = {{.dtype = NB_F64, .ndim = 2, .shape = {3, 4}, .fill = NB_GC_VALUES, .values = xs}}};
+        nb_gradcheck_case c = {
+            .op = unary[i].op,
+            .name = "[3,4]",
+            .n_in = 1,
+            .in = {{.dtype = NB_F64, .ndim = 2, .shape = {3, 4}, .fill = NB_GC_VALUES, .values = xs}}};
         check_every_mode(&c, 3);
     }
 }
@@ -95,10 +100,12 @@ static nb_status lerp_expand(nb_builder *b, const nb_value *in, const nb_attr_va
     return nb_builder_status(b);
 }
 
-static const nb_op_def lerp_def = {
-    .name = "test_lerp", .doc = "X + weight * (Y - X), and Y - X",
-    .inputs = {{"X", 0}, {"Y", 0}}, .outputs = {{"Out", 0}, {"Diff", 0}},
-    .attrs = {NB_ADEF_FLOAT("weight", 0.5)}, .expand = lerp_expand};
+static const nb_op_def lerp_def = {.name = "test_lerp",
+                                   .doc = "X + weight * (Y - X), and Y - X",
+                                   .inputs = {{"X", 0}, {"Y", 0}},
+                                   .outputs = {{"Out", 0}, {"Diff", 0}},
+                                   .attrs = {NB_ADEF_FLOAT("weight", 0.5)},
+                                   .expand = lerp_expand};
 
 /* One that fails inside: matmul of mismatched shapes. */
 static nb_status bad_expand(nb_builder *b, const nb_value *in, const nb_attr_value *attrs, nb_value *out)
@@ -107,8 +114,11 @@ static nb_status bad_expand(nb_builder *b, const nb_value *in, const nb_attr_val
     out[0] = nb_matmul(b, in[0], in[0], 0);
     return nb_builder_status(b);
 }
-static const nb_op_def bad_def = {.name = "test_bad_composite", .doc = "matmul(X, X)", .inputs = {{"X", 0}},
-                                  .outputs = {{"Out", 0}}, .expand = bad_expand};
+static const nb_op_def bad_def = {.name = "test_bad_composite",
+                                  .doc = "matmul(X, X)",
+                                  .inputs = {{"X", 0}},
+                                  .outputs = {{"Out", 0}},
+                                  .expand = bad_expand};
 
 /* One that forgets an output. */
 static nb_status lazy_expand(nb_builder *b, const nb_value *in, const nb_attr_value *attrs, nb_value *out)
@@ -117,8 +127,11 @@ static nb_status lazy_expand(nb_builder *b, const nb_value *in, const nb_attr_va
     out[0] = nb_neg(b, in[0]);
     return nb_builder_status(b);
 }
-static const nb_op_def lazy_def = {.name = "test_lazy_composite", .doc = "-X, and nothing", .inputs = {{"X", 0}},
-                                   .outputs = {{"Out", 0}, {"Other", 0}}, .expand = lazy_expand};
+static const nb_op_def lazy_def = {.name = "test_lazy_composite",
+                                   .doc = "-X, and nothing",
+                                   .inputs = {{"X", 0}},
+                                   .outputs = {{"Out", 0}, {"Other", 0}},
+                                   .expand = lazy_expand};
 
 static void register_test_ops(void)
 {
@@ -143,14 +156,19 @@ static void test_user_composite(void)
     if (o) CHECK_TENSOR(o, S(2, 3), 1e-15, 1.5, 2, 2.5, 0.75, 1.5, 2.25); /* broadcast through the expansion */
     if (d) CHECK_TENSOR(d, S(2, 3), 1e-15, 2, 0, -2, -1, -2, -3);
     /* The default weight, and nb_emit1's one value per output slot. */
-    nb_tensor *o2 = nb_eager_tensor(nb_emit1(b, "test_lerp", NB_VALUES(nb_eager_value(b, x), nb_eager_value(b, y)), NB_NO_ATTRS));
+    nb_tensor *o2 =
+        nb_eager_tensor(nb_emit1(b, "test_lerp", NB_VALUES(nb_eager_value(b, x), nb_eager_value(b, y)), NB_NO_ATTRS));
     if (o2) CHECK_TENSOR(o2, S(2, 3), 1e-15, 2, 2, 2, 0.5, 1, 1.5);
     release_all(x, y, NULL);
     nb_builder_free(b);
 
-    nb_gradcheck_case c = {.op = "test_lerp", .name = "[2,3] with [3]", .n_in = 2,
-                           .in = {{.dtype = NB_F64, .ndim = 2, .shape = {2, 3}}, {.dtype = NB_F64, .ndim = 1, .shape = {3}}},
-                           .n_attrs = 1, .attrs = {NB_ATTR_FLOAT("weight", 0.3)}};
+    nb_gradcheck_case c = {
+        .op = "test_lerp",
+        .name = "[2,3] with [3]",
+        .n_in = 2,
+        .in = {{.dtype = NB_F64, .ndim = 2, .shape = {2, 3}}, {.dtype = NB_F64, .ndim = 1, .shape = {3}}},
+        .n_attrs = 1,
+        .attrs = {NB_ATTR_FLOAT("weight", 0.3)}};
     check_every_mode(&c, 1);
 }
 
@@ -293,8 +311,9 @@ static void test_errors(void)
     REQUIRE_OK(nb_program_new(&p));
     nb_var *pv;
     CHECK_OK(nb_block_create_var(nb_program_global_block(p), "x", NB_F64, 1, S(3), &pv));
-    CHECK_ERR(nb_block_append_op(nb_program_global_block(p), "softsign", NB_NAMES("x"), NB_NAMES("y"), NB_NO_ATTRS, NULL),
-              NB_ERR_UNSUPPORTED, "softsign (y): a composite op");
+    CHECK_ERR(
+        nb_block_append_op(nb_program_global_block(p), "softsign", NB_NAMES("x"), NB_NAMES("y"), NB_NO_ATTRS, NULL),
+        NB_ERR_UNSUPPORTED, "softsign (y): a composite op");
     nb_program_free(p);
 
     /* A composite takes everything else from its expansion. */

@@ -19,7 +19,7 @@ typedef nb_status (*model_fn)(nb_builder *b, const nb_value *p, nb_value *loss, 
 typedef struct setup {
     model_fn f;
     void *ctx;
-    int n;                 /* parameters, all float64 */
+    int n; /* parameters, all float64 */
     nb_tensor *p[MAXP];
     const char *names[MAXP];
 } setup;
@@ -50,7 +50,8 @@ static void compile(const setup *s, compiled *c, bool grads)
     snprintf(c->loss, sizeof c->loss, "%s", ln);
     REQUIRE_OK(nb_prepare(&c->loss_only, c->prog, 0, NB_NAMES_N(s->n, s->names), NB_NAMES_N(1, &ln)));
     if (grads) {
-        CHECK_OK(nb_gradients(c->prog, NB_NAMES_N(1, &ln), NB_NAMES_N(s->n, s->names), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &c->r));
+        CHECK_OK(nb_gradients(c->prog, NB_NAMES_N(1, &ln), NB_NAMES_N(s->n, s->names),
+                              &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &c->r));
         const char *fetch[MAXP + 1] = {ln};
         for (int i = 0; i < s->n; i++) fetch[1 + i] = c->r.grads[i] ? c->r.grads[i] : ln;
         REQUIRE_OK(nb_prepare(&c->with_grads, c->prog, 0, NB_NAMES_N(s->n, s->names), NB_NAMES_N(1 + s->n, fetch)));
@@ -127,7 +128,8 @@ static void fd_check(const setup *s, compiled *c, nb_tensor *const *g, double to
             nb_tensor_set(s->p[i], e, x0);
             double want = (up - down) / (2 * eps), got = g[i] ? nb_tensor_get(g[i], e) : 0;
             if (fabs(want - got) > tol * (1 + fabs(want)))
-                fprintf(stderr, "  %s[%lld]: finite differences %.9g, gradient %.9g\n", s->names[i], (long long)e, want, got);
+                fprintf(stderr, "  %s[%lld]: finite differences %.9g, gradient %.9g\n", s->names[i], (long long)e, want,
+                        got);
             CHECK(fabs(want - got) <= tol * (1 + fabs(want)));
         }
 }
@@ -210,7 +212,8 @@ static void check_model(const char *name, setup *s)
     REQUIRE_OK(nb_program_clone_for_test(&test_prog, c.prog));
     compiled ct = {.prog = test_prog, .scope = c.scope};
     const char *ln = c.loss;
-    if (!nb_prepare(&ct.loss_only, test_prog, 0, NB_NAMES_N(s->n, s->names), NB_NAMES_N(1, &ln))) CHECK(run_loss(&ct, s->p) == ls);
+    if (!nb_prepare(&ct.loss_only, test_prog, 0, NB_NAMES_N(s->n, s->names), NB_NAMES_N(1, &ln)))
+        CHECK(run_loss(&ct, s->p) == ls);
     nb_prepared_free(ct.loss_only);
     nb_program_free(test_prog);
     for (int i = 0; i < s->n; i++) {
@@ -244,7 +247,8 @@ static nb_status loop_cond(nb_builder *b, const nb_value *c, nb_value *pred, voi
     nb_value go = nb_less(b, c[0], l->n_var);
     if (l->limit > 0) {
         nb_value e = nb_reduce_sum(b, nb_mul(b, c[1], c[1]), 0, NULL, false);
-        go = nb_logical_and(b, go, nb_reshape(b, nb_less(b, e, nb_fill_constant(b, NB_F64, 0, NULL, l->limit)), 1, S(1)));
+        go = nb_logical_and(b, go,
+                            nb_reshape(b, nb_less(b, e, nb_fill_constant(b, NB_F64, 0, NULL, l->limit)), 1, S(1)));
     }
     *pred = go;
     return nb_builder_status(b);
@@ -344,11 +348,13 @@ static void eager_grad_of(const setup *s, int wrt, double eps, const nb_tensor *
     }
     REQUIRE_OK(s->f(b, p, &loss, s->ctx));
     nb_tensor *l = nb_eager_tensor(loss);
-    CHECK_OK(nb_autograd_grad(NB_TENSORS(l), NULL, NB_TENSORS(leaf[wrt]), (hvp ? NB_CREATE_GRAPH : 0) | NB_ALLOW_UNUSED, g));
+    CHECK_OK(
+        nb_autograd_grad(NB_TENSORS(l), NULL, NB_TENSORS(leaf[wrt]), (hvp ? NB_CREATE_GRAPH : 0) | NB_ALLOW_UNUSED, g));
     if (!*g) REQUIRE_OK(nb_tensor_new(g, NB_F64, t->ndim, t->shape)); /* unused: a zero gradient */
     if (hvp) *hvp = NULL;
     if (hvp && nb_tensor_requires_grad(*g)) {
-        nb_value q = nb_reduce_sum(b, nb_mul(b, nb_eager_value(b, *g), nb_eager_value(b, (nb_tensor *)t)), 0, NULL, false);
+        nb_value q =
+            nb_reduce_sum(b, nb_mul(b, nb_eager_value(b, *g), nb_eager_value(b, (nb_tensor *)t)), 0, NULL, false);
         nb_tensor *qt = nb_eager_tensor(q);
         CHECK_OK(nb_autograd_grad(NB_TENSORS(qt), NULL, NB_TENSORS(leaf[wrt]), NB_ALLOW_UNUSED, hvp));
     }
@@ -402,7 +408,8 @@ static nb_status model_program(const setup *s, int wrt, int n_dirs, const char *
 /* <the var named `grad`, the data var named `dir`>, a scalar of the program. */
 static const char *inner(nb_builder *b, const char *grad, const char *dir)
 {
-    return nb_value_name(nb_reduce_sum(b, nb_mul(b, nb_value_by_name(b, grad), nb_value_by_name(b, dir)), 0, NULL, false));
+    return nb_value_name(
+        nb_reduce_sum(b, nb_mul(b, nb_value_by_name(b, grad), nb_value_by_name(b, dir)), 0, NULL, false));
 }
 
 /* Second derivatives of a static program through its control flow, with
@@ -442,7 +449,8 @@ static void check_second_order(const char *name, const setup *s, int wrt)
                 norm = fmax(norm, fabs(nb_tensor_get(want, e)));
             }
             if (!got[k] || !(worst <= 1e-10 * (1 + norm)))
-                fprintf(stderr, "  %s: %s differs from the eager H t by %g\n", name, k ? "forward over reverse" : "reverse over reverse", worst);
+                fprintf(stderr, "  %s: %s differs from the eager H t by %g\n", name,
+                        k ? "forward over reverse" : "reverse over reverse", worst);
             CHECK(got[k] && worst <= 1e-10 * (1 + norm));
             nb_tensor_release(got[k]);
         }
@@ -500,7 +508,8 @@ static void check_third_order(const char *name, const setup *s, int wrt)
         vals[wrt] = w;
         CHECK_OK(nb_prepared_run(pp, scope, vals, got));
         if (run == 0)
-            for (int64_t e = 0; got[1] && e < nb_tensor_numel(v); e++) analytic += nb_tensor_get(got[1], e) * nb_tensor_get(v, e);
+            for (int64_t e = 0; got[1] && e < nb_tensor_numel(v); e++)
+                analytic += nb_tensor_get(got[1], e) * nb_tensor_get(v, e);
         else if (got[0]) at[run - 1] = nb_tensor_get(got[0], 0);
         if (run == 0 && got[2]) fwd = nb_tensor_get(got[2], 0);
         nb_tensor_release(got[2]);
@@ -557,13 +566,16 @@ static void check_reverse_over_forward(const char *name, const setup *s, int wrt
     double tht = 0;
     for (int64_t e = 0; e < nb_tensor_numel(want); e++) tht += nb_tensor_get(want, e) * nb_tensor_get(t2, e);
     double ff = gots[1] ? nb_tensor_get(gots[1], 0) : NAN;
-    if (!(fabs(ff - tht) <= 1e-10 * (1 + fabs(tht)))) fprintf(stderr, "  %s: forward over forward %.12g, eager t2.Ht %.12g\n", name, ff, tht);
+    if (!(fabs(ff - tht) <= 1e-10 * (1 + fabs(tht))))
+        fprintf(stderr, "  %s: forward over forward %.12g, eager t2.Ht %.12g\n", name, ff, tht);
     CHECK(fabs(ff - tht) <= 1e-10 * (1 + fabs(tht)));
     nb_tensor_release(gots[1]);
     free(ltt);
     double worst = 0;
-    for (int64_t e = 0; got && e < nb_tensor_numel(want); e++) worst = fmax(worst, fabs(nb_tensor_get(got, e) - nb_tensor_get(want, e)));
-    if (!(worst <= 1e-10)) fprintf(stderr, "  %s: reverse over forward differs from the eager H t by %g\n", name, worst);
+    for (int64_t e = 0; got && e < nb_tensor_numel(want); e++)
+        worst = fmax(worst, fabs(nb_tensor_get(got, e) - nb_tensor_get(want, e)));
+    if (!(worst <= 1e-10))
+        fprintf(stderr, "  %s: reverse over forward differs from the eager H t by %g\n", name, worst);
     CHECK(got && worst <= 1e-10);
     nb_tensor_release(got), nb_tensor_release(t), nb_tensor_release(t2), nb_tensor_release(g), nb_tensor_release(want);
     nb_scope_free(scope);
@@ -702,7 +714,8 @@ static nb_status cond_model(nb_builder *b, const nb_value *p, nb_value *loss, vo
     cond_ctx *c = ctx;
     c->W = p[1];
     c->v = p[2];
-    nb_value pred = nb_greater(b, nb_reduce_sum(b, p[0], 0, NULL, false), nb_fill_constant(b, NB_F64, 0, NULL, c->threshold));
+    nb_value pred =
+        nb_greater(b, nb_reduce_sum(b, p[0], 0, NULL, false), nb_fill_constant(b, NB_F64, 0, NULL, c->threshold));
     nb_status st = nb_cond(b, pred, &(nb_branches){then_branch, else_branch, c}, NB_VALUES_N(1, &p[0]), 1, loss);
     return st ? st : nb_builder_status(b);
 }
@@ -743,8 +756,7 @@ typedef struct rnn_ctx {
 static nb_status rnn_step(nb_builder *b, const nb_value *c, const nb_value *x, nb_value *next, nb_value *y, void *ctx)
 {
     rnn_ctx *r = ctx;
-    nb_value h = nb_tanh(b, nb_add(b, nb_add(b, nb_matmul(b, x[0], r->U, 0), x[1]),
-                                   nb_matmul(b, c[0], r->W, 0)));
+    nb_value h = nb_tanh(b, nb_add(b, nb_add(b, nb_matmul(b, x[0], r->U, 0), x[1]), nb_matmul(b, c[0], r->W, 0)));
     next[0] = h;
     y[0] = nb_mul(b, h, r->a);
     y[1] = nb_reduce_sum(b, h, 1, S(1), false);
@@ -759,9 +771,16 @@ static nb_status rnn_model(nb_builder *b, const nb_value *p, nb_value *loss, voi
     r->W = p[3];
     r->a = p[4];
     nb_value fin, ys[3];
-    nb_status st = nb_scan(b, rnn_step, r, &(nb_scan_io){.init = NB_VALUES_N(1, &p[5]), .xs = NB_VALUES_N(2, p), .n_ys = 3, .ys = ys, .final = &fin, .reverse = r->reverse});
+    nb_status st = nb_scan(b, rnn_step, r,
+                           &(nb_scan_io){.init = NB_VALUES_N(1, &p[5]),
+                                         .xs = NB_VALUES_N(2, p),
+                                         .n_ys = 3,
+                                         .ys = ys,
+                                         .final = &fin,
+                                         .reverse = r->reverse});
     if (st) return st;
-    nb_value l = nb_add(b, nb_reduce_sum(b, nb_mul(b, ys[0], ys[0]), 0, NULL, false), nb_reduce_sum(b, ys[1], 0, NULL, false));
+    nb_value l =
+        nb_add(b, nb_reduce_sum(b, nb_mul(b, ys[0], ys[0]), 0, NULL, false), nb_reduce_sum(b, ys[1], 0, NULL, false));
     l = nb_add(b, l, nb_reduce_sum(b, nb_mul(b, ys[2], p[0]), 0, NULL, false));
     *loss = nb_add(b, l, nb_reduce_sum(b, nb_mul(b, fin, fin), 0, NULL, false));
     return nb_builder_status(b);
@@ -803,7 +822,8 @@ static nb_status net_model(nb_builder *b, const nb_value *p, nb_value *loss, voi
     nb_value out[2], w[2] = {p[1], p[2]};
     nb_status st = nb_net(b, mlp_block, w, NB_VALUES_N(1, p), 2, out);
     if (st) return st;
-    *loss = nb_add(b, nb_reduce_sum(b, nb_mul(b, out[0], out[0]), 0, NULL, false), nb_reduce_sum(b, out[1], 0, NULL, false));
+    *loss = nb_add(b, nb_reduce_sum(b, nb_mul(b, out[0], out[0]), 0, NULL, false),
+                   nb_reduce_sum(b, out[1], 0, NULL, false));
     return nb_builder_status(b);
 }
 
@@ -898,7 +918,8 @@ static void test_transforms(void)
     double want = 0;
     for (int i = 0; i < s.n; i++) {
         t[i] = gc_filled(NB_F64, s.p[i]->ndim, s.p[i]->shape, 30 + i, -1, 1);
-        for (int64_t e = 0; g[i] && e < nb_tensor_numel(g[i]); e++) want += nb_tensor_get(g[i], e) * nb_tensor_get(t[i], e);
+        for (int64_t e = 0; g[i] && e < nb_tensor_numel(g[i]); e++)
+            want += nb_tensor_get(g[i], e) * nb_tensor_get(t[i], e);
     }
     CHECK_OK(nb_jvp(&f, s.p, t, &jout, &tout));
     CHECK(tout && fabs(nb_tensor_get(tout, 0) - want) <= 1e-10 * (1 + fabs(want)));
@@ -1016,8 +1037,9 @@ static void test_training(void)
     const int64_t *shapes[4] = {S(3, 3), S(3, 3), S(3), S(2, 3)};
     int ranks[4] = {2, 2, 1, 2};
     for (int i = 0; i < 4; i++)
-        p[2 + i] = nb_create_parameter(b, pn[i], NB_F64, ranks[i], shapes[i], "uniform_random", 3,
-                                       (nb_attr[]){NB_ATTR_FLOAT("min", -0.5), NB_ATTR_FLOAT("max", 0.5), NB_ATTR_INT("seed", 7 + i)});
+        p[2 + i] = nb_create_parameter(
+            b, pn[i], NB_F64, ranks[i], shapes[i], "uniform_random", 3,
+            (nb_attr[]){NB_ATTR_FLOAT("min", -0.5), NB_ATTR_FLOAT("max", 0.5), NB_ATTR_INT("seed", 7 + i)});
     rnn_ctx r = {0};
     nb_value loss = NB_NONE;
     CHECK_OK(rnn_model(b, p, &loss, &r));
@@ -1075,7 +1097,8 @@ static void test_errors(void)
     REQUIRE_OK(nb_program_new(&prog));
     REQUIRE_OK(nb_builder_new_record(&b, prog, NULL));
     nb_value init[2] = {scalar(b, NB_I64, 0), nb_data(b, "h", NB_F64, 2, S(2, 3))}, fin[2];
-    CHECK_ERR(nb_while_loop(b, three_times, bad_body, NULL, NB_VALUES_N(2, init), fin), NB_ERR_SHAPE, "carried value 1");
+    CHECK_ERR(nb_while_loop(b, three_times, bad_body, NULL, NB_VALUES_N(2, init), fin), NB_ERR_SHAPE,
+              "carried value 1");
     nb_builder_free(b);
     nb_program_free(prog);
 
@@ -1087,7 +1110,8 @@ static void test_errors(void)
     CHECK_ERR(nb_while_loop(b, three_times, bad_body, NULL, NB_VALUES_N(2, ev), fin), NB_ERR_SHAPE, "carried value 1");
     nb_builder_clear_error(b);
     nb_value out;
-    CHECK_ERR(nb_cond(b, ev[1], &(nb_branches){then_branch, else_branch, NULL}, NB_VALUES_N(1, &ev[1]), 1, &out), NB_ERR_DTYPE, "bool");
+    CHECK_ERR(nb_cond(b, ev[1], &(nb_branches){then_branch, else_branch, NULL}, NB_VALUES_N(1, &ev[1]), 1, &out),
+              NB_ERR_DTYPE, "bool");
     nb_tensor_release(h);
     nb_tensor_release(zero);
     nb_builder_free(b);

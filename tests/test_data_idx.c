@@ -54,8 +54,8 @@ static void test_zero_rows(void)
 static void test_wide_types_are_big_endian(void)
 {
     const uint8_t i32[] = {0x00, 0x00, 0x01, 0x02, 0xFF, 0xFF, 0xFF, 0xFE};
-    const uint8_t f32[] = {0x3F, 0xC0, 0x00, 0x00, 0xC1, 0x20, 0x00, 0x00};                /* 1.5, -10 */
-    const uint8_t f64[] = {0x40, 0x09, 0x21, 0xFB, 0x54, 0x44, 0x2D, 0x18};                /* pi */
+    const uint8_t f32[] = {0x3F, 0xC0, 0x00, 0x00, 0xC1, 0x20, 0x00, 0x00}; /* 1.5, -10 */
+    const uint8_t f64[] = {0x40, 0x09, 0x21, 0xFB, 0x54, 0x44, 0x2D, 0x18}; /* pi */
     nb_tensor *t = NULL;
     write_idx(at("i32.idx"), 1, 0x0C, 1, (uint32_t[]){2}, i32, sizeof i32, 0);
     CHECK_OK(nb_idx_load(&t, at("i32.idx")));
@@ -109,7 +109,8 @@ static void test_bad_ndims(void)
     CHECK_ERR(nb_idx_load(&t, at("nd9.idx.gz")), NB_ERR_FORMAT, "9 dimensions in the magic number 0x00000809 (1 to 8");
     /* the sizes themselves cut short */
     write_bytes(at("hdr.idx"), 0, (uint8_t[]){0, 0, 8, 3, 0, 0, 0, 2, 0, 0}, 10);
-    CHECK_ERR(nb_idx_load(&t, at("hdr.idx")), NB_ERR_FORMAT, "truncated header: 3 dimensions need 12 bytes of sizes, found 6");
+    CHECK_ERR(nb_idx_load(&t, at("hdr.idx")), NB_ERR_FORMAT,
+              "truncated header: 3 dimensions need 12 bytes of sizes, found 6");
     CHECK(t == NULL);
 }
 
@@ -120,7 +121,8 @@ static void test_truncated_payload(void)
     for (int gz = 0; gz <= 1; gz++) {
         const char *p = at(gz ? "cut.idx.gz" : "cut.idx");
         write_idx(p, gz, 0x08, 2, (uint32_t[]){3, 4}, px, 10, 0);
-        CHECK_ERR(nb_idx_load(&t, p), NB_ERR_FORMAT, "truncated: the header's sizes [3, 4] need 12 payload bytes, the file has 10");
+        CHECK_ERR(nb_idx_load(&t, p), NB_ERR_FORMAT,
+                  "truncated: the header's sizes [3, 4] need 12 payload bytes, the file has 10");
         CHECK_ERR(nb_idx_load_with(p, &t, 0), NB_ERR_FORMAT, "need 12 payload bytes, the file has 10");
         CHECK(strstr(nb_last_error(), p) != NULL); /* names the file */
         CHECK(t == NULL);
@@ -134,7 +136,8 @@ static void test_trailing_bytes(void)
     for (int gz = 0; gz <= 1; gz++) {
         const char *p = at(gz ? "long.idx.gz" : "long.idx");
         write_idx(p, gz, 0x08, 2, (uint32_t[]){3, 4}, px, 12, 3);
-        CHECK_ERR(nb_idx_load(&t, p), NB_ERR_FORMAT, "3 bytes after the 12 payload bytes that the header's sizes [3, 4] describe");
+        CHECK_ERR(nb_idx_load(&t, p), NB_ERR_FORMAT,
+                  "3 bytes after the 12 payload bytes that the header's sizes [3, 4] describe");
         CHECK_ERR(nb_idx_load_with(p, &t, 0), NB_ERR_FORMAT, "(trailing data: 12 expected, 15 found)");
         CHECK(t == NULL);
     }

@@ -75,12 +75,14 @@ static void test_mnist_load_refuses_bad_sets(void)
     CHECK(im == NULL && lb == NULL);
     write_split("label", "train", 1, 3, 3, (uint8_t[]){1, 9, 10});
     CHECK_ERR(nb_mnist_load(&im, &lb, at("label"), true), NB_ERR_FORMAT, "label 10 at index 2 (labels are 0 to 9)");
-    CHECK_ERR(nb_mnist_load(&im, &lb, at("label"), false), NB_ERR_NOT_FOUND, "has neither t10k-images-idx3-ubyte nor t10k-images-idx3-ubyte.gz");
+    CHECK_ERR(nb_mnist_load(&im, &lb, at("label"), false), NB_ERR_NOT_FOUND,
+              "has neither t10k-images-idx3-ubyte nor t10k-images-idx3-ubyte.gz");
     /* images with the wrong rank */
     make_dirs("rank");
     write_idx(at("rank/train-images-idx3-ubyte"), 0, 0x08, 2, (uint32_t[]){2, 6}, "012345678901", 12, 0);
     write_idx(at("rank/train-labels-idx1-ubyte"), 0, 0x08, 1, (uint32_t[]){2}, "\1\2", 2, 0);
-    CHECK_ERR(nb_mnist_load(&im, &lb, at("rank"), true), NB_ERR_FORMAT, "holds uint8 [2, 6]; images are uint8 [N, rows, cols]");
+    CHECK_ERR(nb_mnist_load(&im, &lb, at("rank"), true), NB_ERR_FORMAT,
+              "holds uint8 [2, 6]; images are uint8 [N, rows, cols]");
     CHECK(im == NULL && lb == NULL);
 }
 
@@ -222,8 +224,8 @@ static void test_find_not_found(void)
               "the mnist data set was not found. Looked in: ");
     const char *msg = nb_last_error();
     char want[4200];
-    const char *places[] = {at("g/cli"), at("g/cli/mnist"), at("g/env"), at("g/env/mnist"), "./data/mnist",
-                            "../data/mnist"};
+    const char *places[] = {at("g/cli"),       at("g/cli/mnist"), at("g/env"),
+                            at("g/env/mnist"), "./data/mnist",    "../data/mnist"};
     for (size_t i = 0; i < sizeof places / sizeof *places; i++) {
         snprintf(want, sizeof want, "%s, ", places[i]);
         if (!strstr(msg, want)) fprintf(stderr, "  missing place %s\n", places[i]);

@@ -14,7 +14,6 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-
 static nb_status identity(void *ctx, int n_fields, nb_tensor **rec) { return NB_OK; }
 
 /* A source without random access (map hides it), for the generic paths. */
@@ -41,7 +40,8 @@ static int64_t drain(nb_reader *r, int64_t *ys, int64_t cap, int *batches)
         int64_t rows = rec[1]->ndim ? rec[1]->shape[0] : 1;
         for (int64_t i = 0; i < rows && n < cap; i++, n++) {
             ys[n] = (int64_t)nb_tensor_get(rec[1], i);
-            if (nb_tensor_get(rec[0], 2 * i) != (double)ys[n] || nb_tensor_get(rec[0], 2 * i + 1) != 1000.0 + (double)ys[n]) {
+            if (nb_tensor_get(rec[0], 2 * i) != (double)ys[n] ||
+                nb_tensor_get(rec[0], 2 * i + 1) != 1000.0 + (double)ys[n]) {
                 fprintf(stderr, "  record with y = %lld has the wrong x\n", (long long)ys[n]);
                 CHECK(0);
             }
@@ -191,7 +191,8 @@ static nb_status counter_reset(void *self, uint64_t epoch)
     return NB_OK;
 }
 
-static const nb_reader_ops counter_ops = {.name = "counter", .next = counter_next, .reset = counter_reset, .free = free};
+static const nb_reader_ops counter_ops = {
+    .name = "counter", .next = counter_next, .reset = counter_reset, .free = free};
 
 static nb_reader *counter_reader(int64_t n, int odd_at, int fail_at)
 {
@@ -295,7 +296,8 @@ static void test_shuffle_buffered_reset_and_skip(void)
     nb_reader_free(r);
     /* an inner error while reading the epoch in */
     REQUIRE_OK(nb_reader_shuffle(&r, counter_reader(10, -1, 6), 1));
-    CHECK_ERR(nb_reader_next(r, rec, &end), NB_ERR_IO, "reader shuffle: reading record 6 of the epoch: counter: record 6 is unreadable");
+    CHECK_ERR(nb_reader_next(r, rec, &end), NB_ERR_IO,
+              "reader shuffle: reading record 6 of the epoch: counter: record 6 is unreadable");
     nb_reader_free(r);
 }
 
@@ -490,7 +492,7 @@ static void test_prefetch_errors(void)
     CHECK_OK(nb_reader_skip(pre, 2));
     CHECK_OK(nb_reader_next(pre, rec, &end)); /* batch 2: fine again */
     release_all(rec[0], rec[1], NULL);
-    sleep_ms(10); /* whether or not the thread has met the error yet, */
+    sleep_ms(10);                     /* whether or not the thread has met the error yet, */
     CHECK_OK(nb_reader_skip(pre, 4)); /* skipping batches 3 to 6 passes over it */
     CHECK_OK(nb_reader_next(pre, rec, &end));
     CHECK(!end && rec[1] && nb_tensor_get(rec[1], 0) == order[7 * 7]);

@@ -228,8 +228,7 @@ static void test_inplace_on_saved_value_is_an_error(void)
     nb_grad_mode_pop();
     CHECK(nb_tensor_version(T_(a)) == 1);
     nb_tensor *l = T_(loss);
-    CHECK_ERR(nb_backward(NB_TENSORS(l), NULL, 0), NB_ERR_STATE,
-              "exp (node #");
+    CHECK_ERR(nb_backward(NB_TENSORS(l), NULL, 0), NB_ERR_STATE, "exp (node #");
     CHECK(strstr(nb_last_error(), "modified by an in-place scale") != NULL);
     nb_builder_free(b);
     nb_tensor_release(xt);
@@ -313,7 +312,8 @@ static void test_same_gradients_as_static_program(void)
     nb_tensor *xt = tt(NB_F64, 2, S(2, 4), xv), *lt = tt(NB_I64, 2, S(2, 1), lv);
     nb_value h = nb_tanh(e, nb_matmul(e, nb_eager_value(e, xt), nb_eager_value(e, w1), 0));
     nb_value logits = nb_matmul(e, h, nb_eager_value(e, w2), 0);
-    nb_value loss = nb_reduce_mean(e, nb_softmax_with_cross_entropy(e, logits, nb_eager_value(e, lt), NULL), 0, NULL, false);
+    nb_value loss =
+        nb_reduce_mean(e, nb_softmax_with_cross_entropy(e, logits, nb_eager_value(e, lt), NULL), 0, NULL, false);
     nb_tensor *l = T_(loss);
     REQUIRE_OK(nb_backward(NB_TENSORS(l), NULL, 0));
     /* static */
@@ -324,8 +324,8 @@ static void test_same_gradients_as_static_program(void)
     nb_value sx = nb_data(s, "x", NB_F64, 2, S(-1, 4)), sl = nb_data(s, "l", NB_I64, 2, S(-1, 1));
     nb_value sw1 = nb_data(s, "w1", NB_F64, 2, S(4, 3)), sw2 = nb_data(s, "w2", NB_F64, 2, S(3, 2));
     nb_value sh = nb_tanh(s, nb_matmul(s, sx, sw1, 0));
-    nb_value sloss = nb_reduce_mean(s, nb_softmax_with_cross_entropy(s, nb_matmul(s, sh, sw2, 0), sl, NULL), 0,
-                                    NULL, false);
+    nb_value sloss =
+        nb_reduce_mean(s, nb_softmax_with_cross_entropy(s, nb_matmul(s, sh, sw2, 0), sl, NULL), 0, NULL, false);
     REQUIRE_OK(nb_builder_status(s));
     nb_backward_result r;
     const char *ln = nb_value_name(sloss), *ins[] = {"w1", "w2"};
@@ -335,7 +335,8 @@ static void test_same_gradients_as_static_program(void)
     REQUIRE_OK(nb_executor_new(&ex));
     REQUIRE_OK(nb_scope_new(&scope, NULL));
     nb_tensor *got[2];
-    REQUIRE_OK(nb_executor_run(ex, p, scope, NB_FEEDS({"x", xt}, {"l", lt}, {"w1", w1}, {"w2", w2}), NB_NAMES_N(2, r.grads), got));
+    REQUIRE_OK(nb_executor_run(ex, p, scope, NB_FEEDS({"x", xt}, {"l", lt}, {"w1", w1}, {"w2", w2}),
+                               NB_NAMES_N(2, r.grads), got));
     CHECK(nb_tensor_allclose(nb_tensor_grad(w1), got[0], 1e-12, 1e-15));
     CHECK(nb_tensor_allclose(nb_tensor_grad(w2), got[1], 1e-12, 1e-15));
     release_all(got[0], got[1], NULL);
@@ -360,8 +361,7 @@ static void test_autograd_state_of_tensors_and_views(void)
     nb_value x = nb_eager_value(b, xt), v = nb_eager_value(b, vt);
     nb_value z = nb_mul(b, x, x); /* an op output: its state holds its node */
     REQUIRE_OK(nb_tensor_detach(&dt, T_(z)));
-    nb_value loss = nb_add(b, nb_reduce_sum(b, z, 0, NULL, false),
-                           nb_reduce_sum(b, nb_mul(b, v, v), 0, NULL, false));
+    nb_value loss = nb_add(b, nb_reduce_sum(b, z, 0, NULL, false), nb_reduce_sum(b, nb_mul(b, v, v), 0, NULL, false));
     nb_tensor *l = nb_tensor_retain(T_(loss));
     REQUIRE_OK(nb_builder_status(b));
     nb_eager_release_values(b);
@@ -452,7 +452,8 @@ static void test_repeated_ops_follow_their_inputs(void)
      * for the backward too; given, the attribute wins. */
     nb_tensor *lt = LEAF(NB_F64, S(2), -1, 2);
     nb_value l = nb_eager_value(b, lt);
-    for (int i = 0; i < 2; i++) CHECK_TENSOR(T_(nb_emit1(b, "leaky_relu", NB_VALUES(l), NB_NO_ATTRS)), S(2), 1e-15, -0.01, 2);
+    for (int i = 0; i < 2; i++)
+        CHECK_TENSOR(T_(nb_emit1(b, "leaky_relu", NB_VALUES(l), NB_NO_ATTRS)), S(2), 1e-15, -0.01, 2);
     CHECK_TENSOR(T_(nb_emit1(b, "leaky_relu", NB_VALUES(l), NB_ATTRS(NB_ATTR_FLOAT("alpha", 0.5)))), S(2), 0, -0.5, 2);
     nb_tensor *lr = T_(nb_reduce_sum(b, nb_emit1(b, "leaky_relu", NB_VALUES(l), NB_NO_ATTRS), 0, NULL, false));
     REQUIRE_OK(nb_backward(NB_TENSORS(lr), NULL, 0));

@@ -25,8 +25,10 @@ static nb_status block(nb_builder *b, void *ctx, int n_in, const nb_value *in, i
 static nb_status two_blocks(nb_builder *b, void *ctx, int n_in, const nb_value *in, int n_out, nb_value *out)
 {
     nb_value h;
-    nb_status st = *(int *)ctx ? nb_checkpoint(b, block, NULL, NB_VALUES_N(1, in), 1, &h) : block(b, NULL, 1, in, 1, &h);
-    if (!st) st = *(int *)ctx ? nb_checkpoint(b, block, NULL, NB_VALUES_N(1, &h), 1, out) : block(b, NULL, 1, &h, 1, out);
+    nb_status st =
+        *(int *)ctx ? nb_checkpoint(b, block, NULL, NB_VALUES_N(1, in), 1, &h) : block(b, NULL, 1, in, 1, &h);
+    if (!st)
+        st = *(int *)ctx ? nb_checkpoint(b, block, NULL, NB_VALUES_N(1, &h), 1, out) : block(b, NULL, 1, &h, 1, out);
     return st;
 }
 
@@ -86,7 +88,7 @@ static void train(run *r, int mode)
 static bool same(const nb_tensor *a, const nb_tensor *b)
 {
     return a && b && nb_tensor_numel(a) == nb_tensor_numel(b) &&
-           !memcmp(nb_tensor_data(a), nb_tensor_data(b), (size_t)nb_tensor_numel(a) * 8);
+        !memcmp(nb_tensor_data(a), nb_tensor_data(b), (size_t)nb_tensor_numel(a) * 8);
 }
 
 static void test_equal_gradients(void)
@@ -172,7 +174,8 @@ static void test_errors(void)
     REQUIRE_OK(nb_builder_new_eager(&b));
     nb_tensor *x = input(true);
     nb_value xv = nb_eager_value(b, x), o;
-    CHECK_ERR(nb_checkpoint(b, block, NULL, NB_VALUES_N(1, &xv), 0, &o), NB_ERR_ARG, "checkpoint: needs an eager builder");
+    CHECK_ERR(nb_checkpoint(b, block, NULL, NB_VALUES_N(1, &xv), 0, &o), NB_ERR_ARG,
+              "checkpoint: needs an eager builder");
     REQUIRE_OK(nb_checkpoint(b, block, NULL, NB_VALUES_N(1, &xv), 1, &o));
     nb_tensor *l = nb_eager_tensor(nb_reduce_sum(b, o, 0, NULL, false));
     CHECK_OK(nb_backward(NB_TENSORS(l), NULL, 0));

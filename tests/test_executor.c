@@ -30,8 +30,13 @@ static nb_status addc_cpu(const nb_kernel_ctx *k)
 }
 
 static const nb_op_def addc_def = {
-    .name = "test_addc", .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
-    .attrs = {NB_ADEF_FLOAT("c", 1.0)}, .infer = same_infer, .params_size = sizeof(double), .params = addc_params,
+    .name = "test_addc",
+    .inputs = {{"X", 0}},
+    .outputs = {{"Out", 0}},
+    .attrs = {NB_ADEF_FLOAT("c", 1.0)},
+    .infer = same_infer,
+    .params_size = sizeof(double),
+    .params = addc_params,
 };
 
 /* test_rand: Out = X + uniform noise from ctx->rng. */
@@ -43,8 +48,12 @@ static nb_status rand_cpu(const nb_kernel_ctx *k)
 }
 
 static const nb_op_def rand_def = {
-    .name = "test_rand", .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
-    .attrs = {NB_ADEF_INT("seed", 0)}, .infer = same_infer, .flags = NB_OP_RANDOM,
+    .name = "test_rand",
+    .inputs = {{"X", 0}},
+    .outputs = {{"Out", 0}},
+    .attrs = {NB_ADEF_INT("seed", 0)},
+    .infer = same_infer,
+    .flags = NB_OP_RANDOM,
 };
 
 /* test_sumall: Out = sum(X), 0-d. */
@@ -64,7 +73,10 @@ static nb_status sumall_cpu(const nb_kernel_ctx *k)
 }
 
 static const nb_op_def sumall_def = {
-    .name = "test_sumall", .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .infer = sumall_infer,
+    .name = "test_sumall",
+    .inputs = {{"X", 0}},
+    .outputs = {{"Out", 0}},
+    .infer = sumall_infer,
 };
 
 static const nb_kernel_def kernels[] = {
@@ -87,7 +99,8 @@ static void append(nb_block *b, const char *type, const char *in, const char *ou
 {
     nb_attr a = NB_ATTR_FLOAT("c", c);
     bool has_c = !strcmp(type, "test_addc");
-    CHECK_OK(nb_block_append_op(b, type, NB_NAMES_N(1, &in), NB_NAMES_N(1, &out), NB_ATTRS_N(has_c, has_c ? &a : NULL), NULL));
+    CHECK_OK(nb_block_append_op(b, type, NB_NAMES_N(1, &in), NB_NAMES_N(1, &out), NB_ATTRS_N(has_c, has_c ? &a : NULL),
+                                NULL));
 }
 
 static void test_scope(void)

@@ -50,10 +50,32 @@ static int check_case(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double 
     for (size_t i = 0; i < nc; i++) Cf[i] = (float)C0[i];
     /* Inputs are floats, so the reference and both runs see the same values. */
     naive(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cr, ldc);
-    nb_gemm_f64(&(nb_gemm_args_f64){.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .alpha = alpha, .A = A, .lda = lda,
-                                    .B = B, .ldb = ldb, .beta = beta, .C = Cd, .ldc = ldc});
-    nb_gemm_f32(&(nb_gemm_args_f32){.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .alpha = (float)alpha, .A = Af,
-                                    .lda = lda, .B = Bf, .ldb = ldb, .beta = (float)beta, .C = Cf, .ldc = ldc});
+    nb_gemm_f64(&(nb_gemm_args_f64){.ta = ta,
+                                    .tb = tb,
+                                    .M = M,
+                                    .N = N,
+                                    .K = K,
+                                    .alpha = alpha,
+                                    .A = A,
+                                    .lda = lda,
+                                    .B = B,
+                                    .ldb = ldb,
+                                    .beta = beta,
+                                    .C = Cd,
+                                    .ldc = ldc});
+    nb_gemm_f32(&(nb_gemm_args_f32){.ta = ta,
+                                    .tb = tb,
+                                    .M = M,
+                                    .N = N,
+                                    .K = K,
+                                    .alpha = (float)alpha,
+                                    .A = Af,
+                                    .lda = lda,
+                                    .B = Bf,
+                                    .ldb = ldb,
+                                    .beta = (float)beta,
+                                    .C = Cf,
+                                    .ldc = ldc});
     int bad = 0;
     double tol64 = 1e-12 * (double)(K + 1), tol32 = 2e-6 * (double)(K + 1);
     for (int64_t i = 0; i < M && bad < 3; i++)
@@ -61,9 +83,11 @@ static int check_case(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double 
             double want = Cr[i * ldc + j];
             double got64 = Cd[i * ldc + j], got32 = Cf[i * ldc + j];
             if (!(fabs(got64 - want) <= tol64) || !(fabs(got32 - want) <= tol32)) {
-                fprintf(stderr, "  ta=%d tb=%d M=%lld N=%lld K=%lld alpha=%g beta=%g pad=%lld: C[%lld,%lld] "
-                        "= %.9g (f64) %.9g (f32), want %.9g\n", ta, tb, (long long)M, (long long)N,
-                        (long long)K, alpha, beta, (long long)pad, (long long)i, (long long)j, got64, got32, want);
+                fprintf(stderr,
+                        "  ta=%d tb=%d M=%lld N=%lld K=%lld alpha=%g beta=%g pad=%lld: C[%lld,%lld] "
+                        "= %.9g (f64) %.9g (f32), want %.9g\n",
+                        ta, tb, (long long)M, (long long)N, (long long)K, alpha, beta, (long long)pad, (long long)i,
+                        (long long)j, got64, got32, want);
                 bad++;
             }
         }
@@ -125,13 +149,13 @@ static void test_splits_over_threads(void)
     nb_set_num_threads(3);
     for (int t = 0; t < 4; t++) {
         CHECK(check_case(t & 1, t & 2, 200, 131, 300, 1.0, 0.0, 0) == 0);  /* rows */
-        CHECK(check_case(t & 1, t & 2, 1001, 70, 200, 1.0, 0.5, 0) == 0); /* rows, several blocks a share */
-        CHECK(check_case(t & 1, t & 2, 1001, 40, 600, 1.0, 0.0, 0) == 0); /* and the short tail blocks, three slabs */
+        CHECK(check_case(t & 1, t & 2, 1001, 70, 200, 1.0, 0.5, 0) == 0);  /* rows, several blocks a share */
+        CHECK(check_case(t & 1, t & 2, 1001, 40, 600, 1.0, 0.0, 0) == 0);  /* and the short tail blocks, three slabs */
         CHECK(check_case(t & 1, t & 2, 16, 1501, 300, 1.0, 0.5, 2) == 0);  /* columns */
         CHECK(check_case(t & 1, t & 2, 5, 2500, 600, -1.0, 0.0, 1) == 0);  /* columns, past NC and KC */
         CHECK(check_case(t & 1, t & 2, 100, 1501, 300, 0.5, 1.0, 2) == 0); /* rows enough, but 4x as wide */
-        CHECK(check_case(t & 1, t & 2, 5, 25000, 60, 2.0, 0.0, 0) == 0);  /* chunks of columns wider than NC */
-        CHECK(check_case(t & 1, t & 2, 32, 520, 130, 1.0, 0.5, 1) == 0);  /* columns, AVX2's bound (128^3) only */
+        CHECK(check_case(t & 1, t & 2, 5, 25000, 60, 2.0, 0.0, 0) == 0);   /* chunks of columns wider than NC */
+        CHECK(check_case(t & 1, t & 2, 32, 520, 130, 1.0, 0.5, 1) == 0);   /* columns, AVX2's bound (128^3) only */
     }
     nb_set_num_threads(was);
 }
@@ -167,27 +191,38 @@ static void test_degenerate_sizes(void)
 {
     float C[6] = {NAN, NAN, NAN, 1, 2, 3}, A[1] = {1}, B[1] = {1};
     /* K = 0: C = beta * C, and beta == 0 clears NaNs. */
-    nb_gemm_f32(&(nb_gemm_args_f32){.M = 1, .N = 3, .K = 0, .alpha = 1.0f, .A = A, .lda = 1, .B = B, .ldb = 3,
-                                    .beta = 0.0f, .C = C, .ldc = 3});
+    nb_gemm_f32(&(nb_gemm_args_f32){
+        .M = 1, .N = 3, .K = 0, .alpha = 1.0f, .A = A, .lda = 1, .B = B, .ldb = 3, .beta = 0.0f, .C = C, .ldc = 3});
     CHECK(C[0] == 0 && C[1] == 0 && C[2] == 0 && C[3] == 1);
-    nb_gemm_f32(&(nb_gemm_args_f32){.M = 1, .N = 3, .K = 0, .alpha = 1.0f, .A = A, .lda = 1, .B = B, .ldb = 3,
-                                    .beta = 2.0f, .C = C + 3, .ldc = 3});
+    nb_gemm_f32(&(nb_gemm_args_f32){
+        .M = 1, .N = 3, .K = 0, .alpha = 1.0f, .A = A, .lda = 1, .B = B, .ldb = 3, .beta = 2.0f, .C = C + 3, .ldc = 3});
     CHECK(C[3] == 2 && C[4] == 4 && C[5] == 6);
     /* M = 0 or N = 0: nothing is touched. */
-    nb_gemm_f32(&(nb_gemm_args_f32){.M = 0, .N = 3, .K = 4, .alpha = 1.0f, .A = A, .lda = 1, .B = B, .ldb = 3,
-                                    .beta = 0.0f, .C = C, .ldc = 3});
-    nb_gemm_f32(&(nb_gemm_args_f32){.M = 2, .N = 0, .K = 4, .alpha = 1.0f, .A = A, .lda = 1, .B = B, .ldb = 3,
-                                    .beta = 0.0f, .C = C, .ldc = 3});
+    nb_gemm_f32(&(nb_gemm_args_f32){
+        .M = 0, .N = 3, .K = 4, .alpha = 1.0f, .A = A, .lda = 1, .B = B, .ldb = 3, .beta = 0.0f, .C = C, .ldc = 3});
+    nb_gemm_f32(&(nb_gemm_args_f32){
+        .M = 2, .N = 0, .K = 4, .alpha = 1.0f, .A = A, .lda = 1, .B = B, .ldb = 3, .beta = 0.0f, .C = C, .ldc = 3});
     CHECK(C[3] == 2);
     /* alpha == 0 is beta * C too. */
     double D[2] = {NAN, 5}, E[2] = {1, 1};
-    nb_gemm_f64(&(nb_gemm_args_f64){.M = 1, .N = 2, .K = 1, .alpha = 0.0, .A = E, .lda = 1, .B = E, .ldb = 2,
-                                    .beta = 0.0, .C = D, .ldc = 2});
+    nb_gemm_f64(&(nb_gemm_args_f64){
+        .M = 1, .N = 2, .K = 1, .alpha = 0.0, .A = E, .lda = 1, .B = E, .ldb = 2, .beta = 0.0, .C = D, .ldc = 2});
     CHECK(D[0] == 0 && D[1] == 0);
     /* 1 x 1 x 1. */
     double x = 3, y = 4, z = 100;
-    nb_gemm_f64(&(nb_gemm_args_f64){.ta = true, .tb = true, .M = 1, .N = 1, .K = 1, .alpha = 2.0, .A = &x, .lda = 1,
-                                    .B = &y, .ldb = 1, .beta = 0.5, .C = &z, .ldc = 1});
+    nb_gemm_f64(&(nb_gemm_args_f64){.ta = true,
+                                    .tb = true,
+                                    .M = 1,
+                                    .N = 1,
+                                    .K = 1,
+                                    .alpha = 2.0,
+                                    .A = &x,
+                                    .lda = 1,
+                                    .B = &y,
+                                    .ldb = 1,
+                                    .beta = 0.5,
+                                    .C = &z,
+                                    .ldc = 1});
     CHECK_NEAR(z, 74, 0);
 }
 
@@ -209,21 +244,47 @@ static void test_blas_auto(void)
     float A[64 * 64], C[64 * 64];
     for (int i = 0; i < 64 * 64; i++) A[i] = 1, C[i] = 2;
     nb_gemm_limit_isa(NB_ISA_GENERIC);
-    CHECK(!nb_gemm_f32_packed(&(nb_gemm_args_f32){.M = 64, .N = 64, .K = 64, .alpha = 1, .A = A, .lda = 64,
-                                                  .pack = zero_packer, .pack_ctx = NULL, .beta = 0, .C = C, .ldc = 64}));
+    CHECK(!nb_gemm_f32_packed(&(nb_gemm_args_f32){.M = 64,
+                                                  .N = 64,
+                                                  .K = 64,
+                                                  .alpha = 1,
+                                                  .A = A,
+                                                  .lda = 64,
+                                                  .pack = zero_packer,
+                                                  .pack_ctx = NULL,
+                                                  .beta = 0,
+                                                  .C = C,
+                                                  .ldc = 64}));
     CHECK(C[0] == 2);
     nb_gemm_limit_isa(NB_ISA_AVX512);
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        CHECK(nb_gemm_f32_packed(&(nb_gemm_args_f32){.M = 64, .N = 64, .K = 64, .alpha = 1, .A = A, .lda = 64,
-                                                     .pack = zero_packer, .pack_ctx = NULL, .beta = 0.5f, .C = C,
+        CHECK(nb_gemm_f32_packed(&(nb_gemm_args_f32){.M = 64,
+                                                     .N = 64,
+                                                     .K = 64,
+                                                     .alpha = 1,
+                                                     .A = A,
+                                                     .lda = 64,
+                                                     .pack = zero_packer,
+                                                     .pack_ctx = NULL,
+                                                     .beta = 0.5f,
+                                                     .C = C,
                                                      .ldc = 64}));
         CHECK(C[0] == 1 && C[64 * 64 - 1] == 1);
     }
 #endif
     nb_gemm_use_blas(NB_GEMM_BLAS_ON);
-    CHECK(!nb_gemm_f32_packed(&(nb_gemm_args_f32){.M = 64, .N = 64, .K = 64, .alpha = 1, .A = A, .lda = 64,
-                                                  .pack = zero_packer, .pack_ctx = NULL, .beta = 0, .C = C, .ldc = 64}));
+    CHECK(!nb_gemm_f32_packed(&(nb_gemm_args_f32){.M = 64,
+                                                  .N = 64,
+                                                  .K = 64,
+                                                  .alpha = 1,
+                                                  .A = A,
+                                                  .lda = 64,
+                                                  .pack = zero_packer,
+                                                  .pack_ctx = NULL,
+                                                  .beta = 0,
+                                                  .C = C,
+                                                  .ldc = 64}));
     nb_gemm_use_blas(NB_GEMM_BLAS_AUTO);
 }
 
@@ -240,8 +301,16 @@ static void test_blas_env(void)
     bool on = !strcmp(e, "1");
     float A[64 * 64], C[64 * 64];
     for (int i = 0; i < 64 * 64; i++) A[i] = 1, C[i] = 2;
-    bool blocked = nb_gemm_f32_packed(&(nb_gemm_args_f32){.M = 64, .N = 64, .K = 64, .alpha = 1, .A = A, .lda = 64,
-                                                          .pack = zero_packer, .pack_ctx = NULL, .beta = 0, .C = C,
+    bool blocked = nb_gemm_f32_packed(&(nb_gemm_args_f32){.M = 64,
+                                                          .N = 64,
+                                                          .K = 64,
+                                                          .alpha = 1,
+                                                          .A = A,
+                                                          .lda = 64,
+                                                          .pack = zero_packer,
+                                                          .pack_ctx = NULL,
+                                                          .beta = 0,
+                                                          .C = C,
                                                           .ldc = 64});
     bool have_blas = nb_gemm_use_blas(on ? NB_GEMM_BLAS_ON : NB_GEMM_BLAS_OFF);
     CHECK(blocked == !(on && have_blas));

@@ -55,17 +55,15 @@ static const spec specs[] = {
      .targets = 7, ATTRS(A_INTS("paddings", 0, 1, 1, 0), A_INTS("strides", 2, 2))},
     {"pool2d max [-1, 2, -1, -1], 3x3, strides 2, paddings 1", "pool2d", .n_in = 1, .ndim = {4},
      .shape = {D(2, 2, 5, 5)}, .build = {D(-1, 2, -1, -1)},
-     ATTRS(A_STR("pooling_type", "max"), A_INTS("ksize", 3, 3), A_INTS("strides", 2, 2),
-           A_INTS("paddings", 1, 1))},
-    {"pool2d avg [-1, 2, 5, 5], ceil_mode, not exclusive", "pool2d", .n_in = 1, .ndim = {4},
-     .shape = {D(2, 2, 5, 5)}, .build = {D(-1, 2, 5, 5)},
-     ATTRS(A_STR("pooling_type", "avg"), A_INTS("ksize", 2, 2), A_INTS("strides", 2, 2),
-           A_BOOL("ceil_mode", true), A_BOOL("exclusive", false))},
+     ATTRS(A_STR("pooling_type", "max"), A_INTS("ksize", 3, 3), A_INTS("strides", 2, 2), A_INTS("paddings", 1, 1))},
+    {"pool2d avg [-1, 2, 5, 5], ceil_mode, not exclusive", "pool2d", .n_in = 1, .ndim = {4}, .shape = {D(2, 2, 5, 5)},
+     .build = {D(-1, 2, 5, 5)},
+     ATTRS(A_STR("pooling_type", "avg"), A_INTS("ksize", 2, 2), A_INTS("strides", 2, 2), A_BOOL("ceil_mode", true),
+           A_BOOL("exclusive", false))},
     {"pool2d_grad max [-1, 2, 5, 5], 3x3 overlapping (second order of pool2d)", "pool2d_grad", .n_in = 3,
      .ndim = {4, 4, 4}, .shape = {D(2, 2, 5, 5), D(2, 2, 3, 3), D(2, 2, 3, 3)},
      .build = {D(-1, 2, 5, 5), D(-1, 2, 3, 3), D(-1, 2, 3, 3)},
-     ATTRS(A_STR("pooling_type", "max"), A_INTS("ksize", 3, 3), A_INTS("strides", 2, 2),
-           A_INTS("paddings", 1, 1))},
+     ATTRS(A_STR("pooling_type", "max"), A_INTS("ksize", 3, 3), A_INTS("strides", 2, 2), A_INTS("paddings", 1, 1))},
     {"pool2d_grad max global [-1, 2, -1, -1]", "pool2d_grad", .n_in = 3, .ndim = {4, 4, 4},
      .shape = {D(2, 2, 3, 4), D(2, 2, 1, 1), D(2, 2, 1, 1)},
      .build = {D(-1, 2, -1, -1), D(-1, 2, 1, 1), D(-1, 2, 1, 1)},
@@ -82,13 +80,10 @@ static const spec specs[] = {
      .shape = {D(2, 3, 4), D(3, 4), D(3, 4)}, .build = {D(-1, 3, 4), D(3, 4), D(3, 4)},
      ATTRS(A_INT("begin_norm_axis", 1))},
     {"layer_norm [-1, -1, 4], axis -1, Bias only", "layer_norm", .n_in = 3, .ndim = {3, -1, 1},
-     .shape = {D(2, 3, 4), D(0), D(4)}, .build = {D(-1, -1, 4), D(0), D(4)},
-     ATTRS(A_INT("begin_norm_axis", -1))},
+     .shape = {D(2, 3, 4), D(0), D(4)}, .build = {D(-1, -1, 4), D(0), D(4)}, ATTRS(A_INT("begin_norm_axis", -1))},
     {"layer_norm [-1, 2, 3], axis 1, Bias only as [2, 3]", "layer_norm", .n_in = 3, .ndim = {3, -1, 2},
-     .shape = {D(2, 2, 3), D(0), D(2, 3)}, .build = {D(-1, 2, 3), D(0), D(2, 3)},
-     ATTRS(A_INT("begin_norm_axis", 1))},
+     .shape = {D(2, 2, 3), D(0), D(2, 3)}, .build = {D(-1, 2, 3), D(0), D(2, 3)}, ATTRS(A_INT("begin_norm_axis", 1))},
 };
-
 
 static unsigned targets_of(const spec *s) { return s->targets ? s->targets : 1u; }
 
@@ -147,7 +142,9 @@ static nb_status gradients(const spec *s, bool dynamic, nb_dtype dt, nb_tensor *
     int n_wrt = 0, wrt_input[MAX_IN];
     for (int k = 0; k < s->n_in; k++)
         if (s->ndim[k] >= 0 && !(s->no_grad >> k & 1)) wrt_input[n_wrt] = k, wrt[n_wrt++] = names[k];
-    if ((st = nb_gradients(p, NB_NAMES_N(n_targets, targets), NB_NAMES_N(n_wrt, wrt), &(nb_gradients_opts){.target_grads = target_grads, .flags = NB_ALLOW_UNUSED}, &r))) goto done;
+    if ((st = nb_gradients(p, NB_NAMES_N(n_targets, targets), NB_NAMES_N(n_wrt, wrt),
+                           &(nb_gradients_opts){.target_grads = target_grads, .flags = NB_ALLOW_UNUSED}, &r)))
+        goto done;
     nb_tensor *fv[MAX_IN + NB_MAX_SLOTS];
     for (int k = 0; k < s->n_in; k++) {
         if (s->ndim[k] < 0) continue;
@@ -176,7 +173,6 @@ done:
     nb_program_free(p);
     return st;
 }
-
 
 static void test_unknown_dims_match_known(void)
 {
@@ -230,7 +226,9 @@ static nb_program *backward_of(const char *op, int n_in, const int *ndim, const 
         if (wrt_mask >> k & 1) wrt[n_wrt++] = names[k];
     nb_backward_result r;
     const char *t = nb_value_name(out[target]);
-    if (!(*st = nb_builder_status(b)) && !(*st = nb_gradients(p, NB_NAMES_N(1, &t), NB_NAMES_N(n_wrt, wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r)))
+    if (!(*st = nb_builder_status(b)) &&
+        !(*st = nb_gradients(p, NB_NAMES_N(1, &t), NB_NAMES_N(n_wrt, wrt),
+                             &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r)))
         nb_backward_result_free(&r);
     nb_builder_free(b);
     if (*st) {

@@ -69,7 +69,11 @@ static const op_spec SPECS[] = {
     {.op = "silu", .n_in = 1, .in = {F23(-3, 3)}},
     {.op = "clip", .n_in = 1, .in = {F23(-1, 1)}, .n_attrs = 2, .attrs = {A_F("min", -0.4), A_F("max", 0.3)}},
     {.op = "clip", .n_in = 1, .in = {F23(-1, 1)}},
-    {.op = "scale", .n_in = 1, .in = {F23(-1, 1)}, .n_attrs = 3, .attrs = {A_F("scale", -2.0), A_F("bias", 1.0), A_B("bias_after_scale", false)}},
+    {.op = "scale",
+     .n_in = 1,
+     .in = {F23(-1, 1)},
+     .n_attrs = 3,
+     .attrs = {A_F("scale", -2.0), A_F("bias", 1.0), A_B("bias_after_scale", false)}},
     {.op = "cast", .n_in = 1, .in = {F23(-1, 1)}, .n_attrs = 1, .attrs = {A_I("dtype", NB_F64)}},
     {.op = "cast", .n_in = 1, .in = {F23(-1, 1)}, .n_attrs = 1, .attrs = {A_I("dtype", NB_F32)}},
     {.op = "where", .n_in = 3, .in = {B23, F3(-1, 1), F21(-1, 1)}},
@@ -120,7 +124,8 @@ static nb_status build(built *w, const op_spec *s, nb_dtype dt)
     w->dy = nb_data(w->b, "dy", oi.dtype, oi.ndim, oi.shape);
     if ((st = nb_builder_status(w->b))) return st;
     const char *target = nb_value_name(w->out), *tg = nb_value_name(w->dy);
-    return nb_gradients(w->p, NB_NAMES_N(1, &target), NB_NAMES_N(w->n_wrt, w->wrt), &(nb_gradients_opts){.target_grads = &tg}, &w->res);
+    return nb_gradients(w->p, NB_NAMES_N(1, &target), NB_NAMES_N(w->n_wrt, w->wrt),
+                        &(nb_gradients_opts){.target_grads = &tg}, &w->res);
 }
 
 static void built_free(built *w)
@@ -205,8 +210,8 @@ static void check_masked(const op_spec *s, nb_dtype dt)
     }
     nb_status st = def->vjp(w.b, &g);
     if (st || nb_builder_status(w.b)) {
-        fprintf(stderr, "  %s (%s): rule failed with only its declared forward values: %s\n", s->op,
-                nb_dtype_name(dt), nb_builder_error(w.b));
+        fprintf(stderr, "  %s (%s): rule failed with only its declared forward values: %s\n", s->op, nb_dtype_name(dt),
+                nb_builder_error(w.b));
         test_failures_in_current++;
     }
     for (int k = 0; k < s->n_in && !st; k++) {

@@ -20,7 +20,7 @@ typedef struct spec {
     int64_t build[MAX_IN][NB_MAX_DIMS]; /* the shapes declared: -1 where unknown */
     int n_attrs;
     nb_attr attrs[4];
-    double lo, hi; /* input range; both 0: [-1, 1] */
+    double lo, hi;     /* input range; both 0: [-1, 1] */
     bool no_grad_last; /* the last input takes no gradient (sum_to's Like) */
 } spec;
 
@@ -55,18 +55,17 @@ static const spec specs[] = {
     {"matmul [-1, 4, 3] x [-1, 5, 4], transposed, alpha", "matmul",
      IN2(3, D(2, 4, 3), D(-1, 4, 3), 3, D(2, 5, 4), D(-1, 5, 4)), .n_attrs = 3,
      .attrs = {NB_ATTR_BOOL("transpose_x", true), NB_ATTR_BOOL("transpose_y", true), NB_ATTR_FLOAT("alpha", 0.5)}},
-    {"fc [-1, 3, 2] in_num_col_dims 1, relu", "fc",
-     IN3(3, D(4, 3, 2), D(-1, 3, 2), 2, D(6, 5), D(6, 5), 1, D(5), D(5)), FC(1, "relu")},
+    {"fc [-1, 3, 2] in_num_col_dims 1, relu", "fc", IN3(3, D(4, 3, 2), D(-1, 3, 2), 2, D(6, 5), D(6, 5), 1, D(5), D(5)),
+     FC(1, "relu")},
     {"fc [-1, -1, 4] in_num_col_dims 2, sigmoid, bias [1, 5]", "fc",
      IN3(3, D(2, 3, 4), D(-1, -1, 4), 2, D(4, 5), D(4, 5), 2, D(1, 5), D(1, 5)), FC(2, "sigmoid")},
-    {"fc [-1, 3, 2, 2] in_num_col_dims 2, tanh", "fc",
-     IN2(4, D(2, 3, 2, 2), D(-1, 3, 2, 2), 2, D(4, 5), D(4, 5)), FC(2, "tanh")},
-    {"fc [-1, 3, -1] in_num_col_dims 1", "fc",
-     IN3(3, D(2, 3, 4), D(-1, 3, -1), 2, D(12, 5), D(12, 5), 1, D(5), D(5)), FC(1, "")},
+    {"fc [-1, 3, 2, 2] in_num_col_dims 2, tanh", "fc", IN2(4, D(2, 3, 2, 2), D(-1, 3, 2, 2), 2, D(4, 5), D(4, 5)),
+     FC(2, "tanh")},
+    {"fc [-1, 3, -1] in_num_col_dims 1", "fc", IN3(3, D(2, 3, 4), D(-1, 3, -1), 2, D(12, 5), D(12, 5), 1, D(5), D(5)),
+     FC(1, "")},
     {"fc [-1, -1, 2, 2] in_num_col_dims 2, W [-1, 5]", "fc",
      IN2(4, D(2, 3, 2, 2), D(-1, -1, 2, 2), 2, D(4, 5), D(-1, 5)), FC(2, "")},
 };
-
 
 /* The gradients of <op(inputs), W> for a fixed W, with the shapes declared
  * as given (`dynamic`: with their -1s) in dtype dt. grads[k] is NULL for an
@@ -112,7 +111,9 @@ static nb_status gradients(const spec *s, bool dynamic, nb_dtype dt, nb_tensor *
     const char *wrt[MAX_IN];
     int n_wrt = s->n_in - (s->no_grad_last ? 1 : 0);
     for (int k = 0; k < n_wrt; k++) wrt[k] = names[k];
-    if ((st = nb_gradients(p, NB_NAMES_N(1, &target), NB_NAMES_N(n_wrt, wrt), &(nb_gradients_opts){.target_grads = &target_grad, .flags = NB_ALLOW_UNUSED}, &r))) goto done;
+    if ((st = nb_gradients(p, NB_NAMES_N(1, &target), NB_NAMES_N(n_wrt, wrt),
+                           &(nb_gradients_opts){.target_grads = &target_grad, .flags = NB_ALLOW_UNUSED}, &r)))
+        goto done;
     for (int k = 0; k < s->n_in; k++) feeds[k] = gc_filled(dt, s->ndim[k], s->shape[k], k, s->lo, s->hi);
     feeds[s->n_in] = gc_filled(dt, known.ndim, known.shape, 9, 0, 0);
     names[s->n_in] = "w";
@@ -134,7 +135,6 @@ done:
     nb_program_free(p);
     return st;
 }
-
 
 static void test_unknown_dims_match_known(void)
 {
@@ -180,7 +180,9 @@ static int rule_ops(const char *op, int n_in, const int *ndim, const int64_t (*s
     int n = -1;
     nb_backward_result r;
     const char *target = nb_value_name(out);
-    if (!nb_builder_status(b) && !nb_gradients(p, NB_NAMES_N(1, &target), NB_NAMES_N(n_in, names), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r)) {
+    if (!nb_builder_status(b) &&
+        !nb_gradients(p, NB_NAMES_N(1, &target), NB_NAMES_N(n_in, names),
+                      &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r)) {
         nb_block *blk = nb_program_global_block(p);
         n = 0;
         for (int i = 1; i < blk->n_ops; i++)
@@ -236,10 +238,12 @@ static void test_fc_unrestorable_shape(void)
     CHECK_OK(nb_builder_status(b));
     nb_backward_result r;
     const char *target = nb_value_name(out), *wrt[] = {"in", "w"};
-    CHECK_ERR(nb_gradients(p, NB_NAMES_N(1, &target), NB_NAMES_N(2, wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r), NB_ERR_UNSUPPORTED,
-              "more than one unknown dim");
+    CHECK_ERR(
+        nb_gradients(p, NB_NAMES_N(1, &target), NB_NAMES_N(2, wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r),
+        NB_ERR_UNSUPPORTED, "more than one unknown dim");
     /* W alone is fine. */
-    CHECK_OK(nb_gradients(p, NB_NAMES_N(1, &target), NB_NAMES_N(1, wrt + 1), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r));
+    CHECK_OK(nb_gradients(p, NB_NAMES_N(1, &target), NB_NAMES_N(1, wrt + 1),
+                          &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r));
     nb_backward_result_free(&r);
     nb_builder_free(b);
     nb_program_free(p);

@@ -43,7 +43,8 @@ static nb_status grads(fx *f, nb_value target, const char *dout, int n, const nb
     const char *t = nb_value_name(target), *in[8];
     for (int i = 0; i < n; i++) in[i] = nb_value_name(xs[i]);
     f->fwd = nb_program_global_block(f->p)->n_ops;
-    return nb_gradients(f->p, NB_NAMES_N(1, &t), NB_NAMES_N(n, in), &(nb_gradients_opts){.target_grads = &dout, .flags = NB_ALLOW_UNUSED}, r);
+    return nb_gradients(f->p, NB_NAMES_N(1, &t), NB_NAMES_N(n, in),
+                        &(nb_gradients_opts){.target_grads = &dout, .flags = NB_ALLOW_UNUSED}, r);
 }
 
 static int count_ops(fx *f, const char *type)
@@ -149,9 +150,10 @@ static void test_concat_two_unknown_fails(void)
     nb_value y = nb_concat(f.b, 2, xs, -2);
     DATA(&f, "dout", S(-1, 2));
     nb_backward_result r;
-    CHECK_ERR(grads(&f, y, "dout", 2, xs, &r), NB_ERR_UNSUPPORTED,
-              "concat: its gradient splits dOut along axis 0 at the sizes of the inputs there, but X[0] (shape [-1, 2]) "
-              "and X[1] (shape [-1, 2]) both have an unknown size along it");
+    CHECK_ERR(
+        grads(&f, y, "dout", 2, xs, &r), NB_ERR_UNSUPPORTED,
+        "concat: its gradient splits dOut along axis 0 at the sizes of the inputs there, but X[0] (shape [-1, 2]) "
+        "and X[1] (shape [-1, 2]) both have an unknown size along it");
     CHECK(nb_program_global_block(f.p)->n_ops == f.fwd);
     /* Along a known dim they are fine. */
     nb_value z = nb_concat(f.b, 2, xs, 1);
@@ -168,8 +170,9 @@ static void test_slice_unknown(void)
     fx f;
     fx_init(&f);
     nb_value x = DATA(&f, "x", S(-1, 7));
-    nb_value y = nb_emit1(f.b, "slice", NB_VALUES(x), NB_ATTRS(NB_ATTR_INTS("axes", -1), NB_ATTR_INTS("starts", 1), NB_ATTR_INTS("ends", -1),
-                                      NB_ATTR_INTS("strides", 3)));
+    nb_value y = nb_emit1(f.b, "slice", NB_VALUES(x),
+                          NB_ATTRS(NB_ATTR_INTS("axes", -1), NB_ATTR_INTS("starts", 1), NB_ATTR_INTS("ends", -1),
+                                   NB_ATTR_INTS("strides", 3)));
     DATA(&f, "dout", S(-1, 2));
     nb_backward_result r;
     CHECK_OK(grads(&f, y, "dout", 1, &x, &r));
@@ -197,7 +200,8 @@ static void test_pad_unknown(void)
     fx_init(&f);
     nb_value x = DATA(&f, "x", S(-1, 3));
     nb_value yc = nb_emit1(f.b, "pad", NB_VALUES(x), NB_ATTRS(NB_ATTR_INTS("paddings", 1, 1, 0, 2)));
-    nb_value yr = nb_emit1(f.b, "pad", NB_VALUES(x), NB_ATTRS(NB_ATTR_INTS("paddings", 0, 0, 2, 1), NB_ATTR_STRING("mode", "reflect")));
+    nb_value yr = nb_emit1(f.b, "pad", NB_VALUES(x),
+                           NB_ATTRS(NB_ATTR_INTS("paddings", 0, 0, 2, 1), NB_ATTR_STRING("mode", "reflect")));
     DATA(&f, "dc", S(-1, 5));
     DATA(&f, "dr", S(-1, 6));
     nb_backward_result r;
@@ -320,9 +324,11 @@ static void test_float32(void)
     fx f;
     fx_init(&f);
     nb_value x = data(&f, "x", NB_F32, 2, S(-1, 4));
-    nb_value p = nb_emit1(f.b, "pad", NB_VALUES(x), NB_ATTRS(NB_ATTR_INTS("paddings", 0, 0, 1, 1), NB_ATTR_STRING("mode", "edge")));
-    nb_value y = nb_emit1(f.b, "slice", NB_VALUES(p), NB_ATTRS(NB_ATTR_INTS("axes", 1), NB_ATTR_INTS("starts", 0), NB_ATTR_INTS("ends", 6),
-                                      NB_ATTR_INTS("strides", 2)));
+    nb_value p = nb_emit1(f.b, "pad", NB_VALUES(x),
+                          NB_ATTRS(NB_ATTR_INTS("paddings", 0, 0, 1, 1), NB_ATTR_STRING("mode", "edge")));
+    nb_value y = nb_emit1(f.b, "slice", NB_VALUES(p),
+                          NB_ATTRS(NB_ATTR_INTS("axes", 1), NB_ATTR_INTS("starts", 0), NB_ATTR_INTS("ends", 6),
+                                   NB_ATTR_INTS("strides", 2)));
     data(&f, "dout", NB_F32, 2, S(-1, 3));
     nb_backward_result r;
     CHECK_OK(grads(&f, y, "dout", 1, &x, &r));

@@ -63,7 +63,9 @@ static const nb_kernel_def cube_kernels[] = {CUBE_KERNEL("test_cube"), CUBE_KERN
 
 static nb_gradcheck_case case_of(const char *op)
 {
-    return (nb_gradcheck_case){.op = op, .name = "2x3", .n_in = 1,
+    return (nb_gradcheck_case){.op = op,
+                               .name = "2x3",
+                               .n_in = 1,
                                .in = {{.dtype = NB_F64, .ndim = 2, .shape = {2, 3}, .lo = 0.5, .hi = 1.5}}};
 }
 
@@ -101,8 +103,8 @@ static nb_status times_infer(nb_op_ctx *c)
     *nb_out_info(c, 0, 0) = *nb_in_info(c, 0, 0);
     return NB_OK;
 }
-static const nb_op_def ruleless = {.name = "test_ruleless_mul", .inputs = {{"X", 0}, {"Y", 0}},
-                                   .outputs = {{"Out", 0}}, .infer = times_infer};
+static const nb_op_def ruleless = {
+    .name = "test_ruleless_mul", .inputs = {{"X", 0}, {"Y", 0}}, .outputs = {{"Out", 0}}, .infer = times_infer};
 
 static nb_value via_ruleless(nb_builder *b, nb_grad_ctx *g, nb_value v)
 {
@@ -182,7 +184,8 @@ static nb_status flat_vjp(nb_builder *b, nb_grad_ctx *g)
 static nb_status f32_off_cpu(const nb_kernel_ctx *k)
 {
     nb_tensor *x = nb_kin(k, 0, 0), *o = nb_kout(k, 0, 0);
-    for (int64_t i = 0; i < nb_tensor_numel(o); i++) nb_tensor_set(o, i, nb_tensor_get(x, i) + (x->dtype == NB_F32 ? 1e-2 : 0));
+    for (int64_t i = 0; i < nb_tensor_numel(o); i++)
+        nb_tensor_set(o, i, nb_tensor_get(x, i) + (x->dtype == NB_F32 ? 1e-2 : 0));
     return NB_OK;
 }
 static nb_status exp_cpu(const nb_kernel_ctx *k)
@@ -241,7 +244,8 @@ static nb_status pair_infer(nb_op_ctx *c)
 static nb_status pair_cpu(const nb_kernel_ctx *k)
 {
     nb_tensor *x = nb_kin(k, 0, 0), *a = nb_kout(k, 0, 0), *d = nb_kout(k, 1, 0);
-    for (int64_t i = 0; i < nb_tensor_numel(x); i++) nb_tensor_set(a, i, nb_tensor_get(x, i)), nb_tensor_set(d, i, 2 * nb_tensor_get(x, i));
+    for (int64_t i = 0; i < nb_tensor_numel(x); i++)
+        nb_tensor_set(a, i, nb_tensor_get(x, i)), nb_tensor_set(d, i, 2 * nb_tensor_get(x, i));
     return NB_OK;
 }
 static nb_status pair_vjp(nb_builder *b, nb_grad_ctx *g)
@@ -255,8 +259,12 @@ static nb_status pair_jvp(nb_builder *b, nb_grad_ctx *g)
     if (!nb_is_none(t)) nb_grad_set_ty(g, 0, 0, nb_assign(b, t)), nb_grad_set_ty(g, 1, 0, nb_scale(b, t, 2, 0));
     return nb_builder_status(b);
 }
-static const nb_op_def pair = {.name = "test_pair", .inputs = {{"X", 0}}, .outputs = {{"A", 0}, {"B", 0}},
-                               .infer = pair_infer, .vjp = pair_vjp, .jvp = pair_jvp};
+static const nb_op_def pair = {.name = "test_pair",
+                               .inputs = {{"X", 0}},
+                               .outputs = {{"A", 0}, {"B", 0}},
+                               .infer = pair_infer,
+                               .vjp = pair_vjp,
+                               .jvp = pair_jvp};
 
 static const nb_op_def quartic = CUBE("test_quartic", quartic_vjp, quartic_jvp);
 static const nb_op_def quartic2 = CUBE("test_quartic2", quartic2_vjp, quartic_jvp);
@@ -289,7 +297,8 @@ static void test_each_column_catches_its_flaw(void)
     CHECK_OK(nb_gradcheck_f32(&c, 7, 1e-4, &r));
     CHECK(r.checked == 6 && r.failed == 0);
     CHECK_OK(nb_gradcheck_eager(&c, 7, &r));
-    CHECK(r.checked == 42 && r.failed == 0); /* outputs and gradients three ways, gradients with expanded output gradients */
+    CHECK(r.checked == 42 &&
+          r.failed == 0); /* outputs and gradients three ways, gradients with expanded output gradients */
     CHECK_OK(nb_gradcheck_transforms(&c, 7, &r));
     CHECK(r.checked == 6 && r.failed == 0);
     CHECK_OK(nb_gradcheck_op(&c, 3, 7, &r));

@@ -429,7 +429,7 @@ static void test_param_eager(void)
         hi = x > hi ? x : hi;
     }
     CHECK(lo >= -0.25 && hi < 0.5 && hi - lo > 0.5); /* drawn, within the bounds */
-    CHECK(nb_tensor_allclose(w, w2, 0, 0));            /* one seed, one draw */
+    CHECK(nb_tensor_allclose(w, w2, 0, 0));          /* one seed, one draw */
     /* The same name gives the same tensor, and no second parameter. */
     CHECK(eager_param_of(b, "w", 50, nb_init_zeros()) == w);
     CHECK(nb_eager_param_count(b) == 1 && !strcmp(nb_eager_param_name(b, 0), "w") && nb_eager_param_at(b, 0) == w);

@@ -18,8 +18,13 @@ static nb_status fake_relu(const nb_kernel_ctx *k)
 
 static bool fake_accepts(const nb_kernel_ctx *k) { return nb_tensor_numel(nb_kin(k, 0, 0)) >= 4; }
 
-static const nb_kernel_def fake = {.op = "relu", .device = NB_DEVICE_CPU, .dtypes = NB_DT(NB_F32),
-                                   .provider = "fake", .priority = 10, .run = fake_relu, .accepts = fake_accepts};
+static const nb_kernel_def fake = {.op = "relu",
+                                   .device = NB_DEVICE_CPU,
+                                   .dtypes = NB_DT(NB_F32),
+                                   .provider = "fake",
+                                   .priority = 10,
+                                   .run = fake_relu,
+                                   .accepts = fake_accepts};
 
 static void register_fake(void)
 {
@@ -30,7 +35,8 @@ static void register_fake(void)
 static void test_variants_are_listed_best_first(void)
 {
     register_fake();
-    const nb_kernel_def *first = nb_kernel_at("relu", NB_DEVICE_CPU, 0), *second = nb_kernel_at("relu", NB_DEVICE_CPU, 1);
+    const nb_kernel_def *first = nb_kernel_at("relu", NB_DEVICE_CPU, 0),
+                        *second = nb_kernel_at("relu", NB_DEVICE_CPU, 1);
     CHECK(first == &fake);
     CHECK(second && !strcmp(second->provider, "nabla") && second->priority == 0);
     CHECK(nb_kernel_at("relu", NB_DEVICE_CPU, 2) == NULL);
@@ -97,8 +103,11 @@ static nb_status same_infer(nb_op_ctx *c)
     *nb_out_info(c, 0, 0) = *nb_in_info(c, 0, 0);
     return NB_OK;
 }
-static const nb_op_def bare = {.name = "test_bare", .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
-                               .infer = same_infer, .flags = NB_OP_NOT_DIFFERENTIABLE};
+static const nb_op_def bare = {.name = "test_bare",
+                               .inputs = {{"X", 0}},
+                               .outputs = {{"Out", 0}},
+                               .infer = same_infer,
+                               .flags = NB_OP_NOT_DIFFERENTIABLE};
 
 static void test_missing_kernels_are_named(void)
 {
@@ -108,7 +117,8 @@ static void test_missing_kernels_are_named(void)
               "test_bare: no cpu kernel takes float64");
     CHECK_ERR(nb_op_run("relu", NB_TENSORS(flag), NB_NO_ATTRS, 1, &o), NB_ERR_DTYPE, "relu: X is bool");
     CHECK(nb_kernel_find("relu", NB_DEVICE_CPU, NB_BOOL, NULL) == NULL);
-    CHECK(strstr(nb_last_error(), "relu: no cpu kernel takes bool (it has kernels for float32, float64, int32, int64)"));
+    CHECK(
+        strstr(nb_last_error(), "relu: no cpu kernel takes bool (it has kernels for float32, float64, int32, int64)"));
     release_all(x, flag, NULL);
 }
 
@@ -118,8 +128,8 @@ static void test_malformed_kernels_are_refused(void)
     CHECK_ERR(nb_kernel_register(&(nb_kernel_def){.op = "relu", .dtypes = NB_DT_FLOAT}), NB_ERR_ARG,
               "register kernel for relu: no run function");
     CHECK_ERR(nb_kernel_register(&(nb_kernel_def){.op = "relu", .run = fake_relu}), NB_ERR_ARG, "names no dtype");
-    CHECK_ERR(nb_kernel_register(&(nb_kernel_def){.op = "relu", .device = NB_DEVICE_COUNT, .dtypes = NB_DT_FLOAT,
-                                                  .run = fake_relu}),
+    CHECK_ERR(nb_kernel_register(
+                  &(nb_kernel_def){.op = "relu", .device = NB_DEVICE_COUNT, .dtypes = NB_DT_FLOAT, .run = fake_relu}),
               NB_ERR_ARG, "is not a device");
 }
 
@@ -129,8 +139,13 @@ static void test_malformed_kernels_are_refused(void)
  * of the same shape included. */
 static bool first_is_positive(const nb_kernel_ctx *k) { return nb_tensor_get(nb_kin(k, 0, 0), 0) > 0; }
 
-static const nb_kernel_def late = {.op = "neg", .device = NB_DEVICE_CPU, .dtypes = NB_DT(NB_F32), .provider = "late",
-                                   .priority = 10, .run = fake_relu, .accepts = first_is_positive};
+static const nb_kernel_def late = {.op = "neg",
+                                   .device = NB_DEVICE_CPU,
+                                   .dtypes = NB_DT(NB_F32),
+                                   .provider = "late",
+                                   .priority = 10,
+                                   .run = fake_relu,
+                                   .accepts = first_is_positive};
 
 static void test_eager_sees_kernels_registered_later(void)
 {

@@ -250,8 +250,8 @@ static void test_conv2d_values(void)
     model m;
     model_init(&m);
     nb_value x = nb_layer_data(m.b, "x", NB_F64, 4, S(1, 1, 3, 3));
-    nb_value y = nb_layer_conv2d(m.b, x, 1, 3,
-                                 &(nb_conv2d_opts){.padding = 1, .w_init = nb_init_ones(), .b_init = nb_init_constant(0.5)});
+    nb_value y = nb_layer_conv2d(
+        m.b, x, 1, 3, &(nb_conv2d_opts){.padding = 1, .w_init = nb_init_ones(), .b_init = nb_init_constant(0.5)});
     REQUIRE_OK(nb_builder_status(m.b));
     REQUIRE_OK(model_startup(&m));
     nb_tensor *xt;
@@ -276,8 +276,7 @@ static void test_pool2d(void)
     REQUIRE_OK(nb_builder_status(m.b));
     nb_value o = nb_layer_data(m.b, "o", NB_F64, 4, S(1, 1, 2, 2));
     nb_value excl = nb_layer_pool2d(m.b, o, "avg", 2, &(nb_pool2d_opts){.stride = 2, .padding = 1});
-    nb_value incl = nb_layer_pool2d(m.b, o, "avg", 2, &(nb_pool2d_opts){.padding = 1,
-                                                                 .count_include_pad = true});
+    nb_value incl = nb_layer_pool2d(m.b, o, "avg", 2, &(nb_pool2d_opts){.padding = 1, .count_include_pad = true});
     REQUIRE_OK(nb_builder_status(m.b));
     nb_tensor *xt = T(NB_F64, S(1, 1, 4, 4), 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     nb_tensor *ot;
@@ -558,10 +557,15 @@ static void test_losses(void)
     REQUIRE_OK(nb_builder_status(m.b));
     const nb_value outs[] = {mse, ce1, ce2, bce, acc, acc2};
     for (int i = 0; i < 6; i++) CHECK(nb_value_info(m.b, outs[i]).ndim == 0);
-    nb_tensor *in[] = {T(NB_F64, S(2, 2), 1, 2, 3, 4), T(NB_F64, S(2, 2), 1, 1, 1, 1),
-                       T(NB_F64, S(2, 3), 1, 2, 3, 1, 1, 1), T(NB_I64, S(2), 2, 0),
-                       T(NB_I64, S(2, 1), 2, 0), T(NB_F64, S(2), 0, 2), T(NB_F64, S(2), 1, 0),
-                       T(NB_F64, S(3, 2), 0.1, 0.9, 0.8, 0.2, 0.3, 0.7), T(NB_I64, S(3), 1, 1, 1)};
+    nb_tensor *in[] = {T(NB_F64, S(2, 2), 1, 2, 3, 4),
+                       T(NB_F64, S(2, 2), 1, 1, 1, 1),
+                       T(NB_F64, S(2, 3), 1, 2, 3, 1, 1, 1),
+                       T(NB_I64, S(2), 2, 0),
+                       T(NB_I64, S(2, 1), 2, 0),
+                       T(NB_F64, S(2), 0, 2),
+                       T(NB_F64, S(2), 1, 0),
+                       T(NB_F64, S(3, 2), 0.1, 0.9, 0.8, 0.2, 0.3, 0.7),
+                       T(NB_I64, S(3), 1, 1, 1)};
     const char *feed_names[] = {"y", "t", "logits", "l1", "l2", "bx", "bl", "sc", "lab"};
     nb_feed feeds[9];
     for (int i = 0; i < 9; i++) feeds[i] = FEED(feed_names[i], in[i]);
@@ -620,7 +624,8 @@ static void test_cnn_builds_and_differentiates(void)
     const char *fetch[7] = {nb_value_name(loss)};
     for (int i = 0; i < r.n_pairs && i < 6; i++) fetch[1 + i] = r.pairs[i].grad;
     nb_tensor *out[7] = {0};
-    CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, NB_FEEDS_N(2, feeds), NB_NAMES_N(1 + (r.n_pairs < 6 ? r.n_pairs : 6), fetch), out));
+    CHECK_OK(nb_executor_run(m.ex, m.main, m.scope, NB_FEEDS_N(2, feeds),
+                             NB_NAMES_N(1 + (r.n_pairs < 6 ? r.n_pairs : 6), fetch), out));
     if (out[0]) CHECK(isfinite(nb_tensor_get(out[0], 0)) && nb_tensor_get(out[0], 0) > 0);
     for (int i = 0; i < 7; i++) nb_tensor_release(out[i]);
     release_all(xt, lt, NULL);

@@ -51,7 +51,8 @@ static void ref_mha(const double *x, const double *kv, int64_t B, int64_t T, int
                 double top = -INFINITY, sum = 0;
                 for (int64_t s = 0; s < S; s++) {
                     double d = 0;
-                    for (int64_t i = 0; i < D; i++) d += q[(bb * T + t) * E + h * D + i] * k[(bb * S + s) * E + h * D + i];
+                    for (int64_t i = 0; i < D; i++)
+                        d += q[(bb * T + t) * E + h * D + i] * k[(bb * S + s) * E + h * D + i];
                     d = d / sqrt((double)D) + (mask ? mask[t * S + s] : 0) + (causal && s > t ? -INFINITY : 0);
                     p[s] = d;
                     top = d > top ? d : top;
@@ -93,7 +94,8 @@ static nb_tensor *mask_tensor(int64_t n_keys)
     nb_tensor *m = NULL;
     CHECK_OK(nb_tensor_new(&m, NB_F64, 2, S(T_, n_keys)));
     for (int64_t t = 0; m && t < T_; t++)
-        for (int64_t s = 0; s < n_keys; s++) nb_tensor_set(m, t * n_keys + s, (t + s) % 3 == 2 ? -INFINITY : 0.25 * (double)(t - s));
+        for (int64_t s = 0; s < n_keys; s++)
+            nb_tensor_set(m, t * n_keys + s, (t + s) % 3 == 2 ? -INFINITY : 0.25 * (double)(t - s));
     return m;
 }
 
@@ -124,8 +126,8 @@ static void check_mha(mha_case c)
         REQUIRE_OK(nb_builder_new_eager(&e));
         nb_eager_set_seed(e, 5);
         if (c.masked) o.mask = nb_eager_value(e, mask);
-        nb_value out = nb_layer_multi_head_attention(e, nb_eager_value(e, x), c.cross ? nb_eager_value(e, kv) : NB_NONE,
-                                                     H_, &o);
+        nb_value out =
+            nb_layer_multi_head_attention(e, nb_eager_value(e, x), c.cross ? nb_eager_value(e, kv) : NB_NONE, H_, &o);
         CHECK_OK(nb_builder_status(e));
         if (!nb_is_none(out)) y = nb_tensor_retain(nb_eager_tensor(out));
         nb_eager_release_values(e);
@@ -236,8 +238,9 @@ static void test_errors(void)
         {0, NB_ERR_ARG, "multi_head_attention: 3 heads do not divide the embedding width 8 of x [2, 4, 8]"},
         {1, NB_ERR_ARG, "multi_head_attention: heads is 0; it must be at least 1"},
         {2, NB_ERR_SHAPE, "multi_head_attention: x has shape [2, 8]; it must be 3-D [B, T, E] with E known"},
-        {3, NB_ERR_SHAPE, "multi_head_attention: kv [2, 3, 6] does not fit x [2, 4, 8]; it must be [B, S, E] with "
-                          "x's B and E"},
+        {3, NB_ERR_SHAPE,
+         "multi_head_attention: kv [2, 3, 6] does not fit x [2, 4, 8]; it must be [B, S, E] with "
+         "x's B and E"},
         {4, NB_ERR_DTYPE, "multi_head_attention: kv is float64 and x is float32; they must match"},
         {5, NB_ERR_DTYPE, "multi_head_attention: input ids is int64; it takes float32 or float64"},
         {6, NB_ERR_SHAPE, "multi_head_attention: x has shape [2, 4, -1]; it must be 3-D [B, T, E] with E known"},
@@ -416,7 +419,8 @@ static void test_block_dropout(void)
     CHECK_OK(nb_builder_new_eager(&e));
     nb_block *g = nb_program_global_block(m.main);
     for (int i = 0; i < g->n_vars; i++)
-        if (g->vars[i]->is_parameter) CHECK_OK(nb_eager_add_param(e, g->vars[i]->name, nb_scope_find(m.scope, g->vars[i]->name)));
+        if (g->vars[i]->is_parameter)
+            CHECK_OK(nb_eager_add_param(e, g->vars[i]->name, nb_scope_find(m.scope, g->vars[i]->name)));
     nb_eager_set_test_mode(e, true);
     o.dropout = 0.5;
     nb_value ye = nb_layer_transformer_block(e, nb_eager_value(e, xt), 2, &o);
@@ -424,8 +428,9 @@ static void test_block_dropout(void)
     bool same = ref && !nb_is_none(ye) && max_rel_diff(nb_eager_tensor(ye), ref) < 1e-12;
     CHECK(same);
     if (!same)
-        fprintf(stderr, "  the eager test mode left dropout on: does the attention op get is_test = false "
-                        "explicitly? (nb_layer_dropout leaves is_test out in eager builders)\n");
+        fprintf(stderr,
+                "  the eager test mode left dropout on: does the attention op get is_test = false "
+                "explicitly? (nb_layer_dropout leaves is_test out in eager builders)\n");
     nb_eager_set_test_mode(e, false);
     nb_eager_release_values(e);
     ye = nb_layer_transformer_block(e, nb_eager_value(e, xt), 2, &o);

@@ -83,7 +83,10 @@ static void model_free(model *m)
     nb_program_free(m->main);
 }
 
-static nb_status run_startup(model *m) { return nb_executor_run(m->ex, m->startup, m->scope, NB_NO_FEEDS, NB_NO_NAMES, NULL); }
+static nb_status run_startup(model *m)
+{
+    return nb_executor_run(m->ex, m->startup, m->scope, NB_NO_FEEDS, NB_NO_NAMES, NULL);
+}
 
 /* One training step; fetches the named vars (n of them) if asked. */
 static nb_status step(model *m, int n, const char *const *fetch, nb_tensor **out)
@@ -336,7 +339,8 @@ static void test_frozen_parameter_unchanged(void)
     model m2;
     model_init(&m2, NB_F64, 1.0);
     m2.bias->trainable = false;
-    REQUIRE_OK(nb_minimize(&o, m2.main, m2.startup, m2.loss, &(nb_backward_opts){.params = NB_NAMES("fc.w", "fc.b")}, &r));
+    REQUIRE_OK(
+        nb_minimize(&o, m2.main, m2.startup, m2.loss, &(nb_backward_opts){.params = NB_NAMES("fc.w", "fc.b")}, &r));
     CHECK(r.n_pairs == 1 && !strcmp(r.pairs[0].param, "fc.w"));
     nb_backward_result_free(&r);
     model_free(&m2);
@@ -560,10 +564,10 @@ static void test_mixed_dtypes_global_norm(void)
     REQUIRE_OK(nb_program_new(&main));
     REQUIRE_OK(nb_program_new(&startup));
     REQUIRE_OK(nb_builder_new_record(&b, main, startup));
-    nb_value a = nb_create_parameter(b, "a", NB_F32, 1, S(2), "fill_constant", 1,
-                                     (nb_attr[]){NB_ATTR_FLOAT("value", 3.0)});
-    nb_value c = nb_create_parameter(b, "c", NB_F64, 1, S(1), "fill_constant", 1,
-                                     (nb_attr[]){NB_ATTR_FLOAT("value", 4.0)});
+    nb_value a =
+        nb_create_parameter(b, "a", NB_F32, 1, S(2), "fill_constant", 1, (nb_attr[]){NB_ATTR_FLOAT("value", 3.0)});
+    nb_value c =
+        nb_create_parameter(b, "c", NB_F64, 1, S(1), "fill_constant", 1, (nb_attr[]){NB_ATTR_FLOAT("value", 4.0)});
     nb_value loss = nb_add(b, nb_reduce_sum(b, nb_square(b, nb_cast(b, a, NB_F64)), 0, NULL, false),
                            nb_reduce_sum(b, nb_square(b, c), 0, NULL, false));
     nb_optimizer o = nb_sgd(0.1);
@@ -683,9 +687,9 @@ static void test_state_vars_persistable_and_listed(void)
     int n;
     const char **names;
     REQUIRE_OK(nb_optimizer_state_vars(m.main, &n, &names));
-    const char *want[] = {"@LR_STEP@_0", "learning_rate_0", "fc.w_moment1_0", "fc.w_moment2_0", "fc.w_beta1_pow_0",
-                          "fc.w_beta2_pow_0", "fc.b_moment1_0", "fc.b_moment2_0", "fc.b_beta1_pow_0",
-                          "fc.b_beta2_pow_0"};
+    const char *want[] = {"@LR_STEP@_0",      "learning_rate_0",  "fc.w_moment1_0", "fc.w_moment2_0",
+                          "fc.w_beta1_pow_0", "fc.w_beta2_pow_0", "fc.b_moment1_0", "fc.b_moment2_0",
+                          "fc.b_beta1_pow_0", "fc.b_beta2_pow_0"};
     CHECK(n == 10);
     for (int i = 0; i < 10; i++) CHECK(listed(n, names, want[i]));
     nb_block *mb = nb_program_global_block(m.main), *sb = nb_program_global_block(m.startup);
@@ -791,11 +795,11 @@ static void test_errors_leave_programs_unchanged(void)
     CHECK_ERR(nb_minimize(&o, m.main, m.startup, "nope", NULL, &r), NB_ERR_NOT_FOUND, "nope");
     CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, &(nb_backward_opts){.params = NB_NAMES("x")}, &r), NB_ERR_ARG,
               "not persistable");
-    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, &(nb_backward_opts){.params = NB_NAMES("fc.q")}, &r), NB_ERR_NOT_FOUND,
-              "fc.q");
+    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, &(nb_backward_opts){.params = NB_NAMES("fc.q")}, &r),
+              NB_ERR_NOT_FOUND, "fc.q");
     m.bias->trainable = false;
-    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, &(nb_backward_opts){.params = NB_NAMES("fc.b")}, &r), NB_ERR_ARG,
-              "frozen");
+    CHECK_ERR(nb_minimize(&o, m.main, m.startup, m.loss, &(nb_backward_opts){.params = NB_NAMES("fc.b")}, &r),
+              NB_ERR_ARG, "frozen");
     CHECK(r.n_pairs == 0 && !r.pairs);
     CHECK(mb->n_ops == n_main && sb->n_ops == n_start);
     /* It still works afterwards. */

@@ -51,7 +51,8 @@ static void test_mean_losses_with_unknown_batch(void)
         {"lab", T(NB_I64, S(3, 1), 2, -100, 0)},
     };
     nb_gradcheck_report rep;
-    CHECK_OK(nb_gradcheck_program(p, nb_value_name(loss), NB_NAMES("x", "t"), NULL, &(nb_gradcheck_opts){.feeds = NB_FEEDS_N(4, feeds)}, &rep));
+    CHECK_OK(nb_gradcheck_program(p, nb_value_name(loss), NB_NAMES("x", "t"), NULL,
+                                  &(nb_gradcheck_opts){.feeds = NB_FEEDS_N(4, feeds)}, &rep));
     CHECK(rep.checked == 24 && rep.failed == 0);
     if (rep.failed) fprintf(stderr, "  worst: %s\n", rep.worst);
     for (int i = 0; i < 4; i++) nb_tensor_release(feeds[i].tensor);
@@ -122,9 +123,9 @@ static void grads_in(nb_dtype dt, nb_tensor **out)
     REQUIRE_OK(nb_gradients(p, NB_NAMES_N(1, &ln), NB_NAMES_N(N_GRADS, wrt), NULL, &r));
     CHECK(count_ops(p, "softmax_with_cross_entropy_grad") == 1 && count_ops(p, "embedding_grad") == 1);
     nb_feed feeds[7] = {
-        {"x", filled(dt, 2, S(3, 4), -2, 2, 1)},   {"t", filled(dt, 2, S(3, 4), -2, 2, 2)},
-        {"q", filled(dt, 2, S(3, 4), 0, 1, 3)},    {"c", filled(dt, 2, S(3, 4), -1, 1, 4)},
-        {"w", filled(dt, 2, S(5, 4), -1, 1, 5)},   {"lab", T(NB_I64, S(3, 1), 2, -100, 0)},
+        {"x", filled(dt, 2, S(3, 4), -2, 2, 1)}, {"t", filled(dt, 2, S(3, 4), -2, 2, 2)},
+        {"q", filled(dt, 2, S(3, 4), 0, 1, 3)},  {"c", filled(dt, 2, S(3, 4), -1, 1, 4)},
+        {"w", filled(dt, 2, S(5, 4), -1, 1, 5)}, {"lab", T(NB_I64, S(3, 1), 2, -100, 0)},
         {"ids", T(NB_I32, S(3), 1, 2, 1)},
     };
     CHECK_OK(nb_executor_run(ex, p, scope, NB_FEEDS_N(7, feeds), NB_NAMES_N(N_GRADS, r.grads), out));

@@ -61,20 +61,26 @@ static nb_tensor **sample_tensors(int *n, nb_tensor **base)
     ((int64_t *)nb_tensor_data(big))[0] = INT64_MAX; /* not a double: the bytes must survive */
     ((int64_t *)nb_tensor_data(big))[1] = INT64_MIN + 7;
     nb_tensor *list[] = {
-        T(NB_F32, S(2, 2), 1.5, -2, 3e-7, 1e30),  T(NB_F64, S(3), 0.1, -1e300, 2.5),
-        T(NB_I32, S(2, 1, 2), -7, 0, 2147483647, -2147483647), big,
-        T(NB_U8, S(4), 0, 1, 200, 255),           T(NB_BOOL, S(3), 1, 0, 1),
-        tscalar(NB_F64, 3.25),                    tscalar(NB_BOOL, 1),
-        T(NB_F32, S(0, 3), 0),                    T(NB_I64, S(2, 0), 0),
-        transposed,                               tscalar(NB_U8, 7),
+        T(NB_F32, S(2, 2), 1.5, -2, 3e-7, 1e30),
+        T(NB_F64, S(3), 0.1, -1e300, 2.5),
+        T(NB_I32, S(2, 1, 2), -7, 0, 2147483647, -2147483647),
+        big,
+        T(NB_U8, S(4), 0, 1, 200, 255),
+        T(NB_BOOL, S(3), 1, 0, 1),
+        tscalar(NB_F64, 3.25),
+        tscalar(NB_BOOL, 1),
+        T(NB_F32, S(0, 3), 0),
+        T(NB_I64, S(2, 0), 0),
+        transposed,
+        tscalar(NB_U8, 7),
     };
     memcpy(t, list, sizeof list);
     *n = (int)(sizeof list / sizeof *list);
     return t;
 }
 
-static const char *const sample_names[] = {"f32", "f64", "i32", "i64", "u8", "bool", "scalar", "flag",
-                                           "empty", "empty2", "t", "caf\xc3\xa9"};
+static const char *const sample_names[] = {"f32",    "f64",  "i32",   "i64",    "u8", "bool",
+                                           "scalar", "flag", "empty", "empty2", "t",  "caf\xc3\xa9"};
 
 static void test_npy_round_trip(void)
 {
@@ -113,7 +119,8 @@ static void test_npy_round_trip(void)
 /* The exact bytes numpy.save writes (numpy 1.24: np.save(f, np.array([1, 2], np.float32))). */
 static void test_npy_numpy_bytes(void)
 {
-    static const char want_header[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
+    static const char want_header[] =
+        "\x93NUMPY\x01\x00\x76\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
     nb_tensor *t = T(NB_F32, S(2), 1, 2);
     const char *path = path_of("np.npy");
     REQUIRE_OK(nb_npy_save(path, t));
@@ -168,7 +175,8 @@ static void test_npy_layouts(void)
     CHECK_TENSOR(t, S(2), 0, 0.5, -1);
     CHECK(t && t->dtype == NB_F64);
     nb_tensor_release(t);
-    n = make_npy(buf, 3, "{ 'descr' : '|u1' , 'fortran_order' : False , 'shape' : ( 1 , 2 , ) , }", true, "\x05\x07", 2);
+    n = make_npy(buf, 3, "{ 'descr' : '|u1' , 'fortran_order' : False , 'shape' : ( 1 , 2 , ) , }", true, "\x05\x07",
+                 2);
     t = load_npy_bytes(buf, n, &st);
     CHECK_OK(st);
     CHECK_TENSOR(t, S(1, 2), 0, 5, 7);
@@ -187,9 +195,10 @@ static void test_npy_converted_dtypes(void)
     nb_status st;
     /* float16: subnormals (smallest, largest), the smallest normal, 1, -2,
      * the largest finite, infinities, NaN, -0. */
-    static const uint16_t halves[] = {0x0001, 0x03ff, 0x0400, 0x3c00, 0xc000, 0x7bff, 0x7c00, 0xfc00, 0x7e00, 0x8000, 0x3555};
-    size_t n = make_npy(buf, 1, "{'descr': '<f2', 'fortran_order': False, 'shape': (11,), }", true, halves,
-                        sizeof halves);
+    static const uint16_t halves[] = {0x0001, 0x03ff, 0x0400, 0x3c00, 0xc000, 0x7bff,
+                                      0x7c00, 0xfc00, 0x7e00, 0x8000, 0x3555};
+    size_t n =
+        make_npy(buf, 1, "{'descr': '<f2', 'fortran_order': False, 'shape': (11,), }", true, halves, sizeof halves);
     nb_tensor *t = load_npy_bytes(buf, n, &st);
     CHECK_OK(st);
     if (t) {
@@ -266,14 +275,19 @@ static void test_npy_errors(void)
     /* The dict. */
     check_bad_npy("", z, 0, NB_ERR_FORMAT, "header ends where the dict's '{' was expected");
     check_bad_npy("[]", z, 0, NB_ERR_FORMAT, "'[' at byte 0 where the dict's '{'");
-    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), } x", z, 4, NB_ERR_FORMAT, "text after the dict");
-    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)", z, 4, NB_ERR_FORMAT, "ends where ',' or '}'");
-    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,),, }", z, 4, NB_ERR_FORMAT, "no string where a key");
+    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), } x", z, 4, NB_ERR_FORMAT,
+                  "text after the dict");
+    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,)", z, 4, NB_ERR_FORMAT,
+                  "ends where ',' or '}'");
+    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,),, }", z, 4, NB_ERR_FORMAT,
+                  "no string where a key");
     check_bad_npy("{'descr': '<f4', 'fortran_order': False}", z, 4, NB_ERR_FORMAT, "no 'shape' key");
     check_bad_npy("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': ()}", z, 4, NB_ERR_FORMAT,
                   "key 'descr' twice");
-    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (), 'x': 1}", z, 4, NB_ERR_FORMAT, "unknown key 'x'");
-    check_bad_npy("{'descr': '<f4' 'fortran_order': False, 'shape': ()}", z, 4, NB_ERR_FORMAT, "',' or '}' after a value");
+    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (), 'x': 1}", z, 4, NB_ERR_FORMAT,
+                  "unknown key 'x'");
+    check_bad_npy("{'descr': '<f4' 'fortran_order': False, 'shape': ()}", z, 4, NB_ERR_FORMAT,
+                  "',' or '}' after a value");
     check_bad_npy("{'descr' '<f4', 'fortran_order': False, 'shape': ()}", z, 4, NB_ERR_FORMAT, "':' after a key");
     check_bad_npy("{'descr': '<f4', 'fortran_order': 0, 'shape': ()}", z, 4, NB_ERR_FORMAT, "not True or False");
     check_bad_npy("{'descr': '<f4', 'fortran_order': Trueish, 'shape': ()}", z, 4, NB_ERR_FORMAT, "not True or False");
@@ -286,13 +300,18 @@ static void test_npy_errors(void)
     write_file(path, "\x93NUMPY\x01\x00\x04\x00{'ab", 14);
     CHECK_ERR(nb_npy_load(&t, path), NB_ERR_FORMAT, "ends inside a string");
     /* Shapes. */
-    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1), }", z, 4, NB_ERR_FORMAT, "a number, not a tuple");
-    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", z, 4, NB_ERR_FORMAT, "negative dimension");
+    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1), }", z, 4, NB_ERR_FORMAT,
+                  "a number, not a tuple");
+    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", z, 4, NB_ERR_FORMAT,
+                  "negative dimension");
     check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (01,), }", z, 4, NB_ERR_FORMAT, "leading zero");
-    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1.0,), }", z, 4, NB_ERR_FORMAT, "not a plain integer");
-    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1L,), }", z, 4, NB_ERR_FORMAT, "not a plain integer");
+    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1.0,), }", z, 4, NB_ERR_FORMAT,
+                  "not a plain integer");
+    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1L,), }", z, 4, NB_ERR_FORMAT,
+                  "not a plain integer");
     check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (,), }", z, 4, NB_ERR_FORMAT, "not an integer");
-    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1 2), }", z, 4, NB_ERR_FORMAT, "',' or ')' in the shape");
+    check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1 2), }", z, 4, NB_ERR_FORMAT,
+                  "',' or ')' in the shape");
     check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", z, 4, NB_ERR_FORMAT,
                   "too large for 64 bits");
     check_bad_npy("{'descr': '|u1', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", z, 0, NB_ERR_FORMAT,
@@ -305,7 +324,8 @@ static void test_npy_errors(void)
     check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", z, 7, NB_ERR_FORMAT,
                   "shape [2] needs 8 bytes of data, but 7 follow the header");
     check_bad_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", z, 9, NB_ERR_FORMAT, "but 9 follow");
-    check_bad_npy("{'descr': '<f2', 'fortran_order': False, 'shape': (1000000,), }", z, 8, NB_ERR_FORMAT, "but 8 follow");
+    check_bad_npy("{'descr': '<f2', 'fortran_order': False, 'shape': (1000000,), }", z, 8, NB_ERR_FORMAT,
+                  "but 8 follow");
     check_bad_npy("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", two, 2, NB_ERR_FORMAT,
                   "holds byte 2 at element 1");
     /* Dtypes nabla does not read. */
@@ -449,7 +469,12 @@ typedef struct member {
     int64_t usize_delta;
 } member;
 
-static unsigned char *p16(unsigned char *p, uint32_t v) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); return p + 2; }
+static unsigned char *p16(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    return p + 2;
+}
 static unsigned char *p32(unsigned char *p, uint32_t v) { return p16(p16(p, v & 0xffff), v >> 16); }
 static unsigned char *p64(unsigned char *p, uint64_t v) { return p32(p32(p, (uint32_t)v), (uint32_t)(v >> 32)); }
 
@@ -554,8 +579,8 @@ static void make_members(void)
     len_b = make_npy(npy_b, 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 1), }", true, ib, 16);
     /* A header for 4 bytes of data, followed by 3000 more. */
     static unsigned char zeros[3004];
-    len_bomb = make_npy(npy_bomb, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", true, zeros,
-                        sizeof zeros);
+    len_bomb =
+        make_npy(npy_bomb, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", true, zeros, sizeof zeros);
 }
 
 static nb_status load_zip(const member *m, int n, bool zip64_end, nb_npz **f)
@@ -598,18 +623,28 @@ static void test_npz_layouts(void)
     /* numpy.savez: zip64 local headers (force_zip64); numpy.savez_compressed:
      * the same, deflated; sizes and offsets through zip64 extras in the
      * central directory, and a zip64 end record. */
-    check_archive((member[]){{.name = "a.npy", .data = npy_a, .len = len_a}, {.name = "b.npy", .data = npy_b, .len = len_b}}, 2, false);
-    check_archive((member[]){{.name = "a.npy", .data = npy_a, .len = len_a, .zip64_local = true}, {.name = "b.npy", .data = npy_b, .len = len_b, .zip64_local = true}}, 2, false);
-    check_archive((member[]){{.name = "a.npy", .data = npy_a, .len = len_a, .deflate = true, .zip64_local = true}, {.name = "b.npy", .data = npy_b, .len = len_b, .deflate = true, .zip64_local = true}}, 2, false);
-    check_archive((member[]){{.name = "a.npy", .data = npy_a, .len = len_a, .deflate = true, .zip64_local = true, .zip64_central = true}, {.name = "b.npy", .data = npy_b, .len = len_b, .zip64_central = true}},
-                  2, true);
+    check_archive(
+        (member[]){{.name = "a.npy", .data = npy_a, .len = len_a}, {.name = "b.npy", .data = npy_b, .len = len_b}}, 2,
+        false);
+    check_archive((member[]){{.name = "a.npy", .data = npy_a, .len = len_a, .zip64_local = true},
+                             {.name = "b.npy", .data = npy_b, .len = len_b, .zip64_local = true}},
+                  2, false);
+    check_archive((member[]){{.name = "a.npy", .data = npy_a, .len = len_a, .deflate = true, .zip64_local = true},
+                             {.name = "b.npy", .data = npy_b, .len = len_b, .deflate = true, .zip64_local = true}},
+                  2, false);
+    check_archive(
+        (member[]){
+            {.name = "a.npy", .data = npy_a, .len = len_a, .deflate = true, .zip64_local = true, .zip64_central = true},
+            {.name = "b.npy", .data = npy_b, .len = len_b, .zip64_central = true}},
+        2, true);
 }
 
 static void test_npz_errors(void)
 {
     make_members();
     member a = {.name = "a.npy", .data = npy_a, .len = len_a}, b = {.name = "b.npy", .data = npy_b, .len = len_b};
-    member bad_crc = a, bad_crc_deflated = a, dup = b, txt = a, short_usize = a, bomb = {.name = "x.npy", .data = npy_bomb, .len = len_bomb, .deflate = true};
+    member bad_crc = a, bad_crc_deflated = a, dup = b, txt = a, short_usize = a,
+           bomb = {.name = "x.npy", .data = npy_bomb, .len = len_bomb, .deflate = true};
     bad_crc.crc_xor = bad_crc_deflated.crc_xor = 1;
     bad_crc_deflated.deflate = true;
     dup.name = "a.npy";
@@ -630,7 +665,8 @@ static void test_npz_errors(void)
     check_bad_zip((member[]){bomb}, 1, NB_ERR_FORMAT, "member 'x.npy': the shape [1] needs 4 bytes of data, but 3004");
     bomb.deflate = false;
     bomb.usize_delta = 10;
-    check_bad_zip((member[]){bomb}, 1, NB_ERR_FORMAT, "stored member 'x.npy' has 3132 bytes in the archive but declares 3142");
+    check_bad_zip((member[]){bomb}, 1, NB_ERR_FORMAT,
+                  "stored member 'x.npy' has 3132 bytes in the archive but declares 3142");
 
     /* Damage by hand: offsets, signatures, the deflate stream. */
     static unsigned char buf[4096];
@@ -664,7 +700,8 @@ static void test_npz_errors(void)
     DAMAGED(p32(copy + cd + 46 + 5 + 42, 10), NB_ERR_FORMAT, "no local header at offset 10");
     DAMAGED(p16(copy + cd + 28, 500), NB_ERR_FORMAT, "runs past its end");
     DAMAGED(p16(copy + n - 18, 1), NB_ERR_UNSUPPORTED, "several disks");
-    DAMAGED((p16(copy + n - 12, 0xffff), p16(copy + n - 14, 0xffff)), NB_ERR_FORMAT, "zip64 end record that is not there");
+    DAMAGED((p16(copy + n - 12, 0xffff), p16(copy + n - 14, 0xffff)), NB_ERR_FORMAT,
+            "zip64 end record that is not there");
     /* Two members pointing at the same bytes. */
     DAMAGED((p32(copy + cd + 46 + 5 + 42, 0), memcpy(copy + cd + 46 + 5 + 46, "a", 1)), NB_ERR_FORMAT, "overlap");
     /* A damaged deflate stream. */
@@ -745,7 +782,8 @@ static void test_npz_state(void)
     REQUIRE_OK(nb_scope_new(&scope, NULL));
     REQUIRE_OK(nb_scope_new(&fresh, NULL));
     REQUIRE_OK(nb_scope_new(&held, NULL));
-    nb_tensor *w = T(NB_F32, S(2, 3), 1, 2, 3, 4, 5, 6), *step = tscalar(NB_I64, 42), *hw = T(NB_F32, S(2, 3), 0, 0, 0, 0, 0, 0);
+    nb_tensor *w = T(NB_F32, S(2, 3), 1, 2, 3, 4, 5, 6), *step = tscalar(NB_I64, 42),
+              *hw = T(NB_F32, S(2, 3), 0, 0, 0, 0, 0, 0);
     const char *path = path_of("state.npz");
     CHECK_ERR(nb_npz_save_state(path, p, scope, 0), NB_ERR_NOT_FOUND, "npz save");
     CHECK_OK(nb_scope_set(scope, "fc.w", w));
@@ -764,8 +802,7 @@ static void test_npz_state(void)
         CHECK(nb_scope_find(held, "fc.w") == hw); /* copied into the tensor held */
         CHECK_TENSOR(hw, S(2, 3), 0, 1, 2, 3, 4, 5, 6);
     }
-    CHECK_ERR(nb_npz_load_state(path, q, held), NB_ERR_FORMAT,
-              "npz '");
+    CHECK_ERR(nb_npz_load_state(path, q, held), NB_ERR_FORMAT, "npz '");
     CHECK_ERR(nb_npz_load_state(path, q, held), NB_ERR_FORMAT,
               "(2 mismatches, the scope is unchanged): var 'fc.w': expected float64 [2, 3], found float32 [2, 3]; "
               "var 'gone': expected float32 [2], missing in the file");

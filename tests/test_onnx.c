@@ -82,7 +82,8 @@ static nb_tensor *imported_output(const char *path, nb_tensor *x)
     nb_tensor *y = NULL;
     nb_value outs[2];
     int n_out = 0;
-    if (nb_program_new(&m.main) || nb_program_new(&m.startup) || nb_builder_new_record(&b, m.main, m.startup)) return NULL;
+    if (nb_program_new(&m.main) || nb_program_new(&m.startup) || nb_builder_new_record(&b, m.main, m.startup))
+        return NULL;
     nb_status st = nb_onnx_import(path, b, NB_NO_VALUES, 2, outs, &n_out);
     if (st) fprintf(stderr, "  import: %s\n", nb_last_error());
     nb_executor *e = NULL;
@@ -109,8 +110,7 @@ static nb_tensor *eager_output(const char *path, nb_tensor *x)
     nb_tensor *y = NULL;
     if (!nb_onnx_import(path, b, NB_VALUES(nb_eager_value(b, x)), 1, &out, &n_out))
         y = nb_tensor_retain(nb_eager_tensor(out));
-    else
-        fprintf(stderr, "  eager import: %s\n", nb_last_error());
+    else fprintf(stderr, "  eager import: %s\n", nb_last_error());
     nb_builder_free(b);
     return y;
 }
@@ -164,8 +164,8 @@ static nb_value lenet(nb_builder *b, nb_value x)
     nb_conv2d_opts relu = {.act = "relu", .padding = 1};
     nb_value h = nb_layer_conv2d(b, nb_reshape(b, x, 4, (int64_t[]){-1, 1, 12, 12}), 4, 3, &relu);
     h = nb_layer_batch_norm(b, h, NULL);
-    h = nb_layer_pool2d(b, h, "max", 2, &(nb_pool2d_opts){.stride = 2}); /* 4x6x6 */
-    h = nb_layer_conv2d(b, h, 6, 3, &(nb_conv2d_opts){.act = "sigmoid"});   /* 6x4x4 */
+    h = nb_layer_pool2d(b, h, "max", 2, &(nb_pool2d_opts){.stride = 2});  /* 4x6x6 */
+    h = nb_layer_conv2d(b, h, 6, 3, &(nb_conv2d_opts){.act = "sigmoid"}); /* 6x4x4 */
     h = nb_layer_pool2d(b, h, "avg", 2, &(nb_pool2d_opts){.stride = 2, .count_include_pad = true, .padding = 1});
     h = nb_layer_fc(b, nb_flatten(b, h, 1, -1), 10, "relu", NULL);
     return nb_softmax(b, nb_layer_fc(b, h, 5, NULL, NULL), 1);
@@ -179,9 +179,10 @@ static nb_value zoo(nb_builder *b, nb_value x)
     for (int i = 0; i < 24; i++) nb_tensor_set(w, i, 0.1 * (i % 7) - 0.3);
     nb_value W = nb_param_from(b, "zoo.w", w);
     nb_tensor_release(w);
-    nb_value a = nb_matmul(b, x, W, NB_TRANSPOSE_Y);                      /* [N, 4] */
+    nb_value a = nb_matmul(b, x, W, NB_TRANSPOSE_Y); /* [N, 4] */
     nb_value V = nb_param(b, "zoo.v", NB_F32, 2, S(4, 4), nb_init_uniform(-1, 1));
-    a = nb_emit1(b, "matmul", NB_VALUES(a, V), NB_ATTRS(NB_ATTR_BOOL("transpose_y", true), NB_ATTR_FLOAT("alpha", 0.5)));
+    a = nb_emit1(b, "matmul", NB_VALUES(a, V),
+                 NB_ATTRS(NB_ATTR_BOOL("transpose_y", true), NB_ATTR_FLOAT("alpha", 0.5)));
     nb_value t = nb_add(b, nb_scale(b, a, 0.5, 0.1), nb_clip(b, a, -0.5, 0.5));
     t = nb_sub(b, t, nb_leaky_relu(b, nb_elu(b, t, 0.7), 0.2));
     t = nb_mul(b, t, nb_silu(b, nb_sigmoid(b, t)));
@@ -196,9 +197,9 @@ static nb_value zoo(nb_builder *b, nb_value x)
      * magnify a one-ulp difference between the gelu kernel and its ONNX
      * decomposition a thousandfold. */
     t = nb_layer_layer_norm(b, t, 1, 1e-2);
-    nb_value u = nb_unsqueeze(b, t, 1, (int64_t[]){1});                   /* [N, 1, 4] */
-    u = nb_concat(b, 2, (nb_value[]){u, u}, 1);                            /* [N, 2, 4] */
-    nb_value r = nb_reduce_mean(b, u, 1, (int64_t[]){1}, true);            /* [N, 1, 4] */
+    nb_value u = nb_unsqueeze(b, t, 1, (int64_t[]){1});         /* [N, 1, 4] */
+    u = nb_concat(b, 2, (nb_value[]){u, u}, 1);                 /* [N, 2, 4] */
+    nb_value r = nb_reduce_mean(b, u, 1, (int64_t[]){1}, true); /* [N, 1, 4] */
     r = nb_add(b, nb_squeeze(b, r, 1, (int64_t[]){1}), nb_reduce_sum(b, u, 1, (int64_t[]){1}, false));
     nb_tensor *idx;
     if (nb_tensor_from_data(&idx, NB_I64, 1, S(3), (int64_t[]){3, 0, 2})) return NB_NONE;
@@ -471,7 +472,8 @@ static void test_import_checks(void)
     /* ...and refuse what has: opset 1-6's broadcast along an axis. */
     handmade_init(&h, "Mul", 6);
     Onnx__AttributeProto bc = ONNX__ATTRIBUTE_PROTO__INIT, ax = ONNX__ATTRIBUTE_PROTO__INIT, *legacy[2] = {&bc, &ax};
-    bc.name = "broadcast", bc.has_type = 1, bc.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, bc.has_i = 1, bc.i = 1;
+    bc.name = "broadcast", bc.has_type = 1, bc.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, bc.has_i = 1,
+    bc.i = 1;
     ax.name = "axis", ax.has_type = 1, ax.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, ax.has_i = 1, ax.i = 0;
     h.node.n_attribute = 2, h.node.attribute = legacy;
     handmade_save(&h, path);
@@ -680,7 +682,8 @@ static void test_import_validity(void)
     h.w.n_float_data = 0, h.w.has_data_location = 1, h.w.data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     h.w.n_external_data = 1, h.w.external_data = exts;
     handmade_save(&h, model);
-    CHECK_ERR(import_and_run(model, y), NB_ERR_FORMAT, "external data location \"w.bin\" leads out of the model's folder");
+    CHECK_ERR(import_and_run(model, y), NB_ERR_FORMAT,
+              "external data location \"w.bin\" leads out of the model's folder");
     unlink(link), unlink(model), rmdir(dir);
 }
 
@@ -767,8 +770,7 @@ static void test_export_errors(void)
         built_free(&m);
         return;
     }
-    CHECK_ERR(nb_onnx_export(m.test, m.scope, NB_NAMES(y), path_of("a.onnx")), NB_ERR_UNSUPPORTED,
-              "onnx export: topk");
+    CHECK_ERR(nb_onnx_export(m.test, m.scope, NB_NAMES(y), path_of("a.onnx")), NB_ERR_UNSUPPORTED, "onnx export: topk");
     CHECK(access(path_of("a.onnx"), F_OK) != 0); /* nothing written */
     CHECK_ERR(nb_onnx_export(m.test, m.scope, NB_NAMES("no_such_var"), path_of("a.onnx")), NB_ERR_NOT_FOUND,
               "fetch 'no_such_var' is not a var");
@@ -776,8 +778,9 @@ static void test_export_errors(void)
     REQUIRE_OK(nb_scope_new(&empty, NULL));
     const char *hidden = nb_op_in_name(m.test->blocks[0]->ops[1], 0, 0); /* the first fc's output */
     (void)hidden;
-    CHECK_ERR(nb_onnx_export(m.test, empty, NB_NAMES(nb_op_out_name(m.test->blocks[0]->ops[0], 0, 0)), path_of("a.onnx")),
-              NB_ERR_NOT_FOUND, "has no value in the scope");
+    CHECK_ERR(
+        nb_onnx_export(m.test, empty, NB_NAMES(nb_op_out_name(m.test->blocks[0]->ops[0], 0, 0)), path_of("a.onnx")),
+        NB_ERR_NOT_FOUND, "has no value in the scope");
     nb_scope_free(empty);
     built_free(&m);
 }

@@ -97,7 +97,7 @@ static void check_case(const sdpa_case *c, nb_dtype dt, bool with_mask, double t
 static void test_values(void)
 {
     static const sdpa_case cases[] = {
-        {1, 1, 1, 1, 1, false, 0},     {2, 3, 5, 4, 2, false, 0},      {3, 64, 64, 16, 16, true, 0},
+        {1, 1, 1, 1, 1, false, 0},      {2, 3, 5, 4, 2, false, 0},      {3, 64, 64, 16, 16, true, 0},
         {2, 65, 130, 8, 5, false, 0.3}, {1, 100, 200, 32, 32, true, 0}, {2, 130, 70, 4, 6, true, 0},
         {1, 7, 3, 3, 3, true, 1.7},
     };
@@ -165,7 +165,7 @@ static void test_dropout(void)
                 double acc = 0;
                 for (int64_t j = 0; j < S_; j++)
                     acc += exp(s[j] - m) / sum * nb_tensor_get(z, (bb * T_ + i) * S_ + j) *
-                           nb_tensor_get(v, (bb * S_ + j) * D + e);
+                        nb_tensor_get(v, (bb * S_ + j) * D + e);
                 worst = fmax(worst, fabs(acc - nb_tensor_get(a[0], (bb * T_ + i) * D + e)));
             }
         }
@@ -186,8 +186,8 @@ static nb_status attention_fn(nb_builder *b, const nb_value *in, nb_value *out, 
 {
     (void)ctx;
     const nb_attention_opts o = {.causal = true, .scale = 0.4};
-    out[0] = nb_reduce_sum(b, nb_square(b, nb_scaled_dot_product_attention(b, in[0], in[1], in[2], &o)), 0, NULL,
-                           false);
+    out[0] =
+        nb_reduce_sum(b, nb_square(b, nb_scaled_dot_product_attention(b, in[0], in[1], in[2], &o)), 0, NULL, false);
     return nb_builder_status(b);
 }
 
@@ -223,7 +223,8 @@ static void test_static_matches_eager(void)
     CHECK_OK(nb_executor_new(&ex));
     CHECK_OK(nb_executor_run(ex, p, s, NB_FEEDS({"q", x[0]}, {"k", x[1]}, {"v", x[2]}), NB_NAMES_N(4, fetch), got));
     CHECK_NEAR(nb_tensor_get(got[0], 0), nb_tensor_get(loss, 0), 1e-12);
-    for (int i = 0; i < 3; i++) CHECK(got[1 + i] && max_diff(got[1 + i], (const double *)nb_tensor_data(eg[i])) < 1e-12);
+    for (int i = 0; i < 3; i++)
+        CHECK(got[1 + i] && max_diff(got[1 + i], (const double *)nb_tensor_data(eg[i])) < 1e-12);
     release_all(got[0], got[1], got[2], got[3], NULL);
     nb_executor_free(ex);
     nb_backward_result_free(&r);

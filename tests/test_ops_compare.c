@@ -227,7 +227,8 @@ static void test_errors(void)
     nb_tensor *in1[] = {x, y};
     CHECK_ERR(nb_op_run("equal", NB_TENSORS_N(2, in1), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
               "equal: cannot broadcast X of shape [2, 3] with Y of shape [2]");
-    CHECK_ERR(nb_op_run("logical_and", NB_TENSORS_N(2, in1), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE, "logical_and: cannot broadcast");
+    CHECK_ERR(nb_op_run("logical_and", NB_TENSORS_N(2, in1), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
+              "logical_and: cannot broadcast");
     nb_tensor *in2[] = {x, yd};
     CHECK_ERR(nb_op_run("less", NB_TENSORS_N(2, in2), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
               "less: X is float32 but Y is float64; they must have the same dtype");
@@ -238,7 +239,8 @@ static void test_errors(void)
     CHECK_ERR(nb_op_run("where", NB_TENSORS_N(3, in4), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
               "where: X is float32 but Y is float64");
     nb_tensor *in5[] = {y, x, x};
-    CHECK_ERR(nb_op_run("where", NB_TENSORS_N(3, in5), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE, "where: Condition must be bool");
+    CHECK_ERR(nb_op_run("where", NB_TENSORS_N(3, in5), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
+              "where: Condition must be bool");
     nb_tensor *cb = T(NB_BOOL, S(2), 1, 0);
     nb_tensor *in6[] = {cb, x, x};
     CHECK_ERR(nb_op_run("where", NB_TENSORS_N(3, in6), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
@@ -249,8 +251,8 @@ static void test_errors(void)
 
 static void test_flags(void)
 {
-    const char *nd[] = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-                        "logical_and", "logical_or", "logical_xor", "logical_not"};
+    const char *nd[] = {"equal",         "not_equal",   "less",       "less_equal",  "greater",
+                        "greater_equal", "logical_and", "logical_or", "logical_xor", "logical_not"};
     for (size_t i = 0; i < sizeof nd / sizeof *nd; i++) {
         const nb_op_def *d = nb_op_find(nd[i]);
         CHECK(d && (d->flags & NB_OP_NOT_DIFFERENTIABLE) && d->doc);

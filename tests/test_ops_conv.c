@@ -111,11 +111,11 @@ static const conv_case conv_cases[] = {
     {1, 2, 6, 7, 3, 3, 2, {2, 1}, 4, {0, 2, 1, 0}, {1, 1}, 1, true},
     {2, 2, 7, 7, 2, 3, 3, {1, 1}, 2, {2, 2}, {2, 2}, 1, true},
     {2, 4, 5, 6, 6, 3, 3, {1, 2}, 2, {1, 0}, {1, 1}, 2, true},
-    {2, 3, 5, 5, 3, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 3, false}, /* depthwise */
+    {2, 3, 5, 5, 3, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 3, false},      /* depthwise */
     {1, 3, 5, 5, 6, 3, 3, {2, 2}, 4, {1, 1, 0, 2}, {1, 2}, 3, true}, /* depthwise, multiplier 2 */
-    {2, 4, 3, 4, 6, 1, 1, {1, 1}, 2, {0, 0}, {1, 1}, 2, true},  /* pointwise: no im2col */
+    {2, 4, 3, 4, 6, 1, 1, {1, 1}, 2, {0, 0}, {1, 1}, 2, true},       /* pointwise: no im2col */
     {2, 4, 3, 4, 5, 1, 1, {1, 1}, 2, {0, 0}, {1, 1}, 1, false},
-    {2, 3, 5, 5, 2, 1, 1, {2, 2}, 2, {0, 0}, {1, 1}, 1, false}, /* 1x1 but strided */
+    {2, 3, 5, 5, 2, 1, 1, {2, 2}, 2, {0, 0}, {1, 1}, 1, false},  /* 1x1 but strided */
     {4, 4, 10, 10, 8, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true}, /* big enough to split the batch */
 };
 #define N_CONV_CASES ((int)(sizeof conv_cases / sizeof *conv_cases))
@@ -166,8 +166,7 @@ static nb_tensor *ref_conv_dw(const conv_case *k, const nb_tensor *dy, const nb_
  * isa_lo up to the widest this CPU runs and through the BLAS where nabla has
  * one (isa widest + 1), against the direct convolution; with grad,
  * conv2d_grad's DInput and DFilter too. */
-static void check_against_direct(const char *what, const conv_case *cases, int n, uint64_t seed, int isa_lo,
-                                 bool grad)
+static void check_against_direct(const char *what, const conv_case *cases, int n, uint64_t seed, int isa_lo, bool grad)
 {
     const int widest = nb_gemm_isa();
     for (int ci = 0; ci < n; ci++) {
@@ -201,9 +200,10 @@ static void check_against_direct(const char *what, const conv_case *cases, int n
                 /* (a float32 filter gradient sums up to 4096 products) */
                 const double tol = d ? 1e-12 : 1e-5, tol_dw = d ? 1e-12 : 1e-4;
                 if (!(err <= tol) || !(err_dx <= tol) || !(err_dw <= tol_dw)) {
-                    fprintf(stderr, "  %s case %d (%s, isa %d): output, DInput and DFilter differ from the direct "
-                            "convolution's by %g, %g and %g\n", what, ci, nb_dtype_name(dtypes[d]), isa, err, err_dx,
-                            err_dw);
+                    fprintf(stderr,
+                            "  %s case %d (%s, isa %d): output, DInput and DFilter differ from the direct "
+                            "convolution's by %g, %g and %g\n",
+                            what, ci, nb_dtype_name(dtypes[d]), isa, err, err_dx, err_dw);
                     test_failures_in_current++;
                 }
                 CHECK(!y || y->dtype == dtypes[d]);
@@ -237,7 +237,7 @@ static const conv_case packed_cases[] = {
     {2, 4, 6, 40, 68, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 2, true},
     {1, 2, 5, 70, 40, 5, 5, {1, 2}, 2, {2, 2}, {1, 1}, 1, true},
     {2, 3, 32, 32, 40, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true},
-    {1, 8, 64, 64, 40, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true}, /* one image, split by columns */
+    {1, 8, 64, 64, 40, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true},   /* one image, split by columns */
     {1, 24, 40, 40, 40, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, false}, /* and its filter gradient too */
     {2, 3, 20, 21, 8, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true},    /* few filters: the gradient's packer only */
     {30, 2, 4, 33, 36, 3, 3, {1, 1}, 2, {1, 1}, {1, 1}, 1, true},   /* more images than chunks: some take two */
@@ -247,8 +247,8 @@ static void test_conv2d_packed_columns(void)
 {
     int threads = nb_num_threads();
     nb_set_num_threads(3);
-    check_against_direct("packed", packed_cases, (int)(sizeof packed_cases / sizeof *packed_cases), 5,
-                         NB_ISA_GENERIC, true);
+    check_against_direct("packed", packed_cases, (int)(sizeof packed_cases / sizeof *packed_cases), 5, NB_ISA_GENERIC,
+                         true);
     nb_set_num_threads(threads);
 }
 
@@ -291,9 +291,10 @@ static void test_conv2d_row_widths(void)
                 CHECK_OK(nb_op_run("conv2d_grad", NB_TENSORS_N(3, in), NB_ATTRS_N(na, a), 1, &dx));
                 double err = rel_diff(y, want), err_dx = rel_diff(dx, want_dx);
                 if (!(err <= (d ? 1e-12 : 1e-5)) || !(err_dx <= (d ? 1e-12 : 1e-5))) {
-                    fprintf(stderr, "  output width %lld, pad %d (%s): output and input gradient differ from the "
-                            "direct convolution's by %g and %g\n", (long long)widths[wi], pad,
-                            nb_dtype_name(dtypes[d]), err, err_dx);
+                    fprintf(stderr,
+                            "  output width %lld, pad %d (%s): output and input gradient differ from the "
+                            "direct convolution's by %g and %g\n",
+                            (long long)widths[wi], pad, nb_dtype_name(dtypes[d]), err, err_dx);
                     test_failures_in_current++;
                 }
                 RELEASE(y, dx, in[0], in[1], in[2]);
@@ -426,14 +427,18 @@ static void test_conv2d_errors(void)
     CHECK_OK(nb_tensor_new(&x4, NB_F32, 4, S(1, 4, 4, 4)));
 
     nb_tensor *mismatch[] = {x, f2};
-    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, mismatch), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE, "conv2d: Input has shape [1, 3, 4, 4]");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, mismatch), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE,
+              "conv2d: Input has shape [1, 3, 4, 4]");
     CHECK(strstr(nb_last_error(), "[4, 2, 3, 3]") != NULL);
     nb_attr g2[] = {NB_ATTR_INT("groups", 2)};
-    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, mismatch), NB_ATTRS_N(1, g2), 1, &y), NB_ERR_SHAPE, "not divisible by groups 2");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, mismatch), NB_ATTRS_N(1, g2), 1, &y), NB_ERR_SHAPE,
+              "not divisible by groups 2");
     nb_tensor *odd[] = {x4, f_odd};
-    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, odd), NB_ATTRS_N(1, g2), 1, &y), NB_ERR_SHAPE, "conv2d: Filter has shape [3, 2, 3, 3]");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, odd), NB_ATTRS_N(1, g2), 1, &y), NB_ERR_SHAPE,
+              "conv2d: Filter has shape [3, 2, 3, 3]");
     nb_tensor *too_big[] = {x, big};
-    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, too_big), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE, "bigger than the padded input");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, too_big), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE,
+              "bigger than the padded input");
     nb_attr pad1[] = {NB_ATTR_INTS("paddings", 1, 1)};
     CHECK_OK(nb_op_run("conv2d", NB_TENSORS_N(2, too_big), NB_ATTRS_N(1, pad1), 1, &y));
     CHECK(y && y->shape[2] == 2);
@@ -443,15 +448,20 @@ static void test_conv2d_errors(void)
     nb_tensor *ok[] = {x, f3};
     CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, ok), NB_ATTRS_N(1, dil), 1, &y), NB_ERR_SHAPE, "dilated kernel (5)");
     nb_tensor *bias_bad[] = {x, f3, b5};
-    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(3, bias_bad), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE, "conv2d: Bias has shape [5]");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(3, bias_bad), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE,
+              "conv2d: Bias has shape [5]");
     nb_tensor *ints[] = {xi, f3};
-    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, ints), NB_NO_ATTRS, 1, &y), NB_ERR_DTYPE, "conv2d: Input has dtype int32");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, ints), NB_NO_ATTRS, 1, &y), NB_ERR_DTYPE,
+              "conv2d: Input has dtype int32");
     nb_attr pad3[] = {NB_ATTR_INTS("paddings", 1, 1, 1)};
-    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, ok), NB_ATTRS_N(1, pad3), 1, &y), NB_ERR_ARG, "conv2d: attribute paddings");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, ok), NB_ATTRS_N(1, pad3), 1, &y), NB_ERR_ARG,
+              "conv2d: attribute paddings");
     nb_attr s0[] = {NB_ATTR_INTS("strides", 0, 1)};
-    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, ok), NB_ATTRS_N(1, s0), 1, &y), NB_ERR_ARG, "conv2d: attribute strides");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, ok), NB_ATTRS_N(1, s0), 1, &y), NB_ERR_ARG,
+              "conv2d: attribute strides");
     nb_tensor *rank[] = {b5, f3};
-    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, rank), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE, "conv2d: Input has shape [5]");
+    CHECK_ERR(nb_op_run("conv2d", NB_TENSORS_N(2, rank), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE,
+              "conv2d: Input has shape [5]");
     CHECK(y == NULL);
     RELEASE(x, f2, f3, big, b5, f_odd, xi, x4);
 }
@@ -551,7 +561,8 @@ static void test_pool2d_hand(void)
         nb_tensor *y = RUN1("pool2d", in, mx);
         CHECK_TENSOR(y, S(1, 1, 2, 2), 1e-6, 6, 8, 14, 16);
         nb_tensor_release(y);
-        nb_attr av[] = {NB_ATTR_STRING("pooling_type", "avg"), NB_ATTR_INTS("ksize", 2, 2), NB_ATTR_INTS("strides", 2, 2)};
+        nb_attr av[] = {NB_ATTR_STRING("pooling_type", "avg"), NB_ATTR_INTS("ksize", 2, 2),
+                        NB_ATTR_INTS("strides", 2, 2)};
         y = RUN1("pool2d", in, av);
         CHECK_TENSOR(y, S(1, 1, 2, 2), 1e-6, 3.5, 5.5, 11.5, 13.5);
         nb_tensor_release(y);
@@ -566,7 +577,8 @@ static void test_pool2d_hand(void)
         CHECK_TENSOR(y, S(1, 1, 2, 2), 1e-6, 3.5, 5, 9.5, 11);
         nb_tensor_release(y);
         nb_attr ai[] = {NB_ATTR_STRING("pooling_type", "avg"), NB_ATTR_INTS("ksize", 3, 3),
-                        NB_ATTR_INTS("strides", 2, 2), NB_ATTR_INTS("paddings", 1, 1), NB_ATTR_BOOL("exclusive", false)};
+                        NB_ATTR_INTS("strides", 2, 2), NB_ATTR_INTS("paddings", 1, 1),
+                        NB_ATTR_BOOL("exclusive", false)};
         y = RUN1("pool2d", in, ai);
         CHECK_TENSOR(y, S(1, 1, 2, 2), 1e-6, 14.0 / 9, 30.0 / 9, 57.0 / 9, 11);
         nb_tensor_release(y);
@@ -607,7 +619,8 @@ static void test_pool2d_reference(void)
             CHECK_OK(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_ATTRS_N(na, a), 1, &y));
             double err = rel_diff(y, want);
             if (!(err <= (d ? 1e-14 : 1e-6))) {
-                fprintf(stderr, "  pool case %d (%s): differs from the reference by %g\n", ci, nb_dtype_name(dtypes[d]), err);
+                fprintf(stderr, "  pool case %d (%s): differs from the reference by %g\n", ci, nb_dtype_name(dtypes[d]),
+                        err);
                 test_failures_in_current++;
             }
             RELEASE(y, in[0]);
@@ -746,24 +759,32 @@ static void test_pool2d_infer(void)
 static void test_pool2d_errors(void)
 {
     nb_tensor *x = T(NB_F32, S(1, 1, 2, 2), 1, 2, 3, 4), *in[] = {x}, *y = NULL;
-    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_NO_ATTRS, 1, &y), NB_ERR_ARG, "pool2d: missing required attribute 'ksize'");
+    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_NO_ATTRS, 1, &y), NB_ERR_ARG,
+              "pool2d: missing required attribute 'ksize'");
     nb_attr big[] = {NB_ATTR_INTS("ksize", 3, 3)};
-    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_ATTRS_N(1, big), 1, &y), NB_ERR_SHAPE, "pool2d: X has shape [1, 1, 2, 2]: ksize 3 is bigger");
+    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_ATTRS_N(1, big), 1, &y), NB_ERR_SHAPE,
+              "pool2d: X has shape [1, 1, 2, 2]: ksize 3 is bigger");
     nb_attr bad_type[] = {NB_ATTR_STRING("pooling_type", "min"), NB_ATTR_INTS("ksize", 2, 2)};
-    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_ATTRS_N(2, bad_type), 1, &y), NB_ERR_ARG, "pool2d: pooling_type");
+    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_ATTRS_N(2, bad_type), 1, &y), NB_ERR_ARG,
+              "pool2d: pooling_type");
     nb_attr wide_pad[] = {NB_ATTR_INTS("ksize", 2, 2), NB_ATTR_INTS("paddings", 2, 0)};
-    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_ATTRS_N(2, wide_pad), 1, &y), NB_ERR_ARG, "smaller than ksize");
+    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_ATTRS_N(2, wide_pad), 1, &y), NB_ERR_ARG,
+              "smaller than ksize");
     nb_attr k1[] = {NB_ATTR_INTS("ksize", 1)};
-    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_ATTRS_N(1, k1), 1, &y), NB_ERR_ARG, "pool2d: attribute ksize");
+    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in), NB_ATTRS_N(1, k1), 1, &y), NB_ERR_ARG,
+              "pool2d: attribute ksize");
     nb_tensor *x3 = T(NB_F32, S(1, 2, 2), 1, 2, 3, 4), *in3[] = {x3};
     nb_attr k2[] = {NB_ATTR_INTS("ksize", 2, 2)};
-    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in3), NB_ATTRS_N(1, k2), 1, &y), NB_ERR_SHAPE, "pool2d: X has shape [1, 2, 2]");
+    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, in3), NB_ATTRS_N(1, k2), 1, &y), NB_ERR_SHAPE,
+              "pool2d: X has shape [1, 2, 2]");
     nb_tensor *xi = NULL;
     CHECK_OK(nb_tensor_new(&xi, NB_I64, 4, S(1, 1, 2, 2)));
     nb_tensor *ini[] = {xi};
-    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, ini), NB_ATTRS_N(1, k2), 1, &y), NB_ERR_DTYPE, "pool2d: X has dtype int64");
+    CHECK_ERR(nb_op_run("pool2d", NB_TENSORS_N(1, ini), NB_ATTRS_N(1, k2), 1, &y), NB_ERR_DTYPE,
+              "pool2d: X has dtype int64");
     nb_tensor *o = T(NB_F32, S(1, 1, 2, 2), 0, 0, 0, 0), *gin[] = {x, o, o};
-    CHECK_ERR(nb_op_run("pool2d_grad", NB_TENSORS_N(3, gin), NB_ATTRS_N(1, k2), 1, &y), NB_ERR_SHAPE, "pool2d_grad: Out has shape [1, 1, 2, 2]");
+    CHECK_ERR(nb_op_run("pool2d_grad", NB_TENSORS_N(3, gin), NB_ATTRS_N(1, k2), 1, &y), NB_ERR_SHAPE,
+              "pool2d_grad: Out has shape [1, 1, 2, 2]");
     CHECK(y == NULL);
     RELEASE(x, x3, xi, o);
 }

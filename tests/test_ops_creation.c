@@ -64,8 +64,8 @@ static void stats(const nb_tensor *t, double *mean, double *std, double *lo, dou
 
 static void test_fill_constant_dtypes(void)
 {
-    const double want[NB_DTYPE_COUNT] = {[NB_F32] = 2.5, [NB_F64] = 2.5, [NB_I32] = 2, [NB_I64] = 2,
-                                         [NB_U8] = 2, [NB_BOOL] = 1};
+    const double want[NB_DTYPE_COUNT] = {
+        [NB_F32] = 2.5, [NB_F64] = 2.5, [NB_I32] = 2, [NB_I64] = 2, [NB_U8] = 2, [NB_BOOL] = 1};
     for (int dt = 0; dt < NB_DTYPE_COUNT; dt++) {
         nb_attr a[] = {NB_ATTR_INTS("shape", 2, 3), NB_ATTR_INT("dtype", dt), NB_ATTR_FLOAT("value", 2.5)};
         nb_tensor *o = RUN0("fill_constant", a);
@@ -222,20 +222,20 @@ static void test_fill_batch_size_like(void)
 
     nb_tensor *o2 = NULL;
     nb_attr bad_in[] = {NB_ATTR_INTS("shape", -1, 2), NB_ATTR_INT("input_dim_idx", 2)};
-    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_TENSORS_N(1, in), NB_ATTRS_N(2, bad_in), 1, &o2), NB_ERR_ARG,
-              "fill_constant_batch_size_like: input_dim_idx 2 is out of range for Input of shape [5, 3]");
+    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_TENSORS_N(1, in), NB_ATTRS_N(2, bad_in), 1, &o2),
+              NB_ERR_ARG, "fill_constant_batch_size_like: input_dim_idx 2 is out of range for Input of shape [5, 3]");
     nb_attr bad_out[] = {NB_ATTR_INTS("shape", -1, 2), NB_ATTR_INT("output_dim_idx", 2)};
-    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_TENSORS_N(1, in), NB_ATTRS_N(2, bad_out), 1, &o2), NB_ERR_ARG,
-              "output_dim_idx 2");
+    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_TENSORS_N(1, in), NB_ATTRS_N(2, bad_out), 1, &o2),
+              NB_ERR_ARG, "output_dim_idx 2");
     nb_attr neg_out[] = {NB_ATTR_INTS("shape", -1, 2), NB_ATTR_INT("output_dim_idx", -1)};
-    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_TENSORS_N(1, in), NB_ATTRS_N(2, neg_out), 1, &o2), NB_ERR_ARG,
-              "output_dim_idx -1");
+    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_TENSORS_N(1, in), NB_ATTRS_N(2, neg_out), 1, &o2),
+              NB_ERR_ARG, "output_dim_idx -1");
     nb_attr neg_other[] = {NB_ATTR_INTS("shape", -1, -2)};
-    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_TENSORS_N(1, in), NB_ATTRS_N(1, neg_other), 1, &o2), NB_ERR_SHAPE,
-              "fill_constant_batch_size_like: attribute 'shape' [-1, -2] has a negative dimension");
+    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_TENSORS_N(1, in), NB_ATTRS_N(1, neg_other), 1, &o2),
+              NB_ERR_SHAPE, "fill_constant_batch_size_like: attribute 'shape' [-1, -2] has a negative dimension");
     nb_attr bad_dt[] = {NB_ATTR_INTS("shape", -1, 2), NB_ATTR_INT("dtype", 6)};
-    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_TENSORS_N(1, in), NB_ATTRS_N(2, bad_dt), 1, &o2), NB_ERR_DTYPE,
-              "fill_constant_batch_size_like");
+    CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_TENSORS_N(1, in), NB_ATTRS_N(2, bad_dt), 1, &o2),
+              NB_ERR_DTYPE, "fill_constant_batch_size_like");
     CHECK_ERR(nb_op_run("fill_constant_batch_size_like", NB_NO_TENSORS, NB_ATTRS_N(1, a0), 1, &o2), NB_ERR_ARG,
               "missing input 'Input'");
     nb_tensor *s = tscalar(NB_F32, 1);
@@ -306,7 +306,8 @@ static void test_fill_like(void)
     CHECK_ERR(nb_op_run("ones_like", NB_TENSORS_N(1, in), NB_ATTRS_N(1, bad_dt), 1, &bad), NB_ERR_DTYPE,
               "ones_like: attribute 'dtype' is 17");
     nb_attr bad_dt2[] = {NB_ATTR_INT("dtype", -2)};
-    CHECK_ERR(nb_op_run("fill_zeros_like", NB_TENSORS_N(1, in), NB_ATTRS_N(1, bad_dt2), 1, &bad), NB_ERR_DTYPE, "fill_zeros_like");
+    CHECK_ERR(nb_op_run("fill_zeros_like", NB_TENSORS_N(1, in), NB_ATTRS_N(1, bad_dt2), 1, &bad), NB_ERR_DTYPE,
+              "fill_zeros_like");
     CHECK_ERR(nb_op_run("ones_like", NB_NO_TENSORS, NB_NO_ATTRS, 1, &bad), NB_ERR_ARG, "missing input 'X'");
     CHECK(bad == NULL);
     nb_tensor_release(x);
@@ -690,7 +691,8 @@ static void test_increment_errors(void)
     nb_tensor *e = NULL;
     CHECK_OK(nb_tensor_new(&e, NB_F32, 1, S(0)));
     nb_tensor *ine[] = {e};
-    CHECK_ERR(nb_op_run("increment", NB_TENSORS_N(1, ine), NB_NO_ATTRS, 1, &o), NB_ERR_SHAPE, "increment: X has shape [0]");
+    CHECK_ERR(nb_op_run("increment", NB_TENSORS_N(1, ine), NB_NO_ATTRS, 1, &o), NB_ERR_SHAPE,
+              "increment: X has shape [0]");
     nb_tensor *b = T(NB_BOOL, S(1), 1);
     nb_tensor *inb[] = {b};
     CHECK_ERR(nb_op_run("increment", NB_TENSORS_N(1, inb), NB_NO_ATTRS, 1, &o), NB_ERR_DTYPE, "increment: X is bool");

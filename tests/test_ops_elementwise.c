@@ -40,7 +40,7 @@ static double r_min(double a, double b) { return a < b ? a : b; }
 static const struct {
     const char *name;
     double (*ref)(double, double);
-} BINARY[] = {{"add", r_add}, {"sub", r_sub}, {"mul", r_mul}, {"div", r_div},
+} BINARY[] = {{"add", r_add}, {"sub", r_sub},     {"mul", r_mul},    {"div", r_div},
               {"pow", pow},   {"maximum", r_max}, {"minimum", r_min}};
 
 static void test_binary_values(void)
@@ -188,16 +188,16 @@ static void test_broadcast_plan(void)
     struct {
         int ndx, ndy, ndo;
         int64_t sx[4], sy[4], so[4];
-        int ndim;            /* merged rank */
-        int64_t shape[2];    /* merged shape */
+        int ndim;         /* merged rank */
+        int64_t shape[2]; /* merged shape */
         int64_t inner_x, inner_y;
     } cases[] = {
-        {2, 2, 2, {64, 32}, {64, 32}, {64, 32}, 1, {2048}, 1, 1},        /* same shape */
-        {2, 0, 2, {64, 32}, {0}, {64, 32}, 1, {2048}, 1, 0},             /* scalar */
-        {2, 1, 2, {64, 32}, {32}, {64, 32}, 2, {64, 32}, 1, 1},          /* bias row */
-        {2, 2, 2, {64, 32}, {64, 1}, {64, 32}, 2, {64, 32}, 1, 0},       /* column */
-        {3, 3, 3, {8, 1, 5}, {8, 1, 5}, {8, 1, 5}, 1, {40}, 1, 1},       /* size-1 dims vanish */
-        {4, 1, 4, {2, 3, 4, 5}, {5}, {2, 3, 4, 5}, 2, {24, 5}, 1, 1},    /* leading dims merge */
+        {2, 2, 2, {64, 32}, {64, 32}, {64, 32}, 1, {2048}, 1, 1},     /* same shape */
+        {2, 0, 2, {64, 32}, {0}, {64, 32}, 1, {2048}, 1, 0},          /* scalar */
+        {2, 1, 2, {64, 32}, {32}, {64, 32}, 2, {64, 32}, 1, 1},       /* bias row */
+        {2, 2, 2, {64, 32}, {64, 1}, {64, 32}, 2, {64, 32}, 1, 0},    /* column */
+        {3, 3, 3, {8, 1, 5}, {8, 1, 5}, {8, 1, 5}, 1, {40}, 1, 1},    /* size-1 dims vanish */
+        {4, 1, 4, {2, 3, 4, 5}, {5}, {2, 3, 4, 5}, 2, {24, 5}, 1, 1}, /* leading dims merge */
         {3, 2, 3, {4, 1, 3}, {2, 1}, {4, 2, 3}, 3, {4, 2}, 1, 0},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
@@ -286,8 +286,11 @@ static void test_int_unary(void)
         struct {
             const char *op;
             double want[5];
-        } cases[] = {{"neg", {3, 1, 0, -2, -9}},   {"abs", {3, 1, 0, 2, 9}},   {"sign", {-1, -1, 0, 1, 1}},
-                     {"square", {9, 1, 0, 4, 81}}, {"relu", {0, 0, 0, 2, 9}}};
+        } cases[] = {{"neg", {3, 1, 0, -2, -9}},
+                     {"abs", {3, 1, 0, 2, 9}},
+                     {"sign", {-1, -1, 0, 1, 1}},
+                     {"square", {9, 1, 0, 4, 81}},
+                     {"relu", {0, 0, 0, 2, 9}}};
         for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
             nb_tensor *o = RUN1_NOATTR(cases[k].op, in);
             CHECK(o && o->dtype == ints[d]);
@@ -370,7 +373,8 @@ static void test_shape_and_dtype_errors(void)
               "mul: X is float32 but Y is float64; they must have the same dtype");
     nb_tensor *iz = T(NB_I32, S(3), 1, 2, 3);
     nb_tensor *in4[] = {iz, x};
-    CHECK_ERR(nb_op_run("div", NB_TENSORS_N(2, in4), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE, "div: X is int32 but Y is float32");
+    CHECK_ERR(nb_op_run("div", NB_TENSORS_N(2, in4), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
+              "div: X is int32 but Y is float32");
     CHECK(out == NULL);
     release_all(x, y, a, b, z, iz, NULL);
 }
@@ -386,13 +390,14 @@ static void test_registry_flags(void)
     CHECK(add && add->grad_uses_inputs == 3 && add->grad_uses_outputs == 0);
     CHECK(pw && pw->grad_uses_inputs == 3 && pw->grad_uses_outputs == 1);
     CHECK(cast && cast->attrs[0].required);
-    const char *names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "neg", "abs", "sign",
-                           "square", "sqrt", "rsqrt", "exp", "log", "log1p", "sin", "cos", "tan", "tanh",
-                           "sigmoid", "relu", "leaky_relu", "elu", "gelu", "softplus", "silu", "clip",
-                           "scale", "cast"};
+    const char *names[] = {"add",  "sub",      "mul",    "div",  "pow",     "maximum", "minimum",    "neg",
+                           "abs",  "sign",     "square", "sqrt", "rsqrt",   "exp",     "log",        "log1p",
+                           "sin",  "cos",      "tan",    "tanh", "sigmoid", "relu",    "leaky_relu", "elu",
+                           "gelu", "softplus", "silu",   "clip", "scale",   "cast"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         const nb_op_def *d = nb_op_find(names[i]);
-        CHECK(d && d->doc && d->infer && nb_kernel_find(names[i], NB_DEVICE_CPU, NB_F64, NULL) && !(d->flags & NB_OP_NOT_DIFFERENTIABLE) && d->vjp);
+        CHECK(d && d->doc && d->infer && nb_kernel_find(names[i], NB_DEVICE_CPU, NB_F64, NULL) &&
+              !(d->flags & NB_OP_NOT_DIFFERENTIABLE) && d->vjp);
     }
 }
 

@@ -64,13 +64,16 @@ static void test_slice_infer_errors(void)
               "slice: axes, starts, ends (and strides, if given) need the same length; got 2, 1, 2, 0");
     nb_attr zero[] = {NB_ATTR_INTS("axes", 0), NB_ATTR_INTS("starts", 0), NB_ATTR_INTS("ends", 1),
                       NB_ATTR_INTS("strides", 0)};
-    CHECK_ERR(nb_op_run("slice", NB_TENSORS(x), NB_ATTRS_N(4, zero), 1, &y), NB_ERR_ARG, "slice: strides[0] = 0 must be positive");
+    CHECK_ERR(nb_op_run("slice", NB_TENSORS(x), NB_ATTRS_N(4, zero), 1, &y), NB_ERR_ARG,
+              "slice: strides[0] = 0 must be positive");
     nb_attr dup[] = {NB_ATTR_INTS("axes", 1, -1), NB_ATTR_INTS("starts", 0, 0), NB_ATTR_INTS("ends", 1, 1)};
-    CHECK_ERR(nb_op_run("slice", NB_TENSORS(x), NB_ATTRS_N(3, dup), 1, &y), NB_ERR_ARG, "slice: axes names dim 1 twice");
+    CHECK_ERR(nb_op_run("slice", NB_TENSORS(x), NB_ATTRS_N(3, dup), 1, &y), NB_ERR_ARG,
+              "slice: axes names dim 1 twice");
     nb_attr far[] = {NB_ATTR_INTS("axes", 2), NB_ATTR_INTS("starts", 0), NB_ATTR_INTS("ends", 1)};
     CHECK_ERR(nb_op_run("slice", NB_TENSORS(x), NB_ATTRS_N(3, far), 1, &y), NB_ERR_ARG,
               "slice: axes entry 2 is out of range [-2, 2) for Input of shape [3, 4]");
-    CHECK_ERR(nb_op_run("slice", NB_TENSORS(x), NB_ATTRS_N(2, far), 1, &y), NB_ERR_ARG, "missing required attribute 'ends'");
+    CHECK_ERR(nb_op_run("slice", NB_TENSORS(x), NB_ATTRS_N(2, far), 1, &y), NB_ERR_ARG,
+              "missing required attribute 'ends'");
     CHECK(y == NULL);
     nb_tensor_release(x);
 }
@@ -136,7 +139,8 @@ static void test_pad_infer_errors(void)
 
     nb_tensor *x = IOTA(NB_F32, S(2, 3)), *y = NULL;
     nb_attr neg[] = {NB_ATTR_INTS("paddings", 0, 0, -1, 0)};
-    CHECK_ERR(nb_op_run("pad", NB_TENSORS(x), NB_ATTRS_N(1, neg), 1, &y), NB_ERR_ARG, "pad: paddings [0, 0, -1, 0] for dim 1 must be >= 0");
+    CHECK_ERR(nb_op_run("pad", NB_TENSORS(x), NB_ATTRS_N(1, neg), 1, &y), NB_ERR_ARG,
+              "pad: paddings [0, 0, -1, 0] for dim 1 must be >= 0");
     nb_attr count[] = {NB_ATTR_INTS("paddings", 1, 1)};
     CHECK_ERR(nb_op_run("pad", NB_TENSORS(x), NB_ATTRS_N(1, count), 1, &y), NB_ERR_ARG,
               "pad: paddings [1, 1] has 2 entries but X of shape [2, 3] needs 4");
@@ -144,10 +148,12 @@ static void test_pad_infer_errors(void)
     CHECK_ERR(nb_op_run("pad", NB_TENSORS(x), NB_ATTRS_N(2, refl), 1, &y), NB_ERR_SHAPE,
               "pad: reflect padding (3, 0) of dim 1 needs pads smaller than its size 3 (X has shape [2, 3])");
     nb_attr mode[] = {NB_ATTR_INTS("paddings", 0, 0, 1, 0), NB_ATTR_STRING("mode", "wrap")};
-    CHECK_ERR(nb_op_run("pad", NB_TENSORS(x), NB_ATTRS_N(2, mode), 1, &y), NB_ERR_ARG, "pad: mode \"wrap\" is not one of constant, reflect, edge");
+    CHECK_ERR(nb_op_run("pad", NB_TENSORS(x), NB_ATTRS_N(2, mode), 1, &y), NB_ERR_ARG,
+              "pad: mode \"wrap\" is not one of constant, reflect, edge");
     nb_tensor *empty = IOTA(NB_F32, S(0, 2));
     nb_attr edge[] = {NB_ATTR_INTS("paddings", 1, 0, 0, 0), NB_ATTR_STRING("mode", "edge")};
-    CHECK_ERR(nb_op_run("pad", NB_TENSORS(empty), NB_ATTRS_N(2, edge), 1, &y), NB_ERR_SHAPE, "pad: edge padding of dim 0 has no edge to repeat");
+    CHECK_ERR(nb_op_run("pad", NB_TENSORS(empty), NB_ATTRS_N(2, edge), 1, &y), NB_ERR_SHAPE,
+              "pad: edge padding of dim 0 has no edge to repeat");
     nb_attr cst[] = {NB_ATTR_INTS("paddings", 1, 0, 0, 1), NB_ATTR_FLOAT("pad_value", 2)};
     CHECK(y == NULL);
     y = RUN1X("pad", empty, cst);
@@ -222,12 +228,15 @@ static void test_pad_grad_infer_errors(void)
               "pad_grad: paddings [1, 1] has 2 entries but DOut of shape [3, 4] needs 4");
     nb_var_info ints[] = {VI(NB_I64, 3, 4)};
     nb_attr zero[] = {NB_ATTR_INTS("paddings", 0, 0, 0, 0)};
-    CHECK_ERR(INFER1("pad_grad", ints, zero, &out), NB_ERR_DTYPE, "pad_grad: DOut is int64; pad_grad takes float32 or float64");
+    CHECK_ERR(INFER1("pad_grad", ints, zero, &out), NB_ERR_DTYPE,
+              "pad_grad: DOut is int64; pad_grad takes float32 or float64");
     nb_attr mode[] = {NB_ATTR_INTS("paddings", 0, 0, 0, 0), NB_ATTR_STRING("mode", "wrap")};
-    CHECK_ERR(INFER1("pad_grad", small, mode, &out), NB_ERR_ARG, "pad_grad: mode \"wrap\" is not one of constant, reflect, edge");
+    CHECK_ERR(INFER1("pad_grad", small, mode, &out), NB_ERR_ARG,
+              "pad_grad: mode \"wrap\" is not one of constant, reflect, edge");
     nb_var_info empty[] = {VI(NB_F32, 1, 2)};
     nb_attr edge[] = {NB_ATTR_INTS("paddings", 1, 0, 0, 0), NB_ATTR_STRING("mode", "edge")};
-    CHECK_ERR(INFER1("pad_grad", empty, edge, &out), NB_ERR_SHAPE, "pad_grad: edge padding of dim 0 has no edge to repeat");
+    CHECK_ERR(INFER1("pad_grad", empty, edge, &out), NB_ERR_SHAPE,
+              "pad_grad: edge padding of dim 0 has no edge to repeat");
 }
 
 /* ---- gather, index_select -------------------------------------------------------------- */
@@ -292,10 +301,13 @@ static void test_gather_infer_errors(void)
               "index_select: Index[1] = -1 is out of range [0, 2) for dim 1 of X (shape [3, 2])");
     nb_tensor *fidx = T(NB_F32, S(1), 0), *idx2 = T(NB_I64, S(1, 1), 0);
     nb_tensor *in_f[] = {x, fidx}, *in_2[] = {x, idx2};
-    CHECK_ERR(nb_op_run("gather", NB_TENSORS_N(2, in_f), NB_NO_ATTRS, 1, &y), NB_ERR_DTYPE, "gather: Index must be int32 or int64, got float32");
-    CHECK_ERR(nb_op_run("gather", NB_TENSORS_N(2, in_2), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE, "gather: Index must be 1-D, got shape [1, 1]");
+    CHECK_ERR(nb_op_run("gather", NB_TENSORS_N(2, in_f), NB_NO_ATTRS, 1, &y), NB_ERR_DTYPE,
+              "gather: Index must be int32 or int64, got float32");
+    CHECK_ERR(nb_op_run("gather", NB_TENSORS_N(2, in_2), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE,
+              "gather: Index must be 1-D, got shape [1, 1]");
     nb_attr far[] = {NB_ATTR_INT("axis", 2)};
-    CHECK_ERR(nb_op_run("gather", NB_TENSORS_N(2, in_bad), NB_ATTRS_N(1, far), 1, &y), NB_ERR_ARG, "gather: axis 2 is out of range [-2, 2) for X of shape [3, 2]");
+    CHECK_ERR(nb_op_run("gather", NB_TENSORS_N(2, in_bad), NB_ATTRS_N(1, far), 1, &y), NB_ERR_ARG,
+              "gather: axis 2 is out of range [-2, 2) for X of shape [3, 2]");
     nb_tensor *s = tscalar(NB_F32, 1), *in_s[] = {s, neg};
     CHECK_ERR(nb_op_run("gather", NB_TENSORS_N(2, in_s), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE, "gather: X is a scalar");
     CHECK(y == NULL);
@@ -355,12 +367,15 @@ static void test_scatter_add_infer_errors(void)
     CHECK_ERR(nb_op_run("scatter_add", NB_TENSORS_N(3, in_bad), NB_NO_ATTRS, 1, &y), NB_ERR_ARG,
               "scatter_add: Index[1] = 3 is out of range [0, 3) for dim 0 of X (shape [3, 2])");
     nb_tensor *idx_ok = T(NB_I64, S(2), 1, 2), *u3 = IOTA(NB_F32, S(3, 2)), *in_shape[] = {x, idx_ok, u3};
-    CHECK_ERR(nb_op_run("scatter_add", NB_TENSORS_N(3, in_shape), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE,
-              "scatter_add: Updates has shape [3, 2] but X has shape [3, 2] and Index [2]: Updates must be X's shape with dim 0 = len(Index)");
+    CHECK_ERR(
+        nb_op_run("scatter_add", NB_TENSORS_N(3, in_shape), NB_NO_ATTRS, 1, &y), NB_ERR_SHAPE,
+        "scatter_add: Updates has shape [3, 2] but X has shape [3, 2] and Index [2]: Updates must be X's shape with dim 0 = len(Index)");
     nb_tensor *ud = IOTA(NB_F64, S(2, 2)), *in_dt[] = {x, idx_ok, ud};
-    CHECK_ERR(nb_op_run("scatter_add", NB_TENSORS_N(3, in_dt), NB_NO_ATTRS, 1, &y), NB_ERR_DTYPE, "scatter_add: Updates is float64 but X is float32");
+    CHECK_ERR(nb_op_run("scatter_add", NB_TENSORS_N(3, in_dt), NB_NO_ATTRS, 1, &y), NB_ERR_DTYPE,
+              "scatter_add: Updates is float64 but X is float32");
     nb_tensor *xb = IOTA(NB_U8, S(3, 2)), *ub = IOTA(NB_U8, S(2, 2)), *in_u8[] = {xb, idx_ok, ub};
-    CHECK_ERR(nb_op_run("scatter_add", NB_TENSORS_N(3, in_u8), NB_NO_ATTRS, 1, &y), NB_ERR_DTYPE, "scatter_add: X is uint8");
+    CHECK_ERR(nb_op_run("scatter_add", NB_TENSORS_N(3, in_u8), NB_NO_ATTRS, 1, &y), NB_ERR_DTYPE,
+              "scatter_add: X is uint8");
     CHECK(y == NULL);
     release_all(x, idx, u, idx_ok, u3, ud, xb, ub, NULL);
 }
@@ -403,12 +418,16 @@ static void test_one_hot_infer_errors(void)
     nb_tensor *neg = T(NB_I32, S(1), -2);
     CHECK_ERR(nb_op_run("one_hot", NB_TENSORS(neg), NB_ATTRS_N(1, d3), 1, &y), NB_ERR_ARG, "one_hot: X[0] = -2");
     nb_attr d0[] = {NB_ATTR_INT("depth", 0)};
-    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS(x), NB_ATTRS_N(1, d0), 1, &y), NB_ERR_ARG, "one_hot: depth must be positive, got 0");
+    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS(x), NB_ATTRS_N(1, d0), 1, &y), NB_ERR_ARG,
+              "one_hot: depth must be positive, got 0");
     nb_attr bad_dt[] = {NB_ATTR_INT("depth", 5), NB_ATTR_INT("dtype", 99)};
-    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS(x), NB_ATTRS_N(2, bad_dt), 1, &y), NB_ERR_ARG, "one_hot: dtype 99 is not a valid nb_dtype");
+    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS(x), NB_ATTRS_N(2, bad_dt), 1, &y), NB_ERR_ARG,
+              "one_hot: dtype 99 is not a valid nb_dtype");
     nb_tensor *f = T(NB_F32, S(1), 0);
-    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS(f), NB_ATTRS_N(1, d3), 1, &y), NB_ERR_DTYPE, "one_hot: X must be int32 or int64, got float32");
-    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS(x), NB_NO_ATTRS, 1, &y), NB_ERR_ARG, "missing required attribute 'depth'");
+    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS(f), NB_ATTRS_N(1, d3), 1, &y), NB_ERR_DTYPE,
+              "one_hot: X must be int32 or int64, got float32");
+    CHECK_ERR(nb_op_run("one_hot", NB_TENSORS(x), NB_NO_ATTRS, 1, &y), NB_ERR_ARG,
+              "missing required attribute 'depth'");
     CHECK(y == NULL);
     release_all(x, neg, f, NULL);
 }
@@ -437,7 +456,10 @@ static void test_in_place_outputs(void)
 
 static void test_definitions(void)
 {
-    static const struct { const char *name; unsigned uses; } ops[] = {
+    static const struct {
+        const char *name;
+        unsigned uses;
+    } ops[] = {
         {"slice", 1}, {"pad", 0}, {"pad_grad", 0}, {"gather", 3}, {"index_select", 3}, {"scatter_add", 2},
     };
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {

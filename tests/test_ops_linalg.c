@@ -24,8 +24,7 @@ static nb_status infer(const char *op, int n_in, const nb_var_info *ins, int n_a
 
 static nb_tensor *matmul(nb_tensor *x, nb_tensor *y, bool tx, bool ty, double alpha)
 {
-    nb_attr attrs[] = {NB_ATTR_BOOL("transpose_x", tx), NB_ATTR_BOOL("transpose_y", ty),
-                       NB_ATTR_FLOAT("alpha", alpha)};
+    nb_attr attrs[] = {NB_ATTR_BOOL("transpose_x", tx), NB_ATTR_BOOL("transpose_y", ty), NB_ATTR_FLOAT("alpha", alpha)};
     nb_tensor *in[] = {x, y};
     return RUN1("matmul", in, attrs);
 }
@@ -55,8 +54,8 @@ static void test_matmul_2d_and_transposes(void)
         nb_dtype dt = float_types[t];
         nb_tensor *x = T(dt, S(2, 3), 1, 2, 3, 4, 5, 6), *y = T(dt, S(3, 2), 7, 8, 9, 10, 11, 12);
         nb_tensor *xt = T(dt, S(3, 2), 1, 4, 2, 5, 3, 6), *yt = T(dt, S(2, 3), 7, 9, 11, 8, 10, 12);
-        nb_tensor *r[4] = {matmul(x, y, false, false, 1), matmul(xt, y, true, false, 1),
-                           matmul(x, yt, false, true, 1), matmul(xt, yt, true, true, 1)};
+        nb_tensor *r[4] = {matmul(x, y, false, false, 1), matmul(xt, y, true, false, 1), matmul(x, yt, false, true, 1),
+                           matmul(xt, yt, true, true, 1)};
         for (int k = 0; k < 4; k++) {
             CHECK_TENSOR(r[k], S(2, 2), 0, 58, 64, 139, 154);
             CHECK(r[k] && r[k]->dtype == dt);
@@ -130,7 +129,7 @@ static void check_batched(nb_dtype dt, int xnd, const int64_t *xs, int ynd, cons
                 double acc = 0;
                 for (int64_t k = 0; k < K; k++)
                     acc += (tx ? mat_at(x, xb, xr, xc, k, i) : mat_at(x, xb, xr, xc, i, k)) *
-                           (ty ? mat_at(y, yb, yr, yc, j, k) : mat_at(y, yb, yr, yc, k, j));
+                        (ty ? mat_at(y, yb, yr, yc, j, k) : mat_at(y, yb, yr, yc, k, j));
                 double got = nb_tensor_get(r, (b * M + i) * N + j);
                 if (!(fabs(got - acc) <= tol * (1 + fabs(acc)))) bad++;
             }
@@ -199,7 +198,8 @@ static void test_matmul_errors(void)
               "matmul: X has dtype float32 but Y has dtype float64");
     CHECK_OK(nb_tensor_new(&i32, NB_I32, 2, S(2, 2)));
     nb_tensor *ii[] = {i32, i32};
-    CHECK_ERR(nb_op_run("matmul", NB_TENSORS_N(2, ii), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE, "matmul: X has dtype int32");
+    CHECK_ERR(nb_op_run("matmul", NB_TENSORS_N(2, ii), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
+              "matmul: X has dtype int32");
     s = tscalar(NB_F32, 1);
     nb_tensor *is[] = {s, x};
     CHECK_ERR(nb_op_run("matmul", NB_TENSORS_N(2, is), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE, "matmul: X has shape []");
@@ -293,7 +293,8 @@ static void test_fc_activations(void)
             for (int64_t i = 0; i < 120; i += 7)
                 for (int64_t j = 0; j < 300; j++) {
                     double acc = nb_tensor_get(bias, j);
-                    for (int64_t k = 0; k < 40; k++) acc += nb_tensor_get(in, i * 40 + k) * nb_tensor_get(w, k * 300 + j);
+                    for (int64_t k = 0; k < 40; k++)
+                        acc += nb_tensor_get(in, i * 40 + k) * nb_tensor_get(w, k * 300 + j);
                     double want = act_ref(acts[a], acc), got = nb_tensor_get(r, i * 300 + j);
                     if (!(fabs(got - want) <= tol * (1 + fabs(want)))) bad++;
                 }
@@ -334,16 +335,19 @@ static void test_fc_errors_and_inference(void)
     nb_tensor *i1[] = {in, w, bad_bias}, *i2[] = {in, w3}, *i3[] = {in, wd}, *i4[] = {in, w}, *i5[] = {w, w};
     CHECK_ERR(nb_op_run("fc", NB_TENSORS_N(3, i1), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
               "fc: Bias has shape [3] but W has shape [3, 2]");
-    CHECK_ERR(nb_op_run("fc", NB_TENSORS_N(2, i2), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE, "fc: W has shape [3, 2, 1] but it must be 2-D");
+    CHECK_ERR(nb_op_run("fc", NB_TENSORS_N(2, i2), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
+              "fc: W has shape [3, 2, 1] but it must be 2-D");
     CHECK_ERR(nb_op_run("fc", NB_TENSORS_N(2, i3), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
               "fc: Input has dtype float32 but W has dtype float64");
     nb_attr bad_act[] = {NB_ATTR_STRING("activation", "gelu")};
-    CHECK_ERR(nb_op_run("fc", NB_TENSORS_N(2, i4), NB_ATTRS_N(1, bad_act), 1, &out), NB_ERR_ARG, "fc: unknown activation \"gelu\"");
+    CHECK_ERR(nb_op_run("fc", NB_TENSORS_N(2, i4), NB_ATTRS_N(1, bad_act), 1, &out), NB_ERR_ARG,
+              "fc: unknown activation \"gelu\"");
     nb_attr bad_ncd[] = {NB_ATTR_INT("in_num_col_dims", 2)};
     CHECK_ERR(nb_op_run("fc", NB_TENSORS_N(2, i4), NB_ATTRS_N(1, bad_ncd), 1, &out), NB_ERR_ARG,
               "fc: in_num_col_dims is 2 but Input has shape [2, 3]");
-    CHECK_ERR(nb_op_run("fc", NB_TENSORS_N(2, i5), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
-              "fc: Input has shape [3, 2] (2 columns with in_num_col_dims=1) but W has shape [3, 2]: inner dimensions differ");
+    CHECK_ERR(
+        nb_op_run("fc", NB_TENSORS_N(2, i5), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
+        "fc: Input has shape [3, 2] (2 columns with in_num_col_dims=1) but W has shape [3, 2]: inner dimensions differ");
     CHECK(out == NULL);
     release_all(in, w, bad_bias, w3, wd, NULL);
 }

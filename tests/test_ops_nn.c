@@ -117,7 +117,8 @@ static void test_dropout_errors_and_infer(void)
     nb_attr p1[] = {NB_ATTR_FLOAT("dropout_prob", 1.0)}, pn[] = {NB_ATTR_FLOAT("dropout_prob", -0.1)};
     nb_attr bm[] = {NB_ATTR_STRING("mode", "upscale")};
     CHECK_ERR(infer_op("dropout", 1, vi, 1, p1, 2, vo), NB_ERR_ARG, "dropout: dropout_prob must be in [0, 1), got 1");
-    CHECK_ERR(infer_op("dropout", 1, vi, 1, pn, 2, vo), NB_ERR_ARG, "dropout: dropout_prob must be in [0, 1), got -0.1");
+    CHECK_ERR(infer_op("dropout", 1, vi, 1, pn, 2, vo), NB_ERR_ARG,
+              "dropout: dropout_prob must be in [0, 1), got -0.1");
     CHECK_ERR(infer_op("dropout", 1, vi, 1, bm, 2, vo), NB_ERR_ARG, "dropout: mode must be");
     nb_var_info vi2[] = {INFO(NB_I64, S(3))};
     CHECK_ERR(infer_op("dropout", 1, vi2, 0, NULL, 2, vo), NB_ERR_DTYPE, "dropout: X must be float32 or float64");
@@ -178,7 +179,8 @@ static void test_embedding_errors_and_infer(void)
     CHECK_ERR(nb_op_run("embedding", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, &o), NB_ERR_ARG,
               "embedding: Ids value 4 at position [1, 0] is out of range: W has V = 4 rows");
     nb_tensor_set(ids, 2, -1);
-    CHECK_ERR(nb_op_run("embedding", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, &o), NB_ERR_ARG, "Ids value -1 at position [1, 0]");
+    CHECK_ERR(nb_op_run("embedding", NB_TENSORS_N(2, in), NB_NO_ATTRS, 1, &o), NB_ERR_ARG,
+              "Ids value -1 at position [1, 0]");
     CHECK(o == NULL);
     release_all(w, ids, NULL);
 
@@ -249,7 +251,8 @@ static void test_embedding_grad_big(void)
     fill_pattern(dout, -1, 1, 44);
     double *want = calloc(5000, sizeof *want);
     for (int i = 0; i < 2000; i++)
-        for (int j = 0; j < 100; j++) want[(int64_t)nb_tensor_get(ids, i) * 100 + j] += nb_tensor_get(dout, i * 100 + j);
+        for (int j = 0; j < 100; j++)
+            want[(int64_t)nb_tensor_get(ids, i) * 100 + j] += nb_tensor_get(dout, i * 100 + j);
     nb_tensor *in[] = {ids, dout, w};
     nb_tensor *dw = RUN1_NOATTR("embedding_grad", in);
     check_tensor_(__FILE__, __LINE__, dw, 2, S(50, 100), want, 1e-12);

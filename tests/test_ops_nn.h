@@ -23,8 +23,8 @@ static inline nb_var_info vinfo(nb_dtype dt, int ndim, const int64_t *shape)
 
 /* Runs op `type`'s shape inference on `in` (every slot given, in order), as
  * a program builder would at build time, where dims may be -1. */
-static inline nb_status infer_op(const char *type, int n_in, const nb_var_info *in, int n_attrs,
-                                 const nb_attr *attrs, int n_out, nb_var_info *out)
+static inline nb_status infer_op(const char *type, int n_in, const nb_var_info *in, int n_attrs, const nb_attr *attrs,
+                                 int n_out, nb_var_info *out)
 {
     return nb_op_infer(type, n_in, in, NB_ATTRS_N(n_attrs, attrs), n_out, out);
 }
@@ -37,8 +37,8 @@ static inline bool info_is(const nb_var_info *v, nb_dtype dt, int ndim, const in
 
 /* Runs an op with n_out outputs into fresh tensors (out[] is set to NULL
  * first); the caller releases them. */
-static inline nb_status run_op(const char *type, int n_in, nb_tensor *const *in, int n_attrs,
-                               const nb_attr *attrs, int n_out, nb_tensor **out)
+static inline nb_status run_op(const char *type, int n_in, nb_tensor *const *in, int n_attrs, const nb_attr *attrs,
+                               int n_out, nb_tensor **out)
 {
     for (int i = 0; i < n_out; i++) out[i] = NULL;
     return nb_op_run(type, NB_TENSORS_N(n_in, in), NB_ATTRS_N(n_attrs, attrs), n_out, out);

@@ -62,10 +62,7 @@ static void check_bn(const char *what, nb_tensor **out, const bn_ref *r, double 
     }
 }
 
-static void release_ref(bn_ref *r)
-{
-    RELEASE(r->y, r->mean_out, r->var_out, r->saved_mean, r->saved_inv);
-}
+static void release_ref(bn_ref *r) { RELEASE(r->y, r->mean_out, r->var_out, r->saved_mean, r->saved_inv); }
 
 static void test_batch_norm_hand(void)
 {
@@ -91,8 +88,8 @@ static void test_batch_norm_hand(void)
         nb_attr t[] = {NB_ATTR_BOOL("is_test", true)};
         CHECK_OK(run_op("batch_norm", 5, in, 1, t, 5, out));
         double r1 = 1 / sqrt(1 + eps), r2 = 1 / sqrt(2 + eps);
-        CHECK_TENSOR(out[0], S(4, 2), 1e-6, 1 * r1 * 2 + 0.1, -1 * r2 * 0.5 - 1, 2 * r1 * 2 + 0.1,
-                     -1 * r2 * 0.5 - 1, 3 * r1 * 2 + 0.1, 1 * r2 * 0.5 - 1, 4 * r1 * 2 + 0.1, 1 * r2 * 0.5 - 1);
+        CHECK_TENSOR(out[0], S(4, 2), 1e-6, 1 * r1 * 2 + 0.1, -1 * r2 * 0.5 - 1, 2 * r1 * 2 + 0.1, -1 * r2 * 0.5 - 1,
+                     3 * r1 * 2 + 0.1, 1 * r2 * 0.5 - 1, 4 * r1 * 2 + 0.1, 1 * r2 * 0.5 - 1);
         CHECK_TENSOR(out[1], S(2), 0, 0, 1);
         CHECK_TENSOR(out[2], S(2), 0, 1, 2);
         CHECK_TENSOR(out[3], S(2), 0, 0, 1);
@@ -190,12 +187,10 @@ static void test_batch_norm_inplace(void)
     RELEASE(x, scale, bias, mean, var);
 }
 
-static void bn_grad_case(const char *what, int ndim, const int64_t *shape, int mode, bool pass_running,
-                         uint64_t *seed)
+static void bn_grad_case(const char *what, int ndim, const int64_t *shape, int mode, bool pass_running, uint64_t *seed)
 {
     const int64_t c = shape[1];
-    nb_attr a[] = {NB_ATTR_FLOAT("epsilon", 1e-3),
-                   NB_ATTR_BOOL(mode == 2 ? "use_global_stats" : "is_test", mode != 0)};
+    nb_attr a[] = {NB_ATTR_FLOAT("epsilon", 1e-3), NB_ATTR_BOOL(mode == 2 ? "use_global_stats" : "is_test", mode != 0)};
     nb_tensor *x = trand_(NB_F64, ndim, shape, seed, -2, 2);
     nb_tensor *scale = TRU(NB_F64, seed, S(c), 0.5, 1.5), *bias = TR(NB_F64, seed, S(c));
     nb_tensor *mean = TR(NB_F64, seed, S(c)), *var = TRU(NB_F64, seed, S(c), 0.5, 2);
@@ -354,8 +349,9 @@ static void test_layer_norm_grad(void)
         double es = scale ? fd_check("layer_norm", 3, fin, 2, a, 3, 0, dy, 1, g[1]) : 0;
         double eb = bias ? fd_check("layer_norm", 3, fin, 2, a, 3, 0, dy, 2, g[2]) : 0;
         if (!(ex <= 1e-6 && es <= 1e-6 && eb <= 1e-6)) {
-            fprintf(stderr, "  layer_norm_grad case %zu: finite differences differ by %g (DX), %g (DScale), %g (DBias)\n",
-                    ci, ex, es, eb);
+            fprintf(stderr,
+                    "  layer_norm_grad case %zu: finite differences differ by %g (DX), %g (DScale), %g (DBias)\n", ci,
+                    ex, es, eb);
             test_failures_in_current++;
         }
         /* DScale and DBias take Scale's shape (or [cols] without Scale). */
@@ -448,27 +444,35 @@ static void test_norm_errors(void)
     CHECK_ERR(nb_op_run("batch_norm", NB_TENSORS_N(5, bad_c), NB_NO_ATTRS, 5, out), NB_ERR_SHAPE,
               "batch_norm: Bias has shape [2] but X's channels need [3]");
     nb_tensor *one = T(NB_F32, S(1, 3), 1, 2, 3), *single[] = {one, c3, c3, c3, c3};
-    CHECK_ERR(nb_op_run("batch_norm", NB_TENSORS_N(5, single), NB_NO_ATTRS, 5, out), NB_ERR_SHAPE, "more than one value per channel");
+    CHECK_ERR(nb_op_run("batch_norm", NB_TENSORS_N(5, single), NB_NO_ATTRS, 5, out), NB_ERR_SHAPE,
+              "more than one value per channel");
     nb_attr t[] = {NB_ATTR_BOOL("is_test", true)};
     CHECK_OK(nb_op_run("batch_norm", NB_TENSORS_N(5, single), NB_ATTRS_N(1, t), 5, out));
     release_n(5, out);
     nb_tensor *d64 = T(NB_F64, S(3), 1, 1, 1), *mixed[] = {x, c3, c3, d64, c3};
-    CHECK_ERR(nb_op_run("batch_norm", NB_TENSORS_N(5, mixed), NB_NO_ATTRS, 5, out), NB_ERR_DTYPE, "batch_norm: Mean has dtype float64");
+    CHECK_ERR(nb_op_run("batch_norm", NB_TENSORS_N(5, mixed), NB_NO_ATTRS, 5, out), NB_ERR_DTYPE,
+              "batch_norm: Mean has dtype float64");
     nb_tensor *flat[] = {c3, c3, c3, c3, c3};
-    CHECK_ERR(nb_op_run("batch_norm", NB_TENSORS_N(5, flat), NB_NO_ATTRS, 5, out), NB_ERR_SHAPE, "batch_norm: X has shape [3]");
+    CHECK_ERR(nb_op_run("batch_norm", NB_TENSORS_N(5, flat), NB_NO_ATTRS, 5, out), NB_ERR_SHAPE,
+              "batch_norm: X has shape [3]");
     nb_attr mom[] = {NB_ATTR_FLOAT("momentum", 1.5)};
     nb_tensor *ok[] = {x, c3, c3, c3, c3};
-    CHECK_ERR(nb_op_run("batch_norm", NB_TENSORS_N(5, ok), NB_ATTRS_N(1, mom), 5, out), NB_ERR_ARG, "batch_norm: momentum");
+    CHECK_ERR(nb_op_run("batch_norm", NB_TENSORS_N(5, ok), NB_ATTRS_N(1, mom), 5, out), NB_ERR_ARG,
+              "batch_norm: momentum");
     nb_tensor *gin[] = {x, c3, c3, c3, x, c3, NULL};
-    CHECK_ERR(nb_op_run("batch_norm_grad", NB_TENSORS_N(7, gin), NB_NO_ATTRS, 3, out), NB_ERR_ARG, "batch_norm_grad: Mean and Variance");
+    CHECK_ERR(nb_op_run("batch_norm_grad", NB_TENSORS_N(7, gin), NB_NO_ATTRS, 3, out), NB_ERR_ARG,
+              "batch_norm_grad: Mean and Variance");
     nb_tensor *dy_bad[] = {x, c3, c3, c3, one};
-    CHECK_ERR(nb_op_run("batch_norm_grad", NB_TENSORS_N(5, dy_bad), NB_NO_ATTRS, 3, out), NB_ERR_SHAPE, "batch_norm_grad: DY has shape [1, 3]");
+    CHECK_ERR(nb_op_run("batch_norm_grad", NB_TENSORS_N(5, dy_bad), NB_NO_ATTRS, 3, out), NB_ERR_SHAPE,
+              "batch_norm_grad: DY has shape [1, 3]");
 
     nb_attr ax[] = {NB_ATTR_INT("begin_norm_axis", 2)};
     nb_tensor *ln[] = {x, c3, c3};
-    CHECK_ERR(nb_op_run("layer_norm", NB_TENSORS_N(3, ln), NB_ATTRS_N(1, ax), 3, out), NB_ERR_ARG, "layer_norm: begin_norm_axis 2 is out of range");
+    CHECK_ERR(nb_op_run("layer_norm", NB_TENSORS_N(3, ln), NB_ATTRS_N(1, ax), 3, out), NB_ERR_ARG,
+              "layer_norm: begin_norm_axis 2 is out of range");
     nb_tensor *ln_bad[] = {x, c2, NULL};
-    CHECK_ERR(nb_op_run("layer_norm", NB_TENSORS_N(3, ln_bad), NB_NO_ATTRS, 3, out), NB_ERR_SHAPE, "layer_norm: Scale has shape [2]");
+    CHECK_ERR(nb_op_run("layer_norm", NB_TENSORS_N(3, ln_bad), NB_NO_ATTRS, 3, out), NB_ERR_SHAPE,
+              "layer_norm: Scale has shape [2]");
     nb_tensor *x3 = T(NB_F32, S(1, 2, 3), 1, 2, 3, 4, 5, 6), *s6 = T(NB_F32, S(6), 1, 1, 1, 1, 1, 1);
     nb_tensor *s23 = T(NB_F32, S(2, 3), 1, 1, 1, 1, 1, 1), *forms[] = {x3, s6, s23};
     CHECK_ERR(nb_op_run("layer_norm", NB_TENSORS_N(3, forms), NB_NO_ATTRS, 3, out), NB_ERR_SHAPE,
@@ -477,13 +481,15 @@ static void test_norm_errors(void)
     nb_tensor *xi = NULL;
     CHECK_OK(nb_tensor_new(&xi, NB_I32, 2, S(2, 3)));
     nb_tensor *ln_int[] = {xi, NULL, NULL};
-    CHECK_ERR(nb_op_run("layer_norm", NB_TENSORS_N(3, ln_int), NB_NO_ATTRS, 3, out), NB_ERR_DTYPE, "layer_norm: X has dtype int32");
+    CHECK_ERR(nb_op_run("layer_norm", NB_TENSORS_N(3, ln_int), NB_NO_ATTRS, 3, out), NB_ERR_DTYPE,
+              "layer_norm: X has dtype int32");
     nb_tensor *lg_bad[] = {x, NULL, c3, c2, x};
     CHECK_ERR(nb_op_run("layer_norm_grad", NB_TENSORS_N(5, lg_bad), NB_NO_ATTRS, 3, out), NB_ERR_SHAPE,
               "layer_norm_grad: Mean has shape [3]");
     nb_attr neg_eps[] = {NB_ATTR_FLOAT("epsilon", -1)};
     nb_tensor *plain[] = {x};
-    CHECK_ERR(nb_op_run("layer_norm", NB_TENSORS_N(1, plain), NB_ATTRS_N(1, neg_eps), 3, out), NB_ERR_ARG, "layer_norm: epsilon");
+    CHECK_ERR(nb_op_run("layer_norm", NB_TENSORS_N(1, plain), NB_ATTRS_N(1, neg_eps), 3, out), NB_ERR_ARG,
+              "layer_norm: epsilon");
     for (int i = 0; i < 5; i++) CHECK(out[i] == NULL);
     RELEASE(x, c3, c2, one, d64, xi);
 }

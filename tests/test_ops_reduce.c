@@ -131,8 +131,10 @@ static void check_scattered(nb_dtype dt, const char *op, int n_axes, const int64
             double val = dt == NB_F32 ? (float)v[e] : v[e];
             sum += val, cnt++, mx = val > mx ? val : mx, se += exp(val);
         }
-        double want = !strcmp(op, "reduce_sum") ? sum : !strcmp(op, "reduce_mean") ? sum / cnt
-                      : !strcmp(op, "reduce_max") ? mx : log(se);
+        double want = !strcmp(op, "reduce_sum") ? sum
+            : !strcmp(op, "reduce_mean")        ? sum / cnt
+            : !strcmp(op, "reduce_max")         ? mx
+                                                : log(se);
         if (!(fabs(nb_tensor_get(r, oi) - want) <= 1e-5 * (1 + fabs(want)))) bad++;
     }
     CHECK(r && r->ndim == 5 && bad == 0);
@@ -169,10 +171,12 @@ static void test_reduce_empty(void)
     CHECK(kept && nb_tensor_numel(kept) == 0);
     nb_tensor *out = NULL, *in[] = {x};
     nb_attr a[] = {NB_ATTR_INTS("axes", 0)};
-    CHECK_ERR(nb_op_run("reduce_max", NB_TENSORS_N(1, in), NB_ATTRS_N(1, a), 1, &out), NB_ERR_SHAPE, "reduce_max: cannot take the maximum");
+    CHECK_ERR(nb_op_run("reduce_max", NB_TENSORS_N(1, in), NB_ATTRS_N(1, a), 1, &out), NB_ERR_SHAPE,
+              "reduce_max: cannot take the maximum");
     CHECK_ERR(nb_op_run("reduce_min", NB_TENSORS_N(1, in), NB_ATTRS_N(1, a), 1, &out), NB_ERR_SHAPE, "reduce_min");
     nb_attr b[] = {NB_ATTR_INT("axis", 0)};
-    CHECK_ERR(nb_op_run("argmax", NB_TENSORS_N(1, in), NB_ATTRS_N(1, b), 1, &out), NB_ERR_SHAPE, "argmax: X has shape [0, 3]");
+    CHECK_ERR(nb_op_run("argmax", NB_TENSORS_N(1, in), NB_ATTRS_N(1, b), 1, &out), NB_ERR_SHAPE,
+              "argmax: X has shape [0, 3]");
     CHECK(out == NULL);
     release_all(x, sum, prod, mean, lse, kept, NULL);
 }
@@ -396,7 +400,8 @@ static void test_sum_errors(void)
     CHECK_OK(infer("sum", 2, ins, 0, NULL, &o));
     CHECK_INFO(o, NB_F32, 4, 3);
     nb_var_info bad[] = {{NB_F32, 2, {-1, 3}}, {NB_F32, 2, {-1, 5}}};
-    CHECK_ERR(infer("sum", 2, bad, 0, NULL, &o), NB_ERR_SHAPE, "sum: X[1] has shape [-1, 5] but X[0] has shape [-1, 3]");
+    CHECK_ERR(infer("sum", 2, bad, 0, NULL, &o), NB_ERR_SHAPE,
+              "sum: X[1] has shape [-1, 5] but X[0] has shape [-1, 3]");
     release_all(a, b, c, d, NULL);
 }
 
@@ -478,7 +483,8 @@ static void test_reduce_errors(void)
     CHECK_ERR(nb_op_run("reduce_sum", NB_TENSORS_N(1, in), NB_ATTRS_N(1, big), 1, &out), NB_ERR_ARG,
               "reduce_sum: axis 3 is out of range for X of shape [2, 3, 4]");
     nb_attr neg[] = {NB_ATTR_INTS("axes", -4)};
-    CHECK_ERR(nb_op_run("reduce_max", NB_TENSORS_N(1, in), NB_ATTRS_N(1, neg), 1, &out), NB_ERR_ARG, "reduce_max: axis -4 is out of range");
+    CHECK_ERR(nb_op_run("reduce_max", NB_TENSORS_N(1, in), NB_ATTRS_N(1, neg), 1, &out), NB_ERR_ARG,
+              "reduce_max: axis -4 is out of range");
     nb_attr dup[] = {NB_ATTR_INTS("axes", 1, -2)};
     CHECK_ERR(nb_op_run("reduce_mean", NB_TENSORS_N(1, in), NB_ATTRS_N(1, dup), 1, &out), NB_ERR_ARG,
               "reduce_mean: axes [1, -2] name dim 1 twice");
@@ -486,18 +492,22 @@ static void test_reduce_errors(void)
     CHECK_ERR(nb_op_run("argmin", NB_TENSORS_N(1, in), NB_ATTRS_N(1, bad_axis), 1, &out), NB_ERR_ARG,
               "argmin: axis 3 is out of range for X of shape [2, 3, 4]");
     nb_attr wrong_type[] = {NB_ATTR_INT("axes", 1)};
-    CHECK_ERR(nb_op_run("reduce_sum", NB_TENSORS_N(1, in), NB_ATTRS_N(1, wrong_type), 1, &out), NB_ERR_ARG, "reduce_sum");
+    CHECK_ERR(nb_op_run("reduce_sum", NB_TENSORS_N(1, in), NB_ATTRS_N(1, wrong_type), 1, &out), NB_ERR_ARG,
+              "reduce_sum");
     nb_tensor *xi = T(NB_I32, S(2), 1, 2), *xb, *ii[] = {xi};
     CHECK_ERR(nb_op_run("reduce_mean", NB_TENSORS_N(1, ii), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
               "reduce_mean: X has dtype int32 but it takes float32 or float64");
-    CHECK_ERR(nb_op_run("logsumexp", NB_TENSORS_N(1, ii), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE, "logsumexp: X has dtype int32");
+    CHECK_ERR(nb_op_run("logsumexp", NB_TENSORS_N(1, ii), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
+              "logsumexp: X has dtype int32");
     CHECK_OK(nb_tensor_new(&xb, NB_BOOL, 1, S(2)));
     nb_tensor *ib[] = {xb};
-    CHECK_ERR(nb_op_run("reduce_sum", NB_TENSORS_N(1, ib), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE, "reduce_sum: X has dtype bool");
+    CHECK_ERR(nb_op_run("reduce_sum", NB_TENSORS_N(1, ib), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE,
+              "reduce_sum: X has dtype bool");
     /* A 0-d X has no axes to name. */
     nb_tensor *s = tscalar(NB_F64, 1), *is[] = {s};
     nb_attr zero[] = {NB_ATTR_INTS("axes", 0)};
-    CHECK_ERR(nb_op_run("reduce_sum", NB_TENSORS_N(1, is), NB_ATTRS_N(1, zero), 1, &out), NB_ERR_ARG, "reduce_sum: axis 0 is out of range");
+    CHECK_ERR(nb_op_run("reduce_sum", NB_TENSORS_N(1, is), NB_ATTRS_N(1, zero), 1, &out), NB_ERR_ARG,
+              "reduce_sum: axis 0 is out of range");
     CHECK(out == NULL);
     release_all(x, xi, xb, s, NULL);
 }
@@ -541,8 +551,8 @@ static void check_scan(const char *op, const double want[4][6])
 
 static void test_cumsum(void)
 {
-    check_scan("cumsum", (const double[4][6]){{1, 3, 6, 4, 9, 15}, {0, 1, 3, 0, 4, 9}, {6, 5, 3, 15, 11, 6},
-                                              {4, 5, 6, 0, 0, 0}});
+    check_scan("cumsum",
+               (const double[4][6]){{1, 3, 6, 4, 9, 15}, {0, 1, 3, 0, 4, 9}, {6, 5, 3, 15, 11, 6}, {4, 5, 6, 0, 0, 0}});
     nb_tensor *x = T(NB_F32, S(2), 1, 2), *in[] = {x}, *out = NULL;
     nb_attr far[] = {NB_ATTR_INT("axis", 1)};
     CHECK_ERR(nb_op_run("cumsum", NB_TENSORS_N(1, in), NB_ATTRS_N(1, far), 1, &out), NB_ERR_ARG,
@@ -553,8 +563,9 @@ static void test_cumsum(void)
 /* Integer products wrap, as NumPy's do: 65536^2 is 0 in int32. */
 static void test_cumprod(void)
 {
-    check_scan("cumprod", (const double[4][6]){{1, 2, 6, 4, 20, 120}, {1, 1, 2, 1, 4, 20}, {6, 6, 3, 120, 30, 6},
-                                               {4, 5, 6, 1, 1, 1}});
+    check_scan(
+        "cumprod",
+        (const double[4][6]){{1, 2, 6, 4, 20, 120}, {1, 1, 2, 1, 4, 20}, {6, 6, 3, 120, 30, 6}, {4, 5, 6, 1, 1, 1}});
     nb_tensor *w = T(NB_I32, S(3), 65536, 65536, 3), *in[] = {w};
     nb_attr row[] = {NB_ATTR_INT("axis", 0)};
     nb_tensor *p = RUN1("cumprod", in, row);
@@ -596,8 +607,8 @@ static void test_op_metadata(void)
     CHECK(am->flags & NB_OP_NOT_DIFFERENTIABLE);
     CHECK(vs->inputs[0].flags & NB_SLOT_VARIADIC);
     CHECK(st->inputs[1].flags & NB_SLOT_NO_GRAD);
-    for (const char *const *n = (const char *const[]){"reduce_mean", "reduce_min", "reduce_prod", "logsumexp",
-                                                      "argmin", NULL};
+    for (const char *const *n =
+             (const char *const[]){"reduce_mean", "reduce_min", "reduce_prod", "logsumexp", "argmin", NULL};
          *n; n++)
         CHECK(nb_op_find(*n) != NULL);
 }

@@ -76,14 +76,18 @@ static void test_reshape_errors(void)
     CHECK_ERR(nb_op_run("reshape", NB_TENSORS(x), NB_ATTRS_N(1, a1), 1, &y), NB_ERR_SHAPE,
               "reshape: cannot reshape X of shape [2, 3] (6 elements) into [4, 2]");
     nb_attr a2[] = {NB_ATTR_INTS("shape", -1, -1)};
-    CHECK_ERR(nb_op_run("reshape", NB_TENSORS(x), NB_ATTRS_N(1, a2), 1, &y), NB_ERR_ARG, "reshape: shape [-1, -1] has more than one -1");
+    CHECK_ERR(nb_op_run("reshape", NB_TENSORS(x), NB_ATTRS_N(1, a2), 1, &y), NB_ERR_ARG,
+              "reshape: shape [-1, -1] has more than one -1");
     nb_attr a3[] = {NB_ATTR_INTS("shape", 6, 1, 0)};
-    CHECK_ERR(nb_op_run("reshape", NB_TENSORS(x), NB_ATTRS_N(1, a3), 1, &y), NB_ERR_ARG, "shape[2] = 0 copies dim 2 of X, but X has shape [2, 3]");
+    CHECK_ERR(nb_op_run("reshape", NB_TENSORS(x), NB_ATTRS_N(1, a3), 1, &y), NB_ERR_ARG,
+              "shape[2] = 0 copies dim 2 of X, but X has shape [2, 3]");
     nb_attr a4[] = {NB_ATTR_INTS("shape", -2, 3)};
     CHECK_ERR(nb_op_run("reshape", NB_TENSORS(x), NB_ATTRS_N(1, a4), 1, &y), NB_ERR_ARG, "shape[0] = -2 is invalid");
     nb_attr a5[] = {NB_ATTR_INTS("shape", 4, -1)};
-    CHECK_ERR(nb_op_run("reshape", NB_TENSORS(x), NB_ATTRS_N(1, a5), 1, &y), NB_ERR_SHAPE, "reshape: cannot reshape X of shape [2, 3]");
-    CHECK_ERR(nb_op_run("reshape", NB_TENSORS(x), NB_NO_ATTRS, 1, &y), NB_ERR_ARG, "missing required attribute 'shape'");
+    CHECK_ERR(nb_op_run("reshape", NB_TENSORS(x), NB_ATTRS_N(1, a5), 1, &y), NB_ERR_SHAPE,
+              "reshape: cannot reshape X of shape [2, 3]");
+    CHECK_ERR(nb_op_run("reshape", NB_TENSORS(x), NB_NO_ATTRS, 1, &y), NB_ERR_ARG,
+              "missing required attribute 'shape'");
     CHECK(y == NULL);
     /* Known parts that cannot fit are caught at build time too. */
     nb_var_info in[] = {VI(NB_F32, 5, 7)}, out;
@@ -130,9 +134,11 @@ static void test_flatten_infer_errors(void)
     CHECK_OK(INFER1("flatten", in2, a0, &out));
     CHECK_INFO(out, NB_F32, S(-1));
     nb_attr bad[] = {NB_ATTR_INT("start_axis", 2), NB_ATTR_INT("stop_axis", 1)};
-    CHECK_ERR(INFER1("flatten", in, bad, &out), NB_ERR_ARG, "flatten: start_axis (dim 2) comes after stop_axis (dim 1) for X of shape [-1, 3, 4]");
+    CHECK_ERR(INFER1("flatten", in, bad, &out), NB_ERR_ARG,
+              "flatten: start_axis (dim 2) comes after stop_axis (dim 1) for X of shape [-1, 3, 4]");
     nb_attr far[] = {NB_ATTR_INT("start_axis", 3)};
-    CHECK_ERR(INFER1("flatten", in, far, &out), NB_ERR_ARG, "flatten: start_axis 3 is out of range [-3, 3) for X of shape [-1, 3, 4]");
+    CHECK_ERR(INFER1("flatten", in, far, &out), NB_ERR_ARG,
+              "flatten: start_axis 3 is out of range [-3, 3) for X of shape [-1, 3, 4]");
 }
 
 /* ---- squeeze, unsqueeze ------------------------------------------------------------ */
@@ -161,7 +167,8 @@ static void test_squeeze(void)
     CHECK_OK(INFER1("squeeze", in, a0, &out));
     CHECK_INFO(out, NB_I64, S(1, 3));
     nb_attr bad[] = {NB_ATTR_INTS("axes", 3)};
-    CHECK_ERR(INFER1("squeeze", in, bad, &out), NB_ERR_ARG, "squeeze: axes entry 3 is out of range [-3, 3) for X of shape [-1, 1, 3]");
+    CHECK_ERR(INFER1("squeeze", in, bad, &out), NB_ERR_ARG,
+              "squeeze: axes entry 3 is out of range [-3, 3) for X of shape [-1, 1, 3]");
 }
 
 static void test_unsqueeze(void)
@@ -185,10 +192,12 @@ static void test_unsqueeze(void)
     nb_attr twice[] = {NB_ATTR_INTS("axes", 1, -3)};
     CHECK_ERR(INFER1("unsqueeze", in, twice, &out), NB_ERR_ARG, "unsqueeze: axes names output dim 1 twice");
     nb_attr far[] = {NB_ATTR_INTS("axes", 4)};
-    CHECK_ERR(INFER1("unsqueeze", in, far, &out), NB_ERR_ARG, "unsqueeze: axes entry 4 is out of range [-3, 3) for the rank-3 output from X of shape [-1, 3]");
+    CHECK_ERR(INFER1("unsqueeze", in, far, &out), NB_ERR_ARG,
+              "unsqueeze: axes entry 4 is out of range [-3, 3) for the rank-3 output from X of shape [-1, 3]");
     nb_var_info big[] = {VI(NB_F32, 1, 1, 1, 1, 1, 1, 1)};
     nb_attr two[] = {NB_ATTR_INTS("axes", 0, 1)};
-    CHECK_ERR(INFER1("unsqueeze", big, two, &out), NB_ERR_ARG, "unsqueeze: inserting 2 dims into X of shape [1, 1, 1, 1, 1, 1, 1]");
+    CHECK_ERR(INFER1("unsqueeze", big, two, &out), NB_ERR_ARG,
+              "unsqueeze: inserting 2 dims into X of shape [1, 1, 1, 1, 1, 1, 1]");
 }
 
 /* ---- reshape_as ------------------------------------------------------------------ */
@@ -305,9 +314,11 @@ static void test_transpose_infer_errors(void)
     CHECK_OK(INFER1("transpose", in, p, &out));
     CHECK_INFO(out, NB_F32, S(5, -1, 3));
     nb_attr dup[] = {NB_ATTR_INTS("perm", 0, 0, 1)};
-    CHECK_ERR(INFER1("transpose", in, dup, &out), NB_ERR_ARG, "transpose: perm [0, 0, 1] is not a permutation of the 3 dims of X (shape [-1, 3, 5])");
+    CHECK_ERR(INFER1("transpose", in, dup, &out), NB_ERR_ARG,
+              "transpose: perm [0, 0, 1] is not a permutation of the 3 dims of X (shape [-1, 3, 5])");
     nb_attr shortp[] = {NB_ATTR_INTS("perm", 1, 0)};
-    CHECK_ERR(INFER1("transpose", in, shortp, &out), NB_ERR_ARG, "transpose: perm [1, 0] has 2 entries but X has shape [-1, 3, 5]");
+    CHECK_ERR(INFER1("transpose", in, shortp, &out), NB_ERR_ARG,
+              "transpose: perm [1, 0] has 2 entries but X has shape [-1, 3, 5]");
     nb_attr far[] = {NB_ATTR_INTS("perm", 0, 1, 3)};
     CHECK_ERR(INFER1("transpose", in, far, &out), NB_ERR_ARG, "not a permutation");
 }
@@ -368,9 +379,11 @@ static void test_expand_infer_errors(void)
     CHECK_ERR(nb_op_run("expand", NB_TENSORS(x), NB_ATTRS_N(1, bad), 1, &y), NB_ERR_SHAPE,
               "expand: X of shape [3, 2] cannot expand to [3, 4]: dim 1 has size 2, not 1 or 4");
     nb_attr newneg[] = {NB_ATTR_INTS("shape", -1, 3, 2)};
-    CHECK_ERR(nb_op_run("expand", NB_TENSORS(x), NB_ATTRS_N(1, newneg), 1, &y), NB_ERR_ARG, "expand: shape[0] = -1 is invalid");
+    CHECK_ERR(nb_op_run("expand", NB_TENSORS(x), NB_ATTRS_N(1, newneg), 1, &y), NB_ERR_ARG,
+              "expand: shape[0] = -1 is invalid");
     nb_attr shortp[] = {NB_ATTR_INTS("shape", 6)};
-    CHECK_ERR(nb_op_run("expand", NB_TENSORS(x), NB_ATTRS_N(1, shortp), 1, &y), NB_ERR_ARG, "expand: shape [6] must have between 2");
+    CHECK_ERR(nb_op_run("expand", NB_TENSORS(x), NB_ATTRS_N(1, shortp), 1, &y), NB_ERR_ARG,
+              "expand: shape [6] must have between 2");
     CHECK(y == NULL);
     nb_tensor_release(x);
 }
@@ -456,11 +469,13 @@ static void test_concat_infer_errors(void)
     nb_var_info mid[] = {VI(NB_F32, -1, 3), VI(NB_F32, 2, 3), VI(NB_F32, 4, 3)};
     CHECK_ERR(INFER1("concat", mid, ax, &out), NB_ERR_SHAPE, "concat: X[2] has shape [4, 3] but X[1] has shape [2, 3]");
     nb_var_info rank[] = {VI(NB_F32, 2, 3), VI(NB_F32, 2, 3, 1)};
-    CHECK_ERR(INFER1("concat", rank, ax0, &out), NB_ERR_SHAPE, "concat: X[1] has shape [2, 3, 1] but X[0] has shape [2, 3]");
+    CHECK_ERR(INFER1("concat", rank, ax0, &out), NB_ERR_SHAPE,
+              "concat: X[1] has shape [2, 3, 1] but X[0] has shape [2, 3]");
     nb_var_info dts[] = {VI(NB_F32, 2, 3), VI(NB_F64, 2, 3)};
     CHECK_ERR(INFER1("concat", dts, ax0, &out), NB_ERR_DTYPE, "concat: X[1] is float64 but X[0] is float32");
     nb_attr far[] = {NB_ATTR_INT("axis", 2)};
-    CHECK_ERR(INFER1("concat", in3, far, &out), NB_ERR_ARG, "concat: axis 2 is out of range [-2, 2) for X[0] of shape [2, 3]");
+    CHECK_ERR(INFER1("concat", in3, far, &out), NB_ERR_ARG,
+              "concat: axis 2 is out of range [-2, 2) for X[0] of shape [2, 3]");
     nb_var_info sc[] = {VI0(NB_F32)};
     CHECK_ERR(INFER1("concat", sc, ax0, &out), NB_ERR_SHAPE, "concat: X[0] is a scalar");
     CHECK(y == NULL);
@@ -514,13 +529,16 @@ static void test_split_infer_errors(void)
     CHECK_ERR(nb_op_run("split", NB_TENSORS(x), NB_ATTRS_N(1, sum), 2, o), NB_ERR_SHAPE,
               "split: sections [2, 2] do not add up to 5, the size of dim 0 of X (shape [5, 2])");
     nb_attr over[] = {NB_ATTR_INTS("sections", 4, -1, 2)};
-    CHECK_ERR(nb_op_run("split", NB_TENSORS(x), NB_ATTRS_N(1, over), 3, o), NB_ERR_SHAPE, "split: sections [4, -1, 2] do not add up to 5");
+    CHECK_ERR(nb_op_run("split", NB_TENSORS(x), NB_ATTRS_N(1, over), 3, o), NB_ERR_SHAPE,
+              "split: sections [4, -1, 2] do not add up to 5");
     nb_attr count[] = {NB_ATTR_INTS("sections", 2, 3)};
-    CHECK_ERR(nb_op_run("split", NB_TENSORS(x), NB_ATTRS_N(1, count), 3, o), NB_ERR_ARG, "split: sections [2, 3] has 2 entries but 3 outputs were given");
+    CHECK_ERR(nb_op_run("split", NB_TENSORS(x), NB_ATTRS_N(1, count), 3, o), NB_ERR_ARG,
+              "split: sections [2, 3] has 2 entries but 3 outputs were given");
     nb_attr neg[] = {NB_ATTR_INTS("sections", -1, -1)};
     CHECK_ERR(nb_op_run("split", NB_TENSORS(x), NB_ATTRS_N(1, neg), 2, o), NB_ERR_ARG, "at most one -1");
     nb_attr far[] = {NB_ATTR_INT("axis", -3)};
-    CHECK_ERR(nb_op_run("split", NB_TENSORS(x), NB_ATTRS_N(1, far), 1, o), NB_ERR_ARG, "split: axis -3 is out of range [-2, 2) for X of shape [5, 2]");
+    CHECK_ERR(nb_op_run("split", NB_TENSORS(x), NB_ATTRS_N(1, far), 1, o), NB_ERR_ARG,
+              "split: axis -3 is out of range [-2, 2) for X of shape [5, 2]");
     CHECK(!o[0] && !o[1] && !o[2]);
     nb_tensor_release(x);
 }
@@ -550,18 +568,23 @@ static void test_stack(void)
     CHECK_OK(INFER1("stack", in, ax0, &out));
     CHECK_INFO(out, NB_F32, S(2, -1, 3));
     nb_var_info bad[] = {VI(NB_F32, 2, 3), VI(NB_F32, 2, 4)};
-    CHECK_ERR(INFER1("stack", bad, ax0, &out), NB_ERR_SHAPE, "stack: X[1] has shape [2, 4] but X[0] has shape [2, 3]: stack needs equal shapes");
+    CHECK_ERR(INFER1("stack", bad, ax0, &out), NB_ERR_SHAPE,
+              "stack: X[1] has shape [2, 4] but X[0] has shape [2, 3]: stack needs equal shapes");
     nb_attr far[] = {NB_ATTR_INT("axis", 3)};
-    CHECK_ERR(INFER1("stack", in, far, &out), NB_ERR_ARG, "stack: axis 3 is out of range [-3, 3) for the rank-3 output from X[0] of shape [-1, 3]");
+    CHECK_ERR(INFER1("stack", in, far, &out), NB_ERR_ARG,
+              "stack: axis 3 is out of range [-3, 3) for the rank-3 output from X[0] of shape [-1, 3]");
 }
 
 /* The family's definitions declare what the later gradient rules rely on. */
 static void test_definitions(void)
 {
-    static const struct { const char *name; unsigned uses, uses_out; } ops[] = {
-        {"reshape", 1, 0}, {"flatten", 1, 0}, {"squeeze", 1, 0}, {"unsqueeze", 1, 0}, {"reshape_as", 1, 0},
-        {"expand", 1, 0}, {"expand_as", 1, 0}, {"transpose", 0, 0}, {"concat", 1, 0}, {"split", 0, 1},
-        {"stack", 0, 0},
+    static const struct {
+        const char *name;
+        unsigned uses, uses_out;
+    } ops[] = {
+        {"reshape", 1, 0},    {"flatten", 1, 0}, {"squeeze", 1, 0},   {"unsqueeze", 1, 0},
+        {"reshape_as", 1, 0}, {"expand", 1, 0},  {"expand_as", 1, 0}, {"transpose", 0, 0},
+        {"concat", 1, 0},     {"split", 0, 1},   {"stack", 0, 0},
     };
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
         const nb_op_def *d = nb_op_find(ops[i].name);

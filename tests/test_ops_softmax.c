@@ -148,7 +148,8 @@ static void test_softmax_infer_and_errors(void)
     CHECK_ERR(infer_op("log_softmax", 1, in, 1, bad2, 1, out), NB_ERR_ARG, "log_softmax: axis -3");
     nb_tensor *xi = T(NB_I32, S(3), 1, 2, 3), *out1 = NULL;
     nb_tensor *ins[] = {xi};
-    CHECK_ERR(nb_op_run("softmax", NB_TENSORS_N(1, ins), NB_NO_ATTRS, 1, &out1), NB_ERR_DTYPE, "softmax: X must be float32");
+    CHECK_ERR(nb_op_run("softmax", NB_TENSORS_N(1, ins), NB_NO_ATTRS, 1, &out1), NB_ERR_DTYPE,
+              "softmax: X must be float32");
     CHECK(out1 == NULL);
     nb_tensor_release(xi);
 }
@@ -228,7 +229,8 @@ static void test_swce_soft_labels(void)
         double l0 = 0.2 * (LSE123 - 1) + 0.3 * (LSE123 - 2) + 0.5 * (LSE123 - 3);
         /* -0.5*log_softmax(1000) - 0.5*log_softmax(-1000) = 0 + 0.5*2000 */
         CHECK_TENSOR(out[1], S(2, 1), tol_of(dt), l0, 1000);
-        CHECK_TENSOR(out[0], S(2, 3), tol_of(dt), 0.09003057317038046, 0.24472847105479764, 0.6652409557748219, 1, 0, 0);
+        CHECK_TENSOR(out[0], S(2, 3), tol_of(dt), 0.09003057317038046, 0.24472847105479764, 0.6652409557748219, 1, 0,
+                     0);
         release_all(out[0], out[1], x, lab, NULL);
     }
 }
@@ -317,8 +319,8 @@ static void test_swce_in_place(void)
     nb_tensor *in[] = {x, lab}, *out[2] = {x, NULL};
     CHECK_OK(nb_op_run("softmax_with_cross_entropy", NB_TENSORS_N(2, in), NB_NO_ATTRS, 2, out));
     CHECK_TENSOR(out[1], S(2, 1), 1e-12, LSE123 - 3, LSE123 - 1);
-    CHECK_TENSOR(x, S(2, 3), 1e-12, 0.09003057317038046, 0.24472847105479764, 0.6652409557748219,
-                 0.09003057317038046, 0.24472847105479764, 0.6652409557748219);
+    CHECK_TENSOR(x, S(2, 3), 1e-12, 0.09003057317038046, 0.24472847105479764, 0.6652409557748219, 0.09003057317038046,
+                 0.24472847105479764, 0.6652409557748219);
     release_all(x, lab, out[1], NULL);
 }
 

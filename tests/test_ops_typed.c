@@ -41,8 +41,8 @@ static const nb_conv2d_op_opts conv_o = {.strides = {2, 1}, .paddings = {1, 0, 2
 ONE(conv_typed, nb_conv2d(b, in[0], in[1], in[2], &conv_o))
 ONE(conv_emitted,
     nb_emit1(b, "conv2d", NB_VALUES(in[0], in[1], in[2]),
-             NB_ATTRS(NB_ATTR_INTS("strides", 2, 1), NB_ATTR_INTS("paddings", 1, 0, 2, 1), NB_ATTR_INTS("dilations", 1, 2),
-                      NB_ATTR_INT("groups", 1))))
+             NB_ATTRS(NB_ATTR_INTS("strides", 2, 1), NB_ATTR_INTS("paddings", 1, 0, 2, 1),
+                      NB_ATTR_INTS("dilations", 1, 2), NB_ATTR_INT("groups", 1))))
 ONE(conv_groups_typed, nb_conv2d(b, in[0], in[1], NB_NONE, &(nb_conv2d_op_opts){.groups = 2}))
 ONE(conv_groups_emitted, nb_emit1(b, "conv2d", NB_VALUES(in[0], in[1]), NB_ATTRS(NB_ATTR_INT("groups", 2))))
 FN(pool_max_typed)
@@ -51,8 +51,7 @@ FN(pool_max_typed)
     DONE;
 }
 ONE(pool_max_emitted,
-    nb_emit1(b, "pool2d", NB_VALUES(in[0]),
-             NB_ATTRS(NB_ATTR_INTS("ksize", 2, 2), NB_ATTR_INTS("strides", 2, 2))))
+    nb_emit1(b, "pool2d", NB_VALUES(in[0]), NB_ATTRS(NB_ATTR_INTS("ksize", 2, 2), NB_ATTR_INTS("strides", 2, 2))))
 FN(pool_avg_typed)
 {
     nb_pool2d_op_opts o = {.strides = {1, 2}, .paddings = {1, 1, 0, 1}, .ceil_mode = true, .count_include_pad = true};
@@ -62,7 +61,8 @@ FN(pool_avg_typed)
 ONE(pool_avg_emitted,
     nb_emit1(b, "pool2d", NB_VALUES(in[0]),
              NB_ATTRS(NB_ATTR_STRING("pooling_type", "avg"), NB_ATTR_INTS("ksize", 3, 2), NB_ATTR_INTS("strides", 1, 2),
-                      NB_ATTR_INTS("paddings", 1, 1, 0, 1), NB_ATTR_BOOL("ceil_mode", true), NB_ATTR_BOOL("exclusive", false))))
+                      NB_ATTR_INTS("paddings", 1, 1, 0, 1), NB_ATTR_BOOL("ceil_mode", true),
+                      NB_ATTR_BOOL("exclusive", false))))
 ONE(pool_global_typed, nb_pool2d(b, in[0], "avg", NULL, &(nb_pool2d_op_opts){.global = true}))
 ONE(pool_global_emitted,
     nb_emit1(b, "pool2d", NB_VALUES(in[0]),
@@ -99,8 +99,8 @@ FN(bn_test_typed)
 FN(bn_test_emitted)
 {
     nb_value o[5];
-    if (nb_emit(b, "batch_norm", NB_VALUES(in[0], in[1], in[2], in[3], in[4]), NB_ATTRS(NB_ATTR_BOOL("is_test", true)), 5,
-                o))
+    if (nb_emit(b, "batch_norm", NB_VALUES(in[0], in[1], in[2], in[3], in[4]), NB_ATTRS(NB_ATTR_BOOL("is_test", true)),
+                5, o))
         return nb_builder_status(b);
     out[0] = o[0];
     DONE;
@@ -113,8 +113,7 @@ ONE(ln_plain_typed, nb_layer_norm(b, in[0], NB_NONE, NB_NONE, 2, 0))
 ONE(ln_plain_emitted, nb_emit1(b, "layer_norm", NB_VALUES(in[0]), NB_ATTRS(NB_ATTR_INT("begin_norm_axis", 2))))
 ONE(pad_typed, nb_pad(b, in[0], 4, S(1, 0, 2, 1), 7, NULL))
 ONE(pad_emitted,
-    nb_emit1(b, "pad", NB_VALUES(in[0]),
-             NB_ATTRS(NB_ATTR_INTS("paddings", 1, 0, 2, 1), NB_ATTR_FLOAT("pad_value", 7))))
+    nb_emit1(b, "pad", NB_VALUES(in[0]), NB_ATTRS(NB_ATTR_INTS("paddings", 1, 0, 2, 1), NB_ATTR_FLOAT("pad_value", 7))))
 ONE(pad_reflect_typed, nb_pad(b, in[0], 4, S(1, 1, 2, 0), 0, "reflect"))
 ONE(pad_reflect_emitted,
     nb_emit1(b, "pad", NB_VALUES(in[0]),
@@ -326,10 +325,10 @@ static void test_values(void)
     CHECK_TENSOR(nb_eager_tensor(nb_pool2d(b, x, "avg", S(2, 2), &(nb_pool2d_op_opts){.ceil_mode = true})),
                  S(1, 1, 2, 2), 1e-12, 3, 4.5, 7.5, 9); /* exclusive: a window the edge cuts averages what it holds */
     nb_value m = ev(b, T(NB_F64, S(2, 3), 1, 2, 3, 4, 5, 6));
-    CHECK_TENSOR(nb_eager_tensor(nb_pad(b, m, 4, S(1, 0, 0, 1), -1, NULL)), S(3, 4), 1e-12, -1, -1, -1, -1, 1, 2, 3,
-                 -1, 4, 5, 6, -1);
-    CHECK_TENSOR(nb_eager_tensor(nb_pad(b, m, 4, S(0, 0, 1, 1), 0, "edge")), S(2, 5), 1e-12, 1, 1, 2, 3, 3, 4, 4, 5,
-                 6, 6);
+    CHECK_TENSOR(nb_eager_tensor(nb_pad(b, m, 4, S(1, 0, 0, 1), -1, NULL)), S(3, 4), 1e-12, -1, -1, -1, -1, 1, 2, 3, -1,
+                 4, 5, 6, -1);
+    CHECK_TENSOR(nb_eager_tensor(nb_pad(b, m, 4, S(0, 0, 1, 1), 0, "edge")), S(2, 5), 1e-12, 1, 1, 2, 3, 3, 4, 4, 5, 6,
+                 6);
     nb_value idx = ev(b, T(NB_I64, S(2), 2, 0));
     CHECK_TENSOR(nb_eager_tensor(nb_index_select(b, m, idx, 1)), S(2, 2), 1e-12, 3, 1, 6, 4);
     CHECK_TENSOR(nb_eager_tensor(nb_index_select(b, m, idx, -1)), S(2, 2), 1e-12, 3, 1, 6, 4);
@@ -379,7 +378,8 @@ static void test_errors(void)
     nb_tensor *x = R(1, 1, 3, 4, 4), *w = R(2, 2, 2, 3, 3), *m = R(3, 2, 3);
     nb_value xv = nb_eager_value(b, x), wv = nb_eager_value(b, w), mv = nb_eager_value(b, m);
     CHECK(nb_is_none(nb_conv2d(b, xv, wv, NB_NONE, NULL)));
-    CHECK_ERR(emitted_status(b), NB_ERR_SHAPE, "Input has shape [1, 3, 4, 4] (3 channels) but Filter has shape [2, 2, 3, 3]");
+    CHECK_ERR(emitted_status(b), NB_ERR_SHAPE,
+              "Input has shape [1, 3, 4, 4] (3 channels) but Filter has shape [2, 2, 3, 3]");
     CHECK(nb_is_none(nb_conv2d(b, xv, nb_eager_value(b, x), NB_NONE, &(nb_conv2d_op_opts){.strides = {-1, 1}})));
     CHECK_ERR(emitted_status(b), NB_ERR_ARG, "conv2d: attribute strides must lie in [1,");
     CHECK(nb_is_none(nb_pool2d(b, xv, "max", NULL, NULL)));
@@ -407,7 +407,8 @@ static void test_errors(void)
     CHECK(nb_is_none(nb_scatter_elements(b, mv, ev(b, T(NB_I64, S(2, 1), 0, 1)), mv, 1, NULL)));
     CHECK_ERR(emitted_status(b), NB_ERR_ARG, "scatter_elements: reduction \"\" is not one of none, add, mul");
     CHECK(nb_is_none(nb_reshape_as(b, mv, xv)));
-    CHECK_ERR(emitted_status(b), NB_ERR_SHAPE, "reshape_as: X of shape [2, 3] (6 elements) cannot take the shape [1, 3, 4, 4]");
+    CHECK_ERR(emitted_status(b), NB_ERR_SHAPE,
+              "reshape_as: X of shape [2, 3] (6 elements) cannot take the shape [1, 3, 4, 4]");
     release_all(x, w, m, NULL);
     nb_builder_free(b);
 }

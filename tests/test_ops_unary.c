@@ -49,15 +49,15 @@ static const struct {
     double (*ref)(double);
     bool positive; /* domain: (0, 4] rather than [-3, 3] */
 } UNARY[] = {
-    {"neg", r_neg, false},       {"abs", fabs, false},     {"sign", r_sign, false},
-    {"square", r_square, false}, {"sqrt", sqrt, true},     {"rsqrt", r_rsqrt, true},
-    {"exp", exp, false},         {"log", log, true},       {"log1p", log1p, false},
-    {"sin", sin, false},         {"cos", cos, false},      {"tan", tan, false},      {"erf", erf, false},
-    {"atan", atan, false},       {"floor", floor, false},  {"ceil", ceil, false},    {"round", nearbyint, false},
-    {"tanh", tanh, false},       {"sigmoid", r_sigmoid, false}, {"relu", r_relu, false},
-    {"leaky_relu", r_leaky, false}, {"elu", r_elu, false}, {"gelu", r_gelu, false},
-    {"softplus", r_softplus, false}, {"silu", r_silu, false}, {"clip", r_id, false},
-    {"scale", r_id, false},
+    {"neg", r_neg, false},         {"abs", fabs, false},        {"sign", r_sign, false},
+    {"square", r_square, false},   {"sqrt", sqrt, true},        {"rsqrt", r_rsqrt, true},
+    {"exp", exp, false},           {"log", log, true},          {"log1p", log1p, false},
+    {"sin", sin, false},           {"cos", cos, false},         {"tan", tan, false},
+    {"erf", erf, false},           {"atan", atan, false},       {"floor", floor, false},
+    {"ceil", ceil, false},         {"round", nearbyint, false}, {"tanh", tanh, false},
+    {"sigmoid", r_sigmoid, false}, {"relu", r_relu, false},     {"leaky_relu", r_leaky, false},
+    {"elu", r_elu, false},         {"gelu", r_gelu, false},     {"softplus", r_softplus, false},
+    {"silu", r_silu, false},       {"clip", r_id, false},       {"scale", r_id, false},
 };
 
 static void test_unary_values(void)
@@ -436,10 +436,12 @@ static void test_attribute_errors(void)
     nb_tensor *x = T(NB_F32, S(2), 1, 2), *out = NULL;
     nb_tensor *in[] = {x};
     nb_attr c[] = {NB_ATTR_FLOAT("min", 2), NB_ATTR_FLOAT("max", 1)};
-    CHECK_ERR(nb_op_run("clip", NB_TENSORS_N(1, in), NB_ATTRS_N(2, c), 1, &out), NB_ERR_ARG, "clip: min (2) is greater than max (1)");
+    CHECK_ERR(nb_op_run("clip", NB_TENSORS_N(1, in), NB_ATTRS_N(2, c), 1, &out), NB_ERR_ARG,
+              "clip: min (2) is greater than max (1)");
     nb_attr sp[] = {NB_ATTR_FLOAT("beta", 0)};
     CHECK_ERR(nb_op_run("softplus", NB_TENSORS_N(1, in), NB_ATTRS_N(1, sp), 1, &out), NB_ERR_ARG, "softplus: beta");
-    CHECK_ERR(nb_op_run("cast", NB_TENSORS_N(1, in), NB_NO_ATTRS, 1, &out), NB_ERR_ARG, "missing required attribute 'dtype'");
+    CHECK_ERR(nb_op_run("cast", NB_TENSORS_N(1, in), NB_NO_ATTRS, 1, &out), NB_ERR_ARG,
+              "missing required attribute 'dtype'");
     nb_attr bad[] = {NB_ATTR_INT("dtype", 42)};
     CHECK_ERR(nb_op_run("cast", NB_TENSORS_N(1, in), NB_ATTRS_N(1, bad), 1, &out), NB_ERR_ARG, "cast: dtype 42");
     CHECK(out == NULL);

@@ -42,7 +42,8 @@ static void test_registered(void)
     }
     const nb_op_def *d = nb_op_find("lr_schedule");
     CHECK(d && d->flags == NB_OP_NOT_DIFFERENTIABLE);
-    CHECK(nb_op_find("adamw") && nb_kernel_at("adamw", NB_DEVICE_CPU, 0)->run == nb_kernel_at("adam", NB_DEVICE_CPU, 0)->run);
+    CHECK(nb_op_find("adamw") &&
+          nb_kernel_at("adamw", NB_DEVICE_CPU, 0)->run == nb_kernel_at("adam", NB_DEVICE_CPU, 0)->run);
 }
 
 /* p -= 0.1 g: 1 - 0.05 - 0.025 + 0.15 = 1.075; -0.5 + 0.1 - 0.2 - 0.05 = -0.65. */
@@ -116,7 +117,8 @@ static void test_adam(void)
                 /* 0.01 instead of 0.1: only the first step is easy to state. */
                 in[1] = T(dt, S(2), G[0][0], G[0][1]);
                 CHECK_OK(nb_op_run("adamw", NB_TENSORS_N(7, in), NB_NO_ATTRS, 5, out));
-                CHECK_TENSOR(p, S(2), tol_of(dt), 1 * (1 - LR * 0.01) - 0.099999998, -0.5 * (1 - LR * 0.01) + 0.099999999);
+                CHECK_TENSOR(p, S(2), tol_of(dt), 1 * (1 - LR * 0.01) - 0.099999998,
+                             -0.5 * (1 - LR * 0.01) + 0.099999999);
                 nb_tensor_release(in[1]);
             }
             /* The pows leave holding beta^(t+1). */
@@ -132,21 +134,19 @@ static void test_adam(void)
  * MeanGrad. Columns: p, mean square, moment, mean grad. */
 static void test_rmsprop(void)
 {
-    static const double plain[3][8] = {
-        {1.9999996059283376e-07, 0.49999990000000971, 0.0025, 0.01},
-        {-0.44901297442182964, -0.39532302199152181, 0.0031, 0.0499},
-        {0.48905510990785306, -0.61479653863255501, 0.025569, 0.051901}};
+    static const double plain[3][8] = {{1.9999996059283376e-07, 0.49999990000000971, 0.0025, 0.01},
+                                       {-0.44901297442182964, -0.39532302199152181, 0.0031, 0.0499},
+                                       {0.48905510990785306, -0.61479653863255501, 0.025569, 0.051901}};
     static const double mom[3][8] = {
         {1.9999996059283376e-07, 0.49999990000000971, 0.0025, 0.01, 9.9999980000003941, -9.9999990000000967},
         {-0.94901287442184934, 0.10467692800848305, 0.0031, 0.0499, 9.4901307442180993, 3.9532297199152664},
         {-0.48545132730307167, -0.31245807462831349, 0.025569, 0.051901, -4.6356154711877764, 4.171350026367965}};
-    static const double centered[3][8] = {
-        {-0.0050376132390501649, 0.50503771424912069, 0.0025, 0.01, 10.050376132390502, -10.050377142491207, 0.005,
-         -0.01},
-        {-0.96064395977741746, 0.11131709469566209, 0.0031, 0.0499, 9.5560634653836729, 3.9372061955345856, 0.00745,
-         0.0101},
-        {-0.49931084359768357, -0.30549394846705724, 0.025569, 0.051901, -4.6133311617973387, 4.1681104316271931,
-         -0.0076245, 0.014999}};
+    static const double centered[3][8] = {{-0.0050376132390501649, 0.50503771424912069, 0.0025, 0.01,
+                                           10.050376132390502, -10.050377142491207, 0.005, -0.01},
+                                          {-0.96064395977741746, 0.11131709469566209, 0.0031, 0.0499,
+                                           9.5560634653836729, 3.9372061955345856, 0.00745, 0.0101},
+                                          {-0.49931084359768357, -0.30549394846705724, 0.025569, 0.051901,
+                                           -4.6133311617973387, 4.1681104316271931, -0.0076245, 0.014999}};
     for (int dt = NB_F32; dt <= NB_F64; dt++)
         for (int kind = 0; kind < 3; kind++) {
             nb_tensor *p = param(dt), *sq = zeros2(dt), *buf = zeros2(dt), *mg = zeros2(dt), *lr = T(dt, S(1), LR);
@@ -154,7 +154,9 @@ static void test_rmsprop(void)
             nb_attr a[] = {NB_ATTR_FLOAT("momentum", kind ? 0.5 : 0.0), NB_ATTR_BOOL("centered", kind == 2)};
             int n = 4 + (kind >= 1) + (kind == 2);
             run3("rmsprop", dt, n, in, 1, n - 2, out, 2, a, n - 2, (nb_tensor *[]){p, sq, buf, mg},
-                 kind == 0 ? plain : kind == 1 ? mom : centered);
+                 kind == 0       ? plain
+                     : kind == 1 ? mom
+                                 : centered);
             release_all(p, sq, buf, mg, lr, NULL);
         }
 }
@@ -195,15 +197,17 @@ static void test_update_errors(void)
     CHECK_ERR(nb_op_run("sgd", NB_TENSORS(p, g, lr2), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
               "LearningRate has shape [2]");
     CHECK_ERR(nb_op_run("sgd", NB_TENSORS(pi, gi, lr), NB_NO_ATTRS, 1, &out), NB_ERR_DTYPE, "Param is int64");
-    CHECK_ERR(nb_op_run("momentum", NB_TENSORS(p, g, z, lr), NB_ATTRS(NB_ATTR_FLOAT("mu", -1)), 2, (nb_tensor *[]){NULL, NULL}),
+    CHECK_ERR(nb_op_run("momentum", NB_TENSORS(p, g, z, lr), NB_ATTRS(NB_ATTR_FLOAT("mu", -1)), 2,
+                        (nb_tensor *[]){NULL, NULL}),
               NB_ERR_ARG, "'mu' is -1");
-    CHECK_ERR(nb_op_run("momentum", NB_TENSORS(p, g, z, lr), NB_ATTRS(NB_ATTR_FLOAT("mu", 0), NB_ATTR_BOOL("use_nesterov", true)), 2, (nb_tensor *[]){NULL, NULL}),
+    CHECK_ERR(nb_op_run("momentum", NB_TENSORS(p, g, z, lr),
+                        NB_ATTRS(NB_ATTR_FLOAT("mu", 0), NB_ATTR_BOOL("use_nesterov", true)), 2,
+                        (nb_tensor *[]){NULL, NULL}),
               NB_ERR_ARG, "Nesterov");
     nb_tensor *b1p = T(NB_F64, S(1), 0.9), *one = T(NB_F64, S(1), 1.0), *outs[5] = {0};
     CHECK_ERR(nb_op_run("adam", NB_TENSORS(p, g, z, z, lr, b1p, b1p), NB_ATTRS(NB_ATTR_FLOAT("beta1", 1.0)), 5, outs),
               NB_ERR_ARG, "'beta1' is 1");
-    CHECK_ERR(nb_op_run("adam", NB_TENSORS(p, g, z, z, lr, one, b1p), NB_NO_ATTRS, 5, outs), NB_ERR_ARG,
-              "Beta1Pow 1");
+    CHECK_ERR(nb_op_run("adam", NB_TENSORS(p, g, z, z, lr, one, b1p), NB_NO_ATTRS, 5, outs), NB_ERR_ARG, "Beta1Pow 1");
     CHECK_ERR(nb_op_run("rmsprop", NB_TENSORS(p, g, z, lr), NB_ATTRS(NB_ATTR_FLOAT("momentum", 0.5)), 2, outs),
               NB_ERR_ARG, "no Moment input");
     CHECK_ERR(nb_op_run("rmsprop", NB_TENSORS(p, g, z, lr, NULL, z), NB_ATTRS(NB_ATTR_BOOL("centered", true)), 3, outs),
@@ -211,8 +215,7 @@ static void test_update_errors(void)
     CHECK_ERR(nb_op_run("rmsprop", NB_TENSORS(p, g, z, lr, z), NB_NO_ATTRS, 2, outs), NB_ERR_ARG,
               "2 outputs given but its inputs need 3");
     /* Writing in place into a tensor of the wrong shape is refused. */
-    CHECK_ERR(nb_op_run("sgd", NB_TENSORS(p, g, lr), NB_NO_ATTRS, 1, (nb_tensor *[]){g3}), NB_ERR_SHAPE,
-              "output 0");
+    CHECK_ERR(nb_op_run("sgd", NB_TENSORS(p, g, lr), NB_NO_ATTRS, 1, (nb_tensor *[]){g3}), NB_ERR_SHAPE, "output 0");
     CHECK(!out && !outs[0]);
     CHECK_TENSOR(p, S(2), 0, 1.0, -0.5);
     release_all(p, g3, g32, lr2, lr, g, pi, gi, z, b1p, one, NULL);
@@ -290,20 +293,29 @@ static void test_schedule_dtype_and_errors(void)
     nb_tensor_release(out);
     out = NULL;
     nb_tensor *two = T(NB_I64, S(2), 1, 2), *b = T(NB_BOOL, S(1), 1);
-    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(two), NB_ATTRS(NB_ATTR_FLOAT("base_lr", 1)), 1, &out),
-              NB_ERR_SHAPE, "Step has shape [2]");
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(two), NB_ATTRS(NB_ATTR_FLOAT("base_lr", 1)), 1, &out), NB_ERR_SHAPE,
+              "Step has shape [2]");
     CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(b), NB_ATTRS(NB_ATTR_FLOAT("base_lr", 1)), 1, &out), NB_ERR_DTYPE,
               "Step is bool");
     CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(step), NB_NO_ATTRS, 1, &out), NB_ERR_ARG, "base_lr");
-    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(step), NB_ATTRS(NB_ATTR_STRING("kind", "linear"), NB_ATTR_FLOAT("base_lr", 1)), 1, &out),
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(step),
+                        NB_ATTRS(NB_ATTR_STRING("kind", "linear"), NB_ATTR_FLOAT("base_lr", 1)), 1, &out),
               NB_ERR_ARG, "kind \"linear\"");
-    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(step), NB_ATTRS(NB_ATTR_STRING("kind", "step"), NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_FLOAT("gamma", 0)), 1, &out),
-              NB_ERR_ARG, "gamma is 0");
-    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(step), NB_ATTRS(NB_ATTR_STRING("kind", "step"), NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_INT("step_size", 0)), 1, &out),
-              NB_ERR_ARG, "step_size is 0");
-    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(step), NB_ATTRS(NB_ATTR_STRING("kind", "cosine"), NB_ATTR_FLOAT("base_lr", 1)), 1, &out),
+    CHECK_ERR(
+        nb_op_run("lr_schedule", NB_TENSORS(step),
+                  NB_ATTRS(NB_ATTR_STRING("kind", "step"), NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_FLOAT("gamma", 0)), 1,
+                  &out),
+        NB_ERR_ARG, "gamma is 0");
+    CHECK_ERR(
+        nb_op_run("lr_schedule", NB_TENSORS(step),
+                  NB_ATTRS(NB_ATTR_STRING("kind", "step"), NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_INT("step_size", 0)), 1,
+                  &out),
+        NB_ERR_ARG, "step_size is 0");
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(step),
+                        NB_ATTRS(NB_ATTR_STRING("kind", "cosine"), NB_ATTR_FLOAT("base_lr", 1)), 1, &out),
               NB_ERR_ARG, "total_steps");
-    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(step), NB_ATTRS(NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_INT("dtype", NB_I32)), 1, &out),
+    CHECK_ERR(nb_op_run("lr_schedule", NB_TENSORS(step),
+                        NB_ATTRS(NB_ATTR_FLOAT("base_lr", 1), NB_ATTR_INT("dtype", NB_I32)), 1, &out),
               NB_ERR_DTYPE, "dtype");
     CHECK(!out);
     release_all(step, two, b, NULL);

@@ -104,7 +104,8 @@ static nb_status cat_cpu(const nb_kernel_ctx *k)
     nb_tensor *o = nb_kout(k, 0, 0);
     int64_t j = 0;
     for (int v = 0; v < nb_kin_count(k, 0); v++)
-        for (int64_t i = 0; i < nb_tensor_numel(nb_kin(k, 0, v)); i++) nb_tensor_set(o, j++, nb_tensor_get(nb_kin(k, 0, v), i));
+        for (int64_t i = 0; i < nb_tensor_numel(nb_kin(k, 0, v)); i++)
+            nb_tensor_set(o, j++, nb_tensor_get(nb_kin(k, 0, v), i));
     return NB_OK;
 }
 
@@ -154,13 +155,16 @@ static void test_op_run_user_op(void)
     CHECK_TENSOR(o2, S(3), 0, 13, 26, 39);
     nb_tensor *out = NULL;
     nb_attr bad[] = {NB_ATTR_STRING("alpha", "x")};
-    CHECK_ERR(nb_op_run("test_axpy", NB_TENSORS_N(2, ins), NB_ATTRS_N(1, bad), 1, &out), NB_ERR_ARG, "'alpha' must be of type float");
+    CHECK_ERR(nb_op_run("test_axpy", NB_TENSORS_N(2, ins), NB_ATTRS_N(1, bad), 1, &out), NB_ERR_ARG,
+              "'alpha' must be of type float");
     nb_attr unknown[] = {NB_ATTR_FLOAT("beta", 1)};
-    CHECK_ERR(nb_op_run("test_axpy", NB_TENSORS_N(2, ins), NB_ATTRS_N(1, unknown), 1, &out), NB_ERR_ARG, "unknown attribute 'beta' (it takes: alpha)");
+    CHECK_ERR(nb_op_run("test_axpy", NB_TENSORS_N(2, ins), NB_ATTRS_N(1, unknown), 1, &out), NB_ERR_ARG,
+              "unknown attribute 'beta' (it takes: alpha)");
     CHECK_ERR(nb_op_run("test_axpy", NB_TENSORS_N(1, ins), NB_NO_ATTRS, 1, &out), NB_ERR_ARG, "missing input 'Y'");
     CHECK_ERR(nb_op_run("test_axpy", NB_TENSORS(x, y, x), NB_NO_ATTRS, 1, &out), NB_ERR_ARG, "3 inputs given");
     CHECK_ERR(nb_op_run("nope", NB_NO_TENSORS, NB_NO_ATTRS, 1, &out), NB_ERR_NOT_FOUND, "unknown op 'nope'");
-    CHECK_ERR(nb_op_run("test_fill", NB_NO_TENSORS, NB_NO_ATTRS, 1, &out), NB_ERR_ARG, "missing required attribute 'shape'");
+    CHECK_ERR(nb_op_run("test_fill", NB_NO_TENSORS, NB_NO_ATTRS, 1, &out), NB_ERR_ARG,
+              "missing required attribute 'shape'");
     nb_tensor *z = T(NB_F64, S(2), 1, 2);
     CHECK_ERR(nb_op_run("test_axpy", NB_TENSORS(x, z), NB_NO_ATTRS, 1, &out), NB_ERR_SHAPE,
               "X has shape [3] but Y has shape [2]");
@@ -169,7 +173,8 @@ static void test_op_run_user_op(void)
     CHECK_OK(nb_op_run("test_axpy", NB_TENSORS_N(2, ins), NB_ATTRS_N(1, attrs), 1, outs));
     CHECK_TENSOR(x, S(3), 0, 12, 24, 36);
     nb_tensor *wrong[] = {z};
-    CHECK_ERR(nb_op_run("test_axpy", NB_TENSORS_N(2, ins), NB_NO_ATTRS, 1, wrong), NB_ERR_SHAPE, "output 0 given as float64 [2]");
+    CHECK_ERR(nb_op_run("test_axpy", NB_TENSORS_N(2, ins), NB_NO_ATTRS, 1, wrong), NB_ERR_SHAPE,
+              "output 0 given as float64 [2]");
     /* Variadic inputs. */
     nb_tensor *cat = RUN1_NOATTR("test_concat", ((nb_tensor *[]){x, y, z}));
     CHECK_TENSOR(cat, S(8), 0, 12, 24, 36, 10, 20, 30, 1, 2);
@@ -214,7 +219,8 @@ static void test_ops_in_blocks(void)
     CHECK_OK(nb_block_create_var(g, "a", NB_F64, 2, S(-1, 3), NULL));
     CHECK_OK(nb_block_create_var(g, "b", NB_F64, 2, S(-1, 3), NULL));
     nb_op *op;
-    CHECK_OK(nb_block_append_op(g, "test_axpy", NB_NAMES("a", "b"), NB_NAMES("c"), NB_ATTRS(NB_ATTR_FLOAT("alpha", 0.5)), &op));
+    CHECK_OK(nb_block_append_op(g, "test_axpy", NB_NAMES("a", "b"), NB_NAMES("c"),
+                                NB_ATTRS(NB_ATTR_FLOAT("alpha", 0.5)), &op));
     nb_var *c = nb_block_find_var(g, "c");
     CHECK(c && c->ndim == 2 && c->shape[0] == -1 && c->shape[1] == 3 && c->dtype == NB_F64);
     CHECK(op->attrs[0].f == 0.5 && op->role == NB_ROLE_FORWARD);
@@ -226,7 +232,8 @@ static void test_ops_in_blocks(void)
               "unknown op 'frobnicate'");
     CHECK(g->n_ops == 1);
     /* Append, move to the front, then remove it. */
-    CHECK_OK(nb_block_append_op(g, "test_fill", NB_NO_NAMES, NB_NAMES("f"), NB_ATTRS(NB_ATTR_INTS("shape", 2, 2)), NULL));
+    CHECK_OK(
+        nb_block_append_op(g, "test_fill", NB_NO_NAMES, NB_NAMES("f"), NB_ATTRS(NB_ATTR_INTS("shape", 2, 2)), NULL));
     CHECK_OK(nb_block_move_op(g, 1, 0));
     CHECK(g->n_ops == 2 && !strcmp(g->ops[0]->def->name, "test_fill") && g->ops[1] == op);
     CHECK_ERR(nb_block_move_op(g, 0, 2), NB_ERR_ARG, "move op: positions 0 and 2 must lie in [0, 2)");
@@ -266,8 +273,8 @@ static void test_builder_record(void)
     CHECK(!nb_builder_is_eager(b));
     nb_value x = nb_data(b, "x", NB_F64, 2, S(-1, 4));
     CHECK(nb_value_var(x)->is_data && nb_value_var(x)->stop_gradient);
-    nb_value w = nb_create_parameter(b, "w", NB_F64, 2, S(1, 4), "test_fill", 1,
-                                     (nb_attr[]){NB_ATTR_FLOAT("value", 0.25)});
+    nb_value w =
+        nb_create_parameter(b, "w", NB_F64, 2, S(1, 4), "test_fill", 1, (nb_attr[]){NB_ATTR_FLOAT("value", 0.25)});
     CHECK(nb_value_var(w)->persistable && nb_value_var(w)->is_parameter && nb_value_var(w)->trainable);
     CHECK(nb_program_global_block(startup)->n_ops == 1);
     CHECK(nb_program_global_block(startup)->ops[0]->role == NB_ROLE_STARTUP);

@@ -44,7 +44,7 @@ static void check_same_print_(const char *file, int line, const nb_program *a, c
 static bool same_bytes(const nb_tensor *a, const nb_tensor *b)
 {
     return a && b && a->dtype == b->dtype && nb_shape_equal(a->ndim, a->shape, b->ndim, b->shape) &&
-           !memcmp(nb_tensor_data(a), nb_tensor_data(b), (size_t)nb_tensor_numel(a) * nb_dtype_size(a->dtype));
+        !memcmp(nb_tensor_data(a), nb_tensor_data(b), (size_t)nb_tensor_numel(a) * nb_dtype_size(a->dtype));
 }
 
 static bool any_nonzero(const nb_tensor *t)
@@ -106,8 +106,8 @@ static bool build_train(train *t)
 /* Runs startup then main once on fixed inputs; fetched: loss, dW, db. */
 static void run_train(nb_program *main_p, nb_program *startup, nb_scope *s, const char *loss, nb_tensor *out[3])
 {
-    nb_tensor *x = T(NB_F64, S(5, 4), 0.5, -1, 2, 0.25, 1, 1, -0.5, 0, 3, -2, 0.1, 0.7, -1.5, 0.2, 0.4, 1.1, 0, 0, 2,
-                     -0.3);
+    nb_tensor *x =
+        T(NB_F64, S(5, 4), 0.5, -1, 2, 0.25, 1, 1, -0.5, 0, 3, -2, 0.1, 0.7, -1.5, 0.2, 0.4, 1.1, 0, 0, 2, -0.3);
     nb_tensor *label = T(NB_I64, S(5, 1), 0, 2, 1, 1, 0);
     if (startup) CHECK_OK(run(startup, s, 0, NULL, 0, NULL, NULL));
     nb_feed feeds[] = {{"x", x}, {"label", label}};
@@ -131,7 +131,8 @@ static void test_train_round_trip(void)
     /* What print does not show: ids, the seed, the id counter. */
     CHECK(s2->random_seed == 1234);
     CHECK(m2->next_op_id == t.main->next_op_id && s2->next_op_id == t.startup->next_op_id);
-    for (int i = 0; i < t.main->blocks[0]->n_ops; i++) CHECK(m2->blocks[0]->ops[i]->id == t.main->blocks[0]->ops[i]->id);
+    for (int i = 0; i < t.main->blocks[0]->n_ops; i++)
+        CHECK(m2->blocks[0]->ops[i]->id == t.main->blocks[0]->ops[i]->id);
     /* Saving the loaded programs gives the same bytes. */
     uint8_t *b1, *b2;
     size_t n1, n2;
@@ -246,11 +247,18 @@ static nb_program *build_blocks(void)
         st = nb_block_create_var(b0, "x", NB_F64, 2, S(2, 3), NULL);
     }
     if (!st) st = nb_block_create_var(b0, "w", NB_F64, 2, S(3, 2), NULL);
-    if (!st) st = nb_block_append_op(b1, "scale", NB_NAMES("x"), NB_NAMES("z"), NB_ATTRS(NB_ATTR_FLOAT("scale", 3)), NULL);
-    if (!st) st = nb_block_append_op(b0, "test_run_block", NB_NAMES("x"), NB_NAMES("y"), NB_ATTRS(NB_ATTR_BLOCK("sub_block", 1)), NULL);
+    if (!st)
+        st = nb_block_append_op(b1, "scale", NB_NAMES("x"), NB_NAMES("z"), NB_ATTRS(NB_ATTR_FLOAT("scale", 3)), NULL);
+    if (!st)
+        st = nb_block_append_op(b0, "test_run_block", NB_NAMES("x"), NB_NAMES("y"),
+                                NB_ATTRS(NB_ATTR_BLOCK("sub_block", 1)), NULL);
     if (!st) st = nb_block_append_op(b0, "sum", NB_NAMES("x", "y", "x"), NB_NAMES("s"), NB_NO_ATTRS, NULL);
-    if (!st) st = nb_block_append_op(b0, "split", NB_NAMES("s"), NB_NAMES("p0", "p1", "p2"), NB_ATTRS(NB_ATTR_INT("axis", 1)), NULL);
-    if (!st) st = nb_block_append_op(b0, "concat", NB_NAMES("p2", "p0", "p1"), NB_NAMES("c"), NB_ATTRS(NB_ATTR_INT("axis", 1)), NULL);
+    if (!st)
+        st = nb_block_append_op(b0, "split", NB_NAMES("s"), NB_NAMES("p0", "p1", "p2"),
+                                NB_ATTRS(NB_ATTR_INT("axis", 1)), NULL);
+    if (!st)
+        st = nb_block_append_op(b0, "concat", NB_NAMES("p2", "p0", "p1"), NB_NAMES("c"),
+                                NB_ATTRS(NB_ATTR_INT("axis", 1)), NULL);
     if (!st) st = nb_block_append_op(b0, "fc", NB_NAMES("c", "w", NULL), NB_NAMES("f"), NB_NO_ATTRS, NULL);
     if (st) {
         fprintf(stderr, "  build_blocks: %s\n", nb_last_error());
@@ -276,7 +284,8 @@ static void test_blocks_round_trip(void)
         CHECK(q->blocks[0]->forward_block_idx == -1 && q->blocks[1]->forward_block_idx == -1 &&
               q->blocks[2]->forward_block_idx == 1);
         CHECK(q->blocks[2]->n_ops == 0 && q->blocks[2]->n_vars == 0);
-        CHECK(q->blocks[1]->n_ops == 1 && nb_block_find_var(q->blocks[1], "z") && !nb_block_find_var(q->blocks[1], "x"));
+        CHECK(q->blocks[1]->n_ops == 1 && nb_block_find_var(q->blocks[1], "z") &&
+              !nb_block_find_var(q->blocks[1], "x"));
         const nb_attr_value *sb = nb_op_attr(q->blocks[0]->ops[0], "sub_block");
         CHECK(sb && sb->type == NB_ATTR_BLOCK && sb->block == 1);
         const nb_op *split = q->blocks[0]->ops[2], *fc = q->blocks[0]->ops[4];
@@ -303,7 +312,8 @@ static void test_block_attr_must_name_a_sub_block(void)
         CHECK_OK(nb_program_add_block(p, 0, &b1));
         CHECK_OK(nb_program_add_block(p, 0, &b2));
         CHECK_OK(nb_block_create_var(p->blocks[0], "x", NB_F64, 1, S(2), NULL));
-        CHECK_OK(nb_block_append_op(p->blocks[cases[c].op_block], "test_run_block", NB_NAMES("x"), NB_NAMES("y"), NB_ATTRS(NB_ATTR_BLOCK("sub_block", cases[c].target)), NULL));
+        CHECK_OK(nb_block_append_op(p->blocks[cases[c].op_block], "test_run_block", NB_NAMES("x"), NB_NAMES("y"),
+                                    NB_ATTRS(NB_ATTR_BLOCK("sub_block", cases[c].target)), NULL));
         uint8_t *buf;
         size_t len;
         CHECK_OK(nb_program_serialize(p, &buf, &len));
@@ -466,9 +476,9 @@ static void test_hostile_fields(void)
     MUTATE(buf, len, NB_ERR_FORMAT, "op 0 (fc): no input slot 'Nope' in fc(Input, W, Bias?)",
            FC->inputs[0]->parameter = "Nope");
     MUTATE(buf, len, NB_ERR_FORMAT, "input slot 'Input' given twice", FC->inputs[1]->parameter = "Input");
-    MUTATE(buf, len, NB_ERR_FORMAT, "output slot 'Out' holds 2 vars; it takes one", Nabla__OpDesc__Slot *s =
-           FC->outputs[0]; char **a = AMALLOC(2 * sizeof *a); a[0] = a[1] = s->arguments[0]; s->arguments = a;
-           s->n_arguments = 2);
+    MUTATE(buf, len, NB_ERR_FORMAT, "output slot 'Out' holds 2 vars; it takes one",
+           Nabla__OpDesc__Slot *s = FC->outputs[0];
+           char **a = AMALLOC(2 * sizeof *a); a[0] = a[1] = s->arguments[0]; s->arguments = a; s->n_arguments = 2);
     MUTATE(buf, len, NB_ERR_FORMAT, "input slot 'W' holds 0 vars", FC->inputs[1]->n_arguments = 0);
     MUTATE(buf, len, NB_ERR_ARG, "missing input 'W'", FC->inputs[1] = FC->inputs[2]; FC->n_inputs = 2);
     MUTATE(buf, len, NB_ERR_FORMAT, "input slot 'Input' names a var with no name", FC->inputs[0]->arguments[0] = "");
@@ -483,7 +493,8 @@ static void test_hostile_fields(void)
            attr_of(FC, "in_num_col_dims")->type = 42);
     MUTATE(buf, len, NB_ERR_FORMAT, "attribute 'in_num_col_dims' given twice",
            attr_of(FC, "activation")->name = "in_num_col_dims");
-    MUTATE(buf, len, NB_ERR_ARG, "op 0 (fc): fc (fc_0.tmp_0): in_num_col_dims is 5", attr_of(FC, "in_num_col_dims")->i = 5);
+    MUTATE(buf, len, NB_ERR_ARG, "op 0 (fc): fc (fc_0.tmp_0): in_num_col_dims is 5",
+           attr_of(FC, "in_num_col_dims")->i = 5);
     MUTATE(buf, len, NB_ERR_FORMAT, "op 0 (fc): role 9", FC->role = 9);
     MUTATE(buf, len, NB_ERR_FORMAT, "1 role vars", FC->n_role_var = 1; FC->role_var = &FC->type);
     MUTATE(buf, len, NB_ERR_FORMAT, "a role var has no name", char **rv = AMALLOC(2 * sizeof *rv); rv[0] = "fc.w";
@@ -506,7 +517,8 @@ static void test_hostile_fields(void)
     MUTATE(buf, len, NB_ERR_FORMAT, "block 2 differentiates block 9", pf->main->blocks[2]->forward_block_idx = 9);
     MUTATE(buf, len, NB_ERR_FORMAT, "names block 0, which is not nested in block 0",
            attr_of(B0->ops[0], "sub_block")->block_idx = 0);
-    MUTATE(buf, len, NB_ERR_ARG, "names block 7, which does not exist", attr_of(B0->ops[0], "sub_block")->block_idx = 7);
+    MUTATE(buf, len, NB_ERR_ARG, "names block 7, which does not exist",
+           attr_of(B0->ops[0], "sub_block")->block_idx = 7);
     MUTATE(buf, len, NB_ERR_ARG, "missing required attribute 'sub_block'", B0->ops[0]->n_attrs = 0);
     MUTATE(buf, len, NB_ERR_ARG, "'sub_block' must be of type block, got int",
            attr_of(B0->ops[0], "sub_block")->type = NABLA__ATTR_TYPE__ATTR_INT);

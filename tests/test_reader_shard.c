@@ -19,7 +19,6 @@
 
 static const int64_t epoch_sizes[] = {0, 1, 7, 10, 23};
 
-
 /* ---- sequential readers -------------------------------------------------------
  *
  * A reader written with nb_reader_new, without size and gather, over
@@ -377,7 +376,9 @@ static void test_mnist_reader_shard(void)
             nb_reader *whole = NULL, *r[4] = {NULL};
             REQUIRE_OK(nb_mnist_reader(&whole, tmp, flags, b * size, 7, 0));
             for (int rank = 0; rank < size; rank++)
-                CHECK_OK(nb_mnist_reader_shard(&r[rank], tmp, flags, b, 7, &(nb_mnist_shard_opts){.rank = rank, .size = size, .prefetch_depth = prefetch}));
+                CHECK_OK(nb_mnist_reader_shard(
+                    &r[rank], tmp, flags, b, 7,
+                    &(nb_mnist_shard_opts){.rank = rank, .size = size, .prefetch_depth = prefetch}));
             for (uint64_t epoch = 0; epoch < 3; epoch++) {
                 int64_t ids[MNIST_N], whole_ids[MNIST_N];
                 int batch_of[MNIST_N], tally[MNIST_N][MNIST_N] = {{0}}, seen[MNIST_N] = {0};
@@ -402,11 +403,15 @@ static void test_mnist_reader_shard(void)
         }
     /* refused before the files are looked for */
     nb_reader *r = NULL;
-    CHECK_ERR(nb_mnist_reader_shard(&r, at("nowhere"), NB_MNIST_TRAIN, 2, 0, &(nb_mnist_shard_opts){.rank = 3, .size = 3, .prefetch_depth = 0}), NB_ERR_ARG,
-              "mnist reader: rank 3, size 3: rank must be in [0, size)");
-    CHECK_ERR(nb_mnist_reader_shard(&r, at("nowhere"), NB_MNIST_TRAIN, 2, 0, &(nb_mnist_shard_opts){.rank = 0, .size = 0, .prefetch_depth = 0}), NB_ERR_ARG,
-              "mnist reader: rank 0, size 0: size must be at least 1");
-    CHECK_ERR(nb_mnist_reader_shard(&r, at("nowhere"), NB_MNIST_TRAIN, 2, 0, &(nb_mnist_shard_opts){.rank = 1, .size = 2, .prefetch_depth = 0}), NB_ERR_NOT_FOUND, "has neither");
+    CHECK_ERR(nb_mnist_reader_shard(&r, at("nowhere"), NB_MNIST_TRAIN, 2, 0,
+                                    &(nb_mnist_shard_opts){.rank = 3, .size = 3, .prefetch_depth = 0}),
+              NB_ERR_ARG, "mnist reader: rank 3, size 3: rank must be in [0, size)");
+    CHECK_ERR(nb_mnist_reader_shard(&r, at("nowhere"), NB_MNIST_TRAIN, 2, 0,
+                                    &(nb_mnist_shard_opts){.rank = 0, .size = 0, .prefetch_depth = 0}),
+              NB_ERR_ARG, "mnist reader: rank 0, size 0: size must be at least 1");
+    CHECK_ERR(nb_mnist_reader_shard(&r, at("nowhere"), NB_MNIST_TRAIN, 2, 0,
+                                    &(nb_mnist_shard_opts){.rank = 1, .size = 2, .prefetch_depth = 0}),
+              NB_ERR_NOT_FOUND, "has neither");
     CHECK(r == NULL);
 }
 

@@ -58,24 +58,48 @@ typedef struct ref_case {
     const char *name;
     nb_rnn_kind kind;
     bool seq;
-    const double *out[3]; /* cell: h', c'; sequence: all h, h_n, c_n */
+    const double *out[3];    /* cell: h', c'; sequence: all h, h_n, c_n */
     const double *dparam[4]; /* w_ih, w_hh, b_ih, b_hh */
     const double *din[3];    /* x, h, c */
 } ref_case;
 
 static const ref_case ref_cases[] = {
-    {"rnn cell", NB_RNN_TANH, false, {rnn_cell_out0}, {rnn_cell_dw_ih, rnn_cell_dw_hh, rnn_cell_db_ih, rnn_cell_db_hh},
+    {"rnn cell",
+     NB_RNN_TANH,
+     false,
+     {rnn_cell_out0},
+     {rnn_cell_dw_ih, rnn_cell_dw_hh, rnn_cell_db_ih, rnn_cell_db_hh},
      {rnn_cell_dx, rnn_cell_dh}},
-    {"rnn sequence", NB_RNN_TANH, true, {rnn_seq_out0, rnn_seq_out1},
-     {rnn_seq_dw_ih, rnn_seq_dw_hh, rnn_seq_db_ih, rnn_seq_db_hh}, {rnn_seq_dx, rnn_seq_dh}},
-    {"lstm cell", NB_RNN_LSTM, false, {lstm_cell_out0, lstm_cell_out1},
-     {lstm_cell_dw_ih, lstm_cell_dw_hh, lstm_cell_db_ih, lstm_cell_db_hh}, {lstm_cell_dx, lstm_cell_dh, lstm_cell_dc}},
-    {"lstm sequence", NB_RNN_LSTM, true, {lstm_seq_out0, lstm_seq_out1, lstm_seq_out2},
-     {lstm_seq_dw_ih, lstm_seq_dw_hh, lstm_seq_db_ih, lstm_seq_db_hh}, {lstm_seq_dx, lstm_seq_dh, lstm_seq_dc}},
-    {"gru cell", NB_RNN_GRU, false, {gru_cell_out0}, {gru_cell_dw_ih, gru_cell_dw_hh, gru_cell_db_ih, gru_cell_db_hh},
+    {"rnn sequence",
+     NB_RNN_TANH,
+     true,
+     {rnn_seq_out0, rnn_seq_out1},
+     {rnn_seq_dw_ih, rnn_seq_dw_hh, rnn_seq_db_ih, rnn_seq_db_hh},
+     {rnn_seq_dx, rnn_seq_dh}},
+    {"lstm cell",
+     NB_RNN_LSTM,
+     false,
+     {lstm_cell_out0, lstm_cell_out1},
+     {lstm_cell_dw_ih, lstm_cell_dw_hh, lstm_cell_db_ih, lstm_cell_db_hh},
+     {lstm_cell_dx, lstm_cell_dh, lstm_cell_dc}},
+    {"lstm sequence",
+     NB_RNN_LSTM,
+     true,
+     {lstm_seq_out0, lstm_seq_out1, lstm_seq_out2},
+     {lstm_seq_dw_ih, lstm_seq_dw_hh, lstm_seq_db_ih, lstm_seq_db_hh},
+     {lstm_seq_dx, lstm_seq_dh, lstm_seq_dc}},
+    {"gru cell",
+     NB_RNN_GRU,
+     false,
+     {gru_cell_out0},
+     {gru_cell_dw_ih, gru_cell_dw_hh, gru_cell_db_ih, gru_cell_db_hh},
      {gru_cell_dx, gru_cell_dh}},
-    {"gru sequence", NB_RNN_GRU, true, {gru_seq_out0, gru_seq_out1},
-     {gru_seq_dw_ih, gru_seq_dw_hh, gru_seq_db_ih, gru_seq_db_hh}, {gru_seq_dx, gru_seq_dh}},
+    {"gru sequence",
+     NB_RNN_GRU,
+     true,
+     {gru_seq_out0, gru_seq_out1},
+     {gru_seq_dw_ih, gru_seq_dw_hh, gru_seq_db_ih, gru_seq_db_hh},
+     {gru_seq_dx, gru_seq_dh}},
 };
 #define N_REF_CASES ((int)(sizeof ref_cases / sizeof *ref_cases))
 
@@ -126,8 +150,7 @@ static void eager_case(const ref_case *c)
     nb_value pv[4] = {p.w_ih, p.w_hh, p.b_ih, p.b_hh};
     for (int k = 0; k < 4; k++) ref_fill(nb_eager_tensor(pv[k]), k);
     const int n_state = nb_rnn_state_count(c->kind);
-    nb_tensor *in[3] = {ref_input(c), ref_tensor(5, 2, S(B, H)),
-                        ref_tensor(6, 2, S(B, H))};
+    nb_tensor *in[3] = {ref_input(c), ref_tensor(5, 2, S(B, H)), ref_tensor(6, 2, S(B, H))};
     for (int k = 0; k < 3; k++) CHECK_OK(nb_tensor_set_requires_grad(in[k], true));
     nb_value state[2] = {nb_eager_value(b, in[1]), nb_eager_value(b, in[2])};
     nb_value out[3] = {NB_NONE, NB_NONE, NB_NONE};
@@ -228,8 +251,13 @@ static void static_case_check(const ref_case *c)
         static_case_free(&s);
         return;
     }
-    const char *wrt[7] = {nb_value_name(s.p.w_ih), nb_value_name(s.p.w_hh), nb_value_name(s.p.b_ih),
-                          nb_value_name(s.p.b_hh), "x", "h", "c"};
+    const char *wrt[7] = {nb_value_name(s.p.w_ih),
+                          nb_value_name(s.p.w_hh),
+                          nb_value_name(s.p.b_ih),
+                          nb_value_name(s.p.b_hh),
+                          "x",
+                          "h",
+                          "c"};
     const int n_wrt = 5 + s.n_state;
     /* A sequence is one recurrent op (the time loop is not unrolled). */
     CHECK(count_ops_of(s.m.main, "recurrent") == (c->seq ? 1 : 0));
@@ -241,7 +269,8 @@ static void static_case_check(const ref_case *c)
     for (int j = 0; j < s.n_out; j++) fetch[n_fetch++] = nb_value_name(s.out[j]);
     for (int k = 0; k < n_wrt; k++) fetch[n_fetch++] = r.grads[k];
     nb_tensor *got[10] = {NULL};
-    CHECK_OK(nb_executor_run(s.m.ex, s.m.main, s.m.scope, NB_FEEDS_N(s.n_feeds, s.feeds), NB_NAMES_N(n_fetch, fetch), got));
+    CHECK_OK(
+        nb_executor_run(s.m.ex, s.m.main, s.m.scope, NB_FEEDS_N(s.n_feeds, s.feeds), NB_NAMES_N(n_fetch, fetch), got));
     char what[96];
     for (int j = 0; j < s.n_out; j++) {
         snprintf(what, sizeof what, "static %s, output %d", c->name, j);
@@ -279,10 +308,16 @@ static void test_gradients_match_finite_differences(void)
         const ref_case *c = &ref_cases[i];
         static_case s;
         if (static_case_init(&s, c)) {
-            const char *wrt[7] = {nb_value_name(s.p.w_ih), nb_value_name(s.p.w_hh), nb_value_name(s.p.b_ih),
-                                  nb_value_name(s.p.b_hh), "x", "h", "c"};
+            const char *wrt[7] = {nb_value_name(s.p.w_ih),
+                                  nb_value_name(s.p.w_hh),
+                                  nb_value_name(s.p.b_ih),
+                                  nb_value_name(s.p.b_hh),
+                                  "x",
+                                  "h",
+                                  "c"};
             nb_gradcheck_report rep;
-            CHECK_OK(nb_gradcheck_program(s.m.main, nb_value_name(s.loss), NB_NAMES_N(5 + s.n_state, wrt), s.m.scope, &(nb_gradcheck_opts){.feeds = NB_FEEDS_N(s.n_feeds, s.feeds)}, &rep));
+            CHECK_OK(nb_gradcheck_program(s.m.main, nb_value_name(s.loss), NB_NAMES_N(5 + s.n_state, wrt), s.m.scope,
+                                          &(nb_gradcheck_opts){.feeds = NB_FEEDS_N(s.n_feeds, s.feeds)}, &rep));
             const int gh = nb_rnn_gate_count(c->kind) * H;
             CHECK(rep.checked == gh * (I + H + 2) + (c->seq ? TT : 1) * B * I + s.n_state * B * H);
             CHECK(rep.failed == 0);
@@ -428,7 +463,7 @@ static void check_param(nb_builder *b, nb_value v, const char *name, int ndim, c
         double e = nb_tensor_get(t, i);
         lo = e < lo ? e : lo, hi = e > hi ? e : hi;
     }
-    CHECK(lo >= -bound && hi <= bound);        /* in the range ... */
+    CHECK(lo >= -bound && hi <= bound);           /* in the range ... */
     CHECK(lo < -0.5 * bound && hi > 0.5 * bound); /* ... and spread over it */
 }
 
@@ -590,9 +625,11 @@ static void test_errors_name_the_layer_and_shapes(void)
     CHECK_ERR(nb_rnn_params_new(&p, b, NB_RNN_GRU, UI, 0, &(nb_rnn_opts){.dtype = NB_F64}), NB_ERR_ARG,
               "gru: input size 4 and hidden size 0 must both be at least 1");
     nb_builder_clear_error(b);
-    CHECK_ERR(nb_rnn_params_new(&p, b, NB_RNN_GRU, UI, 3, &(nb_rnn_opts){.dtype = NB_I64}), NB_ERR_DTYPE, "gru: parameters must be float");
+    CHECK_ERR(nb_rnn_params_new(&p, b, NB_RNN_GRU, UI, 3, &(nb_rnn_opts){.dtype = NB_I64}), NB_ERR_DTYPE,
+              "gru: parameters must be float");
     nb_builder_clear_error(b);
-    CHECK_ERR(nb_rnn_params_new(&p, b, (nb_rnn_kind)7, UI, 3, &(nb_rnn_opts){.dtype = NB_F64}), NB_ERR_ARG, "unknown kind 7");
+    CHECK_ERR(nb_rnn_params_new(&p, b, (nb_rnn_kind)7, UI, 3, &(nb_rnn_opts){.dtype = NB_F64}), NB_ERR_ARG,
+              "unknown kind 7");
     nb_builder_clear_error(b);
 
     /* The layers: NB_NONE and the error kept in the builder. */
@@ -645,7 +682,8 @@ static void test_lstm_cell_op_matches_primitives(void)
         nb_value h1 = nb_lstm_cell(b, gates, c, &c1);
         nb_value g[4];
         REQUIRE_OK(nb_split(b, gates, 1, 4, g));
-        nb_value want_c = nb_add(b, nb_mul(b, nb_sigmoid(b, g[1]), c), nb_mul(b, nb_sigmoid(b, g[0]), nb_tanh(b, g[2])));
+        nb_value want_c =
+            nb_add(b, nb_mul(b, nb_sigmoid(b, g[1]), c), nb_mul(b, nb_sigmoid(b, g[0]), nb_tanh(b, g[2])));
         nb_value want_h = nb_mul(b, nb_sigmoid(b, g[3]), nb_tanh(b, want_c));
         REQUIRE_OK(nb_builder_status(b));
         double tol = d ? 1e-14 : 2e-6, worst = 0;

@@ -77,10 +77,10 @@ static void test_round_trip_all_dtypes(void)
         big,
         T(NB_U8, S(4), 0, 1, 200, 255),
         T(NB_BOOL, S(3), 1, 0, 1),
-        tscalar(NB_F64, 3.25),            /* 0-d */
-        tscalar(NB_BOOL, 1),              /* 0-d, one byte */
-        T(NB_F32, S(0, 3), 0),            /* empty */
-        T(NB_I64, S(2, 0), 0),            /* empty */
+        tscalar(NB_F64, 3.25), /* 0-d */
+        tscalar(NB_BOOL, 1),   /* 0-d, one byte */
+        T(NB_F32, S(0, 3), 0), /* empty */
+        T(NB_I64, S(2, 0), 0), /* empty */
         transposed,
     };
     const char *names[] = {"f32", "f64", "i32", "i64", "u8", "bool", "scalar", "flag", "empty", "empty2", "t"};
@@ -200,7 +200,10 @@ static void check_pt(nb_safetensors *f)
     CHECK_STR(nb_safetensors_meta(f, "framework"), "pt");
 }
 
-static void check_attn0(nb_safetensors *f) { CHECK_TENSOR(nb_safetensors_find(f, "attn0"), S(1, 1, 2, 3), 0, 0, 1, 2, 3, 4, 5); }
+static void check_attn0(nb_safetensors *f)
+{
+    CHECK_TENSOR(nb_safetensors_find(f, "attn0"), S(1, 1, 2, 3), 0, 0, 1, 2, 3, 4, 5);
+}
 
 static void check_mixed(nb_safetensors *f)
 {
@@ -242,20 +245,19 @@ static void test_reference_bytes(void)
     check_fixture("attn0", attn0, sizeof attn0 - 1, check_attn0);
     /* Every dtype, a 0-d and an empty tensor, metadata: tensors ordered by
      * dtype alignment then name, metadata keys sorted. N = 368 = 0x170. */
-    static const unsigned char mixed[] =
-        "\x70\x01\0\0\0\0\0\0"
-        "{\"__metadata__\":{\"note\":\"hi\",\"step\":\"10\"},"
-        "\"b\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[0,8]},"
-        "\"c\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[8,16]},"
-        "\"f\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]},"
-        "\"d\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[24,32]},"
-        "\"e\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[32,32]},"
-        "\"a\":{\"dtype\":\"BOOL\",\"shape\":[3],\"data_offsets\":[32,35]}}"
-        "\xfe\xff\xff\xff\xff\xff\xff\xff"  /* b = -2 */
-        "\x00\x00\x00\x00\x00\x00\xe0\x3f"  /* c = 0.5 */
-        "\x00\x00\xc0\x3f\x00\x00\x00\xc0"  /* f = 1.5, -2 */
-        "\x07\x00\x00\x00\xff\xff\xff\xff"  /* d = 7, -1 */
-        "\x01\x00\x01";                     /* a = true, false, true */
+    static const unsigned char mixed[] = "\x70\x01\0\0\0\0\0\0"
+                                         "{\"__metadata__\":{\"note\":\"hi\",\"step\":\"10\"},"
+                                         "\"b\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[0,8]},"
+                                         "\"c\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[8,16]},"
+                                         "\"f\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]},"
+                                         "\"d\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[24,32]},"
+                                         "\"e\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[32,32]},"
+                                         "\"a\":{\"dtype\":\"BOOL\",\"shape\":[3],\"data_offsets\":[32,35]}}"
+                                         "\xfe\xff\xff\xff\xff\xff\xff\xff" /* b = -2 */
+                                         "\x00\x00\x00\x00\x00\x00\xe0\x3f" /* c = 0.5 */
+                                         "\x00\x00\xc0\x3f\x00\x00\x00\xc0" /* f = 1.5, -2 */
+                                         "\x07\x00\x00\x00\xff\xff\xff\xff" /* d = 7, -1 */
+                                         "\x01\x00\x01";                    /* a = true, false, true */
     check_fixture("mixed", mixed, sizeof mixed - 1, check_mixed);
 }
 
@@ -313,7 +315,8 @@ static void test_save_errors(void)
     nb_tensor *null_t = NULL;
     CHECK_ERR(nb_safetensors_save(path, 1, good, &null_t, NULL), NB_ERR_ARG, "NULL");
     const char *keys[] = {"k", "k"}, *values[] = {"1", "2"};
-    CHECK_ERR(nb_safetensors_save(path, 1, good, &a, &(nb_meta){2, keys, values}), NB_ERR_ARG, "metadata key 'k' is given twice");
+    CHECK_ERR(nb_safetensors_save(path, 1, good, &a, &(nb_meta){2, keys, values}), NB_ERR_ARG,
+              "metadata key 'k' is given twice");
     CHECK_ERR(nb_safetensors_save(path, -1, good, &a, NULL), NB_ERR_ARG, path);
     CHECK(file_equals(path, before, n)); /* untouched by every failed save */
     /* A directory that does not exist: an i/o error, and no file anywhere. */
@@ -368,8 +371,8 @@ static void test_load_errors(void)
     check_bad("{'a':1}", NULL, 0, NB_ERR_FORMAT, "invalid JSON");
     check_bad("{\"__metadata__\":{\"a\":\"\x01\"}}", NULL, 0, NB_ERR_FORMAT, "control characters");
     check_bad("{\"\xc3\x28\":{}}", NULL, 0, NB_ERR_FORMAT, "not valid UTF-8");
-    check_bad("{\"\xed\xa0\x80\":{}}", NULL, 0, NB_ERR_FORMAT, "not valid UTF-8");   /* an encoded surrogate */
-    check_bad("{\"\xc0\xaf\":{}}", NULL, 0, NB_ERR_FORMAT, "not valid UTF-8");       /* overlong '/' */
+    check_bad("{\"\xed\xa0\x80\":{}}", NULL, 0, NB_ERR_FORMAT, "not valid UTF-8"); /* an encoded surrogate */
+    check_bad("{\"\xc0\xaf\":{}}", NULL, 0, NB_ERR_FORMAT, "not valid UTF-8");     /* overlong '/' */
     check_bad("{\"\\ud800\":{}}", NULL, 0, NB_ERR_FORMAT, "surrogate");
     check_bad("{\"\\udc00\":{}}", NULL, 0, NB_ERR_FORMAT, "surrogate");
     check_bad("{\"\\x41\":{}}", NULL, 0, NB_ERR_FORMAT, "unknown escape");
@@ -414,8 +417,7 @@ static void test_load_errors(void)
               "not two non-negative integers");
     check_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", d16, 8, NB_ERR_FORMAT,
               "not a range within the 8-byte data buffer");
-    check_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", d16, 8, NB_ERR_FORMAT,
-              "not a range");
+    check_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", d16, 8, NB_ERR_FORMAT, "not a range");
     check_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,18446744073709551615]}}", d16, 8,
               NB_ERR_FORMAT, "not a range");
     check_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,12]}}", d16, 12, NB_ERR_FORMAT,
@@ -469,9 +471,32 @@ static void test_json_reader(void)
     CHECK(t == JSON_STRING);
     CHECK_STR(json_text(&r, NULL), "\xc3\xa9\xf0\x9f\x98\x80\n");
     json_reader_free(&r);
-    const char *bad[] = {"", " ", "01", "1.", ".5", "-", "1e", "+1", "tru", "nul", "[1,]", "{\"a\":1,}", "[1 2]",
-                         "{\"a\" 1}", "{1:2}", "\"abc", "\"\\", "\"\t\"", "[", "]", "{}}", "\"\\u12\"",
-                         "\"\\ud800\\u0041\"", "/*c*/1", "NaN", "Infinity"};
+    const char *bad[] = {"",
+                         " ",
+                         "01",
+                         "1.",
+                         ".5",
+                         "-",
+                         "1e",
+                         "+1",
+                         "tru",
+                         "nul",
+                         "[1,]",
+                         "{\"a\":1,}",
+                         "[1 2]",
+                         "{\"a\" 1}",
+                         "{1:2}",
+                         "\"abc",
+                         "\"\\",
+                         "\"\t\"",
+                         "[",
+                         "]",
+                         "{}}",
+                         "\"\\u12\"",
+                         "\"\\ud800\\u0041\"",
+                         "/*c*/1",
+                         "NaN",
+                         "Infinity"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         nb_status st = scan(bad[i], tok, sizeof tok);
         if (st != NB_ERR_FORMAT || !strstr(nb_last_error(), "invalid JSON")) {
@@ -496,7 +521,7 @@ static void test_json_reader(void)
     CHECK(!json_parse_uint("6", 5, &v) && !json_parse_uint("-1", 5, &v) && !json_parse_uint("1e2", 500, &v));
     CHECK(json_utf8_valid("a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 10));
     CHECK(!json_utf8_valid("\xf4\x90\x80\x80", 4)); /* past U+10FFFF */
-    CHECK(!json_utf8_valid("\xe2\x82", 2));          /* cut short */
+    CHECK(!json_utf8_valid("\xe2\x82", 2));         /* cut short */
     CHECK(!json_utf8_valid("\x80", 1));
 }
 
@@ -576,10 +601,11 @@ static void test_truncated_and_flipped(void)
 
 static void cleanup_dir(void)
 {
-    const char *names[] = {"all.safetensors", "det1.safetensors", "det2.safetensors", "det3.safetensors",
-                           "fixture.safetensors", "fixture_out.safetensors", "layout.safetensors",
-                           "layout2.safetensors", "keep.safetensors", "bad.safetensors", "raw.safetensors",
-                           "good.safetensors", "damaged.safetensors"};
+    const char *names[] = {"all.safetensors",    "det1.safetensors",    "det2.safetensors",
+                           "det3.safetensors",   "fixture.safetensors", "fixture_out.safetensors",
+                           "layout.safetensors", "layout2.safetensors", "keep.safetensors",
+                           "bad.safetensors",    "raw.safetensors",     "good.safetensors",
+                           "damaged.safetensors"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) unlink(path_of(names[i]));
     if (rmdir(dir)) fprintf(stderr, "note: could not remove %s: %s\n", dir, strerror(errno));
 }

@@ -57,9 +57,9 @@ static float from_bits32(uint32_t b)
 typedef struct format {
     const char *name;
     int frac, bias;
-    uint16_t quiet;      /* the quiet-NaN bit */
+    uint16_t quiet;        /* the quiet-NaN bit */
     double values[0x7f80]; /* every non-negative finite value, by bit pattern */
-    int n;               /* how many: the largest finite pattern + 1 */
+    int n;                 /* how many: the largest finite pattern + 1 */
 } format;
 
 static format f16 = {"f16", 10, 15, 0x200, {0}, 0}, bf16 = {"bf16", 7, 127, 0x40, {0}, 0};
@@ -90,7 +90,7 @@ static uint16_t ref_round(const format *fm, double x)
     int top = fm->n - 1;
     double last_half_ulp = (fm->values[top] - fm->values[top - 1]) / 2;
     if (a >= fm->values[top] + last_half_ulp) return (uint16_t)(sign | fm->n); /* infinity */
-    int lo = 0, hi = top; /* largest lo with values[lo] <= a */
+    int lo = 0, hi = top;                                                      /* largest lo with values[lo] <= a */
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
         if (fm->values[mid] <= a) lo = mid;
@@ -109,8 +109,7 @@ static int mismatches;
 static void check_round(const char *what, double x, uint16_t got, uint16_t want)
 {
     if (got == want) return;
-    if (mismatches++ < 8)
-        fprintf(stderr, "  %s(%.17g = %a) = 0x%04x, reference 0x%04x\n", what, x, x, got, want);
+    if (mismatches++ < 8) fprintf(stderr, "  %s(%.17g = %a) = 0x%04x, reference 0x%04x\n", what, x, x, got, want);
     test_failures_in_current++;
 }
 
@@ -142,7 +141,7 @@ static void exhaustive(const format *fm, float (*widen)(uint16_t), uint16_t (*na
         if (mag > inf) { /* NaN */
             uint16_t quiet = (uint16_t)(h | fm->quiet);
             ok = isnan(f) && !!signbit(f) == !!(h & 0x8000) && narrow32(f) == quiet && narrow64(f) == quiet &&
-                 (bits32(f) & 0x7fffff) >> (23 - fm->frac) == (h & ((1u << fm->frac) - 1));
+                (bits32(f) & 0x7fffff) >> (23 - fm->frac) == (h & ((1u << fm->frac) - 1));
         } else {
             double want = mag == inf ? INFINITY : fm->values[mag];
             if (h & 0x8000) want = -want;
@@ -197,8 +196,8 @@ static void test_rounding_against_reference(void)
         check_f64(rng & (1ULL << 40) ? -d : d);
     }
     /* Special values. */
-    const double specials[] = {0.0, -0.0, INFINITY, -INFINITY, DBL_MAX, -DBL_MAX, DBL_MIN, DBL_TRUE_MIN,
-                               -DBL_TRUE_MIN, FLT_MAX, FLT_MIN, FLT_TRUE_MIN, 65504, 65519.99, 65520, 1e300};
+    const double specials[] = {0.0,           -0.0,    INFINITY, -INFINITY,    DBL_MAX, -DBL_MAX, DBL_MIN, DBL_TRUE_MIN,
+                               -DBL_TRUE_MIN, FLT_MAX, FLT_MIN,  FLT_TRUE_MIN, 65504,   65519.99, 65520,   1e300};
     for (size_t i = 0; i < sizeof specials / sizeof *specials; i++) {
         check_f64(specials[i]);
         if (fabs(specials[i]) <= FLT_MAX || isinf(specials[i])) check_f32((float)specials[i]);
@@ -215,12 +214,12 @@ static void test_named_cases(void)
     CHECK(nb_f32_to_f16(-1.0f - 0x1p-11f) == 0xbc00);
     CHECK(nb_f32_to_f16(65504.0f) == 0x7bff);
     CHECK(nb_f32_to_f16(65519.996f) == 0x7bff);
-    CHECK(nb_f32_to_f16(65520.0f) == 0x7c00);  /* the halfway point to 2^16 ties to "even" infinity */
+    CHECK(nb_f32_to_f16(65520.0f) == 0x7c00); /* the halfway point to 2^16 ties to "even" infinity */
     CHECK(nb_f32_to_f16(-1e10f) == 0xfc00);
-    CHECK(nb_f32_to_f16(0x1p-24f) == 0x0001);  /* the smallest subnormal */
-    CHECK(nb_f32_to_f16(0x1p-25f) == 0x0000);  /* half of it: ties to zero */
+    CHECK(nb_f32_to_f16(0x1p-24f) == 0x0001); /* the smallest subnormal */
+    CHECK(nb_f32_to_f16(0x1p-25f) == 0x0000); /* half of it: ties to zero */
     CHECK(nb_f32_to_f16(nextafterf(0x1p-25f, 1)) == 0x0001);
-    CHECK(nb_f32_to_f16(0x3p-25f) == 0x0002);  /* 1.5 ulp: ties to 2 */
+    CHECK(nb_f32_to_f16(0x3p-25f) == 0x0002);            /* 1.5 ulp: ties to 2 */
     CHECK(nb_f32_to_f16(0x1p-14f - 0x1p-25f) == 0x0400); /* the largest subnormal rounds up to the smallest normal */
     CHECK(nb_f32_to_f16(0x1p-14f - 0x1p-24f) == 0x03ff);
     CHECK(nb_f32_to_f16(-0.0f) == 0x8000 && nb_f32_to_f16(-1e-30f) == 0x8000 && nb_f32_to_f16(1e-30f) == 0);
@@ -266,15 +265,15 @@ static void test_bulk(void)
     int wrong = 0;
     for (int i = 0; i < N; i++) {
         float w = nb_f16_to_f32(h[i]);
-        wrong += !(bits32(back[i]) == bits32(w)) + (out16[i] != nb_f32_to_f16(f[i])) +
-                 (out16b[i] != nb_f64_to_f16(d[i]));
+        wrong +=
+            !(bits32(back[i]) == bits32(w)) + (out16[i] != nb_f32_to_f16(f[i])) + (out16b[i] != nb_f64_to_f16(d[i]));
     }
     nb_bf16_to_f32_n(h, back, N);
     nb_f32_to_bf16_n(f, out16, N);
     nb_f64_to_bf16_n(d, out16b, N);
     for (int i = 0; i < N; i++)
         wrong += (bits32(back[i]) != bits32(nb_bf16_to_f32(h[i]))) + (out16[i] != nb_f32_to_bf16(f[i])) +
-                 (out16b[i] != nb_f64_to_bf16(d[i]));
+            (out16b[i] != nb_f64_to_bf16(d[i]));
     CHECK(wrong == 0);
     nb_f16_to_f32_n(h, back, 0); /* n = 0 touches nothing */
 }
@@ -284,15 +283,14 @@ static void test_bulk(void)
 /* As the reference writer lays it out: F32 first, then BF16, then F16 (the
  * crate's dtype order, descending), metadata first. N = 200 = 0xc8 (197
  * bytes of JSON, 3 spaces). */
-static const unsigned char half_file[] =
-    "\xc8\0\0\0\0\0\0\0"
-    "{\"__metadata__\":{\"format\":\"pt\"},"
-    "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-    "\"b\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[4,10]},"
-    "\"h\":{\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[10,18]}}   "
-    "\x00\x00\x00\x3f"                 /* w = 0.5 */
-    "\x80\x3f\x20\xc0\x01\x00"         /* b = 1, -2.5, 2^-133 */
-    "\x00\x3c\x00\xc0\xff\x7b\x01\x00"; /* h = 1, -2, 65504, 2^-24 */
+static const unsigned char half_file[] = "\xc8\0\0\0\0\0\0\0"
+                                         "{\"__metadata__\":{\"format\":\"pt\"},"
+                                         "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                                         "\"b\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[4,10]},"
+                                         "\"h\":{\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[10,18]}}   "
+                                         "\x00\x00\x00\x3f"                  /* w = 0.5 */
+                                         "\x80\x3f\x20\xc0\x01\x00"          /* b = 1, -2.5, 2^-133 */
+                                         "\x00\x3c\x00\xc0\xff\x7b\x01\x00"; /* h = 1, -2, 65504, 2^-24 */
 
 static void test_load_reference_layout(void)
 {
@@ -343,9 +341,11 @@ static void test_malformed_half(void)
     const char *path = path_of("bad.safetensors");
     nb_safetensors *f;
     make_file(path, "{\"a\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,4]}}", d, 4);
-    CHECK_ERR(nb_safetensors_load(&f, path), NB_ERR_FORMAT, "tensor 'a' is F16 [3], 6 bytes, but its data_offsets [0, 4] span 4");
+    CHECK_ERR(nb_safetensors_load(&f, path), NB_ERR_FORMAT,
+              "tensor 'a' is F16 [3], 6 bytes, but its data_offsets [0, 4] span 4");
     make_file(path, "{\"a\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,8]}}", d, 8);
-    CHECK_ERR(nb_safetensors_load(&f, path), NB_ERR_FORMAT, "tensor 'a' is BF16 [2], 4 bytes, but its data_offsets [0, 8] span 8");
+    CHECK_ERR(nb_safetensors_load(&f, path), NB_ERR_FORMAT,
+              "tensor 'a' is BF16 [2], 4 bytes, but its data_offsets [0, 8] span 8");
     make_file(path, "{\"a\":{\"dtype\":\"BF16\",\"shape\":[1],\"data_offsets\":[0,1]}}", d, 1);
     CHECK_ERR(nb_safetensors_load(&f, path), NB_ERR_FORMAT, "BF16 [1], 2 bytes");
     make_file(path, "{\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", d, 6);
@@ -372,8 +372,8 @@ static const unsigned char f16_file[] =
     "{\"i\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]},"
     "\"d\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[8,12]},"
     "\"h\":{\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[12,20]}}   "
-    "\x07\x00\x00\x00\xff\xff\xff\xff" /* i = 7, -1 */
-    "\x01\x3c\x00\xfc"                 /* d = 1 + 2^-11 + 2^-40 (rounded up, from the double), -70000 (-inf) */
+    "\x07\x00\x00\x00\xff\xff\xff\xff"  /* i = 7, -1 */
+    "\x01\x3c\x00\xfc"                  /* d = 1 + 2^-11 + 2^-40 (rounded up, from the double), -70000 (-inf) */
     "\x66\x2e\xff\x7b\x00\x00\x02\x00"; /* h = 0.1, 65519, 2^-25 (tie to 0), 3 * 2^-25 (tie to 2) */
 
 /* Saving as BF16: BF16 (by name), U8, BOOL. N = 224 = 0xe0. */
@@ -518,7 +518,7 @@ static void test_checkpoint_bf16(void)
 
 static void cleanup_dir(void)
 {
-    const char *names[] = {"half.safetensors", "bad.safetensors",     "f16.safetensors",     "bf16.safetensors",
+    const char *names[] = {"half.safetensors",    "bad.safetensors",     "f16.safetensors", "bf16.safetensors",
                            "native1.safetensors", "native2.safetensors", "model.ckpt"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) unlink(path_of(names[i]));
     if (rmdir(dir)) fprintf(stderr, "note: could not remove %s: %s\n", dir, strerror(errno));

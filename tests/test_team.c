@@ -162,7 +162,8 @@ static void slow_mark(void *arg, int64_t lo, int64_t hi)
         return;
     }
     if (atomic_fetch_add(&s->caller_ranges, 1) == 0)
-        for (int ms = 0; ms < 5000 && !atomic_load(&s->taken_from_caller); ms++) nanosleep(&(struct timespec){0, 1000000}, NULL);
+        for (int ms = 0; ms < 5000 && !atomic_load(&s->taken_from_caller); ms++)
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
 }
 
 static void test_for_hands_work_on(void)
@@ -199,7 +200,8 @@ static void test_barrier(void)
     nb_team_set_gang_wait(10000000000u);
     for (int rep = 0; rep < 20; rep++) nb_team_gang(SHARES, phased, &p);
     nb_team_set_gang_wait(0);
-    if (atomic_load(&p.wrong) || atomic_load(&p.shared) != 20) printf("  wrong %d, shared gangs %d of 20\n", atomic_load(&p.wrong), atomic_load(&p.shared));
+    if (atomic_load(&p.wrong) || atomic_load(&p.shared) != 20)
+        printf("  wrong %d, shared gangs %d of 20\n", atomic_load(&p.wrong), atomic_load(&p.shared));
     CHECK(atomic_load(&p.wrong) == 0 && atomic_load(&p.shared) == 20);
 }
 
@@ -317,7 +319,8 @@ static void test_frozen_workers(void)
     for (int n_frozen = 1; n_frozen <= 2; n_frozen++) {
         atomic_store(&frozen, 1);
         for (int f = 1; f <= n_frozen; f++) pthread_kill(g.thread[f], SIGUSR1);
-        for (int ms = 0; ms < 5000 && atomic_load(&held) < n_frozen; ms++) nanosleep(&(struct timespec){0, 1000000}, NULL);
+        for (int ms = 0; ms < 5000 && atomic_load(&held) < n_frozen; ms++)
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
         CHECK(atomic_load(&held) == n_frozen);
         for (int rep = 0; rep < 200; rep++) {
             who w;
@@ -349,19 +352,18 @@ static void test_default_size(void)
         nb_team_env e;
         nb_team_plan want;
     } cases[] = {
-        {{0, 8, 8, 0, 0, -1}, {8, -1}},   /* the whole machine */
-        {{0, 3, 8, 0, 0, -1}, {3, -1}},   /* an affinity mask */
-        {{0, 8, 8, 2.0, 0, -1}, {2, -1}}, /* a container of two CPUs */
-        {{0, 8, 8, 2.5, 0, -1}, {2, -1}}, /* part of a CPU is not a thread */
-        {{0, 8, 8, 0.5, 0, -1}, {1, -1}},
-        {{0, 8, 8, 16, 0, -1}, {8, -1}},  /* a quota above the cores */
-        {{4, 8, 8, 2, 2, 1}, {4, -1}},    /* NABLA_NUM_THREADS decides */
-        {{0, 8, 8, 0, 2, 1}, {4, 4}},     /* two ranks: the second half */
-        {{0, 8, 8, 0, 3, 2}, {2, 4}},     /* three ranks: two cores each */
-        {{0, 2, 2, 0, 4, 3}, {1, -1}},    /* more ranks than cores: one each, unbound */
-        {{0, 1, 8, 0, 2, 1}, {1, -1}},    /* bound by mpirun already */
-        {{0, 8, 8, 4, 2, 0}, {2, 0}},     /* a quota shared by the ranks */
-        {{0, 0, 0, 0, 0, -1}, {1, -1}},   /* nothing known */
+        {{0, 8, 8, 0, 0, -1}, {8, -1}},                                    /* the whole machine */
+        {{0, 3, 8, 0, 0, -1}, {3, -1}},                                    /* an affinity mask */
+        {{0, 8, 8, 2.0, 0, -1}, {2, -1}},                                  /* a container of two CPUs */
+        {{0, 8, 8, 2.5, 0, -1}, {2, -1}},                                  /* part of a CPU is not a thread */
+        {{0, 8, 8, 0.5, 0, -1}, {1, -1}}, {{0, 8, 8, 16, 0, -1}, {8, -1}}, /* a quota above the cores */
+        {{4, 8, 8, 2, 2, 1}, {4, -1}},                                     /* NABLA_NUM_THREADS decides */
+        {{0, 8, 8, 0, 2, 1}, {4, 4}},                                      /* two ranks: the second half */
+        {{0, 8, 8, 0, 3, 2}, {2, 4}},                                      /* three ranks: two cores each */
+        {{0, 2, 2, 0, 4, 3}, {1, -1}},  /* more ranks than cores: one each, unbound */
+        {{0, 1, 8, 0, 2, 1}, {1, -1}},  /* bound by mpirun already */
+        {{0, 8, 8, 4, 2, 0}, {2, 0}},   /* a quota shared by the ranks */
+        {{0, 0, 0, 0, 0, -1}, {1, -1}}, /* nothing known */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         nb_team_plan p = nb_team_plan_for(&cases[i].e);

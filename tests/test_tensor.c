@@ -170,8 +170,8 @@ static void test_wrap(void)
 
 static void test_full_and_scalar(void)
 {
-    static const double want[NB_DTYPE_COUNT] = {[NB_F32] = 2.75, [NB_F64] = 2.75, [NB_I32] = 2,
-                                                [NB_I64] = 2,    [NB_U8] = 2,     [NB_BOOL] = 1};
+    static const double want[NB_DTYPE_COUNT] = {
+        [NB_F32] = 2.75, [NB_F64] = 2.75, [NB_I32] = 2, [NB_I64] = 2, [NB_U8] = 2, [NB_BOOL] = 1};
     for (int dt = 0; dt < NB_DTYPE_COUNT; dt++) {
         nb_tensor *t = NULL;
         CHECK_OK(nb_tensor_full(&t, (nb_dtype)dt, 2, S(2, 2), 2.75));
@@ -269,8 +269,8 @@ static void test_refcount(void)
 
 static void test_numel_contiguity(void)
 {
-    nb_tensor *t = T(NB_F64, S(2, 3, 4), 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
-                     22, 23);
+    nb_tensor *t =
+        T(NB_F64, S(2, 3, 4), 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23);
     CHECK(nb_tensor_numel(t) == 24 && nb_tensor_is_contiguous(t));
     CHECK(nb_shape_numel(3, S(2, 3, 4)) == 24 && nb_shape_numel(0, NULL) == 1 && nb_shape_numel(2, S(5, 0)) == 0);
     nb_tensor *v = NULL;
@@ -496,7 +496,8 @@ static void check_bcast_(int line, int nda, const int64_t *a, int ndb, const int
     for (int swap = 0; swap < 2; swap++) {
         int nd = -7;
         int64_t out[NB_MAX_DIMS];
-        nb_status st = swap ? nb_broadcast_shapes(ndb, b, nda, a, &nd, out) : nb_broadcast_shapes(nda, a, ndb, b, &nd, out);
+        nb_status st =
+            swap ? nb_broadcast_shapes(ndb, b, nda, a, &nd, out) : nb_broadcast_shapes(nda, a, ndb, b, &nd, out);
         if (st != NB_OK || !nb_shape_equal(nd, out, ndw, want)) {
             char x[NB_SHAPE_STR_MAX], y[NB_SHAPE_STR_MAX], w[NB_SHAPE_STR_MAX];
             fprintf(stderr, "  %s:%d: broadcast %s with %s: status %d, expected %s\n", __FILE__, line,
@@ -572,7 +573,7 @@ static void test_allclose(void)
     CHECK(!nb_tensor_allclose(a, b, 0, 0));
     CHECK(nb_tensor_allclose(a, b, 0, 0.0011));
     CHECK(!nb_tensor_allclose(a, b, 0, 0.0009));
-    CHECK(nb_tensor_allclose(a, b, 0.0004, 0));  /* |a-b| <= rtol * |b| */
+    CHECK(nb_tensor_allclose(a, b, 0.0004, 0)); /* |a-b| <= rtol * |b| */
     CHECK(!nb_tensor_allclose(a, b, 0.0003, 0));
     CHECK(nb_tensor_allclose(a, b, 0.0002, 0.0005)); /* atol and rtol add up */
 

@@ -49,19 +49,23 @@ static void test_print_summarised(void)
     CHECK_PRINT(GEN(NB_F32, S(2000), f_sevenths), "tensor([1.0000, 1.2500, 1.5000,  ..., 1.5000, 1.7500, 2.0000])\n");
     /* The formatter sees only the shown values: here all whole, but spanning
      * more than three decades, hence scientific notation. */
-    CHECK_PRINT(GEN(NB_F32, S(2000), f_index), "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03,\n"
+    CHECK_PRINT(GEN(NB_F32, S(2000), f_index),
+                "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03,\n"
                 "        1.9990e+03])\n");
     CHECK_PRINT(GEN(NB_I64, S(2000), f_index), "tensor([   0,    1,    2,  ..., 1997, 1998, 1999])\n");
-    CHECK_PRINT(GEN(NB_I64, S(1000, 3), f_index), "tensor([[   0,    1,    2],\n"
+    CHECK_PRINT(GEN(NB_I64, S(1000, 3), f_index),
+                "tensor([[   0,    1,    2],\n"
                 "        [   3,    4,    5],\n"
                 "        [   6,    7,    8],\n"
                 "        ...,\n"
                 "        [2991, 2992, 2993],\n"
                 "        [2994, 2995, 2996],\n"
                 "        [2997, 2998, 2999]])\n");
-    CHECK_PRINT(GEN(NB_I64, S(2, 1000), f_index), "tensor([[   0,    1,    2,  ...,  997,  998,  999],\n"
+    CHECK_PRINT(GEN(NB_I64, S(2, 1000), f_index),
+                "tensor([[   0,    1,    2,  ...,  997,  998,  999],\n"
                 "        [1000, 1001, 1002,  ..., 1997, 1998, 1999]])\n");
-    CHECK_PRINT(GEN(NB_I64, S(10, 2, 100), f_index), "tensor([[[   0,    1,    2,  ...,   97,   98,   99],\n"
+    CHECK_PRINT(GEN(NB_I64, S(10, 2, 100), f_index),
+                "tensor([[[   0,    1,    2,  ...,   97,   98,   99],\n"
                 "         [ 100,  101,  102,  ...,  197,  198,  199]],\n"
                 "\n"
                 "        [[ 200,  201,  202,  ...,  297,  298,  299],\n"
@@ -80,7 +84,8 @@ static void test_print_summarised(void)
                 "\n"
                 "        [[1800, 1801, 1802,  ..., 1897, 1898, 1899],\n"
                 "         [1900, 1901, 1902,  ..., 1997, 1998, 1999]]])\n");
-    CHECK_PRINT(GEN(NB_F32, S(3, 1000), f_rows), "tensor([[0.0000e+00, 5.0000e-01, 1.0000e+00,  ..., 4.9850e+02, 4.9900e+02,\n"
+    CHECK_PRINT(GEN(NB_F32, S(3, 1000), f_rows),
+                "tensor([[0.0000e+00, 5.0000e-01, 1.0000e+00,  ..., 4.9850e+02, 4.9900e+02,\n"
                 "         4.9950e+02],\n"
                 "        [1.0000e+00, 1.5000e+00, 2.0000e+00,  ..., 4.9950e+02, 5.0000e+02,\n"
                 "         5.0050e+02],\n"
@@ -96,34 +101,41 @@ static void test_print_summarised(void)
 
 static void test_print_layout(void)
 {
-    CHECK_PRINT(GEN(NB_F32, S(2, 2, 2), f_index), "tensor([[[0., 1.],\n"
+    CHECK_PRINT(GEN(NB_F32, S(2, 2, 2), f_index),
+                "tensor([[[0., 1.],\n"
                 "         [2., 3.]],\n"
                 "\n"
                 "        [[4., 5.],\n"
                 "         [6., 7.]]])\n");
     CHECK_PRINT(T(NB_F32, S(1, 1, 1), 5), "tensor([[[5.]]])\n");
     /* Columns share one width. */
-    CHECK_PRINT(T(NB_F32, S(2, 2), -1.5, 2, 3, 4), "tensor([[-1.5000,  2.0000],\n"
+    CHECK_PRINT(T(NB_F32, S(2, 2), -1.5, 2, 3, 4),
+                "tensor([[-1.5000,  2.0000],\n"
                 "        [ 3.0000,  4.0000]])\n");
     CHECK_PRINT(T(NB_I64, S(3), 1, -10, 100), "tensor([  1, -10, 100])\n");
-    CHECK_PRINT(T(NB_BOOL, S(2, 2), 1, 0, 0, 1), "tensor([[ True, False],\n"
+    CHECK_PRINT(T(NB_BOOL, S(2, 2), 1, 0, 0, 1),
+                "tensor([[ True, False],\n"
                 "        [False,  True]])\n");
     /* Rows wrap at 80 columns. */
-    CHECK_PRINT(GEN(NB_F32, S(20), f_index), "tensor([ 0.,  1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10., 11., 12., 13.,\n"
+    CHECK_PRINT(GEN(NB_F32, S(20), f_index),
+                "tensor([ 0.,  1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10., 11., 12., 13.,\n"
                 "        14., 15., 16., 17., 18., 19.])\n");
-    CHECK_PRINT(GEN(NB_F64, S(40), f_tenths), "tensor([0.0500, 0.1500, 0.2500, 0.3500, 0.4500, 0.5500, 0.6500, 0.7500, 0.8500,\n"
+    CHECK_PRINT(GEN(NB_F64, S(40), f_tenths),
+                "tensor([0.0500, 0.1500, 0.2500, 0.3500, 0.4500, 0.5500, 0.6500, 0.7500, 0.8500,\n"
                 "        0.9500, 1.0500, 1.1500, 1.2500, 1.3500, 1.4500, 1.5500, 1.6500, 1.7500,\n"
                 "        1.8500, 1.9500, 2.0500, 2.1500, 2.2500, 2.3500, 2.4500, 2.5500, 2.6500,\n"
                 "        2.7500, 2.8500, 2.9500, 3.0500, 3.1500, 3.2500, 3.3500, 3.4500, 3.5500,\n"
                 "        3.6500, 3.7500, 3.8500, 3.9500], dtype=float64)\n");
-    CHECK_PRINT(GEN(NB_F64, S(2, 20), f_halves), "tensor([[ 0.0000,  1.5000,  3.0000,  4.5000,  6.0000,  7.5000,  9.0000, 10.5000,\n"
+    CHECK_PRINT(GEN(NB_F64, S(2, 20), f_halves),
+                "tensor([[ 0.0000,  1.5000,  3.0000,  4.5000,  6.0000,  7.5000,  9.0000, 10.5000,\n"
                 "         12.0000, 13.5000, 15.0000, 16.5000, 18.0000, 19.5000, 21.0000, 22.5000,\n"
                 "         24.0000, 25.5000, 27.0000, 28.5000],\n"
                 "        [30.0000, 31.5000, 33.0000, 34.5000, 36.0000, 37.5000, 39.0000, 40.5000,\n"
                 "         42.0000, 43.5000, 45.0000, 46.5000, 48.0000, 49.5000, 51.0000, 52.5000,\n"
                 "         54.0000, 55.5000, 57.0000, 58.5000]], dtype=float64)\n");
     /* The dtype moves to its own line when the last one is full. */
-    CHECK_PRINT(GEN(NB_F64, S(12), f_index), "tensor([ 0.,  1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10., 11.],\n"
+    CHECK_PRINT(GEN(NB_F64, S(12), f_index),
+                "tensor([ 0.,  1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10., 11.],\n"
                 "       dtype=float64)\n");
 }
 
@@ -132,7 +144,8 @@ static void test_print_number_formats(void)
     CHECK_PRINT(T(NB_F32, S(2), 1e-5, 1), "tensor([1.0000e-05, 1.0000e+00])\n");
     CHECK_PRINT(T(NB_F32, S(2), 1e9, 1), "tensor([1.0000e+09, 1.0000e+00])\n");
     CHECK_PRINT(T(NB_F32, S(2), -1e-5, 2e3), "tensor([-1.0000e-05,  2.0000e+03])\n");
-    CHECK_PRINT(T(NB_F64, S(2, 2), 1e10, 2, -3.5, 0), "tensor([[ 1.0000e+10,  2.0000e+00],\n"
+    CHECK_PRINT(T(NB_F64, S(2, 2), 1e10, 2, -3.5, 0),
+                "tensor([[ 1.0000e+10,  2.0000e+00],\n"
                 "        [-3.5000e+00,  0.0000e+00]], dtype=float64)\n");
     CHECK_PRINT(T(NB_F32, S(4), NAN, INFINITY, -INFINITY, 1.5), "tensor([   nan,    inf,   -inf, 1.5000])\n");
     CHECK_PRINT(T(NB_F32, S(3), -NAN, 1, 2), "tensor([nan, 1., 2.])\n");
@@ -177,9 +190,10 @@ static void test_print_views(void)
     /* A summarised view reads the right elements. */
     nb_tensor *big = GEN(NB_I64, S(3, 1000), f_index), *bt = NULL;
     CHECK_OK(nb_tensor_transpose(&bt, big, 0, 1));
-    CHECK_PRINT(bt, "tensor([[   0, 1000, 2000],\n        [   1, 1001, 2001],\n        [   2, 1002, 2002],\n"
-                    "        ...,\n        [ 997, 1997, 2997],\n        [ 998, 1998, 2998],\n"
-                    "        [ 999, 1999, 2999]])\n");
+    CHECK_PRINT(bt,
+                "tensor([[   0, 1000, 2000],\n        [   1, 1001, 2001],\n        [   2, 1002, 2002],\n"
+                "        ...,\n        [ 997, 1997, 2997],\n        [ 998, 1998, 2998],\n"
+                "        [ 999, 1999, 2999]])\n");
     release_all(t, big, NULL);
 }
 

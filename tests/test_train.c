@@ -84,8 +84,15 @@ static void test_learns_and_writes_metrics(void)
     REQUIRE_OK(build(&s, false));
     nb_reader *train = toy_reader(1, true, 16), *test = toy_reader(0, false, 64);
     REQUIRE_OK(train && test ? NB_OK : NB_ERR_NOMEM);
-    nb_train_config cfg = {.epochs = 30, .n_feeds = 2, .feeds = feeds, .loss = s.loss, .metric = s.acc,
-                           .test = test, .csv_path = csv, .plot_path = png, .progress = NB_PROGRESS_QUIET};
+    nb_train_config cfg = {.epochs = 30,
+                           .n_feeds = 2,
+                           .feeds = feeds,
+                           .loss = s.loss,
+                           .metric = s.acc,
+                           .test = test,
+                           .csv_path = csv,
+                           .plot_path = png,
+                           .progress = NB_PROGRESS_QUIET};
     nb_train_result r;
     REQUIRE_OK(nb_train(&cfg, s.main, s.startup, s.scope, train, &r));
     CHECK(r.epochs_done == 30 && r.steps == 30 * (N / 16));
@@ -126,13 +133,19 @@ static nb_status train_in_pieces(const int *pieces, int n_pieces, const char *ck
         nb_reader *train = NULL;
         if (!(st = build(&s, true))) {
             train = toy_reader(3, true, 10);
-            nb_train_config cfg = {.epochs = total, .n_feeds = 2, .feeds = feeds, .loss = s.loss,
-                                   .checkpoint_path = ckpt, .resume = true, .stop_after_epochs = pieces[p],
+            nb_train_config cfg = {.epochs = total,
+                                   .n_feeds = 2,
+                                   .feeds = feeds,
+                                   .loss = s.loss,
+                                   .checkpoint_path = ckpt,
+                                   .resume = true,
+                                   .stop_after_epochs = pieces[p],
                                    .progress = NB_PROGRESS_QUIET};
             nb_train_result r;
             st = train ? nb_train(&cfg, s.main, s.startup, s.scope, train, &r) : NB_ERR_NOMEM;
             done += pieces[p];
-            if (!st && r.epochs_done != done) st = nb_error(NB_ERR_STATE, "epochs_done %d, expected %d", r.epochs_done, done);
+            if (!st && r.epochs_done != done)
+                st = nb_error(NB_ERR_STATE, "epochs_done %d, expected %d", r.epochs_done, done);
             if (!st && p == n_pieces - 1) st = nb_tensor_clone(w_out, nb_scope_find(s.scope, "fc_0.w_0"));
         }
         nb_reader_free(train);

@@ -54,7 +54,8 @@ static void test_value_and_grad_argnums_free_and_aux(void)
     CHECK_TENSOR(g[0], S(2), 1e-12, 6, 20);
     CHECK_TENSOR(fg[0], S(2), 1e-12, 1, 4);
     release_all(out[0], out[1], g[0], fg[0], NULL);
-    CHECK_ERR(nb_value_and_grad(&f, &x, &(nb_grad_opts){.n_argnums = 1, .argnums = (int[]){3}}, out, g), NB_ERR_ARG, "argnum 3");
+    CHECK_ERR(nb_value_and_grad(&f, &x, &(nb_grad_opts){.n_argnums = 1, .argnums = (int[]){3}}, out, g), NB_ERR_ARG,
+              "argnum 3");
     nb_function bad = {f_xy, 2, 2, NULL};
     nb_tensor *g2[2];
     CHECK_ERR(nb_value_and_grad(&bad, (nb_tensor *[]){x, x}, NULL, out, g2), NB_ERR_SHAPE, "must be a scalar");
@@ -121,7 +122,8 @@ static void test_grad_argnums_and_has_aux(void)
     CHECK_TENSOR(aux[1], S(2), 0, 6, 1);
     release_all(g[0], g[1], aux[0], aux[1], NULL);
     /* argnums picks and orders the inputs. */
-    REQUIRE_OK(nb_grad(&f, (nb_tensor *[]){x, y}, &(nb_grad_opts){.n_argnums = 2, .argnums = (int[]){1, 0}, .flags = NB_HAS_AUX}, g, aux));
+    REQUIRE_OK(nb_grad(&f, (nb_tensor *[]){x, y},
+                       &(nb_grad_opts){.n_argnums = 2, .argnums = (int[]){1, 0}, .flags = NB_HAS_AUX}, g, aux));
     CHECK_TENSOR(g[0], S(2), 1e-12, 1, 4);
     CHECK_TENSOR(g[1], S(2), 1e-12, 6, -2);
     release_all(g[0], g[1], aux[0], aux[1], NULL);
@@ -131,8 +133,11 @@ static void test_grad_argnums_and_has_aux(void)
     CHECK_TENSOR(g[0], S(2), 1e-12, cos(1.0), cos(-2.0));
     nb_tensor_release(g[0]);
     CHECK_ERR(nb_grad(&f, (nb_tensor *[]){x, y}, NULL, g, NULL), NB_ERR_ARG, "pass NB_HAS_AUX");
-    CHECK_ERR(nb_grad(&s, &x, &(nb_grad_opts){.flags = NB_HAS_AUX}, g, aux), NB_ERR_ARG, "NB_HAS_AUX needs a function of 2 or more outputs");
-    CHECK_ERR(nb_grad(&f, (nb_tensor *[]){x, y}, &(nb_grad_opts){.n_argnums = 1, .argnums = (int[]){2}, .flags = NB_HAS_AUX}, g, aux), NB_ERR_ARG, "argnum 2");
+    CHECK_ERR(nb_grad(&s, &x, &(nb_grad_opts){.flags = NB_HAS_AUX}, g, aux), NB_ERR_ARG,
+              "NB_HAS_AUX needs a function of 2 or more outputs");
+    CHECK_ERR(nb_grad(&f, (nb_tensor *[]){x, y},
+                      &(nb_grad_opts){.n_argnums = 1, .argnums = (int[]){2}, .flags = NB_HAS_AUX}, g, aux),
+              NB_ERR_ARG, "argnum 2");
     release_all(x, y, NULL);
 }
 
@@ -282,7 +287,8 @@ static nb_status f_classifier(nb_builder *b, const nb_value *in, nb_value *out, 
     nb_value a = nb_matmul(b, nb_eager_value(b, d->x), in[0], 0), h = nb_tanh(b, a);
     nb_value s = nb_sigmoid(b, nb_matmul(b, h, nb_eager_value(b, d->w2), 0));
     nb_value z = nb_add(b, nb_mul(b, s, h), a);
-    nb_value ce = nb_reduce_mean(b, nb_softmax_with_cross_entropy(b, z, nb_eager_value(b, d->label), NULL), 0, NULL, false);
+    nb_value ce =
+        nb_reduce_mean(b, nb_softmax_with_cross_entropy(b, z, nb_eager_value(b, d->label), NULL), 0, NULL, false);
     nb_value sm = nb_reduce_sum(b, nb_mul(b, nb_softmax(b, z, 1), nb_eager_value(b, d->c)), 0, NULL, false);
     out[0] = nb_add(b, ce, sm);
     return nb_builder_status(b);
@@ -314,8 +320,8 @@ static double hvp_fd_error(const nb_function *f, nb_tensor *w, const nb_tensor *
 
 static void test_forward_over_reverse_through_saved_outputs_and_fused_grads(void)
 {
-    cls_data d = {T(NB_F64, S(5, 4), 0.5, -0.3, 0.8, 0.1, -0.6, 0.9, 0.2, -0.7, 0.3, 0.3, -0.2, 0.6, 0.1, -0.9, 0.4, 0.2,
-                    -0.5, 0.7, 0.6, -0.1),
+    cls_data d = {T(NB_F64, S(5, 4), 0.5, -0.3, 0.8, 0.1, -0.6, 0.9, 0.2, -0.7, 0.3, 0.3, -0.2, 0.6, 0.1, -0.9, 0.4,
+                    0.2, -0.5, 0.7, 0.6, -0.1),
                   T(NB_F64, S(3, 3), 0.4, -0.5, 0.7, 0.2, 0.9, -0.3, -0.6, 0.1, 0.5), T(NB_I64, S(5, 1), 0, 2, 1, 1, 0),
                   T(NB_F64, S(5, 3), 0.3, -0.2, 0.5, 0.1, 0.4, -0.6, -0.3, 0.2, 0.7, 0.5, -0.1, 0.2, 0.6, 0.3, -0.4)};
     nb_function f = {f_classifier, 1, 1, &d};
@@ -348,7 +354,8 @@ static nb_status f_norms(nb_builder *b, const nb_value *in, nb_value *out, void 
 {
     nb_tensor **p = ctx; /* x [5, 4], scale [3], bias [3], running mean [3], running var [3] */
     nb_value h = nb_matmul(b, nb_eager_value(b, p[0]), in[0], 0), y[5];
-    nb_value bn_in[5] = {h, nb_eager_value(b, p[1]), nb_eager_value(b, p[2]), nb_eager_value(b, p[3]), nb_eager_value(b, p[4])};
+    nb_value bn_in[5] = {h, nb_eager_value(b, p[1]), nb_eager_value(b, p[2]), nb_eager_value(b, p[3]),
+                         nb_eager_value(b, p[4])};
     if (nb_emit(b, "batch_norm", NB_VALUES_N(5, bn_in), NB_NO_ATTRS, 5, y)) return nb_builder_status(b);
     nb_value ln_in[3] = {nb_tanh(b, y[0]), nb_eager_value(b, p[1]), nb_eager_value(b, p[2])}, z[3];
     if (nb_emit(b, "layer_norm", NB_VALUES_N(3, ln_in), NB_NO_ATTRS, 3, z)) return nb_builder_status(b);
@@ -359,8 +366,8 @@ static nb_status f_norms(nb_builder *b, const nb_value *in, nb_value *out, void 
 
 static void test_forward_over_reverse_through_normalisations(void)
 {
-    nb_tensor *p[5] = {T(NB_F64, S(5, 4), 0.5, -0.3, 0.8, 0.1, -0.6, 0.9, 0.2, -0.7, 0.3, 0.3, -0.2, 0.6, 0.1, -0.9, 0.4,
-                         0.2, -0.5, 0.7, 0.6, -0.1),
+    nb_tensor *p[5] = {T(NB_F64, S(5, 4), 0.5, -0.3, 0.8, 0.1, -0.6, 0.9, 0.2, -0.7, 0.3, 0.3, -0.2, 0.6, 0.1, -0.9,
+                         0.4, 0.2, -0.5, 0.7, 0.6, -0.1),
                        T(NB_F64, S(3), 1.2, 0.7, -0.9), T(NB_F64, S(3), 0.1, -0.2, 0.3), T(NB_F64, S(3), 0, 0, 0),
                        T(NB_F64, S(3), 1, 1, 1)};
     nb_function f = {f_norms, 1, 1, p};
@@ -450,10 +457,15 @@ static nb_status cube_jvp(nb_builder *b, nb_grad_ctx *g)
     return nb_builder_status(b);
 }
 
-static const nb_op_def user_cube = {.name = "user_cube", .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
-                                    .infer = cube_infer, .grad_uses_inputs = 1,
-                                    .vjp = cube_vjp, .jvp = cube_jvp};
-static const nb_kernel_def user_cube_kernel = {"user_cube", NB_DEVICE_CPU, NB_DT_FLOAT, "test", 0, cube_cpu, NULL, NULL};
+static const nb_op_def user_cube = {.name = "user_cube",
+                                    .inputs = {{"X", 0}},
+                                    .outputs = {{"Out", 0}},
+                                    .infer = cube_infer,
+                                    .grad_uses_inputs = 1,
+                                    .vjp = cube_vjp,
+                                    .jvp = cube_jvp};
+static const nb_kernel_def user_cube_kernel = {
+    .op = "user_cube", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "test", .run = cube_cpu};
 
 static nb_status f_cube(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {

@@ -47,18 +47,18 @@ static void test_matmul(void)
     nb_function f = {f_mm, 2, 1, NULL};
     nb_tensor *xs = R(1, 5, 3), *w = R(2, 3, 4), *ws = R(3, 5, 3, 4), *X = R(4, 5, 2, 3), *x1 = R(5, 3);
     nb_tensor *Xb = R(6, 5, 6, 2, 3), *wt = R(7, 5, 4, 3);
-    check_vmap(&f, (nb_tensor *[]){xs, w}, (int[]){0, NB}, 0, 1e-12);   /* vector @ matrix */
-    check_vmap(&f, (nb_tensor *[]){xs, ws}, (int[]){0, 0}, 0, 1e-12);   /* both batched */
-    check_vmap(&f, (nb_tensor *[]){x1, ws}, (int[]){NB, 0}, 0, 1e-12);  /* only Y */
-    check_vmap(&f, (nb_tensor *[]){X, w}, (int[]){0, NB}, 0, 1e-12);    /* matrix rows */
+    check_vmap(&f, (nb_tensor *[]){xs, w}, (int[]){0, NB}, 0, 1e-12);  /* vector @ matrix */
+    check_vmap(&f, (nb_tensor *[]){xs, ws}, (int[]){0, 0}, 0, 1e-12);  /* both batched */
+    check_vmap(&f, (nb_tensor *[]){x1, ws}, (int[]){NB, 0}, 0, 1e-12); /* only Y */
+    check_vmap(&f, (nb_tensor *[]){X, w}, (int[]){0, NB}, 0, 1e-12);   /* matrix rows */
     check_vmap(&f, (nb_tensor *[]){X, ws}, (int[]){0, 0}, 0, 1e-12);
-    check_vmap(&f, (nb_tensor *[]){Xb, ws}, (int[]){0, 0}, 0, 1e-12);   /* batch dims of its own */
+    check_vmap(&f, (nb_tensor *[]){Xb, ws}, (int[]){0, 0}, 0, 1e-12); /* batch dims of its own */
     check_vmap(&f, (nb_tensor *[]){Xb, w}, (int[]){0, NB}, 0, 1e-12);
     nb_tensor *v = R(8, 4, 5);
-    check_vmap(&f, (nb_tensor *[]){w, v}, (int[]){NB, 1}, 0, 1e-12);    /* matrix @ batched vector */
+    check_vmap(&f, (nb_tensor *[]){w, v}, (int[]){NB, 1}, 0, 1e-12); /* matrix @ batched vector */
     nb_tensor_release(v);
-    check_vmap(&f, (nb_tensor *[]){xs, xs}, (int[]){0, 0}, 0, 1e-12);   /* dot products */
-    unsigned ty = 1u << 1;                                               /* NB_MATMUL_TRANSPOSE_Y's bit */
+    check_vmap(&f, (nb_tensor *[]){xs, xs}, (int[]){0, 0}, 0, 1e-12); /* dot products */
+    unsigned ty = 1u << 1;                                            /* NB_MATMUL_TRANSPOSE_Y's bit */
     nb_function ft = {f_mm, 2, 1, &ty};
     check_vmap(&ft, (nb_tensor *[]){X, wt}, (int[]){0, 0}, 0, 1e-12);
     /* one GEMM for the batch, wherever its dim is: Y's at 0, 1 or 2, with and without transpose_y */
@@ -146,7 +146,8 @@ static void test_reductions_and_shapes(void)
 static nb_status f_norm_att(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
     (void)ctx;
-    nb_value bn[5], scale = nb_fill_constant(b, NB_F64, 1, S(2), 1.5), bias = nb_fill_constant(b, NB_F64, 1, S(2), 0.25);
+    nb_value bn[5], scale = nb_fill_constant(b, NB_F64, 1, S(2), 1.5),
+                    bias = nb_fill_constant(b, NB_F64, 1, S(2), 0.25);
     nb_value mean = nb_fill_constant(b, NB_F64, 1, S(2), 0), var = nb_fill_constant(b, NB_F64, 1, S(2), 1);
     nb_emit(b, "batch_norm", NB_VALUES(in[0], scale, bias, mean, var), NB_NO_ATTRS, 5, bn);
     out[0] = bn[0];
@@ -176,7 +177,8 @@ static nb_status f_norm_att_grads(nb_builder *b, const nb_value *in, nb_value *o
 static nb_status f_ln_loss(nb_builder *b, const nb_value *in, nb_value *out, void *ctx)
 {
     nb_value y[3];
-    nb_emit(b, "layer_norm", NB_VALUES(in[0], in[1], in[2]), NB_ATTRS(NB_ATTR_INT("begin_norm_axis", *(int *)ctx)), 3, y);
+    nb_emit(b, "layer_norm", NB_VALUES(in[0], in[1], in[2]), NB_ATTRS(NB_ATTR_INT("begin_norm_axis", *(int *)ctx)), 3,
+            y);
     out[0] = nb_reduce_sum(b, nb_tanh(b, nb_mul(b, y[0], in[0])), 0, NULL, false);
     return nb_builder_status(b);
 }
@@ -206,8 +208,8 @@ static void test_conv(void)
     nb_tensor *x = R(1, 3, 1, 2, 5, 5), *w = R(2, 4, 2, 3, 3), *bias = R(3, 4), *ws = R(4, 3, 4, 2, 3, 3);
     nb_tensor *wg = R(5, 4, 1, 3, 3), *bs = R(6, 3, 4);
     nb_function g = {f_conv_grads, 3, 3, NULL}, gg = {f_conv_grads, 3, 3, (void *)1}, f = {f_conv_loss, 3, 1, NULL};
-    check_vmap(&g, (nb_tensor *[]){x, w, bias}, (int[]){0, NB, NB}, 0, 1e-10);  /* per-example filter gradients */
-    check_vmap(&g, (nb_tensor *[]){x, ws, bs}, (int[]){0, 0, 0}, 0, 1e-10);    /* a filter per example */
+    check_vmap(&g, (nb_tensor *[]){x, w, bias}, (int[]){0, NB, NB}, 0, 1e-10);   /* per-example filter gradients */
+    check_vmap(&g, (nb_tensor *[]){x, ws, bs}, (int[]){0, 0, 0}, 0, 1e-10);      /* a filter per example */
     check_vmap(&gg, (nb_tensor *[]){x, wg, bias}, (int[]){0, NB, NB}, 0, 1e-10); /* grouped */
     check_vmap(&f, (nb_tensor *[]){x, ws, bias}, (int[]){0, 0, NB}, 0, 1e-12);
     release_all(x, w, bias, ws, wg, bs, NULL);
@@ -224,7 +226,8 @@ static void test_norm_and_attention(void)
     check_vmap(&lg0, (nb_tensor *[]){lx, ls1, lb1}, (int[]){0, NB, NB}, 0, 1e-10);
     release_all(lx, ls, lb, ls1, lb1, NULL);
 
-    nb_tensor *x = R(1, 3, 3, 2, 4), *q = R(2, 3, 2, 5, 4), *k = R(3, 3, 2, 6, 4), *v = R(4, 3, 2, 6, 4), *v1 = R(5, 2, 6, 4);
+    nb_tensor *x = R(1, 3, 3, 2, 4), *q = R(2, 3, 2, 5, 4), *k = R(3, 3, 2, 6, 4), *v = R(4, 3, 2, 6, 4),
+              *v1 = R(5, 2, 6, 4);
     nb_function f = {f_norm_att, 4, 3, NULL}, g = {f_norm_att_grads, 4, 4, NULL};
     check_vmap(&f, (nb_tensor *[]){x, q, k, v}, (int[]){0, 0, 0, 0}, 0, 1e-12);
     check_vmap(&f, (nb_tensor *[]){x, q, k, v1}, (int[]){0, 0, 0, NB}, 0, 1e-12);
@@ -323,8 +326,7 @@ static nb_status f_sum_vmapped(nb_builder *b, const nb_value *in, nb_value *out,
     if (ctx) {
         nb_function inner = {f_inner, 2, 1, NULL};
         if (nb_vmap_emit(b, &inner, &(nb_vmap_opts){.in_axes = (int[]){0, NB}}, in, &y)) return nb_builder_status(b);
-    } else
-        y = nb_matmul(b, nb_tanh(b, in[0]), in[1], 0);
+    } else y = nb_matmul(b, nb_tanh(b, in[0]), in[1], 0);
     out[0] = nb_reduce_sum(b, nb_tanh(b, y), 0, NULL, false);
     return nb_builder_status(b);
 }
@@ -560,11 +562,13 @@ static void test_errors(void)
 {
     nb_function f = {f_ew, 2, 2, NULL}, rd = {f_read, 1, 1, NULL}, rn = {f_run, 1, 1, NULL};
     nb_tensor *x = R(1, 4, 3), *y = R(2, 5, 3), *out[2];
-    CHECK_ERR(nb_vmap(&f, NULL, (nb_tensor *[]){x, y}, out), NB_ERR_SHAPE, "input 1 has batch size 5 (axis 0 of shape [5, 3]) but input 0 has 4");
+    CHECK_ERR(nb_vmap(&f, NULL, (nb_tensor *[]){x, y}, out), NB_ERR_SHAPE,
+              "input 1 has batch size 5 (axis 0 of shape [5, 3]) but input 0 has 4");
     CHECK_ERR(nb_vmap(&f, &(nb_vmap_opts){.in_axes = (int[]){2, 0}}, (nb_tensor *[]){x, y}, out), NB_ERR_ARG,
               "in_axes[0] is 2 but input 0 has shape [4, 3]");
-    CHECK_ERR(nb_vmap(&f, &(nb_vmap_opts){.in_axes = (int[]){0, NB}, .out_axes = (int[]){0, 3}}, (nb_tensor *[]){x, y}, out),
-              NB_ERR_ARG, "out_axes[1] is 3");
+    CHECK_ERR(
+        nb_vmap(&f, &(nb_vmap_opts){.in_axes = (int[]){0, NB}, .out_axes = (int[]){0, 3}}, (nb_tensor *[]){x, y}, out),
+        NB_ERR_ARG, "out_axes[1] is 3");
     CHECK_ERR(nb_vmap(&f, &(nb_vmap_opts){.in_axes = (int[]){NB, NB}}, (nb_tensor *[]){x, y}, out), NB_ERR_ARG,
               "give batch_size");
     CHECK_ERR(nb_vmap(&f, &(nb_vmap_opts){.in_axes = (int[]){0, NB}, .batch_size = 3}, (nb_tensor *[]){x, y}, out),

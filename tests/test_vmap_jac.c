@@ -61,7 +61,9 @@ static void check_per_example(kind k, kind ref, const nb_function *f, int out, i
             ex[i] = in_axes[i] == NB ? nb_tensor_retain(in[i]) : example(in[i], in_axes[i], e);
         CHECK_OK(transform(&cr, ex, &want));
         bool ok = one && want && one->dtype == want->dtype && nb_tensor_allclose(one, want, tol, tol);
-        if (!ok) fprintf(stderr, "  vmap of %s, example %lld, differs from %s\n", kind_name[k], (long long)e, kind_name[ref]);
+        if (!ok)
+            fprintf(stderr, "  vmap of %s, example %lld, differs from %s\n", kind_name[k], (long long)e,
+                    kind_name[ref]);
         CHECK(ok);
         for (int i = 0; i < f->n_in; i++) nb_tensor_release(ex[i]);
         release_all(want, one, NULL);
@@ -101,8 +103,7 @@ static void check_mlp(nb_dtype dt, double tol)
         int axes[3], out_axis;
         int64_t chunk;
     } cases[] = {
-        {{x0, w, bias}, {0, NB, NB}, 0, 0},
-        {{x1, w, bias}, {1, NB, NB}, 0, 0},
+        {{x0, w, bias}, {0, NB, NB}, 0, 0},   {{x1, w, bias}, {1, NB, NB}, 0, 0},
         {{xl, w, bias}, {-1, NB, NB}, -1, 0}, /* batch last in and out */
         {{x0, ws, bias}, {0, 0, NB}, 1, 0},   /* per-example weights, batch axis 1 of the result */
         {{x0, ws, bias}, {0, 0, NB}, 0, 2},   /* in chunks of 2 */
@@ -194,7 +195,8 @@ static nb_status f_sum_jac(nb_builder *b, const nb_value *in, nb_value *out, voi
     jac_ctx jc = {s->k, &f, 0, 0};
     nb_function g = {f_transform, 2, 1, &jc};
     nb_tensor *jac = NULL;
-    nb_status st = nb_vmap(&g, &(nb_vmap_opts){.in_axes = (int[]){0, NB}}, (nb_tensor *[]){s->x, nb_eager_tensor(in[0])}, &jac);
+    nb_status st =
+        nb_vmap(&g, &(nb_vmap_opts){.in_axes = (int[]){0, NB}}, (nb_tensor *[]){s->x, nb_eager_tensor(in[0])}, &jac);
     if (st) return st;
     out[0] = nb_reduce_sum(b, nb_eager_value(b, jac), 0, NULL, false);
     nb_tensor_release(jac);

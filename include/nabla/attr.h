@@ -24,7 +24,7 @@ typedef enum nb_attr_type {
     NB_ATTR_STRING,
     NB_ATTR_INTS,
     NB_ATTR_FLOATS,
-    NB_ATTR_BLOCK, /* index of a block of the same program */
+    NB_ATTR_BLOCK,  /* index of a block of the same program */
     NB_ATTR_STRINGS /* names of vars of a sub-block, for control-flow ops */
 } nb_attr_type;
 

@@ -44,8 +44,8 @@ typedef enum nb_op_role {
  * a var read as a tensor. */
 typedef enum nb_value_kind {
     NB_VALUE_NONE = 0,
-    NB_VALUE_VAR,    /* p is an nb_var */
-    NB_VALUE_TENSOR  /* p is an nb_tensor */
+    NB_VALUE_VAR,   /* p is an nb_var */
+    NB_VALUE_TENSOR /* p is an nb_tensor */
 } nb_value_kind;
 
 typedef struct nb_value {

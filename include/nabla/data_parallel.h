@@ -107,14 +107,14 @@ NB_API nb_status nb_data_parallel(nb_program *main, nb_program *startup, const c
 typedef struct nb_ddp nb_ddp;
 
 typedef struct nb_ddp_stats {
-    int64_t steps;             /* nb_ddp_backward calls */
-    int64_t allreduces;        /* bucket all-reduces started */
-    int n_buckets;             /* per step */
-    double bytes;              /* all-reduced, in all */
-    double backward_seconds;   /* inside nb_backward */
-    double comm_seconds;       /* while at least one all-reduce was open (from its start to its completion) */
-    double overlap_seconds;    /* the part of comm_seconds before the backward pass ended */
-    double wait_seconds;       /* blocked after the backward pass, waiting for the all-reduces */
+    int64_t steps;           /* nb_ddp_backward calls */
+    int64_t allreduces;      /* bucket all-reduces started */
+    int n_buckets;           /* per step */
+    double bytes;            /* all-reduced, in all */
+    double backward_seconds; /* inside nb_backward */
+    double comm_seconds;     /* while at least one all-reduce was open (from its start to its completion) */
+    double overlap_seconds;  /* the part of comm_seconds before the backward pass ended */
+    double wait_seconds;     /* blocked after the backward pass, waiting for the all-reduces */
     /* How much of the communication the backward pass hid:
      * overlap_seconds / comm_seconds (0 before the first all-reduce). An
      * all-reduce's completion is seen at the next test (a hook, or the

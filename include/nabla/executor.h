@@ -45,8 +45,7 @@ NB_API nb_status nb_prepare(nb_prepared **out, nb_program *p, int block_idx, nb_
 NB_API void nb_prepared_free(nb_prepared *pp);
 /* Runs it: feeds[i] binds feed_names[i]; fetched[i] receives fetch_names[i]
  * (a new reference each). */
-NB_API nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope,
-                          nb_tensor *const *feeds, nb_tensor **fetched);
+NB_API nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope, nb_tensor *const *feeds, nb_tensor **fetched);
 /* Bytes of temporary buffers it holds, and how many it allocated over its
  * life (to show that steady-state runs allocate nothing). */
 NB_API size_t nb_prepared_buffer_bytes(const nb_prepared *pp);
@@ -60,17 +59,17 @@ NB_API uint64_t nb_prepared_alloc_count(const nb_prepared *pp);
  * that liveness and holds from run to run, so the bytes it holds for them
  * are planned_bytes. */
 typedef struct nb_memory_report {
-    size_t peak_bytes;     /* the most temporary bytes live at once during a run (a fused group's own
+    size_t peak_bytes;        /* the most temporary bytes live at once during a run (a fused group's own
                               values take none: nb_fusion_groups) */
-    int peak_op;           /* the position, in the block, of the op at that peak */
+    int peak_op;              /* the position, in the block, of the op at that peak */
     const char *peak_vars[8]; /* the largest temporaries live there (valid while pp lives) */
     size_t peak_var_bytes[8];
     int n_peak_vars;
-    size_t planned_bytes;  /* the planned buffers: what the executor holds for temporaries */
-    size_t fetched_bytes;  /* fetched temporaries, in storage of their own */
-    size_t unplanned_bytes; /* what one buffer per temporary would take (no reuse) */
-    size_t scope_bytes;    /* the scope values the block reads or writes (parameters, optimiser state) */
-    size_t role_bytes[5];  /* temporaries by the role of the op that writes them (nb_op_role) */
+    size_t planned_bytes;    /* the planned buffers: what the executor holds for temporaries */
+    size_t fetched_bytes;    /* fetched temporaries, in storage of their own */
+    size_t unplanned_bytes;  /* what one buffer per temporary would take (no reuse) */
+    size_t scope_bytes;      /* the scope values the block reads or writes (parameters, optimiser state) */
+    size_t role_bytes[5];    /* temporaries by the role of the op that writes them (nb_op_role) */
     size_t activation_bytes; /* what the forward part leaves for the backward part: temporaries written
                                 before the first backward op and read at or after it (what recomputation
                                 trades for compute); 0 for a block without backward ops */

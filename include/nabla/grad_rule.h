@@ -44,7 +44,7 @@ struct nb_op_def;
 
 typedef struct nb_grad_ctx {
     const struct nb_op_def *def; /* nabla/op.h */
-    const nb_attr_value *attrs; /* the forward op's, in def order */
+    const nb_attr_value *attrs;  /* the forward op's, in def order */
     int in_begin[NB_MAX_SLOTS + 1];
     int out_begin[NB_MAX_SLOTS + 1];
     const nb_value *x;  /* forward inputs, flat as in nb_op_ctx */
@@ -65,7 +65,10 @@ static inline nb_value nb_grad_x(const nb_grad_ctx *g, int slot, int k) { return
 static inline nb_value nb_grad_y(const nb_grad_ctx *g, int slot, int k) { return g->y[g->out_begin[slot] + k]; }
 static inline nb_value nb_grad_dy(const nb_grad_ctx *g, int slot, int k) { return g->dy[g->out_begin[slot] + k]; }
 static inline int nb_grad_in_count(const nb_grad_ctx *g, int slot) { return g->in_begin[slot + 1] - g->in_begin[slot]; }
-static inline int nb_grad_out_count(const nb_grad_ctx *g, int slot) { return g->out_begin[slot + 1] - g->out_begin[slot]; }
+static inline int nb_grad_out_count(const nb_grad_ctx *g, int slot)
+{
+    return g->out_begin[slot + 1] - g->out_begin[slot];
+}
 static inline bool nb_grad_wants_dx(const nb_grad_ctx *g, int slot, int k)
 {
     return k < nb_grad_in_count(g, slot) && g->want_dx[g->in_begin[slot] + k];

@@ -23,10 +23,10 @@ typedef struct nb_gradcheck_opts {
 } nb_gradcheck_opts;
 
 typedef struct nb_gradcheck_report {
-    int checked;         /* elements compared */
-    int failed;          /* elements out of tolerance */
+    int checked; /* elements compared */
+    int failed;  /* elements out of tolerance */
     double max_abs_err;
-    char worst[256];     /* where the largest error is, e.g. "X[3]: analytic 0.5 numeric 0.51" */
+    char worst[256]; /* where the largest error is, e.g. "X[3]: analytic 0.5 numeric 0.51" */
 } nb_gradcheck_report;
 
 /* Checks d(loss)/d(v) for each v in `wrt` (vars of block 0 of `fwd` that are
@@ -40,11 +40,11 @@ NB_API nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, nb_name
 typedef enum { NB_GC_UNIFORM = 0, NB_GC_INTS, NB_GC_VALUES } nb_gc_fill;
 
 typedef struct nb_gc_input {
-    nb_dtype dtype;      /* default (0) float32 is promoted to float64 for float inputs */
+    nb_dtype dtype; /* default (0) float32 is promoted to float64 for float inputs */
     int ndim;
     int64_t shape[NB_MAX_DIMS];
     nb_gc_fill fill;
-    double lo, hi;       /* UNIFORM: real range; INTS: integer range [lo, hi] (both 0: [-1, 1]) */
+    double lo, hi;        /* UNIFORM: real range; INTS: integer range [lo, hi] (both 0: [-1, 1]) */
     const double *values; /* VALUES: exactly these */
     bool absent;          /* an optional input left out */
 } nb_gc_input;
@@ -54,7 +54,7 @@ typedef struct nb_gradcheck_case {
     const char *name; /* what this case covers, e.g. "broadcast [2,3] + [3]" */
     int n_in;
     nb_gc_input in[NB_MAX_SLOTS];
-    int n_out;        /* outputs to request (0: one per declared slot) */
+    int n_out; /* outputs to request (0: one per declared slot) */
     int n_attrs;
     nb_attr attrs[NB_MAX_ATTRS];
     unsigned loss_outputs;  /* bit k: output k enters the loss (0: every float output); e.g. 1 leaves out

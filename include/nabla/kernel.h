@@ -40,18 +40,21 @@ struct nb_exec_env;
 
 /* What a kernel sees. Slot k's values are [in_begin[k], in_begin[k+1]). */
 typedef struct nb_kernel_ctx {
-    const void *params;          /* the op's parameter struct (NULL if it has none) */
-    const char *label;           /* names the op in errors, e.g. "matmul (fc_0.tmp_0)" */
+    const void *params; /* the op's parameter struct (NULL if it has none) */
+    const char *label;  /* names the op in errors, e.g. "matmul (fc_0.tmp_0)" */
     int in_begin[NB_MAX_SLOTS + 1];
     int out_begin[NB_MAX_SLOTS + 1];
     nb_tensor *const *in;
     nb_tensor *const *out;
-    nb_rng *rng;                 /* for ops flagged NB_OP_RANDOM */
-    struct nb_exec_env *exec;    /* control-flow kernels: the executor running them */
+    nb_rng *rng;              /* for ops flagged NB_OP_RANDOM */
+    struct nb_exec_env *exec; /* control-flow kernels: the executor running them */
 } nb_kernel_ctx;
 
 static inline int nb_kin_count(const nb_kernel_ctx *k, int slot) { return k->in_begin[slot + 1] - k->in_begin[slot]; }
-static inline int nb_kout_count(const nb_kernel_ctx *k, int slot) { return k->out_begin[slot + 1] - k->out_begin[slot]; }
+static inline int nb_kout_count(const nb_kernel_ctx *k, int slot)
+{
+    return k->out_begin[slot + 1] - k->out_begin[slot];
+}
 static inline bool nb_khas_in(const nb_kernel_ctx *k, int slot) { return nb_kin_count(k, slot) > 0; }
 static inline nb_tensor *nb_kin(const nb_kernel_ctx *k, int slot, int i) { return k->in[k->in_begin[slot] + i]; }
 static inline nb_tensor *nb_kout(const nb_kernel_ctx *k, int slot, int i) { return k->out[k->out_begin[slot] + i]; }
@@ -67,8 +70,8 @@ typedef void (*nb_pointwise_loop)(int64_t n, char *const ptr[], const int64_t st
 
 typedef struct nb_pointwise {
     nb_pointwise_loop loop;
-    const void *aux;  /* the kernel's own data for the loop, often the op's parameter struct */
-    bool math;        /* many cycles per element (exp, erf, a division): threads pay off sooner */
+    const void *aux; /* the kernel's own data for the loop, often the op's parameter struct */
+    bool math;       /* many cycles per element (exp, erf, a division): threads pay off sooner */
 } nb_pointwise;
 
 /* The dtypes a kernel takes, as a bit set. */
@@ -79,7 +82,7 @@ typedef struct nb_pointwise {
 #define NB_DT_ALL ((1u << NB_DTYPE_COUNT) - 1)
 
 typedef struct nb_kernel_def {
-    const char *op;       /* the op it computes */
+    const char *op; /* the op it computes */
     nb_device device;
     unsigned dtypes;      /* NB_DT_... bits: the dtypes it takes */
     const char *provider; /* "nabla" (its own kernels), "onednn", ...: for `nabla ops --kernels` */

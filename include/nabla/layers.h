@@ -94,14 +94,15 @@ typedef struct nb_conv2d_opts {
     int dilation;     /* default 1 */
     int groups;       /* default 1; must divide the input channels and out_channels */
     bool no_bias;
-    const char *act;  /* applied after the convolution, as nb_layer_activation */
+    const char *act;        /* applied after the convolution, as nb_layer_activation */
     nb_init w_init, b_init; /* defaults: torch's nn.Conv2d */
 } nb_conv2d_opts;
 
 /* x [N, C, H, W] -> [N, out_channels, H', W'] with a square kernel; Filter
  * "<layer>.w_0" [out_channels, C/groups, kernel, kernel], bias "<layer>.b_0"
  * [out_channels]. opts may be NULL. */
-NB_API nb_value nb_layer_conv2d(nb_builder *b, nb_value x, int64_t out_channels, int kernel, const nb_conv2d_opts *opts);
+NB_API nb_value nb_layer_conv2d(nb_builder *b, nb_value x, int64_t out_channels, int kernel,
+                                const nb_conv2d_opts *opts);
 
 typedef struct nb_pool2d_opts {
     int stride;             /* default: kernel, as torch */
@@ -119,16 +120,16 @@ NB_API nb_value nb_layer_pool2d(nb_builder *b, nb_value x, const char *type, int
 /* ---- normalisation ------------------------------------------------------------------- */
 
 typedef struct nb_norm_opts {
-    const char *name;  /* default: fresh "batch_norm_k" */
+    const char *name; /* default: fresh "batch_norm_k" */
     /* Paddle's convention: running = momentum * running + (1 - momentum) *
      * batch statistic. Default 0.9, which is torch's momentum 0.1 (torch
      * weighs the batch, Paddle the running value). As every field, 0 means
      * the default. */
     double momentum;
-    double epsilon;    /* default 1e-5 */
-    const char *act;   /* applied after the normalisation */
+    double epsilon;                /* default 1e-5 */
+    const char *act;               /* applied after the normalisation */
     nb_init scale_init, bias_init; /* defaults: ones, zeros */
-    bool use_global_stats; /* normalise with the running statistics in training too (frozen) */
+    bool use_global_stats;         /* normalise with the running statistics in training too (frozen) */
 } nb_norm_opts;
 
 /* Batch normalisation of x [N, C, ...] per channel C. Creates parameters
@@ -164,9 +165,9 @@ NB_API nb_value nb_layer_layer_norm(nb_builder *b, nb_value x, int begin_norm_ax
 NB_API nb_value nb_layer_dropout(nb_builder *b, nb_value x, double p);
 
 typedef struct nb_embedding_opts {
-    const char *name;    /* default: fresh "embedding_k" */
-    nb_dtype dtype;      /* of the table; default float32 */
-    nb_init w_init;      /* default N(0, 1), as torch */
+    const char *name; /* default: fresh "embedding_k" */
+    nb_dtype dtype;   /* of the table; default float32 */
+    nb_init w_init;   /* default N(0, 1), as torch */
 } nb_embedding_opts;
 
 /* Rows of a table W "<layer>.w_0" [vocab, dim] picked by integer ids:
@@ -197,16 +198,15 @@ typedef struct nb_transformer_block_opts {
     const char *name; /* default: fresh "block_k" */
     int64_t mlp;      /* the MLP's hidden width; 0: 4 * E */
     bool causal;
-    double dropout;   /* after attention and after the MLP, and on the attention weights */
-    const char *act;  /* the MLP's activation, as nb_layer_activation; NULL: "gelu" */
-    double epsilon;   /* of the layer norms; 0: 1e-5 */
+    double dropout;  /* after attention and after the MLP, and on the attention weights */
+    const char *act; /* the MLP's activation, as nb_layer_activation; NULL: "gelu" */
+    double epsilon;  /* of the layer norms; 0: 1e-5 */
 } nb_transformer_block_opts;
 
 /* A pre-norm transformer block (GPT-2's): x + mha(ln1(x)), then h +
  * mlp(ln2(h)) with mlp = fc(act(fc(., mlp)), E). x [B, T, E] -> [B, T, E].
  * opts may be NULL. */
-NB_API nb_value nb_layer_transformer_block(nb_builder *b, nb_value x, int heads,
-                                           const nb_transformer_block_opts *opts);
+NB_API nb_value nb_layer_transformer_block(nb_builder *b, nb_value x, int heads, const nb_transformer_block_opts *opts);
 
 /* ---- losses and metrics ------------------------------------------------------------- */
 

@@ -35,8 +35,8 @@ NB_BEGIN_DECLS
 
 /* Slot flags. */
 enum {
-    NB_SLOT_VARIADIC = 1 << 0, /* takes any number of values (at most one such slot per side) */
-    NB_SLOT_OPTIONAL = 1 << 1, /* may be absent */
+    NB_SLOT_VARIADIC = 1 << 0,  /* takes any number of values (at most one such slot per side) */
+    NB_SLOT_OPTIONAL = 1 << 1,  /* may be absent */
     NB_SLOT_NO_GRAD = 1 << 2,   /* never takes a gradient (labels, indices, conditions) */
     NB_SLOT_SHAPE_ONLY = 1 << 3 /* reads only the value's dtype and shape, never its elements */
 };
@@ -123,8 +123,8 @@ typedef nb_status (*nb_expand_fn)(struct nb_builder *b, const struct nb_value *i
 
 typedef struct nb_op_def {
     const char *name;
-    const char *doc;                     /* one line */
-    nb_slot_def inputs[NB_MAX_SLOTS];    /* ends at the first NULL name */
+    const char *doc;                  /* one line */
+    nb_slot_def inputs[NB_MAX_SLOTS]; /* ends at the first NULL name */
     nb_slot_def outputs[NB_MAX_SLOTS];
     nb_attr_def attrs[NB_MAX_ATTRS];
     nb_infer_fn infer;
@@ -157,8 +157,14 @@ typedef struct nb_op_def {
 static inline int nb_in_count(const nb_op_ctx *c, int slot) { return c->in_begin[slot + 1] - c->in_begin[slot]; }
 static inline int nb_out_count(const nb_op_ctx *c, int slot) { return c->out_begin[slot + 1] - c->out_begin[slot]; }
 static inline bool nb_has_in(const nb_op_ctx *c, int slot) { return nb_in_count(c, slot) > 0; }
-static inline const nb_var_info *nb_in_info(const nb_op_ctx *c, int slot, int k) { return &c->in_info[c->in_begin[slot] + k]; }
-static inline nb_var_info *nb_out_info(const nb_op_ctx *c, int slot, int k) { return &c->out_info[c->out_begin[slot] + k]; }
+static inline const nb_var_info *nb_in_info(const nb_op_ctx *c, int slot, int k)
+{
+    return &c->in_info[c->in_begin[slot] + k];
+}
+static inline nb_var_info *nb_out_info(const nb_op_ctx *c, int slot, int k)
+{
+    return &c->out_info[c->out_begin[slot] + k];
+}
 
 /* Attribute values by name (the def must declare the name). */
 NB_API const nb_attr_value *nb_attr_get(const nb_op_ctx *c, const char *name);
@@ -180,7 +186,7 @@ NB_API nb_status nb_op_register(const nb_op_def *def);
 NB_API int nb_op_input_index(const nb_op_def *def, const char *slot);
 NB_API int nb_op_output_index(const nb_op_def *def, const char *slot);
 NB_API int nb_op_attr_index(const nb_op_def *def, const char *attr);
-NB_API int nb_op_num_inputs(const nb_op_def *def);  /* declared slots */
+NB_API int nb_op_num_inputs(const nb_op_def *def); /* declared slots */
 NB_API int nb_op_num_outputs(const nb_op_def *def);
 
 /* ---- inferring shapes without running ------------------------------------ */

@@ -116,7 +116,7 @@ NB_API nb_value nb_stack(nb_builder *b, int n, const nb_value *xs, int axis);
 /* Splits x into n_out equal parts along axis (written to outs). */
 NB_API nb_status nb_split(nb_builder *b, nb_value x, int axis, int n_out, nb_value *outs);
 NB_API nb_value nb_slice(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, const int64_t *starts,
-                  const int64_t *ends);
+                         const int64_t *ends);
 NB_API nb_value nb_gather(nb_builder *b, nb_value x, nb_value index, int axis);
 NB_API nb_value nb_scatter_add(nb_builder *b, nb_value x, nb_value index, nb_value updates, int axis);
 NB_API nb_value nb_one_hot(nb_builder *b, nb_value x, int64_t depth);
@@ -202,15 +202,15 @@ NB_API nb_value nb_embedding(nb_builder *b, nb_value w, nb_value ids, int64_t pa
 /* nb_scaled_dot_product_attention's options; NULL or all zero: no mask,
  * scale 1/sqrt(D), no dropout. */
 typedef struct nb_attention_opts {
-    nb_value mask;   /* additive, added to the scores: [T, S] or any shape that broadcasts to
+    nb_value mask;  /* additive, added to the scores: [T, S] or any shape that broadcasts to
                         [..., T, S] (-inf masks a pair out); NB_NONE: none */
-    bool causal;     /* query i sees keys j <= i (the top-left aligned lower triangle, as torch) */
-    double scale;    /* the scores' factor; 0: 1/sqrt(D) */
-    double dropout;  /* probability of dropping each attention weight (training only; kept
+    bool causal;    /* query i sees keys j <= i (the top-left aligned lower triangle, as torch) */
+    double scale;   /* the scores' factor; 0: 1/sqrt(D) */
+    double dropout; /* probability of dropping each attention weight (training only; kept
                         weights are scaled by 1/(1-p)) */
-    bool is_test;    /* no dropout */
-    uint64_t seed;   /* of the dropout mask: 0 draws one from the generator each run */
-    int heads;       /* > 0: q, k and v hold this many heads side by side in their last dim,
+    bool is_test;   /* no dropout */
+    uint64_t seed;  /* of the dropout mask: 0 draws one from the generator each run */
+    int heads;      /* > 0: q, k and v hold this many heads side by side in their last dim,
                         [..., T, heads * D] as a projection writes them, and the output is
                         [..., T, heads * Dv]: no transposes needed around the op */
 } nb_attention_opts;
@@ -237,12 +237,13 @@ NB_API nb_value nb_assign(nb_builder *b, nb_value x);
 /* Random values, drawn from the program's stream (nb_program_set_seed) in a
  * program and from the builder's generator eagerly; for a seed of the op's
  * own, emit "uniform_random" or "gaussian_random" with a "seed" attribute. */
-NB_API nb_value nb_uniform_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double min, double max);
+NB_API nb_value nb_uniform_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double min,
+                                  double max);
 NB_API nb_value nb_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double mean,
                                    double std);
 /* N(mean, std^2), redrawn until within 2 std of the mean (as nb_init's truncated normal). */
-NB_API nb_value nb_truncated_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape,
-                                             double mean, double std);
+NB_API nb_value nb_truncated_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double mean,
+                                             double std);
 /* fill_constant whose dim 0 takes dim 0 of `like` (a batch size unknown
  * until run); for other dims emit it with input_dim_idx and output_dim_idx. */
 NB_API nb_value nb_fill_constant_batch_size_like(nb_builder *b, nb_value like, nb_dtype dtype, int ndim,

@@ -66,14 +66,7 @@
 
 NB_BEGIN_DECLS
 
-typedef enum nb_optimizer_kind {
-    NB_SGD,
-    NB_MOMENTUM,
-    NB_ADAM,
-    NB_ADAMW,
-    NB_RMSPROP,
-    NB_ADAGRAD
-} nb_optimizer_kind;
+typedef enum nb_optimizer_kind { NB_SGD, NB_MOMENTUM, NB_ADAM, NB_ADAMW, NB_RMSPROP, NB_ADAGRAD } nb_optimizer_kind;
 
 typedef enum nb_clip_kind {
     NB_CLIP_NONE,
@@ -101,19 +94,19 @@ typedef struct nb_lr_schedule {
 typedef struct nb_optimizer {
     nb_optimizer_kind kind;
     double lr;
-    double momentum;      /* NB_MOMENTUM's mu; NB_RMSPROP's momentum */
-    bool nesterov;        /* NB_MOMENTUM */
-    double beta1, beta2;  /* NB_ADAM, NB_ADAMW */
-    double epsilon;       /* NB_ADAM, NB_ADAMW, NB_RMSPROP, NB_ADAGRAD */
-    double rho;           /* NB_RMSPROP: torch's alpha */
-    bool centered;        /* NB_RMSPROP */
+    double momentum;                  /* NB_MOMENTUM's mu; NB_RMSPROP's momentum */
+    bool nesterov;                    /* NB_MOMENTUM */
+    double beta1, beta2;              /* NB_ADAM, NB_ADAMW */
+    double epsilon;                   /* NB_ADAM, NB_ADAMW, NB_RMSPROP, NB_ADAGRAD */
+    double rho;                       /* NB_RMSPROP: torch's alpha */
+    bool centered;                    /* NB_RMSPROP */
     double initial_accumulator_value; /* NB_ADAGRAD */
-    double weight_decay;  /* NB_ADAM, NB_ADAMW: decoupled, p -= lr * weight_decay * p */
+    double weight_decay;              /* NB_ADAM, NB_ADAMW: decoupled, p -= lr * weight_decay * p */
     /* NB_ADAM, NB_ADAMW: weight_decay applies only to parameters of at least
      * this many dims; the others (biases, norm gains) get none. 2 is GPT-2's
      * split (nanoGPT's configure_optimizers); 0 decays every parameter. */
     int decay_min_ndim;
-    double l2;            /* any kind: adds l2 * param to every gradient (torch's weight_decay of SGD, Adam...) */
+    double l2; /* any kind: adds l2 * param to every gradient (torch's weight_decay of SGD, Adam...) */
     nb_clip_kind clip;
     double clip_value;
     nb_lr_schedule schedule;

@@ -55,7 +55,7 @@ typedef struct nb_var {
 
 typedef struct nb_op {
     const nb_op_def *def;
-    char **inputs;  /* var names, flat; slot k is [in_begin[k], in_begin[k+1]) */
+    char **inputs; /* var names, flat; slot k is [in_begin[k], in_begin[k+1]) */
     char **outputs;
     int in_begin[NB_MAX_SLOTS + 1];
     int out_begin[NB_MAX_SLOTS + 1];
@@ -68,7 +68,7 @@ typedef struct nb_op {
 struct nb_block {
     nb_program *program;
     int idx;
-    int parent_idx; /* -1 for block 0 */
+    int parent_idx;        /* -1 for block 0 */
     int forward_block_idx; /* for a grad block, the block it differentiates; else -1 */
     nb_op **ops;
     int n_ops, cap_ops;
@@ -108,8 +108,8 @@ NB_API void nb_program_set_seed(nb_program *p, uint64_t seed);
 
 /* Creates var `name` in block `b`; NB_ERR_ARG if the block already has one of
  * that name with a different dtype or rank. */
-NB_API nb_status nb_block_create_var(nb_block *b, const char *name, nb_dtype dtype,
-                              int ndim, const int64_t *shape, nb_var **out);
+NB_API nb_status nb_block_create_var(nb_block *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape,
+                                     nb_var **out);
 /* Looks up a var in `b` only; NULL if absent. */
 NB_API nb_var *nb_block_find_var(const nb_block *b, const char *name);
 /* Looks up a var in `b` and then its ancestors. */
@@ -141,7 +141,10 @@ NB_API nb_status nb_block_remove_op(nb_block *b, int pos);
 static inline int nb_op_in_count(const nb_op *op, int slot) { return op->in_begin[slot + 1] - op->in_begin[slot]; }
 static inline int nb_op_out_count(const nb_op *op, int slot) { return op->out_begin[slot + 1] - op->out_begin[slot]; }
 static inline const char *nb_op_in_name(const nb_op *op, int slot, int k) { return op->inputs[op->in_begin[slot] + k]; }
-static inline const char *nb_op_out_name(const nb_op *op, int slot, int k) { return op->outputs[op->out_begin[slot] + k]; }
+static inline const char *nb_op_out_name(const nb_op *op, int slot, int k)
+{
+    return op->outputs[op->out_begin[slot] + k];
+}
 static inline int nb_op_n_inputs(const nb_op *op) { return op->in_begin[NB_MAX_SLOTS]; }
 static inline int nb_op_n_outputs(const nb_op *op) { return op->out_begin[NB_MAX_SLOTS]; }
 NB_API const nb_attr_value *nb_op_attr(const nb_op *op, const char *name);
@@ -171,7 +174,6 @@ NB_API nb_value nb_value_from_var(nb_var *v);
  * says so) for NB_NONE or an eager value. */
 NB_API nb_var *nb_value_var(nb_value v);
 NB_API const char *nb_value_name(nb_value v);
-
 
 /* ---- reading a program ------------------------------------------------- */
 

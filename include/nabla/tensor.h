@@ -22,15 +22,15 @@ NB_BEGIN_DECLS
 #define NB_MAX_DIMS 8
 
 typedef struct nb_storage {
-    void *data;      /* 64-byte aligned, owned unless `borrowed` */
+    void *data;       /* 64-byte aligned, owned unless `borrowed` */
     nb_device device; /* where data lives, and whose allocator frees it */
     size_t nbytes;
     int refcount;
-    bool borrowed;   /* wraps user memory that nabla must not free */
-    uint64_t version; /* in-place writes so far (eager mode checks saved values with it) */
+    bool borrowed;           /* wraps user memory that nabla must not free */
+    uint64_t version;        /* in-place writes so far (eager mode checks saved values with it) */
     const char *last_writer; /* the op type of the last in-place write, for messages */
-    bool inline_data; /* data (at most 256 bytes) lives in this struct's own block and goes with it */
-    bool in_block;    /* lives in the block of the tensor it was made with, and frees that block */
+    bool inline_data;        /* data (at most 256 bytes) lives in this struct's own block and goes with it */
+    bool in_block;           /* lives in the block of the tensor it was made with, and frees that block */
 } nb_storage;
 
 typedef struct nb_tensor {
@@ -41,7 +41,7 @@ typedef struct nb_tensor {
     int64_t strides[NB_MAX_DIMS]; /* in elements */
     int64_t offset;               /* in elements, into storage */
     nb_storage *storage;
-    void *autograd;               /* eager-mode state; NULL otherwise */
+    void *autograd; /* eager-mode state; NULL otherwise */
 } nb_tensor;
 
 /* A list of tensors (nb_op_run's inputs, nb_autograd_grad's outputs and
@@ -63,17 +63,14 @@ typedef struct nb_tensors {
 /* A new contiguous tensor; its contents are zero. ndim may be 0 (a scalar). */
 NB_API nb_status nb_tensor_new(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape);
 /* A new contiguous tensor holding a copy of `data` (ndim/shape as above). */
-NB_API nb_status nb_tensor_from_data(nb_tensor **out, nb_dtype dtype, int ndim,
-                              const int64_t *shape, const void *data);
+NB_API nb_status nb_tensor_from_data(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape, const void *data);
 /* A tensor over memory the caller owns and keeps alive; nabla never frees it. */
-NB_API nb_status nb_tensor_wrap(nb_tensor **out, nb_dtype dtype, int ndim,
-                         const int64_t *shape, void *data);
+NB_API nb_status nb_tensor_wrap(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape, void *data);
 NB_API nb_status nb_tensor_scalar(nb_tensor **out, nb_dtype dtype, double value);
-NB_API nb_status nb_tensor_full(nb_tensor **out, nb_dtype dtype, int ndim,
-                         const int64_t *shape, double value);
+NB_API nb_status nb_tensor_full(nb_tensor **out, nb_dtype dtype, int ndim, const int64_t *shape, double value);
 
-NB_API nb_tensor *nb_tensor_retain(nb_tensor *t);  /* returns t */
-NB_API void nb_tensor_release(nb_tensor *t);       /* NULL is fine */
+NB_API nb_tensor *nb_tensor_retain(nb_tensor *t); /* returns t */
+NB_API void nb_tensor_release(nb_tensor *t);      /* NULL is fine */
 
 /* ---- properties ------------------------------------------------------- */
 
@@ -103,8 +100,7 @@ NB_API nb_status nb_tensor_permute(nb_tensor **out, nb_tensor *t, const int *per
 NB_API nb_status nb_tensor_transpose(nb_tensor **out, nb_tensor *t, int dim0, int dim1);
 /* Elements start..stop-1 step `step` (> 0) along `dim`; negative start/stop
  * count from the end and both are clamped, as in Python. */
-NB_API nb_status nb_tensor_slice(nb_tensor **out, nb_tensor *t, int dim,
-                          int64_t start, int64_t stop, int64_t step);
+NB_API nb_status nb_tensor_slice(nb_tensor **out, nb_tensor *t, int dim, int64_t start, int64_t stop, int64_t step);
 /* Broadcasts to `shape` (NumPy rules) by giving stride 0 to expanded dims. */
 NB_API nb_status nb_tensor_expand(nb_tensor **out, nb_tensor *t, int ndim, const int64_t *shape);
 
@@ -123,8 +119,7 @@ NB_API nb_status nb_tensor_cast(nb_tensor **out, const nb_tensor *t, nb_dtype dt
  * except a conflicting known size, giving -1 unless the other side is known
  * and not 1. On mismatch returns NB_ERR_SHAPE without setting an error text;
  * the caller names its op. */
-NB_API nb_status nb_broadcast_shapes(int nda, const int64_t *a, int ndb, const int64_t *b,
-                              int *ndim_out, int64_t *out);
+NB_API nb_status nb_broadcast_shapes(int nda, const int64_t *a, int ndb, const int64_t *b, int *ndim_out, int64_t *out);
 
 /* ---- comparison and printing ---------------------------------------------- */
 

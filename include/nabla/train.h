@@ -21,18 +21,18 @@ typedef enum { NB_PROGRESS_AUTO = 0, NB_PROGRESS_BAR, NB_PROGRESS_LOG, NB_PROGRE
 typedef struct nb_train_config {
     int epochs;
     int n_feeds;
-    const char *const *feeds; /* the var fed by each reader field, in field order */
-    const char *loss;         /* scalar loss var */
-    const char *metric;       /* scalar metric var (e.g. accuracy), or NULL */
-    const char *metric_name;  /* how to print it ("acc" when NULL) */
-    const char *csv_path;     /* per-epoch metrics, or NULL */
-    const char *plot_path;    /* PNG of the curves through gnuplot, or NULL */
-    nb_reader *test;          /* evaluated after every epoch, or NULL */
+    const char *const *feeds;    /* the var fed by each reader field, in field order */
+    const char *loss;            /* scalar loss var */
+    const char *metric;          /* scalar metric var (e.g. accuracy), or NULL */
+    const char *metric_name;     /* how to print it ("acc" when NULL) */
+    const char *csv_path;        /* per-epoch metrics, or NULL */
+    const char *plot_path;       /* PNG of the curves through gnuplot, or NULL */
+    nb_reader *test;             /* evaluated after every epoch, or NULL */
     const char *checkpoint_path; /* saved after every epoch, or NULL */
-    bool resume;              /* continue from checkpoint_path when it exists */
-    int stop_after_epochs;    /* stop (as if killed) after this many epochs of this call; 0: never */
+    bool resume;                 /* continue from checkpoint_path when it exists */
+    int stop_after_epochs;       /* stop (as if killed) after this many epochs of this call; 0: never */
     nb_progress_mode progress;
-    FILE *log;                /* where progress goes (stderr when NULL) */
+    FILE *log; /* where progress goes (stderr when NULL) */
     /* Data parallelism (nabla/data_parallel.h): NULL for one process. With
      * a communicator, `main` is one made data-parallel and `train` reads
      * this rank's shard. Every rank runs the same epochs and steps and
@@ -53,7 +53,7 @@ typedef struct nb_train_config {
 } nb_train_config;
 
 typedef struct nb_epoch_stats {
-    int epoch;            /* 1-based */
+    int epoch; /* 1-based */
     double train_loss, train_metric;
     double test_loss, test_metric;
     double seconds;
@@ -61,7 +61,7 @@ typedef struct nb_epoch_stats {
 } nb_epoch_stats;
 
 typedef struct nb_train_result {
-    int epochs_done;      /* counting epochs restored from a checkpoint */
+    int epochs_done; /* counting epochs restored from a checkpoint */
     int64_t steps;
     nb_epoch_stats last;
 } nb_train_result;

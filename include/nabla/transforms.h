@@ -40,7 +40,7 @@ NB_API void nb_pullback_free(nb_pullback *pb);
 /* What nb_grad and nb_value_and_grad differentiate. NULL, or a zeroed
  * struct: every input, no auxiliary outputs, no free tensors. */
 typedef struct nb_grad_opts {
-    int n_argnums;          /* the inputs to differentiate, by index (none: all) */
+    int n_argnums; /* the inputs to differentiate, by index (none: all) */
     const int *argnums;
     unsigned flags;         /* NB_HAS_AUX (nb_grad) */
     nb_tensors free_vars;   /* nb_value_and_grad: tensors f reads from its context (they must require grad) */
@@ -67,12 +67,12 @@ NB_API nb_status nb_value_and_grad(const nb_function *f, nb_tensor *const *prima
 
 /* Forward mode: outputs of f and their tangents along `tangents` (NULL
  * entries: zero), by each op's JVP rule, zero tangents skipped. */
-NB_API nb_status nb_jvp(const nb_function *f, nb_tensor *const *primals, nb_tensor *const *tangents, nb_tensor **outputs,
-                 nb_tensor **out_tangents);
+NB_API nb_status nb_jvp(const nb_function *f, nb_tensor *const *primals, nb_tensor *const *tangents,
+                        nb_tensor **outputs, nb_tensor **out_tangents);
 /* The same derived from reverse mode: the pullback is linear in its
  * cotangent u, so the gradient of <VJP(u), t> with respect to u is J t. */
 NB_API nb_status nb_jvp_by_reverse(const nb_function *f, nb_tensor *const *primals, nb_tensor *const *tangents,
-                            nb_tensor **outputs, nb_tensor **out_tangents);
+                                   nb_tensor **outputs, nb_tensor **out_tangents);
 
 /* The Jacobian of output `out` with respect to input `arg`, shaped
  * out.shape + arg.shape: a row per output element (jacrev: the pullback
@@ -96,7 +96,8 @@ NB_API nb_status nb_hvp(const nb_function *f, nb_tensor *const *primals, int arg
  * is symmetric), and the Hessian takes one pullback per row (jacrev of the
  * gradient). A check on the above, and a way for ops without JVP rules. */
 NB_API nb_status nb_hessian_by_reverse(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor **hess);
-NB_API nb_status nb_hvp_by_reverse(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor *v, nb_tensor **hv);
+NB_API nb_status nb_hvp_by_reverse(const nb_function *f, nb_tensor *const *primals, int arg, nb_tensor *v,
+                                   nb_tensor **hv);
 
 NB_END_DECLS
 

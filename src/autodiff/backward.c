@@ -28,8 +28,8 @@ typedef struct contrib {
 
 typedef struct bw {
     nb_program *p;
-    nb_block *fwd;     /* the block differentiated: its ops [0, fwd_end) */
-    nb_block *b;       /* the block the gradient ops go to: fwd itself, or its grad block */
+    nb_block *fwd; /* the block differentiated: its ops [0, fwd_end) */
+    nb_block *b;   /* the block the gradient ops go to: fwd itself, or its grad block */
     nb_builder *builder;
     int fwd_end;
     int grad_start;    /* index in b of the first gradient op */
@@ -150,7 +150,8 @@ static nb_status mark_paths(bw *w, int n_in, const char *const *inputs, int n_ta
         bool reached = false;
         for (int s = 0; s < NB_MAX_SLOTS && op->def->inputs[s].name && !reached; s++) {
             if (op->def->inputs[s].flags & NB_SLOT_NO_GRAD) continue;
-            for (int k = 0; k < nb_op_in_count(op, s) && !reached; k++) reached = in_set(&w->reach, nb_op_in_name(op, s, k));
+            for (int k = 0; k < nb_op_in_count(op, s) && !reached; k++)
+                reached = in_set(&w->reach, nb_op_in_name(op, s, k));
         }
         if (!reached) continue;
         for (int k = 0; k < nb_op_n_outputs(op) && !st; k++) {
@@ -208,9 +209,9 @@ static nb_status emit_rule(bw *w, int i)
     char label[256];
     nb_op_label(op, label, sizeof label);
     if (!op->def->vjp) {
-        st = nb_error(NB_ERR_UNSUPPORTED,
-                      "backward: op %s lies on the path to the gradient but %s has no gradient rule", label,
-                      op->def->name);
+        st =
+            nb_error(NB_ERR_UNSUPPORTED, "backward: op %s lies on the path to the gradient but %s has no gradient rule",
+                     label, op->def->name);
         goto done;
     }
     nb_grad_ctx g = {.def = op->def, .attrs = op->attrs, .x = x, .y = y, .dy = dy, .dx = dx, .want_dx = want};
@@ -292,7 +293,8 @@ static nb_status fill_result(bw *w, int n_in, const char *const *inputs, nb_var 
         if (!g || !nb_block_find_var(w->b, g->name)) continue;
         bool written = false;
         for (int j = w->grad_start; j < w->b->n_ops && !written; j++)
-            for (int k = 0; k < nb_op_n_outputs(w->b->ops[j]); k++) written |= !strcmp(w->b->ops[j]->outputs[k], g->name);
+            for (int k = 0; k < nb_op_n_outputs(w->b->ops[j]); k++)
+                written |= !strcmp(w->b->ops[j]->outputs[k], g->name);
         if (!written) continue;
         nb_grad_info *info = &r->info[r->n_info++];
         *info = (nb_grad_info){nb_strdup(w->grad_of.keys[i]), nb_strdup(g->name), w->b->idx};
@@ -351,7 +353,8 @@ static nb_status build_backward(nb_program *p, nb_block *fwd, nb_block *target, 
     nb_strmap_init(&w.grad_of);
     nb_strmap_init(&w.seeds);
     nb_var **grads = nb_calloc((size_t)n_in + 1, sizeof *grads);
-    nb_status st = grads ? nb_builder_new_record(&w.builder, p, NULL) : nb_error(NB_ERR_NOMEM, "backward: out of memory");
+    nb_status st =
+        grads ? nb_builder_new_record(&w.builder, p, NULL) : nb_error(NB_ERR_NOMEM, "backward: out of memory");
     if (st) goto done;
     nb_builder_set_block(w.builder, w.b);
     nb_builder_set_role(w.builder, NB_ROLE_BACKWARD);
@@ -378,7 +381,8 @@ static nb_status build_backward(nb_program *p, nb_block *fwd, nb_block *target, 
         const nb_var *v = var_of(&w, targets[i]);
         if (!v) st = nb_error(NB_ERR_NOT_FOUND, "backward: no target var named '%s'", targets[i]);
         else if (!nb_dtype_is_float(v->dtype))
-            st = nb_error(NB_ERR_DTYPE, "backward: target '%s' is %s, not floating point", targets[i], nb_dtype_name(v->dtype));
+            st = nb_error(NB_ERR_DTYPE, "backward: target '%s' is %s, not floating point", targets[i],
+                          nb_dtype_name(v->dtype));
     }
     if (st || (st = mark_paths(&w, n_in, inputs, n_targets, targets))) goto done;
     if (recompute && (recompute->checkpoints.n > 0 || recompute->recompute_segments != 0) &&
@@ -390,7 +394,9 @@ static nb_status build_backward(nb_program *p, nb_block *fwd, nb_block *target, 
     for (int i = 0; i < n_targets && !st; i++) {
         if (target_grads && target_grads[i]) {
             nb_var *g = var_of(&w, target_grads[i]);
-            if (!g) st = nb_error(NB_ERR_NOT_FOUND, "backward: no gradient var named '%s' for target '%s'", target_grads[i], targets[i]);
+            if (!g)
+                st = nb_error(NB_ERR_NOT_FOUND, "backward: no gradient var named '%s' for target '%s'", target_grads[i],
+                              targets[i]);
             else if (!(st = add_to(&w.seeds, g->name))) st = add_contrib(&w, targets[i], g);
             continue;
         }
@@ -469,7 +475,8 @@ nb_status nb_append_backward(nb_program *p, const char *loss, const nb_backward_
     if (nb_shape_numel(lv->ndim, lv->shape) != 1)
         return nb_error(NB_ERR_SHAPE,
                         "append_backward: loss '%s' has shape %s; it must be a scalar (reduce it with reduce_mean or "
-                        "reduce_sum first)", loss, nb_shape_str(shp, sizeof shp, lv->ndim, lv->shape));
+                        "reduce_sum first)",
+                        loss, nb_shape_str(shp, sizeof shp, lv->ndim, lv->shape));
     const char **all = NULL;
     if (n_params == 0) {
         all = nb_calloc((size_t)b->n_vars + 1, sizeof *all);

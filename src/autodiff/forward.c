@@ -15,7 +15,8 @@ nb_status nb_jvp_block(nb_program *p, nb_block *blk, int n_ops, const bool *need
     if (!st) nb_builder_set_block(b, blk);
     for (int i = 0; i < n_ops && !st; i++) {
         const nb_op *op = blk->ops[i];
-        if (op->role == NB_ROLE_OPTIMIZE || (op->def->flags & NB_OP_NOT_DIFFERENTIABLE) || (needed && !needed[i])) continue;
+        if (op->role == NB_ROLE_OPTIMIZE || (op->def->flags & NB_OP_NOT_DIFFERENTIABLE) || (needed && !needed[i]))
+            continue;
         int n_in = nb_op_n_inputs(op), n_out = nb_op_n_outputs(op);
         nb_value *x = nb_calloc((size_t)(2 * n_in + 2 * n_out) + 1, sizeof *x);
         if (!x) {
@@ -31,7 +32,8 @@ nb_status nb_jvp_block(nb_program *p, nb_block *blk, int n_ops, const bool *need
         }
         char label[256];
         nb_op_label(op, label, sizeof label);
-        if (any && !op->def->jvp) st = nb_error(NB_ERR_UNSUPPORTED, "append_jvp: a tangent reaches %s, which has no JVP rule", label);
+        if (any && !op->def->jvp)
+            st = nb_error(NB_ERR_UNSUPPORTED, "append_jvp: a tangent reaches %s, which has no JVP rule", label);
         if (any && !st) {
             for (int k = 0; k < n_out; k++) {
                 y[k] = nb_value_from_var(nb_block_find_var_recursive(blk, op->outputs[k]));
@@ -73,7 +75,8 @@ nb_status nb_append_jvp(nb_program *p, nb_names input_list, const char *const *t
         nb_var *x = nb_block_find_var(blk, inputs[i]), *t = nb_block_find_var(blk, tangents[i]);
         if (!x || !t) st = nb_error(NB_ERR_NOT_FOUND, "append_jvp: no var '%s'", !x ? inputs[i] : tangents[i]);
         else if (!nb_shape_equal(x->ndim, x->shape, t->ndim, t->shape) || x->dtype != t->dtype)
-            st = nb_error(NB_ERR_SHAPE, "append_jvp: tangent '%s' does not match '%s' in dtype and shape", tangents[i], inputs[i]);
+            st = nb_error(NB_ERR_SHAPE, "append_jvp: tangent '%s' does not match '%s' in dtype and shape", tangents[i],
+                          inputs[i]);
         else if (nb_strmap_put(&tan, inputs[i], t)) st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
     }
     /* Only the ops the outputs depend on: a tangent that reaches others
@@ -86,9 +89,11 @@ nb_status nb_append_jvp(nb_program *p, nb_names input_list, const char *const *t
         if (nb_strmap_put(&want, outputs[i], (void *)1)) st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
     for (int i = n_ops - 1; i >= 0 && !st; i--) {
         const nb_op *op = blk->ops[i];
-        for (int k = 0; k < nb_op_n_outputs(op) && !needed[i]; k++) needed[i] = nb_strmap_get(&want, op->outputs[k], NULL) != NULL;
+        for (int k = 0; k < nb_op_n_outputs(op) && !needed[i]; k++)
+            needed[i] = nb_strmap_get(&want, op->outputs[k], NULL) != NULL;
         for (int k = 0; needed[i] && k < nb_op_n_inputs(op) && !st; k++)
-            if (nb_strmap_put(&want, op->inputs[k], (void *)1)) st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
+            if (nb_strmap_put(&want, op->inputs[k], (void *)1))
+                st = nb_error(NB_ERR_NOMEM, "append_jvp: out of memory");
     }
     nb_strmap_free(&want);
     if (!st) st = nb_jvp_block(p, blk, n_ops, needed, &tan);

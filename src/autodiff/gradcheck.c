@@ -77,7 +77,8 @@ nb_status nb_gradcheck_program(nb_program *fwd, const char *loss, nb_names wrt_l
     nb_backward_result res;
     nb_prepared *fwd_pp = NULL;
     nb_tensor *fwd_feeds[64];
-    if ((st = nb_gradients(g, NB_NAMES_N(1, &loss), NB_NAMES_N(n_wrt, wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &res))) {
+    if ((st = nb_gradients(g, NB_NAMES_N(1, &loss), NB_NAMES_N(n_wrt, wrt),
+                           &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &res))) {
         nb_program_free(g);
         return st;
     }
@@ -196,7 +197,10 @@ void nb_gc_built_free(built_case *w)
     nb_program_free(w->p);
 }
 
-nb_status nb_gc_build(const nb_gradcheck_case *c, uint64_t seed, built_case *w) { return nb_gc_build_as(c, seed, NB_F64, w); }
+nb_status nb_gc_build(const nb_gradcheck_case *c, uint64_t seed, built_case *w)
+{
+    return nb_gc_build_as(c, seed, NB_F64, w);
+}
 
 nb_status nb_gc_build_as(const nb_gradcheck_case *c, uint64_t seed, nb_dtype float_dtype, built_case *w)
 {
@@ -232,7 +236,7 @@ nb_status nb_gc_build_as(const nb_gradcheck_case *c, uint64_t seed, nb_dtype flo
         if (lo == 0 && hi == 0) lo = -1, hi = 1;
         for (int64_t i = 0; i < nb_tensor_numel(t); i++) {
             double v = gi->fill == NB_GC_VALUES ? gi->values[i]
-                       : gi->fill == NB_GC_INTS ? floor(lo + nb_rng_uniform(&w->rng) * (hi - lo + 1))
+                : gi->fill == NB_GC_INTS        ? floor(lo + nb_rng_uniform(&w->rng) * (hi - lo + 1))
                                                 : lo + nb_rng_uniform(&w->rng) * (hi - lo);
             nb_tensor_set(t, i, v);
         }
@@ -276,7 +280,9 @@ nb_status nb_gradcheck_op(const nb_gradcheck_case *c, int order, uint64_t seed, 
         for (int k = 1; k < order && !st; k++) {
             nb_backward_result r;
             const char *ln = nb_value_name(loss);
-            if ((st = nb_gradients(w.p, NB_NAMES_N(1, &ln), NB_NAMES_N(w.n_wrt, w.wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r))) break;
+            if ((st = nb_gradients(w.p, NB_NAMES_N(1, &ln), NB_NAMES_N(w.n_wrt, w.wrt),
+                                   &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r)))
+                break;
             nb_value gv[NB_MAX_SLOTS * 4];
             for (int i = 0; i < w.n_wrt; i++) gv[i] = r.grads[i] ? nb_value_by_name(w.b, r.grads[i]) : NB_NONE;
             nb_backward_result_free(&r);
@@ -299,7 +305,8 @@ nb_value nb_gc_random_input(built_case *w, const char *name, nb_var_info info, n
 {
     nb_value v = nb_data(w->b, name, info.dtype, info.ndim, info.shape);
     nb_tensor *t = NULL;
-    if (nb_builder_status(w->b) || random_tensor(&t, info.dtype, info.ndim, info.shape, &w->rng) || add_feed(&w->fs, name, t))
+    if (nb_builder_status(w->b) || random_tensor(&t, info.dtype, info.ndim, info.shape, &w->rng) ||
+        add_feed(&w->fs, name, t))
         return NB_NONE;
     if (value) *value = t;
     return v;
@@ -414,7 +421,9 @@ nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_grad
     /* The VJP of the same loss, for <JVP(t), w> = <t, VJP(w)>. */
     nb_backward_result r;
     const char *ln = nb_value_name(w.loss);
-    if ((st = nb_gradients(w.p, NB_NAMES_N(1, &ln), NB_NAMES_N(w.n_wrt, w.wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r))) goto done;
+    if ((st = nb_gradients(w.p, NB_NAMES_N(1, &ln), NB_NAMES_N(w.n_wrt, w.wrt),
+                           &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r)))
+        goto done;
     int loss_out[64];
     for (int k = 0; k < w.n_out && k < 64; k++) {
         if (nb_is_none(w.in_loss[k]) || !nb_dtype_is_float(nb_value_info(w.b, w.out[k]).dtype)) continue;
@@ -423,7 +432,8 @@ nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_grad
     for (int i = 0; i < n_y; i++) names[n_fetch++] = nb_value_name(w.out[loss_out[i]]);
     int first_ty = n_fetch;
     for (int i = 0; i < n_y; i++)
-        names[n_fetch++] = nb_is_none(ty[loss_out[i]]) ? nb_value_name(w.out[loss_out[i]]) : nb_value_name(ty[loss_out[i]]);
+        names[n_fetch++] =
+            nb_is_none(ty[loss_out[i]]) ? nb_value_name(w.out[loss_out[i]]) : nb_value_name(ty[loss_out[i]]);
     int first_g = n_fetch;
     for (int j = 0; j < w.n_wrt; j++) names[n_fetch++] = r.grads[j] ? r.grads[j] : w.wrt[j];
     /* Forward mode derived from reverse mode: the pullback
@@ -439,8 +449,8 @@ nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_grad
             if (r.grads[j]) {
                 char tn[32];
                 snprintf(tn, sizeof tn, "t%d", j);
-                terms[m++] = nb_reduce_sum(w.b, nb_mul(w.b, nb_value_by_name(w.b, r.grads[j]), nb_value_by_name(w.b, tn)),
-                                           0, NULL, false);
+                terms[m++] = nb_reduce_sum(
+                    w.b, nb_mul(w.b, nb_value_by_name(w.b, r.grads[j]), nb_value_by_name(w.b, tn)), 0, NULL, false);
             }
         if (m > 0) {
             nb_value s = m == 1 ? terms[0] : nb_sum(w.b, m, terms);
@@ -451,7 +461,9 @@ nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_grad
                 wn[i] = wbuf[i];
             }
             nb_backward_result d;
-            if ((st = nb_builder_status(w.b)) || (st = nb_gradients(w.p, NB_NAMES_N(1, &sn), NB_NAMES_N(n_y, wn), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &d))) {
+            if ((st = nb_builder_status(w.b)) ||
+                (st = nb_gradients(w.p, NB_NAMES_N(1, &sn), NB_NAMES_N(n_y, wn),
+                                   &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &d))) {
                 nb_backward_result_free(&r);
                 goto done;
             }
@@ -499,8 +511,9 @@ nb_status nb_gradcheck_op_jvp(const nb_gradcheck_case *c, uint64_t seed, nb_grad
             if (!(err <= 1e-9 + 1e-7 * fabs(nat))) {
                 rep->failed++;
                 if (err > rep->max_abs_err) rep->max_abs_err = err;
-                snprintf(rep->worst, sizeof rep->worst, "output %d [%lld]: native jvp %.10g, derived from reverse %.10g",
-                         loss_out[i], (long long)e, nat, der);
+                snprintf(rep->worst, sizeof rep->worst,
+                         "output %d [%lld]: native jvp %.10g, derived from reverse %.10g", loss_out[i], (long long)e,
+                         nat, der);
             }
         }
     }

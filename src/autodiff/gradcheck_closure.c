@@ -34,7 +34,9 @@ static void look_at(const nb_program *p, int from, nb_gradcheck_report *rep, con
             rep->failed++;
             size_t u = strlen(rep->worst);
             snprintf(rep->worst + u, sizeof rep->worst - u, "%s%s (%s)", u ? ", " : "", def->name,
-                     !def->vjp && !def->jvp ? "no VJP or JVP rule" : !def->vjp ? "no VJP rule" : "no JVP rule");
+                     !def->vjp && !def->jvp ? "no VJP or JVP rule"
+                         : !def->vjp        ? "no VJP rule"
+                                            : "no JVP rule");
         }
 }
 
@@ -73,7 +75,8 @@ nb_status nb_gradcheck_closure(const nb_gradcheck_case *c, uint64_t seed, nb_gra
     const char *l2 = nb_value_name(loss2);
     bool have_r2 = false;
     if (!nb_is_none(loss2)) {
-        st = nb_gradients(w.p, NB_NAMES_N(1, &l2), NB_NAMES_N(w.n_wrt, w.wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r2);
+        st = nb_gradients(w.p, NB_NAMES_N(1, &l2), NB_NAMES_N(w.n_wrt, w.wrt),
+                          &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r2);
         have_r2 = !st;
         st = broken_chain(st, rep);
         if (st) goto free_r1;

@@ -49,7 +49,9 @@ nb_status nb_gradcheck_fwd_over_rev(const nb_gradcheck_case *c, uint64_t seed, n
     bool have1 = false, have2 = false;
     nb_status st = nb_gc_build(c, seed, &w);
     const char *ln = st ? NULL : nb_value_name(w.loss);
-    if (!st) st = nb_gradients(w.p, NB_NAMES_N(1, &ln), NB_NAMES_N(w.n_wrt, w.wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r1);
+    if (!st)
+        st = nb_gradients(w.p, NB_NAMES_N(1, &ln), NB_NAMES_N(w.n_wrt, w.wrt),
+                          &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r1);
     have1 = ln && !st;
     const char *tangents[NB_MAX_SLOTS * 4], *grads[NB_MAX_SLOTS * 4], *wrt[NB_MAX_SLOTS * 4];
     char tn[NB_MAX_SLOTS * 4][32];
@@ -67,7 +69,8 @@ nb_status nb_gradcheck_fwd_over_rev(const nb_gradcheck_case *c, uint64_t seed, n
     /* Reverse over reverse: the gradient of sum_i <grad_i, t_i>. */
     const char *l2 = nb_value_name(n == 1 ? terms[0] : nb_sum(w.b, n, terms));
     if (!(st = nb_builder_status(w.b)))
-        st = nb_gradients(w.p, NB_NAMES_N(1, &l2), NB_NAMES_N(n, wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r2);
+        st = nb_gradients(w.p, NB_NAMES_N(1, &l2), NB_NAMES_N(n, wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED},
+                          &r2);
     have2 = !st;
     /* Forward over reverse: the JVP of the gradients along the same t. */
     char *jg[NB_MAX_SLOTS * 4] = {0};
@@ -111,7 +114,9 @@ nb_status nb_gradcheck_shapes(const nb_gradcheck_case *c, uint64_t seed, nb_grad
     bool have = false;
     nb_status st = nb_gc_build(c, seed, &w);
     const char *ln = st ? NULL : nb_value_name(w.loss);
-    if (!st) st = nb_gradients(w.p, NB_NAMES_N(1, &ln), NB_NAMES_N(w.n_wrt, w.wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r);
+    if (!st)
+        st = nb_gradients(w.p, NB_NAMES_N(1, &ln), NB_NAMES_N(w.n_wrt, w.wrt),
+                          &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r);
     have = ln && !st;
     const char *fetch[NB_MAX_SLOTS * 4];
     int idx[NB_MAX_SLOTS * 4], m = 0;
@@ -122,15 +127,17 @@ nb_status nb_gradcheck_shapes(const nb_gradcheck_case *c, uint64_t seed, nb_grad
     for (int k = 0; !st && k < m; k++) {
         nb_var_info want = nb_value_info(w.b, w.in[w.wrt_index[idx[k]]]);
         nb_var_info decl = nb_value_info(w.b, nb_value_by_name(w.b, fetch[k]));
-        bool ok = got[k] && got[k]->dtype == want.dtype && nb_shape_equal(got[k]->ndim, got[k]->shape, want.ndim, want.shape) &&
-                  decl.dtype == want.dtype && decl.ndim == want.ndim;
+        bool ok = got[k] && got[k]->dtype == want.dtype &&
+            nb_shape_equal(got[k]->ndim, got[k]->shape, want.ndim, want.shape) && decl.dtype == want.dtype &&
+            decl.ndim == want.ndim;
         rep->checked++;
         if (!ok) {
             rep->failed++;
             char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
             snprintf(rep->worst, sizeof rep->worst, "gradient of %s is %s %s; the input is %s %s", w.wrt[idx[k]],
-                     got[k] ? nb_dtype_name(got[k]->dtype) : "?", got[k] ? nb_shape_str(a, sizeof a, got[k]->ndim, got[k]->shape) : "?",
-                     nb_dtype_name(want.dtype), nb_shape_str(b, sizeof b, want.ndim, want.shape));
+                     got[k] ? nb_dtype_name(got[k]->dtype) : "?",
+                     got[k] ? nb_shape_str(a, sizeof a, got[k]->ndim, got[k]->shape) : "?", nb_dtype_name(want.dtype),
+                     nb_shape_str(b, sizeof b, want.ndim, want.shape));
         }
         nb_tensor_release(got[k]);
     }
@@ -201,7 +208,8 @@ static nb_status strided_copy(nb_tensor **out, const nb_tensor *t, int kind)
     nb_tensor *store, *view;
     nb_status st = nb_tensor_new(&store, t->dtype, t->ndim, big);
     if (st) return st;
-    st = kind == 1 ? nb_tensor_permute(&view, store, perm) : nb_tensor_slice(&view, store, t->ndim - 1, 1, big[t->ndim - 1], 2);
+    st = kind == 1 ? nb_tensor_permute(&view, store, perm)
+                   : nb_tensor_slice(&view, store, t->ndim - 1, 1, big[t->ndim - 1], 2);
     if (!st && (st = nb_tensor_copy_into(view, t))) nb_tensor_release(view);
     nb_tensor_release(store);
     if (!st) *out = view;
@@ -266,7 +274,8 @@ static nb_status static_run(built_case *w, nb_backward_result *r, bool *have, nb
                             int *gi, int *m)
 {
     const char *ln = nb_value_name(w->loss);
-    nb_status st = nb_gradients(w->p, NB_NAMES_N(1, &ln), NB_NAMES_N(w->n_wrt, w->wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, r);
+    nb_status st = nb_gradients(w->p, NB_NAMES_N(1, &ln), NB_NAMES_N(w->n_wrt, w->wrt),
+                                &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, r);
     *have = !st;
     if (!st) st = op_outputs(w, so, n_so);
     const char *fetch[NB_MAX_SLOTS * 4];
@@ -320,7 +329,8 @@ static nb_status expanded_cotangents(built_case *w, const nb_gradcheck_case *c, 
     }
     nb_backward_result r = {0};
     bool have = false;
-    nb_tensor *so[NB_MAX_SLOTS * 4] = {0}, *sg[NB_MAX_SLOTS * 4] = {0}, *eo[NB_MAX_SLOTS * 4] = {0}, *eg[NB_MAX_SLOTS * 4] = {0};
+    nb_tensor *so[NB_MAX_SLOTS * 4] = {0}, *sg[NB_MAX_SLOTS * 4] = {0}, *eo[NB_MAX_SLOTS * 4] = {0},
+                                 *eg[NB_MAX_SLOTS * 4] = {0};
     int n_so = 0, n_eo = 0, m = 0, gi[NB_MAX_SLOTS * 4];
     nb_status st = static_run(w, &r, &have, so, &n_so, sg, gi, &m);
     if (!st) st = eager_run(w, c, 3, false, eo, &n_eo, eg);

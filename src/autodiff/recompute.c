@@ -128,10 +128,12 @@ static nb_status emit_copy(nb_recompute *rc, nb_block *b, const nb_op *op)
             snprintf(name, sizeof name, "%s@RECOMPUTE@%d", op->outputs[k], n);
         nb_var *v;
         char *s = nb_strdup(name);
-        if (!s || !o) st = s ? nb_error(NB_ERR_NOT_FOUND, "recompute: no var '%s'", op->outputs[k])
-                             : nb_error(NB_ERR_NOMEM, "recompute: out of memory");
+        if (!s || !o)
+            st = s ? nb_error(NB_ERR_NOT_FOUND, "recompute: no var '%s'", op->outputs[k])
+                   : nb_error(NB_ERR_NOMEM, "recompute: out of memory");
         if (!st) st = nb_block_create_var(b, name, o->dtype, o->ndim, o->shape, &v);
-        if (!st && nb_strmap_put(&rc->remap, op->outputs[k], v)) st = nb_error(NB_ERR_NOMEM, "recompute: out of memory");
+        if (!st && nb_strmap_put(&rc->remap, op->outputs[k], v))
+            st = nb_error(NB_ERR_NOMEM, "recompute: out of memory");
         if (st) {
             nb_free(s);
             break;

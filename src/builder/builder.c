@@ -61,8 +61,9 @@ bool nb_builder_is_eager(const nb_builder *b) { return b->site == NULL; }
 
 static const char *kind_name(nb_value_kind k)
 {
-    return k == NB_VALUE_VAR ? "a var of a program (a record builder's value)"
-         : k == NB_VALUE_TENSOR ? "an eager tensor (an eager builder's value)" : "an untagged value";
+    return k == NB_VALUE_VAR   ? "a var of a program (a record builder's value)"
+        : k == NB_VALUE_TENSOR ? "an eager tensor (an eager builder's value)"
+                               : "an untagged value";
 }
 
 nb_status nb_builder_check_value(const nb_builder *b, nb_value v, const char *what)
@@ -108,7 +109,8 @@ nb_status nb_emit_into(nb_builder *b, const char *type, nb_values ins, nb_attrs 
 {
     nb_status st = check_emit(b, type, ins, as, n_out, out);
     if (st) return st;
-    if (!into) return nb_builder_record_error(b, nb_error(NB_ERR_ARG, "emit %s: the list of state outputs is NULL", type));
+    if (!into)
+        return nb_builder_record_error(b, nb_error(NB_ERR_ARG, "emit %s: the list of state outputs is NULL", type));
     if ((st = check_inputs(b, type, n_out, into))) return nb_builder_record_error(b, st);
     if (!b->backend->emit_into)
         return nb_builder_fail(b, NB_ERR_UNSUPPORTED, "emit %s: a %s builder cannot write outputs into state", type,
@@ -125,7 +127,8 @@ nb_value nb_builder_state(nb_builder *b, const nb_state_spec *spec)
         return NB_NONE;
     }
     nb_value v = b->backend->state(b, spec);
-    if (nb_is_none(v) && !b->status) nb_builder_fail(b, NB_ERR_ARG, "%s %s: %s", spec->what, spec->name, nb_last_error());
+    if (nb_is_none(v) && !b->status)
+        nb_builder_fail(b, NB_ERR_ARG, "%s %s: %s", spec->what, spec->name, nb_last_error());
     return v;
 }
 
@@ -172,7 +175,6 @@ nb_var_info nb_value_info(const nb_builder *b, nb_value v)
     if (!b || nb_is_none(v) || v.kind != b->backend->kind) return (nb_var_info){.dtype = NB_F32, .ndim = 0};
     return b->backend->info(b, v);
 }
-
 
 nb_status nb_builder_unique_name(nb_builder *b, const char *prefix, char *buf, size_t size)
 {

@@ -132,7 +132,8 @@ nb_value nb_reshape(nb_builder *b, nb_value x, int ndim, const int64_t *shape)
 
 nb_value nb_flatten(nb_builder *b, nb_value x, int start_axis, int stop_axis)
 {
-    return nb_emit1(b, "flatten", IN(x), ATTRS(NB_ATTR_INT("start_axis", start_axis), NB_ATTR_INT("stop_axis", stop_axis)));
+    return nb_emit1(b, "flatten", IN(x),
+                    ATTRS(NB_ATTR_INT("start_axis", start_axis), NB_ATTR_INT("stop_axis", stop_axis)));
 }
 
 nb_value nb_transpose(nb_builder *b, nb_value x, int ndim, const int64_t *perm)
@@ -181,7 +182,8 @@ nb_status nb_split(nb_builder *b, nb_value x, int axis, int n_out, nb_value *out
     return nb_emit(b, "split", IN(x), ATTRS(NB_ATTR_INT("axis", axis)), n_out, outs);
 }
 
-nb_value nb_slice(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, const int64_t *starts, const int64_t *ends)
+nb_value nb_slice(nb_builder *b, nb_value x, int n_axes, const int64_t *axes, const int64_t *starts,
+                  const int64_t *ends)
 {
     return nb_emit1(b, "slice", IN(x),
                     ATTRS(NB_ATTR_INTS_N("axes", n_axes, axes), NB_ATTR_INTS_N("starts", n_axes, starts),
@@ -264,8 +266,8 @@ nb_value nb_batch_norm(nb_builder *b, nb_value x, nb_value scale, nb_value bias,
                               NB_ATTR_FLOAT("epsilon", o.epsilon ? o.epsilon : 1e-5),
                               NB_ATTR_BOOL("use_global_stats", o.use_global_stats), NB_ATTR_BOOL("is_test", true)};
     nb_value outs[5] = {NB_NONE, NB_NONE, NB_NONE, NB_NONE, NB_NONE};
-    if (nb_emit(b, "batch_norm", IN(x, scale, bias, running ? running->mean : NB_NONE,
-                                    running ? running->variance : NB_NONE),
+    if (nb_emit(b, "batch_norm",
+                IN(x, scale, bias, running ? running->mean : NB_NONE, running ? running->variance : NB_NONE),
                 NB_ATTRS_N(o.is_test ? 4 : 3, attrs), 5, outs))
         return NB_NONE;
     running->mean = outs[1];
@@ -275,8 +277,9 @@ nb_value nb_batch_norm(nb_builder *b, nb_value x, nb_value scale, nb_value bias,
 
 nb_value nb_layer_norm(nb_builder *b, nb_value x, nb_value scale, nb_value bias, int begin_norm_axis, double epsilon)
 {
-    return nb_emit1(b, "layer_norm", IN(x, scale, bias),
-                    ATTRS(NB_ATTR_INT("begin_norm_axis", begin_norm_axis), NB_ATTR_FLOAT("epsilon", epsilon ? epsilon : 1e-5)));
+    return nb_emit1(
+        b, "layer_norm", IN(x, scale, bias),
+        ATTRS(NB_ATTR_INT("begin_norm_axis", begin_norm_axis), NB_ATTR_FLOAT("epsilon", epsilon ? epsilon : 1e-5)));
 }
 
 nb_value nb_softmax(nb_builder *b, nb_value x, int axis)
@@ -306,13 +309,15 @@ nb_value nb_mse_loss(nb_builder *b, nb_value x, nb_value label, const char *redu
 
 nb_value nb_bce_with_logits(nb_builder *b, nb_value x, nb_value label, const char *reduction)
 {
-    return nb_emit1(b, "bce_with_logits", IN(x, label), ATTRS(NB_ATTR_STRING("reduction", reduction ? reduction : "mean")));
+    return nb_emit1(b, "bce_with_logits", IN(x, label),
+                    ATTRS(NB_ATTR_STRING("reduction", reduction ? reduction : "mean")));
 }
 
 nb_value nb_dropout(nb_builder *b, nb_value x, double p, bool is_test, uint64_t seed)
 {
-    return nb_emit1(b, "dropout", IN(x),
-                    ATTRS(NB_ATTR_FLOAT("dropout_prob", p), NB_ATTR_BOOL("is_test", is_test), NB_ATTR_INT("seed", (int64_t)seed)));
+    return nb_emit1(
+        b, "dropout", IN(x),
+        ATTRS(NB_ATTR_FLOAT("dropout_prob", p), NB_ATTR_BOOL("is_test", is_test), NB_ATTR_INT("seed", (int64_t)seed)));
 }
 
 nb_value nb_embedding(nb_builder *b, nb_value w, nb_value ids, int64_t padding_idx)
@@ -327,7 +332,9 @@ nb_value nb_accuracy(nb_builder *b, nb_value scores, nb_value label, int k)
 
 nb_value nb_fill_constant(nb_builder *b, nb_dtype dtype, int ndim, const int64_t *shape, double value)
 {
-    return nb_emit1(b, "fill_constant", NB_NO_VALUES, ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("value", value)));
+    return nb_emit1(
+        b, "fill_constant", NB_NO_VALUES,
+        ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("value", value)));
 }
 
 nb_status nb_values_attr(const nb_tensor *value, void **vals, nb_attr *attr)
@@ -374,8 +381,9 @@ nb_value nb_constant(nb_builder *b, const nb_tensor *value)
         nb_builder_fail(b, st, "constant: %s", nb_last_error());
         return NB_NONE;
     }
-    nb_value v = nb_emit1(b, "assign_value", NB_NO_VALUES,
-                          ATTRS(NB_ATTR_INTS_N("shape", value->ndim, value->shape), NB_ATTR_INT("dtype", value->dtype), values));
+    nb_value v =
+        nb_emit1(b, "assign_value", NB_NO_VALUES,
+                 ATTRS(NB_ATTR_INTS_N("shape", value->ndim, value->shape), NB_ATTR_INT("dtype", value->dtype), values));
     nb_free(vals);
     return v;
 }
@@ -409,8 +417,9 @@ nb_value nb_truncated_gaussian_random(nb_builder *b, nb_dtype dtype, int ndim, c
 nb_value nb_fill_constant_batch_size_like(nb_builder *b, nb_value like, nb_dtype dtype, int ndim, const int64_t *shape,
                                           double value)
 {
-    return nb_emit1(b, "fill_constant_batch_size_like", IN(like),
-                    ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("value", value)));
+    return nb_emit1(
+        b, "fill_constant_batch_size_like", IN(like),
+        ATTRS(NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("value", value)));
 }
 
 nb_value nb_increment(nb_builder *b, nb_value x, double step)
@@ -418,13 +427,17 @@ nb_value nb_increment(nb_builder *b, nb_value x, double step)
     return nb_emit1(b, "increment", IN(x), ATTRS(NB_ATTR_FLOAT("step", step)));
 }
 
-nb_value nb_scaled_dot_product_attention(nb_builder *b, nb_value q, nb_value k, nb_value v, const nb_attention_opts *opts)
+nb_value nb_scaled_dot_product_attention(nb_builder *b, nb_value q, nb_value k, nb_value v,
+                                         const nb_attention_opts *opts)
 {
     const nb_attention_opts o = opts ? *opts : (nb_attention_opts){0};
     /* is_test only when asked: left out, an eager builder in test mode sets
      * it (nb_eager_set_test_mode), and a program's test copy does. */
-    const nb_attr attrs[6] = {NB_ATTR_FLOAT("scale", o.scale), NB_ATTR_BOOL("causal", o.causal),
-                              NB_ATTR_FLOAT("dropout_prob", o.dropout), NB_ATTR_INT("seed", (int64_t)o.seed),
-                              NB_ATTR_INT("heads", o.heads), NB_ATTR_BOOL("is_test", true)};
+    const nb_attr attrs[6] = {NB_ATTR_FLOAT("scale", o.scale),
+                              NB_ATTR_BOOL("causal", o.causal),
+                              NB_ATTR_FLOAT("dropout_prob", o.dropout),
+                              NB_ATTR_INT("seed", (int64_t)o.seed),
+                              NB_ATTR_INT("heads", o.heads),
+                              NB_ATTR_BOOL("is_test", true)};
     return nb_emit1(b, "scaled_dot_product_attention", IN(q, k, v, o.mask), NB_ATTRS_N(o.is_test ? 6 : 5, attrs));
 }

@@ -65,8 +65,8 @@ static nb_status single_test(nb_comm *c, void *req, bool *done)
     return NB_OK;
 }
 
-static const nb_comm_impl_ops single_kind = {"single", single_allreduce, single_broadcast, single_barrier, single_test,
-                                             NULL, NULL, NULL, NULL};
+static const nb_comm_impl_ops single_kind = {
+    "single", single_allreduce, single_broadcast, single_barrier, single_test, NULL, NULL, NULL, NULL};
 
 nb_status nb_comm_init_single(nb_comm **out)
 {
@@ -118,8 +118,10 @@ static nb_status usable(nb_comm *c, const char *what)
 {
     if (!c) return nb_error(NB_ERR_ARG, "comm: %s on a NULL communicator", what);
     if (c->broken)
-        return nb_error(NB_ERR_STATE, "comm: %s on rank %d: an earlier collective timed out, so the ranks no longer "
-                                      "agree on what comes next; the communicator is unusable", what, c->rank);
+        return nb_error(NB_ERR_STATE,
+                        "comm: %s on rank %d: an earlier collective timed out, so the ranks no longer "
+                        "agree on what comes next; the communicator is unusable",
+                        what, c->rank);
     return NB_OK;
 }
 
@@ -135,8 +137,8 @@ static nb_status make_request(nb_comm *c, void *impl, const char *what, int64_t 
         return nb_error(NB_ERR_NOMEM, "comm: out of memory for a request");
     }
     double now = nb_comm_clock();
-    *r = (nb_comm_request){.c = c, .impl = impl, .what = what, .n = n, .dtype = dt, .started = now,
-                           .done_at = impl ? 0 : now};
+    *r = (nb_comm_request){
+        .c = c, .impl = impl, .what = what, .n = n, .dtype = dt, .started = now, .done_at = impl ? 0 : now};
     *out = r;
     return NB_OK;
 }
@@ -240,10 +242,8 @@ static int list_ranks(char *buf, size_t cap, const bool *mark, int n, bool want)
     int count = 0;
     for (int q = 0; q < n; q++) {
         if (mark[q] != want) continue;
-        if (count++ < 16 && len < cap)
-            len += (size_t)snprintf(buf + len, cap - len, "%s%d", count > 1 ? ", " : "", q);
-        else if (count == 17 && len < cap)
-            len += (size_t)snprintf(buf + len, cap - len, ", ...");
+        if (count++ < 16 && len < cap) len += (size_t)snprintf(buf + len, cap - len, "%s%d", count > 1 ? ", " : "", q);
+        else if (count == 17 && len < cap) len += (size_t)snprintf(buf + len, cap - len, ", ...");
     }
     return count;
 }
@@ -258,24 +258,30 @@ static nb_status timed_out(nb_comm *c, const nb_comm_request *r)
 {
     c->broken = true;
     char head[160];
-    snprintf(head, sizeof head, "comm: rank %d waited %.0f s for an %s of %lld %s values and the other ranks did not "
-             "join", c->rank, c->timeout, r->what, (long long)r->n, nb_dtype_name(r->dtype));
+    snprintf(head, sizeof head,
+             "comm: rank %d waited %.0f s for an %s of %lld %s values and the other ranks did not "
+             "join",
+             c->rank, c->timeout, r->what, (long long)r->n, nb_dtype_name(r->dtype));
     const char *hint = "raise the limit with nb_comm_set_timeout or NABLA_COMM_TIMEOUT";
     if (!c->kind->census_ask) return nb_error(NB_ERR_STATE, "%s; %s", head, hint);
     bool *heard = nb_calloc((size_t)c->size, sizeof *heard);
     if (!heard) return nb_error(NB_ERR_STATE, "%s (and no memory to name the lost rank); %s", head, hint);
-    for (int q = 0; q < c->size; q++) heard[q] = q == c->rank || (c->heard[q] > 0 && c->heard[q] > r->started - c->timeout);
+    for (int q = 0; q < c->size; q++)
+        heard[q] = q == c->rank || (c->heard[q] > 0 && c->heard[q] > r->started - c->timeout);
     char lost[200] = "", alive[200] = "";
     int n_lost = list_ranks(lost, sizeof lost, heard, c->size, false);
     list_ranks(alive, sizeof alive, heard, c->size, true);
     nb_free(heard);
     if (!n_lost)
-        return nb_error(NB_ERR_STATE, "%s, though every rank answered the census: they are waiting in different "
-                                      "collectives (a rank took another path); %s", head, hint);
-    return nb_error(NB_ERR_STATE, "%s: rank%s %s %s lost (no answer to the census in %.2g s: dead, stopped, or busy "
-                                  "outside nabla's collectives; rank%s %s answered); %s", head, n_lost > 1 ? "s" : "",
-                    lost, n_lost > 1 ? "are" : "is", census_window(c->timeout), n_lost + 1 < c->size ? "s" : "",
-                    alive, hint);
+        return nb_error(NB_ERR_STATE,
+                        "%s, though every rank answered the census: they are waiting in different "
+                        "collectives (a rank took another path); %s",
+                        head, hint);
+    return nb_error(NB_ERR_STATE,
+                    "%s: rank%s %s %s lost (no answer to the census in %.2g s: dead, stopped, or busy "
+                    "outside nabla's collectives; rank%s %s answered); %s",
+                    head, n_lost > 1 ? "s" : "", lost, n_lost > 1 ? "are" : "is", census_window(c->timeout),
+                    n_lost + 1 < c->size ? "s" : "", alive, hint);
 }
 
 nb_status nb_comm_wait(nb_comm_request *r)

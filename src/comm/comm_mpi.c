@@ -29,11 +29,11 @@
 
 typedef struct mpi_impl {
     MPI_Comm comm;
-    bool finalize;   /* we initialised MPI, so nb_comm_free finalises it */
-    unsigned seq;    /* all-reduces started: their tags, the same on every rank */
-    void *spare;     /* a ring's scratch kept for the next one */
+    bool finalize; /* we initialised MPI, so nb_comm_free finalises it */
+    unsigned seq;  /* all-reduces started: their tags, the same on every rank */
+    void *spare;   /* a ring's scratch kept for the next one */
     size_t spare_size;
-    MPI_Request *census; /* 2 * size: the query to rank q at [q], the answer to it at [size + q] */
+    MPI_Request *census;       /* 2 * size: the query to rank q at [q], the answer to it at [size + q] */
     struct mpi_req *abandoned; /* requests that timed out, kept until mpi_free */
 } mpi_impl;
 
@@ -50,7 +50,7 @@ typedef struct mpi_req {
     size_t scratch_size, esize;
     nb_dtype dtype;
     int64_t n;
-    int step, tag; /* steps 0..N-2 reduce-scatter, N-1..2N-3 all-gather */
+    int step, tag;        /* steps 0..N-2 reduce-scatter, N-1..2N-3 all-gather */
     struct mpi_req *next; /* in the list of abandoned ones */
 } mpi_req;
 
@@ -312,9 +312,8 @@ static void mpi_free(nb_comm *c)
     nb_free(m);
 }
 
-static const nb_comm_impl_ops mpi_kind = {"mpi",    mpi_allreduce, mpi_broadcast,  mpi_barrier,
-                                          mpi_test, mpi_free,      mpi_census_ask, mpi_census_listen,
-                                          mpi_abandon};
+static const nb_comm_impl_ops mpi_kind = {"mpi",    mpi_allreduce,  mpi_broadcast,     mpi_barrier, mpi_test,
+                                          mpi_free, mpi_census_ask, mpi_census_listen, mpi_abandon};
 
 bool nb_comm_have_mpi(void) { return true; }
 
@@ -364,8 +363,9 @@ nb_status nb_comm_init_mpi(nb_comm **out, bool *initialised_here)
 {
     if (out) *out = NULL;
     if (initialised_here) *initialised_here = false;
-    return nb_error(NB_ERR_UNSUPPORTED, "comm_init_mpi: this nabla was built without MPI (install libopenmpi-dev "
-                                        "and openmpi-bin, then configure again)");
+    return nb_error(NB_ERR_UNSUPPORTED,
+                    "comm_init_mpi: this nabla was built without MPI (install libopenmpi-dev "
+                    "and openmpi-bin, then configure again)");
 }
 
 #endif

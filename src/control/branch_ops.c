@@ -21,7 +21,8 @@ enum { B_STEPS, B_OUT };
 static nb_status branch_infer(nb_op_ctx *ctx, int n_out)
 {
     if (nb_out_count(ctx, B_OUT) != n_out)
-        return nb_error(NB_ERR_ARG, "%s: %d outputs but the block names %d", ctx->label, nb_out_count(ctx, B_OUT), n_out);
+        return nb_error(NB_ERR_ARG, "%s: %d outputs but the block names %d", ctx->label, nb_out_count(ctx, B_OUT),
+                        n_out);
     *nb_out_info(ctx, B_STEPS, 0) = (nb_var_info){.dtype = NB_I64, .ndim = 1, .shape = {1}};
     return n_out ? nb_ctl_recorded_infos(ctx, n_out, nb_out_info(ctx, B_OUT, 0)) : NB_OK;
 }
@@ -49,10 +50,10 @@ typedef struct branch_params {
 
 static nb_status cond_params(const nb_op_ctx *ctx, void *params)
 {
-    *(branch_params *)params = (branch_params){
-        .block = {nb_attr_get(ctx, "else_block")->block, nb_attr_get(ctx, "then_block")->block},
-        .out = {nb_attr_get(ctx, "else_out"), nb_attr_get(ctx, "then_out")},
-        .is_test = nb_attr_bool(ctx, "is_test")};
+    *(branch_params *)params =
+        (branch_params){.block = {nb_attr_get(ctx, "else_block")->block, nb_attr_get(ctx, "then_block")->block},
+                        .out = {nb_attr_get(ctx, "else_out"), nb_attr_get(ctx, "then_out")},
+                        .is_test = nb_attr_bool(ctx, "is_test")};
     return NB_OK;
 }
 
@@ -134,16 +135,19 @@ static nb_status cond_grad_params(const nb_op_ctx *ctx, void *params)
         .grad_block = {nb_attr_get(ctx, "else_grad_block")->block, nb_attr_get(ctx, "then_grad_block")->block},
         .seeds = {nb_attr_get(ctx, "else_seeds"), nb_attr_get(ctx, "then_seeds")},
         .x_grad = {nb_attr_get(ctx, "else_x_grad"), nb_attr_get(ctx, "then_x_grad")},
-        .x_grad_pos = nb_attr_get(ctx, "x_grad_pos"), .n_out = (int)nb_attr_int(ctx, "n_out")};
+        .x_grad_pos = nb_attr_get(ctx, "x_grad_pos"),
+        .n_out = (int)nb_attr_int(ctx, "n_out")};
     return NB_OK;
 }
 
 static nb_status net_grad_params(const nb_op_ctx *ctx, void *params)
 {
     const nb_attr_value *seeds = nb_attr_get(ctx, "seeds"), *x_grad = nb_attr_get(ctx, "x_grad");
-    *(branch_grad_params *)params = (branch_grad_params){
-        .grad_block = {0, nb_attr_get(ctx, "sub_block")->block}, .seeds = {seeds, seeds}, .x_grad = {x_grad, x_grad},
-        .x_grad_pos = nb_attr_get(ctx, "x_grad_pos"), .n_out = (int)nb_attr_int(ctx, "n_out")};
+    *(branch_grad_params *)params = (branch_grad_params){.grad_block = {0, nb_attr_get(ctx, "sub_block")->block},
+                                                         .seeds = {seeds, seeds},
+                                                         .x_grad = {x_grad, x_grad},
+                                                         .x_grad_pos = nb_attr_get(ctx, "x_grad_pos"),
+                                                         .n_out = (int)nb_attr_int(ctx, "n_out")};
     return NB_OK;
 }
 
@@ -189,7 +193,8 @@ static nb_status block_backward(nb_builder *b, nb_grad_ctx *g, const char *who, 
     nb_sub_grad *sg = res->sg;
     const char **seeds = res->seeds, **x_grad = res->x_grad;
     int n_x = nb_grad_in_count(g, x_slot), n_t = 0, n_in = 0;
-    const char **targets = nb_calloc((size_t)outs->n + 1, sizeof *targets), **inputs = nb_calloc((size_t)n_x + 1, sizeof *inputs);
+    const char **targets = nb_calloc((size_t)outs->n + 1, sizeof *targets),
+               **inputs = nb_calloc((size_t)n_x + 1, sizeof *inputs);
     if (!targets || !inputs) {
         nb_free(targets);
         nb_free(inputs);
@@ -218,7 +223,8 @@ static nb_status branch_vjp(nb_builder *b, nb_grad_ctx *g, bool is_cond)
     nb_ctl_scratch sc = {0};
     const char **names = nb_ctl_scratch_take(&sc, 2 * (n_out + n_x), sizeof *names);
     int64_t *pos = nb_ctl_scratch_take(&sc, n_x, sizeof *pos);
-    nb_value *in = nb_ctl_scratch_take(&sc, 1 + n_x + n_out, sizeof *in), *out = nb_ctl_scratch_take(&sc, n_x, sizeof *out);
+    nb_value *in = nb_ctl_scratch_take(&sc, 1 + n_x + n_out, sizeof *in),
+             *out = nb_ctl_scratch_take(&sc, n_x, sizeof *out);
     nb_status st = sc.failed ? nb_builder_fail(b, NB_ERR_NOMEM, "%s: out of memory", who) : NB_OK;
     const char **seeds[2] = {names, names + n_out}, **xg[2] = {names + 2 * n_out, names + 2 * n_out + n_x};
     for (int r = 0; r < n_br && !st; r++) {
@@ -234,10 +240,11 @@ static nb_status branch_vjp(nb_builder *b, nb_grad_ctx *g, bool is_cond)
         in[0] = nb_grad_y(g, B_STEPS, 0);
         for (int j = 0; j < n_x; j++) in[1 + j] = nb_grad_x(g, x_slot, j);
         for (int i = 0; i < n_out; i++) in[1 + n_x + i] = nb_grad_dy_or_zeros(b, g, B_OUT, i);
-        nb_attr cond_attrs[] = {NB_ATTR_BLOCK("then_grad_block", sg[0].block), NB_ATTR_BLOCK("else_grad_block", sg[1].block),
-                                NB_ATTR_STRINGS_N("then_seeds", n_out, seeds[0]), NB_ATTR_STRINGS_N("else_seeds", n_out, seeds[1]),
-                                NB_ATTR_STRINGS_N("then_x_grad", n_x, xg[0]), NB_ATTR_STRINGS_N("else_x_grad", n_x, xg[1]),
-                                NB_ATTR_INTS_N("x_grad_pos", n_pos, pos), NB_ATTR_INT("n_out", n_out)};
+        nb_attr cond_attrs[] = {
+            NB_ATTR_BLOCK("then_grad_block", sg[0].block),    NB_ATTR_BLOCK("else_grad_block", sg[1].block),
+            NB_ATTR_STRINGS_N("then_seeds", n_out, seeds[0]), NB_ATTR_STRINGS_N("else_seeds", n_out, seeds[1]),
+            NB_ATTR_STRINGS_N("then_x_grad", n_x, xg[0]),     NB_ATTR_STRINGS_N("else_x_grad", n_x, xg[1]),
+            NB_ATTR_INTS_N("x_grad_pos", n_pos, pos),         NB_ATTR_INT("n_out", n_out)};
         nb_attr net_attrs[] = {NB_ATTR_BLOCK("sub_block", sg[0].block), NB_ATTR_STRINGS_N("seeds", n_out, seeds[0]),
                                NB_ATTR_STRINGS_N("x_grad", n_x, xg[0]), NB_ATTR_INTS_N("x_grad_pos", n_pos, pos),
                                NB_ATTR_INT("n_out", n_out)};
@@ -318,6 +325,8 @@ const nb_op_def nb_op_net_grad = {
 };
 
 const nb_kernel_def nb_kernel_cond = {"cond", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, cond_kernel, NULL, NULL};
-const nb_kernel_def nb_kernel_cond_grad = {"cond_grad", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, branch_grad_kernel, NULL, NULL};
+const nb_kernel_def nb_kernel_cond_grad = {
+    .op = "cond_grad", .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL, .provider = "nabla", .run = branch_grad_kernel};
 const nb_kernel_def nb_kernel_net = {"net", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, net_kernel, NULL, NULL};
-const nb_kernel_def nb_kernel_net_grad = {"net_grad", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, branch_grad_kernel, NULL, NULL};
+const nb_kernel_def nb_kernel_net_grad = {
+    .op = "net_grad", .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL, .provider = "nabla", .run = branch_grad_kernel};

@@ -58,7 +58,8 @@ static nb_status check_args(nb_builder *b, const char *who, bool ok)
     nb_status st = nb_builder_status(b);
     if (st) return st;
     if ((st = nb_control_register_ops())) return nb_builder_fail(b, st, "%s: %s", who, nb_last_error());
-    return ok ? NB_OK : nb_builder_fail(b, NB_ERR_ARG, "%s: bad arguments (a NULL callback, or counts out of range)", who);
+    return ok ? NB_OK
+              : nb_builder_fail(b, NB_ERR_ARG, "%s: bad arguments (a NULL callback, or counts out of range)", who);
 }
 
 /* ---- plain C control flow, on values that are tensors ---------------------- */
@@ -76,7 +77,8 @@ static nb_status unrolled_while(nb_builder *b, nb_loop_cond_fn cond, nb_loop_bod
         if ((st = eager_pred(b, pred, "while_loop", &go, &batched)) || !go) break;
         for (int i = 0; i < n_carry; i++) next[i] = NB_NONE;
         if ((st = body(b, cur, next, ctx)) || (st = nb_builder_status(b))) return st;
-        for (int i = 0; i < n_carry && !st; i++) st = nb_control_check_same(b, "while_loop", "carried value", i, cur[i], next[i]);
+        for (int i = 0; i < n_carry && !st; i++)
+            st = nb_control_check_same(b, "while_loop", "carried value", i, cur[i], next[i]);
         if (st) return st;
         /* Under vmap the loop runs until the last example's predicate turns
          * false; an example whose predicate already has keeps its values. */
@@ -108,10 +110,11 @@ nb_status nb_control_both(nb_builder *b, nb_value pred, const nb_branches *br, c
         nb_var_info t = nb_value_info(b, out[i]), e = nb_value_info(b, other[i]);
         if (t.dtype != e.dtype || !nb_shape_equal(t.ndim, t.shape, e.ndim, e.shape)) {
             char st_[NB_SHAPE_STR_MAX], se[NB_SHAPE_STR_MAX];
-            return nb_builder_fail(b, NB_ERR_SHAPE, "cond: under vmap both branches run, and output %d is %s %s from "
-                                   "one and %s %s from the other", i, nb_dtype_name(t.dtype),
-                                   nb_shape_str(st_, sizeof st_, t.ndim, t.shape), nb_dtype_name(e.dtype),
-                                   nb_shape_str(se, sizeof se, e.ndim, e.shape));
+            return nb_builder_fail(b, NB_ERR_SHAPE,
+                                   "cond: under vmap both branches run, and output %d is %s %s from "
+                                   "one and %s %s from the other",
+                                   i, nb_dtype_name(t.dtype), nb_shape_str(st_, sizeof st_, t.ndim, t.shape),
+                                   nb_dtype_name(e.dtype), nb_shape_str(se, sizeof se, e.ndim, e.shape));
         }
         out[i] = nb_where(b, pred, out[i], other[i]);
     }
@@ -164,8 +167,10 @@ static nb_status unrolled_scan(nb_builder *b, nb_step_fn step, void *ctx, const 
         int64_t t = reverse ? T - 1 - i : i;
         for (int j = 0; j < n_xs; j++) x_t[j] = steps[j * T + t];
         for (int k = 0; k < NB_CONTROL_MAX; k++) next[k] = y_t[k] = NB_NONE;
-        if ((st = nb_builder_status(b)) || (st = step(b, cur, x_t, next, y_t, ctx)) || (st = nb_builder_status(b))) break;
-        for (int k = 0; k < n_carry && !st; k++) st = nb_control_check_same(b, "scan", "carried value", k, cur[k], next[k]);
+        if ((st = nb_builder_status(b)) || (st = step(b, cur, x_t, next, y_t, ctx)) || (st = nb_builder_status(b)))
+            break;
+        for (int k = 0; k < n_carry && !st; k++)
+            st = nb_control_check_same(b, "scan", "carried value", k, cur[k], next[k]);
         for (int k = 0; k < n_ys && !st; k++)
             if (nb_is_none(y_t[k])) st = nb_builder_fail(b, NB_ERR_ARG, "scan: output %d was not set by the step", k);
         if (st) break;
@@ -204,8 +209,8 @@ static const struct nb_control_forms record_forms = {nb_control_record_while, nb
  * stands. A builder that records control flow its own way says so. */
 static const struct nb_control_forms *forms_of(const nb_builder *b)
 {
-    static const struct nb_control_forms *const by_kind[] = {[NB_VALUE_VAR] = &record_forms,
-                                                             [NB_VALUE_TENSOR] = &unrolled_forms};
+    static const struct nb_control_forms *const by_kind[] = {
+        [NB_VALUE_VAR] = &record_forms, [NB_VALUE_TENSOR] = &unrolled_forms};
     return b->control ? b->control : by_kind[b->backend->kind];
 }
 
@@ -214,7 +219,8 @@ nb_status nb_while_loop(nb_builder *b, nb_loop_cond_fn cond, nb_loop_body_fn bod
 {
     int n_carry = inits.n;
     const nb_value *init = inits.v;
-    nb_status st = check_args(b, "while_loop", cond && body && n_carry >= 1 && n_carry <= NB_CONTROL_MAX && init && final);
+    nb_status st =
+        check_args(b, "while_loop", cond && body && n_carry >= 1 && n_carry <= NB_CONTROL_MAX && init && final);
     return st ? st : forms_of(b)->while_loop(b, cond, body, ctx, n_carry, init, final);
 }
 
@@ -223,8 +229,9 @@ nb_status nb_cond(nb_builder *b, nb_value pred, const nb_branches *br, nb_values
     if (!br) return check_args(b, "cond", false);
     int n_in = ins.n;
     const nb_value *in = ins.v;
-    nb_status st = check_args(b, "cond", br->then_fn && br->else_fn && n_in >= 0 && n_in <= NB_CONTROL_MAX &&
-                                             (in || !n_in) && n_out >= 1 && n_out <= NB_CONTROL_MAX && out);
+    nb_status st = check_args(b, "cond",
+                              br->then_fn && br->else_fn && n_in >= 0 && n_in <= NB_CONTROL_MAX && (in || !n_in) &&
+                                  n_out >= 1 && n_out <= NB_CONTROL_MAX && out);
     return st ? st : forms_of(b)->cond(b, pred, br, ins, n_out, out);
 }
 
@@ -238,17 +245,19 @@ nb_status nb_scan_cell(nb_builder *b, nb_step_fn step, void *ctx, const nb_scan_
     if (!io) return check_args(b, "scan", false);
     int n_carry = io->init.n, n_xs = io->xs.n, n_ys = io->n_ys;
     const nb_value *init = io->init.v, *xs = io->xs.v;
-    nb_status st = check_args(b, "scan", step && n_carry >= 0 && n_carry <= NB_CONTROL_MAX && (init || !n_carry) &&
-                                             n_xs >= 1 && n_xs <= NB_CONTROL_MAX && xs && n_ys >= 0 &&
-                                             n_ys <= NB_CONTROL_MAX && (io->final || !n_carry) && (io->ys || !n_ys) &&
-                                             (!form || (form->cell && form->weights.n >= 0 &&
-                                                        form->weights.n <= NB_CONTROL_FORM_MAX &&
-                                                        (form->weights.v || !form->weights.n))));
+    nb_status st = check_args(b, "scan",
+                              step && n_carry >= 0 && n_carry <= NB_CONTROL_MAX && (init || !n_carry) && n_xs >= 1 &&
+                                  n_xs <= NB_CONTROL_MAX && xs && n_ys >= 0 && n_ys <= NB_CONTROL_MAX &&
+                                  (io->final || !n_carry) && (io->ys || !n_ys) &&
+                                  (!form ||
+                                   (form->cell && form->weights.n >= 0 && form->weights.n <= NB_CONTROL_FORM_MAX &&
+                                    (form->weights.v || !form->weights.n))));
     if (st) return st;
     int64_t T = -1;
     for (int j = 0; j < n_xs; j++) {
         nb_var_info info = nb_value_info(b, xs[j]);
-        if (info.ndim < 1) return nb_builder_fail(b, NB_ERR_SHAPE, "scan: sequence %d has no time axis (it is a scalar)", j);
+        if (info.ndim < 1)
+            return nb_builder_fail(b, NB_ERR_SHAPE, "scan: sequence %d has no time axis (it is a scalar)", j);
         if (j > 0 && info.shape[0] >= 0 && T >= 0 && info.shape[0] != T)
             return nb_builder_fail(b, NB_ERR_SHAPE, "scan: sequence %d has %lld steps but sequence 0 has %lld", j,
                                    (long long)info.shape[0], (long long)T);
@@ -261,7 +270,8 @@ nb_status nb_net(nb_builder *b, nb_branch_fn fn, void *ctx, nb_values ins, int n
 {
     int n_in = ins.n;
     const nb_value *in = ins.v;
-    nb_status st = check_args(b, "net", fn && n_in >= 0 && n_in <= NB_CONTROL_MAX && (in || !n_in) && n_out >= 1 &&
-                                            n_out <= NB_CONTROL_MAX && out);
+    nb_status st = check_args(b, "net",
+                              fn && n_in >= 0 && n_in <= NB_CONTROL_MAX && (in || !n_in) && n_out >= 1 &&
+                                  n_out <= NB_CONTROL_MAX && out);
     return st ? st : forms_of(b)->net(b, fn, ctx, n_in, in, n_out, out);
 }

@@ -68,8 +68,7 @@ nb_status nb_ctl_take(nb_tensor **cur, nb_tensor *t, bool copy)
         return NB_OK;
     }
     /* The bind scope still holds *cur, but the iteration that read it is over. */
-    if (*cur && (*cur)->dtype == t->dtype &&
-        nb_shape_equal((*cur)->ndim, (*cur)->shape, t->ndim, t->shape))
+    if (*cur && (*cur)->dtype == t->dtype && nb_shape_equal((*cur)->ndim, (*cur)->shape, t->ndim, t->shape))
         return nb_tensor_copy_into(*cur, t);
     nb_tensor_release(*cur);
     *cur = NULL;
@@ -99,7 +98,8 @@ nb_status nb_steps_find(const nb_kernel_ctx *ctx, int slot, nb_step_scopes **out
     if (*out) return NB_OK;
     return nb_error(NB_ERR_NOT_FOUND,
                     "%s: the forward op kept no step scopes under '%s' (was it run with is_test, in another scope, "
-                    "or is its gradient run twice?)", ctx->label, name);
+                    "or is its gradient run twice?)",
+                    ctx->label, name);
 }
 
 /* Whether another op still to run may read var `name`: one after `op` in
@@ -178,7 +178,8 @@ nb_status nb_ctl_output_zeros(const nb_kernel_ctx *ctx, int k, const nb_tensor *
     return nb_exec_output(ctx, k, &info, out);
 }
 
-nb_status nb_ctl_check_like(const nb_kernel_ctx *ctx, const nb_tensor *was, const nb_tensor *now, const char *what, int i)
+nb_status nb_ctl_check_like(const nb_kernel_ctx *ctx, const nb_tensor *was, const nb_tensor *now, const char *what,
+                            int i)
 {
     if (was->dtype == now->dtype && nb_shape_equal(was->ndim, was->shape, now->ndim, now->shape)) return NB_OK;
     char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
@@ -209,8 +210,8 @@ nb_status nb_ctl_time_slice(nb_tensor **out, nb_tensor *x, int64_t t)
     return st;
 }
 
-nb_status nb_ctl_run_grad(const nb_kernel_ctx *ctx, int grad_block, nb_scope *step, int n_seed, const nb_attr_value *seed_names,
-                          nb_tensor *const *seeds, nb_scope **grad)
+nb_status nb_ctl_run_grad(const nb_kernel_ctx *ctx, int grad_block, nb_scope *step, int n_seed,
+                          const nb_attr_value *seed_names, nb_tensor *const *seeds, nb_scope **grad)
 {
     nb_scope *seed_scope = NULL;
     *grad = NULL;

@@ -25,7 +25,8 @@ nb_status nb_ctl_sub_backward(nb_builder *b, const char *who, int fwd_block, int
     if (!p)
         return nb_builder_fail(b, NB_ERR_UNSUPPORTED,
                                "%s: its gradient rule needs a static program (eagerly, the helpers of nabla/control.h "
-                               "run on the tape instead)", who);
+                               "run on the tape instead)",
+                               who);
     out->seeds = nb_calloc((size_t)n_targets + 1, sizeof *out->seeds);
     out->grads = nb_calloc((size_t)n_inputs + 1, sizeof *out->grads);
     if (!out->seeds || !out->grads) {
@@ -41,8 +42,9 @@ nb_status nb_ctl_sub_backward(nb_builder *b, const char *who, int fwd_block, int
         if (!(out->seeds[out->n_seeds++] = nb_strdup(name))) st = NB_ERR_NOMEM;
     }
     nb_backward_result r = {0};
-    if (!st) st = nb_backward_sub_block(p, fwd_block, NB_NAMES_N(n_targets, targets), out->seeds,
-                                        NB_NAMES_N(n_inputs, inputs), &out->block, &r);
+    if (!st)
+        st = nb_backward_sub_block(p, fwd_block, NB_NAMES_N(n_targets, targets), out->seeds,
+                                   NB_NAMES_N(n_inputs, inputs), &out->block, &r);
     for (int i = 0; i < n_inputs && !st; i++) {
         const char *g = i < r.n_grads && r.grads[i] ? r.grads[i] : "";
         if (!(out->grads[out->n_grads++] = nb_strdup(g))) st = NB_ERR_NOMEM;

@@ -45,7 +45,8 @@ static nb_status derive(nb_builder *b, const nb_grad_ctx *g, int x_slot, int src
     for (int i = 0; i < src->n_vars && !st; i++) {
         const nb_var *v = src->vars[i];
         nb_var *c;
-        if (!(st = nb_block_create_var(dst, v->name, v->dtype, v->ndim, v->shape, &c))) c->stop_gradient = v->stop_gradient;
+        if (!(st = nb_block_create_var(dst, v->name, v->dtype, v->ndim, v->shape, &c)))
+            c->stop_gradient = v->stop_gradient;
     }
     for (int i = 0; i < src->n_ops && !st; i++) {
         nb_op *op = nb_op_clone(src->ops[i]);
@@ -71,7 +72,8 @@ static nb_status derive(nb_builder *b, const nb_grad_ctx *g, int x_slot, int src
     /* Captured values: their tangents are outer vars, read by name. */
     for (int k = 0; k < nb_grad_in_count(g, x_slot) && !st; k++) {
         nb_value t = nb_grad_tx(g, x_slot, k);
-        if (!nb_is_none(t) && nb_strmap_put(&tan, nb_value_name(nb_grad_x(g, x_slot, k)), nb_value_var(t))) st = NB_ERR_NOMEM;
+        if (!nb_is_none(t) && nb_strmap_put(&tan, nb_value_name(nb_grad_x(g, x_slot, k)), nb_value_var(t)))
+            st = NB_ERR_NOMEM;
     }
     if (!st) st = nb_jvp_block(p, dst, src->n_ops, NULL, &tan);
     nb_block *was = nb_builder_block(b);
@@ -80,13 +82,15 @@ static nb_status derive(nb_builder *b, const nb_grad_ctx *g, int x_slot, int src
         if (!d->out_on[k]) continue;
         nb_var *t = nb_strmap_get(&tan, d->outs[k], NULL);
         nb_value v = t ? nb_value_from_var(t)
-                       : nb_emit1(b, "fill_zeros_like", NB_VALUES(nb_value_from_var(nb_block_find_var(dst, d->outs[k]))), NB_NO_ATTRS);
+                       : nb_emit1(b, "fill_zeros_like",
+                                  NB_VALUES(nb_value_from_var(nb_block_find_var(dst, d->outs[k]))), NB_NO_ATTRS);
         v = nb_ctl_local(b, dst, v);
         if (!(st = nb_builder_status(b))) d->tout[k] = nb_value_name(v);
     }
     nb_builder_set_block(b, was);
     nb_strmap_free(&tan);
-    if (st && !nb_builder_status(b)) nb_builder_fail(b, st, "control flow: deriving block %d: %s", src_idx, nb_last_error());
+    if (st && !nb_builder_status(b))
+        nb_builder_fail(b, st, "control flow: deriving block %d: %s", src_idx, nb_last_error());
     return st ? nb_builder_status(b) : NB_OK;
 }
 
@@ -107,7 +111,8 @@ nb_status nb_ctl_while_jvp(nb_builder *b, nb_grad_ctx *g)
     int n_carry = cin->n;
     bool on[NB_CONTROL_MAX];
     for (int i = 0; i < n_carry; i++) on[i] = is_float(b, nb_grad_x(g, X, i));
-    derivation d = {.n_par = n_carry, .par = cin->strs, .par_on = on, .n_out = n_carry, .outs = cout->strs, .out_on = on};
+    derivation d = {
+        .n_par = n_carry, .par = cin->strs, .par_on = on, .n_out = n_carry, .outs = cout->strs, .out_on = on};
     nb_status st = derive(b, g, X, nb_grad_attr(g, "sub_block")->block, &d);
     if (st) return st;
     nb_value in[1 + 2 * CAP], res[1 + 2 * NB_CONTROL_MAX];
@@ -128,7 +133,8 @@ nb_status nb_ctl_while_jvp(nb_builder *b, nb_grad_ctx *g)
     int n_x = nb_ctl_captured(d.block, in + 1, n - 1, 2 * CAP);
     if (n_x < 0) return nb_builder_fail(b, NB_ERR_ARG, "while: too many values for its JVP");
     nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", d.block->idx), NB_ATTR_STRINGS_N("carry_in", m, c_in),
-                       NB_ATTR_STRINGS_N("carry_out", m, c_out), NB_ATTR_STRING("cond_out", nb_grad_attr(g, "cond_out")->s),
+                       NB_ATTR_STRINGS_N("carry_out", m, c_out),
+                       NB_ATTR_STRING("cond_out", nb_grad_attr(g, "cond_out")->s),
                        NB_ATTR_BOOL("is_test", nb_grad_attr(g, "is_test")->b)};
     if ((st = nb_emit(b, "while", NB_VALUES_N(1 + n_x, in), NB_ATTRS_N(5, attrs), 1 + m, res))) return st;
     for (int i = 0, u = n_carry; i < n_carry; i++)
@@ -160,16 +166,20 @@ nb_status nb_ctl_recurrent_jvp(nb_builder *b, nb_grad_ctx *g)
         outs[n_mem + k] = seq_out->strs[k];
         out_on[n_mem + k] = nb_dtype_is_float((nb_dtype)dts->ints[k]);
     }
-    derivation d = {.n_par = n_mem + n_seq, .par = par, .par_on = par_on, .n_out = n_mem + n_y, .outs = outs, .out_on = out_on};
+    derivation d = {
+        .n_par = n_mem + n_seq, .par = par, .par_on = par_on, .n_out = n_mem + n_y, .outs = outs, .out_on = out_on};
     nb_status st = derive(b, g, 0, nb_grad_attr(g, "sub_block")->block, &d);
     if (st) return st;
     nb_value in[2 * CAP], res[1 + 4 * NB_CONTROL_MAX];
     const char *mi[2 * NB_CONTROL_MAX], *mo[2 * NB_CONTROL_MAX], *si[2 * NB_CONTROL_MAX], *so[2 * NB_CONTROL_MAX];
     int64_t dt[2 * NB_CONTROL_MAX], sh[2 * NB_CONTROL_MAX * (NB_MAX_DIMS + 2)];
     int n = 0, nm = 0, ns = 0, ny = 0, nsh = 0;
-    for (int i = 0; i < n_mem; i++, nm++) in[n++] = nb_grad_x(g, 0, i), mi[nm] = mem_in->strs[i], mo[nm] = mem_out->strs[i];
+    for (int i = 0; i < n_mem; i++, nm++)
+        in[n++] = nb_grad_x(g, 0, i), mi[nm] = mem_in->strs[i], mo[nm] = mem_out->strs[i];
     for (int i = 0; i < n_mem; i++)
-        if (par_on[i]) in[n++] = tangent_or_zeros(b, nb_grad_x(g, 0, i), nb_grad_tx(g, 0, i)), mi[nm] = d.tpar[i], mo[nm++] = d.tout[i];
+        if (par_on[i])
+            in[n++] = tangent_or_zeros(b, nb_grad_x(g, 0, i), nb_grad_tx(g, 0, i)), mi[nm] = d.tpar[i],
+            mo[nm++] = d.tout[i];
     for (int j = 0; j < n_seq; j++, ns++) in[n++] = nb_grad_x(g, 0, n_mem + j), si[ns] = seq_in->strs[j];
     for (int j = 0; j < n_seq; j++)
         if (par_on[n_mem + j]) in[n++] = nb_grad_tx(g, 0, n_mem + j), si[ns++] = d.tpar[n_mem + j];
@@ -187,10 +197,14 @@ nb_status nb_ctl_recurrent_jvp(nb_builder *b, nb_grad_ctx *g)
         }
     int n_x = nb_ctl_captured(d.block, in, n, 2 * CAP);
     if (n_x < 0) return nb_builder_fail(b, NB_ERR_ARG, "recurrent: too many values for its JVP");
-    nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", d.block->idx), NB_ATTR_STRINGS_N("mem_in", nm, mi),
-                       NB_ATTR_STRINGS_N("mem_out", nm, mo), NB_ATTR_STRINGS_N("seq_in", ns, si),
-                       NB_ATTR_STRINGS_N("seq_out", ny, so), NB_ATTR_INTS_N("out_dtypes", ny, dt),
-                       NB_ATTR_INTS_N("out_shapes", nsh, sh), NB_ATTR_BOOL("reverse", nb_grad_attr(g, "reverse")->b),
+    nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", d.block->idx),
+                       NB_ATTR_STRINGS_N("mem_in", nm, mi),
+                       NB_ATTR_STRINGS_N("mem_out", nm, mo),
+                       NB_ATTR_STRINGS_N("seq_in", ns, si),
+                       NB_ATTR_STRINGS_N("seq_out", ny, so),
+                       NB_ATTR_INTS_N("out_dtypes", ny, dt),
+                       NB_ATTR_INTS_N("out_shapes", nsh, sh),
+                       NB_ATTR_BOOL("reverse", nb_grad_attr(g, "reverse")->b),
                        NB_ATTR_BOOL("is_test", nb_grad_attr(g, "is_test")->b)};
     if ((st = nb_emit(b, "recurrent", NB_VALUES_N(n_x, in), NB_ATTRS_N(9, attrs), 1 + nm + ny, res))) return st;
     for (int i = 0, u = n_mem; i < n_mem; i++)
@@ -235,8 +249,8 @@ static nb_status branch_jvp(nb_builder *b, nb_grad_ctx *g, bool is_cond)
     for (int k = 0; k < n_out; k++) on[k] = nb_dtype_is_float((nb_dtype)dts->ints[k]);
     const char *t_names[2 * NB_CONTROL_MAX], *e_names[2 * NB_CONTROL_MAX];
     derived_branch then_d = {.names = t_names}, else_d = {.names = e_names};
-    nb_status st = derive_branch(b, g, x_slot, is_cond ? "then_block" : "sub_block", is_cond ? "then_out" : "block_out", on,
-                                 &then_d);
+    nb_status st = derive_branch(b, g, x_slot, is_cond ? "then_block" : "sub_block", is_cond ? "then_out" : "block_out",
+                                 on, &then_d);
     if (!st && is_cond) st = derive_branch(b, g, x_slot, "else_block", "else_out", on, &else_d);
     if (st) return st;
     nb_block *tb = then_d.block, *eb = else_d.block;
@@ -258,9 +272,12 @@ static nb_status branch_jvp(nb_builder *b, nb_grad_ctx *g, bool is_cond)
     int n_x = nb_ctl_captured(tb, in + n, 0, 2 * CAP);
     if (n_x >= 0 && eb) n_x = nb_ctl_captured(eb, in + n, n_x, 2 * CAP);
     if (n_x < 0) return nb_builder_fail(b, NB_ERR_ARG, "%s: too many values for its JVP", is_cond ? "cond" : "net");
-    nb_attr cond_attrs[] = {NB_ATTR_BLOCK("then_block", tb->idx), NB_ATTR_BLOCK("else_block", eb ? eb->idx : 0),
-                            NB_ATTR_STRINGS_N("then_out", ny, t_names), NB_ATTR_STRINGS_N("else_out", ny, e_names),
-                            NB_ATTR_INTS_N("out_dtypes", ny, dt), NB_ATTR_INTS_N("out_shapes", nsh, sh),
+    nb_attr cond_attrs[] = {NB_ATTR_BLOCK("then_block", tb->idx),
+                            NB_ATTR_BLOCK("else_block", eb ? eb->idx : 0),
+                            NB_ATTR_STRINGS_N("then_out", ny, t_names),
+                            NB_ATTR_STRINGS_N("else_out", ny, e_names),
+                            NB_ATTR_INTS_N("out_dtypes", ny, dt),
+                            NB_ATTR_INTS_N("out_shapes", nsh, sh),
                             NB_ATTR_BOOL("is_test", nb_grad_attr(g, "is_test")->b)};
     nb_attr net_attrs[] = {NB_ATTR_BLOCK("sub_block", tb->idx), NB_ATTR_STRINGS_N("block_out", ny, t_names),
                            NB_ATTR_INTS_N("out_dtypes", ny, dt), NB_ATTR_INTS_N("out_shapes", nsh, sh),

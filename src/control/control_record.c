@@ -126,7 +126,8 @@ nb_status nb_control_record_while(nb_builder *b, nb_loop_cond_fn cond, nb_loop_b
     if (!(st = nb_builder_status(b)) && !(st = body(b, params, next, ctx)) && !(st = nb_builder_status(b)))
         st = cond(b, next, &pred, ctx);
     for (int i = 0; i < n_carry && !st; i++)
-        if (!(st = nb_control_check_same(b, "while_loop", "carried value", i, init[i], next[i]))) cout[i] = sub_result(&s, &next[i]);
+        if (!(st = nb_control_check_same(b, "while_loop", "carried value", i, init[i], next[i])))
+            cout[i] = sub_result(&s, &next[i]);
     const char *cond_out = st ? NULL : sub_result(&s, &pred);
     nb_builder_set_block(b, s.parent);
     if (st || (st = nb_builder_status(b))) return st;
@@ -147,8 +148,8 @@ nb_status nb_control_record_while(nb_builder *b, nb_loop_cond_fn cond, nb_loop_b
 /* ---- cond and net -------------------------------------------------------- */
 
 /* Builds one branch block by calling fn; its results' names go to names[]. */
-static nb_status build_branch(nb_builder *b, sub *s, nb_branch_fn fn, void *ctx, nb_values in, int n_out,
-                              nb_value *out, const char **names)
+static nb_status build_branch(nb_builder *b, sub *s, nb_branch_fn fn, void *ctx, nb_values in, int n_out, nb_value *out,
+                              const char **names)
 {
     for (int i = 0; i < n_out; i++) out[i] = NB_NONE;
     nb_builder_set_block(b, s->block);
@@ -173,7 +174,8 @@ nb_status nb_control_record_cond(nb_builder *b, nb_value pred, const nb_branches
     if (!st) st = build_branch(b, &ts, br->then_fn, br->ctx, ins, n_out, t_out, t_names);
     if (!st) st = sub_begin(b, "cond", &es);
     if (!st) st = build_branch(b, &es, br->else_fn, br->ctx, ins, n_out, e_out, e_names);
-    for (int i = 0; i < n_out && !st; i++) st = nb_control_check_same(b, "cond", "branch output", i, t_out[i], e_out[i]);
+    for (int i = 0; i < n_out && !st; i++)
+        st = nb_control_check_same(b, "cond", "branch output", i, t_out[i], e_out[i]);
     if (st) return st;
     int n_x = nb_ctl_captured(ts.block, x, 0, 2 * NB_CONTROL_MAX);
     if (n_x >= 0) n_x = nb_ctl_captured(es.block, x, n_x, 2 * NB_CONTROL_MAX);
@@ -183,9 +185,10 @@ nb_status nb_control_record_cond(nb_builder *b, nb_value pred, const nb_branches
     memcpy(args + 1, x, (size_t)n_x * sizeof *x);
     recorded r;
     record_infos(b, n_out, t_out, false, 0, &r);
-    nb_attr attrs[] = {NB_ATTR_BLOCK("then_block", ts.block->idx), NB_ATTR_BLOCK("else_block", es.block->idx),
-                       NB_ATTR_STRINGS_N("then_out", n_out, t_names), NB_ATTR_STRINGS_N("else_out", n_out, e_names),
-                       NB_ATTR_INTS_N("out_dtypes", n_out, r.dtypes), NB_ATTR_INTS_N("out_shapes", r.n_shapes, r.shapes)};
+    nb_attr attrs[] = {
+        NB_ATTR_BLOCK("then_block", ts.block->idx),    NB_ATTR_BLOCK("else_block", es.block->idx),
+        NB_ATTR_STRINGS_N("then_out", n_out, t_names), NB_ATTR_STRINGS_N("else_out", n_out, e_names),
+        NB_ATTR_INTS_N("out_dtypes", n_out, r.dtypes), NB_ATTR_INTS_N("out_shapes", r.n_shapes, r.shapes)};
     if ((st = nb_emit(b, "cond", NB_VALUES_N(1 + n_x, args), NB_ATTRS_N(6, attrs), 1 + n_out, res))) return st;
     memcpy(out, res + 1, (size_t)n_out * sizeof *out);
     return NB_OK;
@@ -205,7 +208,8 @@ nb_status nb_control_record_net(nb_builder *b, nb_branch_fn fn, void *ctx, int n
     recorded r;
     record_infos(b, n_out, o, false, 0, &r);
     nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", s.block->idx), NB_ATTR_STRINGS_N("block_out", n_out, names),
-                       NB_ATTR_INTS_N("out_dtypes", n_out, r.dtypes), NB_ATTR_INTS_N("out_shapes", r.n_shapes, r.shapes)};
+                       NB_ATTR_INTS_N("out_dtypes", n_out, r.dtypes),
+                       NB_ATTR_INTS_N("out_shapes", r.n_shapes, r.shapes)};
     if ((st = nb_emit(b, "net", NB_VALUES_N(n_x, x), NB_ATTRS_N(4, attrs), 1 + n_out, res))) return st;
     memcpy(out, res + 1, (size_t)n_out * sizeof *out);
     return NB_OK;
@@ -223,8 +227,10 @@ static nb_status form_names(nb_builder *b, const nb_scan_form *form, const nb_va
         bool found = !*names[i];
         for (int j = 0; j < n_x && !found; j++) found = !strcmp(nb_value_name(x[j]), names[i]);
         if (!found)
-            return nb_builder_fail(b, NB_ERR_ARG, "scan (a %s cell): weight %d '%s' is not a value the step reads "
-                                                  "from outside", form->cell, i, names[i]);
+            return nb_builder_fail(b, NB_ERR_ARG,
+                                   "scan (a %s cell): weight %d '%s' is not a value the step reads "
+                                   "from outside",
+                                   form->cell, i, names[i]);
     }
     return NB_OK;
 }
@@ -257,7 +263,8 @@ nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, cons
     if (!(st = nb_builder_status(b))) st = step(b, mem, x_t, next, y_t, ctx);
     if (!st) st = nb_builder_status(b);
     for (int i = 0; i < n_carry && !st; i++)
-        if (!(st = nb_control_check_same(b, "scan", "carried value", i, init[i], next[i]))) mem_out[i] = sub_result(&s, &next[i]);
+        if (!(st = nb_control_check_same(b, "scan", "carried value", i, init[i], next[i])))
+            mem_out[i] = sub_result(&s, &next[i]);
     for (int k = 0; k < n_ys && !st; k++) {
         if (nb_is_none(y_t[k])) st = nb_builder_fail(b, NB_ERR_ARG, "scan: output %d was not set by the step", k);
         else seq_out[k] = sub_result(&s, &y_t[k]);
@@ -272,10 +279,14 @@ nb_status nb_control_record_scan(nb_builder *b, nb_step_fn step, void *ctx, cons
     if ((st = form_names(b, form, x, n_x, form_values))) return st;
     recorded r;
     record_infos(b, n_ys, y_t, true, T, &r);
-    nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", s.block->idx), NB_ATTR_STRINGS_N("mem_in", n_carry, mem_in),
-                       NB_ATTR_STRINGS_N("mem_out", n_carry, mem_out), NB_ATTR_STRINGS_N("seq_in", n_xs, seq_in),
-                       NB_ATTR_STRINGS_N("seq_out", n_ys, seq_out), NB_ATTR_INTS_N("out_dtypes", n_ys, r.dtypes),
-                       NB_ATTR_INTS_N("out_shapes", r.n_shapes, r.shapes), NB_ATTR_BOOL("reverse", io->reverse),
+    nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", s.block->idx),
+                       NB_ATTR_STRINGS_N("mem_in", n_carry, mem_in),
+                       NB_ATTR_STRINGS_N("mem_out", n_carry, mem_out),
+                       NB_ATTR_STRINGS_N("seq_in", n_xs, seq_in),
+                       NB_ATTR_STRINGS_N("seq_out", n_ys, seq_out),
+                       NB_ATTR_INTS_N("out_dtypes", n_ys, r.dtypes),
+                       NB_ATTR_INTS_N("out_shapes", r.n_shapes, r.shapes),
+                       NB_ATTR_BOOL("reverse", io->reverse),
                        NB_ATTR_STRING("form", form ? form->cell : ""),
                        NB_ATTR_STRINGS_N("form_values", form ? form->weights.n : 0, form_values)};
     if ((st = nb_emit(b, "recurrent", NB_VALUES_N(n_x, x), NB_ATTRS_N(10, attrs), 1 + n_carry + n_ys, res))) return st;

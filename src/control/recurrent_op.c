@@ -29,8 +29,10 @@ typedef struct counts {
 
 static counts counts_of(const nb_op_ctx *ctx)
 {
-    counts c = {.mem = nb_attr_get(ctx, "mem_in")->n, .seq = nb_attr_get(ctx, "seq_in")->n,
-                .y = nb_attr_get(ctx, "seq_out")->n, .x = nb_in_count(ctx, 0)};
+    counts c = {.mem = nb_attr_get(ctx, "mem_in")->n,
+                .seq = nb_attr_get(ctx, "seq_in")->n,
+                .y = nb_attr_get(ctx, "seq_out")->n,
+                .x = nb_in_count(ctx, 0)};
     c.cap = c.x - c.mem - c.seq;
     return c;
 }
@@ -39,7 +41,8 @@ static nb_status recurrent_infer(nb_op_ctx *ctx)
 {
     counts c = counts_of(ctx);
     if (nb_attr_get(ctx, "mem_out")->n != c.mem || c.seq < 1 || c.cap < 0 || nb_out_count(ctx, R_OUT) != c.mem + c.y)
-        return nb_error(NB_ERR_ARG, "%s: mem_in, mem_out, seq_in, seq_out, inputs and outputs do not agree", ctx->label);
+        return nb_error(NB_ERR_ARG, "%s: mem_in, mem_out, seq_in, seq_out, inputs and outputs do not agree",
+                        ctx->label);
     int64_t T = nb_in_info(ctx, 0, c.mem)->shape[0];
     for (int j = 0; j < c.seq; j++) {
         const nb_var_info *s = nb_in_info(ctx, 0, c.mem + j);
@@ -81,8 +84,9 @@ static nb_status store_row(const nb_kernel_ctx *ctx, int k, int64_t T, int64_t t
     nb_status st = nb_ctl_time_slice(&row, out, t);
     if (!st && (row->dtype != y->dtype || !nb_shape_equal(row->ndim, row->shape, y->ndim, y->shape))) {
         char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
-        st = nb_error(NB_ERR_SHAPE, "%s: step %lld made an output of shape %s, earlier steps %s", ctx->label, (long long)t,
-                      nb_shape_str(a, sizeof a, y->ndim, y->shape), nb_shape_str(b, sizeof b, row->ndim, row->shape));
+        st = nb_error(NB_ERR_SHAPE, "%s: step %lld made an output of shape %s, earlier steps %s", ctx->label,
+                      (long long)t, nb_shape_str(a, sizeof a, y->ndim, y->shape),
+                      nb_shape_str(b, sizeof b, row->ndim, row->shape));
     }
     if (!st) st = nb_tensor_copy_into(row, y);
     nb_tensor_release(row);
@@ -99,11 +103,13 @@ typedef struct recurrent_params {
 
 static nb_status recurrent_params_fill(const nb_op_ctx *ctx, void *params)
 {
-    *(recurrent_params *)params = (recurrent_params){
-        .sub_block = nb_attr_get(ctx, "sub_block")->block, .is_test = nb_attr_bool(ctx, "is_test"),
-        .reverse = nb_attr_bool(ctx, "reverse"), .mem_in = nb_attr_get(ctx, "mem_in"),
-        .mem_out = nb_attr_get(ctx, "mem_out"), .seq_in = nb_attr_get(ctx, "seq_in"),
-        .seq_out = nb_attr_get(ctx, "seq_out")};
+    *(recurrent_params *)params = (recurrent_params){.sub_block = nb_attr_get(ctx, "sub_block")->block,
+                                                     .is_test = nb_attr_bool(ctx, "is_test"),
+                                                     .reverse = nb_attr_bool(ctx, "reverse"),
+                                                     .mem_in = nb_attr_get(ctx, "mem_in"),
+                                                     .mem_out = nb_attr_get(ctx, "mem_out"),
+                                                     .seq_in = nb_attr_get(ctx, "seq_in"),
+                                                     .seq_out = nb_attr_get(ctx, "seq_out")};
     return NB_OK;
 }
 
@@ -132,7 +138,8 @@ static nb_status recurrent_kernel(const nb_kernel_ctx *ctx)
         int64_t t = reverse ? T - 1 - i : i;
         nb_scope *bind, *step;
         if ((st = nb_steps_next(ctx, ss, keep, &bind, &step))) break;
-        if ((st = nb_ctl_bind(bind, c.mem, mem_in, cur)) || (st = bind_slices(bind, seq_in, x + c.mem, c.seq, t))) break;
+        if ((st = nb_ctl_bind(bind, c.mem, mem_in, cur)) || (st = bind_slices(bind, seq_in, x + c.mem, c.seq, t)))
+            break;
         if ((st = nb_exec_run_block(ctx->exec, block, step))) {
             nb_error_context(st, "%s: at time step %lld", ctx->label, (long long)t);
             break;
@@ -182,11 +189,14 @@ typedef struct recurrent_grad_params {
 
 static nb_status recurrent_grad_params_fill(const nb_op_ctx *ctx, void *params)
 {
-    *(recurrent_grad_params *)params = (recurrent_grad_params){
-        .sub_block = nb_attr_get(ctx, "sub_block")->block, .n_mem = (int)nb_attr_int(ctx, "n_mem"),
-        .n_seq = (int)nb_attr_int(ctx, "n_seq"), .n_y = (int)nb_attr_int(ctx, "n_y"),
-        .reverse = nb_attr_bool(ctx, "reverse"), .seeds = nb_attr_get(ctx, "seeds"),
-        .in_grad = nb_attr_get(ctx, "in_grad"), .x_grad_pos = nb_attr_get(ctx, "x_grad_pos")};
+    *(recurrent_grad_params *)params = (recurrent_grad_params){.sub_block = nb_attr_get(ctx, "sub_block")->block,
+                                                               .n_mem = (int)nb_attr_int(ctx, "n_mem"),
+                                                               .n_seq = (int)nb_attr_int(ctx, "n_seq"),
+                                                               .n_y = (int)nb_attr_int(ctx, "n_y"),
+                                                               .reverse = nb_attr_bool(ctx, "reverse"),
+                                                               .seeds = nb_attr_get(ctx, "seeds"),
+                                                               .in_grad = nb_attr_get(ctx, "in_grad"),
+                                                               .x_grad_pos = nb_attr_get(ctx, "x_grad_pos")};
     return NB_OK;
 }
 
@@ -205,10 +215,12 @@ static nb_status recurrent_grad_kernel(const nb_kernel_ctx *ctx)
     nb_step_scopes *ss;
     nb_status st = nb_steps_find(ctx, RG_STEPS, &ss);
     if (st) return st;
-    if (ss->n != T) return nb_error(NB_ERR_STATE, "%s: %d step scopes kept for %lld steps", ctx->label, ss->n, (long long)T);
+    if (ss->n != T)
+        return nb_error(NB_ERR_STATE, "%s: %d step scopes kept for %lld steps", ctx->label, ss->n, (long long)T);
     /* grads: the memories' (carried), then the sequences' and the captured
      * values' (accumulated), in forward input order. */
-    nb_tensor **grads = nb_calloc((size_t)n_x + 1, sizeof *grads), **seeds = nb_calloc((size_t)(n_mem + n_y) + 1, sizeof *seeds);
+    nb_tensor **grads = nb_calloc((size_t)n_x + 1, sizeof *grads),
+              **seeds = nb_calloc((size_t)(n_mem + n_y) + 1, sizeof *seeds);
     if (!grads || !seeds) st = nb_error(NB_ERR_NOMEM, "%s: out of memory", ctx->label);
     for (int m = 0; m < n_mem && !st; m++) grads[m] = nb_tensor_retain(d_final[m]);
     for (int j = 0; j < n_seq && !st; j++)
@@ -265,7 +277,8 @@ static nb_status recurrent_vjp(nb_builder *b, nb_grad_ctx *g)
     const char **inputs = nb_ctl_scratch_take(&sc, n_x, sizeof *inputs);
     const char **seeds = nb_ctl_scratch_take(&sc, n_mem + n_y, sizeof *seeds);
     const char **in_grad = nb_ctl_scratch_take(&sc, n_x, sizeof *in_grad);
-    bool *t_on = nb_ctl_scratch_take(&sc, n_mem + n_y, sizeof *t_on), *i_on = nb_ctl_scratch_take(&sc, n_x, sizeof *i_on);
+    bool *t_on = nb_ctl_scratch_take(&sc, n_mem + n_y, sizeof *t_on),
+         *i_on = nb_ctl_scratch_take(&sc, n_x, sizeof *i_on);
     int64_t *pos = nb_ctl_scratch_take(&sc, n_x, sizeof *pos);
     nb_value *in = nb_ctl_scratch_take(&sc, 1 + n_x + n_mem + n_y, sizeof *in);
     nb_value *out = nb_ctl_scratch_take(&sc, n_x, sizeof *out);
@@ -284,9 +297,12 @@ static nb_status recurrent_vjp(nb_builder *b, nb_grad_ctx *g)
         bool is_float = nb_dtype_is_float(nb_value_info(b, nb_grad_x(g, 0, k)).dtype);
         i_on[k] = k < n_mem ? is_float : nb_grad_wants_dx(g, 0, k);
         if (!i_on[k]) continue;
-        inputs[n_in++] = k < n_mem ? mem_in->strs[k] : k < n_mem + n_seq ? seq_in->strs[k - n_mem] : nb_ctl_name(nb_grad_x(g, 0, k));
+        inputs[n_in++] = k < n_mem ? mem_in->strs[k]
+            : k < n_mem + n_seq    ? seq_in->strs[k - n_mem]
+                                   : nb_ctl_name(nb_grad_x(g, 0, k));
     }
-    if ((st = nb_ctl_sub_backward(b, "recurrent", nb_grad_attr(g, "sub_block")->block, n_t, targets, n_in, inputs, &sg)))
+    if ((st =
+             nb_ctl_sub_backward(b, "recurrent", nb_grad_attr(g, "sub_block")->block, n_t, targets, n_in, inputs, &sg)))
         goto done;
     for (int i = 0, u = 0; i < n_mem + n_y; i++) seeds[i] = t_on[i] ? sg.seeds[u++] : "";
     for (int k = 0, u = 0; k < n_x; k++) in_grad[k] = i_on[k] ? sg.grads[u++] : "";
@@ -295,9 +311,13 @@ static nb_status recurrent_vjp(nb_builder *b, nb_grad_ctx *g)
     in[0] = nb_grad_y(g, R_STEPS, 0);
     for (int k = 0; k < n_x; k++) in[1 + k] = nb_grad_x(g, 0, k);
     for (int i = 0; i < n_mem + n_y; i++) in[1 + n_x + i] = nb_grad_dy_or_zeros(b, g, R_OUT, i);
-    nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", sg.block), NB_ATTR_INT("n_mem", n_mem), NB_ATTR_INT("n_seq", n_seq),
-                       NB_ATTR_INT("n_y", n_y), NB_ATTR_STRINGS_N("seeds", n_mem + n_y, seeds),
-                       NB_ATTR_STRINGS_N("in_grad", n_x, in_grad), NB_ATTR_INTS_N("x_grad_pos", n_pos, pos),
+    nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", sg.block),
+                       NB_ATTR_INT("n_mem", n_mem),
+                       NB_ATTR_INT("n_seq", n_seq),
+                       NB_ATTR_INT("n_y", n_y),
+                       NB_ATTR_STRINGS_N("seeds", n_mem + n_y, seeds),
+                       NB_ATTR_STRINGS_N("in_grad", n_x, in_grad),
+                       NB_ATTR_INTS_N("x_grad_pos", n_pos, pos),
                        NB_ATTR_BOOL("reverse", nb_grad_attr(g, "reverse")->b)};
     st = nb_emit(b, "recurrent_grad", NB_VALUES_N(1 + n_x + n_mem + n_y, in), NB_ATTRS_N(8, attrs), n_pos, out);
     for (int o = 0; !st && o < n_pos; o++) nb_grad_set_dx(g, 0, (int)pos[o], out[o]);
@@ -339,6 +359,10 @@ const nb_op_def nb_op_recurrent_grad = {
     NB_CTL_LOOP_GRAD_RULES,
 };
 
-const nb_kernel_def nb_kernel_recurrent = {"recurrent", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, recurrent_kernel, NULL, NULL};
-const nb_kernel_def nb_kernel_recurrent_grad = {"recurrent_grad", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0,
-                                                recurrent_grad_kernel, NULL, NULL};
+const nb_kernel_def nb_kernel_recurrent = {
+    .op = "recurrent", .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL, .provider = "nabla", .run = recurrent_kernel};
+const nb_kernel_def nb_kernel_recurrent_grad = {.op = "recurrent_grad",
+                                                .device = NB_DEVICE_CPU,
+                                                .dtypes = NB_DT_ALL,
+                                                .provider = "nabla",
+                                                .run = recurrent_grad_kernel};

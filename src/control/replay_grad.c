@@ -43,7 +43,8 @@ static nb_status copy_block(nb_block *dst, const nb_block *src)
         const nb_var *v = src->vars[i];
         nb_var *c;
         if (nb_block_find_var(dst, v->name)) continue;
-        if (!(st = nb_block_create_var(dst, v->name, v->dtype, v->ndim, v->shape, &c))) c->stop_gradient = v->stop_gradient;
+        if (!(st = nb_block_create_var(dst, v->name, v->dtype, v->ndim, v->shape, &c)))
+            c->stop_gradient = v->stop_gradient;
     }
     for (int i = 0; i < src->n_ops && !st; i++) {
         nb_op *op = nb_op_clone(src->ops[i]);
@@ -82,7 +83,9 @@ static nb_status replay_block(nb_builder *b, nb_grad_ctx *g, int grad_idx, const
         nb_var_info info = nb_value_info(b, d);
         nb_var *v = nb_block_find_var(c, seeds->strs[i]);
         if (!v) st = nb_block_create_var(c, seeds->strs[i], info.dtype, info.ndim, info.shape, &v);
-        if (!st) st = nb_block_append_op(c, "assign", NB_NAMES(nb_value_name(d)), NB_NAMES(seeds->strs[i]), NB_NO_ATTRS, NULL);
+        if (!st)
+            st = nb_block_append_op(c, "assign", NB_NAMES(nb_value_name(d)), NB_NAMES(seeds->strs[i]), NB_NO_ATTRS,
+                                    NULL);
     }
     if (!st) st = copy_block(c, fb);
     if (!st) st = copy_block(c, gb);
@@ -125,9 +128,9 @@ static nb_op *emit_replay(nb_builder *b, nb_grad_ctx *g, nb_value pred, nb_block
     }
     nb_status st;
     if (c_else) {
-        nb_attr attrs[] = {NB_ATTR_BLOCK("then_block", c_then->idx), NB_ATTR_BLOCK("else_block", c_else->idx),
+        nb_attr attrs[] = {NB_ATTR_BLOCK("then_block", c_then->idx),   NB_ATTR_BLOCK("else_block", c_else->idx),
                            NB_ATTR_STRINGS_N("then_out", n, then_out), NB_ATTR_STRINGS_N("else_out", n, else_out),
-                           NB_ATTR_INTS_N("out_dtypes", n, dt), NB_ATTR_INTS_N("out_shapes", nsh, sh)};
+                           NB_ATTR_INTS_N("out_dtypes", n, dt),        NB_ATTR_INTS_N("out_shapes", nsh, sh)};
         st = nb_emit(b, "cond", NB_VALUES_N(k + n_in, in), NB_ATTRS_N(6, attrs), 1 + n, res);
     } else {
         nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", c_then->idx), NB_ATTR_STRINGS_N("block_out", n, then_out),
@@ -163,10 +166,11 @@ static nb_status rule_of_replay(nb_builder *b, nb_grad_ctx *g, const nb_op *op, 
         want[k] = !forward && nb_grad_wants_dx(g, 1, map[k]);
         if (forward) tx[k] = nb_grad_tx(g, 1, map[k]);
     }
-    for (int k = 0; k < n_out; k++) y[k] = nb_value_from_var(nb_block_find_var_recursive(nb_builder_block(b), op->outputs[k]));
+    for (int k = 0; k < n_out; k++)
+        y[k] = nb_value_from_var(nb_block_find_var_recursive(nb_builder_block(b), op->outputs[k]));
     for (int o = 0; !forward && o < n_out - out0; o++) dy[out0 + o] = nb_grad_dy(g, 0, o);
-    nb_grad_ctx r = {.def = op->def, .attrs = op->attrs, .x = x, .y = y, .dy = dy, .dx = dx, .want_dx = want,
-                     .tx = tx, .ty = ty};
+    nb_grad_ctx r = {
+        .def = op->def, .attrs = op->attrs, .x = x, .y = y, .dy = dy, .dx = dx, .want_dx = want, .tx = tx, .ty = ty};
     memcpy(r.in_begin, op->in_begin, sizeof r.in_begin);
     memcpy(r.out_begin, op->out_begin, sizeof r.out_begin);
     nb_status st = forward ? op->def->jvp(b, &r) : op->def->vjp(b, &r);
@@ -201,7 +205,8 @@ static const nb_op *forward_op(nb_builder *b, nb_grad_ctx *g, const nb_block **w
     for (int k = 0; k < p->n_blocks; k++)
         for (int i = 0; i < p->blocks[k]->n_ops; i++) {
             const nb_op *op = p->blocks[k]->ops[i];
-            if ((op->def->flags & NB_OP_CONTROL) && nb_op_n_outputs(op) > 0 && !strcmp(nb_op_out_name(op, 0, 0), steps)) {
+            if ((op->def->flags & NB_OP_CONTROL) && nb_op_n_outputs(op) > 0 &&
+                !strcmp(nb_op_out_name(op, 0, 0), steps)) {
                 *where = p->blocks[k];
                 return op;
             }
@@ -242,8 +247,10 @@ static nb_status cond_grad_rule(nb_builder *b, nb_grad_ctx *g, bool forward)
 static void values_of(nb_builder *b, const nb_op *op, nb_value *x, nb_value *y)
 {
     const nb_block *blk = nb_builder_block(b);
-    for (int k = 0; k < nb_op_n_inputs(op); k++) x[k] = nb_value_from_var(nb_block_find_var_recursive(blk, op->inputs[k]));
-    for (int k = 0; k < nb_op_n_outputs(op); k++) y[k] = nb_value_from_var(nb_block_find_var_recursive(blk, op->outputs[k]));
+    for (int k = 0; k < nb_op_n_inputs(op); k++)
+        x[k] = nb_value_from_var(nb_block_find_var_recursive(blk, op->inputs[k]));
+    for (int k = 0; k < nb_op_n_outputs(op); k++)
+        y[k] = nb_value_from_var(nb_block_find_var_recursive(blk, op->outputs[k]));
 }
 
 /* The last op of b's block that writes var `name`. */

@@ -45,10 +45,11 @@ typedef struct while_params {
 
 static nb_status while_params_fill(const nb_op_ctx *ctx, void *params)
 {
-    *(while_params *)params = (while_params){
-        .sub_block = nb_attr_get(ctx, "sub_block")->block, .is_test = nb_attr_bool(ctx, "is_test"),
-        .carry_in = nb_attr_get(ctx, "carry_in"), .carry_out = nb_attr_get(ctx, "carry_out"),
-        .cond_out = nb_attr_string(ctx, "cond_out")};
+    *(while_params *)params = (while_params){.sub_block = nb_attr_get(ctx, "sub_block")->block,
+                                             .is_test = nb_attr_bool(ctx, "is_test"),
+                                             .carry_in = nb_attr_get(ctx, "carry_in"),
+                                             .carry_out = nb_attr_get(ctx, "carry_out"),
+                                             .cond_out = nb_attr_string(ctx, "cond_out")};
     return NB_OK;
 }
 
@@ -115,10 +116,12 @@ typedef struct while_grad_params {
 
 static nb_status while_grad_params_fill(const nb_op_ctx *ctx, void *params)
 {
-    *(while_grad_params *)params = (while_grad_params){
-        .sub_block = nb_attr_get(ctx, "sub_block")->block, .n_carry = (int)nb_attr_int(ctx, "n_carry"),
-        .carry_out_grad = nb_attr_get(ctx, "carry_out_grad"), .carry_in_grad = nb_attr_get(ctx, "carry_in_grad"),
-        .x_grad = nb_attr_get(ctx, "x_grad"), .x_grad_pos = nb_attr_get(ctx, "x_grad_pos")};
+    *(while_grad_params *)params = (while_grad_params){.sub_block = nb_attr_get(ctx, "sub_block")->block,
+                                                       .n_carry = (int)nb_attr_int(ctx, "n_carry"),
+                                                       .carry_out_grad = nb_attr_get(ctx, "carry_out_grad"),
+                                                       .carry_in_grad = nb_attr_get(ctx, "carry_in_grad"),
+                                                       .x_grad = nb_attr_get(ctx, "x_grad"),
+                                                       .x_grad_pos = nb_attr_get(ctx, "x_grad_pos")};
     return NB_OK;
 }
 
@@ -208,10 +211,12 @@ static nb_status while_vjp(nb_builder *b, nb_grad_ctx *g)
     in[0] = nb_grad_y(g, W_STEPS, 0);
     for (int k = 0; k < n_x; k++) in[1 + k] = nb_grad_x(g, W_X, k);
     for (int i = 0; i < n_carry; i++) in[1 + n_x + i] = nb_grad_dy_or_zeros(b, g, W_OUT, i);
-    nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", sg.block), NB_ATTR_INT("n_carry", n_carry),
+    nb_attr attrs[] = {NB_ATTR_BLOCK("sub_block", sg.block),
+                       NB_ATTR_INT("n_carry", n_carry),
                        NB_ATTR_STRINGS_N("carry_out_grad", n_carry, seeds),
                        NB_ATTR_STRINGS_N("carry_in_grad", n_carry, cin_grad),
-                       NB_ATTR_STRINGS_N("x_grad", n_cap, x_grad), NB_ATTR_INTS_N("x_grad_pos", n_out, pos)};
+                       NB_ATTR_STRINGS_N("x_grad", n_cap, x_grad),
+                       NB_ATTR_INTS_N("x_grad_pos", n_out, pos)};
     st = nb_emit(b, "while_grad", NB_VALUES_N(1 + n_x + n_carry, in), NB_ATTRS_N(6, attrs), n_out, out);
     for (int o = 0; !st && o < n_out; o++) nb_grad_set_dx(g, W_X, (int)pos[o], out[o]);
 done:
@@ -252,4 +257,5 @@ const nb_op_def nb_op_while_grad = {
 };
 
 const nb_kernel_def nb_kernel_while = {"while", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, while_kernel, NULL, NULL};
-const nb_kernel_def nb_kernel_while_grad = {"while_grad", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, while_grad_kernel, NULL, NULL};
+const nb_kernel_def nb_kernel_while_grad = {
+    .op = "while_grad", .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL, .provider = "nabla", .run = while_grad_kernel};

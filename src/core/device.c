@@ -7,9 +7,21 @@
 #include "nabla/device.h"
 #include "small_pool.h"
 
-static void *libc_malloc(void *ud, size_t size) { (void)ud; return malloc(size); }
-static void *libc_realloc(void *ud, void *p, size_t size) { (void)ud; return realloc(p, size); }
-static void libc_free(void *ud, void *p) { (void)ud; free(p); }
+static void *libc_malloc(void *ud, size_t size)
+{
+    (void)ud;
+    return malloc(size);
+}
+static void *libc_realloc(void *ud, void *p, size_t size)
+{
+    (void)ud;
+    return realloc(p, size);
+}
+static void libc_free(void *ud, void *p)
+{
+    (void)ud;
+    free(p);
+}
 
 static const nb_allocator libc = {libc_malloc, libc_realloc, libc_free, NULL};
 /* Set once, before other threads use nabla (see nabla/device.h). */
@@ -44,10 +56,7 @@ void *nb_calloc(size_t n, size_t size)
     return p;
 }
 
-char *nb_strdup(const char *s)
-{
-    return nb_strndup(s, strlen(s));
-}
+char *nb_strdup(const char *s) { return nb_strndup(s, strlen(s)); }
 
 char *nb_strndup(const char *s, size_t n)
 {
@@ -59,10 +68,7 @@ char *nb_strndup(const char *s, size_t n)
     return d;
 }
 
-const char *nb_device_name(nb_device d)
-{
-    return d == NB_DEVICE_CPU ? "cpu" : "unknown";
-}
+const char *nb_device_name(nb_device d) { return d == NB_DEVICE_CPU ? "cpu" : "unknown"; }
 
 /* CPU blocks are 64-byte aligned for the vector kernels: the hook's block is
  * over-allocated, the offset to its start kept in the byte before the

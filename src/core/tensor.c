@@ -39,10 +39,7 @@ typedef struct tensor_block {
     _Alignas(8) unsigned char room[NB_TENSOR_ROOM]; /* nb_tensor_room: pointers and bools */
 } tensor_block;
 
-static tensor_block *block_of(nb_storage *s)
-{
-    return (tensor_block *)((char *)s - offsetof(tensor_block, s));
-}
+static tensor_block *block_of(nb_storage *s) { return (tensor_block *)((char *)s - offsetof(tensor_block, s)); }
 
 /* The block's size: its data inline up to INLINE_MAX bytes, padded to 64
  * and with room to align it. */
@@ -287,8 +284,10 @@ bool nb_tensor_is_contiguous(const nb_tensor *t) { return nb_is_contiguous_inlin
 static nb_status need_storage(const nb_tensor *t, const char *what)
 {
     if (t->storage) return NB_OK;
-    return nb_error(NB_ERR_ARG, "%s: the tensor is a batched (vmap) value, shaped as one example, which holds no data "
-                                "of its own; return it from the mapped function to read the batch", what);
+    return nb_error(NB_ERR_ARG,
+                    "%s: the tensor is a batched (vmap) value, shaped as one example, which holds no data "
+                    "of its own; return it from the mapped function to read the batch",
+                    what);
 }
 
 void *nb_tensor_data(const nb_tensor *t)
@@ -387,7 +386,9 @@ nb_status nb_tensor_reshape(nb_tensor **out, nb_tensor *t, int ndim, const int64
     for (int i = 0; i < ndim; i++) {
         full[i] = shape[i];
         if (shape[i] == -1) {
-            if (infer >= 0) return nb_error(NB_ERR_SHAPE, "reshape: more than one -1 in %s", nb_shape_str(a, sizeof a, ndim, shape));
+            if (infer >= 0)
+                return nb_error(NB_ERR_SHAPE, "reshape: more than one -1 in %s",
+                                nb_shape_str(a, sizeof a, ndim, shape));
             infer = i;
         } else if (shape[i] < 0) {
             return nb_error(NB_ERR_SHAPE, "reshape: negative size in %s", nb_shape_str(a, sizeof a, ndim, shape));
@@ -401,12 +402,14 @@ nb_status nb_tensor_reshape(nb_tensor **out, nb_tensor *t, int ndim, const int64
     if (infer >= 0) {
         if (known == 0 || n % known)
             return nb_error(NB_ERR_SHAPE, "reshape: cannot view %s (%lld elements) as %s",
-                            nb_shape_str(a, sizeof a, t->ndim, t->shape), (long long)n, nb_shape_str(b, sizeof b, ndim, shape));
+                            nb_shape_str(a, sizeof a, t->ndim, t->shape), (long long)n,
+                            nb_shape_str(b, sizeof b, ndim, shape));
         full[infer] = n / known;
     }
     if (nb_shape_numel(ndim, full) != n)
         return nb_error(NB_ERR_SHAPE, "reshape: cannot view %s (%lld elements) as %s",
-                        nb_shape_str(a, sizeof a, t->ndim, t->shape), (long long)n, nb_shape_str(b, sizeof b, ndim, full));
+                        nb_shape_str(a, sizeof a, t->ndim, t->shape), (long long)n,
+                        nb_shape_str(b, sizeof b, ndim, full));
     nb_tensor *src = NULL;
     nb_status st = nb_tensor_contiguous(&src, t);
     if (st) return st;
@@ -461,7 +464,8 @@ nb_status nb_tensor_slice(nb_tensor **out, nb_tensor *t, int dim, int64_t start,
     if (need_storage(t, "tensor_slice")) return NB_ERR_ARG;
     *out = NULL;
     if (dim < 0) dim += t->ndim;
-    if (dim < 0 || dim >= t->ndim) return nb_error(NB_ERR_ARG, "slice: dimension out of range for a %d-d tensor", t->ndim);
+    if (dim < 0 || dim >= t->ndim)
+        return nb_error(NB_ERR_ARG, "slice: dimension out of range for a %d-d tensor", t->ndim);
     if (step <= 0) return nb_error(NB_ERR_ARG, "slice: step must be positive, got %lld", (long long)step);
     int64_t n = t->shape[dim];
     if (start < 0) start += n;
@@ -505,8 +509,7 @@ nb_status nb_tensor_expand(nb_tensor **out, nb_tensor *t, int ndim, const int64_
     *out = NULL;
     char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
     if (ndim > 0 && !shape) return nb_error(NB_ERR_ARG, "expand: shape is NULL");
-    if (ndim < t->ndim || ndim > NB_MAX_DIMS)
-        goto bad;
+    if (ndim < t->ndim || ndim > NB_MAX_DIMS) goto bad;
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0) goto bad;
     nb_tensor *v = view_of(t);
@@ -529,8 +532,8 @@ nb_status nb_tensor_expand(nb_tensor **out, nb_tensor *t, int ndim, const int64_
     *out = v;
     return NB_OK;
 bad:
-    return nb_error(NB_ERR_SHAPE, "expand: cannot broadcast %s to %s",
-                    nb_shape_str(a, sizeof a, t->ndim, t->shape), nb_shape_str(b, sizeof b, ndim, shape));
+    return nb_error(NB_ERR_SHAPE, "expand: cannot broadcast %s to %s", nb_shape_str(a, sizeof a, t->ndim, t->shape),
+                    nb_shape_str(b, sizeof b, ndim, shape));
 }
 
 /* ---- copies ----------------------------------------------------------------- */
@@ -561,8 +564,7 @@ nb_status nb_tensor_copy_into(nb_tensor *dst, const nb_tensor *src)
             if (same)
                 memcpy((char *)dst->storage->data + doff * (int64_t)es,
                        (const char *)src->storage->data + so * (int64_t)es, es);
-            else
-                nb_store(dst->dtype, dst->storage->data, doff, nb_load(src->dtype, src->storage->data, so));
+            else nb_store(dst->dtype, dst->storage->data, doff, nb_load(src->dtype, src->storage->data, so));
             for (int d = dst->ndim - 1; d >= 0; d--) {
                 if (++idx[d] < dst->shape[d]) {
                     so += src->strides[d];

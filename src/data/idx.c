@@ -36,8 +36,7 @@ static nb_status gz_failure(const idx_file *f)
 {
     int code = Z_OK;
     const char *msg = gzerror(f->gz, &code);
-    if (code == Z_ERRNO)
-        return nb_error(NB_ERR_IO, "idx: %s: read error: %s", f->path, strerror(errno));
+    if (code == Z_ERRNO) return nb_error(NB_ERR_IO, "idx: %s: read error: %s", f->path, strerror(errno));
     if (!msg) msg = "?";
     size_t plen = strlen(f->path); /* zlib's text starts with the path, which the message already names */
     if (!strncmp(msg, f->path, plen) && !strncmp(msg + plen, ": ", 2)) msg += plen + 2;
@@ -49,8 +48,8 @@ static nb_status truncated(const idx_file *f, int64_t expected, int64_t found)
     int code = Z_OK;
     gzerror(f->gz, &code);
     return nb_error(NB_ERR_FORMAT,
-                    "idx: %s: truncated: the header's sizes %s need %lld payload bytes, the file has %lld%s",
-                    f->path, f->dims, (long long)expected, (long long)found,
+                    "idx: %s: truncated: the header's sizes %s need %lld payload bytes, the file has %lld%s", f->path,
+                    f->dims, (long long)expected, (long long)found,
                     code == Z_BUF_ERROR ? " (its gzip stream is cut short)" : "");
 }
 
@@ -145,8 +144,9 @@ static nb_status element_type(const idx_file *f, uint8_t type, nb_dtype *dt)
     case 0x0E: *dt = NB_F64; return NB_OK;
     case 0x09:
     case 0x0B:
-        return nb_error(NB_ERR_UNSUPPORTED, "idx: %s: element type 0x%02x (%s) is not supported: nabla has no such dtype",
-                        f->path, type, type == 0x09 ? "signed byte" : "int16");
+        return nb_error(NB_ERR_UNSUPPORTED,
+                        "idx: %s: element type 0x%02x (%s) is not supported: nabla has no such dtype", f->path, type,
+                        type == 0x09 ? "signed byte" : "int16");
     default:
         return nb_error(NB_ERR_FORMAT,
                         "idx: %s: unknown element type 0x%02x in the magic number (IDX types are 0x08 unsigned byte, "
@@ -173,8 +173,9 @@ static nb_status read_header(idx_file *f, nb_dtype *dt, int *ndim, int64_t *shap
     if (st) return st;
     *ndim = magic[3];
     if (*ndim < 1 || *ndim > NB_MAX_DIMS)
-        return nb_error(NB_ERR_FORMAT, "idx: %s: %d dimensions in the magic number 0x%02x%02x%02x%02x (1 to %d allowed)",
-                        f->path, *ndim, magic[0], magic[1], magic[2], magic[3], NB_MAX_DIMS);
+        return nb_error(NB_ERR_FORMAT,
+                        "idx: %s: %d dimensions in the magic number 0x%02x%02x%02x%02x (1 to %d allowed)", f->path,
+                        *ndim, magic[0], magic[1], magic[2], magic[3], NB_MAX_DIMS);
     n = read_up_to(f->gz, raw, 4 * *ndim);
     if (n < 0) return gz_failure(f);
     if (n < 4 * *ndim)

@@ -20,10 +20,11 @@ static nb_status check_like(const nb_tensor *batch, const nb_tensor *rec, int k,
     if (rec->dtype == batch->dtype && nb_shape_equal(rec->ndim, rec->shape, batch->ndim - 1, batch->shape + 1))
         return NB_OK;
     char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
-    return nb_error(NB_ERR_SHAPE,
-                    "reader batch: field %d of record %lld of the batch is %s %s, but the batch's first record has %s %s",
-                    k, (long long)i, nb_dtype_name(rec->dtype), nb_shape_str(a, sizeof a, rec->ndim, rec->shape),
-                    nb_dtype_name(batch->dtype), nb_shape_str(b, sizeof b, batch->ndim - 1, batch->shape + 1));
+    return nb_error(
+        NB_ERR_SHAPE,
+        "reader batch: field %d of record %lld of the batch is %s %s, but the batch's first record has %s %s", k,
+        (long long)i, nb_dtype_name(rec->dtype), nb_shape_str(a, sizeof a, rec->ndim, rec->shape),
+        nb_dtype_name(batch->dtype), nb_shape_str(b, sizeof b, batch->ndim - 1, batch->shape + 1));
 }
 
 static nb_status copy_row(nb_tensor *batch, int64_t i, nb_tensor *rec)

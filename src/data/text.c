@@ -118,11 +118,11 @@ int64_t nb_text_batches(int64_t span, int seq_len, int batch)
 /* ---- the BPTT reader ------------------------------------------------------------------ */
 
 typedef struct {
-    nb_tensor *ids;  /* uint8, the whole corpus */
-    int64_t begin;   /* first id of the span */
-    int64_t stream;  /* ids per stream */
+    nb_tensor *ids; /* uint8, the whole corpus */
+    int64_t begin;  /* first id of the span */
+    int64_t stream; /* ids per stream */
     int seq_len, batch;
-    int64_t n, pos;  /* batches per epoch, next batch */
+    int64_t n, pos; /* batches per epoch, next batch */
 } bptt_reader;
 
 static void bptt_free(void *self)
@@ -227,7 +227,11 @@ nb_status nb_text_reader(nb_reader **out, const nb_text *t, int64_t begin, int64
                         (long long)(end - begin), batch, (long long)((end - begin) / batch), seq_len, seq_len + 1);
     bptt_reader *r = nb_calloc(1, sizeof *r);
     if (!r) return nb_error(NB_ERR_NOMEM, "text reader: out of memory");
-    *r = (bptt_reader){.ids = nb_tensor_retain(t->ids), .begin = begin, .stream = (end - begin) / batch,
-                       .seq_len = seq_len, .batch = batch, .n = n};
+    *r = (bptt_reader){.ids = nb_tensor_retain(t->ids),
+                       .begin = begin,
+                       .stream = (end - begin) / batch,
+                       .seq_len = seq_len,
+                       .batch = batch,
+                       .n = n};
     return nb_reader_new(out, 2, &bptt_ops, r);
 }

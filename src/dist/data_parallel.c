@@ -103,8 +103,8 @@ static nb_status insert_allreduces(nb_block *b, const nb_backward_result *r, con
     const char **waiting = nb_calloc((size_t)n + 1, sizeof *waiting);
     bool *waits = nb_calloc((size_t)n + 1, sizeof *waits);
     nb_status st = items && bucket && bytes && dts && names && waiting && waits
-                       ? NB_OK
-                       : nb_error(NB_ERR_NOMEM, "data_parallel: out of memory");
+        ? NB_OK
+        : nb_error(NB_ERR_NOMEM, "data_parallel: out of memory");
     for (int i = 0; i < n && !st; i++) {
         const nb_var *g = nb_block_find_var(b, r->pairs[i].grad);
         int at = last_writer(b, r->pairs[i].grad);
@@ -115,8 +115,8 @@ static nb_status insert_allreduces(nb_block *b, const nb_backward_result *r, con
         }
         int64_t numel = 1;
         for (int d = 0; d < g->ndim; d++) numel *= g->shape[d] > 0 ? g->shape[d] : 1;
-        items[i] = (grad_item){r->pairs[i].param, r->pairs[i].grad, at, (size_t)numel * nb_dtype_size(g->dtype),
-                               g->dtype};
+        items[i] =
+            (grad_item){r->pairs[i].param, r->pairs[i].grad, at, (size_t)numel * nb_dtype_size(g->dtype), g->dtype};
     }
     if (!st) {
         /* A stable order: ready position, then parameter order. */
@@ -208,7 +208,8 @@ nb_status nb_data_parallel(nb_program *main, nb_program *startup, const char *lo
                            const nb_data_parallel_opts *opts)
 {
     if (!main || !startup || !loss || !grads || !opts)
-        return nb_error(NB_ERR_ARG, "data_parallel: need main and startup programs, the loss, its gradients and options");
+        return nb_error(NB_ERR_ARG,
+                        "data_parallel: need main and startup programs, the loss, its gradients and options");
     if (opts->nranks < 1) return nb_error(NB_ERR_ARG, "data_parallel: nranks is %d; it must be >= 1", opts->nranks);
     if (opts->ring < 0 || opts->ring >= NB_COMM_MAX_RINGS)
         return nb_error(NB_ERR_ARG, "data_parallel: ring %d is not in [0, %d)", opts->ring, NB_COMM_MAX_RINGS);

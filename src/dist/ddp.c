@@ -153,7 +153,8 @@ static uint64_t params_hash(nb_ddp *d)
 {
     uint64_t h = NB_HASH_INIT;
     for (int i = 0; i < d->n_params; i++)
-        h = nb_hash_param(h, nb_eager_param_name(d->b, i), d->params[i]->dtype, d->params[i]->ndim, d->params[i]->shape);
+        h = nb_hash_param(h, nb_eager_param_name(d->b, i), d->params[i]->dtype, d->params[i]->ndim,
+                          d->params[i]->shape);
     return h;
 }
 
@@ -220,12 +221,14 @@ static void own_stream(nb_builder *b, int rank)
 
 nb_status nb_ddp_new(nb_ddp **out, nb_comm *c, nb_builder *b, size_t bucket_bytes)
 {
-    if (!out || !c || !b) return nb_error(NB_ERR_ARG, "ddp_new: need room for the result, a communicator and an eager builder");
+    if (!out || !c || !b)
+        return nb_error(NB_ERR_ARG, "ddp_new: need room for the result, a communicator and an eager builder");
     *out = NULL;
     int n = nb_eager_param_count(b);
     if (n < 1)
-        return nb_error(NB_ERR_ARG, "ddp_new: the builder has no parameters yet (run the model once, or create "
-                                    "them with nb_param, before wrapping it)");
+        return nb_error(NB_ERR_ARG,
+                        "ddp_new: the builder has no parameters yet (run the model once, or create "
+                        "them with nb_param, before wrapping it)");
     nb_ddp *d = nb_calloc(1, sizeof *d);
     if (!d) return nb_error(NB_ERR_NOMEM, "ddp_new: out of memory");
     d->comm = c;
@@ -234,7 +237,8 @@ nb_status nb_ddp_new(nb_ddp **out, nb_comm *c, nb_builder *b, size_t bucket_byte
     d->hooks = nb_calloc((size_t)n, sizeof *d->hooks);
     d->order = nb_calloc((size_t)n, sizeof *d->order);
     d->bucket_of = nb_calloc((size_t)n, sizeof *d->bucket_of);
-    nb_status st = d->params && d->hooks && d->order && d->bucket_of ? NB_OK : nb_error(NB_ERR_NOMEM, "ddp_new: out of memory");
+    nb_status st =
+        d->params && d->hooks && d->order && d->bucket_of ? NB_OK : nb_error(NB_ERR_NOMEM, "ddp_new: out of memory");
     for (int i = 0; i < n && !st; i++) {
         nb_tensor *p = nb_eager_param_at(b, i);
         if (!nb_tensor_is_contiguous(p) || (p->dtype != NB_F32 && p->dtype != NB_F64))

@@ -13,13 +13,13 @@
 #include "../comm/comm_internal.h"
 
 typedef struct bucket {
-    int first, count;        /* its parameters: order[first .. first+count) */
+    int first, count; /* its parameters: order[first .. first+count) */
     int64_t numel;
     nb_dtype dtype;
-    size_t offset;           /* of buf in the flat buffer, in bytes */
-    char *buf;               /* packed gradients: its part of the flat buffer */
-    int pending;             /* parameters not ready yet this step */
-    nb_comm_request *req;    /* while its all-reduce runs */
+    size_t offset;        /* of buf in the flat buffer, in bytes */
+    char *buf;            /* packed gradients: its part of the flat buffer */
+    int pending;          /* parameters not ready yet this step */
+    nb_comm_request *req; /* while its all-reduce runs */
     bool started;
     double t_start, t_done;
 } bucket;
@@ -35,18 +35,18 @@ struct nb_ddp {
     nb_comm *comm;
     nb_builder *b;
     int n_params;
-    nb_tensor **params;      /* retained, in creation order */
-    param_hook *hooks;       /* one per parameter: the hook's ctx */
-    int *order;              /* parameter indices, reverse creation order */
-    int *bucket_of;          /* per parameter */
+    nb_tensor **params; /* retained, in creation order */
+    param_hook *hooks;  /* one per parameter: the hook's ctx */
+    int *order;         /* parameter indices, reverse creation order */
+    int *bucket_of;     /* per parameter */
     bucket *buckets;
     int n_buckets;
-    char *flat;              /* every bucket's buffer */
-    int next;                /* the next bucket to start */
-    bool active;             /* inside nb_ddp_backward */
-    nb_status failed;        /* a hook's failure, reported at the end */
+    char *flat;       /* every bucket's buffer */
+    int next;         /* the next bucket to start */
+    bool active;      /* inside nb_ddp_backward */
+    nb_status failed; /* a hook's failure, reported at the end */
     double t_backward_end;
-    nb_zero *zero;           /* NULL unless nb_ddp_shard_optimizer */
+    nb_zero *zero;                /* NULL unless nb_ddp_shard_optimizer */
     void (*zero_free)(nb_zero *); /* frees it: optim sits above dist */
     nb_ddp_stats stats;
 };

@@ -9,7 +9,7 @@
 #include "../core/tensor_internal.h"
 
 static _Thread_local uint64_t sequence;
-static _Thread_local int grad_mode_depth;      /* entries on the mode stack */
+static _Thread_local int grad_mode_depth; /* entries on the mode stack */
 static _Thread_local bool grad_mode_stack[64];
 static _Thread_local bool anomaly;
 
@@ -120,8 +120,10 @@ nb_status nb_tensor_set_requires_grad(nb_tensor *t, bool on)
 {
     if (!t) return nb_error(NB_ERR_ARG, "requires_grad: tensor is NULL");
     if (!nb_tensor_is_leaf(t))
-        return nb_error(NB_ERR_ARG, "requires_grad: only leaves can be changed (this tensor was made by %s); "
-                                    "detach it first", nb_node_op(((nb_autograd *)t->autograd)->grad_fn));
+        return nb_error(NB_ERR_ARG,
+                        "requires_grad: only leaves can be changed (this tensor was made by %s); "
+                        "detach it first",
+                        nb_node_op(((nb_autograd *)t->autograd)->grad_fn));
     if (on && !nb_dtype_is_float(t->dtype))
         return nb_error(NB_ERR_DTYPE, "requires_grad: only floating-point tensors have gradients, not %s",
                         nb_dtype_name(t->dtype));
@@ -192,7 +194,8 @@ nb_status nb_tensor_register_post_accumulate_hook(nb_tensor *t, nb_grad_ready_ho
 {
     nb_autograd *a = t ? t->autograd : NULL;
     if (!fn || !a || !a->requires_grad || a->grad_fn)
-        return nb_error(NB_ERR_ARG, "register_post_accumulate_hook: %s", !fn ? "no function" : "the tensor is not a leaf that requires grad");
+        return nb_error(NB_ERR_ARG, "register_post_accumulate_hook: %s",
+                        !fn ? "no function" : "the tensor is not a leaf that requires grad");
     if (!a->accumulated && !(a->accumulated = nb_calloc(1, sizeof *a->accumulated)))
         return nb_error(NB_ERR_NOMEM, "register_post_accumulate_hook: out of memory");
     return hook_list_add(a->accumulated, (void *)fn, ctx);
@@ -224,9 +227,9 @@ nb_status nb_tensor_set_grad(nb_tensor *t, nb_tensor *grad)
     if (!a) return nb_error(NB_ERR_NOMEM, "set_grad: out of memory");
     if (grad->dtype != t->dtype || !nb_shape_equal(grad->ndim, grad->shape, t->ndim, t->shape)) {
         char x[NB_SHAPE_STR_MAX], y[NB_SHAPE_STR_MAX];
-        return nb_error(NB_ERR_SHAPE, "set_grad: the gradient is %s %s but the tensor is %s %s", nb_dtype_name(grad->dtype),
-                        nb_shape_str(x, sizeof x, grad->ndim, grad->shape), nb_dtype_name(t->dtype),
-                        nb_shape_str(y, sizeof y, t->ndim, t->shape));
+        return nb_error(NB_ERR_SHAPE, "set_grad: the gradient is %s %s but the tensor is %s %s",
+                        nb_dtype_name(grad->dtype), nb_shape_str(x, sizeof x, grad->ndim, grad->shape),
+                        nb_dtype_name(t->dtype), nb_shape_str(y, sizeof y, t->ndim, t->shape));
     }
     nb_tensor_retain(grad);
     nb_tensor_release(a->grad);
@@ -236,7 +239,10 @@ nb_status nb_tensor_set_grad(nb_tensor *t, nb_tensor *grad)
 
 /* ---- nodes -------------------------------------------------------------------- */
 
-nb_node *nb_tensor_grad_fn(const nb_tensor *t) { return t && t->autograd ? ((nb_autograd *)t->autograd)->grad_fn : NULL; }
+nb_node *nb_tensor_grad_fn(const nb_tensor *t)
+{
+    return t && t->autograd ? ((nb_autograd *)t->autograd)->grad_fn : NULL;
+}
 const char *nb_node_op(const nb_node *n)
 {
     return n->kind == NODE_ACCUMULATE ? "accumulate_grad" : n->kind == NODE_FN ? n->fn->name : n->def->name;
@@ -389,7 +395,7 @@ nb_status nb_edge_of(nb_tensor *t, nb_edge *e)
         if (!n) return nb_error(NB_ERR_NOMEM, "autograd: out of memory making a leaf's gradient accumulator");
         n->leaf = nb_tensor_retain(t);
         n->seq = UINT64_MAX; /* accumulate as soon as ready */
-        a->accumulator = n; /* weak: its users own it */
+        a->accumulator = n;  /* weak: its users own it */
         *e = (nb_edge){n, 0};
         return NB_OK;
     }

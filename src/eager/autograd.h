@@ -23,8 +23,8 @@ typedef enum { NODE_OP, NODE_ACCUMULATE, NODE_FN } node_kind;
 /* A NODE_FN's backward (nb_checkpoint's): the gradients of its inputs
  * (dx[k] for want[k], new references or NULL) from those of its outputs
  * (dy entries may be NULL). create_graph: the backward is being recorded. */
-typedef nb_status (*nb_node_fn)(void *ctx, int n_out, nb_tensor *const *dy, int n_in, const bool *want,
-                                nb_tensor **dx, bool create_graph);
+typedef nb_status (*nb_node_fn)(void *ctx, int n_out, nb_tensor *const *dy, int n_in, const bool *want, nb_tensor **dx,
+                                bool create_graph);
 typedef struct nb_fn_part {
     nb_node_fn fn;
     void *ctx; /* freed with the saved values (NULL after) */
@@ -47,45 +47,45 @@ struct nb_node {
     int n_in, n_out;
     /* engine scratch, valid during one graph task */
     int deps;
-    int index;                  /* in the task's list of nodes */
-    int capture;                /* nb_autograd_grad: index of the input captured here + 1, or 0 */
-    bool needed;                /* nb_autograd_grad: on a path to a requested input */
-    bool released;              /* its saved values are gone */
+    int index;     /* in the task's list of nodes */
+    int capture;   /* nb_autograd_grad: index of the input captured here + 1, or 0 */
+    bool needed;   /* nb_autograd_grad: on a path to a requested input */
+    bool released; /* its saved values are gone */
     uint64_t task;
-    nb_tensor **buffer;         /* per output (one for accumulators); the task's, from its chunks */
-    nb_edge *next;              /* per input; right after this struct (node_new) */
+    nb_tensor **buffer; /* per output (one for accumulators); the task's, from its chunks */
+    nb_edge *next;      /* per input; right after this struct (node_new) */
     /* NODE_OP */
     const nb_op_def *def;
     uint64_t seq;
-    bool *wants;                /* per input: its gradient is needed */
-    nb_tensor **saved_in;       /* per input: kept for the rule, or NULL */
+    bool *wants;          /* per input: its gradient is needed */
+    nb_tensor **saved_in; /* per input: kept for the rule, or NULL */
     uint64_t *saved_in_version;
-    nb_tensor **saved_out;      /* per output: detached data, or NULL */
+    nb_tensor **saved_out; /* per output: detached data, or NULL */
     uint64_t *saved_out_version;
-    nb_var_info *out_info;      /* per output */
-    nb_attr_value *attrs;       /* the def's attributes, in its order (in the node's block) */
-    nb_tensor **retain;         /* per output: a tensor that retains its grad (weak) */
-    hook_list *out_hooks;       /* per output: hooks of that output's tensor */
+    nb_var_info *out_info; /* per output */
+    nb_attr_value *attrs;  /* the def's attributes, in its order (in the node's block) */
+    nb_tensor **retain;    /* per output: a tensor that retains its grad (weak) */
+    hook_list *out_hooks;  /* per output: hooks of that output's tensor */
     uint8_t in_begin[NB_MAX_SLOTS + 1], out_begin[NB_MAX_SLOTS + 1]; /* as nb_grad_ctx's (at most 64 each) */
     node_hooks *hooks;
-    size_t bytes;               /* of its block, with the arrays below (nb_small_alloc) */
+    size_t bytes; /* of its block, with the arrays below (nb_small_alloc) */
     /* NODE_FN: its function, apart so that op nodes do not carry it */
     struct nb_fn_part *fn;
     /* NODE_ACCUMULATE */
-    nb_tensor *leaf;            /* strong */
+    nb_tensor *leaf; /* strong */
 };
 
 typedef struct nb_autograd {
     bool requires_grad;
     bool retains_grad;
-    nb_node *grad_fn;      /* strong; NULL for leaves */
+    nb_node *grad_fn; /* strong; NULL for leaves */
     int output_nr;
-    nb_tensor *grad;       /* accumulated gradient */
-    nb_node *accumulator;  /* weak: the leaf's accumulate node, while one lives */
-    hook_list hooks;       /* leaf hooks (a non-leaf's live in its node) */
-    hook_list *accumulated; /* leaf hooks run once .grad holds this backward pass's sum (made on first use) */
+    nb_tensor *grad;            /* accumulated gradient */
+    nb_node *accumulator;       /* weak: the leaf's accumulate node, while one lives */
+    hook_list hooks;            /* leaf hooks (a non-leaf's live in its node) */
+    hook_list *accumulated;     /* leaf hooks run once .grad holds this backward pass's sum (made on first use) */
     struct nb_batched *batched; /* vmap: the physical batch of a logical tensor (batched.h), or NULL */
-    bool in_room;          /* lives in its tensor's block (nb_tensor_room), not an allocation of its own */
+    bool in_room;               /* lives in its tensor's block (nb_tensor_room), not an allocation of its own */
 } nb_autograd;
 
 nb_autograd *nb_autograd_of(nb_tensor *t, bool create); /* NULL if none and !create */
@@ -119,7 +119,7 @@ typedef struct nb_param_trace {
     nb_tensor **t; /* strong */
     char **name;
     int n, cap;
-    bool failed;   /* out of memory while tracing */
+    bool failed; /* out of memory while tracing */
 } nb_param_trace;
 /* Sets the trace (NULL: none) and returns the one it replaces. */
 nb_param_trace *nb_eager_trace_params(nb_builder *b, nb_param_trace *trace);

@@ -87,11 +87,14 @@ int nb_batched_max_level(int n, nb_tensor *const *t)
     return level;
 }
 
-static const char *shape_of(char *buf, const nb_var_info *v) { return nb_shape_str(buf, NB_SHAPE_STR_MAX, v->ndim, v->shape); }
+static const char *shape_of(char *buf, const nb_var_info *v)
+{
+    return nb_shape_str(buf, NB_SHAPE_STR_MAX, v->ndim, v->shape);
+}
 
 /* The physical values, their batch dims and the batch size they agree on. */
-static nb_status unwrap_inputs(const nb_op_def *def, int level, int n_in, nb_tensor *const *in, nb_value *x,
-                               int *bdim, nb_var_info *info, int64_t *batch)
+static nb_status unwrap_inputs(const nb_op_def *def, int level, int n_in, nb_tensor *const *in, nb_value *x, int *bdim,
+                               nb_var_info *info, int64_t *batch)
 {
     int first = -1;
     *batch = -1;
@@ -135,10 +138,11 @@ static nb_status wrap_outputs(const nb_op_def *def, int level, nb_batch_ctx *c, 
         const nb_var_info *want = &c->y_info[k];
         if (!nb_shape_equal(out[k]->ndim, out[k]->shape, want->ndim, want->shape) || out[k]->dtype != want->dtype) {
             char a[NB_SHAPE_STR_MAX], w[NB_SHAPE_STR_MAX];
-            st = nb_error(NB_ERR_STATE, "vmap: the batching rule of %s made output %d of shape %s (%s) per example, "
-                          "but the op gives %s (%s)", def->name, k,
-                          nb_shape_str(a, sizeof a, out[k]->ndim, out[k]->shape), nb_dtype_name(out[k]->dtype),
-                          shape_of(w, want), nb_dtype_name(want->dtype));
+            st = nb_error(NB_ERR_STATE,
+                          "vmap: the batching rule of %s made output %d of shape %s (%s) per example, "
+                          "but the op gives %s (%s)",
+                          def->name, k, nb_shape_str(a, sizeof a, out[k]->ndim, out[k]->shape),
+                          nb_dtype_name(out[k]->dtype), shape_of(w, want), nb_dtype_name(want->dtype));
         }
     }
     if (st)
@@ -160,11 +164,19 @@ nb_status nb_batched_run(nb_builder *b, const nb_op_def *def, int level, nb_tens
     nb_var_info xi[MAX_ARGS], yi[MAX_ARGS];
     nb_attr_value av[NB_MAX_ATTRS];
     int64_t batch;
-    if (n_in > MAX_ARGS || n_out > MAX_ARGS) return nb_error(NB_ERR_ARG, "vmap: %s: too many inputs or outputs", def->name);
+    if (n_in > MAX_ARGS || n_out > MAX_ARGS)
+        return nb_error(NB_ERR_ARG, "vmap: %s: too many inputs or outputs", def->name);
     nb_status st = unwrap_inputs(def, level, n_in, in, x, xb, xi, &batch);
     if (st) return st;
-    nb_batch_ctx c = {.def = def, .n_in = n_in, .x = x, .x_bdim = xb, .x_info = xi, .batch = batch, .n_out = n_out,
-                      .y = y, .y_bdim = yb};
+    nb_batch_ctx c = {.def = def,
+                      .n_in = n_in,
+                      .x = x,
+                      .x_bdim = xb,
+                      .x_info = xi,
+                      .batch = batch,
+                      .n_out = n_out,
+                      .y = y,
+                      .y_bdim = yb};
     bool check;
     if ((st = nb_batch_apply(b, &c, av, yi, n_attrs, attrs, &check))) return st;
     return wrap_outputs(def, level, &c, check, out);

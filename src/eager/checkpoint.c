@@ -57,13 +57,16 @@ static nb_status ckpt_backward(void *p, int n_out, nb_tensor *const *dy, int n_a
     nb_builder *b = c->b;
     int n_in = c->n_in, n_par = c->params.n;
 
-    nb_tensor **alias = nb_calloc((size_t)n_all + 1, sizeof *alias), **swapped = nb_calloc((size_t)n_par + 1, sizeof *swapped);
+    nb_tensor **alias = nb_calloc((size_t)n_all + 1, sizeof *alias),
+              **swapped = nb_calloc((size_t)n_par + 1, sizeof *swapped);
     nb_value *in = nb_calloc((size_t)n_in + 1, sizeof *in), *out = nb_calloc((size_t)n_out + 1, sizeof *out);
-    nb_tensor **outs = nb_calloc((size_t)n_out + 1, sizeof *outs), **gouts = nb_calloc((size_t)n_out + 1, sizeof *gouts);
+    nb_tensor **outs = nb_calloc((size_t)n_out + 1, sizeof *outs),
+              **gouts = nb_calloc((size_t)n_out + 1, sizeof *gouts);
     nb_tensor **ins = nb_calloc((size_t)n_all + 1, sizeof *ins), **grads = nb_calloc((size_t)n_all + 1, sizeof *grads);
     int *where = nb_calloc((size_t)n_all + 1, sizeof *where);
     nb_status st = alias && swapped && in && out && outs && gouts && ins && grads && where
-                       ? NB_OK : nb_error(NB_ERR_NOMEM, "checkpoint: out of memory");
+        ? NB_OK
+        : nb_error(NB_ERR_NOMEM, "checkpoint: out of memory");
     int mark = nb_eager_values_mark(b), n_want = 0, n_y = 0;
     nb_grad_mode_push(true);
     for (int i = 0; i < n_all && !st; i++) {
@@ -136,16 +139,18 @@ nb_status nb_checkpoint(nb_builder *b, nb_checkpoint_fn f, void *ctx, nb_values 
     int n_in = ins.n;
     const nb_value *in = ins.v;
     if (!b || !f || n_in < 0 || n_out < 1 || (n_in && !in) || !out || !nb_builder_is_eager(b))
-        return nb_error(NB_ERR_ARG, "checkpoint: needs an eager builder, a function, its inputs and room for its "
-                                    "outputs");
+        return nb_error(NB_ERR_ARG,
+                        "checkpoint: needs an eager builder, a function, its inputs and room for its "
+                        "outputs");
     for (int k = 0; k < n_out; k++) out[k] = NB_NONE;
     for (int i = 0; i < n_in; i++)
         if (!nb_eager_tensor(in[i])) return nb_error(NB_ERR_ARG, "checkpoint: input %d is not an eager value", i);
     ckpt *c = nb_calloc(1, sizeof *c);
     if (!c) return nb_error(NB_ERR_NOMEM, "checkpoint: out of memory");
     *c = (ckpt){.b = b, .f = f, .ctx = ctx, .n_in = n_in, .n_out = n_out};
-    nb_status st = (c->in = nb_calloc((size_t)n_in + 1, sizeof *c->in)) ? NB_OK
-                                                                      : nb_error(NB_ERR_NOMEM, "checkpoint: out of memory");
+    nb_status st = (c->in = nb_calloc((size_t)n_in + 1, sizeof *c->in))
+        ? NB_OK
+        : nb_error(NB_ERR_NOMEM, "checkpoint: out of memory");
     for (int i = 0; i < n_in && !st; i++) c->in[i] = nb_tensor_retain(nb_eager_tensor(in[i]));
     if (!st) st = nb_eager_names_save(b, &c->names);
     bool record = nb_grad_mode_enabled();
@@ -167,8 +172,7 @@ nb_status nb_checkpoint(nb_builder *b, nb_checkpoint_fn f, void *ctx, nb_values 
     }
     int n_all = n_in + c->params.n;
     bool any = false;
-    for (int i = 0; i < n_all && !st; i++)
-        any |= nb_tensor_requires_grad(i < n_in ? c->in[i] : c->params.t[i - n_in]);
+    for (int i = 0; i < n_all && !st; i++) any |= nb_tensor_requires_grad(i < n_in ? c->in[i] : c->params.t[i - n_in]);
     nb_tensor **all = NULL, **outs = NULL;
     if (!st && record && any) {
         all = nb_calloc((size_t)n_all + 1, sizeof *all);

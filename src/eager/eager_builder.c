@@ -25,8 +25,8 @@ typedef struct eager_state {
      * thread's current level). */
     nb_tangents *level;
     int n_own;
-    nb_strmap params;   /* name -> tensor (strong) */
-    nb_strmap names;    /* layer-name counters, restarted every step */
+    nb_strmap params; /* name -> tensor (strong) */
+    nb_strmap names;  /* layer-name counters, restarted every step */
     nb_rng rng;
     bool is_test;
     nb_param_trace *trace; /* nb_checkpoint: the parameters its function reads */
@@ -108,8 +108,10 @@ static nb_status random_state(eager_state *s, const char *op, nb_rng *replayed, 
     nb_rng at = s->rng;
     if (s->replay) {
         if (s->replay->pos >= s->replay->n)
-            return nb_error(NB_ERR_STATE, "%s: a checkpointed function, run again, draws random numbers more times "
-                                          "than it did the first time", op);
+            return nb_error(NB_ERR_STATE,
+                            "%s: a checkpointed function, run again, draws random numbers more times "
+                            "than it did the first time",
+                            op);
         at = *replayed = s->replay->states[s->replay->pos++];
         *rng = replayed;
     } else *rng = &s->rng;
@@ -215,7 +217,8 @@ nb_status nb_eager_emit(nb_builder *b, const char *type, int n_in, const nb_valu
         ob = in_order[n_out];
         cin = ins;
     } else if ((st = nb_resolve_attrs(def, m, all, av, def->name)) ||
-               (st = nb_map_slots(def, n_in, ins, n_out, (nb_slot_scratch){present, order}, compact, in_begin, out_begin))) {
+               (st = nb_map_slots(def, n_in, ins, n_out, (nb_slot_scratch){present, order}, compact, in_begin,
+                                  out_begin))) {
         goto done;
     } else {
         /* Optional or variadic slots filled otherwise are not a plain call. */
@@ -244,10 +247,7 @@ done:
     return st;
 }
 
-static nb_var_info eager_info(const nb_builder *b, nb_value v)
-{
-    return nb_tensor_info(v.p);
-}
+static nb_var_info eager_info(const nb_builder *b, nb_value v) { return nb_tensor_info(v.p); }
 
 static void eager_destroy(nb_builder *b)
 {
@@ -459,7 +459,8 @@ nb_tensor *nb_eager_param_at(const nb_builder *b, int i)
 nb_status nb_eager_add_param(nb_builder *b, const char *name, nb_tensor *t)
 {
     eager_state *s = state_of(b);
-    if (nb_strmap_get(&s->params, name, NULL)) return nb_error(NB_ERR_ARG, "eager: a parameter named '%s' exists", name);
+    if (nb_strmap_get(&s->params, name, NULL))
+        return nb_error(NB_ERR_ARG, "eager: a parameter named '%s' exists", name);
     /* An integer tensor (a step counter, a table of ids) is state that no
      * gradient reaches. */
     nb_status st = nb_dtype_is_float(t->dtype) ? nb_tensor_set_requires_grad(t, true) : NB_OK;
@@ -486,8 +487,10 @@ nb_status nb_eager_inplace(nb_builder *b, const char *type, nb_values values, nb
         return nb_error(NB_ERR_ARG, "inplace %s: target %d is not one of its %d inputs", type, target, n_in);
     nb_tensor *t = in[target].p;
     if (nb_grad_mode_enabled() && nb_tensor_requires_grad(t))
-        return nb_error(NB_ERR_STATE, "inplace %s: the tensor requires grad; in-place ops on it are allowed only in "
-                                      "no-grad mode (nb_grad_mode_push(false))", type);
+        return nb_error(NB_ERR_STATE,
+                        "inplace %s: the tensor requires grad; in-place ops on it are allowed only in "
+                        "no-grad mode (nb_grad_mode_push(false))",
+                        type);
     if (n_in > MAX_ARGS) return nb_error(NB_ERR_ARG, "inplace %s: too many inputs", type);
     nb_tensor *ins[MAX_ARGS], *outs[1] = {t};
     for (int i = 0; i < n_in; i++) ins[i] = in[i].p;
@@ -511,9 +514,9 @@ nb_status nb_eager_forward_mode_sets(nb_builder *b, int n)
         return nb_error(NB_ERR_ARG, "forward mode: %d tangent sets; 1..%d are allowed", n, MAX_SETS);
     eager_state *s = state_of(b);
     if (s->n_own)
-        return s->n_own == n ? NB_OK
-                             : nb_error(NB_ERR_STATE, "forward mode: the builder has %d tangent sets already, not %d",
-                                        s->n_own, n);
+        return s->n_own == n
+            ? NB_OK
+            : nb_error(NB_ERR_STATE, "forward mode: the builder has %d tangent sets already, not %d", s->n_own, n);
     nb_tangents *outer = s->level, *chain = nb_tangents_retain(outer);
     nb_status st = NB_OK;
     for (int i = 0; i < n && !st; i++) {
@@ -557,9 +560,9 @@ nb_status nb_eager_set_tangent_in(nb_builder *b, int set, nb_tensor *t, nb_tenso
     if (!t || !tangent) return nb_error(NB_ERR_ARG, "set_tangent: the tensor or its tangent is NULL");
     if (!nb_shape_equal(t->ndim, t->shape, tangent->ndim, tangent->shape) || t->dtype != tangent->dtype) {
         char a[NB_SHAPE_STR_MAX], c[NB_SHAPE_STR_MAX];
-        return nb_error(NB_ERR_SHAPE, "set_tangent: the tangent is %s %s but the value %s %s", nb_dtype_name(tangent->dtype),
-                        nb_shape_str(a, sizeof a, tangent->ndim, tangent->shape), nb_dtype_name(t->dtype),
-                        nb_shape_str(c, sizeof c, t->ndim, t->shape));
+        return nb_error(NB_ERR_SHAPE, "set_tangent: the tangent is %s %s but the value %s %s",
+                        nb_dtype_name(tangent->dtype), nb_shape_str(a, sizeof a, tangent->ndim, tangent->shape),
+                        nb_dtype_name(t->dtype), nb_shape_str(c, sizeof c, t->ndim, t->shape));
     }
     return nb_tangents_set(l, t, tangent);
 }

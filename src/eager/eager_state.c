@@ -17,8 +17,9 @@ static nb_tensor *existing(nb_builder *b, const nb_state_spec *sp, bool *failed)
     char want[NB_SHAPE_STR_MAX], have[NB_SHAPE_STR_MAX];
     nb_tensor *t = nb_eager_find_param(b, sp->name);
     *failed = false;
-    if (t && (t->dtype != sp->dtype || !nb_shape_equal(t->ndim, t->shape, sp->ndim, sp->shape) ||
-              nb_tensor_requires_grad(t) != sp->trainable)) {
+    if (t &&
+        (t->dtype != sp->dtype || !nb_shape_equal(t->ndim, t->shape, sp->ndim, sp->shape) ||
+         nb_tensor_requires_grad(t) != sp->trainable)) {
         nb_builder_fail(b, NB_ERR_ARG,
                         "%s %s: the builder already holds a %s %s %s of that name; asked for a %s %s %s (two layers "
                         "given one name?)",
@@ -43,7 +44,8 @@ static nb_status first_value(nb_builder *b, const nb_state_spec *sp, nb_tensor *
         if (sp->shape[i] < 0)
             return nb_error(NB_ERR_SHAPE, "shape %s has an unknown dimension; eager tensors need sizes",
                             nb_shape_str(s, sizeof s, sp->ndim, sp->shape));
-    if (sp->n_attrs + 2 > NB_MAX_ATTRS) return nb_error(NB_ERR_ARG, "%d initialiser attributes are too many", sp->n_attrs);
+    if (sp->n_attrs + 2 > NB_MAX_ATTRS)
+        return nb_error(NB_ERR_ARG, "%d initialiser attributes are too many", sp->n_attrs);
     nb_attr attrs[NB_MAX_ATTRS];
     int n = 0;
     for (int i = 0; i < sp->n_attrs; i++) attrs[n++] = sp->attrs[i];

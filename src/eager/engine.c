@@ -35,9 +35,9 @@ typedef struct task {
     bool retain_graph, create_graph, capturing;
     nb_node **nodes; /* reachable, each retained for the task until it has run (then NULL) */
     int n_nodes, cap_nodes;
-    nb_node **heap;  /* ready nodes, max-heap on sequence */
+    nb_node **heap; /* ready nodes, max-heap on sequence */
     int n_heap;
-    int n_capture;   /* nb_autograd_grad: where each input's gradient is picked up */
+    int n_capture; /* nb_autograd_grad: where each input's gradient is picked up */
     nb_node **cap_node;
     int *cap_nr;
     nb_tensor **captured;
@@ -259,10 +259,9 @@ static nb_status add_grads(task *t, nb_tensor *a, nb_tensor *b, nb_tensor **out)
  * fresh memory, were a tenth of the eager step. */
 static bool add_in_place(const task *t, const nb_tensor *a, const nb_tensor *b)
 {
-    return !t->create_graph && a->refcount == 1 && a->storage && a->storage->refcount == 1 &&
-           !a->storage->borrowed && !a->autograd && a->dtype == b->dtype &&
-           nb_shape_equal(a->ndim, a->shape, b->ndim, b->shape) && nb_tensor_is_contiguous(a) &&
-           !nb_batched_level(a) && !nb_batched_level(b) && !nb_eager_carries_tangents(t->b);
+    return !t->create_graph && a->refcount == 1 && a->storage && a->storage->refcount == 1 && !a->storage->borrowed &&
+        !a->autograd && a->dtype == b->dtype && nb_shape_equal(a->ndim, a->shape, b->ndim, b->shape) &&
+        nb_tensor_is_contiguous(a) && !nb_batched_level(a) && !nb_batched_level(b) && !nb_eager_carries_tangents(t->b);
 }
 
 /* Adds g (a reference the caller passes on) into buffer slot *slot. */
@@ -304,7 +303,9 @@ static nb_status run_node_hooks(nb_node *n, const hook_list *h, int count, nb_te
 {
     for (int i = 0; h && i < h->n; i++) {
         nb_status st = ((nb_node_hook)h->fns[i])(n, count, grads, h->ctxs[i]);
-        if (st) return nb_error_context(st, "backward: a hook of node %s #%llu failed", nb_node_op(n), (unsigned long long)n->seq);
+        if (st)
+            return nb_error_context(st, "backward: a hook of node %s #%llu failed", nb_node_op(n),
+                                    (unsigned long long)n->seq);
     }
     return NB_OK;
 }
@@ -323,8 +324,9 @@ static nb_status check_saved(const nb_node *n)
 {
     const char *label = n->def->name;
     if (n->released)
-        return nb_error(NB_ERR_STATE, "backward: trying to backward through the graph a second time (node %s #%llu): "
-                                      "its saved values were freed; pass retain_graph the first time",
+        return nb_error(NB_ERR_STATE,
+                        "backward: trying to backward through the graph a second time (node %s #%llu): "
+                        "its saved values were freed; pass retain_graph the first time",
                         label, (unsigned long long)n->seq);
     for (int side = 0; side < 2; side++) {
         int count = side ? n->n_out : n->n_in;
@@ -334,8 +336,8 @@ static nb_status check_saved(const nb_node *n)
             if (saved[k] && nb_tensor_version(saved[k]) != ver[k])
                 return nb_error(NB_ERR_STATE,
                                 "backward: %s (node #%llu) saved its %s %d, which was since modified by an in-place %s "
-                                "(version %llu, saved at %llu)", label, (unsigned long long)n->seq,
-                                side ? "output" : "input", k,
+                                "(version %llu, saved at %llu)",
+                                label, (unsigned long long)n->seq, side ? "output" : "input", k,
                                 saved[k]->storage->last_writer ? saved[k]->storage->last_writer : "op",
                                 (unsigned long long)saved[k]->storage->version, (unsigned long long)ver[k]);
     }
@@ -388,8 +390,9 @@ static nb_status deliver(task *t, nb_node *n, nb_tensor **dx)
         if (!st && g && nb_anomaly_mode() && !finite(g))
             st = nb_error(NB_ERR_STATE,
                           "backward: anomaly: the gradient that %s (node #%llu, the %llu%s op recorded) produced for "
-                          "its input %d holds NaN or Inf", nb_node_op(n), (unsigned long long)n->seq,
-                          (unsigned long long)n->seq, ordinal_suffix(n->seq), k);
+                          "its input %d holds NaN or Inf",
+                          nb_node_op(n), (unsigned long long)n->seq, (unsigned long long)n->seq, ordinal_suffix(n->seq),
+                          k);
         if (!st && g) st = accumulate(t, &m->buffer[n->next[k].nr], g);
         else nb_tensor_release(g);
         if (!st && --m->deps == 0) heap_push(t, m);
@@ -405,7 +408,8 @@ static nb_status run_op_node(task *t, nb_node *n)
     nb_value x[64], y[64], dy[64], dxv[64];
     bool want[64];
     nb_tensor *dx[64]; /* the n_in used are cleared below, not all 64 */
-    if (n->n_in > 64 || n->n_out > 64) return nb_error(NB_ERR_UNSUPPORTED, "backward: %s has too many slots", n->def->name);
+    if (n->n_in > 64 || n->n_out > 64)
+        return nb_error(NB_ERR_UNSUPPORTED, "backward: %s has too many slots", n->def->name);
     /* The rule's inputs are the node's (its saved values, held until it has
      * run) and the buffer's: handed over as they are, not held once more by
      * the builder. */
@@ -423,7 +427,13 @@ static nb_status run_op_node(task *t, nb_node *n)
     }
     if ((st = nb_builder_status(t->b))) return nb_error(st, "%s", nb_builder_error(t->b));
     if (any) {
-        nb_grad_ctx g = {.def = n->def, .attrs = n->attrs, .x = x, .y = y, .dy = dy, .dx = dxv, .want_dx = want,
+        nb_grad_ctx g = {.def = n->def,
+                         .attrs = n->attrs,
+                         .x = x,
+                         .y = y,
+                         .dy = dy,
+                         .dx = dxv,
+                         .want_dx = want,
                          .y_info = n->out_info};
         for (int s = 0; s <= NB_MAX_SLOTS; s++) {
             g.in_begin[s] = n->in_begin[s];
@@ -443,7 +453,8 @@ static nb_status run_op_node(task *t, nb_node *n)
                                  (unsigned long long)n->seq);
             }
         }
-        for (int k = 0; !st && k < n->n_in; k++) dx[k] = want[k] && !nb_is_none(dxv[k]) ? nb_tensor_retain(dxv[k].p) : NULL;
+        for (int k = 0; !st && k < n->n_in; k++)
+            dx[k] = want[k] && !nb_is_none(dxv[k]) ? nb_tensor_retain(dxv[k].p) : NULL;
     }
     if (!st && n->hooks) st = run_node_hooks(n, &n->hooks->post, n->n_in, dx);
     nb_eager_release_values(t->b);
@@ -459,9 +470,10 @@ static nb_status run_op_node(task *t, nb_node *n)
 static nb_status run_fn_node(task *t, nb_node *n)
 {
     if (!n->fn->ctx)
-        return nb_error(NB_ERR_STATE, "backward: trying to backward through the graph a second time (node %s #%llu): "
-                        "its saved values were freed; pass retain_graph the first time", n->fn->name,
-                        (unsigned long long)n->seq);
+        return nb_error(NB_ERR_STATE,
+                        "backward: trying to backward through the graph a second time (node %s #%llu): "
+                        "its saved values were freed; pass retain_graph the first time",
+                        n->fn->name, (unsigned long long)n->seq);
     nb_status st = n->hooks ? run_node_hooks(n, &n->hooks->pre, n->n_out, n->buffer) : NB_OK;
     if (st) return st;
     bool *want = nb_calloc((size_t)n->n_in + 1, sizeof *want);
@@ -617,13 +629,16 @@ static nb_status run_task(task *t, int n_roots, nb_tensor *const *roots, nb_tens
 {
     nb_node **root_nodes = nb_calloc((size_t)n_roots + 1, sizeof *root_nodes);
     int *root_nr = nb_calloc((size_t)n_roots + 1, sizeof *root_nr);
-    nb_status st = root_nodes && root_nr ? nb_eager_builder_for_engine(&t->b) : nb_error(NB_ERR_NOMEM, "backward: out of memory");
+    nb_status st =
+        root_nodes && root_nr ? nb_eager_builder_for_engine(&t->b) : nb_error(NB_ERR_NOMEM, "backward: out of memory");
     for (int i = 0; i < n_roots && !st; i++) {
         nb_edge e;
         if ((st = nb_edge_of(roots[i], &e))) break;
         if (!e.node)
-            st = nb_error(NB_ERR_ARG, "backward: root %d does not require grad: no recorded op made it and it is not a "
-                                      "leaf that requires grad", i);
+            st = nb_error(NB_ERR_ARG,
+                          "backward: root %d does not require grad: no recorded op made it and it is not a "
+                          "leaf that requires grad",
+                          i);
         root_nodes[i] = e.node;
         root_nr[i] = e.nr;
     }
@@ -632,7 +647,8 @@ static nb_status run_task(task *t, int n_roots, nb_tensor *const *roots, nb_tens
         mark_needed(t);
         count_dependencies(t);
     }
-    if (!st && !(t->heap = nb_calloc((size_t)t->n_nodes + 1, sizeof *t->heap))) st = nb_error(NB_ERR_NOMEM, "backward: out of memory");
+    if (!st && !(t->heap = nb_calloc((size_t)t->n_nodes + 1, sizeof *t->heap)))
+        st = nb_error(NB_ERR_NOMEM, "backward: out of memory");
     if (!st) {
         for (int i = 0; i < n_roots && !st; i++) {
             nb_node *n = root_nodes[i];
@@ -658,8 +674,10 @@ static nb_status root_gradients(int n, nb_tensor *const *roots, nb_tensor *const
     for (int i = 0; i < n; i++) {
         if (!roots[i]) return nb_error(NB_ERR_ARG, "backward: root %d is NULL", i);
         if (!nb_tensor_requires_grad(roots[i]))
-            return nb_error(NB_ERR_ARG, "backward: root %d does not require grad: no recorded op made it and it is not "
-                                        "a leaf that requires grad", i);
+            return nb_error(NB_ERR_ARG,
+                            "backward: root %d does not require grad: no recorded op made it and it is not "
+                            "a leaf that requires grad",
+                            i);
         if (given && given[i]) {
             if (!nb_shape_equal(given[i]->ndim, given[i]->shape, roots[i]->ndim, roots[i]->shape)) {
                 char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
@@ -672,9 +690,10 @@ static nb_status root_gradients(int n, nb_tensor *const *roots, nb_tensor *const
         }
         if (nb_tensor_numel(roots[i]) != 1) {
             char a[NB_SHAPE_STR_MAX];
-            return nb_error(NB_ERR_SHAPE, "backward: root %d has shape %s; a gradient is implied only for one-element "
-                                          "roots, so pass root_grads", i,
-                            nb_shape_str(a, sizeof a, roots[i]->ndim, roots[i]->shape));
+            return nb_error(NB_ERR_SHAPE,
+                            "backward: root %d has shape %s; a gradient is implied only for one-element "
+                            "roots, so pass root_grads",
+                            i, nb_shape_str(a, sizeof a, roots[i]->ndim, roots[i]->shape));
         }
         nb_status st = nb_tensor_full(&out[i], roots[i]->dtype, roots[i]->ndim, roots[i]->shape, 1.0);
         if (st) return st;
@@ -710,8 +729,12 @@ nb_status nb_autograd_grad(nb_tensors outs, nb_tensor *const *grad_outputs, nb_t
         return nb_error(NB_ERR_ARG, "autograd_grad: need outputs, inputs and room for the gradients");
     for (int i = 0; i < n_in; i++) grads_out[i] = NULL;
     nb_tensor **grads = nb_calloc((size_t)n_out, sizeof *grads);
-    task t = {.id = ++task_ids, .retain_graph = retain_graph || create_graph, .create_graph = create_graph,
-              .capturing = true, .n_capture = n_in, .captured = grads_out};
+    task t = {.id = ++task_ids,
+              .retain_graph = retain_graph || create_graph,
+              .create_graph = create_graph,
+              .capturing = true,
+              .n_capture = n_in,
+              .captured = grads_out};
     t.cap_node = nb_calloc((size_t)n_in, sizeof *t.cap_node);
     t.cap_nr = nb_calloc((size_t)n_in, sizeof *t.cap_nr);
     nb_status st = grads && t.cap_node && t.cap_nr ? NB_OK : nb_error(NB_ERR_NOMEM, "autograd_grad: out of memory");
@@ -729,8 +752,8 @@ nb_status nb_autograd_grad(nb_tensors outs, nb_tensor *const *grad_outputs, nb_t
     if (!st) st = run_task(&t, n_out, outputs, grads);
     for (int i = 0; i < n_in && !st; i++)
         if (!grads_out[i] && !allow_unused)
-            st = nb_error(NB_ERR_ARG, "autograd_grad: input %d is not used to compute the outputs (pass NB_ALLOW_UNUSED)",
-                          i);
+            st = nb_error(NB_ERR_ARG,
+                          "autograd_grad: input %d is not used to compute the outputs (pass NB_ALLOW_UNUSED)", i);
     if (st)
         for (int i = 0; i < n_in; i++) {
             nb_tensor_release(grads_out[i]);

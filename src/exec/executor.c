@@ -42,8 +42,8 @@ static int add_value(nb_prepared *pp, const char *name, value_kind kind, const n
     }
     int i = pp->n_values;
     if (nb_strmap_put(&pp->index, name, (void *)(uintptr_t)(i + 1))) return -1;
-    pp->values[i] = (value){.name = name, .kind = kind, .var = var, .buffer = -1, .last_use = -1, .inplace_of = -1,
-                                 .local = -1};
+    pp->values[i] =
+        (value){.name = name, .kind = kind, .var = var, .buffer = -1, .last_use = -1, .inplace_of = -1, .local = -1};
     pp->n_values++;
     return i;
 }
@@ -81,14 +81,15 @@ nb_status nb_exec_prepare_step(nb_prepared *pp, const nb_block *b, const nb_op *
     if (!st->in || !st->out || !st->in_info || !st->out_info || !st->in_t || !st->out_t || !st->out_is_input)
         return nb_error(NB_ERR_NOMEM, "prepare: out of memory");
     for (int k = 0; k < st->n_in; k++)
-        if ((st->in[k] = slot_for(pp, b, op->inputs[k], true, s)) < 0) return nb_error(NB_ERR_NOMEM, "prepare: out of memory");
+        if ((st->in[k] = slot_for(pp, b, op->inputs[k], true, s)) < 0)
+            return nb_error(NB_ERR_NOMEM, "prepare: out of memory");
     for (int k = 0; k < st->n_out; k++) {
         if ((st->out[k] = slot_for(pp, b, op->outputs[k], false, s)) < 0)
             return nb_error(NB_ERR_NOMEM, "prepare: out of memory");
         for (int j = 0; j < st->n_in; j++) st->out_is_input[k] |= st->in[j] == st->out[k];
     }
-    st->ctx = (nb_op_ctx){.def = op->def, .label = st->label, .attrs = op->attrs, .in_info = st->in_info,
-                          .out_info = st->out_info};
+    st->ctx = (nb_op_ctx){
+        .def = op->def, .label = st->label, .attrs = op->attrs, .in_info = st->in_info, .out_info = st->out_info};
     memcpy(st->ctx.in_begin, op->in_begin, sizeof st->ctx.in_begin);
     memcpy(st->ctx.out_begin, op->out_begin, sizeof st->ctx.out_begin);
     if (op->def->params_size) {
@@ -96,8 +97,8 @@ nb_status nb_exec_prepare_step(nb_prepared *pp, const nb_block *b, const nb_op *
         nb_status ps = op->def->params(&st->ctx, st->params);
         if (ps) return ps;
     }
-    st->kctx = (nb_kernel_ctx){.params = st->params, .label = st->label, .in = st->in_t, .out = st->out_t,
-                               .rng = &st->rng, .exec = &pp->env};
+    st->kctx = (nb_kernel_ctx){
+        .params = st->params, .label = st->label, .in = st->in_t, .out = st->out_t, .rng = &st->rng, .exec = &pp->env};
     memcpy(st->kctx.in_begin, op->in_begin, sizeof st->kctx.in_begin);
     memcpy(st->kctx.out_begin, op->out_begin, sizeof st->kctx.out_begin);
     uint64_t sd = nb_op_seed(pp->program, op);
@@ -191,7 +192,7 @@ static nb_status plan_by_size(nb_prepared *pp, bool allocate)
     bool *released = nb_calloc((size_t)n + 1, sizeof *released);
     int *old = nb_malloc(((size_t)n + 1) * sizeof *old);
     int *live = nb_calloc(2 * (size_t)n + 1, sizeof *live); /* per buffer: the live values in it */
-    int *end = live ? live + n : NULL; /* per buffer: the last step that reads a value in it */
+    int *end = live ? live + n : NULL;                      /* per buffer: the last step that reads a value in it */
     if (!free_list || !cap || !released || !old || !live) {
         nb_free(free_list);
         nb_free(cap);
@@ -277,8 +278,9 @@ static nb_status plan_by_size(nb_prepared *pp, bool allocate)
         for (int b = 0; b < n_buffers; b++) {
             bufs[b].cap = cap[b];
             if (allocate && cap[b] && !(bufs[b].storage = storage_alloc(pp, cap[b])) && !st)
-                st = nb_error(NB_ERR_NOMEM, "run: the step completed, but there was no memory for its buffers, "
-                                            "planned again by size");
+                st = nb_error(NB_ERR_NOMEM,
+                              "run: the step completed, but there was no memory for its buffers, "
+                              "planned again by size");
         }
         pp->sized = true;
     } else {
@@ -295,7 +297,7 @@ static nb_status plan_by_size(nb_prepared *pp, bool allocate)
 }
 
 static nb_status prepare(nb_prepared **out, nb_program *p, int block_idx, int n_feed, const char *const *feed_names,
-                        int n_fetch, const char *const *fetch_names, nb_block_cache *cache)
+                         int n_fetch, const char *const *fetch_names, nb_block_cache *cache)
 {
     *out = NULL;
     const nb_block *b = nb_program_block(p, block_idx);
@@ -608,7 +610,8 @@ static nb_status missing_input(const nb_prepared *pp, const step *st, const valu
     if (v->var && v->var->persistable)
         return nb_error(NB_ERR_NOT_FOUND, "%s: persistable var '%s' is not in the scope (was the startup program run?)",
                         st->label, v->name);
-    return nb_error(NB_ERR_NOT_FOUND, "%s: var '%s' has no value: it is not fed, not in the scope, and no earlier op writes it",
+    return nb_error(NB_ERR_NOT_FOUND,
+                    "%s: var '%s' has no value: it is not fed, not in the scope, and no earlier op writes it",
                     st->label, v->name);
 }
 
@@ -764,7 +767,8 @@ nb_status nb_prepared_run(nb_prepared *pp, nb_scope *scope, nb_tensor *const *fe
     for (int i = 0; !st && i < pp->n_fetch; i++) {
         value *v = &pp->values[pp->fetch_values[i]];
         if (!v->t) {
-            st = nb_error(NB_ERR_NOT_FOUND, "run: fetch '%s' has no value (not fed, not in the scope, not written)", v->name);
+            st = nb_error(NB_ERR_NOT_FOUND, "run: fetch '%s' has no value (not fed, not in the scope, not written)",
+                          v->name);
         } else if (v->kind == V_SCOPE) {
             /* Scope values change under later runs: hand out a copy. */
             st = nb_tensor_clone(&fetched[i], v->t);

@@ -67,9 +67,11 @@ static nb_status check_lists(nb_feeds feeds, nb_names fetches, nb_tensor **fetch
         return nb_error(NB_ERR_ARG, "executor run: %d fetch%s but no array of their names (NULL)", fetches.n,
                         fetches.n == 1 ? "" : "es");
     if (fetches.n && !fetched)
-        return nb_error(NB_ERR_ARG, "executor run: %d fetch%s ('%s'%s) but nowhere to put the result: the output "
-                        "array is NULL", fetches.n, fetches.n == 1 ? "" : "es",
-                        fetches.v[0] ? fetches.v[0] : "(null)", fetches.n > 1 ? ", ..." : "");
+        return nb_error(NB_ERR_ARG,
+                        "executor run: %d fetch%s ('%s'%s) but nowhere to put the result: the output "
+                        "array is NULL",
+                        fetches.n, fetches.n == 1 ? "" : "es", fetches.v[0] ? fetches.v[0] : "(null)",
+                        fetches.n > 1 ? ", ..." : "");
     return NB_OK;
 }
 

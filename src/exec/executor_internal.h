@@ -18,9 +18,9 @@ typedef struct value {
     int buffer;        /* temporaries: planned buffer, -1 for fetched ones */
     int last_use;      /* index of the last step touching it */
     bool fetched, written;
-    size_t bytes;      /* temporaries: their size in the last run */
-    int inplace_of;    /* temporaries: the input whose buffer it takes over in place (plan by size), or -1 */
-    int local;         /* a value only one fused group uses: its scratch slot there (no buffer), else -1 */
+    size_t bytes;   /* temporaries: their size in the last run */
+    int inplace_of; /* temporaries: the input whose buffer it takes over in place (plan by size), or -1 */
+    int local;      /* a value only one fused group uses: its scratch slot there (no buffer), else -1 */
     nb_tensor *t;   /* bound during a run (owned by the slot for temporaries) */
 } value;
 
@@ -34,19 +34,19 @@ typedef struct step {
     char label[200];
     int *in, *out; /* value indices */
     int n_in, n_out;
-    nb_op_ctx ctx;                /* inference, and control-flow kernels */
-    nb_kernel_ctx kctx;           /* what the kernel sees */
-    const nb_kernel_def *kernel;  /* picked on the first run, again when shapes change */
-    void *params;                 /* the op's parameter struct, filled at prepare time */
+    nb_op_ctx ctx;               /* inference, and control-flow kernels */
+    nb_kernel_ctx kctx;          /* what the kernel sees */
+    const nb_kernel_def *kernel; /* picked on the first run, again when shapes change */
+    void *params;                /* the op's parameter struct, filled at prepare time */
     nb_var_info *in_info, *out_info;
     nb_tensor **in_t, **out_t;
     bool *out_is_input; /* output k is also an input of this op (in place) */
-    int group;        /* the fused group it belongs to (fuse.c), or -1 */
-    bool folded;      /* a matmul whose product an update step takes over (fold.c): not run */
+    int group;          /* the fused group it belongs to (fuse.c), or -1 */
+    bool folded;        /* a matmul whose product an update step takes over (fold.c): not run */
     bool inferred;
-    bool random;      /* NB_OP_RANDOM: reseeded every run */
-    bool run_once;    /* an initialiser among other ops: runs while its outputs have no value */
-    uint64_t seed;    /* its stream's base seed */
+    bool random;   /* NB_OP_RANDOM: reseeded every run */
+    bool run_once; /* an initialiser among other ops: runs while its outputs have no value */
+    uint64_t seed; /* its stream's base seed */
     nb_rng rng;
 } step;
 

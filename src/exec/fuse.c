@@ -236,7 +236,8 @@ static void run_slices(void *ctx, int64_t lo, int64_t hi)
         for (int i = 0; i < g->n; i++) {
             char *ptr[FUSE_MAX_OPERANDS];
             for (int k = 0; k < p->n_ops[i]; k++)
-                ptr[k] = p->slot[i][k] >= 0 ? scratch[p->slot[i][k]] : p->base[i][k] + p->stride[i][k] * e0 * p->elsize[i][k];
+                ptr[k] = p->slot[i][k] >= 0 ? scratch[p->slot[i][k]]
+                                            : p->base[i][k] + p->stride[i][k] * e0 * p->elsize[i][k];
             g->pw[i].loop(n, ptr, p->stride[i], g->pw[i].aux);
         }
     }
@@ -252,10 +253,7 @@ static void operand(fuse_pass *p, int i, int k, const value *v)
     p->stride[i][k] = nb_tensor_numel(v->t) == p->g->numel ? 1 : 0;
 }
 
-static bool overlap(const char *a, int64_t na, const char *b, int64_t nb)
-{
-    return a < b + nb && b < a + na;
-}
+static bool overlap(const char *a, int64_t na, const char *b, int64_t nb) { return a < b + nb && b < a + na; }
 
 /* Binds the group's outputs and fills the pass, or returns false (binding
  * nothing that matters) where the inputs no longer have the shapes of the
@@ -271,8 +269,9 @@ static bool bind_group(nb_prepared *pp, nb_scope *scope, const struct fuse_group
             const value *v = &pp->values[st->in[k]];
             const nb_var_info *inf = &st->in_info[k];
             const nb_tensor *t = v->t;
-            if (v->local < 0 && (!t || t->dtype != inf->dtype || !nb_shape_equal(t->ndim, t->shape, inf->ndim, inf->shape) ||
-                                 !nb_tensor_is_contiguous(t)))
+            if (v->local < 0 &&
+                (!t || t->dtype != inf->dtype || !nb_shape_equal(t->ndim, t->shape, inf->ndim, inf->shape) ||
+                 !nb_tensor_is_contiguous(t)))
                 return false;
             operand(p, i, k, v);
         }
@@ -286,7 +285,8 @@ static bool bind_group(nb_prepared *pp, nb_scope *scope, const struct fuse_group
             if (p->slot[i][k] >= 0 || p->stride[i][k]) continue;
             for (int j = 0; j < g->n; j++) {
                 int o = p->n_ops[j] - 1;
-                if (p->slot[j][o] < 0 && overlap(p->base[i][k], p->elsize[i][k], p->base[j][o], g->numel * p->elsize[j][o]))
+                if (p->slot[j][o] < 0 &&
+                    overlap(p->base[i][k], p->elsize[i][k], p->base[j][o], g->numel * p->elsize[j][o]))
                     return false;
             }
         }
@@ -340,7 +340,8 @@ int nb_fusion_groups(const nb_program *p, int block_idx, int *group)
     }
     for (int i = 0; i < n; i++) {
         const nb_op *op = b->ops[i];
-        if (op->role == NB_ROLE_STARTUP || nb_op_n_outputs(op) != 1 || nb_op_n_inputs(op) + 1 > FUSE_MAX_OPERANDS) continue;
+        if (op->role == NB_ROLE_STARTUP || nb_op_n_outputs(op) != 1 || nb_op_n_inputs(op) + 1 > FUSE_MAX_OPERANDS)
+            continue;
         /* The parameter struct, filled as prepare_step fills it. */
         nb_var_info in_info[FUSE_MAX_OPERANDS] = {{0}}, out_info[1] = {{0}};
         for (int k = 0; k < nb_op_n_inputs(op); k++) {
@@ -349,8 +350,8 @@ int nb_fusion_groups(const nb_program *p, int block_idx, int *group)
             in_info[k] = (nb_var_info){.dtype = v->dtype, .ndim = v->ndim};
             memcpy(in_info[k].shape, v->shape, sizeof v->shape);
         }
-        nb_op_ctx ctx = {.def = op->def, .label = op->def->name, .attrs = op->attrs, .in_info = in_info,
-                         .out_info = out_info};
+        nb_op_ctx ctx = {
+            .def = op->def, .label = op->def->name, .attrs = op->attrs, .in_info = in_info, .out_info = out_info};
         memcpy(ctx.in_begin, op->in_begin, sizeof ctx.in_begin);
         memcpy(ctx.out_begin, op->out_begin, sizeof ctx.out_begin);
         void *params = op->def->params_size ? nb_calloc(1, op->def->params_size) : NULL;
@@ -369,7 +370,7 @@ nb_status nb_program_to_dot_fused(const nb_program *p, FILE *f)
     int *group = nb_malloc(((size_t)b->n_ops + 1) * sizeof *group);
     /* With the block there, nb_fusion_groups fails only for memory. */
     nb_status st = !group || nb_fusion_groups(p, 0, group) < 0 ? nb_error(NB_ERR_NOMEM, "to_dot: out of memory")
-                                                              : nb_program_dot_write(p, f, group);
+                                                               : nb_program_dot_write(p, f, group);
     nb_free(group);
     return st;
 }

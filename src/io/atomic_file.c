@@ -144,16 +144,15 @@ static nb_status resolve_links(const char *path, char **out)
         }
         if (hops == MAX_LINKS) {
             nb_free(cur);
-            return nb_error(NB_ERR_IO, "save '%s': more than %d symbolic links to follow (a loop?)",
-                            shown(path).s, MAX_LINKS);
+            return nb_error(NB_ERR_IO, "save '%s': more than %d symbolic links to follow (a loop?)", shown(path).s,
+                            MAX_LINKS);
         }
         char *next = follow(cur, sb.st_size);
         if (!next) {
             int err = errno;
-            nb_status st = err == ENOMEM
-                               ? nb_error(NB_ERR_NOMEM, "save '%s': out of memory", shown(path).s)
-                               : nb_error(NB_ERR_IO, "save '%s': cannot read the symbolic link '%s': %s",
-                                          shown(path).s, shown(cur).s, strerror(err));
+            nb_status st = err == ENOMEM ? nb_error(NB_ERR_NOMEM, "save '%s': out of memory", shown(path).s)
+                                         : nb_error(NB_ERR_IO, "save '%s': cannot read the symbolic link '%s': %s",
+                                                    shown(path).s, shown(cur).s, strerror(err));
             nb_free(cur);
             return st;
         }
@@ -307,8 +306,8 @@ nb_status nb_atomic_open(nb_atomic_file **out, const char *path)
             nb_atomic_abort(a);
             return nb_error(NB_ERR_NOMEM, "save '%s': out of memory", shown(path).s);
         }
-        st = nb_error(NB_ERR_IO, "save '%s': cannot create the temporary file '%s': %s", shown(path).s,
-                      shown(a->tmp).s, strerror(err));
+        st = nb_error(NB_ERR_IO, "save '%s': cannot create the temporary file '%s': %s", shown(path).s, shown(a->tmp).s,
+                      strerror(err));
         if (fd >= 0) unlink(a->tmp);
         nb_free(a->tmp);
         a->tmp = NULL; /* nothing of ours to remove */

@@ -37,10 +37,7 @@ static void problem(problems *p, const char *fmt, ...)
     p->len += (size_t)snprintf(p->text + p->len, sizeof p->text - p->len, "%s%s", sep, one);
 }
 
-static const nb_block *global_block(const nb_program *p)
-{
-    return p->n_blocks > 0 ? p->blocks[0] : NULL;
-}
+static const nb_block *global_block(const nb_program *p) { return p->n_blocks > 0 ? p->blocks[0] : NULL; }
 
 static char *describe(char *buf, size_t size, nb_dtype dtype, int ndim, const int64_t *shape)
 {
@@ -49,8 +46,8 @@ static char *describe(char *buf, size_t size, nb_dtype dtype, int ndim, const in
     return buf;
 }
 
-nb_status nb_ckpt_collect(const char *what, const char *path, const nb_program *program, nb_scope *scope,
-                          int *n_out, const char ***names_out, nb_tensor ***tensors_out)
+nb_status nb_ckpt_collect(const char *what, const char *path, const nb_program *program, nb_scope *scope, int *n_out,
+                          const char ***names_out, nb_tensor ***tensors_out)
 {
     const nb_block *b = global_block(program);
     int n_vars = b ? b->n_vars : 0, n = 0;
@@ -136,7 +133,7 @@ static void plan_var(plan *p, nb_scope *scope)
     }
     p->is_new = !p->existing;
     p->copy = p->existing && p->existing->dtype == p->loaded->dtype &&
-              nb_shape_equal(p->existing->ndim, p->existing->shape, p->loaded->ndim, p->loaded->shape);
+        nb_shape_equal(p->existing->ndim, p->existing->shape, p->loaded->ndim, p->loaded->shape);
 }
 
 /* Puts the loaded values in the scope, all or nothing: the only steps that
@@ -222,8 +219,7 @@ static nb_status widen_half_for_f64_vars(nb_safetensors *f, const nb_program *pr
     return NB_OK;
 }
 
-nb_status nb_checkpoint_load(const char *path, const nb_program *program, nb_scope *scope,
-                             nb_safetensors **meta_out)
+nb_status nb_checkpoint_load(const char *path, const nb_program *program, nb_scope *scope, nb_safetensors **meta_out)
 {
     if (meta_out) *meta_out = NULL;
     if (!path || !program || !scope) return nb_error(NB_ERR_ARG, "checkpoint load: NULL path, program or scope");

@@ -39,8 +39,7 @@ static nb_status syntax(const json_reader *r, const char *what)
 {
     if (r->pos >= r->len) return nb_error(NB_ERR_FORMAT, "invalid JSON: the text ends early (%s)", what);
     unsigned char c = (unsigned char)r->text[r->pos];
-    if (c >= 0x20 && c < 0x7f)
-        return nb_error(NB_ERR_FORMAT, "invalid JSON at byte %zu ('%c'): %s", r->pos, c, what);
+    if (c >= 0x20 && c < 0x7f) return nb_error(NB_ERR_FORMAT, "invalid JSON at byte %zu ('%c'): %s", r->pos, c, what);
     return nb_error(NB_ERR_FORMAT, "invalid JSON at byte %zu (0x%02x): %s", r->pos, c, what);
 }
 
@@ -85,8 +84,7 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
         len = 4;
         if (c == 0xf0) lo = 0x90;
         else if (c == 0xf4) hi = 0x8f; /* nothing past U+10FFFF */
-    } else
-        return 0;
+    } else return 0;
     if (n < len || s[1] < lo || s[1] > hi) return 0;
     for (size_t i = 2; i < len; i++)
         if (s[i] < 0x80 || s[i] > 0xbf) return 0;
@@ -109,7 +107,10 @@ static int hex4(const char *s)
     int v = 0;
     for (int i = 0; i < 4; i++) {
         char c = s[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9' ? c - '0'
+            : c >= 'a' && c <= 'f'   ? c - 'a' + 10
+            : c >= 'A' && c <= 'F'   ? c - 'A' + 10
+                                     : -1;
         if (d < 0) return -1;
         v = v * 16 + d;
     }
@@ -241,10 +242,7 @@ static bool literal(json_reader *r, const char *word)
     return true;
 }
 
-static void value_done(json_reader *r)
-{
-    r->expect = r->depth ? EXPECT_COMMA_OR_END : EXPECT_EOF;
-}
+static void value_done(json_reader *r) { r->expect = r->depth ? EXPECT_COMMA_OR_END : EXPECT_EOF; }
 
 static nb_status open_container(json_reader *r, char c)
 {
@@ -270,10 +268,22 @@ static nb_status read_value(json_reader *r, json_token *tok)
     switch (c) {
     case '{': *tok = JSON_OBJECT_BEGIN; return open_container(r, '{');
     case '[': *tok = JSON_ARRAY_BEGIN; return open_container(r, '[');
-    case '"': *tok = JSON_STRING; st = read_string(r); break;
-    case 't': *tok = JSON_TRUE; if (!literal(r, "true")) return syntax(r, "expected a value"); break;
-    case 'f': *tok = JSON_FALSE; if (!literal(r, "false")) return syntax(r, "expected a value"); break;
-    case 'n': *tok = JSON_NULL; if (!literal(r, "null")) return syntax(r, "expected a value"); break;
+    case '"':
+        *tok = JSON_STRING;
+        st = read_string(r);
+        break;
+    case 't':
+        *tok = JSON_TRUE;
+        if (!literal(r, "true")) return syntax(r, "expected a value");
+        break;
+    case 'f':
+        *tok = JSON_FALSE;
+        if (!literal(r, "false")) return syntax(r, "expected a value");
+        break;
+    case 'n':
+        *tok = JSON_NULL;
+        if (!literal(r, "null")) return syntax(r, "expected a value");
+        break;
     default:
         if (c != '-' && (c < '0' || c > '9')) return syntax(r, "expected a value");
         *tok = JSON_NUMBER;

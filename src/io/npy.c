@@ -47,9 +47,9 @@ static float half_to_float(uint16_t h)
 static void convert(npy_kind k, const unsigned char *p, size_t n, void *dst, size_t at)
 {
     for (size_t i = 0; i < n; i++, p += npy_kind_size(k)) {
-        uint32_t v = k == NPY_I1 ? p[0] : k == NPY_U4 ? (uint32_t)p[0] | (uint32_t)p[1] << 8 |
-                                                      (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24
-                                                    : (uint32_t)p[0] | (uint32_t)p[1] << 8;
+        uint32_t v = k == NPY_I1 ? p[0]
+            : k == NPY_U4        ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24
+                                 : (uint32_t)p[0] | (uint32_t)p[1] << 8;
         switch (k) {
         case NPY_F2: ((float *)dst)[at + i] = half_to_float((uint16_t)v); break;
         case NPY_I1: ((int32_t *)dst)[at + i] = (int8_t)(uint8_t)v; break;
@@ -71,8 +71,8 @@ static nb_status read_data(npy_source *src, npy_kind k, nb_tensor *t, size_t cou
         if (k == NPY_B1)
             for (size_t i = 0; i < count; i++)
                 if (dst[i] > 1)
-                    return nb_error(NB_ERR_FORMAT, "the bool array holds byte %u at element %zu (not 0 or 1)",
-                                    dst[i], i);
+                    return nb_error(NB_ERR_FORMAT, "the bool array holds byte %u at element %zu (not 0 or 1)", dst[i],
+                                    i);
         return NB_OK;
     }
     unsigned char chunk[4096];
@@ -123,8 +123,7 @@ static nb_status read_array(npy_source *src, const npy_header *h, uint64_t data_
     int64_t shape[NB_MAX_DIMS];
     for (int i = 0; i < h->ndim; i++) shape[i] = h->fortran ? h->shape[h->ndim - 1 - i] : h->shape[i];
     nb_tensor *t;
-    if ((st = nb_tensor_new(&t, npy_kind_dtype(h->kind), h->ndim, shape)))
-        return nb_error_context(st, "the array");
+    if ((st = nb_tensor_new(&t, npy_kind_dtype(h->kind), h->ndim, shape))) return nb_error_context(st, "the array");
     if ((st = read_data(src, h->kind, t, (size_t)numel))) {
         nb_tensor_release(t);
         return st;

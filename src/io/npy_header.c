@@ -82,7 +82,8 @@ static nb_status string_lit(lexer *lx, const char *what)
 static nb_status parse_descr(lexer *lx, npy_header *h)
 {
     if (peek(lx, '['))
-        return nb_error(NB_ERR_UNSUPPORTED, "the array has a structured dtype (a list descr), which nabla does not have");
+        return nb_error(NB_ERR_UNSUPPORTED,
+                        "the array has a structured dtype (a list descr), which nabla does not have");
     nb_status st = string_lit(lx, "the descr");
     if (st) return st;
     for (int k = 0; k < N_KINDS; k++)
@@ -90,7 +91,8 @@ static nb_status parse_descr(lexer *lx, npy_header *h)
             h->kind = (npy_kind)k;
             return NB_OK;
         }
-    return nb_error(NB_ERR_UNSUPPORTED, "the array has dtype '%s%s'%s, which nabla does not read (it reads <f4 <f8 "
+    return nb_error(NB_ERR_UNSUPPORTED,
+                    "the array has dtype '%s%s'%s, which nabla does not read (it reads <f4 <f8 "
                     "<i4 <i8 |u1 |b1 <f2 |i1 <i2 <u2 <u4)",
                     lx->str, lx->str_cut ? "..." : "", lx->str[0] == '>' ? " (big-endian)" : "");
 }
@@ -109,8 +111,9 @@ static nb_status parse_bool(lexer *lx, bool *out)
         return bad("has a fortran_order that is not True or False");
     }
     /* "Trueish" is a name, not True. */
-    if (lx->p < lx->end && ((*lx->p >= 'a' && *lx->p <= 'z') || (*lx->p >= 'A' && *lx->p <= 'Z') ||
-                            (*lx->p >= '0' && *lx->p <= '9') || *lx->p == '_'))
+    if (lx->p < lx->end &&
+        ((*lx->p >= 'a' && *lx->p <= 'z') || (*lx->p >= 'A' && *lx->p <= 'Z') || (*lx->p >= '0' && *lx->p <= '9') ||
+         *lx->p == '_'))
         return bad("has a fortran_order that is not True or False");
     return NB_OK;
 }
@@ -130,8 +133,9 @@ static nb_status parse_dim(lexer *lx, int64_t *out)
         v = v * 10 + d;
     }
     if (lx->p - start > 1 && *start == '0') return bad("has a shape dimension with a leading zero");
-    if (lx->p < lx->end && (*lx->p == '.' || *lx->p == 'e' || *lx->p == 'E' || *lx->p == 'L' || *lx->p == '_' ||
-                            *lx->p == 'x' || *lx->p == 'j'))
+    if (lx->p < lx->end &&
+        (*lx->p == '.' || *lx->p == 'e' || *lx->p == 'E' || *lx->p == 'L' || *lx->p == '_' || *lx->p == 'x' ||
+         *lx->p == 'j'))
         return bad("has a shape dimension that is not a plain integer");
     *out = (int64_t)v;
     return NB_OK;

@@ -31,8 +31,17 @@ typedef struct npy_sink {
 
 /* The on-disk element type of an array, and the nabla dtype it loads as. */
 typedef enum npy_kind {
-    NPY_F4, NPY_F8, NPY_I4, NPY_I8, NPY_U1, NPY_B1, /* nabla's own */
-    NPY_F2, NPY_I1, NPY_I2, NPY_U2, NPY_U4          /* converted when read */
+    NPY_F4,
+    NPY_F8,
+    NPY_I4,
+    NPY_I8,
+    NPY_U1,
+    NPY_B1, /* nabla's own */
+    NPY_F2,
+    NPY_I1,
+    NPY_I2,
+    NPY_U2,
+    NPY_U4 /* converted when read */
 } npy_kind;
 
 typedef struct npy_header {

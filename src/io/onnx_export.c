@@ -230,8 +230,7 @@ static Onnx__ValueInfoProto *value_info(ox_arena *a, const nb_var *v)
 /* The graph's inputs and initializers: every var a kept op reads that no
  * kept op writes (a persistable output, as batch_norm's running mean, is
  * not written by its inference form). */
-static nb_status sources(ox_export *e, nb_scope *scope, const bool *keep, const nb_strmap *needed,
-                         Onnx__GraphProto *g)
+static nb_status sources(ox_export *e, nb_scope *scope, const bool *keep, const nb_strmap *needed, Onnx__GraphProto *g)
 {
     const nb_block *blk = e->blk;
     nb_strmap made;
@@ -254,15 +253,20 @@ static nb_status sources(ox_export *e, nb_scope *scope, const bool *keep, const 
         if (v->persistable) {
             const nb_tensor *t = nb_scope_find(scope, v->name);
             if (!t)
-                st = nb_error(NB_ERR_NOT_FOUND, "onnx export: parameter '%s' has no value in the scope (run the "
-                              "startup program, or train, first)", v->name);
+                st = nb_error(NB_ERR_NOT_FOUND,
+                              "onnx export: parameter '%s' has no value in the scope (run the "
+                              "startup program, or train, first)",
+                              v->name);
             else if (!ox_add_init(e, v->name, t))
                 st = nb_error(NB_ERR_NOMEM, "onnx export: out of memory for '%s'", v->name);
         } else if (v->is_data) {
-            if (!(g->input[g->n_input++] = value_info(&e->a, v))) st = nb_error(NB_ERR_NOMEM, "onnx export: out of memory");
+            if (!(g->input[g->n_input++] = value_info(&e->a, v)))
+                st = nb_error(NB_ERR_NOMEM, "onnx export: out of memory");
         } else {
-            st = nb_error(NB_ERR_ARG, "onnx export: var '%s' is read but neither fed, computed by a forward op, "
-                          "nor persistable", v->name);
+            st = nb_error(NB_ERR_ARG,
+                          "onnx export: var '%s' is read but neither fed, computed by a forward op, "
+                          "nor persistable",
+                          v->name);
         }
     }
     nb_strmap_free(&made);

@@ -171,7 +171,8 @@ static nb_status x_flatten(ox_export *e, const nb_op *op)
     int64_t shape[NB_MAX_DIMS];
     for (int i = 0; i < out->ndim; i++) {
         shape[i] = i < s ? 0 : i == s ? -1 : out->shape[i];
-        if (shape[i] < -1 || (i > s && out->shape[i] < 0)) return unsupported(op, "keeps a dim of unknown size after the flattened ones");
+        if (shape[i] < -1 || (i > s && out->shape[i] < 0))
+            return unsupported(op, "keeps a dim of unknown size after the flattened ones");
     }
     NODE("Reshape", OUT(0), IN(0), ox_int64s(e, out->ndim, shape));
     return done(e);
@@ -342,7 +343,8 @@ static nb_status x_assign_value(ox_export *e, const nb_op *op)
     if (nb_tensor_new(&t, dt, shape->n, shape->ints)) return nb_error(NB_ERR_NOMEM, "onnx export: out of memory");
     int64_t n = nb_tensor_numel(t);
     for (int64_t i = 0; i < n; i++)
-        nb_tensor_set(t, i, nb_dtype_is_float(dt) ? (i < fp->n ? fp->floats[i] : 0) : (double)(i < iv->n ? iv->ints[i] : 0));
+        nb_tensor_set(t, i,
+                      nb_dtype_is_float(dt) ? (i < fp->n ? fp->floats[i] : 0) : (double)(i < iv->n ? iv->ints[i] : 0));
     bool ok = ox_add_init(e, OUT(0), t);
     nb_tensor_release(t);
     return ok ? NB_OK : nb_error(NB_ERR_NOMEM, "onnx export: out of memory");
@@ -379,7 +381,8 @@ static nb_status x_pad(ox_export *e, const nb_op *op)
 static nb_status fill_like(ox_export *e, const nb_op *op, double v)
 {
     nb_tensor *t;
-    if (nb_tensor_full(&t, dtype_of(e, OUT(0)), 1, (int64_t[]){1}, v)) return nb_error(NB_ERR_NOMEM, "onnx export: out of memory");
+    if (nb_tensor_full(&t, dtype_of(e, OUT(0)), 1, (int64_t[]){1}, v))
+        return nb_error(NB_ERR_NOMEM, "onnx export: out of memory");
     const char *shape = ox_tmp(e, OUT(0));
     NODE("Shape", shape, IN(0));
     ox_attr_tensor(e, NODE("ConstantOfShape", OUT(0), shape), "value", t);
@@ -394,27 +397,75 @@ static nb_status x_zeros_like(ox_export *e, const nb_op *op) { return fill_like(
 typedef ox_exporter mapping;
 
 static const mapping table[] = {
-    {"abs", "Abs", 0},         {"add", "Add", 0},          {"cos", "Cos", 0},         {"div", "Div", 0},
-    {"erf", "Erf", 0},         {"exp", "Exp", 0},          {"log", "Log", 0},         {"maximum", "Max", 0},
-    {"minimum", "Min", 0},     {"mul", "Mul", 0},          {"neg", "Neg", 0},         {"pow", "Pow", 0},
-    {"relu", "Relu", 0},       {"sigmoid", "Sigmoid", 0},  {"sin", "Sin", 0},         {"sqrt", "Sqrt", 0},
-    {"sub", "Sub", 0},         {"tanh", "Tanh", 0},        {"fc", 0, x_fc},           {"matmul", 0, x_matmul},
-    {"recurrent", 0, ox_export_recurrent},                 {"fill_constant_batch_size_like", 0, ox_export_fill_batch_like},
-    {"conv2d", 0, x_conv2d},   {"pool2d", 0, x_pool2d},    {"batch_norm", 0, x_batch_norm},
-    {"layer_norm", 0, x_layer_norm},                       {"reshape", 0, x_reshape}, {"flatten", 0, x_flatten},
-    {"squeeze", 0, x_squeeze}, {"unsqueeze", 0, x_unsqueeze},                         {"reduce_sum", 0, x_reduce_sum},
-    {"reduce_mean", 0, x_reduce_mean},                     {"transpose", 0, x_transpose},
-    {"concat", 0, x_concat},   {"gather", 0, x_gather},    {"softmax", 0, x_softmax}, {"log_softmax", 0, x_log_softmax},
-    {"embedding", 0, x_embedding},                         {"leaky_relu", 0, x_leaky_relu},
-    {"elu", 0, x_elu},         {"softplus", 0, x_softplus}, {"scale", 0, x_scale},    {"clip", 0, x_clip},
-    {"cast", 0, x_cast},       {"sum", 0, x_sum},          {"gelu", 0, x_gelu},       {"silu", 0, x_silu},
-    {"square", 0, x_square},   {"rsqrt", 0, x_rsqrt},      {"dropout", 0, x_identity}, {"assign", 0, x_identity},
-    {"pad", 0, x_pad},              {"ones_like", 0, x_ones_like},  {"fill_zeros_like", 0, x_zeros_like},
-    {"assign_value", 0, x_assign_value},                   {"fill_constant", 0, x_fill_constant},
-    {"equal", "Equal", 0},     {"less", "Less", 0},        {"greater", "Greater", 0}, {"less_equal", "LessOrEqual", 0},
-    {"greater_equal", "GreaterOrEqual", 0},                {"logical_and", "And", 0}, {"logical_or", "Or", 0},
-    {"logical_xor", "Xor", 0}, {"logical_not", "Not", 0},  {"where", "Where", 0},     {"sign", "Sign", 0},
-    {"argmax", 0, x_argmax},   {"argmin", 0, x_argmin},
+    {"abs", "Abs", 0},
+    {"add", "Add", 0},
+    {"cos", "Cos", 0},
+    {"div", "Div", 0},
+    {"erf", "Erf", 0},
+    {"exp", "Exp", 0},
+    {"log", "Log", 0},
+    {"maximum", "Max", 0},
+    {"minimum", "Min", 0},
+    {"mul", "Mul", 0},
+    {"neg", "Neg", 0},
+    {"pow", "Pow", 0},
+    {"relu", "Relu", 0},
+    {"sigmoid", "Sigmoid", 0},
+    {"sin", "Sin", 0},
+    {"sqrt", "Sqrt", 0},
+    {"sub", "Sub", 0},
+    {"tanh", "Tanh", 0},
+    {"fc", 0, x_fc},
+    {"matmul", 0, x_matmul},
+    {"recurrent", 0, ox_export_recurrent},
+    {"fill_constant_batch_size_like", 0, ox_export_fill_batch_like},
+    {"conv2d", 0, x_conv2d},
+    {"pool2d", 0, x_pool2d},
+    {"batch_norm", 0, x_batch_norm},
+    {"layer_norm", 0, x_layer_norm},
+    {"reshape", 0, x_reshape},
+    {"flatten", 0, x_flatten},
+    {"squeeze", 0, x_squeeze},
+    {"unsqueeze", 0, x_unsqueeze},
+    {"reduce_sum", 0, x_reduce_sum},
+    {"reduce_mean", 0, x_reduce_mean},
+    {"transpose", 0, x_transpose},
+    {"concat", 0, x_concat},
+    {"gather", 0, x_gather},
+    {"softmax", 0, x_softmax},
+    {"log_softmax", 0, x_log_softmax},
+    {"embedding", 0, x_embedding},
+    {"leaky_relu", 0, x_leaky_relu},
+    {"elu", 0, x_elu},
+    {"softplus", 0, x_softplus},
+    {"scale", 0, x_scale},
+    {"clip", 0, x_clip},
+    {"cast", 0, x_cast},
+    {"sum", 0, x_sum},
+    {"gelu", 0, x_gelu},
+    {"silu", 0, x_silu},
+    {"square", 0, x_square},
+    {"rsqrt", 0, x_rsqrt},
+    {"dropout", 0, x_identity},
+    {"assign", 0, x_identity},
+    {"pad", 0, x_pad},
+    {"ones_like", 0, x_ones_like},
+    {"fill_zeros_like", 0, x_zeros_like},
+    {"assign_value", 0, x_assign_value},
+    {"fill_constant", 0, x_fill_constant},
+    {"equal", "Equal", 0},
+    {"less", "Less", 0},
+    {"greater", "Greater", 0},
+    {"less_equal", "LessOrEqual", 0},
+    {"greater_equal", "GreaterOrEqual", 0},
+    {"logical_and", "And", 0},
+    {"logical_or", "Or", 0},
+    {"logical_xor", "Xor", 0},
+    {"logical_not", "Not", 0},
+    {"where", "Where", 0},
+    {"sign", "Sign", 0},
+    {"argmax", 0, x_argmax},
+    {"argmin", 0, x_argmin},
 };
 
 /* The row of op `name`: this file's, or a family's. */

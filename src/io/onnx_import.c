@@ -16,8 +16,16 @@
 
 /* ---- reading the file ----------------------------------------------------- */
 
-static void *pb_alloc(void *ud, size_t n) { (void)ud; return nb_malloc(n ? n : 1); }
-static void pb_free(void *ud, void *p) { (void)ud; nb_free(p); }
+static void *pb_alloc(void *ud, size_t n)
+{
+    (void)ud;
+    return nb_malloc(n ? n : 1);
+}
+static void pb_free(void *ud, void *p)
+{
+    (void)ud;
+    nb_free(p);
+}
 
 static nb_status read_file(const char *path, uint8_t **buf, size_t *n)
 {
@@ -33,10 +41,14 @@ static nb_status read_file(const char *path, uint8_t **buf, size_t *n)
     long size = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
     if (size < 0 || fseek(f, 0, SEEK_SET)) st = nb_error(NB_ERR_IO, "onnx import: cannot read %s", path);
     else if ((unsigned long)size > 0x7fffffffu)
-        st = nb_error(NB_ERR_FORMAT, "onnx import: %s is %ld bytes, over protobuf's 2 GB (large weights belong in "
-                      "external data files)", path, size);
-    else if (!(*buf = nb_malloc((size_t)size + 1))) st = nb_error(NB_ERR_NOMEM, "onnx import: out of memory for %s", path);
-    else if (fread(*buf, 1, (size_t)size, f) != (size_t)size) st = nb_error(NB_ERR_IO, "onnx import: cannot read %s", path);
+        st = nb_error(NB_ERR_FORMAT,
+                      "onnx import: %s is %ld bytes, over protobuf's 2 GB (large weights belong in "
+                      "external data files)",
+                      path, size);
+    else if (!(*buf = nb_malloc((size_t)size + 1)))
+        st = nb_error(NB_ERR_NOMEM, "onnx import: out of memory for %s", path);
+    else if (fread(*buf, 1, (size_t)size, f) != (size_t)size)
+        st = nb_error(NB_ERR_IO, "onnx import: cannot read %s", path);
     fclose(f);
     *n = (size_t)size;
     if (st) nb_free(*buf), *buf = NULL;
@@ -66,8 +78,10 @@ static nb_status check_single_writers(const Onnx__GraphProto *g, const char *pat
             const char *name = g->node[i]->output[k];
             if (!*name) continue;
             if (nb_strmap_get(&seen, name, NULL))
-                st = nb_error(NB_ERR_FORMAT, "onnx import: %s: node %zu (%s) writes '%s', which is already written "
-                              "by an earlier node, an initializer or a graph input", path, i, g->node[i]->op_type, name);
+                st = nb_error(NB_ERR_FORMAT,
+                              "onnx import: %s: node %zu (%s) writes '%s', which is already written "
+                              "by an earlier node, an initializer or a graph input",
+                              path, i, g->node[i]->op_type, name);
             else if (nb_strmap_put(&seen, name, (void *)3)) st = nb_error(NB_ERR_NOMEM, "onnx import: out of memory");
         }
     nb_strmap_free(&seen);
@@ -92,7 +106,8 @@ static nb_status check_model(const Onnx__ModelProto *m, const char *path, int *o
     for (size_t i = 0; i < g->n_node; i++) {
         const Onnx__NodeProto *n = g->node[i];
         if (!n->op_type) return nb_error(NB_ERR_FORMAT, "onnx import: %s: node %zu has no op type", path, i);
-        if (!n->n_output) return nb_error(NB_ERR_FORMAT, "onnx import: %s: node %zu (%s) has no outputs", path, i, n->op_type);
+        if (!n->n_output)
+            return nb_error(NB_ERR_FORMAT, "onnx import: %s: node %zu (%s) has no outputs", path, i, n->op_type);
         for (size_t k = 0; k < n->n_input; k++)
             if (!n->input[k]) return nb_error(NB_ERR_FORMAT, "onnx import: %s: node %zu has a NULL input", path, i);
         /* An empty name marks an optional output the model does not use. */
@@ -105,7 +120,8 @@ static nb_status check_model(const Onnx__ModelProto *m, const char *path, int *o
     for (size_t i = 0; i < g->n_input; i++)
         if (!g->input[i]->name) return nb_error(NB_ERR_FORMAT, "onnx import: %s: graph input %zu has no name", path, i);
     for (size_t i = 0; i < g->n_output; i++)
-        if (!g->output[i]->name) return nb_error(NB_ERR_FORMAT, "onnx import: %s: graph output %zu has no name", path, i);
+        if (!g->output[i]->name)
+            return nb_error(NB_ERR_FORMAT, "onnx import: %s: graph output %zu has no name", path, i);
     return check_single_writers(g, path);
 }
 
@@ -173,21 +189,27 @@ nb_value ox_value_named(ox_import *im, const char *name)
         if (!(t = ox_known_value(im, name))) return NB_NONE;
         st = NB_OK;
     } else if (st == NB_ERR_NOT_FOUND && nb_strmap_get(&im->shapes, name, NULL))
-        ox_node_error(im, NB_ERR_UNSUPPORTED, "input '%s' is a shape computed at run time, which nabla follows only "
-                      "through Gather, Unsqueeze, Concat and Cast into Reshape and ConstantOfShape", name);
+        ox_node_error(im, NB_ERR_UNSUPPORTED,
+                      "input '%s' is a shape computed at run time, which nabla follows only "
+                      "through Gather, Unsqueeze, Concat and Cast into Reshape and ConstantOfShape",
+                      name);
     else if (st == NB_ERR_NOT_FOUND && ox_is_seq(im, name))
-        ox_node_error(im, NB_ERR_UNSUPPORTED, "input '%s' is a sequence or optional, which nabla holds only at "
+        ox_node_error(im, NB_ERR_UNSUPPORTED,
+                      "input '%s' is a sequence or optional, which nabla holds only at "
                       "import time, as a list that the sequence ops read (not as a tensor, nor carried by a Loop "
-                      "or returned by an If)", name);
+                      "or returned by an If)",
+                      name);
     else if (st == NB_ERR_NOT_FOUND)
-        ox_node_error(im, NB_ERR_FORMAT, "input '%s' is neither a graph input, an initializer nor an output of an "
-                      "earlier node", name);
+        ox_node_error(im, NB_ERR_FORMAT,
+                      "input '%s' is neither a graph input, an initializer nor an output of an "
+                      "earlier node",
+                      name);
     if (st) return NB_NONE;
     /* Float initializers are what training changes; the rest are constants. */
     bool init = nb_strmap_get(&im->protos, name, NULL) != NULL;
     nb_value made = !init || !nb_dtype_is_float(t->dtype) ? nb_constant(im->b, t)
-                    : nb_strmap_get(&im->state, name, NULL) ? nb_persistable_from(im->b, name, t)
-                                                            : nb_param_from(im->b, name, t);
+        : nb_strmap_get(&im->state, name, NULL)           ? nb_persistable_from(im->b, name, t)
+                                                          : nb_param_from(im->b, name, t);
     if (nb_is_none(made)) return NB_NONE;
     if (ox_set_value(im, name, made)) {
         ox_node_error(im, NB_ERR_NOMEM, "out of memory");
@@ -217,10 +239,11 @@ const nb_tensor *ox_const_in(ox_import *im, int k)
     nb_status st = const_of(im, im->node->input[k], &t);
     if (st == NB_ERR_NOT_FOUND && im->known) return ox_known_value(im, im->node->input[k]);
     if (st == NB_ERR_NOT_FOUND)
-        ox_node_error(im, NB_ERR_UNSUPPORTED, "input %d ('%s') must be a constant (an initializer or a Constant node), "
+        ox_node_error(im, NB_ERR_UNSUPPORTED,
+                      "input %d ('%s') must be a constant (an initializer or a Constant node), "
                       "not computed at run time: a static program takes shapes, axes and bounds at build time "
-                      "(nb_onnx_import_known computes them from the inputs' values given)", k,
-                      im->node->input[k]);
+                      "(nb_onnx_import_known computes them from the inputs' values given)",
+                      k, im->node->input[k]);
     return st ? NULL : t;
 }
 
@@ -317,24 +340,31 @@ const char *ox_attr_s(const ox_import *im, const char *name, const char *def)
 static const Onnx__TypeProto *input_type(const Onnx__ValueInfoProto *vi)
 {
     const Onnx__TypeProto *tp = vi->type;
-    if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE && tp->optional_type) tp = tp->optional_type->elem_type;
+    if (tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE && tp->optional_type)
+        tp = tp->optional_type->elem_type;
     return tp;
 }
 
 static nb_value data_for(ox_import *im, const Onnx__ValueInfoProto *vi)
 {
     const Onnx__TypeProto *tp = input_type(vi);
-    const Onnx__TypeProto__Tensor *tt = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? tp->tensor_type : NULL;
+    const Onnx__TypeProto__Tensor *tt =
+        tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? tp->tensor_type : NULL;
     nb_dtype dt;
-    if (!tt || !tt->has_elem_type || !ox_nabla_dtype(tt->elem_type, &dt) || !tt->shape || tt->shape->n_dim > NB_MAX_DIMS) {
-        nb_builder_fail(im->b, NB_ERR_UNSUPPORTED, "onnx import: graph input '%s' is not a tensor of a dtype and rank "
-                        "nabla has", vi->name);
+    if (!tt || !tt->has_elem_type || !ox_nabla_dtype(tt->elem_type, &dt) || !tt->shape ||
+        tt->shape->n_dim > NB_MAX_DIMS) {
+        nb_builder_fail(im->b, NB_ERR_UNSUPPORTED,
+                        "onnx import: graph input '%s' is not a tensor of a dtype and rank "
+                        "nabla has",
+                        vi->name);
         return NB_NONE;
     }
     int64_t shape[NB_MAX_DIMS];
     for (size_t d = 0; d < tt->shape->n_dim; d++) {
         const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
-        shape[d] = dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && dim->dim_value >= 0 ? dim->dim_value : -1;
+        shape[d] = dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && dim->dim_value >= 0
+            ? dim->dim_value
+            : -1;
     }
     return nb_data(im->b, vi->name, dt, (int)tt->shape->n_dim, shape);
 }
@@ -346,24 +376,29 @@ static nb_value data_for(ox_import *im, const Onnx__ValueInfoProto *vi)
 nb_status ox_check_given(ox_import *im, const Onnx__ValueInfoProto *vi, nb_value v)
 {
     const Onnx__TypeProto *tp = input_type(vi);
-    const Onnx__TypeProto__Tensor *tt = tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? tp->tensor_type : NULL;
-    if (nb_is_none(v)) return nb_builder_fail(im->b, NB_ERR_ARG, "onnx import: no value for graph input '%s'", vi->name);
+    const Onnx__TypeProto__Tensor *tt =
+        tp && tp->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ? tp->tensor_type : NULL;
+    if (nb_is_none(v))
+        return nb_builder_fail(im->b, NB_ERR_ARG, "onnx import: no value for graph input '%s'", vi->name);
     if (!tt || !tt->has_elem_type) return NB_OK; /* the model declares nothing to check against */
     nb_var_info info = nb_value_info(im->b, v);
     nb_dtype want;
     if (!ox_nabla_dtype(tt->elem_type, &want))
-        return nb_builder_fail(im->b, NB_ERR_UNSUPPORTED, "onnx import: graph input '%s' is %s, which nabla has no "
-                               "tensors of", vi->name, ox_type_name(tt->elem_type));
+        return nb_builder_fail(im->b, NB_ERR_UNSUPPORTED,
+                               "onnx import: graph input '%s' is %s, which nabla has no "
+                               "tensors of",
+                               vi->name, ox_type_name(tt->elem_type));
     if (info.dtype != want)
-        return nb_builder_fail(im->b, NB_ERR_ARG, "onnx import: graph input '%s' is %s (nabla's %s); the value given "
-                               "is %s", vi->name, ox_type_name(tt->elem_type), nb_dtype_name(want),
-                               nb_dtype_name(info.dtype));
+        return nb_builder_fail(im->b, NB_ERR_ARG,
+                               "onnx import: graph input '%s' is %s (nabla's %s); the value given "
+                               "is %s",
+                               vi->name, ox_type_name(tt->elem_type), nb_dtype_name(want), nb_dtype_name(info.dtype));
     if (!tt->shape) return NB_OK;
     bool fits = (int)tt->shape->n_dim == info.ndim;
     for (int d = 0; fits && d < info.ndim; d++) {
         const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
         fits = dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE || info.shape[d] < 0 ||
-               dim->dim_value == info.shape[d];
+            dim->dim_value == info.shape[d];
     }
     if (fits) return NB_OK;
     char want_s[160] = "", got_s[160] = "";
@@ -470,7 +505,8 @@ nb_status ox_walk_node(ox_import *im)
 {
     if (im->node->domain && *im->node->domain && strcmp(im->node->domain, "ai.onnx"))
         return ox_node_error(im, NB_ERR_UNSUPPORTED, "its domain '%s' is not ONNX's", im->node->domain);
-    if (im->opset < 0) return ox_node_error(im, NB_ERR_FORMAT, "is of the default ONNX domain, which the model does not import");
+    if (im->opset < 0)
+        return ox_node_error(im, NB_ERR_FORMAT, "is of the default ONNX domain, which the model does not import");
     nb_status st = ox_import_node(im);
     return st ? nb_builder_status(im->b) ? nb_builder_status(im->b) : st : NB_OK;
 }
@@ -490,7 +526,8 @@ static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs
             if ((st = ox_check_given(im, vi, v))) return st;
         } else {
             if (!nb_builder_program(im->b))
-                return nb_builder_fail(im->b, NB_ERR_ARG, "onnx import: a builder that computes as it goes needs a "
+                return nb_builder_fail(im->b, NB_ERR_ARG,
+                                       "onnx import: a builder that computes as it goes needs a "
                                        "value for each graph input ('%s' first); only a program has fed data vars",
                                        vi->name);
             v = data_for(im, vi);
@@ -529,8 +566,10 @@ static nb_status walk(ox_import *im, const Onnx__GraphProto *g, nb_values inputs
             v = nb_strmap_get(&im->values, g->output[i]->name, NULL);
         }
         if (!v && ox_is_seq(im, g->output[i]->name))
-            return nb_builder_fail(im->b, NB_ERR_UNSUPPORTED, "onnx import: graph output '%s' is a sequence or "
-                                   "optional; nabla's import gives tensors", g->output[i]->name);
+            return nb_builder_fail(im->b, NB_ERR_UNSUPPORTED,
+                                   "onnx import: graph output '%s' is a sequence or "
+                                   "optional; nabla's import gives tensors",
+                                   g->output[i]->name);
         if (!v)
             return nb_builder_fail(im->b, NB_ERR_FORMAT, "onnx import: graph output '%s' is computed by no node",
                                    g->output[i]->name);
@@ -558,8 +597,11 @@ static nb_status import_model(const char *path, nb_builder *b, nb_values inputs,
     ProtobufCAllocator alloc = {pb_alloc, pb_free, NULL};
     Onnx__ModelProto *m = onnx__model_proto__unpack(&alloc, n, buf);
     nb_free(buf);
-    if (!m) return nb_builder_fail(b, NB_ERR_FORMAT, "onnx import: %s is not an ONNX model (protobuf-c could not "
-                                   "decode it)", path);
+    if (!m)
+        return nb_builder_fail(b, NB_ERR_FORMAT,
+                               "onnx import: %s is not an ONNX model (protobuf-c could not "
+                               "decode it)",
+                               path);
     char dir[4096];
     const char *slash = strrchr(path, '/');
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
@@ -586,7 +628,8 @@ nb_status nb_onnx_import_known(const char *path, nb_builder *b, nb_feeds known, 
                                int *n_outputs)
 {
     if (b && !nb_builder_status(b) && !nb_builder_program(b))
-        return nb_builder_fail(b, NB_ERR_ARG, "onnx import: nb_onnx_import_known needs a record builder (it builds "
+        return nb_builder_fail(b, NB_ERR_ARG,
+                               "onnx import: nb_onnx_import_known needs a record builder (it builds "
                                "a static program); an eager import knows every value already (nb_onnx_import)");
     return import_model(path, b, NB_NO_VALUES, known, max_outputs, outputs, n_outputs);
 }

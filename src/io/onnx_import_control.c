@@ -59,17 +59,21 @@ static nb_status prepare_nested(ox_import *im, const Onnx__GraphProto *g, int de
     /* What check_model checks of the main graph, checked of this one. */
     const char *gname = g->name ? g->name : "";
     for (size_t i = 0; i < g->n_input; i++)
-        if (!g->input[i]->name) return ox_node_error(im, NB_ERR_FORMAT, "sub-graph '%s': input %zu has no name", gname, i);
+        if (!g->input[i]->name)
+            return ox_node_error(im, NB_ERR_FORMAT, "sub-graph '%s': input %zu has no name", gname, i);
     for (size_t i = 0; i < g->n_output; i++)
-        if (!g->output[i]->name) return ox_node_error(im, NB_ERR_FORMAT, "sub-graph '%s': output %zu has no name", gname, i);
+        if (!g->output[i]->name)
+            return ox_node_error(im, NB_ERR_FORMAT, "sub-graph '%s': output %zu has no name", gname, i);
     for (size_t i = 0; i < g->n_node; i++) {
         const Onnx__NodeProto *n = g->node[i];
         bool named = n->op_type && n->n_output;
         for (size_t k = 0; named && k < n->n_input; k++) named = n->input[k] != NULL;
         for (size_t k = 0; named && k < n->n_output; k++) named = n->output[k] != NULL;
         if (!named)
-            return ox_node_error(im, NB_ERR_FORMAT, "sub-graph '%s': node %zu lacks an op type, an output or a name "
-                                 "of an input or output", gname, i);
+            return ox_node_error(im, NB_ERR_FORMAT,
+                                 "sub-graph '%s': node %zu lacks an op type, an output or a name "
+                                 "of an input or output",
+                                 gname, i);
     }
     for (size_t i = 0; i < g->n_initializer; i++) {
         if (!g->initializer[i]->name || !*g->initializer[i]->name)
@@ -101,8 +105,10 @@ static nb_status walk_graph(ox_import *im, const Onnx__GraphProto *g, int n_in, 
 {
     const Onnx__NodeProto *self = im->node;
     if ((int)g->n_input != n_in || (int)g->n_output != n_out)
-        return ox_node_error(im, NB_ERR_FORMAT, "its sub-graph '%s' has %zu inputs and %zu outputs; %d and %d are "
-                             "expected", g->name ? g->name : "", g->n_input, g->n_output, n_in, n_out);
+        return ox_node_error(im, NB_ERR_FORMAT,
+                             "its sub-graph '%s' has %zu inputs and %zu outputs; %d and %d are "
+                             "expected",
+                             g->name ? g->name : "", g->n_input, g->n_output, n_in, n_out);
     for (int i = 0; i < n_in; i++)
         if (ox_set_value(im, g->input[i]->name, in[i])) return ox_node_error(im, NB_ERR_NOMEM, "out of memory");
     nb_status st = NB_OK;
@@ -261,12 +267,14 @@ static nb_status counted_loop(ox_import *im, loop_ctx *c)
     const nb_tensor *cond = ox_has_in(im, 1) ? ox_const_in(im, 1) : NULL;
     nb_builder_clear_error(B);
     if (!m || nb_tensor_numel(m) != 1 || nb_tensor_get(m, 0) < 1 || nb_tensor_get(m, 0) > INT32_MAX)
-        return ox_unsupported(im, "has scan outputs, whose length a static program must know: the trip count M must "
+        return ox_unsupported(im,
+                              "has scan outputs, whose length a static program must know: the trip count M must "
                               "be known at import (a constant, or computed from nb_onnx_import_known's inputs) and "
                               "at least 1");
     if ((ox_has_in(im, 1) && (!cond || nb_tensor_numel(cond) != 1 || nb_tensor_get(cond, 0) == 0)) ||
         !keeps_condition(c->body))
-        return ox_unsupported(im, "has scan outputs and may stop before M iterations (its condition is not "
+        return ox_unsupported(im,
+                              "has scan outputs and may stop before M iterations (its condition is not "
                               "constant true), so their length only a run knows");
     int64_t trips = (int64_t)nb_tensor_get(m, 0);
     nb_tensor *iota;
@@ -288,7 +296,8 @@ static nb_status counted_loop(ox_import *im, loop_ctx *c)
 static nb_status stack_ys(ox_import *im, loop_ctx *c)
 {
     nb_status st = NB_OK;
-    if (c->n_scan && !c->n_iter) return ox_unsupported(im, "ran no iteration, so the shape of its scan outputs is unknown");
+    if (c->n_scan && !c->n_iter)
+        return ox_unsupported(im, "ran no iteration, so the shape of its scan outputs is unknown");
     nb_value *parts = c->n_scan ? nb_malloc((size_t)c->n_iter * sizeof *parts) : NULL;
     if (c->n_scan && !parts) return ox_node_error(im, NB_ERR_NOMEM, "out of memory");
     for (int k = 0; k < c->n_scan && !st; k++) {
@@ -306,7 +315,8 @@ static nb_status i_loop(ox_import *im)
     c.n_v = (int)im->node->n_input - 2;
     c.n_scan = (int)im->node->n_output - c.n_v;
     if (c.n_v < 0 || c.n_scan < 0 || (int)c.body->n_input != 2 + c.n_v || (int)c.body->n_output != 1 + c.n_v + c.n_scan)
-        return ox_node_error(im, NB_ERR_FORMAT, "has %zu inputs and %zu outputs, and its body %zu and %zu: they do "
+        return ox_node_error(im, NB_ERR_FORMAT,
+                             "has %zu inputs and %zu outputs, and its body %zu and %zu: they do "
                              "not fit (M, cond, v... -> v..., scans...; body: i, cond, v... -> cond, v..., scans...)",
                              im->node->n_input, im->node->n_output, c.body->n_input, c.body->n_output);
     if (2 + c.n_v + c.n_scan > MAX_CARRY) return ox_unsupported(im, "carries more values than nabla's while loop");
@@ -411,7 +421,8 @@ static nb_value reversed(ox_import *im, nb_value x)
 static nb_status i_scan(ox_import *im)
 {
     if (im->opset < 9)
-        return ox_unsupported(im, "is opset 8's Scan, with a batch axis and sequence_lens, which nabla does not "
+        return ox_unsupported(im,
+                              "is opset 8's Scan, with a batch axis and sequence_lens, which nabla does not "
                               "import (opset 9's form it does)");
     scan_ctx c = {.im = im, .body = graph_attr(im, "body")};
     if (!c.body) return nb_builder_status(B);

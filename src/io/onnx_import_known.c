@@ -73,7 +73,8 @@ nb_status ox_known_open(ox_import *im, const Onnx__GraphProto *g, nb_feeds known
     if (!k->ran || !k->need) return nomem(im);
     for (size_t i = 0; i < g->n_node; i++)
         for (size_t o = 0; o < g->node[i]->n_output; o++)
-            if (*g->node[i]->output[o] && nb_strmap_put(&k->producer, g->node[i]->output[o], (void *)(uintptr_t)(i + 1)))
+            if (*g->node[i]->output[o] &&
+                nb_strmap_put(&k->producer, g->node[i]->output[o], (void *)(uintptr_t)(i + 1)))
                 return nomem(im);
     for (size_t i = 0; i < g->n_input; i++)
         if (!nb_strmap_get(&k->eager.protos, g->input[i]->name, NULL) &&
@@ -101,16 +102,20 @@ static nb_status depends(ox_import *im, const char *name, int how)
     if (nb_strmap_put(&k->seen, name, (void *)(seen | (uintptr_t)how))) return nomem(im);
     if (nb_strmap_get(&k->inputs, name, NULL)) {
         if (!nb_strmap_get(&k->eager.values, name, NULL))
-            return ox_node_error(im, NB_ERR_UNSUPPORTED, "needs the value of graph input '%s' at import, and the known "
-                                 "values given have none for it", name);
+            return ox_node_error(im, NB_ERR_UNSUPPORTED,
+                                 "needs the value of graph input '%s' at import, and the known "
+                                 "values given have none for it",
+                                 name);
         uintptr_t had = (uintptr_t)nb_strmap_get(&k->read, name, NULL);
         return nb_strmap_put(&k->read, name, (void *)(had | (uintptr_t)how)) ? nomem(im) : NB_OK;
     }
     const Onnx__TensorProto *p = nb_strmap_get(&k->eager.protos, name, NULL);
     if (p) {
         if (how == BY_VALUE && float_proto(p))
-            return ox_node_error(im, NB_ERR_UNSUPPORTED, "needs at import a value computed from the float initializer "
-                                 "'%s', a parameter that training changes", name);
+            return ox_node_error(im, NB_ERR_UNSUPPORTED,
+                                 "needs at import a value computed from the float initializer "
+                                 "'%s', a parameter that training changes",
+                                 name);
         return NB_OK;
     }
     size_t node = (size_t)(uintptr_t)nb_strmap_get(&k->producer, name, NULL);
@@ -168,12 +173,13 @@ static nb_status make_constant(ox_import *im, nb_var *var, const nb_tensor *t)
     nb_value c = nb_constant(im->b, t);
     if (nb_is_none(c)) return nb_builder_status(im->b);
     var->is_data = false;
-    nb_status st = nb_block_append_op(blk, "assign", NB_NAMES(nb_value_name(c)), NB_NAMES(var->name), NB_NO_ATTRS, NULL);
+    nb_status st =
+        nb_block_append_op(blk, "assign", NB_NAMES(nb_value_name(c)), NB_NAMES(var->name), NB_NO_ATTRS, NULL);
     if (!st) st = nb_block_move_op(blk, blk->n_ops - 2, 0);
     if (!st) st = nb_block_move_op(blk, blk->n_ops - 1, 1);
-    return st ? nb_builder_fail(im->b, st, "onnx import: making graph input '%s' a constant: %s", var->name,
-                                nb_last_error())
-              : NB_OK;
+    return st
+        ? nb_builder_fail(im->b, st, "onnx import: making graph input '%s' a constant: %s", var->name, nb_last_error())
+        : NB_OK;
 }
 
 nb_status ox_known_guard(ox_import *im)

@@ -88,9 +88,9 @@ static nb_status i_mod(ox_import *im)
     nb_value r = nb_sub(B, x, nb_mul(B, q, y));
     if (!c_style) {
         nb_value zero = scalar_like(im, r, 0);
-        nb_value flip = nb_logical_and(B, nb_not_equal(B, r, zero),
-                                       nb_emit1(B, "logical_xor", NB_VALUES(nb_less(B, r, zero), nb_less(B, y, zero)),
-                                                NB_NO_ATTRS));
+        nb_value flip = nb_logical_and(
+            B, nb_not_equal(B, r, zero),
+            nb_emit1(B, "logical_xor", NB_VALUES(nb_less(B, r, zero), nb_less(B, y, zero)), NB_NO_ATTRS));
         r = nb_where(B, flip, nb_add(B, r, y), r);
     }
     return ox_out(im, 0, back(im, r, dt));
@@ -135,8 +135,8 @@ static nb_status i_is_inf(ox_import *im)
     if (nb_is_none(x)) return nb_builder_status(B);
     bool pos = ox_attr_i(im, "detect_positive", 1) != 0, neg = ox_attr_i(im, "detect_negative", 1) != 0;
     nb_value y = pos && neg ? nb_equal(B, nb_abs(B, x), scalar_like(im, x, INFINITY))
-                 : pos      ? nb_equal(B, x, scalar_like(im, x, INFINITY))
-                 : neg      ? nb_equal(B, x, scalar_like(im, x, -INFINITY))
+        : pos               ? nb_equal(B, x, scalar_like(im, x, INFINITY))
+        : neg               ? nb_equal(B, x, scalar_like(im, x, -INFINITY))
                             : nb_less(B, x, x); /* false everywhere, NaN too */
     return ox_out(im, 0, y);
 }
@@ -366,7 +366,7 @@ static bool is_const(ox_import *im, int k)
 {
     const char *name = im->node->input[k];
     return !nb_strmap_get(&im->values, name, NULL) &&
-           (nb_strmap_get(&im->consts, name, NULL) || nb_strmap_get(&im->protos, name, NULL));
+        (nb_strmap_get(&im->consts, name, NULL) || nb_strmap_get(&im->protos, name, NULL));
 }
 
 static nb_status i_clip(ox_import *im)

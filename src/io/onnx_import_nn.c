@@ -19,7 +19,6 @@
 
 #define B (im->b)
 
-
 /* Whether input k is an initializer. */
 static bool is_init(const ox_import *im, int k)
 {
@@ -168,7 +167,7 @@ static nb_value conv_2d(ox_import *im, nb_value x, nb_value w, const window *win
         p[0] = win->pb[0], p[1] = win->pe[0], p[2] = win->pb[1], p[3] = win->pe[1];
     }
     nb_attr attrs[] = {NB_ATTR_INTS_N("strides", 2, s), NB_ATTR_INTS_N("paddings", 4, p),
-                       NB_ATTR_INTS_N("dilations", 2, d),                       NB_ATTR_INT("groups", group)};
+                       NB_ATTR_INTS_N("dilations", 2, d), NB_ATTR_INT("groups", group)};
     nb_value y = nb_emit1(B, "conv2d", NB_VALUES(x, w), NB_ATTRS_N(4, attrs));
     return one ? nb_squeeze(B, y, 1, &ax2) : y;
 }
@@ -432,9 +431,12 @@ static nb_value pool_2d(ox_import *im, nb_value x, const window *win, const pool
         k[0] = win->k[0], k[1] = win->k[1], s[0] = win->s[0], s[1] = win->s[1];
         p[0] = win->pb[0], p[1] = win->pe[0], p[2] = win->pb[1], p[3] = win->pe[1];
     }
-    nb_attr attrs[] = {NB_ATTR_STRING("pooling_type", o->max ? "max" : "avg"), NB_ATTR_INTS_N("ksize", 2, k),
-                       NB_ATTR_INTS_N("strides", 2, s), NB_ATTR_INTS_N("paddings", 4, p),
-                       NB_ATTR_BOOL("ceil_mode", o->ceil), NB_ATTR_BOOL("exclusive", !o->include_pad)};
+    nb_attr attrs[] = {NB_ATTR_STRING("pooling_type", o->max ? "max" : "avg"),
+                       NB_ATTR_INTS_N("ksize", 2, k),
+                       NB_ATTR_INTS_N("strides", 2, s),
+                       NB_ATTR_INTS_N("paddings", 4, p),
+                       NB_ATTR_BOOL("ceil_mode", o->ceil),
+                       NB_ATTR_BOOL("exclusive", !o->include_pad)};
     nb_value y = nb_emit1(B, "pool2d", NB_VALUES(x), NB_ATTRS_N(6, attrs));
     return one ? nb_squeeze(B, y, 1, &ax2) : y;
 }
@@ -717,7 +719,7 @@ static nb_status i_batch_norm(ox_import *im)
     if (!ox_attr_i(im, "spatial", 1)) return ox_unsupported(im, "has spatial=0 (statistics per activation)");
     double eps = ox_attr_f(im, "epsilon", 1e-5), momentum = ox_attr_f(im, "momentum", 0.9);
     bool training = im->opset >= 14 ? ox_attr_i(im, "training_mode", 0) != 0
-                    : im->opset < 7 ? ox_attr_i(im, "is_test", 0) == 0
+        : im->opset < 7             ? ox_attr_i(im, "is_test", 0) == 0
                                     : wants_out(im, 1) || wants_out(im, 2);
     if (im->opset < 14 && (wants_out(im, 3) || wants_out(im, 4)))
         return ox_unsupported(im, "asks for the saved mean or variance of training (outputs 3 and 4)");

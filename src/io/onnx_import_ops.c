@@ -62,14 +62,17 @@ static int cast_target(ox_import *im)
 static nb_status cast_to(ox_import *im, nb_value x, int to)
 {
     nb_dtype dt;
-    if (!ox_nabla_dtype(to, &dt) || to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 || to == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16)
+    if (!ox_nabla_dtype(to, &dt) || to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 ||
+        to == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16)
         return ox_node_error(im, NB_ERR_UNSUPPORTED, "casts to %s, which nabla has no dtype for", ox_type_name(to));
     /* nabla holds int8, int16, uint16 and uint32 widened: a cast to one
      * would not wrap or saturate as the narrow type does. */
     if (to == ONNX__TENSOR_PROTO__DATA_TYPE__INT8 || to == ONNX__TENSOR_PROTO__DATA_TYPE__INT16 ||
         to == ONNX__TENSOR_PROTO__DATA_TYPE__UINT16 || to == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32)
-        return ox_node_error(im, NB_ERR_UNSUPPORTED, "casts to %s, which nabla holds widened (a cast to it could not "
-                             "wrap)", ox_type_name(to));
+        return ox_node_error(im, NB_ERR_UNSUPPORTED,
+                             "casts to %s, which nabla holds widened (a cast to it could not "
+                             "wrap)",
+                             ox_type_name(to));
     return ox_out(im, 0, nb_cast(B, x, dt));
 }
 
@@ -83,8 +86,10 @@ static nb_status i_cast_like(ox_import *im)
     nb_value x = ox_in(im, 0), like = ox_in(im, 1);
     if (nb_builder_status(B)) return nb_builder_status(B);
     if (nb_strmap_get(&im->narrow, im->node->input[1], NULL))
-        return ox_node_error(im, NB_ERR_UNSUPPORTED, "casts to the type of '%s', FLOAT16 or BFLOAT16, which nabla "
-                             "holds as float32 (a cast would not round to it)", im->node->input[1]);
+        return ox_node_error(im, NB_ERR_UNSUPPORTED,
+                             "casts to the type of '%s', FLOAT16 or BFLOAT16, which nabla "
+                             "holds as float32 (a cast would not round to it)",
+                             im->node->input[1]);
     return ox_out(im, 0, nb_cast(B, x, nb_value_info(B, like).dtype));
 }
 
@@ -144,9 +149,10 @@ static nb_status i_constant(ox_import *im)
     const Onnx__AttributeProto *i = ox_attr(im, "value_int"), *is = ox_attr(im, "value_ints");
     int64_t n = fs ? (int64_t)fs->n_floats : is ? (int64_t)is->n_ints : 1;
     nb_status st = f || fs ? nb_tensor_new(&t, NB_F32, fs ? 1 : 0, &n)
-                   : i || is ? nb_tensor_new(&t, NB_I64, is ? 1 : 0, &n)
-                             : ox_unsupported(im, "has no value nabla reads (value, value_float(s) or value_int(s); "
-                                                  "strings and sparse tensors are not read)");
+        : i || is          ? nb_tensor_new(&t, NB_I64, is ? 1 : 0, &n)
+                           : ox_unsupported(im,
+                                            "has no value nabla reads (value, value_float(s) or value_int(s); "
+                                                     "strings and sparse tensors are not read)");
     if (st) return st == NB_ERR_NOMEM ? ox_node_error(im, st, "out of memory") : st;
     for (int64_t k = 0; k < n; k++) {
         if (f || fs) ((float *)nb_tensor_data(t))[k] = fs ? fs->floats[k] : f->f;
@@ -175,7 +181,8 @@ static nb_status i_size(ox_import *im)
     int64_t n = 1;
     for (int d = 0; d < info.ndim; d++) {
         if (info.shape[d] < 0 && im->known) return ox_known_fold(im);
-        if (info.shape[d] < 0) return ox_unsupported(im, "counts the elements of a tensor whose shape only a run knows");
+        if (info.shape[d] < 0)
+            return ox_unsupported(im, "counts the elements of a tensor whose shape only a run knows");
         n *= info.shape[d];
     }
     return const_ints_out(im, 1, &n, true);
@@ -227,7 +234,8 @@ static bool shape_or_const(ox_import *im, int k, ox_shape *out)
         return true;
     }
     const nb_tensor *t = ox_const_in(im, k);
-    if (!t || (t->dtype != NB_I64 && t->dtype != NB_I32) || t->ndim > 1 || nb_tensor_numel(t) > 2 * NB_MAX_DIMS) return false;
+    if (!t || (t->dtype != NB_I64 && t->dtype != NB_I32) || t->ndim > 1 || nb_tensor_numel(t) > 2 * NB_MAX_DIMS)
+        return false;
     *out = (ox_shape){.n = (int)nb_tensor_numel(t), .scalar = t->ndim == 0};
     for (int i = 0; i < out->n; i++) out->dim[i] = -1, out->value[i] = (int64_t)nb_tensor_get(t, i);
     return true;
@@ -238,7 +246,8 @@ static bool shape_or_const(ox_import *im, int k, ox_shape *out)
 static bool shape_node(ox_import *im, nb_status *st)
 {
     const char *type = im->node->op_type;
-    bool known = !strcmp(type, "Cast") || !strcmp(type, "Unsqueeze") || !strcmp(type, "Gather") || !strcmp(type, "Concat");
+    bool known =
+        !strcmp(type, "Cast") || !strcmp(type, "Unsqueeze") || !strcmp(type, "Gather") || !strcmp(type, "Concat");
     int n_in = !strcmp(type, "Concat") ? (int)im->node->n_input : 1;
     bool any = false, all_small = known;
     for (int k = 0; k < n_in; k++) {
@@ -250,7 +259,8 @@ static bool shape_node(ox_import *im, nb_status *st)
      * unsqueezed, a cast between ints, a gather or a concat of int lists. */
     bool fold = !any && all_small;
     int64_t to = ox_attr_i(im, "to", ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
-    if (!strcmp(type, "Cast") && to != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && to != ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
+    if (!strcmp(type, "Cast") && to != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 &&
+        to != ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
         fold = false;
     if (fold && !strcmp(type, "Unsqueeze")) {
         const nb_tensor *t = ox_const_in(im, 0);
@@ -279,13 +289,15 @@ static bool shape_node(ox_import *im, nb_status *st)
         for (int i = 0; i < r.n && !*st; i++) {
             int64_t j = (int64_t)nb_tensor_get(idx, i);
             if (j < 0) j += s0->n;
-            if (j < 0 || j >= s0->n) *st = ox_node_error(im, NB_ERR_ARG, "index %lld is out of the shape's %d entries", (long long)j, s0->n);
+            if (j < 0 || j >= s0->n)
+                *st = ox_node_error(im, NB_ERR_ARG, "index %lld is out of the shape's %d entries", (long long)j, s0->n);
             else r.value[i] = s0->value[j], r.dim[i] = s0->dim[j], r.of[i] = s0->of[j];
         }
     } else if (!strcmp(type, "Concat")) {
         for (int k = 0; k < (int)im->node->n_input && !*st; k++) {
             ox_shape part;
-            if (!shape_or_const(im, k, &part)) *st = ox_unsupported(im, "joins a run-time shape with what is not an int constant");
+            if (!shape_or_const(im, k, &part))
+                *st = ox_unsupported(im, "joins a run-time shape with what is not an int constant");
             else if (r.n + part.n > 2 * NB_MAX_DIMS) *st = ox_unsupported(im, "makes a shape of too many entries");
             else {
                 memcpy(r.value + r.n, part.value, (size_t)part.n * sizeof *r.value);
@@ -298,8 +310,9 @@ static bool shape_node(ox_import *im, nb_status *st)
         /* Another op reads the shape as a value: with known inputs, ox_in
          * makes it the constant it is on them. */
         if (im->known) return false;
-        *st = ox_unsupported(im, "uses a shape computed at run time, which nabla follows only through Gather, Unsqueeze, "
-                              "Concat and Cast into Reshape and ConstantOfShape");
+        *st = ox_unsupported(im,
+                             "uses a shape computed at run time, which nabla follows only through Gather, Unsqueeze, "
+                             "Concat and Cast into Reshape and ConstantOfShape");
         return true;
     }
     if (*st) return true;
@@ -346,7 +359,8 @@ static nb_status i_constant_of_shape(ox_import *im)
         if (st) return ox_node_error(im, st, "%s", nb_last_error());
         if (nb_tensor_numel(v) != 1) {
             nb_tensor_release(v);
-            return ox_node_error(im, NB_ERR_FORMAT, "its value holds %lld elements, not one", (long long)nb_tensor_numel(v));
+            return ox_node_error(im, NB_ERR_FORMAT, "its value holds %lld elements, not one",
+                                 (long long)nb_tensor_numel(v));
         }
         fill = nb_tensor_get(v, 0), dt = v->dtype;
         nb_tensor_release(v);
@@ -379,8 +393,8 @@ static const ox_importer core[] = {
 /* clang-format on */
 
 /* Every family's rows, each list ending at a row without a name. */
-static const ox_importer *const families[] = {core, ox_imports_math, ox_imports_reduce, ox_imports_shape,
-                                              ox_imports_nn, ox_imports_rnn, ox_imports_make, ox_imports_quant,
+static const ox_importer *const families[] = {core,           ox_imports_math,   ox_imports_reduce, ox_imports_shape,
+                                              ox_imports_nn,  ox_imports_rnn,    ox_imports_make,   ox_imports_quant,
                                               ox_imports_seq, ox_imports_control};
 
 static const ox_importer *find_importer(const char *op_type)
@@ -404,8 +418,10 @@ nb_status ox_import_node(ox_import *im)
      * rule (ONNX's since 7) aligns the last dims: refused. Without an axis
      * the two rules agree. */
     if (im->opset < 7 && ox_attr_i(im, "broadcast", 0) && ox_attr(im, "axis"))
-        return ox_node_error(im, NB_ERR_UNSUPPORTED, "broadcasts along axis %lld (opset 1-6's rule), which nabla "
-                             "does not", (long long)ox_attr_i(im, "axis", 0));
+        return ox_node_error(im, NB_ERR_UNSUPPORTED,
+                             "broadcasts along axis %lld (opset 1-6's rule), which nabla "
+                             "does not",
+                             (long long)ox_attr_i(im, "axis", 0));
     const ox_importer *m = find_importer(im->node->op_type);
     if (!m) return ox_unsupported(im, "nabla has no import for this op type");
     if (!m->fn && (int)im->node->n_input != m->n_in)

@@ -131,7 +131,16 @@ static nb_value gather_any(ox_import *im, nb_value x, nb_value idx, int axis)
 /* ---- reductions ------------------------------------------------------------------- */
 
 typedef enum red_kind {
-    R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_LOG_SUM, R_LOG_SUM_EXP, R_SUM_SQUARE
+    R_SUM,
+    R_MEAN,
+    R_MAX,
+    R_MIN,
+    R_PROD,
+    R_L1,
+    R_L2,
+    R_LOG_SUM,
+    R_LOG_SUM_EXP,
+    R_SUM_SQUARE
 } red_kind;
 
 /* The axes: an input for ReduceSum from opset 13 and for every reduction
@@ -198,12 +207,13 @@ static nb_status arg_reduce(ox_import *im, const char *op)
     if (nb_is_none(x)) return nb_builder_status(B);
     nb_dtype dt = nb_value_info(B, x).dtype;
     if (!nb_dtype_is_float(dt) && dt != NB_I32 && dt != NB_I64)
-        return ox_node_error(im, NB_ERR_UNSUPPORTED, "takes a %s tensor; nabla's %s takes numbers",
-                             nb_dtype_name(dt), op);
-    return ox_out(im, 0, nb_emit1(B, op, NB_VALUES(x),
-                                  NB_ATTRS(NB_ATTR_INT("axis", ox_attr_i(im, "axis", 0)),
-                                           NB_ATTR_BOOL("keepdim", ox_attr_i(im, "keepdims", 1) != 0),
-                                           NB_ATTR_BOOL("select_last", ox_attr_i(im, "select_last_index", 0) != 0))));
+        return ox_node_error(im, NB_ERR_UNSUPPORTED, "takes a %s tensor; nabla's %s takes numbers", nb_dtype_name(dt),
+                             op);
+    return ox_out(im, 0,
+                  nb_emit1(B, op, NB_VALUES(x),
+                           NB_ATTRS(NB_ATTR_INT("axis", ox_attr_i(im, "axis", 0)),
+                                    NB_ATTR_BOOL("keepdim", ox_attr_i(im, "keepdims", 1) != 0),
+                                    NB_ATTR_BOOL("select_last", ox_attr_i(im, "select_last_index", 0) != 0))));
 }
 
 static nb_status i_argmax(ox_import *im) { return arg_reduce(im, "argmax"); }
@@ -215,10 +225,11 @@ static nb_status i_cumsum(ox_import *im)
     nb_value x = ox_in(im, 0);
     int64_t axis;
     if (nb_is_none(x) || !const_int(im, 1, &axis)) return nb_builder_status(B);
-    return ox_out(im, 0, nb_emit1(B, "cumsum", NB_VALUES(x),
-                                  NB_ATTRS(NB_ATTR_INT("axis", axis),
-                                           NB_ATTR_BOOL("exclusive", ox_attr_i(im, "exclusive", 0) != 0),
-                                           NB_ATTR_BOOL("reverse", ox_attr_i(im, "reverse", 0) != 0))));
+    return ox_out(
+        im, 0,
+        nb_emit1(B, "cumsum", NB_VALUES(x),
+                 NB_ATTRS(NB_ATTR_INT("axis", axis), NB_ATTR_BOOL("exclusive", ox_attr_i(im, "exclusive", 0) != 0),
+                          NB_ATTR_BOOL("reverse", ox_attr_i(im, "reverse", 0) != 0))));
 }
 
 /* TopK: k an attribute before opset 10, an input from it; largest and
@@ -279,8 +290,9 @@ static nb_status i_gather_elements(ox_import *im)
 {
     nb_value x = ox_in(im, 0), idx = ox_in(im, 1);
     if (nb_builder_status(B)) return nb_builder_status(B);
-    return ox_out(im, 0, nb_emit1(B, "gather_elements", NB_VALUES(x, idx),
-                                  NB_ATTRS(NB_ATTR_INT("axis", ox_attr_i(im, "axis", 0)))));
+    return ox_out(
+        im, 0,
+        nb_emit1(B, "gather_elements", NB_VALUES(x, idx), NB_ATTRS(NB_ATTR_INT("axis", ox_attr_i(im, "axis", 0)))));
 }
 
 /* ScatterElements, and Scatter (opsets 9 and 10), its older name. */
@@ -291,9 +303,9 @@ static nb_status i_scatter_elements(ox_import *im)
     const char *r = ox_attr_s(im, "reduction", "none");
     if (strcmp(r, "none") && strcmp(r, "add") && strcmp(r, "mul"))
         return ox_node_error(im, NB_ERR_UNSUPPORTED, "has reduction '%s'; nabla scatters with none, add or mul", r);
-    return ox_out(im, 0, nb_emit1(B, "scatter_elements", NB_VALUES(x, idx, upd),
-                                  NB_ATTRS(NB_ATTR_INT("axis", ox_attr_i(im, "axis", 0)),
-                                           NB_ATTR_STRING("reduction", r))));
+    return ox_out(im, 0,
+                  nb_emit1(B, "scatter_elements", NB_VALUES(x, idx, upd),
+                           NB_ATTRS(NB_ATTR_INT("axis", ox_attr_i(im, "axis", 0)), NB_ATTR_STRING("reduction", r))));
 }
 
 /* GatherND and ScatterND address data by the m entries of the last dim of
@@ -441,8 +453,9 @@ static const nb_tensor *values_at_import(ox_import *im, int k)
     const nb_tensor *t = ox_const_in(im, k);
     if (t) return t;
     nb_builder_clear_error(B);
-    ox_unsupported(im, "its output's shape depends on the values of an input that is not known when the model is "
-                       "imported, and a nabla program's shapes are fixed before it runs");
+    ox_unsupported(im,
+                   "its output's shape depends on the values of an input that is not known when the model is "
+                   "imported, and a nabla program's shapes are fixed before it runs");
     return NULL;
 }
 

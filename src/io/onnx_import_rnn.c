@@ -27,10 +27,10 @@ typedef struct act {
 
 typedef struct rnn {
     enum rnn_kind kind;
-    int gates;      /* 1, 3 or 4 */
-    int n_acts;     /* activations a direction: 1, 2 or 3 */
-    int dirs;       /* 1 or 2 */
-    bool reverse;   /* direction "reverse" (with one direction) */
+    int gates;    /* 1, 3 or 4 */
+    int n_acts;   /* activations a direction: 1, 2 or 3 */
+    int dirs;     /* 1 or 2 */
+    bool reverse; /* direction "reverse" (with one direction) */
     bool batch_first;
     bool linear_before_reset;
     double clip; /* 0: none */
@@ -39,13 +39,12 @@ typedef struct rnn {
     act acts[6];
 } rnn;
 
-
 static bool wants_out(const ox_import *im, int k) { return k < (int)im->node->n_output && *im->node->output[k]; }
 
 static bool known_act(const char *name)
 {
-    static const char *const names[] = {"Sigmoid",  "Tanh",       "Relu",        "LeakyRelu",       "Elu",
-                                        "Softplus", "Softsign",   "Affine",      "ScaledTanh",      "HardSigmoid",
+    static const char *const names[] = {"Sigmoid",         "Tanh",     "Relu",   "LeakyRelu",  "Elu",
+                                        "Softplus",        "Softsign", "Affine", "ScaledTanh", "HardSigmoid",
                                         "ThresholdedRelu", NULL};
     for (int i = 0; names[i]; i++)
         if (!strcmp(names[i], name)) return true;
@@ -108,13 +107,14 @@ static nb_status read_rnn(ox_import *im, enum rnn_kind kind, nb_value x, rnn *r)
     const Onnx__AttributeProto *al = ox_attr(im, "activation_alpha"), *be = ox_attr(im, "activation_beta");
     int n = r->n_acts * r->dirs;
     if (a && (int)a->n_strings != n)
-        return ox_node_error(im, NB_ERR_FORMAT, "lists %zu activations; %d direction(s) need %d", a->n_strings,
-                             r->dirs, n);
+        return ox_node_error(im, NB_ERR_FORMAT, "lists %zu activations; %d direction(s) need %d", a->n_strings, r->dirs,
+                             n);
     size_t next_alpha = 0, next_beta = 0;
     for (int i = 0; i < n; i++) {
         act *t = &r->acts[i];
-        if (a) snprintf(t->name, sizeof t->name, "%.*s", (int)(a->strings[i].len < 31 ? a->strings[i].len : 31),
-                        (const char *)a->strings[i].data);
+        if (a)
+            snprintf(t->name, sizeof t->name, "%.*s", (int)(a->strings[i].len < 31 ? a->strings[i].len : 31),
+                     (const char *)a->strings[i].data);
         else snprintf(t->name, sizeof t->name, "%s", defaults[r->n_acts - 1][i % r->n_acts]);
         if (!known_act(t->name)) return ox_node_error(im, NB_ERR_UNSUPPORTED, "has activation '%s'", t->name);
         int takes;

@@ -23,9 +23,11 @@ struct ox_seq {
 static const ox_seq *seq_in(ox_import *im, int k)
 {
     const ox_seq *s = ox_has_in(im, k) ? nb_strmap_get(&im->seqs, im->node->input[k], NULL) : NULL;
-    if (!s) ox_node_error(im, NB_ERR_UNSUPPORTED, "input %d ('%s') is not a sequence the import holds (a sequence "
-                          "must be made in the graph by the sequence ops; nabla takes none as a graph input)", k,
-                          ox_has_in(im, k) ? im->node->input[k] : "");
+    if (!s)
+        ox_node_error(im, NB_ERR_UNSUPPORTED,
+                      "input %d ('%s') is not a sequence the import holds (a sequence "
+                      "must be made in the graph by the sequence ops; nabla takes none as a graph input)",
+                      k, ox_has_in(im, k) ? im->node->input[k] : "");
     return s;
 }
 
@@ -178,7 +180,8 @@ static nb_status i_split_to_sequence(ox_import *im)
             if (count > MAX_SEQ) return ox_unsupported(im, "makes more pieces than nabla holds at import (4096)");
             for (n = 0; n < count; n++) {
                 sizes[n] = (int64_t)nb_tensor_get(t, n);
-                if (sizes[n] < 0) return ox_node_error(im, NB_ERR_ARG, "piece %d has size %lld", n, (long long)sizes[n]);
+                if (sizes[n] < 0)
+                    return ox_node_error(im, NB_ERR_ARG, "piece %d has size %lld", n, (long long)sizes[n]);
                 total += sizes[n];
             }
             if (total != len)

@@ -175,8 +175,7 @@ static nb_status i_split(ox_import *im)
     for (int k = 0; k < n; k++)
         if (sizes[k] < 0) return ox_node_error(im, NB_ERR_ARG, "split size %d is %lld", k, (long long)sizes[k]);
     nb_value outs[MAX_PARTS];
-    nb_attr attrs[] = {NB_ATTR_INT("axis", ox_attr_i(im, "axis", 0)),
-                       NB_ATTR_INTS_N("sections", n < 0 ? 0 : n, sizes)};
+    nb_attr attrs[] = {NB_ATTR_INT("axis", ox_attr_i(im, "axis", 0)), NB_ATTR_INTS_N("sections", n < 0 ? 0 : n, sizes)};
     nb_status st = nb_emit(B, "split", NB_VALUES(x), NB_ATTRS_N(2, attrs), n_out, outs);
     for (int k = 0; k < n_out && !st; k++) st = ox_out(im, k, outs[k]);
     return st;
@@ -492,8 +491,8 @@ static void tap_weights(const resize_mode *m, double ratio, double *w)
     } else {
         /* nearest: 1 on the tap before the position or on the one after */
         bool after = ratio == 1 || !strcmp(m->nearest, "ceil") ||
-                     (!strcmp(m->nearest, "round_prefer_floor") && ratio > 0.5) ||
-                     (!strcmp(m->nearest, "round_prefer_ceil") && ratio >= 0.5);
+            (!strcmp(m->nearest, "round_prefer_floor") && ratio > 0.5) ||
+            (!strcmp(m->nearest, "round_prefer_ceil") && ratio >= 0.5);
         w[0] = !after, w[1] = after;
     }
 }
@@ -633,8 +632,8 @@ static nb_status i_resize(ox_import *im)
     snprintf(coord, sizeof coord, "%s",
              im->opset < 11 ? "asymmetric" : ox_attr_s(im, "coordinate_transformation_mode", "half_pixel"));
     rm.coord = coord;
-    static const char *const coords[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-                                         "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+    static const char *const coords[] = {"half_pixel", "pytorch_half_pixel",   "align_corners",
+                                         "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
     static const char *const nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
     bool known_coord = false, known_nearest = false;
     for (size_t i = 0; i < sizeof coords / sizeof *coords; i++) known_coord |= !strcmp(coord, coords[i]);
@@ -657,8 +656,7 @@ static nb_status i_resize(ox_import *im)
         return ox_node_error(im, NB_ERR_FORMAT, "has %d roi entries for a rank-%d input", n_roi, r);
     if (n_sizes > 0 && n_scales > 0) return ox_node_error(im, NB_ERR_FORMAT, "has both scales and sizes");
     if (n_sizes > 0 ? n_sizes != r : n_scales != r)
-        return ox_node_error(im, NB_ERR_FORMAT, "has %d scales and %d sizes for a rank-%d input", n_scales, n_sizes,
-                             r);
+        return ox_node_error(im, NB_ERR_FORMAT, "has %d scales and %d sizes for a rank-%d input", n_scales, n_sizes, r);
     return resize(im, x, &rm, scales, f32, n_sizes > 0 ? sizes : NULL, crop ? roi : NULL);
 }
 
@@ -883,8 +881,8 @@ static nb_status i_einsum(ox_import *im)
     for (int k = 0; k < n_in; k++) {
         if (nb_is_none(xs[k] = ox_in(im, k))) return nb_builder_status(B);
         const char *comma = memchr(p, ',', (size_t)(lhs_end - p)), *end = comma ? comma : lhs_end;
-        bool fits = (k < n_in - 1) == (comma != NULL) &&
-                    es_parse(p, (size_t)(end - p), ox_rank(im, xs[k]), 0, &ts[k], &ell[k]);
+        bool fits =
+            (k < n_in - 1) == (comma != NULL) && es_parse(p, (size_t)(end - p), ox_rank(im, xs[k]), 0, &ts[k], &ell[k]);
         if (!fits)
             return ox_node_error(im, NB_ERR_FORMAT, "equation '%s' does not fit its %d operands' ranks", s, n_in);
         if (ell[k] > n_ell) n_ell = ell[k];

@@ -238,13 +238,13 @@ typedef struct ox_importer {
 #define OX_FN(onnx, fn) {#onnx, 0, 0, i_##fn}
 #define OX_AS(onnx, op, n_in) {#onnx, #op, n_in, 0}
 
-extern const ox_importer ox_imports_math[];   /* arithmetic, activations, products, softmax */
-extern const ox_importer ox_imports_reduce[]; /* reductions, gathers and scatters */
-extern const ox_importer ox_imports_shape[];  /* moving, joining, slicing, padding, resizing */
-extern const ox_importer ox_imports_nn[];     /* convolutions, pools, normalisations, losses */
-extern const ox_importer ox_imports_rnn[];    /* RNN, GRU, LSTM */
-extern const ox_importer ox_imports_make[];   /* tensors made from a shape or size: EyeLike, windows */
-extern const ox_importer ox_imports_quant[];  /* linear quantization */
+extern const ox_importer ox_imports_math[];    /* arithmetic, activations, products, softmax */
+extern const ox_importer ox_imports_reduce[];  /* reductions, gathers and scatters */
+extern const ox_importer ox_imports_shape[];   /* moving, joining, slicing, padding, resizing */
+extern const ox_importer ox_imports_nn[];      /* convolutions, pools, normalisations, losses */
+extern const ox_importer ox_imports_rnn[];     /* RNN, GRU, LSTM */
+extern const ox_importer ox_imports_make[];    /* tensors made from a shape or size: EyeLike, windows */
+extern const ox_importer ox_imports_quant[];   /* linear quantization */
 extern const ox_importer ox_imports_seq[];     /* sequences and optionals, held at import time */
 extern const ox_importer ox_imports_control[]; /* If, Loop, Scan: sub-graphs on nb_cond, nb_while_loop, nb_scan */
 

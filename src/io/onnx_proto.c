@@ -105,8 +105,8 @@ bool ox_nabla_dtype(int onnx_type, nb_dtype *out)
 
 const char *ox_type_name(int t)
 {
-    static const char *const names[] = {"UNDEFINED", "FLOAT",  "UINT8",  "INT8",      "UINT16",     "INT16",
-                                        "INT32",     "INT64",  "STRING", "BOOL",      "FLOAT16",    "DOUBLE",
+    static const char *const names[] = {"UNDEFINED", "FLOAT",  "UINT8",     "INT8",       "UINT16",  "INT16",
+                                        "INT32",     "INT64",  "STRING",    "BOOL",       "FLOAT16", "DOUBLE",
                                         "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
     return t >= 0 && t < (int)(sizeof names / sizeof *names) ? names[t] : "unknown";
 }
@@ -143,8 +143,7 @@ Onnx__TensorProto *ox_tensor_proto(ox_arena *a, const char *name, const nb_tenso
 
 /* The bytes of an external-data tensor: `n` bytes at the entry's offset in
  * the file its location names, under model_dir. */
-static nb_status read_external(const Onnx__TensorProto *p, const char *model_dir, const char *what, void *dst,
-                               size_t n)
+static nb_status read_external(const Onnx__TensorProto *p, const char *model_dir, const char *what, void *dst, size_t n)
 {
     const char *location = NULL;
     long long offset = 0, length = -1;
@@ -173,17 +172,20 @@ static nb_status read_external(const Onnx__TensorProto *p, const char *model_dir
     /* A link may still lead out: where the file really is must be inside
      * the folder where the model really is. */
     char real_dir[PATH_MAX], real_file[PATH_MAX];
-    if (!realpath(path, real_file)) return nb_error(NB_ERR_NOT_FOUND, "%s: cannot open external data file %s", what, path);
-    if (!realpath(model_dir, real_dir)) return nb_error(NB_ERR_IO, "%s: cannot resolve the model's folder %s", what, model_dir);
+    if (!realpath(path, real_file))
+        return nb_error(NB_ERR_NOT_FOUND, "%s: cannot open external data file %s", what, path);
+    if (!realpath(model_dir, real_dir))
+        return nb_error(NB_ERR_IO, "%s: cannot resolve the model's folder %s", what, model_dir);
     size_t dl = strlen(real_dir);
     if (strncmp(real_file, real_dir, dl) || (real_file[dl] != '/' && strcmp(real_dir, "/")))
-        return nb_error(NB_ERR_FORMAT, "%s: external data location \"%s\" leads out of the model's folder (to %s)", what,
-                        location, real_file);
+        return nb_error(NB_ERR_FORMAT, "%s: external data location \"%s\" leads out of the model's folder (to %s)",
+                        what, location, real_file);
     FILE *f = fopen(real_file, "rb");
     if (!f) return nb_error(NB_ERR_NOT_FOUND, "%s: cannot open external data file %s", what, path);
     nb_status st = NB_OK;
     if (fseeko(f, (off_t)offset, SEEK_SET) || fread(dst, 1, n, f) != n)
-        st = nb_error(NB_ERR_FORMAT, "%s: external data file %s has no %zu bytes at offset %lld", what, path, n, offset);
+        st =
+            nb_error(NB_ERR_FORMAT, "%s: external data file %s has no %zu bytes at offset %lld", what, path, n, offset);
     fclose(f);
     return st;
 }
@@ -206,7 +208,9 @@ static void widen_ints(const uint8_t *src, void *dst, size_t n, int type)
 {
     for (size_t i = 0; i < n; i++) switch (type) {
         case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: ((int32_t *)dst)[i] = (int8_t)src[i]; break;
-        case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: ((int32_t *)dst)[i] = (int16_t)(src[2 * i] | src[2 * i + 1] << 8); break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+            ((int32_t *)dst)[i] = (int16_t)(src[2 * i] | src[2 * i + 1] << 8);
+            break;
         case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: ((int32_t *)dst)[i] = src[2 * i] | src[2 * i + 1] << 8; break;
         default:
             ((int64_t *)dst)[i] = (int64_t)((uint32_t)src[4 * i] | (uint32_t)src[4 * i + 1] << 8 |
@@ -230,7 +234,8 @@ nb_status ox_tensor_from_proto(const Onnx__TensorProto *p, const char *model_dir
     int type = p->has_data_type ? p->data_type : 0;
     if (!ox_nabla_dtype(type, &dt))
         return nb_error(NB_ERR_UNSUPPORTED, "%s: element type %s has no nabla dtype", what, ox_type_name(type));
-    if (p->n_dims > NB_MAX_DIMS) return nb_error(NB_ERR_FORMAT, "%s: %zu dims, more than %d", what, p->n_dims, NB_MAX_DIMS);
+    if (p->n_dims > NB_MAX_DIMS)
+        return nb_error(NB_ERR_FORMAT, "%s: %zu dims, more than %d", what, p->n_dims, NB_MAX_DIMS);
     int64_t shape[NB_MAX_DIMS], numel = 1;
     for (size_t i = 0; i < p->n_dims; i++) {
         shape[i] = p->dims[i];
@@ -244,12 +249,13 @@ nb_status ox_tensor_from_proto(const Onnx__TensorProto *p, const char *model_dir
     bool external = p->has_data_location && p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     bool u32 = type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32;
     size_t typed = dt == NB_F32 && !half ? p->n_float_data
-                   : dt == NB_F64       ? p->n_double_data
-                   : u32                ? p->n_uint64_data
-                   : dt == NB_I64       ? p->n_int64_data
-                                        : p->n_int32_data; /* the other ints, bool, float16 and bfloat16 bits */
+        : dt == NB_F64                   ? p->n_double_data
+        : u32                            ? p->n_uint64_data
+        : dt == NB_I64                   ? p->n_int64_data
+                                         : p->n_int32_data; /* the other ints, bool, float16 and bfloat16 bits */
     if (!external && !p->has_raw_data && typed != (size_t)numel)
-        return nb_error(NB_ERR_FORMAT, "%s: holds %zu values for shape of %lld elements", what, typed, (long long)numel);
+        return nb_error(NB_ERR_FORMAT, "%s: holds %zu values for shape of %lld elements", what, typed,
+                        (long long)numel);
     if (!external && p->has_raw_data && p->raw_data.len != stored)
         return nb_error(NB_ERR_FORMAT, "%s: raw_data has %zu bytes; its %s shape needs %zu", what, p->raw_data.len,
                         ox_type_name(type), stored);
@@ -259,7 +265,8 @@ nb_status ox_tensor_from_proto(const Onnx__TensorProto *p, const char *model_dir
     uint8_t *d = nb_tensor_data(t);
     uint8_t *bytes = NULL; /* the stored bytes, when they are not the tensor's own */
     if (external || p->has_raw_data) {
-        if ((half || narrow) && !(bytes = nb_malloc(stored + 1))) st = nb_error(NB_ERR_NOMEM, "%s: out of memory", what);
+        if ((half || narrow) && !(bytes = nb_malloc(stored + 1)))
+            st = nb_error(NB_ERR_NOMEM, "%s: out of memory", what);
         uint8_t *dst = half || narrow ? bytes : d;
         if (!st && external) st = read_external(p, model_dir, what, dst, stored);
         else if (!st && stored) memcpy(dst, p->raw_data.data, stored);

@@ -58,8 +58,8 @@ static nb_status check_blocks(const loader *L)
                        (int)bd->parent_idx);
         if (bd->forward_block_idx != -1 &&
             (bd->forward_block_idx < 0 || bd->forward_block_idx >= n || bd->forward_block_idx == i))
-            return bad(L, NB_ERR_FORMAT, "block %d differentiates block %d, which is not another block of the %d",
-                       i, (int)bd->forward_block_idx, n);
+            return bad(L, NB_ERR_FORMAT, "block %d differentiates block %d, which is not another block of the %d", i,
+                       (int)bd->forward_block_idx, n);
         if (bd->n_vars > MAX_COUNT || bd->n_ops > MAX_COUNT)
             return bad(L, NB_ERR_FORMAT, "block %d has too many vars or ops", i);
     }
@@ -243,7 +243,8 @@ static nb_status to_attrs(const loader *L, const char *where, const Nabla__OpDes
             v.ints = a->ints;
             break;
         case NB_ATTR_FLOATS:
-            if (a->n_floats > MAX_COUNT) return bad(L, NB_ERR_FORMAT, "%s: attribute '%.100s' is too long", where, name);
+            if (a->n_floats > MAX_COUNT)
+                return bad(L, NB_ERR_FORMAT, "%s: attribute '%.100s' is too long", where, name);
             v.n = (int)a->n_floats;
             v.floats = a->floats;
             break;
@@ -275,7 +276,9 @@ static nb_status load_op(loader *L, nb_block *b, size_t oi, const Nabla__OpDesc 
     nb_status st = lay_out(L, where, def, true, od->inputs, od->n_inputs, &in);
     if (!st) st = lay_out(L, where, def, false, od->outputs, od->n_outputs, &out);
     if (!st) st = to_attrs(L, where, od, attrs);
-    if (!st && (st = nb_block_append_op(b, type, NB_NAMES_N(in.n, in.flat), NB_NAMES_N(out.n, out.flat), NB_ATTRS_N((int)od->n_attrs, attrs), &op)))
+    if (!st &&
+        (st = nb_block_append_op(b, type, NB_NAMES_N(in.n, in.flat), NB_NAMES_N(out.n, out.flat),
+                                 NB_ATTRS_N((int)od->n_attrs, attrs), &op)))
         nb_error_context(st, "%s: %s program, %s", L->source, L->which, where);
     if (!st && (!same_layout(op, true, &in) || !same_layout(op, false, &out)))
         st = bad(L, NB_ERR_FORMAT, "%s: its vars do not fit its slots", where);
@@ -420,7 +423,8 @@ static nb_status load_program(const char *source, const char *which, const Nabla
     /* Ops after every block and var exists: an op may name a later block or
      * read a var of its parent block that a later op writes. */
     for (size_t i = 0; i < pd->n_blocks && !st; i++)
-        for (size_t k = 0; k < pd->blocks[i]->n_ops && !st; k++) st = load_op(&L, p->blocks[i], k, pd->blocks[i]->ops[k]);
+        for (size_t k = 0; k < pd->blocks[i]->n_ops && !st; k++)
+            st = load_op(&L, p->blocks[i], k, pd->blocks[i]->ops[k]);
     for (size_t i = 0; i < pd->n_blocks && !st; i++) st = check_var_shapes(&L, p->blocks[i], pd->blocks[i]);
     if (!st) st = restore_ids(&L);
     if (!st) st = restore_names(&L);

@@ -20,15 +20,14 @@ static const struct {
     size_t size;
     nb_dtype loaded;
 } dtypes[NB_ST_DTYPE_COUNT] = {
-    [NB_ST_BOOL] = {"BOOL", 0, 1, NB_BOOL}, [NB_ST_U8] = {"U8", 1, 1, NB_U8},
-    [NB_ST_F16] = {"F16", 7, 2, NB_F32},    [NB_ST_BF16] = {"BF16", 8, 2, NB_F32},
-    [NB_ST_I32] = {"I32", 9, 4, NB_I32},    [NB_ST_F32] = {"F32", 11, 4, NB_F32},
+    [NB_ST_BOOL] = {"BOOL", 0, 1, NB_BOOL}, [NB_ST_U8] = {"U8", 1, 1, NB_U8},     [NB_ST_F16] = {"F16", 7, 2, NB_F32},
+    [NB_ST_BF16] = {"BF16", 8, 2, NB_F32},  [NB_ST_I32] = {"I32", 9, 4, NB_I32},  [NB_ST_F32] = {"F32", 11, 4, NB_F32},
     [NB_ST_F64] = {"F64", 12, 8, NB_F64},   [NB_ST_I64] = {"I64", 13, 8, NB_I64},
 };
 
 /* Valid safetensors dtypes that nabla does not read. */
-static const char *const unsupported[] = {"I8",      "I16",     "U16",     "U32",  "U64",     "F8_E5M2", "F8_E4M3",
-                                          "F8_E8M0", "F4",      "F6_E2M3", "F6_E3M2", "C64"};
+static const char *const unsupported[] = {"I8",      "I16",     "U16", "U32",     "U64",     "F8_E5M2",
+                                          "F8_E4M3", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2", "C64"};
 
 const char *nb_st_dtype_name(int t) { return t >= 0 && t < NB_ST_DTYPE_COUNT ? dtypes[t].name : "?"; }
 size_t nb_st_dtype_size(nb_st_dtype t) { return dtypes[t].size; }
@@ -125,8 +124,8 @@ static nb_status check_name(const char *path, const char *what, int i, const cha
     return NB_OK;
 }
 
-static nb_status check_args(const char *path, int n, const char *const *names, nb_tensor *const *tensors,
-                            int n_meta, const char *const *keys, const char *const *values)
+static nb_status check_args(const char *path, int n, const char *const *names, nb_tensor *const *tensors, int n_meta,
+                            const char *const *keys, const char *const *values)
 {
     if (!path || !*path) return nb_error(NB_ERR_ARG, "safetensors save: empty file path");
     if (n < 0 || (n > 0 && (!names || !tensors)))
@@ -137,8 +136,8 @@ static nb_status check_args(const char *path, int n, const char *const *names, n
         nb_status st = check_name(path, "tensor name", i, names[i]);
         if (st) return st;
         if (!*names[i] || !strcmp(names[i], "__metadata__"))
-            return nb_error(NB_ERR_ARG, "safetensors save '%s': tensor name %d ('%s') is empty or reserved", path,
-                            i, names[i]);
+            return nb_error(NB_ERR_ARG, "safetensors save '%s': tensor name %d ('%s') is empty or reserved", path, i,
+                            names[i]);
         if (!tensors[i] || !nb_dtype_valid(tensors[i]->dtype))
             return nb_error(NB_ERR_ARG, "safetensors save '%s': tensor '%s' is NULL or has no valid dtype", path,
                             names[i]);
@@ -166,8 +165,8 @@ static nb_status sorted_items(const char *path, const char *what, int n, const c
     qsort(items, (size_t)n, sizeof *items, by_name);
     for (int i = 1; i < n; i++)
         if (!strcmp(items[i - 1].name, items[i].name)) {
-            nb_status st = nb_error(NB_ERR_ARG, "safetensors save '%s': %s '%s' is given twice", path, what,
-                                    items[i].name);
+            nb_status st =
+                nb_error(NB_ERR_ARG, "safetensors save '%s': %s '%s' is given twice", path, what, items[i].name);
             nb_free(items);
             return st;
         }
@@ -332,10 +331,7 @@ void nb_safetensors_free(nb_safetensors *f)
 
 int nb_safetensors_count(const nb_safetensors *f) { return f ? f->n : 0; }
 
-const char *nb_safetensors_name(const nb_safetensors *f, int i)
-{
-    return f && i >= 0 && i < f->n ? f->names[i] : NULL;
-}
+const char *nb_safetensors_name(const nb_safetensors *f, int i) { return f && i >= 0 && i < f->n ? f->names[i] : NULL; }
 
 nb_tensor *nb_safetensors_tensor(const nb_safetensors *f, int i)
 {

@@ -89,7 +89,8 @@ static nb_status parse_shape(json_reader *r, entry *e)
     json_token tok;
     nb_status st = json_next(r, &tok);
     if (st) return st;
-    if (tok != JSON_ARRAY_BEGIN) return nb_error(NB_ERR_FORMAT, "the shape of tensor '%.100s' is not an array", e->name);
+    if (tok != JSON_ARRAY_BEGIN)
+        return nb_error(NB_ERR_FORMAT, "the shape of tensor '%.100s' is not an array", e->name);
     for (;;) {
         if ((st = json_next(r, &tok))) return st;
         if (tok == JSON_ARRAY_END) return NB_OK;
@@ -153,7 +154,8 @@ static nb_status parse_entry(json_reader *r, entry *e)
     json_token tok;
     nb_status st = json_next(r, &tok);
     if (st) return st;
-    if (tok != JSON_OBJECT_BEGIN) return nb_error(NB_ERR_FORMAT, "the entry of tensor '%.100s' is not a JSON object", e->name);
+    if (tok != JSON_OBJECT_BEGIN)
+        return nb_error(NB_ERR_FORMAT, "the entry of tensor '%.100s' is not a JSON object", e->name);
     bool seen[3] = {false, false, false};
     static const char *const fields[3] = {"dtype", "shape", "data_offsets"};
     for (;;) {
@@ -167,7 +169,8 @@ static nb_status parse_entry(json_reader *r, entry *e)
         seen[f] = true;
         if (f == 0) {
             if ((st = json_next(r, &tok))) return st;
-            if (tok != JSON_STRING) return nb_error(NB_ERR_FORMAT, "the dtype of tensor '%.100s' is not a string", e->name);
+            if (tok != JSON_STRING)
+                return nb_error(NB_ERR_FORMAT, "the dtype of tensor '%.100s' is not a string", e->name);
             const char *name = json_text(r, NULL);
             st = nb_st_dtype_parse(name, &e->dtype);
             if (st == NB_ERR_UNSUPPORTED)
@@ -257,8 +260,8 @@ static nb_status check_offsets(header *h, uint64_t buffer)
             return nb_error(NB_ERR_FORMAT,
                             "tensor '%.100s' is %s %s, %llu bytes, but its data_offsets [%llu, %llu] span %llu",
                             e->name, nb_st_dtype_name(e->dtype), nb_shape_str(s, sizeof s, e->ndim, e->shape),
-                            (unsigned long long)e->nbytes, (unsigned long long)e->begin,
-                            (unsigned long long)e->end, (unsigned long long)(e->end - e->begin));
+                            (unsigned long long)e->nbytes, (unsigned long long)e->begin, (unsigned long long)e->end,
+                            (unsigned long long)(e->end - e->begin));
         }
     }
     if (h->n > 1) qsort(h->e, (size_t)h->n, sizeof *h->e, by_offsets);
@@ -319,8 +322,8 @@ static nb_status read_widened(FILE *fp, nb_st_dtype dtype, float *out, size_t co
     for (size_t done = 0; done < count;) {
         size_t k = count - done < sizeof chunk / sizeof *chunk ? count - done : sizeof chunk / sizeof *chunk;
         if (fread(chunk, sizeof *chunk, k, fp) != k)
-            return nb_error(NB_ERR_FORMAT, "the file ended while reading tensor '%.100s' (did it change while being read?)",
-                            name);
+            return nb_error(NB_ERR_FORMAT,
+                            "the file ended while reading tensor '%.100s' (did it change while being read?)", name);
         if (!nb_st_host_is_little_endian()) nb_st_swap_bytes(chunk, k, sizeof *chunk);
         if (dtype == NB_ST_F16) nb_f16_to_f32_n(chunk, out + done, k);
         else nb_bf16_to_f32_n(chunk, out + done, k);
@@ -345,7 +348,8 @@ static nb_status read_data(FILE *fp, const header *h, nb_safetensors *f)
             continue;
         }
         if (e->nbytes && fread(p, 1, (size_t)e->nbytes, fp) != e->nbytes)
-            return nb_error(NB_ERR_FORMAT, "the file ended while reading tensor '%.100s' (did it change while being read?)",
+            return nb_error(NB_ERR_FORMAT,
+                            "the file ended while reading tensor '%.100s' (did it change while being read?)",
                             f->names[i]);
         if (!nb_st_host_is_little_endian() && es > 1) nb_st_swap_bytes(p, count, es);
         if (e->dtype == NB_ST_BOOL)
@@ -378,8 +382,7 @@ static nb_status load_from(FILE *fp, uint64_t size, nb_safetensors *f)
     nb_status st = NB_OK;
     if (fread(text, 1, (size_t)n, fp) != n)
         st = nb_error(NB_ERR_FORMAT, "the file ended while reading the header (did it change while being read?)");
-    else if (text[0] != '{')
-        st = nb_error(NB_ERR_FORMAT, "the header does not start with '{'");
+    else if (text[0] != '{') st = nb_error(NB_ERR_FORMAT, "the header does not start with '{'");
     if (!st) st = parse_header(text, (size_t)n, &h);
     nb_free(text);
     if (!st) st = check_offsets(&h, size - 8 - n);

@@ -55,8 +55,10 @@ static nb_status read_zip64_end(const zip_reader *z, uint64_t locator, dir_info 
     if (le32(b + 4) != 0 || le32(b + 16) > 1)
         return nb_error(NB_ERR_UNSUPPORTED, "the archive spans several disks (not supported)");
     if (off > locator || locator - off < EOCD64_SIZE)
-        return nb_error(NB_ERR_FORMAT, "the zip64 end record offset %llu does not leave room for it before the "
-                        "locator at %llu", (unsigned long long)off, (unsigned long long)locator);
+        return nb_error(NB_ERR_FORMAT,
+                        "the zip64 end record offset %llu does not leave room for it before the "
+                        "locator at %llu",
+                        (unsigned long long)off, (unsigned long long)locator);
     if ((st = read_at(z, off, b, EOCD64_SIZE, "the zip64 end record"))) return st;
     if (le32(b) != 0x06064b50) return nb_error(NB_ERR_FORMAT, "the zip64 end record has a wrong signature");
     if (le32(b + 16) != 0 || le32(b + 20) != 0 || le64(b + 24) != le64(b + 32))
@@ -107,12 +109,15 @@ static nb_status find_end(const zip_reader *z, dir_info *d)
     nb_free(b);
     if (st) return st;
     if (d->cd_offset > d->end || d->cd_size != d->end - d->cd_offset)
-        return nb_error(NB_ERR_FORMAT, "the central directory (offset %llu, %llu bytes) does not end where the end "
-                        "record begins (%llu)", (unsigned long long)d->cd_offset, (unsigned long long)d->cd_size,
-                        (unsigned long long)d->end);
+        return nb_error(NB_ERR_FORMAT,
+                        "the central directory (offset %llu, %llu bytes) does not end where the end "
+                        "record begins (%llu)",
+                        (unsigned long long)d->cd_offset, (unsigned long long)d->cd_size, (unsigned long long)d->end);
     if (d->count > d->cd_size / CENTRAL_SIZE || d->count > INT_MAX / 2)
-        return nb_error(NB_ERR_FORMAT, "the end record counts %llu members, more than the %llu-byte central directory "
-                        "can hold", (unsigned long long)d->count, (unsigned long long)d->cd_size);
+        return nb_error(NB_ERR_FORMAT,
+                        "the end record counts %llu members, more than the %llu-byte central directory "
+                        "can hold",
+                        (unsigned long long)d->count, (unsigned long long)d->cd_size);
     return NB_OK;
 }
 
@@ -134,14 +139,20 @@ static nb_status read_extra(const unsigned char *x, size_t n, zip_entry *e, uint
             uint64_t *fields[3] = {need_u ? &e->usize : NULL, need_c ? &e->csize : NULL, need_o ? &e->offset : NULL};
             for (int f = 0; f < 3; f++) {
                 if (!fields[f]) continue;
-                if (k + 8 > len) return nb_error(NB_ERR_FORMAT, "member '%.100s' has a zip64 extra field too short "
-                                                 "for the sizes it stands for", e->name);
+                if (k + 8 > len)
+                    return nb_error(NB_ERR_FORMAT,
+                                    "member '%.100s' has a zip64 extra field too short "
+                                    "for the sizes it stands for",
+                                    e->name);
                 *fields[f] = le64(p + k);
                 k += 8;
             }
             if (need_d) {
-                if (k + 4 > len) return nb_error(NB_ERR_FORMAT, "member '%.100s' has a zip64 extra field too short "
-                                                 "for the sizes it stands for", e->name);
+                if (k + 4 > len)
+                    return nb_error(NB_ERR_FORMAT,
+                                    "member '%.100s' has a zip64 extra field too short "
+                                    "for the sizes it stands for",
+                                    e->name);
                 *disk = le32(p + k);
             }
             need_u = need_c = need_o = need_d = false;
@@ -178,14 +189,18 @@ static nb_status parse_central(const unsigned char *cd, size_t size, size_t *pos
         return nb_error(NB_ERR_UNSUPPORTED, "member '%.100s' is encrypted (not supported)", e->name);
     if (disk != 0) return nb_error(NB_ERR_UNSUPPORTED, "member '%.100s' is on another disk (not supported)", e->name);
     if (e->method != 0 && e->method != 8)
-        return nb_error(NB_ERR_UNSUPPORTED, "member '%.100s' uses compression method %d (nabla reads stored, 0, and "
-                        "deflated, 8)", e->name, e->method);
+        return nb_error(NB_ERR_UNSUPPORTED,
+                        "member '%.100s' uses compression method %d (nabla reads stored, 0, and "
+                        "deflated, 8)",
+                        e->name, e->method);
     if (e->method == 0 && e->csize != e->usize)
         return nb_error(NB_ERR_FORMAT, "stored member '%.100s' has %llu bytes in the archive but declares %llu",
                         e->name, (unsigned long long)e->csize, (unsigned long long)e->usize);
     if (e->method == 8 && e->usize / MAX_DEFLATE_RATIO > e->csize + 64)
-        return nb_error(NB_ERR_FORMAT, "member '%.100s' declares %llu bytes from %llu deflated ones, more than "
-                        "deflate can give", e->name, (unsigned long long)e->usize, (unsigned long long)e->csize);
+        return nb_error(NB_ERR_FORMAT,
+                        "member '%.100s' declares %llu bytes from %llu deflated ones, more than "
+                        "deflate can give",
+                        e->name, (unsigned long long)e->usize, (unsigned long long)e->csize);
     return NB_OK;
 }
 
@@ -195,8 +210,10 @@ static nb_status check_local(const zip_reader *z, zip_entry *e, uint64_t cd_offs
 {
     unsigned char b[LOCAL_SIZE];
     if (e->offset > cd_offset || cd_offset - e->offset < LOCAL_SIZE)
-        return nb_error(NB_ERR_FORMAT, "member '%.100s' has its local header at %llu, not before the central "
-                        "directory", e->name, (unsigned long long)e->offset);
+        return nb_error(NB_ERR_FORMAT,
+                        "member '%.100s' has its local header at %llu, not before the central "
+                        "directory",
+                        e->name, (unsigned long long)e->offset);
     nb_status st = read_at(z, e->offset, b, LOCAL_SIZE, "a local header");
     if (st) return st;
     size_t nlen = le16(b + 26), xlen = le16(b + 28), want = strlen(e->name);
@@ -204,8 +221,10 @@ static nb_status check_local(const zip_reader *z, zip_entry *e, uint64_t cd_offs
         return nb_error(NB_ERR_FORMAT, "member '%.100s' has no local header at offset %llu", e->name,
                         (unsigned long long)e->offset);
     if ((int)le16(b + 8) != e->method)
-        return nb_error(NB_ERR_FORMAT, "member '%.100s' has compression method %u in its local header but %d in the "
-                        "central directory", e->name, le16(b + 8), e->method);
+        return nb_error(NB_ERR_FORMAT,
+                        "member '%.100s' has compression method %u in its local header but %d in the "
+                        "central directory",
+                        e->name, le16(b + 8), e->method);
     char *name = nb_malloc(nlen + 1);
     if (!name) return oom();
     if (nlen == want) st = read_at(z, e->offset + LOCAL_SIZE, name, nlen, "a local header");
@@ -215,8 +234,10 @@ static nb_status check_local(const zip_reader *z, zip_entry *e, uint64_t cd_offs
     if (st) return st;
     e->data = e->offset + LOCAL_SIZE + nlen + xlen;
     if (e->data > cd_offset || e->csize > cd_offset - e->data)
-        return nb_error(NB_ERR_FORMAT, "member '%.100s' (%llu bytes at offset %llu) runs into the central directory "
-                        "at %llu", e->name, (unsigned long long)e->csize, (unsigned long long)e->data,
+        return nb_error(NB_ERR_FORMAT,
+                        "member '%.100s' (%llu bytes at offset %llu) runs into the central directory "
+                        "at %llu",
+                        e->name, (unsigned long long)e->csize, (unsigned long long)e->data,
                         (unsigned long long)cd_offset);
     return NB_OK;
 }
@@ -371,9 +392,10 @@ nb_status zip_member_read(zip_member *m, void *buf, size_t n)
             nb_status st = inflate_some(m, p, k, &got);
             if (st) return st;
             if (got < k)
-                return nb_error(NB_ERR_FORMAT, "the deflated data of member '%.100s' ends after %llu bytes, but it "
-                                "declares %llu", e->name, (unsigned long long)(m->out_done + got),
-                                (unsigned long long)e->usize);
+                return nb_error(NB_ERR_FORMAT,
+                                "the deflated data of member '%.100s' ends after %llu bytes, but it "
+                                "declares %llu",
+                                e->name, (unsigned long long)(m->out_done + got), (unsigned long long)e->usize);
         } else if (fread(p, 1, k, m->z->fp) != k) {
             return nb_error(NB_ERR_FORMAT, "the file ended inside member '%.100s' (did it change while being read?)",
                             e->name);
@@ -398,8 +420,10 @@ nb_status zip_member_finish(zip_member *m)
         nb_status st = m->ended ? NB_OK : inflate_some(m, &extra, 1, &got);
         if (st) return st;
         if (got)
-            return nb_error(NB_ERR_FORMAT, "the deflated data of member '%.100s' holds more than the %llu bytes it "
-                            "declares", e->name, (unsigned long long)e->usize);
+            return nb_error(NB_ERR_FORMAT,
+                            "the deflated data of member '%.100s' holds more than the %llu bytes it "
+                            "declares",
+                            e->name, (unsigned long long)e->usize);
         if (m->zs.avail_in || m->in_left)
             return nb_error(NB_ERR_FORMAT, "member '%.100s' has bytes after the end of its deflated data", e->name);
     }

@@ -19,9 +19,10 @@ typedef struct kernel_list {
 } kernel_list;
 
 static const nb_kernel_def *const *const builtin[] = {
-    nb_cpu_kernels_elementwise, nb_cpu_kernels_compare, nb_cpu_kernels_reduce, nb_cpu_kernels_scan, nb_cpu_kernels_linalg,
-    nb_cpu_kernels_shape, nb_cpu_kernels_nn, nb_cpu_kernels_conv, nb_cpu_kernels_norm, nb_cpu_kernels_rnn, nb_cpu_kernels_attention,
-    nb_cpu_kernels_creation, nb_cpu_kernels_optimizer, nb_cpu_kernels_collective,
+    nb_cpu_kernels_elementwise, nb_cpu_kernels_compare,    nb_cpu_kernels_reduce,    nb_cpu_kernels_scan,
+    nb_cpu_kernels_linalg,      nb_cpu_kernels_shape,      nb_cpu_kernels_nn,        nb_cpu_kernels_conv,
+    nb_cpu_kernels_norm,        nb_cpu_kernels_rnn,        nb_cpu_kernels_attention, nb_cpu_kernels_creation,
+    nb_cpu_kernels_optimizer,   nb_cpu_kernels_collective,
 };
 
 static nb_strmap lists; /* op name -> kernel_list */
@@ -48,7 +49,8 @@ static nb_status add(const nb_kernel_def *k)
     if (st) return st;
     kernel_list *l = nb_strmap_get(&lists, k->op, NULL);
     if (!l) {
-        if (!(l = nb_calloc(1, sizeof *l))) return nb_error(NB_ERR_NOMEM, "register kernel for %s: out of memory", k->op);
+        if (!(l = nb_calloc(1, sizeof *l)))
+            return nb_error(NB_ERR_NOMEM, "register kernel for %s: out of memory", k->op);
         if (nb_strmap_put(&lists, k->op, l)) {
             nb_free(l);
             return nb_error(NB_ERR_NOMEM, "register kernel for %s: out of memory", k->op);
@@ -56,7 +58,8 @@ static nb_status add(const nb_kernel_def *k)
     }
     int d = k->device, n = l->n[d];
     if (n == MAX_VARIANTS)
-        return nb_error(NB_ERR_ARG, "register kernel for %s: %d kernels on %s already", k->op, n, nb_device_name(k->device));
+        return nb_error(NB_ERR_ARG, "register kernel for %s: %d kernels on %s already", k->op, n,
+                        nb_device_name(k->device));
     int at = n;
     while (at > 0 && l->k[d][at - 1]->priority < k->priority) at--;
     memmove(&l->k[d][at + 1], &l->k[d][at], (size_t)(n - at) * sizeof l->k[d][0]);

@@ -4,10 +4,7 @@
 #include "layer_internal.h"
 
 /* Activations the fc op applies itself (its gradient reads Out for them). */
-static bool fused(const char *act)
-{
-    return !strcmp(act, "relu") || !strcmp(act, "sigmoid") || !strcmp(act, "tanh");
-}
+static bool fused(const char *act) { return !strcmp(act, "relu") || !strcmp(act, "sigmoid") || !strcmp(act, "tanh"); }
 
 nb_value nb_layer_fc(nb_builder *b, nb_value x, int64_t size, const char *act, const nb_fc_opts *opts)
 {
@@ -24,14 +21,15 @@ nb_value nb_layer_fc(nb_builder *b, nb_value x, int64_t size, const char *act, c
     int ncd = opts->in_num_col_dims ? opts->in_num_col_dims : 1;
     char s[NB_SHAPE_STR_MAX];
     if (ncd < 1 || ncd >= xi.ndim) {
-        nb_builder_fail(b, NB_ERR_ARG, "fc: in_num_col_dims %d must lie in [1, %d) for input of shape %s", ncd,
-                        xi.ndim, nb_shape_str(s, sizeof s, xi.ndim, xi.shape));
+        nb_builder_fail(b, NB_ERR_ARG, "fc: in_num_col_dims %d must lie in [1, %d) for input of shape %s", ncd, xi.ndim,
+                        nb_shape_str(s, sizeof s, xi.ndim, xi.shape));
         return NB_NONE;
     }
     int64_t in;
     if (!nb_dims_known(&xi, ncd, &in)) {
-        nb_builder_fail(b, NB_ERR_SHAPE, "fc: input of shape %s has unknown feature dims (after in_num_col_dims %d); "
-                                         "the weight's size needs them",
+        nb_builder_fail(b, NB_ERR_SHAPE,
+                        "fc: input of shape %s has unknown feature dims (after in_num_col_dims %d); "
+                        "the weight's size needs them",
                         nb_shape_str(s, sizeof s, xi.ndim, xi.shape), ncd);
         return NB_NONE;
     }

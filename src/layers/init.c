@@ -24,8 +24,7 @@ nb_status nb_init_fans(int ndim, const int64_t *shape, int64_t *fan_in, int64_t 
 {
     char s[NB_SHAPE_STR_MAX];
     if (ndim < 2 || ndim > NB_MAX_DIMS || !shape)
-        return nb_error(NB_ERR_SHAPE, "init: fan_in and fan_out need a tensor of at least 2 dimensions, got %d",
-                        ndim);
+        return nb_error(NB_ERR_SHAPE, "init: fan_in and fan_out need a tensor of at least 2 dimensions, got %d", ndim);
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0)
             return nb_error(NB_ERR_SHAPE, "init: shape %s has an unknown dimension; fans need known sizes",
@@ -54,8 +53,7 @@ nb_status nb_init_gain(const char *nl, double param, double *gain)
     if (!strcmp(nl, "selu")) return *gain = 0.75, NB_OK;
     if (!strcmp(nl, "leaky_relu")) {
         double slope = param == 0 ? 0.01 : param;
-        if (!isfinite(slope))
-            return nb_error(NB_ERR_ARG, "init gain: leaky_relu slope %g is not finite", slope);
+        if (!isfinite(slope)) return nb_error(NB_ERR_ARG, "init gain: leaky_relu slope %g is not finite", slope);
         return *gain = sqrt(2.0 / (1.0 + slope * slope)), NB_OK;
     }
     return nb_error(NB_ERR_NOT_FOUND,
@@ -92,12 +90,12 @@ nb_status nb_init_resolve(nb_init init, int ndim, const int64_t *shape, nb_init_
     for (int i = 0; i < ndim; i++) empty |= shape[i] == 0;
     switch (init.kind) {
     case NB_INIT_DEFAULT:
-        return nb_error(NB_ERR_ARG, "init: NB_INIT_DEFAULT has no draw of its own; the layer picks its default "
-                                    "(give nb_param a real initialiser)");
+        return nb_error(NB_ERR_ARG,
+                        "init: NB_INIT_DEFAULT has no draw of its own; the layer picks its default "
+                        "(give nb_param a real initialiser)");
     case NB_INIT_CONSTANT: return draw(out, NB_DRAW_FILL, init.a, 0);
     case NB_INIT_UNIFORM:
-        if (init.a > init.b)
-            return nb_error(NB_ERR_ARG, "init uniform: low %g is above high %g", init.a, init.b);
+        if (init.a > init.b) return nb_error(NB_ERR_ARG, "init uniform: low %g is above high %g", init.a, init.b);
         return draw(out, NB_DRAW_UNIFORM, init.a, init.b);
     case NB_INIT_NORMAL:
     case NB_INIT_TRUNCATED_NORMAL:

@@ -30,8 +30,8 @@ static int draw_attrs(const nb_init_draw *d, nb_attr *a)
 
 /* Checks what nb_param and nb_persistable_var need and resolves the draw,
  * before anything is created, so a failure leaves the program as it was. */
-static bool prepare(nb_builder *b, const char *what, const char *name, nb_dtype dtype, int ndim,
-                    const int64_t *shape, nb_init init, nb_init_draw *d)
+static bool prepare(nb_builder *b, const char *what, const char *name, nb_dtype dtype, int ndim, const int64_t *shape,
+                    nb_init init, nb_init_draw *d)
 {
     if (!b || nb_builder_status(b)) return false;
     if (!nb_dtype_valid((int)dtype) || ndim < 0 || ndim > NB_MAX_DIMS || (ndim > 0 && !shape)) {
@@ -45,8 +45,9 @@ static bool prepare(nb_builder *b, const char *what, const char *name, nb_dtype 
         return false;
     }
     if (d->kind != NB_DRAW_FILL && !nb_dtype_is_float(dtype)) {
-        nb_builder_fail(b, NB_ERR_DTYPE, "%s %s: %s initialisation draws random values, which need float32 or "
-                                         "float64, not %s",
+        nb_builder_fail(b, NB_ERR_DTYPE,
+                        "%s %s: %s initialisation draws random values, which need float32 or "
+                        "float64, not %s",
                         what, name ? name : "", nb_init_kind_name(init.kind), nb_dtype_name(dtype));
         return false;
     }
@@ -57,9 +58,15 @@ static bool prepare(nb_builder *b, const char *what, const char *name, nb_dtype 
 static nb_state_spec drawn(const char *what, const char *name, nb_dtype dtype, int ndim, const int64_t *shape,
                            const nb_init_draw *d, bool trainable, nb_attr *attrs)
 {
-    return (nb_state_spec){.what = what, .name = name, .dtype = dtype, .ndim = ndim, .shape = shape,
-                           .trainable = trainable, .init_type = nb_init_draw_op(d->kind),
-                           .n_attrs = draw_attrs(d, attrs), .attrs = attrs};
+    return (nb_state_spec){.what = what,
+                           .name = name,
+                           .dtype = dtype,
+                           .ndim = ndim,
+                           .shape = shape,
+                           .trainable = trainable,
+                           .init_type = nb_init_draw_op(d->kind),
+                           .n_attrs = draw_attrs(d, attrs),
+                           .attrs = attrs};
 }
 
 nb_value nb_param(nb_builder *b, const char *name, nb_dtype dtype, int ndim, const int64_t *shape, nb_init init)
@@ -100,8 +107,13 @@ static nb_value var_from(nb_builder *b, const char *what, const char *name, cons
         nb_builder_fail(b, NB_ERR_ARG, "%s %s: %s", what, name ? name : "", value ? "no name" : "the tensor is NULL");
         return NB_NONE;
     }
-    nb_state_spec spec = {.what = what, .name = name, .dtype = value->dtype, .ndim = value->ndim,
-                          .shape = value->shape, .trainable = trainable, .value = value};
+    nb_state_spec spec = {.what = what,
+                          .name = name,
+                          .dtype = value->dtype,
+                          .ndim = value->ndim,
+                          .shape = value->shape,
+                          .trainable = trainable,
+                          .value = value};
     return nb_builder_state(b, &spec);
 }
 

@@ -26,10 +26,7 @@ int nb_rnn_gate_count(nb_rnn_kind kind)
     return 0;
 }
 
-static bool kind_valid(nb_rnn_kind kind)
-{
-    return kind == NB_RNN_TANH || kind == NB_RNN_LSTM || kind == NB_RNN_GRU;
-}
+static bool kind_valid(nb_rnn_kind kind) { return kind == NB_RNN_TANH || kind == NB_RNN_LSTM || kind == NB_RNN_GRU; }
 
 void nb_rnn_label(const nb_rnn_params *p, const char *what, char *buf, size_t size)
 {
@@ -98,8 +95,9 @@ bool nb_rnn_params_ok(nb_builder *b, const nb_rnn_params *p, const char *what)
     if (p && kind_valid(p->kind) && p->input_size >= 1 && p->hidden >= 1 && !nb_is_none(p->w_ih) &&
         !nb_is_none(p->w_hh) && nb_is_none(p->b_ih) == nb_is_none(p->b_hh))
         return true;
-    nb_builder_fail(b, NB_ERR_ARG, "recurrent %s: the parameters are missing or incomplete (make them with "
-                                   "nb_rnn_params_new)",
+    nb_builder_fail(b, NB_ERR_ARG,
+                    "recurrent %s: the parameters are missing or incomplete (make them with "
+                    "nb_rnn_params_new)",
                     what);
     return false;
 }
@@ -110,8 +108,9 @@ bool nb_rnn_check_input(nb_builder *b, const nb_rnn_params *p, const char *who, 
     nb_var_info xi = nb_value_info(b, x);
     char s[NB_SHAPE_STR_MAX], vl[NB_LAYER_NAME_MAX];
     if (xi.ndim != ndim || (xi.shape[ndim - 1] >= 0 && xi.shape[ndim - 1] != p->input_size)) {
-        nb_builder_fail(b, NB_ERR_SHAPE, "%s: input%s has shape %s; it must be %s with %lld features (the layer's "
-                                         "input size)",
+        nb_builder_fail(b, NB_ERR_SHAPE,
+                        "%s: input%s has shape %s; it must be %s with %lld features (the layer's "
+                        "input size)",
                         who, nb_rnn_var_label(b, x, vl, sizeof vl), nb_shape_str(s, sizeof s, xi.ndim, xi.shape),
                         ndim == 3 ? "[T, B, I]" : "[B, I]", (long long)p->input_size);
         return false;
@@ -145,7 +144,7 @@ bool nb_rnn_states_or_zeros(nb_builder *b, const nb_rnn_params *p, const char *w
         }
         nb_var_info vi = nb_value_info(b, v);
         bool ok = vi.ndim == 2 && (vi.shape[1] < 0 || vi.shape[1] == p->hidden) &&
-                  (vi.shape[0] < 0 || batch < 0 || vi.shape[0] == batch);
+            (vi.shape[0] < 0 || batch < 0 || vi.shape[0] == batch);
         if (!ok) {
             nb_builder_fail(b, NB_ERR_SHAPE, "%s: state %s%s has shape %s; it must be [B, H] = [%lld, %lld]", who,
                             names[k], nb_rnn_var_label(b, v, vl, sizeof vl),
@@ -221,8 +220,9 @@ bool nb_rnn_layer_input(nb_builder *b, nb_rnn_kind kind, nb_value x, int ndim, n
     if (!nb_layer_ok(b, kn, 1, &x) || !nb_layer_need_float(b, kn, x, xi)) return false;
     if (xi->ndim == ndim && xi->shape[ndim - 1] >= 0) return true;
     char s[NB_SHAPE_STR_MAX], vl[NB_LAYER_NAME_MAX];
-    nb_builder_fail(b, NB_ERR_SHAPE, "%s%s: input%s has shape %s; it must be %s with I known (the weights' size "
-                                     "needs it)",
+    nb_builder_fail(b, NB_ERR_SHAPE,
+                    "%s%s: input%s has shape %s; it must be %s with I known (the weights' size "
+                    "needs it)",
                     kn, ndim == 2 ? " cell" : "", nb_rnn_var_label(b, x, vl, sizeof vl),
                     nb_shape_str(s, sizeof s, xi->ndim, xi->shape), ndim == 2 ? "[B, I]" : "time-major [T, B, I]");
     return false;

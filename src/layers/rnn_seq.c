@@ -38,7 +38,14 @@ nb_status nb_rnn_sequence(nb_builder *b, const nb_rnn_params *p, nb_value x, con
     /* The step is the cell itself, and the scan says so: an exporter can
      * then write it as the format's own op (ONNX's LSTM, GRU or RNN). */
     nb_scan_form form = {nb_rnn_kind_name(p->kind), NB_VALUES(p->w_ih, p->w_hh, p->b_ih, p->b_hh)};
-    nb_status st = nb_scan_cell(b, scan_step, (void *)p, &(nb_scan_io){.init = NB_VALUES_N(n, s0), .xs = NB_VALUES_N(1, &x), .n_ys = 1, .ys = ys, .final = last, .reverse = p->reverse}, &form);
+    nb_status st = nb_scan_cell(b, scan_step, (void *)p,
+                                &(nb_scan_io){.init = NB_VALUES_N(n, s0),
+                                              .xs = NB_VALUES_N(1, &x),
+                                              .n_ys = 1,
+                                              .ys = ys,
+                                              .final = last,
+                                              .reverse = p->reverse},
+                                &form);
     if (!st && final)
         for (int k = 0; k < n; k++) final[k] = last[k];
     return st;
@@ -70,14 +77,12 @@ static nb_value h_sequence_layer(nb_builder *b, nb_rnn_kind kind, nb_value x, nb
     return ys;
 }
 
-nb_value nb_layer_rnn(nb_builder *b, nb_value x, nb_value h0, int64_t hidden, const nb_rnn_opts *opts,
-                      nb_value *h_n)
+nb_value nb_layer_rnn(nb_builder *b, nb_value x, nb_value h0, int64_t hidden, const nb_rnn_opts *opts, nb_value *h_n)
 {
     return h_sequence_layer(b, NB_RNN_TANH, x, h0, hidden, opts, h_n);
 }
 
-nb_value nb_layer_gru(nb_builder *b, nb_value x, nb_value h0, int64_t hidden, const nb_rnn_opts *opts,
-                      nb_value *h_n)
+nb_value nb_layer_gru(nb_builder *b, nb_value x, nb_value h0, int64_t hidden, const nb_rnn_opts *opts, nb_value *h_n)
 {
     return h_sequence_layer(b, NB_RNN_GRU, x, h0, hidden, opts, h_n);
 }

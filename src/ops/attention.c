@@ -47,10 +47,10 @@ static nb_status check_attrs(const nb_op_ctx *ctx)
 
 /* What inference learns from Q, K and V. */
 typedef struct qkv_dims {
-    int lead;          /* Q's leading dims (batch, and heads unless `heads`) */
-    int64_t heads;     /* > 0: the heads sit side by side in the last dim */
-    int64_t T, S, Dv;  /* queries, keys, V's (and Out's) last dim */
-    int stat_ndim;     /* LSE and Delta: [lead..., heads?, T] */
+    int lead;         /* Q's leading dims (batch, and heads unless `heads`) */
+    int64_t heads;    /* > 0: the heads sit side by side in the last dim */
+    int64_t T, S, Dv; /* queries, keys, V's (and Out's) last dim */
+    int stat_ndim;    /* LSE and Delta: [lead..., heads?, T] */
     int64_t stat[NB_MAX_DIMS];
 } qkv_dims;
 
@@ -73,9 +73,11 @@ static nb_status check_qkv(const nb_op_ctx *ctx, qkv_dims *d)
     if (!dim_match(k->shape[nd - 2], v->shape[nd - 2]))
         return shape_error(ctx, "K and V must have the same number of keys S");
     d->heads = nb_attr_int(ctx, "heads");
-    if (d->heads < 0) return nb_error(NB_ERR_ARG, "%s: heads must be 0 or more, got %lld", ctx->label, (long long)d->heads);
-    if (d->heads > 0 && ((q->shape[nd - 1] >= 0 && q->shape[nd - 1] % d->heads) ||
-                         (v->shape[nd - 1] >= 0 && v->shape[nd - 1] % d->heads))) {
+    if (d->heads < 0)
+        return nb_error(NB_ERR_ARG, "%s: heads must be 0 or more, got %lld", ctx->label, (long long)d->heads);
+    if (d->heads > 0 &&
+        ((q->shape[nd - 1] >= 0 && q->shape[nd - 1] % d->heads) ||
+         (v->shape[nd - 1] >= 0 && v->shape[nd - 1] % d->heads))) {
         char why[80];
         snprintf(why, sizeof why, "%lld heads must divide the last dims of Q and V", (long long)d->heads);
         return shape_error(ctx, why);
@@ -144,7 +146,8 @@ static nb_status attention_infer(nb_op_ctx *ctx)
 }
 
 static const nb_op_def op_attention = {
-    .name = "scaled_dot_product_attention", .batch = nb_batch_attention,
+    .name = "scaled_dot_product_attention",
+    .batch = nb_batch_attention,
     .doc = "softmax(scale * Q K^T + Mask) V, blockwise (online softmax); LSE: each row's log-sum-exp; Key: the "
            "dropout stream",
     .inputs = {{"Q", 0}, {"K", 0}, {"V", 0}, {"Mask", NB_SLOT_OPTIONAL | NB_SLOT_NO_GRAD}},
@@ -201,10 +204,17 @@ static nb_status attention_grad_infer(nb_op_ctx *ctx)
 }
 
 static const nb_op_def op_attention_grad = {
-    .name = "scaled_dot_product_attention_grad", .batch = nb_batch_attention,
+    .name = "scaled_dot_product_attention_grad",
+    .batch = nb_batch_attention,
     .doc = "DQ, DK, DV of scaled_dot_product_attention, its weights recomputed blockwise from LSE",
-    .inputs = {{"Q", 0}, {"K", 0}, {"V", 0}, {"Mask", NB_SLOT_OPTIONAL | NB_SLOT_NO_GRAD}, {"LSE", 0},
-               {"Key", NB_SLOT_NO_GRAD}, {"DOut", 0}, {"Delta", 0}},
+    .inputs = {{"Q", 0},
+               {"K", 0},
+               {"V", 0},
+               {"Mask", NB_SLOT_OPTIONAL | NB_SLOT_NO_GRAD},
+               {"LSE", 0},
+               {"Key", NB_SLOT_NO_GRAD},
+               {"DOut", 0},
+               {"Delta", 0}},
     .outputs = {{"DQ", 0}, {"DK", 0}, {"DV", 0}},
     .attrs = {ATTENTION_ATTRS},
     .infer = attention_grad_infer,
@@ -246,13 +256,15 @@ static nb_status dropout_mask_infer(nb_op_ctx *ctx)
     if (heads > 0) shape[nd++] = heads;
     shape[nd++] = q->shape[q->ndim - 2];
     shape[nd++] = k->shape[k->ndim - 2];
-    if (nd > NB_MAX_DIMS) return nb_error(NB_ERR_SHAPE, "%s: the weights would have more than %d dims", ctx->label, NB_MAX_DIMS);
+    if (nd > NB_MAX_DIMS)
+        return nb_error(NB_ERR_SHAPE, "%s: the weights would have more than %d dims", ctx->label, NB_MAX_DIMS);
     set_out(ctx, 0, q->dtype, nd, shape);
     return check_attrs(ctx);
 }
 
 static const nb_op_def op_causal_bias = {
-    .name = "attention_causal_bias", .batch = nb_batch_attention,
+    .name = "attention_causal_bias",
+    .batch = nb_batch_attention,
     .doc = "[T, S] of Q's dtype: 0 where key j <= query i, -inf elsewhere (the causal mask as a bias)",
     .inputs = {{"Q", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}, {"K", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}},
     .outputs = {{"Out", 0}},
@@ -261,9 +273,11 @@ static const nb_op_def op_causal_bias = {
 };
 
 static const nb_op_def op_dropout_mask = {
-    .name = "attention_dropout_mask", .batch = nb_batch_attention,
+    .name = "attention_dropout_mask",
+    .batch = nb_batch_attention,
     .doc = "[..., T, S]: 1/(1-p) where scaled_dot_product_attention with this Key keeps a weight, 0 where it drops it",
-    .inputs = {{"Q", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}, {"K", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY},
+    .inputs = {{"Q", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY},
+               {"K", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY},
                {"Key", NB_SLOT_NO_GRAD}},
     .outputs = {{"Out", 0}},
     .attrs = {ATTENTION_ATTRS},

@@ -15,7 +15,7 @@
 #include "nabla/ops.h"
 #include "nabla/op.h"
 
-enum { Q, K, V, MASK };                      /* both ops' first inputs */
+enum { Q, K, V, MASK };                     /* both ops' first inputs */
 enum { G_LSE = 4, G_KEY, G_DOUT, G_DELTA }; /* the gradient op's others */
 
 static bool dropping(const nb_grad_ctx *g)
@@ -44,7 +44,8 @@ static double scale_of(nb_builder *b, const nb_grad_ctx *g)
 
 static nb_value matmul(nb_composite *c, nb_value x, nb_value y, bool tx, bool ty, double alpha)
 {
-    const nb_attr a[3] = {NB_ATTR_BOOL("transpose_x", tx), NB_ATTR_BOOL("transpose_y", ty), NB_ATTR_FLOAT("alpha", alpha)};
+    const nb_attr a[3] = {NB_ATTR_BOOL("transpose_x", tx), NB_ATTR_BOOL("transpose_y", ty),
+                          NB_ATTR_FLOAT("alpha", alpha)};
     return nb_cmp_emit(c, "matmul", 2, (nb_value[]){x, y}, 3, a);
 }
 
@@ -109,7 +110,8 @@ static nb_value scores(nb_composite *c, const nb_grad_ctx *g)
     const nb_value q = head_input(c, g, Q), k = head_input(c, g, K);
     nb_value s = matmul(c, q, k, false, true, scale_of(b, g));
     if (nb_grad_in_count(g, MASK)) s = binary(c, "add", s, nb_grad_x(g, MASK, 0));
-    if (nb_grad_attr(g, "causal")->b) s = binary(c, "add", s, nb_cmp_emit(c, "attention_causal_bias", 2, (nb_value[]){q, k}, 0, NULL));
+    if (nb_grad_attr(g, "causal")->b)
+        s = binary(c, "add", s, nb_cmp_emit(c, "attention_causal_bias", 2, (nb_value[]){q, k}, 0, NULL));
     return s;
 }
 
@@ -121,7 +123,8 @@ static nb_value weights(nb_composite *c, const nb_grad_ctx *g, nb_value s, nb_va
     if (dropping(g)) {
         nb_attr a[NB_MAX_ATTRS];
         const int n = nb_convgrad_attrs(g, "attention_dropout_mask", a);
-        *z = nb_cmp_emit(c, "attention_dropout_mask", 3, (nb_value[]){nb_grad_x(g, Q, 0), nb_grad_x(g, K, 0), key}, n, a);
+        *z = nb_cmp_emit(c, "attention_dropout_mask", 3, (nb_value[]){nb_grad_x(g, Q, 0), nb_grad_x(g, K, 0), key}, n,
+                         a);
     }
     return nb_cmp_emit(c, "exp", 1, (nb_value[]){binary(c, "sub", s, as_column(c, lse, nd))}, 0, NULL);
 }
@@ -191,8 +194,13 @@ nb_status nb_attention_vjp(nb_builder *b, nb_grad_ctx *g)
     }
     if (!nb_is_none(dlse)) delta = nb_sub(b, delta, dlse);
     const bool has_mask = nb_grad_in_count(g, MASK) > 0;
-    const nb_value in[8] = {nb_grad_x(g, Q, 0), nb_grad_x(g, K, 0), nb_grad_x(g, V, 0),
-                            has_mask ? nb_grad_x(g, MASK, 0) : NB_NONE, nb_grad_y(g, 1, 0), nb_grad_y(g, 2, 0), dout,
+    const nb_value in[8] = {nb_grad_x(g, Q, 0),
+                            nb_grad_x(g, K, 0),
+                            nb_grad_x(g, V, 0),
+                            has_mask ? nb_grad_x(g, MASK, 0) : NB_NONE,
+                            nb_grad_y(g, 1, 0),
+                            nb_grad_y(g, 2, 0),
+                            dout,
                             delta};
     nb_attr attrs[NB_MAX_ATTRS];
     const int n_attrs = nb_convgrad_attrs(g, "scaled_dot_product_attention_grad", attrs);
@@ -204,5 +212,11 @@ nb_status nb_attention_vjp(nb_builder *b, nb_grad_ctx *g)
 }
 
 nb_status nb_attention_jvp(nb_builder *b, nb_grad_ctx *g) { return nb_composite_jvp(b, g, attention_composite); }
-nb_status nb_attention_grad_vjp(nb_builder *b, nb_grad_ctx *g) { return nb_composite_vjp(b, g, attention_grad_composite); }
-nb_status nb_attention_grad_jvp(nb_builder *b, nb_grad_ctx *g) { return nb_composite_jvp(b, g, attention_grad_composite); }
+nb_status nb_attention_grad_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    return nb_composite_vjp(b, g, attention_grad_composite);
+}
+nb_status nb_attention_grad_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    return nb_composite_jvp(b, g, attention_grad_composite);
+}

@@ -9,7 +9,8 @@
 
 const char *nb_attr_type_name(nb_attr_type t)
 {
-    static const char *names[] = {"none", "bool", "int", "float", "string", "int list", "float list", "block", "string list"};
+    static const char *names[] = {"none",     "bool",       "int",   "float",      "string",
+                                  "int list", "float list", "block", "string list"};
     return t >= NB_ATTR_NONE && t <= NB_ATTR_STRINGS ? names[t] : "invalid";
 }
 
@@ -72,8 +73,10 @@ char *nb_attr_value_str(char *buf, unsigned long size, const nb_attr_value *v)
     case NB_ATTR_STRINGS:
         u = (size_t)snprintf(buf, size, "[");
         for (int i = 0; i < v->n && u < size; i++) {
-            if (v->type == NB_ATTR_INTS) u += (size_t)snprintf(buf + u, size - u, i ? ", %lld" : "%lld", (long long)v->ints[i]);
-            else if (v->type == NB_ATTR_FLOATS) u += (size_t)snprintf(buf + u, size - u, i ? ", %g" : "%g", v->floats[i]);
+            if (v->type == NB_ATTR_INTS)
+                u += (size_t)snprintf(buf + u, size - u, i ? ", %lld" : "%lld", (long long)v->ints[i]);
+            else if (v->type == NB_ATTR_FLOATS)
+                u += (size_t)snprintf(buf + u, size - u, i ? ", %g" : "%g", v->floats[i]);
             else u += (size_t)snprintf(buf + u, size - u, i ? ", \"%s\"" : "\"%s\"", v->strs[i]);
         }
         if (u < size) snprintf(buf + u, size - u, "]");
@@ -83,8 +86,8 @@ char *nb_attr_value_str(char *buf, unsigned long size, const nb_attr_value *v)
     return buf;
 }
 
-nb_status nb_resolve_attrs(const nb_op_def *def, int n, const nb_attr *attrs,
-                           nb_attr_value out[NB_MAX_ATTRS], const char *label)
+nb_status nb_resolve_attrs(const nb_op_def *def, int n, const nb_attr *attrs, nb_attr_value out[NB_MAX_ATTRS],
+                           const char *label)
 {
     bool given[NB_MAX_ATTRS] = {false};
     for (int i = 0; i < NB_MAX_ATTRS; i++) out[i] = def->attrs[i].def;

@@ -46,40 +46,41 @@ nb_status nb_batch_apply(nb_builder *b, nb_batch_ctx *c, nb_attr_value *attrs_ro
 nb_status nb_batch_loop(nb_builder *b, nb_batch_ctx *c);
 
 /* Rules shared by families of ops (batch_rules_elementwise.c). */
-nb_status nb_batch_unary(nb_builder *b, nb_batch_ctx *c);       /* one input; outputs batched where it is */
-nb_status nb_batch_broadcast(nb_builder *b, nb_batch_ctx *c);   /* NumPy-broadcasting inputs */
-nb_status nb_batch_same_shape(nb_builder *b, nb_batch_ctx *c);  /* inputs of one shape (sum, gelu_grad) */
+nb_status nb_batch_unary(nb_builder *b, nb_batch_ctx *c);      /* one input; outputs batched where it is */
+nb_status nb_batch_broadcast(nb_builder *b, nb_batch_ctx *c);  /* NumPy-broadcasting inputs */
+nb_status nb_batch_same_shape(nb_builder *b, nb_batch_ctx *c); /* inputs of one shape (sum, gelu_grad) */
 /* Per family. */
-nb_status nb_batch_reduce(nb_builder *b, nb_batch_ctx *c);      /* axes, keepdim */
-nb_status nb_batch_arg_reduce(nb_builder *b, nb_batch_ctx *c);  /* argmax, argmin: axis */
+nb_status nb_batch_reduce(nb_builder *b, nb_batch_ctx *c);     /* axes, keepdim */
+nb_status nb_batch_arg_reduce(nb_builder *b, nb_batch_ctx *c); /* argmax, argmin: axis */
 nb_status nb_batch_matmul(nb_builder *b, nb_batch_ctx *c);
 nb_status nb_batch_fc(nb_builder *b, nb_batch_ctx *c);
-nb_status nb_batch_reshape(nb_builder *b, nb_batch_ctx *c);     /* reshape, reshape_as */
+nb_status nb_batch_reshape(nb_builder *b, nb_batch_ctx *c); /* reshape, reshape_as */
 nb_status nb_batch_flatten(nb_builder *b, nb_batch_ctx *c);
 nb_status nb_batch_transpose(nb_builder *b, nb_batch_ctx *c);
 nb_status nb_batch_squeeze(nb_builder *b, nb_batch_ctx *c);
 nb_status nb_batch_unsqueeze(nb_builder *b, nb_batch_ctx *c);
-nb_status nb_batch_expand(nb_builder *b, nb_batch_ctx *c);      /* expand, expand_as */
+nb_status nb_batch_expand(nb_builder *b, nb_batch_ctx *c); /* expand, expand_as */
 nb_status nb_batch_sum_to(nb_builder *b, nb_batch_ctx *c);
 nb_status nb_batch_concat(nb_builder *b, nb_batch_ctx *c);
 nb_status nb_batch_stack(nb_builder *b, nb_batch_ctx *c);
 nb_status nb_batch_split(nb_builder *b, nb_batch_ctx *c);
 nb_status nb_batch_slice(nb_builder *b, nb_batch_ctx *c);
-nb_status nb_batch_gather(nb_builder *b, nb_batch_ctx *c);      /* gather (axis), index_select (dim) */
-nb_status nb_batch_pad(nb_builder *b, nb_batch_ctx *c);         /* pad, pad_grad */
-nb_status nb_batch_softmax(nb_builder *b, nb_batch_ctx *c);     /* softmax, log_softmax: axis */
+nb_status nb_batch_gather(nb_builder *b, nb_batch_ctx *c);        /* gather (axis), index_select (dim) */
+nb_status nb_batch_pad(nb_builder *b, nb_batch_ctx *c);           /* pad, pad_grad */
+nb_status nb_batch_softmax(nb_builder *b, nb_batch_ctx *c);       /* softmax, log_softmax: axis */
 nb_status nb_batch_cross_entropy(nb_builder *b, nb_batch_ctx *c); /* cross_entropy, softmax_with_cross_entropy(_grad) */
 nb_status nb_batch_pointwise_loss(nb_builder *b, nb_batch_ctx *c); /* mse_loss, bce_with_logits */
 nb_status nb_batch_layer_norm(nb_builder *b, nb_batch_ctx *c);
 nb_status nb_batch_layer_norm_grad(nb_builder *b, nb_batch_ctx *c); /* DScale, DBias per example */
 nb_status nb_batch_embedding(nb_builder *b, nb_batch_ctx *c);
-nb_status nb_batch_fold(nb_builder *b, nb_batch_ctx *c);        /* pool2d(_grad), shared-filter conv: the batch folded into N */
-nb_status nb_batch_conv(nb_builder *b, nb_batch_ctx *c);        /* conv2d(_grad): folded, or the examples as groups */
+nb_status nb_batch_fold(nb_builder *b,
+                        nb_batch_ctx *c); /* pool2d(_grad), shared-filter conv: the batch folded into N */
+nb_status nb_batch_conv(nb_builder *b, nb_batch_ctx *c); /* conv2d(_grad): folded, or the examples as groups */
 nb_status nb_batch_embedding_grad(nb_builder *b, nb_batch_ctx *c); /* per-example tables by one_hot^T @ DOut */
-nb_status nb_batch_scatter_add(nb_builder *b, nb_batch_ctx *c); /* shared indices: axis moved up */
-nb_status nb_batch_shape_like(nb_builder *b, nb_batch_ctx *c); /* fill_constant_batch_size_like: one for all */
-nb_status nb_batch_each(nb_builder *b, nb_batch_ctx *c);        /* output k batched as input k (collectives) */
-nb_status nb_batch_batch_norm(nb_builder *b, nb_batch_ctx *c);  /* batch_norm(_grad): the batch joins the channels */
-nb_status nb_batch_attention(nb_builder *b, nb_batch_ctx *c);   /* attention and its grad and mask ops */
+nb_status nb_batch_scatter_add(nb_builder *b, nb_batch_ctx *c);    /* shared indices: axis moved up */
+nb_status nb_batch_shape_like(nb_builder *b, nb_batch_ctx *c);     /* fill_constant_batch_size_like: one for all */
+nb_status nb_batch_each(nb_builder *b, nb_batch_ctx *c);           /* output k batched as input k (collectives) */
+nb_status nb_batch_batch_norm(nb_builder *b, nb_batch_ctx *c);     /* batch_norm(_grad): the batch joins the channels */
+nb_status nb_batch_attention(nb_builder *b, nb_batch_ctx *c);      /* attention and its grad and mask ops */
 
 #endif

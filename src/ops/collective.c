@@ -78,7 +78,8 @@ static nb_status allreduce_rule(nb_builder *b, nb_grad_ctx *g, bool vjp)
     int n = nb_grad_in_count(g, 0), m = 0;
     nb_value in[64], out[64];
     int where[64];
-    if (n > 64) return nb_builder_fail(b, NB_ERR_UNSUPPORTED, "c_allreduce_sum: rules take at most 64 values, not %d", n);
+    if (n > 64)
+        return nb_builder_fail(b, NB_ERR_UNSUPPORTED, "c_allreduce_sum: rules take at most 64 values, not %d", n);
     for (int i = 0; i < n; i++) {
         nb_value v = vjp ? nb_grad_dy(g, 0, i) : nb_grad_tx(g, 0, i);
         if (nb_is_none(v) || (vjp && !nb_grad_wants_dx(g, 0, i))) continue;
@@ -100,7 +101,8 @@ static nb_status vjp_allreduce(nb_builder *b, nb_grad_ctx *g) { return allreduce
 static nb_status jvp_allreduce(nb_builder *b, nb_grad_ctx *g) { return allreduce_rule(b, g, false); }
 
 static const nb_op_def op_c_allreduce_sum = {
-    .name = "c_allreduce_sum", .batch = nb_batch_each,
+    .name = "c_allreduce_sum",
+    .batch = nb_batch_each,
     .doc = "Out[i] = sum over the ranks of ring ring_id of X[i] (float32/float64, one dtype per op), one all-reduce.",
     .inputs = {{"X", NB_SLOT_VARIADIC}},
     .outputs = {{"Out", NB_SLOT_VARIADIC}},
@@ -139,7 +141,8 @@ static const nb_op_def op_c_allreduce_wait = {
 static nb_status infer_broadcast(nb_op_ctx *ctx) { return infer_collective(ctx, false); }
 
 static const nb_op_def op_c_broadcast = {
-    .name = "c_broadcast", .batch = nb_batch_each,
+    .name = "c_broadcast",
+    .batch = nb_batch_each,
     .doc = "Out[i] = X[i] of rank `root` of ring ring_id; a nonzero `check` hash must first agree on every rank.",
     .inputs = {{"X", NB_SLOT_VARIADIC}},
     .outputs = {{"Out", NB_SLOT_VARIADIC}},

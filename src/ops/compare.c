@@ -55,10 +55,13 @@ LOGIC_OP(logical_and, "X and Y, broadcasting; nonzero values are true")
 LOGIC_OP(logical_or, "X or Y, broadcasting; nonzero values are true")
 LOGIC_OP(logical_xor, "Exactly one of X and Y, broadcasting; nonzero values are true")
 
-static const nb_op_def op_logical_not = {
-    .name = "logical_not", .batch = nb_batch_unary, .doc = "Not X, as bool; nonzero values are true",
-    .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
-    .infer = infer_logic_not, .flags = NB_OP_NOT_DIFFERENTIABLE};
+static const nb_op_def op_logical_not = {.name = "logical_not",
+                                         .batch = nb_batch_unary,
+                                         .doc = "Not X, as bool; nonzero values are true",
+                                         .inputs = {{"X", 0}},
+                                         .outputs = {{"Out", 0}},
+                                         .infer = infer_logic_not,
+                                         .flags = NB_OP_NOT_DIFFERENTIABLE};
 
 /* ---- where ------------------------------------------------------------------------ */
 
@@ -75,14 +78,18 @@ static nb_status infer_where(nb_op_ctx *c)
     return nb_infer_broadcast(c, 3, (const int[]){0, 1, 2}, out);
 }
 
-static const nb_op_def op_where = {
-    .name = "where", .batch = nb_batch_broadcast, .doc = "X where Condition is true, else Y; all three broadcast",
-    .inputs = {{"Condition", NB_SLOT_NO_GRAD}, {"X", 0}, {"Y", 0}}, .outputs = {{"Out", 0}},
-    .infer = infer_where, .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
-    .vjp = nb_where_vjp, .jvp = nb_where_jvp, .flags = NB_OP_WRITES_ALL};
+static const nb_op_def op_where = {.name = "where",
+                                   .batch = nb_batch_broadcast,
+                                   .doc = "X where Condition is true, else Y; all three broadcast",
+                                   .inputs = {{"Condition", NB_SLOT_NO_GRAD}, {"X", 0}, {"Y", 0}},
+                                   .outputs = {{"Out", 0}},
+                                   .infer = infer_where,
+                                   .grad_uses_inputs = (1u << 0) | (1u << 1) | (1u << 2),
+                                   .vjp = nb_where_vjp,
+                                   .jvp = nb_where_jvp,
+                                   .flags = NB_OP_WRITES_ALL};
 
 const nb_op_def *const nb_ops_compare[] = {
-    &op_equal, &op_not_equal, &op_less, &op_less_equal, &op_greater, &op_greater_equal,
-    &op_logical_and, &op_logical_or, &op_logical_xor, &op_logical_not, &op_where,
-    NULL,
+    &op_equal,       &op_not_equal,  &op_less,        &op_less_equal,  &op_greater, &op_greater_equal,
+    &op_logical_and, &op_logical_or, &op_logical_xor, &op_logical_not, &op_where,   NULL,
 };

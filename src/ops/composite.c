@@ -18,9 +18,9 @@ typedef struct step {
 
 struct nb_composite {
     nb_builder *b;
-    bool forward;      /* JVP: carry tangents; else record steps for the VJP */
+    bool forward; /* JVP: carry tangents; else record steps for the VJP */
     nb_value keys[MAX_STEPS + 2 * NB_MAX_SLOTS], vals[MAX_STEPS + 2 * NB_MAX_SLOTS];
-    int n_keys;        /* value -> its tangent (JVP) or cotangent (VJP) */
+    int n_keys; /* value -> its tangent (JVP) or cotangent (VJP) */
     step steps[MAX_STEPS];
     int n_steps;
 };
@@ -59,7 +59,8 @@ nb_value nb_cmp_emit(nb_composite *c, const char *type, int n_in, const nb_value
     nb_builder *b = c->b;
     const nb_op_def *def = nb_op_find(type);
     if (nb_builder_status(b)) return NB_NONE;
-    if (!def || n_in > MAX_IN || n_in != nb_op_num_inputs(def) || nb_op_num_outputs(def) != 1 || c->n_steps == MAX_STEPS) {
+    if (!def || n_in > MAX_IN || n_in != nb_op_num_inputs(def) || nb_op_num_outputs(def) != 1 ||
+        c->n_steps == MAX_STEPS) {
         nb_builder_fail(b, NB_ERR_ARG, "composite rule: %s is not a primitive it can use", type);
         return NB_NONE;
     }
@@ -153,7 +154,8 @@ nb_status nb_composite_vjp(nb_builder *b, nb_grad_ctx *g, nb_composite_fn fn)
         if (nb_is_none(dy) || (s->def->flags & NB_OP_NOT_DIFFERENTIABLE)) continue;
         bool want[MAX_IN];
         for (int k = 0; k < s->n_in; k++)
-            want[k] = !(s->def->inputs[k].flags & NB_SLOT_NO_GRAD) && nb_dtype_is_float(nb_value_info(b, s->x[k]).dtype);
+            want[k] =
+                !(s->def->inputs[k].flags & NB_SLOT_NO_GRAD) && nb_dtype_is_float(nb_value_info(b, s->x[k]).dtype);
         if (!s->def->vjp) {
             st = nb_builder_fail(b, NB_ERR_UNSUPPORTED, "composite rule: %s has no VJP rule", s->def->name);
             break;

@@ -13,13 +13,12 @@
  * them (in + p0 + p1, dilation * (k - 1)) must stay far from overflow. */
 #define NB_CONV_ATTR_MAX ((int64_t)1 << 31)
 
-static nb_status check_rank(const nb_op_ctx *ctx, const char *slot, const nb_var_info *v, int ndim,
-                            const char *what)
+static nb_status check_rank(const nb_op_ctx *ctx, const char *slot, const nb_var_info *v, int ndim, const char *what)
 {
     char a[NB_SHAPE_STR_MAX];
     if (v->ndim != ndim)
-        return nb_error(NB_ERR_SHAPE, "%s: %s has shape %s but must be %d-D (%s)", ctx->label, slot, nb_info_shape(a, v), ndim,
-                        what);
+        return nb_error(NB_ERR_SHAPE, "%s: %s has shape %s but must be %d-D (%s)", ctx->label, slot,
+                        nb_info_shape(a, v), ndim, what);
     return NB_OK;
 }
 
@@ -28,8 +27,7 @@ static nb_status check_shape(const nb_op_ctx *ctx, const char *slot, const nb_va
                              const int64_t *shape, const char *why)
 {
     bool ok = v->ndim == ndim;
-    for (int i = 0; ok && i < ndim; i++)
-        ok = v->shape[i] < 0 || shape[i] < 0 || v->shape[i] == shape[i];
+    for (int i = 0; ok && i < ndim; i++) ok = v->shape[i] < 0 || shape[i] < 0 || v->shape[i] == shape[i];
     if (!ok) {
         char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
         return nb_error(NB_ERR_SHAPE, "%s: %s has shape %s but %s %s", ctx->label, slot, nb_info_shape(a, v), why,
@@ -114,14 +112,15 @@ static nb_status conv_params(const nb_op_ctx *ctx, void *params)
 
 /* Validates Input, Filter and Bias (NULL if absent) against the attributes
  * and gives the output shape. */
-static nb_status conv_check(const nb_op_ctx *ctx, const nb_var_info *x, const nb_var_info *f,
-                            const nb_var_info *bias, int64_t out[4])
+static nb_status conv_check(const nb_op_ctx *ctx, const nb_var_info *x, const nb_var_info *f, const nb_var_info *bias,
+                            int64_t out[4])
 {
     nb_status st;
     nb_conv2d_params a = {0};
     char sx[NB_SHAPE_STR_MAX], sf[NB_SHAPE_STR_MAX], sa[256];
     if ((st = nb_check_float(ctx, "Input", x)) || (st = nb_check_same_dtype(ctx, "Filter", f, "Input", x)) ||
-        (st = check_rank(ctx, "Input", x, 4, "N, C, H, W")) || (st = check_rank(ctx, "Filter", f, 4, "M, C/groups, kh, kw")))
+        (st = check_rank(ctx, "Input", x, 4, "N, C, H, W")) ||
+        (st = check_rank(ctx, "Filter", f, 4, "M, C/groups, kh, kw")))
         return st;
     if ((st = conv_params(ctx, &a))) return st;
     conv_attr_str(sa, sizeof sa, &a);
@@ -130,16 +129,19 @@ static nb_status conv_check(const nb_op_ctx *ctx, const nb_var_info *x, const nb
         return nb_error(NB_ERR_SHAPE, "%s: Input has shape %s: its %lld channels are not divisible by groups %lld (%s)",
                         ctx->label, nb_info_shape(sx, x), (long long)C, (long long)a.groups, sa);
     if (M >= 0 && M % a.groups)
-        return nb_error(NB_ERR_SHAPE, "%s: Filter has shape %s: its %lld output channels are not divisible by groups %lld (%s)",
+        return nb_error(NB_ERR_SHAPE,
+                        "%s: Filter has shape %s: its %lld output channels are not divisible by groups %lld (%s)",
                         ctx->label, nb_info_shape(sf, f), (long long)M, (long long)a.groups, sa);
     if (C >= 0 && Cg >= 0 && C != Cg * a.groups)
         return nb_error(NB_ERR_SHAPE,
                         "%s: Input has shape %s (%lld channels) but Filter has shape %s: channels must equal "
                         "Filter.shape[1] * groups = %lld (%s)",
-                        ctx->label, nb_info_shape(sx, x), (long long)C, nb_info_shape(sf, f), (long long)(Cg * a.groups), sa);
+                        ctx->label, nb_info_shape(sx, x), (long long)C, nb_info_shape(sf, f),
+                        (long long)(Cg * a.groups), sa);
     for (int i = 2; i < 4; i++)
         if (f->shape[i] == 0)
-            return nb_error(NB_ERR_SHAPE, "%s: Filter has shape %s: its kernel is empty", ctx->label, nb_info_shape(sf, f));
+            return nb_error(NB_ERR_SHAPE, "%s: Filter has shape %s: its kernel is empty", ctx->label,
+                            nb_info_shape(sf, f));
     if (bias) {
         const int64_t want[1] = {M};
         if ((st = nb_check_same_dtype(ctx, "Bias", bias, "Input", x)) ||
@@ -240,7 +242,8 @@ static nb_status pool_check(const nb_op_ctx *ctx, const nb_var_info *x, int64_t 
             }
             const int64_t padded = in + p0 + p1;
             if (padded < k[i])
-                return nb_error(NB_ERR_SHAPE, "%s: X has shape %s: ksize %lld is bigger than the padded input (%lld) along %s",
+                return nb_error(NB_ERR_SHAPE,
+                                "%s: X has shape %s: ksize %lld is bigger than the padded input (%lld) along %s",
                                 ctx->label, nb_info_shape(sx, x), (long long)k[i], (long long)padded, i ? "W" : "H");
             int64_t o = (padded - k[i]) / s[i] + 1;
             if (ceil_mode) {
@@ -289,7 +292,8 @@ static nb_status pool2d_grad_infer(nb_op_ctx *ctx)
         NB_ADEF_BOOL("ceil_mode", false), NB_ADEF_BOOL("exclusive", true)
 
 static const nb_op_def op_conv2d = {
-    .name = "conv2d", .batch = nb_batch_conv,
+    .name = "conv2d",
+    .batch = nb_batch_conv,
     .doc = "2-D convolution (NCHW) of Input [N, C, H, W] with Filter [M, C/groups, kh, kw], plus Bias [M] if given",
     .inputs = {{"Input", 0}, {"Filter", 0}, {"Bias", NB_SLOT_OPTIONAL}},
     .outputs = {{"Output", 0}},
@@ -304,7 +308,8 @@ static const nb_op_def op_conv2d = {
 };
 
 static const nb_op_def op_conv2d_grad = {
-    .name = "conv2d_grad", .batch = nb_batch_conv,
+    .name = "conv2d_grad",
+    .batch = nb_batch_conv,
     .doc = "Gradients of conv2d: DInput, DFilter and DBias (DOutput summed over N, H, W) from DOutput",
     .inputs = {{"Input", 0}, {"Filter", 0}, {"DOutput", 0}},
     .outputs = {{"DInput", NB_SLOT_OPTIONAL}, {"DFilter", NB_SLOT_OPTIONAL}, {"DBias", NB_SLOT_OPTIONAL}},
@@ -319,7 +324,8 @@ static const nb_op_def op_conv2d_grad = {
 };
 
 static const nb_op_def op_pool2d = {
-    .name = "pool2d", .batch = nb_batch_fold,
+    .name = "pool2d",
+    .batch = nb_batch_fold,
     .doc = "2-D max or average pooling (NCHW) over ksize windows, or over the whole image with global_pooling",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}},
@@ -335,7 +341,8 @@ static const nb_op_def op_pool2d = {
 };
 
 static const nb_op_def op_pool2d_grad = {
-    .name = "pool2d_grad", .batch = nb_batch_fold,
+    .name = "pool2d_grad",
+    .batch = nb_batch_fold,
     .doc = "Gradient of pool2d: DX from DOut (max: to each window's first maximum; avg: spread over the window)",
     .inputs = {{"X", 0}, {"Out", 0}, {"DOut", 0}},
     .outputs = {{"DX", 0}},

@@ -33,7 +33,8 @@ nb_status nb_conv2d_vjp(nb_builder *b, nb_grad_ctx *g)
     const int n_attrs = nb_convgrad_attrs(g, "conv2d_grad", attrs);
     const nb_value in[3] = {nb_grad_x(g, 0, 0), nb_grad_x(g, 1, 0), dy};
     nb_value out[3];
-    if (nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), n_out, out)) return nb_builder_status(b);
+    if (nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), n_out, out))
+        return nb_builder_status(b);
     for (int k = 0; k < n_out; k++)
         if (want[k]) nb_grad_set_dx(g, k, 0, out[k]);
     return nb_builder_status(b);
@@ -92,12 +93,14 @@ nb_status nb_conv2d_grad_vjp(nb_builder *b, nb_grad_ctx *g)
     if (!nb_is_none(gi) && nb_grad_wants_dx(g, 1, 0)) {
         const nb_value in[3] = {gi, w, d};
         nb_value out[2];
-        if (!nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), 2, out)) nb_grad_set_dx(g, 1, 0, out[1]);
+        if (!nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), 2, out))
+            nb_grad_set_dx(g, 1, 0, out[1]);
     }
     if (!nb_is_none(gf) && nb_grad_wants_dx(g, 0, 0)) {
         const nb_value in[3] = {x, gf, d};
         nb_value out[1];
-        if (!nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), 1, out)) nb_grad_set_dx(g, 0, 0, out[0]);
+        if (!nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), 1, out))
+            nb_grad_set_dx(g, 0, 0, out[0]);
     }
     return nb_builder_status(b);
 }
@@ -135,7 +138,8 @@ static nb_value pool_apply(nb_builder *b, const nb_grad_ctx *g, nb_value x, nb_v
     nb_attr attrs[NB_MAX_ATTRS];
     const int n_attrs = nb_convgrad_attrs(g, "pool2d", attrs);
     const nb_attr_value *type = nb_grad_attr(g, "pooling_type");
-    if (type->type == NB_ATTR_STRING && strcmp(type->s, "max")) return nb_emit1(b, "pool2d", NB_VALUES(a), NB_ATTRS_N(n_attrs, attrs));
+    if (type->type == NB_ATTR_STRING && strcmp(type->s, "max"))
+        return nb_emit1(b, "pool2d", NB_VALUES(a), NB_ATTRS_N(n_attrs, attrs));
     const nb_var_info xi = nb_value_info(b, x), oi = nb_value_info(b, out);
     if (nb_grad_attr(g, "global_pooling")->b) {
         /* One window, the whole image: a sum over it, whatever its size. */
@@ -151,8 +155,7 @@ static nb_value pool_apply(nb_builder *b, const nb_grad_ctx *g, nb_value x, nb_v
     }
     const int64_t kh = ks->ints[0], kw = ks->ints[1], ho = oi.shape[2], wo = oi.shape[3];
     if (ho < 0 || wo < 0) {
-        nb_builder_fail(b, NB_ERR_SHAPE, "%s gradient: max pooling needs the pooled sizes at build time",
-                        g->def->name);
+        nb_builder_fail(b, NB_ERR_SHAPE, "%s gradient: max pooling needs the pooled sizes at build time", g->def->name);
         return NB_NONE;
     }
     const int64_t rh = ho <= 1 ? 1 : (kh + st->ints[0] - 1) / st->ints[0];
@@ -182,7 +185,8 @@ static nb_value pool_apply(nb_builder *b, const nb_grad_ctx *g, nb_value x, nb_v
             const nb_value in[3] = {x, out, cls};
             const nb_value marks = nb_emit1(b, "pool2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs));
             const nb_value picked = nb_mul(b, marks, a);
-            nb_value v = nb_scale(b, nb_emit1(b, "pool2d", NB_VALUES(picked), NB_ATTRS_N(n_attrs, avg)), (double)(kh * kw), 0);
+            nb_value v =
+                nb_scale(b, nb_emit1(b, "pool2d", NB_VALUES(picked), NB_ATTRS_N(n_attrs, avg)), (double)(kh * kw), 0);
             if (rh > 1 || rw > 1) v = nb_mul(b, v, cls);
             sum = nb_is_none(sum) ? v : nb_add(b, sum, v);
         }
@@ -252,20 +256,23 @@ nb_status nb_conv2d_grad_jvp(nb_builder *b, nb_grad_ctx *g)
     if (!nb_is_none(td)) {
         const nb_value in[3] = {x, w, td};
         nb_value out[3];
-        if (nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), n_out, out)) return nb_builder_status(b);
+        if (nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), n_out, out))
+            return nb_builder_status(b);
         for (int s = 0; s < n_out; s++)
             if (has[s]) t[s] = out[s];
     }
     if (!nb_is_none(tw) && has[0]) {
         const nb_value in[3] = {x, tw, d};
         nb_value out[1];
-        if (nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), 1, out)) return nb_builder_status(b);
+        if (nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), 1, out))
+            return nb_builder_status(b);
         t[0] = nb_is_none(t[0]) ? out[0] : nb_add(b, t[0], out[0]);
     }
     if (!nb_is_none(tx) && has[1]) {
         const nb_value in[3] = {tx, w, d};
         nb_value out[2];
-        if (nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), 2, out)) return nb_builder_status(b);
+        if (nb_emit(b, "conv2d_grad", NB_VALUES_N(3, in), NB_ATTRS_N(n_attrs, attrs), 2, out))
+            return nb_builder_status(b);
         t[1] = nb_is_none(t[1]) ? out[1] : nb_add(b, t[1], out[1]);
     }
     for (int s = 0; s < 3; s++)

@@ -53,8 +53,7 @@ static nb_status check_fill_value(nb_op_ctx *ctx, nb_dtype dt, double v)
     case NB_U8: ok = isfinite(v) && v > -1.0 && v < 256.0; break;
     default: break;
     }
-    if (!ok)
-        return nb_error(NB_ERR_ARG, "%s: value %g does not fit in %s", ctx->label, v, nb_dtype_name(dt));
+    if (!ok) return nb_error(NB_ERR_ARG, "%s: value %g does not fit in %s", ctx->label, v, nb_dtype_name(dt));
     return NB_OK;
 }
 
@@ -154,7 +153,8 @@ static nb_status infer_fill_constant_batch_size_like(nb_op_ctx *ctx)
 }
 
 static const nb_op_def op_fill_constant_batch_size_like = {
-    .name = "fill_constant_batch_size_like", .batch = nb_batch_shape_like,
+    .name = "fill_constant_batch_size_like",
+    .batch = nb_batch_shape_like,
     .doc = "Out: like fill_constant, but dim output_dim_idx of Out takes dim input_dim_idx of Input.",
     .inputs = {{"Input", NB_SLOT_NO_GRAD}},
     .outputs = {{"Out", 0}},
@@ -176,7 +176,8 @@ static nb_status infer_fill_like(nb_op_ctx *ctx)
 }
 
 static const nb_op_def op_fill_zeros_like = {
-    .name = "fill_zeros_like", .batch = nb_batch_unary,
+    .name = "fill_zeros_like",
+    .batch = nb_batch_unary,
     .doc = "Out: zeros with X's shape, and X's dtype unless dtype says otherwise.",
     .inputs = {{"X", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}},
     .outputs = {{"Out", 0}},
@@ -186,7 +187,8 @@ static const nb_op_def op_fill_zeros_like = {
 };
 
 static const nb_op_def op_ones_like = {
-    .name = "ones_like", .batch = nb_batch_unary,
+    .name = "ones_like",
+    .batch = nb_batch_unary,
     .doc = "Out: ones with X's shape, and X's dtype unless dtype says otherwise.",
     .inputs = {{"X", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}},
     .outputs = {{"Out", 0}},
@@ -205,7 +207,8 @@ static nb_status infer_same(nb_op_ctx *ctx)
 
 /* Identity: its gradient passes dOut through and needs no forward value. */
 static const nb_op_def op_assign = {
-    .name = "assign", .batch = nb_batch_unary,
+    .name = "assign",
+    .batch = nb_batch_unary,
     .doc = "Out = X (a copy, any dtype).",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}},
@@ -347,7 +350,8 @@ static const nb_op_def op_increment = {
 };
 
 const nb_op_def *const nb_ops_creation[] = {
-    &op_fill_constant, &op_assign_value,
+    &op_fill_constant,
+    &op_assign_value,
     &op_fill_constant_batch_size_like,
     &op_fill_zeros_like,
     &op_ones_like,

@@ -57,8 +57,7 @@ static nb_status infer_unary(nb_op_ctx *c, unsigned dtypes)
 static nb_status infer_attrs(nb_op_ctx *c, unsigned dtypes)
 {
     for (int i = 0; i < NB_MAX_ATTRS && c->def->attrs[i].name; i++)
-        if (isnan(c->attrs[i].f))
-            return nb_error(NB_ERR_ARG, "%s: %s is NaN", c->label, c->def->attrs[i].name);
+        if (isnan(c->attrs[i].f)) return nb_error(NB_ERR_ARG, "%s: %s is NaN", c->label, c->def->attrs[i].name);
     if (!strcmp(c->def->name, "softplus") && (!(c->attrs[0].f != 0) || !isfinite(c->attrs[0].f)))
         return nb_error(NB_ERR_ARG, "%s: beta must be finite and nonzero, got %g", c->label, c->attrs[0].f);
     return infer_unary(c, dtypes);
@@ -111,11 +110,19 @@ static nb_status params_gelu(const nb_op_ctx *c, void *p)
     return NB_OK;
 }
 /* gelu's rules read only X: its gradient is the fused gelu_grad(X, DOut). */
-static const nb_op_def op_gelu = {
-    .name = "gelu", .batch = nb_batch_unary, .doc = "X * Phi(X) with the normal CDF Phi; approximate: its tanh form",
-    .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .attrs = {NB_ADEF_BOOL("approximate", false)},
-    .infer = infer_gelu, .params_size = sizeof(nb_ew_params), .params = params_gelu, .grad_uses_inputs = X,
-    .vjp = nb_gelu_vjp, .jvp = nb_gelu_jvp, .flags = NB_OP_INPLACE};
+static const nb_op_def op_gelu = {.name = "gelu",
+                                  .batch = nb_batch_unary,
+                                  .doc = "X * Phi(X) with the normal CDF Phi; approximate: its tanh form",
+                                  .inputs = {{"X", 0}},
+                                  .outputs = {{"Out", 0}},
+                                  .attrs = {NB_ADEF_BOOL("approximate", false)},
+                                  .infer = infer_gelu,
+                                  .params_size = sizeof(nb_ew_params),
+                                  .params = params_gelu,
+                                  .grad_uses_inputs = X,
+                                  .vjp = nb_gelu_vjp,
+                                  .jvp = nb_gelu_jvp,
+                                  .flags = NB_OP_INPLACE};
 
 /* X and DOut of one float dtype and one shape (a -1 dim matches any). */
 static nb_status infer_gelu_grad(nb_op_ctx *c)
@@ -139,10 +146,19 @@ static nb_status infer_gelu_grad(nb_op_ctx *c)
 }
 /* The kernel may write DX over X or DOut. */
 static const nb_op_def op_gelu_grad = {
-    .name = "gelu_grad", .batch = nb_batch_same_shape, .doc = "DX = DOut * gelu'(X), gelu's gradient in one pass; approximate: the tanh form's",
-    .inputs = {{"X", 0}, {"DOut", 0}}, .outputs = {{"DX", 0}}, .attrs = {NB_ADEF_BOOL("approximate", false)},
-    .infer = infer_gelu_grad, .params_size = sizeof(nb_ew_params), .params = params_gelu,
-    .grad_uses_inputs = X | Y, .vjp = nb_gelu_grad_vjp, .jvp = nb_gelu_grad_jvp, .flags = NB_OP_INPLACE};
+    .name = "gelu_grad",
+    .batch = nb_batch_same_shape,
+    .doc = "DX = DOut * gelu'(X), gelu's gradient in one pass; approximate: the tanh form's",
+    .inputs = {{"X", 0}, {"DOut", 0}},
+    .outputs = {{"DX", 0}},
+    .attrs = {NB_ADEF_BOOL("approximate", false)},
+    .infer = infer_gelu_grad,
+    .params_size = sizeof(nb_ew_params),
+    .params = params_gelu,
+    .grad_uses_inputs = X | Y,
+    .vjp = nb_gelu_grad_vjp,
+    .jvp = nb_gelu_grad_jvp,
+    .flags = NB_OP_INPLACE};
 
 static nb_status infer_clip(nb_op_ctx *c)
 {
@@ -160,12 +176,20 @@ static nb_status params_clip(const nb_op_ctx *c, void *params)
 }
 /* The defaults leave a side unbounded while keeping attributes finite (and
  * so printable and serialisable). */
-static const nb_op_def op_clip = {
-    .name = "clip", .batch = nb_batch_unary, .doc = "X limited to [min, max]; NaN stays NaN",
-    .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
-    .attrs = {NB_ADEF_FLOAT("min", -DBL_MAX), NB_ADEF_FLOAT("max", DBL_MAX)},
-    .infer = infer_clip, .params_size = sizeof(nb_ew_params), .params = params_clip, .grad_uses_inputs = X,
-    .grad_uses_outputs = OUT, .vjp = nb_clip_vjp, .jvp = nb_clip_jvp, .flags = NB_OP_INPLACE};
+static const nb_op_def op_clip = {.name = "clip",
+                                  .batch = nb_batch_unary,
+                                  .doc = "X limited to [min, max]; NaN stays NaN",
+                                  .inputs = {{"X", 0}},
+                                  .outputs = {{"Out", 0}},
+                                  .attrs = {NB_ADEF_FLOAT("min", -DBL_MAX), NB_ADEF_FLOAT("max", DBL_MAX)},
+                                  .infer = infer_clip,
+                                  .params_size = sizeof(nb_ew_params),
+                                  .params = params_clip,
+                                  .grad_uses_inputs = X,
+                                  .grad_uses_outputs = OUT,
+                                  .vjp = nb_clip_vjp,
+                                  .jvp = nb_clip_jvp,
+                                  .flags = NB_OP_INPLACE};
 
 static nb_status infer_scale(nb_op_ctx *c) { return infer_unary(c, NUMERIC); }
 static nb_status params_scale(const nb_op_ctx *c, void *params)
@@ -177,11 +201,18 @@ static nb_status params_scale(const nb_op_ctx *c, void *params)
     return NB_OK;
 }
 static const nb_op_def op_scale = {
-    .name = "scale", .batch = nb_batch_unary, .doc = "scale * X + bias, or scale * (X + bias) unless bias_after_scale",
-    .inputs = {{"X", 0}}, .outputs = {{"Out", 0}},
+    .name = "scale",
+    .batch = nb_batch_unary,
+    .doc = "scale * X + bias, or scale * (X + bias) unless bias_after_scale",
+    .inputs = {{"X", 0}},
+    .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_FLOAT("scale", 1.0), NB_ADEF_FLOAT("bias", 0.0), NB_ADEF_BOOL("bias_after_scale", true)},
-    .infer = infer_scale, .params_size = sizeof(nb_ew_params), .params = params_scale, .vjp = nb_scale_vjp,
-    .jvp = nb_scale_jvp, .flags = NB_OP_INPLACE};
+    .infer = infer_scale,
+    .params_size = sizeof(nb_ew_params),
+    .params = params_scale,
+    .vjp = nb_scale_vjp,
+    .jvp = nb_scale_jvp,
+    .flags = NB_OP_INPLACE};
 
 static nb_status infer_cast(nb_op_ctx *c)
 {
@@ -195,9 +226,16 @@ static nb_status infer_cast(nb_op_ctx *c)
     return NB_OK;
 }
 static const nb_op_def op_cast = {
-    .name = "cast", .batch = nb_batch_unary, .doc = "X converted to dtype (floats to integers truncate and saturate; to bool: X != 0)",
-    .inputs = {{"X", 0}}, .outputs = {{"Out", 0}}, .attrs = {NB_ADEF_REQUIRED("dtype", NB_ATTR_INT)},
-    .infer = infer_cast, .grad_uses_inputs = X, .vjp = nb_cast_vjp, .jvp = nb_cast_jvp};
+    .name = "cast",
+    .batch = nb_batch_unary,
+    .doc = "X converted to dtype (floats to integers truncate and saturate; to bool: X != 0)",
+    .inputs = {{"X", 0}},
+    .outputs = {{"Out", 0}},
+    .attrs = {NB_ADEF_REQUIRED("dtype", NB_ATTR_INT)},
+    .infer = infer_cast,
+    .grad_uses_inputs = X,
+    .vjp = nb_cast_vjp,
+    .jvp = nb_cast_jvp};
 
 const nb_op_def *const nb_ops_elementwise[] = {
 #define NB_BINARY(name, ...) &op_##name,

@@ -50,8 +50,7 @@ nb_status nb_div_vjp(nb_builder *b, nb_grad_ctx *g)
     if (nb_is_none(dy)) return NB_OK;
     nb_value q = nb_div(b, dy, y);
     if (nb_grad_wants_dx(g, 0, 0)) nb_grad_set_dx(g, 0, 0, nb_grad_unbroadcast(b, q, x));
-    if (nb_grad_wants_dx(g, 1, 0))
-        nb_grad_set_dx(g, 1, 0, nb_neg(b, nb_grad_unbroadcast(b, nb_mul(b, q, OUT(g)), y)));
+    if (nb_grad_wants_dx(g, 1, 0)) nb_grad_set_dx(g, 1, 0, nb_neg(b, nb_grad_unbroadcast(b, nb_mul(b, q, OUT(g)), y)));
     return nb_builder_status(b);
 }
 
@@ -87,10 +86,8 @@ static nb_status select_vjp(nb_builder *b, nb_grad_ctx *g, bool is_max)
     if (nb_is_none(dy)) return NB_OK;
     nb_value takes_x = is_max ? nb_greater_equal(b, x, y) : nb_less_equal(b, x, y);
     nb_value zero = nb_ew_grad_const(b, dy, 0.0);
-    if (nb_grad_wants_dx(g, 0, 0))
-        nb_grad_set_dx(g, 0, 0, nb_grad_unbroadcast(b, nb_where(b, takes_x, dy, zero), x));
-    if (nb_grad_wants_dx(g, 1, 0))
-        nb_grad_set_dx(g, 1, 0, nb_grad_unbroadcast(b, nb_where(b, takes_x, zero, dy), y));
+    if (nb_grad_wants_dx(g, 0, 0)) nb_grad_set_dx(g, 0, 0, nb_grad_unbroadcast(b, nb_where(b, takes_x, dy, zero), x));
+    if (nb_grad_wants_dx(g, 1, 0)) nb_grad_set_dx(g, 1, 0, nb_grad_unbroadcast(b, nb_where(b, takes_x, zero, dy), y));
     return nb_builder_status(b);
 }
 
@@ -144,7 +141,7 @@ nb_status nb_add_jvp(nb_builder *b, nb_grad_ctx *g)
     nb_value tx = TX(g), ty = TY(g);
     if (nb_is_none(tx) && nb_is_none(ty)) return NB_OK;
     nb_value t = nb_is_none(ty) ? nb_ew_jvp_fit(b, g, tx, g->in_begin[0])
-               : nb_is_none(tx) ? nb_ew_jvp_fit(b, g, ty, g->in_begin[1])
+        : nb_is_none(tx)        ? nb_ew_jvp_fit(b, g, ty, g->in_begin[1])
                                 : nb_add(b, tx, ty);
     nb_grad_set_ty(g, 0, 0, t);
     return nb_builder_status(b);
@@ -156,7 +153,7 @@ nb_status nb_sub_jvp(nb_builder *b, nb_grad_ctx *g)
     if (nb_is_none(tx) && nb_is_none(ty)) return NB_OK;
     /* Negate before expanding: the tangent of Y is never larger. */
     nb_value t = nb_is_none(ty) ? nb_ew_jvp_fit(b, g, tx, g->in_begin[0])
-               : nb_is_none(tx) ? nb_ew_jvp_fit(b, g, nb_neg(b, ty), g->in_begin[1])
+        : nb_is_none(tx)        ? nb_ew_jvp_fit(b, g, nb_neg(b, ty), g->in_begin[1])
                                 : nb_sub(b, tx, ty);
     nb_grad_set_ty(g, 0, 0, t);
     return nb_builder_status(b);

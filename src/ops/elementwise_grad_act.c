@@ -47,10 +47,7 @@ ACT_RULES(sigmoid)
 
 /* relu' = sign(Out): Out >= 0, so its sign is the 0/1 mask of X > 0 (0 at
  * X = 0). Two ops, and twice differentiable since sign has a (zero) rule. */
-static nb_value relu_apply(nb_builder *b, const nb_grad_ctx *g, nb_value d)
-{
-    return nb_mul(b, d, nb_sign(b, OUT(g)));
-}
+static nb_value relu_apply(nb_builder *b, const nb_grad_ctx *g, nb_value d) { return nb_mul(b, d, nb_sign(b, OUT(g))); }
 ACT_RULES(relu)
 
 /* leaky_relu' = 1 for X > 0, alpha for X < 0: an affine map of sign(X),
@@ -92,10 +89,7 @@ static nb_value gelu_grad_of(nb_builder *b, const nb_grad_ctx *g, nb_value x, nb
 
 /* gelu's Jacobian is diagonal, gelu'(X), so both its VJP and its JVP are
  * gelu_grad with dy or the tangent as DOut: one op, reading only X. */
-static nb_value gelu_apply(nb_builder *b, const nb_grad_ctx *g, nb_value d)
-{
-    return gelu_grad_of(b, g, X0(g), d);
-}
+static nb_value gelu_apply(nb_builder *b, const nb_grad_ctx *g, nb_value d) { return gelu_grad_of(b, g, X0(g), d); }
 ACT_RULES(gelu)
 
 /* gelu''(X), for the rules of gelu_grad, from differentiable ops (so that

@@ -19,8 +19,7 @@ _Static_assert(sizeof(nb_pad_params) <= NB_MAX_PARAMS_SIZE, "pad's parameters ou
 /* Validates the attributes against Input and works out, for every dim of
  * Input, the first element taken, the step and the output size (-1 where
  * Input's dim is unknown). Dims not in axes are taken whole. */
-static nb_status slice_plan(const nb_op_ctx *c, const nb_var_info *x, int64_t *first, int64_t *step,
-                            int64_t *out_shape)
+static nb_status slice_plan(const nb_op_ctx *c, const nb_var_info *x, int64_t *first, int64_t *step, int64_t *out_shape)
 {
     const nb_attr_value *axes = nb_attr_get(c, "axes"), *starts = nb_attr_get(c, "starts"),
                         *ends = nb_attr_get(c, "ends"), *strides = nb_attr_get(c, "strides");
@@ -41,8 +40,7 @@ static nb_status slice_plan(const nb_op_ctx *c, const nb_var_info *x, int64_t *f
         if (seen[d]) return nb_error(NB_ERR_ARG, "%s: axes names dim %d twice", c->label, d);
         seen[d] = true;
         int64_t s = strides->n ? strides->ints[k] : 1;
-        if (s <= 0)
-            return nb_error(NB_ERR_ARG, "%s: strides[%d] = %lld must be positive", c->label, k, (long long)s);
+        if (s <= 0) return nb_error(NB_ERR_ARG, "%s: strides[%d] = %lld must be positive", c->label, k, (long long)s);
         step[d] = s;
         if (x->shape[d] < 0) out_shape[d] = -1;
         else nb_shapeop_slice_range(x->shape[d], starts->ints[k], ends->ints[k], s, &first[d], &out_shape[d]);
@@ -74,8 +72,7 @@ static nb_status slice_params(const nb_op_ctx *c, void *params)
     p->n = axes->n < NB_MAX_DIMS ? axes->n : NB_MAX_DIMS;
     for (int k = 0; k < p->n; k++) {
         int64_t s = strides->n ? strides->ints[k] : 1, a = axes->ints[k];
-        if (s <= 0)
-            return nb_error(NB_ERR_ARG, "%s: strides[%d] = %lld must be positive", c->label, k, (long long)s);
+        if (s <= 0) return nb_error(NB_ERR_ARG, "%s: strides[%d] = %lld must be positive", c->label, k, (long long)s);
         /* Out of int32 range is out of range for any rank, clamped or not. */
         p->axes[k] = (int32_t)(a < INT32_MIN ? INT32_MIN : a > INT32_MAX ? INT32_MAX : a);
         p->starts[k] = starts->ints[k];
@@ -107,24 +104,26 @@ static nb_status pad_check(nb_op_ctx *c, const nb_var_info *x, const char *slot,
     nb_status st = pad_mode(c, &mode);
     if (st) return st;
     if (p->n != 2 * x->ndim)
-        return nb_error(NB_ERR_ARG, "%s: paddings %s has %d entries but %s of shape %s needs %d (before and after each dim)",
+        return nb_error(NB_ERR_ARG,
+                        "%s: paddings %s has %d entries but %s of shape %s needs %d (before and after each dim)",
                         c->label, nb_attr_value_str(b, sizeof b, p), p->n, slot, SHAPE_STR(a, x), 2 * x->ndim);
     for (int d = 0; d < x->ndim; d++) {
         int64_t before = p->ints[2 * d], after = p->ints[2 * d + 1], n = x->shape[d];
         if (before < 0 || after < 0 || before > INT64_MAX / 4 || after > INT64_MAX / 4)
-            return nb_error(NB_ERR_ARG, "%s: paddings %s for dim %d must be >= 0 (and not absurdly large)",
-                            c->label, nb_attr_value_str(b, sizeof b, p), d);
+            return nb_error(NB_ERR_ARG, "%s: paddings %s for dim %d must be >= 0 (and not absurdly large)", c->label,
+                            nb_attr_value_str(b, sizeof b, p), d);
         if (n < 0) {
             out[d] = -1;
             continue;
         }
         if (mode == NB_PAD_REFLECT && ((before && before >= n) || (after && after >= n)))
-            return nb_error(NB_ERR_SHAPE,
-                            "%s: reflect padding (%lld, %lld) of dim %d needs pads smaller than its size %lld (%s has shape %s)",
-                            c->label, (long long)before, (long long)after, d, (long long)n, slot, SHAPE_STR(a, x));
+            return nb_error(
+                NB_ERR_SHAPE,
+                "%s: reflect padding (%lld, %lld) of dim %d needs pads smaller than its size %lld (%s has shape %s)",
+                c->label, (long long)before, (long long)after, d, (long long)n, slot, SHAPE_STR(a, x));
         if (mode == NB_PAD_EDGE && (before || after) && n == 0)
-            return nb_error(NB_ERR_SHAPE, "%s: edge padding of dim %d has no edge to repeat (%s has shape %s)", c->label,
-                            d, slot, SHAPE_STR(a, x));
+            return nb_error(NB_ERR_SHAPE, "%s: edge padding of dim %d has no edge to repeat (%s has shape %s)",
+                            c->label, d, slot, SHAPE_STR(a, x));
         out[d] = n + before + after;
     }
     return NB_OK;
@@ -171,7 +170,8 @@ static nb_status pad_grad_infer(nb_op_ctx *c)
         return nb_error(NB_ERR_DTYPE, "%s: DOut is %s; pad_grad takes float32 or float64", c->label,
                         nb_dtype_name(dy->dtype));
     if (p->n != 2 * dy->ndim)
-        return nb_error(NB_ERR_ARG, "%s: paddings %s has %d entries but DOut of shape %s needs %d (before and after each dim)",
+        return nb_error(NB_ERR_ARG,
+                        "%s: paddings %s has %d entries but DOut of shape %s needs %d (before and after each dim)",
                         c->label, nb_attr_value_str(b, sizeof b, p), p->n, SHAPE_STR(a, dy), 2 * dy->ndim);
     nb_var_info *o = nb_out_info(c, 0, 0);
     *o = *dy;
@@ -207,8 +207,7 @@ static nb_status check_index_info(const nb_op_ctx *c, const nb_var_info *idx, co
 static nb_status indexed_axis(const nb_op_ctx *c, const char *attr, int *axis)
 {
     const nb_var_info *x = nb_in_info(c, 0, 0);
-    if (x->ndim == 0)
-        return nb_error(NB_ERR_SHAPE, "%s: X is a scalar (shape []); it needs a dim to index", c->label);
+    if (x->ndim == 0) return nb_error(NB_ERR_SHAPE, "%s: X is a scalar (shape []); it needs a dim to index", c->label);
     return nb_shapeop_axis(c, attr, nb_attr_int(c, attr), x->ndim, "X", x, axis);
 }
 
@@ -256,9 +255,10 @@ static nb_status scatter_add_infer(nb_op_ctx *c)
         ok = want < 0 || got < 0 || want == got;
     }
     if (!ok)
-        return nb_error(NB_ERR_SHAPE,
-                        "%s: Updates has shape %s but X has shape %s and Index %s: Updates must be X's shape with dim %d = len(Index)",
-                        c->label, SHAPE_STR(a, upd), SHAPE_STR(b, x), SHAPE_STR(i, idx), axis);
+        return nb_error(
+            NB_ERR_SHAPE,
+            "%s: Updates has shape %s but X has shape %s and Index %s: Updates must be X's shape with dim %d = len(Index)",
+            c->label, SHAPE_STR(a, upd), SHAPE_STR(b, x), SHAPE_STR(i, idx), axis);
     *nb_out_info(c, 0, 0) = *x;
     return NB_OK;
 }
@@ -272,8 +272,7 @@ static nb_status one_hot_infer(nb_op_ctx *c)
     char a[NB_SHAPE_STR_MAX];
     if (x->dtype != NB_I32 && x->dtype != NB_I64)
         return nb_error(NB_ERR_DTYPE, "%s: X must be int32 or int64, got %s", c->label, nb_dtype_name(x->dtype));
-    if (depth <= 0)
-        return nb_error(NB_ERR_ARG, "%s: depth must be positive, got %lld", c->label, (long long)depth);
+    if (depth <= 0) return nb_error(NB_ERR_ARG, "%s: depth must be positive, got %lld", c->label, (long long)depth);
     if (dt < 0 || dt > INT32_MAX || !nb_dtype_valid((int)dt))
         return nb_error(NB_ERR_ARG, "%s: dtype %lld is not a valid nb_dtype", c->label, (long long)dt);
     if (x->ndim + 1 > NB_MAX_DIMS)
@@ -296,7 +295,8 @@ static nb_status one_hot_params(const nb_op_ctx *c, void *params)
 /* ---- definitions ------------------------------------------------------------------ */
 
 const nb_op_def nb_op_slice = {
-    .name = "slice", .batch = nb_batch_slice,
+    .name = "slice",
+    .batch = nb_batch_slice,
     .doc = "Input[starts:ends:strides] along axes (Python rules: negative bounds count from the end, clamped)",
     .inputs = {{"Input", 0}},
     .outputs = {{"Out", 0}},
@@ -312,8 +312,10 @@ const nb_op_def nb_op_slice = {
 };
 
 const nb_op_def nb_op_pad = {
-    .name = "pad", .batch = nb_batch_pad,
-    .doc = "Pads every dim of X by paddings (before, after pairs) with pad_value, or by reflecting or repeating the edge",
+    .name = "pad",
+    .batch = nb_batch_pad,
+    .doc =
+        "Pads every dim of X by paddings (before, after pairs) with pad_value, or by reflecting or repeating the edge",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}},
     .attrs = {NB_ADEF_REQUIRED("paddings", NB_ATTR_INTS), NB_ADEF_FLOAT("pad_value", 0.0),
@@ -326,7 +328,8 @@ const nb_op_def nb_op_pad = {
 };
 
 const nb_op_def nb_op_pad_grad = {
-    .name = "pad_grad", .batch = nb_batch_pad,
+    .name = "pad_grad",
+    .batch = nb_batch_pad,
     .doc = "Gradient of pad: DX adds each element of DOut onto the element of X that pad copied it from",
     .inputs = {{"DOut", 0}},
     .outputs = {{"DX", 0}},
@@ -364,7 +367,8 @@ const nb_op_def nb_op_index_select = {
 };
 
 const nb_op_def nb_op_scatter_add = {
-    .name = "scatter_add", .batch = nb_batch_scatter_add,
+    .name = "scatter_add",
+    .batch = nb_batch_scatter_add,
     .doc = "Out = X, then Out[..., Index[i], ...] += Updates[..., i, ...] along axis (the gradient of gather)",
     .inputs = {{"X", 0}, {"Index", NB_SLOT_NO_GRAD}, {"Updates", 0}},
     .outputs = {{"Out", 0}},
@@ -378,7 +382,8 @@ const nb_op_def nb_op_scatter_add = {
 };
 
 const nb_op_def nb_op_one_hot = {
-    .name = "one_hot", .batch = nb_batch_unary,
+    .name = "one_hot",
+    .batch = nb_batch_unary,
     .doc = "Out[..., k] = 1 where k = X[...], else 0; Out has X's shape plus a last dim of size depth",
     .inputs = {{"X", NB_SLOT_NO_GRAD}},
     .outputs = {{"Out", 0}},

@@ -18,8 +18,8 @@ static nb_status merge_input(nb_op_ctx *c, int k, int skip, int64_t *shape, int 
         return nb_error(NB_ERR_DTYPE, "%s: X[%d] is %s but X[0] is %s", c->label, k, nb_dtype_name(xk->dtype),
                         nb_dtype_name(x0->dtype));
     if (xk->ndim != x0->ndim)
-        return nb_error(NB_ERR_SHAPE, "%s: X[%d] has shape %s but X[0] has shape %s: %s", c->label, k,
-                        SHAPE_STR(a, xk), SHAPE_STR(b, x0), rule);
+        return nb_error(NB_ERR_SHAPE, "%s: X[%d] has shape %s but X[0] has shape %s: %s", c->label, k, SHAPE_STR(a, xk),
+                        SHAPE_STR(b, x0), rule);
     for (int d = 0; d < xk->ndim; d++) {
         if (d == skip || xk->shape[d] < 0) continue;
         if (shape[d] < 0) {
@@ -38,8 +38,7 @@ static nb_status concat_axis(nb_op_ctx *c, int *axis)
 {
     const nb_var_info *x0 = nb_in_info(c, 0, 0);
     if (x0->ndim == 0)
-        return nb_error(NB_ERR_SHAPE, "%s: X[0] is a scalar (shape []); concat joins tensors of rank >= 1",
-                        c->label);
+        return nb_error(NB_ERR_SHAPE, "%s: X[0] is a scalar (shape []); concat joins tensors of rank >= 1", c->label);
     return nb_shapeop_axis(c, "axis", nb_attr_int(c, "axis"), x0->ndim, "X[0]", x0, axis);
 }
 
@@ -69,8 +68,8 @@ static nb_status stack_infer(nb_op_ctx *c)
     int n = nb_in_count(c, 0), axis, from[NB_MAX_DIMS] = {0};
     char a[NB_SHAPE_STR_MAX];
     if (x0->ndim + 1 > NB_MAX_DIMS)
-        return nb_error(NB_ERR_ARG, "%s: stacking X of shape %s gives more than %d dims", c->label,
-                        SHAPE_STR(a, x0), NB_MAX_DIMS);
+        return nb_error(NB_ERR_ARG, "%s: stacking X of shape %s gives more than %d dims", c->label, SHAPE_STR(a, x0),
+                        NB_MAX_DIMS);
     nb_status st = nb_shapeop_axis(c, "axis", nb_attr_int(c, "axis"), x0->ndim + 1, "X[0]", x0, &axis);
     if (st) return st;
     int64_t shape[NB_MAX_DIMS];
@@ -107,7 +106,8 @@ static nb_status split_infer(nb_op_ctx *c)
     }
     if (!sec->n) {
         if (len >= 0 && len % n)
-            return nb_error(NB_ERR_SHAPE, "%s: dim %d of X (shape %s) has size %lld, which does not split into %d equal parts",
+            return nb_error(NB_ERR_SHAPE,
+                            "%s: dim %d of X (shape %s) has size %lld, which does not split into %d equal parts",
                             c->label, axis, SHAPE_STR(a, x), (long long)len, n);
         for (int k = 0; k < n; k++) nb_out_info(c, 0, k)->shape[axis] = len < 0 ? -1 : len / n;
         return NB_OK;
@@ -137,7 +137,8 @@ static nb_status split_infer(nb_op_ctx *c)
 /* ---- definitions ------------------------------------------------------------------ */
 
 const nb_op_def nb_op_concat = {
-    .name = "concat", .batch = nb_batch_concat,
+    .name = "concat",
+    .batch = nb_batch_concat,
     .doc = "Joins the tensors X along an existing axis; all other dims must match",
     .inputs = {{"X", NB_SLOT_VARIADIC}},
     .outputs = {{"Out", 0}},
@@ -152,7 +153,8 @@ const nb_op_def nb_op_concat = {
 };
 
 const nb_op_def nb_op_split = {
-    .name = "split", .batch = nb_batch_split,
+    .name = "split",
+    .batch = nb_batch_split,
     .doc = "Cuts X along axis into the given outputs: sizes from sections, or equal parts",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", NB_SLOT_VARIADIC}},
@@ -167,7 +169,8 @@ const nb_op_def nb_op_split = {
 };
 
 const nb_op_def nb_op_stack = {
-    .name = "stack", .batch = nb_batch_stack,
+    .name = "stack",
+    .batch = nb_batch_stack,
     .doc = "Joins equally shaped tensors X along a new dim at axis",
     .inputs = {{"X", NB_SLOT_VARIADIC}},
     .outputs = {{"Out", 0}},

@@ -24,8 +24,8 @@ static nb_status infer_matmul(nb_op_ctx *ctx)
         return nb_error(NB_ERR_DTYPE, "%s: X has dtype %s but Y has dtype %s", ctx->label, nb_dtype_name(x->dtype),
                         nb_dtype_name(y->dtype));
     nb_matmul_dims d;
-    nb_status st = nb_matmul_dims_of(ctx->label, x, y, nb_attr_bool(ctx, "transpose_x"),
-                                     nb_attr_bool(ctx, "transpose_y"), &d);
+    nb_status st =
+        nb_matmul_dims_of(ctx->label, x, y, nb_attr_bool(ctx, "transpose_x"), nb_attr_bool(ctx, "transpose_y"), &d);
     if (st) return st;
     nb_var_info *out = nb_out_info(ctx, 0, 0);
     out->dtype = x->dtype;
@@ -44,12 +44,12 @@ static nb_status params_matmul(const nb_op_ctx *ctx, void *params)
 
 /* The gradient of a product needs both factors. */
 static const nb_op_def op_matmul = {
-    .name = "matmul", .batch = nb_batch_matmul,
+    .name = "matmul",
+    .batch = nb_batch_matmul,
     .doc = "Matrix product alpha * op(X) @ op(Y) as numpy.matmul: 1-D operands, broadcast batch dims",
     .inputs = {{"X", 0}, {"Y", 0}},
     .outputs = {{"Out", 0}},
-    .attrs = {NB_ADEF_BOOL("transpose_x", false), NB_ADEF_BOOL("transpose_y", false),
-              NB_ADEF_FLOAT("alpha", 1.0)},
+    .attrs = {NB_ADEF_BOOL("transpose_x", false), NB_ADEF_BOOL("transpose_y", false), NB_ADEF_FLOAT("alpha", 1.0)},
     .infer = infer_matmul,
     .params_size = sizeof(nb_matmul_params),
     .params = params_matmul,
@@ -72,8 +72,8 @@ static nb_status infer_fc(nb_op_ctx *ctx)
         return nb_error(NB_ERR_DTYPE, "%s: Input has dtype %s but it takes float32 or float64", ctx->label,
                         nb_dtype_name(in->dtype));
     if (w->dtype != in->dtype)
-        return nb_error(NB_ERR_DTYPE, "%s: Input has dtype %s but W has dtype %s", ctx->label,
-                        nb_dtype_name(in->dtype), nb_dtype_name(w->dtype));
+        return nb_error(NB_ERR_DTYPE, "%s: Input has dtype %s but W has dtype %s", ctx->label, nb_dtype_name(in->dtype),
+                        nb_dtype_name(w->dtype));
     if (bias && bias->dtype != in->dtype)
         return nb_error(NB_ERR_DTYPE, "%s: Input has dtype %s but Bias has dtype %s", ctx->label,
                         nb_dtype_name(in->dtype), nb_dtype_name(bias->dtype));
@@ -82,8 +82,7 @@ static nb_status infer_fc(nb_op_ctx *ctx)
     if (!nb_fc_act_parse(act_name, &act))
         return nb_error(NB_ERR_ARG, "%s: unknown activation \"%s\" (it takes \"\", \"relu\", \"sigmoid\", \"tanh\")",
                         ctx->label, act_name);
-    if (w->ndim != 2)
-        return nb_error(NB_ERR_SHAPE, "%s: W has shape %s but it must be 2-D", ctx->label, ws);
+    if (w->ndim != 2) return nb_error(NB_ERR_SHAPE, "%s: W has shape %s but it must be 2-D", ctx->label, ws);
     int64_t ncd = nb_attr_int(ctx, "in_num_col_dims");
     if (ncd < 1 || ncd >= in->ndim)
         return nb_error(NB_ERR_ARG, "%s: in_num_col_dims is %lld but Input has shape %s: it must be in [1, %d)",
@@ -118,8 +117,7 @@ static nb_status params_fc(const nb_op_ctx *ctx, void *params)
 {
     nb_fc_params *p = params;
     const char *act = nb_attr_string(ctx, "activation");
-    if (!nb_fc_act_parse(act, &p->act))
-        return nb_error(NB_ERR_ARG, "%s: unknown activation \"%s\"", ctx->label, act);
+    if (!nb_fc_act_parse(act, &p->act)) return nb_error(NB_ERR_ARG, "%s: unknown activation \"%s\"", ctx->label, act);
     p->in_num_col_dims = nb_attr_int(ctx, "in_num_col_dims");
     return NB_OK;
 }
@@ -128,7 +126,8 @@ static nb_status params_fc(const nb_op_ctx *ctx, void *params)
  * activation (relu, sigmoid and tanh derivatives are functions of Out) and
  * Bias's rank (dBias is [N] or [1, N]). */
 static const nb_op_def op_fc = {
-    .name = "fc", .batch = nb_batch_fc,
+    .name = "fc",
+    .batch = nb_batch_fc,
     .doc = "Fully connected: act(flatten(Input, in_num_col_dims) @ W + Bias), activation \"\"|relu|sigmoid|tanh",
     .inputs = {{"Input", 0}, {"W", 0}, {"Bias", NB_SLOT_OPTIONAL}},
     .outputs = {{"Out", 0}},
@@ -180,8 +179,7 @@ static const nb_op_def op_matmul_sgd = {
     .doc = "ParamOut = Param - LearningRate * alpha * op(X) @ op(Y) for matrices: sgd on a product, as one GEMM",
     .inputs = {{"X", 0}, {"Y", 0}, {"Param", 0}, {"LearningRate", 0}},
     .outputs = {{"ParamOut", 0}},
-    .attrs = {NB_ADEF_BOOL("transpose_x", false), NB_ADEF_BOOL("transpose_y", false),
-              NB_ADEF_FLOAT("alpha", 1.0)},
+    .attrs = {NB_ADEF_BOOL("transpose_x", false), NB_ADEF_BOOL("transpose_y", false), NB_ADEF_FLOAT("alpha", 1.0)},
     .infer = infer_matmul_sgd,
     .params_size = sizeof(nb_matmul_params),
     .params = params_matmul,

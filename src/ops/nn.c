@@ -49,16 +49,15 @@ static nb_status need_float(const nb_op_ctx *ctx, const char *slot, const nb_var
 static nb_status need_index(const nb_op_ctx *ctx, const char *slot, const nb_var_info *v)
 {
     if (v->dtype == NB_I32 || v->dtype == NB_I64) return NB_OK;
-    return nb_error(NB_ERR_DTYPE, "%s: %s must be int32 or int64, got %s", ctx->label, slot,
-                    nb_dtype_name(v->dtype));
+    return nb_error(NB_ERR_DTYPE, "%s: %s must be int32 or int64, got %s", ctx->label, slot, nb_dtype_name(v->dtype));
 }
 
 static nb_status same_dtype(const nb_op_ctx *ctx, const char *a, const nb_var_info *va, const char *b,
                             const nb_var_info *vb)
 {
     if (va->dtype == vb->dtype) return NB_OK;
-    return nb_error(NB_ERR_DTYPE, "%s: %s is %s but %s is %s; they must match", ctx->label, a,
-                    nb_dtype_name(va->dtype), b, nb_dtype_name(vb->dtype));
+    return nb_error(NB_ERR_DTYPE, "%s: %s is %s but %s is %s; they must match", ctx->label, a, nb_dtype_name(va->dtype),
+                    b, nb_dtype_name(vb->dtype));
 }
 
 /* Range-checks the "axis" attribute against x and returns it made
@@ -68,8 +67,9 @@ static nb_status get_axis(const nb_op_ctx *ctx, const char *slot, const nb_var_i
     int64_t a = nb_attr_int(ctx, "axis");
     int64_t n = x->ndim ? x->ndim : 1;
     if (a < -n || a >= n)
-        return nb_error(NB_ERR_ARG, "%s: axis %" PRId64 " is out of range for %s of rank %d (allowed %" PRId64
-                        "..%" PRId64 ")", ctx->label, a, slot, x->ndim, -n, n - 1);
+        return nb_error(NB_ERR_ARG,
+                        "%s: axis %" PRId64 " is out of range for %s of rank %d (allowed %" PRId64 "..%" PRId64 ")",
+                        ctx->label, a, slot, x->ndim, -n, n - 1);
     *axis = nb_nn_axis(a, x->ndim);
     return NB_OK;
 }
@@ -95,8 +95,10 @@ static nb_status check_label(const nb_op_ctx *ctx, const char *xname, const nb_v
                             ctx->label, shape_str(a, lab), xname, shape_str(b, x));
     } else {
         if (lab->dtype != NB_I32 && lab->dtype != NB_I64)
-            return nb_error(NB_ERR_DTYPE, "%s: hard labels must be int32 or int64, got %s (set soft_label for "
-                            "probability labels)", ctx->label, nb_dtype_name(lab->dtype));
+            return nb_error(NB_ERR_DTYPE,
+                            "%s: hard labels must be int32 or int64, got %s (set soft_label for "
+                            "probability labels)",
+                            ctx->label, nb_dtype_name(lab->dtype));
         if (!shape_match(lab->ndim, lab->shape, row.ndim, row.shape) &&
             !shape_match(lab->ndim, lab->shape, flat.ndim, flat.shape))
             return nb_error(NB_ERR_SHAPE, "%s: Label has shape %s but %s has shape %s: hard labels need shape %s or %s",
@@ -141,7 +143,8 @@ static nb_status params_softmax(const nb_op_ctx *ctx, void *params)
     .params_size = sizeof(nb_softmax_params), .params = params_softmax, .grad_uses_outputs = 1 << 0
 
 static const nb_op_def op_softmax = {
-    .name = "softmax", .batch = nb_batch_softmax,
+    .name = "softmax",
+    .batch = nb_batch_softmax,
     .doc = "Out = exp(X - max) / sum(exp(X - max)) along axis",
     SOFTMAX_LIKE,
     .vjp = nb_nn_softmax_vjp,
@@ -150,7 +153,8 @@ static const nb_op_def op_softmax = {
 };
 
 static const nb_op_def op_log_softmax = {
-    .name = "log_softmax", .batch = nb_batch_softmax,
+    .name = "log_softmax",
+    .batch = nb_batch_softmax,
     .doc = "Out = X - max - log(sum(exp(X - max))) along axis",
     SOFTMAX_LIKE,
     .vjp = nb_nn_log_softmax_vjp,
@@ -189,7 +193,8 @@ static nb_status params_swce(const nb_op_ctx *ctx, void *params)
 }
 
 static const nb_op_def op_softmax_with_cross_entropy = {
-    .name = "softmax_with_cross_entropy", .batch = nb_batch_cross_entropy,
+    .name = "softmax_with_cross_entropy",
+    .batch = nb_batch_cross_entropy,
     .doc = "Softmax = softmax(Logits); Loss = logsumexp(Logits) - Logits[Label] (or -sum(Label*log Softmax))",
     .inputs = {{"Logits", 0}, {"Label", NB_SLOT_NO_GRAD}},
     .outputs = {{"Softmax", 0}, {"Loss", 0}},
@@ -229,7 +234,8 @@ static nb_status infer_swce_grad(nb_op_ctx *ctx)
 }
 
 static const nb_op_def op_softmax_with_cross_entropy_grad = {
-    .name = "softmax_with_cross_entropy_grad", .batch = nb_batch_cross_entropy,
+    .name = "softmax_with_cross_entropy_grad",
+    .batch = nb_batch_cross_entropy,
     .doc = "DLogits = (Softmax*sum(Label) - Label) * DLoss, Label one-hot for hard labels; 0 for ignored rows",
     .inputs = {{"Softmax", 0}, {"Label", NB_SLOT_NO_GRAD}, {"DLoss", 0}},
     .outputs = {{"DLogits", 0}},
@@ -264,7 +270,8 @@ static nb_status params_cross_entropy(const nb_op_ctx *ctx, void *params)
 }
 
 static const nb_op_def op_cross_entropy = {
-    .name = "cross_entropy", .batch = nb_batch_cross_entropy,
+    .name = "cross_entropy",
+    .batch = nb_batch_cross_entropy,
     .doc = "Y = -log(X[Label]) per row of probabilities X (or -sum(Label*log X)), classes on the last axis",
     .inputs = {{"X", 0}, {"Label", NB_SLOT_NO_GRAD}},
     .outputs = {{"Y", 0}},
@@ -285,8 +292,7 @@ static nb_status infer_pointwise_loss(nb_op_ctx *ctx)
     char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
     nb_nn_reduction r;
     nb_status st;
-    if ((st = need_float(ctx, "X", x)) || (st = same_dtype(ctx, "Label", lab, "X", x)) ||
-        (st = get_reduction(ctx, &r)))
+    if ((st = need_float(ctx, "X", x)) || (st = same_dtype(ctx, "Label", lab, "X", x)) || (st = get_reduction(ctx, &r)))
         return st;
     if (!shape_match(x->ndim, x->shape, lab->ndim, lab->shape))
         return nb_error(NB_ERR_SHAPE, "%s: X has shape %s but Label has shape %s; they must be the same", ctx->label,
@@ -315,7 +321,8 @@ static nb_status params_pointwise_loss(const nb_op_ctx *ctx, void *params)
 }
 
 static const nb_op_def op_mse_loss = {
-    .name = "mse_loss", .batch = nb_batch_pointwise_loss,
+    .name = "mse_loss",
+    .batch = nb_batch_pointwise_loss,
     .doc = "Out = (X - Label)^2, reduced by \"mean\" (default), \"sum\" or \"none\"",
     .inputs = {{"X", 0}, {"Label", 0}},
     .outputs = {{"Out", 0}},
@@ -329,7 +336,8 @@ static const nb_op_def op_mse_loss = {
 };
 
 static const nb_op_def op_bce_with_logits = {
-    .name = "bce_with_logits", .batch = nb_batch_pointwise_loss,
+    .name = "bce_with_logits",
+    .batch = nb_batch_pointwise_loss,
     .doc = "Out = max(X,0) - X*Label + log1p(exp(-|X|)) (binary cross-entropy of sigmoid(X)), reduced",
     .inputs = {{"X", 0}, {"Label", NB_SLOT_NO_GRAD}},
     .outputs = {{"Out", 0}},
@@ -351,8 +359,7 @@ static nb_status infer_dropout(nb_op_ctx *ctx)
     const char *mode = nb_attr_string(ctx, "mode");
     nb_status st;
     if ((st = need_float(ctx, "X", x))) return st;
-    if (!(p >= 0 && p < 1))
-        return nb_error(NB_ERR_ARG, "%s: dropout_prob must be in [0, 1), got %g", ctx->label, p);
+    if (!(p >= 0 && p < 1)) return nb_error(NB_ERR_ARG, "%s: dropout_prob must be in [0, 1), got %g", ctx->label, p);
     if (strcmp(mode, "upscale_in_train") && strcmp(mode, "downgrade_in_infer"))
         return nb_error(NB_ERR_ARG, "%s: mode must be \"upscale_in_train\" or \"downgrade_in_infer\", got \"%s\"",
                         ctx->label, mode);
@@ -375,7 +382,8 @@ static nb_status params_dropout(const nb_op_ctx *ctx, void *params)
 }
 
 static const nb_op_def op_dropout = {
-    .name = "dropout", .batch = nb_batch_unary,
+    .name = "dropout",
+    .batch = nb_batch_unary,
     .doc = "Zeroes each element of X with probability dropout_prob; Mask (uint8) marks the kept ones",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}, {"Mask", NB_SLOT_NO_GRAD}},
@@ -396,8 +404,10 @@ static nb_status check_padding_idx(const nb_op_ctx *ctx, const nb_var_info *w)
 {
     int64_t pad = nb_attr_int(ctx, "padding_idx");
     if (pad < -1 || (w->shape[0] >= 0 && pad >= w->shape[0]))
-        return nb_error(NB_ERR_ARG, "%s: padding_idx %" PRId64 " is out of range: it must be -1 (none) or a row of W "
-                        "(0..%" PRId64 ")", ctx->label, pad, w->shape[0] - 1);
+        return nb_error(NB_ERR_ARG,
+                        "%s: padding_idx %" PRId64 " is out of range: it must be -1 (none) or a row of W "
+                        "(0..%" PRId64 ")",
+                        ctx->label, pad, w->shape[0] - 1);
     return NB_OK;
 }
 
@@ -431,7 +441,8 @@ static nb_status params_embedding(const nb_op_ctx *ctx, void *params)
 }
 
 static const nb_op_def op_embedding = {
-    .name = "embedding", .batch = nb_batch_embedding,
+    .name = "embedding",
+    .batch = nb_batch_embedding,
     .doc = "Out[i..., :] = W[Ids[i...], :], zero for ids equal to padding_idx (-1: none)",
     .inputs = {{"W", 0}, {"Ids", NB_SLOT_NO_GRAD}},
     .outputs = {{"Out", 0}},
@@ -457,14 +468,17 @@ static nb_status infer_embedding_grad(nb_op_ctx *ctx)
     bool ok = dout->ndim == ids->ndim + 1 && dim_match(dout->shape[ids->ndim], w->shape[1]);
     for (int d = 0; ok && d < ids->ndim; d++) ok = dim_match(dout->shape[d], ids->shape[d]);
     if (!ok)
-        return nb_error(NB_ERR_SHAPE, "%s: DOut has shape %s but Ids has shape %s and W %s: DOut must be "
-                        "Ids.shape + [D]", ctx->label, shape_str(a, dout), shape_str(b, ids), shape_str(c, w));
+        return nb_error(NB_ERR_SHAPE,
+                        "%s: DOut has shape %s but Ids has shape %s and W %s: DOut must be "
+                        "Ids.shape + [D]",
+                        ctx->label, shape_str(a, dout), shape_str(b, ids), shape_str(c, w));
     *nb_out_info(ctx, 0, 0) = *w;
     return NB_OK;
 }
 
 static const nb_op_def op_embedding_grad = {
-    .name = "embedding_grad", .batch = nb_batch_embedding_grad,
+    .name = "embedding_grad",
+    .batch = nb_batch_embedding_grad,
     .doc = "DW = zeros like W, then DW[Ids[i...], :] += DOut[i..., :] (rows of padding_idx stay zero)",
     .inputs = {{"Ids", NB_SLOT_NO_GRAD}, {"DOut", 0}, {"W", NB_SLOT_NO_GRAD}},
     .outputs = {{"DW", 0}},
@@ -488,7 +502,8 @@ static nb_status infer_accuracy(nb_op_ctx *ctx)
     if ((st = need_float(ctx, "Out", x)) || (st = need_index(ctx, "Label", lab))) return st;
     if (x->ndim != 2)
         return nb_error(NB_ERR_SHAPE, "%s: Out must be [N, C] scores, got shape %s", ctx->label, shape_str(a, x));
-    bool ok = (lab->ndim == 1 || (lab->ndim == 2 && dim_match(lab->shape[1], 1))) && dim_match(lab->shape[0], x->shape[0]);
+    bool ok =
+        (lab->ndim == 1 || (lab->ndim == 2 && dim_match(lab->shape[1], 1))) && dim_match(lab->shape[0], x->shape[0]);
     if (!ok)
         return nb_error(NB_ERR_SHAPE, "%s: Label has shape %s but Out has shape %s: Label must be [N] or [N, 1]",
                         ctx->label, shape_str(a, lab), shape_str(b, x));

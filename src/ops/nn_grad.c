@@ -93,15 +93,17 @@ static nb_value cross_entropy_target(nb_builder *b, const nb_grad_ctx *g, nb_val
     nb_var_info xi = nb_value_info(b, x), li = nb_value_info(b, lab);
     int64_t C = xi.ndim ? xi.shape[xi.ndim - 1] : -1;
     if (C < 0) {
-        nb_builder_fail(b, NB_ERR_SHAPE, "cross_entropy %s: the number of classes (last dim of X) must be known "
-                                         "when the %s is built", what, what);
+        nb_builder_fail(b, NB_ERR_SHAPE,
+                        "cross_entropy %s: the number of classes (last dim of X) must be known "
+                        "when the %s is built",
+                        what, what);
         return NB_NONE;
     }
     /* Labels in Paddle's layout [..., 1] become [...], like X without its class dim. */
     nb_value flat = lab;
     if (li.ndim == xi.ndim) flat = nb_squeeze(b, lab, 1, (const int64_t[]){-1});
-    nb_value valid = nb_not_equal(b, flat, nb_fill_constant(b, li.dtype, 0, NULL,
-                                                            (double)nb_grad_attr(g, "ignore_index")->i));
+    nb_value valid =
+        nb_not_equal(b, flat, nb_fill_constant(b, li.dtype, 0, NULL, (double)nb_grad_attr(g, "ignore_index")->i));
     nb_value safe = nb_where(b, valid, flat, nb_fill_constant(b, li.dtype, 0, NULL, 0));
     nb_attr oh[2] = {NB_ATTR_INT("depth", C), NB_ATTR_INT("dtype", xi.dtype)};
     nb_value t = nb_emit1(b, "one_hot", NB_VALUES(safe), NB_ATTRS_N(2, oh));

@@ -82,8 +82,7 @@ static nb_status batch_norm_params(const nb_op_ctx *ctx, void *params)
 
 /* X must be [N, C, ...] and each per-channel slot in `slots` (NULL names
  * skip absent optional slots) [C]; gives C (-1 while unknown). */
-static nb_status bn_check(const nb_op_ctx *ctx, int n_slots, const int *slots, const char *const *names,
-                          int64_t *C)
+static nb_status bn_check(const nb_op_ctx *ctx, int n_slots, const int *slots, const char *const *names, int64_t *C)
 {
     nb_status st;
     char sx[NB_SHAPE_STR_MAX];
@@ -140,7 +139,8 @@ static nb_status batch_norm_grad_infer(nb_op_ctx *ctx)
     nb_status st = bn_check(ctx, 5, slots, names, &C);
     if (st) return st;
     const nb_var_info *x = nb_in_info(ctx, 0, 0), *dy = nb_in_info(ctx, 4, 0);
-    if ((st = nb_check_same_dtype(ctx, "DY", dy, "X", x)) || (st = check_shape(ctx, "DY", dy, x->ndim, x->shape, "X has shape")))
+    if ((st = nb_check_same_dtype(ctx, "DY", dy, "X", x)) ||
+        (st = check_shape(ctx, "DY", dy, x->ndim, x->shape, "X has shape")))
         return st;
     if (nb_has_in(ctx, 5) != nb_has_in(ctx, 6))
         return nb_error(NB_ERR_ARG, "%s: Mean and Variance must be given together", ctx->label);
@@ -181,15 +181,16 @@ static nb_status ln_axis(const nb_op_ctx *ctx, const nb_var_info *x, int *axis, 
 }
 
 /* Scale and Bias: [cols] or the normalised dims as they are. */
-static nb_status ln_param(const nb_op_ctx *ctx, const char *slot, const nb_var_info *v, const nb_var_info *x,
-                          int axis, int64_t cols)
+static nb_status ln_param(const nb_op_ctx *ctx, const char *slot, const nb_var_info *v, const nb_var_info *x, int axis,
+                          int64_t cols)
 {
     nb_status st = nb_check_same_dtype(ctx, slot, v, "X", x);
     if (st) return st;
     if (dims_fit(v->ndim, v->shape, x->ndim - axis, x->shape + axis) || dims_fit(v->ndim, v->shape, 1, &cols))
         return NB_OK;
     char sv[NB_SHAPE_STR_MAX], sx[NB_SHAPE_STR_MAX], sn[NB_SHAPE_STR_MAX];
-    return nb_error(NB_ERR_SHAPE, "%s: %s has shape %s but X has shape %s with begin_norm_axis %d: it must be [%lld] or %s",
+    return nb_error(NB_ERR_SHAPE,
+                    "%s: %s has shape %s but X has shape %s with begin_norm_axis %d: it must be [%lld] or %s",
                     ctx->label, slot, nb_info_shape(sv, v), nb_info_shape(sx, x), axis, (long long)cols,
                     nb_shape_str(sn, sizeof sn, x->ndim - axis, x->shape + axis));
 }
@@ -207,7 +208,8 @@ static nb_status layer_norm_infer(nb_op_ctx *ctx)
      * shapes like Scale, fit both. */
     if (nb_has_in(ctx, 1) && nb_has_in(ctx, 2) && nb_in_info(ctx, 1, 0)->ndim != nb_in_info(ctx, 2, 0)->ndim) {
         char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
-        return nb_error(NB_ERR_SHAPE, "%s: Scale has shape %s but Bias has shape %s: give both flat or both as the normalised dims",
+        return nb_error(NB_ERR_SHAPE,
+                        "%s: Scale has shape %s but Bias has shape %s: give both flat or both as the normalised dims",
                         ctx->label, nb_info_shape(a, nb_in_info(ctx, 1, 0)), nb_info_shape(b, nb_in_info(ctx, 2, 0)));
     }
     set_out(ctx, 0, x->dtype, x->ndim, x->shape);
@@ -229,7 +231,8 @@ static nb_status layer_norm_grad_infer(nb_op_ctx *ctx)
         (st = check_shape(ctx, "Mean", nb_in_info(ctx, 2, 0), 1, &rows, "X's leading dims need")) ||
         (st = nb_check_same_dtype(ctx, "Variance", nb_in_info(ctx, 3, 0), "X", x)) ||
         (st = check_shape(ctx, "Variance", nb_in_info(ctx, 3, 0), 1, &rows, "X's leading dims need")) ||
-        (st = nb_check_same_dtype(ctx, "DY", dy, "X", x)) || (st = check_shape(ctx, "DY", dy, x->ndim, x->shape, "X has shape")))
+        (st = nb_check_same_dtype(ctx, "DY", dy, "X", x)) ||
+        (st = check_shape(ctx, "DY", dy, x->ndim, x->shape, "X has shape")))
         return st;
     set_out(ctx, 0, x->dtype, x->ndim, x->shape);
     /* DScale and DBias take Scale's shape (layer_norm gives Bias the same
@@ -246,7 +249,8 @@ static nb_status layer_norm_grad_infer(nb_op_ctx *ctx)
 /* ---- definitions --------------------------------------------------------------- */
 
 static const nb_op_def op_batch_norm = {
-    .name = "batch_norm", .batch = nb_batch_batch_norm,
+    .name = "batch_norm",
+    .batch = nb_batch_batch_norm,
     .doc = "Batch normalisation per channel of X [N, C, ...]; in training also updates the running Mean/Variance",
     .inputs = {{"X", 0}, {"Scale", 0}, {"Bias", 0}, {"Mean", NB_SLOT_NO_GRAD}, {"Variance", NB_SLOT_NO_GRAD}},
     .outputs = {{"Y", 0}, {"MeanOut", 0}, {"VarianceOut", 0}, {"SavedMean", 0}, {"SavedVariance", 0}},
@@ -264,12 +268,19 @@ static const nb_op_def op_batch_norm = {
 };
 
 static const nb_op_def op_batch_norm_grad = {
-    .name = "batch_norm_grad", .batch = nb_batch_batch_norm,
-    .doc = "Gradients of batch_norm (DX, DScale, DBias) from DY; batch statistics recomputed from X, global ones as given",
+    .name = "batch_norm_grad",
+    .batch = nb_batch_batch_norm,
+    .doc =
+        "Gradients of batch_norm (DX, DScale, DBias) from DY; batch statistics recomputed from X, global ones as given",
     /* The statistics take no gradient: the batch's are functions of X (and
      * recomputed from it), global ones are constants. */
-    .inputs = {{"X", 0}, {"Scale", 0}, {"SavedMean", NB_SLOT_NO_GRAD}, {"SavedVariance", NB_SLOT_NO_GRAD}, {"DY", 0},
-               {"Mean", NB_SLOT_OPTIONAL | NB_SLOT_NO_GRAD}, {"Variance", NB_SLOT_OPTIONAL | NB_SLOT_NO_GRAD}},
+    .inputs = {{"X", 0},
+               {"Scale", 0},
+               {"SavedMean", NB_SLOT_NO_GRAD},
+               {"SavedVariance", NB_SLOT_NO_GRAD},
+               {"DY", 0},
+               {"Mean", NB_SLOT_OPTIONAL | NB_SLOT_NO_GRAD},
+               {"Variance", NB_SLOT_OPTIONAL | NB_SLOT_NO_GRAD}},
     .outputs = {{"DX", NB_SLOT_OPTIONAL}, {"DScale", NB_SLOT_OPTIONAL}, {"DBias", NB_SLOT_OPTIONAL}},
     .attrs = {NB_ADEF_FLOAT("epsilon", 1e-5), NB_ADEF_BOOL("is_test", false), NB_ADEF_BOOL("use_global_stats", false)},
     .infer = batch_norm_grad_infer,
@@ -282,7 +293,8 @@ static const nb_op_def op_batch_norm_grad = {
 };
 
 static const nb_op_def op_layer_norm = {
-    .name = "layer_norm", .batch = nb_batch_layer_norm,
+    .name = "layer_norm",
+    .batch = nb_batch_layer_norm,
     .doc = "Layer normalisation of X over dims [begin_norm_axis, ndim), then * Scale + Bias; Mean/Variance per row",
     .inputs = {{"X", 0}, {"Scale", NB_SLOT_OPTIONAL}, {"Bias", NB_SLOT_OPTIONAL}},
     .outputs = {{"Y", 0}, {"Mean", 0}, {"Variance", 0}},
@@ -299,9 +311,11 @@ static const nb_op_def op_layer_norm = {
 };
 
 static const nb_op_def op_layer_norm_grad = {
-    .name = "layer_norm_grad", .batch = nb_batch_layer_norm_grad,
+    .name = "layer_norm_grad",
+    .batch = nb_batch_layer_norm_grad,
     .doc = "Gradients of layer_norm (DX, DScale, DBias) from DY; the row statistics are recomputed from X",
-    .inputs = {{"X", 0}, {"Scale", NB_SLOT_OPTIONAL}, {"Mean", NB_SLOT_NO_GRAD}, {"Variance", NB_SLOT_NO_GRAD}, {"DY", 0}},
+    .inputs =
+        {{"X", 0}, {"Scale", NB_SLOT_OPTIONAL}, {"Mean", NB_SLOT_NO_GRAD}, {"Variance", NB_SLOT_NO_GRAD}, {"DY", 0}},
     .outputs = {{"DX", NB_SLOT_OPTIONAL}, {"DScale", NB_SLOT_OPTIONAL}, {"DBias", NB_SLOT_OPTIONAL}},
     .attrs = {NB_ADEF_INT("begin_norm_axis", 1), NB_ADEF_FLOAT("epsilon", 1e-5)},
     .infer = layer_norm_grad_infer,
@@ -313,5 +327,4 @@ static const nb_op_def op_layer_norm_grad = {
     .flags = NB_OP_WRITES_ALL,
 };
 
-const nb_op_def *const nb_ops_norm[] = {&op_batch_norm, &op_batch_norm_grad, &op_layer_norm, &op_layer_norm_grad,
-                                        NULL};
+const nb_op_def *const nb_ops_norm[] = {&op_batch_norm, &op_batch_norm_grad, &op_layer_norm, &op_layer_norm_grad, NULL};

@@ -36,7 +36,8 @@ static nb_value normalised_grad(nb_composite *c, nb_value g, nb_value xhat, nb_v
 }
 
 /* xhat and r = 1 / sqrt(var + eps) of x over `axes`. */
-static void batch_stats(nb_composite *c, nb_value x, int n_axes, const int64_t *axes, double eps, nb_value *xhat, nb_value *r)
+static void batch_stats(nb_composite *c, nb_value x, int n_axes, const int64_t *axes, double eps, nb_value *xhat,
+                        nb_value *r)
 {
     nb_value xc = E2(c, "sub", x, reduce(c, "reduce_mean", x, n_axes, axes, true));
     nb_value var = reduce(c, "reduce_mean", E2(c, "mul", xc, xc), n_axes, axes, true);
@@ -66,7 +67,8 @@ static nb_status batch_norm_grad_composite(nb_composite *c, const nb_grad_ctx *g
         batch_stats(c, X, n_axes, axes, eps, &xhat, &r);
     } else if (nb_grad_in_count(g, 5)) { /* the running Mean and Variance */
         nb_attr a[2] = {NB_ATTR_FLOAT("scale", 1), NB_ATTR_FLOAT("bias", eps)};
-        r = nb_cmp_emit(c, "rsqrt", 1, (nb_value[]){E1(c, "scale", reshape(c, nb_grad_x(g, 6, 0), nd, cshape), 2, a)}, 0, NULL);
+        r = nb_cmp_emit(c, "rsqrt", 1, (nb_value[]){E1(c, "scale", reshape(c, nb_grad_x(g, 6, 0), nd, cshape), 2, a)},
+                        0, NULL);
         xhat = E2(c, "mul", E2(c, "sub", X, reshape(c, nb_grad_x(g, 5, 0), nd, cshape)), r);
     } else { /* saved: the mean and 1 / sqrt(var + eps) */
         r = reshape(c, nb_grad_x(g, 3, 0), nd, cshape);
@@ -107,7 +109,19 @@ static nb_status layer_norm_grad_composite(nb_composite *c, const nb_grad_ctx *g
     return nb_builder_status(b);
 }
 
-nb_status nb_batch_norm_grad_vjp(nb_builder *b, nb_grad_ctx *g) { return nb_composite_vjp(b, g, batch_norm_grad_composite); }
-nb_status nb_batch_norm_grad_jvp(nb_builder *b, nb_grad_ctx *g) { return nb_composite_jvp(b, g, batch_norm_grad_composite); }
-nb_status nb_layer_norm_grad_vjp(nb_builder *b, nb_grad_ctx *g) { return nb_composite_vjp(b, g, layer_norm_grad_composite); }
-nb_status nb_layer_norm_grad_jvp(nb_builder *b, nb_grad_ctx *g) { return nb_composite_jvp(b, g, layer_norm_grad_composite); }
+nb_status nb_batch_norm_grad_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    return nb_composite_vjp(b, g, batch_norm_grad_composite);
+}
+nb_status nb_batch_norm_grad_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    return nb_composite_jvp(b, g, batch_norm_grad_composite);
+}
+nb_status nb_layer_norm_grad_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    return nb_composite_vjp(b, g, layer_norm_grad_composite);
+}
+nb_status nb_layer_norm_grad_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    return nb_composite_jvp(b, g, layer_norm_grad_composite);
+}

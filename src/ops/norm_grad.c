@@ -14,10 +14,7 @@
 
 /* Outputs of a fused grad op DX, DScale, DBias are optional and taken in
  * order: the count to ask for is up to the last one wanted. */
-static int count_wanted(const bool want[3])
-{
-    return want[2] ? 3 : want[1] ? 2 : want[0] ? 1 : 0;
-}
+static int count_wanted(const bool want[3]) { return want[2] ? 3 : want[1] ? 2 : want[0] ? 1 : 0; }
 
 /* batch_norm(X, Scale, Bias, Mean, Variance) -> Y, MeanOut, VarianceOut,
  * SavedMean, SavedVariance: batch_norm_grad(X, Scale, SavedMean,
@@ -38,7 +35,8 @@ nb_status nb_batch_norm_vjp(nb_builder *b, nb_grad_ctx *g)
     const nb_value in[7] = {nb_grad_x(g, 0, 0), nb_grad_x(g, 1, 0), nb_grad_y(g, 3, 0), nb_grad_y(g, 4, 0), dy,
                             nb_grad_x(g, 3, 0), nb_grad_x(g, 4, 0)};
     nb_value out[3];
-    if (nb_emit(b, "batch_norm_grad", NB_VALUES_N(global ? 7 : 5, in), NB_ATTRS_N(n_attrs, attrs), n_out, out)) return nb_builder_status(b);
+    if (nb_emit(b, "batch_norm_grad", NB_VALUES_N(global ? 7 : 5, in), NB_ATTRS_N(n_attrs, attrs), n_out, out))
+        return nb_builder_status(b);
     for (int k = 0; k < n_out; k++)
         if (want[k]) nb_grad_set_dx(g, k, 0, out[k]);
     return nb_builder_status(b);
@@ -61,7 +59,8 @@ nb_status nb_layer_norm_vjp(nb_builder *b, nb_grad_ctx *g)
     const nb_value in[5] = {nb_grad_x(g, 0, 0), has_scale ? nb_grad_x(g, 1, 0) : NB_NONE, nb_grad_y(g, 1, 0),
                             nb_grad_y(g, 2, 0), dy};
     nb_value out[3];
-    if (nb_emit(b, "layer_norm_grad", NB_VALUES_N(5, in), NB_ATTRS_N(n_attrs, attrs), n_out, out)) return nb_builder_status(b);
+    if (nb_emit(b, "layer_norm_grad", NB_VALUES_N(5, in), NB_ATTRS_N(n_attrs, attrs), n_out, out))
+        return nb_builder_status(b);
     if (want[0]) nb_grad_set_dx(g, 0, 0, out[0]);
     if (want[1]) nb_grad_set_dx(g, 1, 0, out[1]);
     if (want[2]) {
@@ -143,10 +142,17 @@ nb_status nb_batch_norm_jvp(nb_builder *b, nb_grad_ctx *g)
     if (!nb_is_none(ts) || (!nb_is_none(tx) && !global))
         xhat = nb_mul(b, nb_sub(b, x, nb_reshape(b, nb_grad_y(g, 3, 0), nd, cshape)), r);
     const nb_value scale = nb_is_none(tx) ? NB_NONE : nb_reshape(b, nb_grad_x(g, 1, 0), nd, cshape);
-    const nb_value t = norm_tangent(b, &(norm_jvp){.xhat = xhat, .r = r, .scale = scale, .tx = tx,
-                                                   .tscale = nb_is_none(ts) ? ts : nb_reshape(b, ts, nd, cshape),
-                                                   .tbias = nb_is_none(tb) ? tb : nb_reshape(b, tb, nd, cshape),
-                                                   .batch_stats = !global, .n_axes = n_axes, .axes = axes, .like = x});
+    const nb_value t = norm_tangent(b,
+                                    &(norm_jvp){.xhat = xhat,
+                                                .r = r,
+                                                .scale = scale,
+                                                .tx = tx,
+                                                .tscale = nb_is_none(ts) ? ts : nb_reshape(b, ts, nd, cshape),
+                                                .tbias = nb_is_none(tb) ? tb : nb_reshape(b, tb, nd, cshape),
+                                                .batch_stats = !global,
+                                                .n_axes = n_axes,
+                                                .axes = axes,
+                                                .like = x});
     if (!nb_is_none(t)) nb_grad_set_ty(g, 0, 0, t);
     return nb_builder_status(b);
 }
@@ -164,7 +170,8 @@ nb_status nb_layer_norm_jvp(nb_builder *b, nb_grad_ctx *g)
     const nb_var_info xi = nb_value_info(b, x);
     int64_t axis = nb_grad_attr(g, "begin_norm_axis")->i;
     if (axis < 0) axis += xi.ndim;
-    if (axis < 0 || axis >= xi.ndim) return nb_builder_fail(b, NB_ERR_ARG, "layer_norm JVP: begin_norm_axis out of range");
+    if (axis < 0 || axis >= xi.ndim)
+        return nb_builder_fail(b, NB_ERR_ARG, "layer_norm JVP: begin_norm_axis out of range");
     int64_t rows = 1, cols = 1;
     for (int i = 0; i < xi.ndim; i++) {
         int64_t *p = i < axis ? &rows : &cols;
@@ -180,11 +187,17 @@ nb_status nb_layer_norm_jvp(nb_builder *b, nb_grad_ctx *g)
     if (!nb_is_none(tx) || !nb_is_none(ts))
         xhat = nb_mul(b, nb_sub(b, x2, nb_reshape(b, nb_grad_y(g, 1, 0), 2, col)), r);
     const nb_value scale = has_scale && !nb_is_none(tx) ? nb_reshape(b, nb_grad_x(g, 1, 0), 2, row) : NB_NONE;
-    const nb_value t = norm_tangent(b, &(norm_jvp){.xhat = xhat, .r = r, .scale = scale,
-                                                   .tx = nb_is_none(tx) ? tx : nb_reshape(b, tx, 2, view),
-                                                   .tscale = nb_is_none(ts) ? ts : nb_reshape(b, ts, 2, row),
-                                                   .tbias = nb_is_none(tb) ? tb : nb_reshape(b, tb, 2, row),
-                                                   .batch_stats = true, .n_axes = 1, .axes = axes, .like = x2});
+    const nb_value t = norm_tangent(b,
+                                    &(norm_jvp){.xhat = xhat,
+                                                .r = r,
+                                                .scale = scale,
+                                                .tx = nb_is_none(tx) ? tx : nb_reshape(b, tx, 2, view),
+                                                .tscale = nb_is_none(ts) ? ts : nb_reshape(b, ts, 2, row),
+                                                .tbias = nb_is_none(tb) ? tb : nb_reshape(b, tb, 2, row),
+                                                .batch_stats = true,
+                                                .n_axes = 1,
+                                                .axes = axes,
+                                                .like = x2});
     if (nb_is_none(t)) return nb_builder_status(b);
     const nb_value in[2] = {t, x};
     nb_grad_set_ty(g, 0, 0, nb_emit1(b, "reshape_as", NB_VALUES_N(2, in), NB_NO_ATTRS));

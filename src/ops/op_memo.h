@@ -24,7 +24,7 @@
 enum { NB_MEMO_SETS = 16, NB_MEMO_IN = 4, NB_MEMO_OUT = 2 };
 
 typedef struct nb_op_memo_entry {
-    const nb_op_def *def; /* NULL: empty */
+    const nb_op_def *def;         /* NULL: empty */
     uint8_t n_in, n_out, n_attrs; /* n_attrs: the def's, whose defaults a plain call takes */
     int8_t in_ndim[NB_MEMO_IN];
     uint8_t in_dtype[NB_MEMO_IN];
@@ -67,7 +67,10 @@ static inline nb_op_memo_entry *nb_op_memo_claim(nb_op_memo *m, const nb_op_def 
 
 /* Whether a run of def on these n_in inputs and n_out outputs (all given, no
  * attributes) can be memoised at all. */
-static inline bool nb_op_memo_fits(int n_in, int n_out) { return n_in <= NB_MEMO_IN && n_out <= NB_MEMO_OUT && n_out > 0; }
+static inline bool nb_op_memo_fits(int n_in, int n_out)
+{
+    return n_in <= NB_MEMO_IN && n_out <= NB_MEMO_OUT && n_out > 0;
+}
 
 /* Whether the run that left *e had this one's signature. */
 static inline bool nb_op_memo_hit(const nb_op_memo_entry *e, const nb_op_def *def, int n_in, nb_tensor *const *in,
@@ -85,8 +88,8 @@ static inline bool nb_op_memo_hit(const nb_op_memo_entry *e, const nb_op_def *de
 
 /* Notes a run whose slots were filled in order and whose inference gave
  * out[0..n_out). */
-static inline void nb_op_memo_put(nb_op_memo_entry *e, const nb_op_def *def, int n_in, nb_tensor *const *in,
-                                  int n_out, const nb_var_info *out)
+static inline void nb_op_memo_put(nb_op_memo_entry *e, const nb_op_def *def, int n_in, nb_tensor *const *in, int n_out,
+                                  const nb_var_info *out)
 {
     int n_attrs = 0;
     while (n_attrs < NB_MAX_ATTRS && def->attrs[n_attrs].name) n_attrs++;

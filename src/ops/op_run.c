@@ -11,8 +11,8 @@
 #include "../core/fpenv.h"
 #include "../core/tensor_internal.h"
 
-nb_status nb_assign_slots(const nb_op_def *def, bool inputs, int n, const bool *present,
-                          int begin[NB_MAX_SLOTS + 1], int *order, const char *label)
+nb_status nb_assign_slots(const nb_op_def *def, bool inputs, int n, const bool *present, int begin[NB_MAX_SLOTS + 1],
+                          int *order, const char *label)
 {
     const nb_slot_def *slots = inputs ? def->inputs : def->outputs;
     const char *side = inputs ? "input" : "output";
@@ -44,8 +44,7 @@ nb_status nb_assign_slots(const nb_op_def *def, bool inputs, int n, const bool *
     } else {
         int fixed = nslots - 1;
         int min = fixed + ((slots[variadic].flags & NB_SLOT_OPTIONAL) ? 0 : 1);
-        if (n < min)
-            return nb_error(NB_ERR_ARG, "%s: %d %ss given but it needs at least %d", label, n, side, min);
+        if (n < min) return nb_error(NB_ERR_ARG, "%s: %d %ss given but it needs at least %d", label, n, side, min);
         for (int s = 0; s < variadic; s++) first[s] = s, count[s] = present[s];
         first[variadic] = variadic;
         count[variadic] = n - fixed;
@@ -77,15 +76,17 @@ nb_status nb_run_infer(nb_op_ctx *ctx)
     /* Every path that would run or record the op itself comes here first:
      * nb_op_run, nb_op_infer, a program's op appended by name. */
     if (ctx->def->expand)
-        return nb_error(NB_ERR_UNSUPPORTED, "%s: a composite op has no kernel and no shape inference of its own; emit it "
-                        "through a builder (nb_emit), which emits the ops it expands into", ctx->label);
+        return nb_error(NB_ERR_UNSUPPORTED,
+                        "%s: a composite op has no kernel and no shape inference of its own; emit it "
+                        "through a builder (nb_emit), which emits the ops it expands into",
+                        ctx->label);
     nb_status st = ctx->def->infer(ctx);
     if (st) return st;
     for (int i = 0; i < n_out; i++) {
         const nb_var_info *o = &ctx->out_info[i];
         if (!nb_dtype_valid(o->dtype) || o->ndim < 0 || o->ndim > NB_MAX_DIMS)
-            return nb_error(NB_ERR_STATE, "%s: shape inference left output %d undefined (a bug in the op)",
-                            ctx->label, i);
+            return nb_error(NB_ERR_STATE, "%s: shape inference left output %d undefined (a bug in the op)", ctx->label,
+                            i);
         /* An output with a 0 dim holds nothing, but its strides still
          * multiply the other dims: they must fit, for every op. */
         int64_t m = 1;
@@ -107,8 +108,8 @@ nb_status nb_op_run(const char *type, nb_tensors in, nb_attrs attrs, int n_out, 
     return nb_op_run_rng(type, in.n, in.v, attrs.n, attrs.v, n_out, out, NULL);
 }
 
-nb_status nb_op_run_rng(const char *type, int n_in, nb_tensor *const *in, int n_attrs, const nb_attr *attrs,
-                        int n_out, nb_tensor **out, nb_rng *rng)
+nb_status nb_op_run_rng(const char *type, int n_in, nb_tensor *const *in, int n_attrs, const nb_attr *attrs, int n_out,
+                        nb_tensor **out, nb_rng *rng)
 {
     const nb_op_def *def = nb_op_find(type);
     if (!def) return nb_error(NB_ERR_NOT_FOUND, "unknown op '%s'", type ? type : "(null)");
@@ -147,8 +148,8 @@ done:
     return st;
 }
 
-nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const nb_slotted *in_s, const nb_slotted *out_s,
-                          nb_rng *rng, nb_op_memo_entry *memo, bool hit)
+nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const nb_slotted *in_s,
+                          const nb_slotted *out_s, nb_rng *rng, nb_op_memo_entry *memo, bool hit)
 {
     const char *label = def->name;
     const int *in_begin = in_s->begin, *out_begin = out_s->begin;
@@ -182,8 +183,10 @@ nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const n
     for (; n_held < n_in; n_held++) {
         int i = n_held;
         if (!in[i]->storage) {
-            st = nb_error(NB_ERR_ARG, "%s: input %d is a batched (vmap) tensor, which holds no data of its own: "
-                          "run the op through a builder (nb_emit) to map it over the batch", label, i);
+            st = nb_error(NB_ERR_ARG,
+                          "%s: input %d is a batched (vmap) tensor, which holds no data of its own: "
+                          "run the op through a builder (nb_emit) to map it over the batch",
+                          label, i);
             goto done;
         }
         /* Kernels take contiguous inputs; views are copied here. */
@@ -193,10 +196,8 @@ nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const n
     }
     if (hit)
         for (int i = 0; i < n_out; i++) out_info[i] = memo->out[i];
-    else if ((st = nb_run_infer(&ctx)))
-        goto done;
-    else if (memo)
-        nb_op_memo_put(memo, def, n_in, in, n_out, out_info);
+    else if ((st = nb_run_infer(&ctx))) goto done;
+    else if (memo) nb_op_memo_put(memo, def, n_in, in, n_out, out_info);
     if ((def->flags & NB_OP_VIEW) && n_out == 1 && !out[0] && n_in >= 1) {
         /* The same elements in the same order: a view of input 0 (made contiguous above). */
         if (!(st = nb_tensor_reshape(&outs[0], ins[0], out_info[0].ndim, out_info[0].shape)))
@@ -230,8 +231,7 @@ nb_status nb_op_run_slots(const nb_op_def *def, const nb_attr_value *av, const n
         rng = &local_rng;
     }
     _Alignas(16) unsigned char params[NB_MAX_PARAMS_SIZE];
-    nb_kernel_ctx k = {.params = def->params_size ? params : NULL, .label = label, .in = ins, .out = outs,
-                       .rng = rng};
+    nb_kernel_ctx k = {.params = def->params_size ? params : NULL, .label = label, .in = ins, .out = outs, .rng = rng};
     memcpy(k.in_begin, ctx.in_begin, sizeof k.in_begin);
     memcpy(k.out_begin, ctx.out_begin, sizeof k.out_begin);
     if (def->params_size) {

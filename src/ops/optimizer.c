@@ -27,9 +27,9 @@ static nb_status check_like_param(nb_op_ctx *ctx, int slot)
     const nb_var_info *p = nb_in_info(ctx, 0, 0), *x = nb_in_info(ctx, slot, 0);
     char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
     if (x->dtype != p->dtype || !dims_match(x, p))
-        return nb_error(x->dtype != p->dtype ? NB_ERR_DTYPE : NB_ERR_SHAPE,
-                        "%s: %s is %s %s but Param is %s %s", ctx->label, ctx->def->inputs[slot].name,
-                        nb_dtype_name(x->dtype), nb_shape_str(a, sizeof a, x->ndim, x->shape), nb_dtype_name(p->dtype),
+        return nb_error(x->dtype != p->dtype ? NB_ERR_DTYPE : NB_ERR_SHAPE, "%s: %s is %s %s but Param is %s %s",
+                        ctx->label, ctx->def->inputs[slot].name, nb_dtype_name(x->dtype),
+                        nb_shape_str(a, sizeof a, x->ndim, x->shape), nb_dtype_name(p->dtype),
                         nb_shape_str(b, sizeof b, p->ndim, p->shape));
     return NB_OK;
 }
@@ -85,10 +85,13 @@ static nb_status update_params(const nb_op_ctx *ctx, void *params)
     static const struct {
         const char *name;
         size_t at;
-    } fields[] = {{"mu", offsetof(nb_update_params, mu)},         {"beta1", offsetof(nb_update_params, beta1)},
-                  {"beta2", offsetof(nb_update_params, beta2)},   {"epsilon", offsetof(nb_update_params, epsilon)},
+    } fields[] = {{"mu", offsetof(nb_update_params, mu)},
+                  {"beta1", offsetof(nb_update_params, beta1)},
+                  {"beta2", offsetof(nb_update_params, beta2)},
+                  {"epsilon", offsetof(nb_update_params, epsilon)},
                   {"weight_decay", offsetof(nb_update_params, weight_decay)},
-                  {"rho", offsetof(nb_update_params, rho)},       {"momentum", offsetof(nb_update_params, momentum)}};
+                  {"rho", offsetof(nb_update_params, rho)},
+                  {"momentum", offsetof(nb_update_params, momentum)}};
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
         int a = nb_op_attr_index(ctx->def, fields[i].name);
         if (a >= 0) *(double *)((char *)p + fields[i].at) = ctx->attrs[a].f;
@@ -100,10 +103,7 @@ static nb_status update_params(const nb_op_ctx *ctx, void *params)
 
 /* ---- sgd --------------------------------------------------------------------------------- */
 
-static nb_status infer_sgd(nb_op_ctx *ctx)
-{
-    return infer_update(ctx, 1, (const int[]){1}, 2, 1, (const int[]){0});
-}
+static nb_status infer_sgd(nb_op_ctx *ctx) { return infer_update(ctx, 1, (const int[]){1}, 2, 1, (const int[]){0}); }
 
 static const nb_op_def op_sgd = {
     .name = "sgd",
@@ -211,9 +211,16 @@ static nb_status infer_rmsprop(nb_op_ctx *ctx)
 static const nb_op_def op_rmsprop = {
     .name = "rmsprop",
     .doc = "torch.optim.RMSprop (rho is torch's alpha); Moment for momentum, MeanGrad when centered.",
-    .inputs = {{"Param", 0}, {"Grad", 0}, {"MeanSquare", 0}, {"LearningRate", 0}, {"Moment", NB_SLOT_OPTIONAL},
+    .inputs = {{"Param", 0},
+               {"Grad", 0},
+               {"MeanSquare", 0},
+               {"LearningRate", 0},
+               {"Moment", NB_SLOT_OPTIONAL},
                {"MeanGrad", NB_SLOT_OPTIONAL}},
-    .outputs = {{"ParamOut", 0}, {"MeanSquareOut", 0}, {"MomentOut", NB_SLOT_OPTIONAL}, {"MeanGradOut", NB_SLOT_OPTIONAL}},
+    .outputs = {{"ParamOut", 0},
+                {"MeanSquareOut", 0},
+                {"MomentOut", NB_SLOT_OPTIONAL},
+                {"MeanGradOut", NB_SLOT_OPTIONAL}},
     .attrs = {NB_ADEF_FLOAT("rho", 0.99), NB_ADEF_FLOAT("epsilon", 1e-8), NB_ADEF_FLOAT("momentum", 0.0),
               NB_ADEF_BOOL("centered", false)},
     .infer = infer_rmsprop,

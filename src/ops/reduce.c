@@ -175,7 +175,8 @@ static nb_status infer_sum(nb_op_ctx *ctx)
 }
 
 static const nb_op_def op_sum = {
-    .name = "sum", .batch = nb_batch_same_shape,
+    .name = "sum",
+    .batch = nb_batch_same_shape,
     .doc = "Elementwise sum of any number of tensors of one shape and dtype (adds up gradients)",
     .inputs = {{"X", NB_SLOT_VARIADIC}},
     .outputs = {{"Out", 0}},
@@ -195,8 +196,8 @@ static nb_status infer_sum_to(nb_op_ctx *ctx)
     bool mask[NB_MAX_DIMS];
     if (!nb_sum_to_mask(x->ndim, x->shape, like->ndim, like->shape, mask)) {
         char xs[NB_SHAPE_STR_MAX], ls[NB_SHAPE_STR_MAX];
-        return nb_error(NB_ERR_SHAPE, "%s: Like has shape %s, which does not broadcast to X's shape %s",
-                        ctx->label, nb_shape_str(ls, sizeof ls, like->ndim, like->shape),
+        return nb_error(NB_ERR_SHAPE, "%s: Like has shape %s, which does not broadcast to X's shape %s", ctx->label,
+                        nb_shape_str(ls, sizeof ls, like->ndim, like->shape),
                         nb_shape_str(xs, sizeof xs, x->ndim, x->shape));
     }
     nb_var_info *out = nb_out_info(ctx, 0, 0);
@@ -209,7 +210,8 @@ static nb_status infer_sum_to(nb_op_ctx *ctx)
 /* The gradient broadcasts dOut back to X's shape, so it needs X (for its
  * shape) and nothing of Like. */
 static const nb_op_def op_sum_to = {
-    .name = "sum_to", .batch = nb_batch_sum_to,
+    .name = "sum_to",
+    .batch = nb_batch_sum_to,
     .doc = "Sums X over the dims along which Like's shape was broadcast to X's, giving Like's shape",
     .inputs = {{"X", 0}, {"Like", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}},
     .outputs = {{"Out", 0}},
@@ -221,7 +223,18 @@ static const nb_op_def op_sum_to = {
 };
 
 const nb_op_def *const nb_ops_reduce[] = {
-    &op_reduce_sum, &op_reduce_mean, &op_reduce_max, &op_reduce_min, &op_reduce_prod, &op_logsumexp,
-    &op_argmax, &op_argmin, &op_sum, &op_sum_to, &nb_op_topk, &nb_op_gather_elements,
-    &nb_op_scatter_elements, NULL,
+    &op_reduce_sum,
+    &op_reduce_mean,
+    &op_reduce_max,
+    &op_reduce_min,
+    &op_reduce_prod,
+    &op_logsumexp,
+    &op_argmax,
+    &op_argmin,
+    &op_sum,
+    &op_sum_to,
+    &nb_op_topk,
+    &nb_op_gather_elements,
+    &nb_op_scatter_elements,
+    NULL,
 };

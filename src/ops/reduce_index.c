@@ -43,9 +43,10 @@ static nb_status check_index(const nb_op_ctx *c, const nb_var_info *x, const nb_
     for (int d = 0; ok && d < x->ndim; d++)
         ok = d == *axis || idx->shape[d] < 0 || x->shape[d] < 0 || idx->shape[d] <= x->shape[d];
     if (!ok)
-        return nb_error(NB_ERR_SHAPE, "%s: Index of shape %s does not fit X of shape %s: it needs X's rank and at "
-                        "most X's size in every dim but axis %d", c->label,
-                        nb_shape_str(is, sizeof is, idx->ndim, idx->shape),
+        return nb_error(NB_ERR_SHAPE,
+                        "%s: Index of shape %s does not fit X of shape %s: it needs X's rank and at "
+                        "most X's size in every dim but axis %d",
+                        c->label, nb_shape_str(is, sizeof is, idx->ndim, idx->shape),
                         nb_shape_str(xs, sizeof xs, x->ndim, x->shape), *axis);
     return NB_OK;
 }
@@ -108,7 +109,8 @@ static nb_status gather_elements_jvp(nb_builder *b, nb_grad_ctx *g)
 }
 
 const nb_op_def nb_op_gather_elements = {
-    .name = "gather_elements", .batch = nb_batch_cross_entropy,
+    .name = "gather_elements",
+    .batch = nb_batch_cross_entropy,
     .doc = "Out[e] = X[e with its axis coordinate replaced by Index[e]] (Index of X's rank; Out has its shape)",
     .inputs = {{"X", 0}, {"Index", NB_SLOT_NO_GRAD}},
     .outputs = {{"Out", 0}},
@@ -206,7 +208,8 @@ static nb_status scatter_elements_jvp(nb_builder *b, nb_grad_ctx *g)
 }
 
 const nb_op_def nb_op_scatter_elements = {
-    .name = "scatter_elements", .batch = nb_batch_cross_entropy,
+    .name = "scatter_elements",
+    .batch = nb_batch_cross_entropy,
     .doc = "Out = X, then each Updates[e] put at (e with its axis coordinate Index[e]), replacing (none), added or "
            "multiplied, in order",
     .inputs = {{"X", 0}, {"Index", NB_SLOT_NO_GRAD}, {"Updates", 0}},

@@ -13,9 +13,9 @@
 #include "../core/strmap.h"
 
 static const nb_op_def *const *const families[] = {
-    nb_ops_elementwise, nb_ops_compare, nb_ops_reduce, nb_ops_scan, nb_ops_linalg,
-    nb_ops_shape, nb_ops_nn, nb_ops_conv, nb_ops_norm, nb_ops_rnn, nb_ops_attention, nb_ops_creation, nb_ops_optimizer, nb_ops_collective,
-    nb_ops_composite,
+    nb_ops_elementwise, nb_ops_compare,  nb_ops_reduce,    nb_ops_scan,       nb_ops_linalg,
+    nb_ops_shape,       nb_ops_nn,       nb_ops_conv,      nb_ops_norm,       nb_ops_rnn,
+    nb_ops_attention,   nb_ops_creation, nb_ops_optimizer, nb_ops_collective, nb_ops_composite,
 };
 
 static struct {
@@ -113,9 +113,11 @@ const nb_op_def *nb_op_at(int i)
 static nb_status check_def(const nb_op_def *def)
 {
     if (!def || !def->name || !*def->name) return nb_error(NB_ERR_ARG, "register: op has no name");
-    if (def->expand && (def->infer || def->params_size || def->params || def->vjp || def->jvp || def->batch ||
-                        def->grad_uses_inputs || def->grad_uses_outputs || (def->flags & (NB_OP_CONTROL | NB_OP_VIEW))))
-        return nb_error(NB_ERR_ARG, "register %s: a composite op (expand) takes everything else from the ops it "
+    if (def->expand &&
+        (def->infer || def->params_size || def->params || def->vjp || def->jvp || def->batch || def->grad_uses_inputs ||
+         def->grad_uses_outputs || (def->flags & (NB_OP_CONTROL | NB_OP_VIEW))))
+        return nb_error(NB_ERR_ARG,
+                        "register %s: a composite op (expand) takes everything else from the ops it "
                         "expands into: no infer, params, rules, batch, grad_uses or control/view flags of its own",
                         def->name);
     if (!def->infer && !def->expand) return nb_error(NB_ERR_ARG, "register %s: no infer function", def->name);
@@ -125,8 +127,7 @@ static nb_status check_def(const nb_op_def *def)
     for (int side = 0; side < 2; side++) {
         const nb_slot_def *slots = side ? def->outputs : def->inputs;
         int variadic = 0;
-        for (int i = 0; i < NB_MAX_SLOTS && slots[i].name; i++)
-            variadic += (slots[i].flags & NB_SLOT_VARIADIC) != 0;
+        for (int i = 0; i < NB_MAX_SLOTS && slots[i].name; i++) variadic += (slots[i].flags & NB_SLOT_VARIADIC) != 0;
         if (variadic && def->expand)
             return nb_error(NB_ERR_ARG, "register %s: a composite op has no variadic slot", def->name);
         if (variadic > 1)
@@ -135,8 +136,8 @@ static nb_status check_def(const nb_op_def *def)
     }
     for (int i = 0; i < NB_MAX_ATTRS && def->attrs[i].name; i++)
         if (!def->attrs[i].required && def->attrs[i].def.type != def->attrs[i].type)
-            return nb_error(NB_ERR_ARG, "register %s: default of attribute '%s' has the wrong type",
-                            def->name, def->attrs[i].name);
+            return nb_error(NB_ERR_ARG, "register %s: default of attribute '%s' has the wrong type", def->name,
+                            def->attrs[i].name);
     return NB_OK;
 }
 
@@ -203,8 +204,7 @@ char *nb_op_signature(const nb_op_def *def, char *buf, size_t size)
         const nb_slot_def *s = side ? def->outputs : def->inputs;
         for (int i = 0; i < NB_MAX_SLOTS && s[i].name && u < size; i++)
             u += (size_t)snprintf(buf + u, size - u, "%s%s%s%s", i ? ", " : "", s[i].name,
-                                  s[i].flags & NB_SLOT_VARIADIC ? "..." : "",
-                                  s[i].flags & NB_SLOT_OPTIONAL ? "?" : "");
+                                  s[i].flags & NB_SLOT_VARIADIC ? "..." : "", s[i].flags & NB_SLOT_OPTIONAL ? "?" : "");
         if (!side && u < size) u += (size_t)snprintf(buf + u, size - u, ") -> (");
     }
     if (u < size) snprintf(buf + u, size - u, ")");

@@ -27,16 +27,19 @@ static void set_out(nb_op_ctx *ctx, int slot, const nb_var_info *like)
 static nb_status check_gates(const nb_op_ctx *ctx, const nb_var_info *gates, const char *slot, const nb_var_info *c)
 {
     nb_status st;
-    if ((st = nb_check_float(ctx, "Gates", gates)) || (st = nb_check_same_dtype(ctx, slot, c, "Gates", gates))) return st;
+    if ((st = nb_check_float(ctx, "Gates", gates)) || (st = nb_check_same_dtype(ctx, slot, c, "Gates", gates)))
+        return st;
     bool ok = gates->ndim >= 1 && c->ndim == gates->ndim;
     for (int d = 0; ok && d + 1 < c->ndim; d++)
         ok = c->shape[d] < 0 || gates->shape[d] < 0 || c->shape[d] == gates->shape[d];
     int last = c->ndim - 1;
-    if (ok && last >= 0 && c->shape[last] >= 0 && gates->shape[last] >= 0) ok = gates->shape[last] == 4 * c->shape[last];
+    if (ok && last >= 0 && c->shape[last] >= 0 && gates->shape[last] >= 0)
+        ok = gates->shape[last] == 4 * c->shape[last];
     if (!ok) {
         char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
-        return nb_error(NB_ERR_SHAPE, "%s: Gates %s and %s %s must be [..., 4H] and [..., H] with the same leading dims",
-                        ctx->label, nb_info_shape(a, gates), slot, nb_info_shape(b, c));
+        return nb_error(NB_ERR_SHAPE,
+                        "%s: Gates %s and %s %s must be [..., 4H] and [..., H] with the same leading dims", ctx->label,
+                        nb_info_shape(a, gates), slot, nb_info_shape(b, c));
     }
     return NB_OK;
 }
@@ -173,8 +176,14 @@ static nb_status lstm_cell_vjp(nb_builder *b, nb_grad_ctx *g)
 }
 
 static nb_status lstm_cell_jvp(nb_builder *b, nb_grad_ctx *g) { return nb_composite_jvp(b, g, lstm_cell_composite); }
-static nb_status lstm_cell_grad_vjp(nb_builder *b, nb_grad_ctx *g) { return nb_composite_vjp(b, g, lstm_cell_grad_composite); }
-static nb_status lstm_cell_grad_jvp(nb_builder *b, nb_grad_ctx *g) { return nb_composite_jvp(b, g, lstm_cell_grad_composite); }
+static nb_status lstm_cell_grad_vjp(nb_builder *b, nb_grad_ctx *g)
+{
+    return nb_composite_vjp(b, g, lstm_cell_grad_composite);
+}
+static nb_status lstm_cell_grad_jvp(nb_builder *b, nb_grad_ctx *g)
+{
+    return nb_composite_jvp(b, g, lstm_cell_grad_composite);
+}
 
 static const nb_op_def op_lstm_cell = {
     .name = "lstm_cell",

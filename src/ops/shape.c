@@ -17,13 +17,14 @@
 /* ---- helpers shared with join.c and index.c ---------------------------------------- */
 
 nb_status nb_shapeop_axis(const nb_op_ctx *c, const char *attr, int64_t axis, int rank, const char *slot,
-                        const nb_var_info *x, int *out)
+                          const nb_var_info *x, int *out)
 {
     if (axis < -rank || axis >= rank) {
         char a[NB_SHAPE_STR_MAX];
         if (rank != x->ndim)
-            return nb_error(NB_ERR_ARG, "%s: %s %lld is out of range [%d, %d) for the rank-%d output from %s of shape %s",
-                            c->label, attr, (long long)axis, -rank, rank, rank, slot, SHAPE_STR(a, x));
+            return nb_error(NB_ERR_ARG,
+                            "%s: %s %lld is out of range [%d, %d) for the rank-%d output from %s of shape %s", c->label,
+                            attr, (long long)axis, -rank, rank, rank, slot, SHAPE_STR(a, x));
         return nb_error(NB_ERR_ARG, "%s: %s %lld is out of range [%d, %d) for %s of shape %s", c->label, attr,
                         (long long)axis, -rank, rank, slot, SHAPE_STR(a, x));
     }
@@ -72,13 +73,13 @@ static nb_status reshape_infer(nb_op_ctx *c)
             infer_at = i;
         } else if (v == 0) {
             if (i >= x->ndim)
-                return nb_error(NB_ERR_ARG, "%s: shape[%d] = 0 copies dim %d of X, but X has shape %s", c->label, i,
-                                i, SHAPE_STR(a, x));
+                return nb_error(NB_ERR_ARG, "%s: shape[%d] = 0 copies dim %d of X, but X has shape %s", c->label, i, i,
+                                SHAPE_STR(a, x));
             o->shape[i] = x->shape[i];
             copied[i] = true;
         } else if (v < 0) {
-            return nb_error(NB_ERR_ARG, "%s: shape[%d] = %lld is invalid (-1 infers a dim, 0 copies X's)", c->label,
-                            i, (long long)v);
+            return nb_error(NB_ERR_ARG, "%s: shape[%d] = %lld is invalid (-1 infers a dim, 0 copies X's)", c->label, i,
+                            (long long)v);
         } else {
             if (out_count > INT64_MAX / v)
                 return nb_error(NB_ERR_ARG, "%s: shape %s has too many elements", c->label,
@@ -168,8 +169,7 @@ static nb_status unsqueeze_infer(nb_op_ctx *c)
         int d = 0;
         nb_status st = nb_shapeop_axis(c, "axes entry", axes->ints[i], rank, "X", x, &d);
         if (st) return st;
-        if (inserted[d])
-            return nb_error(NB_ERR_ARG, "%s: axes names output dim %d twice", c->label, d);
+        if (inserted[d]) return nb_error(NB_ERR_ARG, "%s: axes names output dim %d twice", c->label, d);
         inserted[d] = true;
     }
     nb_var_info *o = set_out(c, x);
@@ -226,8 +226,8 @@ static nb_status transpose_infer(nb_op_ctx *c)
         int64_t p = perm->ints[i];
         if (p < 0) p += x->ndim;
         if (p < 0 || p >= x->ndim || seen[p])
-            return nb_error(NB_ERR_ARG, "%s: perm %s is not a permutation of the %d dims of X (shape %s)",
-                            c->label, nb_attr_value_str(b, sizeof b, perm), x->ndim, SHAPE_STR(a, x));
+            return nb_error(NB_ERR_ARG, "%s: perm %s is not a permutation of the %d dims of X (shape %s)", c->label,
+                            nb_attr_value_str(b, sizeof b, perm), x->ndim, SHAPE_STR(a, x));
         seen[p] = true;
         o->shape[i] = x->shape[p];
     }
@@ -308,7 +308,8 @@ static nb_status expand_as_infer(nb_op_ctx *c)
     .grad_uses_inputs = 1u << 0, .vjp = nb_reshape_vjp, .jvp = nb_shape_jvp, .flags = NB_OP_INPLACE | NB_OP_VIEW
 
 static const nb_op_def op_reshape = {
-    .name = "reshape", .batch = nb_batch_reshape,
+    .name = "reshape",
+    .batch = nb_batch_reshape,
     .doc = "X with a new shape: one entry of shape may be -1 (inferred), 0 copies that dim of X",
     VIEW_OP_SLOTS,
     .attrs = {NB_ADEF_REQUIRED("shape", NB_ATTR_INTS)},
@@ -317,7 +318,8 @@ static const nb_op_def op_reshape = {
 };
 
 static const nb_op_def op_flatten = {
-    .name = "flatten", .batch = nb_batch_flatten,
+    .name = "flatten",
+    .batch = nb_batch_flatten,
     .doc = "Merges dims start_axis..stop_axis of X into one (torch.flatten)",
     VIEW_OP_SLOTS,
     .attrs = {NB_ADEF_INT("start_axis", 1), NB_ADEF_INT("stop_axis", -1)},
@@ -326,7 +328,8 @@ static const nb_op_def op_flatten = {
 };
 
 static const nb_op_def op_squeeze = {
-    .name = "squeeze", .batch = nb_batch_squeeze,
+    .name = "squeeze",
+    .batch = nb_batch_squeeze,
     .doc = "Drops size-1 dims of X: those in axes (others are left alone), or all when axes is empty",
     VIEW_OP_SLOTS,
     .attrs = {NB_ADEF_INTS_EMPTY("axes")},
@@ -335,7 +338,8 @@ static const nb_op_def op_squeeze = {
 };
 
 static const nb_op_def op_unsqueeze = {
-    .name = "unsqueeze", .batch = nb_batch_unsqueeze,
+    .name = "unsqueeze",
+    .batch = nb_batch_unsqueeze,
     .doc = "Inserts size-1 dims into X at the output positions listed in axes",
     VIEW_OP_SLOTS,
     .attrs = {NB_ADEF_REQUIRED("axes", NB_ATTR_INTS)},
@@ -344,7 +348,8 @@ static const nb_op_def op_unsqueeze = {
 };
 
 static const nb_op_def op_reshape_as = {
-    .name = "reshape_as", .batch = nb_batch_reshape,
+    .name = "reshape_as",
+    .batch = nb_batch_reshape,
     .doc = "X with the shape of Like (same element count): reshape to a shape known only at run time",
     .inputs = {{"X", 0}, {"Like", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}},
     .outputs = {{"Out", 0}},
@@ -356,7 +361,8 @@ static const nb_op_def op_reshape_as = {
 };
 
 static const nb_op_def op_transpose = {
-    .name = "transpose", .batch = nb_batch_transpose,
+    .name = "transpose",
+    .batch = nb_batch_transpose,
     .doc = "Permutes the dims of X: dim i of Out is dim perm[i] of X",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}},
@@ -370,7 +376,8 @@ static const nb_op_def op_transpose = {
 };
 
 static const nb_op_def op_expand = {
-    .name = "expand", .batch = nb_batch_expand,
+    .name = "expand",
+    .batch = nb_batch_expand,
     .doc = "Broadcasts X to shape (NumPy rules); -1 in shape keeps that dim of X",
     .inputs = {{"X", 0}},
     .outputs = {{"Out", 0}},
@@ -383,7 +390,8 @@ static const nb_op_def op_expand = {
 };
 
 static const nb_op_def op_expand_as = {
-    .name = "expand_as", .batch = nb_batch_expand,
+    .name = "expand_as",
+    .batch = nb_batch_expand,
     .doc = "Broadcasts X to the shape of Like (NumPy rules)",
     .inputs = {{"X", 0}, {"Like", NB_SLOT_NO_GRAD | NB_SLOT_SHAPE_ONLY}},
     .outputs = {{"Out", 0}},
@@ -395,7 +403,8 @@ static const nb_op_def op_expand_as = {
 };
 
 const nb_op_def *const nb_ops_shape[] = {
-    &op_reshape, &op_flatten, &op_squeeze, &op_unsqueeze, &op_reshape_as, &op_transpose, &op_expand, &op_expand_as,
-    &nb_op_concat, &nb_op_split, &nb_op_stack, &nb_op_slice, &nb_op_pad, &nb_op_pad_grad, &nb_op_gather,
-    &nb_op_index_select, &nb_op_scatter_add, &nb_op_one_hot, NULL,
+    &op_reshape, &op_flatten,     &op_squeeze,   &op_unsqueeze,       &op_reshape_as,     &op_transpose,
+    &op_expand,  &op_expand_as,   &nb_op_concat, &nb_op_split,        &nb_op_stack,       &nb_op_slice,
+    &nb_op_pad,  &nb_op_pad_grad, &nb_op_gather, &nb_op_index_select, &nb_op_scatter_add, &nb_op_one_hot,
+    NULL,
 };

@@ -11,9 +11,9 @@
 #include "nabla/grad_rule.h"
 
 /* shape_grad.c */
-nb_status nb_reshape_vjp(nb_builder *b, nb_grad_ctx *g);    /* reshape, flatten, squeeze, unsqueeze, reshape_as */
+nb_status nb_reshape_vjp(nb_builder *b, nb_grad_ctx *g); /* reshape, flatten, squeeze, unsqueeze, reshape_as */
 nb_status nb_transpose_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_expand_vjp(nb_builder *b, nb_grad_ctx *g);     /* expand, expand_as */
+nb_status nb_expand_vjp(nb_builder *b, nb_grad_ctx *g); /* expand, expand_as */
 nb_status nb_concat_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_split_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_stack_vjp(nb_builder *b, nb_grad_ctx *g);
@@ -22,12 +22,12 @@ nb_status nb_stack_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_slice_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_pad_vjp(nb_builder *b, nb_grad_ctx *g);
 nb_status nb_pad_grad_vjp(nb_builder *b, nb_grad_ctx *g);
-nb_status nb_gather_vjp(nb_builder *b, nb_grad_ctx *g);     /* gather, index_select */
+nb_status nb_gather_vjp(nb_builder *b, nb_grad_ctx *g); /* gather, index_select */
 nb_status nb_scatter_add_vjp(nb_builder *b, nb_grad_ctx *g);
 
 /* shape_jvp.c: JVP rules, each the op itself applied to the tangents */
-nb_status nb_shape_jvp(nb_builder *b, nb_grad_ctx *g);       /* ops linear in X alone */
-nb_status nb_join_jvp(nb_builder *b, nb_grad_ctx *g);        /* concat, stack */
+nb_status nb_shape_jvp(nb_builder *b, nb_grad_ctx *g); /* ops linear in X alone */
+nb_status nb_join_jvp(nb_builder *b, nb_grad_ctx *g);  /* concat, stack */
 nb_status nb_scatter_add_jvp(nb_builder *b, nb_grad_ctx *g);
 
 #endif

@@ -8,7 +8,8 @@
 
 static nb_value emit_pad(nb_builder *b, nb_value v, int n, const int64_t *paddings, const char *mode)
 {
-    return nb_emit1(b, "pad", NB_VALUES(v), NB_ATTRS(NB_ATTR_INTS_N("paddings", n, paddings), NB_ATTR_STRING("mode", mode)));
+    return nb_emit1(b, "pad", NB_VALUES(v),
+                    NB_ATTRS(NB_ATTR_INTS_N("paddings", n, paddings), NB_ATTR_STRING("mode", mode)));
 }
 
 /* dInput is dOut put back where slice took it from, zeros elsewhere: a pad
@@ -62,8 +63,7 @@ nb_status nb_slice_vjp(nb_builder *b, nb_grad_ctx *g)
         int64_t d = dims[i], p[2 * (NB_MAX_DIMS + 1)] = {0};
         if (xi.ndim + 1 > NB_MAX_DIMS)
             return nb_builder_fail(b, NB_ERR_UNSUPPORTED,
-                                   "slice: its gradient for strides needs one more dim than the %d of Input",
-                                   xi.ndim);
+                                   "slice: its gradient for strides needs one more dim than the %d of Input", xi.ndim);
         p[2 * (d + 1) + 1] = step[i] - 1;
         int64_t after = d + 1;
         v = nb_unsqueeze(b, v, 1, &after);
@@ -99,7 +99,8 @@ nb_status nb_pad_vjp(nb_builder *b, nb_grad_ctx *g)
     const char *mode = nb_grad_attr(g, "mode")->s;
     if (strcmp(mode, "constant")) {
         nb_grad_set_dx(g, 0, 0,
-                       nb_emit1(b, "pad_grad", NB_VALUES(dy), NB_ATTRS(NB_ATTR_INTS_N("paddings", p->n, p->ints), NB_ATTR_STRING("mode", mode))));
+                       nb_emit1(b, "pad_grad", NB_VALUES(dy),
+                                NB_ATTRS(NB_ATTR_INTS_N("paddings", p->n, p->ints), NB_ATTR_STRING("mode", mode))));
         return nb_builder_status(b);
     }
     int64_t axes[NB_MAX_DIMS], starts[NB_MAX_DIMS], ends[NB_MAX_DIMS];

@@ -19,9 +19,11 @@ nb_status nb_optim_create_state(nb_optim_ctx *c, const char *prefix, nb_dtype dt
     v->persistable = sv->persistable = true;
     v->stop_gradient = sv->stop_gradient = true;
     const char *out = name;
-    nb_attr attrs[] = {NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype), NB_ATTR_FLOAT("value", value)};
+    nb_attr attrs[] = {NB_ATTR_INTS_N("shape", ndim, shape), NB_ATTR_INT("dtype", dtype),
+                       NB_ATTR_FLOAT("value", value)};
     nb_op *op;
-    if ((st = nb_block_append_op(c->sb, "fill_constant", NB_NO_NAMES, NB_NAMES_N(1, &out), NB_ATTRS_N(3, attrs), &op))) return st;
+    if ((st = nb_block_append_op(c->sb, "fill_constant", NB_NO_NAMES, NB_NAMES_N(1, &out), NB_ATTRS_N(3, attrs), &op)))
+        return st;
     op->role = NB_ROLE_STARTUP;
     return NB_OK;
 }
@@ -161,7 +163,9 @@ static nb_status append_update(nb_optim_ctx *c, const char *param, const char *g
     if (!u) return nb_error(NB_ERR_NOMEM, "minimize: out of memory");
     int from = c->mb->n_ops;
     nb_status st = plan_update(c, p, grad, u);
-    if (!st) st = nb_block_append_op(c->mb, u->type, NB_NAMES_N(u->n_in, u->in), NB_NAMES_N(u->n_out, u->out), NB_ATTRS_N(u->n_attrs, u->attrs), NULL);
+    if (!st)
+        st = nb_block_append_op(c->mb, u->type, NB_NAMES_N(u->n_in, u->in), NB_NAMES_N(u->n_out, u->out),
+                                NB_ATTRS_N(u->n_attrs, u->attrs), NULL);
     if (!st) st = nb_optim_mark(c, from, param, grad);
     nb_free(u);
     return st;
@@ -300,7 +304,8 @@ static nb_status select_params(nb_block *mb, int n_params, const char *const *pa
         if (v->is_parameter && !v->trainable) continue;
         if (!v->persistable) {
             nb_free(s);
-            return nb_error(NB_ERR_ARG, "minimize: '%s' is not persistable, so an update of it would not last", v->name);
+            return nb_error(NB_ERR_ARG, "minimize: '%s' is not persistable, so an update of it would not last",
+                            v->name);
         }
         s[n++] = params[i];
     }
@@ -327,15 +332,20 @@ nb_status nb_minimize(const nb_optimizer *opt, nb_program *main, nb_program *sta
     if (main == startup) return nb_error(NB_ERR_ARG, "minimize: main and startup must be different programs");
     nb_status st = nb_optimizer_check(opt);
     if (st) return st;
-    nb_optim_ctx c = {.opt = opt, .main = main, .startup = startup, .mb = nb_program_global_block(main),
+    nb_optim_ctx c = {.opt = opt,
+                      .main = main,
+                      .startup = startup,
+                      .mb = nb_program_global_block(main),
                       .sb = nb_program_global_block(startup)};
     const int main_ops = c.mb->n_ops, startup_ops = c.sb->n_ops;
     const char **sel;
     int n_sel;
     if ((st = select_params(c.mb, n_params, params, &sel, &n_sel))) return st;
-    st = nb_append_backward(main, loss, &(nb_backward_opts){.params = NB_NAMES_N(n_sel, sel), .no_grad = opts->no_grad,
-                                                          .checkpoints = opts->checkpoints,
-                                                          .recompute_segments = opts->recompute_segments},
+    st = nb_append_backward(main, loss,
+                            &(nb_backward_opts){.params = NB_NAMES_N(n_sel, sel),
+                                                .no_grad = opts->no_grad,
+                                                .checkpoints = opts->checkpoints,
+                                                .recompute_segments = opts->recompute_segments},
                             out);
     nb_free(sel);
     if (st) return st;

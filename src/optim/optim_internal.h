@@ -11,9 +11,9 @@
 typedef struct nb_optim_ctx {
     const nb_optimizer *opt;
     nb_program *main, *startup;
-    nb_block *mb, *sb;           /* their global blocks */
-    nb_builder *b;               /* records into mb with role NB_ROLE_OPTIMIZE */
-    nb_dtype lr_dtype;           /* float64 if any parameter is, else float32 */
+    nb_block *mb, *sb;            /* their global blocks */
+    nb_builder *b;                /* records into mb with role NB_ROLE_OPTIMIZE */
+    nb_dtype lr_dtype;            /* float64 if any parameter is, else float32 */
     char step[NB_OPTIM_NAME_MAX]; /* the step counter var */
     char lr[NB_OPTIM_NAME_MAX];   /* the learning-rate var */
 } nb_optim_ctx;
@@ -21,8 +21,8 @@ typedef struct nb_optim_ctx {
 /* Creates persistable var "<prefix>_<k>" (a fresh k) in main and startup,
  * and a fill_constant of `value` for it in startup. Its name goes to
  * name[NB_OPTIM_NAME_MAX]. */
-nb_status nb_optim_create_state(nb_optim_ctx *c, const char *prefix, nb_dtype dtype, int ndim,
-                                const int64_t *shape, double value, char *name);
+nb_status nb_optim_create_state(nb_optim_ctx *c, const char *prefix, nb_dtype dtype, int ndim, const int64_t *shape,
+                                double value, char *name);
 
 /* Gives ops [from, end) of main's block 0 the optimise role and, if param is
  * not NULL, role_var = (param, grad). */

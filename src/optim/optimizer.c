@@ -22,7 +22,10 @@ nb_optimizer nb_adamw(double lr, double weight_decay)
     return o;
 }
 
-nb_optimizer nb_rmsprop(double lr) { return (nb_optimizer){.kind = NB_RMSPROP, .lr = lr, .rho = 0.99, .epsilon = 1e-8}; }
+nb_optimizer nb_rmsprop(double lr)
+{
+    return (nb_optimizer){.kind = NB_RMSPROP, .lr = lr, .rho = 0.99, .epsilon = 1e-8};
+}
 
 nb_optimizer nb_adagrad(double lr) { return (nb_optimizer){.kind = NB_ADAGRAD, .lr = lr, .epsilon = 1e-10}; }
 
@@ -43,7 +46,8 @@ nb_status nb_optimizer_check(const nb_optimizer *o)
     if (!nonneg(o->weight_decay)) return bad("weight_decay", o->weight_decay, "finite and >= 0");
     bool adam = o->kind == NB_ADAM || o->kind == NB_ADAMW;
     if (o->weight_decay != 0 && !adam)
-        return nb_error(NB_ERR_ARG, "optimizer: weight_decay (decoupled, AdamW's) applies to adam and adamw; "
+        return nb_error(NB_ERR_ARG,
+                        "optimizer: weight_decay (decoupled, AdamW's) applies to adam and adamw; "
                         "use l2 to add l2 * param to the gradients");
     if (o->decay_min_ndim < 0)
         return nb_error(NB_ERR_ARG, "optimizer: decay_min_ndim is %d; it must be >= 0", o->decay_min_ndim);
@@ -73,8 +77,7 @@ nb_status nb_optimizer_check(const nb_optimizer *o)
         if (!nonneg(o->initial_accumulator_value))
             return bad("initial_accumulator_value", o->initial_accumulator_value, "finite and >= 0");
         break;
-    default:
-        break;
+    default: break;
     }
     double lr;
     return nb_lr_at(&o->schedule, o->lr, 1, &lr);

@@ -46,10 +46,13 @@ nb_status nb_optim_append_lr(nb_optim_ctx *c)
     int from = c->mb->n_ops;
     const char *step = c->step, *lr = c->lr;
     /* The counter is incremented first, so it holds t = 1 on the first run. */
-    st = nb_block_append_op(c->mb, "increment", NB_NAMES_N(1, &step), NB_NAMES_N(1, &step), NB_ATTRS(NB_ATTR_FLOAT("step", 1.0)), NULL);
+    st = nb_block_append_op(c->mb, "increment", NB_NAMES_N(1, &step), NB_NAMES_N(1, &step),
+                            NB_ATTRS(NB_ATTR_FLOAT("step", 1.0)), NULL);
     if (st) return st;
     nb_attr attrs[8];
     int n = nb_optim_schedule_attrs(&c->opt->schedule, c->opt->lr, c->lr_dtype, attrs);
-    if ((st = nb_block_append_op(c->mb, "lr_schedule", NB_NAMES_N(1, &step), NB_NAMES_N(1, &lr), NB_ATTRS_N(n, attrs), NULL))) return st;
+    if ((st = nb_block_append_op(c->mb, "lr_schedule", NB_NAMES_N(1, &step), NB_NAMES_N(1, &lr), NB_ATTRS_N(n, attrs),
+                                 NULL)))
+        return st;
     return nb_optim_mark(c, from, NULL, NULL);
 }

@@ -20,7 +20,7 @@ struct nb_zero {
     nb_comm_request **reqs;  /* one broadcast per rank */
     int64_t total, begin, end;
     nb_dtype dtype;
-    int64_t backward_seen;   /* d->stats.steps at the last nb_ddp_step */
+    int64_t backward_seen; /* d->stats.steps at the last nb_ddp_step */
 };
 
 static void zero_free(nb_zero *z)
@@ -61,17 +61,20 @@ static void copy_params(nb_ddp *d, int64_t begin, int64_t end, char *buf, bool t
 static nb_status check_model(const nb_ddp *d, const nb_optimizer *opt, int64_t *total)
 {
     if (opt->clip == NB_CLIP_NORM || opt->clip == NB_CLIP_GLOBAL_NORM)
-        return nb_error(NB_ERR_UNSUPPORTED, "ddp_shard_optimizer: clipping by %s needs whole gradients; ZeRO-1 updates "
-                                            "shards (clip by value, or use nb_eager_optimizer)",
+        return nb_error(NB_ERR_UNSUPPORTED,
+                        "ddp_shard_optimizer: clipping by %s needs whole gradients; ZeRO-1 updates "
+                        "shards (clip by value, or use nb_eager_optimizer)",
                         opt->clip == NB_CLIP_NORM ? "norm" : "global norm");
     for (int i = 0; i < d->n_params; i++) {
         const nb_tensor *p = d->params[i];
         const char *name = nb_eager_param_name(d->b, i);
         if (p->dtype != d->params[0]->dtype)
-            return nb_error(NB_ERR_DTYPE, "ddp_shard_optimizer: parameter '%s' is %s but '%s' is %s; ZeRO-1 needs one dtype",
-                            name, nb_dtype_name(p->dtype), nb_eager_param_name(d->b, 0), nb_dtype_name(d->params[0]->dtype));
+            return nb_error(NB_ERR_DTYPE,
+                            "ddp_shard_optimizer: parameter '%s' is %s but '%s' is %s; ZeRO-1 needs one dtype", name,
+                            nb_dtype_name(p->dtype), nb_eager_param_name(d->b, 0), nb_dtype_name(d->params[0]->dtype));
         if (!nb_tensor_requires_grad(p))
-            return nb_error(NB_ERR_ARG, "ddp_shard_optimizer: '%s' does not require grad; ZeRO-1 would update it", name);
+            return nb_error(NB_ERR_ARG, "ddp_shard_optimizer: '%s' does not require grad; ZeRO-1 would update it",
+                            name);
         *total += nb_tensor_numel(p);
     }
     int size = nb_comm_size(d->comm);
@@ -97,12 +100,14 @@ nb_status nb_ddp_shard_optimizer(nb_ddp *d, const nb_optimizer *opt)
     z->dtype = d->params[0]->dtype;
     z->backward_seen = d->stats.steps;
     const int64_t len = z->end - z->begin;
-    if (!(z->reqs = nb_calloc((size_t)size, sizeof *z->reqs))) st = nb_error(NB_ERR_NOMEM, "ddp_shard_optimizer: out of memory");
+    if (!(z->reqs = nb_calloc((size_t)size, sizeof *z->reqs)))
+        st = nb_error(NB_ERR_NOMEM, "ddp_shard_optimizer: out of memory");
     if (!st) st = nb_eager_optimizer_new(&z->opt, opt);
     if (!st) st = nb_builder_new_eager(&z->shard_b);
     if (!st) {
         nb_param(z->shard_b, "zero_shard", z->dtype, 1, &len, nb_init_zeros());
-        if ((st = nb_builder_status(z->shard_b))) st = nb_error(st, "ddp_shard_optimizer: %s", nb_builder_error(z->shard_b));
+        if ((st = nb_builder_status(z->shard_b)))
+            st = nb_error(st, "ddp_shard_optimizer: %s", nb_builder_error(z->shard_b));
     }
     if (!st) {
         z->shard = nb_eager_param_at(z->shard_b, 0);

@@ -44,8 +44,8 @@ nb_op *nb_op_clone(const nb_op *src)
     memset(op->attrs, 0, sizeof op->attrs);
     op->role_var[0] = src->role_var[0] ? nb_strdup(src->role_var[0]) : NULL;
     op->role_var[1] = src->role_var[1] ? nb_strdup(src->role_var[1]) : NULL;
-    bool ok = op->inputs && op->outputs && (op->role_var[0] || !src->role_var[0]) &&
-              (op->role_var[1] || !src->role_var[1]);
+    bool ok =
+        op->inputs && op->outputs && (op->role_var[0] || !src->role_var[0]) && (op->role_var[1] || !src->role_var[1]);
     for (int i = 0; i < NB_MAX_ATTRS && ok; i++) ok = !nb_attr_value_copy(&op->attrs[i], &src->attrs[i]);
     if (!ok) {
         nb_op_free(op);
@@ -81,7 +81,7 @@ uint64_t nb_op_seed(const nb_program *p, const nb_op *op)
 {
     const nb_attr_value *seed = nb_op_attr(op, "seed");
     return seed && seed->type == NB_ATTR_INT && seed->i != 0 ? (uint64_t)seed->i
-                                                              : nb_mix_seed(p->random_seed, (uint64_t)op->id);
+                                                             : nb_mix_seed(p->random_seed, (uint64_t)op->id);
 }
 
 const nb_attr_value *nb_op_attr(const nb_op *op, const char *name)
@@ -125,7 +125,8 @@ nb_status nb_block_infer_op(nb_block *b, nb_op *op)
     for (int i = 0; i < n_out; i++) {
         nb_var *v = nb_block_find_var_recursive(b, op->outputs[i]);
         if (!v) {
-            if ((st = nb_block_create_var(b, op->outputs[i], out_info[i].dtype, out_info[i].ndim, out_info[i].shape, &v)))
+            if ((st = nb_block_create_var(b, op->outputs[i], out_info[i].dtype, out_info[i].ndim, out_info[i].shape,
+                                          &v)))
                 goto done;
         } else {
             nb_var_set_shape(v, out_info[i].dtype, out_info[i].ndim, out_info[i].shape);

@@ -61,7 +61,8 @@ static void draw_block(const nb_program *p, const nb_block *b, FILE *f)
 {
     char shape[NB_SHAPE_STR_MAX];
     if (b->idx > 0) {
-        fprintf(f, "  subgraph cluster_block%d {\n    label=\"block %d (parent %d)\"; style=rounded; color=\"#888888\";\n",
+        fprintf(f,
+                "  subgraph cluster_block%d {\n    label=\"block %d (parent %d)\"; style=rounded; color=\"#888888\";\n",
                 b->idx, b->idx, b->parent_idx);
     }
     for (int i = 0; i < b->n_vars; i++) {
@@ -73,12 +74,15 @@ static void draw_block(const nb_program *p, const nb_block *b, FILE *f)
         quoted(f, v->name);
         fprintf(f, "\\n%s\", shape=%s, style=filled, fillcolor=\"%s\"];\n",
                 nb_shape_str(shape, sizeof shape, v->ndim, v->shape), v->is_parameter ? "doublecircle" : "ellipse",
-                v->is_parameter ? "#fff2cc" : grad ? "#fce5cd" : v->is_data ? "#d9d2e9" : "white");
+                v->is_parameter  ? "#fff2cc"
+                    : grad       ? "#fce5cd"
+                    : v->is_data ? "#d9d2e9"
+                                 : "white");
     }
     for (int i = 0; i < b->n_ops; i++) {
         const nb_op *op = b->ops[i];
-        fprintf(f, "    \"b%d:op%d\" [label=\"%s\", shape=box, style=\"filled,rounded\", fillcolor=\"%s\"];\n", b->idx, i,
-                op->def->name, role_colour(op->role));
+        fprintf(f, "    \"b%d:op%d\" [label=\"%s\", shape=box, style=\"filled,rounded\", fillcolor=\"%s\"];\n", b->idx,
+                i, op->def->name, role_colour(op->role));
         for (int k = 0; k < nb_op_n_inputs(op); k++) {
             fputs("    ", f);
             var_id(f, home_block(b, op->inputs[k]), op->inputs[k]);
@@ -103,7 +107,8 @@ nb_status nb_program_dot_write(const nb_program *p, FILE *f, const int *group)
 {
     if (!p || !f) return nb_error(NB_ERR_ARG, "to_dot: NULL program or file");
     fputs("digraph program {\n  compound=true; rankdir=TB;\n"
-          "  node [fontname=\"Helvetica\", fontsize=10]; edge [color=\"#555555\"];\n", f);
+          "  node [fontname=\"Helvetica\", fontsize=10]; edge [color=\"#555555\"];\n",
+          f);
     if (group && p->n_blocks > 0) draw_groups(p->blocks[0], group, f);
     for (int i = 0; i < p->n_blocks; i++) draw_block(p, p->blocks[i], f);
     fputs("  subgraph cluster_legend {\n    label=\"legend\"; style=dotted;\n"
@@ -112,7 +117,8 @@ nb_status nb_program_dot_write(const nb_program *p, FILE *f, const int *group)
           "    \"legend:b\" [label=\"backward op\", shape=box, style=\"filled,rounded\", fillcolor=\"#f4cccc\"];\n"
           "    \"legend:o\" [label=\"optimize op\", shape=box, style=\"filled,rounded\", fillcolor=\"#d9ead3\"];\n"
           "    \"legend:p\" [label=\"parameter\", shape=doublecircle, style=filled, fillcolor=\"#fff2cc\"];\n"
-          "  }\n}\n", f);
+          "  }\n}\n",
+          f);
     return ferror(f) ? nb_error(NB_ERR_IO, "to_dot: write failed") : NB_OK;
 }
 

@@ -19,7 +19,7 @@ static nb_status record_emit(nb_builder *b, const char *type, int n_in, const nb
     if (def->expand) return nb_op_expand(b, def, n_in, in, n_attrs, attrs, n_out, out);
     if (n_out < 0) n_out = nb_op_default_outputs(def);
     const char **in_names = nb_calloc((size_t)n_in + 1, sizeof *in_names);
-    char (*out_names)[NAME_MAX_LEN] = nb_calloc((size_t)n_out, sizeof *out_names);
+    char(*out_names)[NAME_MAX_LEN] = nb_calloc((size_t)n_out, sizeof *out_names);
     const char **out_ptrs = nb_calloc((size_t)n_out + 1, sizeof *out_ptrs);
     nb_status st = NB_OK;
     if (!in_names || !out_names || !out_ptrs) {
@@ -37,7 +37,8 @@ static nb_status record_emit(nb_builder *b, const char *type, int n_in, const nb
         out_ptrs[i] = out_names[i];
     }
     nb_op *op;
-    if ((st = nb_block_append_op(b->site->block, def->name, NB_NAMES_N(n_in, in_names), NB_NAMES_N(n_out, out_ptrs), NB_ATTRS_N(n_attrs, attrs), &op)))
+    if ((st = nb_block_append_op(b->site->block, def->name, NB_NAMES_N(n_in, in_names), NB_NAMES_N(n_out, out_ptrs),
+                                 NB_ATTRS_N(n_attrs, attrs), &op)))
         goto done;
     op->role = b->site->role;
     for (int i = 0; i < n_out; i++) out[i] = nb_value_from_var(nb_block_find_var(b->site->block, out_names[i]));
@@ -113,16 +114,18 @@ nb_value nb_value_from_var(nb_var *v) { return nb_value_make(v, NB_VALUE_VAR); }
 nb_var *nb_value_var(nb_value v)
 {
     if (v.kind == NB_VALUE_VAR) return v.p;
-    nb_error(NB_ERR_ARG, "nb_value_var: %s", nb_is_none(v) ? "the value is NB_NONE (did an emit fail?)"
-                                                           : "the value is an eager tensor, not a var of a program");
+    nb_error(NB_ERR_ARG, "nb_value_var: %s",
+             nb_is_none(v) ? "the value is NB_NONE (did an emit fail?)"
+                           : "the value is an eager tensor, not a var of a program");
     return NULL;
 }
 
 const char *nb_value_name(nb_value v)
 {
     if (v.kind == NB_VALUE_VAR) return ((nb_var *)v.p)->name;
-    nb_error(NB_ERR_ARG, "nb_value_name: %s", nb_is_none(v) ? "the value is NB_NONE (did an emit fail?)"
-                                                            : "an eager tensor has no name; only a var of a program has");
+    nb_error(NB_ERR_ARG, "nb_value_name: %s",
+             nb_is_none(v) ? "the value is NB_NONE (did an emit fail?)"
+                           : "an eager tensor has no name; only a var of a program has");
     return NULL;
 }
 
@@ -159,8 +162,8 @@ nb_value nb_data(nb_builder *b, const char *name, nb_dtype dtype, int ndim, cons
 
 /* Adds shape and dtype attributes to an initialiser's attrs when its def
  * takes them and the caller left them out. */
-static int init_attrs(const nb_op_def *def, int n, const nb_attr *attrs, nb_dtype dtype, int ndim,
-                      const int64_t *shape, nb_attr *out)
+static int init_attrs(const nb_op_def *def, int n, const nb_attr *attrs, nb_dtype dtype, int ndim, const int64_t *shape,
+                      nb_attr *out)
 {
     int m = 0;
     bool has_shape = false, has_dtype = false;

@@ -40,17 +40,18 @@ static nb_status build_example(nb_program *main_p, nb_program *startup, bool bac
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nabla dot FILE [--fused] [-o OUT]\n"
-               "       nabla dot --example [--forward] [--fused] [-o OUT] [--save FILE]\n\n"
-               "Writes Graphviz DOT of the main program of a program file (written by\n"
-               "nb_program_save or nb_programs_save), or with --example of the design\n"
-               "documents' example program (data, fc, mse) and the backward part nabla\n"
-               "appends to it (--forward: without it). --save FILE also writes the\n"
-               "example's main and startup programs to the program file FILE, for\n"
-               "`nabla dump FILE` and `nabla dot FILE`. --fused draws the groups of\n"
-               "elementwise ops the executor runs as one pass (unless NABLA_FUSE=0) as\n"
-               "dashed clusters named \"fused N\". Render a drawing with\n"
-               "  nabla dot --example | dot -Tpng -o program.png\n");
+    fprintf(f,
+            "usage: nabla dot FILE [--fused] [-o OUT]\n"
+            "       nabla dot --example [--forward] [--fused] [-o OUT] [--save FILE]\n\n"
+            "Writes Graphviz DOT of the main program of a program file (written by\n"
+            "nb_program_save or nb_programs_save), or with --example of the design\n"
+            "documents' example program (data, fc, mse) and the backward part nabla\n"
+            "appends to it (--forward: without it). --save FILE also writes the\n"
+            "example's main and startup programs to the program file FILE, for\n"
+            "`nabla dump FILE` and `nabla dot FILE`. --fused draws the groups of\n"
+            "elementwise ops the executor runs as one pass (unless NABLA_FUSE=0) as\n"
+            "dashed clusters named \"fused N\". Render a drawing with\n"
+            "  nabla dot --example | dot -Tpng -o program.png\n");
 }
 
 int cmd_dot(int argc, char **argv)
@@ -74,8 +75,9 @@ int cmd_dot(int argc, char **argv)
         }
     }
     if (example == (in_path != NULL)) {
-        fprintf(stderr, example ? "nabla dot: give a FILE or --example, not both (see --help)\n"
-                                : "nabla dot: give a program FILE or --example (see --help)\n");
+        fprintf(stderr,
+                example ? "nabla dot: give a FILE or --example, not both (see --help)\n"
+                        : "nabla dot: give a program FILE or --example (see --help)\n");
         return 2;
     }
     if (!example && (save_path || !backward)) {

@@ -12,8 +12,8 @@
 #include "gradcheck/cases.h"
 
 static const nb_gradcheck_case *const tables[] = {
-    nb_gc_elementwise, nb_gc_compare, nb_gc_reduce, nb_gc_linalg, nb_gc_shape,
-    nb_gc_nn, nb_gc_conv, nb_gc_norm, nb_gc_rnn, nb_gc_attention, nb_gc_creation, nb_gc_collective,
+    nb_gc_elementwise, nb_gc_compare, nb_gc_reduce, nb_gc_linalg,    nb_gc_shape,    nb_gc_nn,
+    nb_gc_conv,        nb_gc_norm,    nb_gc_rnn,    nb_gc_attention, nb_gc_creation, nb_gc_collective,
 };
 
 static bool wanted(const char *op, int argc, char **argv)
@@ -47,9 +47,9 @@ static bool check_op(const nb_op_def *def, int order, bool verbose)
             cases++;
             nb_gradcheck_report rep;
             uint64_t seed = 1234 + (uint64_t)cases;
-            nb_status st = order == 4   ? nb_gradcheck_closure(c, seed, &rep)
-                           : order == 3 ? nb_gradcheck_op_jvp(c, seed, &rep)
-                                        : nb_gradcheck_op(c, order, seed, &rep);
+            nb_status st = order == 4 ? nb_gradcheck_closure(c, seed, &rep)
+                : order == 3          ? nb_gradcheck_op_jvp(c, seed, &rep)
+                                      : nb_gradcheck_op(c, order, seed, &rep);
             if (st) {
                 failed++;
                 snprintf(where, sizeof where, "case '%s': %s", c->name ? c->name : "", nb_last_error());
@@ -61,8 +61,9 @@ static bool check_op(const nb_op_def *def, int order, bool verbose)
                 snprintf(where, sizeof where, "case '%s': %s", c->name ? c->name : "", rep.worst);
             }
             if (rep.max_abs_err > worst) worst = rep.max_abs_err;
-            if (verbose) printf("       %-33s %s: %d elements, max error %.2e\n", def->name, c->name ? c->name : "",
-                                rep.checked, rep.max_abs_err);
+            if (verbose)
+                printf("       %-33s %s: %d elements, max error %.2e\n", def->name, c->name ? c->name : "", rep.checked,
+                       rep.max_abs_err);
         }
     if (cases == 0 && skipped) {
         printf("skip %-33s (its rule emits ops without rules of their own)\n", def->name);
@@ -77,8 +78,8 @@ static bool check_op(const nb_op_def *def, int order, bool verbose)
         return false;
     }
     if (order == 4)
-        printf("ok   %-33s %d case%s: every op its rules emit has rules (%d op types met over the cases)\n",
-               def->name, cases, cases == 1 ? "" : "s", elements);
+        printf("ok   %-33s %d case%s: every op its rules emit has rules (%d op types met over the cases)\n", def->name,
+               cases, cases == 1 ? "" : "s", elements);
     else
         printf("ok   %-33s %d case%s, %d elements, max error %.1e\n", def->name, cases, cases == 1 ? "" : "s", elements,
                worst);
@@ -87,9 +88,23 @@ static bool check_op(const nb_op_def *def, int order, bool verbose)
 
 /* ---- the matrix (--all) ---------------------------------------------------- */
 
-enum { COL_VJP, COL_SECOND, COL_THIRD, COL_JVP, COL_FWD_REV, COL_CLOSURE, COL_SHAPES, COL_ABSENT, COL_F32, COL_EAGER,
-       COL_TRANSFORMS, COL_VMAP, N_COLS };
-static const char *const col_names[N_COLS] = {"vjp", "2nd", "3rd", "jvp", "fwr", "clo", "shp", "abs", "f32", "egr", "trf", "vmp"};
+enum {
+    COL_VJP,
+    COL_SECOND,
+    COL_THIRD,
+    COL_JVP,
+    COL_FWD_REV,
+    COL_CLOSURE,
+    COL_SHAPES,
+    COL_ABSENT,
+    COL_F32,
+    COL_EAGER,
+    COL_TRANSFORMS,
+    COL_VMAP,
+    N_COLS
+};
+static const char *const col_names[N_COLS] = {"vjp", "2nd", "3rd", "jvp", "fwr", "clo",
+                                              "shp", "abs", "f32", "egr", "trf", "vmp"};
 #define F32_TOL 1e-4 /* float32 values against float64, relative and absolute */
 
 static nb_status run_column(int col, const nb_gradcheck_case *c, uint64_t seed, nb_gradcheck_report *rep)
@@ -128,7 +143,8 @@ static bool check_op_all(const nb_op_def *def)
                 nb_status st = run_column(k, c, 1234 + (uint64_t)cases, &rep);
                 if (!st && !rep.failed) continue;
                 col_ok[k] = false;
-                snprintf(why[k], sizeof why[k], "case '%s': %s", c->name ? c->name : "", st ? nb_last_error() : rep.worst);
+                snprintf(why[k], sizeof why[k], "case '%s': %s", c->name ? c->name : "",
+                         st ? nb_last_error() : rep.worst);
             }
         }
     if (!cases) {
@@ -155,22 +171,23 @@ int cmd_gradcheck(int argc, char **argv)
         else if (!strcmp(argv[i], "--all")) order = 5;
         else if (!strcmp(argv[i], "--verbose") || !strcmp(argv[i], "-v")) verbose = true;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: nabla gradcheck [--second | --jvp | --closure | --all] [--verbose] [OP...]\n\n"
-                   "Checks the gradient rule of every op (or the named ones) against central\n"
-                   "finite differences in float64; --second checks the gradient of the gradient;\n"
-                   "--jvp checks the forward-mode (JVP) rule against finite differences and\n"
-                   "against the VJP rule, by <JVP(t), w> = <t, VJP(w)>; --closure checks that\n"
-                   "every op the rules emit (in reverse mode, reverse over reverse and forward\n"
-                   "mode) has a VJP and a JVP rule or is marked as having a zero derivative,\n"
-                   "and that every registered op is, so that derivatives go to any order.\n"
-                   "--all runs the whole matrix, a column per check: vjp (first order), 2nd\n"
-                   "(reverse over reverse), 3rd (three reverse passes), jvp (forward mode and the adjoint identity), fwr\n"
-                   "(forward over reverse against reverse over reverse), clo (closure), shp\n"
-                   "(gradient dtypes and shapes), abs (absent output gradients), f32 (float32\n"
-                   "values within 1e-4 of float64), egr (the eager tape, on contiguous and\n"
-                   "strided inputs and output gradients, against the program), trf (nb_grad\n"
-                   "of the op as a function against the program), vmp (the op under vmap by its\n"
-                   "batching rule against a loop over the examples, every in_axes combination).\n");
+            printf(
+                "usage: nabla gradcheck [--second | --jvp | --closure | --all] [--verbose] [OP...]\n\n"
+                "Checks the gradient rule of every op (or the named ones) against central\n"
+                "finite differences in float64; --second checks the gradient of the gradient;\n"
+                "--jvp checks the forward-mode (JVP) rule against finite differences and\n"
+                "against the VJP rule, by <JVP(t), w> = <t, VJP(w)>; --closure checks that\n"
+                "every op the rules emit (in reverse mode, reverse over reverse and forward\n"
+                "mode) has a VJP and a JVP rule or is marked as having a zero derivative,\n"
+                "and that every registered op is, so that derivatives go to any order.\n"
+                "--all runs the whole matrix, a column per check: vjp (first order), 2nd\n"
+                "(reverse over reverse), 3rd (three reverse passes), jvp (forward mode and the adjoint identity), fwr\n"
+                "(forward over reverse against reverse over reverse), clo (closure), shp\n"
+                "(gradient dtypes and shapes), abs (absent output gradients), f32 (float32\n"
+                "values within 1e-4 of float64), egr (the eager tape, on contiguous and\n"
+                "strided inputs and output gradients, against the program), trf (nb_grad\n"
+                "of the op as a function against the program), vmp (the op under vmap by its\n"
+                "batching rule against a loop over the examples, every in_axes combination).\n");
             return 0;
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "nabla gradcheck: unknown option %s\n", argv[i]);
@@ -191,7 +208,9 @@ int cmd_gradcheck(int argc, char **argv)
             const nb_op_def *def = nb_op_at(i);
             if (nb_op_rules_closed(def) || !wanted(def->name, argc, argv)) continue;
             printf("FAIL %-33s %s, and it is not marked as having a zero derivative\n", def->name,
-                   !def->vjp && !def->jvp ? "no VJP or JVP rule" : !def->vjp ? "no VJP rule" : "no JVP rule");
+                   !def->vjp && !def->jvp ? "no VJP or JVP rule"
+                       : !def->vjp        ? "no VJP rule"
+                                          : "no JVP rule");
             failed++;
         }
     for (int i = 0; i < nb_op_count(); i++) {

@@ -13,8 +13,11 @@ double nb_now_seconds(void)
 
 void progress_init(progress *p, const nb_train_config *cfg, int epochs)
 {
-    *p = (progress){.out = cfg->log ? cfg->log : stderr, .mode = cfg->progress, .epochs = epochs,
-                    .metric_name = cfg->metric_name ? cfg->metric_name : "acc", .batches_per_epoch = -1,
+    *p = (progress){.out = cfg->log ? cfg->log : stderr,
+                    .mode = cfg->progress,
+                    .epochs = epochs,
+                    .metric_name = cfg->metric_name ? cfg->metric_name : "acc",
+                    .batches_per_epoch = -1,
                     .has_metric = cfg->metric != NULL};
     if (p->mode == NB_PROGRESS_AUTO) p->mode = isatty(fileno(p->out)) ? NB_PROGRESS_BAR : NB_PROGRESS_LOG;
 }
@@ -47,7 +50,8 @@ static void draw_bar(progress *p, double now)
         fprintf(p->out, "step %lld", (long long)p->batch);
     }
     fprintf(p->out, "  loss %.4f", p->loss_sum / (double)(p->samples ? p->samples : 1));
-    if (p->has_metric) fprintf(p->out, "  %s %.4f", p->metric_name, p->metric_sum / (double)(p->samples ? p->samples : 1));
+    if (p->has_metric)
+        fprintf(p->out, "  %s %.4f", p->metric_name, p->metric_sum / (double)(p->samples ? p->samples : 1));
     fprintf(p->out, "  %.0f samples/s", rate);
     if (p->batches_per_epoch > 0 && p->batch > 0) {
         char eta[32];

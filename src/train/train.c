@@ -87,7 +87,8 @@ nb_status nb_evaluate(const nb_train_config *cfg, nb_program *main, nb_scope *sc
                       double *mean_loss, double *mean_metric)
 {
     if (!cfg || cfg->n_feeds < 1 || cfg->n_feeds > MAX_FIELDS || !cfg->feeds || !cfg->loss || !reader || !mean_loss)
-        return nb_error(NB_ERR_ARG, "evaluate: need 1..%d feeds, a loss, a reader and room for the mean loss", MAX_FIELDS);
+        return nb_error(NB_ERR_ARG, "evaluate: need 1..%d feeds, a loss, a reader and room for the mean loss",
+                        MAX_FIELDS);
     int n_feeds = cfg->n_feeds;
     const char *const *feeds = cfg->feeds;
     const char *loss = cfg->loss, *metric = cfg->metric;
@@ -142,8 +143,8 @@ static nb_status restore(const char *path, nb_program *main, nb_scope *scope, in
  * where it was and every persistable var, so that the file need only be on
  * rank 0's file system and every rank resumes from the very same state
  * (whatever the number of ranks that wrote it: the state is replicated). */
-static nb_status restore_over_ranks(const char *path, nb_comm *comm, nb_program *main, nb_scope *scope,
-                                    bool *resuming, int *epochs_done, int64_t *steps)
+static nb_status restore_over_ranks(const char *path, nb_comm *comm, nb_program *main, nb_scope *scope, bool *resuming,
+                                    int *epochs_done, int64_t *steps)
 {
     bool root = nb_comm_rank(comm) == 0;
     nb_status mine = NB_OK;
@@ -185,8 +186,8 @@ static nb_status save(const char *path, nb_program *main, nb_scope *scope, int e
     return nb_checkpoint_save(path, main, scope, &(nb_meta){3, keys, values});
 }
 
-nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *startup, nb_scope *scope,
-                   nb_reader *train, nb_train_result *result)
+nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *startup, nb_scope *scope, nb_reader *train,
+                   nb_train_result *result)
 {
     nb_reader *test = cfg ? cfg->test : NULL;
     nb_status st = check_config(cfg, train, test);
@@ -203,12 +204,12 @@ nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *sta
 
     /* The startup program creates every persistable var; a checkpoint then
      * overwrites them. */
-    if ((st = nb_executor_new(&ex)) || (startup && (st = nb_executor_run(ex, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL))))
+    if ((st = nb_executor_new(&ex)) ||
+        (startup && (st = nb_executor_run(ex, startup, scope, NB_NO_FEEDS, NB_NO_NAMES, NULL))))
         goto done;
     if (cfg->resume && cfg->comm && nb_comm_size(cfg->comm) > 1)
         st = restore_over_ranks(cfg->checkpoint_path, cfg->comm, main, scope, &resuming, &epochs_done, &steps);
-    else if (resuming)
-        st = restore(cfg->checkpoint_path, main, scope, &epochs_done, &steps);
+    else if (resuming) st = restore(cfg->checkpoint_path, main, scope, &epochs_done, &steps);
     if (st) goto done;
     if ((st = prepare_for(&pp, main, cfg->n_feeds, cfg->feeds, cfg->loss, cfg->metric))) goto done;
     nb_prepared_set_run_index(pp, (uint64_t)steps);
@@ -232,8 +233,11 @@ nb_status nb_train(const nb_train_config *cfg, nb_program *main, nb_program *sta
             (st = sum_over_ranks(cfg->comm, &tr)))
             goto done;
         double secs = nb_now_seconds() - t0, n = (double)tr.samples;
-        nb_epoch_stats s = {.epoch = e + 1, .train_loss = n ? tr.loss / n : 0, .train_metric = n ? tr.metric / n : 0,
-                            .seconds = secs, .samples_per_second = n / (secs > 0 ? secs : 1e-9)};
+        nb_epoch_stats s = {.epoch = e + 1,
+                            .train_loss = n ? tr.loss / n : 0,
+                            .train_metric = n ? tr.metric / n : 0,
+                            .seconds = secs,
+                            .samples_per_second = n / (secs > 0 ? secs : 1e-9)};
         if (tp) {
             epoch_sums te;
             if ((st = nb_reader_reset(test, 0)) ||

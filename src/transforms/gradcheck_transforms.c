@@ -31,7 +31,8 @@ static nb_status loss_fn(nb_builder *b, const nb_value *in, nb_value *out, void 
     for (int k = 0; k < w->n_in; k++)
         x[k] = nb_is_none(w->in[k]) ? NB_NONE : nb_eager_value(b, fed(w, nb_value_name(w->in[k])));
     for (int j = 0; j < w->n_wrt; j++) x[w->wrt_index[j]] = in[j];
-    nb_status st = nb_emit(b, cf->c->op, NB_VALUES_N(w->n_in, x), NB_ATTRS_N(cf->c->n_attrs, cf->c->attrs), w->n_out, y);
+    nb_status st =
+        nb_emit(b, cf->c->op, NB_VALUES_N(w->n_in, x), NB_ATTRS_N(cf->c->n_attrs, cf->c->attrs), w->n_out, y);
     int m = 0;
     for (int k = 0; !st && k < w->n_out; k++) {
         char name[32];
@@ -54,7 +55,9 @@ nb_status nb_gradcheck_transforms(const nb_gradcheck_case *c, uint64_t seed, nb_
     nb_status st = nb_gc_build(c, seed, &w);
     if (!st && (w.def->flags & NB_OP_RANDOM)) goto done; /* its draws differ between the modes */
     const char *ln = st ? NULL : nb_value_name(w.loss);
-    if (!st) st = nb_gradients(w.p, NB_NAMES_N(1, &ln), NB_NAMES_N(w.n_wrt, w.wrt), &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r);
+    if (!st)
+        st = nb_gradients(w.p, NB_NAMES_N(1, &ln), NB_NAMES_N(w.n_wrt, w.wrt),
+                          &(nb_gradients_opts){.flags = NB_ALLOW_UNUSED}, &r);
     have = ln && !st;
     const char *fetch[NB_MAX_SLOTS * 4];
     int gi[NB_MAX_SLOTS * 4], m = 0;

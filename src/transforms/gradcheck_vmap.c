@@ -89,13 +89,17 @@ static nb_status check_combo(const nb_function *f, nb_tensor *const *x, const in
     size_t u = 0;
     for (int i = 0; i < f->n_in && u < sizeof combo; i++)
         u += (size_t)snprintf(combo + u, sizeof combo - u, "%s%s", i ? ", " : "",
-                              !x[i] ? "-" : axes[i] == NB_NOT_BATCHED ? "shared" : axes[i] ? "last" : "0");
+                              !x[i]                           ? "-"
+                                  : axes[i] == NB_NOT_BATCHED ? "shared"
+                                  : axes[i]                   ? "last"
+                                                              : "0");
     if (!st && (st = nb_vmap(f, &(nb_vmap_opts){.in_axes = axes}, bx, out)))
         nb_error_context(st, "vmap check, in_axes (%s)", combo);
     for (int e = 0; e < BATCH && !st; e++) {
         nb_tensor *ex[MAX_IN] = {0}, *want[MAX_IN] = {0};
         for (int i = 0; i < f->n_in && !st; i++)
-            if (x[i]) st = axes[i] == NB_NOT_BATCHED ? (ex[i] = nb_tensor_retain(x[i]), NB_OK) : example_of(x[i], e, &ex[i]);
+            if (x[i])
+                st = axes[i] == NB_NOT_BATCHED ? (ex[i] = nb_tensor_retain(x[i]), NB_OK) : example_of(x[i], e, &ex[i]);
         if (!st) st = run_once(f, ex, want);
         for (int k = 0; k < f->n_out && !st; k++) {
             nb_tensor *got = NULL;
@@ -112,8 +116,10 @@ static nb_status check_combo(const nb_function *f, nb_tensor *const *x, const in
             }
             if (bad) {
                 rep->failed++;
-                snprintf(rep->worst, sizeof rep->worst, "in_axes (%s): example %d of output %d differs from the op "
-                         "run on that example", combo, e, k);
+                snprintf(rep->worst, sizeof rep->worst,
+                         "in_axes (%s): example %d of output %d differs from the op "
+                         "run on that example",
+                         combo, e, k);
             }
             nb_tensor_release(got);
         }

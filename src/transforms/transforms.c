@@ -52,7 +52,10 @@ static nb_status call(const nb_function *f, nb_builder *b, nb_tensor *const *inp
     return st;
 }
 
-static nb_status zeros_like(const nb_tensor *t, nb_tensor **out) { return nb_tensor_new(out, t->dtype, t->ndim, t->shape); }
+static nb_status zeros_like(const nb_tensor *t, nb_tensor **out)
+{
+    return nb_tensor_new(out, t->dtype, t->ndim, t->shape);
+}
 
 static void release_n(nb_tensor **ts, int n)
 {
@@ -109,7 +112,8 @@ nb_status nb_pullback_apply(nb_pullback *pb, nb_tensor *const *cotangents, nb_te
     }
     if (n == 0 || m == 0) return NB_OK; /* nothing depends on anything: zero */
     nb_tensor *got[MAX_IO] = {0};
-    nb_status st = nb_autograd_grad(NB_TENSORS_N(n, outs), cots, NB_TENSORS_N(m, ins), NB_RETAIN_GRAPH | NB_CREATE_GRAPH | NB_ALLOW_UNUSED, got);
+    nb_status st = nb_autograd_grad(NB_TENSORS_N(n, outs), cots, NB_TENSORS_N(m, ins),
+                                    NB_RETAIN_GRAPH | NB_CREATE_GRAPH | NB_ALLOW_UNUSED, got);
     for (int j = 0; j < m && !st; j++) grads[where[j]] = got[j];
     return st;
 }
@@ -137,7 +141,8 @@ static nb_status value_and_grad(const char *who, const nb_function *f, nb_tensor
     nb_status st = check_fn(f, who);
     if (st) return st;
     int args[MAX_IO], n_args = n_argnums ? n_argnums : f->n_in;
-    if (n_args > MAX_IO || n_free < 0 || n_free > MAX_IO || (n_argnums && !argnums) || (n_free && (!free_vars || !free_grads)))
+    if (n_args > MAX_IO || n_free < 0 || n_free > MAX_IO || (n_argnums && !argnums) ||
+        (n_free && (!free_vars || !free_grads)))
         return nb_error(NB_ERR_ARG, "%s: too many argnums or free vars, or a NULL list", who);
     for (int i = 0; i < n_args; i++) {
         args[i] = n_argnums ? argnums[i] : i;
@@ -159,7 +164,9 @@ static nb_status value_and_grad(const char *who, const nb_function *f, nb_tensor
     int n = 0;
     for (int i = 0; i < n_args; i++) wrt[n++] = pb->inputs[args[i]];
     for (int i = 0; i < n_free; i++) wrt[n++] = free_vars[i];
-    if (!st && nb_tensor_requires_grad(y)) st = nb_autograd_grad(NB_TENSORS_N(1, &y), NULL, NB_TENSORS_N(n, wrt), NB_RETAIN_GRAPH | NB_CREATE_GRAPH | NB_ALLOW_UNUSED, got);
+    if (!st && nb_tensor_requires_grad(y))
+        st = nb_autograd_grad(NB_TENSORS_N(1, &y), NULL, NB_TENSORS_N(n, wrt),
+                              NB_RETAIN_GRAPH | NB_CREATE_GRAPH | NB_ALLOW_UNUSED, got);
     /* An input the output does not depend on gets a zero gradient. */
     for (int i = 0; i < n && !st; i++)
         if (!got[i] && nb_dtype_is_float(wrt[i]->dtype)) st = zeros_like(wrt[i], &got[i]);
@@ -189,8 +196,10 @@ nb_status nb_grad(const nb_function *f, nb_tensor *const *primals, const nb_grad
         return nb_error(NB_ERR_ARG, "grad: the function has %d outputs; pass NB_HAS_AUX to get all but the first back",
                         f->n_out);
     if (has_aux && f->n_out < 2)
-        return nb_error(NB_ERR_ARG, "grad: NB_HAS_AUX needs a function of 2 or more outputs (the value, then the "
-                                    "auxiliary ones); it has %d", f->n_out);
+        return nb_error(NB_ERR_ARG,
+                        "grad: NB_HAS_AUX needs a function of 2 or more outputs (the value, then the "
+                        "auxiliary ones); it has %d",
+                        f->n_out);
     nb_tensor *outputs[MAX_IO] = {0};
     nb_grad_opts plain = {.n_argnums = opts ? opts->n_argnums : 0, .argnums = opts ? opts->argnums : NULL};
     if ((st = value_and_grad("grad", f, primals, &plain, outputs, grads))) return st;
@@ -255,7 +264,8 @@ nb_status nb_jvp_by_reverse(const nb_function *f, nb_tensor *const *primals, nb_
     for (int i = 0; i < f->n_out; i++) out_tangents[i] = NULL;
     /* The pullback at a cotangent u that itself requires grad... */
     for (int i = 0; i < f->n_out && !st; i++)
-        if (!(st = zeros_like(outputs[i], &u[i])) && nb_dtype_is_float(u[i]->dtype)) st = nb_tensor_set_requires_grad(u[i], true);
+        if (!(st = zeros_like(outputs[i], &u[i])) && nb_dtype_is_float(u[i]->dtype))
+            st = nb_tensor_set_requires_grad(u[i], true);
     if (!st) st = nb_pullback_apply(pb, u, g);
     /* ... then <VJP(u), t>, differentiated with respect to u, is J t. */
     if (!st) st = nb_builder_new_eager(&b);
@@ -263,7 +273,8 @@ nb_status nb_jvp_by_reverse(const nb_function *f, nb_tensor *const *primals, nb_
     int m = 0;
     for (int i = 0; i < f->n_in && !st; i++)
         if (g[i] && tangents[i])
-            terms[m++] = nb_reduce_sum(b, nb_mul(b, nb_eager_value(b, g[i]), nb_eager_value(b, tangents[i])), 0, NULL, false);
+            terms[m++] =
+                nb_reduce_sum(b, nb_mul(b, nb_eager_value(b, g[i]), nb_eager_value(b, tangents[i])), 0, NULL, false);
     if (!st && m > 0) {
         nb_value s = m == 1 ? terms[0] : nb_sum(b, m, terms);
         nb_tensor *st_t = nb_eager_tensor(s);
@@ -273,7 +284,8 @@ nb_status nb_jvp_by_reverse(const nb_function *f, nb_tensor *const *primals, nb_
             for (int i = 0; i < f->n_out; i++)
                 if (nb_tensor_requires_grad(u[i])) idx[k] = i, us[k++] = u[i];
             nb_tensor *jt[MAX_IO] = {0};
-            st = nb_autograd_grad(NB_TENSORS_N(1, &st_t), NULL, NB_TENSORS_N(k, us), NB_RETAIN_GRAPH | NB_CREATE_GRAPH | NB_ALLOW_UNUSED, jt);
+            st = nb_autograd_grad(NB_TENSORS_N(1, &st_t), NULL, NB_TENSORS_N(k, us),
+                                  NB_RETAIN_GRAPH | NB_CREATE_GRAPH | NB_ALLOW_UNUSED, jt);
             for (int j = 0; j < k; j++) out_tangents[idx[j]] = jt[j];
         }
     }
@@ -383,8 +395,8 @@ static int64_t columns_per_pass(int64_t n_a)
 }
 
 /* Columns first .. first + m - 1 of the Jacobian (made by the first pass). */
-static nb_status jacfwd_pass(const nb_function *f, nb_tensor *const *primals, int out, int arg, int64_t first,
-                             int m, nb_tensor **jac)
+static nb_status jacfwd_pass(const nb_function *f, nb_tensor *const *primals, int out, int arg, int64_t first, int m,
+                             nb_tensor **jac)
 {
     const nb_tensor *a = primals[arg];
     int64_t n_a = nb_tensor_numel(a);

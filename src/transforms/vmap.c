@@ -25,8 +25,7 @@ nb_status nb_vmap_call(nb_builder *b, const nb_function *f, const nb_value *in, 
     nb_status st = f->fn(b, in, out, f->ctx);
     if (st && !nb_last_error()[0] && !nb_builder_status(b))
         nb_error(st, "vmap: the mapped function failed (%s) and left no message", nb_status_name(st));
-    else if (!st && before)
-        nb_error(NB_OK, "%s", before);
+    else if (!st && before) nb_error(NB_OK, "%s", before);
     nb_free(before);
     return st;
 }
@@ -60,19 +59,24 @@ nb_status nb_vmap_in_axes(const nb_function *f, const nb_vmap_opts *opts, const 
         axes[i] = a < 0 ? a + nd : a;
         int64_t n = in[i].shape[axes[i]];
         if (first < 0 && opts->batch_size > 0 && n >= 0 && n != opts->batch_size)
-            return nb_error(NB_ERR_SHAPE, "vmap: input %d has batch size %lld (axis %d of shape %s) but batch_size is "
-                            "%lld", i, (long long)n, axes[i], nb_shape_str(s, sizeof s, nd, in[i].shape),
+            return nb_error(NB_ERR_SHAPE,
+                            "vmap: input %d has batch size %lld (axis %d of shape %s) but batch_size is "
+                            "%lld",
+                            i, (long long)n, axes[i], nb_shape_str(s, sizeof s, nd, in[i].shape),
                             (long long)opts->batch_size);
         if (first >= 0 && n >= 0 && *batch >= 0 && n != *batch)
-            return nb_error(NB_ERR_SHAPE, "vmap: input %d has batch size %lld (axis %d of shape %s) but input %d has "
-                            "%lld", i, (long long)n, axes[i], nb_shape_str(s, sizeof s, nd, in[i].shape), first,
+            return nb_error(NB_ERR_SHAPE,
+                            "vmap: input %d has batch size %lld (axis %d of shape %s) but input %d has "
+                            "%lld",
+                            i, (long long)n, axes[i], nb_shape_str(s, sizeof s, nd, in[i].shape), first,
                             (long long)*batch);
         if (first < 0) first = i;
         if (n >= 0) *batch = n;
     }
     if (first < 0 && opts->batch_size <= 0)
-        return nb_error(NB_ERR_ARG, "vmap: no input is batched (every in_axes entry is NB_NOT_BATCHED): give "
-                                    "batch_size");
+        return nb_error(NB_ERR_ARG,
+                        "vmap: no input is batched (every in_axes entry is NB_NOT_BATCHED): give "
+                        "batch_size");
     return NB_OK;
 }
 
@@ -151,8 +155,7 @@ static nb_status vmap_eager(nb_builder *b, const nb_function *f, const nb_vmap_o
     return st;
 }
 
-nb_status nb_vmap_emit(nb_builder *b, const nb_function *f, const nb_vmap_opts *opts, const nb_value *in,
-                       nb_value *out)
+nb_status nb_vmap_emit(nb_builder *b, const nb_function *f, const nb_vmap_opts *opts, const nb_value *in, nb_value *out)
 {
     if (!opts) opts = &defaults;
     nb_status st = nb_vmap_check_fn(f, "vmap");

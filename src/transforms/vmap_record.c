@@ -48,7 +48,8 @@ nb_value nb_vmap_broadcast_front(nb_builder *vb, nb_value v)
     bool known = !nb_is_none(s->ref);
     for (int d = 0; d < i.ndim; d++) known &= (shape[d + 1] = i.shape[d]) >= 0;
     if (!known) {
-        nb_builder_fail(vb, NB_ERR_UNSUPPORTED, "vmap: a value shared by the examples, of shape with unknown dims, "
+        nb_builder_fail(vb, NB_ERR_UNSUPPORTED,
+                        "vmap: a value shared by the examples, of shape with unknown dims, "
                         "cannot be broadcast along a batch of unknown size");
         return NB_NONE;
     }
@@ -120,12 +121,21 @@ static nb_status emit_batched(nb_builder *b, const nb_op_def *def, int n_in, con
         return st;
     }
     if (def->flags & NB_OP_CONTROL) /* nb_while_loop and the others come through vmap_control.c */
-        return nb_error(NB_ERR_UNSUPPORTED, "vmap: %s emitted directly on batched values: record loops and branches "
+        return nb_error(NB_ERR_UNSUPPORTED,
+                        "vmap: %s emitted directly on batched values: record loops and branches "
                         "with nabla/control.h's helpers, which batch them (a gradient op of control flow comes from "
-                        "the batched program's backward pass)", type);
+                        "the batched program's backward pass)",
+                        type);
     nb_attr_value av[NB_MAX_ATTRS];
-    nb_batch_ctx c = {.def = def, .n_in = n_in, .x = in, .x_bdim = xb, .x_info = xi, .batch = s->batch,
-                      .n_out = n_out, .y = out, .y_bdim = yb};
+    nb_batch_ctx c = {.def = def,
+                      .n_in = n_in,
+                      .x = in,
+                      .x_bdim = xb,
+                      .x_info = xi,
+                      .batch = s->batch,
+                      .n_out = n_out,
+                      .y = out,
+                      .y_bdim = yb};
     bool checked;
     nb_status st = nb_batch_apply(s->inner, &c, av, yi, n_attrs, attrs, &checked);
     for (int k = 0; k < n_out && !st; k++)
@@ -151,13 +161,15 @@ static nb_value vmap_state_var(nb_builder *b, const nb_state_spec *spec)
     return v;
 }
 
-static nb_status vmap_emit_into(nb_builder *b, const char *type, nb_values in, nb_attrs attrs, int n_out,
-                                nb_value *out, const nb_value *into)
+static nb_status vmap_emit_into(nb_builder *b, const char *type, nb_values in, nb_attrs attrs, int n_out, nb_value *out,
+                                const nb_value *into)
 {
     for (int i = 0; i < in.n; i++)
         if (bdim_of(b, in.v[i]) >= 0)
-            return nb_error(NB_ERR_UNSUPPORTED, "vmap: %s updates state shared by every example (input %d is "
-                            "batched): one update per example cannot be written back into one var", type, i);
+            return nb_error(NB_ERR_UNSUPPORTED,
+                            "vmap: %s updates state shared by every example (input %d is "
+                            "batched): one update per example cannot be written back into one var",
+                            type, i);
     nb_builder *inner = state_of(b)->inner;
     nb_status st = nb_emit_into(inner, type, in, attrs, n_out, out, into);
     if (st) nb_builder_clear_error(inner), nb_error(st, "%s", nb_last_error());
@@ -243,8 +255,11 @@ nb_status nb_vmap_record(nb_builder *b, const nb_function *f, const nb_vmap_opts
         int nd = nb_value_info(b, lout[k]).ndim;
         if ((st = nb_vmap_out_axis(opts, k, d >= 0 ? nd : nd + 1, &axis))) break;
         if (d >= 0) out[k] = nb_batch_move(b, lout[k], d, axis);
-        else if (batch < 0) st = nb_error(NB_ERR_SHAPE, "vmap: output %d does not depend on the batch, and the batch "
-                                          "size is not known to broadcast it", k);
+        else if (batch < 0)
+            st = nb_error(NB_ERR_SHAPE,
+                          "vmap: output %d does not depend on the batch, and the batch "
+                          "size is not known to broadcast it",
+                          k);
         else out[k] = nb_vmap_broadcast(b, lout[k], batch, axis);
         if (!st) st = nb_builder_status(b);
     }

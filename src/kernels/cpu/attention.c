@@ -39,16 +39,22 @@ typedef struct att_geom {
     int64_t H, ldq, ldv;       /* heads side by side (1: none), row strides */
     double scale, p;           /* the scores' factor; the dropout probability (0: none) */
     bool causal;
-    uint64_t key, counter;     /* the dropout stream: weight x of the [bh, T, S] array is draw counter + x */
-    const int64_t *mask_off;   /* each pair's offset into the mask */
-    int64_t mask_t, mask_s;    /* the mask's strides along queries and keys (0 where it broadcasts) */
-    double work;               /* multiply-adds, to decide on threads */
+    uint64_t key, counter;   /* the dropout stream: weight x of the [bh, T, S] array is draw counter + x */
+    const int64_t *mask_off; /* each pair's offset into the mask */
+    int64_t mask_t, mask_s;  /* the mask's strides along queries and keys (0 where it broadcasts) */
+    double work;             /* multiply-adds, to decide on threads */
 } att_geom;
 
 static inline int64_t att_q_off(const att_geom *g, int64_t bh) { return bh / g->H * g->Tq * g->ldq + bh % g->H * g->D; }
 static inline int64_t att_k_off(const att_geom *g, int64_t bh) { return bh / g->H * g->Sk * g->ldq + bh % g->H * g->D; }
-static inline int64_t att_v_off(const att_geom *g, int64_t bh) { return bh / g->H * g->Sk * g->ldv + bh % g->H * g->Dv; }
-static inline int64_t att_o_off(const att_geom *g, int64_t bh) { return bh / g->H * g->Tq * g->ldv + bh % g->H * g->Dv; }
+static inline int64_t att_v_off(const att_geom *g, int64_t bh)
+{
+    return bh / g->H * g->Sk * g->ldv + bh % g->H * g->Dv;
+}
+static inline int64_t att_o_off(const att_geom *g, int64_t bh)
+{
+    return bh / g->H * g->Tq * g->ldv + bh % g->H * g->Dv;
+}
 
 /* The forward's tensors: Q, K, V and the mask (NULL: none), as the
  * geometry lays them out, and the outputs Out and LSE ([bh, T]). */
@@ -72,25 +78,21 @@ typedef struct att_block {
 #define T float
 #define SFX f32
 #define EXP nb_fast_expf
-#define GEMM nb_gemm_f32
-#define GEMM_ARGS nb_gemm_args_f32
+#define GEMM(...) nb_gemm_f32(&(nb_gemm_args_f32){__VA_ARGS__})
 #include "attention_impl.h"
 #undef T
 #undef SFX
 #undef EXP
 #undef GEMM
-#undef GEMM_ARGS
 #define T double
 #define SFX f64
 #define EXP exp
-#define GEMM nb_gemm_f64
-#define GEMM_ARGS nb_gemm_args_f64
+#define GEMM(...) nb_gemm_f64(&(nb_gemm_args_f64){__VA_ARGS__})
 #include "attention_impl.h"
 #undef T
 #undef SFX
 #undef EXP
 #undef GEMM
-#undef GEMM_ARGS
 
 /* The geometry of Q [..., T, D], K [..., S, D], V [..., S, Dv]; inference
  * has checked the shapes. */
@@ -177,8 +179,12 @@ static nb_status run_attention(const nb_kernel_ctx *k)
     const void *mask = mask_layout(k, &g, &offs, &failed);
     if (!failed) {
         const nb_tensor *q = nb_kin(k, 0, 0);
-        const att_fwd_tensors t = {nb_tensor_data(q), nb_tensor_data(nb_kin(k, 1, 0)),
-                                   nb_tensor_data(nb_kin(k, 2, 0)), mask, nb_tensor_data(out), nb_tensor_data(lse)};
+        const att_fwd_tensors t = {nb_tensor_data(q),
+                                   nb_tensor_data(nb_kin(k, 1, 0)),
+                                   nb_tensor_data(nb_kin(k, 2, 0)),
+                                   mask,
+                                   nb_tensor_data(out),
+                                   nb_tensor_data(lse)};
         failed = q->dtype == NB_F32 ? !attention_forward_f32(&g, &t) : !attention_forward_f64(&g, &t);
     }
     nb_free(offs);

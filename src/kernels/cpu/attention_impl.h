@@ -1,5 +1,6 @@
 /* Typed body of the attention kernels; attention.c includes it once per
- * dtype with T (the element type), SFX (a name suffix) and EXP (its exp)
+ * dtype with T (the element type), SFX (a name suffix), EXP (its exp) and
+ * GEMM(...) (the GEMM of T, taking the named fields of its arguments)
  * defined.
  *
  * Both passes walk the [T, S] scores in blocks of BQ queries by BK keys and
@@ -36,8 +37,8 @@ static T *FN(scratch_new)(const att_geom *g, FN(scratch) *w)
 static void FN(score_block)(const att_geom *g, const att_block *b, const T *qb, const T *kb, const T *mask, T *s)
 {
     const int64_t bh = b->bh, i0 = b->i0, nq = b->nq, j0 = b->j0, nk = b->nk;
-    GEMM(&(GEMM_ARGS){.tb = true, .M = nq, .N = nk, .K = g->D, .alpha = (T)g->scale, .A = qb, .lda = g->ldq, .B = kb,
-                      .ldb = g->ldq, .C = s, .ldc = BK});
+    GEMM(.tb = true, .M = nq, .N = nk, .K = g->D, .alpha = (T)g->scale, .A = qb, .lda = g->ldq, .B = kb, .ldb = g->ldq,
+         .C = s, .ldc = BK);
     for (int64_t ii = 0; ii < nq; ii++) {
         T *row = s + ii * BK;
         if (mask) {
@@ -105,8 +106,8 @@ NB_SIMD_CLONES static void FN(forward_block)(const att_geom *g, const att_fwd_te
                 for (int64_t c = 0; c < Dv; c++) acc[c] *= alpha;
             if (g->p > 0) FN(drop_row)(g, bh, i0 + ii, j0, nk, row);
         }
-        GEMM(&(GEMM_ARGS){.M = nq, .N = Dv, .K = nk, .alpha = 1, .A = w->s, .lda = BK, .B = vb + j0 * g->ldv,
-                          .ldb = g->ldv, .beta = 1, .C = w->acc, .ldc = Dv});
+        GEMM(.M = nq, .N = Dv, .K = nk, .alpha = 1, .A = w->s, .lda = BK, .B = vb + j0 * g->ldv, .ldb = g->ldv,
+             .beta = 1, .C = w->acc, .ldc = Dv);
     }
     /* A row that saw no key gives zeros and LSE +inf, so that backward's
      * exp(score - LSE) is 0 there too. */
@@ -195,8 +196,8 @@ NB_SIMD_CLONES static void FN(backward_pair)(const att_geom *g, const att_bwd_te
                 for (int64_t jj = 0; jj < nk; jj++) row[jj] = EXP(row[jj] - l);
             }
             /* dp = DOut V^T: the gradient of the (dropped) weights. */
-            GEMM(&(GEMM_ARGS){.tb = true, .M = nq, .N = nk, .K = Dv, .alpha = 1, .A = dob, .lda = ldv,
-                              .B = vb + j0 * ldv, .ldb = ldv, .C = dp, .ldc = BK});
+            GEMM(.tb = true, .M = nq, .N = nk, .K = Dv, .alpha = 1, .A = dob, .lda = ldv, .B = vb + j0 * ldv,
+                 .ldb = ldv, .C = dp, .ldc = BK);
             if (g->p > 0) {
                 /* Z = the dropout factors: DV takes (P Z)^T DOut, and the
                  * weights' gradient is dp Z. The block of dp makes room for
@@ -209,11 +210,11 @@ NB_SIMD_CLONES static void FN(backward_pair)(const att_geom *g, const att_bwd_te
                     FN(drop_row)(g, bh, i0 + ii, j0, nk, pr);
                     FN(drop_row)(g, bh, i0 + ii, j0, nk, dp + ii * BK);
                 }
-                GEMM(&(GEMM_ARGS){.ta = true, .M = nk, .N = Dv, .K = nq, .alpha = 1, .A = pz, .lda = BK, .B = dob,
-                                  .ldb = ldv, .beta = 1, .C = dvb + j0 * ldv, .ldc = ldv});
+                GEMM(.ta = true, .M = nk, .N = Dv, .K = nq, .alpha = 1, .A = pz, .lda = BK, .B = dob, .ldb = ldv,
+                     .beta = 1, .C = dvb + j0 * ldv, .ldc = ldv);
             } else {
-                GEMM(&(GEMM_ARGS){.ta = true, .M = nk, .N = Dv, .K = nq, .alpha = 1, .A = p, .lda = BK, .B = dob,
-                                  .ldb = ldv, .beta = 1, .C = dvb + j0 * ldv, .ldc = ldv});
+                GEMM(.ta = true, .M = nk, .N = Dv, .K = nq, .alpha = 1, .A = p, .lda = BK, .B = dob, .ldb = ldv,
+                     .beta = 1, .C = dvb + j0 * ldv, .ldc = ldv);
             }
             /* The scores' gradient, scaled once for both DQ and DK. */
             for (int64_t ii = 0; ii < nq; ii++) {
@@ -222,10 +223,10 @@ NB_SIMD_CLONES static void FN(backward_pair)(const att_geom *g, const att_bwd_te
                 T *dr = dp + ii * BK;
                 for (int64_t jj = 0; jj < nk; jj++) dr[jj] = pr[jj] * (dr[jj] - di) * scale;
             }
-            GEMM(&(GEMM_ARGS){.M = nq, .N = D, .K = nk, .alpha = 1, .A = dp, .lda = BK, .B = kb + j0 * ldq, .ldb = ldq,
-                              .beta = 1, .C = dqb, .ldc = ldq});
-            GEMM(&(GEMM_ARGS){.ta = true, .M = nk, .N = D, .K = nq, .alpha = 1, .A = dp, .lda = BK, .B = qb, .ldb = ldq,
-                              .beta = 1, .C = dkb + j0 * ldq, .ldc = ldq});
+            GEMM(.M = nq, .N = D, .K = nk, .alpha = 1, .A = dp, .lda = BK, .B = kb + j0 * ldq, .ldb = ldq, .beta = 1,
+                 .C = dqb, .ldc = ldq);
+            GEMM(.ta = true, .M = nk, .N = D, .K = nq, .alpha = 1, .A = dp, .lda = BK, .B = qb, .ldb = ldq, .beta = 1,
+                 .C = dkb + j0 * ldq, .ldc = ldq);
         }
     }
 }
@@ -248,8 +249,7 @@ static void FN(backward_share)(void *arg, int t, int nt)
         atomic_store(&j->failed, true);
         return;
     }
-    for (int64_t bh = lo; bh < hi; bh++)
-        FN(backward_pair)(j->g, j->t, bh, &w);
+    for (int64_t bh = lo; bh < hi; bh++) FN(backward_pair)(j->g, j->t, bh, &w);
     nb_free(mem);
 }
 

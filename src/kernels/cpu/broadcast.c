@@ -29,8 +29,8 @@ nb_status nb_bcast_plan_init(nb_bcast_plan *p, const char *label, int n_in, cons
                              const nb_tensor *out)
 {
     if (n_in < 1 || n_in >= NB_BCAST_MAX_OPERANDS)
-        return nb_error(NB_ERR_ARG, "%s: broadcasting takes 1 to %d inputs, not %d", label,
-                        NB_BCAST_MAX_OPERANDS - 1, n_in);
+        return nb_error(NB_ERR_ARG, "%s: broadcasting takes 1 to %d inputs, not %d", label, NB_BCAST_MAX_OPERANDS - 1,
+                        n_in);
     if (plan_flat(p, n_in, in, out)) return NB_OK;
     memset(p, 0, sizeof *p);
     int nd = out->ndim, nops = n_in + 1;
@@ -47,9 +47,8 @@ nb_status nb_bcast_plan_init(nb_bcast_plan *p, const char *label, int n_in, cons
         }
         if (!ok) {
             char a[NB_SHAPE_STR_MAX], b[NB_SHAPE_STR_MAX];
-            return nb_error(NB_ERR_SHAPE, "%s: input %d of shape %s does not broadcast to the output shape %s",
-                            label, k, nb_shape_str(a, sizeof a, t->ndim, t->shape),
-                            nb_shape_str(b, sizeof b, nd, out->shape));
+            return nb_error(NB_ERR_SHAPE, "%s: input %d of shape %s does not broadcast to the output shape %s", label,
+                            k, nb_shape_str(a, sizeof a, t->ndim, t->shape), nb_shape_str(b, sizeof b, nd, out->shape));
         }
         p->elsize[k] = (int64_t)nb_dtype_size(t->dtype);
         p->base[k] = nb_tensor_data(t);
@@ -68,8 +67,7 @@ nb_status nb_bcast_plan_init(nb_bcast_plan *p, const char *label, int n_in, cons
         int64_t n = out->shape[d];
         if (n == 1) continue;
         bool merge = m > 0;
-        for (int k = 0; merge && k < nops; k++)
-            merge = p->strides[k][m - 1] == full[k][d] * n;
+        for (int k = 0; merge && k < nops; k++) merge = p->strides[k][m - 1] == full[k][d] * n;
         if (merge) {
             p->shape[m - 1] *= n;
             for (int k = 0; k < nops; k++) p->strides[k][m - 1] = full[k][d];

@@ -44,13 +44,13 @@
 #define NB_BCAST_GRAIN_MATH 4096
 
 typedef struct nb_bcast_plan {
-    int nops;                                          /* inputs, then the output */
-    int ndim;                                          /* >= 1 after merging */
-    int64_t numel;                                     /* output elements */
-    int64_t shape[NB_MAX_DIMS];                        /* merged iteration shape */
+    int nops;                                            /* inputs, then the output */
+    int ndim;                                            /* >= 1 after merging */
+    int64_t numel;                                       /* output elements */
+    int64_t shape[NB_MAX_DIMS];                          /* merged iteration shape */
     int64_t strides[NB_BCAST_MAX_OPERANDS][NB_MAX_DIMS]; /* in elements; 0 = broadcast */
-    int64_t elsize[NB_BCAST_MAX_OPERANDS];             /* bytes per element */
-    char *base[NB_BCAST_MAX_OPERANDS];                 /* first element of each operand */
+    int64_t elsize[NB_BCAST_MAX_OPERANDS];               /* bytes per element */
+    char *base[NB_BCAST_MAX_OPERANDS];                   /* first element of each operand */
 } nb_bcast_plan;
 
 /* An inner loop over one run of n elements. ptr[k] is operand k's first

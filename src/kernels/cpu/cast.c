@@ -64,8 +64,8 @@ nb_status nb_ew_cast(const nb_tensor *x, nb_tensor *out, const char *label)
     nb_status st = nb_bcast_plan_init(&plan, label, 1, &x, out);
     if (st) return st;
     /* Same dtype, both contiguous: a copy (none at all when in place). */
-    if (x->dtype == out->dtype && x->dtype != NB_BOOL && nb_tensor_is_contiguous(x) &&
-        nb_tensor_is_contiguous(out) && nb_shape_equal(x->ndim, x->shape, out->ndim, out->shape)) {
+    if (x->dtype == out->dtype && x->dtype != NB_BOOL && nb_tensor_is_contiguous(x) && nb_tensor_is_contiguous(out) &&
+        nb_shape_equal(x->ndim, x->shape, out->ndim, out->shape)) {
         void *src = nb_tensor_data(x), *dst = nb_tensor_data(out);
         if (src != dst) memmove(dst, src, (size_t)plan.numel * nb_dtype_size(x->dtype));
         return NB_OK;

@@ -111,14 +111,20 @@ static nb_status run_broadcast(const nb_kernel_ctx *ctx)
     return st ? nb_error_context(st, "%s", ctx->label) : NB_OK;
 }
 
-static const nb_kernel_def kernel_allreduce = {"c_allreduce_sum", NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0,
-                                               run_allreduce,     NULL,          NULL};
-static const nb_kernel_def kernel_allreduce_start = {"c_allreduce_start", NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0,
-                                                     run_allreduce_start, NULL,          NULL};
-static const nb_kernel_def kernel_allreduce_wait = {"c_allreduce_wait", NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0,
-                                                    run_allreduce_wait, NULL,          NULL};
-static const nb_kernel_def kernel_broadcast = {"c_broadcast", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0,
-                                               run_broadcast, NULL,          NULL};
+static const nb_kernel_def kernel_allreduce = {
+    .op = "c_allreduce_sum", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "nabla", .run = run_allreduce};
+static const nb_kernel_def kernel_allreduce_start = {.op = "c_allreduce_start",
+                                                     .device = NB_DEVICE_CPU,
+                                                     .dtypes = NB_DT_FLOAT,
+                                                     .provider = "nabla",
+                                                     .run = run_allreduce_start};
+static const nb_kernel_def kernel_allreduce_wait = {.op = "c_allreduce_wait",
+                                                    .device = NB_DEVICE_CPU,
+                                                    .dtypes = NB_DT_FLOAT,
+                                                    .provider = "nabla",
+                                                    .run = run_allreduce_wait};
+static const nb_kernel_def kernel_broadcast = {
+    .op = "c_broadcast", .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL, .provider = "nabla", .run = run_broadcast};
 
 const nb_kernel_def *const nb_cpu_kernels_collective[] = {&kernel_allreduce, &kernel_allreduce_start,
                                                           &kernel_allreduce_wait, &kernel_broadcast, NULL};

@@ -202,6 +202,7 @@ static nb_status run_where(const nb_kernel_ctx *k)
 static const nb_kernel_def kernel_where = {"where", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, run_where, NULL, NULL};
 
 const nb_kernel_def *const nb_cpu_kernels_compare[] = {
-    &kernel_equal, &kernel_not_equal, &kernel_less, &kernel_less_equal, &kernel_greater, &kernel_greater_equal,
-    &kernel_logical_and, &kernel_logical_or, &kernel_logical_xor, &kernel_logical_not, &kernel_where, NULL,
+    &kernel_equal,       &kernel_not_equal,     &kernel_less,        &kernel_less_equal,
+    &kernel_greater,     &kernel_greater_equal, &kernel_logical_and, &kernel_logical_or,
+    &kernel_logical_xor, &kernel_logical_not,   &kernel_where,       NULL,
 };

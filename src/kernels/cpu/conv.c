@@ -91,8 +91,8 @@ static int64_t covering_tap(const nb_conv2d_geom *g)
  * column matrix. */
 static bool is_pointwise(const nb_conv2d_geom *g)
 {
-    return g->kh == 1 && g->kw == 1 && g->stride_h == 1 && g->stride_w == 1 && g->pad_top == 0 &&
-           g->pad_left == 0 && g->ho == g->h && g->wo == g->w;
+    return g->kh == 1 && g->kw == 1 && g->stride_h == 1 && g->stride_w == 1 && g->pad_top == 0 && g->pad_left == 0 &&
+        g->ho == g->h && g->wo == g->w;
 }
 
 /* Copies `rows` runs of n bytes (a multiple of 4), the run r from s + r * ss
@@ -103,8 +103,7 @@ static bool is_pointwise(const nb_conv2d_geom *g)
 #define COPY_RUNS(size)                                                                            \
     for (int64_t r = 0; r < rows; r++, d += ds, s += ss)                                       \
     __builtin_memcpy(d, s, size), __builtin_memcpy(d + n - (size), s + n - (size), size)
-static inline void copy_runs(char *restrict d, size_t ds, const char *restrict s, size_t ss, int64_t rows,
-                             size_t n)
+static inline void copy_runs(char *restrict d, size_t ds, const char *restrict s, size_t ss, int64_t rows, size_t n)
 {
     if (n > 128)
         for (int64_t r = 0; r < rows; r++, d += ds, s += ss) memcpy(d, s, n);
@@ -116,10 +115,7 @@ static inline void copy_runs(char *restrict d, size_t ds, const char *restrict s
 }
 #undef COPY_RUNS
 
-static void *alloc_buf(size_t count, size_t elem)
-{
-    return nb_malloc(count ? count * elem : 1);
-}
+static void *alloc_buf(size_t count, size_t elem) { return nb_malloc(count ? count * elem : 1); }
 
 /* conv2d_grad's tensors: Input, Filter and DOutput, and the gradients,
  * each of which may be NULL (not wanted). */
@@ -130,29 +126,25 @@ typedef struct conv2d_grad_tensors {
 
 #define T float
 #define SFX f32
-#define GEMM nb_gemm_f32
-#define GEMM_ARGS nb_gemm_args_f32
-#define GEMM_PACKED nb_gemm_f32_packed
+#define GEMM(...) nb_gemm_f32(&(nb_gemm_args_f32){__VA_ARGS__})
+#define GEMM_PACKED(...) nb_gemm_f32_packed(&(nb_gemm_args_f32){__VA_ARGS__})
 #define GEMM_PACK_STREAMS nb_gemm_pack_streams_f32
 #include "conv_impl.h"
 #undef T
 #undef SFX
 #undef GEMM
-#undef GEMM_ARGS
 #undef GEMM_PACKED
 #undef GEMM_PACK_STREAMS
 
 #define T double
 #define SFX f64
-#define GEMM nb_gemm_f64
-#define GEMM_ARGS nb_gemm_args_f64
-#define GEMM_PACKED nb_gemm_f64_packed
+#define GEMM(...) nb_gemm_f64(&(nb_gemm_args_f64){__VA_ARGS__})
+#define GEMM_PACKED(...) nb_gemm_f64_packed(&(nb_gemm_args_f64){__VA_ARGS__})
 #define GEMM_PACK_STREAMS nb_gemm_pack_streams_f64
 #include "conv_impl.h"
 #undef T
 #undef SFX
 #undef GEMM
-#undef GEMM_ARGS
 #undef GEMM_PACKED
 #undef GEMM_PACK_STREAMS
 
@@ -163,8 +155,8 @@ static nb_status conv2d(const char *label, nb_dtype dt, const nb_conv2d_geom *g,
     switch (dt) {
     case NB_F32: return conv2d_f32(label, g, x, w, bias, y);
     case NB_F64: return conv2d_f64(label, g, x, w, bias, y);
-    default: return nb_error(NB_ERR_DTYPE, "%s: no CPU kernel for %s (float32 and float64 only)", label,
-                             nb_dtype_name(dt));
+    default:
+        return nb_error(NB_ERR_DTYPE, "%s: no CPU kernel for %s (float32 and float64 only)", label, nb_dtype_name(dt));
     }
 }
 
@@ -175,8 +167,8 @@ static nb_status conv2d_grad(const char *label, nb_dtype dt, const nb_conv2d_geo
     switch (dt) {
     case NB_F32: return conv2d_grad_f32(label, g, t);
     case NB_F64: return conv2d_grad_f64(label, g, t);
-    default: return nb_error(NB_ERR_DTYPE, "%s: no CPU kernel for %s (float32 and float64 only)", label,
-                             nb_dtype_name(dt));
+    default:
+        return nb_error(NB_ERR_DTYPE, "%s: no CPU kernel for %s (float32 and float64 only)", label, nb_dtype_name(dt));
     }
 }
 
@@ -185,14 +177,24 @@ static nb_status conv2d_grad(const char *label, nb_dtype dt, const nb_conv2d_geo
 /* The geometry from the tensors: Input [n, c, h, w], Filter [m, c / groups,
  * kh, kw] and the output or its gradient [n, m, ho, wo], all of which
  * inference has checked against the parameters. */
-static nb_conv2d_geom conv_geom(const nb_conv2d_params *p, const nb_tensor *x, const nb_tensor *f,
-                                const nb_tensor *y)
+static nb_conv2d_geom conv_geom(const nb_conv2d_params *p, const nb_tensor *x, const nb_tensor *f, const nb_tensor *y)
 {
-    return (nb_conv2d_geom){.n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
-                            .m = f->shape[0], .kh = f->shape[2], .kw = f->shape[3], .ho = y->shape[2],
-                            .wo = y->shape[3], .stride_h = p->strides[0], .stride_w = p->strides[1],
-                            .pad_top = p->paddings[0], .pad_left = p->paddings[2], .dil_h = p->dilations[0],
-                            .dil_w = p->dilations[1], .groups = p->groups};
+    return (nb_conv2d_geom){.n = x->shape[0],
+                            .c = x->shape[1],
+                            .h = x->shape[2],
+                            .w = x->shape[3],
+                            .m = f->shape[0],
+                            .kh = f->shape[2],
+                            .kw = f->shape[3],
+                            .ho = y->shape[2],
+                            .wo = y->shape[3],
+                            .stride_h = p->strides[0],
+                            .stride_w = p->strides[1],
+                            .pad_top = p->paddings[0],
+                            .pad_left = p->paddings[2],
+                            .dil_h = p->dilations[0],
+                            .dil_w = p->dilations[1],
+                            .groups = p->groups};
 }
 
 /* conv2d: Input 0, Filter 1, Bias 2 (optional) -> Output 0. */
@@ -222,13 +224,16 @@ static nb_status run_conv2d_grad(const nb_kernel_ctx *k)
 }
 
 /* Inference takes float32 and float64 only. */
-static const nb_kernel_def k_conv2d = {.op = "conv2d", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
-                                       .provider = "nabla", .run = run_conv2d};
-static const nb_kernel_def k_conv2d_grad = {.op = "conv2d_grad", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
-                                            .provider = "nabla", .run = run_conv2d_grad};
-static const nb_kernel_def k_pool2d = {.op = "pool2d", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
-                                       .provider = "nabla", .run = nb_cpu_run_pool2d};
-static const nb_kernel_def k_pool2d_grad = {.op = "pool2d_grad", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
-                                            .provider = "nabla", .run = nb_cpu_run_pool2d_grad};
+static const nb_kernel_def k_conv2d = {
+    .op = "conv2d", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "nabla", .run = run_conv2d};
+static const nb_kernel_def k_conv2d_grad = {
+    .op = "conv2d_grad", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "nabla", .run = run_conv2d_grad};
+static const nb_kernel_def k_pool2d = {
+    .op = "pool2d", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "nabla", .run = nb_cpu_run_pool2d};
+static const nb_kernel_def k_pool2d_grad = {.op = "pool2d_grad",
+                                            .device = NB_DEVICE_CPU,
+                                            .dtypes = NB_DT_FLOAT,
+                                            .provider = "nabla",
+                                            .run = nb_cpu_run_pool2d_grad};
 
 const nb_kernel_def *const nb_cpu_kernels_conv[] = {&k_conv2d, &k_conv2d_grad, &k_pool2d, &k_pool2d_grad, NULL};

@@ -1,5 +1,7 @@
 /* Typed body of the convolution kernels; conv.c includes it once per dtype
- * with T (the element type), SFX (a name suffix) and GEMM defined. */
+ * with T (the element type), SFX (a name suffix), and GEMM(...) and
+ * GEMM_PACKED(...) (the GEMM of T, taking the named fields of its arguments)
+ * defined. */
 #define CONV_CAT_(a, b) a##_##b
 #define CONV_CAT(a, b) CONV_CAT_(a, b)
 #define FN(name) CONV_CAT(name, SFX)
@@ -82,8 +84,7 @@ typedef struct FN(col2im_job) {
 #define ADD_RUNS(width)                                                                                \
     for (int64_t r = 0; r < rows; r++, d += ds, s += ss)                                               \
         for (int i = 0; i < (width); i++) d[i] += s[i]
-static inline void FN(add_runs)(T *restrict d, int64_t ds, const T *restrict s, int64_t ss, int64_t rows,
-                                int64_t n)
+static inline void FN(add_runs)(T *restrict d, int64_t ds, const T *restrict s, int64_t ss, int64_t rows, int64_t n)
 {
     if (n == 8) ADD_RUNS(8);
     else if (n == 16) ADD_RUNS(16);
@@ -177,14 +178,12 @@ static void FN(conv2d_share)(void *arg, int t, int nt)
             T *yg = y + (n * g->m + gi * mg) * P;
             FN(col_packer) cp = {g, xg};
             if (j->direct) {
-                GEMM(&(GEMM_ARGS){.M = mg, .N = P, .K = K, .alpha = 1, .A = wg, .lda = K, .B = xg, .ldb = P, .C = yg,
-                                  .ldc = P});
+                GEMM(.M = mg, .N = P, .K = K, .alpha = 1, .A = wg, .lda = K, .B = xg, .ldb = P, .C = yg, .ldc = P);
             } else if (g->wo < PACK_MIN_WO || mg <= NB_GEMM_B_IN_PLACE_ROWS ||
-                       !GEMM_PACKED(&(GEMM_ARGS){.M = mg, .N = P, .K = K, .alpha = 1, .A = wg, .lda = K, .C = yg, .ldc = P,
-                                               .pack = FN(pack_cols), .pack_ctx = &cp})) {
+                       !GEMM_PACKED(.M = mg, .N = P, .K = K, .alpha = 1, .A = wg, .lda = K, .C = yg, .ldc = P,
+                                    .pack = FN(pack_cols), .pack_ctx = &cp)) {
                 FN(im2col)(g, cg, xg, col, j->inner_par);
-                GEMM(&(GEMM_ARGS){.M = mg, .N = P, .K = K, .alpha = 1, .A = wg, .lda = K, .B = col, .ldb = P, .C = yg,
-                                  .ldc = P});
+                GEMM(.M = mg, .N = P, .K = K, .alpha = 1, .A = wg, .lda = K, .B = col, .ldb = P, .C = yg, .ldc = P);
             }
             /* The bias goes on after the product, while the image's output is in
              * cache: filled in first (for the product to add onto), the output's
@@ -195,8 +194,7 @@ static void FN(conv2d_share)(void *arg, int t, int nt)
     }
 }
 
-static nb_status FN(conv2d)(const char *label, const nb_conv2d_geom *g, const T *x, const T *w, const T *bias,
-                            T *y)
+static nb_status FN(conv2d)(const char *label, const nb_conv2d_geom *g, const T *x, const T *w, const T *bias, T *y)
 {
     const int64_t G = g->groups, cg = g->c / G;
     const int64_t K = cg * g->kh * g->kw, P = g->ho * g->wo;
@@ -256,25 +254,25 @@ static void FN(conv2d_grad_image)(const FN(conv2d_grad_job) *j, int64_t n, T *co
         FN(col_packer) cp = {g, xg};
         const bool pack_t = g->stride_w == 1 && (sizeof(T) == 4 || g->wo >= PACK_MIN_WO);
         if (dw_acc && direct) {
-            GEMM(&(GEMM_ARGS){.tb = true, .M = mg, .N = K, .K = P, .alpha = 1, .A = dyg, .lda = P, .B = xg, .ldb = P,
-                              .beta = 1, .C = dw_acc + gi * mg * K, .ldc = K});
+            GEMM(.tb = true, .M = mg, .N = K, .K = P, .alpha = 1, .A = dyg, .lda = P, .B = xg, .ldb = P, .beta = 1,
+                 .C = dw_acc + gi * mg * K, .ldc = K);
         } else if (dw_acc &&
-                   (!pack_t || !GEMM_PACKED(&(GEMM_ARGS){.M = mg, .N = K, .K = P, .alpha = 1, .A = dyg, .lda = P, .beta = 1,
-                                                           .C = dw_acc + gi * mg * K, .ldc = K, .pack = FN(pack_cols_t),
-                                                           .pack_ctx = &cp}))) {
+                   (!pack_t ||
+                    !GEMM_PACKED(.M = mg, .N = K, .K = P, .alpha = 1, .A = dyg, .lda = P, .beta = 1,
+                                 .C = dw_acc + gi * mg * K, .ldc = K, .pack = FN(pack_cols_t), .pack_ctx = &cp))) {
             FN(im2col)(g, cg, xg, col, j->inner_par);
-            GEMM(&(GEMM_ARGS){.tb = true, .M = mg, .N = K, .K = P, .alpha = 1, .A = dyg, .lda = P, .B = col, .ldb = P,
-                              .beta = 1, .C = dw_acc + gi * mg * K, .ldc = K});
+            GEMM(.tb = true, .M = mg, .N = K, .K = P, .alpha = 1, .A = dyg, .lda = P, .B = col, .ldb = P, .beta = 1,
+                 .C = dw_acc + gi * mg * K, .ldc = K);
         }
         if (dx) {
             T *dxg = dx + (n * g->c + gi * cg) * HW;
             /* dcol [K, P] = W_g^T [K, mg] * dY_g [mg, P] */
             if (direct) {
-                GEMM(&(GEMM_ARGS){.ta = true, .M = K, .N = P, .K = mg, .alpha = 1, .A = wg, .lda = K, .B = dyg,
-                                  .ldb = P, .C = dxg, .ldc = P});
+                GEMM(.ta = true, .M = K, .N = P, .K = mg, .alpha = 1, .A = wg, .lda = K, .B = dyg, .ldb = P, .C = dxg,
+                     .ldc = P);
             } else {
-                GEMM(&(GEMM_ARGS){.ta = true, .M = K, .N = P, .K = mg, .alpha = 1, .A = wg, .lda = K, .B = dyg,
-                                  .ldb = P, .C = col, .ldc = P});
+                GEMM(.ta = true, .M = K, .N = P, .K = mg, .alpha = 1, .A = wg, .lda = K, .B = dyg, .ldb = P, .C = col,
+                     .ldc = P);
                 FN(col2im)(g, cg, col, dxg, j->inner_par);
             }
         }
@@ -362,9 +360,20 @@ static nb_status FN(conv2d_grad)(const char *label, const nb_conv2d_geom *g, con
         }
     }
     const bool inner_par = nt == 1 && work >= PAR_MIN_WORK;
-    FN(conv2d_grad_job) job = {.g = g, .x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .cols = cols,
-                               .dw_part = dw_part, .col_elems = col_elems, .db_part = db_part, .wsize = wsize,
-                               .n_chunks = n_chunks, .direct = direct, .inner_par = inner_par};
+    FN(conv2d_grad_job) job = {.g = g,
+                               .x = x,
+                               .w = w,
+                               .dy = dy,
+                               .dx = dx,
+                               .dw = dw,
+                               .cols = cols,
+                               .dw_part = dw_part,
+                               .col_elems = col_elems,
+                               .db_part = db_part,
+                               .wsize = wsize,
+                               .n_chunks = n_chunks,
+                               .direct = direct,
+                               .inner_par = inner_par};
     nb_team_run(nt, FN(conv2d_grad_share), &job);
     for (int64_t m = 0; db && m < g->m; m++) {
         double acc = 0;

@@ -45,8 +45,9 @@ NB_SIMD_CLONES static void FN(pack_cols)(void *ctx, const nb_gemm_panel *pn, T *
                     int64_t b = ow_hi < end ? (ow_hi > a ? ow_hi : a) : end;   /* and from b on */
                     for (int64_t t = ow; t < a; t++) d[r + t - ow] = 0;
                     if (sw == 1) {
-                        if (b > a) copy_runs((char *)(d + r + a - ow), 0, (const char *)(xr + a), 0, 1,
-                                             (size_t)(b - a) * sizeof(T));
+                        if (b > a)
+                            copy_runs((char *)(d + r + a - ow), 0, (const char *)(xr + a), 0, 1,
+                                      (size_t)(b - a) * sizeof(T));
                     } else {
                         for (int64_t t = a; t < b; t++) d[r + t - ow] = xr[t * sw];
                     }
@@ -76,8 +77,8 @@ static const T FN(col_zeros)[COL_RUN]; /* the run of a tap that reads only paddi
 
 /* Element (ow, tap j) of a strip of pack_cols_t, where some tap of the strip
  * reads padding. */
-static inline void FN(pack_cols_t_edge)(const T *const *row, const int64_t *offw, const int64_t *lo,
-                                        const int64_t *hi, int64_t n, int nr, int64_t ow, T *e)
+static inline void FN(pack_cols_t_edge)(const T *const *row, const int64_t *offw, const int64_t *lo, const int64_t *hi,
+                                        int64_t n, int nr, int64_t ow, T *e)
 {
     for (int64_t j = 0; j < nr; j++) e[j] = j < n && row[j] && ow >= lo[j] && ow < hi[j] ? row[j][ow + offw[j]] : 0;
 }

@@ -70,8 +70,7 @@ static nb_status fill_tensor(const char *label, nb_tensor *out, double value)
         memset(p, v, (size_t)n);
         return NB_OK;
     }
-    default:
-        return nb_error(NB_ERR_DTYPE, "%s: cannot fill a tensor of dtype %s", label, nb_dtype_name(out->dtype));
+    default: return nb_error(NB_ERR_DTYPE, "%s: cannot fill a tensor of dtype %s", label, nb_dtype_name(out->dtype));
     }
 }
 
@@ -89,7 +88,8 @@ static nb_status run_assign_value(const nb_kernel_ctx *k)
     nb_tensor *out = nb_kout(k, 0, 0);
     void *d = nb_tensor_data(out);
     int64_t n = nb_tensor_numel(out);
-    if (n != p->n) return nb_error(NB_ERR_SHAPE, "%s: %lld values for %lld elements", k->label, (long long)p->n, (long long)n);
+    if (n != p->n)
+        return nb_error(NB_ERR_SHAPE, "%s: %lld values for %lld elements", k->label, (long long)p->n, (long long)n);
     for (int64_t i = 0; i < n; i++) switch (out->dtype) {
         case NB_F32: ((float *)d)[i] = (float)p->fp_values[i]; break;
         case NB_F64: ((double *)d)[i] = p->fp_values[i]; break;
@@ -313,8 +313,7 @@ static nb_status run_increment(const nb_kernel_ctx *k)
         int64_t v = *(const int64_t *)xp, s, r;
         nb_store(NB_I64, &s, 0, step);
         if (__builtin_add_overflow(v, s, &r))
-            return nb_error(NB_ERR_ARG, "%s: int64 counter %lld + %lld overflows", label, (long long)v,
-                            (long long)s);
+            return nb_error(NB_ERR_ARG, "%s: int64 counter %lld + %lld overflows", label, (long long)v, (long long)s);
         *(int64_t *)op = r;
         return NB_OK;
     }
@@ -336,8 +335,10 @@ static nb_status run_increment(const nb_kernel_ctx *k)
  * inference demands); increment takes what inference takes. */
 CPU_KERNEL(fill_constant, NB_DT_ALL);
 static const nb_kernel_def k_fill_constant_batch_size_like = {.op = "fill_constant_batch_size_like",
-                                                              .device = NB_DEVICE_CPU, .dtypes = NB_DT_ALL,
-                                                              .provider = "nabla", .run = run_fill_constant};
+                                                              .device = NB_DEVICE_CPU,
+                                                              .dtypes = NB_DT_ALL,
+                                                              .provider = "nabla",
+                                                              .run = run_fill_constant};
 CPU_KERNEL(fill_zeros_like, NB_DT_ALL);
 CPU_KERNEL(assign_value, NB_DT_ALL);
 CPU_KERNEL(ones_like, NB_DT_ALL);
@@ -348,6 +349,15 @@ CPU_KERNEL(truncated_gaussian_random, NB_DT_FLOAT);
 CPU_KERNEL(increment, NB_DT_NUMERIC);
 
 const nb_kernel_def *const nb_cpu_kernels_creation[] = {
-    &k_fill_constant, &k_assign_value, &k_fill_constant_batch_size_like, &k_fill_zeros_like, &k_ones_like, &k_assign,
-    &k_uniform_random, &k_gaussian_random, &k_truncated_gaussian_random, &k_increment, NULL,
+    &k_fill_constant,
+    &k_assign_value,
+    &k_fill_constant_batch_size_like,
+    &k_fill_zeros_like,
+    &k_ones_like,
+    &k_assign,
+    &k_uniform_random,
+    &k_gaussian_random,
+    &k_truncated_gaussian_random,
+    &k_increment,
+    NULL,
 };

@@ -98,7 +98,6 @@ static const char *const op_names[NB_EW_BINARY_COUNT] = {
 #include "nabla/elementwise_ops.h"
 };
 
-
 bool nb_ew_binary_supports(nb_ew_binary_op op, nb_dtype dt)
 {
     return (unsigned)op < NB_EW_BINARY_COUNT && nb_dtype_valid((int)dt) && loops[op][dt] != NULL;
@@ -144,8 +143,7 @@ bool nb_ew_binary_pointwise(nb_ew_binary_op op, nb_dtype dt, nb_pointwise *f)
     return true;
 }
 
-nb_status nb_ew_binary(nb_ew_binary_op op, const nb_tensor *x, const nb_tensor *y, nb_tensor *out,
-                       const char *label)
+nb_status nb_ew_binary(nb_ew_binary_op op, const nb_tensor *x, const nb_tensor *y, nb_tensor *out, const char *label)
 {
     if ((unsigned)op >= NB_EW_BINARY_COUNT) return nb_error(NB_ERR_ARG, "%s: unknown binary op %d", label, (int)op);
     if (x->dtype != y->dtype || out->dtype != x->dtype)
@@ -163,10 +161,8 @@ nb_status nb_ew_binary(nb_ew_binary_op op, const nb_tensor *x, const nb_tensor *
     if (int_div && plan.numel > 0) {
         int64_t z = first_zero(y);
         if (z >= 0)
-            return nb_error(NB_ERR_ARG, "%s: integer division by zero (element %lld of Y is 0)", label,
-                            (long long)z);
+            return nb_error(NB_ERR_ARG, "%s: integer division by zero (element %lld of Y is 0)", label, (long long)z);
     }
     nb_bcast_run(&plan, loops[op][x->dtype], NULL, grain);
     return NB_OK;
 }
-

@@ -27,8 +27,7 @@ typedef enum nb_ew_binary_op {
 bool nb_ew_binary_supports(nb_ew_binary_op op, nb_dtype dt);
 /* out = x (op) y with x and y broadcast to out's shape; `label` names the op
  * in errors. */
-nb_status nb_ew_binary(nb_ew_binary_op op, const nb_tensor *x, const nb_tensor *y, nb_tensor *out,
-                       const char *label);
+nb_status nb_ew_binary(nb_ew_binary_op op, const nb_tensor *x, const nb_tensor *y, nb_tensor *out, const char *label);
 
 /* ---- unary, same shape and dtype in and out ----------------------------------- */
 
@@ -39,11 +38,11 @@ typedef enum nb_ew_unary_op {
 #define NB_UNARY_A1(name, ...) NB_EW_##name,
 #define NB_UNARY_A2(name, ...) NB_EW_##name,
 #include "nabla/elementwise_ops.h"
-    NB_EW_gelu,         /* exact: x * Phi(x) */
-    NB_EW_gelu_tanh,    /* the tanh approximation */
-    NB_EW_clip,         /* min, max */
-    NB_EW_scale,        /* scale * x + bias */
-    NB_EW_scale_first,  /* scale * (x + bias) */
+    NB_EW_gelu,        /* exact: x * Phi(x) */
+    NB_EW_gelu_tanh,   /* the tanh approximation */
+    NB_EW_clip,        /* min, max */
+    NB_EW_scale,       /* scale * x + bias */
+    NB_EW_scale_first, /* scale * (x + bias) */
     NB_EW_UNARY_COUNT
 } nb_ew_unary_op;
 

@@ -84,9 +84,18 @@ static bool pw_clip(const void *params, nb_dtype dt, nb_pointwise *f)
 static nb_status run_cast(const nb_kernel_ctx *k) { return nb_ew_cast(nb_kin(k, 0, 0), nb_kout(k, 0, 0), k->label); }
 
 static const nb_kernel_def kernel_gelu = {"gelu", NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0, run_gelu, NULL, pw_gelu};
-static const nb_kernel_def kernel_gelu_grad = {"gelu_grad", NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0, run_gelu_grad,
-                                                NULL, pw_gelu_grad};
-static const nb_kernel_def kernel_scale = {"scale", NB_DEVICE_CPU, NB_DT_NUMERIC, "nabla", 0, run_scale, NULL, pw_scale};
+static const nb_kernel_def kernel_gelu_grad = {.op = "gelu_grad",
+                                               .device = NB_DEVICE_CPU,
+                                               .dtypes = NB_DT_FLOAT,
+                                               .provider = "nabla",
+                                               .run = run_gelu_grad,
+                                               .pointwise = pw_gelu_grad};
+static const nb_kernel_def kernel_scale = {.op = "scale",
+                                           .device = NB_DEVICE_CPU,
+                                           .dtypes = NB_DT_NUMERIC,
+                                           .provider = "nabla",
+                                           .run = run_scale,
+                                           .pointwise = pw_scale};
 static const nb_kernel_def kernel_clip = {"clip", NB_DEVICE_CPU, NB_DT_NUMERIC, "nabla", 0, run_clip, NULL, pw_clip};
 static const nb_kernel_def kernel_cast = {"cast", NB_DEVICE_CPU, NB_DT_ALL, "nabla", 0, run_cast, NULL, NULL};
 

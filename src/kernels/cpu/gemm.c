@@ -51,8 +51,10 @@ static int gemm_isa(void)
     int cap = __atomic_load_n(&gemm_isa_cap, __ATOMIC_RELAXED);
     if (cap < 0) {
         const char *e = getenv("NABLA_ISA");
-        cap = !e ? NB_ISA_AVX512 : !strcmp(e, "generic") ? NB_ISA_GENERIC : !strcmp(e, "avx2") ? NB_ISA_AVX2
-                                                                                               : NB_ISA_AVX512;
+        cap = !e                    ? NB_ISA_AVX512
+            : !strcmp(e, "generic") ? NB_ISA_GENERIC
+            : !strcmp(e, "avx2")    ? NB_ISA_AVX2
+                                    : NB_ISA_AVX512;
         __atomic_store_n(&gemm_isa_cap, cap, __ATOMIC_RELAXED);
     }
     /* What the CPU has, asked once: the packing asks for every strip. */
@@ -70,10 +72,7 @@ static int gemm_isa(void)
     return h < cap ? h : cap;
 }
 
-void nb_gemm_limit_isa(int isa)
-{
-    __atomic_store_n(&gemm_isa_cap, isa, __ATOMIC_RELAXED);
-}
+void nb_gemm_limit_isa(int isa) { __atomic_store_n(&gemm_isa_cap, isa, __ATOMIC_RELAXED); }
 
 int nb_gemm_isa(void) { return gemm_isa(); }
 
@@ -98,10 +97,7 @@ static bool gemm_blas(void)
     return mode == NB_GEMM_BLAS_AUTO ? gemm_isa() == NB_ISA_GENERIC : mode == NB_GEMM_BLAS_ON;
 }
 #else
-static bool gemm_blas(void)
-{
-    return false;
-}
+static bool gemm_blas(void) { return false; }
 #endif
 
 bool nb_gemm_use_blas(int mode)
@@ -116,10 +112,7 @@ bool nb_gemm_use_blas(int mode)
 }
 
 #ifdef GEMM_X86_AVX2
-static bool gemm_have_avx2(void)
-{
-    return gemm_isa() >= NB_ISA_AVX2;
-}
+static bool gemm_have_avx2(void) { return gemm_isa() >= NB_ISA_AVX2; }
 #endif
 
 /* Threads come from the kernels' team (team.h). One thread enters no team
@@ -321,8 +314,7 @@ GEMM_AVX2_ATTR GEMM_INLINE void transpose8_ps(__m256 r[8])
     r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-GEMM_AVX2_ATTR static int64_t pack_a_avx2(const float **src, int64_t kc, float alpha, int mr,
-                                          float *restrict dst)
+GEMM_AVX2_ATTR static int64_t pack_a_avx2(const float **src, int64_t kc, float alpha, int mr, float *restrict dst)
 {
     /* Each column goes out as 8 floats, mr (6 or 8) of them k's run and the
      * rest what the next store overwrites (a masked store is microcoded on
@@ -930,8 +922,9 @@ static void blas_one_thread(void)
     if (openblas_set_num_threads) openblas_set_num_threads(1);
 }
 
+/* GEMM_CBLAS: cblas_call_<suffix> computes rows [i0, i1) of C, from rows of
+ * A (its columns when ta). */
 #define GEMM_CBLAS(T, SUF, FN)                                                                 \
-    /* Rows [i0, i1) of C, from rows of A (its columns when ta). */                            \
     static bool cblas_call_##SUF(const gemm_args_##SUF *g, int64_t i0, int64_t i1)              \
     {                                                                                          \
         const bool ta = g->ta, tb = g->tb;                                                     \

@@ -161,7 +161,11 @@ static void one_hot(nb_dtype dt, void *out, const void *idx, bool idx64, int64_t
 {
     size_t el = nb_dtype_size(dt);
     memset(out, 0, (size_t)(count * depth) * el);
-    union { double f; int64_t i; unsigned char bytes[8]; } one; /* aligned for any dtype */
+    union {
+        double f;
+        int64_t i;
+        unsigned char bytes[8];
+    } one; /* aligned for any dtype */
     nb_store(dt, &one, 0, 1.0);
     char *o = out;
     for (int64_t i = 0; i < count; i++) memcpy(o + (size_t)(i * depth + index_at(idx, idx64, i)) * el, one.bytes, el);
@@ -178,23 +182,18 @@ static nb_status check_indices(const nb_kernel_ctx *k, int slot, int axis)
 {
     nb_tensor *x = nb_kin(k, 0, 0), *idx = nb_kin(k, slot, 0);
     int64_t pos, val, n = x->shape[axis];
-    if (index_check(nb_tensor_data(idx), idx->dtype == NB_I64, nb_tensor_numel(idx), n, &pos, &val))
-        return NB_OK;
+    if (index_check(nb_tensor_data(idx), idx->dtype == NB_I64, nb_tensor_numel(idx), n, &pos, &val)) return NB_OK;
     char a[NB_SHAPE_STR_MAX];
-    return nb_error(NB_ERR_ARG, "%s: Index[%lld] = %lld is out of range [0, %lld) for dim %d of X (shape %s)",
-                    k->label, (long long)pos, (long long)val, (long long)n, axis,
-                    nb_shape_str(a, sizeof a, x->ndim, x->shape));
+    return nb_error(NB_ERR_ARG, "%s: Index[%lld] = %lld is out of range [0, %lld) for dim %d of X (shape %s)", k->label,
+                    (long long)pos, (long long)val, (long long)n, axis, nb_shape_str(a, sizeof a, x->ndim, x->shape));
 }
 
 /* Index tensor idx into dim `axis` of x. */
 static index_view index_view_of(const nb_tensor *x, const nb_tensor *idx, int axis)
 {
-    return (index_view){nb_tensor_data(idx),
-                        idx->dtype == NB_I64,
-                        nb_tensor_numel(idx),
-                        nb_cpu_shape_product(x->shape, 0, axis),
-                        x->shape[axis],
-                        nb_cpu_shape_product(x->shape, axis + 1, x->ndim)};
+    return (index_view){nb_tensor_data(idx),  idx->dtype == NB_I64,
+                        nb_tensor_numel(idx), nb_cpu_shape_product(x->shape, 0, axis),
+                        x->shape[axis],       nb_cpu_shape_product(x->shape, axis + 1, x->ndim)};
 }
 
 /* gather and index_select, whose parameter is the axis (index_select's "dim"). */
@@ -251,7 +250,8 @@ static nb_status run_one_hot(const nb_kernel_ctx *k)
     bool idx64 = x->dtype == NB_I64;
     if (!index_check(nb_tensor_data(x), idx64, count, depth, &pos, &val)) {
         char a[NB_SHAPE_STR_MAX];
-        return nb_error(NB_ERR_ARG, "%s: X[%lld] = %lld (flat index into X of shape %s) is out of range [0, %lld) for depth %lld",
+        return nb_error(NB_ERR_ARG,
+                        "%s: X[%lld] = %lld (flat index into X of shape %s) is out of range [0, %lld) for depth %lld",
                         k->label, (long long)pos, (long long)val, nb_shape_str(a, sizeof a, x->ndim, x->shape),
                         (long long)depth, (long long)depth);
     }

@@ -55,8 +55,9 @@ nb_status nb_matmul_dims_shapes(const char *label, int xnd, const int64_t *xsh, 
         d->N = d->ty ? r : c;
     }
     if (kx != ky && kx != -1 && ky != -1) {
-        const char *how = d->tx && d->ty ? " (both transposed)" : d->tx ? " (X transposed)"
-                          : d->ty        ? " (Y transposed)"
+        const char *how = d->tx && d->ty ? " (both transposed)"
+            : d->tx                      ? " (X transposed)"
+            : d->ty                      ? " (Y transposed)"
                                          : "";
         return dims_error(label, xnd, xsh, "but", ynd, ysh, "inner dimensions differ", how);
     }
@@ -258,8 +259,7 @@ static nb_status run_fc(const nb_kernel_ctx *k)
     nb_tensor *bias = nb_khas_in(k, 2) ? nb_kin(k, 2, 0) : NULL;
     int64_t ncd = p->in_num_col_dims;
     nb_fc_act act = p->act;
-    if (ncd < 1 || ncd >= in->ndim || w->ndim != 2)
-        return nb_error(NB_ERR_SHAPE, "%s: bad Input or W rank", k->label);
+    if (ncd < 1 || ncd >= in->ndim || w->ndim != 2) return nb_error(NB_ERR_SHAPE, "%s: bad Input or W rank", k->label);
     int64_t rows = nb_shape_numel((int)ncd, in->shape);
     int64_t K = nb_shape_numel(in->ndim - (int)ncd, in->shape + ncd), N = w->shape[1];
     if (K != w->shape[0] || nb_tensor_numel(out) != rows * N || (bias && nb_tensor_numel(bias) != N))
@@ -271,13 +271,28 @@ static nb_status run_fc(const nb_kernel_ctx *k)
         if (st) return st;
     }
     if (in->dtype == NB_F32 && w->dtype == NB_F32 && out->dtype == NB_F32 && (!bias || bias->dtype == NB_F32)) {
-        nb_gemm_f32(&(nb_gemm_args_f32){.M = rows, .N = N, .K = K, .alpha = 1.0f, .A = nb_tensor_data(in), .lda = K,
-                                        .B = nb_tensor_data(w), .ldb = N, .C = nb_tensor_data(dst), .ldc = N});
+        nb_gemm_f32(&(nb_gemm_args_f32){.M = rows,
+                                        .N = N,
+                                        .K = K,
+                                        .alpha = 1.0f,
+                                        .A = nb_tensor_data(in),
+                                        .lda = K,
+                                        .B = nb_tensor_data(w),
+                                        .ldb = N,
+                                        .C = nb_tensor_data(dst),
+                                        .ldc = N});
         fc_epilogue_f32(nb_tensor_data(dst), bias ? nb_tensor_data(bias) : NULL, rows, N, act);
-    } else if (in->dtype == NB_F64 && w->dtype == NB_F64 && out->dtype == NB_F64 &&
-               (!bias || bias->dtype == NB_F64)) {
-        nb_gemm_f64(&(nb_gemm_args_f64){.M = rows, .N = N, .K = K, .alpha = 1.0, .A = nb_tensor_data(in), .lda = K,
-                                        .B = nb_tensor_data(w), .ldb = N, .C = nb_tensor_data(dst), .ldc = N});
+    } else if (in->dtype == NB_F64 && w->dtype == NB_F64 && out->dtype == NB_F64 && (!bias || bias->dtype == NB_F64)) {
+        nb_gemm_f64(&(nb_gemm_args_f64){.M = rows,
+                                        .N = N,
+                                        .K = K,
+                                        .alpha = 1.0,
+                                        .A = nb_tensor_data(in),
+                                        .lda = K,
+                                        .B = nb_tensor_data(w),
+                                        .ldb = N,
+                                        .C = nb_tensor_data(dst),
+                                        .ldc = N});
         fc_epilogue_f64(nb_tensor_data(dst), bias ? nb_tensor_data(bias) : NULL, rows, N, act);
     } else {
         if (dst != out) nb_tensor_release(dst);
@@ -311,13 +326,33 @@ static nb_status run_matmul_sgd(const nb_kernel_ctx *k)
     const double step = -nb_tensor_get(lr, 0) * p->alpha;
     int64_t lda = x->shape[1], ldb = y->shape[1];
     if (x->dtype == NB_F32)
-        nb_gemm_f32(&(nb_gemm_args_f32){.ta = d.tx, .tb = d.ty, .M = d.M, .N = d.N, .K = d.K, .alpha = (float)step,
-                                        .A = nb_tensor_data(x), .lda = lda, .B = nb_tensor_data(y), .ldb = ldb,
-                                        .beta = 1.0f, .C = nb_tensor_data(out), .ldc = d.N});
+        nb_gemm_f32(&(nb_gemm_args_f32){.ta = d.tx,
+                                        .tb = d.ty,
+                                        .M = d.M,
+                                        .N = d.N,
+                                        .K = d.K,
+                                        .alpha = (float)step,
+                                        .A = nb_tensor_data(x),
+                                        .lda = lda,
+                                        .B = nb_tensor_data(y),
+                                        .ldb = ldb,
+                                        .beta = 1.0f,
+                                        .C = nb_tensor_data(out),
+                                        .ldc = d.N});
     else
-        nb_gemm_f64(&(nb_gemm_args_f64){.ta = d.tx, .tb = d.ty, .M = d.M, .N = d.N, .K = d.K, .alpha = step,
-                                        .A = nb_tensor_data(x), .lda = lda, .B = nb_tensor_data(y), .ldb = ldb,
-                                        .beta = 1.0, .C = nb_tensor_data(out), .ldc = d.N});
+        nb_gemm_f64(&(nb_gemm_args_f64){.ta = d.tx,
+                                        .tb = d.ty,
+                                        .M = d.M,
+                                        .N = d.N,
+                                        .K = d.K,
+                                        .alpha = step,
+                                        .A = nb_tensor_data(x),
+                                        .lda = lda,
+                                        .B = nb_tensor_data(y),
+                                        .ldb = ldb,
+                                        .beta = 1.0,
+                                        .C = nb_tensor_data(out),
+                                        .ldc = d.N});
     return NB_OK;
 }
 
@@ -328,7 +363,7 @@ static const nb_kernel_def k_matmul = {
 static const nb_kernel_def k_fc = {
     .op = "fc", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "nabla", .run = run_fc};
 
-static const nb_kernel_def k_matmul_sgd = {.op = "matmul_sgd", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
-                                           .provider = "nabla", .run = run_matmul_sgd};
+static const nb_kernel_def k_matmul_sgd = {
+    .op = "matmul_sgd", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "nabla", .run = run_matmul_sgd};
 
 const nb_kernel_def *const nb_cpu_kernels_linalg[] = {&k_matmul, &k_matmul_sgd, &k_fc, NULL};

@@ -34,9 +34,10 @@ nb_status nb_nn_check_labels(const char *op, const nb_tensor *label, int64_t C, 
         if ((l >= 0 && l < C) || (ignore_index && l == *ignore_index)) continue;
         char pos[NB_SHAPE_STR_MAX], ign[64] = "";
         if (ignore_index) snprintf(ign, sizeof ign, " or equal ignore_index (%" PRId64 ")", *ignore_index);
-        return nb_error(NB_ERR_ARG, "%s: Label value %" PRId64 " at position %s is out of range: labels must be in "
-                        "[0, %" PRId64 ")%s", op, l,
-                        nb_nn_index_str(pos, sizeof pos, label->ndim, label->shape, i), C, ign);
+        return nb_error(NB_ERR_ARG,
+                        "%s: Label value %" PRId64 " at position %s is out of range: labels must be in "
+                        "[0, %" PRId64 ")%s",
+                        op, l, nb_nn_index_str(pos, sizeof pos, label->ndim, label->shape, i), C, ign);
     }
     return NB_OK;
 }
@@ -136,8 +137,9 @@ static nb_status check_ids(const char *op, const nb_tensor *ids, int64_t V)
         int64_t id = nb_nn_index_at(p, ids->dtype, i);
         if (id >= 0 && id < V) continue;
         char pos[NB_SHAPE_STR_MAX];
-        return nb_error(NB_ERR_ARG, "%s: Ids value %" PRId64 " at position %s is out of range: W has V = %" PRId64
-                        " rows", op, id, nb_nn_index_str(pos, sizeof pos, ids->ndim, ids->shape, i), V);
+        return nb_error(NB_ERR_ARG,
+                        "%s: Ids value %" PRId64 " at position %s is out of range: W has V = %" PRId64 " rows", op, id,
+                        nb_nn_index_str(pos, sizeof pos, ids->ndim, ids->shape, i), V);
     }
     return NB_OK;
 }
@@ -237,8 +239,7 @@ static nb_status run_embedding_grad(const nb_kernel_ctx *k)
     memset(nb_tensor_data(dw), 0, (size_t)nb_tensor_numel(dw) * nb_dtype_size(dw->dtype));
     if (dw->dtype == NB_F32)
         embedding_grad_f32(nb_tensor_data(ids), ids->dtype, n, nb_tensor_data(dout), nb_tensor_data(dw), D, pad);
-    else
-        embedding_grad_f64(nb_tensor_data(ids), ids->dtype, n, nb_tensor_data(dout), nb_tensor_data(dw), D, pad);
+    else embedding_grad_f64(nb_tensor_data(ids), ids->dtype, n, nb_tensor_data(dout), nb_tensor_data(dw), D, pad);
     return NB_OK;
 }
 
@@ -329,7 +330,16 @@ NN_KERNEL(embedding_grad, NB_DT_INT, run_embedding_grad);
 NN_KERNEL(accuracy, NB_DT_FLOAT, run_accuracy);
 
 const nb_kernel_def *const nb_cpu_kernels_nn[] = {
-    &k_softmax, &k_log_softmax, &k_softmax_with_cross_entropy, &k_softmax_with_cross_entropy_grad,
-    &k_cross_entropy, &k_mse_loss, &k_bce_with_logits, &k_dropout, &k_embedding, &k_embedding_grad,
-    &k_accuracy, NULL,
+    &k_softmax,
+    &k_log_softmax,
+    &k_softmax_with_cross_entropy,
+    &k_softmax_with_cross_entropy_grad,
+    &k_cross_entropy,
+    &k_mse_loss,
+    &k_bce_with_logits,
+    &k_dropout,
+    &k_embedding,
+    &k_embedding_grad,
+    &k_accuracy,
+    NULL,
 };

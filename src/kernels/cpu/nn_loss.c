@@ -71,8 +71,7 @@ nb_status nb_cpu_cross_entropy(const nb_kernel_ctx *k)
     case NB_F64:
         ce_f64(nb_tensor_data(x), nb_tensor_data(lab), lab->dtype, soft, ignore, nb_tensor_data(y), rows, C);
         return NB_OK;
-    default:
-        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(x->dtype));
+    default: return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(x->dtype));
     }
 }
 

@@ -132,8 +132,7 @@ static nb_status run_softmax(const nb_kernel_ctx *k, bool lg)
     case NB_F64:
         (d.inner == 1 ? softmax_rows_f64 : softmax_tiles_f64)(nb_tensor_data(x), nb_tensor_data(y), d, lg);
         return NB_OK;
-    default:
-        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(x->dtype));
+    default: return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(x->dtype));
     }
 }
 
@@ -283,15 +282,14 @@ nb_status nb_cpu_softmax_with_cross_entropy(const nb_kernel_ctx *k)
     if (!lb.soft && (st = nb_nn_check_labels(k->label, lab, d.C, &lb.ignore))) return st;
     switch (x->dtype) {
     case NB_F32:
-        (d.inner == 1 ? swce_rows_f32 : swce_tiles_f32)(nb_tensor_data(x), lb, nb_tensor_data(sm),
-                                                        nb_tensor_data(loss), d);
+        (d.inner == 1 ? swce_rows_f32 : swce_tiles_f32)(nb_tensor_data(x), lb, nb_tensor_data(sm), nb_tensor_data(loss),
+                                                        d);
         return NB_OK;
     case NB_F64:
-        (d.inner == 1 ? swce_rows_f64 : swce_tiles_f64)(nb_tensor_data(x), lb, nb_tensor_data(sm),
-                                                        nb_tensor_data(loss), d);
+        (d.inner == 1 ? swce_rows_f64 : swce_tiles_f64)(nb_tensor_data(x), lb, nb_tensor_data(sm), nb_tensor_data(loss),
+                                                        d);
         return NB_OK;
-    default:
-        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(x->dtype));
+    default: return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(x->dtype));
     }
 }
 
@@ -362,13 +360,8 @@ nb_status nb_cpu_softmax_with_cross_entropy_grad(const nb_kernel_ctx *k)
     nb_status st;
     if (!lb.soft && (st = nb_nn_check_labels(k->label, lab, d.C, &lb.ignore))) return st;
     switch (sm->dtype) {
-    case NB_F32:
-        swce_grad_f32(nb_tensor_data(sm), lb, nb_tensor_data(dl), nb_tensor_data(dx), d);
-        return NB_OK;
-    case NB_F64:
-        swce_grad_f64(nb_tensor_data(sm), lb, nb_tensor_data(dl), nb_tensor_data(dx), d);
-        return NB_OK;
-    default:
-        return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(sm->dtype));
+    case NB_F32: swce_grad_f32(nb_tensor_data(sm), lb, nb_tensor_data(dl), nb_tensor_data(dx), d); return NB_OK;
+    case NB_F64: swce_grad_f64(nb_tensor_data(sm), lb, nb_tensor_data(dl), nb_tensor_data(dx), d); return NB_OK;
+    default: return nb_error(NB_ERR_DTYPE, "%s: no kernel for %s", k->label, nb_dtype_name(sm->dtype));
     }
 }

@@ -26,10 +26,7 @@
  * memory at every row.) */
 #define COL_REG 16
 
-static double *dalloc(int64_t count)
-{
-    return nb_malloc(count > 0 ? (size_t)count * sizeof(double) : 1);
-}
+static double *dalloc(int64_t count) { return nb_malloc(count > 0 ? (size_t)count * sizeof(double) : 1); }
 
 /* Per-channel totals of per-plane sums laid out as [n, c]. */
 static void sum_planes(const double *planes, int64_t n, int64_t c, double *out)
@@ -171,8 +168,19 @@ static nb_status run_batch_norm(const nb_kernel_ctx *k)
     int64_t n, c, s;
     const nb_tensor *x = nb_kin(k, 0, 0);
     bn_dims(x, &n, &c, &s);
-    const bn_tensors t = {n, c, s, nb_tensor_data(x), in_data(k, 1), in_data(k, 2), in_data(k, 3), in_data(k, 4),
-                          out_data(k, 0), out_data(k, 1), out_data(k, 2), out_data(k, 3), out_data(k, 4)};
+    const bn_tensors t = {n,
+                          c,
+                          s,
+                          nb_tensor_data(x),
+                          in_data(k, 1),
+                          in_data(k, 2),
+                          in_data(k, 3),
+                          in_data(k, 4),
+                          out_data(k, 0),
+                          out_data(k, 1),
+                          out_data(k, 2),
+                          out_data(k, 3),
+                          out_data(k, 4)};
     return batch_norm(k->label, x->dtype, p, &t);
 }
 
@@ -224,8 +232,8 @@ static nb_status run_layer_norm(const nb_kernel_ctx *k)
     int64_t rows, cols;
     const nb_tensor *x = nb_kin(k, 0, 0);
     ln_dims(p, x, &rows, &cols);
-    const ln_tensors t = {rows, cols, nb_tensor_data(x), in_data(k, 1), in_data(k, 2),
-                          out_data(k, 0), out_data(k, 1), out_data(k, 2)};
+    const ln_tensors t = {rows,          cols,           nb_tensor_data(x), in_data(k, 1),
+                          in_data(k, 2), out_data(k, 0), out_data(k, 1),    out_data(k, 2)};
     return layer_norm(k->label, x->dtype, p->epsilon, &t);
 }
 
@@ -246,8 +254,8 @@ static nb_status run_layer_norm_grad(const nb_kernel_ctx *k)
     const ln_tensors stats = {rows, cols, nb_tensor_data(x), NULL, NULL, NULL, mean, var};
     nb_status st = layer_norm(k->label, x->dtype, p->epsilon, &stats);
     if (!st) {
-        const ln_grad_tensors t = {rows,          cols,           nb_tensor_data(x), in_data(k, 1), mean, var,
-                                   in_data(k, 4), out_data(k, 0), out_data(k, 1),    out_data(k, 2)};
+        const ln_grad_tensors t = {rows, cols,          nb_tensor_data(x), in_data(k, 1),  mean,
+                                   var,  in_data(k, 4), out_data(k, 0),    out_data(k, 1), out_data(k, 2)};
         st = layer_norm_grad(k->label, x->dtype, p->epsilon, &t);
     }
     nb_free(mean);
@@ -255,15 +263,19 @@ static nb_status run_layer_norm_grad(const nb_kernel_ctx *k)
 }
 
 /* Inference takes float32 and float64 only. */
-static const nb_kernel_def k_batch_norm = {.op = "batch_norm", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
-                                           .provider = "nabla", .run = run_batch_norm};
-static const nb_kernel_def k_batch_norm_grad = {.op = "batch_norm_grad", .device = NB_DEVICE_CPU,
-                                                .dtypes = NB_DT_FLOAT, .provider = "nabla",
+static const nb_kernel_def k_batch_norm = {
+    .op = "batch_norm", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "nabla", .run = run_batch_norm};
+static const nb_kernel_def k_batch_norm_grad = {.op = "batch_norm_grad",
+                                                .device = NB_DEVICE_CPU,
+                                                .dtypes = NB_DT_FLOAT,
+                                                .provider = "nabla",
                                                 .run = run_batch_norm_grad};
-static const nb_kernel_def k_layer_norm = {.op = "layer_norm", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT,
-                                           .provider = "nabla", .run = run_layer_norm};
-static const nb_kernel_def k_layer_norm_grad = {.op = "layer_norm_grad", .device = NB_DEVICE_CPU,
-                                                .dtypes = NB_DT_FLOAT, .provider = "nabla",
+static const nb_kernel_def k_layer_norm = {
+    .op = "layer_norm", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "nabla", .run = run_layer_norm};
+static const nb_kernel_def k_layer_norm_grad = {.op = "layer_norm_grad",
+                                                .device = NB_DEVICE_CPU,
+                                                .dtypes = NB_DT_FLOAT,
+                                                .provider = "nabla",
                                                 .run = run_layer_norm_grad};
 
 const nb_kernel_def *const nb_cpu_kernels_norm[] = {&k_batch_norm, &k_batch_norm_grad, &k_layer_norm,

@@ -81,8 +81,8 @@ static inline void FN(prefetch_plane)(const T *a, int64_t p, int64_t hi, int64_t
 /* One plane's sums for a training gradient, whose statistics come from x:
  * of x, of (x - pm)^2, of dy and of dy * (x - pm), pm the plane's mean. x
  * and dy come from memory once; the later passes find them in L1. */
-NB_SIMD_CLONES static void FN(plane_grad_sums)(const T *x, const T *dy, int64_t n, double *sx, double *sq,
-                                               double *sdy, double *sdyx)
+NB_SIMD_CLONES static void FN(plane_grad_sums)(const T *x, const T *dy, int64_t n, double *sx, double *sq, double *sdy,
+                                               double *sdyx)
 {
     *sx = FN(row_sum)(x, n);
     const double pm = n ? *sx / (double)n : 0;
@@ -382,7 +382,8 @@ NB_SIMD_CLONES static void FN(layer_norm_grad_cols)(const FN(layer_norm_grad_job
             const T *xr = x + r * cols + jb, *dr = dy + r * cols + jb;
             const double mu = mean[r], iv = inv[r];
             if (n == COL_REG) {
-                NB_OMP_SIMD for (int j = 0; j < COL_REG; j++) {
+                NB_OMP_SIMD
+                for (int j = 0; j < COL_REG; j++) {
                     db[j] += dr[j];
                     ds[j] += dr[j] * ((xr[j] - mu) * iv);
                 }

@@ -131,8 +131,14 @@ static nb_status run_momentum(const nb_kernel_ctx *ctx)
     nb_status st = scalar_in(ctx, 3, "LearningRate", &lrd);
     if (st) return st;
     const nb_update_params *P = ctx->params;
-    momentum_args a = {.p = IN(0), .g = IN(1), .v = IN(2), .po = OUT(0), .vo = OUT(1),
-                       .lr = lrd, .mu = P->mu, .nesterov = P->use_nesterov};
+    momentum_args a = {.p = IN(0),
+                       .g = IN(1),
+                       .v = IN(2),
+                       .po = OUT(0),
+                       .vo = OUT(1),
+                       .lr = lrd,
+                       .mu = P->mu,
+                       .nesterov = P->use_nesterov};
     return run_update(ctx, momentum_f32, momentum_f64, &a);
 }
 
@@ -184,9 +190,19 @@ static nb_status run_adam(const nb_kernel_ctx *ctx)
         return nb_error(NB_ERR_ARG, "%s: Beta1Pow %g and Beta2Pow %g must be below 1 (they hold beta^t)", ctx->label,
                         b1p, b2p);
     adam_args a = {
-        .p = IN(0), .g = IN(1), .m = IN(2), .v = IN(3), .po = OUT(0), .mo = OUT(1), .vo = OUT(2),
-        .b1 = b1d, .b2 = b2d, .eps = epsd, .decay = 1.0 - lrd * wdd,
-        .step_size = lrd / (1.0 - b1p), .bc2_sqrt = sqrt(1.0 - b2p),
+        .p = IN(0),
+        .g = IN(1),
+        .m = IN(2),
+        .v = IN(3),
+        .po = OUT(0),
+        .mo = OUT(1),
+        .vo = OUT(2),
+        .b1 = b1d,
+        .b2 = b2d,
+        .eps = epsd,
+        .decay = 1.0 - lrd * wdd,
+        .step_size = lrd / (1.0 - b1p),
+        .bc2_sqrt = sqrt(1.0 - b2p),
     };
     st = run_update(ctx, adam_f32, adam_f64, &a);
     if (st) return st;
@@ -248,10 +264,21 @@ static nb_status run_rmsprop(const nb_kernel_ctx *ctx)
     const nb_update_params *P = ctx->params;
     const bool has_mom = nb_khas_in(ctx, 4), centered = nb_khas_in(ctx, 5);
     rmsprop_args a = {
-        .p = IN(0), .g = IN(1), .sq = IN(2), .buf = has_mom ? IN(4) : NULL, .ga = centered ? IN(5) : NULL,
-        .po = OUT(0), .sqo = OUT(1), .bufo = has_mom ? OUT(2) : NULL, .gao = centered ? OUT(3) : NULL,
-        .rho = P->rho, .eps = P->epsilon, .mom = P->momentum, .lr = lrd,
-        .has_mom = has_mom, .centered = centered,
+        .p = IN(0),
+        .g = IN(1),
+        .sq = IN(2),
+        .buf = has_mom ? IN(4) : NULL,
+        .ga = centered ? IN(5) : NULL,
+        .po = OUT(0),
+        .sqo = OUT(1),
+        .bufo = has_mom ? OUT(2) : NULL,
+        .gao = centered ? OUT(3) : NULL,
+        .rho = P->rho,
+        .eps = P->epsilon,
+        .mom = P->momentum,
+        .lr = lrd,
+        .has_mom = has_mom,
+        .centered = centered,
     };
     return run_update(ctx, rmsprop_f32, rmsprop_f64, &a);
 }
@@ -286,8 +313,13 @@ static nb_status run_adagrad(const nb_kernel_ctx *ctx)
     double lrd = 0;
     nb_status st = scalar_in(ctx, 3, "LearningRate", &lrd);
     if (st) return st;
-    adagrad_args a = {.p = IN(0), .g = IN(1), .acc = IN(2), .po = OUT(0), .acco = OUT(1),
-                      .eps = ((const nb_update_params *)ctx->params)->epsilon, .lr = lrd};
+    adagrad_args a = {.p = IN(0),
+                      .g = IN(1),
+                      .acc = IN(2),
+                      .po = OUT(0),
+                      .acco = OUT(1),
+                      .eps = ((const nb_update_params *)ctx->params)->epsilon,
+                      .lr = lrd};
     return run_update(ctx, adagrad_f32, adagrad_f64, &a);
 }
 
@@ -339,10 +371,10 @@ KERNEL(adamw, run_adam) /* adam with decoupled weight decay: the same update */
 KERNEL(rmsprop, run_rmsprop)
 KERNEL(adagrad, run_adagrad)
 /* Step may be any numeric dtype. */
-static const nb_kernel_def kernel_lr_schedule = {"lr_schedule", NB_DEVICE_CPU, NB_DT_NUMERIC, "nabla", 0,
-                                                 run_lr_schedule, NULL, NULL};
+static const nb_kernel_def kernel_lr_schedule = {
+    .op = "lr_schedule", .device = NB_DEVICE_CPU, .dtypes = NB_DT_NUMERIC, .provider = "nabla", .run = run_lr_schedule};
 
 const nb_kernel_def *const nb_cpu_kernels_optimizer[] = {
-    &kernel_sgd, &kernel_momentum, &kernel_adam, &kernel_adamw, &kernel_rmsprop, &kernel_adagrad,
-    &kernel_lr_schedule, NULL,
+    &kernel_sgd,     &kernel_momentum, &kernel_adam,        &kernel_adamw,
+    &kernel_rmsprop, &kernel_adagrad,  &kernel_lr_schedule, NULL,
 };

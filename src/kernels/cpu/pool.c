@@ -20,8 +20,7 @@
 #define MAX2X2_BLOCK 2048
 
 /* The window of output index o along one axis, clipped to the image. */
-static inline void window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t size, int64_t *lo,
-                          int64_t *hi)
+static inline void window(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t size, int64_t *lo, int64_t *hi)
 {
     int64_t s = o * stride - pad, e = s + k;
     *lo = s < 0 ? 0 : s;
@@ -54,8 +53,8 @@ static nb_status pool2d(const char *label, nb_dtype dt, const nb_pool2d_geom *g,
     switch (dt) {
     case NB_F32: pool2d_run_f32(g, x, NULL, NULL, out); return NB_OK;
     case NB_F64: pool2d_run_f64(g, x, NULL, NULL, out); return NB_OK;
-    default: return nb_error(NB_ERR_DTYPE, "%s: no CPU kernel for %s (float32 and float64 only)", label,
-                             nb_dtype_name(dt));
+    default:
+        return nb_error(NB_ERR_DTYPE, "%s: no CPU kernel for %s (float32 and float64 only)", label, nb_dtype_name(dt));
     }
 }
 
@@ -67,8 +66,8 @@ static nb_status pool2d_grad(const char *label, nb_dtype dt, const nb_pool2d_geo
     switch (dt) {
     case NB_F32: pool2d_run_f32(g, x, out, dout, dx); return NB_OK;
     case NB_F64: pool2d_run_f64(g, x, out, dout, dx); return NB_OK;
-    default: return nb_error(NB_ERR_DTYPE, "%s: no CPU kernel for %s (float32 and float64 only)", label,
-                             nb_dtype_name(dt));
+    default:
+        return nb_error(NB_ERR_DTYPE, "%s: no CPU kernel for %s (float32 and float64 only)", label, nb_dtype_name(dt));
     }
 }
 
@@ -78,10 +77,20 @@ static nb_status pool2d_grad(const char *label, nb_dtype dt, const nb_pool2d_geo
  * size inference has checked against the parameters) and the parameters. */
 static nb_pool2d_geom pool_geom(const nb_pool2d_params *p, const nb_tensor *x, const nb_tensor *out)
 {
-    nb_pool2d_geom g = {.n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
-                        .ho = out->shape[2], .wo = out->shape[3], .kh = p->ksize[0], .kw = p->ksize[1],
-                        .stride_h = p->strides[0], .stride_w = p->strides[1], .pad_top = p->paddings[0],
-                        .pad_left = p->paddings[2], .is_max = p->is_max, .exclusive = p->exclusive};
+    nb_pool2d_geom g = {.n = x->shape[0],
+                        .c = x->shape[1],
+                        .h = x->shape[2],
+                        .w = x->shape[3],
+                        .ho = out->shape[2],
+                        .wo = out->shape[3],
+                        .kh = p->ksize[0],
+                        .kw = p->ksize[1],
+                        .stride_h = p->strides[0],
+                        .stride_w = p->strides[1],
+                        .pad_top = p->paddings[0],
+                        .pad_left = p->paddings[2],
+                        .is_max = p->is_max,
+                        .exclusive = p->exclusive};
     if (p->global_pooling) {
         /* One window covering the image, whatever ksize, strides and paddings say. */
         g.kh = g.h, g.kw = g.w;
@@ -105,6 +114,6 @@ nb_status nb_cpu_run_pool2d_grad(const nb_kernel_ctx *k)
 {
     const nb_tensor *x = nb_kin(k, 0, 0), *out = nb_kin(k, 1, 0);
     const nb_pool2d_geom g = pool_geom(k->params, x, out);
-    return pool2d_grad(k->label, x->dtype, &g, nb_tensor_data(x), nb_tensor_data(out),
-                       nb_tensor_data(nb_kin(k, 2, 0)), nb_tensor_data(nb_kout(k, 0, 0)));
+    return pool2d_grad(k->label, x->dtype, &g, nb_tensor_data(x), nb_tensor_data(out), nb_tensor_data(nb_kin(k, 2, 0)),
+                       nb_tensor_data(nb_kout(k, 0, 0)));
 }

@@ -33,11 +33,11 @@ NB_SIMD_CLONES static void FN(max2x2_rows)(const T *x, int64_t w, int64_t wo, in
 static inline void FN(max2x2_grad_window)(const T *top, int64_t w, int64_t j, T v, T g, T *dtop)
 {
     const int64_t c = 2 * j;
-    int64_t hit = top[c] == v           ? c
-                  : top[c + 1] == v     ? c + 1
-                  : top[w + c] == v     ? w + c
-                  : top[w + c + 1] == v ? w + c + 1
-                                        : FN(window_argmax)(top, w, 0, 2, c, c + 2);
+    int64_t hit = top[c] == v ? c
+        : top[c + 1] == v     ? c + 1
+        : top[w + c] == v     ? w + c
+        : top[w + c + 1] == v ? w + c + 1
+                              : FN(window_argmax)(top, w, 0, 2, c, c + 2);
     dtop[c] = hit == c ? g : 0;
     dtop[c + 1] = hit == c + 1 ? g : 0;
     dtop[w + c] = hit == w + c ? g : 0;
@@ -94,6 +94,5 @@ NB_SIMD_CLONES static void FN(max2x2_grad_rows)(const T *x, const T *out, const 
 static bool FN(is_max2x2)(const nb_pool2d_geom *g)
 {
     return g->is_max && g->kh == 2 && g->kw == 2 && g->stride_h == 2 && g->stride_w == 2 && g->pad_top == 0 &&
-           g->pad_left == 0 && g->h == 2 * g->ho && g->w == 2 * g->wo && g->w <= MAX2X2_BLOCK;
+        g->pad_left == 0 && g->h == 2 * g->ho && g->w == 2 * g->wo && g->w <= MAX2X2_BLOCK;
 }
-

@@ -193,8 +193,7 @@ typedef struct FN(pool_out_row) {
 } FN(pool_out_row);
 
 /* Windows [from, to) of output row r one by one. */
-POOL_INLINE void FN(pool_windows)(const FN(pool_job) *j, bool grad, const FN(pool_out_row) *r, int64_t from,
-                                  int64_t to)
+POOL_INLINE void FN(pool_windows)(const FN(pool_job) *j, bool grad, const FN(pool_out_row) *r, int64_t from, int64_t to)
 {
     const nb_pool2d_geom *g = j->g;
     const T *xp = r->xp;
@@ -280,8 +279,8 @@ static void FN(pool2d_run)(const nb_pool2d_geom *g, const T *x, const T *out, co
         nb_team_for(planes * g->ho, (double)planes * (double)P * 4 >= PAR_MIN_WORK, FN(max2x2_range), &job);
         return;
     }
-    nb_team_for(planes, (double)planes * (double)P * (double)(g->kh * g->kw) >= PAR_MIN_WORK,
-                FN(pool_planes_range), &job);
+    nb_team_for(planes, (double)planes * (double)P * (double)(g->kh * g->kw) >= PAR_MIN_WORK, FN(pool_planes_range),
+                &job);
 }
 
 #undef FN

@@ -67,7 +67,8 @@ static void red_run_chunks(const void *x, void *out, int64_t outer, int64_t R, i
 static const char *axes_str(char *buf, size_t size, int n, const int64_t *axes)
 {
     size_t u = (size_t)snprintf(buf, size, "[");
-    for (int k = 0; k < n && u + 24 < size; k++) u += (size_t)snprintf(buf + u, size - u, k ? ", %lld" : "%lld", (long long)axes[k]);
+    for (int k = 0; k < n && u + 24 < size; k++)
+        u += (size_t)snprintf(buf + u, size - u, k ? ", %lld" : "%lld", (long long)axes[k]);
     snprintf(buf + u, size - u, u + 24 < size ? "]" : "...]");
     return buf;
 }
@@ -87,8 +88,7 @@ nb_status nb_reduce_axes_mask(const char *label, int n, const int64_t *axes, int
         if (a < 0) a += ndim;
         if (mask[a])
             return nb_error(NB_ERR_ARG, "%s: axes %s name dim %lld twice (X has shape %s)", label,
-                            axes_str(as, sizeof as, n, axes), (long long)a,
-                            nb_shape_str(xs, sizeof xs, ndim, shape));
+                            axes_str(as, sizeof as, n, axes), (long long)a, nb_shape_str(xs, sizeof xs, ndim, shape));
         mask[a] = true;
     }
     return NB_OK;
@@ -119,10 +119,9 @@ bool nb_sum_to_mask(int x_ndim, const int64_t *x_shape, int like_ndim, const int
 /* Stamps out red_<kind>_<suffix>. A: accumulator type; INIT(p): the starting
  * value given a pointer to the first element; STEP(a, v) folds v into a;
  * FIN(a): the result (may use R). STEP must also merge two partial
- * accumulators. */
+ * accumulators. NAME_row makes one output from a contiguous run of R (the
+ * loops live in functions of their own so that they get the AVX2 copy). */
 #define DEF_RED(NAME, T, A, INIT, STEP, FIN)                                                       \
-    /* One output from a contiguous run of R (the loops live in functions of  \
-     * their own so that they get the AVX2 copy). */                          \
     NB_SIMD_CLONES static T NAME##_row(const T *restrict p, int64_t R)                             \
     {                                                                                              \
         A s[8];                                                                                    \
@@ -406,8 +405,8 @@ static nb_status run_sum_to(const nb_kernel_ctx *k)
     bool mask[NB_MAX_DIMS];
     if (!nb_sum_to_mask(x->ndim, x->shape, like->ndim, like->shape, mask)) {
         char xs[NB_SHAPE_STR_MAX], ls[NB_SHAPE_STR_MAX];
-        return nb_error(NB_ERR_SHAPE, "%s: Like has shape %s, which does not broadcast to X's shape %s",
-                        k->label, nb_shape_str(ls, sizeof ls, like->ndim, like->shape),
+        return nb_error(NB_ERR_SHAPE, "%s: Like has shape %s, which does not broadcast to X's shape %s", k->label,
+                        nb_shape_str(ls, sizeof ls, like->ndim, like->shape),
                         nb_shape_str(xs, sizeof xs, x->ndim, x->shape));
     }
     return reduce_masked(k->label, RED_SUM, x, mask, nb_kout(k, 0, 0));
@@ -490,8 +489,8 @@ static nb_status arg_kernel(const nb_kernel_ctx *k, bool is_min)
     /* A 0-d X is one element: its arg-reduction is index 0. */
     int nd = x->ndim ? x->ndim : 1;
     if (axis < -nd || axis >= nd)
-        return nb_error(NB_ERR_ARG, "%s: axis %lld is out of range for X of shape %s", k->label,
-                        (long long)axis, nb_shape_str(xs, sizeof xs, x->ndim, x->shape));
+        return nb_error(NB_ERR_ARG, "%s: axis %lld is out of range for X of shape %s", k->label, (long long)axis,
+                        nb_shape_str(xs, sizeof xs, x->ndim, x->shape));
     if (axis < 0) axis += nd;
     int64_t outer = 1, R = 1, inner = 1;
     for (int d = 0; d < x->ndim; d++) {
@@ -587,8 +586,7 @@ static nb_status run_sum(const nb_kernel_ctx *k)
     case NB_F64: sumn_f64(n, xs, nb_tensor_data(out), numel); break;
     case NB_I32: sumn_i32(n, xs, nb_tensor_data(out), numel); break;
     case NB_I64: sumn_i64(n, xs, nb_tensor_data(out), numel); break;
-    default:
-        return nb_error(NB_ERR_DTYPE, "%s: no kernel for dtype %s", k->label, nb_dtype_name(out->dtype));
+    default: return nb_error(NB_ERR_DTYPE, "%s: no kernel for dtype %s", k->label, nb_dtype_name(out->dtype));
     }
     return NB_OK;
 }
@@ -608,7 +606,18 @@ KERNEL(sum, NB_DT_NUMERIC)
 KERNEL(sum_to, NB_DT_NUMERIC)
 
 const nb_kernel_def *const nb_cpu_kernels_reduce[] = {
-    &kernel_reduce_sum, &kernel_reduce_mean, &kernel_reduce_max, &kernel_reduce_min, &kernel_reduce_prod,
-    &kernel_logsumexp, &kernel_argmax, &kernel_argmin, &kernel_sum, &kernel_sum_to, &nb_cpu_kernel_topk,
-    &nb_cpu_kernel_gather_elements, &nb_cpu_kernel_scatter_elements, NULL,
+    &kernel_reduce_sum,
+    &kernel_reduce_mean,
+    &kernel_reduce_max,
+    &kernel_reduce_min,
+    &kernel_reduce_prod,
+    &kernel_logsumexp,
+    &kernel_argmax,
+    &kernel_argmin,
+    &kernel_sum,
+    &kernel_sum_to,
+    &nb_cpu_kernel_topk,
+    &nb_cpu_kernel_gather_elements,
+    &nb_cpu_kernel_scatter_elements,
+    NULL,
 };

@@ -55,8 +55,10 @@ static nb_status check_indices(const nb_kernel_ctx *k, const nb_tensor *x, const
         int64_t v = index_at(idx, e);
         if (v < -n || v >= n) {
             char xs[NB_SHAPE_STR_MAX];
-            return nb_error(NB_ERR_ARG, "%s: Index[%lld] = %lld (flat) is out of range [%lld, %lld) for dim %d of X "
-                            "(shape %s)", k->label, (long long)e, (long long)v, (long long)-n, (long long)n, axis,
+            return nb_error(NB_ERR_ARG,
+                            "%s: Index[%lld] = %lld (flat) is out of range [%lld, %lld) for dim %d of X "
+                            "(shape %s)",
+                            k->label, (long long)e, (long long)v, (long long)-n, (long long)n, axis,
                             nb_shape_str(xs, sizeof xs, x->ndim, x->shape));
         }
     }
@@ -129,9 +131,13 @@ static nb_status run_scatter_elements(const nb_kernel_ctx *k)
     return NB_OK;
 }
 
-const nb_kernel_def nb_cpu_kernel_gather_elements = {.op = "gather_elements", .device = NB_DEVICE_CPU,
-                                                     .dtypes = NB_DT_ALL, .provider = "nabla",
+const nb_kernel_def nb_cpu_kernel_gather_elements = {.op = "gather_elements",
+                                                     .device = NB_DEVICE_CPU,
+                                                     .dtypes = NB_DT_ALL,
+                                                     .provider = "nabla",
                                                      .run = run_gather_elements};
-const nb_kernel_def nb_cpu_kernel_scatter_elements = {.op = "scatter_elements", .device = NB_DEVICE_CPU,
-                                                      .dtypes = NB_DT_ALL, .provider = "nabla",
+const nb_kernel_def nb_cpu_kernel_scatter_elements = {.op = "scatter_elements",
+                                                      .device = NB_DEVICE_CPU,
+                                                      .dtypes = NB_DT_ALL,
+                                                      .provider = "nabla",
                                                       .run = run_scatter_elements};

@@ -121,9 +121,12 @@ static nb_status run_cell(const nb_kernel_ctx *k, nb_range_fn rows_fn)
 static nb_status run_lstm_cell(const nb_kernel_ctx *k) { return run_cell(k, cell_rows); }
 static nb_status run_lstm_cell_grad(const nb_kernel_ctx *k) { return run_cell(k, cell_grad_rows); }
 
-static const nb_kernel_def kernel_lstm_cell = {"lstm_cell", NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0, run_lstm_cell,
-                                               NULL, NULL};
-static const nb_kernel_def kernel_lstm_cell_grad = {"lstm_cell_grad", NB_DEVICE_CPU, NB_DT_FLOAT, "nabla", 0,
-                                                    run_lstm_cell_grad, NULL, NULL};
+static const nb_kernel_def kernel_lstm_cell = {
+    .op = "lstm_cell", .device = NB_DEVICE_CPU, .dtypes = NB_DT_FLOAT, .provider = "nabla", .run = run_lstm_cell};
+static const nb_kernel_def kernel_lstm_cell_grad = {.op = "lstm_cell_grad",
+                                                    .device = NB_DEVICE_CPU,
+                                                    .dtypes = NB_DT_FLOAT,
+                                                    .provider = "nabla",
+                                                    .run = run_lstm_cell_grad};
 
 const nb_kernel_def *const nb_cpu_kernels_rnn[] = {&kernel_lstm_cell, &kernel_lstm_cell_grad, NULL};

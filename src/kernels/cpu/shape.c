@@ -152,19 +152,16 @@ typedef struct copy_job {
 static void copy_tiles_range(void *arg, int64_t lo, int64_t hi)
 {
     const copy_job *j = arg;
-    for (int64_t c = lo; c < hi; c++)
-        copy_tiles(j->plan, j->units * c / j->chunks, j->units * (c + 1) / j->chunks);
+    for (int64_t c = lo; c < hi; c++) copy_tiles(j->plan, j->units * c / j->chunks, j->units * (c + 1) / j->chunks);
 }
 
 static void copy_rows_range(void *arg, int64_t lo, int64_t hi)
 {
     const copy_job *j = arg;
-    for (int64_t c = lo; c < hi; c++)
-        copy_rows(j->plan, j->units * c / j->chunks, j->units * (c + 1) / j->chunks);
+    for (int64_t c = lo; c < hi; c++) copy_rows(j->plan, j->units * c / j->chunks, j->units * (c + 1) / j->chunks);
 }
 
-void nb_cpu_strided_copy(void *dst, const void *src, int ndim, const int64_t *shape, const int64_t *strides,
-                         size_t el)
+void nb_cpu_strided_copy(void *dst, const void *src, int ndim, const int64_t *shape, const int64_t *strides, size_t el)
 {
     copy_plan p = {.nd = 0, .el = el, .dst = dst, .src = src};
     int64_t total = 1;
@@ -304,7 +301,8 @@ static void pad_rows(const pad_plan *p, int64_t r0, int64_t r1)
             fill_run(d, p->fill, len, el);
         } else {
             const char *s = p->src + off;
-            for (int64_t j = 0; j < b; j++) memcpy(d + (size_t)j * el, ml[j] < 0 ? p->fill : s + (size_t)ml[j] * el, el);
+            for (int64_t j = 0; j < b; j++)
+                memcpy(d + (size_t)j * el, ml[j] < 0 ? p->fill : s + (size_t)ml[j] * el, el);
             memcpy(d + (size_t)b * el, s, (size_t)n * el);
             for (int64_t j = b + n; j < len; j++)
                 memcpy(d + (size_t)j * el, ml[j] < 0 ? p->fill : s + (size_t)ml[j] * el, el);
@@ -454,9 +452,23 @@ nb_status nb_cpu_pad_grad(nb_dtype dt, void *dst, const void *src, int ndim, con
 
 /* Kernels of shape_kernels.c and index.c. */
 const nb_kernel_def *const nb_cpu_kernels_shape[] = {
-    &nb_cpu_kernel_reshape, &nb_cpu_kernel_flatten, &nb_cpu_kernel_squeeze, &nb_cpu_kernel_unsqueeze,
-    &nb_cpu_kernel_reshape_as, &nb_cpu_kernel_transpose, &nb_cpu_kernel_expand, &nb_cpu_kernel_expand_as,
-    &nb_cpu_kernel_concat, &nb_cpu_kernel_split, &nb_cpu_kernel_stack, &nb_cpu_kernel_slice, &nb_cpu_kernel_pad,
-    &nb_cpu_kernel_pad_grad, &nb_cpu_kernel_gather, &nb_cpu_kernel_index_select, &nb_cpu_kernel_scatter_add,
-    &nb_cpu_kernel_one_hot, NULL,
+    &nb_cpu_kernel_reshape,
+    &nb_cpu_kernel_flatten,
+    &nb_cpu_kernel_squeeze,
+    &nb_cpu_kernel_unsqueeze,
+    &nb_cpu_kernel_reshape_as,
+    &nb_cpu_kernel_transpose,
+    &nb_cpu_kernel_expand,
+    &nb_cpu_kernel_expand_as,
+    &nb_cpu_kernel_concat,
+    &nb_cpu_kernel_split,
+    &nb_cpu_kernel_stack,
+    &nb_cpu_kernel_slice,
+    &nb_cpu_kernel_pad,
+    &nb_cpu_kernel_pad_grad,
+    &nb_cpu_kernel_gather,
+    &nb_cpu_kernel_index_select,
+    &nb_cpu_kernel_scatter_add,
+    &nb_cpu_kernel_one_hot,
+    NULL,
 };

@@ -26,8 +26,8 @@
 /* dst (contiguous, shape `shape`) receives the view of src whose element at
  * multi-index (i_0, ..., i_{n-1}) lies at src + sum(i_k * strides[k])
  * elements. Strides are >= 0; a stride of 0 repeats an element (expand). */
-void nb_cpu_strided_copy(void *dst, const void *src, int ndim, const int64_t *shape,
-                         const int64_t *strides, size_t elsize);
+void nb_cpu_strided_copy(void *dst, const void *src, int ndim, const int64_t *shape, const int64_t *strides,
+                         size_t elsize);
 
 /* Concatenation of `n` blocks viewed as [outer, row_bytes[i]] byte matrices
  * along their rows: row o of dst is row o of src[0], then of src[1], ... */
@@ -84,9 +84,9 @@ void nb_cpu_shape_out_end(nb_cpu_shape_out *b);
 
 /* ---- the kernels of shape_kernels.c, listed by nb_cpu_kernels_shape ---------- */
 
-extern const nb_kernel_def nb_cpu_kernel_reshape, nb_cpu_kernel_flatten, nb_cpu_kernel_squeeze,
-    nb_cpu_kernel_unsqueeze, nb_cpu_kernel_reshape_as, nb_cpu_kernel_transpose, nb_cpu_kernel_expand,
-    nb_cpu_kernel_expand_as, nb_cpu_kernel_concat, nb_cpu_kernel_stack, nb_cpu_kernel_split, nb_cpu_kernel_slice,
-    nb_cpu_kernel_pad, nb_cpu_kernel_pad_grad;
+extern const nb_kernel_def nb_cpu_kernel_reshape, nb_cpu_kernel_flatten, nb_cpu_kernel_squeeze, nb_cpu_kernel_unsqueeze,
+    nb_cpu_kernel_reshape_as, nb_cpu_kernel_transpose, nb_cpu_kernel_expand, nb_cpu_kernel_expand_as,
+    nb_cpu_kernel_concat, nb_cpu_kernel_stack, nb_cpu_kernel_split, nb_cpu_kernel_slice, nb_cpu_kernel_pad,
+    nb_cpu_kernel_pad_grad;
 
 #endif

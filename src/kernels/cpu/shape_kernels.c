@@ -15,10 +15,7 @@
 
 /* ---- helpers ------------------------------------------------------------------- */
 
-static size_t tensor_bytes(const nb_tensor *t)
-{
-    return (size_t)nb_tensor_numel(t) * nb_dtype_size(t->dtype);
-}
+static size_t tensor_bytes(const nb_tensor *t) { return (size_t)nb_tensor_numel(t) * nb_dtype_size(t->dtype); }
 
 bool nb_cpu_shape_overlap(const nb_tensor *a, const nb_tensor *b)
 {
@@ -120,7 +117,11 @@ static nb_status run_pad(const nb_kernel_ctx *k)
 {
     const nb_pad_params *p = k->params;
     nb_tensor *x = nb_kin(k, 0, 0), *o = nb_kout(k, 0, 0);
-    union { double f; int64_t i; unsigned char bytes[8]; } fill; /* aligned for any dtype */
+    union {
+        double f;
+        int64_t i;
+        unsigned char bytes[8];
+    } fill; /* aligned for any dtype */
     nb_store(x->dtype, &fill, 0, p->value);
     nb_cpu_shape_out ob;
     nb_status st = nb_cpu_shape_out_begin(k, o, &ob);
@@ -165,8 +166,8 @@ static nb_status join(const nb_kernel_ctx *k, int axis)
     const void **src = nb_malloc((size_t)n * sizeof *src);
     size_t *row_bytes = nb_malloc((size_t)n * sizeof *row_bytes);
     nb_cpu_shape_out ob;
-    nb_status st = !src || !row_bytes ? nb_error(NB_ERR_NOMEM, "%s: out of memory", k->label)
-                                      : nb_cpu_shape_out_begin(k, o, &ob);
+    nb_status st =
+        !src || !row_bytes ? nb_error(NB_ERR_NOMEM, "%s: out of memory", k->label) : nb_cpu_shape_out_begin(k, o, &ob);
     if (!st) {
         int64_t outer = nb_cpu_shape_product(x0->shape, 0, axis);
         for (int i = 0; i < n; i++) {

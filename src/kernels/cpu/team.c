@@ -116,10 +116,7 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static bool machine_busy(void)
-{
-    return now_ns() < atomic_load_explicit(&team.busy_until, memory_order_relaxed);
-}
+static bool machine_busy(void) { return now_ns() < atomic_load_explicit(&team.busy_until, memory_order_relaxed); }
 
 static void sleep_on(_Atomic unsigned *word, unsigned seen)
 {

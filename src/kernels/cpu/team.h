@@ -50,12 +50,12 @@ void nb_team_bind_self(void);
 /* What the default size is decided from, and what it decides (a pure
  * function, so that tests can give it any machine). */
 typedef struct nb_team_env {
-    int explicit_n;  /* NABLA_NUM_THREADS, else OMP_NUM_THREADS; 0: unset */
-    int cpus;        /* in the affinity mask; 0: unknown */
-    int online;      /* CPUs online */
-    double quota;    /* the cgroup's CPU quota in CPUs; 0: none */
-    int local_size;  /* MPI ranks on this node; 0: not under MPI */
-    int local_rank;  /* this rank among them */
+    int explicit_n; /* NABLA_NUM_THREADS, else OMP_NUM_THREADS; 0: unset */
+    int cpus;       /* in the affinity mask; 0: unknown */
+    int online;     /* CPUs online */
+    double quota;   /* the cgroup's CPU quota in CPUs; 0: none */
+    int local_size; /* MPI ranks on this node; 0: not under MPI */
+    int local_rank; /* this rank among them */
 } nb_team_env;
 typedef struct nb_team_plan {
     int n;          /* threads */

@@ -249,10 +249,7 @@ bool nb_ew_unary_supports(nb_ew_unary_op op, nb_dtype dt)
     return (unsigned)op < NB_EW_UNARY_COUNT && nb_dtype_valid((int)dt) && loops[op][dt] != NULL;
 }
 
-static bool whole(double v)
-{
-    return v == trunc(v) && fabs(v) < 4e18;
-}
+static bool whole(double v) { return v == trunc(v) && fabs(v) < 4e18; }
 
 bool nb_ew_unary_pointwise(nb_ew_unary_op op, nb_dtype dt, const nb_ew_params *params, nb_pointwise *f)
 {
@@ -278,8 +275,7 @@ nb_status nb_ew_unary(nb_ew_unary_op op, const nb_tensor *x, nb_tensor *out, con
     const void *aux = params;
     int_scale iscale;
     bool is_int = x->dtype == NB_I32 || x->dtype == NB_I64;
-    if (is_int && (op == NB_EW_scale || op == NB_EW_scale_first) && whole(params->scale) &&
-        whole(params->bias)) {
+    if (is_int && (op == NB_EW_scale || op == NB_EW_scale_first) && whole(params->scale) && whole(params->bias)) {
         /* Two's complement arithmetic is a ring, so scale * (x + bias) is
          * scale * x + scale * bias exactly, wrapping included. */
         uint64_t s = (uint64_t)(int64_t)params->scale, b = (uint64_t)(int64_t)params->bias;

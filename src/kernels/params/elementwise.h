@@ -8,12 +8,12 @@
 #include <stdint.h>
 
 typedef struct nb_ew_params {
-    double alpha;              /* leaky_relu, elu */
-    double beta, threshold;    /* softplus */
-    double min, max;           /* clip */
-    double scale, bias;        /* scale */
-    bool bias_after_scale;     /* scale: scale * x + bias, else scale * (x + bias) */
-    bool approximate;          /* gelu: the tanh form */
+    double alpha;           /* leaky_relu, elu */
+    double beta, threshold; /* softplus */
+    double min, max;        /* clip */
+    double scale, bias;     /* scale */
+    bool bias_after_scale;  /* scale: scale * x + bias, else scale * (x + bias) */
+    bool approximate;       /* gelu: the tanh form */
 } nb_ew_params;
 
 #endif

@@ -44,16 +44,18 @@ const nb_gradcheck_case nb_gc_norm[] = {
      * gradient; in training they only feed MeanOut/VarianceOut. */
     BN("train 2-D [4, 3]", GC_F(4, 3), 3, GC_F(3), GC_F_RANGE(0.5, 2, 3), A_FLOAT("momentum", 0.9)),
     BN("train 4-D [2, 3, 2, 3]", GC_F(2, 3, 2, 3), 3, GC_F(3), GC_F_RANGE(0.5, 2, 3), A_FLOAT("momentum", 0.9)),
-    BN("train 3-D [3, 2, 4], epsilon 0.1", GC_F(3, 2, 4), 2, GC_F(2), GC_F_RANGE(0.5, 2, 2),
-       A_FLOAT("epsilon", 0.1)),
+    BN("train 3-D [3, 2, 4], epsilon 0.1", GC_F(3, 2, 4), 2, GC_F(2), GC_F_RANGE(0.5, 2, 2), A_FLOAT("epsilon", 0.1)),
     BN("train 4-D, one value per plane [5, 2, 1, 1]", GC_F(5, 2, 1, 1), 2, GC_F(2), GC_F_RANGE(0.5, 2, 2),
        A_FLOAT("momentum", 0.5)),
     BN("is_test 2-D [3, 4]", GC_F(3, 4), 4, GC_F(4), GC_F_RANGE(0.5, 2, 4), A_BOOL("is_test", true)),
     BN("is_test 4-D [2, 3, 2, 2]", GC_F(2, 3, 2, 2), 3, GC_F(3), GC_F_RANGE(0.5, 2, 3), A_BOOL("is_test", true)),
     BN("use_global_stats 4-D [2, 2, 3, 2]", GC_F(2, 2, 3, 2), 2, GC_F(2), GC_F_RANGE(0.5, 2, 2),
        A_BOOL("use_global_stats", true)),
-    {.op = "batch_norm", .name = "is_test, every output in the loss (the statistics are constants)", .n_in = 5,
-     .in = {GC_F(2, 3, 2, 2), GC_F(3), GC_F(3), GC_F(3), GC_F_RANGE(0.5, 2, 3)}, .n_attrs = 1,
+    {.op = "batch_norm",
+     .name = "is_test, every output in the loss (the statistics are constants)",
+     .n_in = 5,
+     .in = {GC_F(2, 3, 2, 2), GC_F(3), GC_F(3), GC_F(3), GC_F_RANGE(0.5, 2, 3)},
+     .n_attrs = 1,
      .attrs = {A_BOOL("is_test", true)}},
 
     /* layer_norm(X, Scale?, Bias?) over dims [begin_norm_axis, ndim). */
@@ -65,8 +67,7 @@ const nb_gradcheck_case nb_gc_norm[] = {
     LN("axis 2 of 4-D, no Scale or Bias", GC_F(2, 2, 2, 3), GC_ABSENT, GC_ABSENT, A_INT("begin_norm_axis", 2)),
     LN("axis 1, Scale only", GC_F(3, 4), GC_F(4), GC_ABSENT, A_INT("begin_norm_axis", 1)),
     LN("axis 1, Bias only, flat", GC_F(2, 6), GC_ABSENT, GC_F(6), A_INT("begin_norm_axis", 1)),
-    LN("axis 1, Bias only, as the normalised dims", GC_F(2, 2, 3), GC_ABSENT, GC_F(2, 3),
-       A_INT("begin_norm_axis", 1)),
+    LN("axis 1, Bias only, as the normalised dims", GC_F(2, 2, 3), GC_ABSENT, GC_F(2, 3), A_INT("begin_norm_axis", 1)),
     LN("axis 1, epsilon 0.1", GC_F(2, 5), GC_F(5), GC_F(5), A_FLOAT("epsilon", 0.1)),
 
     BNG("train [4, 3]", GC_F(4, 3), 3, 0, A_FLOAT("epsilon", 1e-5)),
