@@ -291,6 +291,7 @@ nb_status nb_comm_wait(nb_comm_request *r)
     const nb_comm_impl_ops *k = c->kind;
     nb_status st = NB_OK;
     bool asked = false, pausing = false;
+    double t0 = nb_comm_clock();
     for (unsigned spins = 1; r->impl; spins++) {
         bool done = false;
         if ((st = k->test(c, r->impl, &done))) break;
@@ -315,16 +316,18 @@ nb_status nb_comm_wait(nb_comm_request *r)
             break;
         }
         /* MPI moves a nonblocking collective on only inside MPI calls, so
-         * test without pause for the first 0.2 s (a collective of a few MB
-         * takes milliseconds), but past 50 us yield between tests: a rank
-         * that shares its core with the rank it waits for (ranks beside
-         * another job on the machine) would otherwise keep that rank from
-         * running for the rest of its time slice. Then let the other ranks
-         * on this machine have the core. */
-        if (waited > 5e-5) sched_yield();
-        if (waited > 0.2) {
+         * test without pause at first (a collective of a few MB takes a
+         * fraction of a millisecond), but past 50 us of waiting yield
+         * between tests: a rank that shares its core with the rank it waits
+         * for would otherwise keep that rank from running for the rest of
+         * its time slice. Past 2 ms the rank it waits for is not running
+         * (another job holds its core): nap between tests, so that this
+         * core goes idle and the scheduler can move that rank onto it. */
+        double here = nb_comm_clock() - t0;
+        if (here > 5e-5) sched_yield();
+        if (here > 2e-3) {
             pausing = true;
-            struct timespec ts = {0, 100000};
+            struct timespec ts = {0, 50000};
             nanosleep(&ts, NULL);
         }
     }
