@@ -397,6 +397,7 @@ static nb_status x_zeros_like(ox_export *e, const nb_op *op) { return fill_like(
 typedef ox_exporter mapping;
 
 static const mapping table[] = {
+    /* one ONNX op each, by name */
     {"abs", "Abs", 0},
     {"add", "Add", 0},
     {"cos", "Cos", 0},
@@ -415,6 +416,18 @@ static const mapping table[] = {
     {"sqrt", "Sqrt", 0},
     {"sub", "Sub", 0},
     {"tanh", "Tanh", 0},
+    {"equal", "Equal", 0},
+    {"less", "Less", 0},
+    {"greater", "Greater", 0},
+    {"less_equal", "LessOrEqual", 0},
+    {"greater_equal", "GreaterOrEqual", 0},
+    {"logical_and", "And", 0},
+    {"logical_or", "Or", 0},
+    {"logical_xor", "Xor", 0},
+    {"logical_not", "Not", 0},
+    {"where", "Where", 0},
+    {"sign", "Sign", 0},
+    /* written by a function of their own */
     {"fc", 0, x_fc},
     {"matmul", 0, x_matmul},
     {"recurrent", 0, ox_export_recurrent},
@@ -453,17 +466,6 @@ static const mapping table[] = {
     {"fill_zeros_like", 0, x_zeros_like},
     {"assign_value", 0, x_assign_value},
     {"fill_constant", 0, x_fill_constant},
-    {"equal", "Equal", 0},
-    {"less", "Less", 0},
-    {"greater", "Greater", 0},
-    {"less_equal", "LessOrEqual", 0},
-    {"greater_equal", "GreaterOrEqual", 0},
-    {"logical_and", "And", 0},
-    {"logical_or", "Or", 0},
-    {"logical_xor", "Xor", 0},
-    {"logical_not", "Not", 0},
-    {"where", "Where", 0},
-    {"sign", "Sign", 0},
     {"argmax", 0, x_argmax},
     {"argmin", 0, x_argmin},
 };

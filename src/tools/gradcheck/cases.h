@@ -14,6 +14,11 @@
 #define GC_INTS(dt, lo_, hi_, ...) {.dtype = (dt), .ndim = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), \
                                     .shape = {__VA_ARGS__}, .fill = NB_GC_INTS, .lo = (lo_), .hi = (hi_)}
 #define GC_ABSENT {.absent = true}
+/* A case of one input with one or more attributes, counted from the list:
+ * GC_ATTR_CASE("clip", "min only", GC_F(3, 4), attribute, ...). */
+#define GC_ATTR_CASE(op_, name_, in_, ...)                                                          \
+    {.op = (op_), .name = (name_), .n_in = 1, .in = {in_},                                          \
+     .n_attrs = (int)(sizeof((nb_attr[]){__VA_ARGS__}) / sizeof(nb_attr)), .attrs = {__VA_ARGS__}}
 
 extern const nb_gradcheck_case nb_gc_elementwise[];
 extern const nb_gradcheck_case nb_gc_compare[];

@@ -261,12 +261,7 @@ const nb_gradcheck_case nb_gc_nn[] = {
     DROPOUT_CASE("test upscale_in_train p=0.3", 0.3, true, "upscale_in_train", 0),
     DROPOUT_CASE("test downgrade_in_infer p=0.3", 0.3, true, "downgrade_in_infer", 0),
     {.op = "dropout", .name = "0-d train default attrs", .n_in = 1, .in = {GC_SCALAR}},
-    {.op = "dropout",
-     .name = "[2,3,2] train",
-     .n_in = 1,
-     .in = {GC_F(2, 3, 2)},
-     .n_attrs = 1,
-     .attrs = {A_FLOAT("dropout_prob", 0.25)}},
+    GC_ATTR_CASE("dropout", "[2,3,2] train", GC_F(2, 3, 2), A_FLOAT("dropout_prob", 0.25)),
 
     /* ---- embedding ---- */
     {.op = "embedding",
