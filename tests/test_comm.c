@@ -146,27 +146,37 @@ static void test_pass_inserts(void)
     CHECK(nb_op_attr(b->ops[scale], "scale")->f == 0.5);
     CHECK(!strcmp(b->ops[scale - 1]->def->name, "ones_like"));
     /* Every gradient in exactly one started all-reduce, after its last
-     * writer, and in the one wait, which comes after every start and before
-     * the update that reads it; buckets within 200 bytes unless one
-     * gradient alone is bigger (the 8x16 weight). */
-    int buckets = 0, wait = position_of(b, "c_allreduce_wait", 0);
-    CHECK(wait >= 0 && position_of(b, "c_allreduce_wait", wait + 1) < 0);
+     * writer, and in exactly one wait (the start's own vars), after the
+     * start and before the update that reads it; buckets within 200 bytes
+     * unless one gradient alone is bigger (the 8x16 weight). The updates of
+     * the first bucket's parameters come before the last bucket's wait:
+     * they run while its all-reduce is open. */
+    int buckets = 0, waits = 0, last_wait = -1, first_update = -1;
     CHECK(position_of(b, "c_allreduce_sum", 0) < 0);
-    CHECK(nb_op_n_inputs(b->ops[wait]) == m.grads.n_pairs);
+    for (int i = position_of(b, "c_allreduce_wait", 0); i >= 0; i = position_of(b, "c_allreduce_wait", i + 1)) {
+        waits++;
+        last_wait = i;
+    }
+    for (int i = 0; i < b->n_ops && first_update < 0; i++)
+        if (b->ops[i]->role == NB_ROLE_OPTIMIZE && b->ops[i]->role_var[0]) first_update = i;
+    CHECK(first_update >= 0 && first_update < last_wait);
     for (int p = 0; p < m.grads.n_pairs; p++) {
         const char *g = m.grads.pairs[p].grad;
-        int found = 0, waited = 0, at = -1, last_write = -1, first_read = -1;
+        int found = 0, waited = 0, at = -1, wait = -1, last_write = -1, first_read = -1;
         for (int i = 0; i < b->n_ops; i++) {
             const nb_op *op = b->ops[i];
-            bool is_ar = !strcmp(op->def->name, "c_allreduce_start");
+            bool is_ar = !strcmp(op->def->name, "c_allreduce_start"),
+                 is_wait = !strcmp(op->def->name, "c_allreduce_wait");
             for (int k = 0; k < nb_op_n_outputs(op); k++)
                 if (!strcmp(op->outputs[k], g)) {
-                    CHECK(!strcmp(op->inputs[k], g) || !(is_ar || i == wait)); /* in place */
+                    CHECK(!strcmp(op->inputs[k], g) || !(is_ar || is_wait)); /* in place */
                     if (is_ar) {
                         found++;
                         at = i;
-                    } else if (i == wait) waited++;
-                    else last_write = i;
+                    } else if (is_wait) {
+                        waited++;
+                        wait = i;
+                    } else last_write = i;
                 }
             for (int k = 0; k < nb_op_n_inputs(op) && first_read < 0; k++)
                 if (op->role == NB_ROLE_OPTIMIZE && !strcmp(op->inputs[k], g)) first_read = i;
@@ -185,7 +195,7 @@ static void test_pass_inserts(void)
         }
         CHECK(bytes <= 200 || nb_op_n_inputs(b->ops[i]) == 1);
     }
-    CHECK(buckets >= 2 && buckets < m.grads.n_pairs + 1);
+    CHECK(buckets >= 2 && buckets < m.grads.n_pairs + 1 && waits == buckets);
     /* The startup program ends with one broadcast of the 4 parameters. */
     const nb_block *sb = nb_program_global_block(m.startup);
     int bc = position_of(sb, "c_broadcast", 0);

@@ -42,8 +42,11 @@ NB_BEGIN_DECLS
  *  - right after the op that finishes the last gradient of each bucket, a
  *    c_allreduce_start op (role backward) starts the sum of the bucket's
  *    gradients over the ranks, in place, and the backward ops after it run
- *    while the ranks exchange; one c_allreduce_wait at the end of the
- *    backward part completes them all, before the optimiser reads them. A
+ *    while the ranks exchange; at the end of the backward part, one
+ *    c_allreduce_wait per bucket, in bucket order, completes it before the
+ *    optimiser reads its gradients (nb_minimize moves each parameter's
+ *    update up to its bucket's wait, so the updates of the first buckets
+ *    run while the last one's all-reduce is still open). A
  *    bucket that a later op of the block reads or writes (or every bucket,
  *    with opts.synchronous) gets a c_allreduce_sum, which completes where
  *    it stands. nb_comm_stats_get (nabla/comm.h) on the ring's communicator

@@ -413,12 +413,25 @@ static void close_open(nb_comm *c, nb_comm_open *o, bool unpack)
     o->n = 0;
 }
 
-nb_status nb_comm_wait_open(nb_comm *c)
+/* Whether open all-reduce o sums one of the n tensors. */
+static bool carries(const nb_comm_open *o, nb_tensor *const *ts, int n)
 {
+    for (int i = 0; i < o->n; i++)
+        for (int j = 0; j < n; j++)
+            if (o->ts[i] == ts[j]) return true;
+    return false;
+}
+
+nb_status nb_comm_wait_open(nb_comm *c, nb_tensor *const *ts, int n)
+{
+    int upto = ts ? -1 : c->n_open - 1;
+    for (int k = 0; k < c->n_open && ts; k++)
+        if (carries(&c->open[k], ts, n)) upto = k;
+    if (upto < 0) return NB_OK; /* completed by an earlier wait */
     double t0 = nb_comm_clock();
     nb_comm_spans spans = {t0, 0, -1, &c->stats.comm_seconds, &c->stats.overlap_seconds};
     nb_status st = NB_OK;
-    for (int k = 0; k < c->n_open; k++) {
+    for (int k = 0; k <= upto; k++) {
         nb_comm_open *o = &c->open[k];
         nb_comm_request *r = o->req;
         o->req = NULL;
@@ -434,7 +447,18 @@ nb_status nb_comm_wait_open(nb_comm *c)
         if (!st) st = s;
     }
     nb_comm_spans_flush(&spans);
-    c->n_open = 0;
+    /* The completed slots go after the open ones, keeping their buffers
+     * for the next step's buckets. */
+    int done = upto + 1, left = c->n_open - done;
+    nb_comm_open tmp[8];
+    while (done > 0) {
+        int m = done < 8 ? done : 8;
+        memcpy(tmp, c->open, (size_t)m * sizeof *tmp);
+        memmove(c->open, c->open + m, (size_t)(c->n_open - m) * sizeof *tmp);
+        memcpy(c->open + c->n_open - m, tmp, (size_t)m * sizeof *tmp);
+        done -= m;
+    }
+    c->n_open = left;
     c->stats.wait_seconds += nb_comm_clock() - t0;
     return st;
 }
@@ -567,7 +591,7 @@ void nb_comm_wait_all_open(void)
 {
     for (int r = 0; r < NB_COMM_MAX_RINGS; r++) {
         nb_comm *c = ring_at(r);
-        if (c && c->n_open) nb_comm_wait_open(c);
+        if (c && c->n_open) nb_comm_wait_open(c, NULL, 0);
     }
 }
 

@@ -113,10 +113,12 @@ double nb_comm_done_at(const nb_comm_request *r);
  *
  * nb_comm_open_allreduce starts the sum of ts[0..n) (contiguous, one dtype;
  * packed into one buffer when n > 1), tracked, and returns; the caller
- * must not touch the tensors until nb_comm_wait_open, which completes every
- * all-reduce open on c in the order they started and writes the sums back. */
+ * must not touch the tensors until nb_comm_wait_open of one of them (ts:
+ * any of them, n of them), which completes, oldest first, every all-reduce
+ * open on c up to the last that carries one of ts (all of them when ts is
+ * NULL) and writes the sums back. */
 nb_status nb_comm_open_allreduce(nb_comm *c, nb_tensor *const *ts, int n);
-nb_status nb_comm_wait_open(nb_comm *c);
+nb_status nb_comm_wait_open(nb_comm *c, nb_tensor *const *ts, int n);
 /* Completes what every ring has open, results unused: how a run that failed
  * between its start and wait ops keeps the ranks in step. */
 void nb_comm_wait_all_open(void);

@@ -88,10 +88,13 @@ static bool used_from(const nb_block *b, int from, const char *const *vars, int 
 /* One all-reduce per bucket, right after the op that finishes the bucket's
  * last gradient; inserted from the last bucket back, so that the positions
  * of the earlier ones stay valid. A bucket whose gradients no later op of
- * the block touches gets a c_allreduce_start, and one c_allreduce_wait at
- * the end of the block completes them all, before the optimiser's ops
- * (appended after this rewrite) read them; the rest, or all of them when
- * the options ask, get a c_allreduce_sum that completes where it stands. */
+ * the block touches gets a c_allreduce_start, and a c_allreduce_wait of its
+ * own at the end of the block, the waits in bucket order; the optimiser's
+ * ops, appended after this rewrite, read the gradients after them (and
+ * nb_minimize moves each parameter's update up to its bucket's wait, so
+ * that the first buckets' updates run while the last all-reduce is open).
+ * The rest, or all of them when the options ask, get a c_allreduce_sum
+ * that completes where it stands. */
 static nb_status insert_allreduces(nb_block *b, const nb_backward_result *r, const nb_data_parallel_opts *o)
 {
     int n = r->n_pairs;
@@ -100,9 +103,8 @@ static nb_status insert_allreduces(nb_block *b, const nb_backward_result *r, con
     size_t *bytes = nb_calloc((size_t)n + 1, sizeof *bytes);
     nb_dtype *dts = nb_calloc((size_t)n + 1, sizeof *dts);
     const char **names = nb_calloc((size_t)n + 1, sizeof *names);
-    const char **waiting = nb_calloc((size_t)n + 1, sizeof *waiting);
     bool *waits = nb_calloc((size_t)n + 1, sizeof *waits);
-    nb_status st = items && bucket && bytes && dts && names && waiting && waits
+    nb_status st = items && bucket && bytes && dts && names && waits
         ? NB_OK
         : nb_error(NB_ERR_NOMEM, "data_parallel: out of memory");
     for (int i = 0; i < n && !st; i++) {
@@ -138,13 +140,14 @@ static nb_status insert_allreduces(nb_block *b, const nb_backward_result *r, con
             for (int i = begin; i < end; i++) waits[i] = open;
             begin = end;
         }
-        int n_wait = 0;
-        for (int i = 0; i < n; i++)
-            if (waits[i]) waiting[n_wait++] = items[i].grad;
         nb_attrs ring = NB_ATTRS(NB_ATTR_INT("ring_id", o->ring));
-        if (n_wait > 0)
-            st = insert_op(b, b->n_ops, "c_allreduce_wait", NB_NAMES_N(n_wait, waiting), NB_NAMES_N(n_wait, waiting),
-                           ring, NB_ROLE_BACKWARD, NULL);
+        for (int k = 0, begin = 0; k < nb && !st; k++) {
+            int end = begin;
+            while (end < n && bucket[end] == k) end++;
+            nb_names list = NB_NAMES_N(end - begin, names + begin);
+            if (waits[begin]) st = insert_op(b, b->n_ops, "c_allreduce_wait", list, list, ring, NB_ROLE_BACKWARD, NULL);
+            begin = end;
+        }
         for (int k = nb - 1, end = n; k >= 0 && !st; k--) {
             int begin = end;
             while (begin > 0 && bucket[begin - 1] == k) begin--;
@@ -159,7 +162,6 @@ static nb_status insert_allreduces(nb_block *b, const nb_backward_result *r, con
     nb_free(bytes);
     nb_free(dts);
     nb_free(names);
-    nb_free(waiting);
     nb_free(waits);
     return st;
 }

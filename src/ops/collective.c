@@ -12,9 +12,10 @@
  *                    ranks exchange (the executor moves it on between ops).
  *                    Out must be X itself, and neither may be touched
  *                    before the c_allreduce_wait of its ring.
- *   c_allreduce_wait completes every all-reduce its ring has open, oldest
- *                    first. Its X and Out are those all-reduces' vars: they
- *                    keep the buffers alive and every reader after it. The
+ *   c_allreduce_wait completes the all-reduces its ring has open that
+ *                    carry its X, and every one started before them, oldest
+ *                    first. X and Out are the vars of a start: they keep
+ *                    its buffers alive and every reader after the wait. The
  *                    pair is a schedule of c_allreduce_sum that only
  *                    nb_data_parallel places; neither has a rule.
  *   c_broadcast      Out[i] = rank root's X[i]; with a nonzero `check`, it
@@ -132,7 +133,7 @@ static const nb_op_def op_c_allreduce_start = {
 
 static const nb_op_def op_c_allreduce_wait = {
     .name = "c_allreduce_wait",
-    .doc = "Completes every all-reduce ring ring_id has open (c_allreduce_start); X and Out are their vars.",
+    .doc = "Completes the open all-reduces (c_allreduce_start) of ring ring_id that carry X, and older ones.",
     ALLREDUCE_PAIR_FIELDS,
 };
 

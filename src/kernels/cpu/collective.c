@@ -8,7 +8,7 @@
  * lies. Outputs may be the inputs' tensors (programs) or fresh ones (eager
  * mode). c_allreduce_start does the same but returns with the all-reduce
  * open (nb_comm_open_allreduce), so it works in place only;
- * c_allreduce_wait completes every one its ring has open. */
+ * c_allreduce_wait completes those of its X, and any older ones. */
 #include <string.h>
 #include "nabla/device.h"
 #include "nabla/kernel.h"
@@ -85,7 +85,7 @@ static nb_status run_allreduce_wait(const nb_kernel_ctx *ctx)
 {
     nb_comm *c;
     nb_status st = ring_of(ctx, &c);
-    if (!st) st = nb_comm_wait_open(c);
+    if (!st) st = nb_comm_wait_open(c, ctx->in + ctx->in_begin[0], nb_kin_count(ctx, 0));
     return st ? nb_error_context(st, "%s", ctx->label) : NB_OK;
 }
 
