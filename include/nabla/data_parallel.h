@@ -46,7 +46,8 @@ NB_BEGIN_DECLS
  *    c_allreduce_wait per bucket, in bucket order, completes it before the
  *    optimiser reads its gradients (nb_minimize moves each parameter's
  *    update up to its bucket's wait, so the updates of the first buckets
- *    run while the last one's all-reduce is still open). A
+ *    run while the last one's all-reduce is still open; not when clipping
+ *    by global norm, which needs every gradient first). A
  *    bucket that a later op of the block reads or writes (or every bucket,
  *    with opts.synchronous) gets a c_allreduce_sum, which completes where
  *    it stands. nb_comm_stats_get (nabla/comm.h) on the ring's communicator
