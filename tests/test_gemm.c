@@ -232,6 +232,22 @@ static void zero_packer(void *ctx, const nb_gemm_panel *pn, float *dst)
     memset(dst + pn->q0 * pn->kc * pn->nr, 0, (size_t)((pn->q1 - pn->q0) * pn->kc * pn->nr) * sizeof *dst);
 }
 
+/* C = A times the zero packer's B plus beta C, 64 x 64 x 64: true where
+ * the blocked kernel ran (the BLAS cannot take a packer). */
+static bool packed_64(const float *A, float beta, float *C)
+{
+    return nb_gemm_f32_packed(&(nb_gemm_args_f32){.M = 64,
+                                                  .N = 64,
+                                                  .K = 64,
+                                                  .alpha = 1,
+                                                  .A = A,
+                                                  .lda = 64,
+                                                  .pack = zero_packer,
+                                                  .beta = beta,
+                                                  .C = C,
+                                                  .ldc = 64});
+}
+
 /* In a build with a BLAS, AUTO gives products to it only where the blocked
  * kernel would run its generic variant. The packed entry, which only the
  * blocked kernel runs, shows which provider is in use. */
@@ -244,47 +260,17 @@ static void test_blas_auto(void)
     float A[64 * 64], C[64 * 64];
     for (int i = 0; i < 64 * 64; i++) A[i] = 1, C[i] = 2;
     nb_gemm_limit_isa(NB_ISA_GENERIC);
-    CHECK(!nb_gemm_f32_packed(&(nb_gemm_args_f32){.M = 64,
-                                                  .N = 64,
-                                                  .K = 64,
-                                                  .alpha = 1,
-                                                  .A = A,
-                                                  .lda = 64,
-                                                  .pack = zero_packer,
-                                                  .pack_ctx = NULL,
-                                                  .beta = 0,
-                                                  .C = C,
-                                                  .ldc = 64}));
+    CHECK(!packed_64(A, 0, C));
     CHECK(C[0] == 2);
     nb_gemm_limit_isa(NB_ISA_AVX512);
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        CHECK(nb_gemm_f32_packed(&(nb_gemm_args_f32){.M = 64,
-                                                     .N = 64,
-                                                     .K = 64,
-                                                     .alpha = 1,
-                                                     .A = A,
-                                                     .lda = 64,
-                                                     .pack = zero_packer,
-                                                     .pack_ctx = NULL,
-                                                     .beta = 0.5f,
-                                                     .C = C,
-                                                     .ldc = 64}));
+        CHECK(packed_64(A, 0.5f, C));
         CHECK(C[0] == 1 && C[64 * 64 - 1] == 1);
     }
 #endif
     nb_gemm_use_blas(NB_GEMM_BLAS_ON);
-    CHECK(!nb_gemm_f32_packed(&(nb_gemm_args_f32){.M = 64,
-                                                  .N = 64,
-                                                  .K = 64,
-                                                  .alpha = 1,
-                                                  .A = A,
-                                                  .lda = 64,
-                                                  .pack = zero_packer,
-                                                  .pack_ctx = NULL,
-                                                  .beta = 0,
-                                                  .C = C,
-                                                  .ldc = 64}));
+    CHECK(!packed_64(A, 0, C));
     nb_gemm_use_blas(NB_GEMM_BLAS_AUTO);
 }
 
@@ -301,17 +287,7 @@ static void test_blas_env(void)
     bool on = !strcmp(e, "1");
     float A[64 * 64], C[64 * 64];
     for (int i = 0; i < 64 * 64; i++) A[i] = 1, C[i] = 2;
-    bool blocked = nb_gemm_f32_packed(&(nb_gemm_args_f32){.M = 64,
-                                                          .N = 64,
-                                                          .K = 64,
-                                                          .alpha = 1,
-                                                          .A = A,
-                                                          .lda = 64,
-                                                          .pack = zero_packer,
-                                                          .pack_ctx = NULL,
-                                                          .beta = 0,
-                                                          .C = C,
-                                                          .ldc = 64});
+    bool blocked = packed_64(A, 0, C);
     bool have_blas = nb_gemm_use_blas(on ? NB_GEMM_BLAS_ON : NB_GEMM_BLAS_OFF);
     CHECK(blocked == !(on && have_blas));
 }

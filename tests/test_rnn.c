@@ -201,6 +201,20 @@ typedef struct static_case {
     nb_tensor *weights[3];
 } static_case;
 
+/* What gradcheck differentiates with respect to: the four weights, x, then
+ * the cell's state (h, and c for an LSTM; n_wrt says how many are used). */
+static void wrt_names(const static_case *s, const char *wrt[7])
+{
+    const char *names[7] = {nb_value_name(s->p.w_ih),
+                            nb_value_name(s->p.w_hh),
+                            nb_value_name(s->p.b_ih),
+                            nb_value_name(s->p.b_hh),
+                            "x",
+                            "h",
+                            "c"};
+    memcpy(wrt, names, sizeof names);
+}
+
 static bool static_case_init(static_case *s, const ref_case *c)
 {
     memset(s, 0, sizeof *s);
@@ -251,13 +265,8 @@ static void static_case_check(const ref_case *c)
         static_case_free(&s);
         return;
     }
-    const char *wrt[7] = {nb_value_name(s.p.w_ih),
-                          nb_value_name(s.p.w_hh),
-                          nb_value_name(s.p.b_ih),
-                          nb_value_name(s.p.b_hh),
-                          "x",
-                          "h",
-                          "c"};
+    const char *wrt[7];
+    wrt_names(&s, wrt);
     const int n_wrt = 5 + s.n_state;
     /* A sequence is one recurrent op (the time loop is not unrolled). */
     CHECK(count_ops_of(s.m.main, "recurrent") == (c->seq ? 1 : 0));
@@ -308,13 +317,8 @@ static void test_gradients_match_finite_differences(void)
         const ref_case *c = &ref_cases[i];
         static_case s;
         if (static_case_init(&s, c)) {
-            const char *wrt[7] = {nb_value_name(s.p.w_ih),
-                                  nb_value_name(s.p.w_hh),
-                                  nb_value_name(s.p.b_ih),
-                                  nb_value_name(s.p.b_hh),
-                                  "x",
-                                  "h",
-                                  "c"};
+            const char *wrt[7];
+            wrt_names(&s, wrt);
             nb_gradcheck_report rep;
             CHECK_OK(nb_gradcheck_program(s.m.main, nb_value_name(s.loss), NB_NAMES_N(5 + s.n_state, wrt), s.m.scope,
                                           &(nb_gradcheck_opts){.feeds = NB_FEEDS_N(s.n_feeds, s.feeds)}, &rep));
