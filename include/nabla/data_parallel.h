@@ -95,7 +95,9 @@ NB_API nb_status nb_data_parallel(nb_program *main, nb_program *startup, const c
  * parameters in reverse creation order (the order backward tends to finish
  * them).
  *
- * nb_ddp_backward runs nb_backward(loss) with a post-accumulate hook on
+ * nb_ddp_backward runs nb_backward(loss), seeded with 1/N on N ranks (so
+ * that the sums the all-reduces make are the averages, as the static
+ * program scales its loss gradient), with a post-accumulate hook on
  * every parameter: when the last gradient of a bucket is ready, the bucket's
  * all-reduce starts, while the rest of the backward pass runs; buckets start
  * in order. At the end it starts the buckets left (a parameter the loss did

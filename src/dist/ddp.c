@@ -9,6 +9,7 @@
 #include "nabla/device.h"
 #include "nabla/eager.h"
 #include "../comm/comm_internal.h"
+#include "../core/tensor_internal.h"
 #include "../program/program_internal.h"
 #include "dist_internal.h"
 
@@ -66,24 +67,11 @@ static nb_status on_grad_ready(nb_tensor *leaf, void *ctx)
     return st;
 }
 
-void nb_ddp_average(nb_dtype dt, const void *sum, void *out, int64_t n, double inv)
-{
-    if (dt == NB_F64) {
-        const double *s = sum;
-        double *o = out;
-        for (int64_t i = 0; i < n; i++) o[i] = s[i] * inv;
-    } else {
-        const float *s = sum;
-        float *o = out;
-        for (int64_t i = 0; i < n; i++) o[i] = (float)(s[i] * inv);
-    }
-}
-
-/* Waits for every bucket and gives each parameter the average. */
+/* Waits for every bucket and gives each parameter the sum, which is the
+ * average: nb_ddp_backward seeded the backward pass with 1/N. */
 static nb_status finish(nb_ddp *d)
 {
     nb_status st = start_ready(d, true);
-    double inv = 1.0 / nb_comm_size(d->comm);
     /* Buckets start in order: their open times merge into spans, so that
      * all-reduces running together count once. */
     nb_comm_spans spans = {d->t_backward_end, 0, -1, &d->stats.comm_seconds, &d->stats.overlap_seconds};
@@ -103,8 +91,8 @@ static nb_status finish(nb_ddp *d)
         for (int j = 0; j < bk->count && !st; j++) {
             nb_tensor *p = d->params[d->order[bk->first + j]], *g;
             int64_t n = nb_tensor_numel(p);
-            if ((st = nb_tensor_new(&g, p->dtype, p->ndim, p->shape))) break;
-            nb_ddp_average(bk->dtype, at, nb_tensor_data(g), n, inv);
+            if ((st = nb_tensor_new_uninit(&g, p->dtype, p->ndim, p->shape))) break;
+            memcpy(nb_tensor_data(g), at, (size_t)n * esize);
             st = nb_tensor_set_grad(p, g);
             nb_tensor_release(g);
             at += (size_t)n * esize;
@@ -132,8 +120,17 @@ nb_status nb_ddp_backward(nb_ddp *d, nb_tensor *loss)
     d->next = 0;
     d->failed = NB_OK;
     d->active = true;
+    /* Seeded with 1/N, the gradients all-reduce to their average (as the
+     * static program scales its loss gradient): no pass over them after. */
+    nb_tensor *seed = NULL;
+    int size = nb_comm_size(d->comm);
+    if (size > 1) {
+        nb_status st = nb_tensor_full(&seed, loss->dtype, loss->ndim, loss->shape, 1.0 / size);
+        if (st) return nb_error_context(st, "ddp_backward on rank %d", nb_comm_rank(d->comm));
+    }
     double t0 = nb_comm_clock();
-    nb_status st = nb_backward(NB_TENSORS(loss), NULL, 0);
+    nb_status st = nb_backward(NB_TENSORS(loss), seed ? &seed : NULL, 0);
+    nb_tensor_release(seed);
     d->t_backward_end = nb_comm_clock();
     d->active = false;
     d->stats.backward_seconds += d->t_backward_end - t0;

@@ -51,8 +51,4 @@ struct nb_ddp {
     nb_ddp_stats stats;
 };
 
-/* out[i] = sum[i] * inv for n values of dt (float32 or float64), in
- * double: how every rank turns summed gradients into their average. */
-void nb_ddp_average(nb_dtype dt, const void *sum, void *out, int64_t n, double inv);
-
 #endif

@@ -151,8 +151,8 @@ nb_status nb_ddp_step(nb_ddp *d)
         return nb_error(NB_ERR_STATE, "ddp_step: no nb_ddp_backward since the last step");
     z->backward_seen = d->stats.steps;
     size_t esize = nb_dtype_size(z->dtype);
-    nb_ddp_average(z->dtype, d->flat + (size_t)z->begin * esize, nb_tensor_data(z->grad), z->end - z->begin,
-                   1.0 / nb_comm_size(d->comm));
+    /* the buckets hold the average (nb_ddp_backward seeds with 1/N) */
+    memcpy(nb_tensor_data(z->grad), d->flat + (size_t)z->begin * esize, (size_t)(z->end - z->begin) * esize);
     copy_params(d, z->begin, z->end, nb_tensor_data(z->shard), false);
     nb_status st = nb_tensor_set_grad(z->shard, z->grad);
     if (!st) st = nb_eager_optimizer_step(z->opt, z->shard_b);
