@@ -463,6 +463,44 @@ static void check_progress(void)
     nb_tensor_release(a);
 }
 
+/* All-reduces larger than the shared-memory slot (4 MiB a rank), float32
+ * and float64, three open at once and waited for in the reverse order:
+ * every value exact on every rank (small integers, so any order of
+ * addition gives the same sum), through the transport NABLA_COMM_SHM asks
+ * for. */
+static void check_big(void)
+{
+    const char *e = getenv("NABLA_COMM_SHM");
+    const char *want_path = e && !strcmp(e, "0") ? "ring" : "shared memory";
+    EXPECT(!strcmp(nb_comm_transport(comm), want_path), "the transport is '%s', not '%s'", nb_comm_transport(comm),
+           want_path);
+    int64_t n[3] = {(int64_t)5 << 19, (int64_t)3 << 18, 1000}; /* 10 MiB, 6 MiB, 8 KB */
+    nb_dtype dt[3] = {NB_F32, NB_F64, NB_F64};
+    nb_tensor *t[3];
+    nb_comm_request *r[3];
+    for (int k = 0; k < 3; k++) {
+        die_on(nb_tensor_new(&t[k], dt[k], 1, &n[k]), "tensor");
+        for (int64_t i = 0; i < n[k]; i++) {
+            double v = (double)((i + k) % 1001) * (rank + 1);
+            if (dt[k] == NB_F32) ((float *)nb_tensor_data(t[k]))[i] = (float)v;
+            else ((double *)nb_tensor_data(t[k]))[i] = v;
+        }
+        die_on(nb_comm_allreduce_sum_async(comm, t[k], &r[k]), "start");
+    }
+    int64_t wrong = 0;
+    for (int k = 2; k >= 0; k--) {
+        die_on(nb_comm_wait(r[k]), "wait");
+        for (int64_t i = 0; i < n[k]; i++) {
+            double want = (double)((i + k) % 1001) * (size * (size + 1) / 2);
+            double got = dt[k] == NB_F32 ? ((float *)nb_tensor_data(t[k]))[i] : ((double *)nb_tensor_data(t[k]))[i];
+            wrong += got != want;
+        }
+        nb_tensor_release(t[k]);
+    }
+    EXPECT(wrong == 0, "%lld values of three large all-reduces are wrong", (long long)wrong);
+    if (!wrong && !strcmp(nb_comm_transport(comm), want_path)) ok("large all-reduces, three open at once");
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "equal";
@@ -475,6 +513,7 @@ int main(int argc, char **argv)
     else if (!strcmp(what, "mismatch")) check_mismatch();
     else if (!strcmp(what, "timeout")) check_timeout();
     else if (!strcmp(what, "progress")) check_progress();
+    else if (!strcmp(what, "big")) check_big();
     else if (!strcmp(what, "train") && argc > 2) check_train(argv[2]);
     else if (!strcmp(what, "lost") && argc > 3) check_lost(argv[2], atoi(argv[3]));
     else if (!strcmp(what, "resume") && argc > 3) check_resume(argv[2], atoi(argv[3]));

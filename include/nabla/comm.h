@@ -66,6 +66,11 @@ NB_API void nb_comm_free(nb_comm *c); /* NULL is fine */
 NB_API int nb_comm_rank(const nb_comm *c);
 NB_API int nb_comm_size(const nb_comm *c);
 NB_API const char *nb_comm_kind(const nb_comm *c); /* "single" or "mpi" */
+/* How its all-reduces travel: "none" (one process), "shared memory" (MPI
+ * ranks that are all on one machine: the sums are read straight from each
+ * other's memory; NABLA_COMM_SHM=0 on every rank turns it off) or "ring"
+ * (MPI messages; ranks on several hosts). */
+NB_API const char *nb_comm_transport(const nb_comm *c);
 /* How long a collective waits for the other ranks (seconds > 0). */
 NB_API void nb_comm_set_timeout(nb_comm *c, double seconds);
 NB_API double nb_comm_timeout(const nb_comm *c);

@@ -34,7 +34,8 @@ nb_status nb_comm_alloc(nb_comm **out, const nb_comm_impl_ops *kind, int rank, i
         nb_free(heard);
         return nb_error(NB_ERR_NOMEM, "comm: out of memory");
     }
-    *c = (nb_comm){.kind = kind, .rank = rank, .size = size, .timeout = default_timeout(), .heard = heard};
+    *c = (nb_comm){
+        .kind = kind, .rank = rank, .size = size, .timeout = default_timeout(), .transport = "none", .heard = heard};
     *out = c;
     return NB_OK;
 }
@@ -105,6 +106,7 @@ void *nb_comm_staging(nb_comm *c, size_t bytes)
 int nb_comm_rank(const nb_comm *c) { return c ? c->rank : 0; }
 int nb_comm_size(const nb_comm *c) { return c ? c->size : 1; }
 const char *nb_comm_kind(const nb_comm *c) { return c ? c->kind->name : "single"; }
+const char *nb_comm_transport(const nb_comm *c) { return c ? c->transport : "none"; }
 double nb_comm_timeout(const nb_comm *c) { return c->timeout; }
 
 void nb_comm_set_timeout(nb_comm *c, double seconds)
@@ -573,7 +575,8 @@ nb_status nb_comm_check_same(nb_comm *c, const char *what, uint64_t hash)
 
 /* ---- rings ---------------------------------------------------------------------------------------- */
 
-static nb_comm single_ring0 = {.kind = &single_kind, .rank = 0, .size = 1, .timeout = DEFAULT_TIMEOUT};
+static nb_comm single_ring0 = {
+    .kind = &single_kind, .rank = 0, .size = 1, .timeout = DEFAULT_TIMEOUT, .transport = "none"};
 static nb_comm *rings[NB_COMM_MAX_RINGS];
 
 nb_status nb_comm_set_ring(int ring, nb_comm *c)

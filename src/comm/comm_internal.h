@@ -47,9 +47,10 @@ struct nb_comm {
     void *impl;
     int rank, size;
     double timeout;
-    bool broken;   /* a collective timed out: the ranks no longer agree on what comes next */
-    double *heard; /* size entries: when each rank was last heard from in a census (nb_comm_clock) */
-    void *staging; /* nb_comm_staging's buffer */
+    const char *transport; /* nb_comm_transport's answer */
+    bool broken;           /* a collective timed out: the ranks no longer agree on what comes next */
+    double *heard;         /* size entries: when each rank was last heard from in a census (nb_comm_clock) */
+    void *staging;         /* nb_comm_staging's buffer */
     size_t staging_size;
     nb_comm_open *open; /* c_allreduce_start's, in start order: n_open in use, cap_open made */
     int n_open, cap_open;
