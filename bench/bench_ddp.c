@@ -2,8 +2,9 @@
  * `mpirun -np P` (P = 1 and 2, one thread each). One training step (Adam)
  * of the 784-512-512-10 MLP at a global batch of 256 and of LeNet at 128
  * (the batch / P per rank), static (nb_data_parallel), eager (nb_ddp) and
- * eager with ZeRO-1 (nb_ddp_shard_optimizer), on synthetic images. Rank 0
- * prints one line per case:
+ * eager with ZeRO-1 (nb_ddp_shard_optimizer), on synthetic images; a
+ * second argument runs only the cases whose name holds it (`bench_ddp 1
+ * mlp_static`). Rank 0 prints one line per case:
  *
  *     case mlp_static np 2 ms 1.23 samples_per_s 52000 comm_ms 0.1 overlap_ms 0.05 hidden_pct 50
  *
@@ -14,6 +15,7 @@
  * step (nb_ddp_stats for the eager cases, nb_comm_stats of the ring's
  * communicator for the static one, whose c_allreduce_start ops leave their
  * all-reduces open until the c_allreduce_wait after backward). */
+#include <string.h>
 #include "bench_util.h"
 
 #define REPS 7
@@ -145,6 +147,7 @@ static void eager_case(const char *name, const bench_case *bc, int steps, bool z
 int main(int argc, char **argv)
 {
     double scale = argc > 1 ? atof(argv[1]) : 1.0;
+    const char *only = argc > 2 ? argv[2] : NULL; /* run only the cases whose name holds this */
     if (scale <= 0) scale = 1;
     bench_die_on(nb_comm_init_mpi(&comm, NULL), "MPI");
     bench_die_on(nb_comm_set_ring(0, comm), "ring");
@@ -154,11 +157,11 @@ int main(int argc, char **argv)
         int steps = (int)(bc->steps * scale) + 1;
         char name[64];
         snprintf(name, sizeof name, "%s_static", bc->name);
-        static_case(name, bc, steps);
+        if (!only || strstr(name, only)) static_case(name, bc, steps);
         snprintf(name, sizeof name, "%s_eager", bc->name);
-        eager_case(name, bc, steps, false);
+        if (!only || strstr(name, only)) eager_case(name, bc, steps, false);
         snprintf(name, sizeof name, "%s_zero", bc->name);
-        eager_case(name, bc, steps, true);
+        if (!only || strstr(name, only)) eager_case(name, bc, steps, true);
     }
     nb_comm_set_ring(0, NULL);
     nb_comm_free(comm);

@@ -126,7 +126,8 @@ if [ "$which" = ddp ]; then
     echo "of one thread each; medians of $rounds rounds that alternate nabla and PyTorch (min-max); $(nproc --all) cores."
     echo "speed-up = 2 processes / 1; vs torch = nabla / PyTorch DDP (gloo) samples/s at 2 processes;"
     echo "comm: ms per step while an all-reduce was open; overlap: the part before backward ended; hidden = overlap / comm;"
-    echo "wait: ms per step blocked after backward (all at 2 processes, medians)"
+    echo "wait: ms per step blocked after backward (all at 2 processes, medians); nabla's all-reduces through"
+    echo "shared memory (nb_comm_transport; NABLA_COMM_SHM=0 bench/run.sh ddp: through MPI messages, the ring)"
     awk '
         function median(k,   n, i, j, t, v) { n = split(vals[k], v, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
                                              lo[k] = v[1]; hi[k] = v[n]; return v[int((n + 1) / 2)] }
