@@ -11,6 +11,8 @@
 
 #define SLOT_BYTES ((size_t)4 << 20) /* per rank: a 1.6 MB bucket is one chunk */
 #define HEADER 256                   /* the counters, a cache line each */
+#define ALIGN 64                     /* MPI aligns a rank's part to 8 bytes only */
+#define PART (ALIGN + HEADER + SLOT_BYTES)
 
 /* The head of each rank's part of the window: the last chunk (numbered
  * from 1, the same on every rank) it has copied into its slot, and the
@@ -75,17 +77,16 @@ nb_status nb_shm_new(MPI_Comm comm, nb_shm **out)
         MPI_Info_set(info, "alloc_shared_noncontig", "true");
     MPI_Win win = MPI_WIN_NULL;
     char *base = NULL;
-    bool have_win =
-        MPI_Win_allocate_shared(ok ? (MPI_Aint)(HEADER + SLOT_BYTES) : 0, 1, info, node, &base, &win) == MPI_SUCCESS;
+    bool have_win = MPI_Win_allocate_shared(ok ? (MPI_Aint)PART : 0, 1, info, node, &base, &win) == MPI_SUCCESS;
     if (info != MPI_INFO_NULL) MPI_Info_free(&info);
     ok = ok && have_win;
     for (int q = 0; q < size && ok; q++) {
         MPI_Aint bytes;
         int unit;
         char *p;
-        if (MPI_Win_shared_query(win, q, &bytes, &unit, &p) != MPI_SUCCESS || bytes < (MPI_Aint)(HEADER + SLOT_BYTES))
-            ok = 0;
-        else {
+        if (MPI_Win_shared_query(win, q, &bytes, &unit, &p) != MPI_SUCCESS || bytes < (MPI_Aint)PART) ok = 0;
+        else { /* the same offset in every process, which maps whole pages */
+            p += (ALIGN - (uintptr_t)p % ALIGN) % ALIGN;
             s->ctr[q] = (counters *)p;
             s->slot[q] = p + HEADER;
         }
