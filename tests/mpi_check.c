@@ -501,6 +501,42 @@ static void check_big(void)
     if (!wrong && !strcmp(nb_comm_transport(comm), want_path)) ok("large all-reduces, three open at once");
 }
 
+/* nb_ddp's gradients on every rank: the average over the ranks (to
+ * rounding: the backward pass is seeded with 1/N), a
+ * parameter the loss does not reach getting zeros, two parameters whose
+ * gradients are one tensor (sum(w1 + w2) passes the same ones to both)
+ * each their own, in buckets of one or two parameters. */
+static void check_ddp_grads(void)
+{
+    nb_builder *b;
+    die_on(nb_builder_new_eager(&b), "builder");
+    int64_t three = 3, two = 2;
+    nb_value w1 = nb_param(b, "w1", NB_F64, 1, &three, nb_init_constant(1));
+    nb_value w2 = nb_param(b, "w2", NB_F64, 1, &three, nb_init_constant(2));
+    nb_param(b, "unused", NB_F64, 1, &two, nb_init_constant(3));
+    nb_ddp *d;
+    die_on(nb_ddp_new(&d, comm, b, 24), "ddp");
+    /* rank r: (r + 1) (sum(w1 (w2 + w1)) + sum(w1 + w2)) */
+    nb_value loss = nb_add(b, nb_reduce_sum(b, nb_mul(b, w1, nb_add(b, w2, w1)), 0, NULL, false),
+                           nb_reduce_sum(b, nb_add(b, w1, w2), 0, NULL, false));
+    loss = nb_scale(b, loss, rank + 1, 0);
+    die_on(nb_builder_status(b), "model");
+    die_on(nb_ddp_backward(d, nb_eager_tensor(loss)), "backward");
+    double mean = (size + 1) / 2.0; /* of rank + 1 */
+    nb_tensor *g1 = nb_tensor_grad(nb_eager_tensor(w1)), *g2 = nb_tensor_grad(nb_eager_tensor(w2));
+    nb_tensor *gu = nb_tensor_grad(nb_eager_find_param(b, "unused"));
+    bool right = g1 && g2 && gu && g1 != g2;
+    for (int i = 0; right && i < 3; i++)
+        right = fabs(nb_tensor_get(g1, i) - 5 * mean) < 1e-12 && /* w2 + 2 w1 + 1 */
+            fabs(nb_tensor_get(g2, i) - 2 * mean) < 1e-12;       /* w1 + 1; 1/N may round */
+    for (int i = 0; right && i < 2; i++) right = nb_tensor_get(gu, i) == 0;
+    EXPECT(right, "nb_ddp's gradients are not the averages (w1 %g, w2 %g, unused %g)", g1 ? nb_tensor_get(g1, 0) : -1,
+           g2 ? nb_tensor_get(g2, 0) : -1, gu ? nb_tensor_get(gu, 0) : -1);
+    if (right) ok("nb_ddp's gradients: averages, zeros for an unused parameter, shared ones apart");
+    nb_ddp_free(d);
+    nb_builder_free(b);
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "equal";
@@ -513,8 +549,10 @@ int main(int argc, char **argv)
     else if (!strcmp(what, "mismatch")) check_mismatch();
     else if (!strcmp(what, "timeout")) check_timeout();
     else if (!strcmp(what, "progress")) check_progress();
-    else if (!strcmp(what, "big")) check_big();
-    else if (!strcmp(what, "train") && argc > 2) check_train(argv[2]);
+    else if (!strcmp(what, "big")) {
+        check_big();
+        check_ddp_grads();
+    } else if (!strcmp(what, "train") && argc > 2) check_train(argv[2]);
     else if (!strcmp(what, "lost") && argc > 3) check_lost(argv[2], atoi(argv[3]));
     else if (!strcmp(what, "resume") && argc > 3) check_resume(argv[2], atoi(argv[3]));
     else {

@@ -67,7 +67,7 @@ static nb_status single_test(nb_comm *c, void *req, bool *done)
 }
 
 static const nb_comm_impl_ops single_kind = {
-    "single", single_allreduce, single_broadcast, single_barrier, single_test, NULL, NULL, NULL, NULL};
+    "single", single_allreduce, single_broadcast, single_barrier, single_test, NULL, NULL, NULL, NULL, NULL};
 
 nb_status nb_comm_init_single(nb_comm **out)
 {
@@ -155,6 +155,23 @@ nb_status nb_comm_allreduce_buffer(nb_comm *c, void *buf, int64_t n, nb_dtype dt
     void *impl = NULL;
     if ((st = c->kind->allreduce_sum(c, buf, n, dt, &impl))) return st;
     return make_request(c, impl, "all-reduce", n, dt, req);
+}
+
+nb_status nb_comm_allreduce_parts(nb_comm *c, int n, const void *const *src, void *const *dst, const int64_t *counts,
+                                  nb_dtype dt, nb_comm_request **req)
+{
+    *req = NULL;
+    nb_status st = usable(c, "all-reduce");
+    if (st) return st;
+    if (!c->reads_parts)
+        return nb_error(NB_ERR_UNSUPPORTED, "comm: the %s transport all-reduces one buffer, not parts", c->transport);
+    if (dt != NB_F32 && dt != NB_F64)
+        return nb_error(NB_ERR_DTYPE, "comm: all-reduce of %s; it sums float32 or float64", nb_dtype_name(dt));
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += counts[i];
+    void *impl = NULL;
+    if (total > 0 && (st = c->kind->allreduce_parts(c, n, src, dst, counts, dt, &impl))) return st;
+    return make_request(c, impl, "all-reduce", total, dt, req);
 }
 
 nb_status nb_comm_broadcast_buffer(nb_comm *c, void *buf, int64_t n, nb_dtype dt, int root, nb_comm_request **req)

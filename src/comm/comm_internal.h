@@ -28,6 +28,9 @@ typedef struct nb_comm_impl_ops {
     /* A request that timed out: the kind keeps it until free, since the
      * transport may still hold its buffers (NULL: nothing to keep). */
     void (*abandon)(nb_comm *c, void *req);
+    /* nb_comm_allreduce_parts's (NULL: the kind has none). */
+    nb_status (*allreduce_parts)(nb_comm *c, int n, const void *const *src, void *const *dst, const int64_t *counts,
+                                 nb_dtype dt, void **req);
 } nb_comm_impl_ops;
 
 /* An all-reduce a static program's c_allreduce_start left open for its
@@ -48,6 +51,7 @@ struct nb_comm {
     int rank, size;
     double timeout;
     const char *transport; /* nb_comm_transport's answer */
+    bool reads_parts;      /* nb_comm_allreduce_parts works */
     bool broken;           /* a collective timed out: the ranks no longer agree on what comes next */
     double *heard;         /* size entries: when each rank was last heard from in a census (nb_comm_clock) */
     void *staging;         /* nb_comm_staging's buffer */
@@ -75,6 +79,14 @@ nb_status nb_comm_alloc(nb_comm **out, const nb_comm_impl_ops *kind, int rank, i
  * n elements of dt at buf. */
 nb_status nb_comm_allreduce_buffer(nb_comm *c, void *buf, int64_t n, nb_dtype dt, nb_comm_request **req);
 nb_status nb_comm_broadcast_buffer(nb_comm *c, void *buf, int64_t n, nb_dtype dt, int root, nb_comm_request **req);
+/* An all-reduce of values spread over n parts, where c->reads_parts (the
+ * shared-memory transport; NB_ERR_UNSUPPORTED elsewhere): counts[i]
+ * values read from src[i], their sums written to dst[i] (src[i] itself or
+ * memory apart from every src), with no buffer between. The sources may be
+ * read and the destinations written at any time until the request
+ * completes. */
+nb_status nb_comm_allreduce_parts(nb_comm *c, int n, const void *const *src, void *const *dst, const int64_t *counts,
+                                  nb_dtype dt, nb_comm_request **req);
 /* Waits for req, or returns at once when req is NULL. */
 static inline nb_status nb_comm_finish(nb_comm_request *req) { return req ? nb_comm_wait(req) : NB_OK; }
 

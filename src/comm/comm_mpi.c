@@ -168,7 +168,7 @@ static nb_status mpi_allreduce(nb_comm *c, void *buf, int64_t n, nb_dtype dt, vo
     nb_status st = new_request(&q);
     if (st) return st;
     if (m->shm) {
-        if ((st = nb_shm_allreduce(m->shm, buf, n, dt, &q->shm))) nb_free(q);
+        if ((st = nb_shm_allreduce(m->shm, 1, (const void *const *)&buf, &buf, &n, dt, &q->shm))) nb_free(q);
         else *req = q;
         return st;
     }
@@ -194,6 +194,22 @@ static nb_status mpi_allreduce(nb_comm *c, void *buf, int64_t n, nb_dtype dt, vo
     }
     *req = q;
     return NB_OK;
+}
+
+/* The all-reduce of parts: only the shared-memory one reads them where
+ * they lie (c->reads_parts says so). */
+static nb_status mpi_allreduce_parts(nb_comm *c, int n, const void *const *src, void *const *dst, const int64_t *counts,
+                                     nb_dtype dt, void **req)
+{
+    mpi_impl *m = impl_of(c);
+    *req = NULL;
+    if (!m->shm) return nb_error(NB_ERR_UNSUPPORTED, "comm (MPI): the ring all-reduces one buffer");
+    mpi_req *q;
+    nb_status st = new_request(&q);
+    if (st) return st;
+    if ((st = nb_shm_allreduce(m->shm, n, src, dst, counts, dt, &q->shm))) nb_free(q);
+    else *req = q;
+    return st;
 }
 
 /* ---- broadcast and barrier: MPI's own --------------------------------------------------- */
@@ -327,8 +343,9 @@ static void mpi_free(nb_comm *c)
     nb_free(m);
 }
 
-static const nb_comm_impl_ops mpi_kind = {"mpi",    mpi_allreduce,  mpi_broadcast,     mpi_barrier, mpi_test,
-                                          mpi_free, mpi_census_ask, mpi_census_listen, mpi_abandon};
+static const nb_comm_impl_ops mpi_kind = {"mpi",       mpi_allreduce,      mpi_broadcast,  mpi_barrier,
+                                          mpi_test,    mpi_free,           mpi_census_ask, mpi_census_listen,
+                                          mpi_abandon, mpi_allreduce_parts};
 
 bool nb_comm_have_mpi(void) { return true; }
 
@@ -370,6 +387,7 @@ nb_status nb_comm_init_mpi(nb_comm **out, bool *initialised_here)
     }
     (*out)->impl = m;
     if (size > 1) (*out)->transport = m->shm ? "shared memory" : "ring";
+    (*out)->reads_parts = m->shm != NULL;
     return NB_OK;
 }
 

@@ -23,9 +23,24 @@ typedef struct counters {
 } counters;
 _Static_assert(sizeof(counters) <= HEADER, "the counters fit the header");
 
+/* counts[i] values read from src[i], their sums written to dst[i]. */
+typedef struct part {
+    const char *src;
+    char *dst;
+    int64_t n;
+} part;
+
+/* Where a chunk begins: part p, value `off` of it. */
+typedef struct cursor {
+    int p;
+    int64_t off;
+} cursor;
+
 struct nb_shm_op {
-    char *buf;
-    int64_t n, at; /* values; the first of the current chunk */
+    part *parts;
+    int n_parts;
+    cursor cur;    /* at the current chunk */
+    int64_t n, at; /* values in all; the first of the current chunk */
     size_t esize;
     nb_dtype dtype;
     int phase;     /* of the current chunk */
@@ -134,11 +149,17 @@ void nb_shm_free(nb_shm *s, bool alone)
     nb_free(s);
 }
 
-nb_status nb_shm_allreduce(nb_shm *s, void *buf, int64_t n, nb_dtype dt, nb_shm_op **out)
+nb_status nb_shm_allreduce(nb_shm *s, int n_parts, const void *const *src, void *const *dst, const int64_t *counts,
+                           nb_dtype dt, nb_shm_op **out)
 {
-    nb_shm_op *o = nb_calloc(1, sizeof *o);
+    /* The op and its parts in one block. */
+    nb_shm_op *o = nb_calloc(1, sizeof *o + (size_t)n_parts * sizeof(part));
     if (!o) return nb_error(NB_ERR_NOMEM, "comm (MPI): out of memory for an all-reduce");
-    *o = (nb_shm_op){.buf = buf, .n = n, .esize = nb_dtype_size(dt), .dtype = dt};
+    *o = (nb_shm_op){.parts = (part *)(o + 1), .n_parts = n_parts, .esize = nb_dtype_size(dt), .dtype = dt};
+    for (int i = 0; i < n_parts; i++) {
+        o->parts[i] = (part){src[i], dst[i], counts[i]};
+        o->n += counts[i];
+    }
     if (s->tail) s->tail->next = o;
     else s->head = o;
     s->tail = o;
@@ -160,35 +181,50 @@ static void publish(nb_shm *s, size_t field, int64_t k)
     atomic_store_explicit((_Atomic int64_t *)((char *)s->ctr[s->rank] + field), k, memory_order_release);
 }
 
-/* out[i] = the sum over the ranks of their values, in rank order, for i
- * in [0, len): the same operands in the same order on every rank, so the
- * same bits. This rank's own values are out's, which equal its slot's. */
-static void sum_all(nb_shm *s, nb_dtype dt, int64_t len, char *out)
+/* out[i] = the sum over the ranks of their slots' values from `at` on,
+ * in rank order, for i in [0, len): the same operands in the same order on
+ * every rank, so the same bits. */
+static void sum_slots(nb_shm *s, nb_dtype dt, int64_t at, int64_t len, char *out)
 {
-    int N = s->size, me = s->rank;
+    int N = s->size;
     if (dt == NB_F64) {
         double *o = (double *)out;
         for (int64_t i = 0; i < len; i++) {
-            double v = me == 0 ? o[i] : ((const double *)s->slot[0])[i];
-            for (int q = 1; q < N; q++) v += q == me ? o[i] : ((const double *)s->slot[q])[i];
+            double v = ((const double *)s->slot[0])[at + i];
+            for (int q = 1; q < N; q++) v += ((const double *)s->slot[q])[at + i];
             o[i] = v;
         }
         return;
     }
     float *o = (float *)out;
     if (N == 2) { /* the common case, in a loop the compiler vectorises */
-        const float *peer = (const float *)s->slot[1 - me];
-        if (me == 0)
-            for (int64_t i = 0; i < len; i++) o[i] = o[i] + peer[i];
-        else
-            for (int64_t i = 0; i < len; i++) o[i] = peer[i] + o[i];
+        const float *x = (const float *)s->slot[0] + at, *y = (const float *)s->slot[1] + at;
+        for (int64_t i = 0; i < len; i++) o[i] = x[i] + y[i];
         return;
     }
     for (int64_t i = 0; i < len; i++) {
-        float v = me == 0 ? o[i] : ((const float *)s->slot[0])[i];
-        for (int q = 1; q < N; q++) v += q == me ? o[i] : ((const float *)s->slot[q])[i];
+        float v = ((const float *)s->slot[0])[at + i];
+        for (int q = 1; q < N; q++) v += ((const float *)s->slot[q])[at + i];
         o[i] = v;
     }
+}
+
+/* The chunk of `len` values from cursor c on, a piece of one part at a
+ * time: into this rank's slot (in), or summed out of every slot. Returns
+ * the cursor after it. */
+static cursor walk(nb_shm *s, const nb_shm_op *o, cursor c, int64_t len, bool in)
+{
+    size_t es = o->esize;
+    for (int64_t done = 0; done < len;) {
+        while (o->parts[c.p].n == c.off) c = (cursor){c.p + 1, 0}; /* the next part with values left */
+        const part *p = &o->parts[c.p];
+        int64_t k = p->n - c.off < len - done ? p->n - c.off : len - done;
+        if (in) memcpy(s->slot[s->rank] + done * (int64_t)es, p->src + c.off * (int64_t)es, (size_t)k * es);
+        else sum_slots(s, o->dtype, done, k, p->dst + c.off * (int64_t)es);
+        c.off += k;
+        done += k;
+    }
+    return c;
 }
 
 /* Moves op (the queue's head) on as far as the other ranks allow. */
@@ -197,17 +233,16 @@ static void advance(nb_shm *s, nb_shm_op *o)
     size_t slot_values = SLOT_BYTES / o->esize;
     while (o->at < o->n) {
         int64_t len = o->n - o->at < (int64_t)slot_values ? o->n - o->at : (int64_t)slot_values;
-        char *chunk = o->buf + o->at * (int64_t)o->esize;
         if (o->phase == 0) {
             int64_t k = s->chunks + 1;
             if (!all_reached(s, offsetof(counters, out), k - 1)) return; /* a slot still being read */
             o->chunk = s->chunks = k;
-            memcpy(s->slot[s->rank], chunk, (size_t)len * o->esize);
+            walk(s, o, o->cur, len, true);
             publish(s, offsetof(counters, in), k);
             o->phase = 1;
         }
         if (!all_reached(s, offsetof(counters, in), o->chunk)) return;
-        sum_all(s, o->dtype, len, chunk);
+        o->cur = walk(s, o, o->cur, len, false);
         publish(s, offsetof(counters, out), o->chunk);
         o->at += len;
         o->phase = 0;

@@ -10,7 +10,9 @@
  *
  * An all-reduce runs in chunks of the slot each rank has in the window.
  * For each chunk every rank copies its values into its slot and, once all
- * have, sums every slot, in rank order, into its own buffer: the same
+ * have, sums every slot, in rank order, into its own buffer (or, for the
+ * eager DDP, reads a bucket's gradients where they lie and writes the sums
+ * into the parameters' new gradients, with no bucket between): the same
  * operands in the same order everywhere, so every rank ends with the very
  * same bits. (With two ranks each reads the other's values once, as much
  * as a ring moves, and the chunk takes one exchange of counters instead of
@@ -40,8 +42,13 @@ nb_status nb_shm_new(MPI_Comm comm, nb_shm **out);
 /* Frees the window; collectively unless `alone` (a rank is gone). */
 void nb_shm_free(nb_shm *s, bool alone);
 
-/* Queues an all-reduce (sum) of n values of dt (float32 or float64) in buf. */
-nb_status nb_shm_allreduce(nb_shm *s, void *buf, int64_t n, nb_dtype dt, nb_shm_op **out);
+/* Queues an all-reduce (sum) of values of dt (float32 or float64) spread
+ * over n parts: counts[i] values read from src[i], their sums written to
+ * dst[i] (src[i] itself, or memory apart from every src). Each src is read
+ * when its chunk starts, which may be after this returns, and each dst
+ * written before the op completes: both stay valid till then. */
+nb_status nb_shm_allreduce(nb_shm *s, int n, const void *const *src, void *const *dst, const int64_t *counts,
+                           nb_dtype dt, nb_shm_op **out);
 /* Moves the queue on; true once op is complete, which frees it. */
 bool nb_shm_test(nb_shm *s, nb_shm_op *op);
 /* Forgets an op that timed out (the window is not used again). */

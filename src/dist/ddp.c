@@ -17,28 +17,81 @@
 
 /* ---- buckets during a step ------------------------------------------------------------ */
 
-/* Packs the bucket's gradients (zeros for a parameter without one) and
- * starts its all-reduce. */
+/* Whether the bucket's all-reduce reads the gradients where they lie and
+ * writes the sums into new gradients (the shared-memory transport), rather
+ * than through the bucket's buffer: two copies of every gradient fewer.
+ * ZeRO reads its shard from the buffers. */
+static bool in_place(const nb_ddp *d) { return d->comm->reads_parts && !d->zero; }
+
+/* Gradient j of the bucket packed at `at` (zeros for a parameter without
+ * one). */
+static nb_status pack_one(nb_ddp *d, bucket *bk, int j, char *at)
+{
+    nb_tensor *p = d->params[d->order[bk->first + j]], *g = nb_tensor_grad(p);
+    if (g) return nb_comm_pack(g, at);
+    memset(at, 0, (size_t)nb_tensor_numel(p) * nb_dtype_size(bk->dtype));
+    return NB_OK;
+}
+
+/* The bucket's parts for nb_comm_allreduce_parts: each gradient as it
+ * lies (or packed into the buffer, where it is not one contiguous tensor
+ * of the parameter's dtype), and a new gradient for its sum. */
+static nb_status gather_parts(nb_ddp *d, bucket *bk)
+{
+    char *at = bk->buf;
+    for (int j = 0; j < bk->count; j++) {
+        int k = bk->first + j;
+        nb_tensor *p = d->params[d->order[k]], *g = nb_tensor_grad(p);
+        int64_t n = nb_tensor_numel(p);
+        nb_status st = nb_tensor_new_uninit(&d->fresh[k], p->dtype, p->ndim, p->shape);
+        if (st) return st;
+        d->dst[k] = nb_tensor_data(d->fresh[k]);
+        d->counts[k] = n;
+        if (g && g->dtype == p->dtype && nb_tensor_numel(g) == n && nb_tensor_is_contiguous(g)) {
+            d->held[k] = nb_tensor_retain(g); /* read until the all-reduce completes */
+            d->src[k] = nb_tensor_data(g);
+        } else {
+            if ((st = pack_one(d, bk, j, at))) return st;
+            d->src[k] = at;
+        }
+        at += (size_t)n * nb_dtype_size(bk->dtype);
+    }
+    return NB_OK;
+}
+
+/* Drops what gather_parts holds for the bucket. */
+static void release_parts(nb_ddp *d, const bucket *bk)
+{
+    for (int k = bk->first; k < bk->first + bk->count; k++) {
+        nb_tensor_release(d->held[k]);
+        nb_tensor_release(d->fresh[k]);
+        d->held[k] = d->fresh[k] = NULL;
+    }
+}
+
+/* Starts the bucket's all-reduce: of its gradients where they lie, or of
+ * them packed into its buffer. */
 static nb_status start_bucket(nb_ddp *d, bucket *bk)
 {
     size_t esize = nb_dtype_size(bk->dtype);
-    char *at = bk->buf;
-    for (int j = 0; j < bk->count; j++) {
-        nb_tensor *p = d->params[d->order[bk->first + j]];
-        nb_tensor *g = nb_tensor_grad(p);
-        size_t bytes = (size_t)nb_tensor_numel(p) * esize;
-        if (!g) memset(at, 0, bytes);
-        else {
-            nb_status st = nb_comm_pack(g, at);
-            if (st) return st;
+    nb_status st = NB_OK;
+    if (in_place(d)) st = gather_parts(d, bk);
+    else {
+        char *at = bk->buf;
+        for (int j = 0; j < bk->count && !st; j++) {
+            st = pack_one(d, bk, j, at);
+            at += (size_t)nb_tensor_numel(d->params[d->order[bk->first + j]]) * esize;
         }
-        at += bytes;
     }
+    if (st) return st;
     bk->started = true;
     bk->t_start = nb_comm_clock();
     d->stats.allreduces++;
     d->stats.bytes += (double)bk->numel * (double)esize;
-    nb_status st = nb_comm_allreduce_buffer(d->comm, bk->buf, bk->numel, bk->dtype, &bk->req);
+    int k = bk->first;
+    st = in_place(d)
+        ? nb_comm_allreduce_parts(d->comm, bk->count, d->src + k, d->dst + k, d->counts + k, bk->dtype, &bk->req)
+        : nb_comm_allreduce_buffer(d->comm, bk->buf, bk->numel, bk->dtype, &bk->req);
     nb_comm_track(bk->req);
     return st;
 }
@@ -86,6 +139,12 @@ static nb_status finish(nb_ddp *d)
         if (st) break;
         nb_comm_spans_add(&spans, bk->t_start, bk->t_done);
         if (d->zero) continue; /* nb_ddp_step reads its shard from the buckets */
+        if (in_place(d)) {
+            for (int j = 0; j < bk->count && !st; j++)
+                st = nb_tensor_set_grad(d->params[d->order[bk->first + j]], d->fresh[bk->first + j]);
+            release_parts(d, bk);
+            continue;
+        }
         const char *at = bk->buf;
         size_t esize = nb_dtype_size(bk->dtype);
         for (int j = 0; j < bk->count && !st; j++) {
@@ -104,6 +163,7 @@ static nb_status finish(nb_ddp *d)
         nb_comm_request *r = d->buckets[k].req;
         d->buckets[k].req = NULL;
         if (r) nb_comm_wait(r);
+        release_parts(d, &d->buckets[k]);
     }
     return st;
 }
@@ -234,8 +294,15 @@ nb_status nb_ddp_new(nb_ddp **out, nb_comm *c, nb_builder *b, size_t bucket_byte
     d->hooks = nb_calloc((size_t)n, sizeof *d->hooks);
     d->order = nb_calloc((size_t)n, sizeof *d->order);
     d->bucket_of = nb_calloc((size_t)n, sizeof *d->bucket_of);
+    d->src = nb_calloc((size_t)n, sizeof *d->src);
+    d->dst = nb_calloc((size_t)n, sizeof *d->dst);
+    d->counts = nb_calloc((size_t)n, sizeof *d->counts);
+    d->held = nb_calloc((size_t)n, sizeof *d->held);
+    d->fresh = nb_calloc((size_t)n, sizeof *d->fresh);
     nb_status st =
-        d->params && d->hooks && d->order && d->bucket_of ? NB_OK : nb_error(NB_ERR_NOMEM, "ddp_new: out of memory");
+        d->params && d->hooks && d->order && d->bucket_of && d->src && d->dst && d->counts && d->held && d->fresh
+        ? NB_OK
+        : nb_error(NB_ERR_NOMEM, "ddp_new: out of memory");
     for (int i = 0; i < n && !st; i++) {
         nb_tensor *p = nb_eager_param_at(b, i);
         if (!nb_tensor_is_contiguous(p) || (p->dtype != NB_F32 && p->dtype != NB_F64))
@@ -274,6 +341,11 @@ void nb_ddp_free(nb_ddp *d)
     nb_free(d->hooks);
     nb_free(d->order);
     nb_free(d->bucket_of);
+    nb_free(d->src);
+    nb_free(d->dst);
+    nb_free(d->counts);
+    nb_free(d->held);
+    nb_free(d->fresh);
     nb_free(d);
 }
 

@@ -41,7 +41,15 @@ struct nb_ddp {
     int *bucket_of;     /* per parameter */
     bucket *buckets;
     int n_buckets;
-    char *flat;       /* every bucket's buffer */
+    char *flat; /* every bucket's buffer */
+    /* Per parameter, in order[]'s order, for a transport that all-reduces
+     * gradients where they lie (nb_comm_allreduce_parts): a bucket's
+     * sources (its gradients, retained in held, or its part of flat), the
+     * new gradients the sums go to (fresh), and their sizes. */
+    const void **src;
+    void **dst;
+    int64_t *counts;
+    nb_tensor **held, **fresh;
     int next;         /* the next bucket to start */
     bool active;      /* inside nb_ddp_backward */
     nb_status failed; /* a hook's failure, reported at the end */
