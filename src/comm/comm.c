@@ -145,13 +145,19 @@ static nb_status make_request(nb_comm *c, void *impl, const char *what, int64_t 
     return NB_OK;
 }
 
+static nb_status summable(nb_dtype dt)
+{
+    return dt == NB_F32 || dt == NB_F64
+        ? NB_OK
+        : nb_error(NB_ERR_DTYPE, "comm: all-reduce of %s; it sums float32 or float64", nb_dtype_name(dt));
+}
+
 nb_status nb_comm_allreduce_buffer(nb_comm *c, void *buf, int64_t n, nb_dtype dt, nb_comm_request **req)
 {
     *req = NULL;
     nb_status st = usable(c, "all-reduce");
     if (st) return st;
-    if (dt != NB_F32 && dt != NB_F64)
-        return nb_error(NB_ERR_DTYPE, "comm: all-reduce of %s; it sums float32 or float64", nb_dtype_name(dt));
+    if ((st = summable(dt))) return st;
     void *impl = NULL;
     if ((st = c->kind->allreduce_sum(c, buf, n, dt, &impl))) return st;
     return make_request(c, impl, "all-reduce", n, dt, req);
@@ -165,8 +171,7 @@ nb_status nb_comm_allreduce_parts(nb_comm *c, int n, const void *const *src, voi
     if (st) return st;
     if (!c->reads_parts)
         return nb_error(NB_ERR_UNSUPPORTED, "comm: the %s transport all-reduces one buffer, not parts", c->transport);
-    if (dt != NB_F32 && dt != NB_F64)
-        return nb_error(NB_ERR_DTYPE, "comm: all-reduce of %s; it sums float32 or float64", nb_dtype_name(dt));
+    if ((st = summable(dt))) return st;
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += counts[i];
     void *impl = NULL;

@@ -158,20 +158,32 @@ static nb_status ring_test(nb_comm *c, mpi_req *q, bool *done)
     }
 }
 
+/* The all-reduce of parts: only the shared-memory one reads them where
+ * they lie (c->reads_parts says so). */
+static nb_status mpi_allreduce_parts(nb_comm *c, int n, const void *const *src, void *const *dst, const int64_t *counts,
+                                     nb_dtype dt, void **req)
+{
+    mpi_impl *m = impl_of(c);
+    *req = NULL;
+    if (!m->shm) return nb_error(NB_ERR_UNSUPPORTED, "comm (MPI): the ring all-reduces one buffer");
+    mpi_req *q;
+    nb_status st = new_request(&q);
+    if (st) return st;
+    if ((st = nb_shm_allreduce(m->shm, n, src, dst, counts, dt, &q->shm))) nb_free(q);
+    else *req = q;
+    return st;
+}
+
 static nb_status mpi_allreduce(nb_comm *c, void *buf, int64_t n, nb_dtype dt, void **req)
 {
     if (n > INT_MAX) return too_long(n, "all-reduce");
     *req = NULL;
     if (c->size == 1 || n == 0) return NB_OK;
     mpi_impl *m = impl_of(c);
+    if (m->shm) return mpi_allreduce_parts(c, 1, (const void *const *)&buf, &buf, &n, dt, req);
     mpi_req *q;
     nb_status st = new_request(&q);
     if (st) return st;
-    if (m->shm) {
-        if ((st = nb_shm_allreduce(m->shm, 1, (const void *const *)&buf, &buf, &n, dt, &q->shm))) nb_free(q);
-        else *req = q;
-        return st;
-    }
     q->ring = true;
     q->buf = buf;
     q->n = n;
@@ -194,22 +206,6 @@ static nb_status mpi_allreduce(nb_comm *c, void *buf, int64_t n, nb_dtype dt, vo
     }
     *req = q;
     return NB_OK;
-}
-
-/* The all-reduce of parts: only the shared-memory one reads them where
- * they lie (c->reads_parts says so). */
-static nb_status mpi_allreduce_parts(nb_comm *c, int n, const void *const *src, void *const *dst, const int64_t *counts,
-                                     nb_dtype dt, void **req)
-{
-    mpi_impl *m = impl_of(c);
-    *req = NULL;
-    if (!m->shm) return nb_error(NB_ERR_UNSUPPORTED, "comm (MPI): the ring all-reduces one buffer");
-    mpi_req *q;
-    nb_status st = new_request(&q);
-    if (st) return st;
-    if ((st = nb_shm_allreduce(m->shm, n, src, dst, counts, dt, &q->shm))) nb_free(q);
-    else *req = q;
-    return st;
 }
 
 /* ---- broadcast and barrier: MPI's own --------------------------------------------------- */

@@ -177,19 +177,16 @@ nb_status nb_ddp_backward(nb_ddp *d, nb_tensor *loss)
         bk->started = false;
         bk->req = NULL;
     }
-    d->next = 0;
-    d->failed = NB_OK;
-    d->active = true;
     /* Seeded with 1/N, the gradients all-reduce to their average (as the
      * static program scales its loss gradient): no pass over them after. */
     nb_tensor *seed = NULL;
     int size = nb_comm_size(d->comm);
-    if (size > 1) {
-        nb_status st = nb_tensor_full(&seed, loss->dtype, loss->ndim, loss->shape, 1.0 / size);
-        if (st) return nb_error_context(st, "ddp_backward on rank %d", nb_comm_rank(d->comm));
-    }
+    nb_status st = size > 1 ? nb_tensor_full(&seed, loss->dtype, loss->ndim, loss->shape, 1.0 / size) : NB_OK;
+    d->next = 0;
+    d->failed = NB_OK;
+    d->active = true;
     double t0 = nb_comm_clock();
-    nb_status st = nb_backward(NB_TENSORS(loss), seed ? &seed : NULL, 0);
+    if (!st) st = nb_backward(NB_TENSORS(loss), seed ? &seed : NULL, 0);
     nb_tensor_release(seed);
     d->t_backward_end = nb_comm_clock();
     d->active = false;
