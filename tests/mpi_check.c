@@ -501,6 +501,29 @@ static void check_big(void)
     if (!wrong && !strcmp(nb_comm_transport(comm), want_path)) ok("large all-reduces, three open at once");
 }
 
+/* An all-reduce that every rank but 0 joins 30 ms late: rank 0's wait
+ * naps (past 2 ms; through shared memory, on the window's doorbell) and
+ * still ends with the exact sums, as do the late ranks. */
+static void check_late(void)
+{
+    int64_t n = (int64_t)3 << 19; /* 6 MiB of float32: two chunks of the slot */
+    nb_tensor *t;
+    die_on(nb_tensor_new(&t, NB_F32, 1, &n), "tensor");
+    float *v = nb_tensor_data(t);
+    for (int64_t i = 0; i < n; i++) v[i] = (float)((i % 7) * (rank + 1));
+    die_on(nb_comm_barrier(comm), "barrier");
+    if (rank != 0) {
+        struct timespec ts = {0, 30 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    die_on(nb_comm_allreduce_sum(comm, t), "all-reduce");
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; i++) wrong += v[i] != (float)((i % 7) * (size * (size + 1) / 2));
+    EXPECT(wrong == 0, "%lld values of an all-reduce joined late are wrong", (long long)wrong);
+    if (!wrong) ok("an all-reduce joined late, after the first rank napped");
+    nb_tensor_release(t);
+}
+
 /* nb_ddp's gradients on every rank: the average over the ranks (to
  * rounding: the backward pass is seeded with 1/N), a
  * parameter the loss does not reach getting zeros, two parameters whose
@@ -551,6 +574,7 @@ int main(int argc, char **argv)
     else if (!strcmp(what, "progress")) check_progress();
     else if (!strcmp(what, "big")) {
         check_big();
+        check_late();
         check_ddp_grads();
     } else if (!strcmp(what, "train") && argc > 2) check_train(argv[2]);
     else if (!strcmp(what, "lost") && argc > 3) check_lost(argv[2], atoi(argv[3]));

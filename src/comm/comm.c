@@ -66,8 +66,11 @@ static nb_status single_test(nb_comm *c, void *req, bool *done)
     return NB_OK;
 }
 
-static const nb_comm_impl_ops single_kind = {
-    "single", single_allreduce, single_broadcast, single_barrier, single_test, NULL, NULL, NULL, NULL, NULL};
+static const nb_comm_impl_ops single_kind = {.name = "single",
+                                             .allreduce_sum = single_allreduce,
+                                             .broadcast = single_broadcast,
+                                             .barrier = single_barrier,
+                                             .test = single_test};
 
 nb_status nb_comm_init_single(nb_comm **out)
 {
@@ -346,13 +349,16 @@ nb_status nb_comm_wait(nb_comm_request *r)
          * for would otherwise keep that rank from running for the rest of
          * its time slice. Past 2 ms the rank it waits for is not running
          * (another job holds its core): nap between tests, so that this
-         * core goes idle and the scheduler can move that rank onto it. */
+         * core goes idle and the scheduler can move that rank onto it; the
+         * kind's nap sleeps until that rank moves on, where it can tell. */
         double here = nb_comm_clock() - t0;
         if (here > 5e-5) sched_yield();
         if (here > 2e-3) {
             pausing = true;
-            struct timespec ts = {0, 50000};
-            nanosleep(&ts, NULL);
+            if (!k->nap || !k->nap(c, r->impl, 1e-3)) {
+                struct timespec ts = {0, 50000};
+                nanosleep(&ts, NULL);
+            }
         }
     }
     untrack(r);

@@ -28,6 +28,10 @@ typedef struct nb_comm_impl_ops {
     /* A request that timed out: the kind keeps it until free, since the
      * transport may still hold its buffers (NULL: nothing to keep). */
     void (*abandon)(nb_comm *c, void *req);
+    /* Pauses a wait for req until it may have moved on, or for `seconds`;
+     * false when it cannot tell (comm.c then sleeps a moment between
+     * tests; NULL: it always does). */
+    bool (*nap)(nb_comm *c, void *req, double seconds);
     /* nb_comm_allreduce_parts's (NULL: the kind has none). */
     nb_status (*allreduce_parts)(nb_comm *c, int n, const void *const *src, void *const *dst, const int64_t *counts,
                                  nb_dtype dt, void **req);

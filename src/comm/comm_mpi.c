@@ -255,6 +255,13 @@ static nb_status mpi_test(nb_comm *c, void *req, bool *done)
     return st;
 }
 
+static bool mpi_nap(nb_comm *c, void *req, double seconds)
+{
+    mpi_req *q = req;
+    if (q->shm) nb_shm_nap(impl_of(c)->shm, seconds);
+    return q->shm != NULL; /* MPI's own requests move only inside MPI's calls */
+}
+
 /* ---- the census ---------------------------------------------------------------------------- */
 
 /* Sends one int to rank q on `tag` through slot *req, unless the slot's
@@ -339,9 +346,17 @@ static void mpi_free(nb_comm *c)
     nb_free(m);
 }
 
-static const nb_comm_impl_ops mpi_kind = {"mpi",       mpi_allreduce,      mpi_broadcast,  mpi_barrier,
-                                          mpi_test,    mpi_free,           mpi_census_ask, mpi_census_listen,
-                                          mpi_abandon, mpi_allreduce_parts};
+static const nb_comm_impl_ops mpi_kind = {.name = "mpi",
+                                          .allreduce_sum = mpi_allreduce,
+                                          .broadcast = mpi_broadcast,
+                                          .barrier = mpi_barrier,
+                                          .test = mpi_test,
+                                          .free = mpi_free,
+                                          .census_ask = mpi_census_ask,
+                                          .census_listen = mpi_census_listen,
+                                          .abandon = mpi_abandon,
+                                          .nap = mpi_nap,
+                                          .allreduce_parts = mpi_allreduce_parts};
 
 bool nb_comm_have_mpi(void) { return true; }
 

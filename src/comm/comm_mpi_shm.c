@@ -1,11 +1,19 @@
 /* The shared-memory all-reduce (comm_mpi_shm.h says how it works). */
+#define _GNU_SOURCE /* syscall, for the futex */
 #include "comm_internal.h"
 
 #ifdef NABLA_HAVE_MPI
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #include "comm_mpi_shm.h"
 #include "nabla/device.h"
 
@@ -21,7 +29,13 @@ typedef struct counters {
     _Alignas(64) _Atomic int64_t in;
     _Alignas(64) _Atomic int64_t out;
 } counters;
-_Static_assert(sizeof(counters) <= HEADER, "the counters fit the header");
+/* Rank 0's part also holds the doorbell a waiting rank sleeps on: every
+ * publish rings it, and wakes the sleepers when there are any. */
+typedef struct bell {
+    _Alignas(64) _Atomic uint32_t rung;
+    _Atomic uint32_t sleepers;
+} bell;
+_Static_assert(sizeof(counters) + sizeof(bell) <= HEADER, "the counters and the bell fit the header");
 
 /* counts[i] values read from src[i], their sums written to dst[i]. */
 typedef struct part {
@@ -53,6 +67,7 @@ struct nb_shm {
     MPI_Win win;
     int rank, size;
     counters **ctr; /* every rank's, in the window */
+    bell *bell;     /* in rank 0's part */
     char **slot;
     int64_t chunks; /* chunks started */
     nb_shm_op *head, *tail;
@@ -103,6 +118,7 @@ nb_status nb_shm_new(MPI_Comm comm, nb_shm **out)
         else { /* the same offset in every process, which maps whole pages */
             p += (ALIGN - (uintptr_t)p % ALIGN) % ALIGN;
             s->ctr[q] = (counters *)p;
+            if (q == 0) s->bell = (bell *)(p + sizeof(counters));
             s->slot[q] = p + HEADER;
         }
     }
@@ -111,6 +127,10 @@ nb_status nb_shm_new(MPI_Comm comm, nb_shm **out)
         counters *mine = s->ctr[rank];
         atomic_store(&mine->in, 0);
         atomic_store(&mine->out, 0);
+        if (rank == 0) {
+            atomic_store(&s->bell->rung, 0);
+            atomic_store(&s->bell->sleepers, 0);
+        }
     }
     /* Also the barrier after which every rank's counters read zero. */
     int mine = locked, all = 0;
@@ -179,6 +199,10 @@ static bool all_reached(const nb_shm *s, size_t field, int64_t k)
 static void publish(nb_shm *s, size_t field, int64_t k)
 {
     atomic_store_explicit((_Atomic int64_t *)((char *)s->ctr[s->rank] + field), k, memory_order_release);
+    atomic_fetch_add(&s->bell->rung, 1);
+#ifdef __linux__
+    if (atomic_load(&s->bell->sleepers)) syscall(SYS_futex, &s->bell->rung, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+#endif
 }
 
 /* out[i] = the sum over the ranks of their slots' values from `at` on,
@@ -262,6 +286,31 @@ bool nb_shm_test(nb_shm *s, nb_shm_op *op)
     if (!op->done) return false;
     nb_free(op);
     return true;
+}
+
+/* Whether the queue's head can move on now. */
+static bool movable(const nb_shm *s)
+{
+    const nb_shm_op *o = s->head;
+    if (!o) return true;
+    if (o->phase == 0) return all_reached(s, offsetof(counters, out), s->chunks);
+    return all_reached(s, offsetof(counters, in), o->chunk);
+}
+
+void nb_shm_nap(nb_shm *s, double seconds)
+{
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+#ifdef __linux__
+    /* The ring is read before the counters are, and a publish stores its
+     * counter before it rings, so a publish this misses rings after the
+     * read, and the futex does not sleep. */
+    uint32_t seen = atomic_load(&s->bell->rung);
+    atomic_fetch_add(&s->bell->sleepers, 1);
+    if (!movable(s)) syscall(SYS_futex, &s->bell->rung, FUTEX_WAIT, seen, &ts, NULL, 0);
+    atomic_fetch_sub(&s->bell->sleepers, 1);
+#else
+    if (!movable(s)) nanosleep(&ts, NULL);
+#endif
 }
 
 void nb_shm_abandon(nb_shm *s, nb_shm_op *op)

@@ -20,8 +20,8 @@
  * the slots of the one before; all-reduces run one after the other, in the
  * order they were started, which is the same on every rank.
  *
- * Nothing here blocks: a test moves the queue on as far as the other
- * ranks' counters allow and returns. A rank that is gone stops its
+ * Nothing here blocks but a nap: a test moves the queue on as far as the
+ * other ranks' counters allow and returns. A rank that is gone stops its
  * counters, and comm.c's timeout and census report it. */
 #ifndef NABLA_COMM_MPI_SHM_H
 #define NABLA_COMM_MPI_SHM_H
@@ -51,6 +51,11 @@ nb_status nb_shm_allreduce(nb_shm *s, int n, const void *const *src, void *const
                            nb_dtype dt, nb_shm_op **out);
 /* Moves the queue on; true once op is complete, which frees it. */
 bool nb_shm_test(nb_shm *s, nb_shm_op *op);
+/* Sleeps until another rank has moved on, so that the queue may move, or
+ * `seconds` have passed: a rank that waits for one whose core another job
+ * holds leaves its own core idle, for the scheduler to move that rank
+ * onto. */
+void nb_shm_nap(nb_shm *s, double seconds);
 /* Forgets an op that timed out (the window is not used again). */
 void nb_shm_abandon(nb_shm *s, nb_shm_op *op);
 
