@@ -17,7 +17,8 @@
 #                 784-512-512-10 MLP at a global batch of 256 and LeNet at 128, static, eager
 #                 (nb_ddp) and eager with ZeRO-1, at 1 and 2 processes of one thread each, the
 #                 2-process speed-up, the all-reduce time per step, the part of it that overlaps
-#                 backward and the time waited after it; beside PyTorch's DDP (gloo)
+#                 backward and the time waited after it; beside PyTorch's DDP (gloo); with
+#                 NABLA_BENCH_BUSY=1, all of it while a busy loop holds one core
 #     memory      the memory of one training step (SGD) of the 784-1024-1024-10 MLP at batch 128,
 #                 a 12-layer 784-wide MLP at batch 256, char_rnn's LSTM and LeNet at batch 64:
 #                 the resident set's rise at its peak (nabla, nabla with sqrt(n) recomputation,
@@ -116,6 +117,13 @@ if [ "$which" = ddp ]; then
     have_torch=0
     "$python" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null && have_torch=1
     rounds=${NABLA_BENCH_ROUNDS:-3}
+    busy_note=""
+    if [ "${NABLA_BENCH_BUSY:-0}" = 1 ]; then # a machine shared with other work
+        sh -c 'while :; do :; done' &
+        busy=$!
+        trap 'kill $busy 2>/dev/null; rm -rf "$out"' EXIT
+        busy_note="; a busy loop held one core throughout"
+    fi
     for r in $(seq "$rounds"); do
         for np in 1 2; do
             mpirun --bind-to core --mca btl self,vader -np $np ./build-bench/bench/bench_ddp "$scale" | sed "s/^/nabla /" >> "$out/all.txt"
@@ -123,7 +131,7 @@ if [ "$which" = ddp ]; then
         done
     done
     echo "ddp benchmark (Adam): samples/s at a global batch of 256 (MLP) and 128 (LeNet), split over P processes"
-    echo "of one thread each; medians of $rounds rounds that alternate nabla and PyTorch (min-max); $(nproc --all) cores."
+    echo "of one thread each; medians of $rounds rounds that alternate nabla and PyTorch (min-max); $(nproc --all) cores$busy_note."
     echo "speed-up = 2 processes / 1; vs torch = nabla / PyTorch DDP (gloo) samples/s at 2 processes;"
     echo "comm: ms per step while an all-reduce was open; overlap: the part before backward ended; hidden = overlap / comm;"
     echo "wait: ms per step blocked after backward (all at 2 processes, medians); nabla's all-reduces through"
