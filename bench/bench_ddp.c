@@ -112,12 +112,13 @@ static void eager_step(void *p)
         nb_layer_softmax_cross_entropy(c->b, c->model(c->b, nb_eager_value(c->b, c->x)), nb_eager_value(c->b, c->l));
     bench_die_on(nb_builder_status(c->b), nb_builder_error(c->b));
     bench_die_on(nb_ddp_backward(c->ddp, nb_eager_tensor(cost)), "backward");
-    bench_die_on(c->o ? nb_eager_optimizer_step(c->o, c->b) : nb_ddp_step(c->ddp), "step");
+    bench_die_on(nb_ddp_step(c->ddp), "step");
     nb_eager_zero_grad(c->b);
     nb_eager_release_values(c->b);
 }
 
-/* nb_ddp with an eager optimiser, or with ZeRO-1 when `zero`. */
+/* nb_ddp stepping an eager optimiser bucket by bucket, or with ZeRO-1
+ * when `zero`. */
 static void eager_case(const char *name, const bench_case *bc, int steps, bool zero)
 {
     model_fn model = bc->model;
@@ -132,7 +133,10 @@ static void eager_case(const char *name, const bench_case *bc, int steps, bool z
     nb_optimizer opt = nb_adam(1e-3);
     bench_die_on(nb_ddp_new(&c.ddp, comm, c.b, 0), "ddp");
     if (zero) bench_die_on(nb_ddp_shard_optimizer(c.ddp, &opt), "zero");
-    else bench_die_on(nb_eager_optimizer_new(&c.o, &opt), "optimizer");
+    else {
+        bench_die_on(nb_eager_optimizer_new(&c.o, &opt), "optimizer");
+        bench_die_on(nb_ddp_set_optimizer(c.ddp, c.o), "set optimizer");
+    }
     double ms = timed(eager_step, &c, steps);
     nb_ddp_stats s;
     nb_ddp_stats_get(c.ddp, &s);

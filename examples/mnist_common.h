@@ -267,7 +267,7 @@ static inline void mnist_eager_batch(nb_builder *b, mnist_model_fn model, nb_ten
     s->samples += n;
     if (o) {
         die_on(ddp ? nb_ddp_backward(ddp, loss) : nb_backward(NB_TENSORS(loss), NULL, 0), "backward");
-        die_on(nb_eager_optimizer_step(o, b), "optimizer step");
+        die_on(ddp ? nb_ddp_step(ddp) : nb_eager_optimizer_step(o, b), "optimizer step");
         nb_eager_zero_grad(b);
     }
     nb_eager_release_values(b);
@@ -317,6 +317,9 @@ static inline int mnist_run_eager(const mnist_args *a, mnist_model_fn model)
         nb_tensor_release(rec[1]);
         nb_eager_release_values(b);
         die_on(nb_ddp_new(&ddp, a->comm, b, 0), "ddp");
+        /* nb_ddp_step updates each bucket's parameters while the later
+         * buckets' all-reduces run. */
+        die_on(nb_ddp_set_optimizer(ddp, o), "ddp optimizer");
     }
     mnist_sums te = {0};
     for (int epoch = 0; epoch < a->epochs; epoch++) {

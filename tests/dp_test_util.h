@@ -117,6 +117,7 @@ typedef struct dp_eager {
     nb_eager_optimizer *o;
     nb_ddp *ddp;
     int hidden;
+    bool stepped; /* the ddp steps o (nb_ddp_set_optimizer, nb_ddp_step) */
 } dp_eager;
 
 /* The model's parameters are made by one forward pass without a tape over
@@ -148,7 +149,7 @@ static inline nb_status dp_eager_step(dp_eager *m, nb_tensor **rec)
     if (st) return nb_error(st, "%s", nb_builder_error(b));
     nb_tensor *loss = nb_eager_tensor(cost);
     st = m->ddp ? nb_ddp_backward(m->ddp, loss) : nb_backward(NB_TENSORS(loss), NULL, 0);
-    if (!st) st = nb_eager_optimizer_step(m->o, b);
+    if (!st) st = m->stepped ? nb_ddp_step(m->ddp) : nb_eager_optimizer_step(m->o, b);
     nb_eager_zero_grad(b);
     nb_eager_release_values(b);
     return st;

@@ -8,6 +8,9 @@
  *     parameters (to rounding: with 3 ranks the ring adds a bucket's
  *     values in an order that depends on where the bucket is cut);
  *   - each rank's optimiser state is 1/N of the unsharded optimiser's;
+ *   - nb_ddp_step with an unsharded optimiser (nb_ddp_set_optimizer),
+ *     bucket by bucket, gives nb_ddp's parameters then
+ *     nb_eager_optimizer_step's, to the bit;
  *   - what ZeRO-1 cannot do is refused with a clear error.
  *
  * Each rank prints "rank R: ok NAME" per passed check and "rank R: FAIL
@@ -37,10 +40,11 @@ static void check(bool cond, const char *what)
     if (!cond) failures++;
 }
 
-typedef enum { ALONE, DDP, ZERO } how;
+typedef enum { ALONE, DDP, ZERO, STEPPED } how;
 
 /* STEPS steps of dp_mlp: alone with batch B, or on this rank's shard with
- * batch B/size (nb_ddp with an unsharded optimiser, or ZeRO-1). The
+ * batch B/size (nb_ddp with an unsharded optimiser, ZeRO-1, or nb_ddp
+ * stepping the unsharded optimiser itself, bucket by bucket). The
  * parameters after each step go to out[step * MAXP ...], the optimiser
  * state this rank holds to *state_bytes. */
 static void train(how h, nb_optimizer opt, size_t bucket, double *out, int *n, int64_t *state_bytes)
@@ -53,11 +57,12 @@ static void train(how h, nb_optimizer opt, size_t bucket, double *out, int *n, i
     die_on(dp_reader(&rd, x, y, h == ALONE ? 0 : rank, s, B / s), "reader");
     die_on(dp_eager_new(&m, &opt, 16, x, h == ALONE ? NULL : comm, bucket), "model");
     if (h == ZERO) die_on(nb_ddp_shard_optimizer(m.ddp, &opt), "shard");
+    if (h == STEPPED) die_on(nb_ddp_set_optimizer(m.ddp, m.o), "set optimizer");
     for (int step = 0; step < STEPS; step++) {
         nb_tensor *rec[2];
         bool end;
         die_on(nb_reader_next(rd, rec, &end), "data");
-        if (h != ZERO) die_on(dp_eager_step(&m, rec), "step");
+        if (h == ALONE || h == DDP) die_on(dp_eager_step(&m, rec), "step");
         else {
             nb_value cost = nb_layer_softmax_cross_entropy(m.b, dp_mlp(m.b, nb_eager_value(m.b, rec[0]), 16),
                                                            nb_eager_value(m.b, rec[1]));
@@ -76,6 +81,7 @@ static void train(how h, nb_optimizer opt, size_t bucket, double *out, int *n, i
         nb_ddp_stats_get(m.ddp, &st);
         *state_bytes = st.optimizer_state_bytes;
     } else *state_bytes = nb_eager_optimizer_state_bytes(m.o);
+    if (h == STEPPED && nb_eager_optimizer_steps(m.o) != STEPS) *state_bytes = -1; /* counted once a step */
     dp_eager_free(&m);
     nb_reader_free(rd);
     nb_tensor_release(x);
@@ -123,6 +129,23 @@ static void check_equal(void)
         check(n1 == n3 && n2 == n3 && n4 == n3 && n3 == 8 * 16 + 16 + 16 * 3 + 3 && d_ddp == 0 && d_tiny <= tol &&
                   d_alone <= tol && same,
               what);
+        /* nb_ddp_step with the unsharded optimiser, in buckets of one and of
+         * several parameters: nb_ddp's parameters, to the bit. */
+        static double stepped[STEPS * MAXP], stepped_tiny[STEPS * MAXP], ddp_tiny[STEPS * MAXP];
+        int n5, n6, n7;
+        int64_t s_stepped, s_stepped_tiny, s_ddp_tiny;
+        train(STEPPED, kinds[k], 0, stepped, &n5, &s_stepped);
+        train(STEPPED, kinds[k], 40, stepped_tiny, &n6, &s_stepped_tiny);
+        train(DDP, kinds[k], 40, ddp_tiny, &n7, &s_ddp_tiny);
+        double d_stepped = dp_max_diff(stepped, ddp, STEPS * MAXP);
+        double d_stepped_tiny = dp_max_diff(stepped_tiny, ddp_tiny, STEPS * MAXP);
+        snprintf(what, sizeof what,
+                 "%s: nb_ddp_step bucket by bucket = nb_ddp then nb_eager_optimizer_step (max diff %.1e; buckets "
+                 "of 40 bytes %.1e), one step counted per step",
+                 names[k], d_stepped, d_stepped_tiny);
+        check(n5 == n2 && n6 == n2 && n7 == n2 && d_stepped == 0 && d_stepped_tiny == 0 && s_stepped == s_ddp &&
+                  s_stepped_tiny == s_ddp_tiny,
+              what);
         /* The moments of n values are cut N ways; each rank's beta powers
          * (two scalars, Adam) or nothing (momentum) are all that is added. */
         double total = sum_ranks((double)s_zero);
@@ -146,12 +169,20 @@ static void check_refusals(void)
     clipped.clip_value = 1;
     die_on(dp_eager_new(&m, &adam, 16, x, comm, 0), "model");
     nb_status st = nb_ddp_step(m.ddp);
-    check(st == NB_ERR_STATE && strstr(nb_last_error(), "not sharded"), "nb_ddp_step without a sharded optimizer");
+    check(st == NB_ERR_STATE && strstr(nb_last_error(), "has no optimizer"), "nb_ddp_step without an optimizer");
+    nb_eager_optimizer *clipping;
+    die_on(nb_eager_optimizer_new(&clipping, &clipped), "optimizer");
+    st = nb_ddp_set_optimizer(m.ddp, clipping);
+    check(st == NB_ERR_UNSUPPORTED && strstr(nb_last_error(), "global norm"),
+          "nb_ddp_set_optimizer refuses clipping by global norm");
+    nb_eager_optimizer_free(clipping);
     st = nb_ddp_shard_optimizer(m.ddp, &clipped);
     check(st == NB_ERR_UNSUPPORTED && strstr(nb_last_error(), "global norm"), "clipping by global norm is refused");
     die_on(nb_ddp_shard_optimizer(m.ddp, &adam), "shard");
     st = nb_ddp_shard_optimizer(m.ddp, &adam);
     check(st == NB_ERR_STATE && strstr(nb_last_error(), "sharded already"), "sharding twice is refused");
+    st = nb_ddp_set_optimizer(m.ddp, m.o);
+    check(st == NB_ERR_STATE && strstr(nb_last_error(), "is sharded"), "no optimizer of its own for a sharded ddp");
     st = nb_ddp_step(m.ddp);
     check(st == NB_ERR_STATE && strstr(nb_last_error(), "no nb_ddp_backward"), "a step without backward is refused");
     dp_eager_free(&m);

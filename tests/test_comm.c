@@ -371,7 +371,8 @@ static void test_static_one_rank(void)
 
 /* ---- eager ---------------------------------------------------------------------------------- */
 
-static void train_eager(nb_optimizer opt, bool ddp, size_t bucket, double *out, int *n, nb_ddp_stats *stats)
+static void train_eager(nb_optimizer opt, bool ddp, bool stepped, size_t bucket, double *out, int *n,
+                        nb_ddp_stats *stats)
 {
     nb_tensor *x, *y;
     dp_data(64, &x, &y);
@@ -379,6 +380,10 @@ static void train_eager(nb_optimizer opt, bool ddp, size_t bucket, double *out, 
     if (ddp) REQUIRE_OK(nb_comm_init_single(&c));
     dp_eager m;
     REQUIRE_OK(dp_eager_new(&m, &opt, 16, x, c, bucket));
+    if (stepped) {
+        REQUIRE_OK(nb_ddp_set_optimizer(m.ddp, m.o));
+        m.stepped = true;
+    }
     nb_reader *r;
     REQUIRE_OK(dp_reader(&r, x, y, 0, 1, BATCH));
     for (int s = 0; s < STEPS; s++) {
@@ -402,17 +407,55 @@ static void test_ddp_one_rank(void)
     int n, n2;
     nb_optimizer kinds[] = {nb_sgd(0.1), nb_adam(0.01)};
     for (int k = 0; k < 2; k++) {
-        train_eager(kinds[k], false, 0, plain, &n, NULL);
+        train_eager(kinds[k], false, false, 0, plain, &n, NULL);
         size_t caps[] = {0, 64, 1};
-        for (int c = 0; c < 3; c++) {
+        for (int c = 0; c < 6; c++) { /* the last three: nb_ddp_step updates bucket by bucket */
             nb_ddp_stats s;
-            train_eager(kinds[k], true, caps[c], got, &n2, &s);
+            train_eager(kinds[k], true, c >= 3, caps[c % 3], got, &n2, &s);
             CHECK(n2 == n && dp_max_diff(plain, got, n) == 0);
             CHECK(s.steps == STEPS && s.allreduces == (int64_t)STEPS * s.n_buckets);
-            CHECK(s.n_buckets == (c == 0 ? 1 : 4));
+            CHECK(s.n_buckets == (c % 3 == 0 ? 1 : 4));
             CHECK(s.bytes == (double)STEPS * n * 8);
         }
     }
+}
+
+/* nb_ddp_step with the ddp's own optimiser: one step per backward, no
+ * plain step of that optimiser and no change of it in the middle of one,
+ * and a backward after one whose step did not come refused. */
+static void test_ddp_step_order(void)
+{
+    nb_tensor *x, *y;
+    dp_data(8, &x, &y);
+    nb_comm *c;
+    REQUIRE_OK(nb_comm_init_single(&c));
+    nb_optimizer adam = nb_adam(0.01);
+    dp_eager m;
+    REQUIRE_OK(dp_eager_new(&m, &adam, 4, x, c, 64));
+    REQUIRE_OK(nb_ddp_set_optimizer(m.ddp, m.o));
+    nb_tensor *rec[2] = {x, y};
+    CHECK_ERR(nb_ddp_step(m.ddp), NB_ERR_STATE, "no nb_ddp_backward since the last step");
+    m.stepped = true;
+    CHECK_OK(dp_eager_step(&m, rec));
+    CHECK(nb_eager_optimizer_steps(m.o) == 1);
+    m.stepped = false; /* the plain eager step would read gradients not averaged yet */
+    CHECK_ERR(dp_eager_step(&m, rec), NB_ERR_STATE, "call nb_ddp_step after nb_ddp_backward");
+    nb_value cost = nb_layer_softmax_cross_entropy(m.b, dp_mlp(m.b, nb_eager_value(m.b, x), 4), nb_eager_value(m.b, y));
+    CHECK_ERR(nb_ddp_backward(m.ddp, nb_eager_tensor(cost)), NB_ERR_STATE, "nb_ddp_step did not come");
+    nb_eager_zero_grad(m.b);
+    CHECK_OK(nb_ddp_backward(m.ddp, nb_eager_tensor(cost)));
+    CHECK_ERR(nb_ddp_set_optimizer(m.ddp, NULL), NB_ERR_STATE, "a step is under way");
+    CHECK_OK(nb_ddp_step(m.ddp));
+    CHECK(nb_eager_optimizer_steps(m.o) == 2);
+    CHECK_OK(nb_ddp_set_optimizer(m.ddp, NULL));
+    CHECK_ERR(nb_ddp_step(m.ddp), NB_ERR_STATE, "has no optimizer");
+    CHECK_OK(dp_eager_step(&m, rec)); /* unset: the plain step again */
+    CHECK(nb_eager_optimizer_steps(m.o) == 3);
+    nb_eager_zero_grad(m.b);
+    nb_eager_release_values(m.b);
+    dp_eager_free(&m);
+    nb_comm_free(c);
+    release_all(x, y, NULL);
 }
 
 /* Buckets run from the last-created parameter; one the loss does not
@@ -507,6 +550,7 @@ int main(void)
     RUN(test_pass_errors);
     RUN(test_static_one_rank);
     RUN(test_ddp_one_rank);
+    RUN(test_ddp_step_order);
     RUN(test_ddp_buckets_and_unused);
     RUN(test_post_accumulate_hook);
     return test_report();

@@ -94,7 +94,7 @@ fi
 for np in 2 3; do
     rc=0
     mpirun_ $np "$build/tests/mpi_zero_check" >"$out/zero" 2>&1 || rc=$?
-    expect "zero, $np ranks" $((np * 10)) "$out/zero" $rc
+    expect "zero, $np ranks" $((np * 15)) "$out/zero" $rc
 done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

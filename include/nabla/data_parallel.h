@@ -119,8 +119,9 @@ typedef struct nb_ddp_stats {
     double bytes;            /* all-reduced, in all */
     double backward_seconds; /* inside nb_backward */
     double comm_seconds;     /* while at least one all-reduce was open (from its start to its completion) */
-    double overlap_seconds;  /* the part of comm_seconds before the backward pass ended */
-    double wait_seconds;     /* blocked after the backward pass, waiting for the all-reduces */
+    double overlap_seconds;  /* the part of comm_seconds before the backward pass ended (in nb_ddp_step:
+                                before each bucket's wait began, behind the earlier buckets' updates) */
+    double wait_seconds;     /* blocked after the backward pass (or in nb_ddp_step), waiting for the all-reduces */
     /* How much of the communication the backward pass hid:
      * overlap_seconds / comm_seconds (0 before the first all-reduce). An
      * all-reduce's completion is seen at the next test (a hook, or the
@@ -141,6 +142,40 @@ NB_API int nb_ddp_bucket_count(const nb_ddp *d);
 /* The bucket of the builder's i-th parameter (0 starts first). */
 NB_API int nb_ddp_bucket_of(const nb_ddp *d, int param);
 NB_API void nb_ddp_free(nb_ddp *d); /* removes the hooks; NULL is fine */
+
+/* ---- the update while the last all-reduces run ----------------------------------
+ *
+ * After a plain nb_ddp_backward every all-reduce has completed, and the
+ * last bucket's (the first layers' gradients, the last backward makes)
+ * had nothing left to hide behind. Given the optimiser, nb_ddp steps it
+ * itself, as the static program does:
+ *
+ *     nb_ddp_set_optimizer(d, o);                 // o: nb_eager_optimizer_new's
+ *     for (each batch of this rank's shard) {
+ *         nb_ddp_backward(d, nb_eager_tensor(loss)); // leaves the buckets open
+ *         nb_ddp_step(d);                         // instead of nb_eager_optimizer_step
+ *         nb_eager_zero_grad(eager);
+ *         nb_eager_release_values(eager);
+ *     }
+ *
+ * nb_ddp_backward then returns with the all-reduces started but not all
+ * complete, and nb_ddp_step takes the buckets in order: it waits for each,
+ * gives its parameters their averaged gradients and updates them with o
+ * (the same update ops, learning rate and state as nb_eager_optimizer_step
+ * after a plain nb_ddp_backward, so the same numbers, to the bit), while
+ * the later buckets' all-reduces go on. Until nb_ddp_step returns, the
+ * gradients of the buckets not reached yet are this rank's own: read them
+ * after it. While set, nb_eager_optimizer_step(o) is refused (it would
+ * read them). Clipping by global norm needs every gradient first and is
+ * refused, and so are an optimiser for a sharded ddp, one another ddp
+ * steps, and a change between a backward and its step. o stays the
+ * caller's (nb_eager_optimizer_steps, _lr and _state_bytes read it as
+ * before) and must outlive d, or be unset with NULL. A backward whose
+ * step did not come makes the next nb_ddp_backward fail (after completing
+ * its all-reduces, so that no rank is left in them; nb_ddp_free completes
+ * them too). */
+struct nb_eager_optimizer; /* nabla/optimizer.h, a layer above */
+NB_API nb_status nb_ddp_set_optimizer(nb_ddp *d, struct nb_eager_optimizer *o);
 
 /* ---- ZeRO stage 1: the optimiser's state sharded over the ranks ----------------
  *
@@ -175,7 +210,9 @@ NB_API void nb_ddp_free(nb_ddp *d); /* removes the hooks; NULL is fine */
  * nb_ddp plus the all-gather; what is sharded is the optimiser's memory. */
 struct nb_optimizer; /* nabla/optimizer.h, a layer above */
 NB_API nb_status nb_ddp_shard_optimizer(nb_ddp *d, const struct nb_optimizer *opt);
-/* The sharded update of a step: after nb_ddp_backward; collective. */
+/* The update of a step, after nb_ddp_backward; collective: the sharded
+ * one (nb_ddp_shard_optimizer), or the set optimiser's, bucket by bucket
+ * (nb_ddp_set_optimizer). */
 NB_API nb_status nb_ddp_step(nb_ddp *d);
 
 NB_END_DECLS

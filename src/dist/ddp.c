@@ -120,44 +120,58 @@ static nb_status on_grad_ready(nb_tensor *leaf, void *ctx)
     return st;
 }
 
-/* Waits for every bucket and gives each parameter the sum, which is the
- * average: nb_ddp_backward seeded the backward pass with 1/N. */
-static nb_status finish(nb_ddp *d)
+/* Gives the bucket's parameters their sums as new gradients (in place:
+ * the tensors the sums went to; else copies of the buffer's). */
+static nb_status give_grads(nb_ddp *d, bucket *bk)
+{
+    nb_status st = NB_OK;
+    if (in_place(d)) {
+        for (int j = 0; j < bk->count && !st; j++)
+            st = nb_tensor_set_grad(d->params[d->order[bk->first + j]], d->fresh[bk->first + j]);
+        release_parts(d, bk);
+        return st;
+    }
+    const char *at = bk->buf;
+    size_t esize = nb_dtype_size(bk->dtype);
+    for (int j = 0; j < bk->count && !st; j++) {
+        nb_tensor *p = d->params[d->order[bk->first + j]], *g;
+        int64_t n = nb_tensor_numel(p);
+        if ((st = nb_tensor_new_uninit(&g, p->dtype, p->ndim, p->shape))) break;
+        memcpy(nb_tensor_data(g), at, (size_t)n * esize);
+        st = nb_tensor_set_grad(p, g);
+        nb_tensor_release(g);
+        at += (size_t)n * esize;
+    }
+    return st;
+}
+
+nb_status nb_ddp_finish_bucket(nb_ddp *d, int k)
+{
+    bucket *bk = &d->buckets[k];
+    nb_comm_request *r = bk->req;
+    bk->req = NULL;
+    double t0 = nb_comm_clock(), done_at = nb_comm_done_at(r);
+    nb_status st = nb_comm_finish(r);
+    bk->t_done = done_at > 0 ? done_at : nb_comm_clock();
+    d->stats.wait_seconds += nb_comm_clock() - t0;
+    if (st) return st;
+    /* Buckets finish in order: their open times merge into spans, so that
+     * all-reduces running together count once. What ran before the
+     * backward pass ended was hidden behind it, and in nb_ddp_step what
+     * ran before this wait began, behind the earlier buckets' updates. */
+    d->spans.cut = d->deferred ? t0 : d->t_backward_end;
+    nb_comm_spans_add(&d->spans, bk->t_start, bk->t_done);
+    if (k == d->n_buckets - 1) nb_comm_spans_flush(&d->spans);
+    if (d->zero) return NB_OK; /* nb_ddp_step reads its shard from the buckets */
+    return give_grads(d, bk);
+}
+
+nb_status nb_ddp_finish(nb_ddp *d, int from)
 {
     nb_status st = start_ready(d, true);
-    /* Buckets start in order: their open times merge into spans, so that
-     * all-reduces running together count once. */
-    nb_comm_spans spans = {d->t_backward_end, 0, -1, &d->stats.comm_seconds, &d->stats.overlap_seconds};
-    for (int k = 0; k < d->n_buckets && !st; k++) {
-        bucket *bk = &d->buckets[k];
-        nb_comm_request *r = bk->req;
-        bk->req = NULL;
-        double t0 = nb_comm_clock(), done_at = nb_comm_done_at(r);
-        st = nb_comm_finish(r);
-        bk->t_done = done_at > 0 ? done_at : nb_comm_clock();
-        d->stats.wait_seconds += nb_comm_clock() - t0;
-        if (st) break;
-        nb_comm_spans_add(&spans, bk->t_start, bk->t_done);
-        if (d->zero) continue; /* nb_ddp_step reads its shard from the buckets */
-        if (in_place(d)) {
-            for (int j = 0; j < bk->count && !st; j++)
-                st = nb_tensor_set_grad(d->params[d->order[bk->first + j]], d->fresh[bk->first + j]);
-            release_parts(d, bk);
-            continue;
-        }
-        const char *at = bk->buf;
-        size_t esize = nb_dtype_size(bk->dtype);
-        for (int j = 0; j < bk->count && !st; j++) {
-            nb_tensor *p = d->params[d->order[bk->first + j]], *g;
-            int64_t n = nb_tensor_numel(p);
-            if ((st = nb_tensor_new_uninit(&g, p->dtype, p->ndim, p->shape))) break;
-            memcpy(nb_tensor_data(g), at, (size_t)n * esize);
-            st = nb_tensor_set_grad(p, g);
-            nb_tensor_release(g);
-            at += (size_t)n * esize;
-        }
-    }
-    nb_comm_spans_flush(&spans);
+    for (int k = from; k < d->n_buckets && !st; k++)
+        if (d->buckets[k].req) st = nb_ddp_finish_bucket(d, k); /* else one whose wait failed */
+    if (st) nb_comm_spans_flush(&d->spans);
     /* After a failure, complete what was started before giving up. */
     for (int k = 0; k < d->n_buckets; k++) {
         nb_comm_request *r = d->buckets[k].req;
@@ -165,12 +179,20 @@ static nb_status finish(nb_ddp *d)
         if (r) nb_comm_wait(r);
         release_parts(d, &d->buckets[k]);
     }
+    d->deferred = false;
     return st;
 }
 
 nb_status nb_ddp_backward(nb_ddp *d, nb_tensor *loss)
 {
     if (!d || !loss) return nb_error(NB_ERR_ARG, "ddp_backward: NULL ddp or loss");
+    if (d->deferred) { /* completed first, so that no rank is left in them */
+        nb_status late = nb_ddp_finish(d, 0);
+        return late ? nb_error_context(late, "ddp_backward on rank %d", nb_comm_rank(d->comm))
+                    : nb_error(NB_ERR_STATE,
+                               "ddp_backward: the last backward's nb_ddp_step did not come (its "
+                               "all-reduces are complete now; step, or zero the gradients, and go on)");
+    }
     for (int k = 0; k < d->n_buckets; k++) {
         bucket *bk = &d->buckets[k];
         bk->pending = bk->count;
@@ -185,6 +207,7 @@ nb_status nb_ddp_backward(nb_ddp *d, nb_tensor *loss)
     d->next = 0;
     d->failed = NB_OK;
     d->active = true;
+    d->spans = (nb_comm_spans){0, 0, -1, &d->stats.comm_seconds, &d->stats.overlap_seconds};
     double t0 = nb_comm_clock();
     if (!st) st = nb_backward(NB_TENSORS(loss), seed ? &seed : NULL, 0);
     nb_tensor_release(seed);
@@ -194,8 +217,15 @@ nb_status nb_ddp_backward(nb_ddp *d, nb_tensor *loss)
     d->stats.steps++;
     /* A failed backward on one rank leaves the others waiting for its
      * all-reduces: finishing them here (zeros where gradients are missing)
-     * keeps every rank in step, and the failure is still reported. */
-    nb_status fin = finish(d);
+     * keeps every rank in step, and the failure is still reported. With an
+     * optimiser of its own (nb_ddp_set_optimizer), nb_ddp_step finishes
+     * them, bucket by bucket. */
+    if (d->step_opt && !st && !d->failed) {
+        st = start_ready(d, true);
+        d->deferred = !st;
+        if (!st) return NB_OK;
+    }
+    nb_status fin = nb_ddp_finish(d, 0);
     if (st) return nb_error_context(st, "ddp_backward on rank %d", nb_comm_rank(d->comm));
     if (d->failed) return d->failed;
     return fin;
@@ -327,6 +357,8 @@ nb_status nb_ddp_new(nb_ddp **out, nb_comm *c, nb_builder *b, size_t bucket_byte
 void nb_ddp_free(nb_ddp *d)
 {
     if (!d) return;
+    if (d->deferred) nb_ddp_finish(d, 0); /* the other ranks are in its all-reduces */
+    if (d->step_opt) d->step_opt_release(d->step_opt);
     for (int i = 0; i < d->n_params; i++) {
         nb_tensor_remove_post_accumulate_hook(d->params[i], on_grad_ready, &d->hooks[i]);
         nb_tensor_release(d->params[i]);

@@ -54,9 +54,24 @@ struct nb_ddp {
     bool active;      /* inside nb_ddp_backward */
     nb_status failed; /* a hook's failure, reported at the end */
     double t_backward_end;
+    nb_comm_spans spans; /* this step's all-reduces, as they finish */
+    /* nb_ddp_set_optimizer's (the caller's), NULL unless set: then
+     * nb_ddp_backward leaves the buckets open (deferred) and nb_ddp_step
+     * finishes each and updates its parameters. */
+    struct nb_eager_optimizer *step_opt;
+    void (*step_opt_release)(struct nb_eager_optimizer *); /* nb_ddp_free lets it go through this */
+    bool deferred;
     nb_zero *zero;                /* NULL unless nb_ddp_shard_optimizer */
     void (*zero_free)(nb_zero *); /* frees it: optim sits above dist */
     nb_ddp_stats stats;
 };
+
+/* Waits for bucket k's all-reduce (started) and gives its parameters
+ * their averaged gradients (ZeRO: leaves them in the bucket). */
+nb_status nb_ddp_finish_bucket(nb_ddp *d, int k);
+/* Starts the buckets not started yet and finishes those from `from` on
+ * that are open;
+ * after a failure completes every open all-reduce before returning it. */
+nb_status nb_ddp_finish(nb_ddp *d, int from);
 
 #endif

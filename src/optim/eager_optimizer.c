@@ -10,6 +10,7 @@
 #include "nabla/ops.h"
 #include "nabla/optimizer.h"
 #include "optim_internal.h"
+#include "../comm/comm_internal.h"
 
 #define MAX_STATE 4
 
@@ -26,6 +27,8 @@ struct nb_eager_optimizer {
     nb_builder *scratch; /* runs L2 and clipping; emptied after each step */
     int64_t steps;
     double lr;
+    bool updated;           /* some parameter, in this step's parts so far */
+    const void *stepped_by; /* the nb_ddp that steps it (nb_ddp_set_optimizer), or NULL */
 };
 
 nb_status nb_eager_optimizer_new(nb_eager_optimizer **out, const nb_optimizer *opt)
@@ -68,6 +71,9 @@ void nb_eager_optimizer_free(nb_eager_optimizer *o)
     nb_free(o);
 }
 
+const nb_optimizer *nb_eager_optimizer_options(const nb_eager_optimizer *o) { return &o->opt; }
+const void *nb_eager_optimizer_stepper(const nb_eager_optimizer *o) { return o->stepped_by; }
+void nb_eager_optimizer_set_stepper(nb_eager_optimizer *o, const void *by) { o->stepped_by = by; }
 int64_t nb_eager_optimizer_steps(const nb_eager_optimizer *o) { return o ? o->steps : 0; }
 double nb_eager_optimizer_lr(const nb_eager_optimizer *o) { return o ? o->lr : 0; }
 
@@ -297,18 +303,20 @@ static nb_status check_grad(const char *name, const nb_tensor *p, const nb_tenso
                     nb_shape_str(b, sizeof b, g->ndim, g->shape));
 }
 
-nb_status nb_eager_optimizer_step(nb_eager_optimizer *o, nb_builder *eager)
+nb_status nb_eager_optimizer_update(nb_eager_optimizer *o, nb_builder *eager, int n_idx, const int *idx, bool last)
 {
     const int n_params = o ? nb_eager_param_count(eager) : -1;
     if (n_params < 0) return nb_error(NB_ERR_ARG, "eager optimizer step: needs an optimizer and an eager builder");
-    item *it = nb_calloc((size_t)n_params + 1, sizeof *it);
+    int n_all = idx ? n_idx : n_params;
+    item *it = nb_calloc((size_t)n_all + 1, sizeof *it);
     if (!it) return nb_error(NB_ERR_NOMEM, "eager optimizer: out of memory");
     nb_builder *b = o->scratch;
     nb_grad_mode_push(false);
     nb_status st = NB_OK;
     nb_dtype lr_dtype = NB_F32;
     int n = 0;
-    for (int i = 0; i < n_params && !st; i++) {
+    for (int j = 0; j < n_all && !st; j++) {
+        int i = idx ? idx[j] : j;
         nb_tensor *p = nb_eager_param_at(eager, i), *g = nb_tensor_grad(p);
         if (!nb_tensor_requires_grad(p) || !g) continue;
         item *x = &it[n++];
@@ -322,15 +330,28 @@ nb_status nb_eager_optimizer_step(nb_eager_optimizer *o, nb_builder *eager)
                               x->name, nb_dtype_name(p->dtype));
         }
     }
+    /* A step in parts reads the learning rate in the dtype the whole step
+     * would (after nb_ddp_backward every parameter has a gradient). */
+    for (int i = 0; idx && i < n_params; i++) {
+        nb_tensor *p = nb_eager_param_at(eager, i);
+        if (nb_tensor_requires_grad(p) && p->dtype == NB_F64) lr_dtype = NB_F64;
+    }
     nb_tensor *lr = NULL;
     double lr_value = 0;
     if (!st && n > 0) st = transform_grads(&o->opt, b, n, it, lr_dtype);
     if (!st && n > 0) st = nb_lr_at(&o->opt.schedule, o->opt.lr, o->steps + 1, &lr_value);
     if (!st && n > 0) st = nb_tensor_full(&lr, lr_dtype, 1, (const int64_t[]){1}, lr_value);
-    for (int i = 0; i < n && !st; i++) st = run_update(&o->opt, &it[i], lr);
+    for (int i = 0; i < n && !st; i++) {
+        st = run_update(&o->opt, &it[i], lr);
+        nb_comm_progress(); /* an all-reduce nb_ddp_step left open */
+    }
     if (!st && n > 0) {
-        o->steps++;
+        o->updated = true;
         o->lr = lr_value;
+    }
+    if (last) {
+        if (o->updated) o->steps++;
+        o->updated = false;
     }
     nb_tensor_release(lr);
     nb_eager_release_values(b);
@@ -338,4 +359,13 @@ nb_status nb_eager_optimizer_step(nb_eager_optimizer *o, nb_builder *eager)
     nb_grad_mode_pop();
     nb_free(it);
     return st;
+}
+
+nb_status nb_eager_optimizer_step(nb_eager_optimizer *o, nb_builder *eager)
+{
+    if (o && o->stepped_by) /* the gradients of its last buckets may not be averaged yet */
+        return nb_error(NB_ERR_STATE,
+                        "eager optimizer step: an nb_ddp steps this optimizer (nb_ddp_set_optimizer); "
+                        "call nb_ddp_step after nb_ddp_backward instead");
+    return nb_eager_optimizer_update(o, eager, 0, NULL, true);
 }

@@ -46,4 +46,22 @@ static inline double nb_optim_weight_decay(const nb_optimizer *o, int ndim)
     return ndim < o->decay_min_ndim ? 0.0 : o->weight_decay;
 }
 
+/* eager_optimizer.c: a step of o on the eager builder's parameters
+ * idx[0 .. n) only (all of them when idx is NULL), at the learning rate of
+ * the step under way; `last` ends the step, which counts once if it
+ * updated anything. nb_ddp_step updates bucket by bucket through it. The
+ * transforms run on the parameters given: refuse global-norm clipping
+ * before updating in parts. */
+nb_status nb_eager_optimizer_update(nb_eager_optimizer *o, nb_builder *eager, int n, const int *idx, bool last);
+/* The options o was made with. */
+const nb_optimizer *nb_eager_optimizer_options(const nb_eager_optimizer *o);
+/* The nb_ddp that steps o, which then refuses nb_eager_optimizer_step
+ * (NULL: none). */
+const void *nb_eager_optimizer_stepper(const nb_eager_optimizer *o);
+void nb_eager_optimizer_set_stepper(nb_eager_optimizer *o, const void *by);
+
+/* zero_optimizer.c: nb_ddp_step of a sharded optimiser. */
+struct nb_ddp;
+nb_status nb_zero_step(struct nb_ddp *d);
+
 #endif

@@ -12,6 +12,7 @@
 #include "nabla/init.h"
 #include "nabla/optimizer.h"
 #include "../dist/ddp_internal.h"
+#include "optim_internal.h"
 
 struct nb_zero {
     nb_eager_optimizer *opt;
@@ -88,6 +89,9 @@ nb_status nb_ddp_shard_optimizer(nb_ddp *d, const nb_optimizer *opt)
 {
     if (!d || !opt) return nb_error(NB_ERR_ARG, "ddp_shard_optimizer: NULL ddp or optimizer");
     if (d->zero) return nb_error(NB_ERR_STATE, "ddp_shard_optimizer: the optimizer is sharded already");
+    if (d->step_opt)
+        return nb_error(NB_ERR_STATE,
+                        "ddp_shard_optimizer: the ddp steps an optimizer of its own (nb_ddp_set_optimizer)");
     int64_t total = 0;
     nb_status st = check_model(d, opt, &total);
     if (st) return st;
@@ -142,11 +146,9 @@ static nb_status all_gather(nb_ddp *d, nb_zero *z)
     return st;
 }
 
-nb_status nb_ddp_step(nb_ddp *d)
+nb_status nb_zero_step(nb_ddp *d)
 {
-    if (!d) return nb_error(NB_ERR_ARG, "ddp_step: NULL ddp");
     nb_zero *z = d->zero;
-    if (!z) return nb_error(NB_ERR_STATE, "ddp_step: the optimizer is not sharded (nb_ddp_shard_optimizer)");
     if (d->stats.steps == z->backward_seen)
         return nb_error(NB_ERR_STATE, "ddp_step: no nb_ddp_backward since the last step");
     z->backward_seen = d->stats.steps;
