@@ -23,6 +23,17 @@
  * ZeRO reads its shard from the buffers. */
 static bool in_place(const nb_ddp *d) { return d->comm->reads_parts && !d->zero; }
 
+/* Whether this is the only rank: its gradients are the averages already,
+ * and a bucket needs no all-reduce and no copy (ZeRO still reads its
+ * shard from the buffers). */
+static bool alone(const nb_ddp *d) { return d->comm->size == 1 && !d->zero; }
+
+/* A gradient the sums can be read from, or written over, where it lies. */
+static bool usable_grad(const nb_tensor *p, const nb_tensor *g)
+{
+    return g && g->dtype == p->dtype && nb_tensor_numel(g) == nb_tensor_numel(p) && nb_tensor_is_contiguous(g);
+}
+
 /* Gradient j of the bucket packed at `at` (zeros for a parameter without
  * one). */
 static nb_status pack_one(nb_ddp *d, bucket *bk, int j, char *at)
@@ -47,7 +58,7 @@ static nb_status gather_parts(nb_ddp *d, bucket *bk)
         if (st) return st;
         d->dst[k] = nb_tensor_data(d->fresh[k]);
         d->counts[k] = n;
-        if (g && g->dtype == p->dtype && nb_tensor_numel(g) == n && nb_tensor_is_contiguous(g)) {
+        if (usable_grad(p, g)) {
             d->held[k] = nb_tensor_retain(g); /* read until the all-reduce completes */
             d->src[k] = nb_tensor_data(g);
         } else {
@@ -75,6 +86,14 @@ static nb_status start_bucket(nb_ddp *d, bucket *bk)
 {
     size_t esize = nb_dtype_size(bk->dtype);
     nb_status st = NB_OK;
+    if (alone(d)) { /* counted as an all-reduce, of nothing to move */
+        bk->started = true;
+        bk->t_start = nb_comm_clock();
+        d->stats.allreduces++;
+        d->stats.bytes += (double)bk->numel * (double)esize;
+        bk->req = NULL;
+        return NB_OK;
+    }
     if (in_place(d)) st = gather_parts(d, bk);
     else {
         char *at = bk->buf;
@@ -125,6 +144,17 @@ static nb_status on_grad_ready(nb_tensor *leaf, void *ctx)
 static nb_status give_grads(nb_ddp *d, bucket *bk)
 {
     nb_status st = NB_OK;
+    if (alone(d)) { /* each keeps its own, made whole: zeros where missing, contiguous */
+        for (int j = 0; j < bk->count && !st; j++) {
+            nb_tensor *p = d->params[d->order[bk->first + j]], *g = nb_tensor_grad(p), *whole;
+            if (usable_grad(p, g)) continue;
+            if ((st = nb_tensor_new(&whole, p->dtype, p->ndim, p->shape))) break;
+            if (g) st = nb_comm_pack(g, nb_tensor_data(whole));
+            if (!st) st = nb_tensor_set_grad(p, whole);
+            nb_tensor_release(whole);
+        }
+        return st;
+    }
     if (in_place(d)) {
         for (int j = 0; j < bk->count && !st; j++)
             st = nb_tensor_set_grad(d->params[d->order[bk->first + j]], d->fresh[bk->first + j]);
@@ -150,6 +180,7 @@ nb_status nb_ddp_finish_bucket(nb_ddp *d, int k)
     bucket *bk = &d->buckets[k];
     nb_comm_request *r = bk->req;
     bk->req = NULL;
+    bk->finished = true;
     double t0 = nb_comm_clock(), done_at = nb_comm_done_at(r);
     nb_status st = nb_comm_finish(r);
     bk->t_done = done_at > 0 ? done_at : nb_comm_clock();
@@ -170,7 +201,7 @@ nb_status nb_ddp_finish(nb_ddp *d, int from)
 {
     nb_status st = start_ready(d, true);
     for (int k = from; k < d->n_buckets && !st; k++)
-        if (d->buckets[k].req) st = nb_ddp_finish_bucket(d, k); /* else one whose wait failed */
+        if (!d->buckets[k].finished) st = nb_ddp_finish_bucket(d, k);
     if (st) nb_comm_spans_flush(&d->spans);
     /* After a failure, complete what was started before giving up. */
     for (int k = 0; k < d->n_buckets; k++) {
@@ -196,7 +227,7 @@ nb_status nb_ddp_backward(nb_ddp *d, nb_tensor *loss)
     for (int k = 0; k < d->n_buckets; k++) {
         bucket *bk = &d->buckets[k];
         bk->pending = bk->count;
-        bk->started = false;
+        bk->started = bk->finished = false;
         bk->req = NULL;
     }
     /* Seeded with 1/N, the gradients all-reduce to their average (as the

@@ -16,11 +16,11 @@ typedef struct bucket {
     int first, count; /* its parameters: order[first .. first+count) */
     int64_t numel;
     nb_dtype dtype;
-    size_t offset;        /* of buf in the flat buffer, in bytes */
-    char *buf;            /* packed gradients: its part of the flat buffer */
-    int pending;          /* parameters not ready yet this step */
-    nb_comm_request *req; /* while its all-reduce runs */
-    bool started;
+    size_t offset;          /* of buf in the flat buffer, in bytes */
+    char *buf;              /* packed gradients: its part of the flat buffer */
+    int pending;            /* parameters not ready yet this step */
+    nb_comm_request *req;   /* while its all-reduce runs */
+    bool started, finished; /* this step */
     double t_start, t_done;
 } bucket;
 
@@ -70,8 +70,8 @@ struct nb_ddp {
  * their averaged gradients (ZeRO: leaves them in the bucket). */
 nb_status nb_ddp_finish_bucket(nb_ddp *d, int k);
 /* Starts the buckets not started yet and finishes those from `from` on
- * that are open;
- * after a failure completes every open all-reduce before returning it. */
+ * not finished yet; after a failure completes every open all-reduce
+ * before returning it. */
 nb_status nb_ddp_finish(nb_ddp *d, int from);
 
 #endif
