@@ -501,6 +501,52 @@ static void check_big(void)
     if (!wrong && !strcmp(nb_comm_transport(comm), want_path)) ok("large all-reduces, three open at once");
 }
 
+/* ZeRO-1's reduce-scatter of parts through shared memory: two parts of
+ * float32, 6.4 MB in all (two chunks of the slot), each rank keeping a
+ * range of its own that crosses the chunk's and the parts' boundaries:
+ * its kept values are the exact sums, every other value of dst is as it
+ * was. Over the ring, which all-reduces one buffer, the call is refused. */
+static void check_scatter(void)
+{
+    const int64_t counts[2] = {1000003, 600011}, total = counts[0] + counts[1];
+    const int64_t lo = total * rank / size + 7, hi = total * (rank + 1) / size - 3;
+    float *src[2], *dst[2];
+    for (int p = 0; p < 2; p++) {
+        src[p] = nb_malloc((size_t)counts[p] * sizeof(float));
+        dst[p] = nb_malloc((size_t)counts[p] * sizeof(float));
+        if (!src[p] || !dst[p]) die_on(NB_ERR_NOMEM, "scatter buffers");
+        for (int64_t i = 0; i < counts[p]; i++) {
+            src[p][i] = (float)(((i + p) % 1001) * (rank + 1));
+            dst[p][i] = -1;
+        }
+    }
+    nb_comm_request *r = NULL;
+    nb_status st =
+        nb_comm_reduce_scatter_parts(comm, 2, (const void *const *)src, (void *const *)dst, counts, NB_F32, lo, hi, &r);
+    if (!comm->reads_parts) {
+        EXPECT(st == NB_ERR_UNSUPPORTED && strstr(nb_last_error(), "ring"), "the ring's reduce-scatter: %s",
+               st ? nb_last_error() : "no error");
+        if (st == NB_ERR_UNSUPPORTED && strstr(nb_last_error(), "ring"))
+            ok("a reduce-scatter of parts is refused by the ring, naming it");
+    } else {
+        die_on(st, "reduce-scatter");
+        die_on(nb_comm_finish(r), "reduce-scatter wait");
+        int64_t wrong = 0, at = 0;
+        for (int p = 0; p < 2; p++)
+            for (int64_t i = 0; i < counts[p]; i++, at++) {
+                float want = at >= lo && at < hi ? (float)(((i + p) % 1001) * (size * (size + 1) / 2)) : -1;
+                wrong += dst[p][i] != want;
+            }
+        EXPECT(wrong == 0, "%lld values of the reduce-scatter are wrong (kept [%lld, %lld) of %lld)", (long long)wrong,
+               (long long)lo, (long long)hi, (long long)total);
+        if (!wrong) ok("a reduce-scatter of parts: each rank's range summed, the rest left as it was");
+    }
+    for (int p = 0; p < 2; p++) {
+        nb_free(src[p]);
+        nb_free(dst[p]);
+    }
+}
+
 /* An all-reduce that every rank but 0 joins 30 ms late: rank 0's wait
  * naps (past 2 ms; through shared memory, on the window's doorbell) and
  * still ends with the exact sums, as do the late ranks. */
@@ -574,6 +620,7 @@ int main(int argc, char **argv)
     else if (!strcmp(what, "progress")) check_progress();
     else if (!strcmp(what, "big")) {
         check_big();
+        check_scatter();
         check_late();
         check_ddp_grads();
     } else if (!strcmp(what, "train") && argc > 2) check_train(argv[2]);

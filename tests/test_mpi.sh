@@ -48,14 +48,14 @@ for np in 2 3 4; do
         env=()
         [ $check = progress ] && env=(-x NABLA_BLAS=0)
         mpirun_ $np "${env[@]}" "$build/tests/mpi_check" $check >"$out/$check" 2>&1 || rc=$?
-        case $check in equal) n=$((np * 4)) ;; shard | progress) n=$np ;; mismatch) n=$((np * 2)) ;; big) n=$((np * 3)) ;; esac
+        case $check in equal) n=$((np * 4)) ;; shard | progress) n=$np ;; mismatch) n=$((np * 2)) ;; big) n=$((np * 4)) ;; esac
         expect "$check, $np ranks" $n "$out/$check" $rc
     done
 done
 for check in big equal; do
     rc=0
     mpirun_ 3 -x NABLA_COMM_SHM=0 "$build/tests/mpi_check" $check >"$out/$check" 2>&1 || rc=$?
-    case $check in equal) n=12 ;; big) n=9 ;; esac
+    case $check in equal) n=12 ;; big) n=12 ;; esac
     expect "$check, 3 ranks, the ring" $n "$out/$check" $rc
 done
 for np in 2 3; do

@@ -194,7 +194,7 @@ NB_API nb_status nb_ddp_set_optimizer(nb_ddp *d, struct nb_eager_optimizer *o);
  *         nb_eager_release_values(eager);
  *     }
  *
- * nb_ddp_backward then leaves the summed gradients in its buckets (each
+ * nb_ddp_backward then leaves the sums of its shard's gradients in its buckets (each
  * parameter's .grad keeps this rank's own); nb_ddp_step averages its
  * shard's part, updates its shard of the parameters with an eager
  * optimiser of `opt` (the same update ops, so the same numbers as
@@ -205,9 +205,11 @@ NB_API nb_status nb_ddp_set_optimizer(nb_ddp *d, struct nb_eager_optimizer *o);
  * Needs every parameter of one dtype, at least N values in all, and an
  * optimiser whose update is elementwise: clipping by norm or global norm
  * needs whole gradients and is refused, and so is a parameter that does not
- * require grad (ZeRO would update it). The gradients are all-reduced (the
- * communicator has no reduce-scatter yet), so the traffic is that of
- * nb_ddp plus the all-gather; what is sharded is the optimiser's memory. */
+ * require grad (ZeRO would update it). Where the ranks share a machine
+ * (nb_comm_transport "shared memory") the gradients are reduce-scattered:
+ * every rank reads every rank's gradients but sums its shard's alone; over
+ * the ring (ranks on several hosts) they are all-reduced, twice the bytes
+ * a reduce-scatter would move. */
 struct nb_optimizer; /* nabla/optimizer.h, a layer above */
 NB_API nb_status nb_ddp_shard_optimizer(nb_ddp *d, const struct nb_optimizer *opt);
 /* The update of a step, after nb_ddp_backward; collective: the sharded

@@ -169,6 +169,13 @@ nb_status nb_comm_allreduce_buffer(nb_comm *c, void *buf, int64_t n, nb_dtype dt
 nb_status nb_comm_allreduce_parts(nb_comm *c, int n, const void *const *src, void *const *dst, const int64_t *counts,
                                   nb_dtype dt, nb_comm_request **req)
 {
+    return nb_comm_reduce_scatter_parts(c, n, src, dst, counts, dt, 0, INT64_MAX, req);
+}
+
+nb_status nb_comm_reduce_scatter_parts(nb_comm *c, int n, const void *const *src, void *const *dst,
+                                       const int64_t *counts, nb_dtype dt, int64_t keep_lo, int64_t keep_hi,
+                                       nb_comm_request **req)
+{
     *req = NULL;
     nb_status st = usable(c, "all-reduce");
     if (st) return st;
@@ -178,7 +185,7 @@ nb_status nb_comm_allreduce_parts(nb_comm *c, int n, const void *const *src, voi
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += counts[i];
     void *impl = NULL;
-    if (total > 0 && (st = c->kind->allreduce_parts(c, n, src, dst, counts, dt, &impl))) return st;
+    if (total > 0 && (st = c->kind->allreduce_parts(c, n, src, dst, counts, dt, keep_lo, keep_hi, &impl))) return st;
     return make_request(c, impl, "all-reduce", total, dt, req);
 }
 

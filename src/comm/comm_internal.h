@@ -32,9 +32,9 @@ typedef struct nb_comm_impl_ops {
      * false when it cannot tell (comm.c then sleeps a moment between
      * tests; NULL: it always does). */
     bool (*nap)(nb_comm *c, void *req, double seconds);
-    /* nb_comm_allreduce_parts's (NULL: the kind has none). */
+    /* nb_comm_reduce_scatter_parts's (NULL: the kind has none). */
     nb_status (*allreduce_parts)(nb_comm *c, int n, const void *const *src, void *const *dst, const int64_t *counts,
-                                 nb_dtype dt, void **req);
+                                 nb_dtype dt, int64_t keep_lo, int64_t keep_hi, void **req);
 } nb_comm_impl_ops;
 
 /* An all-reduce a static program's c_allreduce_start left open for its
@@ -91,6 +91,13 @@ nb_status nb_comm_broadcast_buffer(nb_comm *c, void *buf, int64_t n, nb_dtype dt
  * completes. */
 nb_status nb_comm_allreduce_parts(nb_comm *c, int n, const void *const *src, void *const *dst, const int64_t *counts,
                                   nb_dtype dt, nb_comm_request **req);
+/* The reduce-scatter of the same: this rank needs the sums of values
+ * [keep_lo, keep_hi) only, of the parts taken one after another, and the
+ * rest of dst stays as it was; every rank names its own range (ZeRO-1: its
+ * shard), and every rank's values are still read. */
+nb_status nb_comm_reduce_scatter_parts(nb_comm *c, int n, const void *const *src, void *const *dst,
+                                       const int64_t *counts, nb_dtype dt, int64_t keep_lo, int64_t keep_hi,
+                                       nb_comm_request **req);
 /* Waits for req, or returns at once when req is NULL. */
 static inline nb_status nb_comm_finish(nb_comm_request *req) { return req ? nb_comm_wait(req) : NB_OK; }
 

@@ -161,7 +161,7 @@ static nb_status ring_test(nb_comm *c, mpi_req *q, bool *done)
 /* The all-reduce of parts: only the shared-memory one reads them where
  * they lie (c->reads_parts says so). */
 static nb_status mpi_allreduce_parts(nb_comm *c, int n, const void *const *src, void *const *dst, const int64_t *counts,
-                                     nb_dtype dt, void **req)
+                                     nb_dtype dt, int64_t keep_lo, int64_t keep_hi, void **req)
 {
     mpi_impl *m = impl_of(c);
     *req = NULL;
@@ -169,7 +169,7 @@ static nb_status mpi_allreduce_parts(nb_comm *c, int n, const void *const *src, 
     mpi_req *q;
     nb_status st = new_request(&q);
     if (st) return st;
-    if ((st = nb_shm_allreduce(m->shm, n, src, dst, counts, dt, &q->shm))) nb_free(q);
+    if ((st = nb_shm_allreduce(m->shm, n, src, dst, counts, dt, keep_lo, keep_hi, &q->shm))) nb_free(q);
     else *req = q;
     return st;
 }
@@ -180,7 +180,7 @@ static nb_status mpi_allreduce(nb_comm *c, void *buf, int64_t n, nb_dtype dt, vo
     *req = NULL;
     if (c->size == 1 || n == 0) return NB_OK;
     mpi_impl *m = impl_of(c);
-    if (m->shm) return mpi_allreduce_parts(c, 1, (const void *const *)&buf, &buf, &n, dt, req);
+    if (m->shm) return mpi_allreduce_parts(c, 1, (const void *const *)&buf, &buf, &n, dt, 0, n, req);
     mpi_req *q;
     nb_status st = new_request(&q);
     if (st) return st;

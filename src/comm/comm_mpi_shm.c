@@ -53,8 +53,9 @@ typedef struct cursor {
 struct nb_shm_op {
     part *parts;
     int n_parts;
-    cursor cur;    /* at the current chunk */
-    int64_t n, at; /* values in all; the first of the current chunk */
+    cursor cur;               /* at the current chunk */
+    int64_t n, at;            /* values in all; the first of the current chunk */
+    int64_t keep_lo, keep_hi; /* the values this rank sums */
     size_t esize;
     nb_dtype dtype;
     int phase;     /* of the current chunk */
@@ -170,12 +171,17 @@ void nb_shm_free(nb_shm *s, bool alone)
 }
 
 nb_status nb_shm_allreduce(nb_shm *s, int n_parts, const void *const *src, void *const *dst, const int64_t *counts,
-                           nb_dtype dt, nb_shm_op **out)
+                           nb_dtype dt, int64_t keep_lo, int64_t keep_hi, nb_shm_op **out)
 {
     /* The op and its parts in one block. */
     nb_shm_op *o = nb_calloc(1, sizeof *o + (size_t)n_parts * sizeof(part));
     if (!o) return nb_error(NB_ERR_NOMEM, "comm (MPI): out of memory for an all-reduce");
-    *o = (nb_shm_op){.parts = (part *)(o + 1), .n_parts = n_parts, .esize = nb_dtype_size(dt), .dtype = dt};
+    *o = (nb_shm_op){.parts = (part *)(o + 1),
+                     .n_parts = n_parts,
+                     .esize = nb_dtype_size(dt),
+                     .dtype = dt,
+                     .keep_lo = keep_lo,
+                     .keep_hi = keep_hi};
     for (int i = 0; i < n_parts; i++) {
         o->parts[i] = (part){src[i], dst[i], counts[i]};
         o->n += counts[i];
@@ -234,8 +240,8 @@ static void sum_slots(nb_shm *s, nb_dtype dt, int64_t at, int64_t len, char *out
 }
 
 /* The chunk of `len` values from cursor c on, a piece of one part at a
- * time: into this rank's slot (in), or summed out of every slot. Returns
- * the cursor after it. */
+ * time: into this rank's slot (in), or summed out of every slot where
+ * this rank keeps them. Returns the cursor after it. */
 static cursor walk(nb_shm *s, const nb_shm_op *o, cursor c, int64_t len, bool in)
 {
     size_t es = o->esize;
@@ -244,7 +250,12 @@ static cursor walk(nb_shm *s, const nb_shm_op *o, cursor c, int64_t len, bool in
         const part *p = &o->parts[c.p];
         int64_t k = p->n - c.off < len - done ? p->n - c.off : len - done;
         if (in) memcpy(s->slot[s->rank] + done * (int64_t)es, p->src + c.off * (int64_t)es, (size_t)k * es);
-        else sum_slots(s, o->dtype, done, k, p->dst + c.off * (int64_t)es);
+        else {
+            int64_t first = o->at + done; /* the op's value at the piece's start */
+            int64_t lo = o->keep_lo > first ? o->keep_lo - first : 0;
+            int64_t hi = o->keep_hi < first + k ? o->keep_hi - first : k;
+            if (lo < hi) sum_slots(s, o->dtype, done + lo, hi - lo, p->dst + (c.off + lo) * (int64_t)es);
+        }
         c.off += k;
         done += k;
     }

@@ -10,7 +10,8 @@
  *
  * An all-reduce runs in chunks of the slot each rank has in the window.
  * For each chunk every rank copies its values into its slot and, once all
- * have, sums every slot, in rank order, into its own buffer (or, for the
+ * have, sums every slot, in rank order, into its own buffer (the part of
+ * it the rank asked for: ZeRO's reduce-scatter sums a shard; or, for the
  * eager DDP, reads a bucket's gradients where they lie and writes the sums
  * into the parameters' new gradients, with no bucket between): the same
  * operands in the same order everywhere, so every rank ends with the very
@@ -46,9 +47,12 @@ void nb_shm_free(nb_shm *s, bool alone);
  * over n parts: counts[i] values read from src[i], their sums written to
  * dst[i] (src[i] itself, or memory apart from every src). Each src is read
  * when its chunk starts, which may be after this returns, and each dst
- * written before the op completes: both stay valid till then. */
+ * written before the op completes: both stay valid till then. This rank
+ * sums, and writes, only values [keep_lo, keep_hi) of the parts taken one
+ * after another (all of them for an all-reduce; its own block for a
+ * reduce-scatter, which every rank may choose for itself). */
 nb_status nb_shm_allreduce(nb_shm *s, int n, const void *const *src, void *const *dst, const int64_t *counts,
-                           nb_dtype dt, nb_shm_op **out);
+                           nb_dtype dt, int64_t keep_lo, int64_t keep_hi, nb_shm_op **out);
 /* Moves the queue on; true once op is complete, which frees it. */
 bool nb_shm_test(nb_shm *s, nb_shm_op *op);
 /* Sleeps until another rank has moved on, so that the queue may move, or

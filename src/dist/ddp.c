@@ -17,11 +17,15 @@
 
 /* ---- buckets during a step ------------------------------------------------------------ */
 
-/* Whether the bucket's all-reduce reads the gradients where they lie and
- * writes the sums into new gradients (the shared-memory transport), rather
- * than through the bucket's buffer: two copies of every gradient fewer.
- * ZeRO reads its shard from the buffers. */
-static bool in_place(const nb_ddp *d) { return d->comm->reads_parts && !d->zero; }
+/* Whether the bucket's all-reduce reads the gradients where they lie (the
+ * shared-memory transport) rather than packed into the bucket's buffer. */
+static bool by_parts(const nb_ddp *d) { return d->comm->reads_parts; }
+
+/* Whether it also writes the sums into new gradients, with no bucket
+ * between: two copies of every gradient fewer. ZeRO instead has the sums
+ * of its shard alone written into the buckets, which it reads them from: a
+ * reduce-scatter. */
+static bool in_place(const nb_ddp *d) { return by_parts(d) && !d->zero; }
 
 /* Whether this is the only rank: its gradients are the averages already,
  * and a bucket needs no all-reduce and no copy (ZeRO still reads its
@@ -46,7 +50,8 @@ static nb_status pack_one(nb_ddp *d, bucket *bk, int j, char *at)
 
 /* The bucket's parts for nb_comm_allreduce_parts: each gradient as it
  * lies (or packed into the buffer, where it is not one contiguous tensor
- * of the parameter's dtype), and a new gradient for its sum. */
+ * of the parameter's dtype), and a new gradient for its sum (ZeRO: its
+ * place in the buffer). */
 static nb_status gather_parts(nb_ddp *d, bucket *bk)
 {
     char *at = bk->buf;
@@ -54,9 +59,10 @@ static nb_status gather_parts(nb_ddp *d, bucket *bk)
         int k = bk->first + j;
         nb_tensor *p = d->params[d->order[k]], *g = nb_tensor_grad(p);
         int64_t n = nb_tensor_numel(p);
-        nb_status st = nb_tensor_new_uninit(&d->fresh[k], p->dtype, p->ndim, p->shape);
-        if (st) return st;
-        d->dst[k] = nb_tensor_data(d->fresh[k]);
+        nb_status st = NB_OK;
+        if (d->zero) d->dst[k] = at;
+        else if ((st = nb_tensor_new_uninit(&d->fresh[k], p->dtype, p->ndim, p->shape))) return st;
+        else d->dst[k] = nb_tensor_data(d->fresh[k]);
         d->counts[k] = n;
         if (usable_grad(p, g)) {
             d->held[k] = nb_tensor_retain(g); /* read until the all-reduce completes */
@@ -94,7 +100,7 @@ static nb_status start_bucket(nb_ddp *d, bucket *bk)
         bk->req = NULL;
         return NB_OK;
     }
-    if (in_place(d)) st = gather_parts(d, bk);
+    if (by_parts(d)) st = gather_parts(d, bk);
     else {
         char *at = bk->buf;
         for (int j = 0; j < bk->count && !st; j++) {
@@ -108,9 +114,12 @@ static nb_status start_bucket(nb_ddp *d, bucket *bk)
     d->stats.allreduces++;
     d->stats.bytes += (double)bk->numel * (double)esize;
     int k = bk->first;
-    st = in_place(d)
-        ? nb_comm_allreduce_parts(d->comm, bk->count, d->src + k, d->dst + k, d->counts + k, bk->dtype, &bk->req)
-        : nb_comm_allreduce_buffer(d->comm, bk->buf, bk->numel, bk->dtype, &bk->req);
+    int64_t base = (int64_t)(bk->offset / esize); /* the bucket's first value in the flat vector */
+    if (!by_parts(d)) st = nb_comm_allreduce_buffer(d->comm, bk->buf, bk->numel, bk->dtype, &bk->req);
+    else if (d->zero)
+        st = nb_comm_reduce_scatter_parts(d->comm, bk->count, d->src + k, d->dst + k, d->counts + k, bk->dtype,
+                                          d->shard_begin - base, d->shard_end - base, &bk->req);
+    else st = nb_comm_allreduce_parts(d->comm, bk->count, d->src + k, d->dst + k, d->counts + k, bk->dtype, &bk->req);
     nb_comm_track(bk->req);
     return st;
 }

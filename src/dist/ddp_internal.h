@@ -45,7 +45,8 @@ struct nb_ddp {
     /* Per parameter, in order[]'s order, for a transport that all-reduces
      * gradients where they lie (nb_comm_allreduce_parts): a bucket's
      * sources (its gradients, retained in held, or its part of flat), the
-     * new gradients the sums go to (fresh), and their sizes. */
+     * new gradients the sums go to (fresh; ZeRO: its part of flat), and
+     * their sizes. */
     const void **src;
     void **dst;
     int64_t *counts;
@@ -61,8 +62,9 @@ struct nb_ddp {
     struct nb_eager_optimizer *step_opt;
     void (*step_opt_release)(struct nb_eager_optimizer *); /* nb_ddp_free lets it go through this */
     bool deferred;
-    nb_zero *zero;                /* NULL unless nb_ddp_shard_optimizer */
-    void (*zero_free)(nb_zero *); /* frees it: optim sits above dist */
+    nb_zero *zero;                  /* NULL unless nb_ddp_shard_optimizer */
+    void (*zero_free)(nb_zero *);   /* frees it: optim sits above dist */
+    int64_t shard_begin, shard_end; /* ZeRO: the flat values whose sums this rank updates */
     nb_ddp_stats stats;
 };
 

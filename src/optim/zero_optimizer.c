@@ -123,6 +123,8 @@ nb_status nb_ddp_shard_optimizer(nb_ddp *d, const nb_optimizer *opt)
     }
     d->zero = z;
     d->zero_free = zero_free;
+    d->shard_begin = z->begin;
+    d->shard_end = z->end;
     d->stats.shard_numel = len;
     return NB_OK;
 }
