@@ -79,14 +79,16 @@ static bool same_everywhere(const double *p, int n)
 }
 
 /* STEPS steps of the static or eager model: data-parallel on this rank's
- * shard with batch B/size, or alone with batch B. Checks after every
- * data-parallel step that all ranks hold the same parameters. */
-static void train(bool eager, nb_optimizer opt, bool parallel, size_t bucket, double *out, int *n)
+ * shard with batch B/size (static: its all-reduces open across backward,
+ * or each completed where it stands when `sync`), or alone with batch B.
+ * Checks after every data-parallel step that all ranks hold the same
+ * parameters. */
+static void train(bool eager, nb_optimizer opt, bool parallel, size_t bucket, bool sync, double *out, int *n)
 {
     nb_tensor *x, *y;
     dp_data(120, &x, &y);
     int s = parallel ? size : 1;
-    nb_data_parallel_opts dp = {.nranks = size, .bucket_bytes = bucket};
+    nb_data_parallel_opts dp = {.nranks = size, .bucket_bytes = bucket, .synchronous = sync};
     nb_reader *rd;
     die_on(dp_reader(&rd, x, y, parallel ? rank : 0, s, B / s), "reader");
     dp_static ms;
@@ -120,23 +122,27 @@ static void check_equal(void)
     nb_optimizer kinds[] = {nb_sgd(0.2), nb_adam(0.02)};
     for (int mode = 0; mode < 2; mode++)
         for (int k = 0; k < 2; k++) {
-            double alone[MAXP], together[MAXP], small[MAXP];
-            int n1, n2, n3;
-            train(mode, kinds[k], false, 0, alone, &n1);
-            train(mode, kinds[k], true, 0, together, &n2);
-            train(mode, kinds[k], true, 48, small, &n3);
+            double alone[MAXP], together[MAXP], small[MAXP], synced[MAXP];
+            int n1, n2, n3, n4;
+            train(mode, kinds[k], false, 0, false, alone, &n1);
+            train(mode, kinds[k], true, 0, false, together, &n2);
+            train(mode, kinds[k], true, 48, false, small, &n3);
+            /* one bucket of every parameter, summed by c_allreduce_sum (static) */
+            train(mode, kinds[k], true, 0, true, synced, &n4);
             /* The tolerance is rounding, relative to the parameters' size. */
             double scale = 0, d = dp_max_diff(alone, together, n1), db = dp_max_diff(together, small, n2);
+            double ds = dp_max_diff(together, synced, n2);
             for (int i = 0; i < n1; i++) scale = fmax(scale, fabs(alone[i]));
             double tol = 1e-12 * fmax(scale, 1);
-            char what[160];
+            char what[200];
             snprintf(what, sizeof what,
                      "%s %s: %d ranks with batch %d = 1 with batch %d (max diff %.1e), buckets of "
-                     "48 bytes (diff %.1e)",
-                     mode ? "eager" : "static", names[k], size, B / size, B, d, db);
-            EXPECT(n1 == n2 && n2 == n3 && n1 == 8 * 16 + 16 + 16 * 3 + 3, "parameter counts %d %d %d", n1, n2, n3);
-            EXPECT(d <= tol && db <= tol, "%s", what);
-            if (d <= tol && db <= tol) ok(what);
+                     "48 bytes (diff %.1e), synchronous (diff %.1e)",
+                     mode ? "eager" : "static", names[k], size, B / size, B, d, db, ds);
+            EXPECT(n1 == n2 && n2 == n3 && n3 == n4 && n1 == 8 * 16 + 16 + 16 * 3 + 3, "parameter counts %d %d %d %d",
+                   n1, n2, n3, n4);
+            EXPECT(d <= tol && db <= tol && ds <= tol, "%s", what);
+            if (d <= tol && db <= tol && ds <= tol) ok(what);
         }
 }
 

@@ -189,6 +189,22 @@ nb_status nb_comm_reduce_scatter_parts(nb_comm *c, int n, const void *const *src
     return make_request(c, impl, "all-reduce", total, dt, req);
 }
 
+nb_status nb_comm_allreduce_tensors(nb_comm *c, int n, nb_tensor *const *x, nb_tensor *const *y, nb_comm_request **req)
+{
+    *req = NULL;
+    void **at = nb_malloc((size_t)n * (2 * sizeof(void *) + sizeof(int64_t)));
+    if (!at) return nb_error(NB_ERR_NOMEM, "comm: out of memory for an all-reduce of %d tensors", n);
+    int64_t *counts = (int64_t *)(at + 2 * n);
+    for (int i = 0; i < n; i++) {
+        at[i] = nb_tensor_data(x[i]);
+        at[n + i] = nb_tensor_data(y[i]);
+        counts[i] = nb_tensor_numel(x[i]);
+    }
+    nb_status st = nb_comm_allreduce_parts(c, n, (const void *const *)at, at + n, counts, x[0]->dtype, req);
+    nb_free(at); /* the transport keeps its own list */
+    return st;
+}
+
 nb_status nb_comm_broadcast_buffer(nb_comm *c, void *buf, int64_t n, nb_dtype dt, int root, nb_comm_request **req)
 {
     *req = NULL;
@@ -408,7 +424,8 @@ nb_status nb_comm_open_allreduce(nb_comm *c, nb_tensor *const *ts, int n)
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += nb_tensor_numel(ts[i]);
     char *buf = nb_tensor_data(ts[0]);
-    if (n > 1) {
+    o->packed = n > 1 && !c->reads_parts;
+    if (o->packed) {
         size_t need = (size_t)(total > 0 ? total : 1) * esize;
         if (o->buf_size < need) {
             char *b = nb_malloc(need);
@@ -426,7 +443,9 @@ nb_status nb_comm_open_allreduce(nb_comm *c, nb_tensor *const *ts, int n)
     }
     o->t_start = nb_comm_clock();
     o->bytes = (double)total * (double)esize;
-    if ((st = nb_comm_allreduce_buffer(c, buf, total, dt, &o->req))) return st;
+    st = n > 1 && !o->packed ? nb_comm_allreduce_tensors(c, n, ts, ts, &o->req)
+                             : nb_comm_allreduce_buffer(c, buf, total, dt, &o->req);
+    if (st) return st;
     nb_comm_track(o->req);
     for (int i = 0; i < n; i++) o->ts[i] = nb_tensor_retain(ts[i]);
     o->n = n;
@@ -437,7 +456,7 @@ nb_status nb_comm_open_allreduce(nb_comm *c, nb_tensor *const *ts, int n)
 /* Writes a completed bucket's sums back into its tensors and lets them go. */
 static void close_open(nb_comm *c, nb_comm_open *o, bool unpack)
 {
-    if (unpack && o->n > 1) {
+    if (unpack && o->packed) {
         size_t esize = nb_dtype_size(o->ts[0]->dtype);
         const char *at = o->buf;
         for (int i = 0; i < o->n; i++) {

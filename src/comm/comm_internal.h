@@ -39,11 +39,13 @@ typedef struct nb_comm_impl_ops {
 
 /* An all-reduce a static program's c_allreduce_start left open for its
  * c_allreduce_wait: the tensors it sums (retained), and the buffer they are
- * packed into when there are several (kept for the next step's bucket). */
+ * packed into when there are several and the transport cannot sum them
+ * where they lie (kept for the next step's bucket). */
 typedef struct nb_comm_open {
     nb_comm_request *req; /* NULL once waited for */
     nb_tensor **ts;
     int n, cap;
+    bool packed; /* into buf, the sums to be unpacked */
     char *buf;
     size_t buf_size;
     double t_start, bytes;
@@ -98,6 +100,9 @@ nb_status nb_comm_allreduce_parts(nb_comm *c, int n, const void *const *src, voi
 nb_status nb_comm_reduce_scatter_parts(nb_comm *c, int n, const void *const *src, void *const *dst,
                                        const int64_t *counts, nb_dtype dt, int64_t keep_lo, int64_t keep_hi,
                                        nb_comm_request **req);
+/* nb_comm_allreduce_parts of n contiguous tensors of one dtype: the sums
+ * of x[i] written to y[i] (x[i] itself, or a tensor apart from every x). */
+nb_status nb_comm_allreduce_tensors(nb_comm *c, int n, nb_tensor *const *x, nb_tensor *const *y, nb_comm_request **req);
 /* Waits for req, or returns at once when req is NULL. */
 static inline nb_status nb_comm_finish(nb_comm_request *req) { return req ? nb_comm_wait(req) : NB_OK; }
 
@@ -136,7 +141,8 @@ double nb_comm_done_at(const nb_comm_request *r);
 /* ---- all-reduces open across ops (c_allreduce_start .. c_allreduce_wait) ----
  *
  * nb_comm_open_allreduce starts the sum of ts[0..n) (contiguous, one dtype;
- * packed into one buffer when n > 1), tracked, and returns; the caller
+ * summed where they lie through shared memory, else packed into one buffer
+ * when n > 1), tracked, and returns; the caller
  * must not touch the tensors until nb_comm_wait_open of one of them (ts:
  * any of them, n of them), which completes, oldest first, every all-reduce
  * open on c up to the last that carries one of ts (all of them when ts is

@@ -10,10 +10,11 @@
  *
  * An all-reduce runs in chunks of the slot each rank has in the window.
  * For each chunk every rank copies its values into its slot and, once all
- * have, sums every slot, in rank order, into its own buffer (the part of
- * it the rank asked for: ZeRO's reduce-scatter sums a shard; or, for the
- * eager DDP, reads a bucket's gradients where they lie and writes the sums
- * into the parameters' new gradients, with no bucket between): the same
+ * have, sums every slot, in rank order, into its own buffer, or the part
+ * of it the rank asked for (ZeRO's reduce-scatter sums a shard). A bucket
+ * of several gradients is read where they lie and its sums written into
+ * the gradients themselves (a program's buckets) or into new ones (the
+ * eager DDP's), with no bucket buffer between: the same
  * operands in the same order everywhere, so every rank ends with the very
  * same bits. (With two ranks each reads the other's values once, as much
  * as a ring moves, and the chunk takes one exchange of counters instead of

@@ -1,10 +1,11 @@
 /* CPU kernels of the collective ops (src/ops/collective.c): they hand the
  * tensors to the communicator of the op's ring (src/comm).
  *
- * c_allreduce_sum packs its inputs into one buffer, so that a bucket of
- * many small gradients costs one all-reduce (the latency of a collective,
- * not its bandwidth, dominates for small ones), then unpacks the sums into
- * the outputs. A single input that is its own output is reduced where it
+ * c_allreduce_sum sums a bucket of many small gradients in one all-reduce
+ * (the latency of a collective, not its bandwidth, dominates for small
+ * ones): through shared memory each input where it lies, into its output;
+ * over the ring packed into one buffer, the sums unpacked into the
+ * outputs. A single input that is its own output is reduced where it
  * lies. Outputs may be the inputs' tensors (programs) or fresh ones (eager
  * mode). c_allreduce_start does the same but returns with the all-reduce
  * open (nb_comm_open_allreduce), so it works in place only;
@@ -22,6 +23,22 @@ static nb_status ring_of(const nb_kernel_ctx *ctx, nb_comm **c)
     return *c ? NB_OK : nb_error_context(NB_ERR_NOT_FOUND, "%s", ctx->label);
 }
 
+/* Whether the n inputs can be summed where they lie into the outputs:
+ * all contiguous, and each output its input itself or apart from every
+ * input (a sum written over an input not yet read would change what is
+ * summed). */
+static bool summable_where(const nb_kernel_ctx *ctx, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const nb_tensor *x = nb_kin(ctx, 0, i), *y = nb_kout(ctx, 0, i);
+        if (!nb_tensor_is_contiguous(x) || !nb_tensor_is_contiguous(y)) return false;
+        if (nb_tensor_data(y) == nb_tensor_data(x)) continue;
+        for (int j = 0; j < n; j++)
+            if (nb_kin(ctx, 0, j)->storage == y->storage) return false;
+    }
+    return true;
+}
+
 static nb_status run_allreduce(const nb_kernel_ctx *ctx)
 {
     nb_comm *c;
@@ -37,6 +54,12 @@ static nb_status run_allreduce(const nb_kernel_ctx *ctx)
     if (n == 1) {
         if (nb_tensor_data(y0) != nb_tensor_data(x0)) st = nb_tensor_copy_into(y0, x0);
         if (!st) st = nb_comm_allreduce_buffer(c, nb_tensor_data(y0), nb_tensor_numel(y0), dt, &req);
+        if (!st) st = nb_comm_finish(req);
+        if (!st) nb_comm_note_sync(c, bytes, nb_comm_clock() - t0);
+        return st ? nb_error_context(st, "%s", ctx->label) : NB_OK;
+    }
+    if (c->reads_parts && summable_where(ctx, n)) {
+        st = nb_comm_allreduce_tensors(c, n, ctx->in + ctx->in_begin[0], ctx->out + ctx->out_begin[0], &req);
         if (!st) st = nb_comm_finish(req);
         if (!st) nb_comm_note_sync(c, bytes, nb_comm_clock() - t0);
         return st ? nb_error_context(st, "%s", ctx->label) : NB_OK;
