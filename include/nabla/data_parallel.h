@@ -194,11 +194,12 @@ NB_API nb_status nb_ddp_set_optimizer(nb_ddp *d, struct nb_eager_optimizer *o);
  *         nb_eager_release_values(eager);
  *     }
  *
- * nb_ddp_backward then leaves the sums of its shard's gradients in its buckets (each
- * parameter's .grad keeps this rank's own); nb_ddp_step averages its
- * shard's part, updates its shard of the parameters with an eager
- * optimiser of `opt` (the same update ops, so the same numbers as
- * nb_eager_optimizer_step after a plain nb_ddp_backward, to the bit), and
+ * nb_ddp_backward then leaves the averages of its shard's gradients in its
+ * buckets (each parameter's .grad keeps this rank's own, divided by N,
+ * since backward is seeded with 1/N); nb_ddp_step updates its shard of
+ * the parameters with an eager optimiser of `opt` (the same update ops,
+ * so the same numbers as nb_eager_optimizer_step after a plain
+ * nb_ddp_backward, to the bit), and
  * gathers the shards: every rank broadcasts its own, and every parameter
  * gets the updated values (its version bumped, as an in-place update).
  *
